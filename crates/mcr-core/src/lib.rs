@@ -1,1 +1,112 @@
-//! TODO
+//! The core of mcr (multicluster-runtime for Rust): the cluster model, the shared per-cluster
+//! cache, field indexes, the provider contract and the cluster lifecycle.
+//!
+//! - [`ClusterName`] and [`Cluster`]: a member of the fleet (a `kube::Client`, a shared
+//!   [`Cache`] and an identity).
+//! - [`Cache`] / [`Informer`]: one watch per (cluster, resource, selector) however many
+//!   controllers use it, with [`Informer::subscribe`] for change streams and [`FieldIndex`]es.
+//! - [`Provider`], [`ProviderRunnable`], [`Aware`]: how sources of clusters talk to the manager.
+//! - [`Clusters`]: the lifecycle every provider uses (start cache, apply indexes, wait for
+//!   sync, engage; remove on failure or on request). [`Registry`] mirrors engaged clusters.
+//! - [`providers`]: `single`, `nop` and `clusters` providers; [`kubeconfig`] and [`sanitize`]
+//!   helpers for providers that build clients from kubeconfigs.
+//!
+//! # Writing a provider
+//!
+//! A provider keeps its clusters in a [`Clusters`] and forwards `get` and `index_field` to it.
+//! Its discovery loop builds a [`Cluster`] for each member it finds and calls
+//! [`Clusters::add`] (or [`Clusters::add_or_replace`]), and [`Clusters::remove`] when a member
+//! goes away. Here is a provider that serves a fixed list of kubeconfig contexts:
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//!
+//! use kube::config::{KubeConfigOptions, Kubeconfig};
+//! use mcr_core::{
+//!     Aware, BoxFuture, Cluster, ClusterName, Clusters, Error, FieldIndex, Provider,
+//!     ProviderRunnable,
+//! };
+//! use tokio_util::sync::CancellationToken;
+//!
+//! struct ContextsProvider {
+//!     kubeconfig: Kubeconfig,
+//!     contexts: Vec<String>,
+//!     clusters: Clusters,
+//! }
+//!
+//! impl Provider for ContextsProvider {
+//!     fn get<'a>(&'a self, name: &'a ClusterName) -> BoxFuture<'a, Result<Cluster, Error>> {
+//!         Box::pin(async move { self.clusters.get(name) })
+//!     }
+//!     fn index_field<'a>(&'a self, index: &'a FieldIndex) -> BoxFuture<'a, Result<(), Error>> {
+//!         Box::pin(self.clusters.index_field(index))
+//!     }
+//!     fn runnable(&self) -> Option<&dyn ProviderRunnable> {
+//!         Some(self)
+//!     }
+//! }
+//!
+//! impl ProviderRunnable for ContextsProvider {
+//!     fn start<'a>(
+//!         &'a self,
+//!         token: CancellationToken,
+//!         aware: Arc<dyn Aware>,
+//!     ) -> BoxFuture<'a, Result<(), Error>> {
+//!         Box::pin(async move {
+//!             for context in &self.contexts {
+//!                 let options = KubeConfigOptions {
+//!                     context: Some(context.clone()),
+//!                     ..Default::default()
+//!                 };
+//!                 let client = match kube::Config::from_custom_kubeconfig(
+//!                     self.kubeconfig.clone(),
+//!                     &options,
+//!                 )
+//!                 .await
+//!                 .map_err(kube::Error::InferKubeconfig)
+//!                 .and_then(kube::Client::try_from)
+//!                 {
+//!                     Ok(client) => client,
+//!                     Err(err) => {
+//!                         // A broken member is logged, never fatal.
+//!                         tracing::warn!(cluster = %context, error = %err, "skipping cluster");
+//!                         continue;
+//!                     }
+//!                 };
+//!                 let cluster = Cluster::new(context.as_str(), client);
+//!                 if let Err(err) = self.clusters.add(&token, cluster, &*aware).await {
+//!                     tracing::warn!(cluster = %context, error = %err, "could not engage");
+//!                 }
+//!             }
+//!             token.cancelled().await;
+//!             Ok(())
+//!         })
+//!     }
+//! }
+//! ```
+#![deny(unsafe_code)]
+
+mod cache;
+mod cluster;
+mod clusters;
+mod error;
+mod index;
+mod name;
+mod provider;
+mod registry;
+
+pub mod kubeconfig;
+pub mod providers;
+pub mod sanitize;
+
+pub use cache::{Cache, CacheEvent, Informer, InformerOptions};
+pub use cluster::{Cluster, ClusterId};
+pub use clusters::{AddOutcome, Clusters, ClustersOptions};
+pub use error::{Error, is_cluster_not_found};
+pub use index::FieldIndex;
+pub use name::ClusterName;
+pub use provider::{Aware, BoxFuture, Provider, ProviderRunnable};
+pub use registry::Registry;
+
+#[cfg(test)]
+mod tests;

@@ -1,1 +1,103 @@
-//! TODO
+//! The multi-cluster manager and controller runtime of mcr.
+//!
+//! A [`Manager`] owns the host cluster and an optional [`Provider`](mcr_core::Provider) that
+//! engages a dynamic fleet of clusters. [`Controller`]s reconcile objects in every engaged
+//! cluster through one fair work queue per controller; watches come from each cluster's shared
+//! cache, so two controllers on one type in one cluster share one watch.
+//!
+//! # Porting a kube-runtime controller
+//!
+//! The reconciler keeps its shape: `Arc<K>` in, [`Action`](kube::runtime::controller::Action)
+//! out, the same error policy. The context becomes a [`Context`], which dereferences to your
+//! data and carries the object's cluster. Side by side:
+//!
+//! ```text
+//! // kube-runtime                                     // mcr
+//! async fn reconcile(                                 async fn reconcile(
+//!     cm: Arc<ConfigMap>,                                 cm: Arc<ConfigMap>,
+//!     ctx: Arc<Data>,                                     ctx: Context<Data>,
+//! ) -> Result<Action, Error> {                        ) -> Result<Action, Error> {
+//!     let client = ctx.client.clone();                    let client = ctx.client();   // this cluster's
+//!     /* unchanged */                                     /* unchanged */
+//! }                                                   }
+//! fn error_policy(_: Arc<ConfigMap>, _: &Error,       fn error_policy(_: Arc<ConfigMap>, _: &Error,
+//!                 _: Arc<Data>) -> Action {...}                       _: Context<Data>) -> Action {...}
+//!
+//! Controller::new(Api::<ConfigMap>::all(client),      let mgr = Manager::new(client, Some(provider));
+//!                 watcher::Config::default())         Controller::new(&mgr)
+//!                                                         .for_::<ConfigMap>()
+//!     .owns(Api::<Secret>::all(client), wc)               .owns::<Secret>()
+//!     .run(reconcile, error_policy, Arc::new(data))       .register(reconcile, error_policy, Arc::new(data))?;
+//!     .for_each(|_| async {})                         mgr.run().await?;
+//!     .await;
+//! ```
+//!
+//! The same program, complete:
+//!
+//! ```no_run
+//! use std::{sync::Arc, time::Duration};
+//! use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+//! use kube::{Api, ResourceExt, runtime::controller::Action};
+//! use mcr_core::providers::clusters::ClustersProvider;
+//! use mcr_manager::{Context, Controller, Manager};
+//!
+//! #[derive(Debug, thiserror::Error)]
+//! #[error("kube: {0}")]
+//! struct Error(#[from] kube::Error);
+//!
+//! struct Data { greeting: String }
+//!
+//! async fn reconcile(cm: Arc<ConfigMap>, ctx: Context<Data>) -> Result<Action, Error> {
+//!     let api: Api<Secret> = Api::namespaced(ctx.client(), &cm.namespace().unwrap_or_default());
+//!     let _maybe = api.get_opt(&cm.name_any()).await?;
+//!     tracing::info!(cluster = %ctx.cluster_name(), "{} {}", ctx.greeting, cm.name_any());
+//!     Ok(Action::requeue(Duration::from_secs(300)))
+//! }
+//!
+//! fn error_policy(_cm: Arc<ConfigMap>, _err: &Error, _ctx: Context<Data>) -> Action {
+//!     Action::requeue(Duration::from_secs(5))
+//! }
+//!
+//! #[tokio::main]
+//! async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//!     let client = kube::Client::try_default().await?;
+//!     let provider = Arc::new(ClustersProvider::new());
+//!     let mgr = Manager::new(client, Some(provider));
+//!     Controller::new(&mgr)
+//!         .for_::<ConfigMap>()
+//!         .owns::<Secret>()
+//!         .register(reconcile, error_policy, Arc::new(Data { greeting: "hello".into() }))?;
+//!     mgr.run().await?;
+//!     Ok(())
+//! }
+//! ```
+//!
+//! # What the runtime guarantees
+//!
+//! - Requests are `(cluster, object)`; one reconcile per key at a time; a change arriving during
+//!   a reconcile runs it once more afterwards.
+//! - The queue is fair across clusters: a cluster with a flood of changes cannot starve a quiet one.
+//! - A cluster that leaves: its queued requests are dropped, its watches stop, and a reconcile
+//!   failing with `ClusterNotFound` ends quietly (no retry).
+//! - A panicking reconciler is logged with its cluster and object and retried with backoff.
+//! - Graceful shutdown: stop taking work, let in-flight reconciles finish, stop watches, return.
+//! - Metrics ([`Metrics`]), `/metrics` `/healthz` `/readyz`, and optional leader election
+//!   ([`LeaderElection`], feature `leader-election`).
+
+pub mod controller;
+mod error;
+mod health;
+#[cfg(feature = "leader-election")]
+mod leader;
+mod manager;
+mod metrics;
+mod queue;
+mod runnable;
+
+pub use controller::{Builder, Context, Controller, IntoRequest, Request, Start, WatchOptions};
+pub use error::{BoxError, BuilderError, Error};
+#[cfg(feature = "leader-election")]
+pub use leader::LeaderElection;
+pub use manager::{Manager, ManagerBuilder};
+pub use metrics::Metrics;
+pub use runnable::Runnable;

@@ -19,7 +19,12 @@ pub struct ApiError {
 impl ApiError {
     /// Builds an error from its parts.
     pub fn new(code: u16, reason: &str, message: impl Into<String>) -> Self {
-        Self { code, reason: reason.to_string(), message: message.into(), details: None }
+        Self {
+            code,
+            reason: reason.to_string(),
+            message: message.into(),
+            details: None,
+        }
     }
 
     /// Adds `details` (`name`, `group`, `kind`).
@@ -52,7 +57,11 @@ impl ApiError {
 
     /// 404 NotFound for a path that serves nothing.
     pub fn path_not_found() -> Self {
-        Self::new(404, "NotFound", "the server could not find the requested resource")
+        Self::new(
+            404,
+            "NotFound",
+            "the server could not find the requested resource",
+        )
     }
 
     /// 405 MethodNotAllowed.
@@ -63,8 +72,12 @@ impl ApiError {
     /// 409 AlreadyExists.
     pub fn already_exists(group: &str, plural: &str, name: &str) -> Self {
         let resource = qualified(group, plural);
-        Self::new(409, "AlreadyExists", format!("{resource} \"{name}\" already exists"))
-            .with_details(group, plural, name)
+        Self::new(
+            409,
+            "AlreadyExists",
+            format!("{resource} \"{name}\" already exists"),
+        )
+        .with_details(group, plural, name)
     }
 
     /// 409 Conflict (stale resourceVersion, failed precondition, apply conflict).
@@ -85,14 +98,24 @@ impl ApiError {
 
     /// 415 UnsupportedMediaType.
     pub fn unsupported_media_type(content_type: &str) -> Self {
-        Self::new(415, "UnsupportedMediaType", format!("the body of the request was in an unknown format - accepted media types include: application/json, application/yaml; got {content_type:?}"))
+        Self::new(
+            415,
+            "UnsupportedMediaType",
+            format!(
+                "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml; got {content_type:?}"
+            ),
+        )
     }
 
     /// 422 Invalid: the object failed validation.
     pub fn invalid(kind: &str, name: &str, message: impl Into<String>) -> Self {
         let message = message.into();
-        Self::new(422, "Invalid", format!("{kind} \"{name}\" is invalid: {message}"))
-            .with_details("", kind, name)
+        Self::new(
+            422,
+            "Invalid",
+            format!("{kind} \"{name}\" is invalid: {message}"),
+        )
+        .with_details("", kind, name)
     }
 
     /// 500 InternalError.
@@ -119,5 +142,9 @@ impl ApiError {
 }
 
 fn qualified(group: &str, plural: &str) -> String {
-    if group.is_empty() { plural.to_string() } else { format!("{plural}.{group}") }
+    if group.is_empty() {
+        plural.to_string()
+    } else {
+        format!("{plural}.{group}")
+    }
 }

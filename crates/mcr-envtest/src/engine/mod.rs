@@ -7,6 +7,55 @@
 //!
 //! CONTRACT between the engine (store, registry, selectors, patches, gc) and the transport.
 //! Signatures here are fixed; bodies live in the submodules.
+//!
+//! # What is emulated
+//!
+//! - Built-in types: Namespace, ConfigMap, Secret, ServiceAccount, Event (`v1` and
+//!   `events.k8s.io/v1`, stored separately, no conversion between them), Lease, Deployment,
+//!   ReplicaSet, CustomResourceDefinition; plus every served version of every CRD (versions
+//!   share storage; reading another version only rewrites `apiVersion`, as the `None`
+//!   conversion strategy does).
+//! - Server-set metadata (`uid`, `creationTimestamp`, one global `resourceVersion` counter,
+//!   `generation` for Deployment, ReplicaSet, CRDs and custom objects only), `generateName`,
+//!   name validation, optimistic concurrency, no-op writes that do not move the
+//!   resourceVersion, the `status` subresource, Secret `stringData`.
+//! - Merge, JSON and strategic merge patches (merge keys by field name for the built-ins;
+//!   `finalizers` merges as a set, as `ObjectMeta` declares it), and a simplified server-side
+//!   apply (see below).
+//! - Finalizers, `ownerReferences` garbage collection (Background/Foreground/Orphan),
+//!   namespace termination, CRD establishment and removal.
+//! - Lists with full label selectors, `metadata.name`/`metadata.namespace` field selectors,
+//!   consistent pagination and `resourceVersion`/`resourceVersionMatch`; watches with replay,
+//!   410 on compacted versions, selector transitions, bookmarks and streaming lists.
+//!
+//! # What is NOT emulated (or only simplified)
+//!
+//! - Admission (mutating/validating webhooks, policies), authentication and RBAC, quota,
+//!   OpenAPI schema validation and defaulting of custom resources, CRD conversion webhooks,
+//!   protobuf and table output, `dryRun` beyond "do not store".
+//! - Controllers: nothing reconciles Deployments/ReplicaSets; namespace termination and garbage
+//!   collection run synchronously inside the delete call. Foreground deletion behaves like
+//!   Background (no `foregroundDeletion` finalizer; the owner goes, then its dependents);
+//!   Orphan on an object with finalizers orphans its dependents at once. Objects created with owner references to absent owners are not
+//!   collected. Removing a CRD removes its objects without waiting for their finalizers.
+//! - Server-side apply: the applied configuration is merged like a strategic merge patch; field
+//!   ownership, conflicts (`force`) and removal of fields a manager stopped applying are not
+//!   tracked. `managedFields` gets one correctly shaped entry per manager and operation (the
+//!   `fieldsV1` of `Update` entries is empty); anonymous updates record nothing.
+//! - `resourceVersionMatch=NotOlderThan` with a version newer than the current one serves the
+//!   current state instead of waiting; field selectors on other fields give 400.
+//! - History: the last 10,000 events per cluster are kept; older versions answer 410.
+//!
+//! ```
+//! # use mcr_envtest::engine::*;
+//! let engine = Engine::new();
+//! let cms = engine.resolve("", "v1", "configmaps").unwrap();
+//! let body = serde_json::json!({"metadata": {"name": "a", "labels": {"app": "web"}}});
+//! engine.create(&cms, Some("default"), body, &WriteOptions::default()).unwrap();
+//! let params = ListParams { label_selector: Some("app in (web, db)".into()), ..Default::default() };
+//! let list = engine.list(&cms, None, &params).unwrap();
+//! assert_eq!(list["items"][0]["metadata"]["name"], "a");
+//! ```
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -101,7 +150,13 @@ struct EventInner {
 impl WatchEvent {
     /// Wraps an object in an event.
     pub fn new(kind: WatchEventType, object: Arc<Value>) -> Self {
-        Self { inner: Arc::new(EventInner { kind, object, line: std::sync::OnceLock::new() }) }
+        Self {
+            inner: Arc::new(EventInner {
+                kind,
+                object,
+                line: std::sync::OnceLock::new(),
+            }),
+        }
     }
 
     /// The event type.
@@ -205,4 +260,118 @@ pub struct Engine {
     inner: Arc<state::State>,
 }
 
+mod apply;
+mod crd;
+mod delete;
+mod gc;
+mod meta;
+mod patch;
+mod read;
+mod registry;
+mod selector;
+mod special;
 mod state;
+mod watch;
+mod write;
+
+#[cfg(test)]
+mod tests;
+
+/// Namespaces every new cluster has.
+const INITIAL_NAMESPACES: &[&str] = &["default", "kube-system", "kube-public", "kube-node-lease"];
+
+impl Default for Engine {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine")
+            .field("resource_version", &self.resource_version())
+            .finish()
+    }
+}
+
+impl Engine {
+    /// A new, empty cluster: built-in types served, and the namespaces `default`,
+    /// `kube-system`, `kube-public` and `kube-node-lease`.
+    ///
+    /// ```
+    /// # use mcr_envtest::engine::Engine;
+    /// let engine = Engine::new();
+    /// assert!(engine.resolve("apps", "v1", "deployments").is_some());
+    /// ```
+    pub fn new() -> Engine {
+        let engine = Engine {
+            inner: Arc::new(state::State::new(registry::builtins())),
+        };
+        if let Some(rt) = engine.resolve("", "v1", "namespaces") {
+            for ns in INITIAL_NAMESPACES {
+                let body = serde_json::json!({"metadata": {"name": ns}});
+                // Cannot fail on an empty store; a failure would only leave a namespace out.
+                let _ = engine.create(&rt, None, body, &WriteOptions::default());
+            }
+        }
+        engine
+    }
+
+    /// Every type served now, built-ins first (for discovery).
+    ///
+    /// ```
+    /// # use mcr_envtest::engine::Engine;
+    /// let kinds: Vec<String> = Engine::new().resource_types().into_iter().map(|t| t.kind).collect();
+    /// assert!(kinds.contains(&"ConfigMap".to_string()));
+    /// ```
+    pub fn resource_types(&self) -> Vec<ResourceType> {
+        self.inner.read().registry.all()
+    }
+
+    /// The type served at `/apis/{group}/{version}/{plural}` (`group` is `""` for `/api/v1`).
+    ///
+    /// ```
+    /// # use mcr_envtest::engine::Engine;
+    /// let rt = Engine::new().resolve("", "v1", "secrets").unwrap();
+    /// assert_eq!(rt.kind, "Secret");
+    /// ```
+    pub fn resolve(&self, group: &str, version: &str, plural: &str) -> Option<ResourceType> {
+        self.inner
+            .read()
+            .registry
+            .resolve(group, version, plural)
+            .map(|t| t.rt.clone())
+    }
+
+    /// Forgets all history up to now: watching or listing from an older resourceVersion gives
+    /// 410 Expired.
+    ///
+    /// ```
+    /// # use mcr_envtest::engine::Engine;
+    /// let engine = Engine::new();
+    /// engine.compact();
+    /// ```
+    pub fn compact(&self) {
+        self.inner.write().compact();
+    }
+
+    /// The current (last written) resourceVersion of this cluster.
+    ///
+    /// ```
+    /// # use mcr_envtest::engine::Engine;
+    /// assert!(Engine::new().resource_version() > 0);
+    /// ```
+    pub fn resource_version(&self) -> u64 {
+        self.inner.read().rv
+    }
+
+    /// Ends every open watch stream; the engine stays usable and new watches work.
+    ///
+    /// ```
+    /// # use mcr_envtest::engine::Engine;
+    /// Engine::new().shutdown();
+    /// ```
+    pub fn shutdown(&self) {
+        self.inner.shutdown.send_modify(|epoch| *epoch += 1);
+    }
+}

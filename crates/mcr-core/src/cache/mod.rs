@@ -1,0 +1,415 @@
+//! [`Cache`]: the per-cluster shared informer cache.
+//!
+//! kube-rs has no shared informer factory; this is ours. The first user of a resource type
+//! starts one `watcher` + reflector store for it, every later user shares it, so N controllers
+//! watching ConfigMaps in one cluster cause exactly one watch.
+
+mod indexer;
+mod informer;
+mod key;
+mod shared;
+
+use std::{
+    any::Any,
+    collections::HashMap,
+    fmt::Debug,
+    hash::Hash,
+    sync::{Arc, Mutex},
+    time::Duration,
+};
+
+use futures::StreamExt;
+use kube::{
+    Api, Resource,
+    core::PartialObjectMeta,
+    runtime::{WatchStreamExt, watcher},
+};
+use serde::de::DeserializeOwned;
+use tokio_util::sync::CancellationToken;
+
+pub(crate) use indexer::Extractor;
+pub use informer::{CacheEvent, Informer};
+pub use key::InformerOptions;
+use key::{InformerKey, watcher_config};
+pub(crate) use key::{TypeTag, lock, read, write};
+use shared::{ErasedInformer, Shared};
+
+use crate::{ClusterName, Error, FieldIndex};
+
+struct Entry {
+    any: Arc<dyn Any + Send + Sync>,
+    erased: Arc<dyn ErasedInformer>,
+}
+
+#[derive(Default)]
+struct State {
+    informers: HashMap<InformerKey, Entry>,
+    token: Option<CancellationToken>,
+}
+
+struct Inner {
+    cluster: ClusterName,
+    client: kube::Client,
+    state: Mutex<State>,
+    /// Field index name -> the type it is registered on.
+    index_names: Mutex<HashMap<String, TypeTag>>,
+}
+
+/// The shared informer cache of one cluster (cheap to clone: an `Arc` inside).
+///
+/// One watcher + reflector per (Rust type, group/version/plural, metadata-only, label
+/// selector, field selector), shared by every user. Inert until [`start`](Cache::start);
+/// informers requested before `start` begin at `start`. Everything stops when the token given
+/// to `start` is cancelled. Watch errors are retried with kube-runtime's default backoff and
+/// logged with the cluster name.
+///
+/// ```no_run
+/// # async fn f(cluster: mcr_core::Cluster) -> Result<(), mcr_core::Error> {
+/// use std::time::Duration;
+/// use k8s_openapi::api::core::v1::ConfigMap;
+///
+/// let a = cluster.cache().informer::<ConfigMap>();
+/// let b = cluster.cache().informer::<ConfigMap>(); // same watch as `a`
+/// cluster.cache().wait_for_sync(Duration::from_secs(30)).await?;
+/// assert_eq!(a.list().len(), b.list().len());
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct Cache {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Cache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cache")
+            .field("cluster", &self.inner.cluster)
+            .field("informers", &self.informer_count())
+            .field("started", &self.is_started())
+            .finish()
+    }
+}
+
+impl Cache {
+    /// A new, not yet started cache for the cluster `cluster` reached through `client`.
+    /// [`Cluster::new`](crate::Cluster::new) creates one for you.
+    ///
+    /// ```no_run
+    /// # fn f(client: kube::Client) {
+    /// let cache = mcr_core::Cache::new("a".into(), client);
+    /// # }
+    /// ```
+    pub fn new(cluster: ClusterName, client: kube::Client) -> Cache {
+        Cache {
+            inner: Arc::new(Inner {
+                cluster,
+                client,
+                state: Mutex::new(State::default()),
+                index_names: Mutex::new(HashMap::new()),
+            }),
+        }
+    }
+
+    /// Starts every informer requested so far, and any requested later, until `token` fires.
+    /// Idempotent: later calls (and their tokens) are ignored.
+    ///
+    /// ```no_run
+    /// # fn f(c: mcr_core::Cluster) {
+    /// let token = tokio_util::sync::CancellationToken::new();
+    /// c.cache().start(token.child_token());
+    /// # }
+    /// ```
+    pub fn start(&self, token: CancellationToken) {
+        let mut state = lock(&self.inner.state);
+        if state.token.is_some() {
+            return;
+        }
+        tracing::debug!(cluster = %self.inner.cluster, informers = state.informers.len(), "starting cache");
+        for entry in state.informers.values() {
+            entry.erased.clone().start(token.clone());
+        }
+        state.token = Some(token);
+    }
+
+    /// Whether [`start`](Cache::start) was called.
+    ///
+    /// ```no_run
+    /// # fn f(c: mcr_core::Cluster) {
+    /// assert!(!c.cache().is_started());
+    /// # }
+    /// ```
+    pub fn is_started(&self) -> bool {
+        lock(&self.inner.state).token.is_some()
+    }
+
+    /// The shared informer for a typed resource (all namespaces, no selector).
+    ///
+    /// ```no_run
+    /// # fn f(c: mcr_core::Cluster) {
+    /// use k8s_openapi::api::apps::v1::Deployment;
+    /// let deployments = c.cache().informer::<Deployment>();
+    /// # }
+    /// ```
+    pub fn informer<K>(&self) -> Informer<K>
+    where
+        K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    {
+        self.informer_with::<K>((), InformerOptions::default())
+    }
+
+    /// The shared informer for a resource with a dynamic type (e.g. `DynamicObject` with an
+    /// `ApiResource`) and selectors.
+    ///
+    /// ```no_run
+    /// # fn f(c: mcr_core::Cluster) {
+    /// use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
+    /// use mcr_core::InformerOptions;
+    /// let gvk = GroupVersionKind::gvk("example.com", "v1", "Widget");
+    /// let ar = ApiResource::from_gvk(&gvk);
+    /// let widgets = c.cache().informer_with::<DynamicObject>(ar, InformerOptions::default());
+    /// # }
+    /// ```
+    pub fn informer_with<K>(&self, dyntype: K::DynamicType, opts: InformerOptions) -> Informer<K>
+    where
+        K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+        K::DynamicType: Clone + Eq + Hash + Send + Sync + 'static,
+    {
+        let key = InformerKey {
+            tag: TypeTag::of::<K>(&dyntype),
+            opts,
+        };
+        self.get_or_create(key, |client, key| {
+            let api = Api::<K>::all_with(client, &dyntype);
+            let stream = watcher(api, watcher_config(&key.opts))
+                .default_backoff()
+                .boxed();
+            (dyntype, stream)
+        })
+    }
+
+    /// The shared metadata-only informer for a resource: a watch that receives only
+    /// `metadata` (cheaper for large objects).
+    ///
+    /// ```no_run
+    /// # fn f(c: mcr_core::Cluster) {
+    /// use k8s_openapi::api::core::v1::Secret;
+    /// let secrets = c.cache().metadata_informer::<Secret>((), Default::default());
+    /// # }
+    /// ```
+    pub fn metadata_informer<K>(
+        &self,
+        dyntype: K::DynamicType,
+        opts: InformerOptions,
+    ) -> Informer<PartialObjectMeta<K>>
+    where
+        K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+        K::DynamicType: Clone + Eq + Hash + Send + Sync + 'static,
+    {
+        // `Api<PartialObjectMeta<K>>` makes metadata-only requests.
+        self.informer_with::<PartialObjectMeta<K>>(dyntype, opts)
+    }
+
+    fn get_or_create<K>(
+        &self,
+        key: InformerKey,
+        make: impl FnOnce(
+            kube::Client,
+            &InformerKey,
+        ) -> (
+            K::DynamicType,
+            futures::stream::BoxStream<'static, watcher::Result<watcher::Event<K>>>,
+        ),
+    ) -> Informer<K>
+    where
+        K: Resource + Clone + Debug + Send + Sync + 'static,
+        K::DynamicType: Clone + Eq + Hash + Send + Sync + 'static,
+    {
+        let mut state = lock(&self.inner.state);
+        // The key holds the Rust type, so the downcast always succeeds.
+        if let Some(Ok(shared)) = state
+            .informers
+            .get(&key)
+            .map(|e| e.any.clone().downcast::<Shared<K>>())
+        {
+            return Informer::from_shared(shared);
+        }
+        let resource = key.tag.resource();
+        let (dyntype, stream) = make(self.inner.client.clone(), &key);
+        let shared = Shared::new(self.inner.cluster.clone(), resource, dyntype, stream);
+        if let Some(token) = &state.token {
+            shared.clone().start(token.clone());
+        }
+        tracing::debug!(cluster = %self.inner.cluster, resource = %shared.resource(), "informer created");
+        state.informers.insert(
+            key,
+            Entry {
+                any: shared.clone(),
+                erased: shared.clone(),
+            },
+        );
+        Informer::from_shared(shared)
+    }
+
+    fn erased(&self) -> Vec<Arc<dyn ErasedInformer>> {
+        lock(&self.inner.state)
+            .informers
+            .values()
+            .map(|e| e.erased.clone())
+            .collect()
+    }
+
+    /// Waits until every informer requested so far has completed its initial list.
+    ///
+    /// Errors with [`Error::SyncTimeout`] (naming the cluster and a resource that did not
+    /// sync) after `timeout`, or [`Error::Stopped`] once the cluster's token has fired.
+    ///
+    /// ```no_run
+    /// # async fn f(c: mcr_core::Cluster) -> Result<(), mcr_core::Error> {
+    /// c.cache().wait_for_sync(std::time::Duration::from_secs(30)).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn wait_for_sync(&self, timeout: Duration) -> Result<(), Error> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        for informer in self.erased() {
+            match tokio::time::timeout_at(deadline, informer.wait_ready()).await {
+                Ok(true) => {}
+                Ok(false) => return Err(Error::Stopped(self.inner.cluster.clone())),
+                Err(_) => {
+                    return Err(Error::SyncTimeout {
+                        cluster: self.inner.cluster.clone(),
+                        resource: informer.resource().to_owned(),
+                        timeout,
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether every informer has completed its initial list (true when there are none).
+    ///
+    /// ```no_run
+    /// # fn f(c: mcr_core::Cluster) {
+    /// let ready = c.cache().is_synced();
+    /// # }
+    /// ```
+    pub fn is_synced(&self) -> bool {
+        self.erased().iter().all(|i| i.is_synced())
+    }
+
+    /// Registers a field index on this cluster, on the default informer (no selector) of the
+    /// index's type, which is created if needed.
+    ///
+    /// Registering the same index name on the same type again is a no-op; the same name on a
+    /// different type is [`Error::Index`].
+    ///
+    /// ```no_run
+    /// # fn f(c: mcr_core::Cluster) -> Result<(), mcr_core::Error> {
+    /// use k8s_openapi::api::core::v1::ConfigMap;
+    /// use mcr_core::FieldIndex;
+    /// let by_app = FieldIndex::new::<ConfigMap>("app", |cm| {
+    ///     cm.metadata.labels.as_ref().and_then(|l| l.get("app").cloned()).into_iter().collect()
+    /// });
+    /// c.cache().index_field(&by_app)?;
+    /// let web = c.cache().list_by_index::<ConfigMap>("app", "web")?;
+    /// # Ok(()) }
+    /// ```
+    pub fn index_field(&self, index: &FieldIndex) -> Result<(), Error> {
+        let mut names = lock(&self.inner.index_names);
+        match names.get(index.name()) {
+            Some(tag) if tag == index.tag() => return Ok(()),
+            Some(tag) => {
+                return Err(Error::Index {
+                    index: index.name().to_owned(),
+                    reason: format!(
+                        "cluster \"{}\": already registered for {}, cannot register it for {}",
+                        self.inner.cluster,
+                        tag.resource(),
+                        index.resource()
+                    ),
+                });
+            }
+            None => {}
+        }
+        index.install(self);
+        names.insert(index.name().to_owned(), index.tag().clone());
+        tracing::debug!(cluster = %self.inner.cluster, index = index.name(), resource = %index.resource(), "field index registered");
+        Ok(())
+    }
+
+    /// Objects of type `K` whose field index `index_name` has `value`.
+    ///
+    /// Errors with [`Error::Index`] if no such index is registered.
+    ///
+    /// ```no_run
+    /// # fn f(c: mcr_core::Cluster) -> Result<(), mcr_core::Error> {
+    /// use k8s_openapi::api::core::v1::ConfigMap;
+    /// let web = c.cache().list_by_index::<ConfigMap>("app", "web")?;
+    /// # Ok(()) }
+    /// ```
+    pub fn list_by_index<K>(&self, index_name: &str, value: &str) -> Result<Vec<Arc<K>>, Error>
+    where
+        K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    {
+        self.list_by_index_with::<K>(&(), index_name, value)
+    }
+
+    /// Like [`list_by_index`](Cache::list_by_index), for a resource with a dynamic type.
+    ///
+    /// ```no_run
+    /// # fn f(c: mcr_core::Cluster, ar: kube::core::ApiResource) -> Result<(), mcr_core::Error> {
+    /// use kube::core::DynamicObject;
+    /// let hits = c.cache().list_by_index_with::<DynamicObject>(&ar, "owner", "x")?;
+    /// # Ok(()) }
+    /// ```
+    pub fn list_by_index_with<K>(
+        &self,
+        dyntype: &K::DynamicType,
+        index_name: &str,
+        value: &str,
+    ) -> Result<Vec<Arc<K>>, Error>
+    where
+        K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+        K::DynamicType: Clone + Eq + Hash + Send + Sync + 'static,
+    {
+        let key = InformerKey {
+            tag: TypeTag::of::<K>(dyntype),
+            opts: InformerOptions::default(),
+        };
+        let shared = {
+            let state = lock(&self.inner.state);
+            state
+                .informers
+                .get(&key)
+                .and_then(|e| e.any.clone().downcast::<Shared<K>>().ok())
+        };
+        match shared {
+            Some(shared) => Informer::from_shared(shared).list_by_index(index_name, value),
+            None => Err(Error::Index {
+                index: index_name.to_owned(),
+                reason: format!("no such index on {}", key.tag.resource()),
+            }),
+        }
+    }
+
+    /// How many informers (watches) this cache has.
+    ///
+    /// ```no_run
+    /// # fn f(c: mcr_core::Cluster) {
+    /// println!("{} watches", c.cache().informer_count());
+    /// # }
+    /// ```
+    pub fn informer_count(&self) -> usize {
+        lock(&self.inner.state).informers.len()
+    }
+
+    /// The cluster this cache belongs to.
+    ///
+    /// ```no_run
+    /// # fn f(c: mcr_core::Cluster) {
+    /// assert_eq!(c.cache().cluster(), c.name());
+    /// # }
+    /// ```
+    pub fn cluster(&self) -> &ClusterName {
+        &self.inner.cluster
+    }
+}

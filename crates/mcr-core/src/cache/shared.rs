@@ -1,0 +1,271 @@
+//! The state behind an [`Informer`](super::Informer) and its watch task: the reflector
+//! writer, sync state, subscribers and field indexes of one watch.
+
+use std::{
+    fmt::Debug,
+    hash::Hash,
+    sync::{
+        Arc, Mutex, RwLock,
+        atomic::{AtomicU64, Ordering},
+    },
+};
+
+use futures::{StreamExt, channel::mpsc::UnboundedSender, future::BoxFuture, stream::BoxStream};
+use kube::{
+    Resource,
+    runtime::{
+        reflector::{Lookup, Store, store::Writer},
+        watcher,
+    },
+};
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
+
+use super::{CacheEvent, indexer::IndexSet, lock, write};
+use crate::ClusterName;
+
+#[derive(Clone, Copy, Default)]
+pub(super) struct SyncState {
+    pub(super) synced: bool,
+    pub(super) stopped: bool,
+}
+
+pub(super) struct Subscribers<K> {
+    pub(super) senders: Vec<UnboundedSender<CacheEvent<K>>>,
+    pub(super) closed: bool,
+}
+
+pub(crate) type EventStream<K> = BoxStream<'static, watcher::Result<watcher::Event<K>>>;
+
+struct PendingStart<K: Lookup + Clone + 'static>
+where
+    K::DynamicType: Eq + Hash + Clone,
+{
+    writer: Writer<K>,
+    stream: EventStream<K>,
+}
+
+/// State shared by every handle on one informer and its watch task.
+pub(crate) struct Shared<K: Lookup + Clone + 'static>
+where
+    K::DynamicType: Eq + Hash + Clone,
+{
+    pub(super) cluster: ClusterName,
+    pub(super) resource: String,
+    pub(super) dyntype: K::DynamicType,
+    pub(super) store: Store<K>,
+    pub(super) state: watch::Sender<SyncState>,
+    pub(super) subscribers: Mutex<Subscribers<K>>,
+    pub(super) indexes: RwLock<IndexSet<K>>,
+    pub(super) restarts: AtomicU64,
+    pending: Mutex<Option<PendingStart<K>>>,
+}
+
+/// The type-erased face of an informer, for cache-wide operations.
+pub(crate) trait ErasedInformer: Send + Sync {
+    fn start(self: Arc<Self>, token: CancellationToken);
+    fn is_synced(&self) -> bool;
+    /// Resolves to `true` once synced, `false` once stopped.
+    fn wait_ready(&self) -> BoxFuture<'static, bool>;
+    fn resource(&self) -> &str;
+}
+
+impl<K> Shared<K>
+where
+    K: Resource + Clone + Debug + Send + Sync + 'static,
+    K::DynamicType: Clone + Eq + Hash + Send + Sync + 'static,
+{
+    pub(crate) fn new(
+        cluster: ClusterName,
+        resource: String,
+        dyntype: K::DynamicType,
+        stream: EventStream<K>,
+    ) -> Arc<Self> {
+        let writer = Writer::new(dyntype.clone());
+        Arc::new(Shared {
+            cluster,
+            resource,
+            store: writer.as_reader(),
+            dyntype,
+            state: watch::Sender::new(SyncState::default()),
+            subscribers: Mutex::new(Subscribers {
+                senders: Vec::new(),
+                closed: false,
+            }),
+            indexes: RwLock::new(IndexSet::default()),
+            restarts: AtomicU64::new(0),
+            pending: Mutex::new(Some(PendingStart { writer, stream })),
+        })
+    }
+
+    pub(super) fn wait_ready_inner(&self) -> impl Future<Output = bool> + Send + 'static {
+        let mut rx = self.state.subscribe();
+        async move {
+            match rx.wait_for(|s| s.synced || s.stopped).await {
+                Ok(s) => !s.stopped,
+                Err(_) => false,
+            }
+        }
+    }
+
+    async fn run(
+        self: Arc<Self>,
+        mut writer: Writer<K>,
+        mut stream: EventStream<K>,
+        token: CancellationToken,
+    ) {
+        tracing::debug!("informer started");
+        loop {
+            let next = tokio::select! {
+                biased;
+                () = token.cancelled() => break,
+                next = stream.next() => next,
+            };
+            match next {
+                Some(Ok(event)) => self.handle(&mut writer, event),
+                Some(Err(err)) => {
+                    let restarts = self.restarts.fetch_add(1, Ordering::Relaxed) + 1;
+                    tracing::warn!(error = %err, restarts, "watch failed, retrying with backoff");
+                }
+                None => {
+                    tracing::warn!("watch stream ended");
+                    break;
+                }
+            }
+        }
+        self.stop();
+        tracing::debug!("informer stopped");
+    }
+
+    fn stop(&self) {
+        self.state.send_modify(|s| s.stopped = true);
+        let mut subs = lock(&self.subscribers);
+        subs.closed = true;
+        subs.senders.clear();
+    }
+
+    fn handle(&self, writer: &mut Writer<K>, event: watcher::Event<K>) {
+        match event {
+            watcher::Event::Apply(obj) => {
+                let key = obj.to_object_ref(self.dyntype.clone());
+                writer.apply_watcher_event(&watcher::Event::Apply(obj));
+                // Take the store's Arc instead of cloning the object again.
+                let Some(obj) = self.store.get(&key) else {
+                    return;
+                };
+                self.index_apply(&obj);
+                self.dispatch(|| CacheEvent::Applied(obj.clone()));
+            }
+            watcher::Event::Delete(obj) => {
+                let event = watcher::Event::Delete(obj);
+                writer.apply_watcher_event(&event);
+                let watcher::Event::Delete(obj) = event else {
+                    return;
+                };
+                {
+                    let mut idx = write(&self.indexes);
+                    if !idx.is_empty() {
+                        idx.delete(&obj);
+                    }
+                }
+                let obj = Arc::new(obj);
+                self.dispatch(|| CacheEvent::Deleted(obj.clone()));
+            }
+            watcher::Event::Init => {
+                writer.apply_watcher_event(&watcher::Event::Init);
+                write(&self.indexes).init();
+                tracing::debug!("relist started");
+            }
+            watcher::Event::InitApply(obj) => {
+                {
+                    let mut idx = write(&self.indexes);
+                    if !idx.is_empty() {
+                        idx.init_apply(&obj);
+                    }
+                }
+                writer.apply_watcher_event(&watcher::Event::InitApply(obj));
+            }
+            watcher::Event::InitDone => self.init_done(writer),
+        }
+    }
+
+    fn index_apply(&self, obj: &K) {
+        let mut idx = write(&self.indexes);
+        if !idx.is_empty() {
+            idx.apply(obj);
+        }
+    }
+
+    fn dispatch(&self, make: impl Fn() -> CacheEvent<K>) {
+        let mut subs = lock(&self.subscribers);
+        if subs.senders.is_empty() {
+            return;
+        }
+        subs.senders.retain(|tx| tx.unbounded_send(make()).is_ok());
+    }
+
+    fn init_done(&self, writer: &mut Writer<K>) {
+        // Hold the subscriber list across the swap so that every subscriber either saw the old
+        // state (and gets the diff) or registers after the swap (and gets the new state).
+        let mut subs = lock(&self.subscribers);
+        let old = if subs.senders.is_empty() {
+            Vec::new()
+        } else {
+            self.store.state()
+        };
+        writer.apply_watcher_event(&watcher::Event::InitDone);
+        write(&self.indexes).init_done(&self.store);
+        self.state
+            .send_if_modified(|s| !std::mem::replace(&mut s.synced, true));
+        tracing::debug!(objects = self.store.len(), "relist done");
+        if subs.senders.is_empty() {
+            return;
+        }
+        let current = self.store.state();
+        let vanished: Vec<Arc<K>> = old
+            .into_iter()
+            .filter(|o| {
+                self.store
+                    .get(&o.to_object_ref(self.dyntype.clone()))
+                    .is_none()
+            })
+            .collect();
+        subs.senders.retain(|tx| {
+            current
+                .iter()
+                .all(|o| tx.unbounded_send(CacheEvent::Applied(o.clone())).is_ok())
+                && vanished
+                    .iter()
+                    .all(|o| tx.unbounded_send(CacheEvent::Deleted(o.clone())).is_ok())
+        });
+    }
+}
+
+impl<K> ErasedInformer for Shared<K>
+where
+    K: Resource + Clone + Debug + Send + Sync + 'static,
+    K::DynamicType: Clone + Eq + Hash + Send + Sync + 'static,
+{
+    fn start(self: Arc<Self>, token: CancellationToken) {
+        let Some(PendingStart { writer, stream }) = lock(&self.pending).take() else {
+            return;
+        };
+        let span =
+            tracing::info_span!("informer", cluster = %self.cluster, resource = %self.resource);
+        tokio::spawn(self.run(writer, stream, token).instrument(span));
+    }
+
+    fn is_synced(&self) -> bool {
+        let state = self.state.borrow();
+        state.synced && !state.stopped
+    }
+
+    fn wait_ready(&self) -> BoxFuture<'static, bool> {
+        Box::pin(self.wait_ready_inner())
+    }
+
+    fn resource(&self) -> &str {
+        &self.resource
+    }
+}

@@ -1,0 +1,195 @@
+//! [`Cluster`]: a handle on one member of the fleet (client + shared cache + identity).
+
+use std::{
+    fmt,
+    sync::{
+        Arc,
+        atomic::{AtomicU64, Ordering},
+    },
+};
+
+use crate::{Cache, ClusterName};
+
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+/// The identity of one [`Cluster`] instance.
+///
+/// Every call to [`Cluster::new`] gets a fresh id (a global counter), so two clusters built from
+/// equal inputs are still told apart. Clones share the id.
+///
+/// ```
+/// # use mcr_core::ClusterId;
+/// fn same(a: ClusterId, b: ClusterId) -> bool { a == b }
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ClusterId(u64);
+
+impl ClusterId {
+    /// The numeric value (for logs and metrics).
+    ///
+    /// ```
+    /// # fn f(id: mcr_core::ClusterId) -> u64 {
+    /// id.get()
+    /// # }
+    /// ```
+    pub fn get(self) -> u64 {
+        self.0
+    }
+}
+
+impl fmt::Display for ClusterId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+#[derive(Clone)]
+struct Inner {
+    name: ClusterName,
+    client: kube::Client,
+    cache: Cache,
+    id: ClusterId,
+    connection_hash: Option<String>,
+}
+
+/// One cluster of the fleet: a `kube::Client`, its shared informer [`Cache`] and an identity.
+///
+/// Cheap to clone (an `Arc` inside); clones are the *same instance*
+/// ([`same_instance`](Cluster::same_instance)). A cluster is built by a provider and handed to
+/// [`Clusters::add`](crate::Clusters::add), which starts its cache.
+///
+/// ```no_run
+/// # async fn f() -> Result<(), Box<dyn std::error::Error>> {
+/// use mcr_core::Cluster;
+///
+/// let client = kube::Client::try_default().await?;
+/// let cluster = Cluster::new("member-1", client).with_connection_hash("sha256:…");
+/// assert_eq!(cluster.name(), "member-1");
+/// assert!(cluster.same_instance(&cluster.clone()));
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct Cluster {
+    inner: Arc<Inner>,
+}
+
+impl Cluster {
+    /// A new cluster instance (new [`ClusterId`], new cache that is not started yet).
+    ///
+    /// ```no_run
+    /// # async fn f(client: kube::Client) {
+    /// let cluster = mcr_core::Cluster::new("a", client);
+    /// assert!(!cluster.cache().is_started());
+    /// # }
+    /// ```
+    pub fn new(name: impl Into<ClusterName>, client: kube::Client) -> Cluster {
+        let name = name.into();
+        let cache = Cache::new(name.clone(), client.clone());
+        Cluster {
+            inner: Arc::new(Inner {
+                name,
+                client,
+                cache,
+                id: ClusterId(NEXT_ID.fetch_add(1, Ordering::Relaxed)),
+                connection_hash: None,
+            }),
+        }
+    }
+
+    /// Sets the content hash of whatever defines the connection (e.g. of the kubeconfig), used
+    /// by [`Clusters::add_or_replace`](crate::Clusters::add_or_replace) to skip needless
+    /// reconnects. Keeps the id.
+    ///
+    /// ```no_run
+    /// # fn f(client: kube::Client) {
+    /// let c = mcr_core::Cluster::new("a", client).with_connection_hash("abc");
+    /// assert_eq!(c.connection_hash(), Some("abc"));
+    /// # }
+    /// ```
+    pub fn with_connection_hash(mut self, hash: impl Into<String>) -> Cluster {
+        Arc::make_mut(&mut self.inner).connection_hash = Some(hash.into());
+        self
+    }
+
+    /// The cluster's name.
+    ///
+    /// ```no_run
+    /// # fn f(c: mcr_core::Cluster) {
+    /// println!("{}", c.name());
+    /// # }
+    /// ```
+    pub fn name(&self) -> &ClusterName {
+        &self.inner.name
+    }
+
+    /// A client for the cluster (a cheap clone).
+    ///
+    /// ```no_run
+    /// # fn f(c: mcr_core::Cluster) {
+    /// use k8s_openapi::api::core::v1::ConfigMap;
+    /// let api: kube::Api<ConfigMap> = kube::Api::default_namespaced(c.client());
+    /// # }
+    /// ```
+    pub fn client(&self) -> kube::Client {
+        self.inner.client.clone()
+    }
+
+    /// The cluster's shared informer cache.
+    ///
+    /// ```no_run
+    /// # fn f(c: mcr_core::Cluster) {
+    /// use k8s_openapi::api::core::v1::ConfigMap;
+    /// let configmaps = c.cache().informer::<ConfigMap>();
+    /// # }
+    /// ```
+    pub fn cache(&self) -> &Cache {
+        &self.inner.cache
+    }
+
+    /// The identity of this instance.
+    ///
+    /// ```no_run
+    /// # fn f(c: mcr_core::Cluster) {
+    /// assert_eq!(c.id(), c.clone().id());
+    /// # }
+    /// ```
+    pub fn id(&self) -> ClusterId {
+        self.inner.id
+    }
+
+    /// Whether `other` is this very instance (or a clone of it), rather than an equal new one.
+    ///
+    /// ```no_run
+    /// # fn f(client: kube::Client) {
+    /// use mcr_core::Cluster;
+    /// let a = Cluster::new("a", client.clone());
+    /// let b = Cluster::new("a", client);
+    /// assert!(a.same_instance(&a.clone()));
+    /// assert!(!a.same_instance(&b));
+    /// # }
+    /// ```
+    pub fn same_instance(&self, other: &Cluster) -> bool {
+        self.inner.id == other.inner.id
+    }
+
+    /// The connection hash set with [`with_connection_hash`](Cluster::with_connection_hash).
+    ///
+    /// ```no_run
+    /// # fn f(c: mcr_core::Cluster) {
+    /// if let Some(h) = c.connection_hash() { println!("{h}"); }
+    /// # }
+    /// ```
+    pub fn connection_hash(&self) -> Option<&str> {
+        self.inner.connection_hash.as_deref()
+    }
+}
+
+impl fmt::Debug for Cluster {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Cluster")
+            .field("name", &self.inner.name)
+            .field("id", &self.inner.id)
+            .field("connection_hash", &self.inner.connection_hash)
+            .finish_non_exhaustive()
+    }
+}

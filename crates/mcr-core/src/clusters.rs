@@ -1,0 +1,433 @@
+//! [`Clusters`]: the cluster lifecycle every provider uses (start, sync, index, engage, remove).
+
+use std::{
+    collections::HashMap,
+    sync::{Arc, Mutex, Weak},
+    time::Duration,
+};
+
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
+
+use crate::{Aware, Cluster, ClusterName, Error, FieldIndex, cache::lock};
+
+/// Options of [`Clusters`].
+///
+/// ```
+/// use std::time::Duration;
+/// use mcr_core::ClustersOptions;
+/// let opts = ClustersOptions { sync_timeout: Duration::from_secs(10) };
+/// assert_eq!(ClustersOptions::default().sync_timeout, Duration::from_secs(30));
+/// ```
+#[derive(Clone, Debug)]
+pub struct ClustersOptions {
+    /// How long [`Clusters::add`] waits for the cluster's caches to sync (default 30 s).
+    pub sync_timeout: Duration,
+}
+
+impl Default for ClustersOptions {
+    fn default() -> Self {
+        Self {
+            sync_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+/// What [`Clusters::add_or_replace`] did.
+///
+/// ```
+/// use mcr_core::AddOutcome;
+/// assert_ne!(AddOutcome::Added, AddOutcome::Unchanged);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AddOutcome {
+    /// No cluster of that name was running; the new one was added.
+    Added,
+    /// A cluster of that name was running with a different connection; it was replaced.
+    Replaced,
+    /// A cluster of that name is running with the same connection hash; nothing was done.
+    Unchanged,
+}
+
+struct Entry {
+    cluster: Cluster,
+    token: CancellationToken,
+    engaged: bool,
+}
+
+#[derive(Default)]
+struct State {
+    entries: HashMap<ClusterName, Entry>,
+    indexes: Vec<FieldIndex>,
+}
+
+struct Inner {
+    opts: ClustersOptions,
+    state: Mutex<State>,
+}
+
+/// The set of clusters a provider has engaged, and the one place where a cluster's lifecycle is
+/// implemented. Cheap to clone (an `Arc` inside).
+///
+/// [`add`](Clusters::add) starts the cluster's cache with a child token of the provider's
+/// token, applies every registered field index, waits for the caches to sync and engages the
+/// cluster with the manager. On any failure it cancels the child token (no task keeps
+/// running), forgets the cluster and returns an error naming it. A cluster whose token is
+/// cancelled (removed, or the provider stopped) is forgotten automatically.
+///
+/// A [`Cluster`] instance is added at most once in its life: its cache is bound to the first
+/// token. To re-add a removed cluster, build a new instance.
+///
+/// ```no_run
+/// # async fn f(client: kube::Client, aware: std::sync::Arc<dyn mcr_core::Aware>) -> Result<(), mcr_core::Error> {
+/// use mcr_core::{Cluster, Clusters};
+/// use tokio_util::sync::CancellationToken;
+///
+/// let clusters = Clusters::new();
+/// let token = CancellationToken::new();
+/// clusters.add(&token, Cluster::new("member-1", client), &*aware).await?;
+/// assert_eq!(clusters.names(), ["member-1"]);
+/// clusters.remove(&"member-1".into());
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct Clusters {
+    inner: Arc<Inner>,
+}
+
+impl Default for Clusters {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl std::fmt::Debug for Clusters {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Clusters")
+            .field("names", &self.names())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Clusters {
+    /// An empty set with default options.
+    ///
+    /// ```
+    /// assert!(mcr_core::Clusters::new().is_empty());
+    /// ```
+    pub fn new() -> Self {
+        Self::with_options(ClustersOptions::default())
+    }
+
+    /// An empty set with the given options.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use mcr_core::{Clusters, ClustersOptions};
+    /// let c = Clusters::with_options(ClustersOptions { sync_timeout: Duration::from_secs(5) });
+    /// ```
+    pub fn with_options(opts: ClustersOptions) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                opts,
+                state: Mutex::new(State::default()),
+            }),
+        }
+    }
+
+    /// Adds and engages `cluster` under [`cluster.name()`](Cluster::name).
+    ///
+    /// Refuses a name already present ([`Error::AlreadyEngaged`]). Starts the cache with a
+    /// child token of `parent`, applies every registered field index, waits for the cache to
+    /// sync ([`Error::SyncTimeout`] after [`ClustersOptions::sync_timeout`]) and calls
+    /// [`Aware::engage`] (an error there becomes [`Error::Engage`]). On any failure the child
+    /// token is cancelled and the cluster forgotten.
+    ///
+    /// ```no_run
+    /// # async fn f(c: mcr_core::Cluster, aware: &dyn mcr_core::Aware) -> Result<(), mcr_core::Error> {
+    /// let clusters = mcr_core::Clusters::new();
+    /// let token = tokio_util::sync::CancellationToken::new();
+    /// clusters.add(&token, c, aware).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn add(
+        &self,
+        parent: &CancellationToken,
+        cluster: Cluster,
+        aware: &dyn Aware,
+    ) -> Result<(), Error> {
+        let name = cluster.name().clone();
+        let token = parent.child_token();
+        let indexes = {
+            let mut state = lock(&self.inner.state);
+            // An entry whose token fired is on its way out: it does not count.
+            if state
+                .entries
+                .get(&name)
+                .is_some_and(|e| !e.token.is_cancelled())
+            {
+                return Err(Error::AlreadyEngaged(name));
+            }
+            let entry = Entry {
+                cluster: cluster.clone(),
+                token: token.clone(),
+                engaged: false,
+            };
+            state.entries.insert(name.clone(), entry);
+            state.indexes.clone()
+        };
+        let span = tracing::info_span!("add_cluster", cluster = %name, id = %cluster.id());
+        let result = self
+            .bring_up(&token, &cluster, &indexes, aware)
+            .instrument(span)
+            .await;
+        match result {
+            Ok(()) => {
+                let still_ours = {
+                    let mut state = lock(&self.inner.state);
+                    match state.entries.get_mut(&name) {
+                        Some(e) if e.cluster.same_instance(&cluster) => {
+                            e.engaged = true;
+                            true
+                        }
+                        _ => false,
+                    }
+                };
+                if !still_ours {
+                    // Removed while we were bringing it up.
+                    token.cancel();
+                    return Err(Error::Stopped(name));
+                }
+                self.forget_when_cancelled(name.clone(), cluster, token);
+                tracing::info!(cluster = %name, "cluster engaged");
+                Ok(())
+            }
+            Err(err) => {
+                token.cancel();
+                self.forget(&name, &cluster);
+                tracing::warn!(cluster = %name, error = %err, "cluster could not be engaged");
+                Err(err)
+            }
+        }
+    }
+
+    async fn bring_up(
+        &self,
+        token: &CancellationToken,
+        cluster: &Cluster,
+        indexes: &[FieldIndex],
+        aware: &dyn Aware,
+    ) -> Result<(), Error> {
+        let name = cluster.name();
+        cluster.cache().start(token.clone());
+        for index in indexes {
+            apply_index(cluster, index)?;
+        }
+        tokio::select! {
+            biased;
+            () = token.cancelled() => return Err(Error::Stopped(name.clone())),
+            synced = cluster.cache().wait_for_sync(self.inner.opts.sync_timeout) => synced?,
+        }
+        aware
+            .engage(token.clone(), name.clone(), cluster.clone())
+            .map_err(|err| Error::Engage {
+                cluster: name.clone(),
+                reason: err.to_string(),
+            })
+    }
+
+    /// Forgets the entry once its token fires (removal, provider stop, parent cancelled).
+    fn forget_when_cancelled(&self, name: ClusterName, cluster: Cluster, token: CancellationToken) {
+        let weak: Weak<Inner> = Arc::downgrade(&self.inner);
+        tokio::spawn(async move {
+            token.cancelled().await;
+            if let Some(inner) = weak.upgrade() {
+                Clusters { inner }.forget(&name, &cluster);
+            }
+        });
+    }
+
+    fn forget(&self, name: &ClusterName, cluster: &Cluster) {
+        let mut state = lock(&self.inner.state);
+        if state
+            .entries
+            .get(name)
+            .is_some_and(|e| e.cluster.same_instance(cluster))
+        {
+            state.entries.remove(name);
+        }
+    }
+
+    /// Adds `cluster`, replacing a running cluster of the same name unless both have the same
+    /// [connection hash](Cluster::connection_hash) (then [`AddOutcome::Unchanged`]).
+    ///
+    /// ```no_run
+    /// # async fn f(clusters: mcr_core::Clusters, c: mcr_core::Cluster, aware: &dyn mcr_core::Aware) -> Result<(), mcr_core::Error> {
+    /// use mcr_core::AddOutcome;
+    /// let token = tokio_util::sync::CancellationToken::new();
+    /// match clusters.add_or_replace(&token, c, aware).await? {
+    ///     AddOutcome::Unchanged => {}
+    ///     AddOutcome::Added | AddOutcome::Replaced => println!("connected"),
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn add_or_replace(
+        &self,
+        parent: &CancellationToken,
+        cluster: Cluster,
+        aware: &dyn Aware,
+    ) -> Result<AddOutcome, Error> {
+        let name = cluster.name().clone();
+        let existing = {
+            let state = lock(&self.inner.state);
+            state.entries.get(&name).map(|e| e.cluster.clone())
+        };
+        let outcome = match existing {
+            None => AddOutcome::Added,
+            Some(old) => {
+                let same = old.same_instance(&cluster)
+                    || matches!((old.connection_hash(), cluster.connection_hash()), (Some(a), Some(b)) if a == b);
+                if same {
+                    return Ok(AddOutcome::Unchanged);
+                }
+                tracing::info!(cluster = %name, "connection changed, replacing cluster");
+                self.remove(&name);
+                AddOutcome::Replaced
+            }
+        };
+        self.add(parent, cluster, aware).await?;
+        Ok(outcome)
+    }
+
+    /// Removes the cluster: cancels its token (its caches stop, the manager disengages it).
+    /// Returns false if no cluster of that name is present.
+    ///
+    /// ```no_run
+    /// # fn f(clusters: mcr_core::Clusters) {
+    /// let removed = clusters.remove(&"member-1".into());
+    /// # }
+    /// ```
+    pub fn remove(&self, name: &ClusterName) -> bool {
+        let entry = lock(&self.inner.state).entries.remove(name);
+        match entry {
+            Some(entry) => {
+                entry.token.cancel();
+                tracing::info!(cluster = %name, "cluster removed");
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The engaged cluster of that name, or [`Error::ClusterNotFound`].
+    ///
+    /// ```no_run
+    /// # fn f(clusters: mcr_core::Clusters) -> Result<(), mcr_core::Error> {
+    /// let c = clusters.get(&"member-1".into())?;
+    /// # Ok(()) }
+    /// ```
+    pub fn get(&self, name: &ClusterName) -> Result<Cluster, Error> {
+        let state = lock(&self.inner.state);
+        match state.entries.get(name) {
+            Some(e) if e.engaged && !e.token.is_cancelled() => Ok(e.cluster.clone()),
+            _ => Err(Error::ClusterNotFound(name.clone())),
+        }
+    }
+
+    /// The names of the engaged clusters, sorted.
+    ///
+    /// ```
+    /// assert!(mcr_core::Clusters::new().names().is_empty());
+    /// ```
+    pub fn names(&self) -> Vec<ClusterName> {
+        let state = lock(&self.inner.state);
+        let mut names: Vec<ClusterName> = state
+            .entries
+            .iter()
+            .filter(|(_, e)| e.engaged && !e.token.is_cancelled())
+            .map(|(n, _)| n.clone())
+            .collect();
+        names.sort();
+        names
+    }
+
+    /// How many clusters are engaged.
+    ///
+    /// ```
+    /// assert_eq!(mcr_core::Clusters::new().len(), 0);
+    /// ```
+    pub fn len(&self) -> usize {
+        let state = lock(&self.inner.state);
+        state
+            .entries
+            .values()
+            .filter(|e| e.engaged && !e.token.is_cancelled())
+            .count()
+    }
+
+    /// Whether no cluster is engaged.
+    ///
+    /// ```
+    /// assert!(mcr_core::Clusters::new().is_empty());
+    /// ```
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Registers a field index: applied now to every present cluster and remembered for every
+    /// future one. The same index again is a no-op; the same name on another type is
+    /// [`Error::Index`].
+    ///
+    /// ```no_run
+    /// # async fn f(clusters: mcr_core::Clusters) -> Result<(), mcr_core::Error> {
+    /// use k8s_openapi::api::core::v1::ConfigMap;
+    /// let idx = mcr_core::FieldIndex::new::<ConfigMap>("app", |cm| {
+    ///     cm.metadata.labels.as_ref().and_then(|l| l.get("app").cloned()).into_iter().collect()
+    /// });
+    /// clusters.index_field(&idx).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn index_field(&self, index: &FieldIndex) -> Result<(), Error> {
+        let clusters: Vec<Cluster> = {
+            let mut state = lock(&self.inner.state);
+            match state.indexes.iter().find(|i| i.name() == index.name()) {
+                Some(known) if known.tag() == index.tag() => {}
+                Some(known) => {
+                    return Err(Error::Index {
+                        index: index.name().to_owned(),
+                        reason: format!(
+                            "already registered for {}, cannot register it for {}",
+                            known.resource(),
+                            index.resource()
+                        ),
+                    });
+                }
+                None => state.indexes.push(index.clone()),
+            }
+            state.entries.values().map(|e| e.cluster.clone()).collect()
+        };
+        for cluster in &clusters {
+            apply_index(cluster, index)?;
+        }
+        Ok(())
+    }
+
+    /// The token of the cluster of that name (engaged or being engaged).
+    ///
+    /// ```no_run
+    /// # fn f(clusters: mcr_core::Clusters) {
+    /// if let Some(t) = clusters.token(&"member-1".into()) { t.cancel(); }
+    /// # }
+    /// ```
+    pub fn token(&self, name: &ClusterName) -> Option<CancellationToken> {
+        lock(&self.inner.state)
+            .entries
+            .get(name)
+            .map(|e| e.token.clone())
+    }
+}
+
+fn apply_index(cluster: &Cluster, index: &FieldIndex) -> Result<(), Error> {
+    // The cache's errors name the cluster already.
+    cluster.cache().index_field(index)
+}

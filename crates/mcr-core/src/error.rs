@@ -1,0 +1,156 @@
+//! The [`Error`] type of `mcr-core` and [`is_cluster_not_found`].
+
+use std::time::Duration;
+
+use crate::{ClusterName, kubeconfig};
+
+/// Errors of `mcr-core`: cluster lookup, lifecycle, cache and index failures.
+///
+/// Messages name the cluster and never contain credentials.
+///
+/// ```
+/// use mcr_core::{ClusterName, Error};
+///
+/// let err = Error::ClusterNotFound(ClusterName::from("x"));
+/// assert_eq!(err.to_string(), "cluster \"x\" not found");
+/// ```
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// No engaged cluster has that name (it never joined or it left).
+    #[error("cluster \"{0}\" not found")]
+    ClusterNotFound(ClusterName),
+
+    /// A cluster of that name is already engaged (or being engaged).
+    #[error("cluster \"{0}\" is already engaged")]
+    AlreadyEngaged(ClusterName),
+
+    /// A cache did not finish its initial list in time.
+    #[error("cluster \"{cluster}\": cache for {resource} did not sync within {timeout:?}")]
+    SyncTimeout {
+        /// The cluster.
+        cluster: ClusterName,
+        /// The resource that was not synced, e.g. `configmaps`.
+        resource: String,
+        /// How long we waited.
+        timeout: Duration,
+    },
+
+    /// A Kubernetes API call failed.
+    #[error("cluster \"{cluster}\": kubernetes API error")]
+    Kube {
+        /// The cluster.
+        cluster: ClusterName,
+        /// The underlying kube error.
+        #[source]
+        source: kube::Error,
+    },
+
+    /// A kubeconfig could not be used.
+    #[error(transparent)]
+    Kubeconfig(#[from] kubeconfig::Error),
+
+    /// A field index could not be registered or queried.
+    #[error("index \"{index}\": {reason}")]
+    Index {
+        /// The index name.
+        index: String,
+        /// What went wrong.
+        reason: String,
+    },
+
+    /// A cluster could not be engaged.
+    #[error("cluster \"{cluster}\": engage failed: {reason}")]
+    Engage {
+        /// The cluster.
+        cluster: ClusterName,
+        /// What went wrong.
+        reason: String,
+    },
+
+    /// The cluster's cancellation token fired: its cache and tasks are stopped.
+    #[error("cluster \"{0}\" is stopped")]
+    Stopped(ClusterName),
+}
+
+/// True when `err`, or anything in its [`source`](std::error::Error::source) chain, is
+/// [`Error::ClusterNotFound`].
+///
+/// Works through any wrapping that keeps the source chain: `anyhow::Error` (pass `&*err`),
+/// `Box<dyn Error>` (pass `&*err`), `kube::Error` or your own error types.
+///
+/// ```
+/// use mcr_core::{is_cluster_not_found, ClusterName, Error};
+///
+/// #[derive(Debug, thiserror::Error)]
+/// #[error("reconcile failed")]
+/// struct Wrapper(#[source] Error);
+///
+/// let err = Wrapper(Error::ClusterNotFound(ClusterName::from("gone")));
+/// assert!(is_cluster_not_found(&err));
+/// let boxed: Box<dyn std::error::Error + Send + Sync> = Box::new(err);
+/// assert!(is_cluster_not_found(&*boxed));
+/// assert!(!is_cluster_not_found(&Error::Stopped(ClusterName::from("x"))));
+/// ```
+pub fn is_cluster_not_found(err: &(dyn std::error::Error + 'static)) -> bool {
+    let mut current = Some(err);
+    while let Some(e) = current {
+        if let Some(Error::ClusterNotFound(_)) = e.downcast_ref::<Error>() {
+            return true;
+        }
+        current = e.source();
+    }
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("outer")]
+    struct Outer(#[source] Box<dyn std::error::Error + Send + Sync>);
+
+    #[test]
+    fn not_found_is_found_through_wrapping() {
+        let inner = Error::ClusterNotFound(ClusterName::from("a"));
+        assert!(is_cluster_not_found(&inner));
+        let outer = Outer(Box::new(Outer(Box::new(inner))));
+        assert!(is_cluster_not_found(&outer));
+    }
+
+    #[test]
+    fn not_found_through_kube_error() {
+        let kube_err = kube::Error::Service(Box::new(Error::ClusterNotFound("b".into())));
+        assert!(is_cluster_not_found(&kube_err));
+    }
+
+    #[test]
+    fn other_errors_are_not_not_found() {
+        assert!(!is_cluster_not_found(&Error::AlreadyEngaged("a".into())));
+        assert!(!is_cluster_not_found(&Outer(Box::new(Error::Stopped(
+            "a".into()
+        )))));
+        let io = std::io::Error::other("boom");
+        assert!(!is_cluster_not_found(&io));
+    }
+
+    #[test]
+    fn messages_name_the_cluster() {
+        let e = Error::SyncTimeout {
+            cluster: "c1".into(),
+            resource: "configmaps".into(),
+            timeout: Duration::from_secs(1),
+        };
+        assert_eq!(
+            e.to_string(),
+            "cluster \"c1\": cache for configmaps did not sync within 1s"
+        );
+        assert!(Error::Stopped("c2".into()).to_string().contains("c2"));
+        let e = Error::Engage {
+            cluster: "c3".into(),
+            reason: "nope".into(),
+        };
+        assert_eq!(e.to_string(), "cluster \"c3\": engage failed: nope");
+    }
+}

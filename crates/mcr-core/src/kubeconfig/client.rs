@@ -1,0 +1,157 @@
+//! Building kube clients and mcr clusters from a kubeconfig context.
+
+use std::panic::AssertUnwindSafe;
+
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Client, Config};
+use secrecy::ExposeSecret;
+use tracing::Instrument;
+
+use super::exec_policy::{basename, check_exec_policy};
+use super::file_refs::check_file_references;
+use super::{ClientOptions, Error, ExecPolicy, hash::connection_hash, parse::resolve, redact};
+use crate::{Cluster, ClusterName};
+
+/// Builds a [`kube::Client`] for `context` (`None` = the current context).
+///
+/// In order: resolves the context; enforces `policy` ([`check_exec_policy`]) before anything
+/// else can run, and [`check_file_references`](super::check_file_references) when `opts` deny
+/// file references; builds a [`kube::Config`] from the context's cluster and user entries;
+/// applies `opts`; then builds the client. A user with an `exec` plugin or an `auth-provider`
+/// makes kube run a blocking command: such clients are built on tokio's blocking pool.
+///
+/// Errors never contain credential material (see [`Error`]).
+///
+/// ```no_run
+/// use mcr_core::kubeconfig::{client_for_context, read, ClientOptions, ExecPolicy};
+/// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+/// let kc = read(std::path::Path::new("/etc/fleet/member-1.kubeconfig"))?;
+/// let client = client_for_context(&kc, None, &ClientOptions::default(), &ExecPolicy::Deny).await?;
+/// let version = client.apiserver_version().await?;
+/// println!("{}", version.git_version);
+/// # Ok(()) }
+/// ```
+pub async fn client_for_context(
+    kc: &Kubeconfig,
+    context: Option<&str>,
+    opts: &ClientOptions,
+    policy: &ExecPolicy,
+) -> Result<Client, Error> {
+    let resolved = resolve(kc, context)?;
+    let context = resolved.name.to_string();
+    let span = tracing::debug_span!("kubeconfig_client", context = %context);
+    build(kc, context, opts, policy).instrument(span).await
+}
+
+async fn build(
+    kc: &Kubeconfig,
+    context: String,
+    opts: &ClientOptions,
+    policy: &ExecPolicy,
+) -> Result<Client, Error> {
+    check_exec_policy(kc, Some(&context), policy)?;
+    if opts.deny_file_references {
+        check_file_references(kc, Some(&context))?;
+    }
+
+    let options = KubeConfigOptions {
+        context: Some(context.clone()),
+        ..KubeConfigOptions::default()
+    };
+    let invalid = |reason: String| Error::InvalidConfig {
+        context: context.clone(),
+        reason,
+    };
+    let mut config = Config::from_custom_kubeconfig(kc.clone(), &options)
+        .await
+        .map_err(|e| invalid(redact::kubeconfig_error(&e)))?;
+    opts.apply(&mut config).map_err(invalid)?;
+    check_static_credentials(&config).map_err(invalid)?;
+
+    let command = config
+        .auth_info
+        .exec
+        .as_ref()
+        .map(|exec| basename(exec.command.as_deref().unwrap_or("")).to_string());
+    let runs_command = command.is_some() || config.auth_info.auth_provider.is_some();
+    let built = if runs_command {
+        tracing::debug!(plugin = command.as_deref(), "running credential plugin");
+        let span = tracing::Span::current();
+        tokio::task::spawn_blocking(move || span.in_scope(|| try_build(config)))
+            .await
+            .unwrap_or(Built::Panicked)
+    } else {
+        try_build(config)
+    };
+    let reason = match built {
+        Built::Ok(client) => {
+            tracing::debug!("client built");
+            return Ok(client);
+        }
+        Built::Err(e) => redact::client_error(&e, command.as_deref()),
+        Built::Panicked => {
+            "kube panicked while building the client (malformed credentials?)".to_string()
+        }
+    };
+    Err(Error::Client { context, reason })
+}
+
+enum Built {
+    Ok(Client),
+    Err(kube::Error),
+    Panicked,
+}
+
+/// `Client::try_from`, with a panic contained: kube panics on some malformed credentials
+/// (a bearer token that is not a valid header value, also when a plugin returns one).
+fn try_build(config: Config) -> Built {
+    match std::panic::catch_unwind(AssertUnwindSafe(|| Client::try_from(config))) {
+        Ok(Ok(client)) => Built::Ok(client),
+        Ok(Err(e)) => Built::Err(e),
+        Err(_) => Built::Panicked,
+    }
+}
+
+/// Rejects inline credentials kube would panic on, with a message that does not echo them.
+fn check_static_credentials(config: &Config) -> Result<(), String> {
+    if let Some(token) = &config.auth_info.token {
+        let header = format!("Bearer {}", token.expose_secret());
+        if http::HeaderValue::from_str(&header).is_err() {
+            return Err("the user's token is not a valid header value".to_string());
+        }
+    }
+    Ok(())
+}
+
+/// Builds a ready [`Cluster`] named `name` for `context` (`None` = the current context), with
+/// its [`connection_hash`] set, so that [`Clusters::add_or_replace`](crate::Clusters::add_or_replace)
+/// keeps it when the same kubeconfig is seen again. See [`client_for_context`] for the steps
+/// and the policy.
+///
+/// ```no_run
+/// use mcr_core::kubeconfig::{cluster_for_context, parse, ClientOptions, ExecPolicy};
+/// # async fn demo(secret_data: &[u8]) -> Result<(), mcr_core::kubeconfig::Error> {
+/// let kc = parse(secret_data)?;
+/// let cluster = cluster_for_context("member-1", &kc, None, &ClientOptions::default(), &ExecPolicy::Deny).await?;
+/// assert!(cluster.connection_hash().is_some());
+/// # Ok(()) }
+/// ```
+pub async fn cluster_for_context(
+    name: impl Into<ClusterName>,
+    kc: &Kubeconfig,
+    context: Option<&str>,
+    opts: &ClientOptions,
+    policy: &ExecPolicy,
+) -> Result<Cluster, Error> {
+    let name = name.into();
+    let resolved = resolve(kc, context)?;
+    let context = resolved.name.to_string();
+    let span = tracing::debug_span!("kubeconfig_cluster", cluster = %name, context = %context);
+    async {
+        let hash = connection_hash(kc, Some(&context))?;
+        let client = build(kc, context, opts, policy).await?;
+        Ok(Cluster::new(name, client).with_connection_hash(hash))
+    }
+    .instrument(span)
+    .await
+}

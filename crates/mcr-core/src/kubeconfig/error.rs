@@ -1,0 +1,109 @@
+//! The error type of the kubeconfig helpers.
+
+use std::path::PathBuf;
+
+/// Errors from parsing a kubeconfig, checking its exec policy or building a client from it.
+///
+/// Messages name the context, cluster, user or command basename and the reason; they never
+/// contain credential material (tokens, passwords, keys, certificates, exec output) or the
+/// kubeconfig text itself, so they are safe to log and to put in status conditions.
+///
+/// ```
+/// let err = mcr_core::kubeconfig::parse(b"  \n").unwrap_err();
+/// assert!(matches!(err, mcr_core::kubeconfig::Error::Empty));
+/// assert_eq!(err.to_string(), "kubeconfig is empty");
+/// ```
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The kubeconfig has no content (empty, whitespace or comments only, or no entries at all).
+    #[error("kubeconfig is empty")]
+    Empty,
+
+    /// The kubeconfig is not valid YAML or does not have the shape of a kubeconfig.
+    #[error("invalid kubeconfig: {reason}")]
+    Parse {
+        /// What is wrong and where (line and column), without any of the content.
+        reason: String,
+    },
+
+    /// A kubeconfig file could not be read.
+    #[error("failed to read kubeconfig {path:?}: {reason}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        reason: String,
+    },
+
+    /// No context was requested and the kubeconfig has no `current-context`.
+    #[error("no context requested and the kubeconfig has no current-context")]
+    NoContext,
+
+    /// The requested (or current) context does not exist in the kubeconfig.
+    #[error("context {context:?} not found in kubeconfig")]
+    ContextNotFound {
+        /// The context name.
+        context: String,
+    },
+
+    /// The cluster entry the context refers to does not exist.
+    #[error("cluster {cluster:?} of context {context:?} not found in kubeconfig")]
+    ClusterNotFound {
+        /// The context name.
+        context: String,
+        /// The missing cluster entry.
+        cluster: String,
+    },
+
+    /// The context's user has an `exec` credential plugin that the [`ExecPolicy`](super::ExecPolicy)
+    /// does not allow.
+    #[error(
+        "context {context:?}: exec credential plugin {command:?} is not allowed by the exec policy"
+    )]
+    ExecNotAllowed {
+        /// The context name.
+        context: String,
+        /// The basename of the command (never its arguments or environment).
+        command: String,
+    },
+
+    /// The context's user has an `auth-provider` stanza, which only
+    /// [`ExecPolicy::AllowAll`](super::ExecPolicy::AllowAll) allows.
+    #[error("context {context:?}: auth-provider {provider:?} is not allowed by the exec policy")]
+    AuthProviderNotAllowed {
+        /// The context name.
+        context: String,
+        /// The auth-provider name (e.g. `gcp`, `oidc`).
+        provider: String,
+    },
+
+    /// The context reads a local file (`tokenFile`, `client-key`, ...) although the
+    /// [`ClientOptions`](super::ClientOptions) deny file references.
+    #[error("context {context:?}: {field} refers to a local file, which is not allowed here")]
+    FileReferenceNotAllowed {
+        /// The context name.
+        context: String,
+        /// The kubeconfig field (never its value).
+        field: String,
+    },
+
+    /// The context's entries do not make a usable client configuration (missing server URL,
+    /// undecodable certificate authority, invalid client option, ...).
+    #[error("context {context:?}: invalid client configuration: {reason}")]
+    InvalidConfig {
+        /// The context name.
+        context: String,
+        /// Why.
+        reason: String,
+    },
+
+    /// Building the client failed (TLS setup, credentials, exec plugin run).
+    #[error("context {context:?}: failed to build client: {reason}")]
+    Client {
+        /// The context name.
+        context: String,
+        /// Why.
+        reason: String,
+    },
+}

@@ -1,0 +1,183 @@
+//! Client settings applied on top of what a kubeconfig says.
+
+use std::time::Duration;
+
+use kube::Config;
+
+/// Settings applied to every client built from a kubeconfig, on top of the kubeconfig's own.
+///
+/// `None` (or an empty list) keeps kube's value: a 30 s connect timeout, no read timeout, a
+/// 295 s write timeout. A read timeout also bounds each watch response; kube's watcher asks the
+/// server for a 290 s watch, so keep read timeouts above that (or leave them unset) for clients
+/// used by informers.
+///
+/// ```
+/// use std::time::Duration;
+/// use mcr_core::kubeconfig::ClientOptions;
+/// let opts = ClientOptions {
+///     connect_timeout: Some(Duration::from_secs(5)),
+///     user_agent: Some("my-controller/1.0".into()),
+///     ..ClientOptions::default()
+/// };
+/// # let _ = opts;
+/// ```
+#[derive(Clone, Debug, Default)]
+pub struct ClientOptions {
+    /// Timeout for establishing a connection.
+    pub connect_timeout: Option<Duration>,
+    /// Timeout for reading a response.
+    pub read_timeout: Option<Duration>,
+    /// Timeout for sending a request.
+    pub write_timeout: Option<Duration>,
+    /// `User-Agent` header sent with every request.
+    pub user_agent: Option<String>,
+    /// User to impersonate (`Impersonate-User`); replaces the kubeconfig's `as`.
+    pub impersonate: Option<String>,
+    /// Groups to impersonate (`Impersonate-Group`); replace the kubeconfig's `as-groups` when
+    /// not empty.
+    pub impersonate_groups: Vec<String>,
+    /// Namespace used by `Api::default_namespaced`; replaces the context's namespace.
+    pub default_namespace: Option<String>,
+    /// Whether kube retries requests on 429/503/504 (kube's default: yes).
+    pub default_retry: Option<bool>,
+    /// Whether every completed write restarts the read timeout (see
+    /// `kube::Config::reset_reader_on_write`).
+    pub reset_reader_on_write: Option<bool>,
+    /// Extra headers sent with every request (name, value).
+    pub headers: Vec<(String, String)>,
+    /// Refuse contexts that read local files (`certificate-authority`, `client-certificate`,
+    /// `client-key`, `tokenFile`); see [`check_file_references`](super::check_file_references).
+    /// Set it for kubeconfigs from untrusted sources (Secrets, ClusterProfiles).
+    pub deny_file_references: bool,
+}
+
+impl ClientOptions {
+    /// Options with all fields unset (kube's defaults).
+    ///
+    /// ```
+    /// let opts = mcr_core::kubeconfig::ClientOptions::new()
+    ///     .read_timeout(std::time::Duration::from_secs(10));
+    /// assert!(opts.read_timeout.is_some());
+    /// ```
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Sets [`connect_timeout`](Self::connect_timeout).
+    ///
+    /// ```
+    /// let opts = mcr_core::kubeconfig::ClientOptions::new().connect_timeout(std::time::Duration::from_secs(3));
+    /// # let _ = opts;
+    /// ```
+    #[must_use]
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = Some(timeout);
+        self
+    }
+
+    /// Sets [`read_timeout`](Self::read_timeout).
+    ///
+    /// ```
+    /// let opts = mcr_core::kubeconfig::ClientOptions::new().read_timeout(std::time::Duration::from_secs(30));
+    /// # let _ = opts;
+    /// ```
+    #[must_use]
+    pub fn read_timeout(mut self, timeout: Duration) -> Self {
+        self.read_timeout = Some(timeout);
+        self
+    }
+
+    /// Sets [`write_timeout`](Self::write_timeout).
+    ///
+    /// ```
+    /// let opts = mcr_core::kubeconfig::ClientOptions::new().write_timeout(std::time::Duration::from_secs(30));
+    /// # let _ = opts;
+    /// ```
+    #[must_use]
+    pub fn write_timeout(mut self, timeout: Duration) -> Self {
+        self.write_timeout = Some(timeout);
+        self
+    }
+
+    /// Sets [`user_agent`](Self::user_agent).
+    ///
+    /// ```
+    /// let opts = mcr_core::kubeconfig::ClientOptions::new().user_agent("my-controller/1.0");
+    /// # let _ = opts;
+    /// ```
+    #[must_use]
+    pub fn user_agent(mut self, user_agent: impl Into<String>) -> Self {
+        self.user_agent = Some(user_agent.into());
+        self
+    }
+
+    /// Sets [`impersonate`](Self::impersonate).
+    ///
+    /// ```
+    /// let opts = mcr_core::kubeconfig::ClientOptions::new().impersonate("system:serviceaccount:fleet:reader");
+    /// # let _ = opts;
+    /// ```
+    #[must_use]
+    pub fn impersonate(mut self, user: impl Into<String>) -> Self {
+        self.impersonate = Some(user.into());
+        self
+    }
+
+    /// Sets [`deny_file_references`](Self::deny_file_references).
+    ///
+    /// ```
+    /// let opts = mcr_core::kubeconfig::ClientOptions::new().deny_file_references(true);
+    /// assert!(opts.deny_file_references);
+    /// ```
+    #[must_use]
+    pub fn deny_file_references(mut self, deny: bool) -> Self {
+        self.deny_file_references = deny;
+        self
+    }
+
+    /// Applies the options to a kube [`Config`]. Errors (naming the option, never its value)
+    /// when a header name or value is invalid.
+    pub(crate) fn apply(&self, config: &mut Config) -> Result<(), String> {
+        use http::{HeaderName, HeaderValue};
+        if let Some(t) = self.connect_timeout {
+            config.connect_timeout = Some(t);
+        }
+        if let Some(t) = self.read_timeout {
+            config.read_timeout = Some(t);
+        }
+        if let Some(t) = self.write_timeout {
+            config.write_timeout = Some(t);
+        }
+        if let Some(ua) = &self.user_agent {
+            let value = HeaderValue::from_str(ua)
+                .map_err(|_| "user_agent is not a valid header value".to_string())?;
+            config
+                .headers
+                .retain(|(name, _)| name != http::header::USER_AGENT);
+            config.headers.push((http::header::USER_AGENT, value));
+        }
+        if let Some(user) = &self.impersonate {
+            config.auth_info.impersonate = Some(user.clone());
+        }
+        if !self.impersonate_groups.is_empty() {
+            config.auth_info.impersonate_groups = Some(self.impersonate_groups.clone());
+        }
+        if let Some(ns) = &self.default_namespace {
+            config.default_namespace = ns.clone();
+        }
+        if let Some(retry) = self.default_retry {
+            config.default_retry = retry;
+        }
+        if let Some(reset) = self.reset_reader_on_write {
+            config.reset_reader_on_write = reset;
+        }
+        for (name, value) in &self.headers {
+            let name = HeaderName::from_bytes(name.as_bytes())
+                .map_err(|_| format!("header name {name:?} is not valid"))?;
+            let value = HeaderValue::from_str(value)
+                .map_err(|_| format!("the value of header {name} is not valid"))?;
+            config.headers.push((name, value));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,134 @@
+//! The provider contract: [`Provider`], [`ProviderRunnable`] and [`Aware`].
+//!
+//! A *provider* knows a source of truth for the fleet (Secrets, files, ClusterProfiles, …). It
+//! builds a [`Cluster`] for each member and hands it to [`Clusters::add`](crate::Clusters::add),
+//! which starts its cache, waits for sync, applies field indexes and then calls
+//! [`Aware::engage`] on the manager. All three traits are object-safe: the manager holds an
+//! `Arc<dyn Provider>` and gives providers an `Arc<dyn Aware>`.
+
+use std::sync::Arc;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::{Cluster, ClusterName, Error, FieldIndex};
+
+/// A boxed, `Send` future (re-exported from `futures` so providers need no extra import).
+pub type BoxFuture<'a, T> = futures::future::BoxFuture<'a, T>;
+
+/// A source of clusters.
+///
+/// Implementations keep their engaged clusters in a [`Clusters`](crate::Clusters) and forward
+/// `get` and `index_field` to it. See the crate documentation for a complete custom provider.
+///
+/// ```
+/// use mcr_core::{BoxFuture, Cluster, ClusterName, Error, FieldIndex, Provider};
+///
+/// /// A provider without clusters.
+/// struct Empty;
+///
+/// impl Provider for Empty {
+///     fn get<'a>(&'a self, name: &'a ClusterName) -> BoxFuture<'a, Result<Cluster, Error>> {
+///         Box::pin(async move { Err(Error::ClusterNotFound(name.clone())) })
+///     }
+///     fn index_field<'a>(&'a self, _index: &'a FieldIndex) -> BoxFuture<'a, Result<(), Error>> {
+///         Box::pin(async { Ok(()) })
+///     }
+/// }
+/// let provider: std::sync::Arc<dyn Provider> = std::sync::Arc::new(Empty);
+/// ```
+pub trait Provider: Send + Sync + 'static {
+    /// The engaged cluster of that name.
+    ///
+    /// Contract: returns `Err(Error::ClusterNotFound(name))` when no cluster of that name is
+    /// currently engaged (never joined, not yet synced, or already left). Never blocks on the
+    /// network: a lookup in memory.
+    fn get<'a>(&'a self, name: &'a ClusterName) -> BoxFuture<'a, Result<Cluster, Error>>;
+
+    /// Registers a field index on every cluster, current and future, exactly once each.
+    ///
+    /// Contract: registering the same index (name and type) again is a no-op; the same name for
+    /// a different type is `Err(Error::Index { .. })`. Clusters engaged later get the index
+    /// before they are engaged.
+    fn index_field<'a>(&'a self, index: &'a FieldIndex) -> BoxFuture<'a, Result<(), Error>>;
+
+    /// `Some(self)` for providers that run a discovery loop, which the manager then starts.
+    /// Defaults to `None` (a provider whose clusters are added by other means).
+    fn runnable(&self) -> Option<&dyn ProviderRunnable> {
+        None
+    }
+}
+
+/// The discovery loop of a provider.
+///
+/// ```
+/// use std::sync::Arc;
+/// use mcr_core::{Aware, BoxFuture, Error, ProviderRunnable};
+/// use tokio_util::sync::CancellationToken;
+///
+/// struct Idle;
+/// impl ProviderRunnable for Idle {
+///     fn start<'a>(
+///         &'a self,
+///         token: CancellationToken,
+///         _aware: Arc<dyn Aware>,
+///     ) -> BoxFuture<'a, Result<(), Error>> {
+///         Box::pin(async move {
+///             token.cancelled().await;
+///             Ok(())
+///         })
+///     }
+/// }
+/// ```
+pub trait ProviderRunnable: Send + Sync {
+    /// Runs discovery: engages clusters with `aware` (through
+    /// [`Clusters::add`](crate::Clusters::add)) as they appear and removes them as they go.
+    ///
+    /// Contract: returns only when `token` is cancelled (then `Ok(())`) or on a fatal error.
+    /// A failing *member* cluster is logged and retried, never fatal. Clusters engaged by the
+    /// loop use child tokens of `token`, so cancelling it stops them all.
+    fn start<'a>(
+        &'a self,
+        token: CancellationToken,
+        aware: Arc<dyn Aware>,
+    ) -> BoxFuture<'a, Result<(), Error>>;
+}
+
+/// Something that wants to know about engaged clusters (the manager, a [`Registry`](crate::Registry)).
+///
+/// ```
+/// use mcr_core::{Aware, Cluster, ClusterName, Error};
+/// use tokio_util::sync::CancellationToken;
+///
+/// struct Log;
+/// impl Aware for Log {
+///     fn engage(&self, _t: CancellationToken, name: ClusterName, _c: Cluster) -> Result<(), Error> {
+///         println!("engaged {name}");
+///         Ok(())
+///     }
+/// }
+/// ```
+pub trait Aware: Send + Sync + 'static {
+    /// Tells that `cluster` is engaged under `name`.
+    ///
+    /// Contract: non-blocking (spawn work, do not await the network) and re-entrant. `token` is
+    /// the lifetime of this engagement: when it is cancelled the cluster has left. Engaging the
+    /// same instance ([`Cluster::same_instance`]) again is a no-op; a new instance under the same
+    /// name replaces the old one. An error makes the caller remove the cluster again.
+    fn engage(
+        &self,
+        token: CancellationToken,
+        name: ClusterName,
+        cluster: Cluster,
+    ) -> Result<(), Error>;
+}
+
+impl<T: Aware + ?Sized> Aware for Arc<T> {
+    fn engage(
+        &self,
+        token: CancellationToken,
+        name: ClusterName,
+        cluster: Cluster,
+    ) -> Result<(), Error> {
+        (**self).engage(token, name, cluster)
+    }
+}

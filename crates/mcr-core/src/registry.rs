@@ -1,0 +1,165 @@
+//! [`Registry`]: a mirror of the engaged clusters, for user code.
+
+use std::{
+    collections::HashMap,
+    sync::{Arc, Mutex},
+};
+
+use tokio_util::sync::CancellationToken;
+
+use crate::{Aware, Cluster, ClusterName, Error, cache::lock};
+
+struct Entry {
+    cluster: Cluster,
+    token: CancellationToken,
+    generation: u64,
+}
+
+#[derive(Default)]
+struct State {
+    entries: HashMap<ClusterName, Entry>,
+    next_generation: u64,
+}
+
+/// Mirrors the engaged clusters: an [`Aware`] that records each engagement and forgets it when
+/// that engagement's token fires. Cheap to clone (an `Arc` inside).
+///
+/// ```no_run
+/// # async fn f(provider_start: impl FnOnce(std::sync::Arc<dyn mcr_core::Aware>)) -> Result<(), mcr_core::Error> {
+/// use std::sync::Arc;
+/// use mcr_core::Registry;
+///
+/// let registry = Registry::new();
+/// provider_start(Arc::new(registry.clone()));
+/// for name in registry.names() {
+///     let cluster = registry.get(&name)?;
+///     println!("{name}: {:?}", cluster.id());
+/// }
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Default)]
+pub struct Registry {
+    state: Arc<Mutex<State>>,
+}
+
+impl std::fmt::Debug for Registry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Registry")
+            .field("names", &self.names())
+            .finish()
+    }
+}
+
+impl Registry {
+    /// An empty registry.
+    ///
+    /// ```
+    /// assert_eq!(mcr_core::Registry::new().len(), 0);
+    /// ```
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The engaged cluster of that name, or [`Error::ClusterNotFound`].
+    ///
+    /// ```
+    /// let r = mcr_core::Registry::new();
+    /// assert!(r.get(&"x".into()).is_err());
+    /// ```
+    pub fn get(&self, name: &ClusterName) -> Result<Cluster, Error> {
+        let state = lock(&self.state);
+        match state.entries.get(name) {
+            Some(e) if !e.token.is_cancelled() => Ok(e.cluster.clone()),
+            _ => Err(Error::ClusterNotFound(name.clone())),
+        }
+    }
+
+    /// The names of the engaged clusters, sorted.
+    ///
+    /// ```
+    /// assert!(mcr_core::Registry::new().names().is_empty());
+    /// ```
+    pub fn names(&self) -> Vec<ClusterName> {
+        let state = lock(&self.state);
+        let mut names: Vec<ClusterName> = state
+            .entries
+            .iter()
+            .filter(|(_, e)| !e.token.is_cancelled())
+            .map(|(n, _)| n.clone())
+            .collect();
+        names.sort();
+        names
+    }
+
+    /// How many clusters are engaged.
+    ///
+    /// ```
+    /// assert_eq!(mcr_core::Registry::new().len(), 0);
+    /// ```
+    pub fn len(&self) -> usize {
+        lock(&self.state)
+            .entries
+            .values()
+            .filter(|e| !e.token.is_cancelled())
+            .count()
+    }
+
+    /// Whether no cluster is engaged.
+    ///
+    /// ```
+    /// assert!(mcr_core::Registry::new().is_empty());
+    /// ```
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl Aware for Registry {
+    /// Records the cluster; it is forgotten when `token` fires. Engaging the same instance
+    /// again while its engagement is live is a no-op; a new instance replaces the old one.
+    fn engage(
+        &self,
+        token: CancellationToken,
+        name: ClusterName,
+        cluster: Cluster,
+    ) -> Result<(), Error> {
+        let runtime = tokio::runtime::Handle::try_current().map_err(|_| Error::Engage {
+            cluster: name.clone(),
+            reason: "Registry::engage needs a tokio runtime".into(),
+        })?;
+        let generation = {
+            let mut state = lock(&self.state);
+            let live_same = state
+                .entries
+                .get(&name)
+                .is_some_and(|e| e.cluster.same_instance(&cluster) && !e.token.is_cancelled());
+            if live_same {
+                return Ok(());
+            }
+            state.next_generation += 1;
+            let generation = state.next_generation;
+            let entry = Entry {
+                cluster,
+                token: token.clone(),
+                generation,
+            };
+            state.entries.insert(name.clone(), entry);
+            generation
+        };
+        let weak = Arc::downgrade(&self.state);
+        runtime.spawn(async move {
+            token.cancelled().await;
+            if let Some(state) = weak.upgrade() {
+                let mut state = lock(&state);
+                if state
+                    .entries
+                    .get(&name)
+                    .is_some_and(|e| e.generation == generation)
+                {
+                    state.entries.remove(&name);
+                }
+            }
+        });
+        Ok(())
+    }
+}

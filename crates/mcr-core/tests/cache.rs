@@ -1,0 +1,288 @@
+//! The shared cache against emulated API servers: watch sharing, sync, faults, relists,
+//! subscriptions and field indexes.
+
+mod support;
+
+use std::{
+    sync::{Arc, Mutex},
+    time::Duration,
+};
+
+use futures::{StreamExt, stream::BoxStream};
+use k8s_openapi::api::core::v1::ConfigMap;
+use mcr_core::{CacheEvent, Cluster, Error, FieldIndex, InformerOptions};
+use mcr_envtest::{ErrorRule, Partition, TestCluster};
+use support::*;
+use tokio_util::sync::CancellationToken;
+
+type Seen = Arc<Mutex<Vec<(bool, String)>>>;
+
+/// Drains a subscription into a shared list of `(applied, name)`.
+fn record(mut events: BoxStream<'static, CacheEvent<ConfigMap>>) -> Seen {
+    let seen: Seen = Arc::default();
+    let out = seen.clone();
+    tokio::spawn(async move {
+        while let Some(ev) = events.next().await {
+            let applied = matches!(ev, CacheEvent::Applied(_));
+            let name = ev.object().metadata.name.clone().unwrap_or_default();
+            out.lock().unwrap().push((applied, name));
+        }
+    });
+    seen
+}
+
+fn saw(seen: &Seen, applied: bool, name: &str) -> bool {
+    seen.lock()
+        .unwrap()
+        .iter()
+        .any(|(a, n)| *a == applied && n == name)
+}
+
+#[tokio::test]
+async fn many_users_share_one_watch_per_cluster() {
+    let tc = TestCluster::start("shared").await.unwrap();
+    let other = TestCluster::start("other").await.unwrap();
+    let token = CancellationToken::new();
+    let cluster = Cluster::new("shared", tc.client());
+    let cluster2 = Cluster::new("other", other.client());
+
+    // Five "controllers" ask for the same informer, before and after start.
+    let mut subscriptions = Vec::new();
+    for _ in 0..3 {
+        subscriptions.push(record(cluster.cache().informer::<ConfigMap>().subscribe()));
+    }
+    cluster.cache().start(token.child_token());
+    cluster2.cache().start(token.child_token());
+    for _ in 0..2 {
+        subscriptions.push(record(cluster.cache().informer::<ConfigMap>().subscribe()));
+    }
+    let informer2 = cluster2.cache().informer::<ConfigMap>();
+    cluster.cache().wait_for_sync(DEADLINE).await.unwrap();
+    informer2.wait_for_sync(DEADLINE).await.unwrap();
+    assert!(cluster.cache().is_synced());
+    assert_eq!(cluster.cache().informer_count(), 1);
+
+    create(&tc.client(), "hello", "web").await;
+    create(&other.client(), "hello-other", "web").await;
+    for seen in &subscriptions {
+        eventually("every subscriber sees the object", || {
+            saw(seen, true, "hello")
+        })
+        .await;
+    }
+    let informer = cluster.cache().informer::<ConfigMap>();
+    eventually("store has it", || {
+        informer.get(Some("default"), "hello").is_some()
+    })
+    .await;
+    eventually("other store has it", || informer2.list().len() == 1).await;
+
+    assert_eq!(
+        tc.request_count("watch", "configmaps"),
+        1,
+        "exactly one watch"
+    );
+    assert_eq!(
+        tc.request_count("list", "configmaps"),
+        1,
+        "exactly one list"
+    );
+    assert_eq!(other.request_count("watch", "configmaps"), 1);
+    assert!(
+        informer.get(Some("default"), "hello-other").is_none(),
+        "caches are per cluster"
+    );
+
+    // A label selector is a different watch.
+    let selected = InformerOptions {
+        label_selector: Some("app=web".into()),
+        ..Default::default()
+    };
+    let web = cluster.cache().informer_with::<ConfigMap>((), selected);
+    web.wait_for_sync(DEADLINE).await.unwrap();
+    assert_eq!(names(&web.list()), ["hello"]);
+    assert_eq!(cluster.cache().informer_count(), 2);
+    eventually("second watch", || {
+        tc.request_count("watch", "configmaps") == 2
+    })
+    .await;
+    token.cancel();
+}
+
+#[tokio::test]
+async fn late_subscribers_get_existing_objects_and_deletes_arrive() {
+    let tc = TestCluster::start("subs").await.unwrap();
+    create(&tc.client(), "a", "x").await;
+    create(&tc.client(), "b", "x").await;
+    let token = CancellationToken::new();
+    let cluster = Cluster::new("subs", tc.client());
+    cluster.cache().start(token.clone());
+    let informer = cluster.cache().informer::<ConfigMap>();
+    informer.wait_for_sync(DEADLINE).await.unwrap();
+    assert_eq!(names(&informer.list()), ["a", "b"]);
+
+    let late = record(informer.subscribe());
+    eventually("late subscriber gets a", || saw(&late, true, "a")).await;
+    eventually("late subscriber gets b", || saw(&late, true, "b")).await;
+
+    delete(&tc.client(), "a").await;
+    eventually("delete arrives", || saw(&late, false, "a")).await;
+    relabel(&tc.client(), "b", "y").await;
+    eventually("update arrives", || {
+        informer
+            .get(Some("default"), "b")
+            .is_some_and(|b| app_of(&b) == ["y"])
+    })
+    .await;
+    assert!(informer.get(Some("default"), "a").is_none());
+
+    // The subscription ends when the cluster's token fires.
+    let mut events = informer.subscribe();
+    token.cancel();
+    let ended = tokio::time::timeout(DEADLINE, async { while events.next().await.is_some() {} });
+    ended.await.expect("subscription ended after cancel");
+}
+
+#[tokio::test]
+async fn sync_times_out_while_hung_and_recovers_after_heal() {
+    let tc = TestCluster::start("hung").await.unwrap();
+    create(&tc.client(), "a", "x").await;
+    tc.partition(Partition::Hang);
+    let token = CancellationToken::new();
+    let cluster = Cluster::new("hung", tc.client());
+    cluster.cache().start(token.clone());
+    let informer = cluster.cache().informer::<ConfigMap>();
+    let err = cluster
+        .cache()
+        .wait_for_sync(Duration::from_millis(300))
+        .await
+        .unwrap_err();
+    match &err {
+        Error::SyncTimeout {
+            cluster, resource, ..
+        } => {
+            assert_eq!(cluster, "hung");
+            assert_eq!(resource, "configmaps");
+        }
+        other => panic!("expected a sync timeout, got {other}"),
+    }
+    assert!(!cluster.cache().is_synced());
+    tc.heal();
+    informer.wait_for_sync(DEADLINE).await.unwrap();
+    assert_eq!(names(&informer.list()), ["a"]);
+    token.cancel();
+}
+
+#[tokio::test]
+async fn watch_recovers_after_a_restart() {
+    let tc = TestCluster::start("bouncy").await.unwrap();
+    let token = CancellationToken::new();
+    let cluster = Cluster::new("bouncy", tc.client());
+    cluster.cache().start(token.clone());
+    let informer = cluster.cache().informer::<ConfigMap>();
+    informer.wait_for_sync(DEADLINE).await.unwrap();
+    let seen = record(informer.subscribe());
+
+    tc.stop().await;
+    eventually("watch error seen", || informer.watch_restarts() > 0).await;
+    tc.restart().await.unwrap();
+    create(&tc.client(), "after", "x").await;
+    eventually("event after restart", || saw(&seen, true, "after")).await;
+    assert!(informer.get(Some("default"), "after").is_some());
+    token.cancel();
+}
+
+#[tokio::test]
+async fn indexes_stay_correct_across_a_relist() {
+    let tc = TestCluster::start("relist").await.unwrap();
+    create(&tc.client(), "a", "x").await;
+    create(&tc.client(), "b", "x").await;
+    let token = CancellationToken::new();
+    let cluster = Cluster::new("relist", tc.client());
+    let by_app = FieldIndex::new::<ConfigMap>("app", app_of);
+    cluster.cache().index_field(&by_app).unwrap();
+    cluster.cache().start(token.clone());
+    cluster.cache().wait_for_sync(DEADLINE).await.unwrap();
+    let informer = cluster.cache().informer::<ConfigMap>();
+    let seen = record(informer.subscribe());
+    let by = |v: &str| {
+        names(
+            &cluster
+                .cache()
+                .list_by_index::<ConfigMap>("app", v)
+                .unwrap(),
+        )
+    };
+    assert_eq!(by("x"), ["a", "b"]);
+
+    // Live updates.
+    create(&tc.client(), "c", "y").await;
+    eventually("c indexed", || by("y") == ["c"]).await;
+
+    // Cut the watch and keep it from coming back while we change things behind its back.
+    tc.inject_error(ErrorRule {
+        verb: Some("watch".into()),
+        resource: Some("configmaps".into()),
+        code: 500,
+        times: None,
+    });
+    let restarts = informer.watch_restarts();
+    tc.stop().await;
+    tc.restart().await.unwrap();
+    eventually("watch failing", || informer.watch_restarts() > restarts).await;
+    delete(&tc.client(), "a").await;
+    relabel(&tc.client(), "b", "y").await;
+    create(&tc.client(), "d", "x").await;
+    // Forget history: resuming the watch gets 410 and forces a relist.
+    tc.compact();
+    let lists = tc.request_count("list", "configmaps");
+    tc.clear_faults();
+    eventually("relisted", || {
+        tc.request_count("list", "configmaps") > lists
+    })
+    .await;
+    eventually("index follows the relist", || {
+        by("x") == ["d"] && by("y") == ["b", "c"]
+    })
+    .await;
+    assert_eq!(names(&informer.list()), ["b", "c", "d"]);
+    // The subscriber got the diff: a vanished while we were away.
+    eventually("vanished object reported deleted", || {
+        saw(&seen, false, "a")
+    })
+    .await;
+    eventually("new object reported", || saw(&seen, true, "d")).await;
+    token.cancel();
+}
+
+#[tokio::test]
+async fn dynamic_and_metadata_informers() {
+    use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
+    let tc = TestCluster::start("dyn").await.unwrap();
+    create(&tc.client(), "a", "x").await;
+    let token = CancellationToken::new();
+    let cluster = Cluster::new("dyn", tc.client());
+    cluster.cache().start(token.clone());
+    let ar = ApiResource::from_gvk(&GroupVersionKind::gvk("", "v1", "ConfigMap"));
+    let index = FieldIndex::new_dynamic(ar.clone(), "app", |o: &DynamicObject| {
+        o.metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get("app").cloned())
+            .into_iter()
+            .collect()
+    });
+    cluster.cache().index_field(&index).unwrap();
+    let meta = cluster
+        .cache()
+        .metadata_informer::<ConfigMap>((), InformerOptions::default());
+    cluster.cache().wait_for_sync(DEADLINE).await.unwrap();
+    let hits = cluster
+        .cache()
+        .list_by_index_with::<DynamicObject>(&ar, "app", "x")
+        .unwrap();
+    assert_eq!(names(&hits), ["a"]);
+    assert_eq!(names(&meta.list()), ["a"]);
+    assert_eq!(cluster.cache().informer_count(), 2);
+    token.cancel();
+}

@@ -1,0 +1,219 @@
+//! `Clusters`, `Registry` and the small providers against emulated API servers.
+
+mod support;
+
+use std::{sync::Arc, time::Duration};
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use mcr_core::{
+    Aware, Cluster, ClusterName, Clusters, ClustersOptions, Error, FieldIndex, Provider, Registry,
+    is_cluster_not_found, providers::clusters::ClustersProvider,
+};
+use mcr_envtest::{Fleet, Partition, TestCluster};
+use support::*;
+use tokio_util::sync::CancellationToken;
+
+struct Refuse;
+impl Aware for Refuse {
+    fn engage(&self, _: CancellationToken, name: ClusterName, _: Cluster) -> Result<(), Error> {
+        Err(Error::Engage {
+            cluster: name,
+            reason: "refused by test".into(),
+        })
+    }
+}
+
+fn by_app() -> FieldIndex {
+    FieldIndex::new::<ConfigMap>("app", app_of)
+}
+
+/// The cache's watch task has exited (`is_stopped` is set when the task ends) and the cache
+/// refuses to report a sync.
+async fn assert_cache_stopped(cluster: &Cluster) {
+    let informer = cluster.cache().informer::<ConfigMap>();
+    eventually("watch task exited", || informer.is_stopped()).await;
+    let err = cluster.cache().wait_for_sync(DEADLINE).await;
+    assert!(
+        matches!(err, Err(Error::Stopped(_))),
+        "cache still running: {err:?}"
+    );
+    assert!(!cluster.cache().is_synced());
+}
+
+#[tokio::test]
+async fn add_starts_syncs_indexes_and_engages() {
+    let tc = TestCluster::start("member").await.unwrap();
+    create(&tc.client(), "a", "x").await;
+    let clusters = Clusters::new();
+    clusters.index_field(&by_app()).await.unwrap();
+    let registry = Registry::new();
+    let parent = CancellationToken::new();
+    let cluster = Cluster::new("member", tc.client());
+    clusters
+        .add(&parent, cluster.clone(), &registry)
+        .await
+        .unwrap();
+
+    // Synced before engage: the index answers at once.
+    let hits = cluster
+        .cache()
+        .list_by_index::<ConfigMap>("app", "x")
+        .unwrap();
+    assert_eq!(names(&hits), ["a"]);
+    assert_eq!(clusters.names(), ["member"]);
+    assert!(
+        registry
+            .get(&"member".into())
+            .unwrap()
+            .same_instance(&cluster)
+    );
+
+    // Removal cancels the engagement: the registry forgets it, the cache stops.
+    let token = clusters.token(&"member".into()).unwrap();
+    assert!(clusters.remove(&"member".into()));
+    assert!(token.is_cancelled());
+    eventually("registry forgot the cluster", || registry.is_empty()).await;
+    assert!(is_cluster_not_found(
+        &registry.get(&"member".into()).unwrap_err()
+    ));
+    assert_cache_stopped(&cluster).await;
+    assert!(clusters.is_empty());
+}
+
+#[tokio::test]
+async fn sync_timeout_leaves_no_cluster_and_no_task() {
+    let tc = TestCluster::start("hung").await.unwrap();
+    tc.partition(Partition::Hang);
+    let clusters = Clusters::with_options(ClustersOptions {
+        sync_timeout: Duration::from_millis(300),
+    });
+    clusters.index_field(&by_app()).await.unwrap();
+    let registry = Registry::new();
+    let parent = CancellationToken::new();
+    let cluster = Cluster::new("hung", tc.client());
+    let err = clusters
+        .add(&parent, cluster.clone(), &registry)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, Error::SyncTimeout { ref cluster, .. } if cluster == "hung"),
+        "{err}"
+    );
+    assert!(err.to_string().contains("\"hung\""));
+    assert!(clusters.names().is_empty());
+    assert!(clusters.token(&"hung".into()).is_none());
+    assert!(registry.is_empty());
+    assert!(!parent.is_cancelled());
+    assert_cache_stopped(&cluster).await;
+
+    // Once healed, a new instance joins fine.
+    tc.heal();
+    clusters
+        .add(&parent, Cluster::new("hung", tc.client()), &registry)
+        .await
+        .unwrap();
+    assert_eq!(registry.names(), ["hung"]);
+    parent.cancel();
+}
+
+#[tokio::test]
+async fn engage_error_leaves_no_cluster_and_no_task() {
+    let tc = TestCluster::start("refused").await.unwrap();
+    let clusters = Clusters::new();
+    clusters.index_field(&by_app()).await.unwrap();
+    let parent = CancellationToken::new();
+    let cluster = Cluster::new("refused", tc.client());
+    let err = clusters
+        .add(&parent, cluster.clone(), &Refuse)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, Error::Engage { ref cluster, .. } if cluster == "refused"),
+        "{err}"
+    );
+    assert!(clusters.names().is_empty() && clusters.token(&"refused".into()).is_none());
+    assert_cache_stopped(&cluster).await;
+}
+
+#[tokio::test]
+async fn duplicate_is_refused_and_the_first_keeps_running() {
+    let tc = TestCluster::start("dup").await.unwrap();
+    let clusters = Clusters::new();
+    let registry = Registry::new();
+    let parent = CancellationToken::new();
+    let first = Cluster::new("dup", tc.client());
+    clusters
+        .add(&parent, first.clone(), &registry)
+        .await
+        .unwrap();
+    let second = Cluster::new("dup", tc.client());
+    let err = clusters
+        .add(&parent, second.clone(), &registry)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::AlreadyEngaged(ref n) if n == "dup"));
+    assert!(!second.cache().is_started());
+    assert!(registry.get(&"dup".into()).unwrap().same_instance(&first));
+    let informer = first.cache().informer::<ConfigMap>();
+    informer.wait_for_sync(DEADLINE).await.unwrap();
+    create(&tc.client(), "still-watching", "x").await;
+    eventually("first cluster still live", || {
+        informer.get(Some("default"), "still-watching").is_some()
+    })
+    .await;
+    parent.cancel();
+}
+
+#[tokio::test]
+async fn clusters_provider_over_a_fleet() {
+    let fleet = Fleet::start(3).await.unwrap();
+    let provider = Arc::new(ClustersProvider::new());
+    for tc in fleet.clusters() {
+        provider
+            .add(Cluster::new(tc.name(), tc.client()))
+            .await
+            .unwrap();
+    }
+    provider.index_field(&by_app()).await.unwrap();
+    let registry = Registry::new();
+    let token = CancellationToken::new();
+    let run = {
+        let (provider, token, registry) = (provider.clone(), token.clone(), registry.clone());
+        tokio::spawn(async move {
+            provider
+                .runnable()
+                .unwrap()
+                .start(token, Arc::new(registry))
+                .await
+        })
+    };
+    eventually("all engaged", || registry.len() == 3).await;
+    for tc in fleet.clusters() {
+        create(&tc.client(), &format!("cm-{}", tc.name()), "x").await;
+    }
+    for tc in fleet.clusters() {
+        let cluster = provider.get(&tc.name().into()).await.unwrap();
+        let want = format!("cm-{}", tc.name());
+        eventually("indexed in its own cluster", || {
+            names(
+                &cluster
+                    .cache()
+                    .list_by_index::<ConfigMap>("app", "x")
+                    .unwrap(),
+            ) == [want.clone()]
+        })
+        .await;
+        assert_eq!(tc.request_count("watch", "configmaps"), 1);
+    }
+    assert!(provider.remove(&"cluster-2".into()));
+    eventually("cluster-2 left", || {
+        registry.names() == ["cluster-1", "cluster-3"]
+    })
+    .await;
+    assert!(is_cluster_not_found(
+        &provider.get(&"cluster-2".into()).await.unwrap_err()
+    ));
+    token.cancel();
+    run.await.unwrap().unwrap();
+    eventually("all left", || registry.is_empty()).await;
+}

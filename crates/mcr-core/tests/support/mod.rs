@@ -1,0 +1,71 @@
+//! Helpers shared by the integration tests.
+#![allow(dead_code)]
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, DeleteParams, ObjectMeta, Patch, PatchParams, PostParams};
+
+/// Generous deadline for anything that should happen "soon".
+pub const DEADLINE: Duration = Duration::from_secs(30);
+
+/// Polls `cond` every 20 ms until it holds; panics naming `what` after 30 s.
+pub async fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + DEADLINE;
+    while !cond() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+pub fn cm(name: &str, app: &str) -> ConfigMap {
+    ConfigMap {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            namespace: Some("default".into()),
+            labels: Some([("app".to_string(), app.to_string())].into()),
+            ..Default::default()
+        },
+        ..Default::default()
+    }
+}
+
+pub fn app_of(cm: &ConfigMap) -> Vec<String> {
+    cm.metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get("app").cloned())
+        .into_iter()
+        .collect()
+}
+
+pub async fn create(client: &kube::Client, name: &str, app: &str) {
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    api.create(&PostParams::default(), &cm(name, app))
+        .await
+        .expect("create configmap");
+}
+
+pub async fn relabel(client: &kube::Client, name: &str, app: &str) {
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let patch = serde_json::json!({ "metadata": { "labels": { "app": app } } });
+    api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .expect("patch");
+}
+
+pub async fn delete(client: &kube::Client, name: &str) {
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    api.delete(name, &DeleteParams::default())
+        .await
+        .expect("delete configmap");
+}
+
+pub fn names<K: kube::Resource>(objs: &[std::sync::Arc<K>]) -> Vec<String> {
+    let mut v: Vec<String> = objs.iter().filter_map(|o| o.meta().name.clone()).collect();
+    v.sort();
+    v
+}

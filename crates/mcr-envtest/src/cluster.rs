@@ -1,0 +1,417 @@
+//! One emulated cluster and its test hooks.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use kube::config::{KubeConfigOptions, Kubeconfig};
+
+use crate::counters::{Counters, RequestCounts};
+use crate::engine::Engine;
+pub use crate::faults::{ErrorRule, Partition};
+use crate::faults::{Faults, Mode};
+use crate::https::HttpsServer;
+use crate::server::Shared;
+use crate::{Error, kubeconfig, service, tls};
+
+/// One emulated Kubernetes cluster: an API server state, an in-process client, and (for
+/// [`start_https`](Self::start_https)) an HTTPS endpoint on `127.0.0.1` with a kubeconfig.
+///
+/// Cheap to clone: clones share the cluster. Every new cluster has the namespaces `default`,
+/// `kube-system`, `kube-public` and `kube-node-lease`. In-process clients keep working after
+/// the last `TestCluster` handle is dropped; the HTTPS listener closes with it.
+///
+/// ```no_run
+/// use k8s_openapi::api::core::v1::ConfigMap;
+/// use kube::api::{Api, PostParams};
+/// # async fn doc() -> Result<(), Box<dyn std::error::Error>> {
+/// let cluster = mcr_envtest::TestCluster::start("a").await?;
+/// let cms: Api<ConfigMap> = Api::namespaced(cluster.client(), "default");
+/// let mut cm = ConfigMap::default();
+/// cm.metadata.name = Some("hello".into());
+/// cms.create(&PostParams::default(), &cm).await?;
+/// assert_eq!(cluster.request_count("create", "configmaps"), 1);
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct TestCluster {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    shared: Arc<Shared>,
+    token: Arc<str>,
+    https: Option<Https>,
+}
+
+struct Https {
+    server: HttpsServer,
+    kubeconfig_yaml: String,
+}
+
+fn new_token() -> String {
+    format!(
+        "{}{}",
+        uuid::Uuid::new_v4().simple(),
+        uuid::Uuid::new_v4().simple()
+    )
+}
+
+impl TestCluster {
+    async fn build(name: String, https: bool) -> Result<TestCluster, Error> {
+        let shared = Arc::new(Shared {
+            name: name.clone(),
+            engine: Engine::new(),
+            faults: Faults::default(),
+            counters: Counters::default(),
+        });
+        let token: Arc<str> = Arc::from(new_token());
+        let https = if https {
+            let material = tls::generate(&name)?;
+            let acceptor = tokio_rustls::TlsAcceptor::from(material.server_config.clone());
+            let server = HttpsServer::start(shared.clone(), acceptor, token.clone())?;
+            let url = format!("https://{}", server.addr());
+            let kubeconfig_yaml = kubeconfig::render(&name, &url, &material.ca_pem, &token);
+            tracing::info!(cluster = %name, %url, "serving over HTTPS");
+            Some(Https {
+                server,
+                kubeconfig_yaml,
+            })
+        } else {
+            None
+        };
+        Ok(TestCluster {
+            inner: Arc::new(Inner {
+                shared,
+                token,
+                https,
+            }),
+        })
+    }
+
+    /// Starts an in-process cluster (no socket): use [`client`](Self::client).
+    ///
+    /// ```no_run
+    /// # async fn doc() -> Result<(), mcr_envtest::Error> {
+    /// let cluster = mcr_envtest::TestCluster::start("a").await?;
+    /// assert!(cluster.url().is_none());
+    /// # Ok(()) }
+    /// ```
+    pub async fn start(name: impl Into<String>) -> Result<TestCluster, Error> {
+        Self::build(name.into(), false).await
+    }
+
+    /// Starts a cluster served in-process and over HTTPS on `127.0.0.1:<random port>`, with a
+    /// generated CA, serving certificate, bearer token and kubeconfig.
+    ///
+    /// ```no_run
+    /// # async fn doc() -> Result<(), mcr_envtest::Error> {
+    /// let cluster = mcr_envtest::TestCluster::start_https("a").await?;
+    /// let client = cluster.https_client().await?;
+    /// println!("{}", cluster.url().unwrap());
+    /// # Ok(()) }
+    /// ```
+    pub async fn start_https(name: impl Into<String>) -> Result<TestCluster, Error> {
+        Self::build(name.into(), true).await
+    }
+
+    /// The cluster's name.
+    ///
+    /// ```no_run
+    /// # async fn doc() -> Result<(), mcr_envtest::Error> {
+    /// assert_eq!(mcr_envtest::TestCluster::start("a").await?.name(), "a");
+    /// # Ok(()) }
+    /// ```
+    pub fn name(&self) -> &str {
+        &self.inner.shared.name
+    }
+
+    /// A kube client talking to the handler in-process (no socket, no TLS). Faults apply.
+    /// Must be called inside a tokio runtime.
+    ///
+    /// ```no_run
+    /// # async fn doc() -> Result<(), Box<dyn std::error::Error>> {
+    /// let cluster = mcr_envtest::TestCluster::start("a").await?;
+    /// let version = cluster.client().apiserver_version().await?;
+    /// assert_eq!(version.major, "1");
+    /// # Ok(()) }
+    /// ```
+    pub fn client(&self) -> kube::Client {
+        service::client(self.inner.shared.clone())
+    }
+
+    fn https(&self) -> Result<&Https, Error> {
+        self.inner
+            .https
+            .as_ref()
+            .ok_or_else(|| Error::NotHttps(self.name().to_string()))
+    }
+
+    /// A kube client built from the kubeconfig through `kube::Config::from_custom_kubeconfig`,
+    /// so kube's real TLS and bearer-token path is used. HTTPS clusters only.
+    ///
+    /// ```no_run
+    /// # async fn doc() -> Result<(), Box<dyn std::error::Error>> {
+    /// let cluster = mcr_envtest::TestCluster::start_https("a").await?;
+    /// let client = cluster.https_client().await?;
+    /// client.apiserver_version().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn https_client(&self) -> Result<kube::Client, Error> {
+        let kubeconfig = kubeconfig::parse(&self.https()?.kubeconfig_yaml)?;
+        let options = KubeConfigOptions {
+            context: Some(self.name().to_string()),
+            ..KubeConfigOptions::default()
+        };
+        let config = kube::Config::from_custom_kubeconfig(kubeconfig, &options)
+            .await
+            .map_err(|e| Error::Kubeconfig(format!("kube rejected the kubeconfig: {e}")))?;
+        kube::Client::try_from(config).map_err(Error::Client)
+    }
+
+    /// The kubeconfig of an HTTPS cluster: one cluster, user and context named after the
+    /// cluster, current context set, CA inline, bearer token. `None` for in-process clusters.
+    ///
+    /// ```no_run
+    /// # async fn doc() -> Result<(), mcr_envtest::Error> {
+    /// let cluster = mcr_envtest::TestCluster::start_https("a").await?;
+    /// let kc = cluster.kubeconfig().unwrap();
+    /// assert_eq!(kc.current_context.as_deref(), Some("a"));
+    /// # Ok(()) }
+    /// ```
+    pub fn kubeconfig(&self) -> Option<Kubeconfig> {
+        kubeconfig::parse(&self.inner.https.as_ref()?.kubeconfig_yaml).ok()
+    }
+
+    /// The kubeconfig as YAML (it contains the token: handle with care).
+    ///
+    /// ```no_run
+    /// # async fn doc() -> Result<(), mcr_envtest::Error> {
+    /// let cluster = mcr_envtest::TestCluster::start_https("a").await?;
+    /// assert!(cluster.kubeconfig_yaml().unwrap().contains("current-context"));
+    /// # Ok(()) }
+    /// ```
+    pub fn kubeconfig_yaml(&self) -> Option<String> {
+        self.inner.https.as_ref().map(|h| h.kubeconfig_yaml.clone())
+    }
+
+    /// Writes the kubeconfig to `path` (mode 0600 on Unix), creating parent directories.
+    ///
+    /// ```no_run
+    /// # async fn doc() -> Result<(), mcr_envtest::Error> {
+    /// let cluster = mcr_envtest::TestCluster::start_https("a").await?;
+    /// cluster.write_kubeconfig(std::path::Path::new("/tmp/a.kubeconfig"))?;
+    /// # Ok(()) }
+    /// ```
+    pub fn write_kubeconfig(&self, path: &Path) -> Result<(), Error> {
+        kubeconfig::write(path, &self.https()?.kubeconfig_yaml)
+    }
+
+    /// `https://127.0.0.1:<port>` for HTTPS clusters.
+    ///
+    /// ```no_run
+    /// # async fn doc() -> Result<(), mcr_envtest::Error> {
+    /// let cluster = mcr_envtest::TestCluster::start_https("a").await?;
+    /// assert!(cluster.url().unwrap().starts_with("https://127.0.0.1:"));
+    /// # Ok(()) }
+    /// ```
+    pub fn url(&self) -> Option<String> {
+        self.inner
+            .https
+            .as_ref()
+            .map(|h| format!("https://{}", h.server.addr()))
+    }
+
+    /// The bearer token HTTPS requests must carry.
+    ///
+    /// ```no_run
+    /// # async fn doc() -> Result<(), mcr_envtest::Error> {
+    /// let cluster = mcr_envtest::TestCluster::start_https("a").await?;
+    /// assert!(!cluster.token().is_empty());
+    /// # Ok(()) }
+    /// ```
+    pub fn token(&self) -> &str {
+        &self.inner.token
+    }
+
+    /// Opens or closes the HTTPS listener to match the link state.
+    fn sync_listener(&self, mode: Mode) -> Result<(), Error> {
+        if let Some(https) = &self.inner.https {
+            if mode == Mode::Down {
+                https.server.unbind();
+            } else {
+                https.server.bind()?;
+            }
+        }
+        Ok(())
+    }
+
+    fn sync_listener_logged(&self, mode: Mode) {
+        if let Err(err) = self.sync_listener(mode) {
+            tracing::warn!(cluster = %self.name(), %err, "could not re-open the HTTPS listener");
+        }
+    }
+
+    /// Stops serving: connections are refused, requests fail, open watches end. Data is kept.
+    ///
+    /// ```no_run
+    /// # async fn doc() -> Result<(), mcr_envtest::Error> {
+    /// let cluster = mcr_envtest::TestCluster::start("a").await?;
+    /// cluster.stop().await;
+    /// assert!(cluster.client().apiserver_version().await.is_err());
+    /// cluster.restart().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn stop(&self) {
+        tracing::info!(cluster = %self.name(), "stopping");
+        let mode = self.inner.shared.faults.set_stopped(true);
+        self.sync_listener_logged(mode);
+    }
+
+    /// Serves again after [`stop`](Self::stop): same port, token, CA and data.
+    ///
+    /// ```no_run
+    /// # async fn doc() -> Result<(), mcr_envtest::Error> {
+    /// let cluster = mcr_envtest::TestCluster::start_https("a").await?;
+    /// cluster.stop().await;
+    /// cluster.restart().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn restart(&self) -> Result<(), Error> {
+        tracing::info!(cluster = %self.name(), "restarting");
+        let mode = self.inner.shared.faults.set_stopped(false);
+        self.sync_listener(mode)
+    }
+
+    /// Partitions the cluster from its clients (see [`Partition`]) until [`heal`](Self::heal).
+    ///
+    /// ```no_run
+    /// # async fn doc() -> Result<(), mcr_envtest::Error> {
+    /// let cluster = mcr_envtest::TestCluster::start("a").await?;
+    /// cluster.partition(mcr_envtest::Partition::Refuse);
+    /// assert!(cluster.client().apiserver_version().await.is_err());
+    /// cluster.heal();
+    /// # Ok(()) }
+    /// ```
+    pub fn partition(&self, mode: Partition) {
+        tracing::info!(cluster = %self.name(), ?mode, "partitioned");
+        let mode = self.inner.shared.faults.set_partition(Some(mode));
+        self.sync_listener_logged(mode);
+    }
+
+    /// Ends a partition; requests hung by [`Partition::Hang`] proceed.
+    ///
+    /// ```no_run
+    /// # async fn doc() -> Result<(), mcr_envtest::Error> {
+    /// let cluster = mcr_envtest::TestCluster::start("a").await?;
+    /// cluster.partition(mcr_envtest::Partition::Hang);
+    /// cluster.heal();
+    /// # Ok(()) }
+    /// ```
+    pub fn heal(&self) {
+        tracing::info!(cluster = %self.name(), "healed");
+        let mode = self.inner.shared.faults.set_partition(None);
+        self.sync_listener_logged(mode);
+    }
+
+    /// Forgets the watch history: a watch from an older resourceVersion gets 410 Expired.
+    ///
+    /// ```no_run
+    /// # async fn doc() -> Result<(), mcr_envtest::Error> {
+    /// let cluster = mcr_envtest::TestCluster::start("a").await?;
+    /// cluster.compact();
+    /// # Ok(()) }
+    /// ```
+    pub fn compact(&self) {
+        self.inner.shared.engine.compact();
+    }
+
+    /// Adds `latency` to every request (`None` removes it).
+    ///
+    /// ```no_run
+    /// # async fn doc() -> Result<(), mcr_envtest::Error> {
+    /// let cluster = mcr_envtest::TestCluster::start("a").await?;
+    /// cluster.set_latency(Some(std::time::Duration::from_millis(50)));
+    /// # Ok(()) }
+    /// ```
+    pub fn set_latency(&self, latency: Option<Duration>) {
+        self.inner.shared.faults.set_latency(latency);
+    }
+
+    /// Answers matching requests with an error `Status` (see [`ErrorRule`]).
+    ///
+    /// ```no_run
+    /// # async fn doc() -> Result<(), mcr_envtest::Error> {
+    /// let cluster = mcr_envtest::TestCluster::start("a").await?;
+    /// cluster.inject_error(mcr_envtest::ErrorRule::new(500).verb("list").times(1));
+    /// # Ok(()) }
+    /// ```
+    pub fn inject_error(&self, rule: ErrorRule) {
+        self.inner.shared.faults.add_rule(rule);
+    }
+
+    /// Removes latency, error rules and any partition (a stopped cluster stays stopped).
+    ///
+    /// ```no_run
+    /// # async fn doc() -> Result<(), mcr_envtest::Error> {
+    /// let cluster = mcr_envtest::TestCluster::start("a").await?;
+    /// cluster.clear_faults();
+    /// # Ok(()) }
+    /// ```
+    pub fn clear_faults(&self) {
+        let mode = self.inner.shared.faults.clear();
+        self.sync_listener_logged(mode);
+    }
+
+    /// A snapshot of the request counters.
+    ///
+    /// ```no_run
+    /// # async fn doc() -> Result<(), mcr_envtest::Error> {
+    /// let cluster = mcr_envtest::TestCluster::start("a").await?;
+    /// assert_eq!(cluster.requests().total(), 0);
+    /// # Ok(()) }
+    /// ```
+    pub fn requests(&self) -> RequestCounts {
+        self.inner.shared.counters.snapshot()
+    }
+
+    /// How many `verb` requests went to `resource` (see [`RequestCounts`] for the names).
+    ///
+    /// ```no_run
+    /// # async fn doc() -> Result<(), mcr_envtest::Error> {
+    /// let cluster = mcr_envtest::TestCluster::start("a").await?;
+    /// assert_eq!(cluster.request_count("watch", "configmaps"), 0);
+    /// # Ok(()) }
+    /// ```
+    pub fn request_count(&self, verb: &str, resource: &str) -> u64 {
+        self.requests().get(verb, resource)
+    }
+
+    /// Sets every counter back to zero.
+    ///
+    /// ```no_run
+    /// # async fn doc() -> Result<(), mcr_envtest::Error> {
+    /// let cluster = mcr_envtest::TestCluster::start("a").await?;
+    /// cluster.reset_request_counts();
+    /// # Ok(()) }
+    /// ```
+    pub fn reset_request_counts(&self) {
+        self.inner.shared.counters.reset();
+    }
+
+    /// Whether [`stop`](Self::stop) was called without a [`restart`](Self::restart) since.
+    pub(crate) fn is_stopped(&self) -> bool {
+        self.inner.shared.faults.is_stopped()
+    }
+}
+
+impl std::fmt::Debug for TestCluster {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The token and kubeconfig stay out of debug output.
+        f.debug_struct("TestCluster")
+            .field("name", &self.name())
+            .field("url", &self.url())
+            .field("stopped", &self.is_stopped())
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,210 @@
+//! Discovery documents: `/version`, `/api`, `/api/v1`, `/apis`, `/apis/{g}`, `/apis/{g}/{v}`.
+//!
+//! The legacy (non-aggregated) JSON forms are served with `Content-Type: application/json`;
+//! kubectl asks for aggregated discovery first and falls back to these.
+
+use std::cmp::Reverse;
+
+use serde_json::{Value, json};
+
+use crate::engine::ResourceType;
+
+/// The Kubernetes version the emulated servers claim to be.
+pub(crate) const GIT_VERSION: &str = "v1.34.0";
+
+/// `/version`
+pub(crate) fn version() -> Value {
+    json!({
+        "major": "1",
+        "minor": "34",
+        "gitVersion": GIT_VERSION,
+        "gitCommit": "0000000000000000000000000000000000000000",
+        "gitTreeState": "clean",
+        "buildDate": "2025-08-27T00:00:00Z",
+        "goVersion": "go1.24.6",
+        "compiler": "gc",
+        "platform": "linux/amd64",
+        "emulator": "mcr-envtest",
+    })
+}
+
+/// `/api`
+pub(crate) fn legacy_root() -> Value {
+    json!({
+        "kind": "APIVersions",
+        "versions": ["v1"],
+        "serverAddressByClientCIDRs": [{ "clientCIDR": "0.0.0.0/0", "serverAddress": "127.0.0.1:443" }],
+    })
+}
+
+/// Orders versions as Kubernetes does: GA before beta before alpha, higher numbers first,
+/// anything else last (alphabetically).
+fn version_priority(v: &str) -> (u8, Reverse<u64>, Reverse<u64>, String) {
+    let parse = || -> Option<(u8, u64, u64)> {
+        let rest = v.strip_prefix('v')?;
+        let digits = rest
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(rest.len());
+        let major: u64 = rest[..digits].parse().ok()?;
+        let tail = &rest[digits..];
+        if tail.is_empty() {
+            return Some((0, major, 0));
+        }
+        let (class, minor) = if let Some(n) = tail.strip_prefix("beta") {
+            (1, n)
+        } else if let Some(n) = tail.strip_prefix("alpha") {
+            (2, n)
+        } else {
+            return None;
+        };
+        Some((class, major, minor.parse().ok()?))
+    };
+    match parse() {
+        Some((class, major, minor)) => (class, Reverse(major), Reverse(minor), String::new()),
+        None => (3, Reverse(0), Reverse(0), v.to_string()),
+    }
+}
+
+/// The groups (without the core group) and their versions, preferred version first.
+fn groups(types: &[ResourceType]) -> Vec<(String, Vec<String>)> {
+    let mut groups: Vec<(String, Vec<String>)> = Vec::new();
+    for rt in types.iter().filter(|rt| !rt.group.is_empty()) {
+        match groups.iter_mut().find(|(g, _)| *g == rt.group) {
+            Some((_, versions)) => {
+                if !versions.contains(&rt.version) {
+                    versions.push(rt.version.clone());
+                }
+            }
+            None => groups.push((rt.group.clone(), vec![rt.version.clone()])),
+        }
+    }
+    for (_, versions) in &mut groups {
+        versions.sort_by_key(|v| version_priority(v));
+    }
+    groups
+}
+
+fn group_json(group: &str, versions: &[String]) -> Value {
+    let entries: Vec<Value> = versions
+        .iter()
+        .map(|v| json!({ "groupVersion": format!("{group}/{v}"), "version": v }))
+        .collect();
+    json!({
+        "name": group,
+        "versions": entries,
+        "preferredVersion": entries.first().cloned().unwrap_or(Value::Null),
+    })
+}
+
+/// `/apis`
+pub(crate) fn group_list(types: &[ResourceType]) -> Value {
+    let groups: Vec<Value> = groups(types)
+        .iter()
+        .map(|(g, vs)| group_json(g, vs))
+        .collect();
+    json!({ "kind": "APIGroupList", "apiVersion": "v1", "groups": groups })
+}
+
+/// `/apis/{group}`; `None` if the group is not served.
+pub(crate) fn group(types: &[ResourceType], group: &str) -> Option<Value> {
+    let groups = groups(types);
+    let (name, versions) = groups.iter().find(|(g, _)| g == group)?;
+    let mut doc = group_json(name, versions);
+    doc["kind"] = json!("APIGroup");
+    doc["apiVersion"] = json!("v1");
+    Some(doc)
+}
+
+/// `/api/{version}` (group `""`) or `/apis/{group}/{version}`; `None` if nothing is served there.
+pub(crate) fn resource_list(types: &[ResourceType], group: &str, version: &str) -> Option<Value> {
+    let mut resources = Vec::new();
+    for rt in types
+        .iter()
+        .filter(|rt| rt.group == group && rt.version == version)
+    {
+        resources.push(json!({
+            "name": rt.plural,
+            "singularName": rt.singular,
+            "namespaced": rt.namespaced,
+            "kind": rt.kind,
+            "verbs": ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"],
+            "shortNames": rt.short_names,
+            "categories": rt.categories,
+        }));
+        if rt.status_subresource {
+            resources.push(json!({
+                "name": format!("{}/status", rt.plural),
+                "singularName": "",
+                "namespaced": rt.namespaced,
+                "kind": rt.kind,
+                "verbs": ["get", "patch", "update"],
+            }));
+        }
+    }
+    if resources.is_empty() {
+        return None;
+    }
+    let group_version = if group.is_empty() {
+        version.to_string()
+    } else {
+        format!("{group}/{version}")
+    };
+    Some(json!({
+        "kind": "APIResourceList",
+        "apiVersion": "v1",
+        "groupVersion": group_version,
+        "resources": resources,
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rt(group: &str, version: &str, plural: &str, status: bool) -> ResourceType {
+        ResourceType {
+            group: group.into(),
+            version: version.into(),
+            kind: "Thing".into(),
+            plural: plural.into(),
+            singular: "thing".into(),
+            namespaced: true,
+            short_names: vec!["th".into()],
+            categories: vec![],
+            status_subresource: status,
+            custom: false,
+        }
+    }
+
+    #[test]
+    fn versions_sort_like_kubernetes() {
+        let mut v = vec!["v1alpha1", "foo", "v1beta2", "v2", "v1", "v1beta1", "v10"];
+        v.sort_by_key(|v| version_priority(v));
+        assert_eq!(
+            v,
+            ["v10", "v2", "v1", "v1beta2", "v1beta1", "v1alpha1", "foo"]
+        );
+    }
+
+    #[test]
+    fn documents() {
+        let types = vec![
+            rt("", "v1", "configmaps", false),
+            rt("example.com", "v1beta1", "things", true),
+            rt("example.com", "v1", "things", true),
+        ];
+        let groups = group_list(&types);
+        assert_eq!(groups["groups"].as_array().unwrap().len(), 1);
+        assert_eq!(groups["groups"][0]["preferredVersion"]["version"], "v1");
+        assert_eq!(group(&types, "example.com").unwrap()["kind"], "APIGroup");
+        assert!(group(&types, "nope").is_none());
+        let list = resource_list(&types, "example.com", "v1").unwrap();
+        assert_eq!(list["groupVersion"], "example.com/v1");
+        assert_eq!(list["resources"][1]["name"], "things/status");
+        assert_eq!(
+            resource_list(&types, "", "v1").unwrap()["groupVersion"],
+            "v1"
+        );
+        assert!(resource_list(&types, "", "v2").is_none());
+    }
+}

@@ -1,0 +1,86 @@
+//! Per-type write rules of the built-ins (Secret, Namespace); CRDs live in [`super::crd`].
+
+use base64::Engine as _;
+use serde_json::{Map, Value, json};
+
+use super::ApiError;
+use super::meta::{meta_mut, name_of};
+use super::registry::{Special, TypeInfo};
+
+/// Label the real server puts on every namespace.
+pub(crate) const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
+
+/// Applies type-specific defaults and folding on create (`old = None`) and update.
+pub(crate) fn normalize(
+    info: &TypeInfo,
+    obj: &mut Value,
+    old: Option<&Value>,
+) -> Result<(), ApiError> {
+    match info.special {
+        Special::Secret => normalize_secret(obj),
+        Special::Namespace => {
+            normalize_namespace(obj, old.is_none());
+            Ok(())
+        }
+        Special::None | Special::Crd => Ok(()),
+    }
+}
+
+/// Folds `stringData` into base64 `data` (stringData wins) and defaults `type` to `Opaque`.
+fn normalize_secret(obj: &mut Value) -> Result<(), ApiError> {
+    let name = name_of(obj).to_string();
+    let Some(map) = obj.as_object_mut() else {
+        return Ok(());
+    };
+    if let Some(string_data) = map.remove("stringData") {
+        let Value::Object(entries) = string_data else {
+            return Err(ApiError::bad_request(
+                "Secret.stringData must be an object of strings",
+            ));
+        };
+        let data = map
+            .entry("data")
+            .or_insert_with(|| Value::Object(Map::new()));
+        if !data.is_object() {
+            *data = Value::Object(Map::new());
+        }
+        let Some(data) = data.as_object_mut() else {
+            return Ok(());
+        };
+        for (k, v) in entries {
+            let Some(s) = v.as_str() else {
+                return Err(ApiError::invalid(
+                    "Secret",
+                    &name,
+                    format!("stringData[{k}]: Invalid value: must be a string"),
+                ));
+            };
+            data.insert(
+                k,
+                Value::String(base64::engine::general_purpose::STANDARD.encode(s)),
+            );
+        }
+    }
+    if !map.get("type").is_some_and(Value::is_string) {
+        map.insert("type".into(), json!("Opaque"));
+    }
+    Ok(())
+}
+
+/// The name label, and on create the `kubernetes` finalizer and `Active` phase.
+fn normalize_namespace(obj: &mut Value, creating: bool) {
+    let name = name_of(obj).to_string();
+    let meta = meta_mut(obj);
+    let labels = meta
+        .entry("labels")
+        .or_insert_with(|| Value::Object(Map::new()));
+    if let Some(labels) = labels.as_object_mut() {
+        labels.insert(NAMESPACE_NAME_LABEL.into(), Value::String(name));
+    }
+    if creating && let Some(map) = obj.as_object_mut() {
+        if !map.contains_key("spec") {
+            map.insert("spec".into(), json!({"finalizers": ["kubernetes"]}));
+        }
+        map.insert("status".into(), json!({"phase": "Active"}));
+    }
+}

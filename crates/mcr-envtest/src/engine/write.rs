@@ -1,0 +1,429 @@
+//! Create and update (`POST`, `PUT`), plus the update pipeline shared with patches.
+
+use std::sync::Arc;
+
+use serde_json::{Map, Value, json};
+
+use super::apply::{Operation, record_managed};
+use super::meta::{
+    finalizers_of, is_deleting, meta_mut, meta_str, name_of, new_uid, now, random_suffix, rv_of,
+    same_ignoring_managed, spec_part, uid_of, validate_name,
+};
+use super::registry::{Special, TypeInfo};
+use super::state::{ObjKey, Store};
+use super::{ApiError, Engine, ResourceType, WriteOptions, crd, delete, special};
+
+/// Metadata the server owns: never taken from a request body on update.
+const SERVER_META: &[&str] = &[
+    "uid",
+    "creationTimestamp",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+    "generation",
+    "managedFields",
+    "resourceVersion",
+    "name",
+    "namespace",
+];
+
+/// The namespace a request addresses: `ns` for namespaced types, `""` for cluster-scoped ones.
+pub(crate) fn scope(info: &TypeInfo, namespace: Option<&str>) -> Result<String, ApiError> {
+    match (info.rt.namespaced, namespace) {
+        (true, Some(ns)) if !ns.is_empty() => Ok(ns.to_string()),
+        (false, None) => Ok(String::new()),
+        _ => Err(ApiError::path_not_found()),
+    }
+}
+
+/// The object as served at `rt`'s version (CRD versions share storage; no conversion).
+pub(crate) fn present(obj: &Value, rt: &ResourceType) -> Value {
+    let mut out = obj.clone();
+    let api_version = rt.api_version();
+    if out.get("apiVersion").and_then(Value::as_str) != Some(api_version.as_str())
+        && let Some(map) = out.as_object_mut()
+    {
+        map.insert("apiVersion".into(), Value::String(api_version));
+    }
+    out
+}
+
+/// Checks kind/apiVersion/namespace of a request body and fills them in from the path.
+pub(crate) fn check_body(info: &TypeInfo, ns: &str, mut body: Value) -> Result<Value, ApiError> {
+    let Some(map) = body.as_object_mut() else {
+        return Err(ApiError::bad_request(
+            "the request body must be a JSON object",
+        ));
+    };
+    let expected = info.rt.api_version();
+    match map.get("apiVersion").and_then(Value::as_str) {
+        Some(v) if !v.is_empty() && v != expected => {
+            return Err(ApiError::bad_request(format!(
+                "the API version in the data ({v}) does not match the expected API version ({expected})"
+            )));
+        }
+        _ => {}
+    }
+    match map.get("kind").and_then(Value::as_str) {
+        Some(k) if !k.is_empty() && k != info.rt.kind => {
+            return Err(ApiError::bad_request(format!(
+                "the kind in the data ({k}) does not match the expected kind ({})",
+                info.rt.kind
+            )));
+        }
+        _ => {}
+    }
+    map.insert("apiVersion".into(), Value::String(expected));
+    map.insert("kind".into(), Value::String(info.rt.kind.clone()));
+    let meta = meta_mut(&mut body);
+    if info.rt.namespaced {
+        match meta.get("namespace").and_then(Value::as_str) {
+            Some(n) if !n.is_empty() && n != ns => {
+                return Err(ApiError::bad_request(
+                    "the namespace of the provided object does not match the namespace sent on the request",
+                ));
+            }
+            _ => {}
+        }
+        meta.insert("namespace".into(), Value::String(ns.to_string()));
+    } else {
+        meta.remove("namespace");
+    }
+    Ok(body)
+}
+
+impl Engine {
+    /// Creates an object (`POST`). See the module docs of [`crate::engine`] for the rules.
+    ///
+    /// ```
+    /// # use mcr_envtest::engine::*;
+    /// let engine = Engine::new();
+    /// let rt = engine.resolve("", "v1", "configmaps").unwrap();
+    /// let cm = serde_json::json!({"metadata": {"name": "a"}, "data": {"k": "v"}});
+    /// let created = engine.create(&rt, Some("default"), cm, &WriteOptions::default()).unwrap();
+    /// assert!(created["metadata"]["uid"].is_string());
+    /// ```
+    pub fn create(
+        &self,
+        rt: &ResourceType,
+        namespace: Option<&str>,
+        body: Value,
+        opts: &WriteOptions,
+    ) -> Result<Value, ApiError> {
+        let mut store = self.inner.write();
+        let info = store.registry.lookup(rt)?;
+        let ns = scope(&info, namespace).map_err(|_| {
+            ApiError::method_not_allowed(
+                "the server does not allow this method on the requested resource",
+            )
+        })?;
+        let result = create_locked(&mut store, &info, &ns, body, opts, &Operation::Update);
+        let rv = store.rv;
+        drop(store);
+        self.inner.wake(rv);
+        result
+    }
+
+    /// Replaces an object (`PUT`), or only its `status` with `subresource = Some("status")`.
+    ///
+    /// ```
+    /// # use mcr_envtest::engine::*;
+    /// let engine = Engine::new();
+    /// let rt = engine.resolve("", "v1", "configmaps").unwrap();
+    /// let opts = WriteOptions::default();
+    /// let mut cm = engine.create(&rt, Some("default"), serde_json::json!({"metadata": {"name": "a"}}), &opts).unwrap();
+    /// cm["data"] = serde_json::json!({"k": "v"});
+    /// let updated = engine.update(&rt, Some("default"), "a", cm, None, &opts).unwrap();
+    /// assert_eq!(updated["data"]["k"], "v");
+    /// ```
+    pub fn update(
+        &self,
+        rt: &ResourceType,
+        namespace: Option<&str>,
+        name: &str,
+        body: Value,
+        subresource: Option<&str>,
+        opts: &WriteOptions,
+    ) -> Result<Value, ApiError> {
+        let mut store = self.inner.write();
+        let result = update_locked(&mut store, rt, namespace, name, body, subresource, opts);
+        let rv = store.rv;
+        drop(store);
+        self.inner.wake(rv);
+        result
+    }
+}
+
+/// Validates a subresource name for a type.
+pub(crate) fn check_subresource(
+    info: &TypeInfo,
+    subresource: Option<&str>,
+) -> Result<(), ApiError> {
+    match subresource {
+        None => Ok(()),
+        Some("status") if info.rt.status_subresource => Ok(()),
+        Some(_) => Err(ApiError::path_not_found()),
+    }
+}
+
+fn update_locked(
+    store: &mut Store,
+    rt: &ResourceType,
+    namespace: Option<&str>,
+    name: &str,
+    body: Value,
+    subresource: Option<&str>,
+    opts: &WriteOptions,
+) -> Result<Value, ApiError> {
+    let info = store.registry.lookup(rt)?;
+    let ns = scope(&info, namespace)?;
+    check_subresource(&info, subresource)?;
+    let mut body = check_body(&info, &ns, body)?;
+    match meta_str(&body, "name") {
+        Some(n) if !n.is_empty() && n != name => {
+            return Err(ApiError::bad_request(format!(
+                "the name of the object ({n}) does not match the name on the URL ({name})"
+            )));
+        }
+        _ => {
+            meta_mut(&mut body).insert("name".into(), Value::String(name.to_string()));
+        }
+    }
+    let key: ObjKey = (ns, name.to_string());
+    let Some(existing) = store.get(&info.res, &key).cloned() else {
+        return Err(ApiError::not_found(&rt.group, &rt.plural, name));
+    };
+    let (want_rv, have_rv) = (rv_of(&body), rv_of(&existing));
+    if !want_rv.is_empty() && want_rv != have_rv {
+        return Err(ApiError::conflict(
+            &rt.group,
+            &rt.plural,
+            name,
+            "the object has been modified; please apply your changes to the latest version and try again",
+        ));
+    }
+    let (want_uid, have_uid) = (uid_of(&body), uid_of(&existing));
+    if !want_uid.is_empty() && want_uid != have_uid {
+        return Err(ApiError::conflict(
+            &rt.group,
+            &rt.plural,
+            name,
+            &format!(
+                "Precondition failed: UID in precondition: {want_uid}, UID in object meta: {have_uid}"
+            ),
+        ));
+    }
+    finish_update(
+        store,
+        &info,
+        &existing,
+        body,
+        subresource,
+        opts,
+        &Operation::Update,
+    )
+}
+
+/// Creates under the lock: validation, server fields, hooks, storage.
+pub(crate) fn create_locked(
+    store: &mut Store,
+    info: &TypeInfo,
+    ns: &str,
+    body: Value,
+    opts: &WriteOptions,
+    operation: &Operation,
+) -> Result<Value, ApiError> {
+    let rt = &info.rt;
+    let mut obj = check_body(info, ns, body)?;
+    if !ns.is_empty() {
+        let ns_obj = store.get("namespaces", &(String::new(), ns.to_string()));
+        match ns_obj {
+            None => return Err(ApiError::not_found("", "namespaces", ns)),
+            Some(o) if is_deleting(o) => {
+                return Err(ApiError::forbidden(format!(
+                    "{} \"{}\" is forbidden: unable to create new content in namespace {ns} because it is being terminated",
+                    qualified(rt),
+                    name_of(&obj)
+                )));
+            }
+            Some(_) => {}
+        }
+    }
+    let mut name = name_of(&obj).to_string();
+    if name.is_empty() {
+        let Some(prefix) = meta_str(&obj, "generateName").map(str::to_string) else {
+            return Err(ApiError::invalid(
+                &rt.kind,
+                "",
+                "metadata.name: Required value: name or generateName is required",
+            ));
+        };
+        loop {
+            name = format!("{prefix}{}", random_suffix());
+            if store
+                .get(&info.res, &(ns.to_string(), name.clone()))
+                .is_none()
+            {
+                break;
+            }
+        }
+    }
+    validate_name(&rt.kind, &name, info.special == Special::Namespace)?;
+    let key: ObjKey = (ns.to_string(), name.clone());
+    if store.get(&info.res, &key).is_some() {
+        return Err(ApiError::already_exists(&rt.group, &rt.plural, &name));
+    }
+    let meta = meta_mut(&mut obj);
+    meta.insert("name".into(), Value::String(name.clone()));
+    for field in [
+        "uid",
+        "resourceVersion",
+        "deletionTimestamp",
+        "deletionGracePeriodSeconds",
+        "generation",
+        "managedFields",
+    ] {
+        meta.remove(field);
+    }
+    meta.insert("uid".into(), Value::String(new_uid()));
+    meta.insert("creationTimestamp".into(), Value::String(now()));
+    if info.generation {
+        meta.insert("generation".into(), json!(1));
+    }
+    if rt.status_subresource
+        && let Some(map) = obj.as_object_mut()
+    {
+        map.remove("status");
+    }
+    special::normalize(info, &mut obj, None)?;
+    if info.special == Special::Crd {
+        crd::on_create(&mut obj)?;
+    }
+    record_managed(
+        &mut obj,
+        opts.field_manager.as_deref(),
+        operation,
+        &rt.api_version(),
+        None,
+    );
+    if opts.dry_run {
+        return Ok(present(&obj, rt));
+    }
+    let stored = store.put(&info.res, obj);
+    if info.special == Special::Crd {
+        crd::serve(store, &stored);
+    }
+    Ok(present(&stored, rt))
+}
+
+fn qualified(rt: &ResourceType) -> String {
+    if rt.group.is_empty() {
+        rt.plural.clone()
+    } else {
+        format!("{}.{}", rt.plural, rt.group)
+    }
+}
+
+/// The update pipeline shared by `PUT` and `PATCH`: subresource rules, server-owned metadata,
+/// finalizer rules, generation, managed fields, no-op detection, final removal of a deleted
+/// object whose finalizers are gone.
+pub(crate) fn finish_update(
+    store: &mut Store,
+    info: &TypeInfo,
+    existing: &Arc<Value>,
+    candidate: Value,
+    subresource: Option<&str>,
+    opts: &WriteOptions,
+    operation: &Operation,
+) -> Result<Value, ApiError> {
+    let rt = &info.rt;
+    let mut new = if subresource == Some("status") {
+        with_status_of(existing, &candidate)
+    } else if rt.status_subresource {
+        with_status_of(&candidate, existing)
+    } else {
+        candidate
+    };
+    let old_meta = existing
+        .get("metadata")
+        .and_then(Value::as_object)
+        .cloned()
+        .unwrap_or_default();
+    let meta = meta_mut(&mut new);
+    for field in SERVER_META {
+        match old_meta.get(*field) {
+            Some(v) => meta.insert((*field).to_string(), v.clone()),
+            None => meta.remove(*field),
+        };
+    }
+    if let Some(map) = new.as_object_mut() {
+        map.insert("apiVersion".into(), Value::String(rt.api_version()));
+        map.insert("kind".into(), Value::String(rt.kind.clone()));
+    }
+    special::normalize(info, &mut new, Some(existing))?;
+    if info.special == Special::Crd {
+        crd::on_update(existing, &mut new)?;
+    }
+    if is_deleting(existing) {
+        let old: Vec<&str> = finalizers_of(existing);
+        let added: Vec<&str> = finalizers_of(&new)
+            .into_iter()
+            .filter(|f| !old.contains(f))
+            .collect();
+        if !added.is_empty() {
+            return Err(ApiError::invalid(
+                &rt.kind,
+                name_of(existing),
+                format!(
+                    "metadata.finalizers: Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers {added:?}"
+                ),
+            ));
+        }
+    }
+    if info.generation
+        && spec_part(&new, rt.status_subresource) != spec_part(existing, rt.status_subresource)
+    {
+        let generation = existing["metadata"]["generation"].as_i64().unwrap_or(0) + 1;
+        meta_mut(&mut new).insert("generation".into(), json!(generation));
+    }
+    if same_ignoring_managed(&new, existing) {
+        return Ok(present(existing, rt));
+    }
+    record_managed(
+        &mut new,
+        opts.field_manager.as_deref(),
+        operation,
+        &rt.api_version(),
+        subresource,
+    );
+    if opts.dry_run {
+        return Ok(present(&new, rt));
+    }
+    let key = super::state::key_of(&new);
+    if is_deleting(&new) && finalizers_of(&new).is_empty() && delete::may_remove(store, info, &new)
+    {
+        // Like the real server: one DELETED event, no intermediate MODIFIED.
+        if let Some(removed) = delete::final_remove(store, &info.res, &key, None) {
+            meta_mut(&mut new).insert("resourceVersion".into(), json!(rv_of(&removed)));
+        }
+        return Ok(present(&new, rt));
+    }
+    let stored = store.put(&info.res, new);
+    if info.special == Special::Crd {
+        crd::serve(store, &stored);
+    }
+    Ok(present(&stored, rt))
+}
+
+/// `base` with its `status` replaced by `from`'s (removed when `from` has none).
+fn with_status_of(base: &Value, from: &Value) -> Value {
+    let mut out = base.clone();
+    if let Some(map) = out.as_object_mut() {
+        match from.get("status") {
+            Some(status) => map.insert("status".into(), status.clone()),
+            None => map.remove("status"),
+        };
+    } else {
+        out = Value::Object(Map::new());
+    }
+    out
+}

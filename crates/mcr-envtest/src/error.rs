@@ -1,0 +1,36 @@
+//! The crate's error type.
+
+/// Errors from starting, stopping and configuring emulated clusters.
+///
+/// API errors (404, 409, ...) are not in here: they travel to the client as `v1 Status`
+/// responses and surface as [`kube::Error::Api`] on the client side.
+///
+/// ```
+/// let err = mcr_envtest::Error::NotHttps("cluster-1".into());
+/// assert!(err.to_string().contains("cluster-1"));
+/// ```
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A socket or file operation failed.
+    #[error("I/O error: {0}")]
+    Io(#[from] std::io::Error),
+    /// Generating certificates or building the TLS configuration failed.
+    #[error("TLS setup failed: {0}")]
+    Tls(String),
+    /// Building or reading a kubeconfig failed (the message never contains credentials).
+    #[error("kubeconfig error: {0}")]
+    Kubeconfig(String),
+    /// Building a kube client from the generated kubeconfig failed.
+    #[error("building a kube client failed: {0}")]
+    Client(#[source] kube::Error),
+    /// The operation needs an HTTPS cluster, but this cluster is served in-process only.
+    #[error("cluster {0:?} is not served over HTTPS")]
+    NotHttps(String),
+    /// The cluster is stopped.
+    #[error("cluster {0:?} is stopped")]
+    Stopped(String),
+    /// A fleet already has a cluster of that name.
+    #[error("a cluster named {0:?} already exists in the fleet")]
+    DuplicateName(String),
+}

@@ -1,0 +1,260 @@
+//! A fleet: several emulated clusters started together.
+
+use std::path::{Path, PathBuf};
+
+use crate::{Error, TestCluster};
+
+/// Several emulated clusters, named `<prefix>-1` .. `<prefix>-n`.
+///
+/// ```no_run
+/// # async fn doc() -> Result<(), mcr_envtest::Error> {
+/// let mut fleet = mcr_envtest::Fleet::start(3).await?;
+/// assert_eq!(fleet.names(), ["cluster-1", "cluster-2", "cluster-3"]);
+/// let extra = fleet.add("late").await?;
+/// let client = extra.client();
+/// fleet.remove("cluster-1").await;
+/// # Ok(()) }
+/// ```
+#[derive(Debug)]
+pub struct Fleet {
+    clusters: Vec<TestCluster>,
+    https: bool,
+    kubeconfig_dir: Option<PathBuf>,
+}
+
+/// Configures a [`Fleet`]; see [`Fleet::builder`].
+///
+/// ```no_run
+/// # async fn doc() -> Result<(), mcr_envtest::Error> {
+/// let fleet = mcr_envtest::Fleet::builder()
+///     .clusters(2)
+///     .name_prefix("member")
+///     .https(true)
+///     .kubeconfig_dir("/tmp/fleet")
+///     .start()
+///     .await?;
+/// assert!(fleet.get("member-2").is_some());
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Debug)]
+pub struct FleetBuilder {
+    clusters: usize,
+    name_prefix: String,
+    https: bool,
+    kubeconfig_dir: Option<PathBuf>,
+}
+
+impl Default for FleetBuilder {
+    fn default() -> Self {
+        Self {
+            clusters: 1,
+            name_prefix: "cluster".into(),
+            https: false,
+            kubeconfig_dir: None,
+        }
+    }
+}
+
+impl FleetBuilder {
+    /// How many clusters to start (default 1).
+    ///
+    /// ```
+    /// let builder = mcr_envtest::Fleet::builder().clusters(5);
+    /// ```
+    pub fn clusters(mut self, n: usize) -> Self {
+        self.clusters = n;
+        self
+    }
+
+    /// Name prefix (default `cluster`): clusters are `<prefix>-1` .. `<prefix>-n`.
+    ///
+    /// ```
+    /// let builder = mcr_envtest::Fleet::builder().name_prefix("member");
+    /// ```
+    pub fn name_prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.name_prefix = prefix.into();
+        self
+    }
+
+    /// Serve every cluster over HTTPS too (default: in-process only).
+    ///
+    /// ```
+    /// let builder = mcr_envtest::Fleet::builder().https(true);
+    /// ```
+    pub fn https(mut self, https: bool) -> Self {
+        self.https = https;
+        self
+    }
+
+    /// Write `<dir>/<name>.kubeconfig` for every cluster (now and on [`Fleet::add`]).
+    /// Kubeconfigs need HTTPS, so this implies [`https(true)`](Self::https).
+    ///
+    /// ```
+    /// let builder = mcr_envtest::Fleet::builder().kubeconfig_dir("/tmp/fleet");
+    /// ```
+    pub fn kubeconfig_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.kubeconfig_dir = Some(dir.into());
+        self.https = true;
+        self
+    }
+
+    /// Starts the clusters (concurrently) and writes kubeconfigs if a directory is set.
+    ///
+    /// ```no_run
+    /// # async fn doc() -> Result<(), mcr_envtest::Error> {
+    /// let fleet = mcr_envtest::Fleet::builder().clusters(2).start().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn start(self) -> Result<Fleet, Error> {
+        let starts =
+            (1..=self.clusters).map(|i| start_one(format!("{}-{i}", self.name_prefix), self.https));
+        let clusters = futures::future::try_join_all(starts).await?;
+        let fleet = Fleet {
+            clusters,
+            https: self.https,
+            kubeconfig_dir: self.kubeconfig_dir,
+        };
+        if let Some(dir) = &fleet.kubeconfig_dir {
+            fleet.write_kubeconfigs(dir)?;
+        }
+        Ok(fleet)
+    }
+}
+
+async fn start_one(name: String, https: bool) -> Result<TestCluster, Error> {
+    if https {
+        TestCluster::start_https(name).await
+    } else {
+        TestCluster::start(name).await
+    }
+}
+
+fn kubeconfig_path(dir: &Path, name: &str) -> PathBuf {
+    dir.join(format!("{name}.kubeconfig"))
+}
+
+impl Fleet {
+    /// Starts `n` in-process clusters named `cluster-1` .. `cluster-n`.
+    ///
+    /// ```no_run
+    /// # async fn doc() -> Result<(), mcr_envtest::Error> {
+    /// let fleet = mcr_envtest::Fleet::start(2).await?;
+    /// assert_eq!(fleet.clusters().len(), 2);
+    /// # Ok(()) }
+    /// ```
+    pub async fn start(n: usize) -> Result<Fleet, Error> {
+        Self::builder().clusters(n).start().await
+    }
+
+    /// A builder for other names, HTTPS, and kubeconfig files.
+    ///
+    /// ```
+    /// let builder = mcr_envtest::Fleet::builder();
+    /// ```
+    pub fn builder() -> FleetBuilder {
+        FleetBuilder::default()
+    }
+
+    /// The clusters, in creation order.
+    ///
+    /// ```no_run
+    /// # async fn doc() -> Result<(), mcr_envtest::Error> {
+    /// let fleet = mcr_envtest::Fleet::start(2).await?;
+    /// for cluster in fleet.clusters() {
+    ///     println!("{}", cluster.name());
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn clusters(&self) -> &[TestCluster] {
+        &self.clusters
+    }
+
+    /// The cluster with this name.
+    ///
+    /// ```no_run
+    /// # async fn doc() -> Result<(), mcr_envtest::Error> {
+    /// let fleet = mcr_envtest::Fleet::start(1).await?;
+    /// assert!(fleet.get("cluster-1").is_some());
+    /// # Ok(()) }
+    /// ```
+    pub fn get(&self, name: &str) -> Option<&TestCluster> {
+        self.clusters.iter().find(|c| c.name() == name)
+    }
+
+    /// The cluster names, in creation order.
+    ///
+    /// ```no_run
+    /// # async fn doc() -> Result<(), mcr_envtest::Error> {
+    /// let fleet = mcr_envtest::Fleet::start(1).await?;
+    /// assert_eq!(fleet.names(), ["cluster-1"]);
+    /// # Ok(()) }
+    /// ```
+    pub fn names(&self) -> Vec<String> {
+        self.clusters.iter().map(|c| c.name().to_string()).collect()
+    }
+
+    /// Starts one more cluster with the fleet's transport; writes its kubeconfig if the fleet
+    /// has a kubeconfig directory.
+    ///
+    /// ```no_run
+    /// # async fn doc() -> Result<(), mcr_envtest::Error> {
+    /// let mut fleet = mcr_envtest::Fleet::start(1).await?;
+    /// let late = fleet.add("late").await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn add(&mut self, name: &str) -> Result<TestCluster, Error> {
+        if self.get(name).is_some() {
+            return Err(Error::DuplicateName(name.to_string()));
+        }
+        let cluster = start_one(name.to_string(), self.https).await?;
+        if let Some(dir) = &self.kubeconfig_dir {
+            cluster.write_kubeconfig(&kubeconfig_path(dir, name))?;
+        }
+        self.clusters.push(cluster.clone());
+        Ok(cluster)
+    }
+
+    /// Stops a cluster, deletes its kubeconfig file (if written by the fleet) and returns it.
+    ///
+    /// ```no_run
+    /// # async fn doc() -> Result<(), mcr_envtest::Error> {
+    /// let mut fleet = mcr_envtest::Fleet::start(2).await?;
+    /// let gone = fleet.remove("cluster-2").await.unwrap();
+    /// assert!(fleet.get("cluster-2").is_none());
+    /// # Ok(()) }
+    /// ```
+    pub async fn remove(&mut self, name: &str) -> Option<TestCluster> {
+        let index = self.clusters.iter().position(|c| c.name() == name)?;
+        let cluster = self.clusters.remove(index);
+        cluster.stop().await;
+        if let Some(dir) = &self.kubeconfig_dir {
+            let path = kubeconfig_path(dir, name);
+            if let Err(err) = std::fs::remove_file(&path) {
+                tracing::warn!(cluster = name, path = %path.display(), %err, "could not delete kubeconfig");
+            }
+        }
+        Some(cluster)
+    }
+
+    /// Writes `<dir>/<name>.kubeconfig` for every cluster (HTTPS fleets only) and returns the
+    /// paths.
+    ///
+    /// ```no_run
+    /// # async fn doc() -> Result<(), mcr_envtest::Error> {
+    /// let fleet = mcr_envtest::Fleet::builder().clusters(2).https(true).start().await?;
+    /// let paths = fleet.write_kubeconfigs(std::path::Path::new("/tmp/fleet"))?;
+    /// assert_eq!(paths.len(), 2);
+    /// # Ok(()) }
+    /// ```
+    pub fn write_kubeconfigs(&self, dir: &Path) -> Result<Vec<PathBuf>, Error> {
+        std::fs::create_dir_all(dir)?;
+        self.clusters
+            .iter()
+            .map(|cluster| {
+                let path = kubeconfig_path(dir, cluster.name());
+                cluster.write_kubeconfig(&path)?;
+                Ok(path)
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,259 @@
+//! The HTTPS transport: hyper 1 (HTTP/1.1 and HTTP/2) over tokio-rustls on 127.0.0.1.
+//!
+//! The listener can be closed and re-opened on the same port synchronously (stop/restart,
+//! `Partition::Refuse`/heal): it lives in a slot the accept loop polls, so closing it is just
+//! taking it out of the slot.
+
+use std::future::poll_fn;
+use std::io;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+
+use http::{Request, Response, header};
+use http_body_util::BodyExt;
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto;
+use tokio::net::{TcpListener, TcpSocket, TcpStream};
+use tokio_rustls::TlsAcceptor;
+use tokio_util::sync::CancellationToken;
+
+use crate::engine::ApiError;
+use crate::server::{self, Body, Shared, response};
+
+type Slot = Arc<Mutex<Option<TcpListener>>>;
+
+struct Serving {
+    slot: Slot,
+    cancel: CancellationToken,
+}
+
+/// One cluster's HTTPS endpoint.
+pub(crate) struct HttpsServer {
+    shared: Arc<Shared>,
+    addr: SocketAddr,
+    acceptor: TlsAcceptor,
+    token: Arc<str>,
+    runtime: tokio::runtime::Handle,
+    serving: Mutex<Option<Serving>>,
+}
+
+fn listen(addr: SocketAddr) -> io::Result<TcpListener> {
+    let socket = if addr.is_ipv4() {
+        TcpSocket::new_v4()?
+    } else {
+        TcpSocket::new_v6()?
+    };
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(1024)
+}
+
+impl HttpsServer {
+    /// Binds 127.0.0.1 on a random port and starts serving.
+    pub(crate) fn start(
+        shared: Arc<Shared>,
+        acceptor: TlsAcceptor,
+        token: Arc<str>,
+    ) -> io::Result<Self> {
+        let runtime = tokio::runtime::Handle::current();
+        let listener = listen(SocketAddr::from(([127, 0, 0, 1], 0)))?;
+        let addr = listener.local_addr()?;
+        let server = Self {
+            shared,
+            addr,
+            acceptor,
+            token,
+            runtime,
+            serving: Mutex::new(None),
+        };
+        server.serve(listener);
+        Ok(server)
+    }
+
+    /// The bound address.
+    pub(crate) fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    fn serve(&self, listener: TcpListener) {
+        let slot: Slot = Arc::new(Mutex::new(Some(listener)));
+        let cancel = CancellationToken::new();
+        let accept = accept_loop(
+            slot.clone(),
+            cancel.clone(),
+            self.acceptor.clone(),
+            self.shared.clone(),
+            self.token.clone(),
+        );
+        self.runtime.spawn(accept);
+        *self.serving.lock().unwrap_or_else(|e| e.into_inner()) = Some(Serving { slot, cancel });
+        tracing::debug!(cluster = %self.shared.name, addr = %self.addr, "listening");
+    }
+
+    /// Opens the listener again on the same port (no-op if open).
+    pub(crate) fn bind(&self) -> io::Result<()> {
+        if self
+            .serving
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_some()
+        {
+            return Ok(());
+        }
+        let listener = {
+            let _guard = self.runtime.enter();
+            listen(self.addr)?
+        };
+        self.serve(listener);
+        Ok(())
+    }
+
+    /// Closes the listener now and cuts every open connection.
+    pub(crate) fn unbind(&self) {
+        let serving = self
+            .serving
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        if let Some(serving) = serving {
+            drop(
+                serving
+                    .slot
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .take(),
+            );
+            serving.cancel.cancel();
+            tracing::debug!(cluster = %self.shared.name, addr = %self.addr, "listener closed");
+        }
+    }
+}
+
+impl Drop for HttpsServer {
+    fn drop(&mut self) {
+        self.unbind();
+    }
+}
+
+fn poll_accept(
+    slot: &Slot,
+    cx: &mut Context<'_>,
+) -> Poll<Option<io::Result<(TcpStream, SocketAddr)>>> {
+    let guard = slot.lock().unwrap_or_else(|e| e.into_inner());
+    match guard.as_ref() {
+        None => Poll::Ready(None),
+        Some(listener) => listener.poll_accept(cx).map(Some),
+    }
+}
+
+async fn accept_loop(
+    slot: Slot,
+    cancel: CancellationToken,
+    acceptor: TlsAcceptor,
+    shared: Arc<Shared>,
+    token: Arc<str>,
+) {
+    loop {
+        let accepted = tokio::select! {
+            _ = cancel.cancelled() => return,
+            accepted = poll_fn(|cx| poll_accept(&slot, cx)) => accepted,
+        };
+        match accepted {
+            None => return,
+            Some(Ok((stream, _peer))) => {
+                let conn = connection(
+                    stream,
+                    acceptor.clone(),
+                    shared.clone(),
+                    token.clone(),
+                    cancel.child_token(),
+                );
+                tokio::spawn(conn);
+            }
+            Some(Err(err)) => {
+                tracing::warn!(cluster = %shared.name, %err, "accept failed");
+                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            }
+        }
+    }
+}
+
+async fn connection(
+    stream: TcpStream,
+    acceptor: TlsAcceptor,
+    shared: Arc<Shared>,
+    token: Arc<str>,
+    cancel: CancellationToken,
+) {
+    let tls = tokio::select! {
+        _ = cancel.cancelled() => return,
+        tls = acceptor.accept(stream) => match tls {
+            Ok(tls) => tls,
+            Err(err) => {
+                tracing::debug!(cluster = %shared.name, %err, "TLS handshake failed");
+                return;
+            }
+        },
+    };
+    let service = hyper::service::service_fn(move |req| serve(shared.clone(), token.clone(), req));
+    let builder = auto::Builder::new(TokioExecutor::new());
+    let conn = builder.serve_connection(TokioIo::new(tls), service);
+    tokio::select! {
+        _ = cancel.cancelled() => {}
+        result = conn => {
+            if let Err(err) = result {
+                tracing::debug!(%err, "connection ended with an error");
+            }
+        }
+    }
+}
+
+/// Compares without an early exit, so the token's prefix cannot be probed by timing.
+fn token_matches(given: &[u8], expected: &[u8]) -> bool {
+    given.len() == expected.len()
+        && given
+            .iter()
+            .zip(expected)
+            .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+            == 0
+}
+
+fn authorized(req: &Request<Incoming>, token: &str) -> bool {
+    req.headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.as_bytes().strip_prefix(b"Bearer "))
+        .is_some_and(|given| token_matches(given, token.as_bytes()))
+}
+
+async fn serve(
+    shared: Arc<Shared>,
+    token: Arc<str>,
+    req: Request<Incoming>,
+) -> Result<Response<Body>, io::Error> {
+    if shared.faults.admit().await.is_err() {
+        // Failing the service makes hyper drop the connection, as a dead server would.
+        return Err(io::Error::from(io::ErrorKind::ConnectionRefused));
+    }
+    if !authorized(&req, &token) {
+        tracing::debug!(cluster = %shared.name, "rejected a request without the bearer token");
+        return Ok(response::error(&ApiError::unauthorized()));
+    }
+    let (parts, body) = req.into_parts();
+    let bytes = body.collect().await.map_err(io::Error::other)?.to_bytes();
+    Ok(server::handle(&shared, Request::from_parts(parts, bytes)).await)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::token_matches;
+
+    #[test]
+    fn token_comparison() {
+        assert!(token_matches(b"abc", b"abc"));
+        assert!(!token_matches(b"abd", b"abc"));
+        assert!(!token_matches(b"ab", b"abc"));
+        assert!(!token_matches(b"", b"abc"));
+    }
+}

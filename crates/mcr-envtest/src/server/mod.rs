@@ -1,0 +1,93 @@
+//! The request handler shared by the in-process service and the HTTPS server.
+//!
+//! [`handle`] takes a fully read request (`Request<Bytes>`), applies latency and injected
+//! errors, counts it, routes it ([`route`]), parses its query ([`query`]) and answers with a
+//! JSON document, a `v1 Status`, or a streamed watch ([`response`]). Connection-level faults
+//! (stopped, partitioned) are the transports' business: they call
+//! [`Faults::admit`](crate::faults::Faults) first.
+
+use bytes::Bytes;
+use http::{Method, Request, Response};
+use tracing::Instrument;
+
+use crate::counters::Counters;
+use crate::engine::{ApiError, Engine};
+use crate::faults::Faults;
+use crate::{discovery, openapi};
+
+mod dispatch;
+pub(crate) mod query;
+pub(crate) mod response;
+pub(crate) mod route;
+
+pub(crate) use response::Body;
+use route::{DiscoveryPath, Route};
+
+/// Everything one cluster's handler needs.
+pub(crate) struct Shared {
+    /// Cluster name (for tracing).
+    pub(crate) name: String,
+    /// The API state.
+    pub(crate) engine: Engine,
+    /// Fault injection state.
+    pub(crate) faults: Faults,
+    /// Request counters.
+    pub(crate) counters: Counters,
+}
+
+/// Answers one request.
+pub(crate) async fn handle(shared: &Shared, req: Request<Bytes>) -> Response<Body> {
+    let span = tracing::debug_span!(
+        "request",
+        cluster = %shared.name,
+        method = %req.method(),
+        path = %req.uri().path(),
+        status = tracing::field::Empty,
+    );
+    async move {
+        if let Some(latency) = shared.faults.latency() {
+            tokio::time::sleep(latency).await;
+        }
+        let response = match route::parse_path(req.uri().path()) {
+            None => response::error(&ApiError::path_not_found()),
+            Some(Route::Discovery(path)) => discovery_request(shared, req.method(), &path),
+            Some(Route::Resource(path)) => dispatch::resource_request(shared, req, path).await,
+        };
+        tracing::Span::current().record("status", response.status().as_u16());
+        tracing::debug!("answered");
+        response
+    }
+    .instrument(span)
+    .await
+}
+
+fn discovery_request(shared: &Shared, method: &Method, path: &DiscoveryPath) -> Response<Body> {
+    if path == &DiscoveryPath::Health {
+        return response::text("ok");
+    }
+    if method != Method::GET {
+        return response::error(&ApiError::method_not_allowed(format!(
+            "{method} is not allowed on discovery endpoints"
+        )));
+    }
+    shared.counters.record("get", "discovery");
+    if let Some(code) = shared.faults.injected_error("get", "discovery") {
+        return response::error(&response::injected(code));
+    }
+    let types = || shared.engine.resource_types();
+    let doc = match path {
+        DiscoveryPath::Version => Some(discovery::version()),
+        DiscoveryPath::LegacyRoot => Some(discovery::legacy_root()),
+        DiscoveryPath::LegacyVersion(v) => discovery::resource_list(&types(), "", v),
+        DiscoveryPath::Groups => Some(discovery::group_list(&types())),
+        DiscoveryPath::Group(g) => discovery::group(&types(), g),
+        DiscoveryPath::GroupVersion(g, v) => discovery::resource_list(&types(), g, v),
+        DiscoveryPath::OpenApiV3Root => Some(openapi::root(&types())),
+        DiscoveryPath::OpenApiV3(g, v) => openapi::group_version(&types(), g, v),
+        DiscoveryPath::OpenApiOther | DiscoveryPath::Health => None,
+    };
+    match doc {
+        Some(doc) => response::json(200, &doc),
+        None => response::error(&ApiError::path_not_found()),
+    }
+}

@@ -1,0 +1,53 @@
+//! Helpers shared by the integration tests.
+#![allow(dead_code)]
+
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::ObjectMeta;
+
+/// Generous deadline for conditions; tests never rely on it being reached.
+pub const DEADLINE: Duration = Duration::from_secs(30);
+
+/// Polls `check` every 20 ms until it returns true; panics after [`DEADLINE`].
+pub async fn eventually<F, Fut>(what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let start = Instant::now();
+    loop {
+        if check().await {
+            return;
+        }
+        assert!(start.elapsed() < DEADLINE, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// A ConfigMap with a name, labels and one data entry.
+pub fn configmap(name: &str, labels: &[(&str, &str)], value: &str) -> ConfigMap {
+    ConfigMap {
+        metadata: ObjectMeta {
+            name: Some(name.to_string()),
+            labels: Some(
+                labels
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
+            ),
+            ..ObjectMeta::default()
+        },
+        data: Some([("value".to_string(), value.to_string())].into()),
+        ..ConfigMap::default()
+    }
+}
+
+/// The HTTP status code of a kube API error, if it is one.
+pub fn api_code(err: &kube::Error) -> Option<u16> {
+    match err {
+        kube::Error::Api(status) => Some(status.code),
+        _ => None,
+    }
+}

@@ -1,0 +1,177 @@
+//! CustomResourceDefinitions and discovery, through kube-rs.
+
+mod common;
+
+use common::{api_code, eventually};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{
+    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch,
+    PatchParams, PostParams,
+};
+use kube::{CustomResource, Discovery};
+use mcr_envtest::TestCluster;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+/// A typed custom resource (no schema: the emulator does not validate schemas).
+#[derive(CustomResource, Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[kube(
+    group = "example.com",
+    version = "v1",
+    kind = "Widget",
+    namespaced,
+    status = "WidgetStatus",
+    schema = "disabled"
+)]
+pub struct WidgetSpec {
+    size: u32,
+}
+
+/// Status of a [`Widget`].
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct WidgetStatus {
+    ready: bool,
+}
+
+fn widget_crd() -> CustomResourceDefinition {
+    serde_json::from_value(json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": { "name": "widgets.example.com" },
+        "spec": {
+            "group": "example.com",
+            "scope": "Namespaced",
+            "names": { "plural": "widgets", "singular": "widget", "kind": "Widget", "shortNames": ["wd"], "categories": ["all"] },
+            "versions": [{
+                "name": "v1", "served": true, "storage": true,
+                "schema": { "openAPIV3Schema": { "type": "object", "x-kubernetes-preserve-unknown-fields": true } },
+                "subresources": { "status": {} },
+            }],
+        },
+    }))
+    .unwrap()
+}
+
+async fn install_widgets(cluster: &TestCluster) {
+    let crds: Api<CustomResourceDefinition> = Api::all(cluster.client());
+    crds.create(&PostParams::default(), &widget_crd())
+        .await
+        .unwrap();
+    let widgets: Api<Widget> = Api::namespaced(cluster.client(), "default");
+    eventually("widgets to be served", || {
+        let widgets = widgets.clone();
+        async move { widgets.list(&ListParams::default()).await.is_ok() }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn crd_lifecycle_typed() {
+    let cluster = TestCluster::start("crd-typed").await.unwrap();
+    let widgets: Api<Widget> = Api::namespaced(cluster.client(), "default");
+    assert_eq!(
+        api_code(&widgets.list(&ListParams::default()).await.unwrap_err()),
+        Some(404)
+    );
+    install_widgets(&cluster).await;
+
+    let w = Widget::new("w1", WidgetSpec { size: 3 });
+    let created = widgets.create(&PostParams::default(), &w).await.unwrap();
+    assert_eq!(created.spec.size, 3);
+    let status = Patch::Merge(json!({ "status": { "ready": true } }));
+    widgets
+        .patch_status("w1", &PatchParams::default(), &status)
+        .await
+        .unwrap();
+    let got = widgets.get("w1").await.unwrap();
+    assert_eq!(got.status, Some(WidgetStatus { ready: true }));
+    assert_eq!(cluster.request_count("patch", "widgets/status"), 1);
+
+    let crds: Api<CustomResourceDefinition> = Api::all(cluster.client());
+    crds.delete("widgets.example.com", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually("widgets to stop being served", || {
+        let widgets = widgets.clone();
+        async move { matches!(widgets.list(&ListParams::default()).await, Err(e) if api_code(&e) == Some(404)) }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn crd_lifecycle_dynamic() {
+    let cluster = TestCluster::start("crd-dynamic").await.unwrap();
+    install_widgets(&cluster).await;
+    let resource = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("example.com", "v1", "Widget"),
+        "widgets",
+    );
+    let api: Api<DynamicObject> = Api::namespaced_with(cluster.client(), "default", &resource);
+    let mut obj = DynamicObject::new("dyn", &resource);
+    obj.data = json!({ "spec": { "size": 7 } });
+    api.create(&PostParams::default(), &obj).await.unwrap();
+    let got = api.get("dyn").await.unwrap();
+    assert_eq!(got.data["spec"]["size"], 7);
+    api.patch(
+        "dyn",
+        &PatchParams::default(),
+        &Patch::Merge(json!({ "spec": { "size": 8 } })),
+    )
+    .await
+    .unwrap();
+    let names: Vec<_> = api
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|o| o.metadata.name)
+        .collect();
+    assert_eq!(names, ["dyn"]);
+    assert_eq!(api.get("dyn").await.unwrap().data["spec"]["size"], 8);
+}
+
+#[tokio::test]
+async fn kube_discovery_sees_builtins_and_crds() {
+    let cluster = TestCluster::start("discovery").await.unwrap();
+    install_widgets(&cluster).await;
+    let discovery = Discovery::new(cluster.client()).run().await.unwrap();
+    for group in [
+        "",
+        "apps",
+        "coordination.k8s.io",
+        "events.k8s.io",
+        "apiextensions.k8s.io",
+        "example.com",
+    ] {
+        assert!(discovery.has_group(group), "group {group:?} missing");
+    }
+    let (cm, caps) = discovery
+        .resolve_gvk(&GroupVersionKind::gvk("", "v1", "ConfigMap"))
+        .unwrap();
+    assert_eq!(cm.plural, "configmaps");
+    assert_eq!(caps.scope, kube::discovery::Scope::Namespaced);
+    let (deploy, caps) = discovery
+        .resolve_gvk(&GroupVersionKind::gvk("apps", "v1", "Deployment"))
+        .unwrap();
+    assert_eq!(deploy.plural, "deployments");
+    assert!(
+        caps.subresources
+            .iter()
+            .any(|(sub, _)| sub.plural == "deployments/status" || sub.plural == "status"),
+        "{:?}",
+        caps.subresources
+    );
+    let (ns, caps) = discovery
+        .resolve_gvk(&GroupVersionKind::gvk("", "v1", "Namespace"))
+        .unwrap();
+    assert_eq!(
+        (ns.plural.as_str(), caps.scope.clone()),
+        ("namespaces", kube::discovery::Scope::Cluster)
+    );
+    let (widget, _) = discovery
+        .resolve_gvk(&GroupVersionKind::gvk("example.com", "v1", "Widget"))
+        .unwrap();
+    assert_eq!(widget.plural, "widgets");
+    assert!(cluster.request_count("get", "discovery") >= 5);
+}

@@ -1,0 +1,217 @@
+//! kube-runtime watchers and reflectors against in-process clusters.
+
+mod common;
+
+use std::collections::BTreeMap;
+
+use common::{configmap, eventually};
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use mcr_envtest::{ErrorRule, TestCluster};
+
+/// Retries a failed watch after 50 ms (kube's default backoff starts at 800 ms).
+struct QuickBackoff;
+
+impl Iterator for QuickBackoff {
+    type Item = std::time::Duration;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        Some(std::time::Duration::from_millis(50))
+    }
+}
+
+impl kube::runtime::utils::Backoff for QuickBackoff {
+    fn reset(&mut self) {}
+}
+
+/// Runs a reflector over ConfigMaps in `default` in the background.
+fn reflect(
+    cluster: &TestCluster,
+    config: watcher::Config,
+) -> (Store<ConfigMap>, tokio::task::JoinHandle<()>) {
+    let api: Api<ConfigMap> = Api::namespaced(cluster.client(), "default");
+    let (reader, writer) = reflector::store();
+    let stream = reflector::reflector(writer, watcher(api, config).backoff(QuickBackoff));
+    let task = tokio::spawn(async move {
+        stream.for_each(|_| async {}).await;
+    });
+    (reader, task)
+}
+
+fn names(store: &Store<ConfigMap>) -> Vec<String> {
+    let mut names: Vec<String> = store
+        .state()
+        .iter()
+        .filter_map(|c| c.metadata.name.clone())
+        .collect();
+    names.sort();
+    names
+}
+
+async fn wait_for_names(store: &Store<ConfigMap>, expected: &[&str]) {
+    eventually(&format!("store to hold {expected:?}"), || async {
+        names(store) == expected
+    })
+    .await;
+}
+
+async fn survives_timeout_and_410(config: watcher::Config, streaming: bool) {
+    let cluster = TestCluster::start("watch").await.unwrap();
+    let cms: Api<ConfigMap> = Api::namespaced(cluster.client(), "default");
+    cms.create(&PostParams::default(), &configmap("a", &[], "1"))
+        .await
+        .unwrap();
+    let (store, task) = reflect(&cluster, config.timeout(1));
+    wait_for_names(&store, &["a"]).await;
+
+    // The server ends each watch after one second; the watcher must come back.
+    eventually("a re-watch after the watch timeout", || async {
+        cluster.request_count("watch", "configmaps") >= 2
+    })
+    .await;
+    cms.create(&PostParams::default(), &configmap("b", &[], "1"))
+        .await
+        .unwrap();
+    wait_for_names(&store, &["a", "b"]).await;
+
+    // Keep the watch down, change things, forget history, let it come back: 410, relist.
+    cluster.inject_error(ErrorRule::new(500).verb("watch"));
+    let failed_from = cluster.request_count("watch", "configmaps");
+    // A watch request counted after the rule exists has failed, so the old watch is over.
+    eventually("a failed watch attempt", || async {
+        cluster.request_count("watch", "configmaps") > failed_from
+    })
+    .await;
+    let lists_before = cluster.request_count("list", "configmaps");
+    cms.create(&PostParams::default(), &configmap("c", &[], "1"))
+        .await
+        .unwrap();
+    cms.delete("a", &DeleteParams::default()).await.unwrap();
+    cluster.compact();
+    cluster.clear_faults();
+    wait_for_names(&store, &["b", "c"]).await;
+    if !streaming {
+        assert!(
+            cluster.request_count("list", "configmaps") > lists_before,
+            "410 must force a relist"
+        );
+    }
+    task.abort();
+}
+
+#[tokio::test]
+async fn list_watch_survives_timeout_and_410() {
+    survives_timeout_and_410(watcher::Config::default(), false).await;
+}
+
+#[tokio::test]
+async fn streaming_list_survives_timeout_and_410() {
+    survives_timeout_and_410(watcher::Config::default().streaming_lists(), true).await;
+}
+
+#[tokio::test]
+async fn streaming_list_uses_no_list_requests() {
+    let cluster = TestCluster::start("streaming").await.unwrap();
+    let cms: Api<ConfigMap> = Api::namespaced(cluster.client(), "default");
+    cms.create(&PostParams::default(), &configmap("a", &[], "1"))
+        .await
+        .unwrap();
+    let (store, task) = reflect(&cluster, watcher::Config::default().streaming_lists());
+    store.wait_until_ready().await.unwrap();
+    wait_for_names(&store, &["a"]).await;
+    assert_eq!(cluster.request_count("list", "configmaps"), 0);
+    assert_eq!(cluster.request_count("watch", "configmaps"), 1);
+    task.abort();
+}
+
+/// A tiny linear congruential generator: reproducible pseudo-random choices, no extra crate.
+struct Lcg(u64);
+
+impl Lcg {
+    fn next(&mut self, bound: u64) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (self.0 >> 33) % bound
+    }
+}
+
+#[tokio::test]
+async fn reflector_matches_server_after_random_writes() {
+    let cluster = TestCluster::start("reflector").await.unwrap();
+    let cms: Api<ConfigMap> = Api::namespaced(cluster.client(), "default");
+    let (store, task) = reflect(&cluster, watcher::Config::default());
+    store.wait_until_ready().await.unwrap();
+
+    let mut rng = Lcg(0x5eed);
+    for step in 0..300 {
+        let name = format!("cm-{}", rng.next(12));
+        let value = step.to_string();
+        match rng.next(3) {
+            0 => {
+                let _ = cms
+                    .create(&PostParams::default(), &configmap(&name, &[], &value))
+                    .await;
+            }
+            1 => {
+                if let Ok(mut cm) = cms.get(&name).await {
+                    cm.data = Some([("value".to_string(), value)].into());
+                    cms.replace(&name, &PostParams::default(), &cm)
+                        .await
+                        .unwrap();
+                }
+            }
+            _ => {
+                let _ = cms.delete(&name, &DeleteParams::default()).await;
+            }
+        }
+    }
+
+    let server: BTreeMap<String, Option<String>> = cms
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .map(|c| (c.metadata.name.unwrap(), c.metadata.resource_version))
+        .collect();
+    assert!(!server.is_empty());
+    eventually("reflector store to equal the server", || async {
+        let local: BTreeMap<String, Option<String>> = store
+            .state()
+            .iter()
+            .map(|c| {
+                (
+                    c.metadata.name.clone().unwrap_or_default(),
+                    c.metadata.resource_version.clone(),
+                )
+            })
+            .collect();
+        local == server
+    })
+    .await;
+    task.abort();
+}
+
+#[tokio::test]
+async fn one_watcher_makes_exactly_one_watch_request() {
+    let cluster = TestCluster::start("counting").await.unwrap();
+    let cms: Api<ConfigMap> = Api::namespaced(cluster.client(), "default");
+    let (store, task) = reflect(&cluster, watcher::Config::default());
+    store.wait_until_ready().await.unwrap();
+    eventually("the watch request", || async {
+        cluster.request_count("watch", "configmaps") >= 1
+    })
+    .await;
+    cms.create(&PostParams::default(), &configmap("seen", &[], "1"))
+        .await
+        .unwrap();
+    wait_for_names(&store, &["seen"]).await;
+    assert_eq!(cluster.request_count("watch", "configmaps"), 1);
+    assert_eq!(cluster.request_count("list", "configmaps"), 1);
+    task.abort();
+}

@@ -1,0 +1,238 @@
+//! The secondary inputs of the builder: `owns*` and `watches*`.
+
+use std::{fmt::Debug, hash::Hash, sync::Arc};
+
+use kube::{Resource, api::PartialObjectMeta};
+use mcr_core::{Cache, ClusterName};
+use serde::de::DeserializeOwned;
+
+use super::{
+    super::input::{Scope, mapped_requests, owner_requests},
+    Builder, IntoRequest, WatchOptions,
+};
+
+impl<K> Builder<K>
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K::DynamicType: Clone + Eq + Hash + Debug + Send + Sync + 'static,
+{
+    /// Reconcile the owner (a `K`, found through `ownerReferences`, in the same cluster and
+    /// namespace) whenever a `C` changes.
+    ///
+    /// ```no_run
+    /// # use k8s_openapi::api::{apps::v1::Deployment, core::v1::ConfigMap};
+    /// # fn demo(mgr: mcr_manager::Manager) {
+    /// let b = mcr_manager::Controller::new(&mgr).for_::<Deployment>().owns::<ConfigMap>();
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn owns<C>(self) -> Self
+    where
+        C: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    {
+        self.owns_with::<C>((), WatchOptions::default())
+    }
+
+    /// [`owns`](Self::owns) with a dynamic type and selectors / a predicate.
+    ///
+    /// ```no_run
+    /// # use k8s_openapi::api::{apps::v1::Deployment, core::v1::ConfigMap};
+    /// use kube::runtime::predicates;
+    /// # fn demo(mgr: mcr_manager::Manager) {
+    /// let b = mcr_manager::Controller::new(&mgr)
+    ///     .for_::<Deployment>()
+    ///     .owns_with::<ConfigMap>((), mcr_manager::WatchOptions::new().predicate(predicates::resource_version));
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn owns_with<C>(self, dyntype: C::DynamicType, opts: WatchOptions<C>) -> Self
+    where
+        C: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+        C::DynamicType: Clone + Eq + Hash + Send + Sync + 'static,
+    {
+        let owner = self.dyntype.clone();
+        let informer = opts.informer;
+        self.add_input(
+            Scope::Engaged,
+            move |cache: &Cache| cache.informer_with::<C>(dyntype.clone(), informer.clone()),
+            opts.predicate,
+            move |child: &Arc<C>, cluster: &ClusterName| {
+                owner_requests::<C, K>(child.as_ref(), &owner, cluster)
+            },
+        )
+    }
+
+    /// [`owns`](Self::owns) through a metadata-only watch of `C` (cheaper for big objects).
+    ///
+    /// ```no_run
+    /// # use k8s_openapi::api::{apps::v1::Deployment, core::v1::Secret};
+    /// # fn demo(mgr: mcr_manager::Manager) {
+    /// let b = mcr_manager::Controller::new(&mgr)
+    ///     .for_::<Deployment>()
+    ///     .owns_metadata::<Secret>(Default::default());
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn owns_metadata<C>(self, opts: WatchOptions<PartialObjectMeta<C>>) -> Self
+    where
+        C: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    {
+        let owner = self.dyntype.clone();
+        let informer = opts.informer;
+        self.add_input(
+            Scope::Engaged,
+            move |cache: &Cache| cache.metadata_informer::<C>((), informer.clone()),
+            opts.predicate,
+            move |child: &Arc<PartialObjectMeta<C>>, cluster: &ClusterName| {
+                owner_requests::<PartialObjectMeta<C>, K>(child.as_ref(), &owner, cluster)
+            },
+        )
+    }
+
+    /// Reconcile whatever `mapper` returns when an `O` changes in an engaged cluster. The
+    /// mapper gets the object and its cluster, and returns [`ObjectRef`](kube::runtime::reflector::ObjectRef)s
+    /// (same cluster) or [`Request`](crate::Request)s (any cluster: the sync-local-to-remote
+    /// pattern).
+    ///
+    /// ```no_run
+    /// # use std::sync::Arc;
+    /// # use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+    /// # use kube::{ResourceExt, runtime::reflector::ObjectRef};
+    /// # use mcr_core::ClusterName;
+    /// # fn demo(mgr: mcr_manager::Manager) {
+    /// let b = mcr_manager::Controller::new(&mgr)
+    ///     .for_::<ConfigMap>()
+    ///     .watches::<Secret, _>(|secret: Arc<Secret>, _cluster: &ClusterName| {
+    ///         let ns = secret.namespace().unwrap_or_default();
+    ///         Some(ObjectRef::<ConfigMap>::new(&secret.name_any()).within(&ns))
+    ///     });
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn watches<O, I>(
+        self,
+        mapper: impl Fn(Arc<O>, &ClusterName) -> I + Send + Sync + 'static,
+    ) -> Self
+    where
+        O: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+        I: IntoIterator,
+        I::Item: IntoRequest<K>,
+    {
+        self.watches_with::<O, I>((), WatchOptions::default(), mapper)
+    }
+
+    /// [`watches`](Self::watches) with a dynamic type and selectors / a predicate.
+    ///
+    /// ```no_run
+    /// # use std::sync::Arc;
+    /// # use k8s_openapi::api::core::v1::ConfigMap;
+    /// # use kube::{ResourceExt, api::{ApiResource, DynamicObject, GroupVersionKind}, runtime::reflector::ObjectRef};
+    /// # fn demo(mgr: mcr_manager::Manager) {
+    /// let ar = ApiResource::from_gvk(&GroupVersionKind::gvk("example.com", "v1", "Widget"));
+    /// let b = mcr_manager::Controller::new(&mgr).for_::<ConfigMap>().watches_with::<DynamicObject, _>(
+    ///     ar,
+    ///     mcr_manager::WatchOptions::new().labels("sync=true"),
+    ///     |w: Arc<DynamicObject>, _| Some(ObjectRef::<ConfigMap>::new(&w.name_any())),
+    /// );
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn watches_with<O, I>(
+        self,
+        dyntype: O::DynamicType,
+        opts: WatchOptions<O>,
+        mapper: impl Fn(Arc<O>, &ClusterName) -> I + Send + Sync + 'static,
+    ) -> Self
+    where
+        O: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+        O::DynamicType: Clone + Eq + Hash + Send + Sync + 'static,
+        I: IntoIterator,
+        I::Item: IntoRequest<K>,
+    {
+        let informer = opts.informer;
+        self.add_input(
+            Scope::Engaged,
+            move |cache: &Cache| cache.informer_with::<O>(dyntype.clone(), informer.clone()),
+            opts.predicate,
+            move |obj: &Arc<O>, cluster: &ClusterName| mapped_requests(&mapper, obj, cluster),
+        )
+    }
+
+    /// [`watches`](Self::watches) through a metadata-only watch of `O`.
+    ///
+    /// ```no_run
+    /// # use std::sync::Arc;
+    /// # use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+    /// # use kube::{ResourceExt, api::PartialObjectMeta, runtime::reflector::ObjectRef};
+    /// # fn demo(mgr: mcr_manager::Manager) {
+    /// let b = mcr_manager::Controller::new(&mgr).for_::<ConfigMap>().watches_metadata::<Secret, _>(
+    ///     Default::default(),
+    ///     |s: Arc<PartialObjectMeta<Secret>>, _| Some(ObjectRef::<ConfigMap>::new(&s.name_any())),
+    /// );
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn watches_metadata<O, I>(
+        self,
+        opts: WatchOptions<PartialObjectMeta<O>>,
+        mapper: impl Fn(Arc<PartialObjectMeta<O>>, &ClusterName) -> I + Send + Sync + 'static,
+    ) -> Self
+    where
+        O: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+        I: IntoIterator,
+        I::Item: IntoRequest<K>,
+    {
+        let informer = opts.informer;
+        self.add_input(
+            Scope::Engaged,
+            move |cache: &Cache| cache.metadata_informer::<O>((), informer.clone()),
+            opts.predicate,
+            move |obj: &Arc<PartialObjectMeta<O>>, cluster: &ClusterName| {
+                mapped_requests(&mapper, obj, cluster)
+            },
+        )
+    }
+
+    /// Watch `O` in the manager's host cluster only (whether or not the controller engages
+    /// the host) and reconcile what `mapper` returns, typically [`Request`](crate::Request)s
+    /// for provider clusters: the sync-local-to-remote pattern.
+    ///
+    /// ```no_run
+    /// # use std::sync::Arc;
+    /// # use k8s_openapi::api::core::v1::ConfigMap;
+    /// # use kube::{ResourceExt, runtime::reflector::ObjectRef};
+    /// # use mcr_manager::Request;
+    /// # fn demo(mgr: mcr_manager::Manager, members: Vec<String>) {
+    /// let b = mcr_manager::Controller::new(&mgr).for_::<ConfigMap>().watches_host::<ConfigMap, _>(
+    ///     Default::default(),
+    ///     move |cm: Arc<ConfigMap>, _| {
+    ///         let name = cm.name_any();
+    ///         let ns = cm.namespace().unwrap_or_default();
+    ///         members
+    ///             .iter()
+    ///             .map(|m| Request::new(m.as_str(), ObjectRef::new(&name).within(&ns)))
+    ///             .collect::<Vec<_>>()
+    ///     },
+    /// );
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn watches_host<O, I>(
+        self,
+        opts: WatchOptions<O>,
+        mapper: impl Fn(Arc<O>, &ClusterName) -> I + Send + Sync + 'static,
+    ) -> Self
+    where
+        O: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+        I: IntoIterator,
+        I::Item: IntoRequest<K>,
+    {
+        let informer = opts.informer;
+        self.add_input(
+            Scope::Host,
+            move |cache: &Cache| cache.informer_with::<O>((), informer.clone()),
+            opts.predicate,
+            move |obj: &Arc<O>, cluster: &ClusterName| mapped_requests(&mapper, obj, cluster),
+        )
+    }
+}

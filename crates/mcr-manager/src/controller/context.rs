@@ -1,0 +1,122 @@
+//! What a reconciler gets besides the object: the cluster and the user's data.
+
+use std::{ops::Deref, sync::Arc};
+
+use mcr_core::{Cluster, ClusterName};
+
+/// The context of one reconcile: the cluster the object lives in, and the user's data.
+///
+/// It dereferences to the user's data, so kube-runtime code that reads `ctx.some_field` keeps
+/// compiling; what changes is that the client comes from [`Context::client`] (the object's
+/// cluster) instead of a single global client.
+///
+/// ```no_run
+/// use std::sync::Arc;
+/// use k8s_openapi::api::core::v1::ConfigMap;
+/// use kube::{Api, runtime::controller::Action};
+/// use mcr_manager::Context;
+///
+/// struct Data { greeting: String }
+///
+/// async fn reconcile(cm: Arc<ConfigMap>, ctx: Context<Data>) -> Result<Action, kube::Error> {
+///     let api: Api<ConfigMap> = Api::default_namespaced(ctx.client());
+///     tracing::info!(cluster = %ctx.cluster_name(), "{}", ctx.greeting);
+///     Ok(Action::await_change())
+/// }
+/// ```
+pub struct Context<T> {
+    cluster: Cluster,
+    name: ClusterName,
+    data: Arc<T>,
+}
+
+impl<T> Context<T> {
+    /// A context for a reconcile in `cluster` (built by the runtime; public for tests).
+    ///
+    /// ```no_run
+    /// # use std::sync::Arc;
+    /// # fn demo(cluster: mcr_core::Cluster) {
+    /// let ctx = mcr_manager::Context::new(cluster.clone(), Arc::new(()));
+    /// assert_eq!(ctx.cluster_name(), cluster.name());
+    /// # }
+    /// ```
+    pub fn new(cluster: Cluster, data: Arc<T>) -> Self {
+        let name = cluster.name().clone();
+        Self {
+            cluster,
+            name,
+            data,
+        }
+    }
+
+    /// The cluster the object lives in (its client, cache and indexes).
+    ///
+    /// ```no_run
+    /// # fn demo(ctx: mcr_manager::Context<()>) {
+    /// let synced = ctx.cluster().cache().is_synced();
+    /// # }
+    /// ```
+    pub fn cluster(&self) -> &Cluster {
+        &self.cluster
+    }
+
+    /// The cluster's name (empty for the host cluster).
+    ///
+    /// ```no_run
+    /// # fn demo(ctx: mcr_manager::Context<()>) {
+    /// println!("reconciling in {}", ctx.cluster_name());
+    /// # }
+    /// ```
+    pub fn cluster_name(&self) -> &ClusterName {
+        &self.name
+    }
+
+    /// A client for the object's cluster.
+    ///
+    /// ```no_run
+    /// # use k8s_openapi::api::core::v1::ConfigMap;
+    /// # fn demo(ctx: mcr_manager::Context<()>) {
+    /// let api: kube::Api<ConfigMap> = kube::Api::default_namespaced(ctx.client());
+    /// # }
+    /// ```
+    pub fn client(&self) -> kube::Client {
+        self.cluster.client()
+    }
+
+    /// The user's data, shared by every reconcile of the controller.
+    ///
+    /// ```no_run
+    /// # fn demo(ctx: mcr_manager::Context<String>) {
+    /// let data: std::sync::Arc<String> = ctx.data().clone();
+    /// # }
+    /// ```
+    pub fn data(&self) -> &Arc<T> {
+        &self.data
+    }
+}
+
+impl<T> Clone for Context<T> {
+    fn clone(&self) -> Self {
+        Self {
+            cluster: self.cluster.clone(),
+            name: self.name.clone(),
+            data: self.data.clone(),
+        }
+    }
+}
+
+impl<T> Deref for Context<T> {
+    type Target = T;
+
+    fn deref(&self) -> &T {
+        &self.data
+    }
+}
+
+impl<T> std::fmt::Debug for Context<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Context")
+            .field("cluster", &self.name)
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,158 @@
+//! Type-erased watch inputs: how one input turns one cluster's cache into a stream of requests.
+
+use std::{collections::HashMap, fmt::Debug, hash::Hash, sync::Arc};
+
+use futures::{StreamExt, future::ready, stream::BoxStream};
+use kube::{
+    Resource, ResourceExt,
+    runtime::{Predicate, reflector::ObjectRef},
+};
+use mcr_core::{Cache, CacheEvent, Cluster, ClusterName, Informer};
+use serde::de::DeserializeOwned;
+
+use super::request::{IntoRequest, Request};
+
+/// Requests produced by one event: almost always exactly one, so that case does not allocate.
+pub(crate) enum Batch<K: Resource> {
+    One(Request<K>),
+    Many(Vec<Request<K>>),
+}
+
+/// One input's live subscription on one cluster.
+pub(crate) struct Subscription<K: Resource> {
+    pub(crate) stream: BoxStream<'static, Batch<K>>,
+    pub(crate) restarts: Box<dyn Fn() -> u64 + Send + Sync>,
+}
+
+/// Subscribes an input on a cluster.
+pub(crate) type InputFn<K> =
+    Arc<dyn Fn(&Cluster, &ClusterName) -> Subscription<K> + Send + Sync + 'static>;
+
+/// Opens the primary informer of a cluster's cache.
+pub(crate) type PrimaryFn<K> = Arc<dyn Fn(&Cache) -> Informer<K> + Send + Sync + 'static>;
+
+/// A type-erased predicate (see `kube::runtime::predicates`).
+pub(crate) type PredicateFn<O> = Arc<dyn Fn(&O) -> Option<u64> + Send + Sync + 'static>;
+
+/// Wraps any kube-runtime predicate.
+pub(crate) fn erase_predicate<O>(p: impl Predicate<O> + Send + Sync + 'static) -> PredicateFn<O> {
+    Arc::new(move |o: &O| p.hash_property(o))
+}
+
+/// Where an input watches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Scope {
+    /// Every cluster the controller engages.
+    Engaged,
+    /// Only the manager's host cluster, for the controller's whole life.
+    Host,
+}
+
+/// One declared input of a controller.
+pub(crate) struct Input<K: Resource> {
+    pub(crate) scope: Scope,
+    pub(crate) subscribe: InputFn<K>,
+}
+
+/// Subscribes to `informer`, drops applied events whose predicate value did not change
+/// (per object), and maps each remaining object to requests with `map`.
+pub(crate) fn subscribe_filtered<O, K>(
+    informer: Informer<O>,
+    predicate: Option<PredicateFn<O>>,
+    mut map: impl FnMut(&Arc<O>) -> Option<Batch<K>> + Send + 'static,
+) -> Subscription<K>
+where
+    O: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    O::DynamicType: Clone + Eq + Hash + Send + Sync + 'static,
+    K: Resource + Send + 'static,
+{
+    let mut seen: HashMap<String, u64> = HashMap::new();
+    let stream = informer
+        .subscribe()
+        .filter_map(move |event| {
+            let out = match event {
+                CacheEvent::Applied(obj) => {
+                    let pass = match (&predicate, obj.meta().uid.as_deref()) {
+                        (Some(pred), Some(uid)) => match pred(&obj) {
+                            Some(value) => match seen.get_mut(uid) {
+                                Some(old) if *old == value => false,
+                                Some(old) => {
+                                    *old = value;
+                                    true
+                                }
+                                None => {
+                                    seen.insert(uid.to_owned(), value);
+                                    true
+                                }
+                            },
+                            None => true,
+                        },
+                        _ => true,
+                    };
+                    if pass { map(&obj) } else { None }
+                }
+                CacheEvent::Deleted(obj) => {
+                    if let Some(uid) = obj.meta().uid.as_deref() {
+                        seen.remove(uid);
+                    }
+                    map(&obj)
+                }
+            };
+            ready(out)
+        })
+        .boxed();
+    Subscription {
+        stream,
+        restarts: Box::new(move || informer.watch_restarts()),
+    }
+}
+
+/// Maps the owner references of `child` that point to a `K` into requests (same namespace,
+/// same cluster).
+pub(crate) fn owner_requests<C: Resource, K: Resource>(
+    child: &C,
+    dyntype: &K::DynamicType,
+    cluster: &ClusterName,
+) -> Option<Batch<K>>
+where
+    K::DynamicType: Clone,
+{
+    let ns = child.namespace();
+    let mut refs = child
+        .owner_references()
+        .iter()
+        .filter_map(|o| ObjectRef::<K>::from_owner_ref(ns.as_deref(), o, dyntype.clone()));
+    let first = refs.next()?;
+    let first = Request::new(cluster.clone(), first);
+    match refs.next() {
+        None => Some(Batch::One(first)),
+        Some(second) => {
+            let mut all = vec![first, Request::new(cluster.clone(), second)];
+            all.extend(refs.map(|r| Request::new(cluster.clone(), r)));
+            Some(Batch::Many(all))
+        }
+    }
+}
+
+/// Runs a user mapper and collects its output.
+pub(crate) fn mapped_requests<O, K, I>(
+    mapper: &(impl Fn(Arc<O>, &ClusterName) -> I + ?Sized),
+    obj: &Arc<O>,
+    cluster: &ClusterName,
+) -> Option<Batch<K>>
+where
+    K: Resource,
+    I: IntoIterator,
+    I::Item: IntoRequest<K>,
+{
+    let mut iter = mapper(obj.clone(), cluster).into_iter();
+    let first = iter.next()?.into_request(cluster);
+    match iter.next() {
+        None => Some(Batch::One(first)),
+        Some(second) => {
+            let mut all = vec![first, second.into_request(cluster)];
+            all.extend(iter.map(|r| r.into_request(cluster)));
+            Some(Batch::Many(all))
+        }
+    }
+}

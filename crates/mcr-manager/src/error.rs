@@ -1,0 +1,112 @@
+//! Errors of the manager and of the controller builder.
+
+use std::net::SocketAddr;
+
+/// A boxed error, as returned by user [`Runnable`](crate::Runnable)s.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// A mistake in how a controller was put together, found by
+/// [`Builder::register`](crate::controller::Builder::register).
+///
+/// Two kinds of mistake never get this far because they do not compile: calling `owns` or
+/// `watches` before `for_`, and calling `for_` twice (the builder's type changes with `for_`).
+///
+/// ```
+/// use mcr_manager::BuilderError;
+/// let err = BuilderError::NoClusters { controller: "demo".into() };
+/// assert!(err.to_string().contains("demo"));
+/// ```
+#[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum BuilderError {
+    /// Nothing would ever trigger a reconcile: the primary watch was disabled and no other
+    /// watch or trigger was added.
+    #[error("controller {controller:?} has no watches: call for_(), watches() or reconcile_on()")]
+    NoWatches {
+        /// The controller's name.
+        controller: String,
+    },
+    /// The controller would engage no cluster: the host cluster is excluded and so are the
+    /// provider's clusters (or there is no provider).
+    #[error("controller {controller:?} engages no cluster: include the host or provider clusters")]
+    NoClusters {
+        /// The controller's name.
+        controller: String,
+    },
+    /// Another controller of this manager already uses this name.
+    #[error("a controller named {controller:?} is already registered")]
+    DuplicateName {
+        /// The controller's name.
+        controller: String,
+    },
+    /// `concurrency(0)`.
+    #[error("controller {controller:?}: concurrency must be at least 1")]
+    ZeroConcurrency {
+        /// The controller's name.
+        controller: String,
+    },
+}
+
+/// Errors of the [`Manager`](crate::Manager).
+///
+/// ```
+/// use mcr_manager::Error;
+/// let err = Error::from(mcr_core::Error::ClusterNotFound("gone".into()));
+/// assert!(mcr_core::is_cluster_not_found(&err));
+/// ```
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// An error from mcr-core (cluster lookup, index registration, ...). Kept as the `source`
+    /// so that [`mcr_core::is_cluster_not_found`] sees it.
+    #[error("{0}")]
+    Core(#[from] mcr_core::Error),
+    /// A controller was put together wrongly.
+    #[error(transparent)]
+    Builder(#[from] BuilderError),
+    /// The provider's discovery loop failed.
+    #[error("provider failed")]
+    Provider(#[source] mcr_core::Error),
+    /// A user runnable failed.
+    #[error("runnable {name:?} failed")]
+    Runnable {
+        /// The runnable's name.
+        name: String,
+        /// What went wrong.
+        #[source]
+        source: BoxError,
+    },
+    /// A runnable or controller panicked outside of a reconcile.
+    #[error("{name:?} panicked")]
+    Panicked {
+        /// The runnable's name.
+        name: String,
+    },
+    /// The metrics / health endpoint could not listen.
+    #[error("cannot serve metrics and health on {addr}")]
+    Bind {
+        /// The address asked for.
+        addr: SocketAddr,
+        /// What went wrong.
+        #[source]
+        source: std::io::Error,
+    },
+    /// `run` was called while the manager was already running.
+    #[error("the manager is already running")]
+    AlreadyRunning,
+    /// This manager held the leader lease and lost it; everything that needed it was stopped.
+    #[error("leader election lost: lease {lease:?} is held by someone else now")]
+    LeaderElectionLost {
+        /// `<namespace>/<name>` of the Lease.
+        lease: String,
+    },
+    /// Talking to the host cluster about the leader Lease failed for good.
+    #[error("leader election on lease {lease:?} failed")]
+    LeaderElection {
+        /// `<namespace>/<name>` of the Lease.
+        lease: String,
+        /// What went wrong.
+        #[source]
+        source: kube::Error,
+    },
+}

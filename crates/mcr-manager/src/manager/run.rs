@@ -1,0 +1,248 @@
+//! Running the manager: start order, leader election, graceful shutdown.
+
+use std::{
+    panic::AssertUnwindSafe,
+    sync::{Arc, atomic::Ordering},
+};
+
+use futures::FutureExt;
+use mcr_core::Aware;
+use tokio::sync::mpsc;
+use tokio_util::{sync::CancellationToken, task::TaskTracker};
+use tracing::{info, warn};
+
+use super::{Manager, Running};
+use crate::{Error, Runnable};
+
+/// Starts `runnable` on the tracker; a failure or panic is reported on the error channel.
+pub(super) fn spawn_runnable(
+    running: &Running,
+    runnable: Arc<dyn Runnable>,
+    token: CancellationToken,
+) {
+    let errors = running.errors.clone();
+    running.tracker.spawn(async move {
+        let name = runnable.name().to_owned();
+        let result = AssertUnwindSafe(runnable.start(token)).catch_unwind().await;
+        let err = match result {
+            Ok(Ok(())) => return,
+            Ok(Err(source)) => Error::Runnable { name, source },
+            Err(_) => Error::Panicked { name },
+        };
+        let _ = errors.send(err);
+    });
+}
+
+impl Manager {
+    /// Runs everything until Ctrl-C or SIGTERM, then shuts down gracefully (see
+    /// [`run_until`](Self::run_until)).
+    ///
+    /// ```no_run
+    /// # async fn demo(mgr: mcr_manager::Manager) -> Result<(), mcr_manager::Error> {
+    /// mgr.run().await
+    /// # }
+    /// ```
+    pub async fn run(&self) -> Result<(), Error> {
+        let token = CancellationToken::new();
+        let signal = token.clone();
+        let waiter = tokio::spawn(async move {
+            shutdown_signal().await;
+            info!("shutdown signal received");
+            signal.cancel();
+        });
+        let result = self.run_until(token).await;
+        waiter.abort();
+        result
+    }
+
+    /// Runs everything until `token` is cancelled: starts the metrics/health endpoint, the host
+    /// cluster's cache, the runnables that need no leader, then (once leader, if leader
+    /// election is on) the controllers and the provider's discovery loop.
+    ///
+    /// Shutdown is graceful: controllers stop taking work and let in-flight reconciles finish,
+    /// then watches stop (provider clusters and host cache), the Lease is released, and this
+    /// returns. A runnable's error, or losing the Lease, shuts down the same way and is
+    /// returned.
+    ///
+    /// ```no_run
+    /// # async fn demo(mgr: mcr_manager::Manager) -> Result<(), mcr_manager::Error> {
+    /// let token = tokio_util::sync::CancellationToken::new();
+    /// let stop = token.clone();
+    /// tokio::spawn(async move { tokio::time::sleep(std::time::Duration::from_secs(60)).await; stop.cancel() });
+    /// mgr.run_until(token).await
+    /// # }
+    /// ```
+    pub async fn run_until(&self, token: CancellationToken) -> Result<(), Error> {
+        let watches = CancellationToken::new();
+        let work = CancellationToken::new();
+        let workers = TaskTracker::new();
+        let providers = TaskTracker::new();
+        let (errors, mut errors_rx) = mpsc::unbounded_channel();
+        let running = Running {
+            tracker: workers.clone(),
+            providers: providers.clone(),
+            work: work.clone(),
+            leading: None,
+            errors,
+        };
+        let runnables = {
+            let mut state = self.state();
+            if state.running.is_some() {
+                return Err(Error::AlreadyRunning);
+            }
+            state.running = Some(running.clone());
+            state.runnables.clone()
+        };
+        let result = self
+            .run_inner(&token, &watches, &work, &running, runnables, &mut errors_rx)
+            .await;
+
+        // Graceful shutdown: stop taking work and let in-flight reconciles finish ...
+        work.cancel();
+        workers.close();
+        workers.wait().await;
+        // ... then stop watching.
+        watches.cancel();
+        providers.close();
+        providers.wait().await;
+        self.inner.leader.store(false, Ordering::SeqCst);
+        {
+            let mut state = self.state();
+            state.running = None;
+            state.http_addr = None;
+        }
+        info!("manager stopped");
+        result
+    }
+
+    async fn run_inner(
+        &self,
+        token: &CancellationToken,
+        watches: &CancellationToken,
+        work: &CancellationToken,
+        running: &Running,
+        runnables: Vec<Arc<dyn Runnable>>,
+        errors: &mut mpsc::UnboundedReceiver<Error>,
+    ) -> Result<(), Error> {
+        if let Some(addr) = self.inner.metrics_addr {
+            let listener = tokio::net::TcpListener::bind(addr)
+                .await
+                .map_err(|source| Error::Bind { addr, source })?;
+            self.state().http_addr = listener.local_addr().ok();
+            info!(addr = ?listener.local_addr().ok(), "serving /metrics, /healthz, /readyz");
+            tokio::spawn(crate::health::serve(
+                listener,
+                self.clone(),
+                watches.clone(),
+            ));
+        }
+        self.inner.host.cache().start(watches.child_token());
+        for r in runnables.iter().filter(|r| !r.needs_leader_election()) {
+            spawn_runnable(running, r.clone(), work.child_token());
+        }
+
+        #[cfg(feature = "leader-election")]
+        let mut elector = self
+            .inner
+            .leader_election
+            .clone()
+            .map(|cfg| crate::leader::Elector::new(self.inner.host.client(), cfg));
+        #[cfg(feature = "leader-election")]
+        if let Some(elector) = elector.as_mut() {
+            tokio::select! {
+                acquired = elector.acquire(token) => if !acquired { return Ok(()) },
+                Some(err) = errors.recv() => return Err(err),
+            }
+        }
+
+        // Leading: start the leader-only runnables (controllers) and the provider.
+        let leading = work.child_token();
+        let runnables = {
+            let mut state = self.state();
+            if let Some(r) = state.running.as_mut() {
+                r.leading = Some(leading.clone());
+            }
+            state.runnables.clone()
+        };
+        self.inner.leader.store(true, Ordering::SeqCst);
+        for r in runnables.iter().filter(|r| r.needs_leader_election()) {
+            spawn_runnable(running, r.clone(), leading.child_token());
+        }
+        self.start_provider(watches.child_token(), running);
+
+        #[cfg(feature = "leader-election")]
+        if let Some(mut elector) = elector {
+            let lease = self
+                .inner
+                .leader_election
+                .as_ref()
+                .map(|l| l.lease_ref())
+                .unwrap_or_default();
+            let stop = token.clone();
+            let result = tokio::select! {
+                ended = elector.keep(&stop) => match ended {
+                    crate::leader::Ended::Stopped => Ok(()),
+                    crate::leader::Ended::Lost => Err(Error::LeaderElectionLost { lease }),
+                },
+                Some(err) = errors.recv() => Err(err),
+            };
+            // Stop the leader-only work before giving the Lease away.
+            self.inner.leader.store(false, Ordering::SeqCst);
+            work.cancel();
+            running.tracker.close();
+            running.tracker.wait().await;
+            watches.cancel();
+            running.providers.close();
+            running.providers.wait().await;
+            elector.release().await;
+            return result;
+        }
+
+        let result = tokio::select! {
+            () = token.cancelled() => Ok(()),
+            Some(err) = errors.recv() => Err(err),
+        };
+        result
+    }
+
+    /// Starts the provider's discovery loop (if it has one) on the providers' tracker.
+    fn start_provider(&self, token: CancellationToken, running: &Running) {
+        let provider = self.inner.provider.clone();
+        let aware: Arc<dyn Aware> = Arc::new(self.clone());
+        let errors = running.errors.clone();
+        running.providers.spawn(async move {
+            let Some(provider) = provider else { return };
+            let Some(runnable) = provider.runnable() else {
+                return;
+            };
+            if let Err(err) = runnable.start(token.clone(), aware).await
+                && !token.is_cancelled()
+            {
+                warn!(error = %err, "provider stopped with an error");
+                let _ = errors.send(Error::Provider(err));
+            }
+        });
+    }
+}
+
+async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = term.recv() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}

@@ -1,0 +1,158 @@
+//! Round-robin over clusters that have ready work.
+//!
+//! Each cluster has its own FIFO lane of ready keys; a ring holds the clusters whose lane is not
+//! empty. [`FairRing::pop`] takes one key from the cluster at the front of the ring and moves that
+//! cluster to the back, so a cluster with ten thousand ready keys gets one turn per round, exactly
+//! like a cluster with one.
+
+use std::{
+    collections::{HashMap, VecDeque},
+    hash::Hash,
+    sync::Arc,
+};
+
+use mcr_core::ClusterName;
+
+/// Ready keys, grouped per cluster, served round-robin across clusters.
+#[derive(Debug)]
+pub(crate) struct FairRing<T> {
+    lanes: HashMap<ClusterName, VecDeque<Arc<T>>>,
+    ring: VecDeque<ClusterName>,
+    len: usize,
+}
+
+impl<T> Default for FairRing<T> {
+    fn default() -> Self {
+        Self {
+            lanes: HashMap::new(),
+            ring: VecDeque::new(),
+            len: 0,
+        }
+    }
+}
+
+impl<T: Eq + Hash> FairRing<T> {
+    /// Appends `key` to the lane of `cluster`. O(1); the caller guarantees it is not already there.
+    pub(crate) fn push(&mut self, cluster: &ClusterName, key: Arc<T>) {
+        self.len += 1;
+        if let Some(lane) = self.lanes.get_mut(cluster) {
+            if lane.is_empty() {
+                self.ring.push_back(cluster.clone());
+            }
+            lane.push_back(key);
+            return;
+        }
+        let mut lane = VecDeque::with_capacity(4);
+        lane.push_back(key);
+        self.lanes.insert(cluster.clone(), lane);
+        self.ring.push_back(cluster.clone());
+    }
+
+    /// The next ready key: one from the cluster whose turn it is. O(1).
+    pub(crate) fn pop(&mut self) -> Option<(ClusterName, Arc<T>)> {
+        // Invariant: a cluster is in the ring exactly when its lane is non-empty.
+        let cluster = self.ring.pop_front()?;
+        let lane = self.lanes.get_mut(&cluster)?;
+        let key = lane.pop_front()?;
+        self.len -= 1;
+        if lane.is_empty() {
+            // Keep the (empty) lane allocation while the cluster is busy; it is dropped by
+            // `remove_cluster` when the cluster leaves.
+        } else {
+            self.ring.push_back(cluster.clone());
+        }
+        Some((cluster, key))
+    }
+
+    /// Drops every ready key of `cluster` and returns them. O(keys of that cluster + clusters).
+    pub(crate) fn remove_cluster(&mut self, cluster: &ClusterName) -> Vec<Arc<T>> {
+        let Some(lane) = self.lanes.remove(cluster) else {
+            return Vec::new();
+        };
+        if !lane.is_empty() {
+            self.ring.retain(|c| c != cluster);
+        }
+        self.len -= lane.len();
+        lane.into()
+    }
+
+    /// Forgets the lane of `cluster` if it is empty (memory hygiene for clusters with no work).
+    pub(crate) fn forget_if_empty(&mut self, cluster: &ClusterName) {
+        if self.lanes.get(cluster).is_some_and(VecDeque::is_empty) {
+            self.lanes.remove(cluster);
+        }
+    }
+
+    /// Number of ready keys across all clusters.
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Number of ready keys of one cluster.
+    pub(crate) fn cluster_len(&self, cluster: &ClusterName) -> usize {
+        self.lanes.get(cluster).map_or(0, VecDeque::len)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn name(s: &str) -> ClusterName {
+        ClusterName::new(s)
+    }
+
+    #[test]
+    fn round_robin_across_clusters() {
+        let mut ring = FairRing::default();
+        for i in 0..100 {
+            ring.push(&name("flood"), Arc::new(i));
+        }
+        ring.push(&name("quiet"), Arc::new(1000));
+        // The quiet cluster gets the second turn, not the 101st.
+        let first = ring.pop().unwrap();
+        let second = ring.pop().unwrap();
+        assert_eq!(first.0, name("flood"));
+        assert_eq!(second, (name("quiet"), Arc::new(1000)));
+        assert_eq!(ring.len(), 99);
+        // Then the flood drains in FIFO order.
+        let rest: Vec<i32> = std::iter::from_fn(|| ring.pop()).map(|(_, k)| *k).collect();
+        assert_eq!(rest, (1..100).collect::<Vec<_>>());
+        assert_eq!(ring.len(), 0);
+    }
+
+    #[test]
+    fn interleaves_three_clusters() {
+        let mut ring = FairRing::default();
+        for c in ["a", "b", "c"] {
+            for i in 0..3 {
+                ring.push(&name(c), Arc::new(format!("{c}{i}")));
+            }
+        }
+        let order: Vec<String> = std::iter::from_fn(|| ring.pop())
+            .map(|(_, k)| (*k).clone())
+            .collect();
+        assert_eq!(
+            order,
+            ["a0", "b0", "c0", "a1", "b1", "c1", "a2", "b2", "c2"]
+        );
+    }
+
+    #[test]
+    fn remove_cluster_drops_its_keys_only() {
+        let mut ring = FairRing::default();
+        ring.push(&name("a"), Arc::new(1));
+        ring.push(&name("b"), Arc::new(2));
+        ring.push(&name("a"), Arc::new(3));
+        let dropped = ring.remove_cluster(&name("a"));
+        assert_eq!(dropped.len(), 2);
+        assert_eq!(ring.len(), 1);
+        assert_eq!(ring.cluster_len(&name("a")), 0);
+        assert_eq!(ring.pop(), Some((name("b"), Arc::new(2))));
+        assert_eq!(ring.pop(), None);
+        // The cluster can come back and is served again.
+        ring.push(&name("a"), Arc::new(4));
+        assert_eq!(ring.pop(), Some((name("a"), Arc::new(4))));
+    }
+}

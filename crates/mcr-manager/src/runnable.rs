@@ -1,0 +1,59 @@
+//! Things the manager runs: controllers and user tasks.
+
+use std::sync::Arc;
+
+use mcr_core::{BoxFuture, Cluster, ClusterName};
+use tokio_util::sync::CancellationToken;
+
+use crate::error::BoxError;
+
+/// A long-running task owned by the [`Manager`](crate::Manager).
+///
+/// `start` runs until `token` is cancelled, then cleans up and returns. Runnables that return
+/// true from [`needs_leader_election`](Runnable::needs_leader_election) (the default) run only
+/// while this manager holds the leader lease. A runnable that wants to know about clusters
+/// overrides [`engage`](Runnable::engage): the manager forwards every engaged cluster to it,
+/// including the ones engaged before it was added.
+///
+/// ```
+/// use std::sync::Arc;
+/// use mcr_core::BoxFuture;
+/// use mcr_manager::{BoxError, Runnable};
+/// use tokio_util::sync::CancellationToken;
+///
+/// struct Heartbeat;
+///
+/// impl Runnable for Heartbeat {
+///     fn name(&self) -> &str { "heartbeat" }
+///     fn start(self: Arc<Self>, token: CancellationToken) -> BoxFuture<'static, Result<(), BoxError>> {
+///         Box::pin(async move {
+///             token.cancelled().await;
+///             Ok(())
+///         })
+///     }
+/// }
+/// ```
+pub trait Runnable: Send + Sync + 'static {
+    /// A name for logs and errors.
+    fn name(&self) -> &str;
+
+    /// Runs until `token` is cancelled.
+    fn start(self: Arc<Self>, token: CancellationToken)
+    -> BoxFuture<'static, Result<(), BoxError>>;
+
+    /// Whether this runs only on the elected leader (default: yes).
+    fn needs_leader_election(&self) -> bool {
+        true
+    }
+
+    /// A cluster joined (`token` fires when it leaves). Must not block. Default: ignored.
+    fn engage(
+        &self,
+        token: CancellationToken,
+        name: ClusterName,
+        cluster: Cluster,
+    ) -> Result<(), mcr_core::Error> {
+        let _ = (token, name, cluster);
+        Ok(())
+    }
+}

@@ -1,0 +1,357 @@
+//! One controller across a fleet of envtest clusters fed through `ClustersProvider`.
+
+mod common;
+
+use std::{
+    sync::{
+        Arc,
+        atomic::{AtomicBool, Ordering},
+    },
+    time::Duration,
+};
+
+use common::*;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use kube::{
+    Api, Resource, ResourceExt,
+    api::{ObjectMeta, PostParams},
+    runtime::{controller::Action, reflector::ObjectRef},
+};
+use mcr_core::{Cluster, ClusterName, FieldIndex};
+use mcr_manager::{Context, Controller, Request};
+use tokio::sync::Notify;
+
+type Res = Result<Action, mcr_core::Error>;
+
+fn retry(_: Arc<ConfigMap>, _: &mcr_core::Error, _: Context<Log>) -> Action {
+    Action::requeue(Duration::from_millis(20))
+}
+
+async fn record(cm: Arc<ConfigMap>, ctx: Context<Log>) -> Res {
+    ctx.push(format!(
+        "{}/{}={}",
+        ctx.cluster_name(),
+        cm.name_any(),
+        value(&cm)
+    ));
+    Ok(Action::await_change())
+}
+
+#[tokio::test]
+async fn uniform_reconciler_across_three_clusters_and_a_late_one() {
+    let mut env = Env::start(3).await;
+    for c in env.fleet.clusters() {
+        create_cm(c.client(), "existing", "old").await;
+    }
+    let log = Log::default();
+    Controller::new(&env.mgr)
+        .for_::<ConfigMap>()
+        .register(record, retry, Arc::new(log.clone()))
+        .unwrap();
+    let run = env.run();
+
+    for c in ["cluster-1", "cluster-2", "cluster-3"] {
+        wait_for("existing objects reconciled", || {
+            log.contains(&format!("{c}/existing=old"))
+        })
+        .await;
+        create_cm(env.member(c).client(), "created", "new").await;
+        update_cm(env.member(c).client(), "existing", "changed").await;
+    }
+    for c in ["cluster-1", "cluster-2", "cluster-3"] {
+        wait_for("created objects", || {
+            log.contains(&format!("{c}/created=new"))
+        })
+        .await;
+        wait_for("updated objects", || {
+            log.contains(&format!("{c}/existing=changed"))
+        })
+        .await;
+    }
+    assert_eq!(
+        log.count("/"),
+        0,
+        "the host cluster is not engaged when a provider is set"
+    );
+
+    // A cluster engaged after run() started is reconciled too.
+    let late = env.fleet.add("late").await.unwrap();
+    create_cm(late.client(), "hello", "late").await;
+    env.provider
+        .add(Cluster::new("late", late.client()))
+        .await
+        .unwrap();
+    wait_for("late cluster reconciled", || {
+        log.contains("late/hello=late")
+    })
+    .await;
+    assert!(
+        env.mgr
+            .engaged_clusters()
+            .contains(&ClusterName::new("late"))
+    );
+    assert!(env.mgr.cluster("late").await.is_ok());
+    assert!(mcr_core::is_cluster_not_found(
+        &env.mgr.cluster("nope").await.unwrap_err()
+    ));
+
+    env.token.cancel();
+    run.await.unwrap().unwrap();
+}
+
+#[tokio::test]
+async fn owner_references_resolve_inside_each_cluster() {
+    let env = Env::start(2).await;
+    let log = Log::default();
+    Controller::new(&env.mgr)
+        .for_::<ConfigMap>()
+        .owns::<Secret>()
+        .register(record, retry, Arc::new(log.clone()))
+        .unwrap();
+    let run = env.run();
+    for c in ["cluster-1", "cluster-2"] {
+        let parent = create_cm(env.member(c).client(), "parent", c).await;
+        wait_for("parent reconciled", || {
+            log.count(&format!("{c}/parent=")) == 1
+        })
+        .await;
+        let secret = Secret {
+            metadata: ObjectMeta {
+                name: Some("child".into()),
+                owner_references: Some(vec![parent.controller_owner_ref(&()).unwrap()]),
+                ..ObjectMeta::default()
+            },
+            ..Secret::default()
+        };
+        let api: Api<Secret> = Api::namespaced(env.member(c).client(), "default");
+        api.create(&PostParams::default(), &secret).await.unwrap();
+        wait_for("owner reconciled by the child", || {
+            log.count(&format!("{c}/parent=")) >= 2
+        })
+        .await;
+    }
+    env.token.cancel();
+    run.await.unwrap().unwrap();
+}
+
+#[tokio::test]
+async fn a_host_watch_enqueues_into_a_member_cluster() {
+    let env = Env::start(2).await;
+    create_cm(env.member("cluster-2").client(), "target", "x").await;
+    let log = Log::default();
+    Controller::new(&env.mgr)
+        .for_::<ConfigMap>()
+        .watches_host::<Secret, _>(Default::default(), |s: Arc<Secret>, _: &ClusterName| {
+            Some(Request::new(
+                "cluster-2",
+                ObjectRef::new(&s.name_any()).within("default"),
+            ))
+        })
+        .register(record, retry, Arc::new(log.clone()))
+        .unwrap();
+    let run = env.run();
+    wait_for("target reconciled once", || {
+        log.count("cluster-2/target=") == 1
+    })
+    .await;
+    let api: Api<Secret> = Api::namespaced(env.host.client(), "default");
+    let secret = Secret {
+        metadata: ObjectMeta {
+            name: Some("target".into()),
+            ..ObjectMeta::default()
+        },
+        ..Secret::default()
+    };
+    api.create(&PostParams::default(), &secret).await.unwrap();
+    wait_for("host secret triggered the member", || {
+        log.count("cluster-2/target=") >= 2
+    })
+    .await;
+    assert_eq!(log.count("cluster-1/"), 0);
+    env.token.cancel();
+    run.await.unwrap().unwrap();
+}
+
+#[tokio::test]
+async fn indexes_reach_a_cluster_engaged_later() {
+    let mut env = Env::start(1).await;
+    let index = FieldIndex::new::<ConfigMap>("by-value", |cm: &ConfigMap| vec![value(cm)]);
+    env.mgr.index_field(&index).await.unwrap();
+    let log = Log::default();
+    Controller::new(&env.mgr)
+        .for_::<ConfigMap>()
+        .register(
+            |cm: Arc<ConfigMap>, ctx: Context<Log>| async move {
+                let same = ctx
+                    .cluster()
+                    .cache()
+                    .list_by_index::<ConfigMap>("by-value", &value(&cm))?;
+                ctx.push(format!(
+                    "{}/{} same={}",
+                    ctx.cluster_name(),
+                    cm.name_any(),
+                    same.len()
+                ));
+                Ok(Action::await_change())
+            },
+            retry,
+            Arc::new(log.clone()),
+        )
+        .unwrap();
+    let run = env.run();
+    let late = env.fleet.add("late").await.unwrap();
+    for name in ["a", "b"] {
+        create_cm(late.client(), name, "shared").await;
+    }
+    env.provider
+        .add(Cluster::new("late", late.client()))
+        .await
+        .unwrap();
+    wait_for("index used in reconcile", || {
+        log.contains("late/a same=2") && log.contains("late/b same=2")
+    })
+    .await;
+    env.token.cancel();
+    run.await.unwrap().unwrap();
+}
+
+#[tokio::test]
+async fn two_controllers_on_one_type_share_one_watch() {
+    let env = Env::start(1).await;
+    create_cm(env.member("cluster-1").client(), "shared", "1").await;
+    let (a, b) = (Log::default(), Log::default());
+    for (name, log) in [("first", &a), ("second", &b)] {
+        Controller::new(&env.mgr)
+            .named(name)
+            .for_::<ConfigMap>()
+            .register(record, retry, Arc::new(log.clone()))
+            .unwrap();
+    }
+    let dup = Controller::new(&env.mgr)
+        .named("first")
+        .for_::<ConfigMap>()
+        .register(record, retry, Arc::new(Log::default()));
+    assert!(
+        matches!(dup, Err(mcr_manager::Error::Builder(_))),
+        "duplicate names are refused"
+    );
+    let run = env.run();
+    wait_for("both reconciled", || {
+        a.contains("cluster-1/shared=1") && b.contains("cluster-1/shared=1")
+    })
+    .await;
+    let member = env.member("cluster-1");
+    assert_eq!(
+        member.request_count("watch", "configmaps"),
+        1,
+        "one watch for two controllers"
+    );
+    assert_eq!(
+        member.request_count("list", "configmaps"),
+        1,
+        "one initial list"
+    );
+    env.token.cancel();
+    run.await.unwrap().unwrap();
+}
+
+#[tokio::test]
+async fn a_panicking_reconciler_is_retried_and_others_keep_going() {
+    let env = Env::start(2).await;
+    create_cm(env.member("cluster-1").client(), "boom", "1").await;
+    create_cm(env.member("cluster-2").client(), "calm", "1").await;
+    let log = Log::default();
+    let panicked = Arc::new(AtomicBool::new(false));
+    let flag = panicked.clone();
+    Controller::new(&env.mgr)
+        .for_::<ConfigMap>()
+        .register(
+            move |cm: Arc<ConfigMap>, ctx: Context<Log>| {
+                let flag = flag.clone();
+                async move {
+                    if cm.name_any() == "boom" && !flag.swap(true, Ordering::SeqCst) {
+                        panic!("reconciler bug");
+                    }
+                    record(cm, ctx).await
+                }
+            },
+            retry,
+            Arc::new(log.clone()),
+        )
+        .unwrap();
+    let run = env.run();
+    wait_for("retried after the panic", || {
+        log.contains("cluster-1/boom=1")
+    })
+    .await;
+    wait_for("other cluster unaffected", || {
+        log.contains("cluster-2/calm=1")
+    })
+    .await;
+    assert!(panicked.load(Ordering::SeqCst));
+    assert!(env.mgr.metrics().encode().contains(r#"result="panic"} 1"#));
+    env.token.cancel();
+    run.await.unwrap().unwrap();
+}
+
+#[tokio::test]
+async fn disengaging_mid_flight_ends_quietly_and_drops_the_cluster() {
+    let env = Env::start(2).await;
+    create_cm(env.member("cluster-2").client(), "slow", "1").await;
+    let log = Log::default();
+    let gate = Arc::new(Notify::new());
+    let (g, mgr) = (gate.clone(), env.mgr.clone());
+    Controller::new(&env.mgr)
+        .for_::<ConfigMap>()
+        .register(
+            move |cm: Arc<ConfigMap>, ctx: Context<Log>| {
+                let (g, mgr) = (g.clone(), mgr.clone());
+                async move {
+                    if cm.name_any() == "slow" {
+                        ctx.push(format!("{}/slow started", ctx.cluster_name()));
+                        g.notified().await;
+                        // The cluster left meanwhile: this fails with ClusterNotFound.
+                        mgr.cluster(ctx.cluster_name().clone()).await?;
+                    }
+                    record(cm, ctx).await
+                }
+            },
+            retry,
+            Arc::new(log.clone()),
+        )
+        .unwrap();
+    let run = env.run();
+    wait_for("slow reconcile in flight", || {
+        log.contains("cluster-2/slow started")
+    })
+    .await;
+    assert!(env.provider.remove(&ClusterName::new("cluster-2")));
+    wait_for("cluster-2 disengaged", || {
+        !env.mgr
+            .engaged_clusters()
+            .contains(&ClusterName::new("cluster-2"))
+    })
+    .await;
+    gate.notify_one();
+    // Later events of the removed cluster are not reconciled; others still are.
+    create_cm(env.member("cluster-2").client(), "ignored", "1").await;
+    create_cm(env.member("cluster-1").client(), "after", "1").await;
+    wait_for("cluster-1 still reconciled", || {
+        log.contains("cluster-1/after=1")
+    })
+    .await;
+    assert_eq!(
+        log.count("cluster-2/slow started"),
+        1,
+        "no retry after ClusterNotFound"
+    );
+    assert_eq!(log.count("cluster-2/ignored"), 0);
+    assert!(
+        !env.mgr
+            .metrics()
+            .encode()
+            .contains(r#"cluster="cluster-2""#)
+    );
+    env.token.cancel();
+    run.await.unwrap().unwrap();
+}

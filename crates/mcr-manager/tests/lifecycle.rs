@@ -1,0 +1,240 @@
+//! Fairness, graceful shutdown, leader election and the HTTP endpoint.
+
+mod common;
+
+use std::{
+    sync::{
+        Arc,
+        atomic::{AtomicBool, Ordering},
+    },
+    time::Duration,
+};
+
+use common::*;
+use k8s_openapi::api::{coordination::v1::Lease, core::v1::ConfigMap};
+use kube::{Api, ResourceExt, runtime::controller::Action};
+use mcr_envtest::TestCluster;
+use mcr_manager::{Context, Controller, LeaderElection, Manager};
+use tokio::{
+    io::{AsyncReadExt, AsyncWriteExt},
+    sync::Notify,
+};
+use tokio_util::sync::CancellationToken;
+
+type Res = Result<Action, mcr_core::Error>;
+
+fn retry(_: Arc<ConfigMap>, _: &mcr_core::Error, _: Context<Log>) -> Action {
+    Action::requeue(Duration::from_millis(20))
+}
+
+async fn record(cm: Arc<ConfigMap>, ctx: Context<Log>) -> Res {
+    ctx.push(format!(
+        "{}/{}={}",
+        ctx.cluster_name(),
+        cm.name_any(),
+        value(&cm)
+    ));
+    Ok(Action::await_change())
+}
+
+/// The value of one `mcr_queue_depth` series.
+fn depth(mgr: &Manager, cluster: &str) -> i64 {
+    let prefix = format!(r#"mcr_queue_depth{{controller="configmap",cluster="{cluster}"}} "#);
+    mgr.metrics()
+        .encode()
+        .lines()
+        .find_map(|l| l.strip_prefix(&prefix).and_then(|v| v.trim().parse().ok()))
+        .unwrap_or(0)
+}
+
+#[tokio::test]
+async fn a_flooded_cluster_does_not_starve_a_quiet_one() {
+    let env = Env::start(2).await;
+    let flood = env.member("cluster-1").client();
+    for i in 0..150 {
+        create_cm(flood.clone(), &format!("flood-{i}"), "x").await;
+    }
+    create_cm(env.member("cluster-2").client(), "quiet", "x").await;
+    let log = Log::default();
+    let gate = Arc::new(Notify::new());
+    let first = Arc::new(AtomicBool::new(true));
+    let (g, f) = (gate.clone(), first.clone());
+    Controller::new(&env.mgr)
+        .for_::<ConfigMap>()
+        .concurrency(1)
+        .register(
+            move |cm: Arc<ConfigMap>, ctx: Context<Log>| {
+                let (g, f) = (g.clone(), f.clone());
+                async move {
+                    if f.swap(false, Ordering::SeqCst) {
+                        g.notified().await; // hold the only slot until both clusters queued
+                    }
+                    record(cm, ctx).await
+                }
+            },
+            retry,
+            Arc::new(log.clone()),
+        )
+        .unwrap();
+    let run = env.run();
+    wait_for("both clusters have queued work", || {
+        depth(&env.mgr, "cluster-1") >= 100
+            && (depth(&env.mgr, "cluster-2") == 1 || log.count("cluster-2/") == 1)
+    })
+    .await;
+    gate.notify_one();
+    wait_for("everything reconciled", || log.entries().len() == 151).await;
+    let position = log
+        .entries()
+        .iter()
+        .position(|e| e == "cluster-2/quiet=x")
+        .unwrap();
+    assert!(
+        position <= 2,
+        "the quiet cluster waited behind the flood: position {position}"
+    );
+    env.token.cancel();
+    run.await.unwrap().unwrap();
+}
+
+#[tokio::test]
+async fn shutdown_waits_for_the_in_flight_reconcile() {
+    let env = Env::start(1).await;
+    create_cm(env.member("cluster-1").client(), "busy", "x").await;
+    let log = Log::default();
+    let gate = Arc::new(Notify::new());
+    let g = gate.clone();
+    Controller::new(&env.mgr)
+        .for_::<ConfigMap>()
+        .register(
+            move |cm: Arc<ConfigMap>, ctx: Context<Log>| {
+                let g = g.clone();
+                async move {
+                    ctx.push("started".into());
+                    g.notified().await;
+                    tokio::task::yield_now().await;
+                    ctx.push("finished".into());
+                    record(cm, ctx).await
+                }
+            },
+            retry,
+            Arc::new(log.clone()),
+        )
+        .unwrap();
+    let run = env.run();
+    wait_for("reconcile in flight", || log.contains("started")).await;
+    env.token.cancel();
+    for _ in 0..50 {
+        tokio::task::yield_now().await;
+    }
+    assert!(
+        !run.is_finished(),
+        "run_until returned while a reconcile was in flight"
+    );
+    gate.notify_one();
+    run.await.unwrap().unwrap();
+    assert!(
+        log.contains("finished"),
+        "the in-flight reconcile was dropped"
+    );
+}
+
+fn elected(host: &TestCluster, id: &str, log: &Log) -> Manager {
+    let le = LeaderElection::new("mcr-test", "default")
+        .identity(id)
+        .lease_duration(Duration::from_secs(3))
+        .renew_deadline(Duration::from_secs(2))
+        .retry_period(Duration::from_millis(50));
+    let mgr = Manager::builder(host.client()).leader_election(le).build();
+    Controller::new(&mgr)
+        .for_::<ConfigMap>()
+        .register(record, retry, Arc::new(log.clone()))
+        .unwrap();
+    mgr
+}
+
+async fn holder(host: &TestCluster) -> Option<String> {
+    let api: Api<Lease> = Api::namespaced(host.client(), "default");
+    api.get_opt("mcr-test")
+        .await
+        .unwrap()?
+        .spec?
+        .holder_identity
+}
+
+#[tokio::test]
+async fn leadership_hands_over_between_two_managers() {
+    init_tracing();
+    let host = TestCluster::start("host").await.unwrap();
+    let (log_a, log_b) = (Log::default(), Log::default());
+    let (a, b) = (elected(&host, "a", &log_a), elected(&host, "b", &log_b));
+    let (stop_a, stop_b) = (CancellationToken::new(), CancellationToken::new());
+    let run_a = tokio::spawn({
+        let (a, t) = (a.clone(), stop_a.clone());
+        async move { a.run_until(t).await }
+    });
+    wait_for("a leads", || a.is_leader()).await;
+    let run_b = tokio::spawn({
+        let (b, t) = (b.clone(), stop_b.clone());
+        async move { b.run_until(t).await }
+    });
+    create_cm(host.client(), "one", "1").await;
+    wait_for("a reconciles", || log_a.contains("/one=1")).await;
+    assert_eq!(holder(&host).await.as_deref(), Some("a"));
+    assert!(!b.is_leader());
+    assert_eq!(log_b.entries().len(), 0, "the standby runs no controller");
+
+    stop_a.cancel();
+    run_a.await.unwrap().unwrap();
+    wait_for("b takes over", || b.is_leader()).await;
+    wait_for("b reconciles", || log_b.contains("/one=1")).await;
+    assert_eq!(holder(&host).await.as_deref(), Some("b"));
+    stop_b.cancel();
+    run_b.await.unwrap().unwrap();
+}
+
+async fn get(addr: std::net::SocketAddr, path: &str) -> String {
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let req = format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
+    s.write_all(req.as_bytes()).await.unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).await.unwrap();
+    out
+}
+
+#[tokio::test]
+async fn serves_metrics_health_and_readiness() {
+    init_tracing();
+    let host = TestCluster::start("host").await.unwrap();
+    create_cm(host.client(), "local", "1").await;
+    let mgr = Manager::builder(host.client())
+        .metrics_address(([127, 0, 0, 1], 0).into())
+        .build();
+    let log = Log::default();
+    Controller::new(&mgr)
+        .for_::<ConfigMap>()
+        .register(record, retry, Arc::new(log.clone()))
+        .unwrap();
+    let token = CancellationToken::new();
+    let run = tokio::spawn({
+        let (mgr, t) = (mgr.clone(), token.clone());
+        async move { mgr.run_until(t).await }
+    });
+    wait_for("host reconciled (no provider: host included)", || {
+        log.contains("/local=1")
+    })
+    .await;
+    let addr = mgr.http_addr().unwrap();
+    assert!(get(addr, "/healthz").await.starts_with("HTTP/1.1 200"));
+    wait_for("ready", || mgr.unsynced_clusters().is_empty()).await;
+    assert!(get(addr, "/readyz").await.starts_with("HTTP/1.1 200"));
+    let metrics = get(addr, "/metrics").await;
+    assert!(
+        metrics
+            .contains(r#"mcr_reconcile_total{controller="configmap",cluster="",result="success"}"#),
+        "{metrics}"
+    );
+    assert!(get(addr, "/nope").await.starts_with("HTTP/1.1 404"));
+    token.cancel();
+    run.await.unwrap().unwrap();
+}

@@ -1,0 +1,79 @@
+//! Errors reported by the file provider (logged, and listed in a [`PassReport`](crate::PassReport)).
+
+use std::path::PathBuf;
+
+use mcr_core::ClusterName;
+
+/// Why a file or a context did not (fully) make it into the fleet.
+///
+/// Messages name the file or cluster and the reason, never kubeconfig contents or credentials.
+///
+/// ```
+/// use mcr_provider_file::Error;
+/// let err = Error::Watch { path: "/etc/fleet".into(), reason: "too many watches".into() };
+/// assert_eq!(err.to_string(), "cannot watch \"/etc/fleet\": too many watches");
+/// ```
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A kubeconfig file could not be read or parsed. Its last good clusters are kept.
+    #[error("kubeconfig file {path:?}: {source}")]
+    File {
+        /// The file.
+        path: PathBuf,
+        /// What went wrong.
+        #[source]
+        source: mcr_core::kubeconfig::Error,
+    },
+    /// A context does not yield a usable client.
+    #[error("cluster {cluster}: {source}")]
+    Context {
+        /// The cluster (`<path><separator><context>`).
+        cluster: ClusterName,
+        /// What is wrong with the context.
+        #[source]
+        source: mcr_core::kubeconfig::Error,
+    },
+    /// The exec policy refused the context's `exec` or `auth-provider` stanza; retried only
+    /// when a file changes.
+    #[error("cluster {cluster}: refused by the exec policy: {source}")]
+    ExecDenied {
+        /// The cluster.
+        cluster: ClusterName,
+        /// The policy violation.
+        #[source]
+        source: mcr_core::kubeconfig::Error,
+    },
+    /// Starting, syncing or engaging the cluster failed.
+    #[error("cluster {cluster}: {source}")]
+    Engage {
+        /// The cluster.
+        cluster: ClusterName,
+        /// The lifecycle error.
+        #[source]
+        source: mcr_core::Error,
+    },
+    /// A directory could not be watched, or the watcher reported an error.
+    #[error("cannot watch {path:?}: {reason}")]
+    Watch {
+        /// The directory.
+        path: PathBuf,
+        /// Why.
+        reason: String,
+    },
+}
+
+impl Error {
+    /// Whether the provider retries on its own (with backoff): true for failed engagements
+    /// and watch errors; false for file and context errors and exec-policy refusals, which
+    /// only a file change can fix.
+    ///
+    /// ```
+    /// use mcr_provider_file::Error;
+    /// let err = Error::File { path: "/x".into(), source: mcr_core::kubeconfig::Error::Empty };
+    /// assert!(!err.is_retryable());
+    /// ```
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, Error::Engage { .. } | Error::Watch { .. })
+    }
+}

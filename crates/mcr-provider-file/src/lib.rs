@@ -1,0 +1,83 @@
+//! A multicluster-runtime provider that engages one member cluster per context of kubeconfig
+//! files on disk, and follows the files live.
+//!
+//! # Sources
+//!
+//! [`Options::files`] (explicit kubeconfig files) and [`Options::dirs`] (directories searched,
+//! not recursively, for files matching [`Options::globs`]: by default `kubeconfig.yaml`,
+//! `kubeconfig.yml`, `*.kubeconfig`, `*.kubeconfig.yaml`, `*.kubeconfig.yml`). With neither
+//! files nor directories: every path in `$KUBECONFIG`; else `~/.kube/config` if it exists; else
+//! the working directory as a directory. Missing paths are skipped.
+//!
+//! # Naming
+//!
+//! One cluster per context, named `<path><separator><context>` with the path as configured (or
+//! as found in a directory) and the separator `+` by default, e.g.
+//! `/home/me/.kube/config+kind-dev`. Treat names as opaque. Non-UTF-8 path bytes are replaced
+//! (lossy).
+//!
+//! # Reloading
+//!
+//! The provider watches the parent directory of every file and every directory (editors and
+//! tools replace files atomically; a missing directory is watched through its nearest existing
+//! ancestor), debounces bursts of events ([`Options::debounce`]), then reconciles the whole
+//! fleet against disk:
+//!
+//! * new files and contexts are engaged;
+//! * edited files replace only the contexts whose connection changed (the context, cluster and
+//!   user entries, compared with [`mcr_core::kubeconfig::connection_hash`]); the others keep
+//!   running untouched;
+//! * deleted files and contexts are removed;
+//! * a file that cannot be read or parsed (including an empty file, e.g. while a tool rewrites
+//!   it) is logged and **keeps its last good clusters** until it is valid again or deleted;
+//! * a context that fails to build (exec policy, bad entries) keeps the instance engaged
+//!   before, if any, and is retried when a file changes; a context that fails to engage (e.g.
+//!   its cache does not sync in time; the old instance was already replaced) is retried with a
+//!   capped exponential backoff.
+//!
+//! Every cluster is built through [`mcr_core::kubeconfig`] with [`Options::client_options`]
+//! and [`Options::exec_policy`] (default [`ExecPolicy::AllowAll`](mcr_core::kubeconfig::ExecPolicy):
+//! the files are the operator's own) and run through [`mcr_core::Clusters`].
+//!
+//! Known limit: certificate, key or token *files* referenced by a kubeconfig are not watched;
+//! a change to one of them takes effect when the kubeconfig itself changes.
+//!
+//! # Example
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//! use mcr_core::{ProviderRunnable, Registry};
+//! use mcr_provider_file::{FileProvider, Options};
+//! use tokio_util::sync::CancellationToken;
+//!
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! let provider = FileProvider::new(Options {
+//!     dirs: vec!["/etc/fleet".into()],
+//!     files: vec!["/home/me/.kube/config".into()],
+//!     ..Options::default()
+//! });
+//! // Usually handed to the Manager, which starts it; here driven by hand:
+//! let registry = Registry::new();
+//! let token = CancellationToken::new();
+//! let running = tokio::spawn({
+//!     let (provider, token) = (provider.clone(), token.clone());
+//!     async move { provider.start(token, Arc::new(registry)).await }
+//! });
+//! // ... provider.names() == ["/etc/fleet/eu.kubeconfig+eu-1", "/home/me/.kube/config+kind-dev", ...]
+//! token.cancel();
+//! running.await??;
+//! # Ok(()) }
+//! ```
+
+mod backoff;
+mod error;
+mod options;
+mod provider;
+mod reconcile;
+mod scan;
+mod watch;
+
+pub use error::Error;
+pub use options::{DEFAULT_GLOBS, DEFAULT_SEPARATOR, Options};
+pub use provider::FileProvider;
+pub use reconcile::PassReport;

@@ -1,0 +1,255 @@
+//! The [`FileProvider`]: one engaged cluster per context of each kubeconfig file.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use mcr_core::{
+    Aware, BoxFuture, Cluster, ClusterName, Clusters, ClustersOptions, FieldIndex, Provider,
+    ProviderRunnable,
+};
+use tokio::sync::{Mutex, mpsc};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tracing::{Instrument, debug, info, info_span, warn};
+
+use crate::Options;
+use crate::backoff::Backoff;
+use crate::reconcile::{PassReport, PassState, pass};
+use crate::watch::{Watches, compile, is_relevant};
+
+type FsEvents = mpsc::UnboundedReceiver<notify::Result<notify::Event>>;
+
+/// Discovers member clusters from kubeconfig files and directories, and follows them live.
+///
+/// Every context of every configured file, and of every file matching the globs in the
+/// configured directories, becomes a cluster named `<path><separator><context>`. See the crate
+/// documentation for the reload rules. Cheap to clone (an `Arc` inside); start it once.
+///
+/// ```no_run
+/// use std::sync::Arc;
+/// use mcr_core::{ProviderRunnable, Registry};
+/// use mcr_provider_file::{FileProvider, Options};
+/// use tokio_util::sync::CancellationToken;
+///
+/// # async fn run() -> Result<(), mcr_core::Error> {
+/// let provider = FileProvider::new(Options { dirs: vec!["/etc/fleet".into()], ..Options::default() });
+/// let registry = Registry::new();
+/// provider.start(CancellationToken::new(), Arc::new(registry)).await
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct FileProvider {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    opts: Arc<Options>,
+    clusters: Clusters,
+    state: Mutex<PassState>,
+    running: AtomicBool,
+}
+
+impl FileProvider {
+    /// A provider for `opts`, with the defaults of [`Options::with_defaults`] applied (with
+    /// neither files nor directories: `$KUBECONFIG`, else `~/.kube/config`, else the working
+    /// directory).
+    ///
+    /// ```
+    /// let p = mcr_provider_file::FileProvider::new(mcr_provider_file::Options {
+    ///     files: vec!["/etc/fleet/prod.kubeconfig".into()],
+    ///     ..Default::default()
+    /// });
+    /// assert_eq!(p.options().separator, "+");
+    /// ```
+    pub fn new(opts: Options) -> Self {
+        let opts = opts.with_defaults();
+        info!(files = ?opts.files, dirs = ?opts.dirs, globs = ?opts.globs, "file provider configured");
+        let clusters = Clusters::with_options(ClustersOptions {
+            sync_timeout: opts.sync_timeout,
+        });
+        FileProvider {
+            inner: Arc::new(Inner {
+                opts: Arc::new(opts),
+                clusters,
+                state: Mutex::new(PassState::default()),
+                running: AtomicBool::new(false),
+            }),
+        }
+    }
+
+    /// The effective options (defaults applied).
+    ///
+    /// ```
+    /// let p = mcr_provider_file::FileProvider::new(mcr_provider_file::Options {
+    ///     dirs: vec!["/fleet".into()], ..Default::default()
+    /// });
+    /// assert!(p.options().files.is_empty());
+    /// ```
+    pub fn options(&self) -> &Options {
+        &self.inner.opts
+    }
+
+    /// Names of the currently engaged clusters, sorted.
+    ///
+    /// ```
+    /// let p = mcr_provider_file::FileProvider::new(mcr_provider_file::Options {
+    ///     dirs: vec!["/fleet".into()], ..Default::default()
+    /// });
+    /// assert!(p.names().is_empty());
+    /// ```
+    pub fn names(&self) -> Vec<ClusterName> {
+        self.inner.clusters.names()
+    }
+
+    /// Reconciles the fleet against the files once, now: new contexts are engaged, changed
+    /// ones replaced, vanished ones removed; invalid files keep their last good clusters.
+    /// Passes never overlap (a pass started by the running provider finishes first). Clusters
+    /// added here live until `token` is cancelled or they are removed.
+    ///
+    /// ```no_run
+    /// # async fn f(p: mcr_provider_file::FileProvider) {
+    /// let registry = mcr_core::Registry::new();
+    /// let token = tokio_util::sync::CancellationToken::new();
+    /// let report = p.run_once(&token, std::sync::Arc::new(registry)).await;
+    /// assert!(report.failed.is_empty());
+    /// # }
+    /// ```
+    pub async fn run_once(&self, token: &CancellationToken, aware: Arc<dyn Aware>) -> PassReport {
+        let mut state = self.inner.state.lock().await;
+        let inner = &self.inner;
+        pass(
+            &inner.opts,
+            &inner.clusters,
+            &mut state,
+            token,
+            aware.as_ref(),
+        )
+        .await
+    }
+
+    async fn run(
+        &self,
+        token: CancellationToken,
+        aware: Arc<dyn Aware>,
+    ) -> Result<(), mcr_core::Error> {
+        if self.inner.running.swap(true, Ordering::SeqCst) {
+            return Err(mcr_core::Error::Engage {
+                cluster: ClusterName::host(),
+                reason: "the file provider is already running".to_string(),
+            });
+        }
+        let result = self.watch_loop(&token, aware).await;
+        for name in self.inner.clusters.names() {
+            self.inner.clusters.remove(&name);
+        }
+        self.inner.running.store(false, Ordering::SeqCst);
+        info!("file provider stopped");
+        result
+    }
+
+    async fn watch_loop(
+        &self,
+        token: &CancellationToken,
+        aware: Arc<dyn Aware>,
+    ) -> Result<(), mcr_core::Error> {
+        let opts = self.inner.opts.clone();
+        let (tx, mut events) = mpsc::unbounded_channel();
+        let watcher = notify::recommended_watcher(move |event| {
+            // The receiver is gone only when the provider stopped.
+            let _ = tx.send(event);
+        })
+        .map_err(|err| mcr_core::Error::Engage {
+            cluster: ClusterName::host(),
+            reason: format!("cannot create the file watcher: {err}"),
+        })?;
+        let mut watches = Watches::new(watcher);
+        // Watch first, so a change during the initial pass is not missed.
+        watches.update(&opts);
+        let patterns = compile(&opts.globs);
+        let mut backoff = Backoff::new(opts.backoff_initial, opts.backoff_max);
+
+        let report = self.run_once(token, aware.clone()).await;
+        let mut retry_at = schedule(&report, &mut backoff);
+        loop {
+            let retry = async {
+                match retry_at {
+                    Some(at) => tokio::time::sleep_until(at).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                _ = token.cancelled() => return Ok(()),
+                _ = retry => debug!("retrying clusters that failed to engage"),
+                event = events.recv() => match event {
+                    None => return Ok(()),
+                    Some(Ok(event)) if !is_relevant(&event, &opts, &patterns) => continue,
+                    Some(Ok(event)) => debug!(kind = ?event.kind, paths = ?event.paths, "kubeconfig filesystem event"),
+                    Some(Err(err)) => warn!(error = %err, "file watcher error; reconciling"),
+                },
+            }
+            if !debounce(&mut events, token, opts.debounce).await {
+                return Ok(());
+            }
+            let report = self.run_once(token, aware.clone()).await;
+            watches.update(&opts);
+            retry_at = schedule(&report, &mut backoff);
+        }
+    }
+}
+
+/// When to retry a pass that left retryable failures (capped exponential backoff).
+fn schedule(report: &PassReport, backoff: &mut Backoff) -> Option<Instant> {
+    if report.needs_retry() {
+        let delay = backoff.next_delay();
+        warn!(failed = report.failed.len(), retry_in = ?delay, "some clusters failed to engage; retrying");
+        Some(Instant::now() + delay)
+    } else {
+        backoff.reset();
+        None
+    }
+}
+
+/// Waits until no event arrived for `quiet` (at most 20 × `quiet` in total). False when the
+/// provider stops meanwhile.
+async fn debounce(events: &mut FsEvents, token: &CancellationToken, quiet: Duration) -> bool {
+    let give_up = Instant::now() + quiet.saturating_mul(20);
+    loop {
+        tokio::select! {
+            _ = token.cancelled() => return false,
+            _ = tokio::time::sleep(quiet) => return true,
+            _ = tokio::time::sleep_until(give_up) => return true,
+            event = events.recv() => if event.is_none() { return true },
+        }
+    }
+}
+
+impl Provider for FileProvider {
+    fn get<'a>(&'a self, name: &'a ClusterName) -> BoxFuture<'a, Result<Cluster, mcr_core::Error>> {
+        Box::pin(async move { self.inner.clusters.get(name) })
+    }
+
+    fn index_field<'a>(
+        &'a self,
+        index: &'a FieldIndex,
+    ) -> BoxFuture<'a, Result<(), mcr_core::Error>> {
+        Box::pin(self.inner.clusters.index_field(index))
+    }
+
+    fn runnable(&self) -> Option<&dyn ProviderRunnable> {
+        Some(self)
+    }
+}
+
+impl ProviderRunnable for FileProvider {
+    fn start<'a>(
+        &'a self,
+        token: CancellationToken,
+        aware: Arc<dyn Aware>,
+    ) -> BoxFuture<'a, Result<(), mcr_core::Error>> {
+        Box::pin(
+            self.run(token, aware)
+                .instrument(info_span!("file_provider")),
+        )
+    }
+}

@@ -1,0 +1,201 @@
+//! One reconciliation pass: the whole fleet against what is on disk now.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use kube::config::Kubeconfig;
+use mcr_core::{AddOutcome, Aware, ClusterName, Clusters, kubeconfig};
+use tokio_util::sync::CancellationToken;
+use tracing::{Instrument, debug, error, info, info_span, warn};
+
+use crate::scan::{cluster_name, scan};
+use crate::{Error, Options};
+
+/// What one pass over the configured files did.
+///
+/// ```no_run
+/// # async fn f(p: &mcr_provider_file::FileProvider, token: tokio_util::sync::CancellationToken,
+/// #            aware: std::sync::Arc<dyn mcr_core::Aware>) {
+/// let report = p.run_once(&token, aware).await;
+/// println!("+{} ~{} -{}", report.added.len(), report.replaced.len(), report.removed.len());
+/// # }
+/// ```
+#[derive(Debug, Default)]
+#[non_exhaustive]
+pub struct PassReport {
+    /// Number of passes completed by this provider, this one included.
+    pub generation: u64,
+    /// Clusters engaged for the first time.
+    pub added: Vec<ClusterName>,
+    /// Clusters whose connection changed: a new instance replaced the old one.
+    pub replaced: Vec<ClusterName>,
+    /// Clusters kept as they were (same connection hash).
+    pub unchanged: Vec<ClusterName>,
+    /// Clusters removed (file or context gone).
+    pub removed: Vec<ClusterName>,
+    /// Contexts that failed to build (a previously engaged instance is kept) or to engage.
+    pub failed: Vec<Error>,
+    /// Files that could not be read or parsed; their last good clusters were kept.
+    pub invalid_files: Vec<Error>,
+}
+
+impl PassReport {
+    /// Whether some failure is worth retrying without a file change.
+    ///
+    /// ```
+    /// assert!(!mcr_provider_file::PassReport::default().needs_retry());
+    /// ```
+    pub fn needs_retry(&self) -> bool {
+        self.failed.iter().any(Error::is_retryable)
+    }
+}
+
+/// What survives between passes.
+#[derive(Default)]
+pub(crate) struct PassState {
+    /// Cluster names from each file's last successful read.
+    owned: BTreeMap<PathBuf, BTreeSet<ClusterName>>,
+    generation: u64,
+}
+
+/// Runs one pass. Passes are serialized by the caller (the state lock).
+pub(crate) async fn pass(
+    opts: &Arc<Options>,
+    clusters: &Clusters,
+    state: &mut PassState,
+    token: &CancellationToken,
+    aware: &dyn Aware,
+) -> PassReport {
+    let mut report = PassReport::default();
+    let scan_opts = opts.clone();
+    let files = match tokio::task::spawn_blocking(move || scan(&scan_opts)).await {
+        Ok(files) => files,
+        Err(err) => {
+            error!(error = %err, "scanning kubeconfig files failed; fleet left unchanged");
+            return report;
+        }
+    };
+
+    let mut desired: BTreeMap<ClusterName, (Arc<Kubeconfig>, String)> = BTreeMap::new();
+    let mut protected: BTreeSet<ClusterName> = BTreeSet::new();
+    let mut owned = BTreeMap::new();
+    for file in files {
+        match file.result {
+            Err(source) => {
+                let kept = state.owned.get(&file.path).cloned().unwrap_or_default();
+                warn!(file = %file.path.display(), error = %source, kept = kept.len(),
+                    "invalid or unreadable kubeconfig file: keeping its last good clusters");
+                protected.extend(kept.iter().cloned());
+                owned.insert(file.path.clone(), kept);
+                report.invalid_files.push(Error::File {
+                    path: file.path,
+                    source,
+                });
+            }
+            Ok(kc) => {
+                let mut names = BTreeSet::new();
+                for context in kubeconfig::contexts(&kc) {
+                    let name =
+                        ClusterName::new(cluster_name(&file.path, &opts.separator, &context));
+                    if !names.insert(name.clone()) {
+                        warn!(file = %file.path.display(), context = %context,
+                            "duplicate context name in kubeconfig file, using the first");
+                        continue;
+                    }
+                    desired.insert(name, (kc.clone(), context));
+                }
+                owned.insert(file.path, names);
+            }
+        }
+    }
+
+    let attempts = desired.iter().map(|(name, (kc, context))| {
+        let span = info_span!("file_cluster", cluster = %name);
+        engage(opts, clusters, token, aware, name, kc, context).instrument(span)
+    });
+    for (name, result) in desired
+        .keys()
+        .zip(futures::future::join_all(attempts).await)
+    {
+        match result {
+            Ok(AddOutcome::Added) => report.added.push(name.clone()),
+            Ok(AddOutcome::Replaced) => report.replaced.push(name.clone()),
+            Ok(AddOutcome::Unchanged) => report.unchanged.push(name.clone()),
+            Err(err) => {
+                error!(cluster = %name, error = %err, "cluster from kubeconfig file not engaged");
+                report.failed.push(err);
+            }
+        }
+    }
+
+    for name in clusters.names() {
+        if !desired.contains_key(&name) && !protected.contains(&name) && clusters.remove(&name) {
+            info!(cluster = %name, "kubeconfig file or context gone: cluster removed");
+            report.removed.push(name);
+        }
+    }
+
+    state.owned = owned;
+    state.generation += 1;
+    report.generation = state.generation;
+    debug!(
+        generation = report.generation,
+        added = report.added.len(),
+        replaced = report.replaced.len(),
+        removed = report.removed.len(),
+        failed = report.failed.len(),
+        "kubeconfig files reconciled"
+    );
+    report
+}
+
+/// Adds or replaces one context's cluster unless the running instance has the same connection.
+async fn engage(
+    opts: &Options,
+    clusters: &Clusters,
+    token: &CancellationToken,
+    aware: &dyn Aware,
+    name: &ClusterName,
+    kc: &Kubeconfig,
+    context: &str,
+) -> Result<AddOutcome, Error> {
+    let hash = kubeconfig::connection_hash(kc, Some(context)).map_err(|source| Error::Context {
+        cluster: name.clone(),
+        source,
+    })?;
+    if let Ok(current) = clusters.get(name)
+        && current.connection_hash() == Some(hash.as_str())
+    {
+        return Ok(AddOutcome::Unchanged);
+    }
+    let cluster = kubeconfig::cluster_for_context(
+        name.clone(),
+        kc,
+        Some(context),
+        &opts.client_options,
+        &opts.exec_policy,
+    )
+    .await
+    .map_err(|source| match source {
+        kubeconfig::Error::ExecNotAllowed { .. }
+        | kubeconfig::Error::AuthProviderNotAllowed { .. } => Error::ExecDenied {
+            cluster: name.clone(),
+            source,
+        },
+        source => Error::Context {
+            cluster: name.clone(),
+            source,
+        },
+    })?
+    .with_connection_hash(hash);
+    let outcome = clusters
+        .add_or_replace(token, cluster, aware)
+        .await
+        .map_err(|source| Error::Engage {
+            cluster: name.clone(),
+            source,
+        })?;
+    info!(outcome = ?outcome, "cluster from kubeconfig file engaged");
+    Ok(outcome)
+}

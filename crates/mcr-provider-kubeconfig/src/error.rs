@@ -1,0 +1,88 @@
+//! Why a kubeconfig Secret did not (yet) become an engaged cluster.
+
+use crate::SecretRef;
+
+/// The reason a Secret could not be turned into an engaged cluster.
+///
+/// Every message names the Secret (`namespace/name`) and never contains kubeconfig contents or
+/// credentials, so errors are safe to log.
+///
+/// ```
+/// use mcr_provider_kubeconfig::{Error, SecretRef};
+/// let err = Error::Unreachable { secret: SecretRef::new("fleet", "a"), reason: "connection refused".into() };
+/// assert_eq!(err.to_string(), "secret fleet/a: API server unreachable: connection refused");
+/// assert!(err.is_retryable());
+/// ```
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The kubeconfig could not be parsed or does not yield a usable client configuration.
+    #[error("secret {secret}: {source}")]
+    Kubeconfig {
+        /// The Secret.
+        secret: SecretRef,
+        /// What is wrong with the kubeconfig.
+        #[source]
+        source: mcr_core::kubeconfig::Error,
+    },
+    /// The kubeconfig uses an `exec` plugin or `auth-provider` the exec policy refuses. Not
+    /// retried until the Secret changes.
+    #[error("secret {secret}: refused by the exec policy: {source}")]
+    ExecDenied {
+        /// The Secret.
+        secret: SecretRef,
+        /// The policy violation.
+        #[source]
+        source: mcr_core::kubeconfig::Error,
+    },
+    /// The member's API server did not answer the first request in time.
+    #[error("secret {secret}: API server unreachable: {reason}")]
+    Unreachable {
+        /// The Secret.
+        secret: SecretRef,
+        /// Why.
+        reason: String,
+    },
+    /// Starting, syncing or engaging the cluster failed.
+    #[error("secret {secret}: {source}")]
+    Engage {
+        /// The Secret.
+        secret: SecretRef,
+        /// The lifecycle error.
+        #[source]
+        source: mcr_core::Error,
+    },
+}
+
+impl Error {
+    /// Whether the provider retries the Secret with backoff (everything but exec-policy
+    /// violations, which wait for the Secret to change).
+    ///
+    /// ```
+    /// use mcr_provider_kubeconfig::{Error, SecretRef};
+    /// let err = Error::ExecDenied {
+    ///     secret: SecretRef::new("fleet", "a"),
+    ///     source: mcr_core::kubeconfig::Error::Empty,
+    /// };
+    /// assert!(!err.is_retryable());
+    /// ```
+    pub fn is_retryable(&self) -> bool {
+        !matches!(self, Error::ExecDenied { .. })
+    }
+
+    /// The Secret the error is about.
+    ///
+    /// ```
+    /// use mcr_provider_kubeconfig::{Error, SecretRef};
+    /// let err = Error::Unreachable { secret: SecretRef::new("ns", "a"), reason: "timeout".into() };
+    /// assert_eq!(err.secret().to_string(), "ns/a");
+    /// ```
+    pub fn secret(&self) -> &SecretRef {
+        match self {
+            Error::Kubeconfig { secret, .. }
+            | Error::ExecDenied { secret, .. }
+            | Error::Unreachable { secret, .. }
+            | Error::Engage { secret, .. } => secret,
+        }
+    }
+}

@@ -1,0 +1,109 @@
+//! A multicluster-runtime provider that engages one member cluster per kubeconfig Secret stored
+//! in a management ("host") cluster.
+//!
+//! # What it watches
+//!
+//! Secrets in the chosen [`Namespaces`] (one, a list, or all except some) that carry the label
+//! `sigs.k8s.io/multicluster-runtime-kubeconfig: "true"` (key configurable, the value must be
+//! `"true"`), with a kubeconfig under `data.kubeconfig` (key configurable). The watch is
+//! label-selected server-side: one namespaced watch per namespace, or one cluster-wide watch
+//! filtered client-side for [`Namespaces::AllExcept`], so several instances can split one
+//! management cluster without seeing each other's Secrets.
+//!
+//! # Naming
+//!
+//! The cluster name is the Secret's name. If two watched namespaces hold Secrets of the same
+//! name, the first one seen owns the name; the second is logged (naming both `namespace/name`
+//! pairs), reported as [`SecretState::Conflict`], and takes over when the first goes away.
+//!
+//! # Lifecycle
+//!
+//! * **Created**: the kubeconfig's current context is turned into a client with
+//!   [`Options::client_options`] and [`Options::exec_policy`], probed with `GET /version`, then
+//!   started, synced, indexed and engaged through [`mcr_core::Clusters`].
+//! * **Updated**: the SHA-256 of the kubeconfig bytes decides. Unchanged (an annotation, label or
+//!   other data key changed): the running cluster is kept, nothing re-engages. Changed: a new
+//!   instance replaces the old one (new [`mcr_core::ClusterId`], indexes re-applied,
+//!   re-engaged). If the new kubeconfig cannot be parsed, is refused by the exec policy or its
+//!   server does not answer, the previous instance stays engaged; once the new server answers,
+//!   the old instance is removed before the new one starts (if that one then fails to sync,
+//!   the name is empty until a retry succeeds).
+//! * **Deleted**, `deletionTimestamp` set, or label removed: the cluster is removed.
+//! * **Key missing or empty**: logged with the Secret's `namespace/name` and ignored (a cluster
+//!   already engaged from it is kept); the Secret stays watched, so adding the key engages it.
+//! * **Invalid kubeconfig or unreachable server**: logged with the Secret's `namespace/name` and
+//!   retried with a capped exponential backoff ([`Options::backoff_initial`] doubling up to
+//!   [`Options::backoff_max`]); no other cluster is affected.
+//! * **Exec policy violation** (an `exec` or `auth-provider` stanza, refused by default): logged,
+//!   not retried until the Secret changes.
+//!
+//! [`KubeconfigProvider::status`] reports the outcome per Secret. Log lines carry the cluster
+//! name and Secret; kubeconfig contents and credentials are never logged.
+//!
+//! # RBAC on the management cluster
+//!
+//! The provider only needs `get`, `list` and `watch` on Secrets in the watched namespaces. For
+//! one namespace (repeat the Role and RoleBinding per namespace for a list):
+//!
+//! ```yaml
+//! apiVersion: rbac.authorization.k8s.io/v1
+//! kind: Role
+//! metadata: { name: mcr-kubeconfig-provider, namespace: fleet }
+//! rules:
+//! - apiGroups: [""]
+//!   resources: ["secrets"]
+//!   verbs: ["get", "list", "watch"]
+//! ---
+//! apiVersion: rbac.authorization.k8s.io/v1
+//! kind: RoleBinding
+//! metadata: { name: mcr-kubeconfig-provider, namespace: fleet }
+//! roleRef: { apiGroup: rbac.authorization.k8s.io, kind: Role, name: mcr-kubeconfig-provider }
+//! subjects:
+//! - { kind: ServiceAccount, name: my-controller, namespace: my-controller-system }
+//! ```
+//!
+//! For [`Namespaces::AllExcept`] use a `ClusterRole` with the same rule and a
+//! `ClusterRoleBinding` (the watch is cluster-wide; excluded namespaces are filtered out by
+//! the provider, not by RBAC).
+//!
+//! # Example
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//! use mcr_core::{Provider, ProviderRunnable, Registry};
+//! use mcr_provider_kubeconfig::{KubeconfigProvider, Namespaces, Options};
+//! use tokio_util::sync::CancellationToken;
+//!
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! let host = kube::Client::try_default().await?;
+//! let provider = KubeconfigProvider::new(host, Options {
+//!     namespaces: Namespaces::List(vec!["fleet-eu".into(), "fleet-us".into()]),
+//!     ..Options::default()
+//! });
+//! // Usually handed to the Manager, which starts it; here driven by hand:
+//! let registry = Registry::new();
+//! let token = CancellationToken::new();
+//! let running = {
+//!     let provider = provider.clone();
+//!     let (token, registry) = (token.clone(), registry.clone());
+//!     tokio::spawn(async move { provider.start(token, Arc::new(registry)).await })
+//! };
+//! // ... registry.names() lists the engaged clusters ...
+//! let cluster = provider.get(&"member-1".into()).await?;
+//! token.cancel();
+//! running.await??;
+//! # Ok(()) }
+//! ```
+
+mod backoff;
+mod dispatch;
+mod error;
+mod options;
+mod provider;
+mod status;
+mod worker;
+
+pub use error::Error;
+pub use options::{DEFAULT_DATA_KEY, DEFAULT_LABEL, DEFAULT_NAMESPACE, Namespaces, Options};
+pub use provider::KubeconfigProvider;
+pub use status::{SecretRef, SecretState, SecretStatus};

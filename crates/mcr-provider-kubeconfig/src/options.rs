@@ -1,0 +1,150 @@
+//! Configuration of the [`KubeconfigProvider`](crate::KubeconfigProvider).
+
+use std::time::Duration;
+
+use mcr_core::kubeconfig::{ClientOptions, ExecPolicy};
+
+/// Default label key selecting kubeconfig Secrets; the label's value must be `"true"`.
+pub const DEFAULT_LABEL: &str = "sigs.k8s.io/multicluster-runtime-kubeconfig";
+
+/// Default data key holding the kubeconfig bytes inside a Secret.
+pub const DEFAULT_DATA_KEY: &str = "kubeconfig";
+
+/// Default namespace watched when [`Options::namespaces`] is left at its default.
+pub const DEFAULT_NAMESPACE: &str = "default";
+
+/// Which namespaces of the management cluster the provider watches for kubeconfig Secrets.
+///
+/// Several provider instances (or several controllers) can share one management cluster without
+/// seeing each other's Secrets by giving each its own namespaces, or by letting a central
+/// instance watch everything except the namespaces that belong to the others.
+///
+/// ```
+/// use mcr_provider_kubeconfig::Namespaces;
+/// let one = Namespaces::One("fleet".into());
+/// let two = Namespaces::List(vec!["fleet-a".into(), "fleet-b".into()]);
+/// let rest = Namespaces::AllExcept(vec!["tenant-x".into()]);
+/// assert!(rest.contains("fleet") && !rest.contains("tenant-x"));
+/// assert!(two.contains("fleet-b") && !one.contains("fleet-a"));
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Namespaces {
+    /// Exactly one namespace (one namespaced watch).
+    One(String),
+    /// Several namespaces (one namespaced watch each; duplicates are ignored).
+    List(Vec<String>),
+    /// Every namespace except these (one cluster-wide watch, filtered client-side). An empty
+    /// list means every namespace.
+    AllExcept(Vec<String>),
+}
+
+impl Default for Namespaces {
+    /// `Namespaces::One("default")`.
+    fn default() -> Self {
+        Namespaces::One(DEFAULT_NAMESPACE.to_string())
+    }
+}
+
+impl Namespaces {
+    /// Whether a Secret in `namespace` is in scope.
+    ///
+    /// ```
+    /// use mcr_provider_kubeconfig::Namespaces;
+    /// assert!(Namespaces::default().contains("default"));
+    /// assert!(Namespaces::AllExcept(vec![]).contains("anything"));
+    /// ```
+    pub fn contains(&self, namespace: &str) -> bool {
+        match self {
+            Namespaces::One(ns) => ns == namespace,
+            Namespaces::List(list) => list.iter().any(|ns| ns == namespace),
+            Namespaces::AllExcept(excluded) => !excluded.iter().any(|ns| ns == namespace),
+        }
+    }
+
+    /// The namespaces that get their own namespaced watch (sorted, deduplicated), or `None` for
+    /// a single cluster-wide watch ([`Namespaces::AllExcept`]).
+    ///
+    /// ```
+    /// use mcr_provider_kubeconfig::Namespaces;
+    /// let ns = Namespaces::List(vec!["b".into(), "a".into(), "b".into()]);
+    /// assert_eq!(ns.watched(), Some(vec!["a".to_string(), "b".to_string()]));
+    /// assert_eq!(Namespaces::AllExcept(vec![]).watched(), None);
+    /// ```
+    pub fn watched(&self) -> Option<Vec<String>> {
+        match self {
+            Namespaces::One(ns) => Some(vec![ns.clone()]),
+            Namespaces::List(list) => {
+                let mut list = list.clone();
+                list.sort();
+                list.dedup();
+                Some(list)
+            }
+            Namespaces::AllExcept(_) => None,
+        }
+    }
+}
+
+/// Options of the [`KubeconfigProvider`](crate::KubeconfigProvider); every field has a
+/// documented default (`Options::default()`).
+///
+/// ```
+/// use std::time::Duration;
+/// use mcr_provider_kubeconfig::{Namespaces, Options};
+/// let opts = Options {
+///     namespaces: Namespaces::One("fleet".into()),
+///     sync_timeout: Duration::from_secs(10),
+///     ..Options::default()
+/// };
+/// assert_eq!(opts.label, "sigs.k8s.io/multicluster-runtime-kubeconfig");
+/// assert_eq!(opts.data_key, "kubeconfig");
+/// ```
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Namespaces to watch. Default: `Namespaces::One("default")`.
+    pub namespaces: Namespaces,
+    /// Label key a Secret must carry with the value `"true"`. Default: [`DEFAULT_LABEL`].
+    pub label: String,
+    /// Data key holding the kubeconfig. Default: [`DEFAULT_DATA_KEY`].
+    pub data_key: String,
+    /// Applied to every member client (timeouts, user agent, impersonation, ...).
+    /// Default: `ClientOptions::default()`.
+    pub client_options: ClientOptions,
+    /// Whether kubeconfigs from Secrets may run `exec` credential plugins or use
+    /// `auth-provider` stanzas. Default: [`ExecPolicy::Deny`] (a Secret is untrusted input).
+    pub exec_policy: ExecPolicy,
+    /// How long a new member may take to answer its first request and to sync its cache before
+    /// the attempt counts as failed and is retried. Default: 30 s.
+    pub sync_timeout: Duration,
+    /// First retry delay after a failed attempt (invalid kubeconfig, unreachable server).
+    /// Doubles on every further failure of the same Secret. Default: 1 s.
+    pub backoff_initial: Duration,
+    /// Upper bound of the retry delay. Default: 5 min.
+    pub backoff_max: Duration,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            namespaces: Namespaces::default(),
+            label: DEFAULT_LABEL.to_string(),
+            data_key: DEFAULT_DATA_KEY.to_string(),
+            client_options: ClientOptions::default(),
+            exec_policy: ExecPolicy::Deny,
+            sync_timeout: Duration::from_secs(30),
+            backoff_initial: Duration::from_secs(1),
+            backoff_max: Duration::from_secs(300),
+        }
+    }
+}
+
+impl Options {
+    /// The label selector used for the Secret watch: `<label>=true`.
+    ///
+    /// ```
+    /// let sel = mcr_provider_kubeconfig::Options::default().label_selector();
+    /// assert_eq!(sel, "sigs.k8s.io/multicluster-runtime-kubeconfig=true");
+    /// ```
+    pub fn label_selector(&self) -> String {
+        format!("{}=true", self.label)
+    }
+}
