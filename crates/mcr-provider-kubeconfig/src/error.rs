@@ -25,9 +25,12 @@ pub enum Error {
         #[source]
         source: mcr_core::kubeconfig::Error,
     },
-    /// The kubeconfig uses an `exec` plugin or `auth-provider` the exec policy refuses. Not
-    /// retried until the Secret changes.
-    #[error("secret {secret}: refused by the exec policy: {source}")]
+    /// The kubeconfig uses an `exec` plugin or `auth-provider` the exec policy refuses, or reads
+    /// a local file while [`ClientOptions::deny_file_references`] is set. Not retried until the
+    /// Secret changes.
+    ///
+    /// [`ClientOptions::deny_file_references`]: mcr_core::kubeconfig::ClientOptions::deny_file_references
+    #[error("secret {secret}: refused by policy: {source}")]
     ExecDenied {
         /// The Secret.
         secret: SecretRef,

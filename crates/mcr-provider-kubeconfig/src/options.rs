@@ -107,7 +107,9 @@ pub struct Options {
     /// Data key holding the kubeconfig. Default: [`DEFAULT_DATA_KEY`].
     pub data_key: String,
     /// Applied to every member client (timeouts, user agent, impersonation, ...).
-    /// Default: `ClientOptions::default()`.
+    /// Default: `ClientOptions::default()` with `deny_file_references: true`: a kubeconfig from
+    /// a Secret may not read local files (`tokenFile`, `client-key`, ...), or a hostile Secret
+    /// could send this controller's own service-account token to a server of its choosing.
     pub client_options: ClientOptions,
     /// Whether kubeconfigs from Secrets may run `exec` credential plugins or use
     /// `auth-provider` stanzas. Default: [`ExecPolicy::Deny`] (a Secret is untrusted input).
@@ -128,7 +130,10 @@ impl Default for Options {
             namespaces: Namespaces::default(),
             label: DEFAULT_LABEL.to_string(),
             data_key: DEFAULT_DATA_KEY.to_string(),
-            client_options: ClientOptions::default(),
+            client_options: ClientOptions {
+                deny_file_references: true,
+                ..ClientOptions::default()
+            },
             exec_policy: ExecPolicy::Deny,
             sync_timeout: Duration::from_secs(30),
             backoff_initial: Duration::from_secs(1),

@@ -96,7 +96,8 @@ pub enum SecretState {
         /// Delay before the next attempt.
         retry_in: Duration,
     },
-    /// The exec policy refused the kubeconfig; not retried until the Secret changes.
+    /// The exec policy (or the file-reference rule) refused the kubeconfig; not retried until the
+    /// Secret changes.
     ExecDenied {
         /// The error message.
         reason: String,

@@ -240,7 +240,8 @@ async fn engage(
 fn classify(secret: &SecretRef, source: kubeconfig::Error) -> Error {
     match source {
         kubeconfig::Error::ExecNotAllowed { .. }
-        | kubeconfig::Error::AuthProviderNotAllowed { .. } => Error::ExecDenied {
+        | kubeconfig::Error::AuthProviderNotAllowed { .. }
+        | kubeconfig::Error::FileReferenceNotAllowed { .. } => Error::ExecDenied {
             secret: secret.clone(),
             source,
         },

@@ -648,6 +648,56 @@ async fn exec_stanza_is_refused_by_default() {
     run.stop().await;
 }
 
+/// A kubeconfig that reads a local file (here this process's own "service-account token") and
+/// points at a server of its choosing: refused by default, so a hostile Secret cannot make the
+/// controller send its own credentials away.
+fn token_file_kubeconfig(tc: &TestCluster, token_file: &std::path::Path) -> String {
+    let kc = tc.kubeconfig().unwrap();
+    let cluster = kc.clusters[0].cluster.clone().unwrap();
+    let ca = cluster.certificate_authority_data.unwrap();
+    let server = cluster.server.unwrap();
+    let token_file = token_file.display();
+    format!(
+        r#"apiVersion: v1
+kind: Config
+clusters: [{{name: c, cluster: {{server: "{server}", certificate-authority-data: "{ca}"}}}}]
+users: [{{name: u, user: {{tokenFile: "{token_file}"}}}}]
+contexts: [{{name: x, context: {{cluster: c, user: u}}}}]
+current-context: x
+"#
+    )
+}
+
+#[tokio::test]
+async fn local_file_references_are_refused_by_default() {
+    init_tracing();
+    let host = TestCluster::start("host").await.unwrap();
+    let fleet = https_fleet(1).await;
+    let m1 = &fleet.clusters()[0];
+    let dir = tempfile::tempdir().unwrap();
+    let token_file = dir.path().join("token");
+    std::fs::write(&token_file, m1.token()).unwrap();
+    let run = Running::start(&host, opts(Namespaces::default()));
+    put_secret(
+        &host,
+        "default",
+        "files",
+        "true",
+        Some(token_file_kubeconfig(m1, &token_file).as_bytes()),
+        &[],
+    )
+    .await;
+    eventually("refused", || {
+        matches!(
+            run.state("default", "files"),
+            Some(SecretState::ExecDenied { ref reason }) if reason.contains("tokenFile") || reason.contains("local file")
+        )
+    })
+    .await;
+    assert!(run.names().is_empty());
+    run.stop().await;
+}
+
 #[tokio::test]
 async fn namespace_scopes_split_one_management_cluster() {
     init_tracing();
