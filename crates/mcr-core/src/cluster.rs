@@ -96,6 +96,30 @@ impl Cluster {
         }
     }
 
+    /// A new cluster instance around a cache built by the caller (new [`ClusterId`]), e.g. a
+    /// [derived](Cache::derived) cache that shares another cluster's watches. The cache should
+    /// be new (not started) and belong to this cluster.
+    ///
+    /// ```no_run
+    /// # fn f(host: mcr_core::Cluster, client: kube::Client, view: std::sync::Arc<dyn mcr_core::CacheView>) {
+    /// use mcr_core::{Cache, Cluster};
+    /// let cache = Cache::derived("slice".into(), client.clone(), host.cache(), view);
+    /// let cluster = Cluster::with_cache("slice", client, cache);
+    /// assert!(!cluster.cache().is_started());
+    /// # }
+    /// ```
+    pub fn with_cache(name: impl Into<ClusterName>, client: kube::Client, cache: Cache) -> Cluster {
+        Cluster {
+            inner: Arc::new(Inner {
+                name: name.into(),
+                client,
+                cache,
+                id: ClusterId(NEXT_ID.fetch_add(1, Ordering::Relaxed)),
+                connection_hash: None,
+            }),
+        }
+    }
+
     /// Sets the content hash of whatever defines the connection (e.g. of the kubeconfig), used
     /// by [`Clusters::add_or_replace`](crate::Clusters::add_or_replace) to skip needless
     /// reconnects. Keeps the id.

@@ -99,7 +99,7 @@ pub mod kubeconfig;
 pub mod providers;
 pub mod sanitize;
 
-pub use cache::{Cache, CacheEvent, Informer, InformerOptions};
+pub use cache::{Cache, CacheEvent, CacheView, Informer, InformerOptions};
 pub use cluster::{Cluster, ClusterId};
 pub use clusters::{AddOutcome, Clusters, ClustersOptions};
 pub use error::{Error, is_cluster_not_found};

@@ -115,6 +115,10 @@ where
         Self { shared }
     }
 
+    pub(crate) fn into_shared(self) -> Arc<Shared<K>> {
+        self.shared
+    }
+
     /// The kube-runtime reader store behind this informer.
     ///
     /// ```no_run

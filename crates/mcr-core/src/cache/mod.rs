@@ -4,6 +4,7 @@
 //! starts one `watcher` + reflector store for it, every later user shares it, so N controllers
 //! watching ConfigMaps in one cluster cause exactly one watch.
 
+mod derived;
 mod indexer;
 mod informer;
 mod key;
@@ -27,6 +28,8 @@ use kube::{
 use serde::de::DeserializeOwned;
 use tokio_util::sync::CancellationToken;
 
+pub use derived::CacheView;
+use derived::Derived;
 pub(crate) use indexer::Extractor;
 pub use informer::{CacheEvent, Informer};
 pub use key::InformerOptions;
@@ -53,6 +56,8 @@ struct Inner {
     state: Mutex<State>,
     /// Field index name -> the type it is registered on.
     index_names: Mutex<HashMap<String, TypeTag>>,
+    /// Set for a derived cache (see [`Cache::derived`]).
+    derived: Option<Derived>,
 }
 
 /// The shared informer cache of one cluster (cheap to clone: an `Arc` inside).
@@ -105,6 +110,45 @@ impl Cache {
                 client,
                 state: Mutex::new(State::default()),
                 index_names: Mutex::new(HashMap::new()),
+                derived: None,
+            }),
+        }
+    }
+
+    /// A new, not yet started cache whose informers are views of `parent`'s informers (no
+    /// watch of its own): see [`CacheView`].
+    ///
+    /// Each informer requested here requests the informer of the same type and options from
+    /// `parent` (one watch in the parent however many derived caches use it), waits for it to
+    /// sync, replays the objects `view` keeps as its initial list and then follows the parent's
+    /// changes. It has its own store, subscribers and field indexes, starts with
+    /// [`start`](Cache::start) and stops with its own token. `parent` must be started by its
+    /// owner; until it is, derived informers do not sync. `client` is only kept for the
+    /// [`Cluster`](crate::Cluster) built around this cache.
+    ///
+    /// ```no_run
+    /// # fn f(host: mcr_core::Cluster, ns_client: kube::Client, view: std::sync::Arc<dyn mcr_core::CacheView>) {
+    /// use mcr_core::{Cache, Cluster};
+    /// let cache = Cache::derived("team-a".into(), ns_client.clone(), host.cache(), view);
+    /// let cluster = Cluster::with_cache("team-a", ns_client, cache);
+    /// # }
+    /// ```
+    pub fn derived(
+        cluster: ClusterName,
+        client: kube::Client,
+        parent: &Cache,
+        view: Arc<dyn CacheView>,
+    ) -> Cache {
+        Cache {
+            inner: Arc::new(Inner {
+                cluster,
+                client,
+                state: Mutex::new(State::default()),
+                index_names: Mutex::new(HashMap::new()),
+                derived: Some(Derived {
+                    parent: parent.clone(),
+                    view,
+                }),
             }),
         }
     }
@@ -178,6 +222,10 @@ impl Cache {
             opts,
         };
         self.get_or_create(key, |client, key| {
+            if let Some(derived) = &self.inner.derived {
+                let stream = derived::stream::<K>(derived, dyntype.clone(), key.opts.clone());
+                return (dyntype, stream);
+            }
             let api = Api::<K>::all_with(client, &dyntype);
             let stream = watcher(api, watcher_config(&key.opts))
                 .default_backoff()
@@ -206,6 +254,15 @@ impl Cache {
     {
         // `Api<PartialObjectMeta<K>>` makes metadata-only requests.
         self.informer_with::<PartialObjectMeta<K>>(dyntype, opts)
+    }
+
+    /// The state behind `informer_with` (for derived caches).
+    fn shared<K>(&self, dyntype: K::DynamicType, opts: InformerOptions) -> Arc<Shared<K>>
+    where
+        K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+        K::DynamicType: Clone + Eq + Hash + Send + Sync + 'static,
+    {
+        self.informer_with::<K>(dyntype, opts).into_shared()
     }
 
     fn get_or_create<K>(
