@@ -1,0 +1,104 @@
+//! The loader: creates ConfigMaps and writes an increasing counter into them as fast as it can.
+
+use std::collections::BTreeMap;
+
+use anyhow::{Context as _, Result};
+use futures::{StreamExt, TryStreamExt, stream};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::{
+    Api,
+    api::{ObjectMeta, Patch, PatchParams, PostParams},
+};
+
+use crate::probe::KEY;
+
+/// The namespace every benchmark object lives in.
+pub const NS: &str = "default";
+
+/// The name of object `i`.
+pub fn object_name(i: usize) -> String {
+    format!("cm-{i}")
+}
+
+/// A ConfigMap carrying counter value `v`.
+pub fn config_map(name: &str, v: u64) -> ConfigMap {
+    ConfigMap {
+        metadata: ObjectMeta {
+            name: Some(name.to_string()),
+            ..ObjectMeta::default()
+        },
+        data: Some(BTreeMap::from([(KEY.to_string(), v.to_string())])),
+        ..ConfigMap::default()
+    }
+}
+
+/// Creates `cm-0` .. `cm-{n-1}` with value 0 in one cluster.
+pub async fn create_objects(client: kube::Client, n: usize) -> Result<()> {
+    let api: Api<ConfigMap> = Api::namespaced(client, NS);
+    stream::iter(0..n)
+        .map(|i| {
+            let api = api.clone();
+            async move {
+                api.create(&PostParams::default(), &config_map(&object_name(i), 0))
+                    .await
+                    .with_context(|| format!("creating {}", object_name(i)))
+            }
+        })
+        .buffer_unordered(8)
+        .try_collect::<Vec<_>>()
+        .await?;
+    Ok(())
+}
+
+/// Sets the counter of one object with a JSON merge patch (one request).
+pub async fn write(api: &Api<ConfigMap>, name: &str, v: u64) -> Result<()> {
+    let patch = serde_json::json!({ "data": { KEY: v.to_string() } });
+    api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .with_context(|| format!("patching {name} to {v}"))?;
+    Ok(())
+}
+
+/// Writes values `1..=rounds` into `cm-0` .. `cm-{objects-1}` of one cluster, round by round,
+/// with `writers` concurrent writers each owning a disjoint set of objects (so each object's
+/// values arrive in order and its last value is `rounds`). Returns the number of writes.
+pub async fn load_cluster(
+    client: kube::Client,
+    objects: usize,
+    rounds: u64,
+    writers: usize,
+) -> Result<u64> {
+    let api: Api<ConfigMap> = Api::namespaced(client, NS);
+    let writers = writers.clamp(1, objects.max(1));
+    let tasks = (0..writers).map(|w| {
+        let api = api.clone();
+        async move {
+            let mine: Vec<String> = (w..objects).step_by(writers).map(object_name).collect();
+            for v in 1..=rounds {
+                for name in &mine {
+                    write(&api, name, v).await?;
+                }
+            }
+            Ok::<u64, anyhow::Error>(mine.len() as u64 * rounds)
+        }
+    });
+    let counts = futures::future::try_join_all(tasks).await?;
+    Ok(counts.into_iter().sum())
+}
+
+/// [`load_cluster`] on every client at once. Returns the total number of writes.
+pub async fn load_fleet(
+    clients: Vec<kube::Client>,
+    objects: usize,
+    rounds: u64,
+    writers: usize,
+) -> Result<u64> {
+    let tasks = clients.into_iter().map(|c| {
+        tokio::spawn(load_cluster(c, objects, rounds, writers))
+    });
+    let mut total = 0;
+    for joined in futures::future::join_all(tasks).await {
+        total += joined.context("loader task panicked")??;
+    }
+    Ok(total)
+}

@@ -1,0 +1,158 @@
+//! `mcr-bench`: measures mcr against kube-runtime and against its own goals.
+//!
+//! `mcr-bench all [--quick]` runs every scenario, each measurement in a child process
+//! (`mcr-bench run-one <scenario> <side>`) so that peak RSS is per side, prints a Markdown
+//! table and writes the same figures as JSON. Usually started by `cargo xtask bench`.
+
+mod child;
+mod load;
+mod machine;
+mod probe;
+mod report;
+mod scenarios;
+mod sides;
+mod stats;
+
+use std::{path::PathBuf, process::ExitCode, time::Instant};
+
+use anyhow::{Result, bail};
+use clap::{Parser, Subcommand};
+
+use crate::{machine::Machine, report::Report, scenarios::*};
+
+#[derive(Parser)]
+#[command(name = "mcr-bench", about = "Benchmarks of mcr (see bench/README.md)")]
+struct Cli {
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Run the suite (or `--only` some scenarios) and write the report.
+    All {
+        /// Smaller version of every scenario (smoke check).
+        #[arg(long)]
+        quick: bool,
+        /// Where to write the JSON report.
+        #[arg(long, default_value = "target/bench/report.json")]
+        out: PathBuf,
+        /// The `mcr-envtest` server binary (built with `--features cli`), for B4.
+        #[arg(long, default_value = "target/release/mcr-envtest")]
+        envtest_bin: PathBuf,
+        /// Only these scenario ids (e.g. `--only b1,b6`).
+        #[arg(long, value_delimiter = ',')]
+        only: Vec<String>,
+    },
+    /// Run one measurement in this process and print `RESULT <json>` (used by `all`).
+    RunOne {
+        /// b1, b2, b3, b4, b5, b6, e1, e2.
+        scenario: String,
+        /// mcr | kube-runtime | none (b1, b2); calm | flood (b5); anything else is ignored.
+        side: String,
+        /// Smaller sizes.
+        #[arg(long)]
+        quick: bool,
+        /// B4: the directory of kubeconfigs written by the server.
+        #[arg(long)]
+        kubeconfig_dir: Option<PathBuf>,
+    },
+}
+
+fn main() -> ExitCode {
+    let started = Instant::now();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("error")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let result = match Cli::parse().command {
+        Cmd::All {
+            quick,
+            out,
+            envtest_bin,
+            only,
+        } => all(quick, out, envtest_bin, only),
+        Cmd::RunOne {
+            scenario,
+            side,
+            quick,
+            kubeconfig_dir,
+        } => run_one(&scenario, &side, quick, kubeconfig_dir, started),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("mcr-bench: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run_one(
+    scenario: &str,
+    side: &str,
+    quick: bool,
+    dir: Option<PathBuf>,
+    started: Instant,
+) -> Result<()> {
+    let rt = tokio::runtime::Runtime::new()?;
+    let value = rt.block_on(async {
+        match scenario {
+            "b1" | "b2" => compare::child(scenario, side, quick).await,
+            "b3" => engage::child(quick).await,
+            "b4" => match &dir {
+                Some(dir) => https::child(dir, quick, started).await,
+                None => bail!("b4 needs --kubeconfig-dir"),
+            },
+            "b5" => fairness::child(side, quick).await,
+            "b6" => watches::child(quick).await,
+            "e1" => envtest::e1(quick).await,
+            "e2" => envtest::e2(quick).await,
+            other => bail!("unknown scenario {other:?}"),
+        }
+    })?;
+    child::report(value);
+    // Do not wait for the runtime to wind down background tasks: the figures are out.
+    std::process::exit(0)
+}
+
+fn all(quick: bool, out: PathBuf, envtest_bin: PathBuf, only: Vec<String>) -> Result<()> {
+    let wanted = |id: &str| only.is_empty() || only.iter().any(|o| o.eq_ignore_ascii_case(id));
+    let mut report = Report {
+        date: jiff::Zoned::now().strftime("%Y-%m-%d %H:%M:%S %Z").to_string(),
+        quick,
+        machine: Machine::current(),
+        baseline: sides::BASELINE.to_string(),
+        scenarios: Vec::new(),
+    };
+    let work = out
+        .parent()
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("."));
+    let suite_start = Instant::now();
+    for id in ["b1", "b2", "b3", "b4", "b5", "b6", "e1", "e2"] {
+        if !wanted(id) {
+            continue;
+        }
+        let t = Instant::now();
+        eprintln!("== {}", id.to_uppercase());
+        match id {
+            "b1" | "b2" => report.scenarios.push(compare::run(id, quick)),
+            "b3" => report.scenarios.push(engage::run(quick)),
+            "b4" => report.scenarios.push(https::run(quick, &envtest_bin, &work)),
+            "b5" => report.scenarios.push(fairness::run(quick)),
+            "b6" => report.scenarios.push(watches::run(quick)),
+            "e1" => report.scenarios.push(envtest::run_e1(quick)),
+            _ => report.scenarios.push(envtest::run_e2(quick)),
+        }
+        eprintln!("   ({:.1} s)", t.elapsed().as_secs_f64());
+    }
+    eprintln!("suite took {:.1} s", suite_start.elapsed().as_secs_f64());
+    println!("{}", report.table());
+    report.write_json(&out)?;
+    println!("JSON report: {}", out.display());
+    Ok(())
+}

@@ -1,0 +1,201 @@
+//! What the benchmark reconcilers record: the highest counter value seen per object, when each
+//! cluster was first reconciled, and (for the fairness scenario) per-update latencies.
+//!
+//! Both sides of a comparison call the same [`Probe::observe`] from their reconciler, so the
+//! reconcile cost is identical.
+
+use std::{
+    collections::HashMap,
+    sync::{Arc, Mutex, MutexGuard},
+    time::{Duration, Instant},
+};
+
+use anyhow::{Result, bail};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::ResourceExt;
+use tokio::sync::Notify;
+
+/// The data key the loader writes its counter to.
+pub const KEY: &str = "v";
+
+/// The counter value of a ConfigMap written by the loader (0 if absent or malformed).
+pub fn value(cm: &ConfigMap) -> u64 {
+    cm.data
+        .as_ref()
+        .and_then(|d| d.get(KEY))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+#[derive(Default)]
+struct Slot {
+    /// Highest value seen.
+    max: u64,
+    /// The phase in which this object was last counted as done.
+    phase: u64,
+}
+
+#[derive(Default)]
+struct State {
+    /// cluster -> object -> what was seen.
+    seen: HashMap<String, HashMap<String, Slot>>,
+    /// cluster -> first reconcile.
+    first: HashMap<String, Instant>,
+    /// An object counts as done when it has been seen at `target` or above.
+    target: u64,
+    /// Incremented by every [`Probe::expect`].
+    phase: u64,
+    /// How many objects must reach the target.
+    expected: usize,
+    done: usize,
+    /// quiet cluster -> (send time of value k at index k-1, latency once seen).
+    latency: HashMap<String, Vec<(Instant, Option<Duration>)>>,
+}
+
+/// Shared record of what reconcilers saw. Cheap to clone.
+#[derive(Clone, Default)]
+pub struct Probe {
+    state: Arc<Mutex<State>>,
+    changed: Arc<Notify>,
+}
+
+impl Probe {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Records that a reconcile in `cluster` saw `cm`.
+    pub fn observe(&self, cluster: &str, cm: &ConfigMap) {
+        let v = value(cm);
+        let name = cm.name_any();
+        let now = Instant::now();
+        let mut notify = false;
+        {
+            let mut guard = self.lock();
+            let state = &mut *guard;
+            if !state.first.contains_key(cluster) {
+                state.first.insert(cluster.to_string(), now);
+                notify = true;
+            }
+            let objects = match state.seen.get_mut(cluster) {
+                Some(o) => o,
+                None => state.seen.entry(cluster.to_string()).or_default(),
+            };
+            let slot = match objects.get_mut(&name) {
+                Some(s) => s,
+                None => objects.entry(name).or_default(),
+            };
+            slot.max = slot.max.max(v);
+            // An object counts once per phase, the first time it is seen at the target.
+            if slot.phase != state.phase && slot.max >= state.target {
+                slot.phase = state.phase;
+                state.done += 1;
+                notify |= state.done >= state.expected;
+            }
+            if let Some(log) = state.latency.get_mut(cluster) {
+                for (sent, lat) in log.iter_mut().take(v as usize) {
+                    if lat.is_none() {
+                        *lat = Some(now.saturating_duration_since(*sent));
+                    }
+                }
+            }
+        }
+        if notify {
+            self.changed.notify_waiters();
+        }
+    }
+
+    /// Starts a phase: `expected` objects must be seen at `target` or above. Objects already
+    /// seen at or above the target count at once.
+    pub fn expect(&self, target: u64, expected: usize) {
+        let mut guard = self.lock();
+        let state = &mut *guard;
+        state.phase += 1;
+        state.target = target;
+        state.expected = expected;
+        state.done = 0;
+        for slot in state.seen.values_mut().flat_map(|o| o.values_mut()) {
+            if slot.max >= target {
+                slot.phase = state.phase;
+                state.done += 1;
+            }
+        }
+    }
+
+    /// How many objects reached the target of the current phase.
+    pub fn done(&self) -> usize {
+        self.lock().done
+    }
+
+    /// Whether `n` objects of `cluster` have been seen at `target` or above.
+    pub fn cluster_at(&self, cluster: &str, target: u64, n: usize) -> bool {
+        self.lock()
+            .seen
+            .get(cluster)
+            .is_some_and(|o| o.values().filter(|s| s.max >= target).count() >= n)
+    }
+
+    /// When `cluster` was first reconciled.
+    pub fn first_seen(&self, cluster: &str) -> Option<Instant> {
+        self.lock().first.get(cluster).copied()
+    }
+
+    /// Records that value `k` (1-based, consecutive) of `cluster`'s quiet object was sent now.
+    pub fn sent(&self, cluster: &str, k: u64) {
+        let mut state = self.lock();
+        let log = state.latency.entry(cluster.to_string()).or_default();
+        debug_assert_eq!(log.len() as u64 + 1, k);
+        log.push((Instant::now(), None));
+    }
+
+    /// Every latency measured so far (updates never seen are left out) and how many were not
+    /// seen yet.
+    pub fn latencies(&self) -> (Vec<Duration>, usize) {
+        let state = self.lock();
+        let mut out = Vec::new();
+        let mut missing = 0;
+        for log in state.latency.values() {
+            for (_, lat) in log {
+                match lat {
+                    Some(l) => out.push(*l),
+                    None => missing += 1,
+                }
+            }
+        }
+        (out, missing)
+    }
+
+    /// Forgets the latency logs.
+    pub fn clear_latencies(&self) {
+        self.lock().latency.clear();
+    }
+
+    /// Waits until `cond` holds on the probe, re-checking whenever a phase completes or a
+    /// cluster is first seen, and at least every 50 ms. Fails after `deadline`.
+    pub async fn wait(&self, what: &str, deadline: Duration, cond: impl Fn(&Probe) -> bool) -> Result<()> {
+        let end = Instant::now() + deadline;
+        loop {
+            let notified = self.changed.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if cond(self) {
+                return Ok(());
+            }
+            let now = Instant::now();
+            if now >= end {
+                bail!("timed out after {deadline:?} waiting for {what} ({} done)", self.done());
+            }
+            let step = (end - now).min(Duration::from_millis(50));
+            let _ = tokio::time::timeout(step, notified).await;
+        }
+    }
+
+    /// Waits until every expected object of the current phase reached the target.
+    pub async fn wait_done(&self, what: &str, deadline: Duration) -> Result<()> {
+        self.wait(what, deadline, |p| {
+            let s = p.lock();
+            s.done >= s.expected
+        })
+        .await
+    }
+}

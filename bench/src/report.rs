@@ -1,0 +1,139 @@
+//! The report: one [`Scenario`] per benchmark, printed as a table and written as JSON.
+
+use std::{fmt::Write as _, path::Path};
+
+use anyhow::{Context as _, Result};
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::machine::Machine;
+
+/// One figure of a scenario.
+#[derive(Clone, Debug, Serialize)]
+pub struct Metric {
+    /// What was measured.
+    pub name: String,
+    /// The value (`None` when the scenario failed before measuring it).
+    pub value: Option<f64>,
+    /// Its unit.
+    pub unit: String,
+}
+
+/// One benchmark's outcome.
+#[derive(Clone, Debug, Serialize)]
+pub struct Scenario {
+    /// `B1` .. `B6`, `E1`, `E2`.
+    pub id: String,
+    /// What ran.
+    pub title: String,
+    /// The figures.
+    pub metrics: Vec<Metric>,
+    /// The goal, in words.
+    pub goal: String,
+    /// Whether the goal was met (`None`: not measured).
+    pub goal_met: Option<bool>,
+    /// Failure message, if the scenario failed.
+    pub error: Option<String>,
+    /// Raw per-run results from the child processes.
+    pub runs: Vec<Value>,
+}
+
+impl Scenario {
+    /// An empty scenario.
+    pub fn new(id: &str, title: impl Into<String>, goal: impl Into<String>) -> Scenario {
+        Scenario {
+            id: id.into(),
+            title: title.into(),
+            metrics: Vec::new(),
+            goal: goal.into(),
+            goal_met: None,
+            error: None,
+            runs: Vec::new(),
+        }
+    }
+
+    /// Adds a figure.
+    pub fn metric(&mut self, name: &str, value: Option<f64>, unit: &str) {
+        self.metrics.push(Metric {
+            name: name.into(),
+            value,
+            unit: unit.into(),
+        });
+    }
+}
+
+/// The whole report.
+#[derive(Debug, Serialize)]
+pub struct Report {
+    /// When the run started (RFC 3339 with zone).
+    pub date: String,
+    /// `--quick` or the full sizes.
+    pub quick: bool,
+    /// The machine.
+    pub machine: Machine,
+    /// How the kube-runtime baseline is configured.
+    pub baseline: String,
+    /// Every scenario, in order.
+    pub scenarios: Vec<Scenario>,
+}
+
+fn fmt_value(v: Option<f64>) -> String {
+    match v {
+        None => "-".into(),
+        Some(x) if x.abs() >= 100.0 => format!("{x:.0}"),
+        Some(x) if x.abs() >= 10.0 => format!("{x:.1}"),
+        Some(x) => format!("{x:.3}"),
+    }
+}
+
+impl Report {
+    /// The table as Markdown (also printed to the terminal).
+    pub fn table(&self) -> String {
+        let mut out = String::new();
+        let m = &self.machine;
+        let _ = writeln!(
+            out,
+            "mcr benchmarks{} - {} - {} cores, {:.1} GiB RAM{}\n",
+            if self.quick { " (--quick)" } else { "" },
+            self.date,
+            m.cores,
+            m.mem_total_kib as f64 / 1024.0 / 1024.0,
+            m.cpu.as_deref().map(|c| format!(", {c}")).unwrap_or_default(),
+        );
+        out.push_str("| id | metric | value | goal | met |\n|---|---|---|---|---|\n");
+        for s in &self.scenarios {
+            let met = match (s.goal_met, &s.error) {
+                (_, Some(_)) => "FAILED",
+                (Some(true), _) => "yes",
+                (Some(false), _) => "**no**",
+                (None, _) => "-",
+            };
+            for (i, metric) in s.metrics.iter().enumerate() {
+                let (goal, met) = if i == 0 { (s.goal.as_str(), met) } else { ("", "") };
+                let _ = writeln!(
+                    out,
+                    "| {} | {} | {} {} | {} | {} |",
+                    if i == 0 { s.id.as_str() } else { "" },
+                    metric.name,
+                    fmt_value(metric.value),
+                    metric.unit,
+                    goal,
+                    met
+                );
+            }
+            if let Some(err) = &s.error {
+                let _ = writeln!(out, "| {} | error: {} | | {} | FAILED |", s.id, err, s.goal);
+            }
+        }
+        out
+    }
+
+    /// Writes the JSON report, creating the directory.
+    pub fn write_json(&self, path: &Path) -> Result<()> {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        }
+        let json = serde_json::to_string_pretty(self)?;
+        std::fs::write(path, json).with_context(|| format!("writing {}", path.display()))
+    }
+}

@@ -1,0 +1,10 @@
+//! The scenarios. Each has a `child` half (runs in `mcr-bench run-one`, measures, returns
+//! JSON) and a `run` half (in the parent: starts children, summarizes into a
+//! [`Scenario`](crate::report::Scenario)).
+
+pub mod compare;
+pub mod engage;
+pub mod envtest;
+pub mod fairness;
+pub mod https;
+pub mod watches;

@@ -1,0 +1,189 @@
+//! The two sides of a comparison: an mcr manager with one controller over a fleet, and plain
+//! kube-runtime `Controller`s, one per cluster. Both reconcile with [`Probe::observe`].
+
+use std::{convert::Infallible, sync::Arc};
+
+use anyhow::{Result, bail};
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::{
+    Api,
+    runtime::{
+        Controller as KrController,
+        controller::{Action, Config as KrConfig},
+        watcher,
+    },
+};
+use mcr_core::{Cluster, providers::clusters::ClustersProvider};
+use mcr_manager::{Context, Controller, Manager};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::probe::Probe;
+
+/// Reconcile concurrency given to every controller on both sides.
+pub const CONCURRENCY: u16 = 16;
+
+/// How the kube-runtime baseline is configured (written into the report).
+pub const BASELINE: &str = "kube-runtime 5.0.0 Controller::new(Api::<ConfigMap>::all(client), \
+    watcher::Config::default()).with_config(controller::Config::default().concurrency(16)), \
+    one Controller per cluster (hand-rolled fleet), each on its own kube::Client over the same \
+    transport as mcr (mcr-envtest in-process tower service), no debounce, reconciler = \
+    Probe::observe (records the counter) -> Action::await_change(); release build, \
+    multi-thread tokio runtime with default worker threads";
+
+/// Which side runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Side {
+    /// One mcr `Manager` + `Controller` over a `ClustersProvider` holding every cluster.
+    Mcr,
+    /// One kube-runtime `Controller` per cluster.
+    KubeRuntime,
+    /// No controller at all (emulator and loader only, to subtract their memory).
+    None,
+}
+
+impl Side {
+    /// Parses `mcr`, `kube-runtime` or `none`.
+    pub fn parse(s: &str) -> Result<Side> {
+        Ok(match s {
+            "mcr" => Side::Mcr,
+            "kube-runtime" => Side::KubeRuntime,
+            "none" => Side::None,
+            other => bail!("unknown side {other:?} (mcr, kube-runtime, none)"),
+        })
+    }
+
+    /// The name used on the command line and in reports.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Side::Mcr => "mcr",
+            Side::KubeRuntime => "kube-runtime",
+            Side::None => "none",
+        }
+    }
+}
+
+async fn mcr_reconcile(cm: Arc<ConfigMap>, ctx: Context<Probe>) -> Result<Action, Infallible> {
+    ctx.observe(ctx.cluster_name().as_str(), &cm);
+    Ok(Action::await_change())
+}
+
+fn mcr_error_policy(_: Arc<ConfigMap>, _: &Infallible, _: Context<Probe>) -> Action {
+    Action::await_change()
+}
+
+/// A running side; dropping it does not stop it, call [`Running::stop`].
+pub struct Running {
+    token: CancellationToken,
+    tasks: Vec<JoinHandle<()>>,
+    /// The mcr manager, for the mcr side.
+    pub manager: Option<Manager>,
+    /// The mcr provider, for the mcr side (to add clusters later).
+    pub provider: Option<Arc<ClustersProvider>>,
+}
+
+impl Running {
+    /// Stops the side (the manager shuts down gracefully, kube-runtime tasks are aborted).
+    pub async fn stop(self) {
+        self.token.cancel();
+        for task in self.tasks {
+            task.abort();
+            let _ = task.await;
+        }
+    }
+}
+
+/// Starts an mcr manager on `host` with `controllers` ConfigMap controllers over `members`.
+pub async fn start_mcr(
+    host: kube::Client,
+    members: Vec<(String, kube::Client)>,
+    probes: Vec<Probe>,
+) -> Result<Running> {
+    let provider = Arc::new(ClustersProvider::new());
+    for (name, client) in members {
+        provider.add(Cluster::new(name, client)).await?;
+    }
+    let mgr = Manager::new(host, Some(provider.clone()));
+    for (i, probe) in probes.into_iter().enumerate() {
+        Controller::new(&mgr)
+            .named(format!("bench-{i}"))
+            .for_::<ConfigMap>()
+            .concurrency(CONCURRENCY.into())
+            .register(mcr_reconcile, mcr_error_policy, Arc::new(probe))?;
+    }
+    let token = CancellationToken::new();
+    let run = {
+        let (mgr, token) = (mgr.clone(), token.clone());
+        tokio::spawn(async move {
+            if let Err(err) = mgr.run_until(token).await {
+                tracing::error!(%err, "manager failed");
+            }
+        })
+    };
+    Ok(Running {
+        token,
+        tasks: vec![run],
+        manager: Some(mgr),
+        provider: Some(provider),
+    })
+}
+
+struct KrCtx {
+    cluster: String,
+    probe: Probe,
+}
+
+async fn kr_reconcile(cm: Arc<ConfigMap>, ctx: Arc<KrCtx>) -> Result<Action, Infallible> {
+    ctx.probe.observe(&ctx.cluster, &cm);
+    Ok(Action::await_change())
+}
+
+fn kr_error_policy(_: Arc<ConfigMap>, _: &Infallible, _: Arc<KrCtx>) -> Action {
+    Action::await_change()
+}
+
+/// Starts one kube-runtime `Controller` per member cluster (see [`BASELINE`]).
+pub fn start_kube_runtime(members: Vec<(String, kube::Client)>, probe: Probe) -> Running {
+    let tasks = members
+        .into_iter()
+        .map(|(cluster, client)| {
+            let ctx = Arc::new(KrCtx {
+                cluster,
+                probe: probe.clone(),
+            });
+            let api: Api<ConfigMap> = Api::all(client);
+            tokio::spawn(
+                KrController::new(api, watcher::Config::default())
+                    .with_config(KrConfig::default().concurrency(CONCURRENCY))
+                    .run(kr_reconcile, kr_error_policy, ctx)
+                    .for_each(|_| async {}),
+            )
+        })
+        .collect();
+    Running {
+        token: CancellationToken::new(),
+        tasks,
+        manager: None,
+        provider: None,
+    }
+}
+
+/// Starts `side` over `members` (the mcr side also gets the host client).
+pub async fn start(
+    side: Side,
+    host: kube::Client,
+    members: Vec<(String, kube::Client)>,
+    probe: Probe,
+) -> Result<Running> {
+    match side {
+        Side::Mcr => start_mcr(host, members, vec![probe]).await,
+        Side::KubeRuntime => Ok(start_kube_runtime(members, probe)),
+        Side::None => Ok(Running {
+            token: CancellationToken::new(),
+            tasks: Vec::new(),
+            manager: None,
+            provider: None,
+        }),
+    }
+}

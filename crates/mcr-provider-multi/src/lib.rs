@@ -1,0 +1,1 @@
+//! Composition of providers (being written).
