@@ -93,9 +93,9 @@ pub async fn load_fleet(
     rounds: u64,
     writers: usize,
 ) -> Result<u64> {
-    let tasks = clients.into_iter().map(|c| {
-        tokio::spawn(load_cluster(c, objects, rounds, writers))
-    });
+    let tasks = clients
+        .into_iter()
+        .map(|c| tokio::spawn(load_cluster(c, objects, rounds, writers)));
     let mut total = 0;
     for joined in futures::future::join_all(tasks).await {
         total += joined.context("loader task panicked")??;

@@ -48,7 +48,7 @@ enum Cmd {
     RunOne {
         /// b1, b2, b3, b4, b5, b6, e1, e2.
         scenario: String,
-        /// mcr | kube-runtime | none (b1, b2); calm | flood (b5); anything else is ignored.
+        /// mcr | kube-runtime | none (b1, b2); calm | flood (b5); raw | kube (e1); else ignored.
         side: String,
         /// Smaller sizes.
         #[arg(long)]
@@ -109,7 +109,7 @@ fn run_one(
             },
             "b5" => fairness::child(side, quick).await,
             "b6" => watches::child(quick).await,
-            "e1" => envtest::e1(quick).await,
+            "e1" => envtest::e1(side, quick).await,
             "e2" => envtest::e2(quick).await,
             other => bail!("unknown scenario {other:?}"),
         }
@@ -122,7 +122,9 @@ fn run_one(
 fn all(quick: bool, out: PathBuf, envtest_bin: PathBuf, only: Vec<String>) -> Result<()> {
     let wanted = |id: &str| only.is_empty() || only.iter().any(|o| o.eq_ignore_ascii_case(id));
     let mut report = Report {
-        date: jiff::Zoned::now().strftime("%Y-%m-%d %H:%M:%S %Z").to_string(),
+        date: jiff::Zoned::now()
+            .strftime("%Y-%m-%d %H:%M:%S %Z")
+            .to_string(),
         quick,
         machine: Machine::current(),
         baseline: sides::BASELINE.to_string(),
@@ -142,7 +144,9 @@ fn all(quick: bool, out: PathBuf, envtest_bin: PathBuf, only: Vec<String>) -> Re
         match id {
             "b1" | "b2" => report.scenarios.push(compare::run(id, quick)),
             "b3" => report.scenarios.push(engage::run(quick)),
-            "b4" => report.scenarios.push(https::run(quick, &envtest_bin, &work)),
+            "b4" => report
+                .scenarios
+                .push(https::run(quick, &envtest_bin, &work)),
             "b5" => report.scenarios.push(fairness::run(quick)),
             "b6" => report.scenarios.push(watches::run(quick)),
             "e1" => report.scenarios.push(envtest::run_e1(quick)),

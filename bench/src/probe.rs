@@ -165,14 +165,14 @@ impl Probe {
         (out, missing)
     }
 
-    /// Forgets the latency logs.
-    pub fn clear_latencies(&self) {
-        self.lock().latency.clear();
-    }
-
     /// Waits until `cond` holds on the probe, re-checking whenever a phase completes or a
     /// cluster is first seen, and at least every 50 ms. Fails after `deadline`.
-    pub async fn wait(&self, what: &str, deadline: Duration, cond: impl Fn(&Probe) -> bool) -> Result<()> {
+    pub async fn wait(
+        &self,
+        what: &str,
+        deadline: Duration,
+        cond: impl Fn(&Probe) -> bool,
+    ) -> Result<()> {
         let end = Instant::now() + deadline;
         loop {
             let notified = self.changed.notified();
@@ -183,7 +183,10 @@ impl Probe {
             }
             let now = Instant::now();
             if now >= end {
-                bail!("timed out after {deadline:?} waiting for {what} ({} done)", self.done());
+                bail!(
+                    "timed out after {deadline:?} waiting for {what} ({} done)",
+                    self.done()
+                );
             }
             let step = (end - now).min(Duration::from_millis(50));
             let _ = tokio::time::timeout(step, notified).await;

@@ -98,7 +98,10 @@ impl Report {
             self.date,
             m.cores,
             m.mem_total_kib as f64 / 1024.0 / 1024.0,
-            m.cpu.as_deref().map(|c| format!(", {c}")).unwrap_or_default(),
+            m.cpu
+                .as_deref()
+                .map(|c| format!(", {c}"))
+                .unwrap_or_default(),
         );
         out.push_str("| id | metric | value | goal | met |\n|---|---|---|---|---|\n");
         for s in &self.scenarios {
@@ -109,7 +112,11 @@ impl Report {
                 (None, _) => "-",
             };
             for (i, metric) in s.metrics.iter().enumerate() {
-                let (goal, met) = if i == 0 { (s.goal.as_str(), met) } else { ("", "") };
+                let (goal, met) = if i == 0 {
+                    (s.goal.as_str(), met)
+                } else {
+                    ("", "")
+                };
                 let _ = writeln!(
                     out,
                     "| {} | {} | {} {} | {} | {} |",

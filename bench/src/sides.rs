@@ -77,8 +77,6 @@ fn mcr_error_policy(_: Arc<ConfigMap>, _: &Infallible, _: Context<Probe>) -> Act
 pub struct Running {
     token: CancellationToken,
     tasks: Vec<JoinHandle<()>>,
-    /// The mcr manager, for the mcr side.
-    pub manager: Option<Manager>,
     /// The mcr provider, for the mcr side (to add clusters later).
     pub provider: Option<Arc<ClustersProvider>>,
 }
@@ -124,7 +122,6 @@ pub async fn start_mcr(
     Ok(Running {
         token,
         tasks: vec![run],
-        manager: Some(mgr),
         provider: Some(provider),
     })
 }
@@ -164,7 +161,6 @@ pub fn start_kube_runtime(members: Vec<(String, kube::Client)>, probe: Probe) ->
     Running {
         token: CancellationToken::new(),
         tasks,
-        manager: None,
         provider: None,
     }
 }
@@ -182,7 +178,6 @@ pub async fn start(
         Side::None => Ok(Running {
             token: CancellationToken::new(),
             tasks: Vec::new(),
-            manager: None,
             provider: None,
         }),
     }

@@ -7,6 +7,9 @@
 
 use std::process::{Command, ExitCode};
 
+mod bench;
+mod e2e;
+
 use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
 
@@ -45,7 +48,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Cmd::Ci => ci(),
         Cmd::E2e { skip_missing } => e2e(skip_missing),
-        Cmd::Bench { quick } => bench(quick),
+        Cmd::Bench { quick } => bench::run(quick),
         Cmd::Package => package(),
     };
     match result {
@@ -100,33 +103,7 @@ fn ci() -> Result<()> {
 }
 
 fn e2e(skip_missing: bool) -> Result<()> {
-    let missing: Vec<&str> = ["docker", "kind", "kubectl"]
-        .into_iter()
-        .filter(|tool| !on_path(tool))
-        .collect();
-    let docker_up = missing.contains(&"docker")
-        || Command::new("docker")
-            .arg("info")
-            .output()
-            .map(|out| out.status.success())
-            .unwrap_or(false);
-    if !missing.is_empty() || !docker_up {
-        let mut why: Vec<String> = missing.iter().map(|m| format!("`{m}` not on PATH")).collect();
-        if !docker_up {
-            why.push("the Docker engine is not running (`docker info` failed)".into());
-        }
-        let message = format!("e2e needs kind clusters: {}", why.join(", "));
-        if skip_missing {
-            eprintln!("{message}: skipped (--skip-missing)");
-            return Ok(());
-        }
-        bail!("{message}; install them or pass --skip-missing");
-    }
-    bail!("e2e against kind: the example suite is not wired up yet (tracked in the issues)")
-}
-
-fn bench(_quick: bool) -> Result<()> {
-    bail!("the benchmark suite is not written yet (tracked in the issues)")
+    e2e::run(skip_missing)
 }
 
 fn package() -> Result<()> {

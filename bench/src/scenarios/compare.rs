@@ -29,11 +29,35 @@ struct Params {
 fn params(id: &str, quick: bool) -> Result<Params> {
     Ok(match (id, quick) {
         // 200 objects x 100 rounds = 20,000 updates.
-        ("b1", false) => Params { clusters: 1, objects: 200, rounds: 100, writers: 8, reps: 5 },
-        ("b1", true) => Params { clusters: 1, objects: 100, rounds: 20, writers: 8, reps: 3 },
+        ("b1", false) => Params {
+            clusters: 1,
+            objects: 200,
+            rounds: 100,
+            writers: 8,
+            reps: 5,
+        },
+        ("b1", true) => Params {
+            clusters: 1,
+            objects: 100,
+            rounds: 20,
+            writers: 8,
+            reps: 3,
+        },
         // 10 objects x 20 rounds = 200 updates per cluster.
-        ("b2", false) => Params { clusters: 100, objects: 10, rounds: 20, writers: 2, reps: 5 },
-        ("b2", true) => Params { clusters: 20, objects: 10, rounds: 20, writers: 2, reps: 3 },
+        ("b2", false) => Params {
+            clusters: 100,
+            objects: 10,
+            rounds: 20,
+            writers: 2,
+            reps: 5,
+        },
+        ("b2", true) => Params {
+            clusters: 20,
+            objects: 10,
+            rounds: 20,
+            writers: 2,
+            reps: 3,
+        },
         _ => bail!("unknown comparison {id}"),
     })
 }
@@ -61,7 +85,9 @@ pub async fn child(id: &str, side: &str, quick: bool) -> Result<Value> {
         .collect();
     let running = sides::start(side, host.client(), members, probe.clone()).await?;
     if side != Side::None {
-        probe.wait_done("initial sync", Duration::from_secs(120)).await?;
+        probe
+            .wait_done("initial sync", Duration::from_secs(120))
+            .await?;
     }
     probe.expect(p.rounds, total);
     let loaders = fleet.clusters().iter().map(TestCluster::client).collect();
@@ -129,7 +155,7 @@ fn summarize(id: &str, quick: bool, s: &mut Scenario) -> Result<()> {
         p.clusters * p.objects * p.rounds as usize,
         p.reps
     );
-    let mut args = |side: &str| {
+    let args = |side: &str| {
         let mut a = vec![id.to_string(), side.to_string()];
         if quick {
             a.push("--quick".into());
@@ -163,7 +189,11 @@ fn summarize(id: &str, quick: bool, s: &mut Scenario) -> Result<()> {
         s.metric("RSS ratio, whole process", ratio(r_mcr, r_kr), "");
         let net = |x: Option<f64>| Some(x? - r_none?);
         let net_ratio = ratio(net(r_mcr), net(r_kr));
-        s.metric("RSS ratio, controllers only (minus emulator)", net_ratio, "");
+        s.metric(
+            "RSS ratio, controllers only (minus emulator)",
+            net_ratio,
+            "",
+        );
         met = match (met, net_ratio) {
             (Some(t), Some(r)) => Some(t && r <= 0.5),
             _ => None,

@@ -46,7 +46,10 @@ pub async fn child(quick: bool) -> Result<Value> {
         .wait_done("the first clusters", Duration::from_secs(300))
         .await?;
     let warmup = started.elapsed();
-    let provider = running.provider.clone().context("mcr side has a provider")?;
+    let provider = running
+        .provider
+        .clone()
+        .context("mcr side has a provider")?;
 
     let mut late = Vec::with_capacity(added);
     let mut to_first = Vec::with_capacity(added);
@@ -56,12 +59,16 @@ pub async fn child(quick: bool) -> Result<Value> {
         let tc = TestCluster::start(name.clone()).await?;
         load::create_objects(tc.client(), 1).await?;
         let t0 = Instant::now();
-        provider.add(Cluster::new(name.clone(), tc.client())).await?;
+        provider
+            .add(Cluster::new(name.clone(), tc.client()))
+            .await?;
         add_calls.push(t0.elapsed());
         probe
-            .wait("first reconcile in a new cluster", Duration::from_secs(30), |p| {
-                p.first_seen(&name).is_some()
-            })
+            .wait(
+                "first reconcile in a new cluster",
+                Duration::from_secs(30),
+                |p| p.first_seen(&name).is_some(),
+            )
             .await?;
         let first = probe.first_seen(&name).context("seen")?;
         to_first.push(first.saturating_duration_since(t0));
@@ -82,7 +89,9 @@ pub fn run(quick: bool) -> Scenario {
     let (existing, added) = sizes(quick);
     let mut s = Scenario::new(
         "B3",
-        format!("manager running {existing} clusters; {added} more added one by one (provider.add -> first reconcile)"),
+        format!(
+            "manager running {existing} clusters; {added} more added one by one (provider.add -> first reconcile)"
+        ),
         "p50 <= 20 ms",
     );
     let mut args = vec!["b3".to_string(), "mcr".to_string()];
@@ -94,7 +103,11 @@ pub fn run(quick: bool) -> Scenario {
             let get = |k: &str| v.get(k).and_then(Value::as_f64);
             s.metric("time to first reconcile p50", get("p50_ms"), "ms");
             s.metric("time to first reconcile p99", get("p99_ms"), "ms");
-            s.metric("provider.add (start, sync, engage) p50", get("add_call_p50_ms"), "ms");
+            s.metric(
+                "provider.add (start, sync, engage) p50",
+                get("add_call_p50_ms"),
+                "ms",
+            );
             s.metric(
                 &format!("start of the first {existing} clusters"),
                 get("warmup_seconds"),

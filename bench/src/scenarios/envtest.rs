@@ -14,6 +14,7 @@ use futures::{StreamExt, stream};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::{
     Api,
+    api::WatchParams,
     runtime::{watcher, watcher::Event},
 };
 use mcr_envtest::{Fleet, TestCluster};
@@ -33,34 +34,128 @@ fn e2_clusters(_quick: bool) -> usize {
     1000
 }
 
-/// Child: E1.
-pub async fn e1(quick: bool) -> Result<Value> {
+/// The type of a raw watch line (`ADDED`, `MODIFIED`, `BOOKMARK`, `ERROR`, ...), found near
+/// either end of the line whatever the key order.
+fn line_type(line: &[u8]) -> &'static str {
+    const KINDS: [&str; 5] = ["ADDED", "MODIFIED", "DELETED", "BOOKMARK", "ERROR"];
+    let head = &line[..line.len().min(32)];
+    let tail = &line[line.len().saturating_sub(32)..];
+    KINDS
+        .into_iter()
+        .find(|k| {
+            let needle = format!("\"type\":\"{k}\"");
+            [head, tail]
+                .iter()
+                .any(|part| part.windows(needle.len()).any(|w| w == needle.as_bytes()))
+        })
+        .unwrap_or("?")
+}
+
+/// One raw watch stream over the in-process HTTP path (no decoding into objects): counts
+/// object events; ends on an ERROR line (e.g. 410 Gone) or end of stream.
+async fn raw_watch(
+    client: kube::Client,
+    delivered: Arc<AtomicU64>,
+    ended: Arc<AtomicUsize>,
+) -> Result<()> {
+    use futures::AsyncBufReadExt;
+    let request = kube::core::Request::new(format!("/api/v1/namespaces/{}/configmaps", load::NS))
+        .watch(&WatchParams::default(), "0")?;
+    let mut body = Box::pin(client.request_stream(request).await?);
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        if body.read_until(b'\n', &mut line).await? == 0 {
+            break;
+        }
+        match line_type(&line) {
+            "BOOKMARK" => {}
+            "ERROR" => break,
+            _ => {
+                delivered.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+    ended.fetch_add(1, Ordering::Relaxed);
+    Ok(())
+}
+
+/// A kube-runtime watcher: counts `Apply` events (relists after 410 are counted apart).
+async fn kube_watch(
+    api: Api<ConfigMap>,
+    delivered: Arc<AtomicU64>,
+    ready: Arc<AtomicUsize>,
+    relists: Arc<AtomicU64>,
+) {
+    let mut events = watcher(api, watcher::Config::default()).boxed();
+    let mut inits = 0;
+    while let Some(event) = events.next().await {
+        match event {
+            Ok(Event::Apply(_)) => {
+                delivered.fetch_add(1, Ordering::Relaxed);
+            }
+            Ok(Event::InitDone) => {
+                inits += 1;
+                if inits == 1 {
+                    ready.fetch_add(1, Ordering::Relaxed);
+                } else {
+                    relists.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            Ok(_) => {}
+            Err(err) => tracing::warn!(%err, "watcher error"),
+        }
+    }
+}
+
+/// Child: E1. `mode` is `raw` (raw watch streams, the emulator's own cost) or `kube`
+/// (kube-runtime watchers, which also decode every event into a ConfigMap in this process).
+pub async fn e1(mode: &str, quick: bool) -> Result<Value> {
+    let raw = match mode {
+        "raw" => true,
+        "kube" => false,
+        other => bail!("unknown E1 mode {other:?} (raw, kube)"),
+    };
     let cluster = TestCluster::start("e1").await?;
     let objects = WRITERS * OBJECTS_PER_WRITER;
     load::create_objects(cluster.client(), objects).await?;
     let delivered = Arc::new(AtomicU64::new(0));
     let ready = Arc::new(AtomicUsize::new(0));
+    let ended = Arc::new(AtomicUsize::new(0));
+    let relists = Arc::new(AtomicU64::new(0));
     let mut watchers = Vec::new();
     for _ in 0..WATCHERS {
-        let api: Api<ConfigMap> = Api::namespaced(cluster.client(), load::NS);
-        let (delivered, ready) = (delivered.clone(), ready.clone());
+        let (delivered, ready, ended, relists) = (
+            delivered.clone(),
+            ready.clone(),
+            ended.clone(),
+            relists.clone(),
+        );
+        let client = cluster.client();
         watchers.push(tokio::spawn(async move {
-            let mut events = watcher(api, watcher::Config::default()).boxed();
-            while let Some(event) = events.next().await {
-                match event {
-                    Ok(Event::Apply(_)) => {
-                        delivered.fetch_add(1, Ordering::Relaxed);
-                    }
-                    Ok(Event::InitDone) => {
-                        ready.fetch_add(1, Ordering::Relaxed);
-                    }
-                    Ok(_) => {}
-                    Err(err) => tracing::warn!(%err, "watcher error"),
+            if raw {
+                if let Err(err) = raw_watch(client, delivered, ended).await {
+                    tracing::warn!(%err, "raw watch failed");
                 }
+            } else {
+                kube_watch(Api::namespaced(client, load::NS), delivered, ready, relists).await;
             }
         }));
     }
-    wait_for("watchers ready", || ready.load(Ordering::Relaxed) >= WATCHERS).await?;
+    if raw {
+        // Each raw watch starts with one ADDED per object.
+        let initial = (WATCHERS * objects) as u64;
+        wait_for("initial events", || {
+            delivered.load(Ordering::Relaxed) >= initial
+        })
+        .await?;
+        delivered.store(0, Ordering::Relaxed);
+    } else {
+        wait_for("watchers ready", || {
+            ready.load(Ordering::Relaxed) >= WATCHERS
+        })
+        .await?;
+    }
 
     let stop = Arc::new(AtomicBool::new(false));
     let start = Instant::now();
@@ -94,6 +189,8 @@ pub async fn e1(quick: bool) -> Result<Value> {
     let expected = writes * WATCHERS as u64;
     let drained = wait_for("every event delivered", || {
         delivered.load(Ordering::Relaxed) >= expected
+            || ended.load(Ordering::Relaxed) > 0
+            || relists.load(Ordering::Relaxed) > 0
     })
     .await
     .is_ok();
@@ -105,13 +202,14 @@ pub async fn e1(quick: bool) -> Result<Value> {
         "watchers": WATCHERS, "writers": WRITERS, "seconds": elapsed.as_secs_f64(),
         "writes": writes, "writes_per_s": writes as f64 / elapsed.as_secs_f64(),
         "events_expected": expected, "events_delivered": delivered.load(Ordering::Relaxed),
-        "all_delivered": drained, "drain_seconds": drain.as_secs_f64(),
+        "mode": mode, "all_delivered": drained && delivered.load(Ordering::Relaxed) >= expected,
+        "relists": relists.load(Ordering::Relaxed), "streams_ended": ended.load(Ordering::Relaxed), "drain_seconds": drain.as_secs_f64(),
         "events_per_s": delivered.load(Ordering::Relaxed) as f64 / start.elapsed().as_secs_f64(),
     }))
 }
 
 async fn wait_for(what: &str, cond: impl Fn() -> bool) -> Result<()> {
-    let end = Instant::now() + Duration::from_secs(60);
+    let end = Instant::now() + Duration::from_secs(30);
     while !cond() {
         if Instant::now() > end {
             bail!("timed out waiting for {what}");
@@ -126,46 +224,70 @@ pub async fn e2(quick: bool) -> Result<Value> {
     let n = e2_clusters(quick);
     let start = Instant::now();
     let fleet = Fleet::builder().clusters(n).start().await?;
-    stream::iter(fleet.clusters().iter().map(|c| load::create_objects(c.client(), 10)))
-        .buffer_unordered(16)
-        .collect::<Vec<_>>()
-        .await
-        .into_iter()
-        .collect::<Result<Vec<_>>>()?;
+    stream::iter(
+        fleet
+            .clusters()
+            .iter()
+            .map(|c| load::create_objects(c.client(), 10)),
+    )
+    .buffer_unordered(16)
+    .collect::<Vec<_>>()
+    .await
+    .into_iter()
+    .collect::<Result<Vec<_>>>()?;
     let seconds = start.elapsed().as_secs_f64();
     let (rss, _) = crate::machine::own_memory();
     Ok(json!({ "clusters": n, "objects_per_cluster": 10, "seconds": seconds, "rss_kib_end": rss }))
 }
 
-fn args(id: &str, quick: bool) -> Vec<String> {
-    let mut a = vec![id.to_string(), "envtest".to_string()];
+fn args(id: &str, mode: &str, quick: bool) -> Vec<String> {
+    let mut a = vec![id.to_string(), mode.to_string()];
     if quick {
         a.push("--quick".into());
     }
     a
 }
 
-/// Parent: E1.
+/// Parent: E1, with raw watch streams (the goal) and with kube-runtime watchers.
 pub fn run_e1(quick: bool) -> Scenario {
     let mut e1s = Scenario::new(
         "E1",
         format!(
-            "mcr-envtest alone: 1 in-process cluster, {WATCHERS} kube-runtime watchers, {WRITERS} writers for {:?}",
+            "mcr-envtest alone: 1 in-process cluster, {WATCHERS} watchers, {WRITERS} writers for {:?}",
             e1_duration(quick)
         ),
         ">= 10,000 writes/s",
     );
-    match child::run_one(&args("e1", quick)) {
-        Ok(v) => {
-            let get = |k: &str| v.get(k).and_then(Value::as_f64);
-            e1s.metric("writes/s sustained", get("writes_per_s"), "");
-            e1s.metric("events delivered", get("events_delivered"), "");
-            e1s.metric("events expected (writes x watchers)", get("events_expected"), "");
-            e1s.metric("events/s delivered", get("events_per_s"), "");
-            e1s.goal_met = get("writes_per_s").map(|w| w >= 10_000.0);
-            e1s.runs.push(v);
+    for (mode, label) in [
+        ("raw", "raw watch streams"),
+        ("kube", "kube-runtime watchers"),
+    ] {
+        match child::run_one(&args("e1", mode, quick)) {
+            Ok(v) => {
+                let get = |k: &str| v.get(k).and_then(Value::as_f64);
+                e1s.metric(
+                    &format!("{label}: writes/s sustained"),
+                    get("writes_per_s"),
+                    "",
+                );
+                e1s.metric(
+                    &format!("{label}: events delivered"),
+                    get("events_delivered"),
+                    "",
+                );
+                e1s.metric(
+                    &format!("{label}: events expected (writes x watchers)"),
+                    get("events_expected"),
+                    "",
+                );
+                e1s.metric(&format!("{label}: relists after 410"), get("relists"), "");
+                if mode == "raw" {
+                    e1s.goal_met = get("writes_per_s").map(|w| w >= 10_000.0);
+                }
+                e1s.runs.push(v);
+            }
+            Err(err) => e1s.error = Some(format!("{err:#}")),
         }
-        Err(err) => e1s.error = Some(format!("{err:#}")),
     }
     e1s
 }
@@ -178,7 +300,7 @@ pub fn run_e2(quick: bool) -> Scenario {
         format!("mcr-envtest alone: {n} in-process clusters x 10 ConfigMaps"),
         "RSS < 500 MiB",
     );
-    match child::run_one(&args("e2", quick)) {
+    match child::run_one(&args("e2", "envtest", quick)) {
         Ok(v) => {
             let mib = |k: &str| v.get(k).and_then(Value::as_f64).map(|x| x / 1024.0);
             e2s.metric("process RSS at the end", mib("vm_rss_kib"), "MiB");

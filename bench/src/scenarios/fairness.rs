@@ -195,9 +195,9 @@ fn summarize(quick: bool, p: Params, s: &mut Scenario) -> Result<()> {
             s.runs.push(child::run_one(&args)?);
         }
     }
+    let runs = s.runs.clone();
     let med = |mode: &str, key: &str| -> Result<Option<f64>> {
-        let xs = s
-            .runs
+        let xs = runs
             .iter()
             .filter(|r| r["mode"] == mode)
             .map(|r| num(r, key))
@@ -217,7 +217,8 @@ fn summarize(quick: bool, p: Params, s: &mut Scenario) -> Result<()> {
     s.metric("p99 ratio flood / calm", ratio, "");
     s.metric("quiet p50 without flood (median)", calm50, "ms");
     s.metric("quiet p50 with flood (median)", flood50, "ms");
-    s.metric("flood duration (median)", med("flood", "window_seconds")?, "s");
+    let flood_s = med("flood", "window_seconds")?;
+    s.metric("flood duration (median)", flood_s, "s");
     s.goal_met = ratio.map(|r| r <= 2.0);
     Ok(())
 }

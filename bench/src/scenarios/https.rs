@@ -121,8 +121,11 @@ fn start_server(bin: &Path, n: usize, dir: &Path) -> Result<Server> {
     let mut lines = BufReader::new(stdout).lines();
     loop {
         match lines.next() {
-            Some(line) if line?.starts_with("serving until") => break,
-            Some(_) => {}
+            Some(line) => {
+                if line?.starts_with("serving until") {
+                    break;
+                }
+            }
             None => bail!("mcr-envtest exited before serving"),
         }
     }
@@ -149,7 +152,9 @@ pub fn run(quick: bool, envtest_bin: &Path, work: &Path) -> Scenario {
     let n = clusters(quick);
     let mut s = Scenario::new(
         "B4",
-        format!("{n} clusters over HTTPS from a separate mcr-envtest process, {OBJECTS} ConfigMaps each, discovered by mcr-provider-file"),
+        format!(
+            "{n} clusters over HTTPS from a separate mcr-envtest process, {OBJECTS} ConfigMaps each, discovered by mcr-provider-file"
+        ),
         "<= 10 s; <= 512 KiB RSS per cluster",
     );
     let dir = work.join("b4-fleet");
@@ -160,7 +165,11 @@ pub fn run(quick: bool, envtest_bin: &Path, work: &Path) -> Scenario {
         if written != n {
             bail!("expected {n} kubeconfigs, found {written}");
         }
-        let mut args = vec!["b4".to_string(), "mcr".to_string(), "--kubeconfig-dir".into()];
+        let mut args = vec![
+            "b4".to_string(),
+            "mcr".to_string(),
+            "--kubeconfig-dir".into(),
+        ];
         args.push(dir.display().to_string());
         if quick {
             args.push("--quick".into());
@@ -171,10 +180,26 @@ pub fn run(quick: bool, envtest_bin: &Path, work: &Path) -> Scenario {
     match result {
         Ok(v) => {
             let get = |k: &str| v.get(k).and_then(Value::as_f64);
-            s.metric("time from start to every object reconciled", get("seconds"), "s");
-            s.metric("manager peak RSS per engaged cluster", get("hwm_kib_per_cluster"), "KiB");
-            s.metric("  growth over the empty process", get("hwm_growth_kib_per_cluster"), "KiB");
-            s.metric("manager peak RSS", get("vm_hwm_kib").map(|k| k / 1024.0), "MiB");
+            s.metric(
+                "time from start to every object reconciled",
+                get("seconds"),
+                "s",
+            );
+            s.metric(
+                "manager peak RSS per engaged cluster",
+                get("hwm_kib_per_cluster"),
+                "KiB",
+            );
+            s.metric(
+                "  growth over the empty process",
+                get("hwm_growth_kib_per_cluster"),
+                "KiB",
+            );
+            s.metric(
+                "manager peak RSS",
+                get("vm_hwm_kib").map(|k| k / 1024.0),
+                "MiB",
+            );
             s.goal_met = match (get("seconds"), get("hwm_kib_per_cluster")) {
                 (Some(t), Some(r)) => Some(t <= 10.0 && r <= 512.0),
                 _ => None,

@@ -121,7 +121,15 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn five_controllers_share_one_configmap_watch_per_cluster() {
         let counts = measure(4, 5).await.unwrap();
-        assert_eq!(counts.watches, vec![1, 1, 1, 1], "watch requests per cluster");
-        assert!(counts.lists.iter().all(|&n| n <= 1), "lists: {:?}", counts.lists);
+        assert_eq!(
+            counts.watches,
+            vec![1, 1, 1, 1],
+            "watch requests per cluster"
+        );
+        assert!(
+            counts.lists.iter().all(|&n| n <= 1),
+            "lists: {:?}",
+            counts.lists
+        );
     }
 }

@@ -19,7 +19,21 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
-/// Settings of leader election (see the [module docs](self)).
+/// Settings of leader election through a `coordination.k8s.io/v1` Lease on the host cluster.
+///
+/// A candidate takes the Lease when it does not exist, has no holder, or has not changed for its
+/// `leaseDurationSeconds` as observed locally; writes carry the `resourceVersion` read, so two
+/// candidates never both win. The leader renews every `retry_period`.
+///
+/// **Losing the Lease.** When the leader finds another identity holding the Lease, or cannot
+/// renew it for `renew_deadline` (e.g. the host cluster is unreachable), it has lost: the
+/// manager stops its leader-only work gracefully (controllers finish their in-flight
+/// reconciles, then the provider and the watches stop) and [`Manager::run`](crate::Manager::run)
+/// / [`run_until`](crate::Manager::run_until) return
+/// [`Error::LeaderElectionLost`](crate::Error::LeaderElectionLost). The manager does not
+/// campaign again: as with client-go's `OnStoppedLeading`, exit the process and let it restart
+/// as a standby. On a clean shutdown the leader releases the Lease so a standby takes over at
+/// once.
 ///
 /// ```
 /// use std::time::Duration;
@@ -168,15 +182,21 @@ impl Elector {
     /// Tries until this candidate holds the Lease (`true`) or `stop` fires (`false`).
     pub(crate) async fn acquire(&mut self, stop: &CancellationToken) -> bool {
         loop {
-            match self.try_acquire_or_renew().await {
-                Ok(true) => {
+            // A hung API server must not keep a stopping manager waiting.
+            let attempt = tokio::select! {
+                () = stop.cancelled() => return false,
+                attempt = tokio::time::timeout(self.cfg.renew_deadline, self.try_acquire_or_renew()) => attempt,
+            };
+            match attempt {
+                Err(_) => warn!(lease = %self.cfg.lease_ref(), "acquiring the lease timed out"),
+                Ok(Ok(true)) => {
                     info!(lease = %self.cfg.lease_ref(), identity = %self.cfg.identity, "became leader");
                     return true;
                 }
-                Ok(false) => {
+                Ok(Ok(false)) => {
                     debug!(lease = %self.cfg.lease_ref(), "lease held by another candidate")
                 }
-                Err(err) => {
+                Ok(Err(err)) => {
                     warn!(lease = %self.cfg.lease_ref(), error = %err, "cannot acquire lease")
                 }
             }
@@ -195,9 +215,11 @@ impl Elector {
                 () = stop.cancelled() => return Ended::Stopped,
                 () = tokio::time::sleep(self.cfg.retry_period) => {}
             }
-            let attempt =
-                tokio::time::timeout(self.cfg.renew_deadline, self.try_acquire_or_renew());
-            match attempt.await {
+            let attempt = tokio::select! {
+                () = stop.cancelled() => return Ended::Stopped,
+                attempt = tokio::time::timeout(self.cfg.renew_deadline, self.try_acquire_or_renew()) => attempt,
+            };
+            match attempt {
                 Ok(Ok(true)) => last_renew = Instant::now(),
                 Ok(Ok(false)) => {
                     warn!(lease = %self.cfg.lease_ref(), "lease taken by another candidate");
@@ -215,8 +237,19 @@ impl Elector {
         }
     }
 
-    /// Gives the Lease up (best effort) so that a standby can take over at once.
+    /// Gives the Lease up (best effort, bounded by the renew deadline: an unreachable host
+    /// cluster must not keep shutdown waiting) so that a standby can take over at once.
     pub(crate) async fn release(&mut self) {
+        let deadline = self.cfg.renew_deadline;
+        if tokio::time::timeout(deadline, self.try_release())
+            .await
+            .is_err()
+        {
+            warn!(lease = %self.cfg.lease_ref(), "releasing the lease timed out");
+        }
+    }
+
+    async fn try_release(&mut self) {
         let Ok(Some(mut lease)) = self.api.get_opt(&self.cfg.name).await else {
             return;
         };

@@ -177,6 +177,14 @@ async fn indexes_reach_a_cluster_engaged_later() {
     let mut env = Env::start(1).await;
     let index = FieldIndex::new::<ConfigMap>("by-value", |cm: &ConfigMap| vec![value(cm)]);
     env.mgr.index_field(&index).await.unwrap();
+    assert!(
+        env.mgr
+            .local()
+            .cache()
+            .list_by_index::<ConfigMap>("by-value", "shared")
+            .is_ok(),
+        "the host cluster gets the index too when a provider is set"
+    );
     let log = Log::default();
     Controller::new(&env.mgr)
         .for_::<ConfigMap>()

@@ -4,7 +4,7 @@ mod common;
 
 use std::{
     sync::{
-        Arc,
+        Arc, Mutex,
         atomic::{AtomicBool, Ordering},
     },
     time::Duration,
@@ -17,7 +17,7 @@ use mcr_envtest::TestCluster;
 use mcr_manager::{Context, Controller, LeaderElection, Manager};
 use tokio::{
     io::{AsyncReadExt, AsyncWriteExt},
-    sync::Notify,
+    sync::{Notify, oneshot},
 };
 use tokio_util::sync::CancellationToken;
 
@@ -98,45 +98,97 @@ async fn a_flooded_cluster_does_not_starve_a_quiet_one() {
 }
 
 #[tokio::test]
-async fn shutdown_waits_for_the_in_flight_reconcile() {
+async fn shutdown_lets_the_in_flight_reconcile_finish_before_returning() {
     let env = Env::start(1).await;
     create_cm(env.member("cluster-1").client(), "busy", "x").await;
+    let events: Arc<Mutex<Vec<&'static str>>> = Arc::default();
+    let (release, released) = oneshot::channel::<()>();
+    let released = Arc::new(Mutex::new(Some(released)));
+    let (ev, rx) = (events.clone(), released.clone());
+    Controller::new(&env.mgr)
+        .for_::<ConfigMap>()
+        .register(
+            move |_: Arc<ConfigMap>, _: Context<Log>| {
+                let (ev, rx) = (ev.clone(), rx.lock().unwrap().take());
+                async move {
+                    if let Some(rx) = rx {
+                        ev.lock().unwrap().push("reconcile-started");
+                        let _ = rx.await;
+                        tokio::task::yield_now().await;
+                        ev.lock().unwrap().push("reconcile-finished");
+                    }
+                    Ok(Action::await_change())
+                }
+            },
+            retry,
+            Arc::new(Log::default()),
+        )
+        .unwrap();
+    let run = tokio::spawn({
+        let (mgr, token, ev) = (env.mgr.clone(), env.token.clone(), events.clone());
+        async move {
+            let result = mgr.run_until(token).await;
+            ev.lock().unwrap().push("run-returned");
+            result
+        }
+    });
+    wait_for("reconcile in flight", || {
+        events.lock().unwrap().contains(&"reconcile-started")
+    })
+    .await;
+    env.token.cancel();
+    // Give a manager that does not wait every chance to return while the reconcile is held.
+    for _ in 0..100 {
+        tokio::task::yield_now().await;
+        assert!(
+            !events.lock().unwrap().contains(&"run-returned"),
+            "run_until returned while a reconcile was in flight"
+        );
+    }
+    let _ = release.send(()); // fails only if the reconcile was dropped: caught below
+    run.await.unwrap().unwrap();
+    assert_eq!(
+        *events.lock().unwrap(),
+        ["reconcile-started", "reconcile-finished", "run-returned"],
+        "the in-flight reconcile must finish before run_until returns"
+    );
+}
+
+#[tokio::test]
+async fn a_panicking_error_policy_is_retried_and_the_manager_keeps_going() {
+    let env = Env::start(1).await;
+    create_cm(env.member("cluster-1").client(), "flaky", "1").await;
     let log = Log::default();
-    let gate = Arc::new(Notify::new());
-    let g = gate.clone();
+    let failed = Arc::new(AtomicBool::new(false));
+    let f = failed.clone();
     Controller::new(&env.mgr)
         .for_::<ConfigMap>()
         .register(
             move |cm: Arc<ConfigMap>, ctx: Context<Log>| {
-                let g = g.clone();
+                let f = f.clone();
                 async move {
-                    ctx.push("started".into());
-                    g.notified().await;
-                    tokio::task::yield_now().await;
-                    ctx.push("finished".into());
-                    record(cm, ctx).await
+                    if !f.swap(true, Ordering::SeqCst) {
+                        return Err(std::io::Error::other("first attempt fails"));
+                    }
+                    ctx.push(format!("{}/{}", ctx.cluster_name(), cm.name_any()));
+                    Ok(Action::await_change())
                 }
             },
-            retry,
+            |_: Arc<ConfigMap>, _: &std::io::Error, _: Context<Log>| -> Action {
+                panic!("error policy bug")
+            },
             Arc::new(log.clone()),
         )
         .unwrap();
     let run = env.run();
-    wait_for("reconcile in flight", || log.contains("started")).await;
+    wait_for("retried after the policy panicked", || {
+        log.contains("cluster-1/flaky")
+    })
+    .await;
+    assert!(failed.load(Ordering::SeqCst));
+    assert!(!run.is_finished(), "the manager stopped");
     env.token.cancel();
-    for _ in 0..50 {
-        tokio::task::yield_now().await;
-    }
-    assert!(
-        !run.is_finished(),
-        "run_until returned while a reconcile was in flight"
-    );
-    gate.notify_one();
     run.await.unwrap().unwrap();
-    assert!(
-        log.contains("finished"),
-        "the in-flight reconcile was dropped"
-    );
 }
 
 fn elected(host: &TestCluster, id: &str, log: &Log) -> Manager {

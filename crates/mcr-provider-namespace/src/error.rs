@@ -43,5 +43,4 @@ pub enum Error {
         /// What was wrong.
         reason: String,
     },
-
 }

@@ -235,11 +235,17 @@ impl NamespaceProvider {
             };
             if !wanted {
                 self.disengage(&mut slots, &name);
-            } else if !slots.contains_key(&name) {
+            } else if let std::collections::hash_map::Entry::Vacant(entry) = slots.entry(name) {
                 generation += 1;
+                let name = entry.key().clone();
                 tracing::debug!(cluster = %name, "namespace found, engaging");
-                let slot = self.engage(&token, name.clone(), generation, aware.clone(), retry_tx.clone());
-                slots.insert(name, slot);
+                entry.insert(self.engage(
+                    &token,
+                    name,
+                    generation,
+                    aware.clone(),
+                    retry_tx.clone(),
+                ));
             }
         }
     }

@@ -12,14 +12,22 @@ use mcr_envtest::TestCluster;
 use support::{Running, SYNC, create_cm, create_namespace, eventually, init_tracing, test_opts};
 
 fn names(objs: &[Arc<ConfigMap>]) -> Vec<String> {
-    let mut v: Vec<String> = objs.iter().filter_map(|o| o.metadata.name.clone()).collect();
+    let mut v: Vec<String> = objs
+        .iter()
+        .filter_map(|o| o.metadata.name.clone())
+        .collect();
     v.sort();
     v
 }
 
 fn by_app() -> FieldIndex {
     FieldIndex::new::<ConfigMap>("app", |cm| {
-        cm.metadata.labels.as_ref().and_then(|l| l.get("app").cloned()).into_iter().collect()
+        cm.metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get("app").cloned())
+            .into_iter()
+            .collect()
     })
 }
 
@@ -83,12 +91,30 @@ async fn existing_new_updated_and_deleted_objects_reach_each_cache() {
     // The subscription saw the same story, all in `default`, none of team-b's objects.
     let mut seen = Vec::new();
     while seen.len() < 4 {
-        let ev = tokio::time::timeout(support::DEADLINE, a_events.next()).await.unwrap().unwrap();
+        let ev = tokio::time::timeout(support::DEADLINE, a_events.next())
+            .await
+            .unwrap()
+            .unwrap();
         assert_eq!(ev.object().metadata.namespace.as_deref(), Some("default"));
-        let kind = if matches!(ev, CacheEvent::Applied(_)) { "applied" } else { "deleted" };
-        seen.push(format!("{kind} {}", ev.object().metadata.name.clone().unwrap()));
+        let kind = if matches!(ev, CacheEvent::Applied(_)) {
+            "applied"
+        } else {
+            "deleted"
+        };
+        seen.push(format!(
+            "{kind} {}",
+            ev.object().metadata.name.clone().unwrap()
+        ));
     }
-    assert_eq!(seen, ["applied old-a", "applied new-a", "applied old-a", "deleted new-a"]);
+    assert_eq!(
+        seen,
+        [
+            "applied old-a",
+            "applied new-a",
+            "applied old-a",
+            "deleted new-a"
+        ]
+    );
     run.stop().await;
 }
 
@@ -121,7 +147,12 @@ async fn indexes_are_per_cluster() {
     let b_db = b.cache().list_by_index::<ConfigMap>("app", "db").unwrap();
     assert_eq!(names(&b_db), ["b-db"]);
     assert_eq!(b_db[0].metadata.namespace.as_deref(), Some("default"));
-    assert!(a.cache().list_by_index::<ConfigMap>("app", "db").unwrap().is_empty());
+    assert!(
+        a.cache()
+            .list_by_index::<ConfigMap>("app", "db")
+            .unwrap()
+            .is_empty()
+    );
     // Registering the same index again is a no-op.
     run.provider.index_field(&by_app()).await.unwrap();
     run.stop().await;
@@ -150,7 +181,9 @@ async fn many_namespace_clusters_share_one_host_watch() {
         create_cm(&host, &format!("ns-{i:02}"), "after-sync", "x").await;
     }
     eventually("every cluster sees its object", || {
-        informers.iter().all(|inf| inf.get(Some("default"), "after-sync").is_some())
+        informers
+            .iter()
+            .all(|inf| inf.get(Some("default"), "after-sync").is_some())
     })
     .await;
     assert!(informers.iter().all(|inf| inf.list().len() == 1));

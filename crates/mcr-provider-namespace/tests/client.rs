@@ -5,7 +5,9 @@ mod support;
 
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
+use kube::api::{
+    Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams,
+};
 use mcr_envtest::TestCluster;
 use mcr_provider_namespace::namespace_client;
 use serde_json::json;
@@ -38,30 +40,59 @@ async fn reads_see_only_the_namespace_as_default() {
     assert_eq!(status_code(cms.get("d1").await.unwrap_err()), 404);
 
     let listed = cms.list(&ListParams::default()).await.unwrap();
-    let names: Vec<_> = listed.iter().map(|c| c.metadata.name.clone().unwrap()).collect();
+    let names: Vec<_> = listed
+        .iter()
+        .map(|c| c.metadata.name.clone().unwrap())
+        .collect();
     assert_eq!(names, ["a1"]);
     // A cluster-wide list is a list of the namespace.
     let all: Api<ConfigMap> = Api::all(client.clone());
     let listed = all.list(&ListParams::default()).await.unwrap();
     assert_eq!(listed.items.len(), 1);
-    assert_eq!(listed.items[0].metadata.namespace.as_deref(), Some("default"));
+    assert_eq!(
+        listed.items[0].metadata.namespace.as_deref(),
+        Some("default")
+    );
 
     // Other namespaces do not exist here.
     let other: Api<ConfigMap> = Api::namespaced(client.clone(), "team-b");
     assert_eq!(status_code(other.get("b1").await.unwrap_err()), 404);
-    assert_eq!(status_code(other.list(&ListParams::default()).await.unwrap_err()), 404);
-    let err = other.create(&PostParams::default(), &cm("new", "team-b", "v")).await.unwrap_err();
+    assert_eq!(
+        status_code(other.list(&ListParams::default()).await.unwrap_err()),
+        404
+    );
+    let err = other
+        .create(&PostParams::default(), &cm("new", "team-b", "v"))
+        .await
+        .unwrap_err();
     assert_eq!(status_code(err), 404);
 
     // The namespace `default` is the real one, renamed; listing namespaces is refused.
     let namespaces: Api<Namespace> = Api::all(client.clone());
     let default = namespaces.get("default").await.unwrap();
     assert_eq!(default.metadata.name.as_deref(), Some("default"));
-    assert_eq!(status_code(namespaces.get("team-b").await.unwrap_err()), 404);
-    assert_eq!(status_code(namespaces.list(&ListParams::default()).await.unwrap_err()), 403);
-    assert_eq!(status_code(namespaces.delete("default", &DeleteParams::default()).await.unwrap_err()), 403);
+    assert_eq!(
+        status_code(namespaces.get("team-b").await.unwrap_err()),
+        404
+    );
+    assert_eq!(
+        status_code(namespaces.list(&ListParams::default()).await.unwrap_err()),
+        403
+    );
+    assert_eq!(
+        status_code(
+            namespaces
+                .delete("default", &DeleteParams::default())
+                .await
+                .unwrap_err()
+        ),
+        403
+    );
     // Nothing was deleted on the host.
-    Api::<Namespace>::all(host.clone()).get("team-a").await.unwrap();
+    Api::<Namespace>::all(host.clone())
+        .get("team-a")
+        .await
+        .unwrap();
 }
 
 #[tokio::test]
@@ -76,7 +107,10 @@ async fn writes_patches_apply_and_deletes_land_in_the_host_namespace() {
     let host_default: Api<ConfigMap> = Api::namespaced(host.clone(), "default");
 
     // Create.
-    let created = cms.create(&PostParams::default(), &cm("c", "default", "1")).await.unwrap();
+    let created = cms
+        .create(&PostParams::default(), &cm("c", "default", "1"))
+        .await
+        .unwrap();
     assert_eq!(created.metadata.namespace.as_deref(), Some("default"));
     assert_eq!(on_host.get("c").await.unwrap().data.unwrap()["v"], "1");
     assert!(host_default.get_opt("c").await.unwrap().is_none());
@@ -84,13 +118,19 @@ async fn writes_patches_apply_and_deletes_land_in_the_host_namespace() {
     // Replace.
     let mut updated = created.clone();
     updated.data = Some([("v".to_string(), "2".to_string())].into());
-    let replaced = cms.replace("c", &PostParams::default(), &updated).await.unwrap();
+    let replaced = cms
+        .replace("c", &PostParams::default(), &updated)
+        .await
+        .unwrap();
     assert_eq!(replaced.metadata.namespace.as_deref(), Some("default"));
     assert_eq!(on_host.get("c").await.unwrap().data.unwrap()["v"], "2");
 
     // Merge, JSON and strategic patches.
     let merge = json!({"metadata": {"namespace": "default"}, "data": {"v": "3"}});
-    let patched = cms.patch("c", &PatchParams::default(), &Patch::Merge(&merge)).await.unwrap();
+    let patched = cms
+        .patch("c", &PatchParams::default(), &Patch::Merge(&merge))
+        .await
+        .unwrap();
     assert_eq!(patched.metadata.namespace.as_deref(), Some("default"));
     assert_eq!(on_host.get("c").await.unwrap().data.unwrap()["v"], "3");
     // JSON patch, sent raw (kube's `Patch::Json` needs a feature mcr does not enable).
@@ -103,7 +143,9 @@ async fn writes_patches_apply_and_deletes_land_in_the_host_namespace() {
     assert_eq!(out.metadata.namespace.as_deref(), Some("default"));
     assert_eq!(on_host.get("c").await.unwrap().data.unwrap()["v"], "4");
     let strategic = json!({"data": {"w": "5"}});
-    cms.patch("c", &PatchParams::default(), &Patch::Strategic(&strategic)).await.unwrap();
+    cms.patch("c", &PatchParams::default(), &Patch::Strategic(&strategic))
+        .await
+        .unwrap();
     assert_eq!(on_host.get("c").await.unwrap().data.unwrap()["w"], "5");
 
     // Server-side apply (the object names namespace `default`).
@@ -113,11 +155,18 @@ async fn writes_patches_apply_and_deletes_land_in_the_host_namespace() {
         "data": {"v": "ssa"}
     });
     let out = cms
-        .patch("applied", &PatchParams::apply("test").force(), &Patch::Apply(&applied))
+        .patch(
+            "applied",
+            &PatchParams::apply("test").force(),
+            &Patch::Apply(&applied),
+        )
         .await
         .unwrap();
     assert_eq!(out.metadata.namespace.as_deref(), Some("default"));
-    assert_eq!(on_host.get("applied").await.unwrap().data.unwrap()["v"], "ssa");
+    assert_eq!(
+        on_host.get("applied").await.unwrap().data.unwrap()["v"],
+        "ssa"
+    );
     assert!(host_default.get_opt("applied").await.unwrap().is_none());
 
     // Delete.
@@ -136,8 +185,18 @@ async fn watches_see_the_namespace_as_default() {
     let client = namespace_client(host.clone(), "team-a");
     // A cluster-wide watch from the namespace cluster.
     let all: Api<ConfigMap> = Api::all(client);
-    let rv = all.list(&ListParams::default()).await.unwrap().metadata.resource_version.unwrap();
-    let mut events = all.watch(&WatchParams::default(), &rv).await.unwrap().boxed();
+    let rv = all
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .metadata
+        .resource_version
+        .unwrap();
+    let mut events = all
+        .watch(&WatchParams::default(), &rv)
+        .await
+        .unwrap()
+        .boxed();
 
     create_cm(&host, "team-b", "other", "x").await;
     create_cm(&host, "team-a", "mine", "y").await;
@@ -164,4 +223,3 @@ async fn watches_see_the_namespace_as_default() {
     }
     assert_eq!(seen, ["mine", "mine"]);
 }
-

@@ -45,7 +45,10 @@ async fn namespaces_are_listed_added_and_removed() {
     })
     .await;
     let err = run.provider.get(&"team-b".into()).await.unwrap_err();
-    assert!(matches!(err, Error::ClusterNotFound(ref n) if n == "team-b"), "{err}");
+    assert!(
+        matches!(err, Error::ClusterNotFound(ref n) if n == "team-b"),
+        "{err}"
+    );
     // Its cache stopped with it.
     eventually("team-b cache stopped", || team_b_cms.is_stopped()).await;
 
@@ -67,11 +70,17 @@ async fn terminating_namespace_leaves_before_it_is_gone() {
         ..Default::default()
     };
     let namespaces = Api::<Namespace>::all(host.clone());
-    namespaces.create(&PostParams::default(), &ns).await.unwrap();
+    namespaces
+        .create(&PostParams::default(), &ns)
+        .await
+        .unwrap();
     let run = Running::start(env, test_opts());
     run.wait_for("held").await;
 
-    namespaces.delete("held", &DeleteParams::default()).await.unwrap();
+    namespaces
+        .delete("held", &DeleteParams::default())
+        .await
+        .unwrap();
     eventually("held disengaged", || !run.names().contains(&"held".into())).await;
     let still_there = namespaces.get("held").await.unwrap();
     assert!(still_there.metadata.deletion_timestamp.is_some());
@@ -99,7 +108,10 @@ async fn label_selector_and_exclusions() {
     eventually("tenant-a engaged", || run.names() == ["tenant-a"]).await;
     create_namespace(&host, "plain-2", &[]).await;
     create_namespace(&host, "tenant-b", &[("tenant", "true")]).await;
-    eventually("tenant-b engaged", || run.names() == ["tenant-a", "tenant-b"]).await;
+    eventually("tenant-b engaged", || {
+        run.names() == ["tenant-a", "tenant-b"]
+    })
+    .await;
     assert_eq!(run.names(), ["tenant-a", "tenant-b"]);
     run.stop().await;
 }

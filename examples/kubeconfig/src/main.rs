@@ -64,8 +64,12 @@ async fn reconcile(cm: Arc<ConfigMap>, ctx: Context<()>) -> Result<Action, kube:
     tracing::info!(cluster, configmap = %cm.name_any(), "stamping");
     let api: Api<ConfigMap> = Api::namespaced(ctx.client(), &cm.namespace().unwrap_or_default());
     let patch = serde_json::json!({ "metadata": { "annotations": { ANNOTATION: cluster } } });
-    api.patch(&cm.name_any(), &PatchParams::default(), &Patch::Merge(&patch))
-        .await?;
+    api.patch(
+        &cm.name_any(),
+        &PatchParams::default(),
+        &Patch::Merge(&patch),
+    )
+    .await?;
     Ok(Action::await_change())
 }
 
@@ -111,8 +115,7 @@ pub async fn client(kubeconfig: Option<&Path>, context: Option<&str>) -> Result<
 async fn main() -> Result<()> {
     tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| "warn".into()),
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
         )
         .init();
     let args = Args::parse();

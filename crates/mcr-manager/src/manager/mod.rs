@@ -1,5 +1,11 @@
 //! The multi-cluster manager: host cluster, provider, controllers and their lifecycle.
+//!
+//! Split by concept: `builder` (construction), `clusters` (the fleet: lookup, readiness,
+//! indexes, engagement), `run` (start order, leader election, graceful shutdown); this module
+//! holds the shared state and runnable registration.
 
+mod builder;
+mod clusters;
 mod run;
 
 use std::{
@@ -11,10 +17,11 @@ use std::{
     },
 };
 
-use mcr_core::{Aware, Cluster, ClusterName, FieldIndex, Provider};
+use mcr_core::{Cluster, ClusterName, Provider};
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
-use tracing::{debug, warn};
+use tracing::warn;
 
+pub use self::builder::ManagerBuilder;
 #[cfg(feature = "leader-election")]
 use crate::LeaderElection;
 use crate::{Error, Metrics, Runnable, error::BuilderError};
@@ -80,170 +87,11 @@ impl std::fmt::Debug for Manager {
     }
 }
 
-/// Builds a [`Manager`].
-///
-/// ```no_run
-/// # async fn demo(client: kube::Client) {
-/// let mgr = mcr_manager::Manager::builder(client)
-///     .metrics_address(([0, 0, 0, 0], 8080).into())
-///     .build();
-/// # }
-/// ```
-#[must_use]
-pub struct ManagerBuilder {
-    host: Cluster,
-    provider: Option<Arc<dyn Provider>>,
-    metrics: Option<Metrics>,
-    metrics_addr: Option<SocketAddr>,
-    #[cfg(feature = "leader-election")]
-    leader_election: Option<LeaderElection>,
-}
-
-impl std::fmt::Debug for ManagerBuilder {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ManagerBuilder").finish_non_exhaustive()
-    }
-}
-
-impl ManagerBuilder {
-    /// Adds the provider whose clusters controllers reconcile. A provider with a discovery
-    /// loop is started by [`Manager::run`].
-    ///
-    /// ```no_run
-    /// # use std::sync::Arc;
-    /// # fn demo(client: kube::Client) {
-    /// let provider = Arc::new(mcr_core::providers::clusters::ClustersProvider::new());
-    /// let mgr = mcr_manager::Manager::builder(client).provider(provider).build();
-    /// # }
-    /// ```
-    pub fn provider(mut self, provider: Arc<dyn Provider>) -> Self {
-        self.provider = Some(provider);
-        self
-    }
-
-    /// Serves `/metrics`, `/healthz` and `/readyz` on this address while running (port 0
-    /// picks a free port; see [`Manager::http_addr`]).
-    ///
-    /// ```no_run
-    /// # fn demo(client: kube::Client) {
-    /// let mgr = mcr_manager::Manager::builder(client).metrics_address(([127, 0, 0, 1], 0).into()).build();
-    /// # }
-    /// ```
-    pub fn metrics_address(mut self, addr: SocketAddr) -> Self {
-        self.metrics_addr = Some(addr);
-        self
-    }
-
-    /// Uses this metrics registry (e.g. one shared with other parts of the program).
-    ///
-    /// ```no_run
-    /// # fn demo(client: kube::Client) {
-    /// let metrics = mcr_manager::Metrics::new();
-    /// let mgr = mcr_manager::Manager::builder(client).metrics(metrics.clone()).build();
-    /// # }
-    /// ```
-    pub fn metrics(mut self, metrics: Metrics) -> Self {
-        self.metrics = Some(metrics);
-        self
-    }
-
-    /// Runs controllers and the provider only while holding this Lease on the host cluster.
-    ///
-    /// ```no_run
-    /// # fn demo(client: kube::Client) {
-    /// let le = mcr_manager::LeaderElection::new("my-controller", "kube-system");
-    /// let mgr = mcr_manager::Manager::builder(client).leader_election(le).build();
-    /// # }
-    /// ```
-    #[cfg(feature = "leader-election")]
-    pub fn leader_election(mut self, config: LeaderElection) -> Self {
-        self.leader_election = Some(config);
-        self
-    }
-
-    /// The manager.
-    ///
-    /// ```no_run
-    /// # fn demo(client: kube::Client) {
-    /// let mgr = mcr_manager::Manager::builder(client).build();
-    /// # }
-    /// ```
-    pub fn build(self) -> Manager {
-        Manager {
-            inner: Arc::new(Inner {
-                host: self.host,
-                provider: self.provider,
-                metrics: self.metrics.unwrap_or_default(),
-                metrics_addr: self.metrics_addr,
-                #[cfg(feature = "leader-election")]
-                leader_election: self.leader_election,
-                leader: AtomicBool::new(false),
-                state: Mutex::new(State::default()),
-            }),
-        }
-    }
-}
-
 impl Manager {
-    /// A manager for the host cluster reached by `client`, with an optional provider.
-    ///
-    /// ```no_run
-    /// # async fn demo() -> Result<(), kube::Error> {
-    /// let mgr = mcr_manager::Manager::new(kube::Client::try_default().await?, None);
-    /// # Ok(()) }
-    /// ```
-    pub fn new(client: kube::Client, provider: Option<Arc<dyn Provider>>) -> Manager {
-        let mut builder = Self::builder(client);
-        builder.provider = provider;
-        builder.build()
-    }
-
-    /// A [`ManagerBuilder`] for more options.
-    ///
-    /// ```no_run
-    /// # fn demo(client: kube::Client) {
-    /// let mgr = mcr_manager::Manager::builder(client).build();
-    /// # }
-    /// ```
-    pub fn builder(client: kube::Client) -> ManagerBuilder {
-        ManagerBuilder {
-            host: Cluster::new(ClusterName::host(), client),
-            provider: None,
-            metrics: None,
-            metrics_addr: None,
-            #[cfg(feature = "leader-election")]
-            leader_election: None,
-        }
-    }
-
     fn state(&self) -> MutexGuard<'_, State> {
         match self.inner.state.lock() {
             Ok(guard) => guard,
             Err(poisoned) => poisoned.into_inner(),
-        }
-    }
-
-    /// The cluster of that name: the host cluster for the empty name, otherwise an engaged
-    /// cluster or the provider's; `Error::ClusterNotFound` if there is none.
-    ///
-    /// ```no_run
-    /// # async fn demo(mgr: mcr_manager::Manager) -> Result<(), mcr_core::Error> {
-    /// let host = mgr.cluster("").await?;
-    /// let east = mgr.cluster("east").await?;
-    /// # Ok(()) }
-    /// ```
-    pub async fn cluster(&self, name: impl Into<ClusterName>) -> Result<Cluster, mcr_core::Error> {
-        let name = name.into();
-        if name.is_host() {
-            return Ok(self.inner.host.clone());
-        }
-        let engaged = self.state().engaged.get(&name).map(|(c, _)| c.clone());
-        if let Some(cluster) = engaged {
-            return Ok(cluster);
-        }
-        match &self.inner.provider {
-            Some(provider) => provider.get(&name).await,
-            None => Err(mcr_core::Error::ClusterNotFound(name)),
         }
     }
 
@@ -303,72 +151,6 @@ impl Manager {
         self.inner.leader.load(Ordering::SeqCst)
     }
 
-    /// Names of engaged clusters (and `""` for the host) whose caches have not synced yet.
-    /// Empty means ready (what `/readyz` reports).
-    ///
-    /// ```no_run
-    /// # fn demo(mgr: mcr_manager::Manager) {
-    /// let ready = mgr.unsynced_clusters().is_empty();
-    /// # }
-    /// ```
-    pub fn unsynced_clusters(&self) -> Vec<ClusterName> {
-        let mut out: Vec<ClusterName> = self
-            .state()
-            .engaged
-            .iter()
-            .filter(|(_, (c, t))| !t.is_cancelled() && !c.cache().is_synced())
-            .map(|(n, _)| n.clone())
-            .collect();
-        if self.inner.host.cache().is_started() && !self.inner.host.cache().is_synced() {
-            out.push(ClusterName::host());
-        }
-        out.sort();
-        out
-    }
-
-    /// Names of the clusters engaged so far (not the host), sorted.
-    ///
-    /// ```no_run
-    /// # fn demo(mgr: mcr_manager::Manager) {
-    /// for name in mgr.engaged_clusters() { println!("{name}"); }
-    /// # }
-    /// ```
-    pub fn engaged_clusters(&self) -> Vec<ClusterName> {
-        let mut names: Vec<ClusterName> = self.state().engaged.keys().cloned().collect();
-        names.sort();
-        names
-    }
-
-    /// Registers a field index on every cluster of the provider (current and future) and on
-    /// the host cluster.
-    ///
-    /// ```no_run
-    /// # use k8s_openapi::api::core::v1::ConfigMap;
-    /// # async fn demo(mgr: mcr_manager::Manager) -> Result<(), mcr_manager::Error> {
-    /// let by_owner = mcr_core::FieldIndex::new::<ConfigMap>("owner", |cm| {
-    ///     cm.metadata.labels.as_ref().and_then(|l| l.get("owner").cloned()).into_iter().collect()
-    /// });
-    /// mgr.index_field(&by_owner).await?;
-    /// # Ok(()) }
-    /// ```
-    pub async fn index_field(&self, index: &FieldIndex) -> Result<(), Error> {
-        if let Some(provider) = &self.inner.provider {
-            provider.index_field(index).await?;
-        }
-        self.inner.host.cache().index_field(index)?;
-        let engaged: Vec<Cluster> = self
-            .state()
-            .engaged
-            .values()
-            .map(|(c, _)| c.clone())
-            .collect();
-        for cluster in engaged {
-            // Clusters engaged by hand (not through the provider) get it too; idempotent.
-            cluster.cache().index_field(index)?;
-        }
-        Ok(())
-    }
-
     /// Adds a runnable. It gets every cluster engaged so far, and starts with [`run`](Self::run)
     /// (or at once if the manager is running).
     ///
@@ -416,66 +198,5 @@ impl Manager {
 
     fn downgrade(&self) -> Weak<Inner> {
         Arc::downgrade(&self.inner)
-    }
-}
-
-impl Aware for Manager {
-    /// Engages `cluster` under `name` with every controller and runnable (also those added
-    /// later). The same instance again is a no-op; a new instance replaces the old one. The
-    /// cluster is forgotten when `token` fires.
-    fn engage(
-        &self,
-        token: CancellationToken,
-        name: ClusterName,
-        cluster: Cluster,
-    ) -> Result<(), mcr_core::Error> {
-        if name.is_host() {
-            return Err(mcr_core::Error::Engage {
-                cluster: name,
-                reason: "the empty name is reserved for the host cluster".to_owned(),
-            });
-        }
-        let Ok(rt) = tokio::runtime::Handle::try_current() else {
-            return Err(mcr_core::Error::Engage {
-                cluster: name,
-                reason: "engage must be called inside a tokio runtime".to_owned(),
-            });
-        };
-        let runnables = {
-            let mut state = self.state();
-            if let Some((current, t)) = state.engaged.get(&name)
-                && current.same_instance(&cluster)
-                && !t.is_cancelled()
-            {
-                return Ok(());
-            }
-            state
-                .engaged
-                .insert(name.clone(), (cluster.clone(), token.clone()));
-            state.runnables.clone()
-        };
-        debug!(cluster = %name, "cluster engaged");
-        let weak = self.downgrade();
-        let (gone_name, gone_id, gone_token) = (name.clone(), cluster.id(), token.clone());
-        rt.spawn(async move {
-            gone_token.cancelled().await;
-            let Some(inner) = weak.upgrade() else { return };
-            let mgr = Manager { inner };
-            let mut state = mgr.state();
-            if state
-                .engaged
-                .get(&gone_name)
-                .is_some_and(|(c, _)| c.id() == gone_id)
-            {
-                state.engaged.remove(&gone_name);
-                debug!(cluster = %gone_name, "cluster disengaged");
-            }
-        });
-        for runnable in runnables {
-            if let Err(err) = runnable.engage(token.clone(), name.clone(), cluster.clone()) {
-                warn!(runnable = runnable.name(), cluster = %name, error = %err, "engage failed");
-            }
-        }
-        Ok(())
     }
 }

@@ -37,6 +37,11 @@ impl Manager {
     /// Runs everything until Ctrl-C or SIGTERM, then shuts down gracefully (see
     /// [`run_until`](Self::run_until)).
     ///
+    /// Returns `Ok(())` after a signal; otherwise the first error that stopped it: a runnable
+    /// failing or panicking, the provider's loop failing, the metrics endpoint not binding, or
+    /// [`Error::LeaderElectionLost`] when this manager led and lost the Lease (its controllers
+    /// and provider were stopped first; exit and restart as a standby).
+    ///
     /// ```no_run
     /// # async fn demo(mgr: mcr_manager::Manager) -> Result<(), mcr_manager::Error> {
     /// mgr.run().await

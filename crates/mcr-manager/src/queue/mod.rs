@@ -5,6 +5,11 @@
 //! - never hands out a key that is running: a request for it arriving meanwhile is remembered and
 //!   the key becomes ready once more when the running reconcile is [`done`](WorkQueue::done);
 //! - delays keys (requeue after a duration, error backoff) on a timer wheel;
+//! - debounces like kube-runtime's `debounced_scheduler`: every request is due at its time plus
+//!   the debounce period, and a request for a waiting key that is not later than the key's
+//!   current due time moves it to the new request's time plus the debounce period. A key thus
+//!   runs once no request for it arrived for a whole debounce period (each new event within the
+//!   window pushes it back), and never later than kube-runtime would run it;
 //! - is fair across clusters: ready keys are served round-robin per cluster ([`fair`]);
 //! - forgets a cluster's pending keys when the cluster leaves.
 //!
@@ -31,6 +36,21 @@ use self::fair::FairRing;
 const BACKOFF_BASE: Duration = Duration::from_millis(5);
 /// Upper bound of the per-key exponential backoff.
 const BACKOFF_MAX: Duration = Duration::from_secs(300);
+/// The furthest a key is ever scheduled ahead (as kube-runtime: about six months). Keeps
+/// `Instant` arithmetic from overflowing and the timer wheel within its range.
+const MAX_DELAY: Duration = Duration::from_secs(86_400 * 30 * 6);
+
+/// `now + delay`, clamped to [`MAX_DELAY`] (so a huge requeue cannot overflow or panic).
+pub(crate) fn after(now: Instant, delay: Duration) -> Instant {
+    now + delay.min(MAX_DELAY)
+}
+
+/// When a request asked for `at` is due: `at` plus the debounce period, at most
+/// [`MAX_DELAY`] from `now`.
+fn due(at: Instant, debounce: Duration, now: Instant) -> Instant {
+    let limit = after(now, MAX_DELAY);
+    at.checked_add(debounce).map_or(limit, |due| due.min(limit))
+}
 
 /// The exponential backoff after `failures` consecutive failures (1 = first failure).
 pub(crate) fn backoff(failures: u32) -> Duration {
@@ -53,7 +73,10 @@ pub(crate) enum Outcome {
 enum State {
     Ready,
     Delayed(delay_queue::Key, Instant),
-    Running { again: Option<Instant> },
+    /// Handed out; `again` is when it is due once more (a request arrived meanwhile).
+    Running {
+        again: Option<Instant>,
+    },
 }
 
 #[derive(Debug)]
@@ -69,21 +92,38 @@ pub(crate) struct WorkQueue<T> {
     entries: HashMap<ClusterName, HashMap<Arc<T>, Entry<T>>>,
     ready: FairRing<T>,
     delayed: DelayQueue<(ClusterName, Arc<T>)>,
+    debounce: Duration,
 }
 
 impl<T> Default for WorkQueue<T> {
     fn default() -> Self {
+        Self::with_debounce(Duration::ZERO)
+    }
+}
+
+impl<T> WorkQueue<T> {
+    /// An empty queue that debounces every request by `debounce` (see the module docs).
+    pub(crate) fn with_debounce(debounce: Duration) -> Self {
         Self {
             entries: HashMap::new(),
             ready: FairRing::default(),
             delayed: DelayQueue::new(),
+            debounce,
         }
     }
 }
 
 impl<T: Eq + Hash> WorkQueue<T> {
-    /// Asks for `key` of `cluster` to be handed out at `at` (now or earlier: as soon as possible).
+    /// Asks for `key` of `cluster` to be handed out at `at` (plus the debounce period; now or
+    /// earlier: as soon as possible).
+    ///
+    /// A key already waiting keeps its due time if that is earlier than `at` (the earlier request
+    /// wins); otherwise it becomes due at `at` plus the debounce period, which may push it back:
+    /// that is the debounce. A key that is already due (ready, or running and due again) stays
+    /// as it is.
     pub(crate) fn push(&mut self, cluster: &ClusterName, key: T, at: Instant) {
+        let now = Instant::now();
+        let due = due(at, self.debounce, now);
         let lane = match self.entries.get_mut(cluster) {
             Some(lane) => lane,
             None => self.entries.entry(cluster.clone()).or_default(),
@@ -91,16 +131,20 @@ impl<T: Eq + Hash> WorkQueue<T> {
         if let Some(entry) = lane.get_mut(&key) {
             match &mut entry.state {
                 State::Ready => {}
-                State::Running { again } => *again = Some(again.map_or(at, |t| t.min(at))),
+                State::Running { again } => match again {
+                    None => *again = Some(due),
+                    Some(when) if *when > now && *when >= at => *when = due,
+                    Some(_) => {}
+                },
                 State::Delayed(dk, when) => {
-                    if at < *when {
-                        if at <= Instant::now() {
+                    if *when >= at {
+                        if due <= now {
                             self.delayed.remove(dk);
                             entry.state = State::Ready;
                             self.ready.push(cluster, entry.key.clone());
                         } else {
-                            self.delayed.reset_at(dk, at);
-                            *when = at;
+                            self.delayed.reset_at(dk, due);
+                            *when = due;
                         }
                     }
                 }
@@ -108,7 +152,7 @@ impl<T: Eq + Hash> WorkQueue<T> {
             return;
         }
         let key = Arc::new(key);
-        let state = Self::schedule(&mut self.ready, &mut self.delayed, cluster, &key, at);
+        let state = Self::schedule(&mut self.ready, &mut self.delayed, cluster, &key, due);
         lane.insert(
             key.clone(),
             Entry {
@@ -144,7 +188,12 @@ impl<T: Eq + Hash> WorkQueue<T> {
     }
 
     /// Reports that the reconcile of `key` (handed out by [`pop`](Self::pop)) ended.
+    ///
+    /// A requeue the outcome asks for is a request like any other (debounced, and merged with a
+    /// request that arrived while the key ran, as [`push`](Self::push) does).
     pub(crate) fn done(&mut self, cluster: &ClusterName, key: &T, outcome: Outcome) {
+        let now = Instant::now();
+        let debounce = self.debounce;
         let Some(lane) = self.entries.get_mut(cluster) else {
             return;
         };
@@ -165,12 +214,18 @@ impl<T: Eq + Hash> WorkQueue<T> {
             }
             Outcome::Backoff => {
                 entry.failures = entry.failures.saturating_add(1);
-                Some(Instant::now() + backoff(entry.failures))
+                Some(after(now, backoff(entry.failures)))
             }
         };
+        let due = |at: Instant| due(at, debounce, now);
         let next = match (again, requeue) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
+            (None, None) => None,
+            (None, Some(at)) => Some(due(at)),
+            (Some(when), None) => Some(when),
+            // Already due again: it runs right away and the requeue adds nothing.
+            (Some(when), Some(_)) if when <= now => Some(when),
+            (Some(when), Some(at)) if when >= at => Some(due(at)),
+            (Some(when), Some(_)) => Some(when),
         };
         match next {
             Some(at) => {
@@ -241,6 +296,15 @@ impl<T: Eq + Hash> WorkQueue<T> {
     /// Keys ready to be handed out right now, one cluster.
     pub(crate) fn ready_len(&self, cluster: &ClusterName) -> usize {
         self.ready.cluster_len(cluster)
+    }
+
+    /// When `key` of `cluster` is due, if it waits on the timer (not ready, not running).
+    #[cfg(test)]
+    pub(crate) fn due_at(&self, cluster: &ClusterName, key: &T) -> Option<Instant> {
+        match self.entries.get(cluster)?.get(key)?.state {
+            State::Delayed(_, when) => Some(when),
+            _ => None,
+        }
     }
 
     /// True when nothing waits and nothing runs.

@@ -136,3 +136,123 @@ async fn removing_a_cluster_drops_its_waiting_keys() {
     q.done(&cl, &running, Outcome::Success(None));
     assert!(q.pop().is_none());
 }
+
+/// A debounce period long enough that nothing expires while a test runs.
+const LONG: Duration = Duration::from_secs(600);
+
+/// An instant `LONG` ago: a request asked for then is due now even with the debounce.
+fn long_ago() -> Instant {
+    now()
+        .checked_sub(LONG)
+        .expect("the monotonic clock is older than ten minutes")
+}
+
+#[tokio::test]
+async fn debounce_holds_a_request_for_the_period() {
+    let mut q = WorkQueue::with_debounce(LONG);
+    let t0 = now();
+    q.push(&c("a"), "x", t0);
+    assert!(q.pop().is_none(), "held for the debounce period");
+    assert_eq!(q.due_at(&c("a"), &"x"), Some(t0 + LONG));
+}
+
+#[tokio::test]
+async fn each_new_event_within_the_window_pushes_it_back() {
+    let mut q = WorkQueue::with_debounce(LONG);
+    let t0 = now();
+    q.push(&c("a"), "x", t0);
+    q.push(&c("b"), "x", t0);
+    let t1 = t0 + Duration::from_secs(3);
+    q.push(&c("a"), "x", t1);
+    assert_eq!(q.due_at(&c("a"), &"x"), Some(t1 + LONG), "pushed back");
+    assert_eq!(
+        q.due_at(&c("b"), &"x"),
+        Some(t0 + LONG),
+        "other keys keep theirs"
+    );
+    assert_eq!(q.len(), 2, "still one entry per key");
+}
+
+#[tokio::test]
+async fn a_later_request_does_not_delay_a_waiting_key() {
+    // E.g. the reconciler asks for a requeue in an hour while a change waits: the change
+    // still runs at its own time (kube-runtime: the earlier request wins).
+    let mut q = WorkQueue::with_debounce(LONG);
+    let t0 = now();
+    q.push(&c("a"), "x", t0);
+    q.push(&c("a"), "x", t0 + Duration::from_secs(3600));
+    assert_eq!(q.due_at(&c("a"), &"x"), Some(t0 + LONG));
+}
+
+#[tokio::test]
+async fn an_earlier_request_brings_a_delayed_key_forward() {
+    let mut q = WorkQueue::with_debounce(LONG);
+    let t0 = now();
+    q.push(&c("a"), "x", t0 + Duration::from_secs(3600));
+    q.push(&c("a"), "x", t0);
+    assert_eq!(q.due_at(&c("a"), &"x"), Some(t0 + LONG));
+}
+
+#[tokio::test]
+async fn a_burst_runs_once_after_the_quiet_period() {
+    let mut q = WorkQueue::with_debounce(Duration::from_millis(20));
+    for _ in 0..5 {
+        q.push(&c("a"), "x", now());
+    }
+    assert!(q.pop().is_none(), "held while events keep coming");
+    expire(&mut q).await;
+    assert_eq!(q.pop().map(|(_, k)| *k), Some("x"));
+    assert!(q.pop().is_none(), "a burst is one reconcile");
+}
+
+#[tokio::test]
+async fn events_while_running_are_debounced_and_run_once_after() {
+    let mut q = WorkQueue::with_debounce(LONG);
+    q.push(&c("a"), "x", long_ago());
+    let (cl, k) = q.pop().expect("due at once");
+    let t1 = now();
+    q.push(&c("a"), "x", t1);
+    let t2 = t1 + Duration::from_secs(1);
+    q.push(&c("a"), "x", t2);
+    assert!(q.pop().is_none(), "a running key is not handed out");
+    q.done(&cl, &k, Outcome::Success(None));
+    assert_eq!(
+        q.due_at(&c("a"), &"x"),
+        Some(t2 + LONG),
+        "the last event within the window decides"
+    );
+}
+
+#[tokio::test]
+async fn a_requeue_is_debounced_like_any_request() {
+    let mut q = WorkQueue::with_debounce(LONG);
+    q.push(&c("a"), "x", long_ago());
+    let (cl, k) = q.pop().expect("due at once");
+    let at = now() + Duration::from_secs(5);
+    q.done(&cl, &k, Outcome::Failure(Some(at)));
+    assert_eq!(q.due_at(&c("a"), &"x"), Some(at + LONG));
+}
+
+#[tokio::test]
+async fn a_follow_up_already_due_is_not_delayed_by_a_requeue() {
+    let mut q = WorkQueue::with_debounce(LONG);
+    q.push(&c("a"), "x", long_ago());
+    let (cl, k) = q.pop().expect("due at once");
+    q.push(&c("a"), "x", long_ago()); // due again already, while it runs
+    q.push(&c("a"), "x", now()); // ignored: the follow-up is already due
+    q.done(
+        &cl,
+        &k,
+        Outcome::Success(Some(now() + Duration::from_secs(3600))),
+    );
+    assert_eq!(q.pop().map(|(_, k)| *k), Some("x"), "runs right away");
+}
+
+#[tokio::test]
+async fn a_huge_requeue_is_clamped_instead_of_panicking() {
+    let mut q = WorkQueue::with_debounce(Duration::MAX);
+    q.push(&c("a"), "x", now());
+    let due = q.due_at(&c("a"), &"x").expect("delayed");
+    assert!(due <= after(now(), MAX_DELAY));
+    assert!(due > now() + Duration::from_secs(3600));
+}

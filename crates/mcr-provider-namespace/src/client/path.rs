@@ -155,7 +155,14 @@ mod tests {
 
     #[test]
     fn other_paths() {
-        for p in ["/version", "/api", "/apis", "/api/v1", "/apis/apps/v1", "/openapi/v3"] {
+        for p in [
+            "/version",
+            "/api",
+            "/apis",
+            "/api/v1",
+            "/apis/apps/v1",
+            "/openapi/v3",
+        ] {
             assert_eq!(parse(p), Target::Other, "{p}");
         }
         assert_eq!(

@@ -47,7 +47,11 @@ impl Scopes {
             .filter(|r| !r.name.contains('/'))
             .map(|r| (r.name, r.namespaced))
             .collect();
-        tracing::debug!(group_version, resources = resources.len(), "discovered resource scopes");
+        tracing::debug!(
+            group_version,
+            resources = resources.len(),
+            "discovered resource scopes"
+        );
         self.known
             .lock()
             .unwrap_or_else(PoisonError::into_inner)

@@ -42,7 +42,11 @@ struct State {
 
 /// Wraps a watch response body so that each event's object is moved from namespace `from` to
 /// `to`. Events are forwarded as soon as their line is complete.
-pub(crate) fn rewrite_watch_body(body: kube::client::Body, from: Arc<str>, to: Arc<str>) -> BoxBody {
+pub(crate) fn rewrite_watch_body(
+    body: kube::client::Body,
+    from: Arc<str>,
+    to: Arc<str>,
+) -> BoxBody {
     let state = State {
         frames: body.into_data_stream(),
         buf: Vec::new(),
@@ -111,7 +115,11 @@ mod tests {
             .unwrap()
             .to_bytes();
         let text = String::from_utf8(out.to_vec()).unwrap();
-        assert_eq!(text.matches(r#""namespace":"default""#).count(), 2, "{text}");
+        assert_eq!(
+            text.matches(r#""namespace":"default""#).count(),
+            2,
+            "{text}"
+        );
         assert_eq!(text.lines().count(), 2);
     }
 }

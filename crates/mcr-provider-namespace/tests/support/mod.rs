@@ -18,7 +18,10 @@ pub const SYNC: Duration = Duration::from_secs(30);
 pub async fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
     let deadline = tokio::time::Instant::now() + DEADLINE;
     while !cond() {
-        assert!(tokio::time::Instant::now() < deadline, "timed out waiting for {what}");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
@@ -102,7 +105,11 @@ impl Running {
     }
 
     pub fn names(&self) -> Vec<String> {
-        self.registry.names().iter().map(|n| n.to_string()).collect()
+        self.registry
+            .names()
+            .iter()
+            .map(|n| n.to_string())
+            .collect()
     }
 
     pub async fn wait_for(&self, name: &str) -> Cluster {

@@ -1,0 +1,162 @@
+//! The controller builder.
+//!
+//! [`Controller::new`] gives a [`Start`]; `for_` picks the reconciled type and gives a
+//! [`Builder<K>`]; `register` hands the finished controller to the manager. Because `owns` and
+//! `watches` only exist after `for_`, and `for_` only before, those two classic mistakes do not
+//! compile:
+//!
+//! ```compile_fail
+//! # fn demo(mgr: mcr_manager::Manager) {
+//! use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+//! mcr_manager::Controller::new(&mgr).owns::<Secret>(); // owns without for_
+//! # }
+//! ```
+//!
+//! ```compile_fail
+//! # fn demo(mgr: mcr_manager::Manager) {
+//! use k8s_openapi::api::core::v1::ConfigMap;
+//! mcr_manager::Controller::new(&mgr).for_::<ConfigMap>().for_::<ConfigMap>(); // two for_
+//! # }
+//! ```
+//!
+//! The builder is split by concept: `start` (choosing the reconciled type), `watches` (the
+//! secondary inputs), `watch_options` (selectors and predicates of one input), `options`
+//! (concurrency, debounce, engage options, ...) and `register` (checks, then hand-over to the
+//! manager).
+
+mod options;
+mod register;
+mod start;
+mod watch_options;
+mod watches;
+
+use std::{fmt::Debug, hash::Hash, sync::Arc, time::Duration};
+
+use kube::Resource;
+use mcr_core::{Cache, Cluster, ClusterName, Informer};
+use serde::de::DeserializeOwned;
+
+pub use self::watch_options::WatchOptions;
+use super::{
+    input::{Batch, Input, InputFn, PredicateFn, PrimaryFn, Scope, subscribe_filtered},
+    request::{IntoRequest, Request},
+    runner::ClusterFilter,
+};
+use crate::Manager;
+
+/// Entry point of the controller builder.
+///
+/// ```no_run
+/// use k8s_openapi::api::core::v1::ConfigMap;
+/// # fn demo(mgr: mcr_manager::Manager) {
+/// let builder = mcr_manager::Controller::new(&mgr).named("configmaps").for_::<ConfigMap>();
+/// # }
+/// ```
+#[derive(Debug)]
+pub struct Controller;
+
+impl Controller {
+    /// Starts building a controller that will run on `mgr`.
+    ///
+    /// ```no_run
+    /// # fn demo(mgr: mcr_manager::Manager) {
+    /// let start = mcr_manager::Controller::new(&mgr);
+    /// # }
+    /// ```
+    #[allow(clippy::new_ret_no_self)]
+    pub fn new(mgr: &Manager) -> Start {
+        Start {
+            mgr: mgr.clone(),
+            name: None,
+        }
+    }
+}
+
+/// A controller builder before its reconciled type is chosen (see [`Controller::new`]).
+#[derive(Debug)]
+pub struct Start {
+    mgr: Manager,
+    name: Option<String>,
+}
+
+/// A controller builder for the reconciled type `K` (see [`Controller::new`]).
+pub struct Builder<K>
+where
+    K: Resource + Clone + 'static,
+    K::DynamicType: Clone + Eq + Hash,
+{
+    mgr: Manager,
+    name: String,
+    dyntype: K::DynamicType,
+    primary: PrimaryFn<K>,
+    primary_watch: bool,
+    inputs: Vec<Input<K>>,
+    triggers: Vec<futures::stream::BoxStream<'static, Request<K>>>,
+    concurrency: usize,
+    debounce: Duration,
+    include_host: bool,
+    include_provider: bool,
+    filter: Option<ClusterFilter>,
+    retry_when_gone: bool,
+}
+
+impl<K> Debug for Builder<K>
+where
+    K: Resource + Clone + 'static,
+    K::DynamicType: Clone + Eq + Hash,
+{
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Builder")
+            .field("name", &self.name)
+            .field("inputs", &self.inputs.len())
+            .field("concurrency", &self.concurrency)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<K> Builder<K>
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K::DynamicType: Clone + Eq + Hash + Debug + Send + Sync + 'static,
+{
+    fn new(mgr: Manager, name: String, dyntype: K::DynamicType, primary: PrimaryFn<K>) -> Self {
+        let has_provider = mgr.provider().is_some();
+        Self {
+            mgr,
+            name,
+            dyntype,
+            primary,
+            primary_watch: true,
+            inputs: Vec::new(),
+            triggers: Vec::new(),
+            concurrency: 16,
+            debounce: Duration::ZERO,
+            include_host: !has_provider,
+            include_provider: true,
+            filter: None,
+            retry_when_gone: false,
+        }
+    }
+
+    fn add_input<O>(
+        mut self,
+        scope: Scope,
+        open: impl Fn(&Cache) -> Informer<O> + Send + Sync + 'static,
+        predicate: Option<PredicateFn<O>>,
+        map: impl Fn(&Arc<O>, &ClusterName) -> Option<Batch<K>> + Send + Sync + 'static,
+    ) -> Self
+    where
+        O: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+        O::DynamicType: Clone + Eq + Hash + Send + Sync + 'static,
+    {
+        let map = Arc::new(map);
+        let subscribe: InputFn<K> = Arc::new(move |cluster: &Cluster, name: &ClusterName| {
+            let informer = open(cluster.cache());
+            let map = map.clone();
+            let name = name.clone();
+            subscribe_filtered(informer, predicate.clone(), move |o| map(o, &name))
+        });
+        self.inputs.push(Input { scope, subscribe });
+        self
+    }
+}

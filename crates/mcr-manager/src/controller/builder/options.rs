@@ -1,0 +1,168 @@
+//! The builder's settings: name, concurrency, debounce, engage options, triggers.
+
+use std::{fmt::Debug, hash::Hash, sync::Arc, time::Duration};
+
+use futures::{Stream, StreamExt};
+use kube::Resource;
+use mcr_core::{Cluster, ClusterName};
+use serde::de::DeserializeOwned;
+
+use super::Builder;
+use crate::controller::request::Request;
+
+impl<K> Builder<K>
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K::DynamicType: Clone + Eq + Hash + Debug + Send + Sync + 'static,
+{
+    /// Renames the controller (metrics, logs, uniqueness within the manager).
+    ///
+    /// ```no_run
+    /// # fn demo(b: mcr_manager::Builder<k8s_openapi::api::core::v1::ConfigMap>) {
+    /// let b = b.named("configmap-copier");
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn named(mut self, name: impl Into<String>) -> Self {
+        self.name = name.into();
+        self
+    }
+
+    /// At most `n` reconciles at once across all clusters (default 16).
+    ///
+    /// ```no_run
+    /// # fn demo(b: mcr_manager::Builder<k8s_openapi::api::core::v1::ConfigMap>) {
+    /// let b = b.concurrency(4);
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn concurrency(mut self, n: usize) -> Self {
+        self.concurrency = n;
+        self
+    }
+
+    /// Holds each request until no new request for the same object (in the same cluster)
+    /// arrived for this long, so bursts collapse into one reconcile (default: none).
+    ///
+    /// Same rule as kube-runtime's `Controller::with_config(Config::default().debounce(..))`:
+    /// every request, requeues included, is due at its time plus the period; a new event within
+    /// the window pushes the reconcile back by a full period; a request already due (or a
+    /// running object's follow-up that is already due) is not delayed further.
+    ///
+    /// ```no_run
+    /// # fn demo(b: mcr_manager::Builder<k8s_openapi::api::core::v1::ConfigMap>) {
+    /// let b = b.debounce(std::time::Duration::from_millis(200));
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn debounce(mut self, debounce: Duration) -> Self {
+        self.debounce = debounce;
+        self
+    }
+
+    /// Whether the manager's host cluster is engaged (default: only when there is no provider).
+    ///
+    /// ```no_run
+    /// # fn demo(b: mcr_manager::Builder<k8s_openapi::api::core::v1::ConfigMap>) {
+    /// let b = b.include_host(true);
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn include_host(mut self, include: bool) -> Self {
+        self.include_host = include;
+        self
+    }
+
+    /// Whether the provider's clusters are engaged (default: yes).
+    ///
+    /// ```no_run
+    /// # fn demo(b: mcr_manager::Builder<k8s_openapi::api::core::v1::ConfigMap>) {
+    /// let b = b.include_host(true).include_provider_clusters(false);
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn include_provider_clusters(mut self, include: bool) -> Self {
+        self.include_provider = include;
+        self
+    }
+
+    /// Engage only the clusters for which `filter` returns true.
+    ///
+    /// ```no_run
+    /// # fn demo(b: mcr_manager::Builder<k8s_openapi::api::core::v1::ConfigMap>) {
+    /// let b = b.cluster_filter(|name, _cluster| name.as_str().starts_with("prod-"));
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn cluster_filter(
+        mut self,
+        filter: impl Fn(&ClusterName, &Cluster) -> bool + Send + Sync + 'static,
+    ) -> Self {
+        self.filter = Some(Arc::new(filter));
+        self
+    }
+
+    /// Keep retrying (through the error policy) when a reconcile fails because its cluster
+    /// is gone (`mcr_core::is_cluster_not_found`). Default: such reconciles end quietly.
+    ///
+    /// ```no_run
+    /// # fn demo(b: mcr_manager::Builder<k8s_openapi::api::core::v1::ConfigMap>) {
+    /// let b = b.retry_when_cluster_gone(true);
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn retry_when_cluster_gone(mut self, retry: bool) -> Self {
+        self.retry_when_gone = retry;
+        self
+    }
+
+    /// Stop `for_` from triggering reconciles: the primary cache is still kept (the reconciler
+    /// gets its objects from it), but only `owns`, `watches` and `reconcile_on` trigger.
+    ///
+    /// ```no_run
+    /// # use std::sync::Arc;
+    /// # use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+    /// # use kube::runtime::reflector::ObjectRef;
+    /// # fn demo(mgr: mcr_manager::Manager) {
+    /// let b = mcr_manager::Controller::new(&mgr)
+    ///     .for_::<ConfigMap>()
+    ///     .without_primary_watch()
+    ///     .watches::<Secret, _>(|s: Arc<Secret>, _| {
+    ///         Some(ObjectRef::<ConfigMap>::new(s.metadata.name.as_deref().unwrap_or_default()))
+    ///     });
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn without_primary_watch(mut self) -> Self {
+        // `for_*` always adds the primary watch first.
+        if self.primary_watch && !self.inputs.is_empty() {
+            self.inputs.remove(0);
+            self.primary_watch = false;
+        }
+        self
+    }
+
+    /// Also reconcile every request this stream yields (any engaged cluster), like
+    /// kube-runtime's `reconcile_on`.
+    ///
+    /// ```no_run
+    /// # use k8s_openapi::api::core::v1::ConfigMap;
+    /// # use kube::runtime::reflector::ObjectRef;
+    /// # fn demo(b: mcr_manager::Builder<ConfigMap>) {
+    /// let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    /// let b = b.reconcile_on(tokio_stream_like(rx));
+    /// tx.send(mcr_manager::Request::new("east", ObjectRef::new("cm").within("default"))).ok();
+    /// # }
+    /// # fn tokio_stream_like<T: Send + 'static>(mut rx: tokio::sync::mpsc::UnboundedReceiver<T>)
+    /// #   -> impl futures::Stream<Item = T> + Send + 'static {
+    /// #   futures::stream::poll_fn(move |cx| rx.poll_recv(cx)) }
+    /// ```
+    #[must_use]
+    pub fn reconcile_on(
+        mut self,
+        trigger: impl Stream<Item = Request<K>> + Send + 'static,
+    ) -> Self {
+        self.triggers.push(trigger.boxed());
+        self
+    }
+}

@@ -1,0 +1,82 @@
+//! [`Builder::register`]: the builder's checks, then the hand-over to the manager.
+
+use std::{fmt::Debug, future::Future, hash::Hash, sync::Arc};
+
+use kube::{Resource, runtime::controller::Action};
+use serde::de::DeserializeOwned;
+
+use super::Builder;
+use crate::{
+    Error,
+    controller::{
+        context::Context,
+        runner::{ControllerTask, Spec},
+    },
+    error::BuilderError,
+};
+
+impl<K> Builder<K>
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K::DynamicType: Clone + Eq + Hash + Debug + Send + Sync + 'static,
+{
+    /// Checks the controller and hands it to the manager. It starts when the manager runs (or
+    /// at once if the manager is already running) and receives every cluster engaged so far.
+    ///
+    /// `reconcile` and `error_policy` have kube-runtime's shapes, with [`Context`] in place of
+    /// `Arc<Ctx>`.
+    ///
+    /// ```no_run
+    /// # use std::sync::Arc;
+    /// # use k8s_openapi::api::core::v1::ConfigMap;
+    /// # use kube::runtime::controller::Action;
+    /// # use mcr_manager::Context;
+    /// # async fn reconcile(_: Arc<ConfigMap>, _: Context<()>) -> Result<Action, kube::Error> { Ok(Action::await_change()) }
+    /// # fn error_policy(_: Arc<ConfigMap>, _: &kube::Error, _: Context<()>) -> Action { Action::await_change() }
+    /// # fn demo(mgr: mcr_manager::Manager) -> Result<(), mcr_manager::Error> {
+    /// mcr_manager::Controller::new(&mgr)
+    ///     .for_::<ConfigMap>()
+    ///     .register(reconcile, error_policy, Arc::new(()))?;
+    /// # Ok(()) }
+    /// ```
+    pub fn register<Ctx, R, P, Fut, E>(
+        self,
+        reconcile: R,
+        error_policy: P,
+        data: Arc<Ctx>,
+    ) -> Result<(), Error>
+    where
+        Ctx: Send + Sync + 'static,
+        R: Fn(Arc<K>, Context<Ctx>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Action, E>> + Send + 'static,
+        E: std::error::Error + Send + 'static,
+        P: Fn(Arc<K>, &E, Context<Ctx>) -> Action + Send + Sync + 'static,
+    {
+        let controller = self.name.clone();
+        if self.concurrency == 0 {
+            return Err(BuilderError::ZeroConcurrency { controller }.into());
+        }
+        if self.inputs.is_empty() && self.triggers.is_empty() {
+            return Err(BuilderError::NoWatches { controller }.into());
+        }
+        if !self.include_host && !self.include_provider {
+            return Err(BuilderError::NoClusters { controller }.into());
+        }
+        let spec = Spec {
+            name: self.name,
+            primary: self.primary,
+            inputs: self.inputs,
+            triggers: self.triggers,
+            concurrency: self.concurrency,
+            debounce: self.debounce,
+            include_host: self.include_host,
+            include_provider: self.include_provider,
+            filter: self.filter,
+            retry_when_gone: self.retry_when_gone,
+            host: self.mgr.local().clone(),
+            metrics: self.mgr.metrics().clone(),
+        };
+        let task = ControllerTask::new(spec, reconcile, error_policy, data);
+        self.mgr.add_controller(Arc::new(task))
+    }
+}

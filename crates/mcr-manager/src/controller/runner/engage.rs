@@ -1,0 +1,191 @@
+//! Cluster engagement: subscribing a cluster's inputs, following its cache sync, and dropping
+//! it (and its queued requests) when it leaves or is replaced.
+
+use std::{fmt::Debug, future::Future, hash::Hash, sync::Arc, time::Duration};
+
+use futures::StreamExt;
+use kube::{Resource, runtime::controller::Action};
+use mcr_core::{BoxFuture, Cache, Cluster, ClusterId, ClusterName, Informer};
+use serde::de::DeserializeOwned;
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, trace, warn};
+
+use super::{Engagement, Loop};
+use crate::{
+    controller::{context::Context, input::Scope},
+    metrics::ClusterMetrics,
+};
+
+/// How long one wait for a cluster's caches to sync lasts before it is reported and retried.
+const SYNC_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// One engaged cluster, as the loop sees it.
+pub(super) struct Engaged<K, Ctx>
+where
+    K: Resource + Clone + 'static,
+    K::DynamicType: Clone + Eq + Hash,
+{
+    pub(super) cluster: Cluster,
+    pub(super) token: CancellationToken,
+    pub(super) primary: Informer<K>,
+    pub(super) ctx: Context<Ctx>,
+    pub(super) metrics: ClusterMetrics,
+    pub(super) restarts: Vec<Box<dyn Fn() -> u64 + Send + Sync>>,
+}
+
+/// A sync check that ended: the cluster, its instance, the attempt, and the result (`None` if
+/// the cluster left meanwhile).
+pub(super) type SyncDone = (
+    ClusterName,
+    ClusterId,
+    u32,
+    Option<Result<(), mcr_core::Error>>,
+);
+
+impl<K, Ctx, R, P, Fut, E> Loop<'_, K, Ctx, R, P, Fut, E>
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K::DynamicType: Clone + Eq + Hash + Debug + Send + Sync + 'static,
+    Ctx: Send + Sync + 'static,
+    R: Fn(Arc<K>, Context<Ctx>) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<Action, E>> + Send + 'static,
+    E: std::error::Error + Send + 'static,
+    P: Fn(Arc<K>, &E, Context<Ctx>) -> Action + Send + Sync + 'static,
+{
+    pub(super) fn engage(&mut self, e: Engagement) {
+        if e.token.is_cancelled() {
+            return;
+        }
+        let name = e.name;
+        let mut metrics = None;
+        if let Some(current) = self.engaged.get(&name) {
+            if current.cluster.same_instance(&e.cluster) && !current.token.is_cancelled() {
+                trace!(controller = %self.spec.name, cluster = %name, "already engaged");
+                return;
+            }
+            debug!(controller = %self.spec.name, cluster = %name, "replacing cluster instance");
+            current.token.cancel();
+            metrics = Some(current.metrics.clone());
+        }
+        let token = e.token.child_token();
+        let cluster = e.cluster;
+        let primary = (self.spec.primary)(cluster.cache());
+        let mut restarts = Vec::new();
+        for input in self
+            .spec
+            .inputs
+            .iter()
+            .filter(|i| i.scope == Scope::Engaged)
+        {
+            let sub = (input.subscribe)(&cluster, &name);
+            restarts.push(sub.restarts);
+            self.streams.push(
+                sub.stream
+                    .take_until(token.clone().cancelled_owned())
+                    .boxed(),
+            );
+        }
+        let metrics =
+            metrics.unwrap_or_else(|| self.spec.metrics.cluster(&self.spec.name, name.as_str()));
+        let id = cluster.id();
+        let gone_token = token.clone();
+        let gone_name = name.clone();
+        self.gones.push(Box::pin(async move {
+            gone_token.cancelled().await;
+            (gone_name, id)
+        }));
+        self.syncs.push(sync_check(
+            cluster.cache().clone(),
+            name.clone(),
+            id,
+            0,
+            token.clone(),
+        ));
+        debug!(controller = %self.spec.name, cluster = %name, "cluster engaged");
+        let ctx = Context::new(cluster.clone(), self.task.data.clone());
+        self.engaged.insert(
+            name,
+            Engaged {
+                cluster,
+                token,
+                primary,
+                ctx,
+                metrics,
+                restarts,
+            },
+        );
+        self.engaged_gauge.set(self.engaged.len() as i64);
+    }
+
+    pub(super) fn disengage(&mut self, name: &ClusterName, id: ClusterId) {
+        if self.engaged.get(name).is_none_or(|e| e.cluster.id() != id) {
+            return; // an instance that was already replaced
+        }
+        if let Some(e) = self.engaged.remove(name) {
+            let dropped = self.queue.remove_cluster(name);
+            self.spec.metrics.forget_cluster(&e.metrics);
+            debug!(controller = %self.spec.name, cluster = %name, dropped, "cluster disengaged");
+        }
+        self.engaged_gauge.set(self.engaged.len() as i64);
+    }
+
+    pub(super) fn synced(&mut self, (name, id, attempt, result): SyncDone) {
+        let Some(e) = self.engaged.get(&name).filter(|e| e.cluster.id() == id) else {
+            return;
+        };
+        match result {
+            None => {}
+            Some(Ok(())) => {
+                debug!(controller = %self.spec.name, cluster = %name, "caches synced");
+            }
+            Some(Err(err)) => {
+                warn!(
+                    controller = %self.spec.name, cluster = %name, error = %err, attempt,
+                    "caches did not sync yet; the cluster stays engaged and is checked again"
+                );
+                let next = sync_check(
+                    e.cluster.cache().clone(),
+                    name,
+                    id,
+                    attempt.saturating_add(1),
+                    e.token.clone(),
+                );
+                self.syncs.push(next);
+            }
+        }
+    }
+
+    pub(super) fn report_restarts(&self) {
+        for e in self.engaged.values() {
+            let total: u64 = e.restarts.iter().map(|r| r()).sum();
+            e.metrics
+                .restarts
+                .set(i64::try_from(total).unwrap_or(i64::MAX));
+        }
+    }
+}
+
+/// Waits for a cluster's caches to sync (after a backoff when retrying); `None` if the cluster
+/// left meanwhile.
+fn sync_check(
+    cache: Cache,
+    name: ClusterName,
+    id: ClusterId,
+    attempt: u32,
+    token: CancellationToken,
+) -> BoxFuture<'static, SyncDone> {
+    Box::pin(async move {
+        let wait = async {
+            if attempt > 0 {
+                let backoff = Duration::from_secs(1 << attempt.min(6));
+                tokio::time::sleep(backoff).await;
+            }
+            cache.wait_for_sync(SYNC_TIMEOUT).await
+        };
+        let result = tokio::select! {
+            r = wait => Some(r),
+            () = token.cancelled() => None,
+        };
+        (name, id, attempt, result)
+    })
+}

@@ -1,0 +1,70 @@
+//! Event intake: turning watch events and raw triggers into queued requests.
+
+use std::{fmt::Debug, future::Future, hash::Hash, sync::Arc};
+
+use futures::StreamExt;
+use kube::{Resource, runtime::controller::Action};
+use mcr_core::ClusterName;
+use serde::de::DeserializeOwned;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tracing::trace;
+
+use super::Loop;
+use crate::controller::{
+    context::Context,
+    input::{Batch, Scope},
+    request::Request,
+};
+
+impl<K, Ctx, R, P, Fut, E> Loop<'_, K, Ctx, R, P, Fut, E>
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K::DynamicType: Clone + Eq + Hash + Debug + Send + Sync + 'static,
+    Ctx: Send + Sync + 'static,
+    R: Fn(Arc<K>, Context<Ctx>) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<Action, E>> + Send + 'static,
+    E: std::error::Error + Send + 'static,
+    P: Fn(Arc<K>, &E, Context<Ctx>) -> Action + Send + Sync + 'static,
+{
+    /// Host-scoped inputs and raw triggers live as long as the controller.
+    pub(super) fn start_static_inputs(&mut self, stop: &CancellationToken) {
+        let host = ClusterName::host();
+        for input in self.spec.inputs.iter().filter(|i| i.scope == Scope::Host) {
+            let sub = (input.subscribe)(&self.spec.host, &host);
+            self.streams.push(
+                sub.stream
+                    .take_until(stop.clone().cancelled_owned())
+                    .boxed(),
+            );
+        }
+        for trigger in self.spec.triggers.drain(..) {
+            self.streams.push(
+                trigger
+                    .map(Batch::One)
+                    .take_until(stop.clone().cancelled_owned())
+                    .boxed(),
+            );
+        }
+    }
+
+    pub(super) fn push(&mut self, batch: Batch<K>, at: Instant) {
+        match batch {
+            Batch::One(r) => self.push_one(r, at),
+            Batch::Many(all) => {
+                for r in all {
+                    self.push_one(r, at);
+                }
+            }
+        }
+    }
+
+    fn push_one(&mut self, r: Request<K>, at: Instant) {
+        let Some(e) = self.engaged.get(&r.cluster) else {
+            trace!(controller = %self.spec.name, request = %r, "cluster not engaged; dropped");
+            return;
+        };
+        self.queue.push(&r.cluster, r.object, at);
+        e.metrics.depth.set(self.queue.ready_len(&r.cluster) as i64);
+    }
+}

@@ -1,0 +1,178 @@
+//! Reconcile execution: starting a reconcile (panics caught), and turning its outcome into
+//! metrics, logs and the queue's next step.
+
+use std::{
+    fmt::{self, Debug},
+    future::Future,
+    hash::Hash,
+    panic::AssertUnwindSafe,
+    sync::Arc,
+    time::Duration,
+};
+
+use futures::FutureExt;
+use kube::{
+    Resource,
+    runtime::{controller::Action, reflector::ObjectRef},
+};
+use mcr_core::{ClusterName, is_cluster_not_found};
+use serde::de::DeserializeOwned;
+use tokio::time::Instant;
+use tracing::{Instrument, debug, error, info_span, trace, warn};
+
+use super::Loop;
+use crate::{
+    controller::{action::requeue_after, context::Context},
+    queue::{Outcome, after},
+};
+
+/// A reconcile that ended.
+pub(super) struct Finished<K: Resource, Ctx, E> {
+    cluster: ClusterName,
+    key: Arc<ObjectRef<K>>,
+    obj: Arc<K>,
+    ctx: Context<Ctx>,
+    result: std::thread::Result<Result<Action, E>>,
+    elapsed: Duration,
+}
+
+/// Shows a request without building one.
+struct Shown<'a, K: Resource>(&'a ClusterName, &'a ObjectRef<K>);
+
+impl<K: Resource> fmt::Display for Shown<'_, K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let ns = self.1.namespace.as_deref().unwrap_or_default();
+        write!(f, "cluster://{}/{}/{}", self.0, ns, self.1.name)
+    }
+}
+
+impl<K, Ctx, R, P, Fut, E> Loop<'_, K, Ctx, R, P, Fut, E>
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K::DynamicType: Clone + Eq + Hash + Debug + Send + Sync + 'static,
+    Ctx: Send + Sync + 'static,
+    R: Fn(Arc<K>, Context<Ctx>) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<Action, E>> + Send + 'static,
+    E: std::error::Error + Send + 'static,
+    P: Fn(Arc<K>, &E, Context<Ctx>) -> Action + Send + Sync + 'static,
+{
+    pub(super) fn start_reconcile(
+        &mut self,
+        cluster: ClusterName,
+        key: Arc<ObjectRef<K>>,
+    ) -> Option<impl Future<Output = Finished<K, Ctx, E>> + use<K, Ctx, R, P, Fut, E>> {
+        let Some(e) = self.engaged.get(&cluster) else {
+            self.queue.done(&cluster, &key, Outcome::Success(None));
+            return None;
+        };
+        e.metrics.depth.set(self.queue.ready_len(&cluster) as i64);
+        let Some(obj) = e.primary.get(key.namespace.as_deref(), &key.name) else {
+            trace!(controller = %self.spec.name, object = %Shown(&cluster, &key), "not in cache; skipped");
+            self.queue.done(&cluster, &key, Outcome::Success(None));
+            return None;
+        };
+        let ctx = e.ctx.clone();
+        let span = info_span!(
+            "reconcile",
+            controller = %self.spec.name,
+            cluster = %cluster,
+            object = %Shown(&cluster, &key),
+        );
+        let reconcile = &self.task.reconcile;
+        let created =
+            std::panic::catch_unwind(AssertUnwindSafe(|| reconcile(obj.clone(), ctx.clone())));
+        Some(
+            async move {
+                let started = Instant::now();
+                let result = match created {
+                    Ok(fut) => AssertUnwindSafe(fut).catch_unwind().await,
+                    Err(panic) => Err(panic),
+                };
+                Finished {
+                    cluster,
+                    key,
+                    obj,
+                    ctx,
+                    result,
+                    elapsed: started.elapsed(),
+                }
+            }
+            .instrument(span),
+        )
+    }
+
+    pub(super) fn finish(&mut self, f: Finished<K, Ctx, E>) {
+        let Finished {
+            cluster,
+            key,
+            obj,
+            ctx,
+            result,
+            elapsed,
+        } = f;
+        let Some(e) = self.engaged.get(&cluster) else {
+            // The cluster left while this ran: nothing to retry against.
+            debug!(controller = %self.spec.name, object = %Shown(&cluster, &key), "cluster left during reconcile");
+            self.queue.done(&cluster, &key, Outcome::Success(None));
+            return;
+        };
+        e.metrics.duration.observe(elapsed.as_secs_f64());
+        let now = Instant::now();
+        let outcome = match result {
+            Ok(Ok(action)) => {
+                e.metrics.success.inc();
+                Outcome::Success(requeue_after(&action).map(|d| after(now, d)))
+            }
+            Ok(Err(err)) if !self.spec.retry_when_gone && is_cluster_not_found(&err) => {
+                e.metrics.gone.inc();
+                debug!(
+                    controller = %self.spec.name, object = %Shown(&cluster, &key), error = %err,
+                    "cluster not found; not retried"
+                );
+                Outcome::Failure(None)
+            }
+            Ok(Err(err)) => {
+                e.metrics.error.inc();
+                warn!(
+                    controller = %self.spec.name, object = %Shown(&cluster, &key), error = %err,
+                    "reconcile failed"
+                );
+                // The error policy is user code too: a panic there must not stop the loop.
+                let policy = &self.task.error_policy;
+                match std::panic::catch_unwind(AssertUnwindSafe(|| policy(obj, &err, ctx))) {
+                    Ok(action) => Outcome::Failure(requeue_after(&action).map(|d| after(now, d))),
+                    Err(panic) => {
+                        error!(
+                            controller = %self.spec.name, object = %Shown(&cluster, &key),
+                            panic = %panic_message(panic.as_ref()),
+                            "error policy panicked; retrying with backoff"
+                        );
+                        Outcome::Backoff
+                    }
+                }
+            }
+            Err(panic) => {
+                e.metrics.panic.inc();
+                error!(
+                    controller = %self.spec.name, object = %Shown(&cluster, &key),
+                    panic = %panic_message(panic.as_ref()),
+                    "reconciler panicked; retrying with backoff"
+                );
+                Outcome::Backoff
+            }
+        };
+        self.queue.done(&cluster, &key, outcome);
+        if let Some(e) = self.engaged.get(&cluster) {
+            e.metrics.depth.set(self.queue.ready_len(&cluster) as i64);
+        }
+    }
+}
+
+/// The message of a caught panic, if it is a string.
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "<non-string panic>".to_owned())
+}

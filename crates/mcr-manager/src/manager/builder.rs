@@ -1,0 +1,150 @@
+//! Building a [`Manager`]: [`ManagerBuilder`], [`Manager::new`] and [`Manager::builder`].
+
+use std::{
+    net::SocketAddr,
+    sync::{Arc, Mutex, atomic::AtomicBool},
+};
+
+use mcr_core::{Cluster, ClusterName, Provider};
+
+use super::{Inner, Manager, State};
+#[cfg(feature = "leader-election")]
+use crate::LeaderElection;
+use crate::Metrics;
+
+/// Builds a [`Manager`].
+///
+/// ```no_run
+/// # async fn demo(client: kube::Client) {
+/// let mgr = mcr_manager::Manager::builder(client)
+///     .metrics_address(([0, 0, 0, 0], 8080).into())
+///     .build();
+/// # }
+/// ```
+#[must_use]
+pub struct ManagerBuilder {
+    host: Cluster,
+    provider: Option<Arc<dyn Provider>>,
+    metrics: Option<Metrics>,
+    metrics_addr: Option<SocketAddr>,
+    #[cfg(feature = "leader-election")]
+    leader_election: Option<LeaderElection>,
+}
+
+impl std::fmt::Debug for ManagerBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ManagerBuilder").finish_non_exhaustive()
+    }
+}
+
+impl ManagerBuilder {
+    /// Adds the provider whose clusters controllers reconcile. A provider with a discovery
+    /// loop is started by [`Manager::run`].
+    ///
+    /// ```no_run
+    /// # use std::sync::Arc;
+    /// # fn demo(client: kube::Client) {
+    /// let provider = Arc::new(mcr_core::providers::clusters::ClustersProvider::new());
+    /// let mgr = mcr_manager::Manager::builder(client).provider(provider).build();
+    /// # }
+    /// ```
+    pub fn provider(mut self, provider: Arc<dyn Provider>) -> Self {
+        self.provider = Some(provider);
+        self
+    }
+
+    /// Serves `/metrics`, `/healthz` and `/readyz` on this address while running (port 0
+    /// picks a free port; see [`Manager::http_addr`]).
+    ///
+    /// ```no_run
+    /// # fn demo(client: kube::Client) {
+    /// let mgr = mcr_manager::Manager::builder(client).metrics_address(([127, 0, 0, 1], 0).into()).build();
+    /// # }
+    /// ```
+    pub fn metrics_address(mut self, addr: SocketAddr) -> Self {
+        self.metrics_addr = Some(addr);
+        self
+    }
+
+    /// Uses this metrics registry (e.g. one shared with other parts of the program).
+    ///
+    /// ```no_run
+    /// # fn demo(client: kube::Client) {
+    /// let metrics = mcr_manager::Metrics::new();
+    /// let mgr = mcr_manager::Manager::builder(client).metrics(metrics.clone()).build();
+    /// # }
+    /// ```
+    pub fn metrics(mut self, metrics: Metrics) -> Self {
+        self.metrics = Some(metrics);
+        self
+    }
+
+    /// Runs controllers and the provider only while holding this Lease on the host cluster.
+    ///
+    /// ```no_run
+    /// # fn demo(client: kube::Client) {
+    /// let le = mcr_manager::LeaderElection::new("my-controller", "kube-system");
+    /// let mgr = mcr_manager::Manager::builder(client).leader_election(le).build();
+    /// # }
+    /// ```
+    #[cfg(feature = "leader-election")]
+    pub fn leader_election(mut self, config: LeaderElection) -> Self {
+        self.leader_election = Some(config);
+        self
+    }
+
+    /// The manager.
+    ///
+    /// ```no_run
+    /// # fn demo(client: kube::Client) {
+    /// let mgr = mcr_manager::Manager::builder(client).build();
+    /// # }
+    /// ```
+    pub fn build(self) -> Manager {
+        Manager {
+            inner: Arc::new(Inner {
+                host: self.host,
+                provider: self.provider,
+                metrics: self.metrics.unwrap_or_default(),
+                metrics_addr: self.metrics_addr,
+                #[cfg(feature = "leader-election")]
+                leader_election: self.leader_election,
+                leader: AtomicBool::new(false),
+                state: Mutex::new(State::default()),
+            }),
+        }
+    }
+}
+
+impl Manager {
+    /// A manager for the host cluster reached by `client`, with an optional provider.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), kube::Error> {
+    /// let mgr = mcr_manager::Manager::new(kube::Client::try_default().await?, None);
+    /// # Ok(()) }
+    /// ```
+    pub fn new(client: kube::Client, provider: Option<Arc<dyn Provider>>) -> Manager {
+        let mut builder = Self::builder(client);
+        builder.provider = provider;
+        builder.build()
+    }
+
+    /// A [`ManagerBuilder`] for more options.
+    ///
+    /// ```no_run
+    /// # fn demo(client: kube::Client) {
+    /// let mgr = mcr_manager::Manager::builder(client).build();
+    /// # }
+    /// ```
+    pub fn builder(client: kube::Client) -> ManagerBuilder {
+        ManagerBuilder {
+            host: Cluster::new(ClusterName::host(), client),
+            provider: None,
+            metrics: None,
+            metrics_addr: None,
+            #[cfg(feature = "leader-election")]
+            leader_election: None,
+        }
+    }
+}

@@ -1,0 +1,168 @@
+//! The manager's view of the fleet: looking clusters up, readiness, field indexes, and
+//! engagement (the [`Aware`] side that providers call).
+
+use mcr_core::{Aware, Cluster, ClusterName, FieldIndex};
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, warn};
+
+use super::Manager;
+use crate::Error;
+
+impl Manager {
+    /// The cluster of that name: the host cluster for the empty name, otherwise an engaged
+    /// cluster or the provider's; `Error::ClusterNotFound` if there is none.
+    ///
+    /// ```no_run
+    /// # async fn demo(mgr: mcr_manager::Manager) -> Result<(), mcr_core::Error> {
+    /// let host = mgr.cluster("").await?;
+    /// let east = mgr.cluster("east").await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn cluster(&self, name: impl Into<ClusterName>) -> Result<Cluster, mcr_core::Error> {
+        let name = name.into();
+        if name.is_host() {
+            return Ok(self.inner.host.clone());
+        }
+        let engaged = self.state().engaged.get(&name).map(|(c, _)| c.clone());
+        if let Some(cluster) = engaged {
+            return Ok(cluster);
+        }
+        match &self.inner.provider {
+            Some(provider) => provider.get(&name).await,
+            None => Err(mcr_core::Error::ClusterNotFound(name)),
+        }
+    }
+
+    /// Names of engaged clusters (and `""` for the host) whose caches have not synced yet.
+    /// Empty means ready (what `/readyz` reports).
+    ///
+    /// ```no_run
+    /// # fn demo(mgr: mcr_manager::Manager) {
+    /// let ready = mgr.unsynced_clusters().is_empty();
+    /// # }
+    /// ```
+    pub fn unsynced_clusters(&self) -> Vec<ClusterName> {
+        let mut out: Vec<ClusterName> = self
+            .state()
+            .engaged
+            .iter()
+            .filter(|(_, (c, t))| !t.is_cancelled() && !c.cache().is_synced())
+            .map(|(n, _)| n.clone())
+            .collect();
+        if self.inner.host.cache().is_started() && !self.inner.host.cache().is_synced() {
+            out.push(ClusterName::host());
+        }
+        out.sort();
+        out
+    }
+
+    /// Names of the clusters engaged so far (not the host), sorted.
+    ///
+    /// ```no_run
+    /// # fn demo(mgr: mcr_manager::Manager) {
+    /// for name in mgr.engaged_clusters() { println!("{name}"); }
+    /// # }
+    /// ```
+    pub fn engaged_clusters(&self) -> Vec<ClusterName> {
+        let mut names: Vec<ClusterName> = self.state().engaged.keys().cloned().collect();
+        names.sort();
+        names
+    }
+
+    /// Registers a field index on every cluster of the provider (current and future) and on
+    /// the host cluster.
+    ///
+    /// ```no_run
+    /// # use k8s_openapi::api::core::v1::ConfigMap;
+    /// # async fn demo(mgr: mcr_manager::Manager) -> Result<(), mcr_manager::Error> {
+    /// let by_owner = mcr_core::FieldIndex::new::<ConfigMap>("owner", |cm| {
+    ///     cm.metadata.labels.as_ref().and_then(|l| l.get("owner").cloned()).into_iter().collect()
+    /// });
+    /// mgr.index_field(&by_owner).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn index_field(&self, index: &FieldIndex) -> Result<(), Error> {
+        if let Some(provider) = &self.inner.provider {
+            provider.index_field(index).await?;
+        }
+        self.inner.host.cache().index_field(index)?;
+        let engaged: Vec<Cluster> = self
+            .state()
+            .engaged
+            .values()
+            .map(|(c, _)| c.clone())
+            .collect();
+        for cluster in engaged {
+            // Clusters engaged by hand (not through the provider) get it too; idempotent.
+            cluster.cache().index_field(index)?;
+        }
+        Ok(())
+    }
+}
+
+impl Aware for Manager {
+    /// Engages `cluster` under `name` with every controller and runnable (also those added
+    /// later). The same instance again is a no-op; a new instance replaces the old one (the
+    /// old one's watches stop, nothing is reconciled against it afterwards). The cluster is
+    /// forgotten when `token` fires. A cluster whose cache was not started yet (engaged by hand
+    /// rather than through [`Clusters::add`](mcr_core::Clusters::add)) gets it started for the
+    /// engagement's lifetime.
+    fn engage(
+        &self,
+        token: CancellationToken,
+        name: ClusterName,
+        cluster: Cluster,
+    ) -> Result<(), mcr_core::Error> {
+        if name.is_host() {
+            return Err(mcr_core::Error::Engage {
+                cluster: name,
+                reason: "the empty name is reserved for the host cluster".to_owned(),
+            });
+        }
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            return Err(mcr_core::Error::Engage {
+                cluster: name,
+                reason: "engage must be called inside a tokio runtime".to_owned(),
+            });
+        };
+        let runnables = {
+            let mut state = self.state();
+            if let Some((current, t)) = state.engaged.get(&name)
+                && current.same_instance(&cluster)
+                && !t.is_cancelled()
+            {
+                return Ok(());
+            }
+            state
+                .engaged
+                .insert(name.clone(), (cluster.clone(), token.clone()));
+            state.runnables.clone()
+        };
+        // Providers start the cache before engaging (`Clusters::add`); a cluster engaged by
+        // hand may not have: start it for the engagement's lifetime (a no-op if started).
+        cluster.cache().start(token.child_token());
+        debug!(cluster = %name, "cluster engaged");
+        let weak = self.downgrade();
+        let (gone_name, gone_id, gone_token) = (name.clone(), cluster.id(), token.clone());
+        rt.spawn(async move {
+            gone_token.cancelled().await;
+            let Some(inner) = weak.upgrade() else { return };
+            let mgr = Manager { inner };
+            let mut state = mgr.state();
+            if state
+                .engaged
+                .get(&gone_name)
+                .is_some_and(|(c, _)| c.id() == gone_id)
+            {
+                state.engaged.remove(&gone_name);
+                debug!(cluster = %gone_name, "cluster disengaged");
+            }
+        });
+        for runnable in runnables {
+            if let Err(err) = runnable.engage(token.clone(), name.clone(), cluster.clone()) {
+                warn!(runnable = runnable.name(), cluster = %name, error = %err, "engage failed");
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,273 @@
+//! Engagement edge cases: clusters that cannot sync, instances replaced under the same name,
+//! clusters leaving with queued work, and controllers added after clusters were engaged.
+
+mod common;
+
+use std::{sync::Arc, time::Duration};
+
+use common::*;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::{ResourceExt, runtime::controller::Action};
+use mcr_core::{Aware, Cluster, ClusterName};
+use mcr_envtest::{Partition, TestCluster};
+use mcr_manager::{Context, Controller, Manager};
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+type Res = Result<Action, mcr_core::Error>;
+
+fn retry(_: Arc<ConfigMap>, _: &mcr_core::Error, _: Context<Log>) -> Action {
+    Action::requeue(Duration::from_millis(20))
+}
+
+async fn record(cm: Arc<ConfigMap>, ctx: Context<Log>) -> Res {
+    ctx.push(format!(
+        "{}/{}={}",
+        ctx.cluster_name(),
+        cm.name_any(),
+        value(&cm)
+    ));
+    Ok(Action::await_change())
+}
+
+/// The value of one `mcr_queue_depth` series of the default controller name.
+fn depth(mgr: &Manager, cluster: &str) -> i64 {
+    let prefix = format!(r#"mcr_queue_depth{{controller="configmap",cluster="{cluster}"}} "#);
+    mgr.metrics()
+        .encode()
+        .lines()
+        .find_map(|l| l.strip_prefix(&prefix).and_then(|v| v.trim().parse().ok()))
+        .unwrap_or(0)
+}
+
+#[tokio::test]
+async fn a_cluster_that_cannot_sync_is_reported_not_fatal_and_catches_up_after_heal() {
+    let env = Env::start(1).await;
+    let stuck = TestCluster::start("stuck").await.unwrap();
+    create_cm(stuck.client(), "waiting", "1").await;
+    let log = Log::default();
+    Controller::new(&env.mgr)
+        .for_::<ConfigMap>()
+        .register(record, retry, Arc::new(log.clone()))
+        .unwrap();
+    let run = env.run();
+    create_cm(env.member("cluster-1").client(), "before", "1").await;
+    wait_for("cluster-1 reconciled", || {
+        log.contains("cluster-1/before=1")
+    })
+    .await;
+
+    // Engaged by hand (a provider would wait for the sync first): its list request hangs.
+    stuck.partition(Partition::Hang);
+    let engagement = CancellationToken::new();
+    env.mgr
+        .engage(
+            engagement.clone(),
+            ClusterName::new("stuck"),
+            Cluster::new("stuck", stuck.client()),
+        )
+        .unwrap();
+    wait_for("the stuck cluster is reported as not synced", || {
+        env.mgr.unsynced_clusters() == vec![ClusterName::new("stuck")]
+    })
+    .await;
+
+    // Not fatal: the manager runs on and the other cluster keeps reconciling.
+    create_cm(env.member("cluster-1").client(), "during", "1").await;
+    wait_for("cluster-1 still reconciled", || {
+        log.contains("cluster-1/during=1")
+    })
+    .await;
+    assert!(
+        !run.is_finished(),
+        "an unsynced cluster stopped the manager"
+    );
+    assert_eq!(env.mgr.unsynced_clusters(), vec![ClusterName::new("stuck")]);
+    assert_eq!(log.count("stuck/"), 0, "nothing reconciled before the sync");
+
+    stuck.heal();
+    wait_for("the stuck cluster's objects reconciled", || {
+        log.contains("stuck/waiting=1")
+    })
+    .await;
+    wait_for("ready", || env.mgr.unsynced_clusters().is_empty()).await;
+    create_cm(stuck.client(), "after", "1").await;
+    wait_for("its watch works", || log.contains("stuck/after=1")).await;
+
+    env.token.cancel();
+    run.await.unwrap().unwrap();
+    engagement.cancel();
+}
+
+/// Records `cluster/name=value@instance`, the instance being the client's cluster id.
+async fn record_instance(cm: Arc<ConfigMap>, ctx: Context<Log>) -> Res {
+    ctx.push(format!(
+        "{}/{}={}@{}",
+        ctx.cluster_name(),
+        cm.name_any(),
+        value(&cm),
+        ctx.cluster().id().get()
+    ));
+    Ok(Action::await_change())
+}
+
+#[tokio::test]
+async fn a_new_instance_under_the_same_name_replaces_the_old_one() {
+    init_tracing();
+    let host = TestCluster::start("host").await.unwrap();
+    let a = TestCluster::start("a").await.unwrap();
+    let b = TestCluster::start("b").await.unwrap();
+    create_cm(a.client(), "shared", "from-a").await;
+    create_cm(b.client(), "shared", "from-b").await;
+    let mgr = Manager::new(host.client(), None);
+    let log = Log::default();
+    Controller::new(&mgr)
+        .for_::<ConfigMap>()
+        .include_host(false)
+        .register(record_instance, retry, Arc::new(log.clone()))
+        .unwrap();
+    let token = CancellationToken::new();
+    let run = tokio::spawn({
+        let (mgr, token) = (mgr.clone(), token.clone());
+        async move { mgr.run_until(token).await }
+    });
+
+    let (old, new) = (Cluster::new("x", a.client()), Cluster::new("x", b.client()));
+    let (old_id, new_id) = (old.id().get(), new.id().get());
+    let (token_a, token_b) = (CancellationToken::new(), CancellationToken::new());
+    mgr.engage(token_a.clone(), ClusterName::new("x"), old)
+        .unwrap();
+    wait_for("A's object reconciled as x", || {
+        log.contains(&format!("x/shared=from-a@{old_id}"))
+    })
+    .await;
+
+    // Swap: B's instance under the same name; A's token is NOT cancelled.
+    mgr.engage(token_b.clone(), ClusterName::new("x"), new.clone())
+        .unwrap();
+    wait_for("B's object reconciled as x", || {
+        log.contains(&format!("x/shared=from-b@{new_id}"))
+    })
+    .await;
+    let swapped = log.entries().len();
+    assert!(mgr.cluster("x").await.unwrap().same_instance(&new));
+
+    // Changes in A after the swap trigger nothing (its watches stopped); B's still do.
+    update_cm(a.client(), "shared", "a-again").await;
+    create_cm(a.client(), "a-late", "1").await;
+    create_cm(b.client(), "b-late", "1").await;
+    wait_for("B's new object reconciled", || {
+        log.contains(&format!("x/b-late=1@{new_id}"))
+    })
+    .await;
+    let after: Vec<String> = log.entries().split_off(swapped);
+    assert!(
+        after.iter().all(|e| e.ends_with(&format!("@{new_id}"))),
+        "reconciled against the old instance after the swap: {after:?}"
+    );
+    assert!(
+        !after
+            .iter()
+            .any(|e| e.starts_with("x/shared=") || e.contains("a-late")),
+        "an event of the old instance triggered a reconcile: {after:?}"
+    );
+
+    token.cancel();
+    run.await.unwrap().unwrap();
+    token_a.cancel();
+    token_b.cancel();
+}
+
+#[tokio::test]
+async fn disengaging_drops_the_clusters_pending_requests() {
+    let env = Env::start(2).await;
+    for i in 0..20 {
+        create_cm(env.member("cluster-1").client(), &format!("cm-{i}"), "1").await;
+    }
+    let log = Log::default();
+    let gate = Arc::new(Notify::new());
+    let g = gate.clone();
+    Controller::new(&env.mgr)
+        .for_::<ConfigMap>()
+        .concurrency(1)
+        .register(
+            move |cm: Arc<ConfigMap>, ctx: Context<Log>| {
+                let g = g.clone();
+                async move {
+                    let me = format!("{}/{}", ctx.cluster_name(), cm.name_any());
+                    let first = ctx.count("start cluster-1/") == 0;
+                    ctx.push(format!("start {me}"));
+                    if first && me.starts_with("cluster-1/") {
+                        g.notified().await; // the only slot is held: the rest of cluster-1 queues
+                        ctx.push(format!("finished {me}"));
+                    }
+                    Ok::<_, mcr_core::Error>(Action::await_change())
+                }
+            },
+            retry,
+            Arc::new(log.clone()),
+        )
+        .unwrap();
+    let run = env.run();
+    wait_for("cluster-1 has one running and the rest queued", || {
+        log.count("start cluster-1/") == 1 && depth(&env.mgr, "cluster-1") == 19
+    })
+    .await;
+
+    assert!(env.provider.remove(&ClusterName::new("cluster-1")));
+    wait_for("the controller let cluster-1 go", || {
+        !env.mgr
+            .metrics()
+            .encode()
+            .contains(r#"cluster="cluster-1""#)
+    })
+    .await;
+    create_cm(env.member("cluster-2").client(), "probe", "1").await;
+    gate.notify_one();
+    // With one slot, the probe runs only after the held reconcile ended and the queue was
+    // asked for the next key: any cluster-1 request left would have started by then.
+    wait_for("the other cluster's request ran", || {
+        log.contains("start cluster-2/probe")
+    })
+    .await;
+    assert_eq!(
+        log.count("start cluster-1/"),
+        1,
+        "a request of the disengaged cluster started: {:?}",
+        log.entries()
+    );
+    assert_eq!(
+        log.count("finished cluster-1/"),
+        1,
+        "the running one finished"
+    );
+
+    env.token.cancel();
+    run.await.unwrap().unwrap();
+}
+
+#[tokio::test]
+async fn a_controller_added_later_gets_every_engaged_cluster() {
+    let env = Env::start(2).await;
+    for c in ["cluster-1", "cluster-2"] {
+        create_cm(env.member(c).client(), "there", c).await;
+    }
+    let run = env.run();
+    wait_for("both clusters engaged", || {
+        env.mgr.engaged_clusters().len() == 2
+    })
+    .await;
+    let log = Log::default();
+    Controller::new(&env.mgr)
+        .for_::<ConfigMap>()
+        .register(record, retry, Arc::new(log.clone()))
+        .unwrap();
+    for c in ["cluster-1", "cluster-2"] {
+        wait_for("reconciled by the late controller", || {
+            log.contains(&format!("{c}/there={c}"))
+        })
+        .await;
+    }
+    env.token.cancel();
+    run.await.unwrap().unwrap();
+}

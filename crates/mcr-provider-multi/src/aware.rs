@@ -1,0 +1,78 @@
+//! [`PrefixedAware`]: the adapter through which a child provider engages its clusters.
+
+use std::sync::Arc;
+
+use mcr_core::{Aware, Cluster, ClusterName, Error};
+use tokio_util::sync::CancellationToken;
+
+/// An [`Aware`] that engages every cluster with the outer `Aware` under
+/// `<provider><separator><name>`.
+///
+/// [`MultiProvider`](crate::MultiProvider) starts each runnable child with one, so a provider
+/// that runs as a controller on the host cluster (the kubeconfig provider, the namespace
+/// provider, …) lives inside the multi provider unchanged. The cluster keeps its own
+/// [`Cluster::name`]; only the engagement name is prefixed. Tokens pass through untouched, so
+/// cancelling one disengages the prefixed cluster.
+///
+/// ```
+/// use std::sync::Arc;
+/// use mcr_core::Registry;
+/// use mcr_provider_multi::PrefixedAware;
+///
+/// let registry = Registry::new();
+/// let aware = PrefixedAware::new("kind", "#", Arc::new(registry.clone()));
+/// assert_eq!(aware.prefix(), "kind#");
+/// ```
+#[derive(Clone)]
+pub struct PrefixedAware {
+    prefix: String,
+    outer: Arc<dyn Aware>,
+}
+
+impl std::fmt::Debug for PrefixedAware {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PrefixedAware")
+            .field("prefix", &self.prefix)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PrefixedAware {
+    /// Engages with `outer` under `<provider><separator><name>`.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// let a = mcr_provider_multi::PrefixedAware::new("p", "/", Arc::new(mcr_core::Registry::new()));
+    /// assert_eq!(a.prefix(), "p/");
+    /// ```
+    pub fn new(provider: &str, separator: &str, outer: Arc<dyn Aware>) -> Self {
+        Self {
+            prefix: format!("{provider}{separator}"),
+            outer,
+        }
+    }
+
+    /// The prefix put before every name (`<provider><separator>`).
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// let a = mcr_provider_multi::PrefixedAware::new("p", "#", Arc::new(mcr_core::Registry::new()));
+    /// assert_eq!(a.prefix(), "p#");
+    /// ```
+    pub fn prefix(&self) -> &str {
+        &self.prefix
+    }
+}
+
+impl Aware for PrefixedAware {
+    fn engage(
+        &self,
+        token: CancellationToken,
+        name: ClusterName,
+        cluster: Cluster,
+    ) -> Result<(), Error> {
+        let full = ClusterName::from(format!("{}{}", self.prefix, name));
+        tracing::debug!(cluster = %full, "engaging child cluster");
+        self.outer.engage(token, full, cluster)
+    }
+}

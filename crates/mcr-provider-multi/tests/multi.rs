@@ -1,0 +1,378 @@
+//! The multi provider over real children (ClustersProvider, NamespaceProvider) and envtest
+//! clusters.
+
+use std::{
+    sync::{
+        Arc,
+        atomic::{AtomicUsize, Ordering},
+    },
+    time::Duration,
+};
+
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use kube::api::{Api, DeleteParams, ObjectMeta, PostParams};
+use mcr_core::{
+    BoxFuture, Cluster, ClusterName, Error as CoreError, FieldIndex, Provider, ProviderRunnable,
+    Registry, providers::clusters::ClustersProvider,
+};
+use mcr_envtest::{Fleet, TestCluster};
+use mcr_provider_multi::{Error, MultiProvider, Options};
+use mcr_provider_namespace::NamespaceProvider;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+const DEADLINE: Duration = Duration::from_secs(30);
+
+async fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + DEADLINE;
+    while !cond() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+fn init_tracing() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_test_writer()
+        .try_init();
+}
+
+fn by_app() -> FieldIndex {
+    FieldIndex::new::<ConfigMap>("app", |cm| {
+        cm.metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get("app").cloned())
+            .into_iter()
+            .collect()
+    })
+}
+
+/// A real child provider that counts the index registrations it receives.
+struct Counting {
+    inner: ClustersProvider,
+    indexes: AtomicUsize,
+}
+
+impl Counting {
+    fn new() -> Arc<Self> {
+        Arc::new(Self {
+            inner: ClustersProvider::new(),
+            indexes: AtomicUsize::new(0),
+        })
+    }
+}
+
+impl Provider for Counting {
+    fn get<'a>(&'a self, name: &'a ClusterName) -> BoxFuture<'a, Result<Cluster, CoreError>> {
+        self.inner.get(name)
+    }
+    fn index_field<'a>(&'a self, index: &'a FieldIndex) -> BoxFuture<'a, Result<(), CoreError>> {
+        self.indexes.fetch_add(1, Ordering::SeqCst);
+        self.inner.index_field(index)
+    }
+    fn runnable(&self) -> Option<&dyn ProviderRunnable> {
+        self.inner.runnable()
+    }
+}
+
+fn web_cm() -> ConfigMap {
+    ConfigMap {
+        metadata: ObjectMeta {
+            name: Some("web".into()),
+            labels: Some([("app".to_string(), "web".to_string())].into()),
+            ..Default::default()
+        },
+        ..Default::default()
+    }
+}
+
+struct Running {
+    registry: Registry,
+    token: CancellationToken,
+    task: JoinHandle<Result<(), CoreError>>,
+}
+
+impl Running {
+    fn start(multi: MultiProvider) -> Running {
+        let registry = Registry::new();
+        let token = CancellationToken::new();
+        let task = tokio::spawn({
+            let (multi, token, aware) = (multi.clone(), token.clone(), Arc::new(registry.clone()));
+            async move { multi.start(token, aware).await }
+        });
+        Running {
+            registry,
+            token,
+            task,
+        }
+    }
+
+    fn names(&self) -> Vec<String> {
+        self.registry
+            .names()
+            .iter()
+            .map(|n| n.to_string())
+            .collect()
+    }
+
+    async fn stop(self) {
+        self.token.cancel();
+        self.task.await.unwrap().unwrap();
+    }
+}
+
+#[tokio::test]
+async fn providers_added_before_and_after_start() {
+    init_tracing();
+    let fleet = Fleet::start(3).await.unwrap();
+    let [c0, c1, c2] = [0, 1, 2].map(|i| fleet.clusters()[i].client());
+    let early = Counting::new();
+    early.inner.add(Cluster::new("one", c0)).await.unwrap();
+    early.inner.add(Cluster::new("two", c1)).await.unwrap();
+    let multi = MultiProvider::new();
+    multi.add("early", early.clone()).await.unwrap();
+    multi.index_field(&by_app()).await.unwrap();
+    assert_eq!(early.indexes.load(Ordering::SeqCst), 1);
+
+    let run = Running::start(multi.clone());
+    eventually("early clusters", || {
+        run.names() == ["early#one", "early#two"]
+    })
+    .await;
+
+    // Added after start, with the index registered before it existed: it gets it exactly once.
+    let late = Counting::new();
+    late.inner
+        .add(Cluster::new("three", c2.clone()))
+        .await
+        .unwrap();
+    multi.add("late", late.clone()).await.unwrap();
+    eventually("late cluster", || {
+        run.names().contains(&"late#three".to_string())
+    })
+    .await;
+    assert_eq!(late.indexes.load(Ordering::SeqCst), 1);
+    // Registering the same index again reaches nobody twice.
+    multi.index_field(&by_app()).await.unwrap();
+    assert_eq!(early.indexes.load(Ordering::SeqCst), 1);
+    assert_eq!(late.indexes.load(Ordering::SeqCst), 1);
+
+    // get delegates, and the index answers per cluster.
+    let three = multi.get(&"late#three".into()).await.unwrap();
+    assert_eq!(three.name(), "three");
+    assert!(three.same_instance(&run.registry.get(&"late#three".into()).unwrap()));
+    let cm = web_cm();
+    Api::<ConfigMap>::namespaced(c2, "default")
+        .create(&PostParams::default(), &cm)
+        .await
+        .unwrap();
+    eventually("indexed in late#three", || {
+        three
+            .cache()
+            .list_by_index::<ConfigMap>("app", "web")
+            .unwrap()
+            .len()
+            == 1
+    })
+    .await;
+    let one = multi.get(&"early#one".into()).await.unwrap();
+    assert!(
+        one.cache()
+            .list_by_index::<ConfigMap>("app", "web")
+            .unwrap()
+            .is_empty()
+    );
+
+    // A cluster added to a running child shows up prefixed.
+    early
+        .inner
+        .add(Cluster::new("four", fleet.clusters()[0].client()))
+        .await
+        .unwrap();
+    eventually("early#four", || {
+        run.names().contains(&"early#four".to_string())
+    })
+    .await;
+    assert_eq!(multi.provider_names(), ["early", "late"]);
+    run.stop().await;
+}
+
+#[tokio::test]
+async fn unknown_names_are_not_found() {
+    init_tracing();
+    let env = TestCluster::start("a").await.unwrap();
+    let child = Arc::new(ClustersProvider::new());
+    child.add(Cluster::new("x", env.client())).await.unwrap();
+    let multi = MultiProvider::new();
+    multi.add("p", child).await.unwrap();
+    let run = Running::start(multi.clone());
+    eventually("p#x", || run.names() == ["p#x"]).await;
+    for name in ["q#x", "p#y", "x", "", "#x", "p"] {
+        let err = multi.get(&name.into()).await.unwrap_err();
+        assert!(
+            matches!(err, CoreError::ClusterNotFound(ref n) if n == name),
+            "{name}: {err}"
+        );
+    }
+    run.stop().await;
+}
+
+#[tokio::test]
+async fn removal_disengages_the_providers_clusters() {
+    init_tracing();
+    let fleet = Fleet::start(2).await.unwrap();
+    let a = Arc::new(ClustersProvider::new());
+    a.add(Cluster::new("c", fleet.clusters()[0].client()))
+        .await
+        .unwrap();
+    let b = Arc::new(ClustersProvider::new());
+    b.add(Cluster::new("c", fleet.clusters()[1].client()))
+        .await
+        .unwrap();
+    let multi = MultiProvider::new();
+    multi.add("a", a.clone()).await.unwrap();
+    multi.add("b", b).await.unwrap();
+    let run = Running::start(multi.clone());
+    eventually("both", || run.names() == ["a#c", "b#c"]).await;
+    let a_c = multi.get(&"a#c".into()).await.unwrap();
+    let informer = a_c.cache().informer::<ConfigMap>();
+    informer.wait_for_sync(DEADLINE).await.unwrap();
+
+    assert!(multi.remove("a"));
+    assert!(!multi.remove("a"));
+    eventually("a#c gone", || run.names() == ["b#c"]).await;
+    assert!(matches!(
+        multi.get(&"a#c".into()).await.unwrap_err(),
+        CoreError::ClusterNotFound(_)
+    ));
+    eventually("a#c cache stopped", || informer.is_stopped()).await;
+    eventually("child forgot it", || a.clusters().is_empty()).await;
+    assert!(multi.get(&"b#c".into()).await.is_ok());
+
+    // The name can be reused by a new provider.
+    let again = Arc::new(ClustersProvider::new());
+    again
+        .add(Cluster::new("d", fleet.clusters()[0].client()))
+        .await
+        .unwrap();
+    multi.add("a", again).await.unwrap();
+    eventually("a#d", || run.names() == ["a#d", "b#c"]).await;
+    run.stop().await;
+}
+
+#[tokio::test]
+async fn separators_inside_cluster_names_and_custom_separators() {
+    init_tracing();
+    let env = TestCluster::start("a").await.unwrap();
+    let child = Arc::new(ClustersProvider::new());
+    child.add(Cluster::new("x#y", env.client())).await.unwrap();
+    child.add(Cluster::new("x/y", env.client())).await.unwrap();
+    let multi = MultiProvider::new();
+    assert!(matches!(
+        multi.add("bad#name", child.clone()).await,
+        Err(Error::InvalidName { .. })
+    ));
+    assert!(matches!(
+        multi.add("", child.clone()).await,
+        Err(Error::InvalidName { .. })
+    ));
+    multi.add("p", child.clone()).await.unwrap();
+    assert!(matches!(
+        multi.add("p", child.clone()).await,
+        Err(Error::AlreadyExists(_))
+    ));
+    let run = Running::start(multi.clone());
+    eventually("names", || run.names() == ["p#x#y", "p#x/y"]).await;
+    assert_eq!(multi.get(&"p#x#y".into()).await.unwrap().name(), "x#y");
+    run.stop().await;
+
+    // With "/" as separator the same child's clusters split differently.
+    let slash = MultiProvider::with_options(Options {
+        separator: "/".into(),
+    });
+    let child = Arc::new(ClustersProvider::new());
+    child.add(Cluster::new("x/y", env.client())).await.unwrap();
+    slash.add("p#1", child).await.unwrap();
+    let run = Running::start(slash.clone());
+    eventually("slash names", || run.names() == ["p#1/x/y"]).await;
+    assert_eq!(slash.get(&"p#1/x/y".into()).await.unwrap().name(), "x/y");
+    assert!(slash.get(&"p#1#x/y".into()).await.is_err());
+    run.stop().await;
+}
+
+#[tokio::test]
+async fn a_host_watching_provider_lives_inside_multi() {
+    init_tracing();
+    let host_env = TestCluster::start("host").await.unwrap();
+    let member = TestCluster::start("member").await.unwrap();
+    let namespaces = Api::<Namespace>::all(host_env.client());
+    let mut ns = Namespace::default();
+    ns.metadata.name = Some("team-a".into());
+    namespaces
+        .create(&PostParams::default(), &ns)
+        .await
+        .unwrap();
+
+    let multi = MultiProvider::new();
+    multi.index_field(&by_app()).await.unwrap();
+    let run = Running::start(multi.clone());
+    // Both children are added after start.
+    let fixed = Arc::new(ClustersProvider::new());
+    fixed
+        .add(Cluster::new("member", member.client()))
+        .await
+        .unwrap();
+    multi.add("fixed", fixed).await.unwrap();
+    let host = Cluster::new("", host_env.client());
+    multi
+        .add(
+            "ns",
+            Arc::new(NamespaceProvider::new(host, Default::default())),
+        )
+        .await
+        .unwrap();
+    eventually("fleet", || {
+        run.names() == ["fixed#member", "ns#default", "ns#team-a"]
+    })
+    .await;
+
+    // The namespace cluster works through multi, index included.
+    let team_a = multi.get(&"ns#team-a".into()).await.unwrap();
+    let cm = web_cm();
+    Api::<ConfigMap>::default_namespaced(team_a.client())
+        .create(&PostParams::default(), &cm)
+        .await
+        .unwrap();
+    Api::<ConfigMap>::namespaced(host_env.client(), "team-a")
+        .get("web")
+        .await
+        .unwrap();
+    eventually("indexed", || {
+        team_a
+            .cache()
+            .list_by_index::<ConfigMap>("app", "web")
+            .unwrap()
+            .len()
+            == 1
+    })
+    .await;
+
+    // A namespace deleted on the host leaves the composed fleet.
+    namespaces
+        .delete("team-a", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually("ns#team-a gone", || {
+        run.names() == ["fixed#member", "ns#default"]
+    })
+    .await;
+    // Removing the namespace provider removes the rest of its clusters.
+    assert!(multi.remove("ns"));
+    eventually("ns gone", || run.names() == ["fixed#member"]).await;
+    run.stop().await;
+}

@@ -1,0 +1,108 @@
+//! mcr example: the **namespace provider**. Every namespace of one cluster is a virtual
+//! cluster named after the namespace, in which the namespace looks like `default`.
+//!
+//! The controller stamps ConfigMaps labelled `mcr.example/demo=true` with
+//! `mcr.example/reconciled-by: <namespace>`. It is written as for any fleet: it only ever
+//! sees "the `default` namespace of cluster `team-a`".
+//!
+//! ```text
+//! cargo run -p example-namespace                                   # embedded cluster, demo
+//! cargo run -p example-namespace -- --kubeconfig ~/.kube/config --selector tenant=true
+//! ```
+
+mod demo;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context as _, Result};
+use clap::Parser;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::ResourceExt;
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::controller::Action;
+use mcr_core::Cluster;
+use mcr_manager::{Context, Controller, Manager, WatchOptions};
+use mcr_provider_namespace::{NamespaceProvider, Options};
+
+/// Only ConfigMaps with this label are touched.
+pub const LABEL: &str = "mcr.example/demo";
+/// The annotation the controller writes: its value is the cluster's (namespace's) name.
+pub const ANNOTATION: &str = "mcr.example/reconciled-by";
+
+/// One controller over the namespaces of one cluster, each a virtual cluster.
+///
+/// Without --kubeconfig, starts an emulated cluster, runs a short scripted demo and exits.
+#[derive(Parser, Debug)]
+#[command(name = "example-namespace", version, about)]
+struct Args {
+    /// Kubeconfig of the cluster whose namespaces become clusters. Runs until Ctrl-C.
+    #[arg(long, value_name = "FILE")]
+    kubeconfig: Option<PathBuf>,
+    /// Only namespaces matching this label selector become clusters.
+    #[arg(long)]
+    selector: Option<String>,
+}
+
+async fn reconcile(cm: Arc<ConfigMap>, ctx: Context<()>) -> Result<Action, kube::Error> {
+    let cluster = ctx.cluster_name().as_str();
+    if cm.annotations().get(ANNOTATION).map(String::as_str) == Some(cluster) {
+        return Ok(Action::await_change());
+    }
+    tracing::info!(cluster, configmap = %cm.name_any(), "stamping");
+    // Inside a namespace cluster the object's namespace reads `default`.
+    let api: Api<ConfigMap> = Api::namespaced(ctx.client(), &cm.namespace().unwrap_or_default());
+    let patch = serde_json::json!({ "metadata": { "annotations": { ANNOTATION: cluster } } });
+    api.patch(
+        &cm.name_any(),
+        &PatchParams::default(),
+        &Patch::Merge(&patch),
+    )
+    .await?;
+    Ok(Action::await_change())
+}
+
+fn error_policy(_: Arc<ConfigMap>, err: &kube::Error, ctx: Context<()>) -> Action {
+    tracing::warn!(cluster = %ctx.cluster_name(), error = %err, "reconcile failed");
+    Action::requeue(Duration::from_secs(2))
+}
+
+/// The whole program: a namespace provider over `client`'s cluster, one controller.
+pub fn manager(client: kube::Client, selector: Option<String>) -> Result<Manager> {
+    let host = Cluster::new("", client.clone());
+    let provider = NamespaceProvider::new(
+        host,
+        Options {
+            label_selector: selector,
+            ..Options::default()
+        },
+    );
+    let mgr = Manager::new(client, Some(Arc::new(provider)));
+    Controller::new(&mgr)
+        .for_with::<ConfigMap>((), WatchOptions::new().labels(format!("{LABEL}=true")))
+        .register(reconcile, error_policy, Arc::new(()))?;
+    Ok(mgr)
+}
+
+#[tokio::main]
+async fn main() -> Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
+        )
+        .init();
+    let args = Args::parse();
+    match args.kubeconfig {
+        Some(path) => {
+            let kc = kube::config::Kubeconfig::read_from(&path)
+                .with_context(|| format!("reading {}", path.display()))?;
+            let config = kube::Config::from_custom_kubeconfig(kc, &Default::default()).await?;
+            let client = kube::Client::try_from(config)?;
+            println!("every namespace is a cluster; Ctrl-C to stop");
+            manager(client, args.selector)?.run().await?;
+            Ok(())
+        }
+        None => demo::run().await,
+    }
+}
