@@ -34,21 +34,18 @@ fn e2_clusters(_quick: bool) -> usize {
     1000
 }
 
-/// The type of a raw watch line (`ADDED`, `MODIFIED`, `BOOKMARK`, `ERROR`, ...), found near
-/// either end of the line whatever the key order.
-fn line_type(line: &[u8]) -> &'static str {
-    const KINDS: [&str; 5] = ["ADDED", "MODIFIED", "DELETED", "BOOKMARK", "ERROR"];
-    let head = &line[..line.len().min(32)];
-    let tail = &line[line.len().saturating_sub(32)..];
-    KINDS
-        .into_iter()
-        .find(|k| {
-            let needle = format!("\"type\":\"{k}\"");
-            [head, tail]
-                .iter()
-                .any(|part| part.windows(needle.len()).any(|w| w == needle.as_bytes()))
-        })
-        .unwrap_or("?")
+/// Whether a raw watch line is of type `kind` (e.g. `b"ERROR"`), whichever of `type` and
+/// `object` comes first in the line: one prefix and one suffix compare, no allocation.
+fn is_type(line: &[u8], kind: &[u8]) -> bool {
+    let line = line.strip_suffix(b"\n").unwrap_or(line);
+    let head = line
+        .strip_prefix(b"{\"type\":\"")
+        .is_some_and(|rest| rest.starts_with(kind) && rest.get(kind.len()) == Some(&b'"'));
+    let tail = line
+        .strip_suffix(b"\"}")
+        .and_then(|rest| rest.strip_suffix(kind))
+        .is_some_and(|rest| rest.ends_with(b"\"type\":\""));
+    head || tail
 }
 
 /// One raw watch stream over the in-process HTTP path (no decoding into objects): counts
@@ -68,12 +65,11 @@ async fn raw_watch(
         if body.read_until(b'\n', &mut line).await? == 0 {
             break;
         }
-        match line_type(&line) {
-            "BOOKMARK" => {}
-            "ERROR" => break,
-            _ => {
-                delivered.fetch_add(1, Ordering::Relaxed);
-            }
+        if is_type(&line, b"ERROR") {
+            break;
+        }
+        if !is_type(&line, b"BOOKMARK") {
+            delivered.fetch_add(1, Ordering::Relaxed);
         }
     }
     ended.fetch_add(1, Ordering::Relaxed);
@@ -316,4 +312,23 @@ pub fn run_e2(quick: bool) -> Scenario {
         Err(err) => e2s.error = Some(format!("{err:#}")),
     }
     e2s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_type;
+
+    #[test]
+    fn raw_line_types() {
+        assert!(is_type(b"{\"object\":{},\"type\":\"ERROR\"}\n", b"ERROR"));
+        assert!(is_type(
+            b"{\"type\":\"BOOKMARK\",\"object\":{}}\n",
+            b"BOOKMARK"
+        ));
+        assert!(!is_type(
+            b"{\"object\":{},\"type\":\"MODIFIED\"}\n",
+            b"ERROR"
+        ));
+        assert!(!is_type(b"{\"type\":\"ERRORS\",\"object\":{}}", b"ERROR"));
+    }
 }

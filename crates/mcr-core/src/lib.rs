@@ -9,7 +9,8 @@
 //! - [`Clusters`]: the lifecycle every provider uses (start cache, apply indexes, wait for
 //!   sync, engage; remove on failure or on request). [`Registry`] mirrors engaged clusters.
 //! - [`providers`]: `single`, `nop` and `clusters` providers; [`kubeconfig`] and [`sanitize`]
-//!   helpers for providers that build clients from kubeconfigs.
+//!   helpers for providers that build clients from kubeconfigs; [`backoff`] for retrying
+//!   members that fail.
 //!
 //! # Writing a provider
 //!
@@ -95,6 +96,7 @@ mod name;
 mod provider;
 mod registry;
 
+pub mod backoff;
 pub mod kubeconfig;
 pub mod providers;
 pub mod sanitize;

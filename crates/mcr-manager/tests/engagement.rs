@@ -271,3 +271,37 @@ async fn a_controller_added_later_gets_every_engaged_cluster() {
     env.token.cancel();
     run.await.unwrap().unwrap();
 }
+
+#[tokio::test]
+async fn the_context_names_the_cluster_as_engaged_not_as_built() {
+    // Under the multi provider a cluster built as "dev" is engaged as "kind#dev": the reconciler
+    // must see the engaged name, the one `Manager::cluster` answers to.
+    let env = Env::start(0).await;
+    let member = TestCluster::start("dev").await.unwrap();
+    create_cm(member.client(), "settings", "1").await;
+    let log = Log::default();
+    Controller::new(&env.mgr)
+        .for_::<ConfigMap>()
+        .register(record, retry, Arc::new(log.clone()))
+        .unwrap();
+    let run = env.run();
+    let cluster = Cluster::new("dev", member.client());
+    env.mgr
+        .engage(
+            CancellationToken::new(),
+            ClusterName::new("kind#dev"),
+            cluster,
+        )
+        .unwrap();
+    wait_for("reconciled under the engaged name", || {
+        log.contains("kind#dev/settings=1")
+    })
+    .await;
+    assert!(
+        !log.contains("dev/settings=1"),
+        "reconciled under the built name"
+    );
+    assert!(env.mgr.cluster("kind#dev").await.is_ok());
+    env.token.cancel();
+    run.await.unwrap().unwrap();
+}

@@ -69,7 +69,6 @@
 //! # Ok(()) }
 //! ```
 
-mod backoff;
 mod error;
 mod options;
 mod provider;

@@ -4,6 +4,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use mcr_core::backoff::Backoff;
 use mcr_core::{
     Aware, BoxFuture, Cluster, ClusterName, Clusters, ClustersOptions, FieldIndex, Provider,
     ProviderRunnable,
@@ -14,7 +15,6 @@ use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, info, info_span, warn};
 
 use crate::Options;
-use crate::backoff::Backoff;
 use crate::reconcile::{PassReport, PassState, pass};
 use crate::watch::{Watches, compile, is_relevant};
 

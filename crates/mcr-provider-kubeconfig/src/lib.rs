@@ -95,7 +95,6 @@
 //! # Ok(()) }
 //! ```
 
-mod backoff;
 mod dispatch;
 mod error;
 mod options;

@@ -9,12 +9,12 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use mcr_core::backoff::Backoff;
 use mcr_core::{Aware, ClusterId, ClusterName, Clusters, kubeconfig};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, error, info, warn};
 
-use crate::backoff::Backoff;
 use crate::{Error, Options, SecretRef, SecretState, SecretStatus};
 
 /// What the provider should run under one cluster name.

@@ -60,15 +60,12 @@ async fn both_providers_feed_one_controller() -> anyhow::Result<()> {
         cm.labels_mut()
             .insert("mcr.example/demo".into(), "true".into());
         api.create(&PostParams::default(), &cm).await?;
-        // The engaged name is `<prefix>#<child name>`; the stamp holds what the reconciler's
-        // `ctx.cluster_name()` says, which today is the child's name without the prefix
-        // (mcr-manager builds the Context from `Cluster::name`): accept both, but it must
-        // name this member.
-        let child = cluster.split_once('#').map_or(cluster.as_str(), |(_, c)| c);
+        // The stamp holds the reconciler's `ctx.cluster_name()`: the engaged name,
+        // `<prefix>#<child name>`.
         wait_for(&format!("{name} stamped by {cluster}"), || async {
             matches!(api.get(&name).await,
                 Ok(cm) if cm.annotations().get("mcr.example/reconciled-by")
-                    .is_some_and(|s| s == cluster || s == child))
+                    .is_some_and(|s| s == cluster))
         })
         .await?;
         api.delete(&name, &DeleteParams::default()).await?;
@@ -86,13 +83,14 @@ async fn embedded_demo_succeeds() -> anyhow::Result<()> {
     assert!(ok, "demo failed:\n{stdout}\n{stderr}");
     for (member, name) in [
         ("member-1", "member-1.kubeconfig+member-1"),
-        ("member-2", "member-2"),
+        ("member-2", "secrets#member-2"),
     ] {
         let line = stdout
             .lines()
             .find(|l| l.starts_with(&format!("{member}: default/demo stamped")))
             .unwrap_or_else(|| panic!("no stamp line for {member} in:\n{stdout}"));
         assert!(line.ends_with(name), "{line}");
+        assert!(line.contains("=files#") || line.contains("=secrets#"), "{line}");
     }
     Ok(())
 }

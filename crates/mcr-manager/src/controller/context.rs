@@ -42,6 +42,21 @@ impl<T> Context<T> {
     /// ```
     pub fn new(cluster: Cluster, data: Arc<T>) -> Self {
         let name = cluster.name().clone();
+        Self::engaged_as(name, cluster, data)
+    }
+
+    /// A context for a reconcile in `cluster`, engaged under `name`: the name the fleet knows
+    /// it by, which may differ from [`Cluster::name`] (e.g. `kind#dev` under the multi
+    /// provider, where the cluster itself is `dev`).
+    ///
+    /// ```no_run
+    /// # use std::sync::Arc;
+    /// # fn demo(cluster: mcr_core::Cluster) {
+    /// let ctx = mcr_manager::Context::engaged_as("kind#dev".into(), cluster, Arc::new(()));
+    /// assert_eq!(ctx.cluster_name().as_str(), "kind#dev");
+    /// # }
+    /// ```
+    pub fn engaged_as(name: ClusterName, cluster: Cluster, data: Arc<T>) -> Self {
         Self {
             cluster,
             name,
@@ -60,7 +75,8 @@ impl<T> Context<T> {
         &self.cluster
     }
 
-    /// The cluster's name (empty for the host cluster).
+    /// The name the cluster is engaged under, the same as in the request (empty for the host
+    /// cluster). Pass it to `Manager::cluster` to reach this cluster again.
     ///
     /// ```no_run
     /// # fn demo(ctx: mcr_manager::Context<()>) {
