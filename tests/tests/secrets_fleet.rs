@@ -36,7 +36,10 @@ fn error_policy(_: Arc<ConfigMap>, _: &kube::Error, _: Context<Seen>) -> Action 
 async fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     while !cond() {
-        assert!(tokio::time::Instant::now() < deadline, "timed out waiting for {what}");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
@@ -45,7 +48,10 @@ async fn put_kubeconfig_secret(host: &TestCluster, member: &TestCluster) {
     let secret = Secret {
         metadata: ObjectMeta {
             name: Some(member.name().to_string()),
-            labels: Some(BTreeMap::from([(DEFAULT_LABEL.to_string(), "true".to_string())])),
+            labels: Some(BTreeMap::from([(
+                DEFAULT_LABEL.to_string(),
+                "true".to_string(),
+            )])),
             ..ObjectMeta::default()
         },
         data: Some(BTreeMap::from([(
@@ -62,7 +68,10 @@ async fn put_kubeconfig_secret(host: &TestCluster, member: &TestCluster) {
 
 async fn create_configmap(member: &TestCluster, name: &str) {
     let cm = ConfigMap {
-        metadata: ObjectMeta { name: Some(name.to_string()), ..ObjectMeta::default() },
+        metadata: ObjectMeta {
+            name: Some(name.to_string()),
+            ..ObjectMeta::default()
+        },
         ..ConfigMap::default()
     };
     Api::<ConfigMap>::namespaced(member.client(), "default")
@@ -72,13 +81,22 @@ async fn create_configmap(member: &TestCluster, name: &str) {
 }
 
 fn saw(seen: &Seen, cluster: &str, name: &str) -> bool {
-    seen.lock().unwrap().iter().any(|(c, n)| c == cluster && n == name)
+    seen.lock()
+        .unwrap()
+        .iter()
+        .any(|(c, n)| c == cluster && n == name)
 }
 
 #[tokio::test]
 async fn secrets_drive_the_fleet_of_a_controller() {
     let host = TestCluster::start("host").await.unwrap();
-    let fleet = Fleet::builder().clusters(2).name_prefix("member").https(true).start().await.unwrap();
+    let fleet = Fleet::builder()
+        .clusters(2)
+        .name_prefix("member")
+        .https(true)
+        .start()
+        .await
+        .unwrap();
     let (m1, m2) = (&fleet.clusters()[0], &fleet.clusters()[1]);
     create_configmap(m1, "existing").await;
 
@@ -97,7 +115,10 @@ async fn secrets_drive_the_fleet_of_a_controller() {
 
     // A Secret engages its cluster; objects that existed before are reconciled.
     put_kubeconfig_secret(&host, m1).await;
-    eventually("existing object in member-1", || saw(&seen, "member-1", "existing")).await;
+    eventually("existing object in member-1", || {
+        saw(&seen, "member-1", "existing")
+    })
+    .await;
 
     // A second Secret, added while running, brings a second cluster.
     put_kubeconfig_secret(&host, m2).await;
@@ -113,7 +134,10 @@ async fn secrets_drive_the_fleet_of_a_controller() {
         .unwrap();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     while mgr.cluster("member-1").await.is_ok() {
-        assert!(tokio::time::Instant::now() < deadline, "member-1 still engaged");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "member-1 still engaged"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     create_configmap(m1, "after-removal").await;
@@ -121,7 +145,10 @@ async fn secrets_drive_the_fleet_of_a_controller() {
     // the queue has moved past the point where member-1's object would have arrived.
     create_configmap(m2, "marker").await;
     eventually("marker in member-2", || saw(&seen, "member-2", "marker")).await;
-    assert!(!saw(&seen, "member-1", "after-removal"), "a removed cluster was reconciled");
+    assert!(
+        !saw(&seen, "member-1", "after-removal"),
+        "a removed cluster was reconciled"
+    );
 
     stop.cancel();
     run.await.unwrap().unwrap();

@@ -10,6 +10,7 @@ use std::{
 
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
+use mcr_envtest::wait::{DEFAULT_TIMEOUT, eventually};
 use tokio_util::sync::CancellationToken;
 
 use crate::{
@@ -60,17 +61,6 @@ impl Aware for Recorder {
 fn short() -> ClustersOptions {
     ClustersOptions {
         sync_timeout: Duration::from_millis(200),
-    }
-}
-
-async fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    while !cond() {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
 
@@ -321,7 +311,7 @@ async fn clusters_forget_clusters_when_the_parent_is_cancelled() {
     assert_eq!(clusters.names(), ["a", "b"]);
     parent.cancel();
     assert!(clusters.names().is_empty());
-    eventually("entries forgotten", || {
+    eventually("entries forgotten", DEFAULT_TIMEOUT, || {
         clusters.token(&"a".into()).is_none()
     })
     .await;
@@ -412,7 +402,10 @@ async fn registry_follows_engagements() {
     assert!(is_cluster_not_found(
         &registry.get(&"a".into()).unwrap_err()
     ));
-    eventually("registry entry removed", || registry.is_empty()).await;
+    eventually("registry entry removed", DEFAULT_TIMEOUT, || {
+        registry.is_empty()
+    })
+    .await;
     assert_eq!(registry.len(), 0);
     assert!(registry.names().is_empty());
 }
@@ -439,7 +432,10 @@ async fn single_provider_engages_on_start() {
             runnable.start(token, Arc::new(registry)).await
         })
     };
-    eventually("cluster engaged", || registry.names() == ["one"]).await;
+    eventually("cluster engaged", DEFAULT_TIMEOUT, || {
+        registry.names() == ["one"]
+    })
+    .await;
     assert_eq!(provider.get(&"one".into()).await.unwrap().name(), "one");
     token.cancel();
     run.await.unwrap().unwrap();
@@ -487,7 +483,10 @@ async fn clusters_provider_queues_until_start_then_engages_live() {
                 .await
         })
     };
-    eventually("early cluster engaged", || registry.names() == ["early"]).await;
+    eventually("early cluster engaged", DEFAULT_TIMEOUT, || {
+        registry.names() == ["early"]
+    })
+    .await;
     provider
         .add(Cluster::new("late", hanging_client()))
         .await
@@ -495,8 +494,11 @@ async fn clusters_provider_queues_until_start_then_engages_live() {
     assert_eq!(registry.names(), ["early", "late"]);
     assert!(provider.get(&"late".into()).await.is_ok());
     assert!(provider.remove(&"early".into()));
-    eventually("early cluster left", || registry.names() == ["late"]).await;
+    eventually("early cluster left", DEFAULT_TIMEOUT, || {
+        registry.names() == ["late"]
+    })
+    .await;
     token.cancel();
     run.await.unwrap().unwrap();
-    eventually("all gone", || registry.is_empty()).await;
+    eventually("all gone", DEFAULT_TIMEOUT, || registry.is_empty()).await;
 }

@@ -65,17 +65,20 @@ async fn many_users_share_one_watch_per_cluster() {
     create(&tc.client(), "hello", "web").await;
     create(&other.client(), "hello-other", "web").await;
     for seen in &subscriptions {
-        eventually("every subscriber sees the object", || {
+        eventually("every subscriber sees the object", DEADLINE, || {
             saw(seen, true, "hello")
         })
         .await;
     }
     let informer = cluster.cache().informer::<ConfigMap>();
-    eventually("store has it", || {
+    eventually("store has it", DEADLINE, || {
         informer.get(Some("default"), "hello").is_some()
     })
     .await;
-    eventually("other store has it", || informer2.list().len() == 1).await;
+    eventually("other store has it", DEADLINE, || {
+        informer2.list().len() == 1
+    })
+    .await;
 
     assert_eq!(
         tc.request_count("watch", "configmaps"),
@@ -102,7 +105,7 @@ async fn many_users_share_one_watch_per_cluster() {
     web.wait_for_sync(DEADLINE).await.unwrap();
     assert_eq!(names(&web.list()), ["hello"]);
     assert_eq!(cluster.cache().informer_count(), 2);
-    eventually("second watch", || {
+    eventually("second watch", DEADLINE, || {
         tc.request_count("watch", "configmaps") == 2
     })
     .await;
@@ -122,13 +125,13 @@ async fn late_subscribers_get_existing_objects_and_deletes_arrive() {
     assert_eq!(names(&informer.list()), ["a", "b"]);
 
     let late = record(informer.subscribe());
-    eventually("late subscriber gets a", || saw(&late, true, "a")).await;
-    eventually("late subscriber gets b", || saw(&late, true, "b")).await;
+    eventually("late subscriber gets a", DEADLINE, || saw(&late, true, "a")).await;
+    eventually("late subscriber gets b", DEADLINE, || saw(&late, true, "b")).await;
 
     delete(&tc.client(), "a").await;
-    eventually("delete arrives", || saw(&late, false, "a")).await;
+    eventually("delete arrives", DEADLINE, || saw(&late, false, "a")).await;
     relabel(&tc.client(), "b", "y").await;
-    eventually("update arrives", || {
+    eventually("update arrives", DEADLINE, || {
         informer
             .get(Some("default"), "b")
             .is_some_and(|b| app_of(&b) == ["y"])
@@ -184,10 +187,16 @@ async fn watch_recovers_after_a_restart() {
     let seen = record(informer.subscribe());
 
     tc.stop().await;
-    eventually("watch error seen", || informer.watch_restarts() > 0).await;
+    eventually("watch error seen", DEADLINE, || {
+        informer.watch_restarts() > 0
+    })
+    .await;
     tc.restart().await.unwrap();
     create(&tc.client(), "after", "x").await;
-    eventually("event after restart", || saw(&seen, true, "after")).await;
+    eventually("event after restart", DEADLINE, || {
+        saw(&seen, true, "after")
+    })
+    .await;
     assert!(informer.get(Some("default"), "after").is_some());
     token.cancel();
 }
@@ -217,7 +226,7 @@ async fn indexes_stay_correct_across_a_relist() {
 
     // Live updates.
     create(&tc.client(), "c", "y").await;
-    eventually("c indexed", || by("y") == ["c"]).await;
+    eventually("c indexed", DEADLINE, || by("y") == ["c"]).await;
 
     // Cut the watch and keep it from coming back while we change things behind its back.
     tc.inject_error(ErrorRule {
@@ -229,7 +238,10 @@ async fn indexes_stay_correct_across_a_relist() {
     let restarts = informer.watch_restarts();
     tc.stop().await;
     tc.restart().await.unwrap();
-    eventually("watch failing", || informer.watch_restarts() > restarts).await;
+    eventually("watch failing", DEADLINE, || {
+        informer.watch_restarts() > restarts
+    })
+    .await;
     delete(&tc.client(), "a").await;
     relabel(&tc.client(), "b", "y").await;
     create(&tc.client(), "d", "x").await;
@@ -237,21 +249,21 @@ async fn indexes_stay_correct_across_a_relist() {
     tc.compact();
     let lists = tc.request_count("list", "configmaps");
     tc.clear_faults();
-    eventually("relisted", || {
+    eventually("relisted", DEADLINE, || {
         tc.request_count("list", "configmaps") > lists
     })
     .await;
-    eventually("index follows the relist", || {
+    eventually("index follows the relist", DEADLINE, || {
         by("x") == ["d"] && by("y") == ["b", "c"]
     })
     .await;
     assert_eq!(names(&informer.list()), ["b", "c", "d"]);
     // The subscriber got the diff: a vanished while we were away.
-    eventually("vanished object reported deleted", || {
+    eventually("vanished object reported deleted", DEADLINE, || {
         saw(&seen, false, "a")
     })
     .await;
-    eventually("new object reported", || saw(&seen, true, "d")).await;
+    eventually("new object reported", DEADLINE, || saw(&seen, true, "d")).await;
     token.cancel();
 }
 

@@ -31,7 +31,7 @@ fn by_app() -> FieldIndex {
 /// refuses to report a sync.
 async fn assert_cache_stopped(cluster: &Cluster) {
     let informer = cluster.cache().informer::<ConfigMap>();
-    eventually("watch task exited", || informer.is_stopped()).await;
+    eventually("watch task exited", DEADLINE, || informer.is_stopped()).await;
     let err = cluster.cache().wait_for_sync(DEADLINE).await;
     assert!(
         matches!(err, Err(Error::Stopped(_))),
@@ -72,7 +72,10 @@ async fn add_starts_syncs_indexes_and_engages() {
     let token = clusters.token(&"member".into()).unwrap();
     assert!(clusters.remove(&"member".into()));
     assert!(token.is_cancelled());
-    eventually("registry forgot the cluster", || registry.is_empty()).await;
+    eventually("registry forgot the cluster", DEADLINE, || {
+        registry.is_empty()
+    })
+    .await;
     assert!(is_cluster_not_found(
         &registry.get(&"member".into()).unwrap_err()
     ));
@@ -157,7 +160,7 @@ async fn duplicate_is_refused_and_the_first_keeps_running() {
     let informer = first.cache().informer::<ConfigMap>();
     informer.wait_for_sync(DEADLINE).await.unwrap();
     create(&tc.client(), "still-watching", "x").await;
-    eventually("first cluster still live", || {
+    eventually("first cluster still live", DEADLINE, || {
         informer.get(Some("default"), "still-watching").is_some()
     })
     .await;
@@ -187,14 +190,14 @@ async fn clusters_provider_over_a_fleet() {
                 .await
         })
     };
-    eventually("all engaged", || registry.len() == 3).await;
+    eventually("all engaged", DEADLINE, || registry.len() == 3).await;
     for tc in fleet.clusters() {
         create(&tc.client(), &format!("cm-{}", tc.name()), "x").await;
     }
     for tc in fleet.clusters() {
         let cluster = provider.get(&tc.name().into()).await.unwrap();
         let want = format!("cm-{}", tc.name());
-        eventually("indexed in its own cluster", || {
+        eventually("indexed in its own cluster", DEADLINE, || {
             names(
                 &cluster
                     .cache()
@@ -206,7 +209,7 @@ async fn clusters_provider_over_a_fleet() {
         assert_eq!(tc.request_count("watch", "configmaps"), 1);
     }
     assert!(provider.remove(&"cluster-2".into()));
-    eventually("cluster-2 left", || {
+    eventually("cluster-2 left", DEADLINE, || {
         registry.names() == ["cluster-1", "cluster-3"]
     })
     .await;
@@ -215,5 +218,5 @@ async fn clusters_provider_over_a_fleet() {
     ));
     token.cancel();
     run.await.unwrap().unwrap();
-    eventually("all left", || registry.is_empty()).await;
+    eventually("all left", DEADLINE, || registry.is_empty()).await;
 }

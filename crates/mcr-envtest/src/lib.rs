@@ -22,6 +22,9 @@
 //! [`partition`](TestCluster::partition) ([`Partition::Refuse`] or [`Partition::Hang`]),
 //! latency, [`ErrorRule`]s, and request counters ([`RequestCounts`]).
 //!
+//! Test helper: [`wait::eventually`] (and [`wait::eventually_async`]) polls a condition with a
+//! deadline and panics naming what it waited for, so tests wait on conditions, never on sleeps.
+//!
 //! # Example
 //!
 //! ```no_run
@@ -61,6 +64,7 @@
 //! fleet over HTTPS until Ctrl-C and prints a kubeconfig per cluster.
 
 pub mod engine;
+pub mod wait;
 
 mod cluster;
 mod counters;

@@ -2,7 +2,7 @@
 
 mod common;
 
-use common::{api_code, eventually};
+use common::{DEADLINE, api_code};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{
     Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch,
@@ -10,6 +10,7 @@ use kube::api::{
 };
 use kube::{CustomResource, Discovery};
 use mcr_envtest::TestCluster;
+use mcr_envtest::wait::eventually_async;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
@@ -58,7 +59,7 @@ async fn install_widgets(cluster: &TestCluster) {
         .await
         .unwrap();
     let widgets: Api<Widget> = Api::namespaced(cluster.client(), "default");
-    eventually("widgets to be served", || {
+    eventually_async("widgets to be served", DEADLINE, || {
         let widgets = widgets.clone();
         async move { widgets.list(&ListParams::default()).await.is_ok() }
     })
@@ -91,7 +92,7 @@ async fn crd_lifecycle_typed() {
     crds.delete("widgets.example.com", &DeleteParams::default())
         .await
         .unwrap();
-    eventually("widgets to stop being served", || {
+    eventually_async("widgets to stop being served", DEADLINE, || {
         let widgets = widgets.clone();
         async move { matches!(widgets.list(&ListParams::default()).await, Err(e) if api_code(&e) == Some(404)) }
     })

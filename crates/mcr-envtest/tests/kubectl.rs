@@ -6,10 +6,11 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
-use common::{DEADLINE, eventually};
+use common::DEADLINE;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, PostParams};
 use mcr_envtest::TestCluster;
+use mcr_envtest::wait::eventually_async;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Command;
 
@@ -154,7 +155,7 @@ async fn kubectl_smoke() {
         .spawn()
         .unwrap();
     let mut lines = BufReader::new(watch.stdout.take().unwrap()).lines();
-    eventually("kubectl's watch request", || async {
+    eventually_async("kubectl's watch request", DEADLINE, || async {
         cluster.request_count("watch", "configmaps") >= 1
     })
     .await;

@@ -4,11 +4,12 @@ mod common;
 
 use std::time::Duration;
 
-use common::{api_code, configmap, eventually};
+use common::{DEADLINE, api_code, configmap};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, ListParams, PostParams, WatchEvent, WatchParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
+use mcr_envtest::wait::eventually_async;
 use mcr_envtest::{ErrorRule, Fleet, Partition, TestCluster};
 
 async fn client_from(kubeconfig: Kubeconfig) -> kube::Client {
@@ -142,7 +143,7 @@ async fn https_stop_and_restart_keep_port_and_data() {
     cluster.restart().await.unwrap();
     assert_eq!(cluster.url().unwrap(), url);
     // The old client's pooled connection was cut; a fresh request reconnects.
-    eventually("the restarted cluster to answer", || async {
+    eventually_async("the restarted cluster to answer", DEADLINE, || async {
         cms.get("kept").await.is_ok()
     })
     .await;
@@ -156,7 +157,7 @@ async fn https_partition_refuse_and_heal() {
     let err = client.apiserver_version().await.unwrap_err();
     assert_eq!(api_code(&err), None, "{err:?}");
     cluster.heal();
-    eventually("the healed cluster to answer", || async {
+    eventually_async("the healed cluster to answer", DEADLINE, || async {
         client.apiserver_version().await.is_ok()
     })
     .await;

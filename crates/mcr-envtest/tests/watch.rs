@@ -4,12 +4,13 @@ mod common;
 
 use std::collections::BTreeMap;
 
-use common::{configmap, eventually};
+use common::{DEADLINE, configmap};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
+use mcr_envtest::wait::eventually_async;
 use mcr_envtest::{ErrorRule, TestCluster};
 
 /// Retries a failed watch after 50 ms (kube's default backoff starts at 800 ms).
@@ -52,7 +53,7 @@ fn names(store: &Store<ConfigMap>) -> Vec<String> {
 }
 
 async fn wait_for_names(store: &Store<ConfigMap>, expected: &[&str]) {
-    eventually(&format!("store to hold {expected:?}"), || async {
+    eventually_async(&format!("store to hold {expected:?}"), DEADLINE, || async {
         names(store) == expected
     })
     .await;
@@ -68,7 +69,7 @@ async fn survives_timeout_and_410(config: watcher::Config, streaming: bool) {
     wait_for_names(&store, &["a"]).await;
 
     // The server ends each watch after one second; the watcher must come back.
-    eventually("a re-watch after the watch timeout", || async {
+    eventually_async("a re-watch after the watch timeout", DEADLINE, || async {
         cluster.request_count("watch", "configmaps") >= 2
     })
     .await;
@@ -81,7 +82,7 @@ async fn survives_timeout_and_410(config: watcher::Config, streaming: bool) {
     cluster.inject_error(ErrorRule::new(500).verb("watch"));
     let failed_from = cluster.request_count("watch", "configmaps");
     // A watch request counted after the rule exists has failed, so the old watch is over.
-    eventually("a failed watch attempt", || async {
+    eventually_async("a failed watch attempt", DEADLINE, || async {
         cluster.request_count("watch", "configmaps") > failed_from
     })
     .await;
@@ -180,7 +181,7 @@ async fn reflector_matches_server_after_random_writes() {
         .map(|c| (c.metadata.name.unwrap(), c.metadata.resource_version))
         .collect();
     assert!(!server.is_empty());
-    eventually("reflector store to equal the server", || async {
+    eventually_async("reflector store to equal the server", DEADLINE, || async {
         let local: BTreeMap<String, Option<String>> = store
             .state()
             .iter()
@@ -203,7 +204,7 @@ async fn one_watcher_makes_exactly_one_watch_request() {
     let cms: Api<ConfigMap> = Api::namespaced(cluster.client(), "default");
     let (store, task) = reflect(&cluster, watcher::Config::default());
     store.wait_until_ready().await.unwrap();
-    eventually("the watch request", || async {
+    eventually_async("the watch request", DEADLINE, || async {
         cluster.request_count("watch", "configmaps") >= 1
     })
     .await;

@@ -52,7 +52,7 @@ async fn a_cluster_that_cannot_sync_is_reported_not_fatal_and_catches_up_after_h
         .unwrap();
     let run = env.run();
     create_cm(env.member("cluster-1").client(), "before", "1").await;
-    wait_for("cluster-1 reconciled", || {
+    eventually("cluster-1 reconciled", DEADLINE, || {
         log.contains("cluster-1/before=1")
     })
     .await;
@@ -67,14 +67,16 @@ async fn a_cluster_that_cannot_sync_is_reported_not_fatal_and_catches_up_after_h
             Cluster::new("stuck", stuck.client()),
         )
         .unwrap();
-    wait_for("the stuck cluster is reported as not synced", || {
-        env.mgr.unsynced_clusters() == vec![ClusterName::new("stuck")]
-    })
+    eventually(
+        "the stuck cluster is reported as not synced",
+        DEADLINE,
+        || env.mgr.unsynced_clusters() == vec![ClusterName::new("stuck")],
+    )
     .await;
 
     // Not fatal: the manager runs on and the other cluster keeps reconciling.
     create_cm(env.member("cluster-1").client(), "during", "1").await;
-    wait_for("cluster-1 still reconciled", || {
+    eventually("cluster-1 still reconciled", DEADLINE, || {
         log.contains("cluster-1/during=1")
     })
     .await;
@@ -86,13 +88,16 @@ async fn a_cluster_that_cannot_sync_is_reported_not_fatal_and_catches_up_after_h
     assert_eq!(log.count("stuck/"), 0, "nothing reconciled before the sync");
 
     stuck.heal();
-    wait_for("the stuck cluster's objects reconciled", || {
+    eventually("the stuck cluster's objects reconciled", DEADLINE, || {
         log.contains("stuck/waiting=1")
     })
     .await;
-    wait_for("ready", || env.mgr.unsynced_clusters().is_empty()).await;
+    eventually("ready", DEADLINE, || env.mgr.unsynced_clusters().is_empty()).await;
     create_cm(stuck.client(), "after", "1").await;
-    wait_for("its watch works", || log.contains("stuck/after=1")).await;
+    eventually("its watch works", DEADLINE, || {
+        log.contains("stuck/after=1")
+    })
+    .await;
 
     env.token.cancel();
     run.await.unwrap().unwrap();
@@ -137,7 +142,7 @@ async fn a_new_instance_under_the_same_name_replaces_the_old_one() {
     let (token_a, token_b) = (CancellationToken::new(), CancellationToken::new());
     mgr.engage(token_a.clone(), ClusterName::new("x"), old)
         .unwrap();
-    wait_for("A's object reconciled as x", || {
+    eventually("A's object reconciled as x", DEADLINE, || {
         log.contains(&format!("x/shared=from-a@{old_id}"))
     })
     .await;
@@ -145,7 +150,7 @@ async fn a_new_instance_under_the_same_name_replaces_the_old_one() {
     // Swap: B's instance under the same name; A's token is NOT cancelled.
     mgr.engage(token_b.clone(), ClusterName::new("x"), new.clone())
         .unwrap();
-    wait_for("B's object reconciled as x", || {
+    eventually("B's object reconciled as x", DEADLINE, || {
         log.contains(&format!("x/shared=from-b@{new_id}"))
     })
     .await;
@@ -156,7 +161,7 @@ async fn a_new_instance_under_the_same_name_replaces_the_old_one() {
     update_cm(a.client(), "shared", "a-again").await;
     create_cm(a.client(), "a-late", "1").await;
     create_cm(b.client(), "b-late", "1").await;
-    wait_for("B's new object reconciled", || {
+    eventually("B's new object reconciled", DEADLINE, || {
         log.contains(&format!("x/b-late=1@{new_id}"))
     })
     .await;
@@ -209,13 +214,15 @@ async fn disengaging_drops_the_clusters_pending_requests() {
         )
         .unwrap();
     let run = env.run();
-    wait_for("cluster-1 has one running and the rest queued", || {
-        log.count("start cluster-1/") == 1 && depth(&env.mgr, "cluster-1") == 19
-    })
+    eventually(
+        "cluster-1 has one running and the rest queued",
+        DEADLINE,
+        || log.count("start cluster-1/") == 1 && depth(&env.mgr, "cluster-1") == 19,
+    )
     .await;
 
     assert!(env.provider.remove(&ClusterName::new("cluster-1")));
-    wait_for("the controller let cluster-1 go", || {
+    eventually("the controller let cluster-1 go", DEADLINE, || {
         !env.mgr
             .metrics()
             .encode()
@@ -226,7 +233,7 @@ async fn disengaging_drops_the_clusters_pending_requests() {
     gate.notify_one();
     // With one slot, the probe runs only after the held reconcile ended and the queue was
     // asked for the next key: any cluster-1 request left would have started by then.
-    wait_for("the other cluster's request ran", || {
+    eventually("the other cluster's request ran", DEADLINE, || {
         log.contains("start cluster-2/probe")
     })
     .await;
@@ -253,7 +260,7 @@ async fn a_controller_added_later_gets_every_engaged_cluster() {
         create_cm(env.member(c).client(), "there", c).await;
     }
     let run = env.run();
-    wait_for("both clusters engaged", || {
+    eventually("both clusters engaged", DEADLINE, || {
         env.mgr.engaged_clusters().len() == 2
     })
     .await;
@@ -263,7 +270,7 @@ async fn a_controller_added_later_gets_every_engaged_cluster() {
         .register(record, retry, Arc::new(log.clone()))
         .unwrap();
     for c in ["cluster-1", "cluster-2"] {
-        wait_for("reconciled by the late controller", || {
+        eventually("reconciled by the late controller", DEADLINE, || {
             log.contains(&format!("{c}/there={c}"))
         })
         .await;
@@ -293,7 +300,7 @@ async fn the_context_names_the_cluster_as_engaged_not_as_built() {
             cluster,
         )
         .unwrap();
-    wait_for("reconciled under the engaged name", || {
+    eventually("reconciled under the engaged name", DEADLINE, || {
         log.contains("kind#dev/settings=1")
     })
     .await;

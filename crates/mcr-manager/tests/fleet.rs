@@ -51,7 +51,7 @@ async fn uniform_reconciler_across_three_clusters_and_a_late_one() {
     let run = env.run();
 
     for c in ["cluster-1", "cluster-2", "cluster-3"] {
-        wait_for("existing objects reconciled", || {
+        eventually("existing objects reconciled", DEADLINE, || {
             log.contains(&format!("{c}/existing=old"))
         })
         .await;
@@ -59,11 +59,11 @@ async fn uniform_reconciler_across_three_clusters_and_a_late_one() {
         update_cm(env.member(c).client(), "existing", "changed").await;
     }
     for c in ["cluster-1", "cluster-2", "cluster-3"] {
-        wait_for("created objects", || {
+        eventually("created objects", DEADLINE, || {
             log.contains(&format!("{c}/created=new"))
         })
         .await;
-        wait_for("updated objects", || {
+        eventually("updated objects", DEADLINE, || {
             log.contains(&format!("{c}/existing=changed"))
         })
         .await;
@@ -81,7 +81,7 @@ async fn uniform_reconciler_across_three_clusters_and_a_late_one() {
         .add(Cluster::new("late", late.client()))
         .await
         .unwrap();
-    wait_for("late cluster reconciled", || {
+    eventually("late cluster reconciled", DEADLINE, || {
         log.contains("late/hello=late")
     })
     .await;
@@ -111,7 +111,7 @@ async fn owner_references_resolve_inside_each_cluster() {
     let run = env.run();
     for c in ["cluster-1", "cluster-2"] {
         let parent = create_cm(env.member(c).client(), "parent", c).await;
-        wait_for("parent reconciled", || {
+        eventually("parent reconciled", DEADLINE, || {
             log.count(&format!("{c}/parent=")) == 1
         })
         .await;
@@ -125,7 +125,7 @@ async fn owner_references_resolve_inside_each_cluster() {
         };
         let api: Api<Secret> = Api::namespaced(env.member(c).client(), "default");
         api.create(&PostParams::default(), &secret).await.unwrap();
-        wait_for("owner reconciled by the child", || {
+        eventually("owner reconciled by the child", DEADLINE, || {
             log.count(&format!("{c}/parent=")) >= 2
         })
         .await;
@@ -150,7 +150,7 @@ async fn a_host_watch_enqueues_into_a_member_cluster() {
         .register(record, retry, Arc::new(log.clone()))
         .unwrap();
     let run = env.run();
-    wait_for("target reconciled once", || {
+    eventually("target reconciled once", DEADLINE, || {
         log.count("cluster-2/target=") == 1
     })
     .await;
@@ -163,7 +163,7 @@ async fn a_host_watch_enqueues_into_a_member_cluster() {
         ..Secret::default()
     };
     api.create(&PostParams::default(), &secret).await.unwrap();
-    wait_for("host secret triggered the member", || {
+    eventually("host secret triggered the member", DEADLINE, || {
         log.count("cluster-2/target=") >= 2
     })
     .await;
@@ -215,7 +215,7 @@ async fn indexes_reach_a_cluster_engaged_later() {
         .add(Cluster::new("late", late.client()))
         .await
         .unwrap();
-    wait_for("index used in reconcile", || {
+    eventually("index used in reconcile", DEADLINE, || {
         log.contains("late/a same=2") && log.contains("late/b same=2")
     })
     .await;
@@ -244,7 +244,7 @@ async fn two_controllers_on_one_type_share_one_watch() {
         "duplicate names are refused"
     );
     let run = env.run();
-    wait_for("both reconciled", || {
+    eventually("both reconciled", DEADLINE, || {
         a.contains("cluster-1/shared=1") && b.contains("cluster-1/shared=1")
     })
     .await;
@@ -288,11 +288,11 @@ async fn a_panicking_reconciler_is_retried_and_others_keep_going() {
         )
         .unwrap();
     let run = env.run();
-    wait_for("retried after the panic", || {
+    eventually("retried after the panic", DEADLINE, || {
         log.contains("cluster-1/boom=1")
     })
     .await;
-    wait_for("other cluster unaffected", || {
+    eventually("other cluster unaffected", DEADLINE, || {
         log.contains("cluster-2/calm=1")
     })
     .await;
@@ -329,12 +329,12 @@ async fn disengaging_mid_flight_ends_quietly_and_drops_the_cluster() {
         )
         .unwrap();
     let run = env.run();
-    wait_for("slow reconcile in flight", || {
+    eventually("slow reconcile in flight", DEADLINE, || {
         log.contains("cluster-2/slow started")
     })
     .await;
     assert!(env.provider.remove(&ClusterName::new("cluster-2")));
-    wait_for("cluster-2 disengaged", || {
+    eventually("cluster-2 disengaged", DEADLINE, || {
         !env.mgr
             .engaged_clusters()
             .contains(&ClusterName::new("cluster-2"))
@@ -344,7 +344,7 @@ async fn disengaging_mid_flight_ends_quietly_and_drops_the_cluster() {
     // Later events of the removed cluster are not reconciled; others still are.
     create_cm(env.member("cluster-2").client(), "ignored", "1").await;
     create_cm(env.member("cluster-1").client(), "after", "1").await;
-    wait_for("cluster-1 still reconciled", || {
+    eventually("cluster-1 still reconciled", DEADLINE, || {
         log.contains("cluster-1/after=1")
     })
     .await;

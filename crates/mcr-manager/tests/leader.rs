@@ -63,9 +63,9 @@ async fn leading(host: &TestCluster, mgr: &Manager, log: &Log) -> JoinHandle<Res
         let mgr = mgr.clone();
         async move { mgr.run_until(CancellationToken::new()).await }
     });
-    wait_for("leading", || mgr.is_leader()).await;
+    eventually("leading", DEADLINE, || mgr.is_leader()).await;
     create_cm(host.client(), "one", "1").await;
-    wait_for("reconciling", || log.contains("/one=1")).await;
+    eventually("reconciling", DEADLINE, || log.contains("/one=1")).await;
     assert_eq!(engaged_gauge(mgr), Some(1));
     run
 }

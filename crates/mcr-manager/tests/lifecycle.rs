@@ -77,13 +77,16 @@ async fn a_flooded_cluster_does_not_starve_a_quiet_one() {
         )
         .unwrap();
     let run = env.run();
-    wait_for("both clusters have queued work", || {
+    eventually("both clusters have queued work", DEADLINE, || {
         depth(&env.mgr, "cluster-1") >= 100
             && (depth(&env.mgr, "cluster-2") == 1 || log.count("cluster-2/") == 1)
     })
     .await;
     gate.notify_one();
-    wait_for("everything reconciled", || log.entries().len() == 151).await;
+    eventually("everything reconciled", DEADLINE, || {
+        log.entries().len() == 151
+    })
+    .await;
     let position = log
         .entries()
         .iter()
@@ -132,7 +135,7 @@ async fn shutdown_lets_the_in_flight_reconcile_finish_before_returning() {
             result
         }
     });
-    wait_for("reconcile in flight", || {
+    eventually("reconcile in flight", DEADLINE, || {
         events.lock().unwrap().contains(&"reconcile-started")
     })
     .await;
@@ -181,7 +184,7 @@ async fn a_panicking_error_policy_is_retried_and_the_manager_keeps_going() {
         )
         .unwrap();
     let run = env.run();
-    wait_for("retried after the policy panicked", || {
+    eventually("retried after the policy panicked", DEADLINE, || {
         log.contains("cluster-1/flaky")
     })
     .await;
@@ -225,21 +228,21 @@ async fn leadership_hands_over_between_two_managers() {
         let (a, t) = (a.clone(), stop_a.clone());
         async move { a.run_until(t).await }
     });
-    wait_for("a leads", || a.is_leader()).await;
+    eventually("a leads", DEADLINE, || a.is_leader()).await;
     let run_b = tokio::spawn({
         let (b, t) = (b.clone(), stop_b.clone());
         async move { b.run_until(t).await }
     });
     create_cm(host.client(), "one", "1").await;
-    wait_for("a reconciles", || log_a.contains("/one=1")).await;
+    eventually("a reconciles", DEADLINE, || log_a.contains("/one=1")).await;
     assert_eq!(holder(&host).await.as_deref(), Some("a"));
     assert!(!b.is_leader());
     assert_eq!(log_b.entries().len(), 0, "the standby runs no controller");
 
     stop_a.cancel();
     run_a.await.unwrap().unwrap();
-    wait_for("b takes over", || b.is_leader()).await;
-    wait_for("b reconciles", || log_b.contains("/one=1")).await;
+    eventually("b takes over", DEADLINE, || b.is_leader()).await;
+    eventually("b reconciles", DEADLINE, || log_b.contains("/one=1")).await;
     assert_eq!(holder(&host).await.as_deref(), Some("b"));
     stop_b.cancel();
     run_b.await.unwrap().unwrap();
@@ -272,13 +275,15 @@ async fn serves_metrics_health_and_readiness() {
         let (mgr, t) = (mgr.clone(), token.clone());
         async move { mgr.run_until(t).await }
     });
-    wait_for("host reconciled (no provider: host included)", || {
-        log.contains("/local=1")
-    })
+    eventually(
+        "host reconciled (no provider: host included)",
+        DEADLINE,
+        || log.contains("/local=1"),
+    )
     .await;
     let addr = mgr.http_addr().unwrap();
     assert!(get(addr, "/healthz").await.starts_with("HTTP/1.1 200"));
-    wait_for("ready", || mgr.unsynced_clusters().is_empty()).await;
+    eventually("ready", DEADLINE, || mgr.unsynced_clusters().is_empty()).await;
     assert!(get(addr, "/readyz").await.starts_with("HTTP/1.1 200"));
     let metrics = get(addr, "/metrics").await;
     assert!(

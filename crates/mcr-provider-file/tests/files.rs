@@ -11,6 +11,7 @@ use kube::api::{ObjectMeta, PostParams};
 use kube::config::Kubeconfig;
 use mcr_core::kubeconfig::ExecPolicy;
 use mcr_core::{Aware, ClusterId, ClusterName, FieldIndex, Provider, ProviderRunnable, Registry};
+use mcr_envtest::wait::eventually;
 use mcr_envtest::{Fleet, TestCluster};
 use mcr_provider_file::{Error, FileProvider, Options, PassReport};
 use tokio::task::JoinHandle;
@@ -18,14 +19,6 @@ use tokio_util::sync::CancellationToken;
 
 const DEADLINE: Duration = Duration::from_secs(30);
 const POLL: Duration = Duration::from_millis(20);
-
-async fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
-    let start = tokio::time::Instant::now();
-    while !cond() {
-        assert!(start.elapsed() < DEADLINE, "timed out waiting for: {what}");
-        tokio::time::sleep(POLL).await;
-    }
-}
 
 fn init_tracing() {
     let _ = tracing_subscriber::fmt()
@@ -200,7 +193,7 @@ async fn discovers_files_and_directories_and_follows_changes() {
     let in_dir = dir.path().join("m1.kubeconfig");
     m1.write_kubeconfig(&dir.path().join("notes.txt")).unwrap();
     m1.write_kubeconfig(&in_dir).unwrap();
-    eventually("directory file engaged", || {
+    eventually("directory file engaged", DEADLINE, || {
         run.names() == [name(&in_dir, "member-1")]
     })
     .await;
@@ -211,7 +204,7 @@ async fn discovers_files_and_directories_and_follows_changes() {
         &yaml(&merged(m2.kubeconfig().unwrap(), m3.kubeconfig().unwrap())),
     );
     let (c2, c3) = (name(&file, "member-2"), name(&file, "member-3"));
-    eventually("both contexts engaged", || run.names().len() == 3).await;
+    eventually("both contexts engaged", DEADLINE, || run.names().len() == 3).await;
     assert_eq!(run.names(), {
         let mut v = vec![name(&in_dir, "member-1"), c2.clone(), c3.clone()];
         v.sort();
@@ -227,12 +220,12 @@ async fn discovers_files_and_directories_and_follows_changes() {
         .create(&PostParams::default(), &configmap("new", "zebra"))
         .await
         .unwrap();
-    eventually("new object cached", || {
+    eventually("new object cached", DEADLINE, || {
         informer.get(Some("default"), "new").is_some()
     })
     .await;
     let cluster3 = run.registry.get(&ClusterName::new(c3.as_str())).unwrap();
-    eventually("index before", || {
+    eventually("index before", DEADLINE, || {
         count(&cluster2, "before", "zebra") == Some(1)
             && count(&cluster3, "before", "zebra") == Some(0)
     })
@@ -241,7 +234,7 @@ async fn discovers_files_and_directories_and_follows_changes() {
         .index_field(&animal_index("after"))
         .await
         .unwrap();
-    eventually("index after", || {
+    eventually("index after", DEADLINE, || {
         count(&cluster2, "after", "elephant") == Some(1)
             && count(&cluster3, "after", "elephant") == Some(0)
     })
@@ -253,7 +246,7 @@ async fn discovers_files_and_directories_and_follows_changes() {
         &file,
         &yaml(&merged(m2.kubeconfig().unwrap(), renamed(m1, "member-3"))),
     );
-    eventually("repointed context replaced", || {
+    eventually("repointed context replaced", DEADLINE, || {
         run.id(&c3).is_some_and(|id| id != id3)
     })
     .await;
@@ -287,12 +280,12 @@ async fn discovers_files_and_directories_and_follows_changes() {
 
     // Deletions shrink the fleet.
     std::fs::remove_file(&in_dir).unwrap();
-    eventually("directory file removed", || {
+    eventually("directory file removed", DEADLINE, || {
         run.names() == [c2.clone(), c3.clone()]
     })
     .await;
     std::fs::remove_file(&file).unwrap();
-    eventually("explicit file removed", || run.names().is_empty()).await;
+    eventually("explicit file removed", DEADLINE, || run.names().is_empty()).await;
     run.stop().await;
 }
 
@@ -313,7 +306,7 @@ async fn a_missing_directory_is_picked_up_when_created() {
     // The odd name is on purpose: spaces, unicode, glob metacharacters.
     let path = dir.join("we ird [ü].kubeconfig");
     fleet.clusters()[0].write_kubeconfig(&path).unwrap();
-    eventually("engaged once the directory exists", || {
+    eventually("engaged once the directory exists", DEADLINE, || {
         run.names() == [name(&path, "cluster-1")]
     })
     .await;
@@ -377,7 +370,7 @@ async fn exec_policy_is_enforced_per_context() {
         vec![],
         vec![dir.path().to_path_buf()],
     )));
-    eventually("both engaged", || run.names().len() == 2).await;
+    eventually("both engaged", DEADLINE, || run.names().len() == 2).await;
     let exec = run
         .registry
         .get(&ClusterName::new(name(&path, "with-exec")))

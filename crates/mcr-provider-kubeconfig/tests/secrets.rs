@@ -12,6 +12,7 @@ use kube::api::{DeleteParams, ListParams, ObjectMeta, PostParams};
 use mcr_core::{
     ClusterId, ClusterName, FieldIndex, Provider, ProviderRunnable, Registry, is_cluster_not_found,
 };
+use mcr_envtest::wait::eventually;
 use mcr_envtest::{Fleet, TestCluster};
 use mcr_provider_kubeconfig::{
     DEFAULT_LABEL, KubeconfigProvider, Namespaces, Options, SecretRef, SecretState,
@@ -21,14 +22,6 @@ use tokio_util::sync::CancellationToken;
 
 const DEADLINE: Duration = Duration::from_secs(30);
 const POLL: Duration = Duration::from_millis(20);
-
-async fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
-    let start = tokio::time::Instant::now();
-    while !cond() {
-        assert!(start.elapsed() < DEADLINE, "timed out waiting for: {what}");
-        tokio::time::sleep(POLL).await;
-    }
-}
 
 fn init_tracing() {
     let _ = tracing_subscriber::fmt()
@@ -240,7 +233,10 @@ async fn engages_secrets_and_serves_their_clusters() {
         .await
         .unwrap();
     let run = Running::start_provider(provider);
-    eventually("both clusters engaged", || run.names() == ["one", "two"]).await;
+    eventually("both clusters engaged", DEADLINE, || {
+        run.names() == ["one", "two"]
+    })
+    .await;
     assert_eq!(run.provider.names(), run.registry.names());
 
     // Existing objects, through the member's own client and its cache.
@@ -267,7 +263,7 @@ async fn engages_secrets_and_serves_their_clusters() {
     cms.create(&PostParams::default(), &configmap("new", "zebra"))
         .await
         .unwrap();
-    eventually("new configmap cached", || {
+    eventually("new configmap cached", DEADLINE, || {
         informer.get(Some("default"), "new").is_some()
     })
     .await;
@@ -279,7 +275,7 @@ async fn engages_secrets_and_serves_their_clusters() {
     cms.replace("existing", &PostParams::default(), &existing)
         .await
         .unwrap();
-    eventually("update cached", || {
+    eventually("update cached", DEADLINE, || {
         informer
             .get(Some("default"), "existing")
             .and_then(|c| c.data.clone())
@@ -290,7 +286,7 @@ async fn engages_secrets_and_serves_their_clusters() {
 
     // An index registered before the clusters appeared, and one registered after.
     let two = run.registry.get(&ClusterName::new("two")).unwrap();
-    eventually("index before: per cluster", || {
+    eventually("index before: per cluster", DEADLINE, || {
         one.cache()
             .list_by_index::<ConfigMap>("animal-before", "zebra")
             .map(|v| v.len())
@@ -314,7 +310,7 @@ async fn engages_secrets_and_serves_their_clusters() {
         .index_field(&animal_index("animal-after"))
         .await
         .unwrap();
-    eventually("index after: per cluster", || {
+    eventually("index after: per cluster", DEADLINE, || {
         one.cache()
             .list_by_index::<ConfigMap>("animal-after", "lion")
             .map(|v| v.len())
@@ -358,7 +354,7 @@ async fn repointed_secret_reengages_annotation_change_does_not() {
         &[],
     )
     .await;
-    eventually("engaged", || run.id("a").is_some()).await;
+    eventually("engaged", DEADLINE, || run.id("a").is_some()).await;
     let first = run.id("a").unwrap();
 
     let rv = put_secret(
@@ -370,7 +366,7 @@ async fn repointed_secret_reengages_annotation_change_does_not() {
         &[("note", "hi")],
     )
     .await;
-    eventually("annotation change observed", || {
+    eventually("annotation change observed", DEADLINE, || {
         run.provider
             .status(&SecretRef::new("default", "a"))
             .is_some_and(|s| {
@@ -394,7 +390,10 @@ async fn repointed_secret_reengages_annotation_change_does_not() {
         &[("note", "hi")],
     )
     .await;
-    eventually("re-engaged", || run.id("a").is_some_and(|id| id != first)).await;
+    eventually("re-engaged", DEADLINE, || {
+        run.id("a").is_some_and(|id| id != first)
+    })
+    .await;
     let a = run.registry.get(&ClusterName::new("a")).unwrap();
     let informer = a.cache().informer::<ConfigMap>();
     informer.wait_for_sync(DEADLINE).await.unwrap();
@@ -429,10 +428,10 @@ async fn deletion_and_deletion_timestamp_shrink_the_fleet() {
         &[],
     )
     .await;
-    eventually("both engaged", || run.names() == ["a", "b"]).await;
+    eventually("both engaged", DEADLINE, || run.names() == ["a", "b"]).await;
 
     delete_secret(&host, "default", "a").await;
-    eventually("a removed", || run.names() == ["b"]).await;
+    eventually("a removed", DEADLINE, || run.names() == ["b"]).await;
     assert!(run.state("default", "a").is_none());
 
     // A finalizer keeps the Secret around with a deletionTimestamp: the cluster goes already.
@@ -449,7 +448,10 @@ async fn deletion_and_deletion_timestamp_shrink_the_fleet() {
             .deletion_timestamp
             .is_some()
     );
-    eventually("b removed while terminating", || run.names().is_empty()).await;
+    eventually("b removed while terminating", DEADLINE, || {
+        run.names().is_empty()
+    })
+    .await;
     run.stop().await;
 }
 
@@ -480,8 +482,8 @@ async fn missing_or_empty_key_is_ignored_until_added() {
         &[],
     )
     .await;
-    eventually("good engaged", || run.names() == ["good"]).await;
-    eventually("missing and empty reported", || {
+    eventually("good engaged", DEADLINE, || run.names() == ["good"]).await;
+    eventually("missing and empty reported", DEADLINE, || {
         run.state("default", "missing") == Some(SecretState::MissingKey)
             && run.state("default", "empty") == Some(SecretState::MissingKey)
     })
@@ -509,7 +511,7 @@ async fn missing_or_empty_key_is_ignored_until_added() {
         &[],
     )
     .await;
-    eventually("keys added: engaged", || {
+    eventually("keys added: engaged", DEADLINE, || {
         run.names() == ["empty", "good", "missing"]
     })
     .await;
@@ -551,8 +553,8 @@ async fn invalid_or_unreachable_is_retried_and_isolated() {
         &[],
     )
     .await;
-    eventually("good engaged", || run.names() == ["good"]).await;
-    eventually("bad and down failing", || {
+    eventually("good engaged", DEADLINE, || run.names() == ["good"]).await;
+    eventually("bad and down failing", DEADLINE, || {
         matches!(
             run.state("default", "bad"),
             Some(SecretState::Failed { .. })
@@ -573,7 +575,7 @@ async fn invalid_or_unreachable_is_retried_and_isolated() {
 
     // The unreachable server comes back: picked up by the retry, no Secret change needed.
     m2.restart().await.unwrap();
-    eventually("down engaged after restart", || {
+    eventually("down engaged after restart", DEADLINE, || {
         run.names() == ["down", "good"]
     })
     .await;
@@ -587,7 +589,7 @@ async fn invalid_or_unreachable_is_retried_and_isolated() {
         &[],
     )
     .await;
-    eventually("bad engaged after fix", || {
+    eventually("bad engaged after fix", DEADLINE, || {
         run.names() == ["bad", "down", "good"]
     })
     .await;
@@ -626,7 +628,7 @@ async fn exec_stanza_is_refused_by_default() {
         &[],
     )
     .await;
-    eventually("refused", || {
+    eventually("refused", DEADLINE, || {
         matches!(
             run.state("default", "exec"),
             Some(SecretState::ExecDenied { .. })
@@ -644,7 +646,7 @@ async fn exec_stanza_is_refused_by_default() {
         &[],
     )
     .await;
-    eventually("engaged", || run.names() == ["exec"]).await;
+    eventually("engaged", DEADLINE, || run.names() == ["exec"]).await;
     run.stop().await;
 }
 
@@ -687,7 +689,7 @@ async fn local_file_references_are_refused_by_default() {
         &[],
     )
     .await;
-    eventually("refused", || {
+    eventually("refused", DEADLINE, || {
         matches!(
             run.state("default", "files"),
             Some(SecretState::ExecDenied { ref reason }) if reason.contains("tokenFile") || reason.contains("local file")
@@ -736,12 +738,15 @@ async fn namespace_scopes_split_one_management_cluster() {
         &[],
     )
     .await;
-    eventually("list scope", || scoped.names() == ["in-ns-a", "in-ns-b"]).await;
-    eventually("all-except scope", || {
+    eventually("list scope", DEADLINE, || {
+        scoped.names() == ["in-ns-a", "in-ns-b"]
+    })
+    .await;
+    eventually("all-except scope", DEADLINE, || {
         rest.names() == ["in-default", "in-ns-c"]
     })
     .await;
-    eventually("single scope", || single.names() == ["in-ns-c"]).await;
+    eventually("single scope", DEADLINE, || single.names() == ["in-ns-c"]).await;
     assert!(scoped.state("ns-c", "in-ns-c").is_none());
     assert!(rest.state("ns-a", "in-ns-a").is_none());
     scoped.stop().await;
@@ -774,7 +779,7 @@ async fn same_name_in_two_namespaces_first_wins_then_hands_over() {
         &[],
     )
     .await;
-    eventually("first engaged", || run.id("x").is_some()).await;
+    eventually("first engaged", DEADLINE, || run.id("x").is_some()).await;
     let first = run.id("x").unwrap();
 
     put_secret(
@@ -786,7 +791,7 @@ async fn same_name_in_two_namespaces_first_wins_then_hands_over() {
         &[],
     )
     .await;
-    eventually("second in conflict", || {
+    eventually("second in conflict", DEADLINE, || {
         run.state("ns-b", "x")
             == Some(SecretState::Conflict {
                 owner: SecretRef::new("ns-a", "x"),
@@ -796,11 +801,11 @@ async fn same_name_in_two_namespaces_first_wins_then_hands_over() {
     assert_eq!(run.id("x"), Some(first), "the first one keeps the name");
 
     delete_secret(&host, "ns-a", "x").await;
-    eventually("second takes over", || {
+    eventually("second takes over", DEADLINE, || {
         run.id("x").is_some_and(|id| id != first)
     })
     .await;
-    eventually("second engaged", || {
+    eventually("second engaged", DEADLINE, || {
         matches!(run.state("ns-b", "x"), Some(SecretState::Engaged { .. }))
     })
     .await;

@@ -15,6 +15,7 @@ use mcr_core::{
     BoxFuture, Cluster, ClusterName, Error as CoreError, FieldIndex, Provider, ProviderRunnable,
     Registry, providers::clusters::ClustersProvider,
 };
+use mcr_envtest::wait::eventually;
 use mcr_envtest::{Fleet, TestCluster};
 use mcr_provider_multi::{Error, MultiProvider, Options};
 use mcr_provider_namespace::NamespaceProvider;
@@ -22,17 +23,6 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 const DEADLINE: Duration = Duration::from_secs(30);
-
-async fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
-    let deadline = tokio::time::Instant::now() + DEADLINE;
-    while !cond() {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
 
 fn init_tracing() {
     let _ = tracing_subscriber::fmt()
@@ -140,7 +130,7 @@ async fn providers_added_before_and_after_start() {
     assert_eq!(early.indexes.load(Ordering::SeqCst), 1);
 
     let run = Running::start(multi.clone());
-    eventually("early clusters", || {
+    eventually("early clusters", DEADLINE, || {
         run.names() == ["early#one", "early#two"]
     })
     .await;
@@ -152,7 +142,7 @@ async fn providers_added_before_and_after_start() {
         .await
         .unwrap();
     multi.add("late", late.clone()).await.unwrap();
-    eventually("late cluster", || {
+    eventually("late cluster", DEADLINE, || {
         run.names().contains(&"late#three".to_string())
     })
     .await;
@@ -171,7 +161,7 @@ async fn providers_added_before_and_after_start() {
         .create(&PostParams::default(), &cm)
         .await
         .unwrap();
-    eventually("indexed in late#three", || {
+    eventually("indexed in late#three", DEADLINE, || {
         three
             .cache()
             .list_by_index::<ConfigMap>("app", "web")
@@ -194,7 +184,7 @@ async fn providers_added_before_and_after_start() {
         .add(Cluster::new("four", fleet.clusters()[0].client()))
         .await
         .unwrap();
-    eventually("early#four", || {
+    eventually("early#four", DEADLINE, || {
         run.names().contains(&"early#four".to_string())
     })
     .await;
@@ -211,7 +201,7 @@ async fn unknown_names_are_not_found() {
     let multi = MultiProvider::new();
     multi.add("p", child).await.unwrap();
     let run = Running::start(multi.clone());
-    eventually("p#x", || run.names() == ["p#x"]).await;
+    eventually("p#x", DEADLINE, || run.names() == ["p#x"]).await;
     for name in ["q#x", "p#y", "x", "", "#x", "p"] {
         let err = multi.get(&name.into()).await.unwrap_err();
         assert!(
@@ -238,20 +228,20 @@ async fn removal_disengages_the_providers_clusters() {
     multi.add("a", a.clone()).await.unwrap();
     multi.add("b", b).await.unwrap();
     let run = Running::start(multi.clone());
-    eventually("both", || run.names() == ["a#c", "b#c"]).await;
+    eventually("both", DEADLINE, || run.names() == ["a#c", "b#c"]).await;
     let a_c = multi.get(&"a#c".into()).await.unwrap();
     let informer = a_c.cache().informer::<ConfigMap>();
     informer.wait_for_sync(DEADLINE).await.unwrap();
 
     assert!(multi.remove("a"));
     assert!(!multi.remove("a"));
-    eventually("a#c gone", || run.names() == ["b#c"]).await;
+    eventually("a#c gone", DEADLINE, || run.names() == ["b#c"]).await;
     assert!(matches!(
         multi.get(&"a#c".into()).await.unwrap_err(),
         CoreError::ClusterNotFound(_)
     ));
-    eventually("a#c cache stopped", || informer.is_stopped()).await;
-    eventually("child forgot it", || a.clusters().is_empty()).await;
+    eventually("a#c cache stopped", DEADLINE, || informer.is_stopped()).await;
+    eventually("child forgot it", DEADLINE, || a.clusters().is_empty()).await;
     assert!(multi.get(&"b#c".into()).await.is_ok());
 
     // The name can be reused by a new provider.
@@ -261,7 +251,7 @@ async fn removal_disengages_the_providers_clusters() {
         .await
         .unwrap();
     multi.add("a", again).await.unwrap();
-    eventually("a#d", || run.names() == ["a#d", "b#c"]).await;
+    eventually("a#d", DEADLINE, || run.names() == ["a#d", "b#c"]).await;
     run.stop().await;
 }
 
@@ -287,7 +277,7 @@ async fn separators_inside_cluster_names_and_custom_separators() {
         Err(Error::AlreadyExists(_))
     ));
     let run = Running::start(multi.clone());
-    eventually("names", || run.names() == ["p#x#y", "p#x/y"]).await;
+    eventually("names", DEADLINE, || run.names() == ["p#x#y", "p#x/y"]).await;
     assert_eq!(multi.get(&"p#x#y".into()).await.unwrap().name(), "x#y");
     run.stop().await;
 
@@ -299,7 +289,7 @@ async fn separators_inside_cluster_names_and_custom_separators() {
     child.add(Cluster::new("x/y", env.client())).await.unwrap();
     slash.add("p#1", child).await.unwrap();
     let run = Running::start(slash.clone());
-    eventually("slash names", || run.names() == ["p#1/x/y"]).await;
+    eventually("slash names", DEADLINE, || run.names() == ["p#1/x/y"]).await;
     assert_eq!(slash.get(&"p#1/x/y".into()).await.unwrap().name(), "x/y");
     assert!(slash.get(&"p#1#x/y".into()).await.is_err());
     run.stop().await;
@@ -336,7 +326,7 @@ async fn a_host_watching_provider_lives_inside_multi() {
         )
         .await
         .unwrap();
-    eventually("fleet", || {
+    eventually("fleet", DEADLINE, || {
         run.names() == ["fixed#member", "ns#default", "ns#team-a"]
     })
     .await;
@@ -352,7 +342,7 @@ async fn a_host_watching_provider_lives_inside_multi() {
         .get("web")
         .await
         .unwrap();
-    eventually("indexed", || {
+    eventually("indexed", DEADLINE, || {
         team_a
             .cache()
             .list_by_index::<ConfigMap>("app", "web")
@@ -367,12 +357,12 @@ async fn a_host_watching_provider_lives_inside_multi() {
         .delete("team-a", &DeleteParams::default())
         .await
         .unwrap();
-    eventually("ns#team-a gone", || {
+    eventually("ns#team-a gone", DEADLINE, || {
         run.names() == ["fixed#member", "ns#default"]
     })
     .await;
     // Removing the namespace provider removes the rest of its clusters.
     assert!(multi.remove("ns"));
-    eventually("ns gone", || run.names() == ["fixed#member"]).await;
+    eventually("ns gone", DEADLINE, || run.names() == ["fixed#member"]).await;
     run.stop().await;
 }

@@ -9,7 +9,9 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use mcr_core::{CacheEvent, FieldIndex, Provider};
 use mcr_envtest::TestCluster;
-use support::{Running, SYNC, create_cm, create_namespace, eventually, init_tracing, test_opts};
+use support::{
+    DEADLINE, Running, SYNC, create_cm, create_namespace, eventually, init_tracing, test_opts,
+};
 
 fn names(objs: &[Arc<ConfigMap>]) -> Vec<String> {
     let mut v: Vec<String> = objs
@@ -62,7 +64,7 @@ async fn existing_new_updated_and_deleted_objects_reach_each_cache() {
         .create(&Default::default(), &support::cm("new-b", "default", "y"))
         .await
         .unwrap();
-    eventually("new objects cached", || {
+    eventually("new objects cached", DEADLINE, || {
         names(&a_cms.list()) == ["new-a", "old-a"] && names(&b_cms.list()) == ["new-b", "old-b"]
     })
     .await;
@@ -73,7 +75,7 @@ async fn existing_new_updated_and_deleted_objects_reach_each_cache() {
         .patch("old-a", &PatchParams::default(), &Patch::Merge(&patch))
         .await
         .unwrap();
-    eventually("update cached", || {
+    eventually("update cached", DEADLINE, || {
         a_cms
             .get(Some("default"), "old-a")
             .is_some_and(|cm| cm.data.as_ref().is_some_and(|d| d["v"] == "changed"))
@@ -85,7 +87,10 @@ async fn existing_new_updated_and_deleted_objects_reach_each_cache() {
         .delete("new-a", &DeleteParams::default())
         .await
         .unwrap();
-    eventually("delete cached", || names(&a_cms.list()) == ["old-a"]).await;
+    eventually("delete cached", DEADLINE, || {
+        names(&a_cms.list()) == ["old-a"]
+    })
+    .await;
     assert_eq!(names(&b_cms.list()), ["new-b", "old-b"]);
 
     // The subscription saw the same story, all in `default`, none of team-b's objects.
@@ -137,7 +142,7 @@ async fn indexes_are_per_cluster() {
     a.cache().wait_for_sync(SYNC).await.unwrap();
     b.cache().wait_for_sync(SYNC).await.unwrap();
 
-    eventually("indexes filled", || {
+    eventually("indexes filled", DEADLINE, || {
         let a_web = a.cache().list_by_index::<ConfigMap>("app", "web").unwrap();
         let b_web = b.cache().list_by_index::<ConfigMap>("app", "web").unwrap();
         let b_db = b.cache().list_by_index::<ConfigMap>("app", "db").unwrap();
@@ -168,7 +173,10 @@ async fn many_namespace_clusters_share_one_host_watch() {
         create_namespace(&host, &format!("ns-{i:02}"), &[]).await;
     }
     let run = Running::start(env, test_opts());
-    eventually("all namespaces engaged", || run.registry.len() == N + 1).await;
+    eventually("all namespaces engaged", DEADLINE, || {
+        run.registry.len() == N + 1
+    })
+    .await;
     let mut informers = Vec::new();
     for i in 0..N {
         let cluster = run.wait_for(&format!("ns-{i:02}")).await;
@@ -180,7 +188,7 @@ async fn many_namespace_clusters_share_one_host_watch() {
     for i in 0..N {
         create_cm(&host, &format!("ns-{i:02}"), "after-sync", "x").await;
     }
-    eventually("every cluster sees its object", || {
+    eventually("every cluster sees its object", DEADLINE, || {
         informers
             .iter()
             .all(|inf| inf.get(Some("default"), "after-sync").is_some())

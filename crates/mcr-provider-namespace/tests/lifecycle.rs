@@ -7,7 +7,7 @@ use kube::api::{Api, DeleteParams, ObjectMeta, PostParams};
 use mcr_core::{Error, Provider};
 use mcr_envtest::TestCluster;
 use mcr_provider_namespace::Options;
-use support::{Running, create_namespace, eventually, init_tracing, test_opts};
+use support::{DEADLINE, Running, create_namespace, eventually, init_tracing, test_opts};
 
 #[tokio::test]
 async fn namespaces_are_listed_added_and_removed() {
@@ -19,7 +19,7 @@ async fn namespaces_are_listed_added_and_removed() {
     let run = Running::start(env, test_opts());
 
     // Existing namespaces, without the excluded system namespaces.
-    eventually("initial namespaces", || {
+    eventually("initial namespaces", DEADLINE, || {
         run.names() == ["default", "team-a", "team-b"]
     })
     .await;
@@ -30,7 +30,10 @@ async fn namespaces_are_listed_added_and_removed() {
 
     // A new namespace joins.
     create_namespace(&host, "team-c", &[]).await;
-    eventually("team-c engaged", || run.names().contains(&"team-c".into())).await;
+    eventually("team-c engaged", DEADLINE, || {
+        run.names().contains(&"team-c".into())
+    })
+    .await;
 
     // A deleted namespace leaves: the fleet shrinks and lookups say ClusterNotFound.
     let team_b = run.registry.get(&"team-b".into()).unwrap();
@@ -40,7 +43,7 @@ async fn namespaces_are_listed_added_and_removed() {
         .delete("team-b", &DeleteParams::default())
         .await
         .unwrap();
-    eventually("team-b disengaged", || {
+    eventually("team-b disengaged", DEADLINE, || {
         run.names() == ["default", "team-a", "team-c"]
     })
     .await;
@@ -50,7 +53,7 @@ async fn namespaces_are_listed_added_and_removed() {
         "{err}"
     );
     // Its cache stopped with it.
-    eventually("team-b cache stopped", || team_b_cms.is_stopped()).await;
+    eventually("team-b cache stopped", DEADLINE, || team_b_cms.is_stopped()).await;
 
     run.stop().await;
 }
@@ -81,7 +84,10 @@ async fn terminating_namespace_leaves_before_it_is_gone() {
         .delete("held", &DeleteParams::default())
         .await
         .unwrap();
-    eventually("held disengaged", || !run.names().contains(&"held".into())).await;
+    eventually("held disengaged", DEADLINE, || {
+        !run.names().contains(&"held".into())
+    })
+    .await;
     let still_there = namespaces.get("held").await.unwrap();
     assert!(still_there.metadata.deletion_timestamp.is_some());
     assert!(run.provider.get(&"held".into()).await.is_err());
@@ -105,10 +111,10 @@ async fn label_selector_and_exclusions() {
             ..test_opts()
         },
     );
-    eventually("tenant-a engaged", || run.names() == ["tenant-a"]).await;
+    eventually("tenant-a engaged", DEADLINE, || run.names() == ["tenant-a"]).await;
     create_namespace(&host, "plain-2", &[]).await;
     create_namespace(&host, "tenant-b", &[("tenant", "true")]).await;
-    eventually("tenant-b engaged", || {
+    eventually("tenant-b engaged", DEADLINE, || {
         run.names() == ["tenant-a", "tenant-b"]
     })
     .await;
@@ -126,6 +132,6 @@ async fn stopping_the_provider_disengages_everything() {
     let registry = run.registry.clone();
     let provider = run.provider.clone();
     run.stop().await;
-    eventually("all disengaged", || registry.is_empty()).await;
+    eventually("all disengaged", DEADLINE, || registry.is_empty()).await;
     assert!(provider.names().is_empty());
 }

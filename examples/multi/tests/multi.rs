@@ -90,7 +90,10 @@ async fn embedded_demo_succeeds() -> anyhow::Result<()> {
             .find(|l| l.starts_with(&format!("{member}: default/demo stamped")))
             .unwrap_or_else(|| panic!("no stamp line for {member} in:\n{stdout}"));
         assert!(line.ends_with(name), "{line}");
-        assert!(line.contains("=files#") || line.contains("=secrets#"), "{line}");
+        assert!(
+            line.contains("=files#") || line.contains("=secrets#"),
+            "{line}"
+        );
     }
     Ok(())
 }

@@ -70,15 +70,18 @@ fn error_policy(_: Arc<ConfigMap>, err: &kube::Error, ctx: Context<()>) -> Actio
 
 /// The whole program: a namespace provider over `client`'s cluster, one controller.
 pub fn manager(client: kube::Client, selector: Option<String>) -> Result<Manager> {
-    let host = Cluster::new("", client.clone());
+    // One host cluster shared by the manager and the provider: one set of host watches.
+    let host = Cluster::new("", client);
     let provider = NamespaceProvider::new(
-        host,
+        host.clone(),
         Options {
             label_selector: selector,
             ..Options::default()
         },
     );
-    let mgr = Manager::new(client, Some(Arc::new(provider)));
+    let mgr = Manager::builder_with_host(host)
+        .provider(Arc::new(provider))
+        .build();
     Controller::new(&mgr)
         .for_with::<ConfigMap>((), WatchOptions::new().labels(format!("{LABEL}=true")))
         .register(reconcile, error_policy, Arc::new(()))?;

@@ -9,17 +9,7 @@ use kube::api::{Api, DeleteParams, ObjectMeta, Patch, PatchParams, PostParams};
 /// Generous deadline for anything that should happen "soon".
 pub const DEADLINE: Duration = Duration::from_secs(30);
 
-/// Polls `cond` every 20 ms until it holds; panics naming `what` after 30 s.
-pub async fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
-    let deadline = tokio::time::Instant::now() + DEADLINE;
-    while !cond() {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
+pub use mcr_envtest::wait::eventually;
 
 pub fn cm(name: &str, app: &str) -> ConfigMap {
     ConfigMap {

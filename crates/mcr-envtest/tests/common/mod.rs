@@ -10,22 +10,6 @@ use kube::api::ObjectMeta;
 /// Generous deadline for conditions; tests never rely on it being reached.
 pub const DEADLINE: Duration = Duration::from_secs(30);
 
-/// Polls `check` every 20 ms until it returns true; panics after [`DEADLINE`].
-pub async fn eventually<F, Fut>(what: &str, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = bool>,
-{
-    let start = Instant::now();
-    loop {
-        if check().await {
-            return;
-        }
-        assert!(start.elapsed() < DEADLINE, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
 /// A ConfigMap with a name, labels and one data entry.
 pub fn configmap(name: &str, labels: &[(&str, &str)], value: &str) -> ConfigMap {
     ConfigMap {

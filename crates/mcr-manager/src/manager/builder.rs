@@ -138,8 +138,25 @@ impl Manager {
     /// # }
     /// ```
     pub fn builder(client: kube::Client) -> ManagerBuilder {
+        Self::builder_with_host(Cluster::new(ClusterName::host(), client))
+    }
+
+    /// A [`ManagerBuilder`] around an existing host [`Cluster`], so that a provider which
+    /// watches the host too (such as the namespace provider) shares the manager's host cache
+    /// and its watches instead of opening a second set. [`Manager::local`] returns this
+    /// cluster; `cluster("")` answers with it.
+    ///
+    /// ```no_run
+    /// # fn demo(client: kube::Client) {
+    /// let host = mcr_core::Cluster::new(mcr_core::ClusterName::host(), client);
+    /// // e.g. NamespaceProvider::new(host.clone(), options) as the provider:
+    /// let mgr = mcr_manager::Manager::builder_with_host(host.clone()).build();
+    /// assert!(mgr.local().same_instance(&host));
+    /// # }
+    /// ```
+    pub fn builder_with_host(host: Cluster) -> ManagerBuilder {
         ManagerBuilder {
-            host: Cluster::new(ClusterName::host(), client),
+            host,
             provider: None,
             metrics: None,
             metrics_addr: None,

@@ -21,14 +21,7 @@ use tokio_util::sync::CancellationToken;
 
 pub const DEADLINE: Duration = Duration::from_secs(30);
 
-/// Polls `cond` every 20 ms until it holds; panics with `what` after 30 s.
-pub async fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
-    let start = std::time::Instant::now();
-    while !cond() {
-        assert!(start.elapsed() < DEADLINE, "timed out waiting for: {what}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
+pub use mcr_envtest::wait::eventually;
 
 pub fn init_tracing() {
     let _ = tracing_subscriber::fmt()

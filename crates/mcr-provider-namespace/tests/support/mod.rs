@@ -12,19 +12,9 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 pub const DEADLINE: Duration = Duration::from_secs(30);
-pub const SYNC: Duration = Duration::from_secs(30);
 
-/// Polls `cond` every 20 ms until it holds; panics naming `what` after 30 s.
-pub async fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
-    let deadline = tokio::time::Instant::now() + DEADLINE;
-    while !cond() {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
+pub use mcr_envtest::wait::eventually;
+pub const SYNC: Duration = Duration::from_secs(30);
 
 pub fn init_tracing() {
     let _ = tracing_subscriber::fmt()
