@@ -14,7 +14,15 @@ use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
 
 /// Library crates in the order they must be published (each depends only on earlier ones).
-const PUBLISH_ORDER: &[&str] = &["mcr-envtest", "mcr-core", "mcr-manager"];
+const PUBLISH_ORDER: &[&str] = &[
+    "mcr-envtest",
+    "mcr-core",
+    "mcr-manager",
+    "mcr-provider-kubeconfig",
+    "mcr-provider-file",
+    "mcr-provider-namespace",
+    "mcr-provider-multi",
+];
 
 #[derive(Parser)]
 #[command(name = "cargo xtask", about = "Project automation for mcr")]
@@ -114,8 +122,11 @@ fn e2e(skip_missing: bool) -> Result<()> {
 }
 
 fn package() -> Result<()> {
+    // One invocation: cargo packages interdependent workspace crates that are not yet on
+    // crates.io by resolving them against each other, in dependency order.
+    let mut args = vec!["package", "--no-verify", "--allow-dirty"];
     for krate in PUBLISH_ORDER {
-        cargo(&["package", "-p", krate, "--allow-dirty", "--no-verify"])?;
+        args.extend(["-p", krate]);
     }
-    Ok(())
+    cargo(&args)
 }
