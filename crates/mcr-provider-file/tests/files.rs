@@ -18,7 +18,6 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 const DEADLINE: Duration = Duration::from_secs(30);
-const POLL: Duration = Duration::from_millis(20);
 
 fn init_tracing() {
     let _ = tracing_subscriber::fmt()

@@ -46,8 +46,10 @@
 
 mod aware;
 mod error;
+mod options;
 mod provider;
 
 pub use aware::PrefixedAware;
 pub use error::Error;
-pub use provider::{DEFAULT_SEPARATOR, MultiProvider, Options};
+pub use options::{DEFAULT_SEPARATOR, Options};
+pub use provider::MultiProvider;

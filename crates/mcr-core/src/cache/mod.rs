@@ -5,6 +5,7 @@
 //! watching ConfigMaps in one cluster cause exactly one watch.
 
 mod derived;
+mod field_index;
 mod indexer;
 mod informer;
 mod key;
@@ -37,7 +38,7 @@ use key::{InformerKey, watcher_config};
 pub(crate) use key::{TypeTag, lock, read, write};
 use shared::{ErasedInformer, Shared};
 
-use crate::{ClusterName, Error, FieldIndex};
+use crate::{ClusterName, Error};
 
 struct Entry {
     any: Arc<dyn Any + Send + Sync>,
@@ -351,101 +352,6 @@ impl Cache {
     /// ```
     pub fn is_synced(&self) -> bool {
         self.erased().iter().all(|i| i.is_synced())
-    }
-
-    /// Registers a field index on this cluster, on the default informer (no selector) of the
-    /// index's type, which is created if needed.
-    ///
-    /// Registering the same index name on the same type again is a no-op; the same name on a
-    /// different type is [`Error::Index`].
-    ///
-    /// ```no_run
-    /// # fn f(c: mcr_core::Cluster) -> Result<(), mcr_core::Error> {
-    /// use k8s_openapi::api::core::v1::ConfigMap;
-    /// use mcr_core::FieldIndex;
-    /// let by_app = FieldIndex::new::<ConfigMap>("app", |cm| {
-    ///     cm.metadata.labels.as_ref().and_then(|l| l.get("app").cloned()).into_iter().collect()
-    /// });
-    /// c.cache().index_field(&by_app)?;
-    /// let web = c.cache().list_by_index::<ConfigMap>("app", "web")?;
-    /// # Ok(()) }
-    /// ```
-    pub fn index_field(&self, index: &FieldIndex) -> Result<(), Error> {
-        let mut names = lock(&self.inner.index_names);
-        match names.get(index.name()) {
-            Some(tag) if tag == index.tag() => return Ok(()),
-            Some(tag) => {
-                return Err(Error::Index {
-                    index: index.name().to_owned(),
-                    reason: format!(
-                        "cluster \"{}\": already registered for {}, cannot register it for {}",
-                        self.inner.cluster,
-                        tag.resource(),
-                        index.resource()
-                    ),
-                });
-            }
-            None => {}
-        }
-        index.install(self);
-        names.insert(index.name().to_owned(), index.tag().clone());
-        tracing::debug!(cluster = %self.inner.cluster, index = index.name(), resource = %index.resource(), "field index registered");
-        Ok(())
-    }
-
-    /// Objects of type `K` whose field index `index_name` has `value`.
-    ///
-    /// Errors with [`Error::Index`] if no such index is registered.
-    ///
-    /// ```no_run
-    /// # fn f(c: mcr_core::Cluster) -> Result<(), mcr_core::Error> {
-    /// use k8s_openapi::api::core::v1::ConfigMap;
-    /// let web = c.cache().list_by_index::<ConfigMap>("app", "web")?;
-    /// # Ok(()) }
-    /// ```
-    pub fn list_by_index<K>(&self, index_name: &str, value: &str) -> Result<Vec<Arc<K>>, Error>
-    where
-        K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
-    {
-        self.list_by_index_with::<K>(&(), index_name, value)
-    }
-
-    /// Like [`list_by_index`](Cache::list_by_index), for a resource with a dynamic type.
-    ///
-    /// ```no_run
-    /// # fn f(c: mcr_core::Cluster, ar: kube::core::ApiResource) -> Result<(), mcr_core::Error> {
-    /// use kube::core::DynamicObject;
-    /// let hits = c.cache().list_by_index_with::<DynamicObject>(&ar, "owner", "x")?;
-    /// # Ok(()) }
-    /// ```
-    pub fn list_by_index_with<K>(
-        &self,
-        dyntype: &K::DynamicType,
-        index_name: &str,
-        value: &str,
-    ) -> Result<Vec<Arc<K>>, Error>
-    where
-        K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
-        K::DynamicType: Clone + Eq + Hash + Send + Sync + 'static,
-    {
-        let key = InformerKey {
-            tag: TypeTag::of::<K>(dyntype),
-            opts: InformerOptions::default(),
-        };
-        let shared = {
-            let state = lock(&self.inner.state);
-            state
-                .informers
-                .get(&key)
-                .and_then(|e| e.any.clone().downcast::<Shared<K>>().ok())
-        };
-        match shared {
-            Some(shared) => Informer::from_shared(shared).list_by_index(index_name, value),
-            None => Err(Error::Index {
-                index: index_name.to_owned(),
-                reason: format!("no such index on {}", key.tag.resource()),
-            }),
-        }
     }
 
     /// How many informers (watches) this cache has.

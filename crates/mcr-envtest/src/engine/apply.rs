@@ -5,7 +5,8 @@ use serde_json::{Map, Value, json};
 use super::meta::{meta_mut, meta_str, name_of, namespace_of, now, rv_of, uid_of};
 use super::patch::{apply_patch, strategic_merge};
 use super::state::{ObjKey, Store};
-use super::write::{check_body, check_subresource, create_locked, finish_update, scope};
+use super::update::finish_update;
+use super::write::{check_body, check_subresource, create_locked, scope};
 use super::{ApiError, Engine, PatchType, ResourceType, WriteOptions};
 
 /// What kind of write a `managedFields` entry records.

@@ -271,6 +271,7 @@ mod registry;
 mod selector;
 mod special;
 mod state;
+mod update;
 mod watch;
 mod write;
 

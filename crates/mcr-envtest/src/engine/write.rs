@@ -1,30 +1,16 @@
 //! Create and update (`POST`, `PUT`), plus the update pipeline shared with patches.
 
-use std::sync::Arc;
-
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 use super::apply::{Operation, record_managed};
 use super::meta::{
-    finalizers_of, is_deleting, meta_mut, meta_str, name_of, new_uid, now, random_suffix, rv_of,
-    same_ignoring_managed, spec_part, uid_of, validate_name,
+    is_deleting, meta_mut, meta_str, name_of, new_uid, now, random_suffix, rv_of, uid_of,
+    validate_name,
 };
 use super::registry::{Special, TypeInfo};
 use super::state::{ObjKey, Store};
-use super::{ApiError, Engine, ResourceType, WriteOptions, crd, delete, special};
-
-/// Metadata the server owns: never taken from a request body on update.
-const SERVER_META: &[&str] = &[
-    "uid",
-    "creationTimestamp",
-    "deletionTimestamp",
-    "deletionGracePeriodSeconds",
-    "generation",
-    "managedFields",
-    "resourceVersion",
-    "name",
-    "namespace",
-];
+use super::update::finish_update;
+use super::{ApiError, Engine, ResourceType, WriteOptions, crd, special};
 
 /// The namespace a request addresses: `ns` for namespaced types, `""` for cluster-scoped ones.
 pub(crate) fn scope(info: &TypeInfo, namespace: Option<&str>) -> Result<String, ApiError> {
@@ -321,109 +307,4 @@ fn qualified(rt: &ResourceType) -> String {
     } else {
         format!("{}.{}", rt.plural, rt.group)
     }
-}
-
-/// The update pipeline shared by `PUT` and `PATCH`: subresource rules, server-owned metadata,
-/// finalizer rules, generation, managed fields, no-op detection, final removal of a deleted
-/// object whose finalizers are gone.
-pub(crate) fn finish_update(
-    store: &mut Store,
-    info: &TypeInfo,
-    existing: &Arc<Value>,
-    candidate: Value,
-    subresource: Option<&str>,
-    opts: &WriteOptions,
-    operation: &Operation,
-) -> Result<Value, ApiError> {
-    let rt = &info.rt;
-    let mut new = if subresource == Some("status") {
-        with_status_of(existing, &candidate)
-    } else if rt.status_subresource {
-        with_status_of(&candidate, existing)
-    } else {
-        candidate
-    };
-    let old_meta = existing
-        .get("metadata")
-        .and_then(Value::as_object)
-        .cloned()
-        .unwrap_or_default();
-    let meta = meta_mut(&mut new);
-    for field in SERVER_META {
-        match old_meta.get(*field) {
-            Some(v) => meta.insert((*field).to_string(), v.clone()),
-            None => meta.remove(*field),
-        };
-    }
-    if let Some(map) = new.as_object_mut() {
-        map.insert("apiVersion".into(), Value::String(rt.api_version()));
-        map.insert("kind".into(), Value::String(rt.kind.clone()));
-    }
-    special::normalize(info, &mut new, Some(existing))?;
-    if info.special == Special::Crd {
-        crd::on_update(existing, &mut new)?;
-    }
-    if is_deleting(existing) {
-        let old: Vec<&str> = finalizers_of(existing);
-        let added: Vec<&str> = finalizers_of(&new)
-            .into_iter()
-            .filter(|f| !old.contains(f))
-            .collect();
-        if !added.is_empty() {
-            return Err(ApiError::invalid(
-                &rt.kind,
-                name_of(existing),
-                format!(
-                    "metadata.finalizers: Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers {added:?}"
-                ),
-            ));
-        }
-    }
-    if info.generation
-        && spec_part(&new, rt.status_subresource) != spec_part(existing, rt.status_subresource)
-    {
-        let generation = existing["metadata"]["generation"].as_i64().unwrap_or(0) + 1;
-        meta_mut(&mut new).insert("generation".into(), json!(generation));
-    }
-    if same_ignoring_managed(&new, existing) {
-        return Ok(present(existing, rt));
-    }
-    record_managed(
-        &mut new,
-        opts.field_manager.as_deref(),
-        operation,
-        &rt.api_version(),
-        subresource,
-    );
-    if opts.dry_run {
-        return Ok(present(&new, rt));
-    }
-    let key = super::state::key_of(&new);
-    if is_deleting(&new) && finalizers_of(&new).is_empty() && delete::may_remove(store, info, &new)
-    {
-        // Like the real server: one DELETED event, no intermediate MODIFIED.
-        if let Some(removed) = delete::final_remove(store, &info.res, &key, None) {
-            meta_mut(&mut new).insert("resourceVersion".into(), json!(rv_of(&removed)));
-        }
-        return Ok(present(&new, rt));
-    }
-    let stored = store.put(&info.res, new);
-    if info.special == Special::Crd {
-        crd::serve(store, &stored);
-    }
-    Ok(present(&stored, rt))
-}
-
-/// `base` with its `status` replaced by `from`'s (removed when `from` has none).
-fn with_status_of(base: &Value, from: &Value) -> Value {
-    let mut out = base.clone();
-    if let Some(map) = out.as_object_mut() {
-        match from.get("status") {
-            Some(status) => map.insert("status".into(), status.clone()),
-            None => map.remove("status"),
-        };
-    } else {
-        out = Value::Object(Map::new());
-    }
-    out
 }

@@ -103,7 +103,7 @@ impl Running {
     }
 
     pub async fn wait_for(&self, name: &str) -> Cluster {
-        eventually(&format!("cluster {name} engaged"), || {
+        eventually(&format!("cluster {name} engaged"), DEADLINE, || {
             self.registry.get(&name.into()).is_ok()
         })
         .await;

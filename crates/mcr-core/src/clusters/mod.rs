@@ -2,14 +2,15 @@
 
 use std::{
     collections::HashMap,
-    sync::{Arc, Mutex, Weak},
+    sync::{Arc, Mutex},
     time::Duration,
 };
 
 use tokio_util::sync::CancellationToken;
-use tracing::Instrument;
 
-use crate::{Aware, Cluster, ClusterName, Error, FieldIndex, cache::lock};
+mod engage;
+
+use crate::{Cluster, ClusterName, Error, FieldIndex, cache::lock};
 
 /// Options of [`Clusters`].
 ///
@@ -132,190 +133,6 @@ impl Clusters {
                 opts,
                 state: Mutex::new(State::default()),
             }),
-        }
-    }
-
-    /// Adds and engages `cluster` under [`cluster.name()`](Cluster::name).
-    ///
-    /// Refuses a name already present ([`Error::AlreadyEngaged`]). Starts the cache with a
-    /// child token of `parent`, applies every registered field index, waits for the cache to
-    /// sync ([`Error::SyncTimeout`] after [`ClustersOptions::sync_timeout`]) and calls
-    /// [`Aware::engage`] (an error there becomes [`Error::Engage`]). On any failure the child
-    /// token is cancelled and the cluster forgotten.
-    ///
-    /// ```no_run
-    /// # async fn f(c: mcr_core::Cluster, aware: &dyn mcr_core::Aware) -> Result<(), mcr_core::Error> {
-    /// let clusters = mcr_core::Clusters::new();
-    /// let token = tokio_util::sync::CancellationToken::new();
-    /// clusters.add(&token, c, aware).await?;
-    /// # Ok(()) }
-    /// ```
-    pub async fn add(
-        &self,
-        parent: &CancellationToken,
-        cluster: Cluster,
-        aware: &dyn Aware,
-    ) -> Result<(), Error> {
-        let name = cluster.name().clone();
-        let token = parent.child_token();
-        let indexes = {
-            let mut state = lock(&self.inner.state);
-            // An entry whose token fired is on its way out: it does not count.
-            if state
-                .entries
-                .get(&name)
-                .is_some_and(|e| !e.token.is_cancelled())
-            {
-                return Err(Error::AlreadyEngaged(name));
-            }
-            let entry = Entry {
-                cluster: cluster.clone(),
-                token: token.clone(),
-                engaged: false,
-            };
-            state.entries.insert(name.clone(), entry);
-            state.indexes.clone()
-        };
-        let span = tracing::info_span!("add_cluster", cluster = %name, id = %cluster.id());
-        let result = self
-            .bring_up(&token, &cluster, &indexes, aware)
-            .instrument(span)
-            .await;
-        match result {
-            Ok(()) => {
-                let still_ours = {
-                    let mut state = lock(&self.inner.state);
-                    match state.entries.get_mut(&name) {
-                        Some(e) if e.cluster.same_instance(&cluster) => {
-                            e.engaged = true;
-                            true
-                        }
-                        _ => false,
-                    }
-                };
-                if !still_ours {
-                    // Removed while we were bringing it up.
-                    token.cancel();
-                    return Err(Error::Stopped(name));
-                }
-                self.forget_when_cancelled(name.clone(), cluster, token);
-                tracing::info!(cluster = %name, "cluster engaged");
-                Ok(())
-            }
-            Err(err) => {
-                token.cancel();
-                self.forget(&name, &cluster);
-                tracing::warn!(cluster = %name, error = %err, "cluster could not be engaged");
-                Err(err)
-            }
-        }
-    }
-
-    async fn bring_up(
-        &self,
-        token: &CancellationToken,
-        cluster: &Cluster,
-        indexes: &[FieldIndex],
-        aware: &dyn Aware,
-    ) -> Result<(), Error> {
-        let name = cluster.name();
-        cluster.cache().start(token.clone());
-        for index in indexes {
-            apply_index(cluster, index)?;
-        }
-        tokio::select! {
-            biased;
-            () = token.cancelled() => return Err(Error::Stopped(name.clone())),
-            synced = cluster.cache().wait_for_sync(self.inner.opts.sync_timeout) => synced?,
-        }
-        aware
-            .engage(token.clone(), name.clone(), cluster.clone())
-            .map_err(|err| Error::Engage {
-                cluster: name.clone(),
-                reason: err.to_string(),
-            })
-    }
-
-    /// Forgets the entry once its token fires (removal, provider stop, parent cancelled).
-    fn forget_when_cancelled(&self, name: ClusterName, cluster: Cluster, token: CancellationToken) {
-        let weak: Weak<Inner> = Arc::downgrade(&self.inner);
-        tokio::spawn(async move {
-            token.cancelled().await;
-            if let Some(inner) = weak.upgrade() {
-                Clusters { inner }.forget(&name, &cluster);
-            }
-        });
-    }
-
-    fn forget(&self, name: &ClusterName, cluster: &Cluster) {
-        let mut state = lock(&self.inner.state);
-        if state
-            .entries
-            .get(name)
-            .is_some_and(|e| e.cluster.same_instance(cluster))
-        {
-            state.entries.remove(name);
-        }
-    }
-
-    /// Adds `cluster`, replacing a running cluster of the same name unless both have the same
-    /// [connection hash](Cluster::connection_hash) (then [`AddOutcome::Unchanged`]).
-    ///
-    /// ```no_run
-    /// # async fn f(clusters: mcr_core::Clusters, c: mcr_core::Cluster, aware: &dyn mcr_core::Aware) -> Result<(), mcr_core::Error> {
-    /// use mcr_core::AddOutcome;
-    /// let token = tokio_util::sync::CancellationToken::new();
-    /// match clusters.add_or_replace(&token, c, aware).await? {
-    ///     AddOutcome::Unchanged => {}
-    ///     AddOutcome::Added | AddOutcome::Replaced => println!("connected"),
-    /// }
-    /// # Ok(()) }
-    /// ```
-    pub async fn add_or_replace(
-        &self,
-        parent: &CancellationToken,
-        cluster: Cluster,
-        aware: &dyn Aware,
-    ) -> Result<AddOutcome, Error> {
-        let name = cluster.name().clone();
-        let existing = {
-            let state = lock(&self.inner.state);
-            state.entries.get(&name).map(|e| e.cluster.clone())
-        };
-        let outcome = match existing {
-            None => AddOutcome::Added,
-            Some(old) => {
-                let same = old.same_instance(&cluster)
-                    || matches!((old.connection_hash(), cluster.connection_hash()), (Some(a), Some(b)) if a == b);
-                if same {
-                    return Ok(AddOutcome::Unchanged);
-                }
-                tracing::info!(cluster = %name, "connection changed, replacing cluster");
-                self.remove(&name);
-                AddOutcome::Replaced
-            }
-        };
-        self.add(parent, cluster, aware).await?;
-        Ok(outcome)
-    }
-
-    /// Removes the cluster: cancels its token (its caches stop, the manager disengages it).
-    /// Returns false if no cluster of that name is present.
-    ///
-    /// ```no_run
-    /// # fn f(clusters: mcr_core::Clusters) {
-    /// let removed = clusters.remove(&"member-1".into());
-    /// # }
-    /// ```
-    pub fn remove(&self, name: &ClusterName) -> bool {
-        let entry = lock(&self.inner.state).entries.remove(name);
-        match entry {
-            Some(entry) => {
-                entry.token.cancel();
-                tracing::info!(cluster = %name, "cluster removed");
-                true
-            }
-            None => false,
         }
     }
 

@@ -1,15 +1,16 @@
 //! One emulated cluster and its test hooks.
 
+mod hooks;
+
 use std::path::Path;
 use std::sync::Arc;
-use std::time::Duration;
 
 use kube::config::{KubeConfigOptions, Kubeconfig};
 
-use crate::counters::{Counters, RequestCounts};
+use crate::counters::Counters;
 use crate::engine::Engine;
+use crate::faults::Faults;
 pub use crate::faults::{ErrorRule, Partition};
-use crate::faults::{Faults, Mode};
 use crate::https::HttpsServer;
 use crate::server::Shared;
 use crate::{Error, kubeconfig, service, tls};
@@ -232,176 +233,6 @@ impl TestCluster {
     /// ```
     pub fn token(&self) -> &str {
         &self.inner.token
-    }
-
-    /// Opens or closes the HTTPS listener to match the link state.
-    fn sync_listener(&self, mode: Mode) -> Result<(), Error> {
-        if let Some(https) = &self.inner.https {
-            if mode == Mode::Down {
-                https.server.unbind();
-            } else {
-                https.server.bind()?;
-            }
-        }
-        Ok(())
-    }
-
-    fn sync_listener_logged(&self, mode: Mode) {
-        if let Err(err) = self.sync_listener(mode) {
-            tracing::warn!(cluster = %self.name(), %err, "could not re-open the HTTPS listener");
-        }
-    }
-
-    /// Stops serving: connections are refused, requests fail, open watches end. Data is kept.
-    ///
-    /// ```no_run
-    /// # async fn doc() -> Result<(), mcr_envtest::Error> {
-    /// let cluster = mcr_envtest::TestCluster::start("a").await?;
-    /// cluster.stop().await;
-    /// assert!(cluster.client().apiserver_version().await.is_err());
-    /// cluster.restart().await?;
-    /// # Ok(()) }
-    /// ```
-    pub async fn stop(&self) {
-        tracing::info!(cluster = %self.name(), "stopping");
-        let mode = self.inner.shared.faults.set_stopped(true);
-        self.sync_listener_logged(mode);
-    }
-
-    /// Serves again after [`stop`](Self::stop): same port, token, CA and data.
-    ///
-    /// ```no_run
-    /// # async fn doc() -> Result<(), mcr_envtest::Error> {
-    /// let cluster = mcr_envtest::TestCluster::start_https("a").await?;
-    /// cluster.stop().await;
-    /// cluster.restart().await?;
-    /// # Ok(()) }
-    /// ```
-    pub async fn restart(&self) -> Result<(), Error> {
-        tracing::info!(cluster = %self.name(), "restarting");
-        let mode = self.inner.shared.faults.set_stopped(false);
-        self.sync_listener(mode)
-    }
-
-    /// Partitions the cluster from its clients (see [`Partition`]) until [`heal`](Self::heal).
-    ///
-    /// ```no_run
-    /// # async fn doc() -> Result<(), mcr_envtest::Error> {
-    /// let cluster = mcr_envtest::TestCluster::start("a").await?;
-    /// cluster.partition(mcr_envtest::Partition::Refuse);
-    /// assert!(cluster.client().apiserver_version().await.is_err());
-    /// cluster.heal();
-    /// # Ok(()) }
-    /// ```
-    pub fn partition(&self, mode: Partition) {
-        tracing::info!(cluster = %self.name(), ?mode, "partitioned");
-        let mode = self.inner.shared.faults.set_partition(Some(mode));
-        self.sync_listener_logged(mode);
-    }
-
-    /// Ends a partition; requests hung by [`Partition::Hang`] proceed.
-    ///
-    /// ```no_run
-    /// # async fn doc() -> Result<(), mcr_envtest::Error> {
-    /// let cluster = mcr_envtest::TestCluster::start("a").await?;
-    /// cluster.partition(mcr_envtest::Partition::Hang);
-    /// cluster.heal();
-    /// # Ok(()) }
-    /// ```
-    pub fn heal(&self) {
-        tracing::info!(cluster = %self.name(), "healed");
-        let mode = self.inner.shared.faults.set_partition(None);
-        self.sync_listener_logged(mode);
-    }
-
-    /// Forgets the watch history: a watch from an older resourceVersion gets 410 Expired.
-    ///
-    /// ```no_run
-    /// # async fn doc() -> Result<(), mcr_envtest::Error> {
-    /// let cluster = mcr_envtest::TestCluster::start("a").await?;
-    /// cluster.compact();
-    /// # Ok(()) }
-    /// ```
-    pub fn compact(&self) {
-        self.inner.shared.engine.compact();
-    }
-
-    /// Adds `latency` to every request (`None` removes it).
-    ///
-    /// ```no_run
-    /// # async fn doc() -> Result<(), mcr_envtest::Error> {
-    /// let cluster = mcr_envtest::TestCluster::start("a").await?;
-    /// cluster.set_latency(Some(std::time::Duration::from_millis(50)));
-    /// # Ok(()) }
-    /// ```
-    pub fn set_latency(&self, latency: Option<Duration>) {
-        self.inner.shared.faults.set_latency(latency);
-    }
-
-    /// Answers matching requests with an error `Status` (see [`ErrorRule`]).
-    ///
-    /// ```no_run
-    /// # async fn doc() -> Result<(), mcr_envtest::Error> {
-    /// let cluster = mcr_envtest::TestCluster::start("a").await?;
-    /// cluster.inject_error(mcr_envtest::ErrorRule::new(500).verb("list").times(1));
-    /// # Ok(()) }
-    /// ```
-    pub fn inject_error(&self, rule: ErrorRule) {
-        self.inner.shared.faults.add_rule(rule);
-    }
-
-    /// Removes latency, error rules and any partition (a stopped cluster stays stopped).
-    ///
-    /// ```no_run
-    /// # async fn doc() -> Result<(), mcr_envtest::Error> {
-    /// let cluster = mcr_envtest::TestCluster::start("a").await?;
-    /// cluster.clear_faults();
-    /// # Ok(()) }
-    /// ```
-    pub fn clear_faults(&self) {
-        let mode = self.inner.shared.faults.clear();
-        self.sync_listener_logged(mode);
-    }
-
-    /// A snapshot of the request counters.
-    ///
-    /// ```no_run
-    /// # async fn doc() -> Result<(), mcr_envtest::Error> {
-    /// let cluster = mcr_envtest::TestCluster::start("a").await?;
-    /// assert_eq!(cluster.requests().total(), 0);
-    /// # Ok(()) }
-    /// ```
-    pub fn requests(&self) -> RequestCounts {
-        self.inner.shared.counters.snapshot()
-    }
-
-    /// How many `verb` requests went to `resource` (see [`RequestCounts`] for the names).
-    ///
-    /// ```no_run
-    /// # async fn doc() -> Result<(), mcr_envtest::Error> {
-    /// let cluster = mcr_envtest::TestCluster::start("a").await?;
-    /// assert_eq!(cluster.request_count("watch", "configmaps"), 0);
-    /// # Ok(()) }
-    /// ```
-    pub fn request_count(&self, verb: &str, resource: &str) -> u64 {
-        self.requests().get(verb, resource)
-    }
-
-    /// Sets every counter back to zero.
-    ///
-    /// ```no_run
-    /// # async fn doc() -> Result<(), mcr_envtest::Error> {
-    /// let cluster = mcr_envtest::TestCluster::start("a").await?;
-    /// cluster.reset_request_counts();
-    /// # Ok(()) }
-    /// ```
-    pub fn reset_request_counts(&self) {
-        self.inner.shared.counters.reset();
-    }
-
-    /// Whether [`stop`](Self::stop) was called without a [`restart`](Self::restart) since.
-    pub(crate) fn is_stopped(&self) -> bool {
-        self.inner.shared.faults.is_stopped()
     }
 }
 

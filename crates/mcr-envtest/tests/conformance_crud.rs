@@ -1,9 +1,10 @@
-//! Conformance-style tests: kube-rs typed and dynamic clients against in-process clusters.
+//! Conformance-style tests, object lifecycle: kube-rs typed and dynamic clients create, read,
+//! update and delete against an in-process cluster (conflicts, dry runs, finalizers, raw HTTP
+//! errors).
 
 mod common;
 
 use common::{api_code, configmap};
-use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use mcr_envtest::TestCluster;
@@ -154,100 +155,6 @@ async fn default_namespaces_and_dry_run() {
 }
 
 #[tokio::test]
-async fn label_and_field_selectors() {
-    let cluster = TestCluster::start("selectors").await.unwrap();
-    for (ns, name, labels) in [
-        ("default", "web-a", vec![("app", "web"), ("tier", "a")]),
-        ("default", "web-b", vec![("app", "web"), ("tier", "b")]),
-        ("default", "db", vec![("app", "db")]),
-        ("kube-system", "web-c", vec![("app", "web"), ("tier", "c")]),
-    ] {
-        let cms: Api<ConfigMap> = Api::namespaced(cluster.client(), ns);
-        cms.create(&PostParams::default(), &configmap(name, &labels, "x"))
-            .await
-            .unwrap();
-    }
-    let names = |list: kube::core::ObjectList<ConfigMap>| {
-        let mut names: Vec<String> = list
-            .items
-            .into_iter()
-            .filter_map(|c| c.metadata.name)
-            .collect();
-        names.sort();
-        names
-    };
-    let all: Api<ConfigMap> = Api::all(cluster.client());
-    let default: Api<ConfigMap> = Api::namespaced(cluster.client(), "default");
-
-    let web = all
-        .list(&ListParams::default().labels("app=web"))
-        .await
-        .unwrap();
-    assert_eq!(names(web), ["web-a", "web-b", "web-c"]);
-    let set = default
-        .list(&ListParams::default().labels("app=web,tier in (b,c)"))
-        .await
-        .unwrap();
-    assert_eq!(names(set), ["web-b"]);
-    let no_tier = all
-        .list(&ListParams::default().labels("!tier"))
-        .await
-        .unwrap();
-    assert_eq!(names(no_tier), ["db"]);
-    let by_name = all
-        .list(&ListParams::default().fields("metadata.name=web-c"))
-        .await
-        .unwrap();
-    assert_eq!(names(by_name), ["web-c"]);
-    let by_ns = all
-        .list(
-            &ListParams::default()
-                .fields("metadata.namespace=default")
-                .labels("app=web"),
-        )
-        .await
-        .unwrap();
-    assert_eq!(names(by_ns), ["web-a", "web-b"]);
-    let err = all
-        .list(&ListParams::default().labels("app in ("))
-        .await
-        .unwrap_err();
-    assert_eq!(api_code(&err), Some(400));
-}
-
-#[tokio::test]
-async fn pagination_with_limit_and_continue() {
-    let cluster = TestCluster::start("pages").await.unwrap();
-    let cms: Api<ConfigMap> = Api::namespaced(cluster.client(), "default");
-    for i in 0..7 {
-        cms.create(
-            &PostParams::default(),
-            &configmap(&format!("cm-{i}"), &[], "x"),
-        )
-        .await
-        .unwrap();
-    }
-    let mut seen = Vec::new();
-    let mut sizes = Vec::new();
-    let mut params = ListParams::default().limit(3);
-    loop {
-        let page = cms.list(&params).await.unwrap();
-        sizes.push(page.items.len());
-        seen.extend(page.items.into_iter().filter_map(|c| c.metadata.name));
-        match page.metadata.continue_ {
-            Some(token) if !token.is_empty() => {
-                params = ListParams::default().limit(3).continue_token(&token)
-            }
-            _ => break,
-        }
-    }
-    assert_eq!(sizes, [3, 3, 1]);
-    seen.sort();
-    let expected: Vec<String> = (0..7).map(|i| format!("cm-{i}")).collect();
-    assert_eq!(seen, expected);
-}
-
-#[tokio::test]
 async fn finalizers_hold_deletion() {
     let cluster = TestCluster::start("finalizers").await.unwrap();
     let cms: Api<ConfigMap> = Api::namespaced(cluster.client(), "default");
@@ -264,129 +171,6 @@ async fn finalizers_hold_deletion() {
         .await
         .unwrap();
     assert_eq!(api_code(&cms.get("held").await.unwrap_err()), Some(404));
-}
-
-#[tokio::test]
-async fn delete_collection_by_label() {
-    let cluster = TestCluster::start("deletecollection").await.unwrap();
-    let cms: Api<ConfigMap> = Api::namespaced(cluster.client(), "default");
-    for (name, app) in [("a", "x"), ("b", "x"), ("c", "y")] {
-        cms.create(
-            &PostParams::default(),
-            &configmap(name, &[("app", app)], "v"),
-        )
-        .await
-        .unwrap();
-    }
-    cms.delete_collection(
-        &DeleteParams::default(),
-        &ListParams::default().labels("app=x"),
-    )
-    .await
-    .unwrap();
-    let left: Vec<_> = cms
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .filter_map(|c| c.metadata.name)
-        .collect();
-    assert_eq!(left, ["c"]);
-    assert_eq!(cluster.request_count("deletecollection", "configmaps"), 1);
-}
-
-#[tokio::test]
-async fn server_side_apply() {
-    let cluster = TestCluster::start("ssa").await.unwrap();
-    let cms: Api<ConfigMap> = Api::namespaced(cluster.client(), "default");
-    let apply = |value: &str| {
-        Patch::Apply(json!({
-            "apiVersion": "v1",
-            "kind": "ConfigMap",
-            "metadata": { "name": "applied" },
-            "data": { "value": value },
-        }))
-    };
-    let created = cms
-        .patch("applied", &PatchParams::apply("mgr"), &apply("1"))
-        .await
-        .unwrap();
-    assert_eq!(created.data.as_ref().unwrap()["value"], "1");
-    let managers: Vec<_> = created
-        .metadata
-        .managed_fields
-        .unwrap_or_default()
-        .into_iter()
-        .filter_map(|m| m.manager)
-        .collect();
-    assert!(managers.contains(&"mgr".to_string()), "{managers:?}");
-
-    let updated = cms
-        .patch("applied", &PatchParams::apply("mgr").force(), &apply("2"))
-        .await
-        .unwrap();
-    assert_eq!(updated.data.as_ref().unwrap()["value"], "2");
-    assert_eq!(
-        cms.get("applied").await.unwrap().data.unwrap()["value"],
-        "2"
-    );
-    assert_eq!(cluster.request_count("patch", "configmaps"), 2);
-}
-
-fn deployment(name: &str) -> Deployment {
-    serde_json::from_value(json!({
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": { "name": name },
-        "spec": {
-            "replicas": 1,
-            "selector": { "matchLabels": { "app": name } },
-            "template": {
-                "metadata": { "labels": { "app": name } },
-                "spec": { "containers": [
-                    { "name": "main", "image": "main:1" },
-                    { "name": "sidecar", "image": "sidecar:1" },
-                ] },
-            },
-        },
-    }))
-    .unwrap()
-}
-
-#[tokio::test]
-async fn strategic_merge_on_deployment_and_status() {
-    let cluster = TestCluster::start("strategic").await.unwrap();
-    let deploys: Api<Deployment> = Api::namespaced(cluster.client(), "default");
-    deploys
-        .create(&PostParams::default(), &deployment("web"))
-        .await
-        .unwrap();
-
-    // Containers merge by name: one image changes, the other container stays.
-    let patch = Patch::Strategic(json!({
-        "spec": { "template": { "spec": { "containers": [ { "name": "main", "image": "main:2" } ] } } }
-    }));
-    let patched = deploys
-        .patch("web", &PatchParams::default(), &patch)
-        .await
-        .unwrap();
-    let containers = patched.spec.template.spec.unwrap().containers;
-    let images: Vec<_> = containers
-        .iter()
-        .map(|c| (c.name.as_str(), c.image.as_deref().unwrap_or("")))
-        .collect();
-    assert_eq!(images, [("main", "main:2"), ("sidecar", "sidecar:1")]);
-
-    let status = Patch::Merge(json!({ "status": { "replicas": 1, "readyReplicas": 1 } }));
-    deploys
-        .patch_status("web", &PatchParams::default(), &status)
-        .await
-        .unwrap();
-    let got = deploys.get_status("web").await.unwrap();
-    assert_eq!(got.status.unwrap().ready_replicas, Some(1));
-    assert_eq!(cluster.request_count("patch", "deployments/status"), 1);
-    assert_eq!(cluster.request_count("get", "deployments/status"), 1);
 }
 
 #[tokio::test]

@@ -1,0 +1,204 @@
+//! The [`Clusters`] lifecycle: add, replace, remove, failures leaving nothing behind, indexes.
+
+use super::*;
+
+#[tokio::test]
+async fn clusters_add_get_remove() {
+    let clusters = Clusters::with_options(short());
+    let parent = CancellationToken::new();
+    let aware = Recorder::default();
+    let cluster = Cluster::new("a", hanging_client());
+    clusters
+        .add(&parent, cluster.clone(), &aware)
+        .await
+        .unwrap();
+    assert_eq!(clusters.names(), ["a"]);
+    assert_eq!(clusters.len(), 1);
+    assert!(clusters.get(&"a".into()).unwrap().same_instance(&cluster));
+    assert!(cluster.cache().is_started());
+    let token = clusters.token(&"a".into()).unwrap();
+    let engaged = aware.engaged.lock().unwrap().clone();
+    assert_eq!(engaged.len(), 1);
+    assert!(!engaged[0].1.is_cancelled());
+
+    assert!(clusters.remove(&"a".into()));
+    assert!(!clusters.remove(&"a".into()));
+    assert!(token.is_cancelled() && engaged[0].1.is_cancelled());
+    let err = clusters.get(&"a".into()).unwrap_err();
+    assert!(is_cluster_not_found(&err));
+    assert!(clusters.is_empty());
+}
+
+#[tokio::test]
+async fn clusters_refuse_duplicates_and_keep_the_first() {
+    let clusters = Clusters::with_options(short());
+    let parent = CancellationToken::new();
+    let aware = Recorder::default();
+    let first = Cluster::new("a", hanging_client());
+    clusters.add(&parent, first.clone(), &aware).await.unwrap();
+    let second = Cluster::new("a", hanging_client());
+    let err = clusters
+        .add(&parent, second.clone(), &aware)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, Error::AlreadyEngaged(ref n) if n == "a"),
+        "{err}"
+    );
+    assert!(clusters.get(&"a".into()).unwrap().same_instance(&first));
+    assert!(
+        !second.cache().is_started(),
+        "a refused cluster is not started"
+    );
+    assert!(!clusters.token(&"a".into()).unwrap().is_cancelled());
+}
+
+#[tokio::test]
+async fn clusters_sync_timeout_leaves_nothing_behind() {
+    let clusters = Clusters::with_options(short());
+    clusters.index_field(&by_app()).await.unwrap();
+    let parent = CancellationToken::new();
+    let aware = Recorder::default();
+    let cluster = Cluster::new("slow", hanging_client());
+    let err = clusters
+        .add(&parent, cluster.clone(), &aware)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, Error::SyncTimeout { ref cluster, .. } if cluster == "slow"),
+        "{err}"
+    );
+    assert!(err.to_string().contains("slow"));
+    assert!(clusters.names().is_empty() && clusters.token(&"slow".into()).is_none());
+    assert!(aware.engaged.lock().unwrap().is_empty());
+    assert!(!parent.is_cancelled());
+    // The cache was stopped: its informer reports Stopped, not a pending sync.
+    let err = cluster
+        .cache()
+        .wait_for_sync(Duration::from_secs(30))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::Stopped(_)), "{err}");
+}
+
+#[tokio::test]
+async fn clusters_engage_error_leaves_nothing_behind() {
+    let clusters = Clusters::with_options(short());
+    let parent = CancellationToken::new();
+    let aware = Recorder {
+        fail: true,
+        ..Default::default()
+    };
+    // No informer: the cache is synced at once, so the add reaches the engage step.
+    let cluster = Cluster::new("bad", hanging_client());
+    let err = clusters
+        .add(&parent, cluster.clone(), &aware)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, Error::Engage { ref cluster, .. } if cluster == "bad"),
+        "{err}"
+    );
+    assert!(clusters.names().is_empty() && clusters.token(&"bad".into()).is_none());
+    let late = cluster.cache().informer::<ConfigMap>();
+    let err = late
+        .wait_for_sync(Duration::from_secs(30))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, Error::Stopped(_)),
+        "the cache's token was cancelled: {err}"
+    );
+    // The name is free again.
+    let ok = Recorder::default();
+    clusters
+        .add(&parent, Cluster::new("bad", hanging_client()), &ok)
+        .await
+        .unwrap();
+    assert_eq!(clusters.names(), ["bad"]);
+}
+
+#[tokio::test]
+async fn clusters_forget_clusters_when_the_parent_is_cancelled() {
+    let clusters = Clusters::with_options(short());
+    let parent = CancellationToken::new();
+    let aware = Recorder::default();
+    clusters
+        .add(&parent, Cluster::new("a", hanging_client()), &aware)
+        .await
+        .unwrap();
+    clusters
+        .add(&parent, Cluster::new("b", hanging_client()), &aware)
+        .await
+        .unwrap();
+    assert_eq!(clusters.names(), ["a", "b"]);
+    parent.cancel();
+    assert!(clusters.names().is_empty());
+    eventually("entries forgotten", DEFAULT_TIMEOUT, || {
+        clusters.token(&"a".into()).is_none()
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn add_or_replace_uses_the_connection_hash() {
+    let clusters = Clusters::with_options(short());
+    let parent = CancellationToken::new();
+    let aware = Recorder::default();
+    let v1 = Cluster::new("a", hanging_client()).with_connection_hash("h1");
+    let out = clusters
+        .add_or_replace(&parent, v1.clone(), &aware)
+        .await
+        .unwrap();
+    assert_eq!(out, AddOutcome::Added);
+    let same = Cluster::new("a", hanging_client()).with_connection_hash("h1");
+    let out = clusters
+        .add_or_replace(&parent, same, &aware)
+        .await
+        .unwrap();
+    assert_eq!(out, AddOutcome::Unchanged);
+    assert!(clusters.get(&"a".into()).unwrap().same_instance(&v1));
+    let old_token = clusters.token(&"a".into()).unwrap();
+    let v2 = Cluster::new("a", hanging_client()).with_connection_hash("h2");
+    let out = clusters
+        .add_or_replace(&parent, v2.clone(), &aware)
+        .await
+        .unwrap();
+    assert_eq!(out, AddOutcome::Replaced);
+    assert!(old_token.is_cancelled());
+    assert!(clusters.get(&"a".into()).unwrap().same_instance(&v2));
+    // No hash: always replaced.
+    let v3 = Cluster::new("a", hanging_client());
+    let out = clusters.add_or_replace(&parent, v3, &aware).await.unwrap();
+    assert_eq!(out, AddOutcome::Replaced);
+}
+
+#[tokio::test]
+async fn clusters_apply_indexes_to_current_and_future_clusters_once() {
+    let clusters = Clusters::with_options(short());
+    let parent = CancellationToken::new();
+    let aware = Recorder::default();
+    clusters
+        .add(&parent, Cluster::new("a", hanging_client()), &aware)
+        .await
+        .unwrap();
+    // Current cluster: index applied now (it has an informer, so a later sync would be
+    // waited for; here only the registration matters).
+    clusters.index_field(&by_app()).await.unwrap();
+    clusters.index_field(&by_app()).await.unwrap();
+    let a = clusters.get(&"a".into()).unwrap();
+    assert_eq!(a.cache().informer_count(), 1);
+    assert!(a.cache().list_by_index::<ConfigMap>("app", "x").is_ok());
+    let err = clusters
+        .index_field(&FieldIndex::new::<Secret>("app", |_| vec![]))
+        .await;
+    assert!(matches!(err, Err(Error::Index { .. })));
+    // Future cluster: the index is applied before sync, so with a hanging client the add
+    // fails with a sync timeout on configmaps: proof that the index's informer exists.
+    let err = clusters
+        .add(&parent, Cluster::new("b", hanging_client()), &aware)
+        .await;
+    assert!(
+        matches!(err, Err(Error::SyncTimeout { ref resource, .. }) if resource == "configmaps")
+    );
+}

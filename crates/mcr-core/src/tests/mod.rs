@@ -1,0 +1,69 @@
+//! Unit tests of the lifecycle and cache rules that need no API server (a client whose
+//! requests never complete stands for an unreachable cluster). The behaviour against a real
+//! API server is covered by the integration tests in `tests/`.
+
+use std::{
+    convert::Infallible,
+    sync::{Arc, Mutex},
+    time::Duration,
+};
+
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
+use mcr_envtest::wait::{DEFAULT_TIMEOUT, eventually};
+use tokio_util::sync::CancellationToken;
+
+use crate::{
+    AddOutcome, Aware, Cluster, ClusterName, Clusters, ClustersOptions, Error, FieldIndex,
+    InformerOptions, Provider, Registry, is_cluster_not_found,
+    providers::{clusters::ClustersProvider, nop::NopProvider, single::SingleProvider},
+};
+
+/// A client for a cluster that never answers.
+fn hanging_client() -> kube::Client {
+    let service = tower::service_fn(|_req: http::Request<kube::client::Body>| {
+        futures::future::pending::<Result<http::Response<kube::client::Body>, Infallible>>()
+    });
+    kube::Client::new(service, "default")
+}
+
+fn by_app() -> FieldIndex {
+    FieldIndex::new::<ConfigMap>("app", |cm| {
+        cm.metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get("app").cloned())
+            .into_iter()
+            .collect()
+    })
+}
+
+/// Records engagements; fails them when asked to.
+#[derive(Default)]
+struct Recorder {
+    fail: bool,
+    engaged: Mutex<Vec<(ClusterName, CancellationToken)>>,
+}
+
+impl Aware for Recorder {
+    fn engage(&self, token: CancellationToken, name: ClusterName, _: Cluster) -> Result<(), Error> {
+        if self.fail {
+            return Err(Error::Engage {
+                cluster: name,
+                reason: "refused by test".into(),
+            });
+        }
+        self.engaged.lock().unwrap().push((name, token));
+        Ok(())
+    }
+}
+
+fn short() -> ClustersOptions {
+    ClustersOptions {
+        sync_timeout: Duration::from_millis(200),
+    }
+}
+
+mod cache;
+mod clusters;
+mod providers;

@@ -1,0 +1,133 @@
+//! Conformance-style tests, collections: label and field selectors, pagination and
+//! deletecollection.
+
+mod common;
+
+use common::{api_code, configmap};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use mcr_envtest::TestCluster;
+
+#[tokio::test]
+async fn label_and_field_selectors() {
+    let cluster = TestCluster::start("selectors").await.unwrap();
+    for (ns, name, labels) in [
+        ("default", "web-a", vec![("app", "web"), ("tier", "a")]),
+        ("default", "web-b", vec![("app", "web"), ("tier", "b")]),
+        ("default", "db", vec![("app", "db")]),
+        ("kube-system", "web-c", vec![("app", "web"), ("tier", "c")]),
+    ] {
+        let cms: Api<ConfigMap> = Api::namespaced(cluster.client(), ns);
+        cms.create(&PostParams::default(), &configmap(name, &labels, "x"))
+            .await
+            .unwrap();
+    }
+    let names = |list: kube::core::ObjectList<ConfigMap>| {
+        let mut names: Vec<String> = list
+            .items
+            .into_iter()
+            .filter_map(|c| c.metadata.name)
+            .collect();
+        names.sort();
+        names
+    };
+    let all: Api<ConfigMap> = Api::all(cluster.client());
+    let default: Api<ConfigMap> = Api::namespaced(cluster.client(), "default");
+
+    let web = all
+        .list(&ListParams::default().labels("app=web"))
+        .await
+        .unwrap();
+    assert_eq!(names(web), ["web-a", "web-b", "web-c"]);
+    let set = default
+        .list(&ListParams::default().labels("app=web,tier in (b,c)"))
+        .await
+        .unwrap();
+    assert_eq!(names(set), ["web-b"]);
+    let no_tier = all
+        .list(&ListParams::default().labels("!tier"))
+        .await
+        .unwrap();
+    assert_eq!(names(no_tier), ["db"]);
+    let by_name = all
+        .list(&ListParams::default().fields("metadata.name=web-c"))
+        .await
+        .unwrap();
+    assert_eq!(names(by_name), ["web-c"]);
+    let by_ns = all
+        .list(
+            &ListParams::default()
+                .fields("metadata.namespace=default")
+                .labels("app=web"),
+        )
+        .await
+        .unwrap();
+    assert_eq!(names(by_ns), ["web-a", "web-b"]);
+    let err = all
+        .list(&ListParams::default().labels("app in ("))
+        .await
+        .unwrap_err();
+    assert_eq!(api_code(&err), Some(400));
+}
+
+#[tokio::test]
+async fn pagination_with_limit_and_continue() {
+    let cluster = TestCluster::start("pages").await.unwrap();
+    let cms: Api<ConfigMap> = Api::namespaced(cluster.client(), "default");
+    for i in 0..7 {
+        cms.create(
+            &PostParams::default(),
+            &configmap(&format!("cm-{i}"), &[], "x"),
+        )
+        .await
+        .unwrap();
+    }
+    let mut seen = Vec::new();
+    let mut sizes = Vec::new();
+    let mut params = ListParams::default().limit(3);
+    loop {
+        let page = cms.list(&params).await.unwrap();
+        sizes.push(page.items.len());
+        seen.extend(page.items.into_iter().filter_map(|c| c.metadata.name));
+        match page.metadata.continue_ {
+            Some(token) if !token.is_empty() => {
+                params = ListParams::default().limit(3).continue_token(&token)
+            }
+            _ => break,
+        }
+    }
+    assert_eq!(sizes, [3, 3, 1]);
+    seen.sort();
+    let expected: Vec<String> = (0..7).map(|i| format!("cm-{i}")).collect();
+    assert_eq!(seen, expected);
+}
+
+#[tokio::test]
+async fn delete_collection_by_label() {
+    let cluster = TestCluster::start("deletecollection").await.unwrap();
+    let cms: Api<ConfigMap> = Api::namespaced(cluster.client(), "default");
+    for (name, app) in [("a", "x"), ("b", "x"), ("c", "y")] {
+        cms.create(
+            &PostParams::default(),
+            &configmap(name, &[("app", app)], "v"),
+        )
+        .await
+        .unwrap();
+    }
+    cms.delete_collection(
+        &DeleteParams::default(),
+        &ListParams::default().labels("app=x"),
+    )
+    .await
+    .unwrap();
+    let left: Vec<_> = cms
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|c| c.metadata.name)
+        .collect();
+    assert_eq!(left, ["c"]);
+    assert_eq!(cluster.request_count("deletecollection", "configmaps"), 1);
+}

@@ -1,0 +1,193 @@
+//! Secrets are untrusted input: a broken or unreachable kubeconfig is retried without
+//! affecting the other clusters, and exec plugins or local file references are refused unless
+//! the operator opted in.
+
+mod common;
+
+use mcr_envtest::TestCluster;
+use mcr_envtest::wait::eventually;
+use mcr_provider_kubeconfig::{Namespaces, SecretState};
+
+use common::*;
+
+#[tokio::test]
+async fn invalid_or_unreachable_is_retried_and_isolated() {
+    init_tracing();
+    let host = TestCluster::start("host").await.unwrap();
+    let fleet = https_fleet(2).await;
+    let (m1, m2) = (&fleet.clusters()[0], &fleet.clusters()[1]);
+    let run = Running::start(&host, opts(Namespaces::default()));
+    put_secret(
+        &host,
+        "default",
+        "bad",
+        "true",
+        Some(b"clusters: [not: valid"),
+        &[],
+    )
+    .await;
+    m2.stop().await;
+    put_secret(
+        &host,
+        "default",
+        "down",
+        "true",
+        Some(kubeconfig_of(m2).as_bytes()),
+        &[],
+    )
+    .await;
+    put_secret(
+        &host,
+        "default",
+        "good",
+        "true",
+        Some(kubeconfig_of(m1).as_bytes()),
+        &[],
+    )
+    .await;
+    eventually("good engaged", DEADLINE, || run.names() == ["good"]).await;
+    eventually("bad and down failing", DEADLINE, || {
+        matches!(
+            run.state("default", "bad"),
+            Some(SecretState::Failed { .. })
+        ) && matches!(
+            run.state("default", "down"),
+            Some(SecretState::Failed { .. })
+        )
+    })
+    .await;
+    let Some(SecretState::Failed { reason, .. }) = run.state("default", "down") else {
+        unreachable!()
+    };
+    assert!(
+        reason.contains("default/down"),
+        "names the Secret: {reason}"
+    );
+    assert!(!reason.contains(m2.token()), "no credentials in errors");
+
+    // The unreachable server comes back: picked up by the retry, no Secret change needed.
+    m2.restart().await.unwrap();
+    eventually("down engaged after restart", DEADLINE, || {
+        run.names() == ["down", "good"]
+    })
+    .await;
+    // Fixing the invalid kubeconfig engages it too.
+    put_secret(
+        &host,
+        "default",
+        "bad",
+        "true",
+        Some(kubeconfig_of(m2).as_bytes()),
+        &[],
+    )
+    .await;
+    eventually("bad engaged after fix", DEADLINE, || {
+        run.names() == ["bad", "down", "good"]
+    })
+    .await;
+    run.stop().await;
+}
+
+fn exec_kubeconfig(tc: &TestCluster) -> String {
+    let kc = tc.kubeconfig().unwrap();
+    let cluster = kc.clusters[0].cluster.clone().unwrap();
+    let ca = cluster.certificate_authority_data.unwrap();
+    let server = cluster.server.unwrap();
+    format!(
+        r#"apiVersion: v1
+kind: Config
+clusters: [{{name: c, cluster: {{server: "{server}", certificate-authority-data: "{ca}"}}}}]
+users: [{{name: u, user: {{exec: {{apiVersion: client.authentication.k8s.io/v1, command: /bin/sh, args: ["-c", "echo {{}}"], interactiveMode: Never}}}}}}]
+contexts: [{{name: x, context: {{cluster: c, user: u}}}}]
+current-context: x
+"#
+    )
+}
+
+#[tokio::test]
+async fn exec_stanza_is_refused_by_default() {
+    init_tracing();
+    let host = TestCluster::start("host").await.unwrap();
+    let fleet = https_fleet(1).await;
+    let m1 = &fleet.clusters()[0];
+    let run = Running::start(&host, opts(Namespaces::default()));
+    put_secret(
+        &host,
+        "default",
+        "exec",
+        "true",
+        Some(exec_kubeconfig(m1).as_bytes()),
+        &[],
+    )
+    .await;
+    eventually("refused", DEADLINE, || {
+        matches!(
+            run.state("default", "exec"),
+            Some(SecretState::ExecDenied { .. })
+        )
+    })
+    .await;
+    assert!(run.names().is_empty());
+    // Replacing it with a plain kubeconfig engages it.
+    put_secret(
+        &host,
+        "default",
+        "exec",
+        "true",
+        Some(kubeconfig_of(m1).as_bytes()),
+        &[],
+    )
+    .await;
+    eventually("engaged", DEADLINE, || run.names() == ["exec"]).await;
+    run.stop().await;
+}
+
+/// A kubeconfig that reads a local file (here this process's own "service-account token") and
+/// points at a server of its choosing: refused by default, so a hostile Secret cannot make the
+/// controller send its own credentials away.
+fn token_file_kubeconfig(tc: &TestCluster, token_file: &std::path::Path) -> String {
+    let kc = tc.kubeconfig().unwrap();
+    let cluster = kc.clusters[0].cluster.clone().unwrap();
+    let ca = cluster.certificate_authority_data.unwrap();
+    let server = cluster.server.unwrap();
+    let token_file = token_file.display();
+    format!(
+        r#"apiVersion: v1
+kind: Config
+clusters: [{{name: c, cluster: {{server: "{server}", certificate-authority-data: "{ca}"}}}}]
+users: [{{name: u, user: {{tokenFile: "{token_file}"}}}}]
+contexts: [{{name: x, context: {{cluster: c, user: u}}}}]
+current-context: x
+"#
+    )
+}
+
+#[tokio::test]
+async fn local_file_references_are_refused_by_default() {
+    init_tracing();
+    let host = TestCluster::start("host").await.unwrap();
+    let fleet = https_fleet(1).await;
+    let m1 = &fleet.clusters()[0];
+    let dir = tempfile::tempdir().unwrap();
+    let token_file = dir.path().join("token");
+    std::fs::write(&token_file, m1.token()).unwrap();
+    let run = Running::start(&host, opts(Namespaces::default()));
+    put_secret(
+        &host,
+        "default",
+        "files",
+        "true",
+        Some(token_file_kubeconfig(m1, &token_file).as_bytes()),
+        &[],
+    )
+    .await;
+    eventually("refused", DEADLINE, || {
+        matches!(
+            run.state("default", "files"),
+            Some(SecretState::ExecDenied { ref reason }) if reason.contains("tokenFile") || reason.contains("local file")
+        )
+    })
+    .await;
+    assert!(run.names().is_empty());
+    run.stop().await;
+}
