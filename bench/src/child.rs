@@ -2,8 +2,10 @@
 //! RSS is its own, and reads back the JSON it prints.
 
 use std::{
-    io::{BufRead, BufReader},
-    process::{Command, Stdio},
+    io::{BufRead, BufReader, Write as _},
+    process::{Child, ChildStdin, Command, Stdio},
+    sync::mpsc::{self, Receiver, RecvTimeoutError},
+    time::{Duration, Instant},
 };
 
 use anyhow::{Context as _, Result, bail};
@@ -54,4 +56,142 @@ pub fn num(v: &Value, key: &str) -> Result<f64> {
     v.get(key)
         .and_then(Value::as_f64)
         .with_context(|| format!("child result has no number {key:?}: {v}"))
+}
+
+/// A child that talks with its parent while it runs: it prints marker lines (`READY`,
+/// `DONE`, ...) the parent waits for, and reads commands from its stdin. Each line is
+/// stamped when the parent's reader thread receives it, so the parent can time the child's
+/// milestones against its own actions (the loader runs in the parent).
+pub struct Session {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    lines: Receiver<(Instant, String)>,
+    result: Option<Value>,
+    args: String,
+}
+
+impl Session {
+    /// Starts `mcr-bench run-one <args>`, under the command in `MCR_BENCH_WRAP` if set (for
+    /// profiling, e.g. `MCR_BENCH_WRAP="valgrind --tool=massif"`).
+    pub fn start(args: &[String]) -> Result<Session> {
+        let exe = std::env::current_exe().context("locating mcr-bench")?;
+        eprintln!("  run-one {}", args.join(" "));
+        let wrap = std::env::var("MCR_BENCH_WRAP").unwrap_or_default();
+        let mut wrap = wrap.split_whitespace();
+        let mut command = match wrap.next() {
+            Some(program) => {
+                let mut c = Command::new(program);
+                c.args(wrap).arg(exe);
+                c
+            }
+            None => Command::new(exe),
+        };
+        let mut child = command
+            .arg("run-one")
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .context("starting mcr-bench run-one")?;
+        let stdout = child.stdout.take().context("child stdout")?;
+        let stdin = child.stdin.take();
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if tx.send((Instant::now(), line)).is_err() {
+                    break;
+                }
+            }
+        });
+        Ok(Session {
+            child,
+            stdin,
+            lines,
+            result: None,
+            args: args.join(" "),
+        })
+    }
+
+    /// Handles one line; returns it unless it was the result or a log line.
+    fn take(&mut self, line: String) -> Result<Option<String>> {
+        if let Some(json) = line.strip_prefix(RESULT) {
+            self.result = Some(serde_json::from_str(json).context("child JSON")?);
+            return Ok(None);
+        }
+        Ok(Some(line))
+    }
+
+    /// Waits (up to `timeout`) for a line equal to `marker`; returns when the parent got it.
+    pub fn wait_for(&mut self, marker: &str, timeout: Duration) -> Result<Instant> {
+        let end = Instant::now() + timeout;
+        loop {
+            let left = end.saturating_duration_since(Instant::now());
+            let (at, line) = match self.lines.recv_timeout(left) {
+                Ok(got) => got,
+                Err(RecvTimeoutError::Timeout) => {
+                    bail!("`{}`: no {marker} within {timeout:?}", self.args)
+                }
+                Err(RecvTimeoutError::Disconnected) => {
+                    let status = self.child.wait().context("waiting for child")?;
+                    bail!("`{}` exited ({status}) before {marker}", self.args)
+                }
+            };
+            match self.take(line)? {
+                Some(line) if line == marker => return Ok(at),
+                Some(line) => eprintln!("  | {line}"),
+                None => {}
+            }
+        }
+    }
+
+    /// Sends one line to the child's stdin.
+    pub fn send(&mut self, line: &str) -> Result<()> {
+        let stdin = self.stdin.as_mut().context("child stdin closed")?;
+        writeln!(stdin, "{line}").context("writing to child")?;
+        stdin.flush().context("writing to child")
+    }
+
+    /// Reads the rest of the output and returns the child's result.
+    pub fn finish(mut self) -> Result<Value> {
+        drop(self.stdin.take());
+        while let Ok((_, line)) = self.lines.recv() {
+            if let Some(line) = self.take(line)? {
+                eprintln!("  | {line}");
+            }
+        }
+        let status = self.child.wait().context("waiting for child")?;
+        match self.result.take() {
+            Some(value) if status.success() => Ok(value),
+            _ => bail!("`mcr-bench run-one {}` failed ({status})", self.args),
+        }
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        // Only still running when the parent gave up on it.
+        if self.child.try_wait().ok().flatten().is_none() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// Child side of a [`Session`]: prints a marker line for the parent.
+pub fn mark(marker: &str) {
+    println!("{marker}");
+}
+
+/// Child side of a [`Session`]: reads the next line the parent sent (without its newline).
+pub async fn read_command() -> Result<String> {
+    let line = tokio::task::spawn_blocking(|| {
+        let mut line = String::new();
+        std::io::stdin().read_line(&mut line).map(|_| line)
+    })
+    .await
+    .context("stdin reader")?
+    .context("reading stdin")?;
+    Ok(line.trim_end().to_string())
 }

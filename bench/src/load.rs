@@ -10,7 +10,7 @@ use kube::{
     api::{ObjectMeta, Patch, PatchParams, PostParams},
 };
 
-use crate::probe::KEY;
+use crate::{probe::KEY, stamp::STAMP_KEY};
 
 /// The namespace every benchmark object lives in.
 pub const NS: &str = "default";
@@ -53,6 +53,16 @@ pub async fn create_objects(client: kube::Client, n: usize) -> Result<()> {
 /// Sets the counter of one object with a JSON merge patch (one request).
 pub async fn write(api: &Api<ConfigMap>, name: &str, v: u64) -> Result<()> {
     let patch = serde_json::json!({ "data": { KEY: v.to_string() } });
+    api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .with_context(|| format!("patching {name} to {v}"))?;
+    Ok(())
+}
+
+/// Sets the counter of one object and its send-time stamps (see [`crate::stamp`]) with one
+/// JSON merge patch.
+pub async fn write_stamped(api: &Api<ConfigMap>, name: &str, v: u64, stamps: &str) -> Result<()> {
+    let patch = serde_json::json!({ "data": { KEY: v.to_string(), STAMP_KEY: stamps } });
     api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
         .await
         .with_context(|| format!("patching {name} to {v}"))?;

@@ -8,9 +8,11 @@ mod child;
 mod load;
 mod machine;
 mod probe;
+mod remote;
 mod report;
 mod scenarios;
 mod sides;
+mod stamp;
 mod stats;
 
 use std::{path::PathBuf, process::ExitCode, time::Instant};
@@ -37,7 +39,7 @@ enum Cmd {
         /// Where to write the JSON report.
         #[arg(long, default_value = "target/bench/report.json")]
         out: PathBuf,
-        /// The `mcr-envtest` server binary (built with `--features cli`), for B4.
+        /// The `mcr-envtest` server binary (built with `--features cli`), for B2, B2m, B4, B5r.
         #[arg(long, default_value = "target/release/mcr-envtest")]
         envtest_bin: PathBuf,
         /// Only these scenario ids (e.g. `--only b1,b6`).
@@ -46,14 +48,15 @@ enum Cmd {
     },
     /// Run one measurement in this process and print `RESULT <json>` (used by `all`).
     RunOne {
-        /// b1, b2, b3, b4, b5, b6, e1, e2.
+        /// b1, b2 (in-process emulator), b2r, b2m, b3, b4, b5, b5r, b6, e1, e2.
         scenario: String,
-        /// mcr | kube-runtime | none (b1, b2); calm | flood (b5); raw | kube (e1); else ignored.
+        /// mcr | kube-runtime | none (b1, b2, b2r, b2m); calm | flood (b5, b5r); raw | kube
+        /// (e1); else ignored.
         side: String,
         /// Smaller sizes.
         #[arg(long)]
         quick: bool,
-        /// B4: the directory of kubeconfigs written by the server.
+        /// b2r, b2m, b4, b5r: the directory of kubeconfigs written by the server.
         #[arg(long)]
         kubeconfig_dir: Option<PathBuf>,
     },
@@ -100,14 +103,18 @@ fn run_one(
 ) -> Result<()> {
     let rt = tokio::runtime::Runtime::new()?;
     let value = rt.block_on(async {
+        let dir = || {
+            dir.as_deref()
+                .ok_or_else(|| anyhow::anyhow!("{scenario} needs --kubeconfig-dir"))
+        };
         match scenario {
             "b1" | "b2" => compare::child(scenario, side, quick).await,
+            "b2r" => fleet_compare::child("b2", side, quick, dir()?).await,
+            "b2m" => fleet_compare::child("b2m", side, quick, dir()?).await,
             "b3" => engage::child(quick).await,
-            "b4" => match &dir {
-                Some(dir) => https::child(dir, quick, started).await,
-                None => bail!("b4 needs --kubeconfig-dir"),
-            },
+            "b4" => https::child(dir()?, quick, started).await,
             "b5" => fairness::child(side, quick).await,
+            "b5r" => fairness_remote::child(side, quick, dir()?).await,
             "b6" => watches::child(quick).await,
             "e1" => envtest::e1(side, quick).await,
             "e2" => envtest::e2(quick).await,
@@ -135,19 +142,33 @@ fn all(quick: bool, out: PathBuf, envtest_bin: PathBuf, only: Vec<String>) -> Re
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from("."));
     let suite_start = Instant::now();
-    for id in ["b1", "b2", "b3", "b4", "b5", "b6", "e1", "e2"] {
+    for id in ["b1", "b2", "b2m", "b3", "b4", "b5", "b5r", "b6", "e1", "e2"] {
         if !wanted(id) {
             continue;
         }
         let t = Instant::now();
         eprintln!("== {}", id.to_uppercase());
         match id {
-            "b1" | "b2" => report.scenarios.push(compare::run(id, quick)),
+            "b1" => report.scenarios.push(compare::run(id, quick)),
+            "b2" => {
+                let mut s = fleet_compare::run(id, quick, &envtest_bin, &work);
+                s.absorb(
+                    compare::run(id, quick),
+                    "in-process emulator (earlier setup): ",
+                );
+                report.scenarios.push(s);
+            }
+            "b2m" => report
+                .scenarios
+                .push(fleet_compare::run(id, quick, &envtest_bin, &work)),
             "b3" => report.scenarios.push(engage::run(quick)),
             "b4" => report
                 .scenarios
                 .push(https::run(quick, &envtest_bin, &work)),
             "b5" => report.scenarios.push(fairness::run(quick)),
+            "b5r" => report
+                .scenarios
+                .push(fairness_remote::run(quick, &envtest_bin, &work)),
             "b6" => report.scenarios.push(watches::run(quick)),
             "e1" => report.scenarios.push(envtest::run_e1(quick)),
             _ => report.scenarios.push(envtest::run_e2(quick)),

@@ -15,6 +15,8 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::ResourceExt;
 use tokio::sync::Notify;
 
+use crate::stamp;
+
 /// The data key the loader writes its counter to.
 pub const KEY: &str = "v";
 
@@ -50,6 +52,8 @@ struct State {
     done: usize,
     /// quiet cluster -> (send time of value k at index k-1, latency once seen).
     latency: HashMap<String, Vec<(Instant, Option<Duration>)>>,
+    /// cluster -> value -> latency, from send times stamped into the objects.
+    stamped: HashMap<String, HashMap<u64, Duration>>,
 }
 
 /// Shared record of what reconcilers saw. Cheap to clone.
@@ -91,6 +95,16 @@ impl Probe {
                 slot.phase = state.phase;
                 state.done += 1;
                 notify |= state.done >= state.expected;
+            }
+            if let Some(stamps) = cm.data.as_ref().and_then(|d| d.get(stamp::STAMP_KEY)) {
+                let now = stamp::now_nanos();
+                let seen = match state.stamped.get_mut(cluster) {
+                    Some(s) => s,
+                    None => state.stamped.entry(cluster.to_string()).or_default(),
+                };
+                for (k, sent) in stamp::parse(stamps).filter(|(k, _)| *k <= v) {
+                    seen.entry(k).or_insert_with(|| stamp::since(sent, now));
+                }
             }
             if let Some(log) = state.latency.get_mut(cluster) {
                 for (sent, lat) in log.iter_mut().take(v as usize) {
@@ -157,6 +171,25 @@ impl Probe {
         for log in state.latency.values() {
             for (_, lat) in log {
                 match lat {
+                    Some(l) => out.push(*l),
+                    None => missing += 1,
+                }
+            }
+        }
+        (out, missing)
+    }
+
+    /// Latencies of stamped values (see [`crate::stamp`]): for each cluster of `last`, values
+    /// `1..=last`; returns those measured and how many were not (skipped beyond the stamps
+    /// an object carries, or never seen).
+    pub fn stamped_latencies(&self, last: &HashMap<String, u64>) -> (Vec<Duration>, usize) {
+        let state = self.lock();
+        let mut out = Vec::new();
+        let mut missing = 0;
+        for (cluster, &n) in last {
+            let seen = state.stamped.get(cluster);
+            for k in 1..=n {
+                match seen.and_then(|s| s.get(&k)) {
                     Some(l) => out.push(*l),
                     None => missing += 1,
                 }

@@ -62,6 +62,24 @@ impl Scenario {
     }
 }
 
+impl Scenario {
+    /// Appends the figures and runs of `other` (another variant of the same scenario) with
+    /// their names prefixed by `label`; `other`'s goal does not count, its error does.
+    pub fn absorb(&mut self, other: Scenario, label: &str) {
+        for m in other.metrics {
+            self.metric(&format!("{label}{}", m.name), m.value, &m.unit);
+        }
+        self.runs.extend(other.runs);
+        if let Some(err) = other.error {
+            let err = format!("{label}{err}");
+            self.error = Some(match self.error.take() {
+                Some(mine) => format!("{mine}; {err}"),
+                None => err,
+            });
+        }
+    }
+}
+
 /// The whole report.
 #[derive(Debug, Serialize)]
 pub struct Report {

@@ -27,8 +27,10 @@ pub const CONCURRENCY: u16 = 16;
 /// How the kube-runtime baseline is configured (written into the report).
 pub const BASELINE: &str = "kube-runtime 5.0.0 Controller::new(Api::<ConfigMap>::all(client), \
     watcher::Config::default()).with_config(controller::Config::default().concurrency(16)), \
-    one Controller per cluster (hand-rolled fleet), each on its own kube::Client over the same \
-    transport as mcr (mcr-envtest in-process tower service), no debounce, reconciler = \
+    one Controller per cluster and controller (hand-rolled fleet; B2m: 5 per cluster, sharing the \
+    cluster's kube::Client), over the same transport as mcr (B2, B2m, B4, B5 remote: HTTPS to a \
+    separate mcr-envtest process; B1, in-process variants: mcr-envtest in-process tower \
+    service), no debounce, reconciler = \
     Probe::observe (records the counter) -> Action::await_change(); release build, \
     multi-thread tokio runtime with default worker threads";
 
@@ -140,24 +142,26 @@ fn kr_error_policy(_: Arc<ConfigMap>, _: &Infallible, _: Arc<KrCtx>) -> Action {
     Action::await_change()
 }
 
-/// Starts one kube-runtime `Controller` per member cluster (see [`BASELINE`]).
-pub fn start_kube_runtime(members: Vec<(String, kube::Client)>, probe: Probe) -> Running {
-    let tasks = members
-        .into_iter()
-        .map(|(cluster, client)| {
+/// Starts, in every member cluster, one kube-runtime `Controller` per probe (see
+/// [`BASELINE`]): the hand-rolled fleet, where every controller has its own watch and store.
+/// The controllers of a cluster share its `kube::Client`.
+pub fn start_kube_runtime(members: Vec<(String, kube::Client)>, probes: Vec<Probe>) -> Running {
+    let mut tasks = Vec::with_capacity(members.len() * probes.len());
+    for (cluster, client) in members {
+        for probe in &probes {
             let ctx = Arc::new(KrCtx {
-                cluster,
+                cluster: cluster.clone(),
                 probe: probe.clone(),
             });
-            let api: Api<ConfigMap> = Api::all(client);
-            tokio::spawn(
+            let api: Api<ConfigMap> = Api::all(client.clone());
+            tasks.push(tokio::spawn(
                 KrController::new(api, watcher::Config::default())
                     .with_config(KrConfig::default().concurrency(CONCURRENCY))
                     .run(kr_reconcile, kr_error_policy, ctx)
                     .for_each(|_| async {}),
-            )
-        })
-        .collect();
+            ));
+        }
+    }
     Running {
         token: CancellationToken::new(),
         tasks,
@@ -165,16 +169,17 @@ pub fn start_kube_runtime(members: Vec<(String, kube::Client)>, probe: Probe) ->
     }
 }
 
-/// Starts `side` over `members` (the mcr side also gets the host client).
+/// Starts `side` over `members` with one controller per probe (the mcr side also gets the
+/// host client).
 pub async fn start(
     side: Side,
     host: kube::Client,
     members: Vec<(String, kube::Client)>,
-    probe: Probe,
+    probes: Vec<Probe>,
 ) -> Result<Running> {
     match side {
-        Side::Mcr => start_mcr(host, members, vec![probe]).await,
-        Side::KubeRuntime => Ok(start_kube_runtime(members, probe)),
+        Side::Mcr => start_mcr(host, members, probes).await,
+        Side::KubeRuntime => Ok(start_kube_runtime(members, probes)),
         Side::None => Ok(Running {
             token: CancellationToken::new(),
             tasks: Vec::new(),

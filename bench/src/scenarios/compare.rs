@@ -18,15 +18,16 @@ use crate::{
 
 /// Sizes of one comparison.
 #[derive(Clone, Copy, Debug)]
-struct Params {
-    clusters: usize,
-    objects: usize,
-    rounds: u64,
-    writers: usize,
-    reps: usize,
+pub(crate) struct Params {
+    pub clusters: usize,
+    pub objects: usize,
+    pub rounds: u64,
+    pub writers: usize,
+    pub reps: usize,
 }
 
-fn params(id: &str, quick: bool) -> Result<Params> {
+/// Sizes of comparison `id` (`b1`, `b2`; `b2m` has the sizes of `b2`).
+pub(crate) fn params(id: &str, quick: bool) -> Result<Params> {
     Ok(match (id, quick) {
         // 200 objects x 100 rounds = 20,000 updates.
         ("b1", false) => Params {
@@ -44,14 +45,14 @@ fn params(id: &str, quick: bool) -> Result<Params> {
             reps: 3,
         },
         // 10 objects x 20 rounds = 200 updates per cluster.
-        ("b2", false) => Params {
+        ("b2" | "b2m", false) => Params {
             clusters: 100,
             objects: 10,
             rounds: 20,
             writers: 2,
             reps: 5,
         },
-        ("b2", true) => Params {
+        ("b2" | "b2m", true) => Params {
             clusters: 20,
             objects: 10,
             rounds: 20,
@@ -83,7 +84,7 @@ pub async fn child(id: &str, side: &str, quick: bool) -> Result<Value> {
         .iter()
         .map(|c| (c.name().to_string(), c.client()))
         .collect();
-    let running = sides::start(side, host.client(), members, probe.clone()).await?;
+    let running = sides::start(side, host.client(), members, vec![probe.clone()]).await?;
     if side != Side::None {
         probe
             .wait_done("initial sync", Duration::from_secs(120))
@@ -107,18 +108,18 @@ pub async fn child(id: &str, side: &str, quick: bool) -> Result<Value> {
     }))
 }
 
-fn side_runs<'a>(runs: &'a [Value], side: &str) -> impl Iterator<Item = &'a Value> {
+pub(crate) fn side_runs<'a>(runs: &'a [Value], side: &str) -> impl Iterator<Item = &'a Value> {
     runs.iter().filter(move |r| r["side"] == side)
 }
 
-fn median_of(runs: &[Value], side: &str, key: &str) -> Result<Option<f64>> {
+pub(crate) fn median_of(runs: &[Value], side: &str, key: &str) -> Result<Option<f64>> {
     let xs = side_runs(runs, side)
         .map(|r| num(r, key))
         .collect::<Result<Vec<_>>>()?;
     Ok(median(&xs))
 }
 
-fn ratio(a: Option<f64>, b: Option<f64>) -> Option<f64> {
+pub(crate) fn ratio(a: Option<f64>, b: Option<f64>) -> Option<f64> {
     match (a, b) {
         (Some(a), Some(b)) if b > 0.0 => Some(a / b),
         _ => None,

@@ -25,19 +25,21 @@ use crate::{
     stats::{median, ms, percentile},
 };
 
-const INTERVAL: Duration = Duration::from_millis(100);
+/// How often each quiet cluster gets an update.
+pub(crate) const INTERVAL: Duration = Duration::from_millis(100);
 
+/// Sizes of B5 (both variants).
 #[derive(Clone, Copy)]
-struct Params {
-    quiet: usize,
-    flood_objects: usize,
-    flood_rounds: u64,
-    writers: usize,
-    calm: Duration,
-    reps: usize,
+pub(crate) struct Params {
+    pub quiet: usize,
+    pub flood_objects: usize,
+    pub flood_rounds: u64,
+    pub writers: usize,
+    pub calm: Duration,
+    pub reps: usize,
 }
 
-fn params(quick: bool) -> Params {
+pub(crate) fn params(quick: bool) -> Params {
     if quick {
         Params {
             quiet: 19,
@@ -201,6 +203,12 @@ fn summarize(quick: bool, p: Params, s: &mut Scenario) -> Result<()> {
             s.runs.push(child::run_one(&args)?);
         }
     }
+    summarize_runs(s)
+}
+
+/// The figures of B5 from its runs (each with `mode`, `p50_ms`, `p99_ms`, `write_p99_ms`,
+/// `window_seconds`).
+pub(crate) fn summarize_runs(s: &mut Scenario) -> Result<()> {
     let runs = s.runs.clone();
     let med = |mode: &str, key: &str| -> Result<Option<f64>> {
         let xs = runs

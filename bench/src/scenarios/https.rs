@@ -3,43 +3,30 @@
 //! from the kubeconfig directory the server writes.
 
 use std::{
-    io::{BufRead, BufReader},
-    path::{Path, PathBuf},
-    process::{Child, Command, Stdio},
+    path::Path,
     sync::Arc,
     time::{Duration, Instant},
 };
 
 use anyhow::{Context as _, Result, bail};
-use futures::{StreamExt, stream};
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::config::{KubeConfigOptions, Kubeconfig};
 use mcr_manager::{Controller, Manager};
 use mcr_provider_file::{FileProvider, Options};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use crate::{child, load, probe::Probe, report::Scenario, sides};
+use crate::{
+    child,
+    probe::Probe,
+    remote::{self, Server, client_for, kubeconfigs},
+    report::Scenario,
+    sides,
+};
 
 const OBJECTS: usize = 10;
 
 fn clusters(quick: bool) -> usize {
     if quick { 100 } else { 1000 }
-}
-
-async fn client_for(path: &Path) -> Result<kube::Client> {
-    let kc = Kubeconfig::read_from(path).with_context(|| format!("reading {}", path.display()))?;
-    let config = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await?;
-    Ok(kube::Client::try_from(config)?)
-}
-
-fn kubeconfigs(dir: &Path) -> Result<Vec<PathBuf>> {
-    let mut out: Vec<PathBuf> = std::fs::read_dir(dir)?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "kubeconfig"))
-        .collect();
-    out.sort();
-    Ok(out)
 }
 
 /// Child: the manager process. Timed from the start of `main` (`started`).
@@ -87,66 +74,6 @@ pub async fn child(dir: &Path, quick: bool, started: Instant) -> Result<Value> {
     }))
 }
 
-/// The `mcr-envtest` server process; killed on drop.
-struct Server {
-    child: Child,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn start_server(bin: &Path, n: usize, dir: &Path) -> Result<Server> {
-    if !bin.exists() {
-        bail!(
-            "{} not found: build it with `cargo build --release -p mcr-envtest --features cli`",
-            bin.display()
-        );
-    }
-    let _ = std::fs::remove_dir_all(dir);
-    let mut child = Command::new(bin)
-        .args(["--clusters", &n.to_string(), "--name-prefix", "member"])
-        .arg("--kubeconfig-dir")
-        .arg(dir)
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .with_context(|| format!("starting {}", bin.display()))?;
-    let stdout = child.stdout.take().context("server stdout")?;
-    let server = Server { child };
-    let mut lines = BufReader::new(stdout).lines();
-    loop {
-        match lines.next() {
-            Some(line) => {
-                if line?.starts_with("serving until") {
-                    break;
-                }
-            }
-            None => bail!("mcr-envtest exited before serving"),
-        }
-    }
-    // Keep draining its output so it never blocks on a full pipe.
-    std::thread::spawn(move || for _ in lines {});
-    Ok(server)
-}
-
-async fn populate(dir: &Path) -> Result<usize> {
-    let files = kubeconfigs(dir)?;
-    let n = files.len();
-    stream::iter(files)
-        .map(|path| async move { load::create_objects(client_for(&path).await?, OBJECTS).await })
-        .buffer_unordered(16)
-        .collect::<Vec<_>>()
-        .await
-        .into_iter()
-        .collect::<Result<Vec<_>>>()?;
-    Ok(n)
-}
-
 /// Parent: starts the server, writes the objects, runs the manager child.
 pub fn run(quick: bool, envtest_bin: &Path, work: &Path) -> Scenario {
     let n = clusters(quick);
@@ -159,12 +86,18 @@ pub fn run(quick: bool, envtest_bin: &Path, work: &Path) -> Scenario {
     );
     let dir = work.join("b4-fleet");
     let result = (|| -> Result<Value> {
-        let _server = start_server(envtest_bin, n, &dir)?;
+        let _server = Server::start(envtest_bin, n, &dir)?;
         let rt = tokio::runtime::Runtime::new()?;
-        let written = rt.block_on(populate(&dir))?;
-        if written != n {
-            bail!("expected {n} kubeconfigs, found {written}");
+        let clients: Vec<kube::Client> = rt
+            .block_on(remote::clients(&dir))?
+            .into_iter()
+            .map(|(_, c)| c)
+            .collect();
+        if clients.len() != n {
+            bail!("expected {n} kubeconfigs, found {}", clients.len());
         }
+        rt.block_on(remote::populate(&clients, OBJECTS))?;
+        drop(clients);
         let mut args = vec![
             "b4".to_string(),
             "mcr".to_string(),
@@ -176,7 +109,6 @@ pub fn run(quick: bool, envtest_bin: &Path, work: &Path) -> Scenario {
         }
         child::run_one(&args)
     })();
-    let _ = std::fs::remove_dir_all(&dir);
     match result {
         Ok(v) => {
             let get = |k: &str| v.get(k).and_then(Value::as_f64);

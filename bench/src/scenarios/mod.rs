@@ -6,5 +6,7 @@ pub mod compare;
 pub mod engage;
 pub mod envtest;
 pub mod fairness;
+pub mod fairness_remote;
+pub mod fleet_compare;
 pub mod https;
 pub mod watches;

@@ -29,6 +29,8 @@ pub(crate) const INITIAL_EVENTS_END: &str = "k8s.io/initial-events-end";
 /// What one watcher wants to see.
 struct Filter {
     rt: ResourceType,
+    /// `rt.api_version()`, computed once: it is compared against every delivered event.
+    api_version: String,
     res: ResKey,
     namespace: Option<String>,
     selectors: Selectors,
@@ -68,7 +70,8 @@ impl Filter {
 
     /// The shared event, unless this watcher reads another version of the resource.
     fn versioned(&self, event: &WatchEvent) -> WatchEvent {
-        if event.object().get("apiVersion").and_then(Value::as_str) == Some(&self.rt.api_version())
+        if event.object().get("apiVersion").and_then(Value::as_str)
+            == Some(self.api_version.as_str())
         {
             event.clone()
         } else {
@@ -85,7 +88,8 @@ impl Filter {
         if initial_end {
             metadata["annotations"] = json!({INITIAL_EVENTS_END: "true"});
         }
-        let obj = json!({"apiVersion": self.rt.api_version(), "kind": self.rt.kind, "metadata": metadata});
+        let obj =
+            json!({"apiVersion": self.api_version, "kind": self.rt.kind, "metadata": metadata});
         WatchEvent::new(WatchEventType::Bookmark, Arc::new(obj))
     }
 }
@@ -232,6 +236,7 @@ impl Engine {
             params.list.field_selector.as_deref(),
         )?;
         let filter = Filter {
+            api_version: info.rt.api_version(),
             rt: info.rt.clone(),
             res: info.res.clone(),
             namespace: namespace.map(str::to_string),
