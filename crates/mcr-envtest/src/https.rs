@@ -163,6 +163,11 @@ async fn accept_loop(
         match accepted {
             None => return,
             Some(Ok((stream, _peer))) => {
+                // As a real API server (Go sets TCP_NODELAY by default): small watch events and
+                // answers go out at once instead of waiting on Nagle + delayed ACK (~40 ms).
+                if let Err(err) = stream.set_nodelay(true) {
+                    tracing::debug!(cluster = %shared.name, %err, "could not set TCP_NODELAY");
+                }
                 let conn = connection(
                     stream,
                     acceptor.clone(),
