@@ -56,7 +56,9 @@
 //! `api-resources`): `/openapi/v3` serves just enough for kubectl to leave field validation
 //! to the server, so no `--validate=false` is needed (`/openapi/v2` is 404, `kubectl explain`
 //! does not work). `kubectl get` prints only NAME and AGE (no Table). Imperative generators
-//! such as `kubectl create configmap` send protobuf and get 415: use `create -f`.
+//! (`kubectl create configmap|secret generic|namespace|serviceaccount|deployment`) send
+//! protobuf bodies, which are decoded for those kinds; other protobuf bodies get 415: use
+//! `create -f` / `apply -f`.
 //!
 //! # The `mcr-envtest` binary
 //!

@@ -202,6 +202,7 @@ async fn raw_http_errors() {
         send("PUT", "/api/v1/namespaces/default/configmaps", None, "{}").await,
         405
     );
+    // Protobuf bodies: a malformed envelope is a 400; an unknown content type is a 415.
     let proto = Some("application/vnd.kubernetes.protobuf");
     assert_eq!(
         send(
@@ -209,6 +210,16 @@ async fn raw_http_errors() {
             "/api/v1/namespaces/default/configmaps",
             proto,
             "k8s"
+        )
+        .await,
+        400
+    );
+    assert_eq!(
+        send(
+            "POST",
+            "/api/v1/namespaces/default/configmaps",
+            Some("application/x-something"),
+            "{}"
         )
         .await,
         415

@@ -7,7 +7,8 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
 use common::DEADLINE;
-use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret, ServiceAccount};
 use kube::api::{Api, PostParams};
 use mcr_envtest::TestCluster;
 use mcr_envtest::wait::eventually_async;
@@ -61,15 +62,13 @@ fn write(dir: &Path, name: &str, text: &str) -> String {
     path.to_string_lossy().into_owned()
 }
 
-const CONFIGMAP: &str = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: demo\n  labels:\n    app: demo\ndata:\n  value: \"1\"\n";
-
-#[tokio::test]
-async fn kubectl_smoke() {
+/// An HTTPS cluster and a kubectl pointed at it; `None` (test skipped) without kubectl.
+async fn setup(name: &str) -> Option<(TestCluster, tempfile::TempDir, Kubectl)> {
     let Some(bin) = find_kubectl() else {
         println!("kubectl not found: skipped");
-        return;
+        return None;
     };
-    let cluster = TestCluster::start_https("kubectl").await.unwrap();
+    let cluster = TestCluster::start_https(name).await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = dir.path().join("kubectl.kubeconfig");
     cluster.write_kubeconfig(&kubeconfig).unwrap();
@@ -77,6 +76,16 @@ async fn kubectl_smoke() {
         bin,
         kubeconfig,
         cache: dir.path().join("cache"),
+    };
+    Some((cluster, dir, kubectl))
+}
+
+const CONFIGMAP: &str = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: demo\n  labels:\n    app: demo\ndata:\n  value: \"1\"\n";
+
+#[tokio::test]
+async fn kubectl_smoke() {
+    let Some((cluster, dir, kubectl)) = setup("kubectl").await else {
+        return;
     };
     let cms: Api<ConfigMap> = Api::namespaced(cluster.client(), "default");
     let value = |cm: ConfigMap| {
@@ -189,4 +198,99 @@ async fn kubectl_smoke() {
         common::api_code(&cms.get("demo").await.unwrap_err()),
         Some(404)
     );
+}
+
+/// kubectl's imperative generators send protobuf bodies; the objects must arrive intact.
+#[tokio::test]
+async fn kubectl_imperative_create() {
+    let Some((cluster, _dir, kubectl)) = setup("kubectl-create").await else {
+        return;
+    };
+    let client = cluster.client();
+
+    let out = kubectl
+        .run(&[
+            "create",
+            "configmap",
+            "settings",
+            "--from-literal=mode=fast",
+            "--from-literal=empty=",
+        ])
+        .await;
+    assert!(out.contains("configmap/settings created"), "{out}");
+    let cm = Api::<ConfigMap>::namespaced(client.clone(), "default")
+        .get("settings")
+        .await
+        .unwrap();
+    let data = cm.data.unwrap();
+    assert_eq!(data["mode"], "fast");
+    assert_eq!(data["empty"], "");
+    assert_eq!(data.len(), 2);
+
+    kubectl
+        .run(&[
+            "create",
+            "secret",
+            "generic",
+            "creds",
+            "--from-literal=token=s3cret",
+        ])
+        .await;
+    let secret = Api::<Secret>::namespaced(client.clone(), "default")
+        .get("creds")
+        .await
+        .unwrap();
+    assert_eq!(secret.data.unwrap()["token"].0, b"s3cret");
+    assert_eq!(secret.type_.as_deref(), Some("Opaque"));
+
+    kubectl.run(&["create", "namespace", "team-a"]).await;
+    let ns = Api::<Namespace>::all(client.clone())
+        .get("team-a")
+        .await
+        .unwrap();
+    assert!(ns.metadata.uid.is_some());
+
+    kubectl
+        .run(&["create", "serviceaccount", "robot", "-n", "team-a"])
+        .await;
+    let sa = Api::<ServiceAccount>::namespaced(client.clone(), "team-a")
+        .get("robot")
+        .await
+        .unwrap();
+    assert_eq!(sa.metadata.namespace.as_deref(), Some("team-a"));
+
+    kubectl
+        .run(&[
+            "create",
+            "deployment",
+            "web",
+            "--image=nginx:1.27",
+            "--replicas=2",
+            "--port=8080",
+        ])
+        .await;
+    let deploy = Api::<Deployment>::namespaced(client.clone(), "default")
+        .get("web")
+        .await
+        .unwrap();
+    let spec = deploy.spec;
+    assert_eq!(spec.replicas, Some(2));
+    assert_eq!(
+        spec.selector.match_labels.unwrap()["app"],
+        "web",
+        "selector"
+    );
+    let container = &spec.template.spec.unwrap().containers[0];
+    assert_eq!(container.image.as_deref(), Some("nginx:1.27"));
+    assert_eq!(container.ports.as_ref().unwrap()[0].container_port, 8080);
+
+    // A second create of the same name is refused by the server, as for JSON bodies.
+    let output = kubectl
+        .command(&["create", "namespace", "team-a"])
+        .output()
+        .await
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("already exists"), "{stderr}");
 }

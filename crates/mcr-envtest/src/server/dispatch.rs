@@ -209,7 +209,8 @@ fn check_accept(headers: &HeaderMap) -> Result<(), ApiError> {
     }
 }
 
-/// Reads a create/update body (JSON or YAML).
+/// Reads a create/update body (JSON, YAML, or Kubernetes protobuf for the kinds
+/// [`protobuf`](super::protobuf) decodes).
 fn parse_object(headers: &HeaderMap, body: &[u8]) -> Result<Value, ApiError> {
     let content_type = media_type(headers, header::CONTENT_TYPE);
     match content_type.as_deref() {
@@ -221,6 +222,7 @@ fn parse_object(headers: &HeaderMap, body: &[u8]) -> Result<Value, ApiError> {
             serde_saphyr::from_str(text)
                 .map_err(|e| ApiError::bad_request(format!("invalid YAML body: {e}")))
         }
+        Some(super::protobuf::MEDIA_TYPE) => Ok(super::protobuf::decode(body)?),
         Some(other) => Err(ApiError::unsupported_media_type(other)),
     }
 }
@@ -340,6 +342,8 @@ mod tests {
         let obj = parse_object(&ct("application/json"), br#"{"a":1}"#).unwrap();
         assert_eq!(obj["a"], 1);
         let err = parse_object(&ct("application/vnd.kubernetes.protobuf"), b"").unwrap_err();
+        assert_eq!(err.code, 400);
+        let err = parse_object(&ct("application/cbor"), b"").unwrap_err();
         assert_eq!(err.code, 415);
         assert_eq!(parse_object(&HeaderMap::new(), b"{").unwrap_err().code, 400);
     }
