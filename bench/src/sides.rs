@@ -15,7 +15,7 @@ use kube::{
     },
 };
 use mcr_core::{Cluster, providers::clusters::ClustersProvider};
-use mcr_manager::{Context, Controller, Manager};
+use mcr_manager::{Context, Controller, Manager, Metrics};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
@@ -33,6 +33,12 @@ pub const BASELINE: &str = "kube-runtime 5.0.0 Controller::new(Api::<ConfigMap>:
     service), no debounce, reconciler = \
     Probe::observe (records the counter) -> Action::await_change(); release build, \
     multi-thread tokio runtime with default worker threads";
+
+/// The name of the `i`-th mcr controller started by [`start_mcr`] (its metrics' `controller`
+/// label).
+pub fn mcr_controller_name(i: usize) -> String {
+    format!("bench-{i}")
+}
 
 /// Which side runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -81,6 +87,9 @@ pub struct Running {
     tasks: Vec<JoinHandle<()>>,
     /// The mcr provider, for the mcr side (to add clusters later).
     pub provider: Option<Arc<ClustersProvider>>,
+    /// The mcr manager's metrics, for the mcr side (read them before [`Running::stop`]: a
+    /// stopping controller forgets its clusters' series).
+    pub metrics: Option<Metrics>,
 }
 
 impl Running {
@@ -107,7 +116,7 @@ pub async fn start_mcr(
     let mgr = Manager::new(host, Some(provider.clone()));
     for (i, probe) in probes.into_iter().enumerate() {
         Controller::new(&mgr)
-            .named(format!("bench-{i}"))
+            .named(mcr_controller_name(i))
             .for_::<ConfigMap>()
             .concurrency(CONCURRENCY.into())
             .register(mcr_reconcile, mcr_error_policy, Arc::new(probe))?;
@@ -125,6 +134,7 @@ pub async fn start_mcr(
         token,
         tasks: vec![run],
         provider: Some(provider),
+        metrics: Some(mgr.metrics().clone()),
     })
 }
 
@@ -166,6 +176,7 @@ pub fn start_kube_runtime(members: Vec<(String, kube::Client)>, probes: Vec<Prob
         token: CancellationToken::new(),
         tasks,
         provider: None,
+        metrics: None,
     }
 }
 
@@ -184,6 +195,7 @@ pub async fn start(
             token: CancellationToken::new(),
             tasks: Vec::new(),
             provider: None,
+            metrics: None,
         }),
     }
 }

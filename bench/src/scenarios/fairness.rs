@@ -1,6 +1,11 @@
 //! B5: fairness. One cluster floods updates while 99 quiet clusters get one update every
 //! 100 ms each; the quiet updates' latency (write sent -> reconcile saw that value or a later
 //! one) with and without the flood.
+//!
+//! The in-process variant also reads the manager's queue-wait samples (`mcr_queue_wait_seconds`,
+//! exact values via `Metrics::keep_queue_wait_samples`) over the same window: how long the quiet
+//! and the flooded clusters' requests waited in the controller's queue once due. That separates
+//! queue delay (a quiet key behind flood keys) from everything else (CPU, API server, watch).
 
 use std::{
     sync::{
@@ -10,7 +15,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use anyhow::{Result, bail};
+use anyhow::{Context as _, Result, bail};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
 use mcr_envtest::{Fleet, TestCluster};
@@ -127,6 +132,11 @@ pub async fn child(mode: &str, quick: bool) -> Result<Value> {
     probe
         .wait_done("initial sync", Duration::from_secs(120))
         .await?;
+    let metrics = running
+        .metrics
+        .clone()
+        .context("the mcr side has metrics")?;
+    metrics.keep_queue_wait_samples(true);
 
     let stop = Arc::new(AtomicBool::new(false));
     let quiet_clients = quiet
@@ -162,6 +172,12 @@ pub async fn child(mode: &str, quick: bool) -> Result<Value> {
             pr.latencies().1 == 0
         })
         .await?;
+    let controller = sides::mcr_controller_name(0);
+    let mut quiet_waits = Vec::new();
+    for c in quiet.clusters() {
+        quiet_waits.extend(metrics.take_queue_wait_samples(&controller, c.name()));
+    }
+    let flood_waits = metrics.take_queue_wait_samples(&controller, "flood");
     running.stop().await;
     let (lat, _) = probe.latencies();
     Ok(json!({
@@ -171,6 +187,13 @@ pub async fn child(mode: &str, quick: bool) -> Result<Value> {
         "max_ms": percentile(&lat, 100.0).map(ms),
         "write_p50_ms": percentile(&write_times, 50.0).map(ms),
         "write_p99_ms": percentile(&write_times, 99.0).map(ms),
+        "wait_quiet_samples": quiet_waits.len(),
+        "wait_quiet_p50_ms": percentile(&quiet_waits, 50.0).map(ms),
+        "wait_quiet_p99_ms": percentile(&quiet_waits, 99.0).map(ms),
+        "wait_quiet_max_ms": percentile(&quiet_waits, 100.0).map(ms),
+        "wait_flood_samples": flood_waits.len(),
+        "wait_flood_p50_ms": percentile(&flood_waits, 50.0).map(ms),
+        "wait_flood_p99_ms": percentile(&flood_waits, 99.0).map(ms),
     }))
 }
 
@@ -241,6 +264,45 @@ pub(crate) fn summarize_runs(s: &mut Scenario) -> Result<()> {
         med("flood", "write_p99_ms")?,
         "ms",
     );
+    // Queue waits (in-process variant only): how long due requests sat in the queue.
+    let has_waits = runs.iter().any(|r| r.get("wait_quiet_p99_ms").is_some());
+    if has_waits {
+        let waits = [
+            (
+                "calm",
+                "wait_quiet_p99_ms",
+                "queue wait of quiet requests, p99 calm",
+            ),
+            (
+                "flood",
+                "wait_quiet_p99_ms",
+                "queue wait of quiet requests, p99 flood",
+            ),
+            (
+                "calm",
+                "wait_quiet_p50_ms",
+                "queue wait of quiet requests, p50 calm",
+            ),
+            (
+                "flood",
+                "wait_quiet_p50_ms",
+                "queue wait of quiet requests, p50 flood",
+            ),
+            (
+                "flood",
+                "wait_quiet_max_ms",
+                "queue wait of quiet requests, max flood",
+            ),
+            (
+                "flood",
+                "wait_flood_p99_ms",
+                "queue wait of flood requests, p99 flood",
+            ),
+        ];
+        for (mode, key, name) in waits {
+            s.metric(&format!("  {name} (median)"), med(mode, key)?, "ms");
+        }
+    }
     let flood_s = med("flood", "window_seconds")?;
     s.metric("flood duration (median)", flood_s, "s");
     s.goal_met = ratio.map(|r| r <= 2.0);

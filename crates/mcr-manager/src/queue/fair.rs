@@ -4,6 +4,9 @@
 //! empty. [`FairRing::pop`] takes one key from the cluster at the front of the ring and moves that
 //! cluster to the back, so a cluster with ten thousand ready keys gets one turn per round, exactly
 //! like a cluster with one.
+//!
+//! Each ready key carries the [`Instant`] it became due, so the runner can observe how long it
+//! waited (`mcr_queue_wait_seconds`) without any extra bookkeeping.
 
 use std::{
     collections::{HashMap, VecDeque},
@@ -12,11 +15,15 @@ use std::{
 };
 
 use mcr_core::ClusterName;
+use tokio::time::Instant;
+
+/// A key handed out by [`FairRing::pop`]: its cluster, the key, and when it became due.
+pub(crate) type Popped<T> = (ClusterName, Arc<T>, Instant);
 
 /// Ready keys, grouped per cluster, served round-robin across clusters.
 #[derive(Debug)]
 pub(crate) struct FairRing<T> {
-    lanes: HashMap<ClusterName, VecDeque<Arc<T>>>,
+    lanes: HashMap<ClusterName, VecDeque<(Arc<T>, Instant)>>,
     ring: VecDeque<ClusterName>,
     len: usize,
 }
@@ -32,28 +39,30 @@ impl<T> Default for FairRing<T> {
 }
 
 impl<T: Eq + Hash> FairRing<T> {
-    /// Appends `key` to the lane of `cluster`. O(1); the caller guarantees it is not already there.
-    pub(crate) fn push(&mut self, cluster: &ClusterName, key: Arc<T>) {
+    /// Appends `key`, due since `since`, to the lane of `cluster`. O(1); the caller guarantees it
+    /// is not already there.
+    pub(crate) fn push(&mut self, cluster: &ClusterName, key: Arc<T>, since: Instant) {
         self.len += 1;
         if let Some(lane) = self.lanes.get_mut(cluster) {
             if lane.is_empty() {
                 self.ring.push_back(cluster.clone());
             }
-            lane.push_back(key);
+            lane.push_back((key, since));
             return;
         }
         let mut lane = VecDeque::with_capacity(4);
-        lane.push_back(key);
+        lane.push_back((key, since));
         self.lanes.insert(cluster.clone(), lane);
         self.ring.push_back(cluster.clone());
     }
 
-    /// The next ready key: one from the cluster whose turn it is. O(1).
-    pub(crate) fn pop(&mut self) -> Option<(ClusterName, Arc<T>)> {
+    /// The next ready key: one from the cluster whose turn it is, with the instant it became
+    /// due. O(1).
+    pub(crate) fn pop(&mut self) -> Option<Popped<T>> {
         // Invariant: a cluster is in the ring exactly when its lane is non-empty.
         let cluster = self.ring.pop_front()?;
         let lane = self.lanes.get_mut(&cluster)?;
-        let key = lane.pop_front()?;
+        let (key, since) = lane.pop_front()?;
         self.len -= 1;
         if lane.is_empty() {
             // Keep the (empty) lane allocation while the cluster is busy; it is dropped by
@@ -61,7 +70,7 @@ impl<T: Eq + Hash> FairRing<T> {
         } else {
             self.ring.push_back(cluster.clone());
         }
-        Some((cluster, key))
+        Some((cluster, key, since))
     }
 
     /// Drops every ready key of `cluster` and returns them. O(keys of that cluster + clusters).
@@ -73,7 +82,7 @@ impl<T: Eq + Hash> FairRing<T> {
             self.ring.retain(|c| c != cluster);
         }
         self.len -= lane.len();
-        lane.into()
+        lane.into_iter().map(|(key, _)| key).collect()
     }
 
     /// Forgets the lane of `cluster` if it is empty (memory hygiene for clusters with no work).
@@ -103,21 +112,33 @@ mod tests {
         ClusterName::new(s)
     }
 
+    impl<T: Eq + Hash> FairRing<T> {
+        fn add(&mut self, cluster: &ClusterName, key: T) {
+            self.push(cluster, Arc::new(key), Instant::now());
+        }
+
+        fn next(&mut self) -> Option<(ClusterName, Arc<T>)> {
+            self.pop().map(|(c, k, _)| (c, k))
+        }
+    }
+
     #[test]
     fn round_robin_across_clusters() {
         let mut ring = FairRing::default();
         for i in 0..100 {
-            ring.push(&name("flood"), Arc::new(i));
+            ring.add(&name("flood"), i);
         }
-        ring.push(&name("quiet"), Arc::new(1000));
+        ring.add(&name("quiet"), 1000);
         // The quiet cluster gets the second turn, not the 101st.
-        let first = ring.pop().unwrap();
-        let second = ring.pop().unwrap();
+        let first = ring.next().unwrap();
+        let second = ring.next().unwrap();
         assert_eq!(first.0, name("flood"));
         assert_eq!(second, (name("quiet"), Arc::new(1000)));
         assert_eq!(ring.len(), 99);
         // Then the flood drains in FIFO order.
-        let rest: Vec<i32> = std::iter::from_fn(|| ring.pop()).map(|(_, k)| *k).collect();
+        let rest: Vec<i32> = std::iter::from_fn(|| ring.next())
+            .map(|(_, k)| *k)
+            .collect();
         assert_eq!(rest, (1..100).collect::<Vec<_>>());
         assert_eq!(ring.len(), 0);
     }
@@ -127,10 +148,10 @@ mod tests {
         let mut ring = FairRing::default();
         for c in ["a", "b", "c"] {
             for i in 0..3 {
-                ring.push(&name(c), Arc::new(format!("{c}{i}")));
+                ring.add(&name(c), format!("{c}{i}"));
             }
         }
-        let order: Vec<String> = std::iter::from_fn(|| ring.pop())
+        let order: Vec<String> = std::iter::from_fn(|| ring.next())
             .map(|(_, k)| (*k).clone())
             .collect();
         assert_eq!(
@@ -142,17 +163,17 @@ mod tests {
     #[test]
     fn remove_cluster_drops_its_keys_only() {
         let mut ring = FairRing::default();
-        ring.push(&name("a"), Arc::new(1));
-        ring.push(&name("b"), Arc::new(2));
-        ring.push(&name("a"), Arc::new(3));
+        ring.add(&name("a"), 1);
+        ring.add(&name("b"), 2);
+        ring.add(&name("a"), 3);
         let dropped = ring.remove_cluster(&name("a"));
         assert_eq!(dropped.len(), 2);
         assert_eq!(ring.len(), 1);
         assert_eq!(ring.cluster_len(&name("a")), 0);
-        assert_eq!(ring.pop(), Some((name("b"), Arc::new(2))));
-        assert_eq!(ring.pop(), None);
+        assert_eq!(ring.next(), Some((name("b"), Arc::new(2))));
+        assert_eq!(ring.next(), None);
         // The cluster can come back and is served again.
-        ring.push(&name("a"), Arc::new(4));
-        assert_eq!(ring.pop(), Some((name("a"), Arc::new(4))));
+        ring.add(&name("a"), 4);
+        assert_eq!(ring.next(), Some((name("a"), Arc::new(4))));
     }
 }

@@ -11,7 +11,9 @@
 //!   runs once no request for it arrived for a whole debounce period (each new event within the
 //!   window pushes it back), and never later than kube-runtime would run it;
 //! - is fair across clusters: ready keys are served round-robin per cluster ([`fair`]);
-//! - forgets a cluster's pending keys when the cluster leaves.
+//! - forgets a cluster's pending keys when the cluster leaves;
+//! - remembers when each ready key became due (enqueued ready, or its delay expired, or its
+//!   follow-up request while it ran), so [`WorkQueue::pop_due`] can tell how long it waited.
 //!
 //! Every operation is O(1) except [`WorkQueue::remove_cluster`] (linear in that cluster's keys).
 //! The queue is a plain data structure owned by one task: no locks.
@@ -31,6 +33,7 @@ use tokio::time::Instant;
 use tokio_util::time::{DelayQueue, delay_queue};
 
 use self::fair::FairRing;
+pub(crate) use self::fair::Popped;
 
 /// First delay of the per-key exponential backoff used after a panic.
 const BACKOFF_BASE: Duration = Duration::from_millis(5);
@@ -141,7 +144,8 @@ impl<T: Eq + Hash> WorkQueue<T> {
                         if due <= now {
                             self.delayed.remove(dk);
                             entry.state = State::Ready;
-                            self.ready.push(cluster, entry.key.clone());
+                            // Due from this request on (not from an earlier `at`).
+                            self.ready.push(cluster, entry.key.clone(), now);
                         } else {
                             self.delayed.reset_at(dk, due);
                             *when = due;
@@ -152,6 +156,8 @@ impl<T: Eq + Hash> WorkQueue<T> {
             return;
         }
         let key = Arc::new(key);
+        // A new key is due from this request on at the earliest (not from an earlier `at`).
+        let due = due.max(now);
         let state = Self::schedule(&mut self.ready, &mut self.delayed, cluster, &key, due);
         lane.insert(
             key.clone(),
@@ -163,6 +169,7 @@ impl<T: Eq + Hash> WorkQueue<T> {
         );
     }
 
+    /// Makes `key` ready (due since `at`) if `at` has come, or delays it until `at`.
     fn schedule(
         ready: &mut FairRing<T>,
         delayed: &mut DelayQueue<(ClusterName, Arc<T>)>,
@@ -171,20 +178,27 @@ impl<T: Eq + Hash> WorkQueue<T> {
         at: Instant,
     ) -> State {
         if at <= Instant::now() {
-            ready.push(cluster, key.clone());
+            ready.push(cluster, key.clone(), at);
             State::Ready
         } else {
             State::Delayed(delayed.insert_at((cluster.clone(), key.clone()), at), at)
         }
     }
 
-    /// The next ready key (round-robin across clusters), now marked running.
-    pub(crate) fn pop(&mut self) -> Option<(ClusterName, Arc<T>)> {
-        let (cluster, key) = self.ready.pop()?;
+    /// The next ready key (round-robin across clusters), now marked running, with the instant it
+    /// became due (its queue wait is `since.elapsed()`). O(1).
+    pub(crate) fn pop_due(&mut self) -> Option<Popped<T>> {
+        let (cluster, key, since) = self.ready.pop()?;
         if let Some(entry) = self.entries.get_mut(&cluster).and_then(|l| l.get_mut(&key)) {
             entry.state = State::Running { again: None };
         }
-        Some((cluster, key))
+        Some((cluster, key, since))
+    }
+
+    /// [`pop_due`](Self::pop_due) without the instant.
+    #[cfg(test)]
+    pub(crate) fn pop(&mut self) -> Option<(ClusterName, Arc<T>)> {
+        self.pop_due().map(|(cluster, key, _)| (cluster, key))
     }
 
     /// Reports that the reconcile of `key` (handed out by [`pop`](Self::pop)) ended.
@@ -249,10 +263,11 @@ impl<T: Eq + Hash> WorkQueue<T> {
         while let Poll::Ready(Some(expired)) = self.delayed.poll_expired(cx) {
             let (cluster, key) = expired.into_inner();
             if let Some(entry) = self.entries.get_mut(&cluster).and_then(|l| l.get_mut(&key))
-                && matches!(entry.state, State::Delayed(..))
+                && let State::Delayed(_, when) = entry.state
             {
                 entry.state = State::Ready;
-                self.ready.push(&cluster, key);
+                // Due since its time, however late the timer fired or was polled.
+                self.ready.push(&cluster, key, when.min(Instant::now()));
                 moved = true;
             }
         }

@@ -256,3 +256,55 @@ async fn a_huge_requeue_is_clamped_instead_of_panicking() {
     assert!(due <= after(now(), MAX_DELAY));
     assert!(due > now() + Duration::from_secs(3600));
 }
+
+#[test]
+fn a_ready_key_is_due_from_its_request_not_from_an_earlier_at() {
+    let mut q = WorkQueue::default();
+    let before = now();
+    q.push(&c("a"), "x", long_ago());
+    let after = now();
+    let (_, _, since) = q.pop_due().unwrap();
+    assert!(
+        before <= since && since <= after,
+        "due when it was asked for"
+    );
+}
+
+#[tokio::test]
+async fn a_delayed_key_is_due_from_its_time_not_from_when_the_timer_fired() {
+    let mut q = WorkQueue::default();
+    q.push(&c("a"), "x", now() + Duration::from_millis(20));
+    let due = q.due_at(&c("a"), &"x").expect("delayed");
+    expire(&mut q).await;
+    assert_eq!(q.pop_due().map(|(_, _, since)| since), Some(due));
+}
+
+#[test]
+fn a_follow_up_while_running_is_due_from_its_arrival() {
+    let mut q = WorkQueue::default();
+    q.push(&c("a"), "x", now());
+    let (cl, k) = q.pop().unwrap();
+    let t1 = now();
+    q.push(&c("a"), "x", t1);
+    q.done(&cl, &k, Outcome::Success(None));
+    assert_eq!(q.pop_due().map(|(_, _, since)| since), Some(t1));
+}
+
+#[test]
+fn each_cluster_keeps_its_own_due_instants() {
+    let mut q = WorkQueue::default();
+    let t0 = now();
+    q.push(&c("flood"), "f1", t0);
+    q.push(&c("flood"), "f2", t0);
+    let t1 = now();
+    q.push(&c("quiet"), "q", t1);
+    let popped: Vec<_> = std::iter::from_fn(|| q.pop_due())
+        .map(|(cl, k, since)| (cl, *k, since))
+        .collect();
+    assert_eq!(popped[1].0, c("quiet"));
+    assert!(
+        popped[1].2 >= t1,
+        "the quiet key waits from its own request"
+    );
+    assert!(popped.iter().all(|(_, _, since)| *since >= t0));
+}

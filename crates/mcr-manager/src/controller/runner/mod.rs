@@ -169,10 +169,10 @@ where
         debug!(controller = %self.name, "controller started");
         loop {
             while inflight.len() < lp.spec.concurrency {
-                let Some((cluster, key)) = lp.queue.pop() else {
+                let Some((cluster, key, due)) = lp.queue.pop_due() else {
                     break;
                 };
-                if let Some(fut) = lp.start_reconcile(cluster, key) {
+                if let Some(fut) = lp.start_reconcile(cluster, key, due) {
                     inflight.push(fut);
                 }
             }

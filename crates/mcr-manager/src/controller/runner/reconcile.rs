@@ -1,5 +1,5 @@
-//! Reconcile execution: starting a reconcile (panics caught), and turning its outcome into
-//! metrics, logs and the queue's next step.
+//! Reconcile execution: starting a reconcile (panics caught, queue wait observed), and turning
+//! its outcome into metrics, logs and the queue's next step.
 
 use std::{
     fmt::{self, Debug},
@@ -60,11 +60,14 @@ where
         &mut self,
         cluster: ClusterName,
         key: Arc<ObjectRef<K>>,
+        due: Instant,
     ) -> Option<impl Future<Output = Finished<K, Ctx, E>> + use<K, Ctx, R, P, Fut, E>> {
         let Some(e) = self.engaged.get(&cluster) else {
             self.queue.done(&cluster, &key, Outcome::Success(None));
             return None;
         };
+        // Taken off the queue now: the wait since it became due ends here.
+        e.metrics.wait.observe(due.elapsed());
         e.metrics.depth.set(self.queue.ready_len(&cluster) as i64);
         let Some(obj) = e.primary.get(key.namespace.as_deref(), &key.name) else {
             trace!(controller = %self.spec.name, object = %Shown(&cluster, &key), "not in cache; skipped");

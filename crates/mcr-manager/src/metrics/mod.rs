@@ -4,11 +4,25 @@
 //! |---|---|---|
 //! | `mcr_reconcile_total` | counter | controller, cluster, result (`success`, `error`, `panic`, `cluster_gone`) |
 //! | `mcr_reconcile_duration_seconds` | histogram | controller, cluster |
+//! | `mcr_queue_wait_seconds` | histogram | controller, cluster (time from a request becoming due to its reconcile starting) |
 //! | `mcr_queue_depth` | gauge | controller, cluster (keys ready to run) |
 //! | `mcr_engaged_clusters` | gauge | controller |
 //! | `mcr_watch_restarts` | gauge | controller, cluster (watch errors seen by its informers) |
+//!
+//! `mcr_queue_wait_seconds` is the analogue of controller-runtime's
+//! `workqueue_queue_duration_seconds`: a request is *due* when it is enqueued ready, when its
+//! requeue / backoff / debounce time is reached, or (for an event that arrived while its key was
+//! reconciling) when it arrived; the wait ends when the runner takes it off the queue to start the
+//! reconcile. It grows when reconciles of other keys hold every concurrency slot, and shows
+//! whether one cluster's backlog delays another's (the queue is round-robin per cluster).
+//! Exact samples can be kept as well (see [`Metrics::keep_queue_wait_samples`]).
 
-use std::sync::{Arc, Mutex};
+mod samples;
+
+use std::{
+    sync::{Arc, Mutex},
+    time::Duration,
+};
 
 use prometheus_client::{
     encoding::text::encode,
@@ -20,6 +34,8 @@ use prometheus_client::{
     },
     registry::Registry,
 };
+
+use self::samples::{SampleLane, SampleStore};
 
 type ClusterLabels = [(&'static str, String); 2];
 type ResultLabels = [(&'static str, String); 3];
@@ -35,8 +51,24 @@ impl MetricConstructor<Histogram> for DurationBuckets {
     }
 }
 
+#[derive(Clone, Copy, Debug)]
+struct WaitBuckets;
+
+impl MetricConstructor<Histogram> for WaitBuckets {
+    fn new_metric(&self) -> Histogram {
+        // 10 us .. ~21 s: a healthy queue hands work out within microseconds.
+        Histogram::new(exponential_buckets(0.000_01, 2.0, 22))
+    }
+}
+
 /// The metrics of one manager (cheap to clone). Served on `/metrics` by the manager's HTTP
 /// endpoint, or rendered with [`Metrics::encode`].
+///
+/// Per controller and cluster: reconciles by result (`mcr_reconcile_total`), time in the
+/// reconciler (`mcr_reconcile_duration_seconds`), time a due request waited in the queue before
+/// its reconcile started (`mcr_queue_wait_seconds`), ready keys (`mcr_queue_depth`) and watch
+/// errors (`mcr_watch_restarts`); per controller: engaged clusters (`mcr_engaged_clusters`).
+/// The crate README has the table.
 ///
 /// ```
 /// let metrics = mcr_manager::Metrics::new();
@@ -48,6 +80,8 @@ pub struct Metrics {
     registry: Arc<Mutex<Registry>>,
     reconciles: Family<ResultLabels, Counter>,
     durations: Family<ClusterLabels, Histogram, DurationBuckets>,
+    waits: Family<ClusterLabels, Histogram, WaitBuckets>,
+    samples: Arc<SampleStore>,
     depth: Family<ClusterLabels, Gauge>,
     engaged: Family<ControllerLabels, Gauge>,
     restarts: Family<ClusterLabels, Gauge>,
@@ -75,6 +109,7 @@ impl Metrics {
         let mut registry = Registry::default();
         let reconciles = Family::<ResultLabels, Counter>::default();
         let durations = Family::new_with_constructor(DurationBuckets);
+        let waits = Family::new_with_constructor(WaitBuckets);
         let depth = Family::<ClusterLabels, Gauge>::default();
         let engaged = Family::<ControllerLabels, Gauge>::default();
         let restarts = Family::<ClusterLabels, Gauge>::default();
@@ -83,6 +118,11 @@ impl Metrics {
             "mcr_reconcile_duration_seconds",
             "Time spent in the reconciler",
             durations.clone(),
+        );
+        registry.register(
+            "mcr_queue_wait_seconds",
+            "Time from a request becoming due to its reconcile starting",
+            waits.clone(),
         );
         registry.register("mcr_queue_depth", "Keys ready to reconcile", depth.clone());
         registry.register("mcr_engaged_clusters", "Clusters engaged", engaged.clone());
@@ -95,6 +135,8 @@ impl Metrics {
             registry: Arc::new(Mutex::new(registry)),
             reconciles,
             durations,
+            waits,
+            samples: Arc::default(),
             depth,
             engaged,
             restarts,
@@ -136,6 +178,41 @@ impl Metrics {
         f(&mut registry)
     }
 
+    /// Also keeps every `mcr_queue_wait_seconds` observation from now on (`true`), or stops
+    /// keeping them (`false`, the default), for [`take_queue_wait_samples`](Self::take_queue_wait_samples).
+    ///
+    /// Meant for benchmarks and diagnostics that need exact percentiles rather than histogram
+    /// buckets. Kept in memory until taken (at most about a million per controller and cluster;
+    /// later ones are dropped), and forgotten when the cluster leaves or the controller stops.
+    ///
+    /// ```
+    /// let metrics = mcr_manager::Metrics::new();
+    /// metrics.keep_queue_wait_samples(true);
+    /// // ... run the manager ...
+    /// let waits = metrics.take_queue_wait_samples("my-controller", "cluster-a");
+    /// assert!(waits.is_empty()); // nothing ran here
+    /// ```
+    pub fn keep_queue_wait_samples(&self, on: bool) {
+        self.samples.set_enabled(on);
+    }
+
+    /// Takes the queue waits of `controller` in `cluster` recorded since samples were switched
+    /// on or last taken (see [`keep_queue_wait_samples`](Self::keep_queue_wait_samples)), in the
+    /// order the reconciles started. Empty for a controller or cluster not (or no longer) engaged.
+    ///
+    /// ```
+    /// let metrics = mcr_manager::Metrics::new();
+    /// metrics.keep_queue_wait_samples(true);
+    /// let waits: Vec<std::time::Duration> = metrics.take_queue_wait_samples("demo", "east");
+    /// assert!(waits.is_empty());
+    /// ```
+    pub fn take_queue_wait_samples(&self, controller: &str, cluster: &str) -> Vec<Duration> {
+        self.samples.take(&[
+            ("controller", controller.to_owned()),
+            ("cluster", cluster.to_owned()),
+        ])
+    }
+
     pub(crate) fn engaged(&self, controller: &str) -> Gauge {
         self.engaged
             .get_or_create_owned(&[("controller", controller.to_owned())])
@@ -159,6 +236,10 @@ impl Metrics {
             panic: result("panic"),
             gone: result("cluster_gone"),
             duration: self.durations.get_or_create_owned(&labels),
+            wait: QueueWait {
+                histogram: self.waits.get_or_create_owned(&labels),
+                samples: self.samples.lane(&labels),
+            },
             depth: self.depth.get_or_create_owned(&labels),
             restarts: self.restarts.get_or_create_owned(&labels),
             labels,
@@ -176,6 +257,8 @@ impl Metrics {
             ]);
         }
         self.durations.remove(&m.labels);
+        self.waits.remove(&m.labels);
+        self.samples.forget(&m.labels);
         self.depth.remove(&m.labels);
         self.restarts.remove(&m.labels);
     }
@@ -190,8 +273,24 @@ pub(crate) struct ClusterMetrics {
     pub(crate) panic: Counter,
     pub(crate) gone: Counter,
     pub(crate) duration: Histogram,
+    pub(crate) wait: QueueWait,
     pub(crate) depth: Gauge,
     pub(crate) restarts: Gauge,
+}
+
+/// The queue-wait histogram of one (controller, cluster), and its optional exact samples.
+#[derive(Clone, Debug)]
+pub(crate) struct QueueWait {
+    histogram: Histogram,
+    samples: Arc<SampleLane>,
+}
+
+impl QueueWait {
+    /// Records that a request waited `wait` between becoming due and its reconcile starting.
+    pub(crate) fn observe(&self, wait: Duration) {
+        self.histogram.observe(wait.as_secs_f64());
+        self.samples.record(wait);
+    }
 }
 
 #[cfg(test)]
@@ -217,5 +316,48 @@ mod tests {
         assert!(text.contains(r#"mcr_engaged_clusters{controller="demo"} 2"#));
         metrics.forget_cluster(&m);
         assert!(!metrics.encode().contains(r#"cluster="east""#));
+    }
+
+    #[test]
+    fn queue_wait_histogram_and_samples_per_cluster() {
+        let metrics = Metrics::new();
+        let (east, west) = (
+            metrics.cluster("demo", "east"),
+            metrics.cluster("demo", "west"),
+        );
+        east.wait.observe(Duration::from_millis(3));
+        assert!(
+            metrics.take_queue_wait_samples("demo", "east").is_empty(),
+            "samples are off by default"
+        );
+        metrics.keep_queue_wait_samples(true);
+        east.wait.observe(Duration::from_micros(40));
+        west.wait.observe(Duration::from_millis(7));
+        let text = metrics.encode();
+        assert!(
+            text.contains(r#"mcr_queue_wait_seconds_count{controller="demo",cluster="east"} 2"#),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"mcr_queue_wait_seconds_count{controller="demo",cluster="west"} 1"#)
+        );
+        assert!(
+            text.contains(r#"mcr_queue_wait_seconds_sum{controller="demo",cluster="west"} 0.007"#)
+        );
+        assert_eq!(
+            metrics.take_queue_wait_samples("demo", "east"),
+            [Duration::from_micros(40)]
+        );
+        assert!(
+            metrics.take_queue_wait_samples("demo", "east").is_empty(),
+            "taken"
+        );
+        assert!(metrics.take_queue_wait_samples("other", "west").is_empty());
+        metrics.forget_cluster(&west);
+        assert!(
+            metrics.take_queue_wait_samples("demo", "west").is_empty(),
+            "forgotten"
+        );
+        assert!(!metrics.encode().contains(r#"cluster="west""#));
     }
 }
