@@ -3,7 +3,7 @@
 
 mod common;
 
-use std::{sync::Arc, time::Duration};
+use std::sync::Arc;
 
 use common::*;
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -13,32 +13,6 @@ use mcr_envtest::{Partition, TestCluster};
 use mcr_manager::{Context, Controller, Manager};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
-
-type Res = Result<Action, mcr_core::Error>;
-
-fn retry(_: Arc<ConfigMap>, _: &mcr_core::Error, _: Context<Log>) -> Action {
-    Action::requeue(Duration::from_millis(20))
-}
-
-async fn record(cm: Arc<ConfigMap>, ctx: Context<Log>) -> Res {
-    ctx.push(format!(
-        "{}/{}={}",
-        ctx.cluster_name(),
-        cm.name_any(),
-        value(&cm)
-    ));
-    Ok(Action::await_change())
-}
-
-/// The value of one `mcr_queue_depth` series of the default controller name.
-fn depth(mgr: &Manager, cluster: &str) -> i64 {
-    let prefix = format!(r#"mcr_queue_depth{{controller="configmap",cluster="{cluster}"}} "#);
-    mgr.metrics()
-        .encode()
-        .lines()
-        .find_map(|l| l.strip_prefix(&prefix).and_then(|v| v.trim().parse().ok()))
-        .unwrap_or(0)
-}
 
 #[tokio::test]
 async fn a_cluster_that_cannot_sync_is_reported_not_fatal_and_catches_up_after_heal() {

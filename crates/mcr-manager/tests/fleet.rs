@@ -2,12 +2,9 @@
 
 mod common;
 
-use std::{
-    sync::{
-        Arc,
-        atomic::{AtomicBool, Ordering},
-    },
-    time::Duration,
+use std::sync::{
+    Arc,
+    atomic::{AtomicBool, Ordering},
 };
 
 use common::*;
@@ -20,22 +17,6 @@ use kube::{
 use mcr_core::{Cluster, ClusterName, FieldIndex};
 use mcr_manager::{Context, Controller, Request};
 use tokio::sync::Notify;
-
-type Res = Result<Action, mcr_core::Error>;
-
-fn retry(_: Arc<ConfigMap>, _: &mcr_core::Error, _: Context<Log>) -> Action {
-    Action::requeue(Duration::from_millis(20))
-}
-
-async fn record(cm: Arc<ConfigMap>, ctx: Context<Log>) -> Res {
-    ctx.push(format!(
-        "{}/{}={}",
-        ctx.cluster_name(),
-        cm.name_any(),
-        value(&cm)
-    ));
-    Ok(Action::await_change())
-}
 
 #[tokio::test]
 async fn uniform_reconciler_across_three_clusters_and_a_late_one() {

@@ -11,27 +11,13 @@ use k8s_openapi::{
     apimachinery::pkg::apis::meta::v1::MicroTime,
     jiff::Timestamp,
 };
-use kube::{Api, ResourceExt, api::PostParams, runtime::controller::Action};
+use kube::{Api, api::PostParams};
 use mcr_envtest::{Partition, TestCluster};
-use mcr_manager::{Context, Controller, Error, LeaderElection, Manager};
+use mcr_manager::{Controller, Error, LeaderElection, Manager};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 const LEASE: &str = "mcr-loss";
-
-fn retry(_: Arc<ConfigMap>, _: &mcr_core::Error, _: Context<Log>) -> Action {
-    Action::requeue(Duration::from_millis(20))
-}
-
-async fn record(cm: Arc<ConfigMap>, ctx: Context<Log>) -> Result<Action, mcr_core::Error> {
-    ctx.push(format!(
-        "{}/{}={}",
-        ctx.cluster_name(),
-        cm.name_any(),
-        value(&cm)
-    ));
-    Ok(Action::await_change())
-}
 
 /// A manager of the host cluster alone (so the host is engaged), electing through `LEASE`.
 fn elected(host: &TestCluster, log: &Log) -> Manager {

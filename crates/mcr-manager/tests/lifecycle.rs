@@ -21,32 +21,6 @@ use tokio::{
 };
 use tokio_util::sync::CancellationToken;
 
-type Res = Result<Action, mcr_core::Error>;
-
-fn retry(_: Arc<ConfigMap>, _: &mcr_core::Error, _: Context<Log>) -> Action {
-    Action::requeue(Duration::from_millis(20))
-}
-
-async fn record(cm: Arc<ConfigMap>, ctx: Context<Log>) -> Res {
-    ctx.push(format!(
-        "{}/{}={}",
-        ctx.cluster_name(),
-        cm.name_any(),
-        value(&cm)
-    ));
-    Ok(Action::await_change())
-}
-
-/// The value of one `mcr_queue_depth` series.
-fn depth(mgr: &Manager, cluster: &str) -> i64 {
-    let prefix = format!(r#"mcr_queue_depth{{controller="configmap",cluster="{cluster}"}} "#);
-    mgr.metrics()
-        .encode()
-        .lines()
-        .find_map(|l| l.strip_prefix(&prefix).and_then(|v| v.trim().parse().ok()))
-        .unwrap_or(0)
-}
-
 #[tokio::test]
 async fn a_flooded_cluster_does_not_starve_a_quiet_one() {
     let env = Env::start(2).await;

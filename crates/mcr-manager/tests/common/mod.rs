@@ -132,3 +132,37 @@ impl Log {
         self.0.lock().unwrap().clone()
     }
 }
+
+/// What every test's reconciler returns.
+pub type Res = Result<kube::runtime::controller::Action, mcr_core::Error>;
+
+/// Error policy of the tests: retry soon.
+pub fn retry(
+    _: Arc<ConfigMap>,
+    _: &mcr_core::Error,
+    _: mcr_manager::Context<Log>,
+) -> kube::runtime::controller::Action {
+    kube::runtime::controller::Action::requeue(Duration::from_millis(20))
+}
+
+/// A reconciler that logs `cluster/name=value` and waits for the next change.
+pub async fn record(cm: Arc<ConfigMap>, ctx: mcr_manager::Context<Log>) -> Res {
+    use kube::ResourceExt;
+    ctx.push(format!(
+        "{}/{}={}",
+        ctx.cluster_name(),
+        cm.name_any(),
+        value(&cm)
+    ));
+    Ok(kube::runtime::controller::Action::await_change())
+}
+
+/// The value of one `mcr_queue_depth` series of the default controller name.
+pub fn depth(mgr: &Manager, cluster: &str) -> i64 {
+    let prefix = format!(r#"mcr_queue_depth{{controller="configmap",cluster="{cluster}"}} "#);
+    mgr.metrics()
+        .encode()
+        .lines()
+        .find_map(|l| l.strip_prefix(&prefix).and_then(|v| v.trim().parse().ok()))
+        .unwrap_or(0)
+}
