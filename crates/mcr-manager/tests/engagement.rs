@@ -286,3 +286,56 @@ async fn the_context_names_the_cluster_as_engaged_not_as_built() {
     env.token.cancel();
     run.await.unwrap().unwrap();
 }
+
+#[tokio::test]
+async fn a_panicking_mapper_drops_its_event_and_the_controller_keeps_going() {
+    let env = Env::start(1).await;
+    let member = env.member("cluster-1").client();
+    let log = Log::default();
+    Controller::new(&env.mgr)
+        .for_::<ConfigMap>()
+        .watches::<k8s_openapi::api::core::v1::Secret, _>(|secret, _cluster| {
+            assert!(secret.name_any() != "boom", "mapper bug");
+            Some(
+                kube::runtime::reflector::ObjectRef::<ConfigMap>::new(&secret.name_any())
+                    .within("default"),
+            )
+        })
+        .register(record, retry, Arc::new(log.clone()))
+        .unwrap();
+    let run = env.run();
+    let secrets: kube::Api<k8s_openapi::api::core::v1::Secret> =
+        kube::Api::namespaced(member.clone(), "default");
+    let secret = |name: &str| k8s_openapi::api::core::v1::Secret {
+        metadata: kube::api::ObjectMeta {
+            name: Some(name.into()),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    secrets
+        .create(&Default::default(), &secret("boom"))
+        .await
+        .unwrap();
+    // Events after the panic still flow, through the same input and through the primary one.
+    create_cm(member.clone(), "after", "1").await;
+    eventually("cluster-1 reconciled after the panic", DEADLINE, || {
+        log.contains("cluster-1/after=1")
+    })
+    .await;
+    create_cm(member.clone(), "mapped", "1").await;
+    eventually("mapped reconciled once", DEADLINE, || {
+        log.count("cluster-1/mapped=1") >= 1
+    })
+    .await;
+    secrets
+        .create(&Default::default(), &secret("mapped"))
+        .await
+        .unwrap();
+    eventually("the mapper still maps", DEADLINE, || {
+        log.count("cluster-1/mapped=1") >= 2
+    })
+    .await;
+    env.token.cancel();
+    run.await.unwrap().unwrap();
+}

@@ -1,6 +1,6 @@
 //! Type-erased watch inputs: how one input turns one cluster's cache into a stream of requests.
 
-use std::{collections::HashMap, fmt::Debug, hash::Hash, sync::Arc};
+use std::{collections::HashMap, fmt::Debug, hash::Hash, panic::AssertUnwindSafe, sync::Arc};
 
 use futures::{StreamExt, future::ready, stream::BoxStream};
 use kube::{
@@ -11,6 +11,7 @@ use mcr_core::{Cache, CacheEvent, Cluster, ClusterName, Informer};
 use serde::de::DeserializeOwned;
 
 use super::request::{IntoRequest, Request};
+use crate::controller::runner::panic_message;
 
 /// Requests produced by one event: almost always exactly one, so that case does not allocate.
 pub(crate) enum Batch<K: Resource> {
@@ -54,10 +55,13 @@ pub(crate) struct Input<K: Resource> {
     pub(crate) subscribe: InputFn<K>,
 }
 
-/// Subscribes to `informer`, drops applied events whose predicate value did not change
-/// (per object), and maps each remaining object to requests with `map`.
+/// Subscribes to `informer` (of `cluster`), drops applied events whose predicate value did not
+/// change (per object), and maps each remaining object to requests with `map`. A panic in the
+/// user's predicate or mapper drops that one event, logged with the cluster and the object; the
+/// controller keeps running.
 pub(crate) fn subscribe_filtered<O, K>(
     informer: Informer<O>,
+    cluster: ClusterName,
     predicate: Option<PredicateFn<O>>,
     mut map: impl FnMut(&Arc<O>) -> Option<Batch<K>> + Send + 'static,
 ) -> Subscription<K>
@@ -70,7 +74,8 @@ where
     let stream = informer
         .subscribe()
         .filter_map(move |event| {
-            let out = match event {
+            let object = event.object().clone();
+            let out = std::panic::catch_unwind(AssertUnwindSafe(|| match event {
                 CacheEvent::Applied(obj) => {
                     let pass = match (&predicate, obj.meta().uid.as_deref()) {
                         (Some(pred), Some(uid)) => match pred(&obj) {
@@ -97,7 +102,17 @@ where
                     }
                     map(&obj)
                 }
-            };
+            }));
+            let out = out.unwrap_or_else(|panic| {
+                tracing::error!(
+                    cluster = %cluster,
+                    namespace = object.meta().namespace.as_deref().unwrap_or(""),
+                    name = object.meta().name.as_deref().unwrap_or(""),
+                    panic = %panic_message(panic.as_ref()),
+                    "a watch mapper or predicate panicked; this event is dropped"
+                );
+                None
+            });
             ready(out)
         })
         .boxed();

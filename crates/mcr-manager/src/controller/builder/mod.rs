@@ -154,7 +154,8 @@ where
             let informer = open(cluster.cache());
             let map = map.clone();
             let name = name.clone();
-            subscribe_filtered(informer, predicate.clone(), move |o| map(o, &name))
+            let cluster = name.clone();
+            subscribe_filtered(informer, cluster, predicate.clone(), move |o| map(o, &name))
         });
         self.inputs.push(Input { scope, subscribe });
         self

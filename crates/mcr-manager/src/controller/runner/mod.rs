@@ -13,6 +13,8 @@ mod engage;
 mod intake;
 mod reconcile;
 
+pub(crate) use reconcile::panic_message;
+
 use std::{
     collections::HashMap,
     fmt::Debug,
