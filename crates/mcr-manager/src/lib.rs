@@ -79,7 +79,8 @@
 //! - The queue is fair across clusters: a cluster with a flood of changes cannot starve a quiet one.
 //! - A cluster that leaves: its queued requests are dropped, its watches stop, and a reconcile
 //!   failing with `ClusterNotFound` ends quietly (no retry).
-//! - A panicking reconciler is logged with its cluster and object and retried with backoff.
+//! - A panicking reconciler (or error policy) is logged with its cluster and object and retried
+//!   with backoff; a panicking watch mapper or predicate drops that one event, logged the same way.
 //! - Graceful shutdown: stop taking work, let in-flight reconciles finish, stop watches, return.
 //! - Metrics ([`Metrics`]), `/metrics` `/healthz` `/readyz`, and optional leader election
 //!   ([`LeaderElection`], feature `leader-election`).
