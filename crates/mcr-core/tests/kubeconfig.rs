@@ -41,6 +41,18 @@ async fn expect_err(
     }
 }
 
+/// Builds a client (which must work) and expects the server to answer 401.
+async fn expect_unauthorized(kc: &kube::config::Kubeconfig, policy: &ExecPolicy) {
+    let client = client_for_context(kc, None, &ClientOptions::default(), policy)
+        .await
+        .unwrap();
+    let err = namespace_names(client).await.unwrap_err();
+    assert!(
+        matches!(&err, kube::Error::Api(status) if status.code == 401),
+        "expected 401, got {err:?}"
+    );
+}
+
 #[tokio::test]
 async fn client_for_context_lists_namespaces() {
     let cluster = TestCluster::start_https("member-1").await.unwrap();
@@ -76,14 +88,7 @@ async fn the_kubeconfig_token_is_what_authenticates() {
     let mut kc = cluster.kubeconfig().unwrap();
     let user = kc.auth_infos[0].auth_info.as_mut().unwrap();
     user.token = Some("not-the-token".to_string().into());
-    let client = client_for_context(&kc, None, &ClientOptions::default(), &ExecPolicy::Deny)
-        .await
-        .unwrap();
-    let err = namespace_names(client).await.unwrap_err();
-    assert!(
-        matches!(&err, kube::Error::Api(status) if status.code == 401),
-        "expected 401, got {err:?}"
-    );
+    expect_unauthorized(&kc, &ExecPolicy::Deny).await;
 }
 
 #[tokio::test]
@@ -214,14 +219,7 @@ async fn exec_plugin_with_a_wrong_token_is_rejected_by_the_server() {
     let dir = tempfile::tempdir().unwrap();
     let script = write_plugin(dir.path(), "wrong-token");
     let kc = with_exec(cluster.kubeconfig().unwrap(), &script);
-    let client = client_for_context(&kc, None, &ClientOptions::default(), &ExecPolicy::AllowAll)
-        .await
-        .unwrap();
-    let err = namespace_names(client).await.unwrap_err();
-    assert!(
-        matches!(&err, kube::Error::Api(s) if s.code == 401),
-        "{err:?}"
-    );
+    expect_unauthorized(&kc, &ExecPolicy::AllowAll).await;
 }
 
 #[tokio::test]
