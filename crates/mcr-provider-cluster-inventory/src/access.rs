@@ -354,6 +354,11 @@ fn exec_config(
                 format!("extension {ADDITIONAL_ENVS_EXTENSION} is not a map of strings")
             })?;
         for (name, value) in extra {
+            if !profile_may_set(&name) {
+                return Err(format!(
+                    "extension {ADDITIONAL_ENVS_EXTENSION} may not set {name} (it changes which code the plugin runs)"
+                ));
+            }
             match env.iter_mut().find(|(n, _)| *n == name) {
                 Some(existing) if policy == EnvPolicy::Replace => existing.1 = value,
                 Some(_) => {}
@@ -377,6 +382,16 @@ fn exec_config(
         provide_cluster_info: spec.provide_cluster_info,
         ..Default::default()
     })
+}
+
+/// Whether a profile may set this variable for the plugin: never the ones that change which
+/// program or libraries run (`PATH`, `LD_*`, `DYLD_*`) or the exec info kube passes.
+fn profile_may_set(name: &str) -> bool {
+    !(name.is_empty()
+        || name == "PATH"
+        || name == "KUBERNETES_EXEC_INFO"
+        || name.starts_with("LD_")
+        || name.starts_with("DYLD_"))
 }
 
 #[cfg(test)]

@@ -156,6 +156,17 @@ fn malformed_extensions_and_missing_matches_are_per_profile_errors() {
         .resolve(&profile(exts(json!([]), json!(["A"]))), "c")
         .unwrap_err();
     assert!(err.contains("additional-envs"), "{err}");
+    for name in [
+        "PATH",
+        "LD_PRELOAD",
+        "DYLD_INSERT_LIBRARIES",
+        "KUBERNETES_EXEC_INFO",
+    ] {
+        let err = f
+            .resolve(&profile(exts(json!([]), json!({name: "/tmp/x"}))), "c")
+            .unwrap_err();
+        assert!(err.contains(&format!("may not set {name}")), "{err}");
+    }
     let none: ClusterProfile = serde_json::from_value(json!({"status": {
         "accessProviders": [{"name": "unknown", "cluster": {"server": "https://x"}}]}}))
     .unwrap();
