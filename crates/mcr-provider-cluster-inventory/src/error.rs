@@ -104,9 +104,9 @@ pub enum Error {
     Engage {
         /// The profile.
         profile: ProfileRef,
-        /// The lifecycle error.
+        /// The lifecycle error (boxed: it is large).
         #[source]
-        source: mcr_core::Error,
+        source: Box<mcr_core::Error>,
     },
 }
 

@@ -220,7 +220,7 @@ async fn engage(
         })?;
     let engage_err = |source| Error::Engage {
         profile: profile.clone(),
-        source,
+        source: Box::new(source),
     };
     let outcome = shared
         .clusters
