@@ -70,25 +70,27 @@ pub(crate) struct RunCtx {
     pub(crate) slots: Mutex<HashMap<ClusterName, watch::Sender<Desired>>>,
 }
 
+/// The profile version a worker is acting on: statuses are recorded for exactly that version.
+struct Seen<'a> {
+    name: &'a ClusterName,
+    profile: &'a ProfileRef,
+    resource_version: &'a Option<String>,
+}
+
 impl RunCtx {
-    /// Records `state` for `profile`, unless the name has moved to another profile meanwhile.
-    fn set_status(&self, rx: &watch::Receiver<Desired>, name: &ClusterName, state: ProfileState) {
+    /// Records `state` for the profile version `seen`, unless the name has moved to another
+    /// profile meanwhile (the dispatcher owns that profile's entry then).
+    fn set_status(&self, rx: &watch::Receiver<Desired>, seen: &Seen<'_>, state: ProfileState) {
         let mut statuses = lock(&self.shared.statuses);
-        let desired = rx.borrow();
-        let Desired::Profile {
-            profile,
-            resource_version,
-            ..
-        } = &*desired
-        else {
+        if !matches!(&*rx.borrow(), Desired::Profile { profile, .. } if profile == seen.profile) {
             return;
-        };
+        }
         let status = ProfileStatus {
-            cluster: Some(name.clone()),
-            resource_version: resource_version.clone(),
+            cluster: Some(seen.name.clone()),
+            resource_version: seen.resource_version.clone(),
             state,
         };
-        statuses.insert(profile.clone(), status);
+        statuses.insert(seen.profile.clone(), status);
     }
 }
 
@@ -116,48 +118,63 @@ pub(crate) async fn run(ctx: Arc<RunCtx>, name: ClusterName, mut rx: watch::Rece
                 }
                 continue;
             }
-            Desired::Profile { profile, want, .. } => match want {
-                Want::Invalid(reason) => {
-                    warn!(profile = %profile, reason = %reason, "cluster profile cannot be engaged; waiting for it to change");
-                    ctx.set_status(&rx, &name, ProfileState::Invalid { reason });
-                    None
-                }
-                Want::NotReady => {
-                    if opts.disengage_when_unhealthy && clusters.remove(&name) {
-                        info!(profile = %profile, "cluster profile not ready: cluster disengaged");
+            Desired::Profile {
+                profile,
+                resource_version,
+                want,
+            } => {
+                let seen = Seen {
+                    name: &name,
+                    profile: &profile,
+                    resource_version: &resource_version,
+                };
+                match want {
+                    Want::Invalid(reason) => {
+                        warn!(profile = %profile, reason = %reason, "cluster profile cannot be engaged; waiting for it to change");
+                        ctx.set_status(&rx, &seen, ProfileState::Invalid { reason });
+                        None
                     }
-                    last_hash = None;
-                    let engaged = clusters.get(&name).is_ok();
-                    ctx.set_status(&rx, &name, ProfileState::NotReady { engaged });
-                    None
-                }
-                Want::Connect(connect) => {
-                    if last_hash.as_deref() != Some(connect.hash.as_str()) {
-                        backoff.reset();
-                        last_hash = Some(connect.hash.clone());
+                    Want::NotReady => {
+                        if opts.disengage_when_unhealthy && clusters.remove(&name) {
+                            info!(profile = %profile, "cluster profile not ready: cluster disengaged");
+                        }
+                        last_hash = None;
+                        let engaged = clusters.get(&name).is_ok();
+                        ctx.set_status(&rx, &seen, ProfileState::NotReady { engaged });
+                        None
                     }
-                    match engage(&ctx, &rx, &name, &profile, &connect).await {
-                        Ok(id) => {
+                    Want::Connect(connect) => {
+                        if last_hash.as_deref() != Some(connect.hash.as_str()) {
                             backoff.reset();
-                            ctx.set_status(&rx, &name, ProfileState::Engaged { id });
-                            None
+                            last_hash = Some(connect.hash.clone());
                         }
-                        Err(err) if err.is_retryable() => {
-                            let retry_in = backoff.next_delay();
-                            error!(error = %err, retry_in = ?retry_in, "cluster profile not engaged; retrying");
-                            let reason = err.to_string();
-                            ctx.set_status(&rx, &name, ProfileState::Failed { reason, retry_in });
-                            Some(retry_in)
-                        }
-                        Err(err) => {
-                            error!(error = %err, "cluster profile refused; waiting for it to change");
-                            let reason = err.to_string();
-                            ctx.set_status(&rx, &name, ProfileState::Invalid { reason });
-                            None
+                        match engage(&ctx, &rx, &seen, &connect).await {
+                            Ok(id) => {
+                                backoff.reset();
+                                ctx.set_status(&rx, &seen, ProfileState::Engaged { id });
+                                None
+                            }
+                            Err(err) if err.is_retryable() => {
+                                let retry_in = backoff.next_delay();
+                                error!(error = %err, retry_in = ?retry_in, "cluster profile not engaged; retrying");
+                                let reason = err.to_string();
+                                ctx.set_status(
+                                    &rx,
+                                    &seen,
+                                    ProfileState::Failed { reason, retry_in },
+                                );
+                                Some(retry_in)
+                            }
+                            Err(err) => {
+                                error!(error = %err, "cluster profile refused; waiting for it to change");
+                                let reason = err.to_string();
+                                ctx.set_status(&rx, &seen, ProfileState::Invalid { reason });
+                                None
+                            }
                         }
                     }
                 }
-            },
+            }
         };
         let delay = async {
             match retry {
@@ -177,10 +194,10 @@ pub(crate) async fn run(ctx: Arc<RunCtx>, name: ClusterName, mut rx: watch::Rece
 async fn engage(
     ctx: &RunCtx,
     rx: &watch::Receiver<Desired>,
-    name: &ClusterName,
-    profile: &ProfileRef,
+    seen: &Seen<'_>,
     connect: &Connect,
 ) -> Result<ClusterId, Error> {
+    let (name, profile) = (seen.name, seen.profile);
     let shared = &ctx.shared;
     let opts = &shared.opts;
     if let Ok(current) = shared.clusters.get(name)
@@ -189,7 +206,7 @@ async fn engage(
         debug!(profile = %profile, "connection unchanged: keeping the engaged cluster");
         return Ok(current.id());
     }
-    ctx.set_status(rx, name, ProfileState::Pending);
+    ctx.set_status(rx, seen, ProfileState::Pending);
     let build = kubeconfig::cluster_for_context(
         name.clone(),
         &connect.kubeconfig,

@@ -60,7 +60,8 @@ pub fn main() -> ExitCode {
             .create(true)
             .append(true)
             .open(&path)
-            .and_then(|mut f| writeln!(f, "{line}"));
+            // One write per line, so concurrent runs append whole lines.
+            .and_then(|mut f| f.write_all(format!("{line}\n").as_bytes()));
         if written.is_err() {
             eprintln!("mcr-inventory-test-plugin: cannot write {path}");
             return ExitCode::FAILURE;

@@ -196,7 +196,8 @@ impl AccessProviders {
         Ok(())
     }
 
-    /// The commands of all providers (for an [`ExecPolicy`] or for display).
+    /// The commands of all providers (for an
+    /// [`ExecPolicy`](mcr_core::kubeconfig::ExecPolicy) or for display).
     ///
     /// ```
     /// use mcr_provider_cluster_inventory::AccessProviders;

@@ -63,12 +63,12 @@ impl Plugin {
         AccessProviders::from_file(&path).unwrap()
     }
 
-    /// Every recorded plugin run, oldest first.
+    /// Every recorded plugin run, oldest first (a line still being written is skipped).
     pub fn invocations(&self) -> Vec<Value> {
         std::fs::read_to_string(self.record())
             .unwrap_or_default()
             .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
+            .filter_map(|l| serde_json::from_str(l).ok())
             .collect()
     }
 }
