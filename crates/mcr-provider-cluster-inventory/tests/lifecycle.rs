@@ -6,7 +6,7 @@ mod common;
 
 use mcr_envtest::TestCluster;
 use mcr_envtest::wait::eventually;
-use mcr_provider_cluster_inventory::{Naming, Options, ProfileState, Strategy};
+use mcr_provider_cluster_inventory::{ClusterProfile, Naming, Options, ProfileState, Strategy};
 use serde_json::json;
 
 use common::*;
@@ -235,6 +235,34 @@ async fn clusters_can_be_named_by_the_clusterset_property() {
                 run.state("default", "b"),
                 Some(ProfileState::Engaged { .. })
             )
+    })
+    .await;
+    run.stop().await;
+}
+
+#[tokio::test]
+async fn readiness_is_overridable_and_a_malformed_profile_is_isolated() {
+    init_tracing();
+    let hub = hub().await;
+    let m1 = TestCluster::start_https("m1").await.unwrap();
+    let run = Running::start(
+        &hub,
+        Options {
+            is_ready: std::sync::Arc::new(|p: &ClusterProfile| p.property("ready") == Some("yes")),
+            ..secret_opts()
+        },
+    );
+    for p in ["good", "bad"] {
+        put_secret(&hub, "default", p, CONSUMER, p, Some(&kubeconfig_of(&m1))).await;
+    }
+    // ControlPlaneHealthy is False, but the custom rule only looks at the property.
+    let ready = json!({"properties": [{"name": "ready", "value": "yes"}]});
+    put_profile(&hub, "default", "good", status(false, ready)).await;
+    put_profile(&hub, "default", "bad", json!({"conditions": "not a list"})).await;
+    eventually("good engaged, bad reported", DEADLINE, || {
+        run.names() == ["default/good"]
+            && matches!(run.state("default", "bad"), Some(ProfileState::Invalid { reason })
+                if reason.contains("default/bad is malformed"))
     })
     .await;
     run.stop().await;
