@@ -22,6 +22,7 @@ const PUBLISH_ORDER: &[&str] = &[
     "mcr-provider-file",
     "mcr-provider-namespace",
     "mcr-provider-multi",
+    "mcr-provider-capi",
 ];
 
 #[derive(Parser)]
