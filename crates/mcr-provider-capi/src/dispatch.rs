@@ -143,6 +143,14 @@ impl Dispatcher {
         let name = opts.cluster_name(&key);
         let secret = opts.secret_ref(&key);
         let want = want(opts, &obj);
+        // A Cluster that stays ready (status churn, labels, ...) does not make the worker read
+        // its Secret again: the Secret watch reports rotations. A Cluster event still re-reads
+        // a Secret that was missing or refused, for Secrets outside the Secret watch.
+        let settled = matches!(want, Want::Engage)
+            && self.clusters.get(&key).is_some_and(|old| {
+                matches!(old.want, Want::Engage) && old.secret == secret && old.name == name
+            })
+            && self.worker_on_it(&key);
         if let Some(old) = self.clusters.get(&key)
             && old.secret != secret
             && let Some(users) = self.by_secret.get_mut(&old.secret)
@@ -165,7 +173,11 @@ impl Dispatcher {
                 self.owners.insert(name.clone(), key.clone());
                 self.follow(&key);
             }
-            Some(owner) if *owner == key => self.follow(&key),
+            Some(owner) if *owner == key => {
+                if !settled {
+                    self.follow(&key);
+                }
+            }
             Some(owner) => {
                 error!(cluster = %name, object = %key, owner = %owner, "two Clusters map to the same cluster name: {owner} keeps it, {key} is ignored until {owner} goes away");
                 let state = ClusterState::Conflict {
@@ -175,6 +187,17 @@ impl Dispatcher {
             }
         }
         Some(key)
+    }
+
+    /// Whether the worker of `key` is engaged, engaging or retrying on its own.
+    fn worker_on_it(&self, key: &ObjectRef) -> bool {
+        let statuses = lock(&self.ctx.shared.statuses);
+        matches!(
+            statuses.get(key).map(|s| &s.state),
+            Some(
+                ClusterState::Engaged { .. } | ClusterState::Pending | ClusterState::Failed { .. }
+            )
+        )
     }
 
     /// Makes the worker of an owning `Cluster` follow what it wants.

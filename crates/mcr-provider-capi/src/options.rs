@@ -102,7 +102,10 @@ pub struct Options {
     /// so names interoperate).
     pub name: Option<NameFn>,
     /// The kubeconfig Secret of a `Cluster`. Default: `None`, `<name>-kubeconfig` in the
-    /// Cluster's namespace (Cluster API's convention).
+    /// Cluster's namespace (Cluster API's convention). Rotations are seen at once only for
+    /// Secrets the Secret watch covers (in a watched namespace, matching
+    /// [`Options::secret_label_selector`]); others are read again on `Cluster` events while
+    /// missing, and otherwise only when the Cluster becomes ready again.
     pub secret: Option<SecretFn>,
     /// Data key of the kubeconfig in the Secret. Default: [`DEFAULT_SECRET_KEY`] (`value`).
     pub secret_key: String,

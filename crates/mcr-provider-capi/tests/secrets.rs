@@ -234,3 +234,39 @@ async fn malformed_kubeconfig_is_isolated_and_retried() {
     .await;
     run.stop().await;
 }
+
+#[tokio::test]
+async fn status_churn_of_a_ready_cluster_does_not_reread_its_secret() {
+    init_tracing();
+    let host = management().await;
+    create_namespace(&host, "fleet").await;
+    let w = TestCluster::start_https("w").await.unwrap();
+    for (name, ready) in [("busy", true), ("late", false)] {
+        create_cluster(&host, V, "fleet", name, ready, &[]).await;
+        put_secret(
+            &host,
+            "fleet",
+            name,
+            Some(kubeconfig_of(&w).as_bytes()),
+            &[],
+        )
+        .await;
+    }
+    let run = Running::start(&host, opts(V, fleet()));
+    eventually("busy engaged", DEADLINE, || run.has("fleet/busy")).await;
+    let gets = host.request_count("get", "secrets");
+    for i in 0..5 {
+        let patch = serde_json::json!({"status": {"observedGeneration": i, "conditions": [{"type": "Available", "status": "True", "reason": format!("r{i}")}]}});
+        patch_cluster(&host, V, "fleet", "busy", patch).await;
+    }
+    // One watch stream delivers in order: once "late" is engaged, busy's churn was handled.
+    set_ready(&host, V, "fleet", "late", true).await;
+    eventually("late engaged", DEADLINE, || run.has("fleet/late")).await;
+    assert_eq!(
+        host.request_count("get", "secrets"),
+        gets + 1,
+        "only late's Secret was read"
+    );
+    assert_eq!(run.engagements("fleet/busy").len(), 1);
+    run.stop().await;
+}
