@@ -106,6 +106,11 @@ impl Dispatcher {
         let Some(secret) = ObjectRef::of(&meta) else {
             return;
         };
+        // Cluster API labels a cluster's CA, etcd and service-account Secrets too: only the
+        // ones a Cluster uses matter (one that comes before its Cluster is read with it).
+        if !self.by_secret.contains_key(&secret) {
+            return;
+        }
         let version = if deleted { None } else { meta.resource_version };
         if self.secret_versions.get(&secret) == Some(&version) {
             return;
@@ -156,6 +161,11 @@ impl Dispatcher {
             && let Some(users) = self.by_secret.get_mut(&old.secret)
         {
             users.remove(&key);
+            if users.is_empty() {
+                let old_secret = old.secret.clone();
+                self.by_secret.remove(&old_secret);
+                self.secret_versions.remove(&old_secret);
+            }
         }
         self.by_secret
             .entry(secret.clone())
@@ -230,9 +240,9 @@ impl Dispatcher {
             users.remove(key);
             if users.is_empty() {
                 self.by_secret.remove(&t.secret);
+                self.secret_versions.remove(&t.secret);
             }
         }
-        lock(&self.ctx.shared.statuses).remove(key);
         if self.owners.get(&t.name) == Some(key) {
             self.owners.remove(&t.name);
             let next = self
@@ -249,6 +259,8 @@ impl Dispatcher {
                 None => self.publish(&t.name, Desired::Absent),
             }
         }
+        // After the worker was told: it cannot write a status for `key` any more.
+        lock(&self.ctx.shared.statuses).remove(key);
     }
 
     fn publish_engage(&mut self, name: &ClusterName, key: &ObjectRef) {
