@@ -1,7 +1,8 @@
 //! `cargo xtask`: project automation for mcr.
 //!
 //! - `cargo xtask ci`: everything CI checks (fmt, clippy, tests, docs, cargo-deny when installed).
-//! - `cargo xtask e2e`: the examples against real kind clusters (needs `docker` and `kind`).
+//! - `cargo xtask e2e --kind`: the examples against real kind clusters, `example-kind` through
+//!   the kind provider (needs `docker` and `kind`).
 //! - `cargo xtask bench`: the benchmark suite (release build).
 //! - `cargo xtask package`: `cargo package` for every library crate, in publishing order.
 
@@ -37,6 +38,9 @@ enum Cmd {
     Ci,
     /// Run the examples against kind clusters (creates and deletes them).
     E2e {
+        /// Use kind clusters (created and deleted by the task; needs Docker and kind).
+        #[arg(long)]
+        kind: bool,
         /// Exit 0 (with a message) instead of failing when docker or kind is missing.
         #[arg(long)]
         skip_missing: bool,
@@ -55,7 +59,8 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Cmd::Ci => ci(),
-        Cmd::E2e { skip_missing } => e2e(skip_missing),
+        Cmd::E2e { kind: true, .. } => e2e::run_kind(),
+        Cmd::E2e { skip_missing, .. } => e2e(skip_missing),
         Cmd::Bench { quick } => bench::run(quick),
         Cmd::Package => package(),
     };
