@@ -4,13 +4,10 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
-use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
 use crate::{Error, Options};
 
-/// At most this many `kind` processes run at once (each `get kubeconfig` talks to Docker).
-const MAX_CONCURRENT: usize = 4;
 /// At most this many characters of `kind`'s stderr go into an error message.
 const STDERR_LIMIT: usize = 300;
 /// Printed by some kind versions instead of an empty list.
@@ -21,7 +18,6 @@ pub(crate) struct KindCli {
     bin: PathBuf,
     timeout: Duration,
     internal: bool,
-    permits: Semaphore,
 }
 
 impl KindCli {
@@ -30,7 +26,6 @@ impl KindCli {
             bin: opts.kind_bin().to_path_buf(),
             timeout: opts.command_timeout,
             internal: opts.internal,
-            permits: Semaphore::new(MAX_CONCURRENT),
         }
     }
 
@@ -63,11 +58,6 @@ impl KindCli {
     /// is killed when it passes, or when `token` is cancelled).
     async fn run(&self, args: &[&str], token: &CancellationToken) -> Result<Vec<u8>, Error> {
         let command = args.join(" ");
-        // The semaphore is never closed.
-        let _permit = tokio::select! {
-            () = token.cancelled() => return Err(Error::Cancelled { command }),
-            permit = self.permits.acquire() => permit.ok(),
-        };
         let child = tokio::process::Command::new(&self.bin)
             .args(args)
             .stdin(Stdio::null())

@@ -6,8 +6,8 @@
 //!
 //! The provider runs the `kind` command line ([`Options::kind_bin`], default `kind` on
 //! `PATH`) with `tokio::process`; every run is bounded by [`Options::command_timeout`] (the
-//! process is killed when it passes, and when the provider stops) and at most four run at
-//! once.
+//! process is killed when it passes, and when the provider stops). Each cluster has at most
+//! one `kind get kubeconfig` running, in a task of its own, and the list never waits for it.
 //!
 //! * Every [`Options::poll_interval`] (2 s), `kind get clusters` lists the clusters. Names
 //!   that start with [`Options::prefix`] (all names without a prefix) belong to the fleet.

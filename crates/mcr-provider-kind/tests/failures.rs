@@ -142,6 +142,31 @@ async fn broken_clusters_are_isolated_and_retried() {
 }
 
 #[tokio::test]
+async fn hanging_clusters_do_not_hold_up_the_others() {
+    let kind = FakeKind::new();
+    for i in 1..=6 {
+        kind.hang(&format!("fleet-hang-{i}"), true);
+    }
+    // Far longer than the test's deadline: the hanging runs must not be waited for.
+    let running = Running::start(Options {
+        command_timeout: Duration::from_secs(600),
+        ..kind.options()
+    });
+    eventually("every hanging cluster to be asked once", DEADLINE, || {
+        (1..=6).all(|i| kind.count(&format!("get kubeconfig --name fleet-hang-{i}")) == 1)
+    })
+    .await;
+    let a = TestCluster::start_https("a").await.unwrap();
+    kind.set("fleet-a", &a);
+    eventually("fleet-a to join", DEADLINE, || {
+        running.names() == ["fleet-a"]
+    })
+    .await;
+    // Stopping kills the hanging runs (the test would wait for them otherwise).
+    running.stop().await;
+}
+
+#[tokio::test]
 async fn a_missing_kind_binary_fails_at_start_with_install_hint() {
     init_tracing();
     let dir = tempfile::tempdir().unwrap();
