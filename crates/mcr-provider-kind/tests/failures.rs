@@ -142,6 +142,41 @@ async fn broken_clusters_are_isolated_and_retried() {
 }
 
 #[tokio::test]
+async fn a_kubeconfig_with_an_exec_plugin_is_refused_by_default() {
+    let kind = FakeKind::new();
+    let a = TestCluster::start_https("a").await.unwrap();
+    let marker_dir = tempfile::tempdir().unwrap();
+    let marker = marker_dir.path().join("exec-ran");
+    let url = a.url().unwrap();
+    kind.set_raw(
+        "fleet-exec",
+        &format!(
+            r#"apiVersion: v1
+kind: Config
+clusters: [{{name: c, cluster: {{server: "{url}", insecure-skip-tls-verify: true}}}}]
+users: [{{name: u, user: {{exec: {{apiVersion: client.authentication.k8s.io/v1, command: /bin/sh, args: ["-c", "touch {marker}"]}}}}}}]
+contexts: [{{name: kind-fleet-exec, context: {{cluster: c, user: u}}}}]
+current-context: kind-fleet-exec
+"#,
+            marker = marker.display()
+        ),
+    );
+    kind.set("fleet-a", &a);
+    let running = Running::start(kind.options());
+    eventually("fleet-a to join and fleet-exec to fail", DEADLINE, || {
+        running.names() == ["fleet-a"] && running.failure("fleet-exec").is_some()
+    })
+    .await;
+    let err = running.failure("fleet-exec").unwrap();
+    assert!(
+        err.contains("fleet-exec") && err.contains("exec policy"),
+        "{err}"
+    );
+    assert!(!marker.exists(), "the plugin never ran");
+    running.stop().await;
+}
+
+#[tokio::test]
 async fn hanging_clusters_do_not_hold_up_the_others() {
     let kind = FakeKind::new();
     for i in 1..=6 {
