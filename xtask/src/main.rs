@@ -26,6 +26,7 @@ const PUBLISH_ORDER: &[&str] = &[
     "mcr-provider-file",
     "mcr-provider-namespace",
     "mcr-provider-multi",
+    "mcr-provider-kind",
 ];
 
 #[derive(Parser)]
