@@ -20,6 +20,7 @@ const PACKAGES: &[&str] = &[
     "example-kube-rs-port",
     "example-namespace",
     "example-multi",
+    "example-kind",
 ];
 
 /// The asset directory: `KUBEBUILDER_ASSETS`, or what `cargo xtask assets` builds.
