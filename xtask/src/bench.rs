@@ -5,12 +5,6 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 
-/// The workspace root (the parent of this crate's directory).
-fn workspace_root() -> PathBuf {
-    let xtask = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    xtask.parent().map(PathBuf::from).unwrap_or(xtask)
-}
-
 /// The target directory cargo builds into (`CARGO_TARGET_DIR` or `<root>/target`).
 fn target_dir(root: &std::path::Path) -> PathBuf {
     std::env::var_os("CARGO_TARGET_DIR")
@@ -27,7 +21,7 @@ fn target_dir(root: &std::path::Path) -> PathBuf {
 
 /// Builds both binaries and runs `mcr-bench all`.
 pub fn run(quick: bool) -> Result<()> {
-    let root = workspace_root();
+    let root = super::workspace_root();
     let target = target_dir(&root);
     super::cargo(&["build", "--release", "-p", "mcr-bench"])?;
     super::cargo(&[

@@ -1,14 +1,18 @@
 //! `cargo xtask`: project automation for mcr.
 //!
 //! - `cargo xtask ci`: everything CI checks (fmt, clippy, tests, docs, cargo-deny when installed).
-//! - `cargo xtask e2e`: the examples against real kind clusters (needs `docker` and `kind`).
+//! - `cargo xtask assets`: builds `kube-apiserver`, `etcd` and `kubectl` from Go modules.
+//! - `cargo xtask e2e`: the examples and cross-crate tests against real control planes
+//!   (`--kind`: against kind clusters, needs `docker` and `kind`).
 //! - `cargo xtask bench`: the benchmark suite (release build).
 //! - `cargo xtask package`: `cargo package` for every library crate, in publishing order.
 
 use std::process::{Command, ExitCode};
 
+mod assets;
 mod bench;
 mod e2e;
+mod e2e_real;
 
 use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
@@ -22,6 +26,7 @@ const PUBLISH_ORDER: &[&str] = &[
     "mcr-provider-file",
     "mcr-provider-namespace",
     "mcr-provider-multi",
+    "mcr-provider-kind",
     "mcr-provider-capi",
 ];
 
@@ -36,10 +41,23 @@ struct Cli {
 enum Cmd {
     /// fmt check, clippy -D warnings, tests, rustdoc with warnings denied, cargo-deny if installed.
     Ci,
-    /// Run the examples against kind clusters (creates and deletes them).
-    E2e {
-        /// Exit 0 (with a message) instead of failing when docker or kind is missing.
+    /// Build kube-apiserver, etcd and kubectl from Go modules (cached) and print their directory.
+    Assets {
+        /// Rebuild even when the cache is up to date.
         #[arg(long)]
+        force: bool,
+    },
+    /// Run the examples and cross-crate tests against real control planes
+    /// (`--kind`: against kind clusters instead).
+    E2e {
+        /// Use kind clusters (needs docker and kind) instead of kube-apiserver + etcd.
+        #[arg(long)]
+        kind: bool,
+        /// Also run mcr-envtest's conformance suites against the real control planes.
+        #[arg(long, conflicts_with = "kind")]
+        conformance: bool,
+        /// With --kind: exit 0 (with a message) instead of failing when docker or kind is missing.
+        #[arg(long, requires = "kind")]
         skip_missing: bool,
     },
     /// Run the benchmark suite in release mode.
@@ -56,7 +74,18 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Cmd::Ci => ci(),
-        Cmd::E2e { skip_missing } => e2e(skip_missing),
+        Cmd::Assets { force } => assets::build(force).map(|dir| println!("{}", dir.display())),
+        Cmd::E2e {
+            kind,
+            conformance,
+            skip_missing,
+        } => {
+            if kind {
+                e2e::run(skip_missing)
+            } else {
+                e2e_real::run(conformance)
+            }
+        }
         Cmd::Bench { quick } => bench::run(quick),
         Cmd::Package => package(),
     };
@@ -122,8 +151,13 @@ fn ci() -> Result<()> {
     Ok(())
 }
 
-fn e2e(skip_missing: bool) -> Result<()> {
-    e2e::run(skip_missing)
+/// The workspace root (xtask lives one level below it).
+fn workspace_root() -> std::path::PathBuf {
+    let xtask = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    xtask
+        .parent()
+        .map(std::path::PathBuf::from)
+        .unwrap_or(xtask)
 }
 
 fn package() -> Result<()> {

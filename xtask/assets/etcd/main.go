@@ -1,0 +1,10 @@
+// Command etcd is etcd's server, built from its Go module for mcr-envtest.
+package main
+
+import (
+	"os"
+
+	"go.etcd.io/etcd/server/v3/etcdmain"
+)
+
+func main() { etcdmain.Main(os.Args) }

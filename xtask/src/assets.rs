@@ -1,0 +1,305 @@
+//! `cargo xtask assets`: builds real control-plane binaries (`kube-apiserver`, `etcd`,
+//! `kubectl`) from Go modules into a cache outside the repository, and prints that directory.
+//!
+//! No release binaries can be downloaded here, only Go modules, so:
+//!
+//! - `kube-apiserver` and `kubectl` come from the wrapper module `xtask/assets/kubernetes`: it
+//!   requires `k8s.io/kubernetes` and gets, appended at build time, one `replace` per staging
+//!   module (`k8s.io/api`, `k8s.io/apiserver`, ...) pointing at its `v0.<minor>.<patch>` release.
+//!   The list is generated from the go.mod the module proxy serves for that release
+//!   (`go mod download -json`), never kept by hand.
+//! - `etcd` comes from `xtask/assets/etcd` (a `main.go` calling `etcdmain.Main`).
+//!
+//! Builds run with `GOTOOLCHAIN=local` and `CGO_ENABLED=0`, with the version stamped into
+//! `/version`. Go's module and build caches stay where `go env` puts them (outside the
+//! repository). The output directory is `$MCR_ASSETS_DIR`, or
+//! `${XDG_CACHE_HOME:-~/.cache}/mcr/assets/v<kubernetes version>`; a stamp file there records
+//! the inputs, so a second run with nothing changed does no work. The directory is printed on
+//! stdout (everything else goes to stderr), so `export KUBEBUILDER_ASSETS=$(cargo xtask assets)`
+//! works; `mcr-envtest` also finds it without the variable.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+use anyhow::{Context, Result, bail};
+
+/// The binaries every asset directory holds.
+pub const BINARIES: &[&str] = &["kube-apiserver", "etcd", "kubectl"];
+
+/// Builds what is missing or stale and returns the asset directory.
+pub fn build(force: bool) -> Result<PathBuf> {
+    let go = go_version()?;
+    let root = super::workspace_root();
+    let wrappers = root.join("xtask").join("assets");
+    let kube_mod = std::fs::read_to_string(wrappers.join("kubernetes").join("go.mod"))
+        .context("reading xtask/assets/kubernetes/go.mod")?;
+    let etcd_mod = std::fs::read_to_string(wrappers.join("etcd").join("go.mod"))
+        .context("reading xtask/assets/etcd/go.mod")?;
+    let etcd_main = std::fs::read_to_string(wrappers.join("etcd").join("main.go"))
+        .context("reading xtask/assets/etcd/main.go")?;
+    let kube_version = required_version(&kube_mod, "k8s.io/kubernetes")?;
+    let out = output_dir(&kube_version)?;
+    let stamp = format!("{go}\n--\n{kube_mod}\n--\n{etcd_mod}\n--\n{etcd_main}");
+    let stamp_path = out.join(".inputs");
+    let complete = BINARIES.iter().all(|b| out.join(b).is_file());
+    if !force && complete && std::fs::read_to_string(&stamp_path).ok().as_deref() == Some(&stamp) {
+        eprintln!("assets are up to date in {}", out.display());
+        return Ok(out);
+    }
+    std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
+    let work = out.join("build");
+    let started = Instant::now();
+
+    let kube_dir = work.join("kubernetes");
+    let replaces = staging_replaces(&kube_version)?;
+    write(&kube_dir.join("go.mod"), &format!("{kube_mod}\n{replaces}"))?;
+    go_in(&kube_dir, &["mod", "tidy"])?;
+    let ldflags = version_ldflags(&kube_version)?;
+    for (binary, package) in [
+        ("kube-apiserver", "k8s.io/kubernetes/cmd/kube-apiserver"),
+        ("kubectl", "k8s.io/kubernetes/cmd/kubectl"),
+    ] {
+        build_binary(&kube_dir, &ldflags, &out.join(binary), package)?;
+    }
+
+    let etcd_dir = work.join("etcd");
+    write(&etcd_dir.join("go.mod"), &etcd_mod)?;
+    write(&etcd_dir.join("main.go"), &etcd_main)?;
+    go_in(&etcd_dir, &["mod", "tidy"])?;
+    build_binary(&etcd_dir, "-s -w", &out.join("etcd"), ".")?;
+
+    write(&stamp_path, &stamp)?;
+    eprintln!(
+        "built {} in {:.0} s into {}",
+        BINARIES.join(", "),
+        started.elapsed().as_secs_f64(),
+        out.display()
+    );
+    Ok(out)
+}
+
+/// `go version`, or one clear message saying what to install.
+fn go_version() -> Result<String> {
+    match Command::new("go").arg("version").output() {
+        Ok(out) if out.status.success() => Ok(String::from_utf8_lossy(&out.stdout).trim().into()),
+        Ok(out) => bail!(
+            "`go version` failed ({}): {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        ),
+        Err(_) => bail!(
+            "`go` is not on PATH: install Go 1.26 or newer (https://go.dev/dl, or your \
+             distribution's golang package) to build real control-plane assets, or point \
+             KUBEBUILDER_ASSETS at a directory holding kube-apiserver, etcd and kubectl \
+             (for example from controller-runtime's setup-envtest)"
+        ),
+    }
+}
+
+/// `$MCR_ASSETS_DIR`, or `${XDG_CACHE_HOME:-$HOME/.cache}/mcr/assets/v<version>`.
+fn output_dir(kube_version: &str) -> Result<PathBuf> {
+    if let Some(dir) = std::env::var_os("MCR_ASSETS_DIR") {
+        return Ok(PathBuf::from(dir));
+    }
+    let cache = match std::env::var_os("XDG_CACHE_HOME") {
+        Some(dir) if !dir.is_empty() => PathBuf::from(dir),
+        _ => PathBuf::from(std::env::var_os("HOME").context("HOME is not set")?).join(".cache"),
+    };
+    Ok(cache.join("mcr").join("assets").join(kube_version))
+}
+
+/// The version a go.mod requires for `module` (`require <module> <version>`).
+fn required_version(go_mod: &str, module: &str) -> Result<String> {
+    go_mod
+        .lines()
+        .filter_map(|line| line.trim().strip_prefix("require "))
+        .chain(go_mod.lines().map(str::trim))
+        .find_map(|line| {
+            let mut words = line.split_whitespace();
+            (words.next() == Some(module)).then(|| words.next().map(str::to_owned))?
+        })
+        .with_context(|| format!("the wrapper go.mod does not require {module}"))
+}
+
+/// One `replace` line per staging module that the release's own go.mod pins to `v0.0.0`.
+fn staging_replaces(kube_version: &str) -> Result<String> {
+    let staging = staging_version(kube_version)?;
+    let out = go_output(&[
+        "mod",
+        "download",
+        "-json",
+        &format!("k8s.io/kubernetes@{kube_version}"),
+    ])?;
+    let go_mod_path = out
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("\"GoMod\": \""))
+        .and_then(|rest| rest.strip_suffix("\","))
+        .context("`go mod download -json` reported no GoMod file")?;
+    let release_mod =
+        std::fs::read_to_string(go_mod_path).with_context(|| format!("reading {go_mod_path}"))?;
+    let modules = staging_modules(&release_mod);
+    if modules.is_empty() {
+        bail!("found no k8s.io/* v0.0.0 requirements in {go_mod_path}");
+    }
+    let mut lines = String::from("// Generated by `cargo xtask assets`.\nreplace (\n");
+    for module in modules {
+        lines.push_str(&format!("\t{module} => {module} {staging}\n"));
+    }
+    lines.push_str(")\n");
+    Ok(lines)
+}
+
+/// The `k8s.io/<name>` modules required at `v0.0.0` (the staging modules).
+fn staging_modules(go_mod: &str) -> Vec<String> {
+    let mut modules: Vec<String> = go_mod
+        .lines()
+        .filter_map(|line| {
+            let line = line.trim().trim_start_matches("require ").trim();
+            let mut words = line.split_whitespace();
+            let (module, version) = (words.next()?, words.next()?);
+            (module.starts_with("k8s.io/") && version == "v0.0.0").then(|| module.to_owned())
+        })
+        .collect();
+    modules.sort();
+    modules.dedup();
+    modules
+}
+
+/// `v1.36.3` -> `v0.36.3`, the staging modules' tag of a Kubernetes release.
+fn staging_version(kube_version: &str) -> Result<String> {
+    kube_version
+        .strip_prefix("v1.")
+        .map(|rest| format!("v0.{rest}"))
+        .with_context(|| format!("unexpected Kubernetes version {kube_version}"))
+}
+
+/// `-ldflags` that make `/version` and `kubectl version` report the release.
+fn version_ldflags(kube_version: &str) -> Result<String> {
+    let mut parts = kube_version.trim_start_matches('v').split('.');
+    let (major, minor) = (
+        parts.next().context("no major version")?,
+        parts.next().context("no minor version")?,
+    );
+    let v = "k8s.io/component-base/version";
+    let c = "k8s.io/client-go/pkg/version";
+    let mut flags = String::from("-s -w");
+    for pkg in [v, c] {
+        flags.push_str(&format!(
+            " -X {pkg}.gitVersion={kube_version} -X {pkg}.gitMajor={major} \
+             -X {pkg}.gitMinor={minor} -X {pkg}.gitTreeState=clean \
+             -X {pkg}.buildDate=1970-01-01T00:00:00Z"
+        ));
+    }
+    Ok(flags)
+}
+
+fn build_binary(dir: &Path, ldflags: &str, output: &Path, package: &str) -> Result<()> {
+    let started = Instant::now();
+    let out = output.display().to_string();
+    go_in(
+        dir,
+        &[
+            "build",
+            "-trimpath",
+            "-buildvcs=false",
+            "-ldflags",
+            ldflags,
+            "-o",
+            &out,
+            package,
+        ],
+    )?;
+    eprintln!(
+        "built {} in {:.0} s",
+        output.display(),
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+fn go_command() -> Command {
+    let mut cmd = Command::new("go");
+    // A newer `go` directive must fail loudly, not download a toolchain; no C toolchain needed.
+    cmd.env("GOTOOLCHAIN", "local").env("CGO_ENABLED", "0");
+    cmd
+}
+
+fn go_in(dir: &Path, args: &[&str]) -> Result<()> {
+    eprintln!("$ (cd {}; go {})", dir.display(), args.join(" "));
+    let status = go_command()
+        .args(args)
+        .current_dir(dir)
+        .status()
+        .context("could not start go")?;
+    if !status.success() {
+        bail!(
+            "`go {}` failed in {} ({status})",
+            args.join(" "),
+            dir.display()
+        );
+    }
+    Ok(())
+}
+
+fn go_output(args: &[&str]) -> Result<String> {
+    let out = go_command()
+        .args(args)
+        .current_dir(std::env::temp_dir())
+        .output()
+        .context("could not start go")?;
+    if !out.status.success() {
+        bail!(
+            "`go {}` failed ({}): {}",
+            args.join(" "),
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+fn write(path: &Path, contents: &str) -> Result<()> {
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent)
+            .with_context(|| format!("creating {}", parent.display()))?;
+    }
+    std::fs::write(path, contents).with_context(|| format!("writing {}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn staging_modules_are_the_v0_0_0_k8s_requirements() {
+        let go_mod = "module k8s.io/kubernetes\n\nrequire (\n\tgithub.com/x/y v1.2.3\n\
+                      \tk8s.io/api v0.0.0\n\tk8s.io/utils v0.0.0-2026\n\tk8s.io/apiserver v0.0.0\n)\n\
+                      require k8s.io/streaming v0.0.0\n";
+        assert_eq!(
+            staging_modules(go_mod),
+            ["k8s.io/api", "k8s.io/apiserver", "k8s.io/streaming"]
+        );
+    }
+
+    #[test]
+    fn the_wrapper_pins_a_release_and_its_staging_tag() {
+        let go_mod = include_str!("../assets/kubernetes/go.mod");
+        let version = required_version(go_mod, "k8s.io/kubernetes").unwrap();
+        assert!(version.starts_with("v1."), "{version}");
+        assert_eq!(
+            staging_version(&version).unwrap(),
+            version.replacen("v1.", "v0.", 1)
+        );
+        let etcd = include_str!("../assets/etcd/go.mod");
+        let etcd_version = required_version(etcd, "go.etcd.io/etcd/server/v3").unwrap();
+        assert!(etcd_version.starts_with("v3.6."), "{etcd_version}");
+    }
+
+    #[test]
+    fn ldflags_stamp_major_and_minor() {
+        let flags = version_ldflags("v1.36.3").unwrap();
+        assert!(flags.contains("k8s.io/component-base/version.gitVersion=v1.36.3"));
+        assert!(flags.contains("gitMinor=36"));
+    }
+}

@@ -1,0 +1,61 @@
+//! `cargo xtask e2e`: the examples' tests and the cross-crate tests against real control planes.
+//!
+//! Every `mcr-envtest` cluster those tests start becomes a real `kube-apiserver` + `etcd`
+//! (`MCR_ENVTEST=real`). The binaries come from `KUBEBUILDER_ASSETS` when it is set (for
+//! example setup-envtest's directory), otherwise from `cargo xtask assets` (built with Go on
+//! first use, cached after). `--conformance` also runs `mcr-envtest`'s own suites, which
+//! compare the emulator's behaviour with the real server's.
+
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+
+/// The packages whose tests make up the e2e suite.
+const PACKAGES: &[&str] = &[
+    "mcr-tests",
+    "quickstart",
+    "example-file",
+    "example-kubeconfig",
+    "example-sync-local-to-remote",
+    "example-kube-rs-port",
+    "example-namespace",
+    "example-multi",
+    "example-kind",
+];
+
+/// The asset directory: `KUBEBUILDER_ASSETS`, or what `cargo xtask assets` builds.
+fn assets() -> Result<PathBuf> {
+    match std::env::var_os("KUBEBUILDER_ASSETS") {
+        Some(dir) if !dir.is_empty() => {
+            let dir = PathBuf::from(dir);
+            for binary in ["kube-apiserver", "etcd"] {
+                anyhow::ensure!(
+                    dir.join(binary).is_file(),
+                    "KUBEBUILDER_ASSETS={} has no {binary}",
+                    dir.display()
+                );
+            }
+            Ok(dir)
+        }
+        _ => super::assets::build(false).context("building the real control-plane assets"),
+    }
+}
+
+/// Runs the suites with `MCR_ENVTEST=real`.
+pub fn run(conformance: bool) -> Result<()> {
+    let dir = assets()?;
+    let dir = dir.display().to_string();
+    let env = [
+        ("MCR_ENVTEST", "real"),
+        ("KUBEBUILDER_ASSETS", dir.as_str()),
+    ];
+    if conformance {
+        super::run("cargo", &["test", "-p", "mcr-envtest", "--tests"], &env)
+            .context("mcr-envtest's suites failed against real control planes")?;
+    }
+    let mut args = vec!["test"];
+    for package in PACKAGES {
+        args.extend(["-p", package]);
+    }
+    super::run("cargo", &args, &env).context("the e2e suite failed against real control planes")
+}
