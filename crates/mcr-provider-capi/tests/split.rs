@@ -34,7 +34,11 @@ async fn list_and_all_except_split_the_management_cluster() {
         // Not ready: still delivered to the instance whose scope holds it (it gets a status).
         create_cluster(&host, V, ns, "pending", false, &[]).await;
     }
-    host.reset_request_counts();
+    // Request counters are emulator-only: on a real API server the watch counts go.
+    let counters = !mcr_envtest::backend().is_real();
+    if counters {
+        host.reset_request_counts();
+    }
 
     // The central instance first, alone, so the request counters are its own.
     let central = Running::start(
@@ -47,20 +51,22 @@ async fn list_and_all_except_split_the_management_cluster() {
             .all(|ns| central.has(&format!("{ns}/first")))
     })
     .await;
-    eventually("central watches open", DEADLINE, || {
-        watches(&host, "clusters").1 >= 1 && watches(&host, "secrets").1 >= 1
-    })
-    .await;
-    assert_eq!(
-        watches(&host, "clusters"),
-        (1, 1),
-        "one list and one watch of Clusters for three namespaces"
-    );
-    assert_eq!(
-        watches(&host, "secrets"),
-        (1, 1),
-        "one list and one watch of Secrets"
-    );
+    if counters {
+        eventually("central watches open", DEADLINE, || {
+            watches(&host, "clusters").1 >= 1 && watches(&host, "secrets").1 >= 1
+        })
+        .await;
+        assert_eq!(
+            watches(&host, "clusters"),
+            (1, 1),
+            "one list and one watch of Clusters for three namespaces"
+        );
+        assert_eq!(
+            watches(&host, "secrets"),
+            (1, 1),
+            "one list and one watch of Secrets"
+        );
+    }
 
     let tenants = Running::start(
         &host,
@@ -70,15 +76,17 @@ async fn list_and_all_except_split_the_management_cluster() {
         tenants.has("a/first") && tenants.has("b/first")
     })
     .await;
-    eventually("tenant watches open", DEADLINE, || {
-        watches(&host, "clusters").1 >= 3 && watches(&host, "secrets").1 >= 3
-    })
-    .await;
-    assert_eq!(
-        watches(&host, "clusters"),
-        (3, 3),
-        "List[a, b] opens one watch per namespace"
-    );
+    if counters {
+        eventually("tenant watches open", DEADLINE, || {
+            watches(&host, "clusters").1 >= 3 && watches(&host, "secrets").1 >= 3
+        })
+        .await;
+        assert_eq!(
+            watches(&host, "clusters"),
+            (3, 3),
+            "List[a, b] opens one watch per namespace"
+        );
+    }
 
     // Clusters created while both run.
     for ns in NAMESPACES {
@@ -131,7 +139,9 @@ async fn list_and_all_except_split_the_management_cluster() {
     assert!(seen.iter().all(|ns| ns == "a" || ns == "b"), "{seen:?}");
 
     // Still one watch per instance and namespace after all that traffic.
-    assert_eq!(watches(&host, "clusters"), (3, 3));
+    if counters {
+        assert_eq!(watches(&host, "clusters"), (3, 3));
+    }
     central.stop().await;
     tenants.stop().await;
 }
