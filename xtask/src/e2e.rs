@@ -36,6 +36,7 @@ const PACKAGES: &[&str] = &[
     "example-kube-rs-port",
     "example-namespace",
     "example-multi",
+    "example-capi",
 ];
 
 /// What is missing to run kind clusters, in words (empty: nothing).

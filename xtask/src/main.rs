@@ -27,6 +27,7 @@ const PUBLISH_ORDER: &[&str] = &[
     "mcr-provider-namespace",
     "mcr-provider-multi",
     "mcr-provider-kind",
+    "mcr-provider-capi",
 ];
 
 #[derive(Parser)]
