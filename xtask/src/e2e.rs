@@ -1,6 +1,9 @@
-//! `cargo xtask e2e`: the examples' tests against real kind clusters.
+//! `cargo xtask e2e --kind`: the examples' tests against real kind clusters, and the kind
+//! provider over them.
 //!
-//! Creates three kind clusters (a host and two members), writes their kubeconfigs as
+//! Needs Docker (a running engine) and `kind` on PATH; without them it prints exactly what is
+//! missing and fails. Creates three kind clusters (`mcr-e2e-host`, `mcr-e2e-member-1`,
+//! `mcr-e2e-member-2`), writes their kubeconfigs as
 //!
 //! ```text
 //! target/e2e/host.kubeconfig
@@ -9,8 +12,11 @@
 //! ```
 //!
 //! and runs the example packages' tests with `MCR_E2E_KUBECONFIG_DIR=target/e2e`, which makes
-//! them use those clusters instead of starting emulated ones (see `examples/support`). The
-//! clusters are deleted at the end, also when a step fails.
+//! them use those clusters instead of starting emulated ones (see `examples/support`).
+//! `example-kind` additionally gets `MCR_E2E_KIND_BIN=kind` and `MCR_E2E_KIND_PREFIX=mcr-e2e-`:
+//! its test runs the example with the real `kind`, so the members are discovered by
+//! `mcr-provider-kind` (`kind get clusters`, prefix `mcr-e2e-member-`) under their kind names.
+//! The clusters are deleted at the end, also when a step fails.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -21,26 +27,39 @@ use anyhow::{Context, Result, bail};
 const PREFIX: &str = "mcr-e2e";
 /// The members, named `<PREFIX>-<member>` in kind.
 const MEMBERS: &[&str] = &["member-1", "member-2"];
-/// Example packages whose tests run against the clusters.
-const PACKAGES: &[&str] = &[
+/// Example packages whose tests run against the clusters (kind or real control planes).
+pub const PACKAGES: &[&str] = &[
+    "example-kind",
     "example-file",
     "example-kubeconfig",
     "example-sync-local-to-remote",
     "example-kube-rs-port",
     "example-namespace",
     "example-multi",
+    "example-capi",
 ];
 
 /// What is missing to run kind clusters, in words (empty: nothing).
 fn missing() -> Vec<String> {
     let mut why = Vec::new();
     if !super::on_path("docker") {
-        why.push("`docker` is not on PATH".to_owned());
+        why.push(
+            "`docker` is not on PATH (install Docker: https://docs.docker.com/engine/install/)"
+                .to_owned(),
+        );
     } else if !succeeds(Command::new("docker").arg("info")) {
-        why.push("the Docker engine is not running (`docker info` failed)".to_owned());
+        why.push(
+            "the Docker engine is not running (`docker info` failed; start it, e.g. \
+             `sudo systemctl start docker`)"
+                .to_owned(),
+        );
     }
-    if !super::on_path("kind") {
-        why.push("`kind` is not on PATH (https://kind.sigs.k8s.io)".to_owned());
+    if !succeeds(Command::new("kind").arg("version")) {
+        why.push(
+            "`kind` is not on PATH (install it: https://kind.sigs.k8s.io/docs/user/quick-start/#installation, \
+             e.g. `go install sigs.k8s.io/kind@latest`)"
+                .to_owned(),
+        );
     }
     why
 }
@@ -49,16 +68,23 @@ fn succeeds(cmd: &mut Command) -> bool {
     cmd.output().map(|o| o.status.success()).unwrap_or(false)
 }
 
-/// Runs the e2e suite, or explains what is missing.
-pub fn run(skip_missing: bool) -> Result<()> {
+/// The message printed when Docker or kind is missing (`None`: nothing is missing).
+fn missing_message() -> Option<String> {
     let why = missing();
-    if !why.is_empty() {
-        let message = format!("e2e needs kind clusters: {}", why.join("; "));
-        if skip_missing {
-            eprintln!("{message}: skipped (--skip-missing)");
-            return Ok(());
-        }
-        bail!("{message}. Install what is missing, or pass --skip-missing");
+    (!why.is_empty()).then(|| {
+        format!(
+            "`cargo xtask e2e --kind` needs Docker and kind, and cannot run here: {}",
+            why.join("; ")
+        )
+    })
+}
+
+/// `cargo xtask e2e --kind`: creates kind clusters with the real kind, runs the examples
+/// (`example-kind` through `mcr-provider-kind`) over them and deletes them. Fails with a
+/// message naming exactly what is missing when Docker or kind is not available.
+pub fn run_kind() -> Result<()> {
+    if let Some(message) = missing_message() {
+        bail!("{message}");
     }
     let dir = workspace_root().join("target").join("e2e");
     let clusters = KindClusters::create(&dir)?;
@@ -67,9 +93,24 @@ pub fn run(skip_missing: bool) -> Result<()> {
     for package in PACKAGES {
         args.extend(["-p", package]);
     }
-    let result = super::run("cargo", &args, &[("MCR_E2E_KUBECONFIG_DIR", &dir_str)]);
+    let kind_prefix = format!("{PREFIX}-");
+    let envs = [
+        ("MCR_E2E_KUBECONFIG_DIR", dir_str.as_str()),
+        ("MCR_E2E_KIND_BIN", "kind"),
+        ("MCR_E2E_KIND_PREFIX", kind_prefix.as_str()),
+    ];
+    let result = super::run("cargo", &args, &envs);
     drop(clusters);
     result.context("the examples failed against kind")
+}
+
+/// [`run_kind`], or, with `skip_missing`, a message and success when Docker or kind is missing.
+pub fn run(skip_missing: bool) -> Result<()> {
+    if skip_missing && let Some(message) = missing_message() {
+        eprintln!("{message}: skipped (--skip-missing)");
+        return Ok(());
+    }
+    run_kind()
 }
 
 fn workspace_root() -> PathBuf {

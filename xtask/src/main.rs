@@ -26,6 +26,8 @@ const PUBLISH_ORDER: &[&str] = &[
     "mcr-provider-file",
     "mcr-provider-namespace",
     "mcr-provider-multi",
+    "mcr-provider-kind",
+    "mcr-provider-capi",
     "mcr-provider-cluster-inventory",
 ];
 

@@ -66,8 +66,10 @@
 //! fleet over HTTPS until Ctrl-C and prints a kubeconfig per cluster.
 
 pub mod engine;
+pub mod real;
 pub mod wait;
 
+mod backend;
 mod cluster;
 mod counters;
 mod discovery;
@@ -81,6 +83,7 @@ mod server;
 mod service;
 mod tls;
 
+pub use backend::{BACKEND_ENV, Backend, backend, require_emulator};
 pub use cluster::{ErrorRule, Partition, TestCluster};
 pub use counters::RequestCounts;
 pub use error::Error;

@@ -94,7 +94,6 @@ mod options;
 mod profile;
 mod provider;
 mod resolve;
-mod scope;
 mod status;
 mod worker;
 
@@ -103,6 +102,8 @@ pub use access::{
     EXEC_EXTENSION, EnvPolicy, EnvVar, ExecSpec, ProviderConfig,
 };
 pub use error::{Error, ProviderFileError};
+/// The namespace scope shared by mcr providers (`One` / `List` / `AllExcept`).
+pub use mcr_core::scope::Namespaces;
 pub use options::{
     Naming, Options, ReadyFn, SECRET_DATA_KEY, SECRET_LABEL_CONSUMER, SECRET_LABEL_PROFILE,
     Strategy,
@@ -113,5 +114,4 @@ pub use profile::{
     PLURAL, PROPERTY_CLUSTER_NAME, ProfileRef, Property, VERSION,
 };
 pub use provider::ClusterInventoryProvider;
-pub use scope::Namespaces;
 pub use status::{ProfileState, ProfileStatus};

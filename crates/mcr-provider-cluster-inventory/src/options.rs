@@ -115,7 +115,7 @@ impl Options {
     pub fn new(strategy: Strategy) -> Self {
         Options {
             strategy,
-            namespaces: Namespaces::default(),
+            namespaces: Namespaces::AllExcept(Vec::new()),
             label_selector: None,
             naming: Naming::default(),
             is_ready: Arc::new(ClusterProfile::control_plane_healthy),

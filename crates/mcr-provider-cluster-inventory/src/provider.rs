@@ -8,7 +8,6 @@ use futures::stream::BoxStream;
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
-use kube::api::DynamicObject;
 use kube::runtime::{WatchStreamExt, watcher};
 use mcr_core::{
     Aware, BoxFuture, Cluster, ClusterName, Clusters, ClustersOptions, FieldIndex, Provider,
@@ -62,6 +61,11 @@ impl ClusterInventoryProvider {
         {
             return Err(Error::Config {
                 reason: "the Secret strategy needs a consumer name".to_string(),
+            });
+        }
+        if let Err(err) = opts.namespaces.validate() {
+            return Err(Error::Config {
+                reason: err.to_string(),
             });
         }
         if opts.label_selector.as_deref() == Some("") {
@@ -178,38 +182,32 @@ impl ClusterInventoryProvider {
 
 type Events = BoxStream<'static, Result<Item, watcher::Error>>;
 
-/// Profile watches (one per namespace, or one cluster-wide for `AllExcept`), plus the same for
-/// consumer-labelled Secrets with the Secret strategy. Stream numbers are per kind.
+/// Profile watches as the scope says (one per namespace, or one cluster-wide watch whose
+/// field selector excludes the `AllExcept` namespaces), plus the same for consumer-labelled
+/// Secrets with the Secret strategy. Stream numbers are per kind.
 fn watches(hub: &kube::Client, opts: &Options) -> Vec<Events> {
-    let namespaces: Vec<Option<String>> = match opts.namespaces.watched() {
-        Some(list) => list.into_iter().map(Some).collect(),
-        None => vec![None],
-    };
+    let scope = opts.namespaces.watches();
     let ar = ClusterProfile::api_resource();
     let mut profile_config = watcher::Config::default();
     if let Some(selector) = &opts.label_selector {
         profile_config = profile_config.labels(selector);
     }
     let mut streams: Vec<Events> = Vec::new();
-    for (i, ns) in namespaces.iter().enumerate() {
-        let api: Api<DynamicObject> = match ns {
-            Some(ns) => Api::namespaced_with(hub.clone(), ns, &ar),
-            None => Api::all_with(hub.clone(), &ar),
-        };
-        let stream = watcher(api, profile_config.clone())
-            .default_backoff()
-            .map_ok(move |e| Item::Profile(i, e));
+    for (i, w) in scope.iter().enumerate() {
+        let stream = watcher(
+            w.api_dynamic(hub.clone(), &ar),
+            w.config(profile_config.clone()),
+        )
+        .default_backoff()
+        .map_ok(move |e| Item::Profile(i, e));
         streams.push(stream.boxed());
     }
     if let Strategy::Secret { consumer } = &opts.strategy {
         let selector = format!("{SECRET_LABEL_CONSUMER}={consumer},{SECRET_LABEL_PROFILE}");
         let config = watcher::Config::default().labels(&selector);
-        for (i, ns) in namespaces.iter().enumerate() {
-            let api: Api<Secret> = match ns {
-                Some(ns) => Api::namespaced(hub.clone(), ns),
-                None => Api::all(hub.clone()),
-            };
-            let stream = watcher(api, config.clone())
+        for (i, w) in scope.iter().enumerate() {
+            let api: Api<Secret> = w.api(hub.clone());
+            let stream = watcher(api, w.config(config.clone()))
                 .default_backoff()
                 .map_ok(move |e| Item::Secret(i, e));
             streams.push(stream.boxed());

@@ -151,6 +151,9 @@ async fn tour_steps(tour: &mut Tour, n: usize, args: &Args) -> Result<()> {
     println!("[6/6] summary");
     println!("{}", tour.summary());
     println!("quickstart finished: every step happened.");
+    println!(
+        "With kind installed, try `cargo run -p example-kind`: one controller over your local kind clusters."
+    );
 
     if args.keep_running || args.duration.is_some() {
         println!();

@@ -13,7 +13,7 @@ use crate::faults::Faults;
 pub use crate::faults::{ErrorRule, Partition};
 use crate::https::HttpsServer;
 use crate::server::Shared;
-use crate::{Error, kubeconfig, service, tls};
+use crate::{Backend, Error, kubeconfig, real, service, tls};
 
 /// One emulated Kubernetes cluster: an API server state, an in-process client, and (for
 /// [`start_https`](Self::start_https)) an HTTPS endpoint on `127.0.0.1` with a kubeconfig.
@@ -40,14 +40,19 @@ pub struct TestCluster {
 }
 
 struct Inner {
-    shared: Arc<Shared>,
+    name: String,
     token: Arc<str>,
-    https: Option<Https>,
+    /// The kubeconfig, for HTTPS and real clusters.
+    kubeconfig_yaml: Option<String>,
+    kind: Kind,
 }
 
-struct Https {
-    server: HttpsServer,
-    kubeconfig_yaml: String,
+enum Kind {
+    Emulated {
+        shared: Arc<Shared>,
+        https: Option<HttpsServer>,
+    },
+    Real(real::ControlPlane),
 }
 
 fn new_token() -> String {
@@ -60,37 +65,72 @@ fn new_token() -> String {
 
 impl TestCluster {
     async fn build(name: String, https: bool) -> Result<TestCluster, Error> {
+        Self::build_on(Backend::from_env()?, name, https).await
+    }
+
+    /// Starts a cluster on `backend`; real clusters are always served over HTTPS.
+    pub(crate) async fn build_on(
+        backend: Backend,
+        name: String,
+        https: bool,
+    ) -> Result<TestCluster, Error> {
+        let token: Arc<str> = Arc::from(new_token());
+        if backend.is_real() {
+            let control = real::ControlPlane::start(&name, &token).await?;
+            let yaml = kubeconfig::render(&name, &control.url(), control.ca_pem(), &token);
+            return Ok(TestCluster {
+                inner: Arc::new(Inner {
+                    name,
+                    token,
+                    kubeconfig_yaml: Some(yaml),
+                    kind: Kind::Real(control),
+                }),
+            });
+        }
         let shared = Arc::new(Shared {
             name: name.clone(),
             engine: Engine::new(),
             faults: Faults::default(),
             counters: Counters::default(),
         });
-        let token: Arc<str> = Arc::from(new_token());
-        let https = if https {
+        let (https, kubeconfig_yaml) = if https {
             let material = tls::generate(&name)?;
             let acceptor = tokio_rustls::TlsAcceptor::from(material.server_config.clone());
             let server = HttpsServer::start(shared.clone(), acceptor, token.clone())?;
             let url = format!("https://{}", server.addr());
-            let kubeconfig_yaml = kubeconfig::render(&name, &url, &material.ca_pem, &token);
+            let yaml = kubeconfig::render(&name, &url, &material.ca_pem, &token);
             tracing::info!(cluster = %name, %url, "serving over HTTPS");
-            Some(Https {
-                server,
-                kubeconfig_yaml,
-            })
+            (Some(server), Some(yaml))
         } else {
-            None
+            (None, None)
         };
         Ok(TestCluster {
             inner: Arc::new(Inner {
-                shared,
+                name,
                 token,
-                https,
+                kubeconfig_yaml,
+                kind: Kind::Emulated { shared, https },
             }),
         })
     }
 
-    /// Starts an in-process cluster (no socket): use [`client`](Self::client).
+    /// The backend this cluster runs on.
+    ///
+    /// ```no_run
+    /// # async fn doc() -> Result<(), mcr_envtest::Error> {
+    /// let cluster = mcr_envtest::TestCluster::start("a").await?;
+    /// assert_eq!(cluster.backend(), mcr_envtest::backend());
+    /// # Ok(()) }
+    /// ```
+    pub fn backend(&self) -> Backend {
+        match self.inner.kind {
+            Kind::Emulated { .. } => Backend::Emulator,
+            Kind::Real(_) => Backend::Real,
+        }
+    }
+
+    /// Starts an in-process cluster (no socket): use [`client`](Self::client). On the real
+    /// backend (`MCR_ENVTEST=real`) this starts a real control plane, served over HTTPS.
     ///
     /// ```no_run
     /// # async fn doc() -> Result<(), mcr_envtest::Error> {
@@ -103,7 +143,8 @@ impl TestCluster {
     }
 
     /// Starts a cluster served in-process and over HTTPS on `127.0.0.1:<random port>`, with a
-    /// generated CA, serving certificate, bearer token and kubeconfig.
+    /// generated CA, serving certificate, bearer token and kubeconfig. On the real backend
+    /// (`MCR_ENVTEST=real`) a real control plane (see [`real`](crate::real)).
     ///
     /// ```no_run
     /// # async fn doc() -> Result<(), mcr_envtest::Error> {
@@ -124,11 +165,12 @@ impl TestCluster {
     /// # Ok(()) }
     /// ```
     pub fn name(&self) -> &str {
-        &self.inner.shared.name
+        &self.inner.name
     }
 
     /// A kube client talking to the handler in-process (no socket, no TLS). Faults apply.
-    /// Must be called inside a tokio runtime.
+    /// On the real backend, an HTTPS client through the cluster's proxy. Must be called inside
+    /// a tokio runtime.
     ///
     /// ```no_run
     /// # async fn doc() -> Result<(), Box<dyn std::error::Error>> {
@@ -138,13 +180,16 @@ impl TestCluster {
     /// # Ok(()) }
     /// ```
     pub fn client(&self) -> kube::Client {
-        service::client(self.inner.shared.clone())
+        match &self.inner.kind {
+            Kind::Emulated { shared, .. } => service::client(shared.clone()),
+            Kind::Real(control) => control.client(),
+        }
     }
 
-    fn https(&self) -> Result<&Https, Error> {
+    fn https(&self) -> Result<&str, Error> {
         self.inner
-            .https
-            .as_ref()
+            .kubeconfig_yaml
+            .as_deref()
             .ok_or_else(|| Error::NotHttps(self.name().to_string()))
     }
 
@@ -159,7 +204,7 @@ impl TestCluster {
     /// # Ok(()) }
     /// ```
     pub async fn https_client(&self) -> Result<kube::Client, Error> {
-        let kubeconfig = kubeconfig::parse(&self.https()?.kubeconfig_yaml)?;
+        let kubeconfig = kubeconfig::parse(self.https()?)?;
         let options = KubeConfigOptions {
             context: Some(self.name().to_string()),
             ..KubeConfigOptions::default()
@@ -181,7 +226,7 @@ impl TestCluster {
     /// # Ok(()) }
     /// ```
     pub fn kubeconfig(&self) -> Option<Kubeconfig> {
-        kubeconfig::parse(&self.inner.https.as_ref()?.kubeconfig_yaml).ok()
+        kubeconfig::parse(self.inner.kubeconfig_yaml.as_deref()?).ok()
     }
 
     /// The kubeconfig as YAML (it contains the token: handle with care).
@@ -193,7 +238,7 @@ impl TestCluster {
     /// # Ok(()) }
     /// ```
     pub fn kubeconfig_yaml(&self) -> Option<String> {
-        self.inner.https.as_ref().map(|h| h.kubeconfig_yaml.clone())
+        self.inner.kubeconfig_yaml.clone()
     }
 
     /// Writes the kubeconfig to `path` (mode 0600 on Unix), creating parent directories.
@@ -205,10 +250,10 @@ impl TestCluster {
     /// # Ok(()) }
     /// ```
     pub fn write_kubeconfig(&self, path: &Path) -> Result<(), Error> {
-        kubeconfig::write(path, &self.https()?.kubeconfig_yaml)
+        kubeconfig::write(path, self.https()?)
     }
 
-    /// `https://127.0.0.1:<port>` for HTTPS clusters.
+    /// `https://127.0.0.1:<port>` for HTTPS and real clusters.
     ///
     /// ```no_run
     /// # async fn doc() -> Result<(), mcr_envtest::Error> {
@@ -217,10 +262,10 @@ impl TestCluster {
     /// # Ok(()) }
     /// ```
     pub fn url(&self) -> Option<String> {
-        self.inner
-            .https
-            .as_ref()
-            .map(|h| format!("https://{}", h.server.addr()))
+        match &self.inner.kind {
+            Kind::Emulated { https, .. } => https.as_ref().map(|s| format!("https://{}", s.addr())),
+            Kind::Real(control) => Some(control.url()),
+        }
     }
 
     /// The bearer token HTTPS requests must carry.

@@ -1,0 +1,78 @@
+//! A multicluster-runtime provider whose fleet is the local [kind](https://kind.sigs.k8s.io)
+//! clusters (Kubernetes in Docker): the quickest way to try a multi-cluster controller on a
+//! laptop.
+//!
+//! # Discovery
+//!
+//! The provider runs the `kind` command line ([`Options::kind_bin`], default `kind` on
+//! `PATH`) with `tokio::process`; every run is bounded by [`Options::command_timeout`] (the
+//! process is killed when it passes, and when the provider stops). Each cluster has at most
+//! one `kind get kubeconfig` running, in a task of its own, and the list never waits for it.
+//!
+//! * Every [`Options::poll_interval`] (2 s), `kind get clusters` lists the clusters. Names
+//!   that start with [`Options::prefix`] (all names without a prefix) belong to the fleet.
+//! * A new cluster's kubeconfig comes from `kind get kubeconfig --name <name>` (with
+//!   `--internal` when [`Options::internal`] is set). It is built into a client through
+//!   [`mcr_core::kubeconfig`] with [`Options::client_options`] and [`Options::exec_policy`]
+//!   (default [`ExecPolicy::Deny`](mcr_core::kubeconfig::ExecPolicy): kind's kubeconfigs use a
+//!   client certificate, so a kubeconfig asking to run a program is refused), probed with
+//!   `GET /version`, then started, synced, indexed and engaged through
+//!   [`mcr_core::Clusters`]. The cluster is named by its kind name, e.g. `fleet-alpha` (the
+//!   kubeconfig context is `kind-fleet-alpha`).
+//! * A cluster that is no longer listed is removed.
+//! * The kubeconfig of each engaged cluster is fetched again every
+//!   [`Options::refresh_interval`] (10 s). The same connection (compared with
+//!   [`mcr_core::kubeconfig::connection_hash`]) keeps the running instance; a kind cluster that
+//!   was deleted and recreated under the same name has a new CA and client certificate, and its
+//!   new instance replaces the old one.
+//!
+//! What `kind get kubeconfig` prints is a credential: it is never logged and never part of an
+//! error.
+//!
+//! # Failures (where Go's provider differs)
+//!
+//! * **`kind` missing at start**: [`start`](mcr_core::ProviderRunnable::start) fails at once
+//!   with [`Error::NotInstalled`], naming the binary, the `PATH` searched and how to install
+//!   kind.
+//! * **A failing list** (Docker down, `kind` timing out, `kind` removed later on): logged and
+//!   retried after the poll interval, doubling up to one minute; the known clusters stay
+//!   engaged. Go ends its provider when the first list fails.
+//! * **One cluster failing** (its kubeconfig cannot be fetched, parsed or built, its API server
+//!   does not answer, its caches do not sync): logged with the cluster name, recorded in
+//!   [`KindProvider::failures`] and retried on its own, after [`Options::backoff_initial`]
+//!   doubling up to [`Options::backoff_max`] (checked at each poll). Every cluster's attempt
+//!   runs as its own task, so a slow or broken cluster never holds up the others or the next
+//!   list. Go ends the whole pass at the first per-cluster error, removals included.
+//! * **A failing refresh** of an engaged cluster keeps it engaged (and is retried likewise).
+//! * **Recreated clusters** are noticed (see above); Go keeps the stale client forever.
+//!
+//! # Example
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//! use mcr_core::{ProviderRunnable, Registry};
+//! use mcr_provider_kind::{KindProvider, Options};
+//! use tokio_util::sync::CancellationToken;
+//!
+//! # async fn run() -> Result<(), mcr_core::Error> {
+//! // `kind create cluster --name fleet-alpha; kind create cluster --name fleet-beta`
+//! let provider = KindProvider::new(Options {
+//!     prefix: Some("fleet-".into()),
+//!     ..Options::default()
+//! });
+//! // Usually handed to the mcr Manager (`Manager::new(host, Some(Arc::new(provider)))`),
+//! // which starts it; here driven by hand:
+//! let registry = Registry::new();
+//! provider.start(CancellationToken::new(), Arc::new(registry)).await
+//! # }
+//! ```
+
+mod cli;
+mod error;
+mod member;
+mod options;
+mod provider;
+
+pub use error::{Error, INSTALL_HINT};
+pub use options::{DEFAULT_KIND_BIN, Options};
+pub use provider::KindProvider;

@@ -1,0 +1,103 @@
+//! Configuration of the [`KindProvider`](crate::KindProvider).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use mcr_core::kubeconfig::{ClientOptions, ExecPolicy};
+
+/// The program run when [`Options::kind_bin`] is `None`: `kind`, looked up on `PATH`.
+pub const DEFAULT_KIND_BIN: &str = "kind";
+
+/// Options of the [`KindProvider`](crate::KindProvider).
+///
+/// ```
+/// use std::time::Duration;
+/// use mcr_provider_kind::Options;
+/// let opts = Options {
+///     prefix: Some("fleet-".into()),
+///     poll_interval: Duration::from_secs(5),
+///     ..Options::default()
+/// };
+/// assert_eq!(opts.kind_bin(), std::path::Path::new("kind"));
+/// assert_eq!(Options::default().poll_interval, Duration::from_secs(2));
+/// ```
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Only kind clusters whose name starts with this prefix join. The cluster keeps its full
+    /// kind name (the prefix is not stripped). Default: `None` (every kind cluster).
+    pub prefix: Option<String>,
+    /// How often `kind get clusters` runs. Default: 2 s (as Go's provider).
+    pub poll_interval: Duration,
+    /// How often the kubeconfig of an engaged cluster is fetched again, to notice a cluster
+    /// deleted and recreated under the same name. Default: 10 s.
+    pub refresh_interval: Duration,
+    /// The `kind` executable: a path, or a bare name looked up on `PATH`. Default: `None`
+    /// ([`DEFAULT_KIND_BIN`]).
+    pub kind_bin: Option<PathBuf>,
+    /// Limit on each run of `kind`; a run that takes longer is killed and counts as failed.
+    /// Default: 30 s.
+    pub command_timeout: Duration,
+    /// Ask kind for the *internal* kubeconfig (`kind get kubeconfig --internal`: the API server
+    /// as seen from inside the kind Docker network, `https://<name>-control-plane:6443`), for a
+    /// controller that itself runs in a container on that network. Default: `false` (the
+    /// external kubeconfig, `https://127.0.0.1:<port>`, for a controller on the host).
+    pub internal: bool,
+    /// Applied to every member client. Default: `ClientOptions::default()`.
+    pub client_options: ClientOptions,
+    /// Whether kind's kubeconfigs may run `exec` plugins or use `auth-provider`. kind's
+    /// kubeconfigs carry a client certificate and never need one, so the default is
+    /// [`ExecPolicy::Deny`]: whatever answers as `kind` cannot make the controller run another
+    /// program through a kubeconfig.
+    pub exec_policy: ExecPolicy,
+    /// How long a new member may take to answer `GET /version` and to sync its caches.
+    /// Default: 30 s.
+    pub sync_timeout: Duration,
+    /// First retry delay of a cluster that failed to join; doubles per failure. Default: 1 s.
+    pub backoff_initial: Duration,
+    /// Upper bound of that delay. Default: 5 min.
+    pub backoff_max: Duration,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            prefix: None,
+            poll_interval: Duration::from_secs(2),
+            refresh_interval: Duration::from_secs(10),
+            kind_bin: None,
+            command_timeout: Duration::from_secs(30),
+            internal: false,
+            client_options: ClientOptions::default(),
+            exec_policy: ExecPolicy::Deny,
+            sync_timeout: Duration::from_secs(30),
+            backoff_initial: Duration::from_secs(1),
+            backoff_max: Duration::from_secs(300),
+        }
+    }
+}
+
+impl Options {
+    /// The `kind` executable that will run: [`Options::kind_bin`] or [`DEFAULT_KIND_BIN`].
+    ///
+    /// ```
+    /// let opts = mcr_provider_kind::Options { kind_bin: Some("/opt/kind".into()), ..Default::default() };
+    /// assert_eq!(opts.kind_bin(), std::path::Path::new("/opt/kind"));
+    /// ```
+    pub fn kind_bin(&self) -> &std::path::Path {
+        self.kind_bin
+            .as_deref()
+            .unwrap_or(std::path::Path::new(DEFAULT_KIND_BIN))
+    }
+
+    /// Whether a kind cluster of that name belongs to the fleet (the prefix filter).
+    ///
+    /// ```
+    /// let opts = mcr_provider_kind::Options { prefix: Some("fleet-".into()), ..Default::default() };
+    /// assert!(opts.selects("fleet-a"));
+    /// assert!(!opts.selects("dev"));
+    /// assert!(mcr_provider_kind::Options::default().selects("dev"));
+    /// ```
+    pub fn selects(&self, name: &str) -> bool {
+        self.prefix.as_deref().is_none_or(|p| name.starts_with(p))
+    }
+}

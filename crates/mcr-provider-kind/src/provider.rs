@@ -1,0 +1,307 @@
+//! The [`KindProvider`]: polls `kind get clusters` and keeps one engaged cluster per kind cluster.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use mcr_core::backoff::Backoff;
+use mcr_core::{
+    AddOutcome, Aware, BoxFuture, Cluster, ClusterName, Clusters, ClustersOptions, FieldIndex,
+    Provider, ProviderRunnable,
+};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tracing::{Instrument, debug, error, info, info_span, warn};
+
+use crate::cli::KindCli;
+use crate::{Error, Options, member};
+
+/// Failed lists are retried after the poll interval, doubling up to this.
+const LIST_BACKOFF_MAX: Duration = Duration::from_secs(60);
+
+/// Engages the local kind clusters (optionally those whose name has a prefix) as the fleet.
+///
+/// Cheap to clone (an `Arc` inside); start it once (usually by handing it to the manager). See
+/// the crate documentation for the behaviour.
+///
+/// ```no_run
+/// use std::sync::Arc;
+/// use mcr_core::{ProviderRunnable, Registry};
+/// use mcr_provider_kind::{KindProvider, Options};
+/// use tokio_util::sync::CancellationToken;
+///
+/// # async fn run() -> Result<(), mcr_core::Error> {
+/// let provider = KindProvider::new(Options { prefix: Some("fleet-".into()), ..Options::default() });
+/// provider.start(CancellationToken::new(), Arc::new(Registry::new())).await
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct KindProvider {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    opts: Options,
+    cli: KindCli,
+    clusters: Clusters,
+    members: Mutex<HashMap<ClusterName, Member>>,
+    running: AtomicBool,
+}
+
+/// What the provider remembers about one listed kind cluster.
+struct Member {
+    backoff: Backoff,
+    /// When its kubeconfig is fetched next (now for a new cluster; after the refresh interval
+    /// when engaged; after the backoff when the last attempt failed).
+    next_check: Instant,
+    /// An attempt is running.
+    busy: bool,
+    /// No longer listed while an attempt was running: dropped when the attempt ends.
+    gone: bool,
+    last_error: Option<String>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+impl KindProvider {
+    /// A provider with these options. Nothing runs until it is started.
+    ///
+    /// ```
+    /// let p = mcr_provider_kind::KindProvider::new(Default::default());
+    /// assert!(p.names().is_empty());
+    /// ```
+    pub fn new(opts: Options) -> Self {
+        let clusters = Clusters::with_options(ClustersOptions {
+            sync_timeout: opts.sync_timeout,
+        });
+        KindProvider {
+            inner: Arc::new(Inner {
+                cli: KindCli::new(&opts),
+                opts,
+                clusters,
+                members: Mutex::new(HashMap::new()),
+                running: AtomicBool::new(false),
+            }),
+        }
+    }
+
+    /// The options.
+    ///
+    /// ```
+    /// let p = mcr_provider_kind::KindProvider::new(Default::default());
+    /// assert!(p.options().prefix.is_none());
+    /// ```
+    pub fn options(&self) -> &Options {
+        &self.inner.opts
+    }
+
+    /// Names of the engaged clusters (their kind names), sorted.
+    ///
+    /// ```
+    /// assert!(mcr_provider_kind::KindProvider::new(Default::default()).names().is_empty());
+    /// ```
+    pub fn names(&self) -> Vec<ClusterName> {
+        self.inner.clusters.names()
+    }
+
+    /// The listed kind clusters whose last attempt to join (or to refresh) failed, with the
+    /// error; they are retried with backoff. An engaged cluster whose refresh failed stays
+    /// engaged and is listed here too.
+    ///
+    /// ```
+    /// assert!(mcr_provider_kind::KindProvider::new(Default::default()).failures().is_empty());
+    /// ```
+    pub fn failures(&self) -> BTreeMap<ClusterName, String> {
+        lock(&self.inner.members)
+            .iter()
+            .filter_map(|(name, m)| Some((name.clone(), m.last_error.clone()?)))
+            .collect()
+    }
+
+    async fn run(&self, token: CancellationToken, aware: Arc<dyn Aware>) -> Result<(), Error> {
+        if self.inner.running.swap(true, Ordering::SeqCst) {
+            return Err(Error::AlreadyRunning);
+        }
+        // Our own child: stopping on an error must not cancel the caller's token.
+        let token = token.child_token();
+        let tasks = TaskTracker::new();
+        let result = self.poll_loop(&token, &aware, &tasks).await;
+        token.cancel();
+        tasks.close();
+        tasks.wait().await;
+        for name in self.inner.clusters.names() {
+            self.inner.clusters.remove(&name);
+        }
+        lock(&self.inner.members).clear();
+        self.inner.running.store(false, Ordering::SeqCst);
+        info!("kind provider stopped");
+        result
+    }
+
+    async fn poll_loop(
+        &self,
+        token: &CancellationToken,
+        aware: &Arc<dyn Aware>,
+        tasks: &TaskTracker,
+    ) -> Result<(), Error> {
+        let opts = &self.inner.opts;
+        let interval = opts.poll_interval.max(Duration::from_millis(1));
+        let mut list_backoff = Backoff::new(interval, LIST_BACKOFF_MAX.max(interval));
+        let mut first = true;
+        info!(kind = ?opts.kind_bin(), prefix = ?opts.prefix, "kind provider started");
+        loop {
+            let delay = match self.inner.cli.clusters(token).await {
+                Ok(names) => {
+                    list_backoff.reset();
+                    self.reconcile(names, token, aware, tasks);
+                    interval
+                }
+                Err(Error::Cancelled { .. }) => return Ok(()),
+                Err(err @ Error::NotInstalled { .. }) if first => {
+                    error!(error = %err, "cannot run kind");
+                    return Err(err);
+                }
+                Err(err) => {
+                    let retry_in = list_backoff.next_delay();
+                    let known = self.inner.clusters.len();
+                    warn!(error = %err, ?retry_in, known, "listing kind clusters failed; known clusters are kept");
+                    retry_in
+                }
+            };
+            first = false;
+            tokio::select! {
+                () = token.cancelled() => return Ok(()),
+                () = tokio::time::sleep(delay) => {}
+            }
+        }
+    }
+
+    /// Applies one successful list: clusters no longer listed leave; listed ones that are new,
+    /// due for a refresh or due for a retry get an attempt of their own.
+    fn reconcile(
+        &self,
+        listed: Vec<String>,
+        token: &CancellationToken,
+        aware: &Arc<dyn Aware>,
+        tasks: &TaskTracker,
+    ) {
+        let inner = &self.inner;
+        let listed: BTreeSet<ClusterName> = listed
+            .into_iter()
+            .filter(|name| inner.opts.selects(name))
+            .map(ClusterName::new)
+            .collect();
+        let now = Instant::now();
+        let mut members = lock(&inner.members);
+        members.retain(|name, m| {
+            m.gone = !listed.contains(name);
+            !m.gone || m.busy
+        });
+        for name in inner.clusters.names() {
+            if !listed.contains(&name) && inner.clusters.remove(&name) {
+                info!(cluster = %name, "kind cluster gone: cluster removed");
+            }
+        }
+        for name in listed {
+            let m = members.entry(name.clone()).or_insert_with(|| {
+                debug!(cluster = %name, "new kind cluster");
+                Member {
+                    backoff: Backoff::new(inner.opts.backoff_initial, inner.opts.backoff_max),
+                    next_check: now,
+                    busy: false,
+                    gone: false,
+                    last_error: None,
+                }
+            });
+            if m.busy || m.next_check > now {
+                continue;
+            }
+            m.busy = true;
+            let span = info_span!("kind_cluster", cluster = %name);
+            let attempt = self.clone().attempt(name, token.clone(), aware.clone());
+            tasks.spawn(attempt.instrument(span));
+        }
+    }
+
+    /// One attempt to bring a cluster in line with kind, then its bookkeeping.
+    async fn attempt(self, name: ClusterName, token: CancellationToken, aware: Arc<dyn Aware>) {
+        let inner = &self.inner;
+        let result = member::sync(
+            &inner.opts,
+            &inner.cli,
+            &inner.clusters,
+            &name,
+            &token,
+            aware.as_ref(),
+        )
+        .await;
+        let mut members = lock(&inner.members);
+        let Some(m) = members.get_mut(&name) else {
+            return;
+        };
+        m.busy = false;
+        if m.gone {
+            // It left while we were adding it.
+            members.remove(&name);
+            inner.clusters.remove(&name);
+            return;
+        }
+        let now = Instant::now();
+        match result {
+            Ok(outcome) => {
+                match outcome {
+                    AddOutcome::Added => info!("kind cluster engaged"),
+                    AddOutcome::Replaced => info!("kind cluster recreated: new instance engaged"),
+                    AddOutcome::Unchanged => debug!("kind cluster unchanged"),
+                }
+                m.backoff.reset();
+                m.last_error = None;
+                m.next_check = now + inner.opts.refresh_interval;
+            }
+            Err(_) if token.is_cancelled() => {}
+            Err(err) => {
+                let retry_in = m.backoff.next_delay();
+                let engaged = inner.clusters.get(&name).is_ok();
+                warn!(error = %err, ?retry_in, engaged, "kind cluster not in line with kind; retrying");
+                m.last_error = Some(err.to_string());
+                m.next_check = now + retry_in;
+            }
+        }
+    }
+}
+
+impl Provider for KindProvider {
+    fn get<'a>(&'a self, name: &'a ClusterName) -> BoxFuture<'a, Result<Cluster, mcr_core::Error>> {
+        Box::pin(async move { self.inner.clusters.get(name) })
+    }
+
+    fn index_field<'a>(
+        &'a self,
+        index: &'a FieldIndex,
+    ) -> BoxFuture<'a, Result<(), mcr_core::Error>> {
+        Box::pin(self.inner.clusters.index_field(index))
+    }
+
+    fn runnable(&self) -> Option<&dyn ProviderRunnable> {
+        Some(self)
+    }
+}
+
+impl ProviderRunnable for KindProvider {
+    /// Runs the poll loop until `token` is cancelled. Fails at once, with a message naming the
+    /// binary, `PATH` and how to install kind, when the `kind` executable does not exist.
+    fn start<'a>(
+        &'a self,
+        token: CancellationToken,
+        aware: Arc<dyn Aware>,
+    ) -> BoxFuture<'a, Result<(), mcr_core::Error>> {
+        Box::pin(
+            async move { self.run(token, aware).await.map_err(mcr_core::Error::from) }
+                .instrument(info_span!("kind_provider")),
+        )
+    }
+}
