@@ -28,6 +28,7 @@ const PUBLISH_ORDER: &[&str] = &[
     "mcr-provider-multi",
     "mcr-provider-kind",
     "mcr-provider-capi",
+    "mcr-provider-cluster-inventory",
 ];
 
 #[derive(Parser)]
