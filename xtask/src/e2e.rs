@@ -37,6 +37,7 @@ pub const PACKAGES: &[&str] = &[
     "example-namespace",
     "example-multi",
     "example-capi",
+    "example-cluster-inventory",
 ];
 
 /// What is missing to run kind clusters, in words (empty: nothing).
