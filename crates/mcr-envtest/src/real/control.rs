@@ -42,6 +42,14 @@ fn config(url: &str, ca_der: &[u8], token: &str) -> Result<kube::Config, Error> 
     Ok(config)
 }
 
+/// `name` reduced to what is safe in a file name.
+fn path_safe(name: &str) -> String {
+    name.chars()
+        .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+        .take(40)
+        .collect()
+}
+
 impl ControlPlane {
     /// Starts an API server named `name` whose admin credential is `token`.
     pub(crate) async fn start(name: &str, token: &str) -> Result<ControlPlane, Error> {
@@ -49,8 +57,8 @@ impl ControlPlane {
         let assets = Assets::find()?;
         let etcd = etcd::shared(&assets).await?;
         let dir = tempfile::Builder::new()
-            .prefix("mcr-envtest-apiserver-")
-            .tempdir()?;
+            .prefix(&format!("apiserver-{}-", path_safe(name)))
+            .tempdir_in(&etcd.root)?;
         let pki = pki::generate(name, dir.path())?;
         pki::write_private(
             &token_file(dir.path()),

@@ -29,7 +29,8 @@
 //!
 //! Processes never outlive the test: each runs under a small `sh` guard holding a pipe to the
 //! test process; when the cluster is dropped, or the test process exits or is killed, the
-//! guard SIGKILLs the binary. A stop sends SIGTERM and SIGKILLs after 10 s. Start errors carry
+//! guard SIGKILLs the binary (and the etcd guard deletes the process's temporary directory, which
+//! holds etcd's data and every API server's certificates and log). A stop sends SIGTERM and SIGKILLs after 10 s. Start errors carry
 //! the tail of the process's log.
 //!
 //! # What is not there
