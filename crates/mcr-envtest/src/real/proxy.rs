@@ -211,10 +211,8 @@ async fn pump(
         if faults.admit().await.is_err() {
             return Err(io::ErrorKind::ConnectionAborted.into());
         }
-        if delayed {
-            if let Some(latency) = faults.latency() {
-                tokio::time::sleep(latency).await;
-            }
+        if let Some(latency) = faults.latency().filter(|_| delayed) {
+            tokio::time::sleep(latency).await;
         }
         to.write_all(&buf[..n]).await?;
     }
