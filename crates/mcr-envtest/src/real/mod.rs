@@ -26,6 +26,8 @@
 //! - Every cluster is served over HTTPS: [`TestCluster::start`](crate::TestCluster::start)
 //!   and [`start_https`](crate::TestCluster::start_https) are the same, and
 //!   [`client`](crate::TestCluster::client) is an HTTPS client through the proxy.
+//! - Dropping the last handle of a cluster kills its API server at once (the emulator's
+//!   in-process clients keep working after that; a real cluster's do not).
 //!
 //! Processes never outlive the test: each runs under a small `sh` guard holding a pipe to the
 //! test process; when the cluster is dropped, or the test process exits or is killed, the
