@@ -52,7 +52,7 @@ enum Kind {
         shared: Arc<Shared>,
         https: Option<HttpsServer>,
     },
-    Real(real::ControlPlane),
+    Real(Box<real::ControlPlane>),
 }
 
 fn new_token() -> String {
@@ -83,7 +83,7 @@ impl TestCluster {
                     name,
                     token,
                     kubeconfig_yaml: Some(yaml),
-                    kind: Kind::Real(control),
+                    kind: Kind::Real(Box::new(control)),
                 }),
             });
         }

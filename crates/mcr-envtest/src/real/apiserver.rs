@@ -1,7 +1,10 @@
 //! Starting one `kube-apiserver` and waiting until it serves.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::pki::Pki;
 use super::process::Guarded;
@@ -80,19 +83,18 @@ impl ApiServerSpec {
     }
 
     /// Starts the process and waits (bounded) until `/readyz` is ok and the system namespaces
-    /// exist. `direct` must be a config for `https://127.0.0.1:<port>`.
-    pub(crate) async fn start(&self, direct: &kube::Config) -> Result<Guarded, Error> {
+    /// exist.
+    pub(crate) async fn start(&self, probe: &Probe) -> Result<Guarded, Error> {
         let started = Instant::now();
         let log = self.dir.join("kube-apiserver.log");
         let what = format!("kube-apiserver of {}", self.name);
         let mut process = Guarded::spawn(&what, &self.binary, &self.args, &log, None)?;
-        let client = kube::Client::try_from(direct.clone()).map_err(Error::Client)?;
         let deadline = started + READY_TIMEOUT;
         loop {
             if let Some(status) = process.exited() {
                 return Err(self.failed(format!("exited during start ({status})"), &process));
             }
-            if ready(&client).await {
+            if ready(probe).await {
                 break;
             }
             if Instant::now() > deadline {
@@ -116,21 +118,71 @@ impl ApiServerSpec {
 }
 
 /// `/readyz` answers ok and every system namespace exists.
-async fn ready(client: &kube::Client) -> bool {
-    let get = |path: String| async move {
-        let request = http::Request::get(path).body(Vec::new()).ok()?;
-        tokio::time::timeout(Duration::from_secs(10), client.request_text(request))
-            .await
-            .ok()?
-            .ok()
-    };
-    if get("/readyz".into()).await.as_deref() != Some("ok") {
+async fn ready(probe: &Probe) -> bool {
+    if probe.get("/readyz").await != Some((200, "ok".to_string())) {
         return false;
     }
     for ns in SYSTEM_NAMESPACES {
-        if get(format!("/api/v1/namespaces/{ns}")).await.is_none() {
+        let path = format!("/api/v1/namespaces/{ns}");
+        if probe.get(&path).await.map(|(code, _)| code) != Some(200) {
             return false;
         }
     }
     true
+}
+
+/// Plain HTTP/1.1 over TLS, straight to the API server. Not a kube client: its failed
+/// requests would be logged as errors while the server is still starting.
+pub(crate) struct Probe {
+    port: u16,
+    token: String,
+    connector: tokio_rustls::TlsConnector,
+}
+
+impl Probe {
+    /// A probe of `https://127.0.0.1:<port>` trusting `ca_der`, sending `token`.
+    pub(crate) fn new(port: u16, ca_der: &[u8], token: &str) -> Result<Probe, Error> {
+        let tls = |e: rustls::Error| Error::Tls(e.to_string());
+        let mut roots = rustls::RootCertStore::empty();
+        roots
+            .add(rustls::pki_types::CertificateDer::from(ca_der.to_vec()))
+            .map_err(tls)?;
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let config = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map_err(tls)?
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        Ok(Probe {
+            port,
+            token: token.to_string(),
+            connector: tokio_rustls::TlsConnector::from(Arc::new(config)),
+        })
+    }
+
+    /// `GET path`: the status code and body, `None` on any failure (bounded to 10 s).
+    async fn get(&self, path: &str) -> Option<(u16, String)> {
+        let attempt = async {
+            let tcp = tokio::net::TcpStream::connect(("127.0.0.1", self.port)).await?;
+            let name = rustls::pki_types::ServerName::from(std::net::Ipv4Addr::LOCALHOST);
+            let mut tls = self.connector.connect(name, tcp).await?;
+            let request = format!(
+                "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {}\r\n\
+                 Connection: close\r\n\r\n",
+                self.token
+            );
+            tls.write_all(request.as_bytes()).await?;
+            let mut answer = Vec::new();
+            tls.read_to_end(&mut answer).await?;
+            Ok::<_, std::io::Error>(answer)
+        };
+        let answer = tokio::time::timeout(Duration::from_secs(10), attempt)
+            .await
+            .ok()?
+            .ok()?;
+        let text = String::from_utf8_lossy(&answer);
+        let (head, body) = text.split_once("\r\n\r\n")?;
+        let code = head.split_whitespace().nth(1)?.parse().ok()?;
+        Some((code, body.trim().to_string()))
+    }
 }

@@ -4,7 +4,7 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use super::apiserver::{ApiServerSpec, token_file};
+use super::apiserver::{ApiServerSpec, Probe, token_file};
 use super::assets::Assets;
 use super::process::{GRACE, Guarded, free_port};
 use super::{etcd, pki};
@@ -22,8 +22,8 @@ pub(crate) struct ControlPlane {
     proxy: Proxy,
     /// Through the proxy: what clients use.
     config: kube::Config,
-    /// Straight to the API server: readiness checks during restarts.
-    direct: kube::Config,
+    /// Straight to the API server: readiness checks (also during restarts).
+    probe: Probe,
     ca_pem: String,
     /// Last: deleted after the process is gone.
     _dir: tempfile::TempDir,
@@ -42,6 +42,14 @@ fn config(url: &str, ca_der: &[u8], token: &str) -> Result<kube::Config, Error> 
     Ok(config)
 }
 
+/// `name` reduced to what is safe in a file name.
+fn path_safe(name: &str) -> String {
+    name.chars()
+        .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+        .take(40)
+        .collect()
+}
+
 impl ControlPlane {
     /// Starts an API server named `name` whose admin credential is `token`.
     pub(crate) async fn start(name: &str, token: &str) -> Result<ControlPlane, Error> {
@@ -49,8 +57,8 @@ impl ControlPlane {
         let assets = Assets::find()?;
         let etcd = etcd::shared(&assets).await?;
         let dir = tempfile::Builder::new()
-            .prefix("mcr-envtest-apiserver-")
-            .tempdir()?;
+            .prefix(&format!("apiserver-{}-", path_safe(name)))
+            .tempdir_in(&etcd.root)?;
         let pki = pki::generate(name, dir.path())?;
         pki::write_private(
             &token_file(dir.path()),
@@ -67,7 +75,7 @@ impl ControlPlane {
             &prefix,
             &pki,
         );
-        let direct = config(&format!("https://127.0.0.1:{port}"), &pki.ca_der, token)?;
+        let probe = Probe::new(port, &pki.ca_der, token)?;
         let faults = Arc::new(Faults::default());
         let proxy = Proxy::start(
             name,
@@ -78,7 +86,7 @@ impl ControlPlane {
         let config = config(&url, &pki.ca_der, token)?;
         // Fail here, not in `client()`, if this config cannot make a client.
         kube::Client::try_from(config.clone()).map_err(Error::Client)?;
-        let process = spec.start(&direct).await?;
+        let process = spec.start(&probe).await?;
         tracing::info!(cluster = %name, %url, elapsed = ?started.elapsed(), "real control plane started");
         Ok(ControlPlane {
             name: name.to_string(),
@@ -87,7 +95,7 @@ impl ControlPlane {
             faults,
             proxy,
             config,
-            direct,
+            probe,
             ca_pem: pki.ca_pem,
             _dir: dir,
         })
@@ -140,7 +148,7 @@ impl ControlPlane {
             .unwrap_or_else(|e| e.into_inner())
             .is_some();
         if !running {
-            let process = self.spec.start(&self.direct).await?;
+            let process = self.spec.start(&self.probe).await?;
             let surplus = {
                 let mut slot = self.apiserver.lock().unwrap_or_else(|e| e.into_inner());
                 // A concurrent restart may have won; then this process is surplus.

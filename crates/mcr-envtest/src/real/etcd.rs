@@ -21,6 +21,9 @@ const READY_TIMEOUT: Duration = Duration::from_secs(120);
 pub(crate) struct Etcd {
     /// `http://127.0.0.1:<port>`.
     pub(crate) url: String,
+    /// The process's directory: etcd's data and every API server's directory. The etcd guard
+    /// deletes it when this process ends, however it ends.
+    pub(crate) root: PathBuf,
     _process: Mutex<Guarded>,
 }
 
@@ -34,7 +37,7 @@ pub(crate) async fn shared(assets: &Assets) -> Result<&'static Etcd, Error> {
 async fn start(assets: &Assets) -> Result<Etcd, Error> {
     let started = Instant::now();
     let dir: PathBuf = tempfile::Builder::new()
-        .prefix("mcr-envtest-etcd-")
+        .prefix("mcr-envtest-")
         .tempdir()?
         .keep();
     let client_port = free_port()?;
@@ -77,6 +80,7 @@ async fn start(assets: &Assets) -> Result<Etcd, Error> {
     tracing::info!(%url, elapsed = ?started.elapsed(), "shared etcd is up");
     Ok(Etcd {
         url,
+        root: dir,
         _process: Mutex::new(process),
     })
 }

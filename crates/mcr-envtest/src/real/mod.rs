@@ -26,10 +26,13 @@
 //! - Every cluster is served over HTTPS: [`TestCluster::start`](crate::TestCluster::start)
 //!   and [`start_https`](crate::TestCluster::start_https) are the same, and
 //!   [`client`](crate::TestCluster::client) is an HTTPS client through the proxy.
+//! - Dropping the last handle of a cluster kills its API server at once (the emulator's
+//!   in-process clients keep working after that; a real cluster's do not).
 //!
 //! Processes never outlive the test: each runs under a small `sh` guard holding a pipe to the
 //! test process; when the cluster is dropped, or the test process exits or is killed, the
-//! guard SIGKILLs the binary. A stop sends SIGTERM and SIGKILLs after 10 s. Start errors carry
+//! guard SIGKILLs the binary (and the etcd guard deletes the process's temporary directory, which
+//! holds etcd's data and every API server's certificates and log). A stop sends SIGTERM and SIGKILLs after 10 s. Start errors carry
 //! the tail of the process's log.
 //!
 //! # What is not there

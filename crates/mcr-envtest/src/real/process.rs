@@ -171,10 +171,9 @@ mod tests {
         let guarded = Guarded::spawn("sleeper", Path::new("sh"), &args, &log, None).unwrap();
         let deadline = Instant::now() + Duration::from_secs(20);
         let pid = loop {
-            if let Ok(pid) = std::fs::read_to_string(&pidfile) {
-                if !pid.trim().is_empty() {
-                    break pid.trim().to_string();
-                }
+            let pid = std::fs::read_to_string(&pidfile).unwrap_or_default();
+            if !pid.trim().is_empty() {
+                break pid.trim().to_string();
             }
             assert!(Instant::now() < deadline, "the sleeper never started");
             std::thread::sleep(Duration::from_millis(20));

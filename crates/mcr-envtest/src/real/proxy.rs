@@ -59,7 +59,8 @@ impl Proxy {
             runtime: tokio::runtime::Handle::current(),
             serving: Mutex::new(None),
         };
-        proxy.serve(listener);
+        let serving = proxy.serve(listener);
+        *proxy.serving.lock().unwrap_or_else(|e| e.into_inner()) = Some(serving);
         Ok(proxy)
     }
 
@@ -68,7 +69,8 @@ impl Proxy {
         self.addr
     }
 
-    fn serve(&self, listener: TcpListener) {
+    /// Starts accepting on `listener`.
+    fn serve(&self, listener: TcpListener) -> Serving {
         let slot: Slot = Arc::new(Mutex::new(Some(listener)));
         let cancel = CancellationToken::new();
         let accept = accept_loop(
@@ -78,7 +80,7 @@ impl Proxy {
             self.faults.clone(),
         );
         self.runtime.spawn(accept);
-        *self.serving.lock().unwrap_or_else(|e| e.into_inner()) = Some(Serving { slot, cancel });
+        Serving { slot, cancel }
     }
 
     /// Opens or closes the listener to match the link state.
@@ -87,15 +89,14 @@ impl Proxy {
             self.unbind();
             return Ok(());
         }
+        // Held while binding, so two concurrent heals cannot both bind the port.
         let mut serving = self.serving.lock().unwrap_or_else(|e| e.into_inner());
         if serving.is_none() {
-            drop(serving.take());
-            drop(serving);
             let listener = {
                 let _guard = self.runtime.enter();
                 listen(self.addr)?
             };
-            self.serve(listener);
+            *serving = Some(self.serve(listener));
             tracing::debug!(cluster = %self.name, addr = %self.addr, "proxy listening again");
         }
         Ok(())
@@ -211,10 +212,8 @@ async fn pump(
         if faults.admit().await.is_err() {
             return Err(io::ErrorKind::ConnectionAborted.into());
         }
-        if delayed {
-            if let Some(latency) = faults.latency() {
-                tokio::time::sleep(latency).await;
-            }
+        if let Some(latency) = faults.latency().filter(|_| delayed) {
+            tokio::time::sleep(latency).await;
         }
         to.write_all(&buf[..n]).await?;
     }
