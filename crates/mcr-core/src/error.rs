@@ -73,8 +73,30 @@ pub enum Error {
     Stopped(ClusterName),
 }
 
+/// No cluster of that name is part of the fleet (it never joined, or it left): what a
+/// synchronous fleet lookup such as `Context::cluster` returns. Converts into
+/// [`Error::ClusterNotFound`] with `?`, and [`is_cluster_not_found`] recognises both.
+///
+/// ```
+/// use mcr_core::{ClusterNotFound, Error, is_cluster_not_found};
+///
+/// let err = ClusterNotFound("east".into());
+/// assert_eq!(err.to_string(), "cluster \"east\" not found");
+/// assert!(is_cluster_not_found(&err));
+/// assert!(matches!(Error::from(err), Error::ClusterNotFound(n) if n == "east"));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("cluster \"{0}\" not found")]
+pub struct ClusterNotFound(pub ClusterName);
+
+impl From<ClusterNotFound> for Error {
+    fn from(err: ClusterNotFound) -> Self {
+        Error::ClusterNotFound(err.0)
+    }
+}
+
 /// True when `err`, or anything in its [`source`](std::error::Error::source) chain, is
-/// [`Error::ClusterNotFound`].
+/// [`Error::ClusterNotFound`] or [`ClusterNotFound`].
 ///
 /// Works through any wrapping that keeps the source chain: `anyhow::Error` (pass `&*err`),
 /// `Box<dyn Error>` (pass `&*err`), `kube::Error` or your own error types.
@@ -96,6 +118,9 @@ pub fn is_cluster_not_found(err: &(dyn std::error::Error + 'static)) -> bool {
     let mut current = Some(err);
     while let Some(e) = current {
         if let Some(Error::ClusterNotFound(_)) = e.downcast_ref::<Error>() {
+            return true;
+        }
+        if e.downcast_ref::<ClusterNotFound>().is_some() {
             return true;
         }
         current = e.source();

@@ -30,11 +30,6 @@ pub const SYNC_LABEL: &str = "mcr.example/sync";
 pub const COPY_LABEL: &str = "mcr.example/synced-from-host";
 const FIELD_MANAGER: &str = "mcr-example-sync";
 
-/// What the reconciler needs besides the member: the host client.
-pub struct Data {
-    host: kube::Client,
-}
-
 /// The copy of `source` a member should hold.
 fn desired(source: &ConfigMap) -> ConfigMap {
     ConfigMap {
@@ -54,12 +49,12 @@ fn in_sync(copy: &ConfigMap, want: &ConfigMap) -> bool {
     copy.data == want.data && copy.binary_data == want.binary_data
 }
 
-async fn reconcile(ns: Arc<Namespace>, ctx: Context<Data>) -> Result<Action, kube::Error> {
+async fn reconcile(ns: Arc<Namespace>, ctx: Context<()>) -> Result<Action, kube::Error> {
     let namespace = ns.name_any();
     if ns.metadata.deletion_timestamp.is_some() {
         return Ok(Action::await_change());
     }
-    let sources: Api<ConfigMap> = Api::namespaced(ctx.host.clone(), &namespace);
+    let sources: Api<ConfigMap> = Api::namespaced(ctx.host().client(), &namespace);
     let copies: Api<ConfigMap> = Api::namespaced(ctx.client(), &namespace);
     let by_sync_label = ListParams::default().labels(&format!("{SYNC_LABEL}=true"));
     let sources = sources.list(&by_sync_label).await?.items;
@@ -95,7 +90,7 @@ async fn reconcile(ns: Arc<Namespace>, ctx: Context<Data>) -> Result<Action, kub
     Ok(Action::await_change())
 }
 
-fn error_policy(_: Arc<Namespace>, err: &kube::Error, ctx: Context<Data>) -> Action {
+fn error_policy(_: Arc<Namespace>, err: &kube::Error, ctx: Context<()>) -> Action {
     tracing::warn!(cluster = %ctx.cluster_name(), error = %err, "sync failed");
     Action::requeue(Duration::from_secs(2))
 }
@@ -106,10 +101,11 @@ pub fn manager(host: kube::Client, dir: PathBuf) -> Result<Manager> {
         dirs: vec![dir],
         ..Options::default()
     });
-    let mgr = Manager::new(host.clone(), Some(Arc::new(provider)));
+    let mgr = Manager::new(host, Some(Arc::new(provider)));
     // The host mapper fans a change out to every member engaged right now (a member that
-    // joins later is covered by its own namespace listing).
-    let members = mgr.clone();
+    // joins later is covered by its own namespace listing). A `Fleet` holds no controllers:
+    // no reference cycle.
+    let members = mgr.fleet().clone();
     Controller::new(&mgr)
         .named("sync-local-to-remote")
         .for_::<Namespace>()
@@ -118,7 +114,7 @@ pub fn manager(host: kube::Client, dir: PathBuf) -> Result<Manager> {
             move |source: Arc<ConfigMap>, _host| {
                 let ns = source.namespace().unwrap_or_default();
                 members
-                    .engaged_clusters()
+                    .names()
                     .into_iter()
                     .map(|member| Request::new(member, ObjectRef::<Namespace>::new(&ns)))
                     .collect::<Vec<_>>()
@@ -133,6 +129,6 @@ pub fn manager(host: kube::Client, dir: PathBuf) -> Result<Manager> {
                 ))
             },
         )
-        .register(reconcile, error_policy, Arc::new(Data { host }))?;
+        .register(reconcile, error_policy, Arc::new(()))?;
     Ok(mgr)
 }

@@ -74,6 +74,7 @@ where
             filter: self.filter,
             retry_when_gone: self.retry_when_gone,
             host: self.mgr.local().clone(),
+            fleet: self.mgr.fleet().clone(),
             metrics: self.mgr.metrics().clone(),
         };
         let task = ControllerTask::new(spec, reconcile, error_policy, data);

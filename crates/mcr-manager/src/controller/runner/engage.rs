@@ -102,7 +102,12 @@ where
             token.clone(),
         ));
         debug!(controller = %self.spec.name, cluster = %name, "cluster engaged");
-        let ctx = Context::engaged_as(name.clone(), cluster.clone(), self.task.data.clone());
+        let ctx = Context::in_fleet(
+            name.clone(),
+            cluster.clone(),
+            self.spec.fleet.clone(),
+            self.task.data.clone(),
+        );
         self.engaged.insert(
             name,
             Engaged {

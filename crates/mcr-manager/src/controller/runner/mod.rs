@@ -73,6 +73,7 @@ where
     pub(crate) filter: Option<ClusterFilter>,
     pub(crate) retry_when_gone: bool,
     pub(crate) host: Cluster,
+    pub(crate) fleet: crate::Fleet,
     pub(crate) metrics: Metrics,
 }
 
