@@ -1,8 +1,9 @@
 //! What a reconciler gets besides the object: its cluster, the fleet, and the user's data.
 
-use std::sync::Arc;
+use std::{any::Any, fmt::Debug, hash::Hash, sync::Arc};
 
-use mcr_core::{Cluster, ClusterName, ClusterNotFound};
+use kube::{Resource, runtime::reflector::ObjectRef};
+use mcr_core::{Cluster, ClusterName, ClusterNotFound, Informer};
 
 use crate::Fleet;
 
@@ -52,6 +53,8 @@ pub struct Context<T> {
     name: ClusterName,
     fleet: Fleet,
     data: Arc<T>,
+    /// The controller's primary informer in this cluster (an `Informer<K>`), if any.
+    primary: Option<Arc<dyn Any + Send + Sync>>,
 }
 
 impl<T> Context<T> {
@@ -100,7 +103,44 @@ impl<T> Context<T> {
             name,
             fleet,
             data,
+            primary: None,
         }
+    }
+
+    /// Attaches the controller's primary informer, for [`cached`](Self::cached).
+    pub(crate) fn with_primary<K>(mut self, informer: Informer<K>) -> Self
+    where
+        K: Resource + Clone + Debug + Send + Sync + 'static,
+        K::DynamicType: Clone + Eq + Hash + Send + Sync + 'static,
+    {
+        self.primary = Some(Arc::new(informer));
+        self
+    }
+
+    /// The object `key` in this cluster's cache of the controller's reconciled type (the
+    /// `for_` input, with its selectors), or `None` if it is not there: what a request-keyed
+    /// reconciler ([`register_request`](crate::Builder::register_request)) reads to tell "gone"
+    /// from "present". Also `None` when `K` is not the controller's reconciled type.
+    ///
+    /// ```no_run
+    /// # use k8s_openapi::api::core::v1::ConfigMap;
+    /// # use kube::runtime::controller::Action;
+    /// # use mcr_manager::{Context, Request};
+    /// async fn reconcile(req: Request<ConfigMap>, ctx: Context<()>) -> Result<Action, kube::Error> {
+    ///     match ctx.cached(&req.object) {
+    ///         Some(cm) => { /* present: reconcile it */ }
+    ///         None => { /* gone: clean up after it */ }
+    ///     }
+    ///     Ok(Action::await_change())
+    /// }
+    /// ```
+    pub fn cached<K>(&self, key: &ObjectRef<K>) -> Option<Arc<K>>
+    where
+        K: Resource + Clone + Debug + Send + Sync + 'static,
+        K::DynamicType: Clone + Eq + Hash + Send + Sync + 'static,
+    {
+        let informer = self.primary.as_ref()?.downcast_ref::<Informer<K>>()?;
+        informer.get(key.namespace.as_deref(), &key.name)
     }
 
     /// The cluster the object lives in (its client, cache and indexes).
@@ -205,6 +245,7 @@ impl<T> Clone for Context<T> {
             name: self.name.clone(),
             fleet: self.fleet.clone(),
             data: self.data.clone(),
+            primary: self.primary.clone(),
         }
     }
 }

@@ -20,17 +20,20 @@ use serde::de::DeserializeOwned;
 use tokio::time::Instant;
 use tracing::{Instrument, debug, error, info_span, trace, warn};
 
-use super::Loop;
+use super::{Loop, Target};
 use crate::{
     controller::{action::requeue_after, context::Context},
     queue::{Outcome, after},
 };
 
+/// How long a key of a cluster whose primary cache has not synced yet is held back.
+const UNSYNCED_RETRY: Duration = Duration::from_millis(50);
+
 /// A reconcile that ended.
-pub(super) struct Finished<K: Resource, Ctx, E> {
+pub(super) struct Finished<K: Resource, T, Ctx, E> {
     cluster: ClusterName,
     key: Arc<ObjectRef<K>>,
-    obj: Arc<K>,
+    obj: T,
     ctx: Context<Ctx>,
     result: std::thread::Result<Result<Action, E>>,
     elapsed: Duration,
@@ -46,30 +49,40 @@ impl<K: Resource> fmt::Display for Shown<'_, K> {
     }
 }
 
-impl<K, Ctx, R, P, Fut, E> Loop<'_, K, Ctx, R, P, Fut, E>
+impl<K, T, Ctx, R, P, Fut, E> Loop<'_, K, T, Ctx, R, P, Fut, E>
 where
     K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
     K::DynamicType: Clone + Eq + Hash + Debug + Send + Sync + 'static,
     Ctx: Send + Sync + 'static,
-    R: Fn(Arc<K>, Context<Ctx>) -> Fut + Send + Sync + 'static,
+    T: Target<K>,
+    R: Fn(T, Context<Ctx>) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = Result<Action, E>> + Send + 'static,
     E: std::error::Error + Send + 'static,
-    P: Fn(Arc<K>, &E, Context<Ctx>) -> Action + Send + Sync + 'static,
+    P: Fn(T, &E, Context<Ctx>) -> Action + Send + Sync + 'static,
 {
     pub(super) fn start_reconcile(
         &mut self,
         cluster: ClusterName,
         key: Arc<ObjectRef<K>>,
         due: Instant,
-    ) -> Option<impl Future<Output = Finished<K, Ctx, E>> + use<K, Ctx, R, P, Fut, E>> {
+    ) -> Option<impl Future<Output = Finished<K, T, Ctx, E>> + use<K, T, Ctx, R, P, Fut, E>> {
         let Some(e) = self.engaged.get(&cluster) else {
             self.queue.done(&cluster, &key, Outcome::Success(None));
             return None;
         };
+        if !e.primary.is_synced() {
+            // Not active until the primary cache has synced: read from a cache still listing,
+            // an existing object would look gone. Held back briefly, not dropped.
+            trace!(controller = %self.spec.name, object = %Shown(&cluster, &key), "cache not synced; held");
+            let at = after(Instant::now(), UNSYNCED_RETRY);
+            self.queue.done(&cluster, &key, Outcome::Success(Some(at)));
+            return None;
+        }
         // Taken off the queue now: the wait since it became due ends here.
         e.metrics.wait.observe(due.elapsed());
         e.metrics.depth.set(self.queue.ready_len(&cluster) as i64);
-        let Some(obj) = e.primary.get(key.namespace.as_deref(), &key.name) else {
+        let cached = e.primary.get(key.namespace.as_deref(), &key.name);
+        let Some(obj) = T::target(&cluster, &key, cached) else {
             trace!(controller = %self.spec.name, object = %Shown(&cluster, &key), "not in cache; skipped");
             self.queue.done(&cluster, &key, Outcome::Success(None));
             return None;
@@ -104,7 +117,7 @@ where
         )
     }
 
-    pub(super) fn finish(&mut self, f: Finished<K, Ctx, E>) {
+    pub(super) fn finish(&mut self, f: Finished<K, T, Ctx, E>) {
         let Finished {
             cluster,
             key,
