@@ -97,7 +97,9 @@ mod metrics;
 mod queue;
 mod runnable;
 
-pub use controller::{Builder, Context, Controller, IntoRequest, Request, Start, WatchOptions};
+pub use controller::{
+    Builder, Context, Controller, IntoRequest, Request, Start, UnreadableAction, WatchOptions,
+};
 pub use error::{BoxError, BuilderError, Error};
 #[cfg(feature = "leader-election")]
 pub use leader::LeaderElection;

@@ -30,6 +30,7 @@ mod input;
 mod request;
 mod runner;
 
+pub use action::UnreadableAction;
 pub use builder::{Builder, Controller, Start, WatchOptions};
 pub use context::Context;
 pub use request::{IntoRequest, Request};

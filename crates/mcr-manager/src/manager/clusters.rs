@@ -1,7 +1,7 @@
 //! The manager's view of the fleet: looking clusters up, readiness, field indexes, and
 //! engagement (the [`Aware`] side that providers call).
 
-use mcr_core::{Aware, Cluster, ClusterName, FieldIndex};
+use mcr_core::{Aware, Cluster, ClusterName, ErrorChain, FieldIndex};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
@@ -115,14 +115,17 @@ impl Aware for Manager {
         if name.is_host() {
             return Err(mcr_core::Error::Engage {
                 cluster: name,
-                reason: "the empty name is reserved for the host cluster".to_owned(),
+                source: "the empty name is reserved for the host cluster".into(),
             });
         }
-        let Ok(rt) = tokio::runtime::Handle::try_current() else {
-            return Err(mcr_core::Error::Engage {
-                cluster: name,
-                reason: "engage must be called inside a tokio runtime".to_owned(),
-            });
+        let rt = match tokio::runtime::Handle::try_current() {
+            Ok(rt) => rt,
+            Err(err) => {
+                return Err(mcr_core::Error::Engage {
+                    cluster: name,
+                    source: Box::new(err),
+                });
+            }
         };
         let runnables = {
             // Lock order: state, then the fleet (so `add` sees each engagement exactly once).
@@ -158,7 +161,7 @@ impl Aware for Manager {
         });
         for runnable in runnables {
             if let Err(err) = runnable.engage(token.clone(), name.clone(), cluster.clone()) {
-                warn!(runnable = runnable.name(), cluster = %name, error = %err, "engage failed");
+                warn!(runnable = runnable.name(), cluster = %name, error = %ErrorChain(&err), "engage failed");
             }
         }
         Ok(())

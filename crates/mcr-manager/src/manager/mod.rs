@@ -190,7 +190,7 @@ impl Manager {
         };
         for (name, cluster, token) in engaged {
             if let Err(err) = runnable.engage(token, name.clone(), cluster) {
-                warn!(runnable = runnable.name(), cluster = %name, error = %err, "engage failed");
+                warn!(runnable = runnable.name(), cluster = %name, error = %mcr_core::ErrorChain(&err), "engage failed");
             }
         }
         if let Some(running) = running {

@@ -117,6 +117,9 @@ where
         P: Fn(T, &E, Context<Ctx>) -> Action + Send + Sync + 'static,
     {
         let controller = self.name.clone();
+        if let Err(source) = crate::controller::action::check() {
+            return Err(BuilderError::UnreadableAction { controller, source }.into());
+        }
         if self.concurrency == 0 {
             return Err(BuilderError::ZeroConcurrency { controller }.into());
         }

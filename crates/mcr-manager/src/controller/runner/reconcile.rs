@@ -22,7 +22,10 @@ use tracing::{Instrument, debug, error, info_span, trace, warn};
 
 use super::{Loop, Target};
 use crate::{
-    controller::{action::requeue_after, context::Context},
+    controller::{
+        action::{UnreadableAction, requeue_after},
+        context::Context,
+    },
     queue::{Outcome, after},
 };
 
@@ -137,7 +140,10 @@ where
         let outcome = match result {
             Ok(Ok(action)) => {
                 e.metrics.success.inc();
-                Outcome::Success(requeue_after(&action).map(|d| after(now, d)))
+                match requeue_after(&action) {
+                    Ok(delay) => Outcome::Success(delay.map(|d| after(now, d))),
+                    Err(err) => unreadable(&self.spec.name, &cluster, &key, &err),
+                }
             }
             Ok(Err(err)) if !self.spec.retry_when_gone && is_cluster_not_found(&err) => {
                 e.metrics.gone.inc();
@@ -156,7 +162,10 @@ where
                 // The error policy is user code too: a panic there must not stop the loop.
                 let policy = &self.task.error_policy;
                 match std::panic::catch_unwind(AssertUnwindSafe(|| policy(obj, &err, ctx))) {
-                    Ok(action) => Outcome::Failure(requeue_after(&action).map(|d| after(now, d))),
+                    Ok(action) => match requeue_after(&action) {
+                        Ok(delay) => Outcome::Failure(delay.map(|d| after(now, d))),
+                        Err(err) => unreadable(&self.spec.name, &cluster, &key, &err),
+                    },
                     Err(panic) => {
                         error!(
                             controller = %self.spec.name, object = %Shown(&cluster, &key),
@@ -182,6 +191,17 @@ where
             e.metrics.depth.set(self.queue.ready_len(&cluster) as i64);
         }
     }
+}
+
+/// An `Action` whose delay cannot be read: an error in the log, and backoff (never a guess).
+fn unreadable<K: Resource>(
+    controller: &str,
+    cluster: &ClusterName,
+    key: &ObjectRef<K>,
+    err: &UnreadableAction,
+) -> Outcome {
+    error!(controller, object = %Shown(cluster, key), error = %err, "retrying with backoff");
+    Outcome::Backoff
 }
 
 /// The message of a caught panic, if it is a string.
