@@ -49,12 +49,6 @@ pub enum BuilderError {
         #[source]
         source: crate::UnreadableAction,
     },
-    /// `concurrency(0)`.
-    #[error("controller {controller:?}: concurrency must be at least 1")]
-    ZeroConcurrency {
-        /// The controller's name.
-        controller: String,
-    },
 }
 
 /// Errors of the [`Manager`](crate::Manager).

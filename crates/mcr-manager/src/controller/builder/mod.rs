@@ -98,6 +98,7 @@ where
     include_provider: bool,
     filter: Option<ClusterFilter>,
     retry_when_gone: bool,
+    on_outcome: Vec<crate::controller::outcome::OutcomeHook<K>>,
 }
 
 impl<K> Debug for Builder<K>
@@ -135,6 +136,7 @@ where
             include_provider: true,
             filter: None,
             retry_when_gone: false,
+            on_outcome: Vec::new(),
         }
     }
 

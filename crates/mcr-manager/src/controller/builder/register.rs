@@ -120,9 +120,6 @@ where
         if let Err(source) = crate::controller::action::check() {
             return Err(BuilderError::UnreadableAction { controller, source }.into());
         }
-        if self.concurrency == 0 {
-            return Err(BuilderError::ZeroConcurrency { controller }.into());
-        }
         if self.inputs.is_empty() && self.triggers.is_empty() {
             return Err(BuilderError::NoWatches { controller }.into());
         }
@@ -134,12 +131,18 @@ where
             primary: self.primary,
             inputs: self.inputs,
             triggers: self.triggers,
-            concurrency: self.concurrency,
+            // kube-runtime's meaning: 0 is unbounded.
+            concurrency: if self.concurrency == 0 {
+                usize::MAX
+            } else {
+                self.concurrency
+            },
             debounce: self.debounce,
             include_host: self.include_host,
             include_provider: self.include_provider,
             filter: self.filter,
             retry_when_gone: self.retry_when_gone,
+            on_outcome: self.on_outcome,
             host: self.mgr.local().clone(),
             fleet: self.mgr.fleet().clone(),
             metrics: self.mgr.metrics().clone(),

@@ -77,6 +77,7 @@ where
     pub(crate) include_provider: bool,
     pub(crate) filter: Option<ClusterFilter>,
     pub(crate) retry_when_gone: bool,
+    pub(crate) on_outcome: Vec<crate::controller::outcome::OutcomeHook<K>>,
     pub(crate) host: Cluster,
     pub(crate) fleet: crate::Fleet,
     pub(crate) metrics: Metrics,

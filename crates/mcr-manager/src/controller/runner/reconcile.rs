@@ -25,6 +25,7 @@ use crate::{
     controller::{
         action::{UnreadableAction, requeue_after},
         context::Context,
+        outcome::report,
     },
     queue::{Outcome, after},
 };
@@ -129,6 +130,7 @@ where
             result,
             elapsed,
         } = f;
+        report(&self.spec.on_outcome, &cluster, &key, &result, elapsed);
         let Some(e) = self.engaged.get(&cluster) else {
             // The cluster left while this ran: nothing to retry against.
             debug!(controller = %self.spec.name, object = %Shown(&cluster, &key), "cluster left during reconcile");
