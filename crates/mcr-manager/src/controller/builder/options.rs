@@ -89,7 +89,9 @@ where
         self
     }
 
-    /// Engage only the clusters for which `filter` returns true.
+    /// Engage only the provider clusters for which `filter` returns true. The host cluster
+    /// (when engaged, see [`include_host`](Self::include_host)) is not filtered unless
+    /// [`filter_host`](Self::filter_host) asks for it.
     ///
     /// ```no_run
     /// # fn demo(b: mcr_manager::Builder<k8s_openapi::api::core::v1::ConfigMap>) {
@@ -102,6 +104,23 @@ where
         filter: impl Fn(&ClusterName, &Cluster) -> bool + Send + Sync + 'static,
     ) -> Self {
         self.filter = Some(Arc::new(filter));
+        self
+    }
+
+    /// Apply the [`cluster_filter`](Self::cluster_filter) to the host cluster too (default: the
+    /// filter sees only provider clusters).
+    ///
+    /// ```no_run
+    /// # fn demo(b: mcr_manager::Builder<k8s_openapi::api::core::v1::ConfigMap>) {
+    /// let b = b
+    ///     .include_host(true)
+    ///     .cluster_filter(|name, _| !name.is_host() && name.as_str() != "staging")
+    ///     .filter_host(true);
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn filter_host(mut self, filter: bool) -> Self {
+        self.filter_host = filter;
         self
     }
 

@@ -141,6 +141,7 @@ where
             include_host: self.include_host,
             include_provider: self.include_provider,
             filter: self.filter,
+            filter_host: self.filter_host,
             retry_when_gone: self.retry_when_gone,
             on_outcome: self.on_outcome,
             host: self.mgr.local().clone(),

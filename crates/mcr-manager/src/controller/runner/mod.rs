@@ -76,6 +76,7 @@ where
     pub(crate) include_host: bool,
     pub(crate) include_provider: bool,
     pub(crate) filter: Option<ClusterFilter>,
+    pub(crate) filter_host: bool,
     pub(crate) retry_when_gone: bool,
     pub(crate) on_outcome: Vec<crate::controller::outcome::OutcomeHook<K>>,
     pub(crate) host: Cluster,
@@ -100,6 +101,7 @@ where
     include_host: bool,
     include_provider: bool,
     filter: Option<ClusterFilter>,
+    filter_host: bool,
     reconcile: R,
     error_policy: P,
     data: Arc<Ctx>,
@@ -126,6 +128,7 @@ where
             include_host: spec.include_host,
             include_provider: spec.include_provider,
             filter: spec.filter.clone(),
+            filter_host: spec.filter_host,
             spec: Mutex::new(Some(spec)),
             reconcile,
             error_policy,
@@ -142,7 +145,9 @@ where
         } else {
             self.include_provider
         };
-        kind_ok && self.filter.as_ref().is_none_or(|f| f(name, cluster))
+        // The host is filtered only when asked (`filter_host`).
+        let filtered = !name.is_host() || self.filter_host;
+        kind_ok && (!filtered || self.filter.as_ref().is_none_or(|f| f(name, cluster)))
     }
 
     async fn run(self: Arc<Self>, stop: CancellationToken) -> Result<(), BoxError> {
