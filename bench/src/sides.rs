@@ -73,7 +73,7 @@ impl Side {
 }
 
 async fn mcr_reconcile(cm: Arc<ConfigMap>, ctx: Context<Probe>) -> Result<Action, Infallible> {
-    ctx.observe(ctx.cluster_name().as_str(), &cm);
+    ctx.data().observe(ctx.cluster_name().as_str(), &cm);
     Ok(Action::await_change())
 }
 

@@ -25,7 +25,7 @@ type Seen = Mutex<Vec<(String, String)>>;
 
 async fn reconcile(cm: Arc<ConfigMap>, ctx: Context<Seen>) -> Result<Action, kube::Error> {
     let entry = (ctx.cluster_name().to_string(), cm.name_any());
-    ctx.lock().unwrap().push(entry);
+    ctx.data().lock().unwrap().push(entry);
     Ok(Action::await_change())
 }
 

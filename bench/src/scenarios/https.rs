@@ -47,7 +47,7 @@ pub async fn child(dir: &Path, quick: bool, started: Instant) -> Result<Value> {
         .concurrency(sides::CONCURRENCY.into())
         .register(
             |cm: Arc<ConfigMap>, ctx: mcr_manager::Context<Probe>| async move {
-                ctx.observe(ctx.cluster_name().as_str(), &cm);
+                ctx.data().observe(ctx.cluster_name().as_str(), &cm);
                 Ok::<_, std::convert::Infallible>(kube::runtime::controller::Action::await_change())
             },
             |_, _, _| kube::runtime::controller::Action::await_change(),

@@ -60,12 +60,30 @@ pub enum Error {
     },
 
     /// A cluster could not be engaged.
-    #[error("cluster \"{cluster}\": engage failed: {reason}")]
+    #[error("cluster \"{cluster}\": engage failed")]
     Engage {
         /// The cluster.
         cluster: ClusterName,
-        /// What went wrong.
-        reason: String,
+        /// What went wrong (an `Aware`'s error, kept as the source).
+        #[source]
+        source: BoxError,
+    },
+
+    /// A provider's `run` was called while it was already running.
+    #[error("provider {provider} is already running")]
+    AlreadyRunning {
+        /// The provider (e.g. `file`, `kubeconfig`).
+        provider: String,
+    },
+
+    /// An operation failed in one provider of several (e.g. a child of the multi provider).
+    #[error("provider \"{provider}\"")]
+    Provider {
+        /// The provider's name.
+        provider: String,
+        /// What went wrong there (usually an [`Error`]).
+        #[source]
+        source: BoxError,
     },
 
     /// The cluster's cancellation token fired: its cache and tasks are stopped.
@@ -73,8 +91,64 @@ pub enum Error {
     Stopped(ClusterName),
 }
 
+/// A boxed error, kept as a `source`.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// Shows an error with its whole [`source`](std::error::Error::source) chain, `": "`-separated:
+/// for logs and status messages, where only one line is printed.
+///
+/// ```
+/// use mcr_core::{Error, ErrorChain};
+///
+/// let err = Error::Engage { cluster: "east".into(), source: "refused".into() };
+/// assert_eq!(err.to_string(), "cluster \"east\": engage failed");
+/// assert_eq!(ErrorChain(&err).to_string(), "cluster \"east\": engage failed: refused");
+/// ```
+#[derive(Clone, Copy)]
+pub struct ErrorChain<'a>(pub &'a (dyn std::error::Error + 'static));
+
+impl std::fmt::Display for ErrorChain<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.0)?;
+        let mut next = self.0.source();
+        while let Some(e) = next {
+            write!(f, ": {e}")?;
+            next = e.source();
+        }
+        Ok(())
+    }
+}
+
+impl std::fmt::Debug for ErrorChain<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Display::fmt(self, f)
+    }
+}
+
+/// No cluster of that name is part of the fleet (it never joined, or it left): what a
+/// synchronous fleet lookup such as `Context::cluster` returns. Converts into
+/// [`Error::ClusterNotFound`] with `?`, and [`is_cluster_not_found`] recognises both.
+///
+/// ```
+/// use mcr_core::{ClusterNotFound, Error, is_cluster_not_found};
+///
+/// let err = ClusterNotFound("east".into());
+/// assert_eq!(err.to_string(), "cluster \"east\" not found");
+/// assert!(is_cluster_not_found(&err));
+/// assert!(matches!(Error::from(err), Error::ClusterNotFound(n) if n == "east"));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("cluster \"{0}\" not found")]
+pub struct ClusterNotFound(pub ClusterName);
+
+impl From<ClusterNotFound> for Error {
+    fn from(err: ClusterNotFound) -> Self {
+        Error::ClusterNotFound(err.0)
+    }
+}
+
 /// True when `err`, or anything in its [`source`](std::error::Error::source) chain, is
-/// [`Error::ClusterNotFound`].
+/// [`Error::ClusterNotFound`] or [`ClusterNotFound`].
 ///
 /// Works through any wrapping that keeps the source chain: `anyhow::Error` (pass `&*err`),
 /// `Box<dyn Error>` (pass `&*err`), `kube::Error` or your own error types.
@@ -96,6 +170,9 @@ pub fn is_cluster_not_found(err: &(dyn std::error::Error + 'static)) -> bool {
     let mut current = Some(err);
     while let Some(e) = current {
         if let Some(Error::ClusterNotFound(_)) = e.downcast_ref::<Error>() {
+            return true;
+        }
+        if e.downcast_ref::<ClusterNotFound>().is_some() {
             return true;
         }
         current = e.source();
@@ -149,8 +226,18 @@ mod tests {
         assert!(Error::Stopped("c2".into()).to_string().contains("c2"));
         let e = Error::Engage {
             cluster: "c3".into(),
-            reason: "nope".into(),
+            source: "nope".into(),
         };
-        assert_eq!(e.to_string(), "cluster \"c3\": engage failed: nope");
+        assert_eq!(e.to_string(), "cluster \"c3\": engage failed");
+        assert_eq!(
+            ErrorChain(&e).to_string(),
+            "cluster \"c3\": engage failed: nope"
+        );
+        assert_eq!(
+            std::error::Error::source(&e)
+                .map(ToString::to_string)
+                .as_deref(),
+            Some("nope")
+        );
     }
 }

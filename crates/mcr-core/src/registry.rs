@@ -123,9 +123,9 @@ impl Aware for Registry {
         name: ClusterName,
         cluster: Cluster,
     ) -> Result<(), Error> {
-        let runtime = tokio::runtime::Handle::try_current().map_err(|_| Error::Engage {
+        let runtime = tokio::runtime::Handle::try_current().map_err(|err| Error::Engage {
             cluster: name.clone(),
-            reason: "Registry::engage needs a tokio runtime".into(),
+            source: Box::new(err),
         })?;
         let generation = {
             let mut state = lock(&self.state);

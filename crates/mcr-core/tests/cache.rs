@@ -304,3 +304,33 @@ async fn dynamic_and_metadata_informers() {
     assert_eq!(cluster.cache().informer_count(), 2);
     token.cancel();
 }
+
+#[tokio::test]
+async fn synced_informer_never_hands_out_an_unlisted_store() {
+    let tc = TestCluster::start("slow").await.unwrap();
+    create(&tc.client(), "a", "x").await;
+    tc.partition(Partition::Hang);
+    let token = CancellationToken::new();
+    let cluster = Cluster::new("slow", tc.client());
+    cluster.cache().start(token.clone());
+    // While the list hangs, no store is handed out: a timeout naming the cluster instead.
+    let err = cluster
+        .cache()
+        .synced_informer::<ConfigMap>(Duration::from_millis(300))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, Error::SyncTimeout { cluster, resource, .. } if cluster == "slow" && resource == "configmaps"),
+        "{err}"
+    );
+    tc.heal();
+    let informer = cluster
+        .cache()
+        .synced_informer::<ConfigMap>(DEADLINE)
+        .await
+        .unwrap();
+    // Listed: the object is there on the first read, no polling.
+    assert_eq!(names(&informer.list()), ["a"]);
+    assert!(informer.get(Some("default"), "missing").is_none());
+    token.cancel();
+}

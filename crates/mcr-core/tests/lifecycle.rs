@@ -18,7 +18,7 @@ impl Aware for Refuse {
     fn engage(&self, _: CancellationToken, name: ClusterName, _: Cluster) -> Result<(), Error> {
         Err(Error::Engage {
             cluster: name,
-            reason: "refused by test".into(),
+            source: "refused by test".into(),
         })
     }
 }

@@ -39,11 +39,15 @@ pub enum BuilderError {
         /// The controller's name.
         controller: String,
     },
-    /// `concurrency(0)`.
-    #[error("controller {controller:?}: concurrency must be at least 1")]
-    ZeroConcurrency {
+    /// This kube-runtime's `Action` does not show its requeue delay in the format mcr reads
+    /// (see the `controller::action` module): registering fails rather than guessing delays.
+    #[error("controller {controller:?}: cannot read kube-runtime's Action")]
+    UnreadableAction {
         /// The controller's name.
         controller: String,
+        /// What could not be read.
+        #[source]
+        source: crate::UnreadableAction,
     },
 }
 
@@ -58,8 +62,9 @@ pub enum BuilderError {
 #[non_exhaustive]
 pub enum Error {
     /// An error from mcr-core (cluster lookup, index registration, ...). Kept as the `source`
-    /// so that [`mcr_core::is_cluster_not_found`] sees it.
-    #[error("{0}")]
+    /// (not repeated in the message, so `anyhow` prints it once) so that
+    /// [`mcr_core::is_cluster_not_found`] sees it.
+    #[error("fleet operation failed")]
     Core(#[from] mcr_core::Error),
     /// A controller was put together wrongly.
     #[error(transparent)]
@@ -109,4 +114,33 @@ pub enum Error {
         #[source]
         source: kube::Error,
     },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_core_error_is_printed_once_under_anyhow() {
+        let err = anyhow::Error::from(Error::from(mcr_core::Error::ClusterNotFound("gone".into())));
+        assert_eq!(
+            format!("{err:#}"),
+            "fleet operation failed: cluster \"gone\" not found"
+        );
+        let inner = err.downcast_ref::<Error>().unwrap();
+        assert!(mcr_core::is_cluster_not_found(inner));
+    }
+
+    #[test]
+    fn an_engage_error_keeps_its_source() {
+        let io = std::io::Error::other("no runtime");
+        let err = Error::from(mcr_core::Error::Engage {
+            cluster: "east".into(),
+            source: Box::new(io),
+        });
+        assert_eq!(
+            mcr_core::ErrorChain(&err).to_string(),
+            "fleet operation failed: cluster \"east\": engage failed: no runtime"
+        );
+    }
 }

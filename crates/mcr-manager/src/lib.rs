@@ -8,8 +8,10 @@
 //! # Porting a kube-runtime controller
 //!
 //! The reconciler keeps its shape: `Arc<K>` in, [`Action`](kube::runtime::controller::Action)
-//! out, the same error policy. The context becomes a [`Context`], which dereferences to your
-//! data and carries the object's cluster. Side by side:
+//! out, the same error policy. The context becomes a [`Context`]: your data is behind
+//! [`Context::data`] (no `Deref`, so a leftover `ctx.client` does not compile), the object's
+//! cluster behind [`Context::client`], and the rest of the fleet behind [`Context::host`] and
+//! [`Context::cluster`]. Side by side:
 //!
 //! ```text
 //! // kube-runtime                                     // mcr
@@ -50,7 +52,7 @@
 //! async fn reconcile(cm: Arc<ConfigMap>, ctx: Context<Data>) -> Result<Action, Error> {
 //!     let api: Api<Secret> = Api::namespaced(ctx.client(), &cm.namespace().unwrap_or_default());
 //!     let _maybe = api.get_opt(&cm.name_any()).await?;
-//!     tracing::info!(cluster = %ctx.cluster_name(), "{} {}", ctx.greeting, cm.name_any());
+//!     tracing::info!(cluster = %ctx.cluster_name(), "{} {}", ctx.data().greeting, cm.name_any());
 //!     Ok(Action::requeue(Duration::from_secs(300)))
 //! }
 //!
@@ -95,10 +97,13 @@ mod metrics;
 mod queue;
 mod runnable;
 
-pub use controller::{Builder, Context, Controller, IntoRequest, Request, Start, WatchOptions};
+pub use controller::{
+    Builder, Context, Controller, IntoRequest, ReconcileOutcome, ReconcileResult, Request, Start,
+    UnreadableAction, WatchOptions,
+};
 pub use error::{BoxError, BuilderError, Error};
 #[cfg(feature = "leader-election")]
 pub use leader::LeaderElection;
-pub use manager::{Manager, ManagerBuilder};
+pub use manager::{Fleet, Manager, ManagerBuilder};
 pub use metrics::Metrics;
 pub use runnable::Runnable;

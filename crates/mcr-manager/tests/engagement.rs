@@ -80,12 +80,12 @@ async fn a_cluster_that_cannot_sync_is_reported_not_fatal_and_catches_up_after_h
 
 /// Records `cluster/name=value@instance`, the instance being the client's cluster id.
 async fn record_instance(cm: Arc<ConfigMap>, ctx: Context<Log>) -> Res {
-    ctx.push(format!(
+    ctx.data().push(format!(
         "{}/{}={}@{}",
         ctx.cluster_name(),
         cm.name_any(),
         value(&cm),
-        ctx.cluster().id().get()
+        ctx.current_cluster().id().get()
     ));
     Ok(Action::await_change())
 }
@@ -179,11 +179,11 @@ async fn disengaging_drops_the_clusters_pending_requests() {
                 let g = g.clone();
                 async move {
                     let me = format!("{}/{}", ctx.cluster_name(), cm.name_any());
-                    let first = ctx.count("start cluster-1/") == 0;
-                    ctx.push(format!("start {me}"));
+                    let first = ctx.data().count("start cluster-1/") == 0;
+                    ctx.data().push(format!("start {me}"));
                     if first && me.starts_with("cluster-1/") {
                         g.notified().await; // the only slot is held: the rest of cluster-1 queues
-                        ctx.push(format!("finished {me}"));
+                        ctx.data().push(format!("finished {me}"));
                     }
                     Ok::<_, mcr_core::Error>(Action::await_change())
                 }

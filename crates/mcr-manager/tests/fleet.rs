@@ -177,10 +177,10 @@ async fn indexes_reach_a_cluster_engaged_later() {
         .register(
             |cm: Arc<ConfigMap>, ctx: Context<Log>| async move {
                 let same = ctx
-                    .cluster()
+                    .current_cluster()
                     .cache()
                     .list_by_index::<ConfigMap>("by-value", &value(&cm))?;
-                ctx.push(format!(
+                ctx.data().push(format!(
                     "{}/{} same={}",
                     ctx.cluster_name(),
                     cm.name_any(),
@@ -304,7 +304,8 @@ async fn disengaging_mid_flight_ends_quietly_and_drops_the_cluster() {
                 let (g, mgr) = (g.clone(), mgr.clone());
                 async move {
                     if cm.name_any() == "slow" {
-                        ctx.push(format!("{}/slow started", ctx.cluster_name()));
+                        ctx.data()
+                            .push(format!("{}/slow started", ctx.cluster_name()));
                         g.notified().await;
                         // The cluster left meanwhile: this fails with ClusterNotFound.
                         mgr.cluster(ctx.cluster_name().clone()).await?;

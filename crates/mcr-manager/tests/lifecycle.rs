@@ -152,7 +152,8 @@ async fn a_panicking_error_policy_is_retried_and_the_manager_keeps_going() {
                     if !f.swap(true, Ordering::SeqCst) {
                         return Err(std::io::Error::other("first attempt fails"));
                     }
-                    ctx.push(format!("{}/{}", ctx.cluster_name(), cm.name_any()));
+                    ctx.data()
+                        .push(format!("{}/{}", ctx.cluster_name(), cm.name_any()));
                     Ok(Action::await_change())
                 }
             },

@@ -140,14 +140,13 @@ impl CapiProvider {
         let opts = &self.shared.opts;
         opts.namespaces
             .validate()
-            .map_err(|err| mcr_core::Error::Engage {
-                cluster: ClusterName::host(),
-                reason: format!("Cluster API provider: invalid namespace scope: {err}"),
+            .map_err(|err| mcr_core::Error::Provider {
+                provider: "capi".to_string(),
+                source: Box::new(err),
             })?;
         if self.running.swap(true, Ordering::SeqCst) {
-            return Err(mcr_core::Error::Engage {
-                cluster: ClusterName::host(),
-                reason: "the Cluster API provider is already running".to_string(),
+            return Err(mcr_core::Error::AlreadyRunning {
+                provider: "capi".to_string(),
             });
         }
         info!(version = opts.version.as_str(), namespaces = ?opts.namespaces, labels = ?opts.label_selector, "Cluster API provider starting");

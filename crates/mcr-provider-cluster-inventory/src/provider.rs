@@ -141,9 +141,8 @@ impl ClusterInventoryProvider {
         aware: Arc<dyn Aware>,
     ) -> Result<(), mcr_core::Error> {
         if self.running.swap(true, Ordering::SeqCst) {
-            return Err(mcr_core::Error::Engage {
-                cluster: ClusterName::host(),
-                reason: "the cluster inventory provider is already running".to_string(),
+            return Err(mcr_core::Error::AlreadyRunning {
+                provider: "cluster-inventory".to_string(),
             });
         }
         let opts = &self.shared.opts;

@@ -134,9 +134,8 @@ impl FileProvider {
         aware: Arc<dyn Aware>,
     ) -> Result<(), mcr_core::Error> {
         if self.inner.running.swap(true, Ordering::SeqCst) {
-            return Err(mcr_core::Error::Engage {
-                cluster: ClusterName::host(),
-                reason: "the file provider is already running".to_string(),
+            return Err(mcr_core::Error::AlreadyRunning {
+                provider: "file".to_owned(),
             });
         }
         let result = self.watch_loop(&token, aware).await;
@@ -161,7 +160,7 @@ impl FileProvider {
         })
         .map_err(|err| mcr_core::Error::Engage {
             cluster: ClusterName::host(),
-            reason: format!("cannot create the file watcher: {err}"),
+            source: Box::new(err),
         })?;
         let mut watches = Watches::new(watcher);
         // Watch first, so a change during the initial pass is not missed.

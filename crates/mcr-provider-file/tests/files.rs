@@ -309,6 +309,17 @@ async fn a_missing_directory_is_picked_up_when_created() {
         run.names() == [name(&path, "cluster-1")]
     })
     .await;
+    // A second start while running is refused with a real error, not an engage failure.
+    let aware: Arc<dyn Aware> = Arc::new(run.registry.clone());
+    let err = run
+        .provider
+        .start(run.token.child_token(), aware)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, mcr_core::Error::AlreadyRunning { provider } if provider == "file"),
+        "{err:?}"
+    );
     run.stop().await;
 }
 

@@ -121,9 +121,9 @@ fn not_installed(bin: &std::path::Path, path_var: &str) -> String {
 impl From<Error> for mcr_core::Error {
     /// A provider-level failure (the `kind` binary missing at start), as the manager reports it.
     fn from(err: Error) -> Self {
-        mcr_core::Error::Engage {
-            cluster: ClusterName::host(),
-            reason: format!("kind provider: {err}"),
+        mcr_core::Error::Provider {
+            provider: "kind".to_string(),
+            source: Box::new(err),
         }
     }
 }

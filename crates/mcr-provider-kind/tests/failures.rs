@@ -214,8 +214,9 @@ async fn a_missing_kind_binary_fails_at_start_with_install_hint() {
     let err = tokio::time::timeout(DEADLINE, run)
         .await
         .expect("fails at once")
-        .unwrap_err()
-        .to_string();
+        .unwrap_err();
+    // The provider's error is the source of the manager-facing error: print the whole chain.
+    let err = mcr_core::ErrorChain(&err).to_string();
     assert!(
         err.contains(&format!("{missing:?} does not exist")),
         "{err}"
@@ -230,8 +231,9 @@ async fn a_missing_kind_binary_fails_at_start_with_install_hint() {
     let err = tokio::time::timeout(DEADLINE, run)
         .await
         .expect("fails at once")
-        .unwrap_err()
-        .to_string();
+        .unwrap_err();
+    // The provider's error is the source of the manager-facing error: print the whole chain.
+    let err = mcr_core::ErrorChain(&err).to_string();
     assert!(
         err.contains("\"mcr-test-no-such-kind\" was not found on PATH ("),
         "{err}"

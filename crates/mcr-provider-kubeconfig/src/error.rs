@@ -2,6 +2,18 @@
 
 use crate::SecretRef;
 
+/// Why the first request to a member (`GET /version`) failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ProbeError {
+    /// The request failed.
+    #[error("GET /version failed")]
+    Request(#[source] kube::Error),
+    /// No answer in time.
+    #[error("no answer within {0:?}")]
+    Timeout(std::time::Duration),
+}
+
 /// The reason a Secret could not be turned into an engaged cluster.
 ///
 /// Every message names the Secret (`namespace/name`) and never contains kubeconfig contents or
@@ -9,8 +21,11 @@ use crate::SecretRef;
 ///
 /// ```
 /// use mcr_provider_kubeconfig::{Error, SecretRef};
-/// let err = Error::Unreachable { secret: SecretRef::new("fleet", "a"), reason: "connection refused".into() };
-/// assert_eq!(err.to_string(), "secret fleet/a: API server unreachable: connection refused");
+/// use std::time::Duration;
+/// use mcr_provider_kubeconfig::ProbeError;
+/// let err = Error::Unreachable { secret: SecretRef::new("fleet", "a"), source: ProbeError::Timeout(Duration::from_secs(5)) };
+/// assert_eq!(err.to_string(), "secret fleet/a: API server unreachable");
+/// assert_eq!(mcr_core::ErrorChain(&err).to_string(), "secret fleet/a: API server unreachable: no answer within 5s");
 /// assert!(err.is_retryable());
 /// ```
 #[derive(Debug, thiserror::Error)]
@@ -38,13 +53,14 @@ pub enum Error {
         #[source]
         source: mcr_core::kubeconfig::Error,
     },
-    /// The member's API server did not answer the first request in time.
-    #[error("secret {secret}: API server unreachable: {reason}")]
+    /// The member's API server did not answer the first request (`GET /version`) in time.
+    #[error("secret {secret}: API server unreachable")]
     Unreachable {
         /// The Secret.
         secret: SecretRef,
-        /// Why.
-        reason: String,
+        /// Why: the request's error, or the timeout.
+        #[source]
+        source: ProbeError,
     },
     /// Starting, syncing or engaging the cluster failed.
     #[error("secret {secret}: {source}")]
@@ -77,7 +93,7 @@ impl Error {
     ///
     /// ```
     /// use mcr_provider_kubeconfig::{Error, SecretRef};
-    /// let err = Error::Unreachable { secret: SecretRef::new("ns", "a"), reason: "timeout".into() };
+    /// let err = Error::Unreachable { secret: SecretRef::new("ns", "a"), source: mcr_provider_kubeconfig::ProbeError::Timeout(std::time::Duration::from_secs(1)) };
     /// assert_eq!(err.secret().to_string(), "ns/a");
     /// ```
     pub fn secret(&self) -> &SecretRef {

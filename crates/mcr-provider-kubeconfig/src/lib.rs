@@ -102,7 +102,7 @@ mod provider;
 mod status;
 mod worker;
 
-pub use error::Error;
+pub use error::{Error, ProbeError};
 pub use options::{DEFAULT_DATA_KEY, DEFAULT_LABEL, DEFAULT_NAMESPACE, Namespaces, Options};
 pub use provider::KubeconfigProvider;
 pub use status::{SecretRef, SecretState, SecretStatus};

@@ -133,9 +133,8 @@ impl KubeconfigProvider {
         aware: Arc<dyn Aware>,
     ) -> Result<(), mcr_core::Error> {
         if self.running.swap(true, Ordering::SeqCst) {
-            return Err(mcr_core::Error::Engage {
-                cluster: ClusterName::host(),
-                reason: "the kubeconfig provider is already running".to_string(),
+            return Err(mcr_core::Error::AlreadyRunning {
+                provider: "kubeconfig".to_owned(),
             });
         }
         let opts = &self.shared.opts;

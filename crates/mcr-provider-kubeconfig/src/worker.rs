@@ -10,12 +10,12 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use mcr_core::backoff::Backoff;
-use mcr_core::{Aware, ClusterId, ClusterName, Clusters, kubeconfig};
+use mcr_core::{Aware, ClusterId, ClusterName, Clusters, ErrorChain, kubeconfig};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, error, info, warn};
 
-use crate::{Error, Options, SecretRef, SecretState, SecretStatus};
+use crate::{Error, Options, ProbeError, SecretRef, SecretState, SecretStatus};
 
 /// What the provider should run under one cluster name.
 #[derive(Clone, Debug)]
@@ -150,7 +150,7 @@ pub(crate) async fn run(ctx: Arc<RunCtx>, name: ClusterName, mut rx: watch::Rece
                         let retry_in = backoff.next_delay();
                         error!(error = %err, retry_in = ?retry_in, "kubeconfig Secret not engaged; retrying");
                         let state = SecretState::Failed {
-                            reason: err.to_string(),
+                            reason: ErrorChain(&err).to_string(),
                             retry_in,
                         };
                         ctx.set_status(&rx, &name, &secret, &resource_version, state);
@@ -159,7 +159,7 @@ pub(crate) async fn run(ctx: Arc<RunCtx>, name: ClusterName, mut rx: watch::Rece
                     Err(err) => {
                         error!(error = %err, "kubeconfig Secret refused; waiting for the Secret to change");
                         let state = SecretState::ExecDenied {
-                            reason: err.to_string(),
+                            reason: ErrorChain(&err).to_string(),
                         };
                         ctx.set_status(&rx, &name, &secret, &resource_version, state);
                         None
@@ -217,9 +217,9 @@ async fn engage(
     .with_connection_hash(hash);
     probe(&cluster.client(), opts.sync_timeout)
         .await
-        .map_err(|reason| Error::Unreachable {
+        .map_err(|source| Error::Unreachable {
             secret: secret.clone(),
-            reason,
+            source,
         })?;
     let outcome = shared
         .clusters
@@ -254,10 +254,10 @@ fn classify(secret: &SecretRef, source: kubeconfig::Error) -> Error {
 
 /// One cheap request (`GET /version`) so an unreachable or misconfigured server fails here and
 /// is retried, rather than being engaged and failing every controller.
-async fn probe(client: &kube::Client, timeout: Duration) -> Result<(), String> {
+async fn probe(client: &kube::Client, timeout: Duration) -> Result<(), ProbeError> {
     match tokio::time::timeout(timeout, client.apiserver_version()).await {
         Ok(Ok(_)) => Ok(()),
-        Ok(Err(err)) => Err(err.to_string()),
-        Err(_) => Err(format!("no answer within {timeout:?}")),
+        Ok(Err(err)) => Err(ProbeError::Request(err)),
+        Err(_) => Err(ProbeError::Timeout(timeout)),
     }
 }

@@ -366,3 +366,30 @@ async fn a_host_watching_provider_lives_inside_multi() {
     eventually("ns gone", DEADLINE, || run.names() == ["fixed#member"]).await;
     run.stop().await;
 }
+
+#[tokio::test]
+async fn a_childs_index_error_keeps_the_child_and_its_source() {
+    init_tracing();
+    let child = Arc::new(ClustersProvider::new());
+    // The child already has an index "app" on another type: registering ours there fails.
+    let on_secrets = FieldIndex::new::<k8s_openapi::api::core::v1::Secret>("app", |_| Vec::new());
+    child.index_field(&on_secrets).await.unwrap();
+    let multi = MultiProvider::new();
+    multi.add("strict", child).await.unwrap();
+    let err = multi.index_field(&by_app()).await.unwrap_err();
+    assert!(
+        matches!(&err, CoreError::Provider { provider, .. } if provider == "strict"),
+        "{err:?}"
+    );
+    assert_eq!(err.to_string(), "provider \"strict\"");
+    let source = std::error::Error::source(&err).expect("the child's error is the source");
+    assert!(
+        matches!(source.downcast_ref::<CoreError>(), Some(CoreError::Index { index, .. }) if index == "app"),
+        "{source:?}"
+    );
+    let chain = mcr_core::ErrorChain(&err).to_string();
+    assert!(
+        chain.starts_with("provider \"strict\": index \"app\""),
+        "{chain}"
+    );
+}

@@ -202,7 +202,7 @@ impl NamespaceProvider {
             (),
             InformerOptions {
                 label_selector: self.inner.opts.label_selector.clone(),
-                field_selector: None,
+                ..InformerOptions::default()
             },
         );
         let mut events = informer.subscribe();

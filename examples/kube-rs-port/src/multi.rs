@@ -7,8 +7,9 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::Action;
+use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
-use mcr_manager::{Context, Controller, Manager, WatchOptions};
+use mcr_manager::{Context, Controller, Manager};
 use mcr_provider_file::{FileProvider, Options};
 
 use crate::{ANNOTATION, Error, SELECTOR};
@@ -44,7 +45,7 @@ pub async fn run(client: Client, dir: std::path::PathBuf) -> anyhow::Result<()> 
     });
     let mgr = Manager::new(client, Some(Arc::new(provider)));
     Controller::new(&mgr)
-        .for_with::<ConfigMap>((), WatchOptions::new().labels(SELECTOR))
+        .for_with::<ConfigMap>((), watcher::Config::default().labels(SELECTOR).into())
         .register(reconcile, error_policy, data)?;
     mgr.run().await?;
     Ok(())

@@ -49,7 +49,8 @@ impl Stats {
 async fn reconcile(cm: Arc<ConfigMap>, ctx: Context<Stats>) -> Result<Action, kube::Error> {
     let cluster = short_name(ctx.cluster_name().as_str()).to_owned();
     let namespace = cm.namespace().unwrap_or_default();
-    ctx.record(&cluster, format!("{namespace}/{}", cm.name_any()));
+    ctx.data()
+        .record(&cluster, format!("{namespace}/{}", cm.name_any()));
     if cm.annotations().get(ANNOTATION) == Some(&cluster) {
         return Ok(Action::await_change());
     }

@@ -1,14 +1,16 @@
-//! The sync controller. It reconciles one **namespace of one member** at a time: "make the
-//! copies in this namespace equal to the labelled ConfigMaps of the same namespace in the
-//! host". Keying on the member's Namespace (which exists whether or not a copy does) makes
-//! every case the same level-triggered pass:
+//! The sync controller. It reconciles one **ConfigMap key in one member** at a time — "make
+//! the copy `<namespace>/<name>` in this member equal to the labelled source of the same name
+//! in the host, or absent if there is none" — with a request-keyed reconciler
+//! (`register_request`), which runs for a key whether or not the copy exists:
 //!
-//! * a labelled ConfigMap changes in the host → `watches_host` maps it to its namespace in
-//!   every engaged member;
-//! * a copy changes or goes away in a member → `watches` maps it to its namespace there;
-//! * a member joins → its namespaces are listed, so each is reconciled once.
+//! * a labelled ConfigMap changes or goes in the host → `watches_host_per_cluster` hands its
+//!   key to every engaged member (a member that joins later is handed every host source at
+//!   once);
+//! * a copy changes or goes away in a member → the `for_` watch (copies only) triggers its key;
+//! * the reconciler reads the source from the host (`ctx.host()`) and the copy from the
+//!   member's cache (`ctx.cached`), then applies or deletes.
 //!
-//! Copies go only to namespaces that exist in the member.
+//! No `Manager` clone, no second client in the data: the context reaches the host.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -16,9 +18,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Result;
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
-use kube::ResourceExt;
-use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, Patch, PatchParams};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, DeleteParams, ObjectMeta, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 use mcr_manager::{Context, Controller, Manager, Request, WatchOptions};
@@ -29,11 +30,6 @@ pub const SYNC_LABEL: &str = "mcr.example/sync";
 /// Copies carry `mcr.example/synced-from-host=true`.
 pub const COPY_LABEL: &str = "mcr.example/synced-from-host";
 const FIELD_MANAGER: &str = "mcr-example-sync";
-
-/// What the reconciler needs besides the member: the host client.
-pub struct Data {
-    host: kube::Client,
-}
 
 /// The copy of `source` a member should hold.
 fn desired(source: &ConfigMap) -> ConfigMap {
@@ -54,36 +50,31 @@ fn in_sync(copy: &ConfigMap, want: &ConfigMap) -> bool {
     copy.data == want.data && copy.binary_data == want.binary_data
 }
 
-async fn reconcile(ns: Arc<Namespace>, ctx: Context<Data>) -> Result<Action, kube::Error> {
-    let namespace = ns.name_any();
-    if ns.metadata.deletion_timestamp.is_some() {
-        return Ok(Action::await_change());
-    }
-    let sources: Api<ConfigMap> = Api::namespaced(ctx.host.clone(), &namespace);
-    let copies: Api<ConfigMap> = Api::namespaced(ctx.client(), &namespace);
-    let by_sync_label = ListParams::default().labels(&format!("{SYNC_LABEL}=true"));
-    let sources = sources.list(&by_sync_label).await?.items;
-    let by_copy_label = ListParams::default().labels(&format!("{COPY_LABEL}=true"));
-    let existing: BTreeMap<String, ConfigMap> = copies
-        .list(&by_copy_label)
-        .await?
-        .items
-        .into_iter()
-        .map(|cm| (cm.name_any(), cm))
-        .collect();
+fn labelled(cm: &ConfigMap) -> bool {
+    cm.metadata
+        .labels
+        .as_ref()
+        .is_some_and(|l| l.get(SYNC_LABEL).is_some_and(|v| v == "true"))
+}
 
-    for source in &sources {
-        let want = desired(source);
-        let name = source.name_any();
-        if existing.get(&name).is_some_and(|copy| in_sync(copy, &want)) {
-            continue;
+async fn reconcile(req: Request<ConfigMap>, ctx: Context<()>) -> Result<Action, kube::Error> {
+    let namespace = req.object.namespace.clone().unwrap_or_default();
+    let name = req.object.name.as_str();
+    let sources: Api<ConfigMap> = Api::namespaced(ctx.host().client(), &namespace);
+    let copies: Api<ConfigMap> = Api::namespaced(ctx.client(), &namespace);
+    let source = sources.get_opt(name).await?.filter(labelled);
+    let copy = ctx.cached(&req.object);
+    match source {
+        Some(source) => {
+            let want = desired(&source);
+            if copy.is_some_and(|copy| in_sync(&copy, &want)) {
+                return Ok(Action::await_change());
+            }
+            tracing::info!(cluster = %ctx.cluster_name(), configmap = %name, %namespace, "copying");
+            let pp = PatchParams::apply(FIELD_MANAGER).force();
+            copies.patch(name, &pp, &Patch::Apply(&want)).await?;
         }
-        tracing::info!(cluster = %ctx.cluster_name(), configmap = %name, %namespace, "copying");
-        let pp = PatchParams::apply(FIELD_MANAGER).force();
-        copies.patch(&name, &pp, &Patch::Apply(&want)).await?;
-    }
-    for name in existing.keys() {
-        if !sources.iter().any(|s| &s.name_any() == name) {
+        None if copy.is_some() => {
             tracing::info!(cluster = %ctx.cluster_name(), configmap = %name, %namespace, "source gone, deleting copy");
             match copies.delete(name, &DeleteParams::default()).await {
                 Ok(_) => {}
@@ -91,12 +82,13 @@ async fn reconcile(ns: Arc<Namespace>, ctx: Context<Data>) -> Result<Action, kub
                 Err(err) => return Err(err),
             }
         }
+        None => {}
     }
     Ok(Action::await_change())
 }
 
-fn error_policy(_: Arc<Namespace>, err: &kube::Error, ctx: Context<Data>) -> Action {
-    tracing::warn!(cluster = %ctx.cluster_name(), error = %err, "sync failed");
+fn error_policy(req: Request<ConfigMap>, err: &kube::Error, _: Context<()>) -> Action {
+    tracing::warn!(request = %req, error = %err, "sync failed");
     Action::requeue(Duration::from_secs(2))
 }
 
@@ -106,33 +98,14 @@ pub fn manager(host: kube::Client, dir: PathBuf) -> Result<Manager> {
         dirs: vec![dir],
         ..Options::default()
     });
-    let mgr = Manager::new(host.clone(), Some(Arc::new(provider)));
-    // The host mapper fans a change out to every member engaged right now (a member that
-    // joins later is covered by its own namespace listing).
-    let members = mgr.clone();
+    let mgr = Manager::new(host, Some(Arc::new(provider)));
     Controller::new(&mgr)
         .named("sync-local-to-remote")
-        .for_::<Namespace>()
-        .watches_host::<ConfigMap, _>(
+        .for_with::<ConfigMap>((), WatchOptions::new().labels(format!("{COPY_LABEL}=true")))
+        .watches_host_per_cluster::<ConfigMap, _>(
             WatchOptions::new().labels(format!("{SYNC_LABEL}=true")),
-            move |source: Arc<ConfigMap>, _host| {
-                let ns = source.namespace().unwrap_or_default();
-                members
-                    .engaged_clusters()
-                    .into_iter()
-                    .map(|member| Request::new(member, ObjectRef::<Namespace>::new(&ns)))
-                    .collect::<Vec<_>>()
-            },
+            |source: Arc<ConfigMap>, _member| Some(ObjectRef::from_obj(source.as_ref())),
         )
-        .watches_with::<ConfigMap, _>(
-            (),
-            WatchOptions::new().labels(format!("{COPY_LABEL}=true")),
-            |copy: Arc<ConfigMap>, _member| {
-                Some(ObjectRef::<Namespace>::new(
-                    &copy.namespace().unwrap_or_default(),
-                ))
-            },
-        )
-        .register(reconcile, error_policy, Arc::new(Data { host }))?;
+        .register_request(reconcile, error_policy, Arc::new(()))?;
     Ok(mgr)
 }

@@ -20,22 +20,61 @@ pub(crate) fn write<T>(m: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
     m.write().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-/// Selectors of an informer. Informers with different options are different watches.
+/// Selectors and list/watch settings of an informer. Informers with different options are
+/// different watches. Built from kube-runtime's `watcher::Config` with `From`, so every setting
+/// of it (selectors, timeout, page size, list semantic, bookmarks, initial list strategy)
+/// reaches the watch.
 ///
 /// ```
+/// use kube::runtime::watcher;
 /// use mcr_core::InformerOptions;
 ///
 /// let opts = InformerOptions {
 ///     label_selector: Some("app=web".into()),
 ///     ..Default::default()
 /// };
+/// let same = InformerOptions::from(watcher::Config::default().labels("app=web"));
+/// assert_eq!(opts, same);
+/// let tuned = InformerOptions::from(watcher::Config::default().labels("app=web").page_size(50));
+/// assert_ne!(opts, tuned);
 /// ```
-#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct InformerOptions {
     /// A label selector, e.g. `app=web,tier!=db`.
     pub label_selector: Option<String>,
     /// A field selector, e.g. `metadata.name=x`.
     pub field_selector: Option<String>,
+    /// The server-side timeout of each watch call, in seconds (`watcher::Config::timeout`).
+    pub timeout: Option<u32>,
+    /// The page size of list calls (`watcher::Config::page_size`; default 500).
+    pub page_size: Option<u32>,
+    /// Whether lists may be served from the API server's cache (`ListSemantic::Any`).
+    pub any_semantic: bool,
+    /// Whether the initial list is a streaming list (`InitialListStrategy::StreamingList`).
+    pub streaming_list: bool,
+    /// Whether to ask for bookmarks (default true).
+    pub bookmarks: bool,
+}
+
+impl Default for InformerOptions {
+    fn default() -> Self {
+        Self::from(watcher::Config::default())
+    }
+}
+
+impl From<watcher::Config> for InformerOptions {
+    fn from(config: watcher::Config) -> Self {
+        Self {
+            label_selector: config.label_selector,
+            field_selector: config.field_selector,
+            timeout: config.timeout,
+            page_size: config.page_size,
+            any_semantic: config.list_semantic == watcher::ListSemantic::Any,
+            streaming_list: config.initial_list_strategy
+                == watcher::InitialListStrategy::StreamingList,
+            bookmarks: config.bookmarks,
+        }
+    }
 }
 
 /// The identity of a resource type: its Rust type (`PartialObjectMeta<K>` for metadata-only)
@@ -75,12 +114,40 @@ pub(super) struct InformerKey {
 }
 
 pub(super) fn watcher_config(opts: &InformerOptions) -> watcher::Config {
-    let mut config = watcher::Config::default();
-    if let Some(labels) = &opts.label_selector {
-        config = config.labels(labels);
+    let mut config = watcher::Config {
+        label_selector: opts.label_selector.clone(),
+        field_selector: opts.field_selector.clone(),
+        timeout: opts.timeout,
+        page_size: opts.page_size,
+        bookmarks: opts.bookmarks,
+        ..watcher::Config::default()
+    };
+    if opts.any_semantic {
+        config.list_semantic = watcher::ListSemantic::Any;
     }
-    if let Some(fields) = &opts.field_selector {
-        config = config.fields(fields);
+    if opts.streaming_list {
+        config.initial_list_strategy = watcher::InitialListStrategy::StreamingList;
     }
     config
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_watcher_setting_round_trips() {
+        let config = watcher::Config::default()
+            .labels("a=b")
+            .fields("metadata.name=x")
+            .timeout(42)
+            .page_size(7)
+            .any_semantic()
+            .streaming_lists()
+            .disable_bookmarks();
+        let opts = InformerOptions::from(config.clone());
+        assert_eq!(watcher_config(&opts), config);
+        let default = watcher::Config::default();
+        assert_eq!(watcher_config(&InformerOptions::default()), default);
+    }
 }

@@ -186,7 +186,10 @@ impl Cache {
         lock(&self.inner.state).token.is_some()
     }
 
-    /// The shared informer for a typed resource (all namespaces, no selector).
+    /// The shared informer for a typed resource (all namespaces, no selector). It is handed out
+    /// at once, possibly before its initial list completed: read it through
+    /// [`synced_informer`](Self::synced_informer) (or [`Informer::wait_for_sync`]) when an
+    /// empty store must mean "no objects".
     ///
     /// ```no_run
     /// # fn f(c: mcr_core::Cluster) {
@@ -199,6 +202,26 @@ impl Cache {
         K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
     {
         self.informer_with::<K>((), InformerOptions::default())
+    }
+
+    /// [`informer`](Self::informer), once its initial list has completed: an empty store then
+    /// means "no objects", not "not listed yet". Errors with [`Error::SyncTimeout`] after
+    /// `timeout`, or [`Error::Stopped`] once the cluster's token has fired.
+    ///
+    /// ```no_run
+    /// # async fn f(c: mcr_core::Cluster) -> Result<(), mcr_core::Error> {
+    /// use k8s_openapi::api::core::v1::ConfigMap;
+    /// let cms = c.cache().synced_informer::<ConfigMap>(std::time::Duration::from_secs(30)).await?;
+    /// let missing = cms.get(Some("default"), "settings").is_none(); // really absent
+    /// # Ok(()) }
+    /// ```
+    pub async fn synced_informer<K>(&self, timeout: Duration) -> Result<Informer<K>, Error>
+    where
+        K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    {
+        let informer = self.informer::<K>();
+        informer.wait_for_sync(timeout).await?;
+        Ok(informer)
     }
 
     /// The shared informer for a resource with a dynamic type (e.g. `DynamicObject` with an

@@ -107,7 +107,7 @@ impl Clusters {
             .engage(token.clone(), name.clone(), cluster.clone())
             .map_err(|err| Error::Engage {
                 cluster: name.clone(),
-                reason: err.to_string(),
+                source: Box::new(err),
             })
     }
 

@@ -50,7 +50,7 @@ impl Aware for Recorder {
         if self.fail {
             return Err(Error::Engage {
                 cluster: name,
-                reason: "refused by test".into(),
+                source: "refused by test".into(),
             });
         }
         self.engaged.lock().unwrap().push((name, token));

@@ -1,14 +1,37 @@
-//! What a reconciler gets besides the object: the cluster and the user's data.
+//! What a reconciler gets besides the object: its cluster, the fleet, and the user's data.
 
-use std::{ops::Deref, sync::Arc};
+use std::{any::Any, fmt::Debug, hash::Hash, sync::Arc};
 
-use mcr_core::{Cluster, ClusterName};
+use kube::{Resource, runtime::reflector::ObjectRef};
+use mcr_core::{Cluster, ClusterName, ClusterNotFound, Informer};
 
-/// The context of one reconcile: the cluster the object lives in, and the user's data.
+use crate::Fleet;
+
+/// The context of one reconcile: the cluster the object lives in, the rest of the fleet, and
+/// the user's data.
 ///
-/// It dereferences to the user's data, so kube-runtime code that reads `ctx.some_field` keeps
-/// compiling; what changes is that the client comes from [`Context::client`] (the object's
-/// cluster) instead of a single global client.
+/// Unlike kube-runtime's `Arc<Ctx>`, it does **not** dereference to the user's data: read it
+/// with [`data`](Context::data). That keeps a ported controller from compiling while it still
+/// reaches for a client in its data (which would talk to one cluster for every member):
+///
+/// ```compile_fail,E0615
+/// use std::sync::Arc;
+/// use k8s_openapi::api::core::v1::ConfigMap;
+/// use kube::{Api, runtime::controller::Action};
+/// use mcr_manager::Context;
+///
+/// struct Data { client: kube::Client }
+///
+/// async fn reconcile(cm: Arc<ConfigMap>, ctx: Context<Data>) -> Result<Action, kube::Error> {
+///     // error[E0615]: attempted to take value of method `client` on type `Context<Data>`
+///     // help: use parentheses to call the method: `client()`
+///     let api: Api<ConfigMap> = Api::default_namespaced(ctx.client.clone());
+///     Ok(Action::await_change())
+/// }
+/// ```
+///
+/// The client comes from [`Context::client`] (the object's cluster); the host and the other
+/// clusters from [`host`](Context::host) and [`cluster`](Context::cluster), synchronously:
 ///
 /// ```no_run
 /// use std::sync::Arc;
@@ -19,19 +42,24 @@ use mcr_core::{Cluster, ClusterName};
 /// struct Data { greeting: String }
 ///
 /// async fn reconcile(cm: Arc<ConfigMap>, ctx: Context<Data>) -> Result<Action, kube::Error> {
-///     let api: Api<ConfigMap> = Api::default_namespaced(ctx.client());
-///     tracing::info!(cluster = %ctx.cluster_name(), "{}", ctx.greeting);
+///     let here: Api<ConfigMap> = Api::default_namespaced(ctx.client());
+///     let host: Api<ConfigMap> = Api::default_namespaced(ctx.host().client());
+///     tracing::info!(cluster = %ctx.cluster_name(), "{}", ctx.data().greeting);
 ///     Ok(Action::await_change())
 /// }
 /// ```
 pub struct Context<T> {
     cluster: Cluster,
     name: ClusterName,
+    fleet: Fleet,
     data: Arc<T>,
+    /// The controller's primary informer in this cluster (an `Informer<K>`), if any.
+    primary: Option<Arc<dyn Any + Send + Sync>>,
 }
 
 impl<T> Context<T> {
-    /// A context for a reconcile in `cluster` (built by the runtime; public for tests).
+    /// A context for a reconcile in `cluster`, alone in its fleet as the host (for unit tests
+    /// of a reconciler; the runtime builds contexts itself).
     ///
     /// ```no_run
     /// # use std::sync::Arc;
@@ -42,41 +70,92 @@ impl<T> Context<T> {
     /// ```
     pub fn new(cluster: Cluster, data: Arc<T>) -> Self {
         let name = cluster.name().clone();
-        Self::engaged_as(name, cluster, data)
+        Self::in_fleet(name, cluster.clone(), Fleet::new(cluster), data)
     }
 
-    /// A context for a reconcile in `cluster`, engaged under `name`: the name the fleet knows
-    /// it by, which may differ from [`Cluster::name`] (e.g. `kind#dev` under the multi
-    /// provider, where the cluster itself is `dev`).
+    /// A context for a reconcile in the cluster engaged under `name` in `fleet` (e.g. a
+    /// manager's [`fleet`](crate::Manager::fleet)); [`ClusterNotFound`] if none is.
     ///
     /// ```no_run
     /// # use std::sync::Arc;
-    /// # fn demo(cluster: mcr_core::Cluster) {
-    /// let ctx = mcr_manager::Context::engaged_as("kind#dev".into(), cluster, Arc::new(()));
+    /// # fn demo(mgr: mcr_manager::Manager) -> Result<(), mcr_core::ClusterNotFound> {
+    /// let ctx = mcr_manager::Context::engaged_as(mgr.fleet(), "kind#dev".into(), Arc::new(()))?;
     /// assert_eq!(ctx.cluster_name().as_str(), "kind#dev");
-    /// # }
+    /// # Ok(()) }
     /// ```
-    pub fn engaged_as(name: ClusterName, cluster: Cluster, data: Arc<T>) -> Self {
+    pub fn engaged_as(
+        fleet: &Fleet,
+        name: ClusterName,
+        data: Arc<T>,
+    ) -> Result<Self, ClusterNotFound> {
+        let cluster = fleet.get(&name)?;
+        Ok(Self::in_fleet(name, cluster, fleet.clone(), data))
+    }
+
+    pub(crate) fn in_fleet(
+        name: ClusterName,
+        cluster: Cluster,
+        fleet: Fleet,
+        data: Arc<T>,
+    ) -> Self {
         Self {
             cluster,
             name,
+            fleet,
             data,
+            primary: None,
         }
+    }
+
+    /// Attaches the controller's primary informer, for [`cached`](Self::cached).
+    pub(crate) fn with_primary<K>(mut self, informer: Informer<K>) -> Self
+    where
+        K: Resource + Clone + Debug + Send + Sync + 'static,
+        K::DynamicType: Clone + Eq + Hash + Send + Sync + 'static,
+    {
+        self.primary = Some(Arc::new(informer));
+        self
+    }
+
+    /// The object `key` in this cluster's cache of the controller's reconciled type (the
+    /// `for_` input, with its selectors), or `None` if it is not there: what a request-keyed
+    /// reconciler ([`register_request`](crate::Builder::register_request)) reads to tell "gone"
+    /// from "present". Also `None` when `K` is not the controller's reconciled type.
+    ///
+    /// ```no_run
+    /// # use k8s_openapi::api::core::v1::ConfigMap;
+    /// # use kube::runtime::controller::Action;
+    /// # use mcr_manager::{Context, Request};
+    /// async fn reconcile(req: Request<ConfigMap>, ctx: Context<()>) -> Result<Action, kube::Error> {
+    ///     match ctx.cached(&req.object) {
+    ///         Some(cm) => { /* present: reconcile it */ }
+    ///         None => { /* gone: clean up after it */ }
+    ///     }
+    ///     Ok(Action::await_change())
+    /// }
+    /// ```
+    pub fn cached<K>(&self, key: &ObjectRef<K>) -> Option<Arc<K>>
+    where
+        K: Resource + Clone + Debug + Send + Sync + 'static,
+        K::DynamicType: Clone + Eq + Hash + Send + Sync + 'static,
+    {
+        let informer = self.primary.as_ref()?.downcast_ref::<Informer<K>>()?;
+        informer.get(key.namespace.as_deref(), &key.name)
     }
 
     /// The cluster the object lives in (its client, cache and indexes).
     ///
     /// ```no_run
     /// # fn demo(ctx: mcr_manager::Context<()>) {
-    /// let synced = ctx.cluster().cache().is_synced();
+    /// let synced = ctx.current_cluster().cache().is_synced();
     /// # }
     /// ```
-    pub fn cluster(&self) -> &Cluster {
+    pub fn current_cluster(&self) -> &Cluster {
         &self.cluster
     }
 
-    /// The name the cluster is engaged under, the same as in the request (empty for the host
-    /// cluster). Pass it to `Manager::cluster` to reach this cluster again.
+    /// The name the cluster is engaged under, the same as in the request. Pass it to
+    /// [`cluster`](Self::cluster) (or `Manager::cluster`) to reach this cluster again.
     ///
     /// ```no_run
     /// # fn demo(ctx: mcr_manager::Context<()>) {
@@ -99,6 +178,54 @@ impl<T> Context<T> {
         self.cluster.client()
     }
 
+    /// The manager's host cluster, whichever cluster this reconcile runs in.
+    ///
+    /// ```no_run
+    /// # use k8s_openapi::api::core::v1::ConfigMap;
+    /// # fn demo(ctx: mcr_manager::Context<()>) {
+    /// let sources: kube::Api<ConfigMap> = kube::Api::default_namespaced(ctx.host().client());
+    /// # }
+    /// ```
+    pub fn host(&self) -> &Cluster {
+        self.fleet.host()
+    }
+
+    /// The cluster engaged under `name` right now (the host for [`ClusterName::host`]), or
+    /// [`ClusterNotFound`]; returning that error (through `?` and your error type) ends the
+    /// reconcile quietly, like any cluster-not-found failure.
+    ///
+    /// ```no_run
+    /// # fn demo(ctx: mcr_manager::Context<()>) -> Result<(), mcr_core::ClusterNotFound> {
+    /// let west = ctx.cluster(&"west".into())?;
+    /// let client = west.client();
+    /// # Ok(()) }
+    /// ```
+    pub fn cluster(&self, name: &ClusterName) -> Result<Cluster, ClusterNotFound> {
+        self.fleet.get(name)
+    }
+
+    /// The names of the clusters engaged right now (not the host), sorted.
+    ///
+    /// ```no_run
+    /// # fn demo(ctx: mcr_manager::Context<()>) {
+    /// let members = ctx.engaged_clusters();
+    /// # }
+    /// ```
+    pub fn engaged_clusters(&self) -> Vec<ClusterName> {
+        self.fleet.names()
+    }
+
+    /// The whole fleet (host and engaged clusters), to keep or hand on.
+    ///
+    /// ```no_run
+    /// # fn demo(ctx: mcr_manager::Context<()>) {
+    /// let fleet: mcr_manager::Fleet = ctx.fleet().clone();
+    /// # }
+    /// ```
+    pub fn fleet(&self) -> &Fleet {
+        &self.fleet
+    }
+
     /// The user's data, shared by every reconcile of the controller.
     ///
     /// ```no_run
@@ -116,16 +243,10 @@ impl<T> Clone for Context<T> {
         Self {
             cluster: self.cluster.clone(),
             name: self.name.clone(),
+            fleet: self.fleet.clone(),
             data: self.data.clone(),
+            primary: self.primary.clone(),
         }
-    }
-}
-
-impl<T> Deref for Context<T> {
-    type Target = T;
-
-    fn deref(&self) -> &T {
-        &self.data
     }
 }
 

@@ -47,6 +47,9 @@ pub(crate) enum Scope {
     Engaged,
     /// Only the manager's host cluster, for the controller's whole life.
     Host,
+    /// The host cluster's cache, subscribed once per engaged cluster (for that cluster's
+    /// lifetime, current objects first) and mapped into that cluster.
+    HostPerCluster,
 }
 
 /// One declared input of a controller.

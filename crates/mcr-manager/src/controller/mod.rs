@@ -27,9 +27,12 @@ mod action;
 mod builder;
 mod context;
 mod input;
+mod outcome;
 mod request;
 mod runner;
 
+pub use action::UnreadableAction;
 pub use builder::{Builder, Controller, Start, WatchOptions};
 pub use context::Context;
+pub use outcome::{ReconcileOutcome, ReconcileResult};
 pub use request::{IntoRequest, Request};

@@ -103,6 +103,7 @@ impl ManagerBuilder {
     pub fn build(self) -> Manager {
         Manager {
             inner: Arc::new(Inner {
+                fleet: super::Fleet::new(self.host.clone()),
                 host: self.host,
                 provider: self.provider,
                 metrics: self.metrics.unwrap_or_default(),

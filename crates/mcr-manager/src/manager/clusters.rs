@@ -1,7 +1,7 @@
 //! The manager's view of the fleet: looking clusters up, readiness, field indexes, and
 //! engagement (the [`Aware`] side that providers call).
 
-use mcr_core::{Aware, Cluster, ClusterName, FieldIndex};
+use mcr_core::{Aware, Cluster, ClusterName, ErrorChain, FieldIndex};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
@@ -23,8 +23,7 @@ impl Manager {
         if name.is_host() {
             return Ok(self.inner.host.clone());
         }
-        let engaged = self.state().engaged.get(&name).map(|(c, _)| c.clone());
-        if let Some(cluster) = engaged {
+        if let Ok(cluster) = self.inner.fleet.get(&name) {
             return Ok(cluster);
         }
         match &self.inner.provider {
@@ -43,8 +42,9 @@ impl Manager {
     /// ```
     pub fn unsynced_clusters(&self) -> Vec<ClusterName> {
         let mut out: Vec<ClusterName> = self
-            .state()
-            .engaged
+            .inner
+            .fleet
+            .read()
             .iter()
             .filter(|(_, (c, t))| !t.is_cancelled() && !c.cache().is_synced())
             .map(|(n, _)| n.clone())
@@ -64,9 +64,7 @@ impl Manager {
     /// # }
     /// ```
     pub fn engaged_clusters(&self) -> Vec<ClusterName> {
-        let mut names: Vec<ClusterName> = self.state().engaged.keys().cloned().collect();
-        names.sort();
-        names
+        self.inner.fleet.names()
     }
 
     /// Registers a field index on every cluster of the provider (current and future) and on
@@ -87,8 +85,9 @@ impl Manager {
         }
         self.inner.host.cache().index_field(index)?;
         let engaged: Vec<Cluster> = self
-            .state()
-            .engaged
+            .inner
+            .fleet
+            .read()
             .values()
             .map(|(c, _)| c.clone())
             .collect();
@@ -116,26 +115,29 @@ impl Aware for Manager {
         if name.is_host() {
             return Err(mcr_core::Error::Engage {
                 cluster: name,
-                reason: "the empty name is reserved for the host cluster".to_owned(),
+                source: "the empty name is reserved for the host cluster".into(),
             });
         }
-        let Ok(rt) = tokio::runtime::Handle::try_current() else {
-            return Err(mcr_core::Error::Engage {
-                cluster: name,
-                reason: "engage must be called inside a tokio runtime".to_owned(),
-            });
+        let rt = match tokio::runtime::Handle::try_current() {
+            Ok(rt) => rt,
+            Err(err) => {
+                return Err(mcr_core::Error::Engage {
+                    cluster: name,
+                    source: Box::new(err),
+                });
+            }
         };
         let runnables = {
-            let mut state = self.state();
-            if let Some((current, t)) = state.engaged.get(&name)
+            // Lock order: state, then the fleet (so `add` sees each engagement exactly once).
+            let state = self.state();
+            let mut members = self.inner.fleet.write();
+            if let Some((current, t)) = members.get(&name)
                 && current.same_instance(&cluster)
                 && !t.is_cancelled()
             {
                 return Ok(());
             }
-            state
-                .engaged
-                .insert(name.clone(), (cluster.clone(), token.clone()));
+            members.insert(name.clone(), (cluster.clone(), token.clone()));
             state.runnables.clone()
         };
         // Providers start the cache before engaging (`Clusters::add`); a cluster engaged by
@@ -148,19 +150,18 @@ impl Aware for Manager {
             gone_token.cancelled().await;
             let Some(inner) = weak.upgrade() else { return };
             let mgr = Manager { inner };
-            let mut state = mgr.state();
-            if state
-                .engaged
+            let mut members = mgr.inner.fleet.write();
+            if members
                 .get(&gone_name)
                 .is_some_and(|(c, _)| c.id() == gone_id)
             {
-                state.engaged.remove(&gone_name);
+                members.remove(&gone_name);
                 debug!(cluster = %gone_name, "cluster disengaged");
             }
         });
         for runnable in runnables {
             if let Err(err) = runnable.engage(token.clone(), name.clone(), cluster.clone()) {
-                warn!(runnable = runnable.name(), cluster = %name, error = %err, "engage failed");
+                warn!(runnable = runnable.name(), cluster = %name, error = %ErrorChain(&err), "engage failed");
             }
         }
         Ok(())

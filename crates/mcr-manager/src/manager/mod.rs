@@ -6,10 +6,11 @@
 
 mod builder;
 mod clusters;
+mod fleet;
 mod run;
 
 use std::{
-    collections::{HashMap, HashSet},
+    collections::HashSet,
     net::SocketAddr,
     sync::{
         Arc, Mutex, MutexGuard, Weak,
@@ -17,11 +18,11 @@ use std::{
     },
 };
 
-use mcr_core::{Cluster, ClusterName, Provider};
+use mcr_core::{Cluster, Provider};
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 use tracing::warn;
 
-pub use self::builder::ManagerBuilder;
+pub use self::{builder::ManagerBuilder, fleet::Fleet};
 #[cfg(feature = "leader-election")]
 use crate::LeaderElection;
 use crate::{Error, Metrics, Runnable, error::BuilderError};
@@ -50,6 +51,7 @@ pub struct Manager {
 
 struct Inner {
     host: Cluster,
+    fleet: Fleet,
     provider: Option<Arc<dyn Provider>>,
     metrics: Metrics,
     metrics_addr: Option<SocketAddr>,
@@ -61,7 +63,6 @@ struct Inner {
 
 #[derive(Default)]
 struct State {
-    engaged: HashMap<ClusterName, (Cluster, CancellationToken)>,
     runnables: Vec<Arc<dyn Runnable>>,
     controller_names: HashSet<String>,
     running: Option<Running>,
@@ -82,7 +83,7 @@ impl std::fmt::Debug for Manager {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Manager")
             .field("provider", &self.inner.provider.is_some())
-            .field("engaged", &self.state().engaged.len())
+            .field("engaged", &self.inner.fleet.read().len())
             .finish_non_exhaustive()
     }
 }
@@ -104,6 +105,21 @@ impl Manager {
     /// ```
     pub fn local(&self) -> &Cluster {
         &self.inner.host
+    }
+
+    /// The host cluster and the engaged clusters, readable synchronously; what every
+    /// [`Context`](crate::Context) reaches through [`Context::host`](crate::Context::host) and
+    /// [`Context::cluster`](crate::Context::cluster). Clone it into a watch mapper that needs
+    /// the engaged names (it holds no controllers, so no reference cycle).
+    ///
+    /// ```no_run
+    /// # fn demo(mgr: mcr_manager::Manager) {
+    /// let fleet = mgr.fleet().clone();
+    /// let members = fleet.names();
+    /// # }
+    /// ```
+    pub fn fleet(&self) -> &Fleet {
+        &self.inner.fleet
     }
 
     /// The provider, if any.
@@ -163,8 +179,10 @@ impl Manager {
         let (engaged, running) = {
             let mut state = self.state();
             state.runnables.push(runnable.clone());
-            let engaged: Vec<_> = state
-                .engaged
+            let engaged: Vec<_> = self
+                .inner
+                .fleet
+                .read()
                 .iter()
                 .map(|(n, (c, t))| (n.clone(), c.clone(), t.clone()))
                 .collect();
@@ -172,7 +190,7 @@ impl Manager {
         };
         for (name, cluster, token) in engaged {
             if let Err(err) = runnable.engage(token, name.clone(), cluster) {
-                warn!(runnable = runnable.name(), cluster = %name, error = %err, "engage failed");
+                warn!(runnable = runnable.name(), cluster = %name, error = %mcr_core::ErrorChain(&err), "engage failed");
             }
         }
         if let Some(running) = running {

@@ -148,7 +148,7 @@ pub fn retry(
 /// A reconciler that logs `cluster/name=value` and waits for the next change.
 pub async fn record(cm: Arc<ConfigMap>, ctx: mcr_manager::Context<Log>) -> Res {
     use kube::ResourceExt;
-    ctx.push(format!(
+    ctx.data().push(format!(
         "{}/{}={}",
         ctx.cluster_name(),
         cm.name_any(),

@@ -283,9 +283,9 @@ impl Provider for MultiProvider {
             for (name, child) in children {
                 if let Err(err) = child.index_field(index).await {
                     tracing::warn!(provider = %name, index = index.name(), error = %err, "index not applied");
-                    first_error.get_or_insert(mcr_core::Error::Index {
-                        index: index.name().to_owned(),
-                        reason: format!("provider \"{name}\": {err}"),
+                    first_error.get_or_insert(mcr_core::Error::Provider {
+                        provider: name.clone(),
+                        source: Box::new(err),
                     });
                 }
             }

@@ -97,7 +97,9 @@ where
     include_host: bool,
     include_provider: bool,
     filter: Option<ClusterFilter>,
+    filter_host: bool,
     retry_when_gone: bool,
+    on_outcome: Vec<crate::controller::outcome::OutcomeHook<K>>,
 }
 
 impl<K> Debug for Builder<K>
@@ -134,7 +136,9 @@ where
             include_host: !has_provider,
             include_provider: true,
             filter: None,
+            filter_host: false,
             retry_when_gone: false,
+            on_outcome: Vec::new(),
         }
     }
 

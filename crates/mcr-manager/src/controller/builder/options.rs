@@ -28,7 +28,10 @@ where
         self
     }
 
-    /// At most `n` reconciles at once across all clusters (default 16).
+    /// At most `n` reconciles at once across all clusters; `0` means unbounded. The same
+    /// meaning as kube-runtime's `controller::Config::concurrency`. The default is **16**
+    /// (kube-runtime's is 0, unbounded: one mcr controller spans a whole fleet, so it starts
+    /// bounded; pass 0 for kube-runtime's behaviour).
     ///
     /// ```no_run
     /// # fn demo(b: mcr_manager::Builder<k8s_openapi::api::core::v1::ConfigMap>) {
@@ -86,7 +89,9 @@ where
         self
     }
 
-    /// Engage only the clusters for which `filter` returns true.
+    /// Engage only the provider clusters for which `filter` returns true. The host cluster
+    /// (when engaged, see [`include_host`](Self::include_host)) is not filtered unless
+    /// [`filter_host`](Self::filter_host) asks for it.
     ///
     /// ```no_run
     /// # fn demo(b: mcr_manager::Builder<k8s_openapi::api::core::v1::ConfigMap>) {
@@ -99,6 +104,23 @@ where
         filter: impl Fn(&ClusterName, &Cluster) -> bool + Send + Sync + 'static,
     ) -> Self {
         self.filter = Some(Arc::new(filter));
+        self
+    }
+
+    /// Apply the [`cluster_filter`](Self::cluster_filter) to the host cluster too (default: the
+    /// filter sees only provider clusters).
+    ///
+    /// ```no_run
+    /// # fn demo(b: mcr_manager::Builder<k8s_openapi::api::core::v1::ConfigMap>) {
+    /// let b = b
+    ///     .include_host(true)
+    ///     .cluster_filter(|name, _| !name.is_host() && name.as_str() != "staging")
+    ///     .filter_host(true);
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn filter_host(mut self, filter: bool) -> Self {
+        self.filter_host = filter;
         self
     }
 
@@ -163,6 +185,31 @@ where
         trigger: impl Stream<Item = Request<K>> + Send + 'static,
     ) -> Self {
         self.triggers.push(trigger.boxed());
+        self
+    }
+
+    /// Calls `hook` with the outcome of every reconcile (its request, result and duration),
+    /// like the stream kube-runtime's `Controller::run` yields: for tests, audits and custom
+    /// metrics. Hooks run on the controller's loop: keep them short (send to a channel for
+    /// anything slow). A panicking hook is logged and ignored.
+    ///
+    /// ```no_run
+    /// # use k8s_openapi::api::core::v1::ConfigMap;
+    /// use mcr_manager::ReconcileResult;
+    /// # fn demo(b: mcr_manager::Builder<ConfigMap>) {
+    /// let (tx, rx) = std::sync::mpsc::channel();
+    /// let b = b.on_outcome(move |o| {
+    ///     let ok = matches!(o.result, ReconcileResult::Ok(_));
+    ///     let _ = tx.send((o.request.to_string(), ok));
+    /// });
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn on_outcome(
+        mut self,
+        hook: impl Fn(&crate::ReconcileOutcome<'_, K>) + Send + Sync + 'static,
+    ) -> Self {
+        self.on_outcome.push(Arc::new(hook));
         self
     }
 }

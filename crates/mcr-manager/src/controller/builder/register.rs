@@ -10,7 +10,8 @@ use crate::{
     Error,
     controller::{
         context::Context,
-        runner::{ControllerTask, Spec},
+        request::Request,
+        runner::{ControllerTask, Spec, Target},
     },
     error::BuilderError,
 };
@@ -52,9 +53,72 @@ where
         E: std::error::Error + Send + 'static,
         P: Fn(Arc<K>, &E, Context<Ctx>) -> Action + Send + Sync + 'static,
     {
+        self.hand_over(reconcile, error_policy, data)
+    }
+
+    /// Like [`register`](Self::register), keyed on the request instead of the object: the
+    /// reconciler receives the [`Request`] (cluster and object reference) and runs for every
+    /// queued key, **also when the object is gone** from the cache (deleted, or no longer
+    /// matching the selectors). It reads the object itself with
+    /// [`Context::cached`] (or the API). This is Go controller-runtime's model, for sync-style
+    /// controllers that must see deletions (copy local → remote, clean up when the source
+    /// goes); [`register`](Self::register) keeps kube-runtime's (a key missing from the cache
+    /// is skipped).
+    ///
+    /// ```no_run
+    /// # use std::sync::Arc;
+    /// # use k8s_openapi::api::core::v1::ConfigMap;
+    /// # use kube::runtime::controller::Action;
+    /// use mcr_manager::{Context, Request};
+    ///
+    /// async fn reconcile(req: Request<ConfigMap>, ctx: Context<()>) -> Result<Action, kube::Error> {
+    ///     if ctx.cached(&req.object).is_none() {
+    ///         tracing::info!(%req, "gone: cleaning up");
+    ///     }
+    ///     Ok(Action::await_change())
+    /// }
+    /// fn error_policy(_: Request<ConfigMap>, _: &kube::Error, _: Context<()>) -> Action {
+    ///     Action::requeue(std::time::Duration::from_secs(5))
+    /// }
+    /// # fn demo(mgr: mcr_manager::Manager) -> Result<(), mcr_manager::Error> {
+    /// mcr_manager::Controller::new(&mgr)
+    ///     .for_::<ConfigMap>()
+    ///     .register_request(reconcile, error_policy, Arc::new(()))?;
+    /// # Ok(()) }
+    /// ```
+    pub fn register_request<Ctx, R, P, Fut, E>(
+        self,
+        reconcile: R,
+        error_policy: P,
+        data: Arc<Ctx>,
+    ) -> Result<(), Error>
+    where
+        Ctx: Send + Sync + 'static,
+        R: Fn(Request<K>, Context<Ctx>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Action, E>> + Send + 'static,
+        E: std::error::Error + Send + 'static,
+        P: Fn(Request<K>, &E, Context<Ctx>) -> Action + Send + Sync + 'static,
+    {
+        self.hand_over(reconcile, error_policy, data)
+    }
+
+    fn hand_over<T, Ctx, R, P, Fut, E>(
+        self,
+        reconcile: R,
+        error_policy: P,
+        data: Arc<Ctx>,
+    ) -> Result<(), Error>
+    where
+        T: Target<K>,
+        Ctx: Send + Sync + 'static,
+        R: Fn(T, Context<Ctx>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Action, E>> + Send + 'static,
+        E: std::error::Error + Send + 'static,
+        P: Fn(T, &E, Context<Ctx>) -> Action + Send + Sync + 'static,
+    {
         let controller = self.name.clone();
-        if self.concurrency == 0 {
-            return Err(BuilderError::ZeroConcurrency { controller }.into());
+        if let Err(source) = crate::controller::action::check() {
+            return Err(BuilderError::UnreadableAction { controller, source }.into());
         }
         if self.inputs.is_empty() && self.triggers.is_empty() {
             return Err(BuilderError::NoWatches { controller }.into());
@@ -67,13 +131,21 @@ where
             primary: self.primary,
             inputs: self.inputs,
             triggers: self.triggers,
-            concurrency: self.concurrency,
+            // kube-runtime's meaning: 0 is unbounded.
+            concurrency: if self.concurrency == 0 {
+                usize::MAX
+            } else {
+                self.concurrency
+            },
             debounce: self.debounce,
             include_host: self.include_host,
             include_provider: self.include_provider,
             filter: self.filter,
+            filter_host: self.filter_host,
             retry_when_gone: self.retry_when_gone,
+            on_outcome: self.on_outcome,
             host: self.mgr.local().clone(),
+            fleet: self.mgr.fleet().clone(),
             metrics: self.mgr.metrics().clone(),
         };
         let task = ControllerTask::new(spec, reconcile, error_policy, data);

@@ -1,13 +1,23 @@
-//! [`WatchOptions`]: selectors and a predicate for one watched input.
+//! [`WatchOptions`]: kube's `watcher::Config` and a predicate for one watched input.
 
 use std::fmt::Debug;
 
-use kube::runtime::Predicate;
+use kube::runtime::{Predicate, watcher};
 use mcr_core::InformerOptions;
 
 use crate::controller::input::{PredicateFn, erase_predicate};
 
-/// Selectors and a predicate for one watched input.
+/// kube-runtime's [`watcher::Config`] (selectors, timeout, page size, list semantic, ...) and
+/// a predicate for one watched input. A `watcher::Config` converts into it, so a kube-runtime
+/// input's configuration ports unchanged:
+///
+/// ```
+/// use k8s_openapi::api::core::v1::ConfigMap;
+/// use kube::runtime::watcher;
+/// use mcr_manager::WatchOptions;
+///
+/// let opts: WatchOptions<ConfigMap> = watcher::Config::default().labels("app=web").page_size(100).into();
+/// ```
 ///
 /// ```
 /// use k8s_openapi::api::apps::v1::Deployment;
@@ -41,7 +51,28 @@ impl<O> Debug for WatchOptions<O> {
     }
 }
 
+impl<O> From<watcher::Config> for WatchOptions<O> {
+    fn from(config: watcher::Config) -> Self {
+        Self {
+            informer: config.into(),
+            predicate: None,
+        }
+    }
+}
+
 impl<O> WatchOptions<O> {
+    /// These watcher settings (every field of kube-runtime's `watcher::Config`), no predicate.
+    ///
+    /// ```
+    /// use kube::runtime::watcher;
+    /// let opts = mcr_manager::WatchOptions::<k8s_openapi::api::core::v1::Secret>::config(
+    ///     watcher::Config::default().fields("type=Opaque").any_semantic(),
+    /// );
+    /// ```
+    pub fn config(config: watcher::Config) -> Self {
+        config.into()
+    }
+
     /// No selectors, no predicate.
     ///
     /// ```

@@ -235,4 +235,46 @@ where
             move |obj: &Arc<O>, cluster: &ClusterName| mapped_requests(&mapper, obj, cluster),
         )
     }
+
+    /// Watch `O` in the manager's host cluster **on behalf of each engaged cluster**: every
+    /// cluster the controller engages gets its own subscription to the host's cache (the host
+    /// objects present at that moment first, then changes, until the cluster leaves), and
+    /// `mapper` gets that cluster's name, so a bare [`ObjectRef`](kube::runtime::reflector::ObjectRef)
+    /// lands in it. A member that joins late is therefore handed every host object at once:
+    /// the sync-local-to-remote pattern without a fan-out over a list of names. One watch on
+    /// the host, shared, whatever the number of clusters.
+    ///
+    /// ```no_run
+    /// # use std::sync::Arc;
+    /// # use k8s_openapi::api::core::v1::ConfigMap;
+    /// # use kube::runtime::reflector::ObjectRef;
+    /// # fn demo(mgr: mcr_manager::Manager) {
+    /// // a host ConfigMap triggers the ConfigMap of the same name in every member
+    /// let b = mcr_manager::Controller::new(&mgr)
+    ///     .for_::<ConfigMap>()
+    ///     .watches_host_per_cluster::<ConfigMap, _>(
+    ///         mcr_manager::WatchOptions::new().labels("sync=true"),
+    ///         |source: Arc<ConfigMap>, _member| Some(ObjectRef::from_obj(source.as_ref())),
+    ///     );
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn watches_host_per_cluster<O, I>(
+        self,
+        opts: WatchOptions<O>,
+        mapper: impl Fn(Arc<O>, &ClusterName) -> I + Send + Sync + 'static,
+    ) -> Self
+    where
+        O: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+        I: IntoIterator,
+        I::Item: IntoRequest<K>,
+    {
+        let informer = opts.informer;
+        self.add_input(
+            Scope::HostPerCluster,
+            move |cache: &Cache| cache.informer_with::<O>((), informer.clone()),
+            opts.predicate,
+            move |obj: &Arc<O>, cluster: &ClusterName| mapped_requests(&mapper, obj, cluster),
+        )
+    }
 }

@@ -1,7 +1,7 @@
 //! Cluster engagement: subscribing a cluster's inputs, following its cache sync, and dropping
 //! it (and its queued requests) when it leaves or is replaced.
 
-use std::{fmt::Debug, future::Future, hash::Hash, sync::Arc, time::Duration};
+use std::{fmt::Debug, future::Future, hash::Hash, time::Duration};
 
 use futures::StreamExt;
 use kube::{Resource, runtime::controller::Action};
@@ -10,7 +10,7 @@ use serde::de::DeserializeOwned;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, trace, warn};
 
-use super::{Engagement, Loop};
+use super::{Engagement, Loop, Target};
 use crate::{
     controller::{context::Context, input::Scope},
     metrics::ClusterMetrics,
@@ -42,15 +42,16 @@ pub(super) type SyncDone = (
     Option<Result<(), mcr_core::Error>>,
 );
 
-impl<K, Ctx, R, P, Fut, E> Loop<'_, K, Ctx, R, P, Fut, E>
+impl<K, T, Ctx, R, P, Fut, E> Loop<'_, K, T, Ctx, R, P, Fut, E>
 where
     K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
     K::DynamicType: Clone + Eq + Hash + Debug + Send + Sync + 'static,
     Ctx: Send + Sync + 'static,
-    R: Fn(Arc<K>, Context<Ctx>) -> Fut + Send + Sync + 'static,
+    T: Target<K>,
+    R: Fn(T, Context<Ctx>) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = Result<Action, E>> + Send + 'static,
     E: std::error::Error + Send + 'static,
-    P: Fn(Arc<K>, &E, Context<Ctx>) -> Action + Send + Sync + 'static,
+    P: Fn(T, &E, Context<Ctx>) -> Action + Send + Sync + 'static,
 {
     pub(super) fn engage(&mut self, e: Engagement) {
         if e.token.is_cancelled() {
@@ -71,13 +72,13 @@ where
         let cluster = e.cluster;
         let primary = (self.spec.primary)(cluster.cache());
         let mut restarts = Vec::new();
-        for input in self
-            .spec
-            .inputs
-            .iter()
-            .filter(|i| i.scope == Scope::Engaged)
-        {
-            let sub = (input.subscribe)(&cluster, &name);
+        for input in self.spec.inputs.iter() {
+            let source = match input.scope {
+                Scope::Engaged => &cluster,
+                Scope::HostPerCluster => &self.spec.host,
+                Scope::Host => continue,
+            };
+            let sub = (input.subscribe)(source, &name);
             restarts.push(sub.restarts);
             self.streams.push(
                 sub.stream
@@ -102,7 +103,13 @@ where
             token.clone(),
         ));
         debug!(controller = %self.spec.name, cluster = %name, "cluster engaged");
-        let ctx = Context::engaged_as(name.clone(), cluster.clone(), self.task.data.clone());
+        let ctx = Context::in_fleet(
+            name.clone(),
+            cluster.clone(),
+            self.spec.fleet.clone(),
+            self.task.data.clone(),
+        )
+        .with_primary(primary.clone());
         self.engaged.insert(
             name,
             Engaged {

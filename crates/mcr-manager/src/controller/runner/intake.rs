@@ -1,6 +1,6 @@
 //! Event intake: turning watch events and raw triggers into queued requests.
 
-use std::{fmt::Debug, future::Future, hash::Hash, sync::Arc};
+use std::{fmt::Debug, future::Future, hash::Hash};
 
 use futures::StreamExt;
 use kube::{Resource, runtime::controller::Action};
@@ -10,22 +10,23 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::trace;
 
-use super::Loop;
+use super::{Loop, Target};
 use crate::controller::{
     context::Context,
     input::{Batch, Scope},
     request::Request,
 };
 
-impl<K, Ctx, R, P, Fut, E> Loop<'_, K, Ctx, R, P, Fut, E>
+impl<K, T, Ctx, R, P, Fut, E> Loop<'_, K, T, Ctx, R, P, Fut, E>
 where
     K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
     K::DynamicType: Clone + Eq + Hash + Debug + Send + Sync + 'static,
     Ctx: Send + Sync + 'static,
-    R: Fn(Arc<K>, Context<Ctx>) -> Fut + Send + Sync + 'static,
+    T: Target<K>,
+    R: Fn(T, Context<Ctx>) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = Result<Action, E>> + Send + 'static,
     E: std::error::Error + Send + 'static,
-    P: Fn(Arc<K>, &E, Context<Ctx>) -> Action + Send + Sync + 'static,
+    P: Fn(T, &E, Context<Ctx>) -> Action + Send + Sync + 'static,
 {
     /// Host-scoped inputs and raw triggers live as long as the controller.
     pub(super) fn start_static_inputs(&mut self, stop: &CancellationToken) {

@@ -12,8 +12,10 @@
 mod engage;
 mod intake;
 mod reconcile;
+mod target;
 
 pub(crate) use reconcile::panic_message;
+pub(crate) use target::Target;
 
 use std::{
     collections::HashMap,
@@ -56,6 +58,9 @@ const BATCH: usize = 256;
 /// Decides whether a controller engages a cluster.
 pub(crate) type ClusterFilter = Arc<dyn Fn(&ClusterName, &Cluster) -> bool + Send + Sync>;
 
+/// The types a task names only in its bounds.
+type Types<T, Fut, E> = fn() -> (T, Fut, E);
+
 /// Everything the builder decided.
 pub(crate) struct Spec<K>
 where
@@ -71,8 +76,11 @@ where
     pub(crate) include_host: bool,
     pub(crate) include_provider: bool,
     pub(crate) filter: Option<ClusterFilter>,
+    pub(crate) filter_host: bool,
     pub(crate) retry_when_gone: bool,
+    pub(crate) on_outcome: Vec<crate::controller::outcome::OutcomeHook<K>>,
     pub(crate) host: Cluster,
+    pub(crate) fleet: crate::Fleet,
     pub(crate) metrics: Metrics,
 }
 
@@ -83,7 +91,7 @@ struct Engagement {
 }
 
 /// A registered controller: the [`Runnable`] the manager starts.
-pub(crate) struct ControllerTask<K, Ctx, R, P, Fut, E>
+pub(crate) struct ControllerTask<K, T, Ctx, R, P, Fut, E>
 where
     K: Resource + Clone + 'static,
     K::DynamicType: Clone + Eq + Hash,
@@ -93,23 +101,25 @@ where
     include_host: bool,
     include_provider: bool,
     filter: Option<ClusterFilter>,
+    filter_host: bool,
     reconcile: R,
     error_policy: P,
     data: Arc<Ctx>,
     tx: mpsc::UnboundedSender<Engagement>,
     rx: Mutex<Option<mpsc::UnboundedReceiver<Engagement>>>,
-    _types: PhantomData<fn() -> (Fut, E)>,
+    _types: PhantomData<Types<T, Fut, E>>,
 }
 
-impl<K, Ctx, R, P, Fut, E> ControllerTask<K, Ctx, R, P, Fut, E>
+impl<K, T, Ctx, R, P, Fut, E> ControllerTask<K, T, Ctx, R, P, Fut, E>
 where
     K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
     K::DynamicType: Clone + Eq + Hash + Debug + Send + Sync + 'static,
     Ctx: Send + Sync + 'static,
-    R: Fn(Arc<K>, Context<Ctx>) -> Fut + Send + Sync + 'static,
+    T: Target<K>,
+    R: Fn(T, Context<Ctx>) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = Result<Action, E>> + Send + 'static,
     E: std::error::Error + Send + 'static,
-    P: Fn(Arc<K>, &E, Context<Ctx>) -> Action + Send + Sync + 'static,
+    P: Fn(T, &E, Context<Ctx>) -> Action + Send + Sync + 'static,
 {
     pub(crate) fn new(spec: Spec<K>, reconcile: R, error_policy: P, data: Arc<Ctx>) -> Self {
         let (tx, rx) = mpsc::unbounded_channel();
@@ -118,6 +128,7 @@ where
             include_host: spec.include_host,
             include_provider: spec.include_provider,
             filter: spec.filter.clone(),
+            filter_host: spec.filter_host,
             spec: Mutex::new(Some(spec)),
             reconcile,
             error_policy,
@@ -134,7 +145,9 @@ where
         } else {
             self.include_provider
         };
-        kind_ok && self.filter.as_ref().is_none_or(|f| f(name, cluster))
+        // The host is filtered only when asked (`filter_host`).
+        let filtered = !name.is_host() || self.filter_host;
+        kind_ok && (!filtered || self.filter.as_ref().is_none_or(|f| f(name, cluster)))
     }
 
     async fn run(self: Arc<Self>, stop: CancellationToken) -> Result<(), BoxError> {
@@ -215,15 +228,16 @@ where
     }
 }
 
-impl<K, Ctx, R, P, Fut, E> Runnable for ControllerTask<K, Ctx, R, P, Fut, E>
+impl<K, T, Ctx, R, P, Fut, E> Runnable for ControllerTask<K, T, Ctx, R, P, Fut, E>
 where
     K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
     K::DynamicType: Clone + Eq + Hash + Debug + Send + Sync + 'static,
     Ctx: Send + Sync + 'static,
-    R: Fn(Arc<K>, Context<Ctx>) -> Fut + Send + Sync + 'static,
+    T: Target<K>,
+    R: Fn(T, Context<Ctx>) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = Result<Action, E>> + Send + 'static,
     E: std::error::Error + Send + 'static,
-    P: Fn(Arc<K>, &E, Context<Ctx>) -> Action + Send + Sync + 'static,
+    P: Fn(T, &E, Context<Ctx>) -> Action + Send + Sync + 'static,
 {
     fn name(&self) -> &str {
         &self.name
@@ -257,12 +271,12 @@ where
 }
 
 /// The state of one running controller, owned by its task (see the module docs).
-struct Loop<'t, K, Ctx, R, P, Fut, E>
+struct Loop<'t, K, T, Ctx, R, P, Fut, E>
 where
     K: Resource + Clone + 'static,
     K::DynamicType: Clone + Eq + Hash,
 {
-    task: &'t ControllerTask<K, Ctx, R, P, Fut, E>,
+    task: &'t ControllerTask<K, T, Ctx, R, P, Fut, E>,
     spec: Spec<K>,
     engaged: HashMap<ClusterName, Engaged<K, Ctx>>,
     engaged_gauge: prometheus_client::metrics::gauge::Gauge,

@@ -20,17 +20,24 @@ use serde::de::DeserializeOwned;
 use tokio::time::Instant;
 use tracing::{Instrument, debug, error, info_span, trace, warn};
 
-use super::Loop;
+use super::{Loop, Target};
 use crate::{
-    controller::{action::requeue_after, context::Context},
+    controller::{
+        action::{UnreadableAction, requeue_after},
+        context::Context,
+        outcome::report,
+    },
     queue::{Outcome, after},
 };
 
+/// How long a key of a cluster whose primary cache has not synced yet is held back.
+const UNSYNCED_RETRY: Duration = Duration::from_millis(50);
+
 /// A reconcile that ended.
-pub(super) struct Finished<K: Resource, Ctx, E> {
+pub(super) struct Finished<K: Resource, T, Ctx, E> {
     cluster: ClusterName,
     key: Arc<ObjectRef<K>>,
-    obj: Arc<K>,
+    obj: T,
     ctx: Context<Ctx>,
     result: std::thread::Result<Result<Action, E>>,
     elapsed: Duration,
@@ -46,30 +53,40 @@ impl<K: Resource> fmt::Display for Shown<'_, K> {
     }
 }
 
-impl<K, Ctx, R, P, Fut, E> Loop<'_, K, Ctx, R, P, Fut, E>
+impl<K, T, Ctx, R, P, Fut, E> Loop<'_, K, T, Ctx, R, P, Fut, E>
 where
     K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
     K::DynamicType: Clone + Eq + Hash + Debug + Send + Sync + 'static,
     Ctx: Send + Sync + 'static,
-    R: Fn(Arc<K>, Context<Ctx>) -> Fut + Send + Sync + 'static,
+    T: Target<K>,
+    R: Fn(T, Context<Ctx>) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = Result<Action, E>> + Send + 'static,
     E: std::error::Error + Send + 'static,
-    P: Fn(Arc<K>, &E, Context<Ctx>) -> Action + Send + Sync + 'static,
+    P: Fn(T, &E, Context<Ctx>) -> Action + Send + Sync + 'static,
 {
     pub(super) fn start_reconcile(
         &mut self,
         cluster: ClusterName,
         key: Arc<ObjectRef<K>>,
         due: Instant,
-    ) -> Option<impl Future<Output = Finished<K, Ctx, E>> + use<K, Ctx, R, P, Fut, E>> {
+    ) -> Option<impl Future<Output = Finished<K, T, Ctx, E>> + use<K, T, Ctx, R, P, Fut, E>> {
         let Some(e) = self.engaged.get(&cluster) else {
             self.queue.done(&cluster, &key, Outcome::Success(None));
             return None;
         };
+        if !e.primary.is_synced() {
+            // Not active until the primary cache has synced: read from a cache still listing,
+            // an existing object would look gone. Held back briefly, not dropped.
+            trace!(controller = %self.spec.name, object = %Shown(&cluster, &key), "cache not synced; held");
+            let at = after(Instant::now(), UNSYNCED_RETRY);
+            self.queue.done(&cluster, &key, Outcome::Success(Some(at)));
+            return None;
+        }
         // Taken off the queue now: the wait since it became due ends here.
         e.metrics.wait.observe(due.elapsed());
         e.metrics.depth.set(self.queue.ready_len(&cluster) as i64);
-        let Some(obj) = e.primary.get(key.namespace.as_deref(), &key.name) else {
+        let cached = e.primary.get(key.namespace.as_deref(), &key.name);
+        let Some(obj) = T::target(&cluster, &key, cached) else {
             trace!(controller = %self.spec.name, object = %Shown(&cluster, &key), "not in cache; skipped");
             self.queue.done(&cluster, &key, Outcome::Success(None));
             return None;
@@ -104,7 +121,7 @@ where
         )
     }
 
-    pub(super) fn finish(&mut self, f: Finished<K, Ctx, E>) {
+    pub(super) fn finish(&mut self, f: Finished<K, T, Ctx, E>) {
         let Finished {
             cluster,
             key,
@@ -113,6 +130,7 @@ where
             result,
             elapsed,
         } = f;
+        report(&self.spec.on_outcome, &cluster, &key, &result, elapsed);
         let Some(e) = self.engaged.get(&cluster) else {
             // The cluster left while this ran: nothing to retry against.
             debug!(controller = %self.spec.name, object = %Shown(&cluster, &key), "cluster left during reconcile");
@@ -124,7 +142,10 @@ where
         let outcome = match result {
             Ok(Ok(action)) => {
                 e.metrics.success.inc();
-                Outcome::Success(requeue_after(&action).map(|d| after(now, d)))
+                match requeue_after(&action) {
+                    Ok(delay) => Outcome::Success(delay.map(|d| after(now, d))),
+                    Err(err) => unreadable(&self.spec.name, &cluster, &key, &err),
+                }
             }
             Ok(Err(err)) if !self.spec.retry_when_gone && is_cluster_not_found(&err) => {
                 e.metrics.gone.inc();
@@ -143,7 +164,10 @@ where
                 // The error policy is user code too: a panic there must not stop the loop.
                 let policy = &self.task.error_policy;
                 match std::panic::catch_unwind(AssertUnwindSafe(|| policy(obj, &err, ctx))) {
-                    Ok(action) => Outcome::Failure(requeue_after(&action).map(|d| after(now, d))),
+                    Ok(action) => match requeue_after(&action) {
+                        Ok(delay) => Outcome::Failure(delay.map(|d| after(now, d))),
+                        Err(err) => unreadable(&self.spec.name, &cluster, &key, &err),
+                    },
                     Err(panic) => {
                         error!(
                             controller = %self.spec.name, object = %Shown(&cluster, &key),
@@ -169,6 +193,17 @@ where
             e.metrics.depth.set(self.queue.ready_len(&cluster) as i64);
         }
     }
+}
+
+/// An `Action` whose delay cannot be read: an error in the log, and backoff (never a guess).
+fn unreadable<K: Resource>(
+    controller: &str,
+    cluster: &ClusterName,
+    key: &ObjectRef<K>,
+    err: &UnreadableAction,
+) -> Outcome {
+    error!(controller, object = %Shown(cluster, key), error = %err, "retrying with backoff");
+    Outcome::Backoff
 }
 
 /// The message of a caught panic, if it is a string.
