@@ -48,6 +48,8 @@ struct Inner {
 struct Https {
     server: HttpsServer,
     kubeconfig_yaml: String,
+    ca_pem: String,
+    client_ca: Arc<crate::x509::ClientCa>,
 }
 
 fn new_token() -> String {
@@ -70,13 +72,19 @@ impl TestCluster {
         let https = if https {
             let material = tls::generate(&name)?;
             let acceptor = tokio_rustls::TlsAcceptor::from(material.server_config.clone());
-            let server = HttpsServer::start(shared.clone(), acceptor, token.clone())?;
+            let auth = crate::https::Auth {
+                token: token.clone(),
+                client_ca: material.client_ca.clone(),
+            };
+            let server = HttpsServer::start(shared.clone(), acceptor, auth)?;
             let url = format!("https://{}", server.addr());
             let kubeconfig_yaml = kubeconfig::render(&name, &url, &material.ca_pem, &token);
             tracing::info!(cluster = %name, %url, "serving over HTTPS");
             Some(Https {
                 server,
                 kubeconfig_yaml,
+                ca_pem: material.ca_pem,
+                client_ca: material.client_ca,
             })
         } else {
             None
@@ -139,6 +147,12 @@ impl TestCluster {
     /// ```
     pub fn client(&self) -> kube::Client {
         service::client(self.inner.shared.clone())
+    }
+
+    /// The CA (PEM) and client-certificate CA of an HTTPS cluster (see `crate::x509`).
+    pub(crate) fn client_ca(&self) -> Result<(&str, &crate::x509::ClientCa), Error> {
+        let https = self.https()?;
+        Ok((&https.ca_pem, &https.client_ca))
     }
 
     fn https(&self) -> Result<&Https, Error> {
