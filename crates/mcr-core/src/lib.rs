@@ -10,7 +10,7 @@
 //!   sync, engage; remove on failure or on request). [`Registry`] mirrors engaged clusters.
 //! - [`providers`]: `single`, `nop` and `clusters` providers; [`kubeconfig`] and [`sanitize`]
 //!   helpers for providers that build clients from kubeconfigs; [`backoff`] for retrying
-//!   members that fail.
+//!   members that fail; [`credentials`] for short-lived credentials renewed in place.
 //!
 //! # Writing a provider
 //!
@@ -97,6 +97,7 @@ mod provider;
 mod registry;
 
 pub mod backoff;
+pub mod credentials;
 pub mod kubeconfig;
 pub mod providers;
 pub mod sanitize;
