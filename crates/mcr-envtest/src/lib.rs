@@ -68,6 +68,7 @@
 //! fleet over HTTPS until Ctrl-C and prints a kubeconfig per cluster.
 
 pub mod engine;
+pub mod garden;
 pub mod wait;
 
 mod cluster;

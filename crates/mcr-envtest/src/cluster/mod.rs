@@ -67,6 +67,7 @@ impl TestCluster {
             engine: Engine::new(),
             faults: Faults::default(),
             counters: Counters::default(),
+            subresources: Default::default(),
         });
         let token: Arc<str> = Arc::from(new_token());
         let https = if https {
@@ -153,6 +154,11 @@ impl TestCluster {
     pub(crate) fn client_ca(&self) -> Result<(&str, &crate::x509::ClientCa), Error> {
         let https = self.https()?;
         Ok((&https.ca_pem, &https.client_ca))
+    }
+
+    /// The extra subresource handlers of this cluster (see `crate::garden`).
+    pub(crate) fn subresources(&self) -> &crate::garden::Subresources {
+        &self.inner.shared.subresources
     }
 
     fn https(&self) -> Result<&Https, Error> {
