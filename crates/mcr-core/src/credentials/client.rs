@@ -31,8 +31,9 @@ type Http = HyperClient<Connector, Body>;
 /// [`CredentialHandle::replace`] swaps both and starts a new connection pool, so new requests
 /// open new connections with the new credentials while running requests (watches) finish on
 /// their old connection, which then closes. Informers keep running and resume from their
-/// resourceVersion: nothing is relisted. kube's retry of 429/503/504 is not part of this
-/// transport.
+/// resourceVersion: nothing is relisted. kube's retry of 429/503/504 and proxies are not part
+/// of this transport (a config with a `proxy_url` is refused); `tls_server_name`, timeouts,
+/// impersonation and extra headers are honoured.
 ///
 /// ```no_run
 /// use mcr_core::credentials::{Credentials, RenewableClient};
@@ -56,6 +57,11 @@ impl RenewableClient {
             impersonate_groups: config.auth_info.impersonate_groups.take(),
             ..kube::config::AuthInfo::default()
         };
+        if config.proxy_url.is_some() {
+            return Err(Error::Client(
+                "proxies are not supported for renewable clients".into(),
+            ));
+        }
         let cert = Arc::new(CertSlot::default());
         let mut tls = config
             .rustls_client_config()
@@ -67,11 +73,16 @@ impl RenewableClient {
         tls.resumption = rustls::client::Resumption::disabled();
         let mut https = HttpConnector::new();
         https.enforce_http(false);
-        let https = hyper_rustls::HttpsConnectorBuilder::new()
+        let mut builder = hyper_rustls::HttpsConnectorBuilder::new()
             .with_tls_config(tls)
-            .https_or_http()
-            .enable_http1()
-            .wrap_connector(https);
+            .https_or_http();
+        if let Some(name) = &config.tls_server_name {
+            let name = rustls::pki_types::ServerName::try_from(name.clone())
+                .map_err(|_| Error::Client("tls-server-name is not a valid name".into()))?;
+            builder =
+                builder.with_server_name_resolver(hyper_rustls::FixedServerNameResolver::new(name));
+        }
+        let https = builder.enable_http1().wrap_connector(https);
         let mut connector = TimeoutConnector::new(https);
         connector.set_connect_timeout(config.connect_timeout);
         connector.set_read_timeout(config.read_timeout);
