@@ -95,6 +95,8 @@ impl RenewableClient {
             token: RwLock::new(None),
             cert,
             state: Mutex::new(State::default()),
+            endpoint: Mutex::new(None),
+            fingerprint: Mutex::new(None),
         });
         let handle = CredentialHandle { inner };
         handle.install(credentials);
@@ -129,11 +131,15 @@ struct Inner {
     token: RwLock<Option<http::HeaderValue>>,
     cert: Arc<CertSlot>,
     state: Mutex<State>,
+    /// The endpoint hash of the kubeconfig the client was built from (see `endpoint_hash`).
+    endpoint: Mutex<Option<String>>,
+    fingerprint: Mutex<Option<String>>,
 }
 
 impl CredentialHandle {
     fn install(&self, credentials: Credentials) {
         let expires_at = credentials.expires_at();
+        *lock(&self.inner.fingerprint) = Some(credentials.fingerprint().to_string());
         match credentials.secret {
             Secret::Token(value) => {
                 *write(&self.inner.token) = Some(value);
@@ -158,6 +164,18 @@ impl CredentialHandle {
     /// The renewal status (expiry, renewals, failures), for health checks and metrics.
     pub fn status(&self) -> CredentialStatus {
         lock(&self.inner.state).status()
+    }
+
+    pub(crate) fn set_endpoint(&self, endpoint: String) {
+        *lock(&self.inner.endpoint) = Some(endpoint);
+    }
+
+    pub(crate) fn endpoint(&self) -> Option<String> {
+        lock(&self.inner.endpoint).clone()
+    }
+
+    pub(crate) fn fingerprint(&self) -> Option<String> {
+        lock(&self.inner.fingerprint).clone()
     }
 
     pub(crate) fn record_failure(&self, at: SystemTime) {

@@ -40,6 +40,8 @@ pub(crate) enum Secret {
 pub struct Credentials {
     pub(crate) secret: Secret,
     expires_at: Option<SystemTime>,
+    /// SHA-256 of the secret material, to tell whether credentials changed.
+    fingerprint: String,
 }
 
 impl Credentials {
@@ -54,6 +56,7 @@ impl Credentials {
             .map_err(|_| Error::Invalid("the token is not a valid header value".into()))?;
         value.set_sensitive(true);
         Ok(Credentials {
+            fingerprint: fingerprint(&[value.as_bytes()]),
             secret: Secret::Token(value),
             expires_at: jwt_expiry(token),
         })
@@ -74,6 +77,7 @@ impl Credentials {
         let signer = rustls::crypto::ring::sign::any_supported_type(&key)
             .map_err(|_| Error::Invalid("the client key type is not supported".into()))?;
         Ok(Credentials {
+            fingerprint: fingerprint(&[cert_pem, key_pem]),
             secret: Secret::Certificate(Arc::new(CertifiedKey::new(chain, signer))),
             expires_at: Some(not_after),
         })
@@ -141,6 +145,10 @@ impl Credentials {
         self.expires_at
     }
 
+    pub(crate) fn fingerprint(&self) -> &str {
+        &self.fingerprint
+    }
+
     /// `"token"` or `"client-certificate"` (for logs).
     ///
     /// ```
@@ -161,6 +169,16 @@ impl fmt::Debug for Credentials {
             .field("expires_at", &self.expires_at)
             .finish_non_exhaustive()
     }
+}
+
+fn fingerprint(parts: &[&[u8]]) -> String {
+    use sha2::{Digest, Sha256};
+    let mut hasher = Sha256::new();
+    for part in parts {
+        hasher.update((part.len() as u64).to_be_bytes());
+        hasher.update(part);
+    }
+    hex::encode(hasher.finalize())
 }
 
 fn data_or_file(

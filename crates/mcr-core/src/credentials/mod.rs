@@ -19,6 +19,10 @@
 //! [`with_credentials`](crate::Cluster::with_credentials) returns it from
 //! [`Cluster::credentials`](crate::Cluster::credentials).
 //!
+//! Providers whose kubeconfigs rotate (Secrets, files) build members with
+//! [`cluster_for_context`] when [`is_renewable`], and call [`renew_in_place`] on a change: when
+//! only the credentials changed ([`endpoint_hash`] equal), the running cluster takes them.
+//!
 //! ```no_run
 //! use std::sync::Arc;
 //! use mcr_core::credentials::{self, Credentials, RenewableClient, RenewalOptions};
@@ -31,10 +35,12 @@
 //! ```
 
 mod client;
+mod kubeconfig;
 mod material;
 mod renew;
 
 pub use client::{CredentialHandle, RenewableClient};
+pub use kubeconfig::{cluster_for_context, endpoint_hash, is_renewable, renew_in_place};
 pub use material::Credentials;
 pub use renew::{CredentialStatus, Renew, RenewError, RenewalOptions, run_renewal, spawn_renewal};
 
