@@ -27,8 +27,8 @@ use anyhow::{Context, Result, bail};
 const PREFIX: &str = "mcr-e2e";
 /// The members, named `<PREFIX>-<member>` in kind.
 const MEMBERS: &[&str] = &["member-1", "member-2"];
-/// Example packages whose tests run against the clusters.
-const PACKAGES: &[&str] = &[
+/// Example packages whose tests run against the clusters (kind or real control planes).
+pub const PACKAGES: &[&str] = &[
     "example-kind",
     "example-file",
     "example-kubeconfig",
@@ -36,6 +36,8 @@ const PACKAGES: &[&str] = &[
     "example-kube-rs-port",
     "example-namespace",
     "example-multi",
+    "example-capi",
+    "example-cluster-inventory",
 ];
 
 /// What is missing to run kind clusters, in words (empty: nothing).

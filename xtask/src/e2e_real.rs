@@ -10,18 +10,8 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 
-/// The packages whose tests make up the e2e suite.
-const PACKAGES: &[&str] = &[
-    "mcr-tests",
-    "quickstart",
-    "example-file",
-    "example-kubeconfig",
-    "example-sync-local-to-remote",
-    "example-kube-rs-port",
-    "example-namespace",
-    "example-multi",
-    "example-kind",
-];
+/// Packages besides the examples (`e2e::PACKAGES`) whose tests make up the e2e suite.
+const EXTRA_PACKAGES: &[&str] = &["mcr-tests", "quickstart"];
 
 /// The asset directory: `KUBEBUILDER_ASSETS`, or what `cargo xtask assets` builds.
 fn assets() -> Result<PathBuf> {
@@ -54,7 +44,7 @@ pub fn run(conformance: bool) -> Result<()> {
             .context("mcr-envtest's suites failed against real control planes")?;
     }
     let mut args = vec!["test"];
-    for package in PACKAGES {
+    for package in EXTRA_PACKAGES.iter().chain(super::e2e::PACKAGES) {
         args.extend(["-p", package]);
     }
     super::run("cargo", &args, &env).context("the e2e suite failed against real control planes")

@@ -27,6 +27,8 @@ const PUBLISH_ORDER: &[&str] = &[
     "mcr-provider-namespace",
     "mcr-provider-multi",
     "mcr-provider-kind",
+    "mcr-provider-capi",
+    "mcr-provider-cluster-inventory",
 ];
 
 #[derive(Parser)]

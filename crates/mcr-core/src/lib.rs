@@ -10,7 +10,8 @@
 //!   sync, engage; remove on failure or on request). [`Registry`] mirrors engaged clusters.
 //! - [`providers`]: `single`, `nop` and `clusters` providers; [`kubeconfig`] and [`sanitize`]
 //!   helpers for providers that build clients from kubeconfigs; [`backoff`] for retrying
-//!   members that fail; [`credentials`] for short-lived credentials renewed in place.
+//!   members that fail; [`credentials`] for short-lived credentials renewed in place;
+//!   [`scope`] for the namespaces a provider watches (`One` / `List` / `AllExcept`).
 //!
 //! # Writing a provider
 //!
@@ -101,6 +102,7 @@ pub mod credentials;
 pub mod kubeconfig;
 pub mod providers;
 pub mod sanitize;
+pub mod scope;
 
 pub use cache::{Cache, CacheEvent, CacheView, Informer, InformerOptions};
 pub use cluster::{Cluster, ClusterId};

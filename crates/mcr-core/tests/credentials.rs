@@ -95,6 +95,9 @@ fn fast(fraction: f64) -> RenewalOptions {
 
 #[tokio::test]
 async fn certificates_renewed_in_place_without_relist_or_failed_requests() {
+    if !mcr_envtest::require_emulator("client certificates are minted by the emulator") {
+        return;
+    }
     let server = TestCluster::start_https("renew").await.unwrap();
     let admin = server.https_client().await.unwrap();
     let (client, handle) = renewable(&server, Duration::from_secs(4)).await;
@@ -163,6 +166,9 @@ async fn certificates_renewed_in_place_without_relist_or_failed_requests() {
 
 #[tokio::test]
 async fn renewal_failing_then_recovering_before_expiry() {
+    if !mcr_envtest::require_emulator("client certificates are minted by the emulator") {
+        return;
+    }
     let server = TestCluster::start_https("flaky").await.unwrap();
     let (client, handle) = renewable(&server, Duration::from_secs(8)).await;
     let source = minter(&server, Duration::from_secs(8), true);
@@ -203,6 +209,9 @@ async fn renewal_failing_then_recovering_before_expiry() {
 
 #[tokio::test]
 async fn renewal_failing_past_expiry_reports_unhealthy_then_recovers() {
+    if !mcr_envtest::require_emulator("client certificates are minted by the emulator") {
+        return;
+    }
     let server = TestCluster::start_https("lapsed").await.unwrap();
     let admin = server.https_client().await.unwrap();
     let (client, handle) = renewable(&server, Duration::from_secs(2)).await;

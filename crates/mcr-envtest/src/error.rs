@@ -30,6 +30,25 @@ pub enum Error {
     /// The cluster is stopped.
     #[error("cluster {0:?} is stopped")]
     Stopped(String),
+    /// `MCR_ENVTEST` names no backend.
+    #[error("{0}")]
+    Backend(String),
+    /// The binaries of the real backend were not found; the message says how to get them.
+    #[error("{0}")]
+    Assets(String),
+    /// A real control plane failed to start or stop (the message carries its log's tail).
+    #[error("real control plane: {0}")]
+    ControlPlane(String),
+    /// The real backend starts at most [`MAX_FLEET`](crate::real::MAX_FLEET) clusters per fleet.
+    #[error(
+        "a fleet of {requested} real control planes is more than the real backend's cap of {max};          guard the test with mcr_envtest::require_emulator(\"fleet of {requested}\")"
+    )]
+    FleetTooLarge {
+        /// Clusters asked for.
+        requested: usize,
+        /// The cap.
+        max: usize,
+    },
     /// A fleet already has a cluster of that name.
     #[error("a cluster named {0:?} already exists in the fleet")]
     DuplicateName(String),

@@ -2,7 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::{Error, TestCluster};
+use crate::{Backend, Error, TestCluster, real};
 
 /// Several emulated clusters, named `<prefix>-1` .. `<prefix>-n`.
 ///
@@ -18,6 +18,7 @@ use crate::{Error, TestCluster};
 #[derive(Debug)]
 pub struct Fleet {
     clusters: Vec<TestCluster>,
+    backend: Backend,
     https: bool,
     kubeconfig_dir: Option<PathBuf>,
 }
@@ -38,6 +39,7 @@ pub struct Fleet {
 /// ```
 #[derive(Clone, Debug)]
 pub struct FleetBuilder {
+    backend: Option<Backend>,
     clusters: usize,
     name_prefix: String,
     https: bool,
@@ -47,6 +49,7 @@ pub struct FleetBuilder {
 impl Default for FleetBuilder {
     fn default() -> Self {
         Self {
+            backend: None,
             clusters: 1,
             name_prefix: "cluster".into(),
             https: false,
@@ -63,6 +66,17 @@ impl FleetBuilder {
     /// ```
     pub fn clusters(mut self, n: usize) -> Self {
         self.clusters = n;
+        self
+    }
+
+    /// The backend to start the clusters on, whatever `MCR_ENVTEST` says (default: the
+    /// backend of [`Backend::from_env`]).
+    ///
+    /// ```
+    /// let builder = mcr_envtest::Fleet::builder().backend(mcr_envtest::Backend::Emulator);
+    /// ```
+    pub fn backend(mut self, backend: Backend) -> Self {
+        self.backend = Some(backend);
         self
     }
 
@@ -99,6 +113,8 @@ impl FleetBuilder {
     }
 
     /// Starts the clusters (concurrently) and writes kubeconfigs if a directory is set.
+    /// On the real backend, more than [`MAX_FLEET`](real::MAX_FLEET) clusters is an
+    /// [`Error::FleetTooLarge`].
     ///
     /// ```no_run
     /// # async fn doc() -> Result<(), mcr_envtest::Error> {
@@ -106,11 +122,18 @@ impl FleetBuilder {
     /// # Ok(()) }
     /// ```
     pub async fn start(self) -> Result<Fleet, Error> {
-        let starts =
-            (1..=self.clusters).map(|i| start_one(format!("{}-{i}", self.name_prefix), self.https));
+        let backend = match self.backend {
+            Some(backend) => backend,
+            None => Backend::from_env()?,
+        };
+        check_cap(backend, self.clusters)?;
+        let starts = (1..=self.clusters).map(|i| {
+            TestCluster::build_on(backend, format!("{}-{i}", self.name_prefix), self.https)
+        });
         let clusters = futures::future::try_join_all(starts).await?;
         let fleet = Fleet {
             clusters,
+            backend,
             https: self.https,
             kubeconfig_dir: self.kubeconfig_dir,
         };
@@ -121,12 +144,14 @@ impl FleetBuilder {
     }
 }
 
-async fn start_one(name: String, https: bool) -> Result<TestCluster, Error> {
-    if https {
-        TestCluster::start_https(name).await
-    } else {
-        TestCluster::start(name).await
+fn check_cap(backend: Backend, clusters: usize) -> Result<(), Error> {
+    if backend.is_real() && clusters > real::MAX_FLEET {
+        return Err(Error::FleetTooLarge {
+            requested: clusters,
+            max: real::MAX_FLEET,
+        });
     }
+    Ok(())
 }
 
 fn kubeconfig_path(dir: &Path, name: &str) -> PathBuf {
@@ -153,6 +178,18 @@ impl Fleet {
     /// ```
     pub fn builder() -> FleetBuilder {
         FleetBuilder::default()
+    }
+
+    /// The backend the clusters run on.
+    ///
+    /// ```no_run
+    /// # async fn doc() -> Result<(), mcr_envtest::Error> {
+    /// let fleet = mcr_envtest::Fleet::start(1).await?;
+    /// assert_eq!(fleet.backend(), mcr_envtest::backend());
+    /// # Ok(()) }
+    /// ```
+    pub fn backend(&self) -> Backend {
+        self.backend
     }
 
     /// The clusters, in creation order.
@@ -206,7 +243,8 @@ impl Fleet {
         if self.get(name).is_some() {
             return Err(Error::DuplicateName(name.to_string()));
         }
-        let cluster = start_one(name.to_string(), self.https).await?;
+        check_cap(self.backend, self.clusters.len() + 1)?;
+        let cluster = TestCluster::build_on(self.backend, name.to_string(), self.https).await?;
         if let Some(dir) = &self.kubeconfig_dir {
             cluster.write_kubeconfig(&kubeconfig_path(dir, name))?;
         }

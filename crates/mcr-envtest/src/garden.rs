@@ -160,7 +160,7 @@ impl Garden {
             let handler: Handler =
                 Arc::new(move |ns, name, body| mint(&weak, ns, name, body, groups));
             cluster
-                .subresources()
+                .subresources()?
                 .register(GROUP, "shoots", sub, handler);
         }
         Ok(Garden { inner })

@@ -246,18 +246,53 @@ fn token_matches(given: &[u8], expected: &[u8]) -> bool {
             == 0
 }
 
-fn authorized(req: &Request<Incoming>, auth: &Auth, peer: &PeerChain) -> bool {
-    let token = req
-        .headers()
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.as_bytes().strip_prefix(b"Bearer "))
-        .is_some_and(|given| token_matches(given, auth.token.as_bytes()));
-    // As kube-apiserver's union authenticator: either one suffices; the certificate is checked
-    // against the CA at the current time on every request.
-    token
-        || peer
-            .as_deref()
-            .is_some_and(|chain| auth.client_ca.verify(chain))
+/// Who a request is, as a real API server with anonymous auth on sees it.
+#[derive(Debug, PartialEq, Eq)]
+enum Caller {
+    /// The cluster's bearer token.
+    Admin,
+    /// No credential at all: `system:anonymous`.
+    Anonymous,
+    /// A credential that is not the token: 401.
+    Invalid,
+}
+
+/// As kube-apiserver's authenticator chain: a client certificate signed by the cluster's CA
+/// and valid now (checked on every request) authenticates first; otherwise the bearer token.
+/// A presented certificate that fails verification (expired, other CA) is a 401.
+fn caller(req: &Request<Incoming>, auth: &Auth, peer: &PeerChain) -> Caller {
+    if let Some(chain) = peer.as_deref() {
+        if auth.client_ca.verify(chain) {
+            return Caller::Admin;
+        }
+        if req.headers().get(header::AUTHORIZATION).is_none() {
+            return Caller::Invalid;
+        }
+    }
+    match req.headers().get(header::AUTHORIZATION) {
+        None => Caller::Anonymous,
+        Some(value) => match value.as_bytes().strip_prefix(b"Bearer ") {
+            Some(given) if token_matches(given, auth.token.as_bytes()) => Caller::Admin,
+            _ => Caller::Invalid,
+        },
+    }
+}
+
+/// What RBAC's `system:public-info-viewer` lets `system:anonymous` read.
+fn public_info(method: &http::Method, path: &str) -> bool {
+    method == http::Method::GET
+        && ["/version", "/healthz", "/livez", "/readyz"]
+            .iter()
+            .any(|p| path == *p || path.strip_prefix(p).is_some_and(|r| r.starts_with('/')))
+}
+
+/// The 403 a real API server gives `system:anonymous` (worded as for a non-resource path).
+fn anonymous_forbidden(req: &Request<Incoming>) -> ApiError {
+    let verb = req.method().as_str().to_ascii_lowercase();
+    ApiError::forbidden(format!(
+        "forbidden: User \"system:anonymous\" cannot {verb} path \"{}\"",
+        req.uri().path()
+    ))
 }
 
 async fn serve(
@@ -270,9 +305,17 @@ async fn serve(
         // Failing the service makes hyper drop the connection, as a dead server would.
         return Err(io::Error::from(io::ErrorKind::ConnectionRefused));
     }
-    if !authorized(&req, &auth, &peer) {
-        tracing::debug!(cluster = %shared.name, "rejected a request without valid credentials");
-        return Ok(response::error(&ApiError::unauthorized()));
+    match caller(&req, &auth, &peer) {
+        Caller::Admin => {}
+        Caller::Invalid => {
+            tracing::debug!(cluster = %shared.name, "rejected a request with a wrong credential");
+            return Ok(response::error(&ApiError::unauthorized()));
+        }
+        Caller::Anonymous if public_info(req.method(), req.uri().path()) => {}
+        Caller::Anonymous => {
+            tracing::debug!(cluster = %shared.name, "refused an anonymous request");
+            return Ok(response::error(&anonymous_forbidden(&req)));
+        }
     }
     let (parts, body) = req.into_parts();
     let bytes = body.collect().await.map_err(io::Error::other)?.to_bytes();
@@ -281,7 +324,7 @@ async fn serve(
 
 #[cfg(test)]
 mod tests {
-    use super::token_matches;
+    use super::{public_info, token_matches};
 
     #[test]
     fn token_comparison() {
@@ -289,5 +332,15 @@ mod tests {
         assert!(!token_matches(b"abd", b"abc"));
         assert!(!token_matches(b"ab", b"abc"));
         assert!(!token_matches(b"", b"abc"));
+    }
+
+    #[test]
+    fn anonymous_may_read_public_info_only() {
+        let get = http::Method::GET;
+        assert!(public_info(&get, "/version"));
+        assert!(public_info(&get, "/readyz/etcd"));
+        assert!(!public_info(&get, "/versions"));
+        assert!(!public_info(&get, "/api"));
+        assert!(!public_info(&http::Method::POST, "/healthz"));
     }
 }

@@ -62,6 +62,32 @@
 //! protobuf bodies, which are decoded for those kinds; other protobuf bodies get 415: use
 //! `create -f` / `apply -f`.
 //!
+//! # Real control planes: `MCR_ENVTEST=real`
+//!
+//! With `MCR_ENVTEST=real` ([`backend()`], [`Backend`]) the same [`TestCluster`] and [`Fleet`]
+//! API starts real `kube-apiserver` processes over a shared `etcd` instead, found through
+//! `KUBEBUILDER_ASSETS` / `TEST_ASSET_*` like controller-runtime's envtest, or in the cache of
+//! `cargo xtask assets` (see [`real`]). Every cluster is then served over HTTPS through a
+//! fault proxy; stop/restart, partitions and latency work the same. Emulator-only hooks
+//! ([`TestCluster::compact`], [`TestCluster::inject_error`], the request counters) panic on a
+//! real cluster; tests that need them begin with
+//! `if !mcr_envtest::require_emulator("why") { return; }`, which reports them skipped by name.
+//! A real cluster costs ~2 s and ~270 MiB; a real fleet has at most [`real::MAX_FLEET`]
+//! clusters. No controller-manager runs there either: no garbage collection, no namespace
+//! finalization, no ReplicaSets for Deployments (see [`real`]).
+//!
+//! # Emulator vs real API server
+//!
+//! The conformance suite runs on both backends. What it found, and what was done:
+//!
+//! | difference | done |
+//! |---|---|
+//! | a request without credentials: the real server treats it as `system:anonymous` (403 Forbidden, except `GET /version`, `/healthz`, `/livez`, `/readyz`); the emulator answered 401 | fixed in the emulator |
+//! | a real `kube-system` holds the API server's own ConfigMaps (`extension-apiserver-authentication`, `kube-apiserver-legacy-service-account-token-tracking`), and `default` the `kubernetes` Service, plus RBAC roles, PriorityClasses and FlowSchemas; the emulator's namespaces start empty | not emulated: tests list their own namespace or skip exact cluster-wide counts on the real backend |
+//! | a watch from resourceVersion `0` may start with a BOOKMARK on a real server | allowed by the API; tests skip bookmarks |
+//! | `/openapi/v2`, `serviceaccounts/token` (TokenRequest), RBAC enforcement are served by the real server | not emulated (see below) |
+//! | on the real backend every cluster is served over HTTPS ([`TestCluster::url`] and [`TestCluster::kubeconfig`] are `Some` after [`TestCluster::start`]) | by design |
+//!
 //! # The `mcr-envtest` binary
 //!
 //! `cargo run -p mcr-envtest --features cli -- --clusters 3 --kubeconfig-dir ./fleet` serves a
@@ -69,8 +95,10 @@
 
 pub mod engine;
 pub mod garden;
+pub mod real;
 pub mod wait;
 
+mod backend;
 mod cluster;
 mod counters;
 mod discovery;
@@ -85,6 +113,7 @@ mod service;
 mod tls;
 mod x509;
 
+pub use backend::{BACKEND_ENV, Backend, backend, require_emulator};
 pub use cluster::{ErrorRule, Partition, TestCluster};
 pub use counters::RequestCounts;
 pub use error::Error;

@@ -78,9 +78,11 @@ async fn configmap_crud() {
         status.message
     );
 
-    assert_eq!(cluster.request_count("create", "configmaps"), 1);
-    assert_eq!(cluster.request_count("patch", "configmaps"), 2);
-    assert_eq!(cluster.request_count("get", "configmaps"), 2);
+    if let Some(counts) = common::counts(&cluster) {
+        assert_eq!(counts.get("create", "configmaps"), 1);
+        assert_eq!(counts.get("patch", "configmaps"), 2);
+        assert_eq!(counts.get("get", "configmaps"), 2);
+    }
 }
 
 #[tokio::test]
@@ -246,5 +248,8 @@ async fn raw_http_errors() {
         200
     );
     assert_eq!(send("GET", "/healthz", None, "").await, 200);
-    assert_eq!(send("GET", "/openapi/v2", None, "").await, 404);
+    // The emulator serves no OpenAPI v2 document (deliberately: see the crate docs).
+    if !mcr_envtest::backend().is_real() {
+        assert_eq!(send("GET", "/openapi/v2", None, "").await, 404);
+    }
 }

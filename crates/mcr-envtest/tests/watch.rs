@@ -60,6 +60,9 @@ async fn wait_for_names(store: &Store<ConfigMap>, expected: &[&str]) {
 }
 
 async fn survives_timeout_and_410(config: watcher::Config, streaming: bool) {
+    if !mcr_envtest::require_emulator("needs request counters, error injection and compaction") {
+        return;
+    }
     let cluster = TestCluster::start("watch").await.unwrap();
     let cms: Api<ConfigMap> = Api::namespaced(cluster.client(), "default");
     cms.create(&PostParams::default(), &configmap("a", &[], "1"))
@@ -123,8 +126,10 @@ async fn streaming_list_uses_no_list_requests() {
     let (store, task) = reflect(&cluster, watcher::Config::default().streaming_lists());
     store.wait_until_ready().await.unwrap();
     wait_for_names(&store, &["a"]).await;
-    assert_eq!(cluster.request_count("list", "configmaps"), 0);
-    assert_eq!(cluster.request_count("watch", "configmaps"), 1);
+    if let Some(counts) = common::counts(&cluster) {
+        assert_eq!(counts.get("list", "configmaps"), 0);
+        assert_eq!(counts.get("watch", "configmaps"), 1);
+    }
     task.abort();
 }
 
@@ -204,15 +209,21 @@ async fn one_watcher_makes_exactly_one_watch_request() {
     let cms: Api<ConfigMap> = Api::namespaced(cluster.client(), "default");
     let (store, task) = reflect(&cluster, watcher::Config::default());
     store.wait_until_ready().await.unwrap();
-    eventually_async("the watch request", DEADLINE, || async {
-        cluster.request_count("watch", "configmaps") >= 1
-    })
-    .await;
+    // The watch resumes from the list's resourceVersion, so `seen` shows up either way; the
+    // emulator can also check the request was made before the write.
+    if common::counts(&cluster).is_some() {
+        eventually_async("the watch request", DEADLINE, || async {
+            cluster.request_count("watch", "configmaps") >= 1
+        })
+        .await;
+    }
     cms.create(&PostParams::default(), &configmap("seen", &[], "1"))
         .await
         .unwrap();
     wait_for_names(&store, &["seen"]).await;
-    assert_eq!(cluster.request_count("watch", "configmaps"), 1);
-    assert_eq!(cluster.request_count("list", "configmaps"), 1);
+    if let Some(counts) = common::counts(&cluster) {
+        assert_eq!(counts.get("watch", "configmaps"), 1);
+        assert_eq!(counts.get("list", "configmaps"), 1);
+    }
     task.abort();
 }

@@ -159,6 +159,11 @@ async fn a_new_instance_under_the_same_name_replaces_the_old_one() {
 
 #[tokio::test]
 async fn disengaging_drops_the_clusters_pending_requests() {
+    if !mcr_envtest::require_emulator(
+        "a real API server keeps ConfigMaps of its own in kube-system, which this count includes",
+    ) {
+        return;
+    }
     let env = Env::start(2).await;
     for i in 0..20 {
         create_cm(env.member("cluster-1").client(), &format!("cm-{i}"), "1").await;

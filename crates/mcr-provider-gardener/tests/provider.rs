@@ -65,6 +65,9 @@ async fn create_cm(client: &kube::Client, name: &str) {
 
 #[tokio::test]
 async fn shoots_engage_and_renew_in_place_without_relist() {
+    if !mcr_envtest::require_emulator("the garden is emulated") {
+        return;
+    }
     let garden = Garden::start(Duration::from_secs(4)).await.unwrap();
     let a = TestCluster::start_https("shoot-a").await.unwrap();
     let b = TestCluster::start_https("shoot-b").await.unwrap();
@@ -131,6 +134,9 @@ async fn shoots_engage_and_renew_in_place_without_relist() {
 
 #[tokio::test]
 async fn readiness_hibernation_deletion_and_scope() {
+    if !mcr_envtest::require_emulator("the garden is emulated") {
+        return;
+    }
     let garden = Garden::start(Duration::from_secs(600)).await.unwrap();
     let members: Vec<TestCluster> = futures::future::try_join_all(
         ["ready", "creating", "elsewhere"].map(TestCluster::start_https),
@@ -203,6 +209,9 @@ async fn readiness_hibernation_deletion_and_scope() {
 
 #[tokio::test]
 async fn viewer_kubeconfig_internal_address_and_hibernated_option() {
+    if !mcr_envtest::require_emulator("the garden is emulated") {
+        return;
+    }
     let garden = Garden::start(Duration::from_secs(600)).await.unwrap();
     let member = TestCluster::start_https("sleepy").await.unwrap();
     garden
@@ -246,6 +255,9 @@ async fn viewer_kubeconfig_internal_address_and_hibernated_option() {
 
 #[tokio::test]
 async fn renewal_failing_past_expiry_reports_unhealthy_then_recovers() {
+    if !mcr_envtest::require_emulator("the garden is emulated") {
+        return;
+    }
     let garden = Garden::start(Duration::from_secs(3)).await.unwrap();
     let member = TestCluster::start_https("lapsing").await.unwrap();
     garden

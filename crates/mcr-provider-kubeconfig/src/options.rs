@@ -11,78 +11,11 @@ pub const DEFAULT_LABEL: &str = "sigs.k8s.io/multicluster-runtime-kubeconfig";
 pub const DEFAULT_DATA_KEY: &str = "kubeconfig";
 
 /// Default namespace watched when [`Options::namespaces`] is left at its default.
-pub const DEFAULT_NAMESPACE: &str = "default";
+pub const DEFAULT_NAMESPACE: &str = mcr_core::scope::DEFAULT_NAMESPACE;
 
-/// Which namespaces of the management cluster the provider watches for kubeconfig Secrets.
-///
-/// Several provider instances (or several controllers) can share one management cluster without
-/// seeing each other's Secrets by giving each its own namespaces, or by letting a central
-/// instance watch everything except the namespaces that belong to the others.
-///
-/// ```
-/// use mcr_provider_kubeconfig::Namespaces;
-/// let one = Namespaces::One("fleet".into());
-/// let two = Namespaces::List(vec!["fleet-a".into(), "fleet-b".into()]);
-/// let rest = Namespaces::AllExcept(vec!["tenant-x".into()]);
-/// assert!(rest.contains("fleet") && !rest.contains("tenant-x"));
-/// assert!(two.contains("fleet-b") && !one.contains("fleet-a"));
-/// ```
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Namespaces {
-    /// Exactly one namespace (one namespaced watch).
-    One(String),
-    /// Several namespaces (one namespaced watch each; duplicates are ignored).
-    List(Vec<String>),
-    /// Every namespace except these (one cluster-wide watch, filtered client-side). An empty
-    /// list means every namespace.
-    AllExcept(Vec<String>),
-}
-
-impl Default for Namespaces {
-    /// `Namespaces::One("default")`.
-    fn default() -> Self {
-        Namespaces::One(DEFAULT_NAMESPACE.to_string())
-    }
-}
-
-impl Namespaces {
-    /// Whether a Secret in `namespace` is in scope.
-    ///
-    /// ```
-    /// use mcr_provider_kubeconfig::Namespaces;
-    /// assert!(Namespaces::default().contains("default"));
-    /// assert!(Namespaces::AllExcept(vec![]).contains("anything"));
-    /// ```
-    pub fn contains(&self, namespace: &str) -> bool {
-        match self {
-            Namespaces::One(ns) => ns == namespace,
-            Namespaces::List(list) => list.iter().any(|ns| ns == namespace),
-            Namespaces::AllExcept(excluded) => !excluded.iter().any(|ns| ns == namespace),
-        }
-    }
-
-    /// The namespaces that get their own namespaced watch (sorted, deduplicated), or `None` for
-    /// a single cluster-wide watch ([`Namespaces::AllExcept`]).
-    ///
-    /// ```
-    /// use mcr_provider_kubeconfig::Namespaces;
-    /// let ns = Namespaces::List(vec!["b".into(), "a".into(), "b".into()]);
-    /// assert_eq!(ns.watched(), Some(vec!["a".to_string(), "b".to_string()]));
-    /// assert_eq!(Namespaces::AllExcept(vec![]).watched(), None);
-    /// ```
-    pub fn watched(&self) -> Option<Vec<String>> {
-        match self {
-            Namespaces::One(ns) => Some(vec![ns.clone()]),
-            Namespaces::List(list) => {
-                let mut list = list.clone();
-                list.sort();
-                list.dedup();
-                Some(list)
-            }
-            Namespaces::AllExcept(_) => None,
-        }
-    }
-}
+/// Which namespaces of the management cluster the provider watches for kubeconfig Secrets:
+/// the scope type shared by every mcr provider, [`mcr_core::scope::Namespaces`].
+pub use mcr_core::scope::Namespaces;
 
 /// Options of the [`KubeconfigProvider`](crate::KubeconfigProvider); every field has a
 /// documented default (`Options::default()`).

@@ -16,6 +16,9 @@ use common::*;
 
 #[tokio::test]
 async fn credential_only_rotation_renews_in_place_without_relist() {
+    if !mcr_envtest::require_emulator("client certificates are minted by the emulator") {
+        return;
+    }
     init_tracing();
     let host = TestCluster::start("host").await.unwrap();
     let member = TestCluster::start_https("member").await.unwrap();

@@ -104,7 +104,10 @@ async fn create_secret_then_the_provider_engages_the_member() -> anyhow::Result<
     let env = Env::start(1).await?;
     let member = &env.members()[0];
     let member_client = client(&member.kubeconfig).await?;
-    let filler = env.emulated.as_ref().map(|e| {
+    // The emulator serves no TokenRequest: play the token controller. Real control planes
+    // (MCR_ENVTEST=real) answer the TokenRequest themselves.
+    let emulator = !mcr_envtest::backend().is_real();
+    let filler = env.emulated.as_ref().filter(|_| emulator).map(|e| {
         let token = e.fleet.clusters()[0].token().to_owned();
         tokio::spawn(fill_token_secret(member_client.clone(), token))
     });

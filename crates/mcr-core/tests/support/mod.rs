@@ -54,8 +54,13 @@ pub async fn delete(client: &kube::Client, name: &str) {
         .expect("delete configmap");
 }
 
+/// Sorted names, leaving out `kube-system` (where a real API server keeps ConfigMaps of its own).
 pub fn names<K: kube::Resource>(objs: &[std::sync::Arc<K>]) -> Vec<String> {
-    let mut v: Vec<String> = objs.iter().filter_map(|o| o.meta().name.clone()).collect();
+    let mut v: Vec<String> = objs
+        .iter()
+        .filter(|o| o.meta().namespace.as_deref() != Some("kube-system"))
+        .filter_map(|o| o.meta().name.clone())
+        .collect();
     v.sort();
     v
 }

@@ -3,20 +3,45 @@
 
 use std::time::Duration;
 
-use super::TestCluster;
-use crate::Error;
+use super::{Kind, TestCluster};
 use crate::counters::RequestCounts;
+use crate::faults::Faults;
 use crate::faults::{ErrorRule, Mode, Partition};
+use crate::server::Shared;
+use crate::{Error, backend};
 
 impl TestCluster {
-    /// Opens or closes the HTTPS listener to match the link state.
+    /// The emulator's state; panics naming `hook` on a real cluster.
+    fn emulated(&self, hook: &str) -> &Shared {
+        match &self.inner.kind {
+            Kind::Emulated { shared, .. } => shared,
+            Kind::Real(_) => backend::emulator_only(hook, self.name()),
+        }
+    }
+
+    /// The link state of either backend.
+    fn faults(&self) -> &Faults {
+        match &self.inner.kind {
+            Kind::Emulated { shared, .. } => &shared.faults,
+            Kind::Real(control) => control.faults(),
+        }
+    }
+
+    /// Opens or closes the HTTPS listener (or the real cluster's proxy) to match the link.
     fn sync_listener(&self, mode: Mode) -> Result<(), Error> {
-        if let Some(https) = &self.inner.https {
-            if mode == Mode::Down {
-                https.server.unbind();
-            } else {
-                https.server.bind()?;
+        match &self.inner.kind {
+            Kind::Emulated {
+                https: Some(server),
+                ..
+            } => {
+                if mode == Mode::Down {
+                    server.unbind();
+                } else {
+                    server.bind()?;
+                }
             }
+            Kind::Emulated { https: None, .. } => {}
+            Kind::Real(control) => control.apply(mode),
         }
         Ok(())
     }
@@ -37,9 +62,15 @@ impl TestCluster {
     /// cluster.restart().await?;
     /// # Ok(()) }
     /// ```
+    ///
+    /// On the real backend the proxy refuses connections and the API server process is
+    /// stopped (SIGTERM, SIGKILL after 10 s); etcd keeps the data.
     pub async fn stop(&self) {
         tracing::info!(cluster = %self.name(), "stopping");
-        let mode = self.inner.shared.faults.set_stopped(true);
+        if let Kind::Real(control) = &self.inner.kind {
+            return control.stop().await;
+        }
+        let mode = self.faults().set_stopped(true);
         self.sync_listener_logged(mode);
     }
 
@@ -52,9 +83,15 @@ impl TestCluster {
     /// cluster.restart().await?;
     /// # Ok(()) }
     /// ```
+    ///
+    /// On the real backend this starts a new API server process and returns once it is ready
+    /// (seconds).
     pub async fn restart(&self) -> Result<(), Error> {
         tracing::info!(cluster = %self.name(), "restarting");
-        let mode = self.inner.shared.faults.set_stopped(false);
+        if let Kind::Real(control) = &self.inner.kind {
+            return control.restart().await;
+        }
+        let mode = self.faults().set_stopped(false);
         self.sync_listener(mode)
     }
 
@@ -70,7 +107,7 @@ impl TestCluster {
     /// ```
     pub fn partition(&self, mode: Partition) {
         tracing::info!(cluster = %self.name(), ?mode, "partitioned");
-        let mode = self.inner.shared.faults.set_partition(Some(mode));
+        let mode = self.faults().set_partition(Some(mode));
         self.sync_listener_logged(mode);
     }
 
@@ -85,11 +122,12 @@ impl TestCluster {
     /// ```
     pub fn heal(&self) {
         tracing::info!(cluster = %self.name(), "healed");
-        let mode = self.inner.shared.faults.set_partition(None);
+        let mode = self.faults().set_partition(None);
         self.sync_listener_logged(mode);
     }
 
     /// Forgets the watch history: a watch from an older resourceVersion gets 410 Expired.
+    /// Emulator-only: panics on the real backend.
     ///
     /// ```no_run
     /// # async fn doc() -> Result<(), mcr_envtest::Error> {
@@ -98,7 +136,7 @@ impl TestCluster {
     /// # Ok(()) }
     /// ```
     pub fn compact(&self) {
-        self.inner.shared.engine.compact();
+        self.emulated("compact").engine.compact();
     }
 
     /// Adds `latency` to every request (`None` removes it).
@@ -110,10 +148,11 @@ impl TestCluster {
     /// # Ok(()) }
     /// ```
     pub fn set_latency(&self, latency: Option<Duration>) {
-        self.inner.shared.faults.set_latency(latency);
+        self.faults().set_latency(latency);
     }
 
     /// Answers matching requests with an error `Status` (see [`ErrorRule`]).
+    /// Emulator-only: panics on the real backend.
     ///
     /// ```no_run
     /// # async fn doc() -> Result<(), mcr_envtest::Error> {
@@ -122,7 +161,7 @@ impl TestCluster {
     /// # Ok(()) }
     /// ```
     pub fn inject_error(&self, rule: ErrorRule) {
-        self.inner.shared.faults.add_rule(rule);
+        self.emulated("inject_error").faults.add_rule(rule);
     }
 
     /// Removes latency, error rules and any partition (a stopped cluster stays stopped).
@@ -134,11 +173,11 @@ impl TestCluster {
     /// # Ok(()) }
     /// ```
     pub fn clear_faults(&self) {
-        let mode = self.inner.shared.faults.clear();
+        let mode = self.faults().clear();
         self.sync_listener_logged(mode);
     }
 
-    /// A snapshot of the request counters.
+    /// A snapshot of the request counters. Emulator-only: panics on the real backend.
     ///
     /// ```no_run
     /// # async fn doc() -> Result<(), mcr_envtest::Error> {
@@ -147,10 +186,11 @@ impl TestCluster {
     /// # Ok(()) }
     /// ```
     pub fn requests(&self) -> RequestCounts {
-        self.inner.shared.counters.snapshot()
+        self.emulated("requests").counters.snapshot()
     }
 
     /// How many `verb` requests went to `resource` (see [`RequestCounts`] for the names).
+    /// Emulator-only: panics on the real backend.
     ///
     /// ```no_run
     /// # async fn doc() -> Result<(), mcr_envtest::Error> {
@@ -159,10 +199,13 @@ impl TestCluster {
     /// # Ok(()) }
     /// ```
     pub fn request_count(&self, verb: &str, resource: &str) -> u64 {
-        self.requests().get(verb, resource)
+        self.emulated("request_count")
+            .counters
+            .snapshot()
+            .get(verb, resource)
     }
 
-    /// Sets every counter back to zero.
+    /// Sets every counter back to zero. Emulator-only: panics on the real backend.
     ///
     /// ```no_run
     /// # async fn doc() -> Result<(), mcr_envtest::Error> {
@@ -171,11 +214,11 @@ impl TestCluster {
     /// # Ok(()) }
     /// ```
     pub fn reset_request_counts(&self) {
-        self.inner.shared.counters.reset();
+        self.emulated("reset_request_counts").counters.reset();
     }
 
     /// Whether [`stop`](Self::stop) was called without a [`restart`](Self::restart) since.
     pub(crate) fn is_stopped(&self) -> bool {
-        self.inner.shared.faults.is_stopped()
+        self.faults().is_stopped()
     }
 }

@@ -13,7 +13,7 @@ use crate::faults::Faults;
 pub use crate::faults::{ErrorRule, Partition};
 use crate::https::HttpsServer;
 use crate::server::Shared;
-use crate::{Error, kubeconfig, service, tls};
+use crate::{Backend, Error, kubeconfig, real, service, tls};
 
 /// One emulated Kubernetes cluster: an API server state, an in-process client, and (for
 /// [`start_https`](Self::start_https)) an HTTPS endpoint on `127.0.0.1` with a kubeconfig.
@@ -40,16 +40,21 @@ pub struct TestCluster {
 }
 
 struct Inner {
-    shared: Arc<Shared>,
+    name: String,
     token: Arc<str>,
-    https: Option<Https>,
+    /// The kubeconfig, for HTTPS and real clusters.
+    kubeconfig_yaml: Option<String>,
+    kind: Kind,
 }
 
-struct Https {
-    server: HttpsServer,
-    kubeconfig_yaml: String,
-    ca_pem: String,
-    client_ca: Arc<crate::x509::ClientCa>,
+enum Kind {
+    Emulated {
+        shared: Arc<Shared>,
+        https: Option<HttpsServer>,
+        /// The CA (PEM) and client-certificate CA of an HTTPS cluster (see `crate::x509`).
+        client_ca: Option<(String, Arc<crate::x509::ClientCa>)>,
+    },
+    Real(Box<real::ControlPlane>),
 }
 
 fn new_token() -> String {
@@ -62,6 +67,28 @@ fn new_token() -> String {
 
 impl TestCluster {
     async fn build(name: String, https: bool) -> Result<TestCluster, Error> {
+        Self::build_on(Backend::from_env()?, name, https).await
+    }
+
+    /// Starts a cluster on `backend`; real clusters are always served over HTTPS.
+    pub(crate) async fn build_on(
+        backend: Backend,
+        name: String,
+        https: bool,
+    ) -> Result<TestCluster, Error> {
+        let token: Arc<str> = Arc::from(new_token());
+        if backend.is_real() {
+            let control = real::ControlPlane::start(&name, &token).await?;
+            let yaml = kubeconfig::render(&name, &control.url(), control.ca_pem(), &token);
+            return Ok(TestCluster {
+                inner: Arc::new(Inner {
+                    name,
+                    token,
+                    kubeconfig_yaml: Some(yaml),
+                    kind: Kind::Real(Box::new(control)),
+                }),
+            });
+        }
         let shared = Arc::new(Shared {
             name: name.clone(),
             engine: Engine::new(),
@@ -69,8 +96,7 @@ impl TestCluster {
             counters: Counters::default(),
             subresources: Default::default(),
         });
-        let token: Arc<str> = Arc::from(new_token());
-        let https = if https {
+        let (https, kubeconfig_yaml, client_ca) = if https {
             let material = tls::generate(&name)?;
             let acceptor = tokio_rustls::TlsAcceptor::from(material.server_config.clone());
             let auth = crate::https::Auth {
@@ -79,27 +105,47 @@ impl TestCluster {
             };
             let server = HttpsServer::start(shared.clone(), acceptor, auth)?;
             let url = format!("https://{}", server.addr());
-            let kubeconfig_yaml = kubeconfig::render(&name, &url, &material.ca_pem, &token);
+            let yaml = kubeconfig::render(&name, &url, &material.ca_pem, &token);
             tracing::info!(cluster = %name, %url, "serving over HTTPS");
-            Some(Https {
-                server,
-                kubeconfig_yaml,
-                ca_pem: material.ca_pem,
-                client_ca: material.client_ca,
-            })
+            (
+                Some(server),
+                Some(yaml),
+                Some((material.ca_pem, material.client_ca)),
+            )
         } else {
-            None
+            (None, None, None)
         };
         Ok(TestCluster {
             inner: Arc::new(Inner {
-                shared,
+                name,
                 token,
-                https,
+                kubeconfig_yaml,
+                kind: Kind::Emulated {
+                    shared,
+                    https,
+                    client_ca,
+                },
             }),
         })
     }
 
-    /// Starts an in-process cluster (no socket): use [`client`](Self::client).
+    /// The backend this cluster runs on.
+    ///
+    /// ```no_run
+    /// # async fn doc() -> Result<(), mcr_envtest::Error> {
+    /// let cluster = mcr_envtest::TestCluster::start("a").await?;
+    /// assert_eq!(cluster.backend(), mcr_envtest::backend());
+    /// # Ok(()) }
+    /// ```
+    pub fn backend(&self) -> Backend {
+        match self.inner.kind {
+            Kind::Emulated { .. } => Backend::Emulator,
+            Kind::Real(_) => Backend::Real,
+        }
+    }
+
+    /// Starts an in-process cluster (no socket): use [`client`](Self::client). On the real
+    /// backend (`MCR_ENVTEST=real`) this starts a real control plane, served over HTTPS.
     ///
     /// ```no_run
     /// # async fn doc() -> Result<(), mcr_envtest::Error> {
@@ -112,7 +158,8 @@ impl TestCluster {
     }
 
     /// Starts a cluster served in-process and over HTTPS on `127.0.0.1:<random port>`, with a
-    /// generated CA, serving certificate, bearer token and kubeconfig.
+    /// generated CA, serving certificate, bearer token and kubeconfig. On the real backend
+    /// (`MCR_ENVTEST=real`) a real control plane (see [`real`](crate::real)).
     ///
     /// ```no_run
     /// # async fn doc() -> Result<(), mcr_envtest::Error> {
@@ -133,11 +180,12 @@ impl TestCluster {
     /// # Ok(()) }
     /// ```
     pub fn name(&self) -> &str {
-        &self.inner.shared.name
+        &self.inner.name
     }
 
     /// A kube client talking to the handler in-process (no socket, no TLS). Faults apply.
-    /// Must be called inside a tokio runtime.
+    /// On the real backend, an HTTPS client through the cluster's proxy. Must be called inside
+    /// a tokio runtime.
     ///
     /// ```no_run
     /// # async fn doc() -> Result<(), Box<dyn std::error::Error>> {
@@ -147,24 +195,42 @@ impl TestCluster {
     /// # Ok(()) }
     /// ```
     pub fn client(&self) -> kube::Client {
-        service::client(self.inner.shared.clone())
+        match &self.inner.kind {
+            Kind::Emulated { shared, .. } => service::client(shared.clone()),
+            Kind::Real(control) => control.client(),
+        }
     }
 
     /// The CA (PEM) and client-certificate CA of an HTTPS cluster (see `crate::x509`).
     pub(crate) fn client_ca(&self) -> Result<(&str, &crate::x509::ClientCa), Error> {
-        let https = self.https()?;
-        Ok((&https.ca_pem, &https.client_ca))
+        match &self.inner.kind {
+            Kind::Emulated {
+                client_ca: Some((pem, ca)),
+                ..
+            } => Ok((pem, ca)),
+            Kind::Emulated { .. } => Err(Error::NotHttps(self.name().to_string())),
+            Kind::Real(_) => Err(Error::Backend(format!(
+                "client certificates of cluster {:?} are minted by the emulator only",
+                self.name()
+            ))),
+        }
     }
 
-    /// The extra subresource handlers of this cluster (see `crate::garden`).
-    pub(crate) fn subresources(&self) -> &crate::garden::Subresources {
-        &self.inner.shared.subresources
+    /// The extra subresource handlers of this cluster (see `crate::garden`); emulator only.
+    pub(crate) fn subresources(&self) -> Result<&crate::garden::Subresources, Error> {
+        match &self.inner.kind {
+            Kind::Emulated { shared, .. } => Ok(&shared.subresources),
+            Kind::Real(_) => Err(Error::Backend(format!(
+                "cluster {:?}: the garden's subresources are served by the emulator only",
+                self.name()
+            ))),
+        }
     }
 
-    fn https(&self) -> Result<&Https, Error> {
+    fn https(&self) -> Result<&str, Error> {
         self.inner
-            .https
-            .as_ref()
+            .kubeconfig_yaml
+            .as_deref()
             .ok_or_else(|| Error::NotHttps(self.name().to_string()))
     }
 
@@ -179,7 +245,7 @@ impl TestCluster {
     /// # Ok(()) }
     /// ```
     pub async fn https_client(&self) -> Result<kube::Client, Error> {
-        let kubeconfig = kubeconfig::parse(&self.https()?.kubeconfig_yaml)?;
+        let kubeconfig = kubeconfig::parse(self.https()?)?;
         let options = KubeConfigOptions {
             context: Some(self.name().to_string()),
             ..KubeConfigOptions::default()
@@ -201,7 +267,7 @@ impl TestCluster {
     /// # Ok(()) }
     /// ```
     pub fn kubeconfig(&self) -> Option<Kubeconfig> {
-        kubeconfig::parse(&self.inner.https.as_ref()?.kubeconfig_yaml).ok()
+        kubeconfig::parse(self.inner.kubeconfig_yaml.as_deref()?).ok()
     }
 
     /// The kubeconfig as YAML (it contains the token: handle with care).
@@ -213,7 +279,7 @@ impl TestCluster {
     /// # Ok(()) }
     /// ```
     pub fn kubeconfig_yaml(&self) -> Option<String> {
-        self.inner.https.as_ref().map(|h| h.kubeconfig_yaml.clone())
+        self.inner.kubeconfig_yaml.clone()
     }
 
     /// Writes the kubeconfig to `path` (mode 0600 on Unix), creating parent directories.
@@ -225,10 +291,10 @@ impl TestCluster {
     /// # Ok(()) }
     /// ```
     pub fn write_kubeconfig(&self, path: &Path) -> Result<(), Error> {
-        kubeconfig::write(path, &self.https()?.kubeconfig_yaml)
+        kubeconfig::write(path, self.https()?)
     }
 
-    /// `https://127.0.0.1:<port>` for HTTPS clusters.
+    /// `https://127.0.0.1:<port>` for HTTPS and real clusters.
     ///
     /// ```no_run
     /// # async fn doc() -> Result<(), mcr_envtest::Error> {
@@ -237,10 +303,10 @@ impl TestCluster {
     /// # Ok(()) }
     /// ```
     pub fn url(&self) -> Option<String> {
-        self.inner
-            .https
-            .as_ref()
-            .map(|h| format!("https://{}", h.server.addr()))
+        match &self.inner.kind {
+            Kind::Emulated { https, .. } => https.as_ref().map(|s| format!("https://{}", s.addr())),
+            Kind::Real(control) => Some(control.url()),
+        }
     }
 
     /// The bearer token HTTPS requests must carry.

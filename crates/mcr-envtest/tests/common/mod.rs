@@ -34,3 +34,9 @@ pub fn api_code(err: &kube::Error) -> Option<u16> {
         _ => None,
     }
 }
+
+/// The cluster's request counters on the emulator; `None` on the real backend, which has
+/// none. Counter checks go inside `if let Some(..)`, so the rest of a test runs on both.
+pub fn counts(cluster: &mcr_envtest::TestCluster) -> Option<mcr_envtest::RequestCounts> {
+    (!cluster.backend().is_real()).then(|| cluster.requests())
+}

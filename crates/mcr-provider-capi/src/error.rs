@@ -1,0 +1,81 @@
+//! The error type of the Cluster API provider.
+
+use crate::ObjectRef;
+
+/// Why a workload cluster could not be engaged. Messages name the `Cluster` and the reason,
+/// never the kubeconfig or credentials.
+///
+/// ```
+/// use mcr_provider_capi::{Error, ObjectRef};
+/// let err = Error::Unreachable { cluster: ObjectRef::new("ns", "c"), reason: "timeout".into() };
+/// assert_eq!(err.to_string(), "Cluster ns/c: workload cluster unreachable: timeout");
+/// ```
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// Reading the kubeconfig Secret failed (other than not found).
+    #[error("Cluster {cluster}: reading Secret {secret} failed")]
+    Secret {
+        /// The Cluster.
+        cluster: ObjectRef,
+        /// The Secret.
+        secret: ObjectRef,
+        /// The API error.
+        #[source]
+        source: kube::Error,
+    },
+    /// The kubeconfig cannot be parsed or turned into a client.
+    #[error("Cluster {cluster}: invalid kubeconfig")]
+    Kubeconfig {
+        /// The Cluster.
+        cluster: ObjectRef,
+        /// Why (safe to log).
+        #[source]
+        source: mcr_core::kubeconfig::Error,
+    },
+    /// The kubeconfig is refused by the exec or file-reference policy.
+    #[error("Cluster {cluster}: kubeconfig refused by policy")]
+    Refused {
+        /// The Cluster.
+        cluster: ObjectRef,
+        /// Which rule (safe to log).
+        #[source]
+        source: mcr_core::kubeconfig::Error,
+    },
+    /// The workload cluster did not answer `GET /version`.
+    #[error("Cluster {cluster}: workload cluster unreachable: {reason}")]
+    Unreachable {
+        /// The Cluster.
+        cluster: ObjectRef,
+        /// Why.
+        reason: String,
+    },
+    /// Starting, syncing or engaging the cluster failed.
+    #[error("Cluster {cluster}: engage failed")]
+    Engage {
+        /// The Cluster.
+        cluster: ObjectRef,
+        /// The lifecycle error.
+        #[source]
+        source: mcr_core::Error,
+    },
+}
+
+impl Error {
+    /// Whether retrying can help without the Secret changing.
+    pub(crate) fn is_retryable(&self) -> bool {
+        !matches!(self, Error::Refused { .. })
+    }
+
+    /// The message with its sources, for status and logs.
+    pub(crate) fn chain(&self) -> String {
+        let mut out = self.to_string();
+        let mut source = std::error::Error::source(self);
+        while let Some(s) = source {
+            out.push_str(": ");
+            out.push_str(&s.to_string());
+            source = s.source();
+        }
+        out
+    }
+}

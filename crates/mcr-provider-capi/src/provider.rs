@@ -1,0 +1,249 @@
+//! The [`CapiProvider`]: one engaged workload cluster per ready Cluster API `Cluster`.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use futures::StreamExt;
+use futures::stream::BoxStream;
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::DynamicObject;
+use kube::core::PartialObjectMeta;
+use kube::runtime::{WatchStreamExt, watcher};
+use mcr_core::{
+    Aware, BoxFuture, Cluster, ClusterName, Clusters, ClustersOptions, FieldIndex, Provider,
+    ProviderRunnable,
+};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tracing::{Instrument, info, info_span, warn};
+
+use crate::dispatch::Dispatcher;
+use crate::worker::{RunCtx, Shared, lock};
+use crate::{ClusterStatus, ObjectRef, Options};
+
+/// Discovers workload clusters from Cluster API `Cluster` objects in a management cluster.
+///
+/// Cheap to clone (an `Arc` inside). Start it once, through the Manager or
+/// [`ProviderRunnable::start`]. See the crate documentation for the lifecycle.
+///
+/// ```no_run
+/// use std::sync::Arc;
+/// use mcr_core::{ProviderRunnable, Registry};
+/// use mcr_core::scope::Namespaces;
+/// use mcr_provider_capi::{CapiProvider, Options};
+/// use tokio_util::sync::CancellationToken;
+///
+/// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+/// let host = kube::Client::try_default().await?;
+/// let provider = CapiProvider::new(host, Options {
+///     namespaces: Namespaces::List(vec!["tenant-a".into(), "tenant-b".into()]),
+///     ..Options::default()
+/// });
+/// let registry = Registry::new();
+/// provider.start(CancellationToken::new(), Arc::new(registry.clone())).await?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct CapiProvider {
+    shared: Arc<Shared>,
+    running: Arc<AtomicBool>,
+}
+
+impl std::fmt::Debug for CapiProvider {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CapiProvider")
+            .field("options", &self.shared.opts)
+            .field("clusters", &self.shared.clusters)
+            .finish()
+    }
+}
+
+impl CapiProvider {
+    /// A provider reading `Cluster` objects and Secrets through `host` (the management
+    /// cluster's client).
+    ///
+    /// ```no_run
+    /// # async fn run() -> Result<(), kube::Error> {
+    /// let host = kube::Client::try_default().await?;
+    /// let provider = mcr_provider_capi::CapiProvider::new(host, Default::default());
+    /// # Ok(()) }
+    /// ```
+    pub fn new(host: kube::Client, opts: Options) -> Self {
+        let clusters = Clusters::with_options(ClustersOptions {
+            sync_timeout: opts.sync_timeout,
+        });
+        CapiProvider {
+            shared: Arc::new(Shared {
+                host,
+                opts,
+                clusters,
+                statuses: Mutex::new(BTreeMap::new()),
+            }),
+            running: Arc::new(AtomicBool::new(false)),
+        }
+    }
+
+    /// The options the provider runs with.
+    ///
+    /// ```no_run
+    /// # fn f(p: &mcr_provider_capi::CapiProvider) {
+    /// println!("watching {:?}", p.options().namespaces);
+    /// # }
+    /// ```
+    pub fn options(&self) -> &Options {
+        &self.shared.opts
+    }
+
+    /// Names of the engaged clusters, sorted.
+    ///
+    /// ```no_run
+    /// # fn f(p: &mcr_provider_capi::CapiProvider) {
+    /// for name in p.names() { println!("{name}"); }
+    /// # }
+    /// ```
+    pub fn names(&self) -> Vec<ClusterName> {
+        self.shared.clusters.names()
+    }
+
+    /// What the provider made of one `Cluster` object; `None` if the watch never delivered it
+    /// (out of scope or label selector) or it is gone.
+    ///
+    /// ```no_run
+    /// use mcr_provider_capi::{ClusterState, ObjectRef};
+    /// # fn f(p: &mcr_provider_capi::CapiProvider) {
+    /// if let Some(s) = p.status(&ObjectRef::new("fleet", "prod-1")) {
+    ///     if let ClusterState::Failed { reason, .. } = &s.state { eprintln!("{reason}"); }
+    /// }
+    /// # }
+    /// ```
+    pub fn status(&self, cluster: &ObjectRef) -> Option<ClusterStatus> {
+        lock(&self.shared.statuses).get(cluster).cloned()
+    }
+
+    /// The status of every `Cluster` object the watch delivered, by `namespace/name`.
+    ///
+    /// ```no_run
+    /// # fn f(p: &mcr_provider_capi::CapiProvider) {
+    /// for (cluster, status) in p.statuses() { println!("{cluster}: {:?}", status.state); }
+    /// # }
+    /// ```
+    pub fn statuses(&self) -> BTreeMap<ObjectRef, ClusterStatus> {
+        lock(&self.shared.statuses).clone()
+    }
+
+    async fn run(
+        &self,
+        token: CancellationToken,
+        aware: Arc<dyn Aware>,
+    ) -> Result<(), mcr_core::Error> {
+        let opts = &self.shared.opts;
+        opts.namespaces
+            .validate()
+            .map_err(|err| mcr_core::Error::Engage {
+                cluster: ClusterName::host(),
+                reason: format!("Cluster API provider: invalid namespace scope: {err}"),
+            })?;
+        if self.running.swap(true, Ordering::SeqCst) {
+            return Err(mcr_core::Error::Engage {
+                cluster: ClusterName::host(),
+                reason: "the Cluster API provider is already running".to_string(),
+            });
+        }
+        info!(version = opts.version.as_str(), namespaces = ?opts.namespaces, labels = ?opts.label_selector, "Cluster API provider starting");
+        let ctx = Arc::new(RunCtx {
+            shared: self.shared.clone(),
+            token: token.clone(),
+            aware,
+            slots: Mutex::new(HashMap::new()),
+        });
+        let tasks = TaskTracker::new();
+        let mut dispatcher = Dispatcher::new(ctx, tasks.clone());
+        let mut events = futures::stream::select_all(watches(&self.shared.host, opts));
+        loop {
+            tokio::select! {
+                _ = token.cancelled() => break,
+                item = events.next() => match item {
+                    Some(Incoming::Cluster(stream, Ok(event))) => dispatcher.cluster_event(stream, event),
+                    Some(Incoming::Secret(Ok(event))) => dispatcher.secret_event(event),
+                    Some(Incoming::Cluster(_, Err(err))) => warn!(error = %err, "Cluster watch failed (is Cluster API {} installed?); retrying with backoff", opts.version.as_str()),
+                    Some(Incoming::Secret(Err(err))) => warn!(error = %err, "kubeconfig Secret watch failed; retrying with backoff"),
+                    None => break,
+                },
+            }
+        }
+        drop(events);
+        tasks.close();
+        tasks.wait().await;
+        for name in self.shared.clusters.names() {
+            self.shared.clusters.remove(&name);
+        }
+        lock(&self.shared.statuses).clear();
+        self.running.store(false, Ordering::SeqCst);
+        info!("Cluster API provider stopped");
+        Ok(())
+    }
+}
+
+enum Incoming {
+    Cluster(usize, Result<watcher::Event<DynamicObject>, watcher::Error>),
+    Secret(Result<watcher::Event<PartialObjectMeta<Secret>>, watcher::Error>),
+}
+
+/// The `Cluster` watches of the scope (one per namespace, or one cluster-wide watch with a
+/// field selector for `AllExcept`) and as many metadata-only Secret watches.
+fn watches(host: &kube::Client, opts: &Options) -> Vec<BoxStream<'static, Incoming>> {
+    let resource = opts.version.api_resource();
+    let mut cluster_config = watcher::Config::default();
+    if let Some(labels) = &opts.label_selector {
+        cluster_config = cluster_config.labels(labels);
+    }
+    let mut secret_config = watcher::Config::default();
+    if let Some(labels) = &opts.secret_label_selector {
+        secret_config = secret_config.labels(labels);
+    }
+    let mut streams = Vec::new();
+    for (i, w) in opts.namespaces.watches().into_iter().enumerate() {
+        let api = w.api_dynamic(host.clone(), &resource);
+        let clusters = watcher(api, w.config(cluster_config.clone()))
+            .default_backoff()
+            .map(move |e| Incoming::Cluster(i, e));
+        streams.push(clusters.boxed());
+        let secret_api = w.api::<PartialObjectMeta<Secret>>(host.clone());
+        let secrets = watcher(secret_api, w.config(secret_config.clone()))
+            .default_backoff()
+            .map(Incoming::Secret);
+        streams.push(secrets.boxed());
+    }
+    streams
+}
+
+impl Provider for CapiProvider {
+    fn get<'a>(&'a self, name: &'a ClusterName) -> BoxFuture<'a, Result<Cluster, mcr_core::Error>> {
+        Box::pin(async move { self.shared.clusters.get(name) })
+    }
+
+    fn index_field<'a>(
+        &'a self,
+        index: &'a FieldIndex,
+    ) -> BoxFuture<'a, Result<(), mcr_core::Error>> {
+        Box::pin(self.shared.clusters.index_field(index))
+    }
+
+    fn runnable(&self) -> Option<&dyn ProviderRunnable> {
+        Some(self)
+    }
+}
+
+impl ProviderRunnable for CapiProvider {
+    fn start<'a>(
+        &'a self,
+        token: CancellationToken,
+        aware: Arc<dyn Aware>,
+    ) -> BoxFuture<'a, Result<(), mcr_core::Error>> {
+        Box::pin(
+            self.run(token, aware)
+                .instrument(info_span!("capi_provider")),
+        )
+    }
+}

@@ -1,0 +1,299 @@
+//! Helpers shared by the Cluster API provider's tests: a management cluster serving a minimal
+//! `clusters.cluster.x-k8s.io` CRD (v1beta1 and v1beta2), HTTPS workload clusters whose
+//! kubeconfigs go into `<cluster>-kubeconfig` Secrets, and a running provider.
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::{Namespace, Secret};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::Api;
+use kube::api::{DeleteParams, DynamicObject, ObjectMeta, Patch, PatchParams, PostParams};
+use mcr_core::scope::Namespaces;
+use mcr_core::{Aware, Cluster, ClusterId, ClusterName, ProviderRunnable, Registry};
+use mcr_envtest::TestCluster;
+use mcr_provider_capi::{
+    CLUSTER_NAME_LABEL, CapiProvider, CapiVersion, ClusterState, ObjectRef, Options,
+};
+use serde_json::{Value, json};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+pub const DEADLINE: Duration = Duration::from_secs(60);
+
+pub fn init_tracing() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_test_writer()
+        .try_init();
+}
+
+/// Test options: short backoff and timeouts.
+pub fn opts(version: CapiVersion, namespaces: Namespaces) -> Options {
+    Options {
+        version,
+        namespaces,
+        sync_timeout: Duration::from_secs(10),
+        backoff_initial: Duration::from_millis(50),
+        backoff_max: Duration::from_millis(500),
+        ..Options::default()
+    }
+}
+
+/// A management cluster with the Cluster API `Cluster` CRD installed (both versions served,
+/// v1beta2 stored; the emulator does no conversion, so each test writes the fields of the
+/// version it reads).
+pub async fn management() -> TestCluster {
+    let host = TestCluster::start("management").await.unwrap();
+    let schema = json!({"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}});
+    let crd: CustomResourceDefinition = serde_json::from_value(json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "clusters.cluster.x-k8s.io"},
+        "spec": {
+            "group": "cluster.x-k8s.io",
+            "scope": "Namespaced",
+            "names": {"plural": "clusters", "singular": "cluster", "kind": "Cluster", "listKind": "ClusterList"},
+            "versions": [
+                {"name": "v1beta1", "served": true, "storage": false, "schema": schema},
+                {"name": "v1beta2", "served": true, "storage": true, "schema": schema},
+            ],
+        },
+    }))
+    .unwrap();
+    Api::<CustomResourceDefinition>::all(host.client())
+        .create(&PostParams::default(), &crd)
+        .await
+        .unwrap();
+    for version in [CapiVersion::V1Beta1, CapiVersion::V1Beta2] {
+        let api: Api<DynamicObject> = Api::all_with(host.client(), &version.api_resource());
+        let deadline = tokio::time::Instant::now() + DEADLINE;
+        while api.list(&Default::default()).await.is_err() {
+            assert!(tokio::time::Instant::now() < deadline, "CRD never served");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    host
+}
+
+pub async fn create_namespace(host: &TestCluster, name: &str) {
+    let ns = Namespace {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    Api::<Namespace>::all(host.client())
+        .create(&PostParams::default(), &ns)
+        .await
+        .unwrap();
+}
+
+fn clusters_api(host: &TestCluster, version: CapiVersion, ns: &str) -> Api<DynamicObject> {
+    Api::namespaced_with(host.client(), ns, &version.api_resource())
+}
+
+/// The status that makes a Cluster of `version` ready (or not) by the default rules.
+pub fn ready_status(version: CapiVersion, ready: bool) -> Value {
+    match version {
+        CapiVersion::V1Beta2 => json!({"initialization": {"controlPlaneInitialized": ready}}),
+        CapiVersion::V1Beta1 => {
+            json!({"phase": if ready { "Provisioned" } else { "Provisioning" }, "controlPlaneReady": ready})
+        }
+    }
+}
+
+/// Creates a `Cluster` with the given labels and readiness.
+pub async fn create_cluster(
+    host: &TestCluster,
+    version: CapiVersion,
+    ns: &str,
+    name: &str,
+    ready: bool,
+    labels: &[(&str, &str)],
+) {
+    let labels: BTreeMap<&str, &str> = labels.iter().copied().collect();
+    let obj: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": format!("cluster.x-k8s.io/{}", version.as_str()),
+        "kind": "Cluster",
+        "metadata": {"name": name, "namespace": ns, "labels": labels},
+        "spec": {"paused": false},
+        "status": ready_status(version, ready),
+    }))
+    .unwrap();
+    clusters_api(host, version, ns)
+        .create(&PostParams::default(), &obj)
+        .await
+        .unwrap();
+}
+
+/// Merge-patches a `Cluster`.
+pub async fn patch_cluster(
+    host: &TestCluster,
+    version: CapiVersion,
+    ns: &str,
+    name: &str,
+    patch: Value,
+) {
+    clusters_api(host, version, ns)
+        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+}
+
+pub async fn set_ready(
+    host: &TestCluster,
+    version: CapiVersion,
+    ns: &str,
+    name: &str,
+    ready: bool,
+) {
+    let patch = json!({"status": ready_status(version, ready)});
+    patch_cluster(host, version, ns, name, patch).await;
+}
+
+pub async fn delete_cluster(host: &TestCluster, version: CapiVersion, ns: &str, name: &str) {
+    clusters_api(host, version, ns)
+        .delete(name, &DeleteParams::default())
+        .await
+        .unwrap();
+}
+
+/// Creates or replaces the kubeconfig Secret of Cluster `cluster`: key `value` holds `data`
+/// (left out when `None`), labelled as Cluster API labels it. Returns its resourceVersion.
+pub async fn put_secret(
+    host: &TestCluster,
+    ns: &str,
+    cluster: &str,
+    data: Option<&[u8]>,
+    annotations: &[(&str, &str)],
+) -> String {
+    let name = format!("{cluster}-kubeconfig");
+    let api = Api::<Secret>::namespaced(host.client(), ns);
+    let mut secret = api.get_opt(&name).await.unwrap().unwrap_or_default();
+    secret.metadata.name = Some(name.clone());
+    secret.metadata.labels = Some(BTreeMap::from([(
+        CLUSTER_NAME_LABEL.to_string(),
+        cluster.to_string(),
+    )]));
+    secret.metadata.annotations = Some(
+        annotations
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+    );
+    secret.type_ = Some("cluster.x-k8s.io/secret".into());
+    let mut map = BTreeMap::new();
+    if let Some(d) = data {
+        map.insert("value".to_string(), ByteString(d.to_vec()));
+    }
+    secret.data = Some(map);
+    let stored = if secret.metadata.resource_version.is_some() {
+        api.replace(&name, &PostParams::default(), &secret)
+            .await
+            .unwrap()
+    } else {
+        api.create(&PostParams::default(), &secret).await.unwrap()
+    };
+    stored.metadata.resource_version.unwrap()
+}
+
+pub fn kubeconfig_of(tc: &TestCluster) -> String {
+    tc.kubeconfig_yaml()
+        .expect("https cluster has a kubeconfig")
+}
+
+/// An Aware sink: a `Registry` plus the log of every engagement (name, instance).
+#[derive(Default)]
+pub struct Recorder {
+    pub registry: Registry,
+    pub log: Mutex<Vec<(String, ClusterId)>>,
+}
+
+impl Aware for Recorder {
+    fn engage(
+        &self,
+        token: CancellationToken,
+        name: ClusterName,
+        cluster: Cluster,
+    ) -> Result<(), mcr_core::Error> {
+        self.log
+            .lock()
+            .unwrap()
+            .push((name.to_string(), cluster.id()));
+        self.registry.engage(token, name, cluster)
+    }
+}
+
+/// A provider running against an Aware sink of its own.
+pub struct Running {
+    pub provider: CapiProvider,
+    pub recorder: Arc<Recorder>,
+    pub registry: Registry,
+    pub token: CancellationToken,
+    pub task: JoinHandle<Result<(), mcr_core::Error>>,
+}
+
+impl Running {
+    pub fn start(host: &TestCluster, opts: Options) -> Running {
+        let provider = CapiProvider::new(host.client(), opts);
+        let recorder = Arc::new(Recorder::default());
+        let registry = recorder.registry.clone();
+        let token = CancellationToken::new();
+        let task = tokio::spawn({
+            let (provider, token, aware) = (provider.clone(), token.clone(), recorder.clone());
+            async move { provider.start(token, aware).await }
+        });
+        Running {
+            provider,
+            recorder,
+            registry,
+            token,
+            task,
+        }
+    }
+
+    pub fn names(&self) -> Vec<String> {
+        self.registry
+            .names()
+            .iter()
+            .map(|n| n.to_string())
+            .collect()
+    }
+
+    pub fn has(&self, name: &str) -> bool {
+        self.registry.get(&ClusterName::new(name)).is_ok()
+    }
+
+    pub fn id(&self, name: &str) -> Option<ClusterId> {
+        self.registry
+            .get(&ClusterName::new(name))
+            .ok()
+            .map(|c| c.id())
+    }
+
+    /// Every instance engaged under `name`, in order.
+    pub fn engagements(&self, name: &str) -> Vec<ClusterId> {
+        let log = self.recorder.log.lock().unwrap();
+        log.iter()
+            .filter(|(n, _)| n == name)
+            .map(|(_, id)| *id)
+            .collect()
+    }
+
+    pub fn state(&self, ns: &str, name: &str) -> Option<ClusterState> {
+        self.provider
+            .status(&ObjectRef::new(ns, name))
+            .map(|s| s.state)
+    }
+
+    pub async fn stop(self) {
+        self.token.cancel();
+        self.task.await.unwrap().unwrap();
+        assert!(self.provider.names().is_empty(), "clusters removed on stop");
+    }
+}

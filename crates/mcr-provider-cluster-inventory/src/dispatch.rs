@@ -1,0 +1,214 @@
+//! Turns ClusterProfile (and Secret) watch events into the desired state of each cluster name.
+//!
+//! The dispatcher keeps the last seen version of every profile and labelled Secret, derives
+//! from them what each profile wants (pure, in [`crate::resolve`]), and publishes it to the
+//! worker of the profile's cluster name. When two profiles map to one name, the first seen
+//! keeps it and the other is reported as [`ProfileState::Conflict`] until the name is free.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::DynamicObject;
+use kube::runtime::watcher::Event;
+use mcr_core::ClusterName;
+use tokio::sync::watch;
+use tokio_util::task::TaskTracker;
+use tracing::{Instrument, error, info, info_span};
+
+use crate::resolve::{Profiles, SeenSecret};
+use crate::worker::{self, Desired, RunCtx, lock};
+use crate::{ProfileRef, ProfileState, ProfileStatus};
+
+/// One watch event, tagged with its stream.
+pub(crate) enum Item {
+    Profile(usize, Event<DynamicObject>),
+    Secret(usize, Event<Secret>),
+}
+
+pub(crate) struct Dispatcher {
+    ctx: Arc<RunCtx>,
+    tasks: TaskTracker,
+    state: Profiles,
+    /// The name each profile maps to (owned, or waiting in a conflict).
+    names: BTreeMap<ProfileRef, ClusterName>,
+    owners: HashMap<ClusterName, ProfileRef>,
+    relisting_profiles: HashMap<usize, HashSet<ProfileRef>>,
+    relisting_secrets: HashMap<usize, HashSet<ProfileRef>>,
+}
+
+impl Dispatcher {
+    pub(crate) fn new(ctx: Arc<RunCtx>, tasks: TaskTracker) -> Self {
+        Dispatcher {
+            state: Profiles::new(ctx.shared.opts.clone()),
+            ctx,
+            tasks,
+            names: BTreeMap::new(),
+            owners: HashMap::new(),
+            relisting_profiles: HashMap::new(),
+            relisting_secrets: HashMap::new(),
+        }
+    }
+
+    pub(crate) fn handle(&mut self, item: Item) {
+        match item {
+            Item::Profile(stream, event) => self.profile_event(stream, event),
+            Item::Secret(stream, event) => self.secret_event(stream, event),
+        }
+    }
+
+    fn profile_event(&mut self, stream: usize, event: Event<DynamicObject>) {
+        match event {
+            Event::Init => {
+                self.relisting_profiles.insert(stream, HashSet::new());
+            }
+            Event::InitApply(obj) | Event::Apply(obj) => {
+                let relisting = self.relisting_profiles.get_mut(&stream);
+                let Some(key) = self.state.apply_profile(stream, obj) else {
+                    return;
+                };
+                if let Some(seen) = relisting {
+                    seen.insert(key.clone());
+                }
+                self.refresh(&key);
+            }
+            Event::InitDone => {
+                let seen = self.relisting_profiles.remove(&stream).unwrap_or_default();
+                for key in self.state.profiles_of_stream(stream) {
+                    if !seen.contains(&key) {
+                        self.state.delete_profile(&key);
+                        self.refresh(&key);
+                    }
+                }
+            }
+            Event::Delete(obj) => {
+                if let (Some(ns), Some(name)) = (obj.metadata.namespace, obj.metadata.name) {
+                    let key = ProfileRef::new(ns, name);
+                    self.state.delete_profile(&key);
+                    self.refresh(&key);
+                }
+            }
+        }
+    }
+
+    fn secret_event(&mut self, stream: usize, event: Event<Secret>) {
+        let affected = match event {
+            Event::Init => {
+                self.relisting_secrets.insert(stream, HashSet::new());
+                return;
+            }
+            Event::InitApply(secret) | Event::Apply(secret) => {
+                let seen = SeenSecret::from_secret(stream, &secret);
+                let key = seen.as_ref().map(|(key, _)| key.clone());
+                let affected = self.state.apply_secret(seen);
+                if let (Some(key), Some(relisting)) = (key, self.relisting_secrets.get_mut(&stream))
+                {
+                    relisting.insert(key);
+                }
+                affected
+            }
+            Event::InitDone => {
+                let seen = self.relisting_secrets.remove(&stream).unwrap_or_default();
+                let mut affected = Vec::new();
+                for key in self.state.secrets_of_stream(stream) {
+                    if !seen.contains(&key) {
+                        affected.extend(self.state.delete_secret(&key));
+                    }
+                }
+                affected
+            }
+            Event::Delete(secret) => match (secret.metadata.namespace, secret.metadata.name) {
+                (Some(ns), Some(name)) => self.state.delete_secret(&ProfileRef::new(ns, name)),
+                _ => Vec::new(),
+            },
+        };
+        for profile in affected {
+            self.refresh(&profile);
+        }
+    }
+
+    /// Re-derives what `profile` wants and moves it to (or off) its cluster name.
+    fn refresh(&mut self, profile: &ProfileRef) {
+        let wanted = self.state.evaluate(profile);
+        let new_name = wanted.as_ref().and_then(|w| w.name.clone());
+        if let Some(old) = self.names.get(profile).cloned()
+            && Some(&old) != new_name.as_ref()
+        {
+            self.release(profile, &old);
+        }
+        let Some(wanted) = wanted else {
+            lock(&self.ctx.shared.statuses).remove(profile);
+            return;
+        };
+        let Some(name) = new_name else {
+            // No name (the name property is missing): report it, engage nothing.
+            let status = ProfileStatus {
+                cluster: None,
+                resource_version: wanted.resource_version.clone(),
+                state: ProfileState::Invalid {
+                    reason: wanted.reason_without_name(profile),
+                },
+            };
+            lock(&self.ctx.shared.statuses).insert(profile.clone(), status);
+            return;
+        };
+        self.names.insert(profile.clone(), name.clone());
+        match self.owners.get(&name) {
+            None => {
+                self.owners.insert(name.clone(), profile.clone());
+                self.publish(&name, wanted.desired(profile));
+            }
+            Some(owner) if owner == profile => self.publish(&name, wanted.desired(profile)),
+            Some(owner) => {
+                error!(cluster = %name, profile = %profile, owner = %owner,
+                    "two cluster profiles map to the same cluster name: {owner} was seen first and keeps it");
+                let status = ProfileStatus {
+                    cluster: Some(name.clone()),
+                    resource_version: wanted.resource_version.clone(),
+                    state: ProfileState::Conflict {
+                        owner: owner.clone(),
+                    },
+                };
+                lock(&self.ctx.shared.statuses).insert(profile.clone(), status);
+            }
+        }
+    }
+
+    /// `profile` no longer maps to `name`: hand the name to the next profile, or remove it.
+    fn release(&mut self, profile: &ProfileRef, name: &ClusterName) {
+        self.names.remove(profile);
+        if self.owners.get(name) != Some(profile) {
+            return;
+        }
+        self.owners.remove(name);
+        let next = self
+            .names
+            .iter()
+            .find(|(_, n)| *n == name)
+            .map(|(p, _)| p.clone());
+        match next {
+            Some(next) => {
+                info!(cluster = %name, profile = %next, previous = %profile, "cluster profile takes over the cluster name");
+                self.refresh(&next);
+            }
+            None => self.publish(name, Desired::Absent),
+        }
+    }
+
+    /// Hands `desired` to the worker of `name`, starting one if needed.
+    fn publish(&self, name: &ClusterName, desired: Desired) {
+        let mut slots = lock(&self.ctx.slots);
+        if let Some(tx) = slots.get(name) {
+            tx.send_replace(desired);
+            return;
+        }
+        if matches!(desired, Desired::Absent) {
+            return;
+        }
+        let (tx, rx) = watch::channel(desired);
+        slots.insert(name.clone(), tx);
+        let span = info_span!("cluster_inventory_cluster", cluster = %name);
+        let fut = worker::run(self.ctx.clone(), name.clone(), rx).instrument(span);
+        self.tasks.spawn(fut);
+    }
+}

@@ -1,0 +1,247 @@
+//! The [`ClusterInventoryProvider`]: one engaged cluster per ready ClusterProfile.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use futures::stream::BoxStream;
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::core::v1::Secret;
+use kube::Api;
+use kube::runtime::{WatchStreamExt, watcher};
+use mcr_core::{
+    Aware, BoxFuture, Cluster, ClusterName, Clusters, ClustersOptions, FieldIndex, Provider,
+    ProviderRunnable,
+};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tracing::{Instrument, info, info_span, warn};
+
+use crate::dispatch::{Dispatcher, Item};
+use crate::options::{SECRET_LABEL_CONSUMER, SECRET_LABEL_PROFILE};
+use crate::worker::{RunCtx, Shared, lock};
+use crate::{ClusterProfile, Error, Options, ProfileRef, ProfileStatus, Strategy};
+
+/// Discovers member clusters from the ClusterProfiles of a hub cluster. See the crate
+/// documentation for the lifecycle, the strategies and the RBAC it needs.
+///
+/// Cheap to clone (an `Arc` inside). Start it once, through the Manager or
+/// [`ProviderRunnable::start`].
+///
+/// ```no_run
+/// use std::sync::Arc;
+/// use mcr_provider_cluster_inventory::{AccessProviders, ClusterInventoryProvider, Options, Strategy};
+///
+/// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+/// let file = AccessProviders::from_file("/etc/mcr/clusterprofile-provider-file.json".as_ref())?;
+/// let hub = kube::Client::try_default().await?;
+/// let provider = ClusterInventoryProvider::new(hub, Options::new(Strategy::AccessProviders(Arc::new(file))))?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct ClusterInventoryProvider {
+    shared: Arc<Shared>,
+    running: Arc<AtomicBool>,
+}
+
+impl ClusterInventoryProvider {
+    /// A provider watching ClusterProfiles through `hub`. Errors with [`Error::Config`] when the
+    /// Secret strategy has an empty consumer name or the label selector is empty.
+    ///
+    /// ```no_run
+    /// use mcr_provider_cluster_inventory::{ClusterInventoryProvider, Options, Strategy};
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// let hub = kube::Client::try_default().await?;
+    /// let provider = ClusterInventoryProvider::new(hub, Options::new(Strategy::Secret { consumer: "my-controller".into() }))?;
+    /// # Ok(()) }
+    /// ```
+    pub fn new(hub: kube::Client, opts: Options) -> Result<Self, Error> {
+        if let Strategy::Secret { consumer } = &opts.strategy
+            && consumer.is_empty()
+        {
+            return Err(Error::Config {
+                reason: "the Secret strategy needs a consumer name".to_string(),
+            });
+        }
+        if let Err(err) = opts.namespaces.validate() {
+            return Err(Error::Config {
+                reason: err.to_string(),
+            });
+        }
+        if opts.label_selector.as_deref() == Some("") {
+            return Err(Error::Config {
+                reason: "the label selector is empty (use None for every profile)".to_string(),
+            });
+        }
+        let clusters = Clusters::with_options(ClustersOptions {
+            sync_timeout: opts.sync_timeout,
+        });
+        Ok(ClusterInventoryProvider {
+            shared: Arc::new(Shared {
+                host: hub,
+                opts,
+                clusters,
+                statuses: Mutex::new(BTreeMap::new()),
+            }),
+            running: Arc::new(AtomicBool::new(false)),
+        })
+    }
+
+    /// The options the provider runs with.
+    ///
+    /// ```no_run
+    /// # fn f(p: &mcr_provider_cluster_inventory::ClusterInventoryProvider) {
+    /// println!("{:?}", p.options().naming);
+    /// # }
+    /// ```
+    pub fn options(&self) -> &Options {
+        &self.shared.opts
+    }
+
+    /// Names of the currently engaged clusters, sorted.
+    ///
+    /// ```no_run
+    /// # fn f(p: &mcr_provider_cluster_inventory::ClusterInventoryProvider) {
+    /// for name in p.names() { println!("{name}"); }
+    /// # }
+    /// ```
+    pub fn names(&self) -> Vec<ClusterName> {
+        self.shared.clusters.names()
+    }
+
+    /// What the provider made of one profile; `None` for profiles it does not watch or that
+    /// are gone.
+    ///
+    /// ```no_run
+    /// use mcr_provider_cluster_inventory::{ProfileRef, ProfileState};
+    /// # fn f(p: &mcr_provider_cluster_inventory::ClusterInventoryProvider) {
+    /// if let Some(s) = p.status(&ProfileRef::new("fleet", "member-1")) {
+    ///     if let ProfileState::Failed { reason, .. } = &s.state { eprintln!("{reason}"); }
+    /// }
+    /// # }
+    /// ```
+    pub fn status(&self, profile: &ProfileRef) -> Option<ProfileStatus> {
+        lock(&self.shared.statuses).get(profile).cloned()
+    }
+
+    /// The status of every watched profile.
+    ///
+    /// ```no_run
+    /// # fn f(p: &mcr_provider_cluster_inventory::ClusterInventoryProvider) {
+    /// for (profile, status) in p.statuses() { println!("{profile}: {:?}", status.state); }
+    /// # }
+    /// ```
+    pub fn statuses(&self) -> BTreeMap<ProfileRef, ProfileStatus> {
+        lock(&self.shared.statuses).clone()
+    }
+
+    async fn run(
+        &self,
+        token: CancellationToken,
+        aware: Arc<dyn Aware>,
+    ) -> Result<(), mcr_core::Error> {
+        if self.running.swap(true, Ordering::SeqCst) {
+            return Err(mcr_core::Error::Engage {
+                cluster: ClusterName::host(),
+                reason: "the cluster inventory provider is already running".to_string(),
+            });
+        }
+        let opts = &self.shared.opts;
+        info!(namespaces = ?opts.namespaces, selector = ?opts.label_selector, naming = ?opts.naming, "cluster inventory provider starting");
+        let ctx = Arc::new(RunCtx {
+            shared: self.shared.clone(),
+            token: token.clone(),
+            aware,
+            slots: Mutex::new(HashMap::new()),
+        });
+        let tasks = TaskTracker::new();
+        let mut dispatcher = Dispatcher::new(ctx, tasks.clone());
+        let mut events = futures::stream::select_all(watches(&self.shared.host, opts));
+        loop {
+            tokio::select! {
+                _ = token.cancelled() => break,
+                item = events.next() => match item {
+                    Some(Ok(item)) => dispatcher.handle(item),
+                    Some(Err(err)) => warn!(error = %err, "hub watch failed; retrying with backoff"),
+                    None => break,
+                },
+            }
+        }
+        drop(events);
+        tasks.close();
+        tasks.wait().await;
+        for name in self.shared.clusters.names() {
+            self.shared.clusters.remove(&name);
+        }
+        lock(&self.shared.statuses).clear();
+        self.running.store(false, Ordering::SeqCst);
+        info!("cluster inventory provider stopped");
+        Ok(())
+    }
+}
+
+type Events = BoxStream<'static, Result<Item, watcher::Error>>;
+
+/// Profile watches as the scope says (one per namespace, or one cluster-wide watch whose
+/// field selector excludes the `AllExcept` namespaces), plus the same for consumer-labelled
+/// Secrets with the Secret strategy. Stream numbers are per kind.
+fn watches(hub: &kube::Client, opts: &Options) -> Vec<Events> {
+    let scope = opts.namespaces.watches();
+    let ar = ClusterProfile::api_resource();
+    let mut profile_config = watcher::Config::default();
+    if let Some(selector) = &opts.label_selector {
+        profile_config = profile_config.labels(selector);
+    }
+    let mut streams: Vec<Events> = Vec::new();
+    for (i, w) in scope.iter().enumerate() {
+        let stream = watcher(
+            w.api_dynamic(hub.clone(), &ar),
+            w.config(profile_config.clone()),
+        )
+        .default_backoff()
+        .map_ok(move |e| Item::Profile(i, e));
+        streams.push(stream.boxed());
+    }
+    if let Strategy::Secret { consumer } = &opts.strategy {
+        let selector = format!("{SECRET_LABEL_CONSUMER}={consumer},{SECRET_LABEL_PROFILE}");
+        let config = watcher::Config::default().labels(&selector);
+        for (i, w) in scope.iter().enumerate() {
+            let api: Api<Secret> = w.api(hub.clone());
+            let stream = watcher(api, w.config(config.clone()))
+                .default_backoff()
+                .map_ok(move |e| Item::Secret(i, e));
+            streams.push(stream.boxed());
+        }
+    }
+    streams
+}
+
+impl Provider for ClusterInventoryProvider {
+    fn get<'a>(&'a self, name: &'a ClusterName) -> BoxFuture<'a, Result<Cluster, mcr_core::Error>> {
+        Box::pin(async move { self.shared.clusters.get(name) })
+    }
+
+    fn index_field<'a>(
+        &'a self,
+        index: &'a FieldIndex,
+    ) -> BoxFuture<'a, Result<(), mcr_core::Error>> {
+        Box::pin(self.shared.clusters.index_field(index))
+    }
+
+    fn runnable(&self) -> Option<&dyn ProviderRunnable> {
+        Some(self)
+    }
+}
+
+impl ProviderRunnable for ClusterInventoryProvider {
+    fn start<'a>(
+        &'a self,
+        token: CancellationToken,
+        aware: Arc<dyn Aware>,
+    ) -> BoxFuture<'a, Result<(), mcr_core::Error>> {
+        Box::pin(
+            self.run(token, aware)
+                .instrument(info_span!("cluster_inventory_provider")),
+        )
+    }
+}

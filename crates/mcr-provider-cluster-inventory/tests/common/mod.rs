@@ -1,0 +1,228 @@
+//! Helpers shared by the provider's integration tests: a hub cluster with the ClusterProfile
+//! CRD installed, profiles and kubeconfig Secrets on it, and HTTPS member clusters.
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::Api;
+use kube::api::{DeleteParams, DynamicObject, ListParams, PostParams};
+use mcr_core::{ClusterId, ClusterName, ProviderRunnable, Registry};
+use mcr_envtest::TestCluster;
+use mcr_envtest::wait::eventually_async;
+use mcr_provider_cluster_inventory::{
+    ClusterInventoryProvider, ClusterProfile, Options, ProfileRef, ProfileState, SECRET_DATA_KEY,
+    SECRET_LABEL_CONSUMER, SECRET_LABEL_PROFILE,
+};
+use serde_json::{Value, json};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+pub const DEADLINE: Duration = Duration::from_secs(30);
+pub const CONSUMER: &str = "test-consumer";
+
+pub fn init_tracing() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_test_writer()
+        .try_init();
+}
+
+/// Test timings: short retries, bounded syncs.
+pub fn fast(mut opts: Options) -> Options {
+    opts.sync_timeout = Duration::from_secs(10);
+    opts.backoff_initial = Duration::from_millis(50);
+    opts.backoff_max = Duration::from_millis(500);
+    opts
+}
+
+/// A hub with the ClusterProfile CRD served.
+pub async fn hub() -> TestCluster {
+    let hub = TestCluster::start("hub").await.unwrap();
+    let crd: CustomResourceDefinition =
+        serde_json::from_str(include_str!("../../testdata/clusterprofiles-crd.json")).unwrap();
+    Api::<CustomResourceDefinition>::all(hub.client())
+        .create(&PostParams::default(), &crd)
+        .await
+        .unwrap();
+    let api = profiles(&hub, "default");
+    eventually_async("ClusterProfiles served", DEADLINE, || {
+        let api = api.clone();
+        async move { api.list(&ListParams::default()).await.is_ok() }
+    })
+    .await;
+    hub
+}
+
+pub fn profiles(hub: &TestCluster, ns: &str) -> Api<DynamicObject> {
+    Api::namespaced_with(hub.client(), ns, &ClusterProfile::api_resource())
+}
+
+/// A status with condition ControlPlaneHealthy = `healthy`, plus `extra` fields merged in.
+pub fn status(healthy: bool, extra: Value) -> Value {
+    let mut s = json!({"conditions": [{
+        "type": "ControlPlaneHealthy",
+        "status": if healthy { "True" } else { "False" },
+        "reason": "Test", "message": "set by the test",
+    }]});
+    if let (Some(s), Value::Object(extra)) = (s.as_object_mut(), extra) {
+        s.extend(extra);
+    }
+    s
+}
+
+/// Creates or replaces a profile (status included: the test CRD has no status subresource).
+/// Returns its resourceVersion.
+pub async fn put_profile(hub: &TestCluster, ns: &str, name: &str, status: Value) -> String {
+    put_profile_with(hub, ns, name, status, json!({})).await
+}
+
+pub async fn put_profile_with(
+    hub: &TestCluster,
+    ns: &str,
+    name: &str,
+    status: Value,
+    metadata: Value,
+) -> String {
+    let api = profiles(hub, ns);
+    let mut obj: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "multicluster.x-k8s.io/v1alpha1",
+        "kind": "ClusterProfile",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {"displayName": name, "clusterManager": {"name": "test"}},
+        "status": status,
+    }))
+    .unwrap();
+    if let Value::Object(extra) = metadata {
+        let mut meta = serde_json::to_value(&obj.metadata).unwrap();
+        meta.as_object_mut().unwrap().extend(extra);
+        obj.metadata = serde_json::from_value(meta).unwrap();
+    }
+    let stored = match api.get_opt(name).await.unwrap() {
+        Some(existing) => {
+            obj.metadata.resource_version = existing.metadata.resource_version;
+            api.replace(name, &PostParams::default(), &obj)
+                .await
+                .unwrap()
+        }
+        None => api.create(&PostParams::default(), &obj).await.unwrap(),
+    };
+    stored.metadata.resource_version.unwrap()
+}
+
+pub async fn delete_profile(hub: &TestCluster, ns: &str, name: &str) {
+    profiles(hub, ns)
+        .delete(name, &DeleteParams::default())
+        .await
+        .unwrap();
+}
+
+/// Creates or replaces a kubeconfig Secret labelled for `profile` and `consumer`.
+pub async fn put_secret(
+    hub: &TestCluster,
+    ns: &str,
+    name: &str,
+    consumer: &str,
+    profile: &str,
+    kubeconfig: Option<&str>,
+) {
+    let api = Api::<Secret>::namespaced(hub.client(), ns);
+    let mut secret = api.get_opt(name).await.unwrap().unwrap_or_default();
+    secret.metadata.name = Some(name.into());
+    secret.metadata.labels = Some(BTreeMap::from([
+        (SECRET_LABEL_CONSUMER.to_string(), consumer.to_string()),
+        (SECRET_LABEL_PROFILE.to_string(), profile.to_string()),
+    ]));
+    secret.data = kubeconfig.map(|kc| {
+        BTreeMap::from([(
+            SECRET_DATA_KEY.to_string(),
+            ByteString(kc.as_bytes().to_vec()),
+        )])
+    });
+    if secret.metadata.resource_version.is_some() {
+        api.replace(name, &PostParams::default(), &secret)
+            .await
+            .unwrap();
+    } else {
+        api.create(&PostParams::default(), &secret).await.unwrap();
+    }
+}
+
+pub async fn delete_secret(hub: &TestCluster, ns: &str, name: &str) {
+    Api::<Secret>::namespaced(hub.client(), ns)
+        .delete(name, &DeleteParams::default())
+        .await
+        .unwrap();
+}
+
+pub struct Running {
+    pub provider: ClusterInventoryProvider,
+    pub registry: Registry,
+    pub token: CancellationToken,
+    pub task: JoinHandle<Result<(), mcr_core::Error>>,
+}
+
+impl Running {
+    pub fn start(hub: &TestCluster, opts: Options) -> Running {
+        let provider = ClusterInventoryProvider::new(hub.client(), opts).unwrap();
+        let registry = Registry::new();
+        let token = CancellationToken::new();
+        let task = tokio::spawn({
+            let (provider, token, aware) =
+                (provider.clone(), token.clone(), Arc::new(registry.clone()));
+            async move { provider.start(token, aware).await }
+        });
+        Running {
+            provider,
+            registry,
+            token,
+            task,
+        }
+    }
+
+    pub fn names(&self) -> Vec<String> {
+        self.registry
+            .names()
+            .iter()
+            .map(|n| n.to_string())
+            .collect()
+    }
+
+    pub fn id(&self, name: &str) -> Option<ClusterId> {
+        self.registry
+            .get(&ClusterName::new(name))
+            .ok()
+            .map(|c| c.id())
+    }
+
+    pub fn state(&self, ns: &str, name: &str) -> Option<ProfileState> {
+        self.provider
+            .status(&ProfileRef::new(ns, name))
+            .map(|s| s.state)
+    }
+
+    /// Whether the provider has processed profile version `rv` and reached a settled state.
+    pub fn settled_at(&self, ns: &str, name: &str, rv: &str) -> bool {
+        self.provider
+            .status(&ProfileRef::new(ns, name))
+            .is_some_and(|s| {
+                s.resource_version.as_deref() == Some(rv)
+                    && !matches!(s.state, ProfileState::Pending)
+            })
+    }
+
+    pub async fn stop(self) {
+        self.token.cancel();
+        self.task.await.unwrap().unwrap();
+        assert!(self.provider.names().is_empty(), "clusters removed on stop");
+    }
+}
+
+pub fn kubeconfig_of(tc: &TestCluster) -> String {
+    tc.kubeconfig_yaml()
+        .expect("https cluster has a kubeconfig")
+}

@@ -1,0 +1,153 @@
+//! mcr example: the **cluster-inventory provider**. Every ready `ClusterProfile` on the hub is
+//! a member cluster, reached with a credential plugin from an operator-supplied provider file
+//! (KEP-5339) or with a kubeconfig Secret labelled for this consumer.
+//!
+//! The controller stamps ConfigMaps labelled `mcr.example/demo=true` in every member with
+//! `mcr.example/reconciled-by: <cluster name>`.
+//!
+//! ```text
+//! cargo run -p example-cluster-inventory                 # embedded hub + 2 members, scripted demo
+//! cargo run -p example-cluster-inventory -- --kubeconfig hub.kubeconfig \
+//!     --provider-file clusterprofile-provider-file.json  # real hub, until Ctrl-C
+//! cargo run -p example-cluster-inventory -- --kubeconfig hub.kubeconfig --consumer my-controller
+//! ```
+
+mod demo;
+mod plugin;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context as _, Result, bail};
+use clap::{Parser, Subcommand};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::ResourceExt;
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::controller::Action;
+use mcr_manager::{Context, Controller, Manager, WatchOptions};
+use mcr_provider_cluster_inventory::{
+    AccessProviders, ClusterInventoryProvider, Namespaces, Options, Strategy,
+};
+
+/// Only ConfigMaps with this label are touched.
+pub const LABEL: &str = "mcr.example/demo";
+/// The annotation the controller writes: its value is the cluster's name.
+pub const ANNOTATION: &str = "mcr.example/reconciled-by";
+
+/// One controller over every cluster of a ClusterProfile inventory.
+///
+/// Without --kubeconfig, starts an embedded hub and two members, runs a short scripted demo
+/// (credentials from this program's own `credential-plugin` mode) and exits.
+#[derive(Parser, Debug)]
+#[command(name = "example-cluster-inventory", version, about)]
+struct Args {
+    /// Kubeconfig of the hub cluster holding the ClusterProfiles. Runs until Ctrl-C.
+    #[arg(long, value_name = "FILE")]
+    kubeconfig: Option<PathBuf>,
+    /// Access-provider file (KEP-5339 JSON): which credential plugins may run.
+    #[arg(long, value_name = "FILE", conflicts_with = "consumer")]
+    provider_file: Option<PathBuf>,
+    /// Use the Secret strategy with this consumer name instead of a provider file.
+    #[arg(long)]
+    consumer: Option<String>,
+    /// Only watch this namespace of the hub (default: all).
+    #[arg(long)]
+    namespace: Option<String>,
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Act as a credential plugin (prints an ExecCredential; see src/plugin.rs). The demo's
+    /// provider file runs this program this way.
+    CredentialPlugin {
+        /// `--token-file FILE`, `--token-dir DIR`, `--record FILE`.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
+}
+
+async fn reconcile(cm: Arc<ConfigMap>, ctx: Context<()>) -> Result<Action, kube::Error> {
+    let cluster = ctx.cluster_name().as_str();
+    if cm.annotations().get(ANNOTATION).map(String::as_str) == Some(cluster) {
+        return Ok(Action::await_change());
+    }
+    tracing::info!(cluster, configmap = %cm.name_any(), "stamping");
+    let api: Api<ConfigMap> = Api::namespaced(ctx.client(), &cm.namespace().unwrap_or_default());
+    let patch = serde_json::json!({ "metadata": { "annotations": { ANNOTATION: cluster } } });
+    api.patch(
+        &cm.name_any(),
+        &PatchParams::default(),
+        &Patch::Merge(&patch),
+    )
+    .await?;
+    Ok(Action::await_change())
+}
+
+fn error_policy(_: Arc<ConfigMap>, err: &kube::Error, ctx: Context<()>) -> Action {
+    tracing::warn!(cluster = %ctx.cluster_name(), error = %err, "reconcile failed");
+    Action::requeue(Duration::from_secs(2))
+}
+
+/// The whole program: a cluster-inventory provider on `hub`, one controller.
+pub fn manager(hub: kube::Client, opts: Options) -> Result<Manager> {
+    let provider = ClusterInventoryProvider::new(hub.clone(), opts)?;
+    let mgr = Manager::new(hub, Some(Arc::new(provider)));
+    Controller::new(&mgr)
+        .for_with::<ConfigMap>((), WatchOptions::new().labels(format!("{LABEL}=true")))
+        .register(reconcile, error_policy, Arc::new(()))?;
+    Ok(mgr)
+}
+
+/// The strategy from the flags. The provider file is read and validated here, before anything
+/// connects: a malformed file is a startup error naming the file and the problem.
+fn strategy(provider_file: Option<&Path>, consumer: Option<String>) -> Result<Strategy> {
+    match (provider_file, consumer) {
+        (Some(path), None) => Ok(Strategy::AccessProviders(Arc::new(
+            AccessProviders::from_file(path)?,
+        ))),
+        (None, Some(consumer)) => Ok(Strategy::Secret { consumer }),
+        _ => bail!("give exactly one of --provider-file and --consumer"),
+    }
+}
+
+async fn client(kubeconfig: &Path) -> Result<kube::Client> {
+    let kc = kube::config::Kubeconfig::read_from(kubeconfig)
+        .with_context(|| format!("reading {}", kubeconfig.display()))?;
+    let options = kube::config::KubeConfigOptions::default();
+    let config = kube::Config::from_custom_kubeconfig(kc, &options).await?;
+    Ok(kube::Client::try_from(config)?)
+}
+
+#[tokio::main]
+async fn main() -> Result<std::process::ExitCode> {
+    let args = Args::parse();
+    if let Some(Command::CredentialPlugin { .. }) = args.command {
+        // Plugins print only the ExecCredential on stdout: no logging set up here.
+        return Ok(plugin::main());
+    }
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
+        )
+        .init();
+    let Some(kubeconfig) = args.kubeconfig else {
+        demo::run().await?;
+        return Ok(std::process::ExitCode::SUCCESS);
+    };
+    let strategy = strategy(args.provider_file.as_deref(), args.consumer)?;
+    let hub = client(&kubeconfig).await?;
+    let namespaces = match args.namespace {
+        Some(ns) => Namespaces::One(ns),
+        None => Namespaces::default(),
+    };
+    println!("watching ClusterProfiles ({namespaces:?}); Ctrl-C to stop");
+    let opts = Options {
+        namespaces,
+        ..Options::new(strategy)
+    };
+    manager(hub, opts)?.run().await?;
+    Ok(std::process::ExitCode::SUCCESS)
+}
