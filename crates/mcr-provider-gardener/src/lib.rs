@@ -1,7 +1,8 @@
 //! An mcr provider that engages the **Shoots of a Gardener garden** as the fleet, with
 //! short-lived credentials renewed in place (GEP-16).
 //!
-//! - Watches `core.gardener.cloud/v1beta1` Shoots in the project namespaces of a [`Scope`].
+//! - Watches `core.gardener.cloud/v1beta1` Shoots in the project namespaces of a
+//!   [`Namespaces`] scope (shared with mcr's other providers: `One`, `List`, `AllExcept`).
 //! - Ready, as Gardener's own provider decides: `status.lastOperation` is set and is not a
 //!   `Create` that has yet to succeed. A Shoot being deleted (or with a deletionTimestamp),
 //!   hibernated (unless [`Options::engage_hibernated`]) or no longer ready is disengaged.
@@ -25,13 +26,13 @@
 //! ```no_run
 //! use std::{sync::Arc, time::Duration};
 //! use mcr_core::{ProviderRunnable, Registry};
-//! use mcr_provider_gardener::{GardenerProvider, Options, Scope};
+//! use mcr_provider_gardener::{GardenerProvider, Namespaces, Options};
 //! use tokio_util::sync::CancellationToken;
 //!
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
 //! let garden = kube::Client::try_default().await?;
 //! let provider = GardenerProvider::new(garden, Options {
-//!     namespaces: Scope::List(vec!["garden-dev".into(), "garden-prod".into()]),
+//!     namespaces: Namespaces::List(vec!["garden-dev".into(), "garden-prod".into()]),
 //!     expiration: Duration::from_secs(1800),
 //!     ..Options::default()
 //! });
@@ -47,5 +48,6 @@ mod request;
 mod shoot;
 
 pub use error::Error;
-pub use options::{Address, KubeconfigKind, Options, Scope};
+pub use mcr_core::scope::Namespaces;
+pub use options::{Address, KubeconfigKind, Options};
 pub use provider::GardenerProvider;

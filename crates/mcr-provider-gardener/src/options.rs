@@ -4,48 +4,7 @@ use std::time::Duration;
 
 use mcr_core::credentials::RenewalOptions;
 use mcr_core::kubeconfig::ClientOptions;
-
-/// Which project namespaces of the garden are watched.
-///
-/// A local copy of the shared `One` / `List` / `AllExcept` scope, to be replaced by
-/// `mcr_core::scope` once it lands.
-///
-/// ```
-/// use mcr_provider_gardener::Scope;
-/// assert!(Scope::One("garden-dev".into()).contains("garden-dev"));
-/// assert!(!Scope::AllExcept(vec!["garden".into()]).contains("garden"));
-/// ```
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Scope {
-    /// Exactly one namespace (one namespaced watch).
-    One(String),
-    /// Several namespaces (one namespaced watch each).
-    List(Vec<String>),
-    /// Every namespace except these (one cluster-wide watch, filtered). Empty: every namespace.
-    AllExcept(Vec<String>),
-}
-
-impl Default for Scope {
-    /// Every namespace.
-    fn default() -> Self {
-        Scope::AllExcept(Vec::new())
-    }
-}
-
-impl Scope {
-    /// Whether a Shoot in `namespace` is in scope.
-    ///
-    /// ```
-    /// assert!(mcr_provider_gardener::Scope::default().contains("garden-anything"));
-    /// ```
-    pub fn contains(&self, namespace: &str) -> bool {
-        match self {
-            Scope::One(ns) => ns == namespace,
-            Scope::List(list) => list.iter().any(|ns| ns == namespace),
-            Scope::AllExcept(excluded) => !excluded.iter().any(|ns| ns == namespace),
-        }
-    }
-}
+use mcr_core::scope::Namespaces;
 
 /// Which kubeconfig subresource credentials come from.
 ///
@@ -103,9 +62,10 @@ pub enum Address {
 ///
 /// ```
 /// use std::time::Duration;
-/// use mcr_provider_gardener::{Options, Scope};
+/// use mcr_core::scope::Namespaces;
+/// use mcr_provider_gardener::Options;
 /// let opts = Options {
-///     namespaces: Scope::One("garden-dev".into()),
+///     namespaces: Namespaces::One("garden-dev".into()),
 ///     expiration: Duration::from_secs(1800),
 ///     ..Options::default()
 /// };
@@ -113,8 +73,8 @@ pub enum Address {
 /// ```
 #[derive(Clone, Debug)]
 pub struct Options {
-    /// Project namespaces to watch (default: all).
-    pub namespaces: Scope,
+    /// Project namespaces to watch (`mcr_core::scope`; default: all, `AllExcept(vec![])`).
+    pub namespaces: Namespaces,
     /// Requested lifetime of the credentials (`spec.expirationSeconds`, default one hour; the
     /// garden may cap it).
     pub expiration: Duration,
@@ -149,7 +109,7 @@ fn default_name(namespace: &str, name: &str) -> String {
 impl Default for Options {
     fn default() -> Self {
         Options {
-            namespaces: Scope::default(),
+            namespaces: Namespaces::AllExcept(Vec::new()),
             expiration: Duration::from_secs(3600),
             kubeconfig: KubeconfigKind::Admin,
             address: Address::First,

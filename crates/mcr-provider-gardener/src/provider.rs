@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex};
 
 use futures::{StreamExt, stream::BoxStream};
 use kube::ResourceExt;
-use kube::api::{Api, DynamicObject};
+use kube::api::DynamicObject;
 use kube::runtime::{WatchStreamExt, watcher};
 use mcr_core::backoff::Backoff;
 use mcr_core::credentials::{self, RenewableClient};
@@ -17,11 +17,12 @@ use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, info, warn};
 
 use crate::request::ShootKubeconfig;
-use crate::{Address, Error, Options, Scope, shoot};
+use crate::{Address, Error, Options, shoot};
 
 /// Engages the Shoots of a Gardener garden as the fleet.
 ///
-/// Watches `core.gardener.cloud/v1beta1` Shoots in the [`Scope`]d project namespaces. A Shoot
+/// Watches `core.gardener.cloud/v1beta1` Shoots in the [`Namespaces`](crate::Namespaces)
+/// scope. A Shoot
 /// is engaged when it is ready (`status.lastOperation` set and not an unfinished `Create`),
 /// not being deleted, and not hibernated (unless [`Options::engage_hibernated`]). Its client
 /// authenticates with a short-lived kubeconfig from `shoots/{name}/adminkubeconfig` (or
@@ -33,13 +34,13 @@ use crate::{Address, Error, Options, Scope, shoot};
 /// ```no_run
 /// use std::sync::Arc;
 /// use mcr_core::{ProviderRunnable, Registry};
-/// use mcr_provider_gardener::{GardenerProvider, Options, Scope};
+/// use mcr_provider_gardener::{GardenerProvider, Namespaces, Options};
 /// use tokio_util::sync::CancellationToken;
 ///
 /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
 /// let garden = kube::Client::try_default().await?;
 /// let provider = GardenerProvider::new(garden, Options {
-///     namespaces: Scope::One("garden-dev".into()),
+///     namespaces: Namespaces::One("garden-dev".into()),
 ///     ..Options::default()
 /// });
 /// let registry = Registry::new();
@@ -104,31 +105,19 @@ impl GardenerProvider {
 
     fn streams(&self) -> Vec<(Option<String>, BoxStream<'static, WatchEvent>)> {
         let resource = shoot::resource();
-        let garden = self.inner.garden.clone();
-        let watch = |api: Api<DynamicObject>| {
-            watcher(api, watcher::Config::default())
-                .default_backoff()
-                .boxed()
-        };
-        match &self.inner.opts.namespaces {
-            Scope::One(ns) => vec![(
-                Some(ns.clone()),
-                watch(Api::namespaced_with(garden, ns, &resource)),
-            )],
-            Scope::List(list) => {
-                let unique: HashSet<&String> = list.iter().collect();
-                unique
-                    .into_iter()
-                    .map(|ns| {
-                        (
-                            Some(ns.clone()),
-                            watch(Api::namespaced_with(garden.clone(), ns, &resource)),
-                        )
-                    })
-                    .collect()
-            }
-            Scope::AllExcept(_) => vec![(None, watch(Api::all_with(garden, &resource)))],
-        }
+        self.inner
+            .opts
+            .namespaces
+            .watches()
+            .into_iter()
+            .map(|w| {
+                let api = w.api_dynamic(self.inner.garden.clone(), &resource);
+                let stream = watcher(api, w.config(watcher::Config::default()))
+                    .default_backoff()
+                    .boxed();
+                (w.namespace, stream)
+            })
+            .collect()
     }
 
     async fn run(&self, token: CancellationToken, aware: Arc<dyn Aware>) {

@@ -11,7 +11,7 @@ use mcr_core::{ClusterName, Provider, ProviderRunnable, Registry};
 use mcr_envtest::TestCluster;
 use mcr_envtest::garden::Garden;
 use mcr_envtest::wait::{eventually, eventually_async};
-use mcr_provider_gardener::{Address, GardenerProvider, KubeconfigKind, Options, Scope};
+use mcr_provider_gardener::{Address, GardenerProvider, KubeconfigKind, Namespaces, Options};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
@@ -19,7 +19,7 @@ const DEADLINE: Duration = Duration::from_secs(30);
 
 fn options(expiration: Duration) -> Options {
     Options {
-        namespaces: Scope::One("garden-dev".into()),
+        namespaces: Namespaces::One("garden-dev".into()),
         expiration,
         renewal: RenewalOptions {
             fraction: 0.5,

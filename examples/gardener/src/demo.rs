@@ -10,7 +10,7 @@ use mcr_core::Provider;
 use mcr_core::credentials::RenewalOptions;
 use mcr_envtest::TestCluster;
 use mcr_envtest::garden::Garden;
-use mcr_provider_gardener::{GardenerProvider, Options, Scope};
+use mcr_provider_gardener::{GardenerProvider, Namespaces, Options};
 use tokio_util::sync::CancellationToken;
 
 use crate::{ANNOTATION, LABEL};
@@ -53,7 +53,7 @@ pub async fn run() -> Result<()> {
     let provider = GardenerProvider::new(
         garden.cluster().client(),
         Options {
-            namespaces: Scope::One("garden-demo".into()),
+            namespaces: Namespaces::One("garden-demo".into()),
             renewal: RenewalOptions {
                 fraction: 0.5,
                 ..RenewalOptions::default()

@@ -23,7 +23,7 @@ use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use mcr_manager::{Context, Controller, Manager, WatchOptions};
-use mcr_provider_gardener::{GardenerProvider, Options, Scope};
+use mcr_provider_gardener::{GardenerProvider, Namespaces, Options};
 
 /// Only ConfigMaps with this label are touched.
 pub const LABEL: &str = "mcr.example/demo";
@@ -106,9 +106,9 @@ async fn main() -> Result<()> {
         None => garden.clone(),
     };
     let namespaces = match args.namespace.len() {
-        0 => Scope::AllExcept(Vec::new()),
-        1 => Scope::One(args.namespace[0].clone()),
-        _ => Scope::List(args.namespace),
+        0 => Namespaces::AllExcept(Vec::new()),
+        1 => Namespaces::One(args.namespace[0].clone()),
+        _ => Namespaces::List(args.namespace),
     };
     let provider = GardenerProvider::new(
         garden,
