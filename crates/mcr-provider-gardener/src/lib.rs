@@ -41,6 +41,7 @@
 //! # Ok(()) }
 //! ```
 
+mod engage;
 mod error;
 mod options;
 mod provider;

@@ -7,8 +7,6 @@ use futures::{StreamExt, stream::BoxStream};
 use kube::ResourceExt;
 use kube::api::DynamicObject;
 use kube::runtime::{WatchStreamExt, watcher};
-use mcr_core::backoff::Backoff;
-use mcr_core::credentials::{self, RenewableClient};
 use mcr_core::{
     Aware, BoxFuture, Cluster, ClusterName, Clusters, ClustersOptions, FieldIndex, Provider,
     ProviderRunnable,
@@ -16,8 +14,9 @@ use mcr_core::{
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, info, warn};
 
+use crate::engage::engage;
 use crate::request::ShootKubeconfig;
-use crate::{Address, Error, Options, shoot};
+use crate::{Address, Options, shoot};
 
 /// Engages the Shoots of a Gardener garden as the fleet.
 ///
@@ -52,10 +51,10 @@ pub struct GardenerProvider {
     inner: Arc<Inner>,
 }
 
-struct Inner {
-    garden: kube::Client,
-    opts: Arc<Options>,
-    clusters: Clusters,
+pub(crate) struct Inner {
+    pub(crate) garden: kube::Client,
+    pub(crate) opts: Arc<Options>,
+    pub(crate) clusters: Clusters,
     members: Mutex<HashMap<ClusterName, Member>>,
 }
 
@@ -267,65 +266,6 @@ impl GardenerProvider {
             info!(cluster = %name, reason, "disengaged");
         }
     }
-}
-
-/// Requests a kubeconfig, builds the member and engages it, retrying with backoff until it
-/// works or the member is forgotten; then renews its credentials in place.
-async fn engage(
-    inner: Arc<Inner>,
-    name: ClusterName,
-    source: Arc<ShootKubeconfig>,
-    token: CancellationToken,
-    aware: Arc<dyn Aware>,
-) {
-    let opts = &inner.opts;
-    let mut backoff = Backoff::new(opts.retry_initial, opts.retry_max);
-    loop {
-        match attempt(&inner, &name, &source, &token, &*aware).await {
-            Ok(()) => return,
-            Err(err) => {
-                if token.is_cancelled() {
-                    return;
-                }
-                let delay = backoff.next_delay();
-                warn!(error = %err, retry_in = ?delay, "could not engage the Shoot");
-                tokio::select! {
-                    _ = token.cancelled() => return,
-                    _ = tokio::time::sleep(delay) => {}
-                }
-            }
-        }
-    }
-}
-
-async fn attempt(
-    inner: &Inner,
-    name: &ClusterName,
-    source: &Arc<ShootKubeconfig>,
-    token: &CancellationToken,
-    aware: &dyn Aware,
-) -> Result<(), Error> {
-    let (config, creds) = source.fetch().await?;
-    let (client, handle) =
-        RenewableClient::build(config, creds).map_err(|e| Error::Kubeconfig {
-            shoot: source.namespace.clone() + "/" + &source.name,
-            reason: e.to_string(),
-        })?;
-    let cluster = Cluster::new(name.clone(), client).with_credentials(handle.clone());
-    inner.clusters.add(token, cluster, aware).await?;
-    let cluster_token = inner
-        .clusters
-        .token(name)
-        .unwrap_or_else(|| token.child_token());
-    credentials::spawn_renewal(
-        name.clone(),
-        handle,
-        source.clone(),
-        inner.opts.renewal.clone(),
-        cluster_token,
-    );
-    info!("engaged; credentials are renewed in place");
-    Ok(())
 }
 
 type WatchEvent = Result<watcher::Event<DynamicObject>, watcher::Error>;
