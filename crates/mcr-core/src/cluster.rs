@@ -50,6 +50,7 @@ struct Inner {
     cache: Cache,
     id: ClusterId,
     connection_hash: Option<String>,
+    credentials: Option<crate::credentials::CredentialHandle>,
 }
 
 /// One cluster of the fleet: a `kube::Client`, its shared informer [`Cache`] and an identity.
@@ -92,6 +93,7 @@ impl Cluster {
                 cache,
                 id: ClusterId(NEXT_ID.fetch_add(1, Ordering::Relaxed)),
                 connection_hash: None,
+                credentials: None,
             }),
         }
     }
@@ -116,6 +118,7 @@ impl Cluster {
                 cache,
                 id: ClusterId(NEXT_ID.fetch_add(1, Ordering::Relaxed)),
                 connection_hash: None,
+                credentials: None,
             }),
         }
     }
@@ -133,6 +136,33 @@ impl Cluster {
     pub fn with_connection_hash(mut self, hash: impl Into<String>) -> Cluster {
         Arc::make_mut(&mut self.inner).connection_hash = Some(hash.into());
         self
+    }
+
+    /// Attaches the [`CredentialHandle`](crate::credentials::CredentialHandle) of a client
+    /// built by [`RenewableClient`](crate::credentials::RenewableClient), so the credentials
+    /// can be renewed in place and their status read from the cluster. Keeps the id.
+    ///
+    /// ```no_run
+    /// # fn f(client: kube::Client, handle: mcr_core::credentials::CredentialHandle) {
+    /// let c = mcr_core::Cluster::new("a", client).with_credentials(handle);
+    /// assert!(c.credentials().is_some());
+    /// # }
+    /// ```
+    pub fn with_credentials(mut self, handle: crate::credentials::CredentialHandle) -> Cluster {
+        Arc::make_mut(&mut self.inner).credentials = Some(handle);
+        self
+    }
+
+    /// The renewable credentials of this cluster's client, if it has them (see
+    /// [`with_credentials`](Cluster::with_credentials)).
+    ///
+    /// ```no_run
+    /// # fn f(c: mcr_core::Cluster) {
+    /// let expired = c.credentials().is_some_and(|h| h.status().is_expired());
+    /// # let _ = expired; }
+    /// ```
+    pub fn credentials(&self) -> Option<&crate::credentials::CredentialHandle> {
+        self.inner.credentials.as_ref()
     }
 
     /// The cluster's name.

@@ -10,8 +10,8 @@
 //!   sync, engage; remove on failure or on request). [`Registry`] mirrors engaged clusters.
 //! - [`providers`]: `single`, `nop` and `clusters` providers; [`kubeconfig`] and [`sanitize`]
 //!   helpers for providers that build clients from kubeconfigs; [`backoff`] for retrying
-//!   members that fail; [`scope`] for the namespaces a provider watches (`One` / `List` /
-//!   `AllExcept`).
+//!   members that fail; [`credentials`] for short-lived credentials renewed in place;
+//!   [`scope`] for the namespaces a provider watches (`One` / `List` / `AllExcept`).
 //!
 //! # Writing a provider
 //!
@@ -98,6 +98,7 @@ mod provider;
 mod registry;
 
 pub mod backoff;
+pub mod credentials;
 pub mod kubeconfig;
 pub mod providers;
 pub mod sanitize;

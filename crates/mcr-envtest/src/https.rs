@@ -15,12 +15,24 @@ use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
+use rustls::pki_types::CertificateDer;
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 
 use crate::engine::ApiError;
 use crate::server::{self, Body, Shared, response};
+use crate::x509::ClientCa;
+
+/// What authenticates a request: the cluster's bearer token or a client certificate signed by
+/// its CA (checked on every request, see [`crate::x509`]).
+#[derive(Clone)]
+pub(crate) struct Auth {
+    pub(crate) token: Arc<str>,
+    pub(crate) client_ca: Arc<ClientCa>,
+}
+
+type PeerChain = Option<Arc<[CertificateDer<'static>]>>;
 
 type Slot = Arc<Mutex<Option<TcpListener>>>;
 
@@ -34,7 +46,7 @@ pub(crate) struct HttpsServer {
     shared: Arc<Shared>,
     addr: SocketAddr,
     acceptor: TlsAcceptor,
-    token: Arc<str>,
+    auth: Auth,
     runtime: tokio::runtime::Handle,
     serving: Mutex<Option<Serving>>,
 }
@@ -55,7 +67,7 @@ impl HttpsServer {
     pub(crate) fn start(
         shared: Arc<Shared>,
         acceptor: TlsAcceptor,
-        token: Arc<str>,
+        auth: Auth,
     ) -> io::Result<Self> {
         let runtime = tokio::runtime::Handle::current();
         let listener = listen(SocketAddr::from(([127, 0, 0, 1], 0)))?;
@@ -64,7 +76,7 @@ impl HttpsServer {
             shared,
             addr,
             acceptor,
-            token,
+            auth,
             runtime,
             serving: Mutex::new(None),
         };
@@ -85,7 +97,7 @@ impl HttpsServer {
             cancel.clone(),
             self.acceptor.clone(),
             self.shared.clone(),
-            self.token.clone(),
+            self.auth.clone(),
         );
         self.runtime.spawn(accept);
         *self.serving.lock().unwrap_or_else(|e| e.into_inner()) = Some(Serving { slot, cancel });
@@ -153,7 +165,7 @@ async fn accept_loop(
     cancel: CancellationToken,
     acceptor: TlsAcceptor,
     shared: Arc<Shared>,
-    token: Arc<str>,
+    auth: Auth,
 ) {
     loop {
         let accepted = tokio::select! {
@@ -172,7 +184,7 @@ async fn accept_loop(
                     stream,
                     acceptor.clone(),
                     shared.clone(),
-                    token.clone(),
+                    auth.clone(),
                     cancel.child_token(),
                 );
                 tokio::spawn(conn);
@@ -189,7 +201,7 @@ async fn connection(
     stream: TcpStream,
     acceptor: TlsAcceptor,
     shared: Arc<Shared>,
-    token: Arc<str>,
+    auth: Auth,
     cancel: CancellationToken,
 ) {
     let tls = tokio::select! {
@@ -202,7 +214,16 @@ async fn connection(
             }
         },
     };
-    let service = hyper::service::service_fn(move |req| serve(shared.clone(), token.clone(), req));
+    let peer: PeerChain = tls.get_ref().1.peer_certificates().map(|chain| {
+        chain
+            .iter()
+            .map(|c| c.clone().into_owned())
+            .collect::<Vec<_>>()
+            .into()
+    });
+    let service = hyper::service::service_fn(move |req| {
+        serve(shared.clone(), auth.clone(), peer.clone(), req)
+    });
     let builder = auto::Builder::new(TokioExecutor::new());
     let conn = builder.serve_connection(TokioIo::new(tls), service);
     tokio::select! {
@@ -236,11 +257,22 @@ enum Caller {
     Invalid,
 }
 
-fn caller(req: &Request<Incoming>, token: &str) -> Caller {
+/// As kube-apiserver's authenticator chain: a client certificate signed by the cluster's CA
+/// and valid now (checked on every request) authenticates first; otherwise the bearer token.
+/// A presented certificate that fails verification (expired, other CA) is a 401.
+fn caller(req: &Request<Incoming>, auth: &Auth, peer: &PeerChain) -> Caller {
+    if let Some(chain) = peer.as_deref() {
+        if auth.client_ca.verify(chain) {
+            return Caller::Admin;
+        }
+        if req.headers().get(header::AUTHORIZATION).is_none() {
+            return Caller::Invalid;
+        }
+    }
     match req.headers().get(header::AUTHORIZATION) {
         None => Caller::Anonymous,
         Some(value) => match value.as_bytes().strip_prefix(b"Bearer ") {
-            Some(given) if token_matches(given, token.as_bytes()) => Caller::Admin,
+            Some(given) if token_matches(given, auth.token.as_bytes()) => Caller::Admin,
             _ => Caller::Invalid,
         },
     }
@@ -265,14 +297,15 @@ fn anonymous_forbidden(req: &Request<Incoming>) -> ApiError {
 
 async fn serve(
     shared: Arc<Shared>,
-    token: Arc<str>,
+    auth: Auth,
+    peer: PeerChain,
     req: Request<Incoming>,
 ) -> Result<Response<Body>, io::Error> {
     if shared.faults.admit().await.is_err() {
         // Failing the service makes hyper drop the connection, as a dead server would.
         return Err(io::Error::from(io::ErrorKind::ConnectionRefused));
     }
-    match caller(&req, &token) {
+    match caller(&req, &auth, &peer) {
         Caller::Admin => {}
         Caller::Invalid => {
             tracing::debug!(cluster = %shared.name, "rejected a request with a wrong credential");

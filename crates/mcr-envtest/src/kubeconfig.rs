@@ -9,8 +9,36 @@ use crate::Error;
 
 /// Renders the kubeconfig YAML (strings are JSON-quoted, which YAML reads as-is).
 pub(crate) fn render(name: &str, server: &str, ca_pem: &str, token: &str) -> String {
+    render_user(name, server, ca_pem, &[("token", token)])
+}
+
+/// Renders a kubeconfig whose user authenticates with a client certificate.
+pub(crate) fn render_client_cert(
+    name: &str,
+    server: &str,
+    ca_pem: &str,
+    cert_pem: &str,
+    key_pem: &str,
+) -> String {
+    let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
+    render_user(
+        name,
+        server,
+        ca_pem,
+        &[
+            ("client-certificate-data", &b64(cert_pem)),
+            ("client-key-data", &b64(key_pem)),
+        ],
+    )
+}
+
+fn render_user(name: &str, server: &str, ca_pem: &str, user: &[(&str, &str)]) -> String {
     let q = |s: &str| serde_json::Value::from(s).to_string();
     let ca = base64::engine::general_purpose::STANDARD.encode(ca_pem);
+    let user: String = user
+        .iter()
+        .map(|(key, value)| format!("    {key}: {}\n", q(value)))
+        .collect();
     format!(
         "apiVersion: v1\n\
          kind: Config\n\
@@ -22,8 +50,8 @@ pub(crate) fn render(name: &str, server: &str, ca_pem: &str, token: &str) -> Str
              certificate-authority-data: {ca}\n\
          users:\n\
          - name: {name}\n  \
-           user:\n    \
-             token: {token}\n\
+           user:\n\
+         {user}\
          contexts:\n\
          - name: {name}\n  \
            context:\n    \
@@ -34,7 +62,6 @@ pub(crate) fn render(name: &str, server: &str, ca_pem: &str, token: &str) -> Str
         name = q(name),
         server = q(server),
         ca = q(&ca),
-        token = q(token),
     )
 }
 

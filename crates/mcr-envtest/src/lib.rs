@@ -7,7 +7,9 @@
 //!   the request handler, no sockets, so a test with hundreds of clusters stays cheap;
 //! - **HTTPS** ([`TestCluster::start_https`]): hyper on `127.0.0.1:<random port>` with a
 //!   generated CA and serving certificate, bearer-token auth and a generated kubeconfig
-//!   ([`TestCluster::kubeconfig`], [`TestCluster::https_client`]).
+//!   ([`TestCluster::kubeconfig`], [`TestCluster::https_client`]), and x509 client
+//!   certificates signed by the cluster's CA, checked on every request
+//!   ([`TestCluster::client_certificate`]).
 //!
 //! Both transports share one handler: discovery (`/version`, `/api`, `/apis/...`), get, list
 //! (selectors, pagination), watch (NDJSON, bookmarks, streaming lists, `timeoutSeconds`,
@@ -92,6 +94,7 @@
 //! fleet over HTTPS until Ctrl-C and prints a kubeconfig per cluster.
 
 pub mod engine;
+pub mod garden;
 pub mod real;
 pub mod wait;
 
@@ -108,9 +111,11 @@ mod openapi;
 mod server;
 mod service;
 mod tls;
+mod x509;
 
 pub use backend::{BACKEND_ENV, Backend, backend, require_emulator};
 pub use cluster::{ErrorRule, Partition, TestCluster};
 pub use counters::RequestCounts;
 pub use error::Error;
 pub use fleet::{Fleet, FleetBuilder};
+pub use x509::ClientCertificate;

@@ -10,6 +10,7 @@ use rustls::ServerConfig;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 
 use crate::Error;
+use crate::x509::ClientCa;
 
 /// The subject alternative names of every serving certificate.
 pub(crate) const SANS: [&str; 3] = ["127.0.0.1", "::1", "localhost"];
@@ -18,8 +19,11 @@ pub(crate) const SANS: [&str; 3] = ["127.0.0.1", "::1", "localhost"];
 pub(crate) struct TlsMaterial {
     /// The CA certificate (PEM), as it goes into `certificate-authority-data`.
     pub(crate) ca_pem: String,
-    /// The server configuration (serving certificate and key, ring provider, h2 + http/1.1).
+    /// The server configuration (serving certificate and key, ring provider, h2 + http/1.1,
+    /// client certificates requested).
     pub(crate) server_config: Arc<ServerConfig>,
+    /// The CA for client-certificate authentication.
+    pub(crate) client_ca: Arc<ClientCa>,
 }
 
 fn tls_err(e: impl std::fmt::Display) -> Error {
@@ -40,7 +44,12 @@ pub(crate) fn generate(cluster: &str) -> Result<TlsMaterial, Error> {
         KeyUsagePurpose::DigitalSignature,
     ];
     let ca_cert = ca_params.self_signed(&ca_key).map_err(tls_err)?;
-    let issuer = Issuer::new(ca_params, ca_key);
+    let issuer = Issuer::new(ca_params.clone(), ca_key);
+    let client_issuer = Issuer::new(
+        ca_params,
+        KeyPair::from_pem(&issuer.key().serialize_pem()).map_err(tls_err)?,
+    );
+    let client_ca = Arc::new(ClientCa::new(ca_cert.der().clone(), client_issuer)?);
 
     let server_key = KeyPair::generate().map_err(tls_err)?;
     let mut params = CertificateParams::new(SANS.iter().map(|s| s.to_string()).collect::<Vec<_>>())
@@ -61,13 +70,14 @@ pub(crate) fn generate(cluster: &str) -> Result<TlsMaterial, Error> {
     let mut config = ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
         .map_err(tls_err)?
-        .with_no_client_auth()
+        .with_client_cert_verifier(client_ca.handshake_verifier())
         .with_single_cert(chain, key)
         .map_err(tls_err)?;
     config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     Ok(TlsMaterial {
         ca_pem: ca_cert.pem(),
         server_config: Arc::new(config),
+        client_ca,
     })
 }
 

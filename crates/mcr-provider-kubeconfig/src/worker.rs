@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use mcr_core::backoff::Backoff;
-use mcr_core::{Aware, ClusterId, ClusterName, Clusters, ErrorChain, kubeconfig};
+use mcr_core::{Aware, ClusterId, ClusterName, Clusters, ErrorChain, credentials, kubeconfig};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, error, info, warn};
@@ -205,15 +205,37 @@ async fn engage(
         secret: secret.clone(),
         source,
     })?;
-    let cluster = kubeconfig::cluster_for_context(
-        name.clone(),
-        &kc,
-        None,
-        &opts.client_options,
-        &opts.exec_policy,
-    )
-    .await
-    .map_err(|source| classify(secret, source))?
+    // Only the credentials rotated (same server, CA and settings): renew in place, keeping the
+    // cluster, its caches and watches (no relist).
+    if let Ok(current) = shared.clusters.get(name)
+        && credentials::renew_in_place(&current, &kc, None, &opts.client_options)
+            .await
+            .unwrap_or(false)
+    {
+        info!(secret = %secret, id = ?current.id(), "kubeconfig Secret rotated credentials: renewed in place");
+        return Ok(current.id());
+    }
+    // Static credentials get a renewable client; exec plugins and failures take the usual path
+    // (with its policy checks and errors).
+    let renewable = if credentials::is_renewable(&kc, None) {
+        credentials::cluster_for_context(name.clone(), &kc, None, &opts.client_options)
+            .await
+            .ok()
+    } else {
+        None
+    };
+    let cluster = match renewable {
+        Some(cluster) => cluster,
+        None => kubeconfig::cluster_for_context(
+            name.clone(),
+            &kc,
+            None,
+            &opts.client_options,
+            &opts.exec_policy,
+        )
+        .await
+        .map_err(|source| classify(secret, source))?,
+    }
     .with_connection_hash(hash);
     probe(&cluster.client(), opts.sync_timeout)
         .await

@@ -51,6 +51,8 @@ enum Kind {
     Emulated {
         shared: Arc<Shared>,
         https: Option<HttpsServer>,
+        /// The CA (PEM) and client-certificate CA of an HTTPS cluster (see `crate::x509`).
+        client_ca: Option<(String, Arc<crate::x509::ClientCa>)>,
     },
     Real(Box<real::ControlPlane>),
 }
@@ -92,24 +94,37 @@ impl TestCluster {
             engine: Engine::new(),
             faults: Faults::default(),
             counters: Counters::default(),
+            subresources: Default::default(),
         });
-        let (https, kubeconfig_yaml) = if https {
+        let (https, kubeconfig_yaml, client_ca) = if https {
             let material = tls::generate(&name)?;
             let acceptor = tokio_rustls::TlsAcceptor::from(material.server_config.clone());
-            let server = HttpsServer::start(shared.clone(), acceptor, token.clone())?;
+            let auth = crate::https::Auth {
+                token: token.clone(),
+                client_ca: material.client_ca.clone(),
+            };
+            let server = HttpsServer::start(shared.clone(), acceptor, auth)?;
             let url = format!("https://{}", server.addr());
             let yaml = kubeconfig::render(&name, &url, &material.ca_pem, &token);
             tracing::info!(cluster = %name, %url, "serving over HTTPS");
-            (Some(server), Some(yaml))
+            (
+                Some(server),
+                Some(yaml),
+                Some((material.ca_pem, material.client_ca)),
+            )
         } else {
-            (None, None)
+            (None, None, None)
         };
         Ok(TestCluster {
             inner: Arc::new(Inner {
                 name,
                 token,
                 kubeconfig_yaml,
-                kind: Kind::Emulated { shared, https },
+                kind: Kind::Emulated {
+                    shared,
+                    https,
+                    client_ca,
+                },
             }),
         })
     }
@@ -183,6 +198,32 @@ impl TestCluster {
         match &self.inner.kind {
             Kind::Emulated { shared, .. } => service::client(shared.clone()),
             Kind::Real(control) => control.client(),
+        }
+    }
+
+    /// The CA (PEM) and client-certificate CA of an HTTPS cluster (see `crate::x509`).
+    pub(crate) fn client_ca(&self) -> Result<(&str, &crate::x509::ClientCa), Error> {
+        match &self.inner.kind {
+            Kind::Emulated {
+                client_ca: Some((pem, ca)),
+                ..
+            } => Ok((pem, ca)),
+            Kind::Emulated { .. } => Err(Error::NotHttps(self.name().to_string())),
+            Kind::Real(_) => Err(Error::Backend(format!(
+                "client certificates of cluster {:?} are minted by the emulator only",
+                self.name()
+            ))),
+        }
+    }
+
+    /// The extra subresource handlers of this cluster (see `crate::garden`); emulator only.
+    pub(crate) fn subresources(&self) -> Result<&crate::garden::Subresources, Error> {
+        match &self.inner.kind {
+            Kind::Emulated { shared, .. } => Ok(&shared.subresources),
+            Kind::Real(_) => Err(Error::Backend(format!(
+                "cluster {:?}: the garden's subresources are served by the emulator only",
+                self.name()
+            ))),
         }
     }
 

@@ -34,6 +34,8 @@ pub(crate) struct Shared {
     pub(crate) faults: Faults,
     /// Request counters.
     pub(crate) counters: Counters,
+    /// Extra `POST .../{name}/{subresource}` handlers (e.g. the garden's `adminkubeconfig`).
+    pub(crate) subresources: crate::garden::Subresources,
 }
 
 /// Answers one request.
@@ -52,7 +54,20 @@ pub(crate) async fn handle(shared: &Shared, req: Request<Bytes>) -> Response<Bod
         let response = match route::parse_path(req.uri().path()) {
             None => response::error(&ApiError::path_not_found()),
             Some(Route::Discovery(path)) => discovery_request(shared, req.method(), &path),
-            Some(Route::Resource(path)) => dispatch::resource_request(shared, req, path).await,
+            Some(Route::Resource(path)) => match shared.subresources.serve(&path, &req) {
+                Some(answer) => {
+                    shared.counters.record(
+                        "create",
+                        &format!(
+                            "{}/{}",
+                            path.plural,
+                            path.subresource.as_deref().unwrap_or_default()
+                        ),
+                    );
+                    answer.map_or_else(|e| response::error(&e), |v| response::json(201, &v))
+                }
+                None => dispatch::resource_request(shared, req, path).await,
+            },
         };
         tracing::Span::current().record("status", response.status().as_u16());
         tracing::debug!("answered");

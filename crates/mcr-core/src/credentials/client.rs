@@ -1,0 +1,258 @@
+//! A kube client whose credentials can be swapped in place: [`RenewableClient`] and its
+//! [`CredentialHandle`].
+
+use std::fmt;
+use std::sync::{Arc, Mutex, RwLock};
+use std::task::{Context, Poll};
+use std::time::SystemTime;
+
+use http::{Request, Response, header};
+use hyper_rustls::HttpsConnector;
+use hyper_timeout::TimeoutConnector;
+use hyper_util::client::legacy::{Client as HyperClient, ResponseFuture, connect::HttpConnector};
+use hyper_util::rt::TokioExecutor;
+use kube::client::{Body, ConfigExt};
+use rustls::client::ResolvesClientCert;
+use rustls::sign::CertifiedKey;
+use tower::ServiceBuilder;
+
+use super::material::Secret;
+use super::renew::State;
+use super::{CredentialStatus, Credentials, Error};
+
+type Connector = TimeoutConnector<HttpsConnector<HttpConnector>>;
+type Http = HyperClient<Connector, Body>;
+
+/// Builds kube clients whose credentials are renewed in place.
+///
+/// The client is kube's own [`kube::Client`] over a transport mcr builds: a hyper client with
+/// a rustls connector whose client certificate comes from a swappable slot
+/// ([`ResolvesClientCert`]), and a bearer token set on each request from another slot.
+/// [`CredentialHandle::replace`] swaps both and starts a new connection pool, so new requests
+/// open new connections with the new credentials while running requests (watches) finish on
+/// their old connection, which then closes. Informers keep running and resume from their
+/// resourceVersion: nothing is relisted. kube's retry of 429/503/504 and proxies are not part
+/// of this transport (a config with a `proxy_url` is refused); `tls_server_name`, timeouts,
+/// impersonation and extra headers are honoured.
+///
+/// ```no_run
+/// use mcr_core::credentials::{Credentials, RenewableClient};
+/// # async fn f(config: kube::Config, cert: &[u8], key: &[u8]) -> Result<(), mcr_core::credentials::Error> {
+/// let creds = Credentials::client_certificate(cert, key)?;
+/// let (client, handle) = RenewableClient::build(config, creds)?;
+/// let cluster = mcr_core::Cluster::new("member-1", client).with_credentials(handle);
+/// # let _ = cluster; Ok(()) }
+/// ```
+pub struct RenewableClient;
+
+impl RenewableClient {
+    /// A client for `config`'s server, CA, TLS and header settings, authenticated with
+    /// `credentials` (any credentials in `config.auth_info` are ignored).
+    pub fn build(
+        mut config: kube::Config,
+        credentials: Credentials,
+    ) -> Result<(kube::Client, CredentialHandle), Error> {
+        config.auth_info = kube::config::AuthInfo {
+            impersonate: config.auth_info.impersonate.take(),
+            impersonate_groups: config.auth_info.impersonate_groups.take(),
+            ..kube::config::AuthInfo::default()
+        };
+        if config.proxy_url.is_some() {
+            return Err(Error::Client(
+                "proxies are not supported for renewable clients".into(),
+            ));
+        }
+        let cert = Arc::new(CertSlot::default());
+        let mut tls = config
+            .rustls_client_config()
+            .map_err(|e| Error::Client(e.to_string()))?;
+        tls.client_auth_cert_resolver = cert.clone();
+        // A resumed TLS session keeps the identity of the handshake it resumes: new
+        // connections must present the current certificate, so every connection does a full
+        // handshake (connections are long-lived; this costs little).
+        tls.resumption = rustls::client::Resumption::disabled();
+        let mut https = HttpConnector::new();
+        https.enforce_http(false);
+        let mut builder = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_tls_config(tls)
+            .https_or_http();
+        if let Some(name) = &config.tls_server_name {
+            let name = rustls::pki_types::ServerName::try_from(name.clone())
+                .map_err(|_| Error::Client("tls-server-name is not a valid name".into()))?;
+            builder =
+                builder.with_server_name_resolver(hyper_rustls::FixedServerNameResolver::new(name));
+        }
+        let https = builder.enable_http1().wrap_connector(https);
+        let mut connector = TimeoutConnector::new(https);
+        connector.set_connect_timeout(config.connect_timeout);
+        connector.set_read_timeout(config.read_timeout);
+        connector.set_write_timeout(config.write_timeout);
+        let new_pool =
+            move || -> Http { HyperClient::builder(TokioExecutor::new()).build(connector.clone()) };
+        let inner = Arc::new(Inner {
+            http: RwLock::new(new_pool()),
+            new_pool: Box::new(new_pool),
+            token: RwLock::new(None),
+            cert,
+            state: Mutex::new(State::default()),
+            endpoint: Mutex::new(None),
+            fingerprint: Mutex::new(None),
+        });
+        let handle = CredentialHandle { inner };
+        handle.install(credentials);
+        let service = ServiceBuilder::new()
+            .layer(config.base_uri_layer())
+            .layer(
+                config
+                    .extra_headers_layer()
+                    .map_err(|e| Error::Client(e.to_string()))?,
+            )
+            .service(Transport(handle.inner.clone()));
+        Ok((kube::Client::new(service, config.default_namespace), handle))
+    }
+}
+
+/// The swappable credentials of a client built by [`RenewableClient`]; cheap to clone.
+///
+/// ```no_run
+/// # fn f(handle: mcr_core::credentials::CredentialHandle, fresh: mcr_core::credentials::Credentials) {
+/// handle.replace(fresh); // new requests use it at once; pooled connections are retired
+/// println!("{:?}", handle.status().expires_at);
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct CredentialHandle {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    http: RwLock<Http>,
+    new_pool: Box<dyn Fn() -> Http + Send + Sync>,
+    token: RwLock<Option<http::HeaderValue>>,
+    cert: Arc<CertSlot>,
+    state: Mutex<State>,
+    /// The endpoint hash of the kubeconfig the client was built from (see `endpoint_hash`).
+    endpoint: Mutex<Option<String>>,
+    fingerprint: Mutex<Option<String>>,
+}
+
+impl CredentialHandle {
+    fn install(&self, credentials: Credentials) {
+        let expires_at = credentials.expires_at();
+        *lock(&self.inner.fingerprint) = Some(credentials.fingerprint().to_string());
+        match credentials.secret {
+            Secret::Token(value) => {
+                *write(&self.inner.token) = Some(value);
+                *write(&self.inner.cert.0) = None;
+            }
+            Secret::Certificate(key) => {
+                *write(&self.inner.cert.0) = Some(key);
+                *write(&self.inner.token) = None;
+            }
+        }
+        lock(&self.inner.state).installed(expires_at);
+    }
+
+    /// Replaces the credentials in place: new requests carry them at once, and a new
+    /// connection pool replaces the old one (connections opened with the old credentials
+    /// close when their running requests end).
+    pub fn replace(&self, credentials: Credentials) {
+        self.install(credentials);
+        *write(&self.inner.http) = (self.inner.new_pool)();
+    }
+
+    /// The renewal status (expiry, renewals, failures), for health checks and metrics.
+    pub fn status(&self) -> CredentialStatus {
+        lock(&self.inner.state).status()
+    }
+
+    pub(crate) fn set_endpoint(&self, endpoint: String) {
+        *lock(&self.inner.endpoint) = Some(endpoint);
+    }
+
+    pub(crate) fn endpoint(&self) -> Option<String> {
+        lock(&self.inner.endpoint).clone()
+    }
+
+    pub(crate) fn fingerprint(&self) -> Option<String> {
+        lock(&self.inner.fingerprint).clone()
+    }
+
+    pub(crate) fn record_failure(&self, at: SystemTime) {
+        lock(&self.inner.state).failed(at);
+    }
+
+    pub(crate) fn expires_at(&self) -> Option<SystemTime> {
+        lock(&self.inner.state).expires_at
+    }
+
+    pub(crate) fn installed_at(&self) -> SystemTime {
+        lock(&self.inner.state).installed_at
+    }
+}
+
+impl fmt::Debug for CredentialHandle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CredentialHandle")
+            .field("status", &self.status())
+            .finish_non_exhaustive()
+    }
+}
+
+fn write<T>(lock: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
+    lock.write().unwrap_or_else(|e| e.into_inner())
+}
+
+fn read<T>(lock: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
+    lock.read().unwrap_or_else(|e| e.into_inner())
+}
+
+fn lock<T>(lock: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    lock.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Serves the current client certificate to every new TLS connection.
+#[derive(Default)]
+struct CertSlot(RwLock<Option<Arc<CertifiedKey>>>);
+
+impl fmt::Debug for CertSlot {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("CertSlot")
+    }
+}
+
+impl ResolvesClientCert for CertSlot {
+    fn resolve(
+        &self,
+        _root_hint_subjects: &[&[u8]],
+        _sigschemes: &[rustls::SignatureScheme],
+    ) -> Option<Arc<CertifiedKey>> {
+        read(&self.0).clone()
+    }
+
+    fn has_certs(&self) -> bool {
+        read(&self.0).is_some()
+    }
+}
+
+/// The innermost service: current token on the request, current pool for the connection.
+#[derive(Clone)]
+struct Transport(Arc<Inner>);
+
+impl tower::Service<Request<Body>> for Transport {
+    type Response = Response<hyper::body::Incoming>;
+    type Error = hyper_util::client::legacy::Error;
+    type Future = ResponseFuture;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, mut req: Request<Body>) -> Self::Future {
+        if let Some(token) = read(&self.0.token).clone() {
+            req.headers_mut().insert(header::AUTHORIZATION, token);
+        }
+        let http = read(&self.0.http).clone();
+        http.request(req)
+    }
+}

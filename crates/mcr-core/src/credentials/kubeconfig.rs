@@ -1,0 +1,120 @@
+//! Kubeconfig rotations that only change credentials: [`is_renewable`], [`endpoint_hash`],
+//! [`cluster_for_context`] and [`renew_in_place`].
+
+use kube::config::{AuthInfo, Kubeconfig};
+
+use super::{Credentials, Error, RenewableClient, from_kubeconfig};
+use crate::kubeconfig::{ClientOptions, connection_hash, current_context};
+use crate::{Cluster, ClusterName};
+
+/// The user entry of `context` (`None` = current), if any.
+fn user_of<'a>(kc: &'a mut Kubeconfig, context: Option<&str>) -> Option<&'a mut AuthInfo> {
+    let context = match context {
+        Some(c) => c.to_string(),
+        None => current_context(kc)?.to_string(),
+    };
+    let user = kc
+        .contexts
+        .iter()
+        .find(|c| c.name == context)?
+        .context
+        .as_ref()?
+        .user
+        .clone()?;
+    kc.auth_infos
+        .iter_mut()
+        .find(|a| a.name == user)?
+        .auth_info
+        .as_mut()
+}
+
+/// Whether `context`'s user has static credentials (a token or a client certificate) and no
+/// exec plugin or auth-provider, so that its clients can be renewed in place.
+///
+/// ```
+/// let kc = mcr_core::kubeconfig::parse(br#"
+/// clusters: [{name: c, cluster: {server: "https://10.0.0.1"}}]
+/// users: [{name: u, user: {token: abc}}]
+/// contexts: [{name: ctx, context: {cluster: c, user: u}}]
+/// current-context: ctx
+/// "#).unwrap();
+/// assert!(mcr_core::credentials::is_renewable(&kc, None));
+/// ```
+pub fn is_renewable(kc: &Kubeconfig, context: Option<&str>) -> bool {
+    let mut kc = kc.clone();
+    user_of(&mut kc, context).is_some_and(|u| {
+        u.exec.is_none()
+            && u.auth_provider.is_none()
+            && (u.token.is_some()
+                || u.token_file.is_some()
+                || u.client_certificate_data.is_some()
+                || u.client_certificate.is_some())
+    })
+}
+
+/// The [`connection_hash`] of `context` with the user's credentials (token, token file,
+/// client certificate and key) left out: equal hashes mean a rotation changed only the
+/// credentials, which [`renew_in_place`] can apply without rebuilding the cluster.
+pub fn endpoint_hash(kc: &Kubeconfig, context: Option<&str>) -> Result<String, Error> {
+    let mut kc = kc.clone();
+    if let Some(user) = user_of(&mut kc, context) {
+        user.token = None;
+        user.token_file = None;
+        user.client_certificate = None;
+        user.client_certificate_data = None;
+        user.client_key = None;
+        user.client_key_data = None;
+    }
+    connection_hash(&kc, context).map_err(|e| Error::Client(e.to_string()))
+}
+
+/// A cluster whose client is renewable ([`RenewableClient`]) for a context with static
+/// credentials (see [`is_renewable`]); its handle remembers the [`endpoint_hash`]. File
+/// references are refused when `opts` deny them.
+pub async fn cluster_for_context(
+    name: impl Into<ClusterName>,
+    kc: &Kubeconfig,
+    context: Option<&str>,
+    opts: &ClientOptions,
+) -> Result<Cluster, Error> {
+    let endpoint = endpoint_hash(kc, context)?;
+    let (config, creds) = from_kubeconfig(kc, context, opts).await?;
+    let (client, handle) = RenewableClient::build(config, creds)?;
+    handle.set_endpoint(endpoint);
+    Ok(Cluster::new(name, client).with_credentials(handle))
+}
+
+/// Applies a rotated kubeconfig to `cluster` in place when only its credentials changed (same
+/// [`endpoint_hash`] as when the cluster was built) and the cluster is renewable. Returns
+/// `Ok(true)` when the cluster now uses the kubeconfig's credentials (also when they were
+/// already in use), `Ok(false)` when the cluster must be replaced instead.
+///
+/// ```no_run
+/// # async fn f(cluster: mcr_core::Cluster, kc: mcr_core::kubeconfig::Kubeconfig) -> Result<(), mcr_core::credentials::Error> {
+/// use mcr_core::credentials::renew_in_place;
+/// if !renew_in_place(&cluster, &kc, None, &Default::default()).await? {
+///     // build a new cluster and replace this one
+/// }
+/// # Ok(()) }
+/// ```
+pub async fn renew_in_place(
+    cluster: &Cluster,
+    kc: &Kubeconfig,
+    context: Option<&str>,
+    opts: &ClientOptions,
+) -> Result<bool, Error> {
+    let Some(handle) = cluster.credentials() else {
+        return Ok(false);
+    };
+    if !is_renewable(kc, context)
+        || handle.endpoint().as_deref() != Some(&*endpoint_hash(kc, context)?)
+    {
+        return Ok(false);
+    }
+    let (_, creds): (_, Credentials) = from_kubeconfig(kc, context, opts).await?;
+    if handle.fingerprint().as_deref() != Some(creds.fingerprint()) {
+        handle.replace(creds);
+        tracing::info!(cluster = %cluster.name(), "kubeconfig rotated: credentials renewed in place");
+    }
+    Ok(true)
+}
