@@ -68,6 +68,9 @@
 pub mod engine;
 pub mod wait;
 
+#[doc(hidden)]
+pub mod fuzz;
+
 mod cluster;
 mod counters;
 mod discovery;
