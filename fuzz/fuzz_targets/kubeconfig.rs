@@ -8,7 +8,8 @@ fuzz_target!(|data: &[u8]| {
     let Ok(kc) = kubeconfig::parse(data) else {
         return;
     };
-    let mut contexts: Vec<Option<String>> = kubeconfig::contexts(&kc).into_iter().map(Some).collect();
+    let mut contexts: Vec<Option<String>> =
+        kubeconfig::contexts(&kc).into_iter().map(Some).collect();
     contexts.push(None);
     contexts.push(Some("missing".into()));
     let _ = kubeconfig::current_context(&kc);
