@@ -99,6 +99,9 @@ pub mod real;
 pub mod wait;
 
 mod backend;
+#[doc(hidden)]
+pub mod fuzz;
+
 mod cluster;
 mod counters;
 mod discovery;

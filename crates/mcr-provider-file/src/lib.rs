@@ -73,6 +73,7 @@ mod error;
 mod options;
 mod provider;
 mod reconcile;
+mod refs;
 mod scan;
 mod watch;
 

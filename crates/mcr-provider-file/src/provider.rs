@@ -1,5 +1,6 @@
 //! The [`FileProvider`]: one engaged cluster per context of each kubeconfig file.
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -164,11 +165,15 @@ impl FileProvider {
         })?;
         let mut watches = Watches::new(watcher);
         // Watch first, so a change during the initial pass is not missed.
-        watches.update(&opts);
+        watches.update(&opts, &BTreeSet::new());
         let patterns = compile(&opts.globs);
         let mut backoff = Backoff::new(opts.backoff_initial, opts.backoff_max);
 
         let report = self.run_once(token, aware.clone()).await;
+        // Files the kubeconfigs read by path (certificates, keys, CA, tokens): a rotation
+        // rebuilds the member that uses them.
+        let mut referenced = report.referenced.clone();
+        watches.update(&opts, &referenced);
         let mut retry_at = schedule(&report, &mut backoff);
         loop {
             let retry = async {
@@ -182,7 +187,7 @@ impl FileProvider {
                 _ = retry => debug!("retrying clusters that failed to engage"),
                 event = events.recv() => match event {
                     None => return Ok(()),
-                    Some(Ok(event)) if !is_relevant(&event, &opts, &patterns) => continue,
+                    Some(Ok(event)) if !is_relevant(&event, &opts, &patterns, &referenced) => continue,
                     Some(Ok(event)) => debug!(kind = ?event.kind, paths = ?event.paths, "kubeconfig filesystem event"),
                     Some(Err(err)) => warn!(error = %err, "file watcher error; reconciling"),
                 },
@@ -191,7 +196,8 @@ impl FileProvider {
                 return Ok(());
             }
             let report = self.run_once(token, aware.clone()).await;
-            watches.update(&opts);
+            referenced.clone_from(&report.referenced);
+            watches.update(&opts, &referenced);
             retry_at = schedule(&report, &mut backoff);
         }
     }

@@ -9,6 +9,7 @@ use mcr_core::{AddOutcome, Aware, ClusterName, Clusters, kubeconfig};
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, error, info, info_span, warn};
 
+use crate::refs::{referenced_files, with_file_contents};
 use crate::scan::{cluster_name, scan};
 use crate::{Error, Options};
 
@@ -38,6 +39,9 @@ pub struct PassReport {
     pub failed: Vec<Error>,
     /// Files that could not be read or parsed; their last good clusters were kept.
     pub invalid_files: Vec<Error>,
+    /// Files the engaged contexts read by path (CA, client certificate and key, `tokenFile`):
+    /// watched, and part of each cluster's connection hash.
+    pub(crate) referenced: BTreeSet<PathBuf>,
 }
 
 impl PassReport {
@@ -110,6 +114,10 @@ pub(crate) async fn pass(
         }
     }
 
+    report.referenced = desired
+        .values()
+        .flat_map(|(kc, context)| referenced_files(kc, context))
+        .collect();
     let attempts = desired.iter().map(|(name, (kc, context))| {
         let span = info_span!("file_cluster", cluster = %name);
         engage(opts, clusters, token, aware, name, kc, context).instrument(span)
@@ -164,6 +172,8 @@ async fn engage(
         cluster: name.clone(),
         source,
     })?;
+    // A rotated certificate, key, CA or token file changes the hash: the member is rebuilt.
+    let hash = with_file_contents(hash, &referenced_files(kc, context));
     if let Ok(current) = clusters.get(name)
         && current.connection_hash() == Some(hash.as_str())
     {

@@ -9,6 +9,7 @@ use notify::{EventKind, RecommendedWatcher, RecursiveMode, Watcher};
 use tracing::{debug, warn};
 
 use crate::Options;
+use crate::refs::is_referenced;
 
 /// The watched directories of one provider run.
 pub(crate) struct Watches {
@@ -24,10 +25,15 @@ impl Watches {
         }
     }
 
-    /// Watches what [`targets`] says now; a missing directory is replaced by its nearest
+    /// Watches what [`targets`] says now, and the directories of the `referenced` files; a missing directory is replaced by its nearest
     /// existing ancestor, so its creation is noticed (and the next update watches it).
-    pub(crate) fn update(&mut self, opts: &Options) {
-        let targets = targets(opts);
+    pub(crate) fn update(&mut self, opts: &Options, referenced: &BTreeSet<PathBuf>) {
+        let mut targets = targets(opts);
+        targets.extend(
+            referenced
+                .iter()
+                .filter_map(|f| existing_ancestor(&parent(f))),
+        );
         let stale: Vec<PathBuf> = self.watched.difference(&targets).cloned().collect();
         for path in stale {
             // The directory may be gone already (the kernel dropped the watch): ignore errors.
@@ -94,6 +100,7 @@ pub(crate) fn is_relevant(
     event: &notify::Event,
     opts: &Options,
     patterns: &[glob::Pattern],
+    referenced: &BTreeSet<PathBuf>,
 ) -> bool {
     match event.kind {
         EventKind::Access(AccessKind::Close(AccessMode::Write)) => {}
@@ -106,7 +113,7 @@ pub(crate) fn is_relevant(
     event
         .paths
         .iter()
-        .any(|p| path_is_relevant(&norm(p), opts, patterns))
+        .any(|p| path_is_relevant(&norm(p), opts, patterns) || is_referenced(&norm(p), referenced))
 }
 
 fn path_is_relevant(path: &Path, opts: &Options, patterns: &[glob::Pattern]) -> bool {
@@ -156,35 +163,64 @@ mod tests {
     fn relevance() {
         let o = opts();
         let p = compile(&o.globs);
+        let none = BTreeSet::new();
         let create = EventKind::Create(CreateKind::File);
         assert!(is_relevant(
             &event(create, "/fleet/kc/a.kubeconfig"),
             &o,
-            &p
+            &p,
+            &none
         ));
-        assert!(!is_relevant(&event(create, "/fleet/kc/notes.txt"), &o, &p));
-        assert!(is_relevant(&event(create, "/etc/kube/config"), &o, &p));
-        assert!(!is_relevant(&event(create, "/etc/kube/other"), &o, &p));
-        assert!(is_relevant(&event(create, "./local.yaml"), &o, &p));
+        assert!(!is_relevant(
+            &event(create, "/fleet/kc/notes.txt"),
+            &o,
+            &p,
+            &none
+        ));
+        assert!(is_relevant(
+            &event(create, "/etc/kube/config"),
+            &o,
+            &p,
+            &none
+        ));
+        assert!(!is_relevant(
+            &event(create, "/etc/kube/other"),
+            &o,
+            &p,
+            &none
+        ));
+        assert!(is_relevant(&event(create, "./local.yaml"), &o, &p, &none));
         assert!(
-            is_relevant(&event(create, "/fleet"), &o, &p),
+            is_relevant(&event(create, "/fleet"), &o, &p, &none),
             "ancestor of a configured dir"
         );
         let modify = EventKind::Modify(ModifyKind::Any);
         assert!(is_relevant(
             &event(modify, "/fleet/kc/kubeconfig.yaml"),
             &o,
-            &p
+            &p,
+            &none
         ));
         let open = EventKind::Access(AccessKind::Open(AccessMode::Any));
-        assert!(!is_relevant(&event(open, "/fleet/kc/a.kubeconfig"), &o, &p));
+        assert!(!is_relevant(
+            &event(open, "/fleet/kc/a.kubeconfig"),
+            &o,
+            &p,
+            &none
+        ));
         let written = EventKind::Access(AccessKind::Close(AccessMode::Write));
         assert!(is_relevant(
             &event(written, "/fleet/kc/a.kubeconfig"),
             &o,
-            &p
+            &p,
+            &none
         ));
-        assert!(is_relevant(&notify::Event::new(EventKind::Other), &o, &p));
+        assert!(is_relevant(
+            &notify::Event::new(EventKind::Other),
+            &o,
+            &p,
+            &none
+        ));
     }
 
     #[test]

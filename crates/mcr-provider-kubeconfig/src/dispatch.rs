@@ -1,26 +1,42 @@
 //! Turns Secret watch events into the desired state of each cluster name.
 //!
-//! Cluster name = Secret name. When two watched namespaces hold a Secret of the same name, the
-//! first one seen owns the name; the other is logged (naming both) and marked
-//! [`SecretState::Conflict`] until the owner goes away, then the remaining Secret with the
-//! smallest namespace takes over.
+//! Cluster name = Secret name. When Secrets in two watched namespaces claim one name, the owner
+//! is decided by a fixed rule, not by arrival order: the oldest `creationTimestamp` wins, then
+//! the smallest namespace (a Secret without a timestamp ranks last). Every other claimant is
+//! logged (naming both Secrets, never their content) and marked [`SecretState::Conflict`]. An
+//! older Secret seen later (during the initial list, or after a restart) takes the name over;
+//! when the owner goes away, the next in rank does.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::runtime::watcher::Event;
 use mcr_core::ClusterName;
 use tokio::sync::watch;
 use tokio_util::task::TaskTracker;
-use tracing::{Instrument, error, info, info_span};
+use tracing::{Instrument, info, info_span, warn};
 
 use crate::worker::{self, Desired, RunCtx, lock};
 use crate::{SecretRef, SecretState, SecretStatus};
 
 struct Seen {
     stream: usize,
+    created: Option<Time>,
     desired: Desired,
+}
+
+/// The rank of a claim on a cluster name: smaller owns it (oldest first, then namespace; no
+/// timestamp ranks last).
+type Rank<'a> = (bool, Option<&'a Time>, &'a str);
+
+fn rank<'a>(key: &'a SecretRef, seen: &'a Seen) -> Rank<'a> {
+    (
+        seen.created.is_none(),
+        seen.created.as_ref(),
+        key.namespace.as_str(),
+    )
 }
 
 pub(crate) struct Dispatcher {
@@ -28,6 +44,7 @@ pub(crate) struct Dispatcher {
     tasks: TaskTracker,
     secrets: BTreeMap<SecretRef, Seen>,
     owners: HashMap<ClusterName, SecretRef>,
+    claimants: HashMap<ClusterName, BTreeSet<SecretRef>>,
     relisting: HashMap<usize, HashSet<SecretRef>>,
 }
 
@@ -38,6 +55,7 @@ impl Dispatcher {
             tasks,
             secrets: BTreeMap::new(),
             owners: HashMap::new(),
+            claimants: HashMap::new(),
             relisting: HashMap::new(),
         }
     }
@@ -99,69 +117,98 @@ impl Dispatcher {
             .and_then(|d| d.get(&opts.data_key))
             .filter(|b| !b.0.is_empty())
             .map(|b| Arc::<[u8]>::from(b.0.as_slice()));
-        let resource_version = secret.metadata.resource_version.clone();
         let desired = Desired::Secret {
             secret: key.clone(),
-            resource_version: resource_version.clone(),
+            resource_version: secret.metadata.resource_version.clone(),
             data,
         };
-        self.secrets.insert(
-            key.clone(),
-            Seen {
-                stream,
-                desired: desired.clone(),
-            },
-        );
+        let seen = Seen {
+            stream,
+            created: secret.metadata.creation_timestamp.clone(),
+            desired,
+        };
+        self.secrets.insert(key.clone(), seen);
         let name = key.cluster_name();
-        match self.owners.get(&name) {
-            None => {
-                self.owners.insert(name.clone(), key.clone());
-                self.publish(&name, desired);
-            }
-            Some(owner) if *owner == key => self.publish(&name, desired),
-            Some(owner) => {
-                error!(
-                    cluster = %name,
-                    secret = %key,
-                    owner = %owner,
-                    "two watched Secrets map to the same cluster name: {owner} was seen first and keeps it, {key} is ignored until {owner} goes away"
-                );
-                let status = SecretStatus {
-                    cluster: name.clone(),
-                    resource_version,
-                    state: SecretState::Conflict {
-                        owner: owner.clone(),
-                    },
-                };
-                lock(&self.ctx.shared.statuses).insert(key.clone(), status);
-            }
-        }
+        self.claimants
+            .entry(name.clone())
+            .or_default()
+            .insert(key.clone());
+        self.settle(&name, Some(&key));
         Some(key)
     }
 
-    /// Forgets a Secret; hands its name to the next Secret of that name, if any.
+    /// Gives `name` to its best-ranked claimant (publishing that Secret's desired state when the
+    /// owner changed, or when `changed` is the owner) and marks every other claimant as in
+    /// conflict. Publishes [`Desired::Absent`] when nothing claims the name any more.
+    fn settle(&mut self, name: &ClusterName, changed: Option<&SecretRef>) {
+        let claimants = self.claimants.get(name);
+        let winner = claimants
+            .into_iter()
+            .flatten()
+            .filter_map(|k| self.secrets.get(k).map(|s| (k, s)))
+            .min_by(|(a, sa), (b, sb)| rank(a, sa).cmp(&rank(b, sb)))
+            .map(|(k, s)| (k.clone(), s.desired.clone()));
+        let Some((winner, desired)) = winner else {
+            self.claimants.remove(name);
+            if self.owners.remove(name).is_some() {
+                self.publish(name, Desired::Absent);
+            }
+            return;
+        };
+        let previous = self.owners.insert(name.clone(), winner.clone());
+        if previous.as_ref() != Some(&winner) {
+            if let Some(previous) = &previous {
+                info!(cluster = %name, secret = %winner, previous = %previous, "Secret takes over the cluster name (oldest claim wins)");
+            }
+            self.publish(name, desired);
+        } else if changed == Some(&winner) {
+            self.publish(name, desired);
+        }
+        let losers: Vec<SecretRef> = self.claimants[name]
+            .iter()
+            .filter(|k| **k != winner)
+            .cloned()
+            .collect();
+        let mut statuses = lock(&self.ctx.shared.statuses);
+        for loser in losers {
+            let resource_version = match &self.secrets[&loser].desired {
+                Desired::Secret {
+                    resource_version, ..
+                } => resource_version.clone(),
+                Desired::Absent => None,
+            };
+            let state = SecretState::Conflict {
+                owner: winner.clone(),
+            };
+            let newly = statuses.get(&loser).is_none_or(|s| s.state != state);
+            if newly || changed == Some(&loser) {
+                warn!(
+                    cluster = %name,
+                    secret = %loser,
+                    owner = %winner,
+                    "cluster name conflict: two watched Secrets claim the same cluster name; {winner} is older (or ranks first) and owns it, {loser} is ignored until {winner} goes away"
+                );
+            }
+            let status = SecretStatus {
+                cluster: name.clone(),
+                resource_version,
+                state,
+            };
+            statuses.insert(loser, status);
+        }
+    }
+
+    /// Forgets a Secret; hands its name to the next claimant in rank, if any.
     fn delete(&mut self, key: &SecretRef) {
         if self.secrets.remove(key).is_none() {
             return;
         }
         let name = key.cluster_name();
-        if self.owners.get(&name) == Some(key) {
-            self.owners.remove(&name);
-            let next = self
-                .secrets
-                .iter()
-                .find(|(k, _)| k.name == key.name)
-                .map(|(k, s)| (k.clone(), s.desired.clone()));
-            match next {
-                Some((next, desired)) => {
-                    info!(cluster = %name, secret = %next, previous = %key, "Secret takes over the cluster name");
-                    self.owners.insert(name.clone(), next);
-                    self.publish(&name, desired);
-                }
-                None => self.publish(&name, Desired::Absent),
-            }
+        if let Some(claimants) = self.claimants.get_mut(&name) {
+            claimants.remove(key);
         }
         lock(&self.ctx.shared.statuses).remove(key);
+        self.settle(&name, None);
     }
 
     /// Hands `desired` to the worker of `name`, starting one if needed.

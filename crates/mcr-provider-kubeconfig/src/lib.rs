@@ -13,8 +13,13 @@
 //! # Naming
 //!
 //! The cluster name is the Secret's name. If two watched namespaces hold Secrets of the same
-//! name, the first one seen owns the name; the second is logged (naming both `namespace/name`
-//! pairs), reported as [`SecretState::Conflict`], and takes over when the first goes away.
+//! name, ownership does not depend on which one the provider sees first: the Secret with the
+//! oldest `creationTimestamp` owns the name, ties going to the smallest namespace. Every other
+//! claimant is logged at `WARN` (naming both `namespace/name` pairs, never their content),
+//! reported as [`SecretState::Conflict`] by [`KubeconfigProvider::status`], and takes over
+//! when the owner goes away. A restart therefore gives the name to the same Secret, and a
+//! Secret created later in another watched namespace cannot take "prod" over; an older one
+//! listed late during start-up replaces a younger one engaged moments before.
 //!
 //! # Lifecycle
 //!

@@ -102,8 +102,9 @@ pub enum SecretState {
         /// The error message.
         reason: String,
     },
-    /// Another Secret with the same name in another watched namespace was seen first and owns
-    /// the cluster name; this one takes over when that one goes away.
+    /// Another Secret with the same name in another watched namespace owns the cluster name
+    /// (it is older, or as old and in a smaller namespace); this one takes over when that one
+    /// goes away.
     Conflict {
         /// The Secret that owns the cluster name.
         owner: SecretRef,

@@ -16,7 +16,7 @@ use crate::faults::Faults;
 use crate::{discovery, openapi};
 
 mod dispatch;
-mod protobuf;
+pub(crate) mod protobuf;
 pub(crate) mod query;
 pub(crate) mod response;
 pub(crate) mod route;

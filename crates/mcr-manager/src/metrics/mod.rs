@@ -17,6 +17,7 @@
 //! whether one cluster's backlog delays another's (the queue is round-robin per cluster).
 //! Exact samples can be kept as well (see [`Metrics::keep_queue_wait_samples`]).
 
+mod label;
 mod samples;
 
 use std::{
@@ -37,9 +38,12 @@ use prometheus_client::{
 
 use self::samples::{SampleLane, SampleStore};
 
-type ClusterLabels = [(&'static str, String); 2];
-type ResultLabels = [(&'static str, String); 3];
-type ControllerLabels = [(&'static str, String); 1];
+use self::label::LabelValue;
+
+// Label values are escaped when encoded: cluster names come from outside (see `label`).
+type ClusterLabels = [(&'static str, LabelValue); 2];
+type ResultLabels = [(&'static str, LabelValue); 3];
+type ControllerLabels = [(&'static str, LabelValue); 1];
 
 #[derive(Clone, Copy, Debug)]
 struct DurationBuckets;
@@ -208,26 +212,26 @@ impl Metrics {
     /// ```
     pub fn take_queue_wait_samples(&self, controller: &str, cluster: &str) -> Vec<Duration> {
         self.samples.take(&[
-            ("controller", controller.to_owned()),
-            ("cluster", cluster.to_owned()),
+            ("controller", controller.into()),
+            ("cluster", cluster.into()),
         ])
     }
 
     pub(crate) fn engaged(&self, controller: &str) -> Gauge {
         self.engaged
-            .get_or_create_owned(&[("controller", controller.to_owned())])
+            .get_or_create_owned(&[("controller", controller.into())])
     }
 
     pub(crate) fn cluster(&self, controller: &str, cluster: &str) -> ClusterMetrics {
         let labels: ClusterLabels = [
-            ("controller", controller.to_owned()),
-            ("cluster", cluster.to_owned()),
+            ("controller", controller.into()),
+            ("cluster", cluster.into()),
         ];
         let result = |r: &str| {
             self.reconciles.get_or_create_owned(&[
-                ("controller", controller.to_owned()),
-                ("cluster", cluster.to_owned()),
-                ("result", r.to_owned()),
+                ("controller", controller.into()),
+                ("cluster", cluster.into()),
+                ("result", r.into()),
             ])
         };
         ClusterMetrics {
@@ -250,11 +254,8 @@ impl Metrics {
     pub(crate) fn forget_cluster(&self, m: &ClusterMetrics) {
         let [controller, cluster] = &m.labels;
         for r in ["success", "error", "panic", "cluster_gone"] {
-            self.reconciles.remove(&[
-                controller.clone(),
-                cluster.clone(),
-                ("result", r.to_owned()),
-            ]);
+            self.reconciles
+                .remove(&[controller.clone(), cluster.clone(), ("result", r.into())]);
         }
         self.durations.remove(&m.labels);
         self.waits.remove(&m.labels);

@@ -59,7 +59,9 @@ impl std::fmt::Debug for NamespaceService {
 /// resources become lists and watches of `namespace`. Requests for any other namespace get a
 /// 404 `Status`; listing, watching or changing Namespaces gets a 403 (`GET` of the Namespace
 /// `default` returns the real Namespace renamed). Cluster-scoped resources (Nodes, CRDs, …)
-/// pass through unchanged: they are the host's.
+/// pass through unchanged: they are the host's. A resource the host's discovery does not list
+/// gets a 404 `Status` from this client and is never forwarded (it fails closed: a CRD
+/// installed meanwhile could otherwise be listed across every namespace).
 ///
 /// ```no_run
 /// # async fn f() -> Result<(), kube::Error> {
@@ -156,7 +158,14 @@ impl NamespaceService {
                         &format!("{plural} is namespaced: address it in namespace \"default\""),
                     ));
                 }
-                Ok(_) => (None, Rewrite::None),
+                Ok(Some(false)) => (None, Rewrite::None),
+                // Fail closed: a resource discovery did not list may be served by the time the
+                // request reaches the host (a new CRD), and would then be answered across
+                // every namespace. Never forward what cannot be classified.
+                Ok(None) => return Ok(unknown_resource(&group_version, plural)),
+                Err(kube::Error::Api(status)) if status.code == 404 => {
+                    return Ok(unknown_resource(&group_version, plural));
+                }
                 Err(err) => {
                     tracing::warn!(cluster = %real, error = %err, "discovery on the host failed");
                     return Ok(refuse(
@@ -263,6 +272,18 @@ fn not_found(namespace: &str) -> Response<BoxBody> {
         StatusCode::NOT_FOUND,
         &format!(
             "namespaces \"{namespace}\" not found: a namespace cluster has only the namespace \"default\""
+        ),
+    )
+}
+
+/// The answer for a resource the host's discovery does not list (not forwarded).
+fn unknown_resource(group_version: &str, plural: &str) -> Response<BoxBody> {
+    refuse(
+        StatusCode::NOT_FOUND,
+        &format!(
+            "the server could not find the requested resource: {plural} in {group_version} is \
+             not in the host's discovery (a namespace cluster does not forward requests for \
+             resources whose scope it does not know; retry once the resource is served)"
         ),
     )
 }
