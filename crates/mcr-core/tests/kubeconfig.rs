@@ -288,3 +288,26 @@ async fn read_resolves_relative_files_and_deny_file_references_refuses_them() {
         "{err:?}"
     );
 }
+
+#[tokio::test]
+async fn a_server_url_without_a_scheme_is_refused_when_the_client_is_built() {
+    for server in ["10.0.0.5:6443", "ftp://10.0.0.5:6443", "https:///api"] {
+        let kc = kubeconfig::parse(
+            format!(
+                r#"
+clusters: [{{name: c, cluster: {{server: "{server}"}}}}]
+users: [{{name: u, user: {{token: abc}}}}]
+contexts: [{{name: ctx, context: {{cluster: c, user: u}}}}]
+current-context: ctx
+"#
+            )
+            .as_bytes(),
+        )
+        .unwrap();
+        let err = expect_err(&kc, None, &ClientOptions::default(), &ExecPolicy::Deny).await;
+        assert!(
+            matches!(&err, Error::InvalidConfig { context, reason } if context == "ctx" && reason.contains("server URL")),
+            "{server}: {err:?}"
+        );
+    }
+}

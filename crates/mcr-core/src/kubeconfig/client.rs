@@ -66,6 +66,7 @@ async fn build(
         .await
         .map_err(|e| invalid(redact::kubeconfig_error(&e)))?;
     opts.apply(&mut config).map_err(invalid)?;
+    check_server_url(&config.cluster_url).map_err(invalid)?;
     check_static_credentials(&config).map_err(invalid)?;
 
     let command = config
@@ -110,6 +111,26 @@ fn try_build(config: Config) -> Built {
         Ok(Err(e)) => Built::Err(e),
         Err(_) => Built::Panicked,
     }
+}
+
+/// Rejects a server URL kube cannot send requests to: without an `http`/`https` scheme or a
+/// host (`10.0.0.5:6443`), kube builds a client that panics on every request.
+fn check_server_url(url: &http::Uri) -> Result<(), String> {
+    match url.scheme_str() {
+        Some("https" | "http") => {}
+        Some(other) => {
+            return Err(format!(
+                "the server URL has scheme {other:?}, expected \"https\" or \"http\""
+            ));
+        }
+        None => {
+            return Err("the server URL has no scheme (write it as https://host:port)".to_string());
+        }
+    }
+    if url.host().is_none_or(str::is_empty) {
+        return Err("the server URL has no host".to_string());
+    }
+    Ok(())
 }
 
 /// Rejects inline credentials kube would panic on, with a message that does not echo them.
