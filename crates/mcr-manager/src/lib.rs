@@ -98,6 +98,7 @@ mod runnable;
 pub use controller::{Builder, Context, Controller, IntoRequest, Request, Start, WatchOptions};
 pub use error::{BoxError, BuilderError, Error};
 #[cfg(feature = "leader-election")]
+pub use health::HttpOptions;
 pub use leader::LeaderElection;
 pub use manager::{Manager, ManagerBuilder};
 pub use metrics::Metrics;

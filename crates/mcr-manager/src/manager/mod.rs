@@ -53,6 +53,7 @@ struct Inner {
     provider: Option<Arc<dyn Provider>>,
     metrics: Metrics,
     metrics_addr: Option<SocketAddr>,
+    http_options: crate::HttpOptions,
     #[cfg(feature = "leader-election")]
     leader_election: Option<LeaderElection>,
     leader: AtomicBool,

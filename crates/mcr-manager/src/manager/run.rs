@@ -138,6 +138,7 @@ impl Manager {
             tokio::spawn(crate::health::serve(
                 listener,
                 self.clone(),
+                self.inner.http_options.clone(),
                 watches.clone(),
             ));
         }
