@@ -29,6 +29,9 @@ pub struct ClientOptions {
     pub read_timeout: Option<Duration>,
     /// Timeout for sending a request.
     pub write_timeout: Option<Duration>,
+    /// How long an `exec` credential plugin may run before it is killed and the build fails
+    /// (`None`: [`DEFAULT_EXEC_TIMEOUT`](super::DEFAULT_EXEC_TIMEOUT), 30 s).
+    pub exec_timeout: Option<Duration>,
     /// `User-Agent` header sent with every request.
     pub user_agent: Option<String>,
     /// User to impersonate (`Impersonate-User`); replaces the kubeconfig's `as`.
@@ -96,6 +99,18 @@ impl ClientOptions {
     #[must_use]
     pub fn write_timeout(mut self, timeout: Duration) -> Self {
         self.write_timeout = Some(timeout);
+        self
+    }
+
+    /// Sets [`exec_timeout`](Self::exec_timeout).
+    ///
+    /// ```
+    /// let opts = mcr_core::kubeconfig::ClientOptions::new().exec_timeout(std::time::Duration::from_secs(10));
+    /// # let _ = opts;
+    /// ```
+    #[must_use]
+    pub fn exec_timeout(mut self, timeout: Duration) -> Self {
+        self.exec_timeout = Some(timeout);
         self
     }
 
