@@ -40,7 +40,7 @@ pub use exec::DEFAULT_EXEC_TIMEOUT;
 pub use exec_policy::{ExecPolicy, check_exec_policy};
 pub use file_refs::check_file_references;
 pub use hash::{bytes_hash, connection_hash};
-pub use options::ClientOptions;
+pub use options::{ClientOptions, DEFAULT_CONNECT_TIMEOUT, DEFAULT_READ_TIMEOUT};
 pub use parse::{contexts, current_context, parse, read};
 
 /// The kube kubeconfig type, re-exported for convenience.

@@ -3,6 +3,7 @@
 use std::{ops::Deref, sync::Arc};
 
 use mcr_core::{Cluster, ClusterName};
+use tokio_util::sync::CancellationToken;
 
 /// The context of one reconcile: the cluster the object lives in, and the user's data.
 ///
@@ -28,6 +29,7 @@ pub struct Context<T> {
     cluster: Cluster,
     name: ClusterName,
     data: Arc<T>,
+    cancel: CancellationToken,
 }
 
 impl<T> Context<T> {
@@ -61,7 +63,56 @@ impl<T> Context<T> {
             cluster,
             name,
             data,
+            cancel: CancellationToken::new(),
         }
+    }
+
+    /// This context with `token` as its cluster's cancellation (see [`Context::cancellation`]).
+    ///
+    /// ```no_run
+    /// # use std::sync::Arc;
+    /// # fn demo(cluster: mcr_core::Cluster) {
+    /// let token = tokio_util::sync::CancellationToken::new();
+    /// let ctx = mcr_manager::Context::new(cluster, Arc::new(())).with_cancellation(token.clone());
+    /// token.cancel();
+    /// assert!(ctx.cancellation().is_cancelled());
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn with_cancellation(mut self, token: CancellationToken) -> Self {
+        self.cancel = token;
+        self
+    }
+
+    /// The token cancelled when the object's cluster leaves the controller (removed, or
+    /// replaced by a new instance), and at the latest once the controller has stopped. When the
+    /// cluster leaves, the runtime drops the reconcile at its next await; hand the token to
+    /// work the reconcile spawns so that it stops too.
+    ///
+    /// ```no_run
+    /// # fn demo(ctx: mcr_manager::Context<()>) {
+    /// let token = ctx.cancellation().clone();
+    /// tokio::spawn(async move {
+    ///     tokio::select! {
+    ///         () = token.cancelled() => {}
+    ///         () = async { /* long-running side work */ } => {}
+    ///     }
+    /// });
+    /// # }
+    /// ```
+    pub fn cancellation(&self) -> &CancellationToken {
+        &self.cancel
+    }
+
+    /// Completes when [`cancellation`](Self::cancellation) fires.
+    ///
+    /// ```no_run
+    /// # async fn demo(ctx: mcr_manager::Context<()>) {
+    /// ctx.cancelled().await;
+    /// # }
+    /// ```
+    pub async fn cancelled(&self) {
+        self.cancel.cancelled().await;
     }
 
     /// The cluster the object lives in (its client, cache and indexes).
@@ -117,6 +168,7 @@ impl<T> Clone for Context<T> {
             cluster: self.cluster.clone(),
             name: self.name.clone(),
             data: self.data.clone(),
+            cancel: self.cancel.clone(),
         }
     }
 }

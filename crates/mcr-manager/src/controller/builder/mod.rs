@@ -24,6 +24,7 @@
 //! (concurrency, debounce, engage options, ...) and `register` (checks, then hand-over to the
 //! manager).
 
+mod limits;
 mod options;
 mod register;
 mod start;
@@ -37,6 +38,7 @@ use mcr_core::{Cache, Cluster, ClusterName, Informer};
 use serde::de::DeserializeOwned;
 
 pub use self::watch_options::WatchOptions;
+use super::runner::Limits;
 use super::{
     input::{Batch, Input, InputFn, PredicateFn, PrimaryFn, Scope, subscribe_filtered},
     request::{IntoRequest, Request},
@@ -98,6 +100,7 @@ where
     include_provider: bool,
     filter: Option<ClusterFilter>,
     retry_when_gone: bool,
+    limits: Limits,
 }
 
 impl<K> Debug for Builder<K>
@@ -135,6 +138,7 @@ where
             include_provider: true,
             filter: None,
             retry_when_gone: false,
+            limits: Limits::default(),
         }
     }
 

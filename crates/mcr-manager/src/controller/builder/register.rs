@@ -73,6 +73,7 @@ where
             include_provider: self.include_provider,
             filter: self.filter,
             retry_when_gone: self.retry_when_gone,
+            limits: self.limits,
             host: self.mgr.local().clone(),
             metrics: self.mgr.metrics().clone(),
         };

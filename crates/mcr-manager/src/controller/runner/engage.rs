@@ -102,7 +102,8 @@ where
             token.clone(),
         ));
         debug!(controller = %self.spec.name, cluster = %name, "cluster engaged");
-        let ctx = Context::engaged_as(name.clone(), cluster.clone(), self.task.data.clone());
+        let ctx = Context::engaged_as(name.clone(), cluster.clone(), self.task.data.clone())
+            .with_cancellation(token.clone());
         self.engaged.insert(
             name,
             Engaged {

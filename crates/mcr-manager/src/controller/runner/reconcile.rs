@@ -20,7 +20,7 @@ use serde::de::DeserializeOwned;
 use tokio::time::Instant;
 use tracing::{Instrument, debug, error, info_span, trace, warn};
 
-use super::Loop;
+use super::{Loop, limits::Cut};
 use crate::{
     controller::{action::requeue_after, context::Context},
     queue::{Outcome, after},
@@ -32,7 +32,8 @@ pub(super) struct Finished<K: Resource, Ctx, E> {
     key: Arc<ObjectRef<K>>,
     obj: Arc<K>,
     ctx: Context<Ctx>,
-    result: std::thread::Result<Result<Action, E>>,
+    /// What the reconciler returned (or its panic), unless the runtime cut it short.
+    result: Result<std::thread::Result<Result<Action, E>>, Cut>,
     elapsed: Duration,
 }
 
@@ -62,7 +63,13 @@ where
         key: Arc<ObjectRef<K>>,
         due: Instant,
     ) -> Option<impl Future<Output = Finished<K, Ctx, E>> + use<K, Ctx, R, P, Fut, E>> {
-        let Some(e) = self.engaged.get(&cluster) else {
+        // A cluster that is leaving (its token fired, its removal not yet processed) gets no
+        // new reconciles.
+        let Some(e) = self
+            .engaged
+            .get(&cluster)
+            .filter(|e| !e.token.is_cancelled())
+        else {
             self.queue.done(&cluster, &key, Outcome::Success(None));
             return None;
         };
@@ -81,15 +88,34 @@ where
             cluster = %cluster,
             object = %Shown(&cluster, &key),
         );
+        let left = e.token.clone();
+        let timeout = self.spec.limits.reconcile_timeout;
+        *self.running.entry(cluster.clone()).or_default() += 1;
         let reconcile = &self.task.reconcile;
         let created =
             std::panic::catch_unwind(AssertUnwindSafe(|| reconcile(obj.clone(), ctx.clone())));
         Some(
             async move {
                 let started = Instant::now();
-                let result = match created {
-                    Ok(fut) => AssertUnwindSafe(fut).catch_unwind().await,
-                    Err(panic) => Err(panic),
+                let run = async {
+                    match created {
+                        Ok(fut) => AssertUnwindSafe(fut).catch_unwind().await,
+                        Err(panic) => Err(panic),
+                    }
+                };
+                let bounded = async {
+                    match timeout {
+                        Some(t) => tokio::time::timeout(t, run)
+                            .await
+                            .map_err(|_| Cut::TimedOut),
+                        None => Ok(run.await),
+                    }
+                };
+                // A reconcile of a cluster that left is dropped: its cluster is gone.
+                let result = tokio::select! {
+                    biased;
+                    r = bounded => r,
+                    () = left.cancelled() => Err(Cut::ClusterLeft),
                 };
                 Finished {
                     cluster,
@@ -113,7 +139,17 @@ where
             result,
             elapsed,
         } = f;
-        let Some(e) = self.engaged.get(&cluster) else {
+        if let Some(n) = self.running.get_mut(&cluster) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                self.running.remove(&cluster);
+            }
+        }
+        let Some(e) = self
+            .engaged
+            .get(&cluster)
+            .filter(|e| !e.token.is_cancelled())
+        else {
             // The cluster left while this ran: nothing to retry against.
             debug!(controller = %self.spec.name, object = %Shown(&cluster, &key), "cluster left during reconcile");
             self.queue.done(&cluster, &key, Outcome::Success(None));
@@ -121,6 +157,26 @@ where
         };
         e.metrics.duration.observe(elapsed.as_secs_f64());
         let now = Instant::now();
+        let result = match result {
+            Ok(result) => result,
+            Err(cut) => {
+                let outcome = if cut == Cut::ClusterLeft {
+                    // A new instance replaced the one this ran against: run it there.
+                    debug!(controller = %self.spec.name, object = %Shown(&cluster, &key), "cluster replaced during reconcile; requeued");
+                    Outcome::Success(Some(now))
+                } else {
+                    e.metrics.error.inc();
+                    warn!(
+                        controller = %self.spec.name, object = %Shown(&cluster, &key),
+                        timeout = ?self.spec.limits.reconcile_timeout,
+                        "reconcile timed out; retrying with backoff"
+                    );
+                    Outcome::Backoff
+                };
+                self.queue.done(&cluster, &key, outcome);
+                return;
+            }
+        };
         let outcome = match result {
             Ok(Ok(action)) => {
                 e.metrics.success.inc();
