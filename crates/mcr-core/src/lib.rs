@@ -104,7 +104,7 @@ pub mod sanitize;
 pub use cache::{Cache, CacheEvent, CacheView, Informer, InformerOptions};
 pub use cluster::{Cluster, ClusterId};
 pub use clusters::{AddOutcome, Clusters, ClustersOptions};
-pub use error::{Error, is_cluster_not_found};
+pub use error::{Error, cluster_not_found, is_cluster_not_found};
 pub use index::FieldIndex;
 pub use name::ClusterName;
 pub use provider::{Aware, BoxFuture, Provider, ProviderRunnable};

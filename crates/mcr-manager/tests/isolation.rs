@@ -201,3 +201,34 @@ async fn a_reconcile_past_its_timeout_is_retried() {
     env.token.cancel();
     run.await.unwrap().unwrap();
 }
+
+#[tokio::test]
+async fn another_cluster_not_found_follows_the_error_policy() {
+    let env = Env::start(1).await;
+    create_cm(env.member("cluster-1").client(), "writer", "1").await;
+    let log = Log::default();
+    let mgr = env.mgr.clone();
+    Controller::new(&env.mgr)
+        .for_::<ConfigMap>()
+        .register(
+            move |cm: Arc<ConfigMap>, ctx: Context<Log>| {
+                let mgr = mgr.clone();
+                async move {
+                    ctx.data().push(format!("attempt {}", cm.name_any()));
+                    // Writes to a member that is not (or no longer) there.
+                    mgr.cluster("cluster-elsewhere").await?;
+                    Ok(Action::await_change())
+                }
+            },
+            retry,
+            Arc::new(log.clone()),
+        )
+        .unwrap();
+    let run = env.run();
+    eventually("the request retried by the error policy", DEADLINE, || {
+        log.count("attempt writer") >= 3
+    })
+    .await;
+    env.token.cancel();
+    run.await.unwrap().unwrap();
+}

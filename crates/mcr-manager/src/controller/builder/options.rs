@@ -102,8 +102,10 @@ where
         self
     }
 
-    /// Keep retrying (through the error policy) when a reconcile fails because its cluster
-    /// is gone (`mcr_core::is_cluster_not_found`). Default: such reconciles end quietly.
+    /// Keep retrying (through the error policy) when a reconcile fails because its own
+    /// cluster is gone (`mcr_core::cluster_not_found` names the request's cluster). Default:
+    /// such reconciles end quietly. A `ClusterNotFound` for any other cluster always goes
+    /// through the error policy.
     ///
     /// ```no_run
     /// # fn demo(b: mcr_manager::Builder<k8s_openapi::api::core::v1::ConfigMap>) {

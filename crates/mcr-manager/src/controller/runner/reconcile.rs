@@ -15,7 +15,7 @@ use kube::{
     Resource,
     runtime::{controller::Action, reflector::ObjectRef},
 };
-use mcr_core::{ClusterName, is_cluster_not_found};
+use mcr_core::{ClusterName, cluster_not_found};
 use serde::de::DeserializeOwned;
 use tokio::time::Instant;
 use tracing::{Instrument, debug, error, info_span, trace, warn};
@@ -182,7 +182,11 @@ where
                 e.metrics.success.inc();
                 Outcome::Success(requeue_after(&action).map(|d| after(now, d)))
             }
-            Ok(Err(err)) if !self.spec.retry_when_gone && is_cluster_not_found(&err) => {
+            // Only the request's own cluster being gone ends it quietly; another cluster
+            // missing is an error like any other.
+            Ok(Err(err))
+                if !self.spec.retry_when_gone && cluster_not_found(&err) == Some(&cluster) =>
+            {
                 e.metrics.gone.inc();
                 debug!(
                     controller = %self.spec.name, object = %Shown(&cluster, &key), error = %err,
