@@ -1,4 +1,4 @@
-//! The manager's HTTP endpoint: `/metrics`, `/healthz`, `/readyz`.
+//! The manager's HTTP endpoint: `/metrics`, `/healthz`, `/readyz`, `/clusters`.
 
 use std::{convert::Infallible, sync::Arc, time::Duration};
 
@@ -23,35 +23,48 @@ fn respond(status: StatusCode, content_type: &'static str, body: String) -> Resp
     res
 }
 
+/// How a cluster name is shown in plain-text answers.
+fn shown(name: &mcr_core::ClusterName) -> String {
+    if name.is_host() {
+        "<host>".to_owned()
+    } else {
+        name.to_string()
+    }
+}
+
 /// Answers one request.
 pub(crate) fn route(mgr: &Manager, path: &str) -> Response<Full<Bytes>> {
     const TEXT: &str = "text/plain; charset=utf-8";
     match path {
-        "/metrics" => respond(
-            StatusCode::OK,
-            "application/openmetrics-text; version=1.0.0; charset=utf-8",
-            mgr.metrics().encode(),
-        ),
+        "/metrics" => {
+            mgr.refresh_sync_metrics();
+            respond(
+                StatusCode::OK,
+                "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                mgr.metrics().encode(),
+            )
+        }
+        "/clusters" => {
+            // One line per cluster: `<name> synced|unsynced` (`<host>` for the host cluster).
+            let body: String = mgr
+                .cluster_statuses()
+                .iter()
+                .map(|s| {
+                    let state = if s.synced { "synced" } else { "unsynced" };
+                    format!("{} {state}\n", shown(&s.name))
+                })
+                .collect();
+            respond(StatusCode::OK, TEXT, body)
+        }
         "/healthz" | "/livez" => respond(StatusCode::OK, TEXT, "ok\n".to_owned()),
         "/readyz" => {
-            let pending = mgr.unsynced_clusters();
-            if pending.is_empty() {
+            if mgr.is_ready() {
                 respond(StatusCode::OK, TEXT, "ok\n".to_owned())
             } else {
-                let names: Vec<String> = pending
-                    .iter()
-                    .map(|n| {
-                        if n.is_host() {
-                            "<host>".to_owned()
-                        } else {
-                            n.to_string()
-                        }
-                    })
-                    .collect();
                 respond(
                     StatusCode::SERVICE_UNAVAILABLE,
                     TEXT,
-                    format!("caches not synced: {}\n", names.join(", ")),
+                    "not ready: host cache not synced or provider not started\n".to_owned(),
                 )
             }
         }

@@ -100,6 +100,6 @@ pub use error::{BoxError, BuilderError, Error};
 #[cfg(feature = "leader-election")]
 pub use health::HttpOptions;
 pub use leader::LeaderElection;
-pub use manager::{Manager, ManagerBuilder};
+pub use manager::{ClusterStatus, Manager, ManagerBuilder};
 pub use metrics::Metrics;
 pub use runnable::Runnable;

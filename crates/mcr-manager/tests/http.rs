@@ -86,3 +86,68 @@ async fn connections_beyond_the_cap_wait_for_a_free_slot() {
     token.cancel();
     run.await.unwrap();
 }
+
+async fn get(addr: SocketAddr, path: &str) -> String {
+    let mut s = TcpStream::connect(addr).await.unwrap();
+    let req = format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
+    s.write_all(req.as_bytes()).await.unwrap();
+    read_until_closed(&mut s).await.expect("answered")
+}
+
+#[tokio::test]
+async fn one_unsynced_member_does_not_make_the_pod_unready_and_is_reported() {
+    use mcr_core::{Aware, Cluster, ClusterName, providers::clusters::ClustersProvider};
+    init_tracing();
+    let host = TestCluster::start("host").await.unwrap();
+    let good = TestCluster::start("good").await.unwrap();
+    let stuck = TestCluster::start("stuck").await.unwrap();
+    let provider = std::sync::Arc::new(ClustersProvider::new());
+    provider
+        .add(Cluster::new("good", good.client()))
+        .await
+        .unwrap();
+    let mgr = Manager::builder(host.client())
+        .provider(provider.clone())
+        .metrics_address(([127, 0, 0, 1], 0).into())
+        .build();
+    let log = Log::default();
+    mcr_manager::Controller::new(&mgr)
+        .for_::<k8s_openapi::api::core::v1::ConfigMap>()
+        .register(record, retry, std::sync::Arc::new(log))
+        .unwrap();
+    let token = CancellationToken::new();
+    let run = tokio::spawn({
+        let (mgr, t) = (mgr.clone(), token.clone());
+        async move { mgr.run_until(t).await.unwrap() }
+    });
+    eventually("endpoint bound", DEADLINE, || mgr.http_addr().is_some()).await;
+    let addr = mgr.http_addr().unwrap();
+    // A member whose list requests hang (like one lacking a CRD or RBAC) never syncs.
+    stuck.partition(mcr_envtest::Partition::Hang);
+    let engagement = CancellationToken::new();
+    mgr.engage(
+        engagement.clone(),
+        ClusterName::new("stuck"),
+        Cluster::new("stuck", stuck.client()),
+    )
+    .unwrap();
+    eventually("the stuck member is reported unsynced", DEADLINE, || {
+        mgr.unsynced_clusters() == [ClusterName::new("stuck")]
+    })
+    .await;
+
+    let ready = get(addr, "/readyz").await;
+    assert!(ready.starts_with("HTTP/1.1 200"), "{ready}");
+    let clusters = get(addr, "/clusters").await;
+    assert!(clusters.contains("\nstuck unsynced\n"), "{clusters}");
+    let metrics = get(addr, "/metrics").await;
+    assert!(
+        metrics.contains(r#"mcr_cluster_synced{cluster="stuck"} 0"#),
+        "{metrics}"
+    );
+
+    stuck.heal();
+    engagement.cancel();
+    token.cancel();
+    run.await.unwrap();
+}

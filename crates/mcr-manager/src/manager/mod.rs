@@ -7,6 +7,9 @@
 mod builder;
 mod clusters;
 mod run;
+mod status;
+
+pub use status::ClusterStatus;
 
 use std::{
     collections::{HashMap, HashSet},
@@ -67,6 +70,7 @@ struct State {
     controller_names: HashSet<String>,
     running: Option<Running>,
     http_addr: Option<SocketAddr>,
+    provider_started: bool,
 }
 
 /// What late-added runnables need to start while the manager runs.
