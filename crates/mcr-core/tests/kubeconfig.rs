@@ -355,7 +355,7 @@ async fn a_hanging_exec_plugin_is_killed_after_the_exec_timeout() {
 
 #[cfg(unix)]
 #[tokio::test]
-async fn exec_plugin_certificates_and_expiry_are_used() {
+async fn exec_plugin_yaml_output_and_expiry_are_used() {
     use std::os::unix::fs::PermissionsExt;
     let cluster = TestCluster::start_https("member-9").await.unwrap();
     let dir = tempfile::tempdir().unwrap();
