@@ -180,6 +180,29 @@ pub fn is_cluster_not_found(err: &(dyn std::error::Error + 'static)) -> bool {
     false
 }
 
+/// The cluster named by the first [`Error::ClusterNotFound`] in `err`'s
+/// [`source`](std::error::Error::source) chain, if any. Tells "my own cluster left" (the
+/// request can end quietly) from "another cluster I used is missing" (an error like any other).
+///
+/// ```
+/// use mcr_core::{cluster_not_found, ClusterName, Error};
+/// let err = Error::ClusterNotFound(ClusterName::from("member-x"));
+/// assert_eq!(cluster_not_found(&err).map(ClusterName::as_str), Some("member-x"));
+/// assert!(cluster_not_found(&Error::Stopped(ClusterName::from("x"))).is_none());
+/// ```
+pub fn cluster_not_found<'a>(
+    err: &'a (dyn std::error::Error + 'static),
+) -> Option<&'a ClusterName> {
+    let mut current = Some(err);
+    while let Some(e) = current {
+        if let Some(Error::ClusterNotFound(name)) = e.downcast_ref::<Error>() {
+            return Some(name);
+        }
+        current = e.source();
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -107,7 +107,9 @@ pub mod scope;
 pub use cache::{Cache, CacheEvent, CacheView, Informer, InformerOptions};
 pub use cluster::{Cluster, ClusterId};
 pub use clusters::{AddOutcome, Clusters, ClustersOptions};
-pub use error::{BoxError, ClusterNotFound, Error, ErrorChain, is_cluster_not_found};
+pub use error::{
+    BoxError, ClusterNotFound, Error, ErrorChain, cluster_not_found, is_cluster_not_found,
+};
 pub use index::FieldIndex;
 pub use name::ClusterName;
 pub use provider::{Aware, BoxFuture, Provider, ProviderRunnable};

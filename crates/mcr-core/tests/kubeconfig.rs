@@ -288,3 +288,110 @@ async fn read_resolves_relative_files_and_deny_file_references_refuses_them() {
         "{err:?}"
     );
 }
+
+#[tokio::test]
+async fn a_server_url_without_a_scheme_is_refused_when_the_client_is_built() {
+    for server in ["10.0.0.5:6443", "ftp://10.0.0.5:6443", "https:///api"] {
+        let kc = kubeconfig::parse(
+            format!(
+                r#"
+clusters: [{{name: c, cluster: {{server: "{server}"}}}}]
+users: [{{name: u, user: {{token: abc}}}}]
+contexts: [{{name: ctx, context: {{cluster: c, user: u}}}}]
+current-context: ctx
+"#
+            )
+            .as_bytes(),
+        )
+        .unwrap();
+        let err = expect_err(&kc, None, &ClientOptions::default(), &ExecPolicy::Deny).await;
+        assert!(
+            matches!(&err, Error::InvalidConfig { context, reason } if context == "ctx" && reason.contains("server URL")),
+            "{server}: {err:?}"
+        );
+    }
+}
+
+/// Writes an exec plugin that never exits; every run appends a line to `<dir>/runs`.
+#[cfg(unix)]
+fn write_hanging_plugin(dir: &Path) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let script = dir.join("hang.sh");
+    let body = format!(
+        "#!/bin/sh\necho run >> '{}'\nexec sleep 100000\n",
+        dir.join("runs").display()
+    );
+    std::fs::write(&script, body).unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    script
+}
+
+#[cfg(unix)]
+#[tokio::test]
+async fn a_hanging_exec_plugin_is_killed_after_the_exec_timeout() {
+    let cluster = TestCluster::start_https("member-8").await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let kc = with_exec(
+        cluster.kubeconfig().unwrap(),
+        &write_hanging_plugin(dir.path()),
+    );
+    let opts = ClientOptions::new().exec_timeout(Duration::from_millis(500));
+    let built = tokio::time::timeout(
+        GUARD,
+        client_for_context(&kc, None, &opts, &ExecPolicy::AllowAll),
+    )
+    .await
+    .expect("the build did not finish within the guard");
+    let err = built
+        .err()
+        .expect("a plugin that never exits cannot build a client");
+    assert!(
+        matches!(&err, Error::Client { context, reason } if context == "member-8" && reason.contains("hang.sh") && reason.contains("did not finish")),
+        "{err:?}"
+    );
+    assert_eq!(plugin_runs(dir.path()), 1);
+    assert!(!err.to_string().contains(&dir.path().display().to_string()));
+}
+
+#[cfg(unix)]
+#[tokio::test]
+async fn exec_plugin_yaml_output_and_expiry_are_used() {
+    use std::os::unix::fs::PermissionsExt;
+    let cluster = TestCluster::start_https("member-9").await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    // A token with an expiry in YAML (client-go accepts YAML output too).
+    let script = dir.path().join("yaml-token.sh");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\n[ -n \"$KUBERNETES_EXEC_INFO\" ] || exit 3\ncat <<'EOF'\napiVersion: client.authentication.k8s.io/v1\nkind: ExecCredential\nstatus:\n  token: {}\n  expirationTimestamp: \"2099-01-02T03:04:05Z\"\nEOF\n",
+            cluster.token()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let kc = with_exec(cluster.kubeconfig().unwrap(), &script);
+    let (client, expiry) = kubeconfig::client_for_context_with_expiry(
+        &kc,
+        None,
+        &ClientOptions::default(),
+        &ExecPolicy::AllowAll,
+    )
+    .await
+    .unwrap();
+    let expected = std::time::UNIX_EPOCH + Duration::from_secs(4_071_006_245);
+    assert_eq!(expiry, Some(expected));
+    assert!(
+        namespace_names(client)
+            .await
+            .unwrap()
+            .contains(&"default".to_string())
+    );
+
+    // A plugin that fails: the error gives its exit status, never its output.
+    std::fs::write(&script, "#!/bin/sh\necho secret-output\nexit 7\n").unwrap();
+    let err = expect_err(&kc, None, &ClientOptions::default(), &ExecPolicy::AllowAll).await;
+    let msg = err.to_string();
+    assert!(msg.contains("yaml-token.sh") && msg.contains('7'), "{msg}");
+    assert!(!msg.contains("secret-output"), "{msg}");
+}

@@ -227,3 +227,33 @@ async fn one_watcher_makes_exactly_one_watch_request() {
     }
     task.abort();
 }
+
+#[tokio::test]
+async fn a_huge_timeout_seconds_means_no_deadline() {
+    let cluster = TestCluster::start("huge-timeout").await.unwrap();
+    let client = cluster.client();
+    let request = http::Request::get(format!(
+        "/api/v1/namespaces/default/configmaps?watch=true&timeoutSeconds={}",
+        u64::MAX
+    ))
+    .body(Vec::new())
+    .unwrap();
+    let mut events = client
+        .request_events::<ConfigMap>(request)
+        .await
+        .unwrap()
+        .boxed();
+    let cms: Api<ConfigMap> = Api::namespaced(client, "default");
+    cms.create(&PostParams::default(), &configmap("late", &[], "1"))
+        .await
+        .unwrap();
+    let event = tokio::time::timeout(DEADLINE, events.next())
+        .await
+        .expect("an event within the deadline");
+    match event {
+        Some(Ok(kube::api::WatchEvent::Added(cm))) => {
+            assert_eq!(cm.metadata.name.as_deref(), Some("late"));
+        }
+        other => panic!("expected the ADDED event, got {other:?}"),
+    }
+}

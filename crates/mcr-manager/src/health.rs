@@ -1,16 +1,13 @@
-//! The manager's HTTP endpoint: `/metrics`, `/healthz`, `/readyz`.
+//! The manager's HTTP endpoint: `/metrics`, `/healthz`, `/readyz`, `/clusters`.
 
-use std::convert::Infallible;
+use std::{convert::Infallible, sync::Arc, time::Duration};
 
 use bytes::Bytes;
 use http::{Request, Response, StatusCode, header};
 use http_body_util::Full;
-use hyper::{body::Incoming, service::service_fn};
-use hyper_util::{
-    rt::{TokioExecutor, TokioIo},
-    server::conn::auto,
-};
-use tokio::net::TcpListener;
+use hyper::{body::Incoming, server::conn::http1, service::service_fn};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::{net::TcpListener, sync::Semaphore};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
@@ -26,35 +23,48 @@ fn respond(status: StatusCode, content_type: &'static str, body: String) -> Resp
     res
 }
 
+/// How a cluster name is shown in plain-text answers.
+fn shown(name: &mcr_core::ClusterName) -> String {
+    if name.is_host() {
+        "<host>".to_owned()
+    } else {
+        name.to_string()
+    }
+}
+
 /// Answers one request.
 pub(crate) fn route(mgr: &Manager, path: &str) -> Response<Full<Bytes>> {
     const TEXT: &str = "text/plain; charset=utf-8";
     match path {
-        "/metrics" => respond(
-            StatusCode::OK,
-            "application/openmetrics-text; version=1.0.0; charset=utf-8",
-            mgr.metrics().encode(),
-        ),
+        "/metrics" => {
+            mgr.refresh_sync_metrics();
+            respond(
+                StatusCode::OK,
+                "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                mgr.metrics().encode(),
+            )
+        }
+        "/clusters" => {
+            // One line per cluster: `<name> synced|unsynced` (`<host>` for the host cluster).
+            let body: String = mgr
+                .cluster_statuses()
+                .iter()
+                .map(|s| {
+                    let state = if s.synced { "synced" } else { "unsynced" };
+                    format!("{} {state}\n", shown(&s.name))
+                })
+                .collect();
+            respond(StatusCode::OK, TEXT, body)
+        }
         "/healthz" | "/livez" => respond(StatusCode::OK, TEXT, "ok\n".to_owned()),
         "/readyz" => {
-            let pending = mgr.unsynced_clusters();
-            if pending.is_empty() {
+            if mgr.is_ready() {
                 respond(StatusCode::OK, TEXT, "ok\n".to_owned())
             } else {
-                let names: Vec<String> = pending
-                    .iter()
-                    .map(|n| {
-                        if n.is_host() {
-                            "<host>".to_owned()
-                        } else {
-                            n.to_string()
-                        }
-                    })
-                    .collect();
                 respond(
                     StatusCode::SERVICE_UNAVAILABLE,
                     TEXT,
-                    format!("caches not synced: {}\n", names.join(", ")),
+                    "not ready: host cache not synced or provider not started\n".to_owned(),
                 )
             }
         }
@@ -62,33 +72,146 @@ pub(crate) fn route(mgr: &Manager, path: &str) -> Response<Full<Bytes>> {
     }
 }
 
+/// Limits of the `/metrics`, `/healthz`, `/readyz` server (see
+/// [`ManagerBuilder::http_options`](crate::ManagerBuilder::http_options)).
+///
+/// The server speaks HTTP/1.1. A client must send a complete request head within
+/// `header_read_timeout` (this also closes idle keep-alive connections); at most
+/// `max_connections` connections are served at once, further ones wait in the listen backlog
+/// until a slot frees; a connection is closed gracefully after `max_connection_age`.
+///
+/// ```
+/// use std::time::Duration;
+/// let opts = mcr_manager::HttpOptions::default().header_read_timeout(Duration::from_secs(5));
+/// assert_eq!(opts.max_connections, 64);
+/// ```
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct HttpOptions {
+    /// Time allowed to send a request head (default 10 s).
+    pub header_read_timeout: Duration,
+    /// Connections served at once (default 64, at least 1).
+    pub max_connections: usize,
+    /// Age after which a connection is closed once its current response is sent (default 5 min).
+    pub max_connection_age: Duration,
+}
+
+impl Default for HttpOptions {
+    fn default() -> Self {
+        Self {
+            header_read_timeout: Duration::from_secs(10),
+            max_connections: 64,
+            max_connection_age: Duration::from_secs(300),
+        }
+    }
+}
+
+impl HttpOptions {
+    /// Sets [`header_read_timeout`](Self::header_read_timeout).
+    ///
+    /// ```
+    /// let o = mcr_manager::HttpOptions::default().header_read_timeout(std::time::Duration::from_secs(2));
+    /// assert_eq!(o.header_read_timeout.as_secs(), 2);
+    /// ```
+    #[must_use]
+    pub fn header_read_timeout(mut self, timeout: Duration) -> Self {
+        self.header_read_timeout = timeout;
+        self
+    }
+
+    /// Sets [`max_connections`](Self::max_connections) (0 counts as 1).
+    ///
+    /// ```
+    /// let o = mcr_manager::HttpOptions::default().max_connections(8);
+    /// assert_eq!(o.max_connections, 8);
+    /// ```
+    #[must_use]
+    pub fn max_connections(mut self, max: usize) -> Self {
+        self.max_connections = max.max(1);
+        self
+    }
+
+    /// Sets [`max_connection_age`](Self::max_connection_age).
+    ///
+    /// ```
+    /// let o = mcr_manager::HttpOptions::default().max_connection_age(std::time::Duration::from_secs(60));
+    /// assert_eq!(o.max_connection_age.as_secs(), 60);
+    /// ```
+    #[must_use]
+    pub fn max_connection_age(mut self, age: Duration) -> Self {
+        self.max_connection_age = age;
+        self
+    }
+}
+
+/// Time a connection past its age gets to finish its response before it is dropped.
+const CLOSE_GRACE: Duration = Duration::from_secs(5);
+
 /// Serves until `token` fires.
-pub(crate) async fn serve(listener: TcpListener, mgr: Manager, token: CancellationToken) {
+pub(crate) async fn serve(
+    listener: TcpListener,
+    mgr: Manager,
+    opts: HttpOptions,
+    token: CancellationToken,
+) {
+    let slots = Arc::new(Semaphore::new(opts.max_connections.max(1)));
     loop {
+        // Take a slot before accepting: connections beyond the cap wait in the backlog.
+        let permit = tokio::select! {
+            () = token.cancelled() => return,
+            permit = slots.clone().acquire_owned() => match permit {
+                Ok(p) => p,
+                Err(_) => return,
+            },
+        };
         let (stream, peer) = tokio::select! {
             () = token.cancelled() => return,
             accepted = listener.accept() => match accepted {
                 Ok(a) => a,
                 Err(err) => {
+                    // e.g. out of file descriptors: back off instead of spinning
                     warn!(error = %err, "metrics endpoint: accept failed");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
                     continue;
                 }
             },
         };
         let mgr = mgr.clone();
         let token = token.clone();
+        let opts = opts.clone();
         tokio::spawn(async move {
+            let _permit = permit;
             let svc = service_fn(move |req: Request<Incoming>| {
                 let res = route(&mgr, req.uri().path());
                 async move { Ok::<_, Infallible>(res) }
             });
-            let builder = auto::Builder::new(TokioExecutor::new());
-            let conn = builder.serve_connection(TokioIo::new(stream), svc);
-            tokio::select! {
-                res = conn => if let Err(err) = res {
-                    debug!(%peer, error = %err, "metrics endpoint: connection ended");
-                },
-                () = token.cancelled() => {}
+            let conn = http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(opts.header_read_timeout)
+                .serve_connection(TokioIo::new(stream), svc);
+            tokio::pin!(conn);
+            let age = tokio::time::sleep(opts.max_connection_age);
+            tokio::pin!(age);
+            let mut closing = false;
+            loop {
+                tokio::select! {
+                    res = conn.as_mut() => {
+                        if let Err(err) = res {
+                            debug!(%peer, error = %err, "metrics endpoint: connection ended");
+                        }
+                        return;
+                    }
+                    () = &mut age => {
+                        if closing {
+                            debug!(%peer, "metrics endpoint: connection dropped");
+                            return;
+                        }
+                        closing = true;
+                        conn.as_mut().graceful_shutdown();
+                        age.as_mut().reset(tokio::time::Instant::now() + CLOSE_GRACE);
+                    }
+                    () = token.cancelled() => return,
+                }
             }
         });
     }

@@ -103,7 +103,8 @@ pub use controller::{
 };
 pub use error::{BoxError, BuilderError, Error};
 #[cfg(feature = "leader-election")]
+pub use health::HttpOptions;
 pub use leader::LeaderElection;
-pub use manager::{Fleet, Manager, ManagerBuilder};
+pub use manager::{ClusterStatus, Fleet, Manager, ManagerBuilder};
 pub use metrics::Metrics;
 pub use runnable::Runnable;

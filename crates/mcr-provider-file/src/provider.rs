@@ -129,6 +129,19 @@ impl FileProvider {
         .await
     }
 
+    /// A pass, abandoned when `token` fires (a credential plugin still running is killed), so
+    /// shutdown never waits for a slow member.
+    async fn pass_unless_stopped(
+        &self,
+        token: &CancellationToken,
+        aware: &Arc<dyn Aware>,
+    ) -> Option<PassReport> {
+        tokio::select! {
+            () = token.cancelled() => None,
+            report = self.run_once(token, aware.clone()) => Some(report),
+        }
+    }
+
     async fn run(
         &self,
         token: CancellationToken,
@@ -169,7 +182,9 @@ impl FileProvider {
         let patterns = compile(&opts.globs);
         let mut backoff = Backoff::new(opts.backoff_initial, opts.backoff_max);
 
-        let report = self.run_once(token, aware.clone()).await;
+        let Some(report) = self.pass_unless_stopped(token, &aware).await else {
+            return Ok(());
+        };
         // Files the kubeconfigs read by path (certificates, keys, CA, tokens): a rotation
         // rebuilds the member that uses them.
         let mut referenced = report.referenced.clone();
@@ -195,7 +210,9 @@ impl FileProvider {
             if !debounce(&mut events, token, opts.debounce).await {
                 return Ok(());
             }
-            let report = self.run_once(token, aware.clone()).await;
+            let Some(report) = self.pass_unless_stopped(token, &aware).await else {
+                return Ok(());
+            };
             referenced.clone_from(&report.referenced);
             watches.update(&opts, &referenced);
             retry_at = schedule(&report, &mut backoff);

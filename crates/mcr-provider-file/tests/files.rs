@@ -391,3 +391,65 @@ async fn exec_policy_is_enforced_per_context() {
     assert!(listed.is_ok(), "exec-provided token works: {listed:?}");
     run.stop().await;
 }
+
+/// `tc`'s kubeconfig renamed to `context`, authenticating with a plugin that never exits.
+#[cfg(unix)]
+fn hanging_exec_kubeconfig(tc: &TestCluster, context: &str, marker: &Path) -> Kubeconfig {
+    let mut kc = renamed(tc, context);
+    let user = kc.auth_infos[0].auth_info.as_mut().unwrap();
+    user.token = None;
+    user.exec = Some(kube::config::ExecConfig {
+        api_version: Some("client.authentication.k8s.io/v1".into()),
+        command: Some("/bin/sh".into()),
+        args: Some(vec![
+            "-c".into(),
+            format!("touch '{}'; exec sleep 100000", marker.display()),
+        ]),
+        interactive_mode: Some(kube::config::ExecInteractiveMode::Never),
+        ..Default::default()
+    });
+    kc
+}
+
+#[cfg(unix)]
+#[tokio::test]
+async fn a_hanging_exec_plugin_holds_up_neither_other_files_nor_shutdown() {
+    init_tracing();
+    let fleet = Fleet::builder()
+        .clusters(2)
+        .https(true)
+        .start()
+        .await
+        .unwrap();
+    let (m1, m2) = (&fleet.clusters()[0], &fleet.clusters()[1]);
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfigs = dir.path().join("kubeconfigs");
+    std::fs::create_dir(&kubeconfigs).unwrap();
+    let marker = dir.path().join("plugin-started");
+    let hung = kubeconfigs.join("hung.kubeconfig");
+    write_atomic(&hung, &yaml(&hanging_exec_kubeconfig(m1, "hung", &marker)));
+    let mut options = opts(vec![], vec![kubeconfigs.clone()]);
+    options.client_options = options.client_options.exec_timeout(Duration::from_secs(2));
+    let run = Running::start(FileProvider::new(options));
+    eventually("the plugin runs", DEADLINE, || marker.exists()).await;
+
+    // A good file written while the plugin hangs is engaged.
+    let good = kubeconfigs.join("good.kubeconfig");
+    write_atomic(&good, &yaml(&renamed(m2, "good")));
+    eventually("the good file engaged", DEADLINE, || {
+        run.names().contains(&name(&good, "good"))
+    })
+    .await;
+    assert!(!run.names().contains(&name(&hung, "hung")));
+
+    run.stop().await;
+
+    // Shutdown does not wait for a hanging plugin, even with the default 30 s exec timeout.
+    std::fs::remove_file(&good).unwrap();
+    std::fs::remove_file(&marker).unwrap();
+    let run = Running::start(FileProvider::new(opts(vec![], vec![kubeconfigs])));
+    eventually("the plugin runs", DEADLINE, || marker.exists()).await;
+    tokio::time::timeout(Duration::from_secs(10), run.stop())
+        .await
+        .expect("the provider stopped while a plugin was hanging");
+}

@@ -139,7 +139,12 @@ pub(crate) async fn run(ctx: Arc<RunCtx>, name: ClusterName, mut rx: watch::Rece
                     last_hash = Some(hash.clone());
                 }
                 let attempt = engage(&ctx, &rx, &name, &secret, &resource_version, &data, hash);
-                match attempt.await {
+                // Shutdown never waits for a build in flight (a credential plugin is killed).
+                let attempt = tokio::select! {
+                    () = ctx.token.cancelled() => return,
+                    attempt = attempt => attempt,
+                };
+                match attempt {
                     Ok(id) => {
                         backoff.reset();
                         let state = SecretState::Engaged { id };

@@ -52,4 +52,4 @@ mod provider;
 pub use aware::PrefixedAware;
 pub use error::Error;
 pub use options::{DEFAULT_SEPARATOR, Options};
-pub use provider::MultiProvider;
+pub use provider::{ChildStatus, MultiProvider, RESTART_BACKOFF_INITIAL, RESTART_BACKOFF_MAX};

@@ -393,3 +393,75 @@ async fn a_childs_index_error_keeps_the_child_and_its_source() {
         "{chain}"
     );
 }
+
+/// A child whose discovery loop fails on its first run, then works.
+struct Flaky {
+    inner: ClustersProvider,
+    runs: AtomicUsize,
+}
+
+impl Provider for Flaky {
+    fn get<'a>(&'a self, name: &'a ClusterName) -> BoxFuture<'a, Result<Cluster, CoreError>> {
+        self.inner.get(name)
+    }
+    fn index_field<'a>(&'a self, index: &'a FieldIndex) -> BoxFuture<'a, Result<(), CoreError>> {
+        self.inner.index_field(index)
+    }
+    fn runnable(&self) -> Option<&dyn ProviderRunnable> {
+        Some(self)
+    }
+}
+
+impl ProviderRunnable for Flaky {
+    fn start<'a>(
+        &'a self,
+        token: CancellationToken,
+        aware: Arc<dyn mcr_core::Aware>,
+    ) -> BoxFuture<'a, Result<(), CoreError>> {
+        Box::pin(async move {
+            if self.runs.fetch_add(1, Ordering::SeqCst) == 0 {
+                return Err(CoreError::Engage {
+                    cluster: ClusterName::new("c1"),
+                    source: "first run fails".into(),
+                });
+            }
+            match self.inner.runnable() {
+                Some(r) => r.start(token, aware).await,
+                None => Ok(()),
+            }
+        })
+    }
+}
+
+#[tokio::test]
+async fn a_failing_child_is_restarted_with_backoff_and_reported() {
+    init_tracing();
+    let member = TestCluster::start("c1").await.unwrap();
+    let flaky = Arc::new(Flaky {
+        inner: ClustersProvider::new(),
+        runs: AtomicUsize::new(0),
+    });
+    flaky
+        .inner
+        .add(Cluster::new("c1", member.client()))
+        .await
+        .unwrap();
+    let multi = MultiProvider::new();
+    multi.set_restart_backoff(Duration::from_millis(50), Duration::from_millis(500));
+    multi.add("flaky", flaky.clone()).await.unwrap();
+    let run = Running::start(multi.clone());
+    eventually("the restarted child's cluster engaged", DEADLINE, || {
+        run.names() == ["flaky#c1"]
+    })
+    .await;
+    let status = multi.child_status("flaky").unwrap();
+    assert_eq!(status.restarts, 1, "{status:?}");
+    assert!(
+        status
+            .last_error
+            .as_deref()
+            .is_some_and(|e| e.contains("first run fails")),
+        "{status:?}"
+    );
+    run.stop().await;
+}

@@ -1,13 +1,15 @@
 //! Building kube clients and mcr clusters from a kubeconfig context.
 
 use std::panic::AssertUnwindSafe;
+use std::time::SystemTime;
 
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
 use secrecy::ExposeSecret;
 use tracing::Instrument;
 
-use super::exec_policy::{basename, check_exec_policy};
+use super::exec::{DEFAULT_EXEC_TIMEOUT, resolve_exec};
+use super::exec_policy::check_exec_policy;
 use super::file_refs::check_file_references;
 use super::{ClientOptions, Error, ExecPolicy, hash::connection_hash, parse::resolve, redact};
 use crate::{Cluster, ClusterName};
@@ -17,8 +19,14 @@ use crate::{Cluster, ClusterName};
 /// In order: resolves the context; enforces `policy` ([`check_exec_policy`]) before anything
 /// else can run, and [`check_file_references`](super::check_file_references) when `opts` deny
 /// file references; builds a [`kube::Config`] from the context's cluster and user entries;
-/// applies `opts`; then builds the client. A user with an `exec` plugin or an `auth-provider`
-/// makes kube run a blocking command: such clients are built on tokio's blocking pool.
+/// applies `opts`; runs the user's `exec` credential plugin, if any, and puts the credential it
+/// returns in place of the plugin; then builds the client.
+///
+/// The plugin runs at most [`ClientOptions::exec_timeout`] (30 s by default) and is killed
+/// after that; its output is never logged. The client keeps the plugin's credential: when the
+/// plugin gave an expiry, rebuild the client before it (see
+/// [`client_for_context_with_expiry`]). A legacy `auth-provider` is still run by kube, on
+/// tokio's blocking pool; waiting for it is bounded by the same timeout.
 ///
 /// Errors never contain credential material (see [`Error`]).
 ///
@@ -40,6 +48,36 @@ pub async fn client_for_context(
     let resolved = resolve(kc, context)?;
     let context = resolved.name.to_string();
     let span = tracing::debug_span!("kubeconfig_client", context = %context);
+    let (client, _) = build(kc, context, opts, policy).instrument(span).await?;
+    Ok(client)
+}
+
+/// [`client_for_context`], also returning when the credential of the context's `exec`
+/// plugin expires (`None` when the plugin gave no expiry or there is no plugin). Requests made
+/// after that time fail with 401: rebuild the client before it.
+///
+/// ```no_run
+/// use mcr_core::kubeconfig::{client_for_context_with_expiry, read, ClientOptions, ExecPolicy};
+/// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+/// let kc = read(std::path::Path::new("/etc/fleet/eks.kubeconfig"))?;
+/// let policy = ExecPolicy::AllowCommands(vec!["aws".into()]);
+/// let (client, expiry) =
+///     client_for_context_with_expiry(&kc, None, &ClientOptions::default(), &policy).await?;
+/// if let Some(at) = expiry {
+///     println!("rebuild before {at:?}");
+/// }
+/// # let _ = client;
+/// # Ok(()) }
+/// ```
+pub async fn client_for_context_with_expiry(
+    kc: &Kubeconfig,
+    context: Option<&str>,
+    opts: &ClientOptions,
+    policy: &ExecPolicy,
+) -> Result<(Client, Option<SystemTime>), Error> {
+    let resolved = resolve(kc, context)?;
+    let context = resolved.name.to_string();
+    let span = tracing::debug_span!("kubeconfig_client", context = %context);
     build(kc, context, opts, policy).instrument(span).await
 }
 
@@ -48,7 +86,7 @@ async fn build(
     context: String,
     opts: &ClientOptions,
     policy: &ExecPolicy,
-) -> Result<Client, Error> {
+) -> Result<(Client, Option<SystemTime>), Error> {
     check_exec_policy(kc, Some(&context), policy)?;
     if opts.deny_file_references {
         check_file_references(kc, Some(&context))?;
@@ -66,34 +104,47 @@ async fn build(
         .await
         .map_err(|e| invalid(redact::kubeconfig_error(&e)))?;
     opts.apply(&mut config).map_err(invalid)?;
+    check_server_url(&config.cluster_url).map_err(invalid)?;
+    let timeout = opts.exec_timeout.unwrap_or(DEFAULT_EXEC_TIMEOUT);
+    let fail = |reason: String| Error::Client {
+        context: context.clone(),
+        reason,
+    };
+    if config.auth_info.exec.is_some() {
+        tracing::debug!("running credential plugin");
+    }
+    let expires_at = resolve_exec(&mut config.auth_info, timeout)
+        .await
+        .map_err(fail)?
+        .and_then(|credential| credential.expires_at);
     check_static_credentials(&config).map_err(invalid)?;
 
-    let command = config
-        .auth_info
-        .exec
-        .as_ref()
-        .map(|exec| basename(exec.command.as_deref().unwrap_or("")).to_string());
-    let runs_command = command.is_some() || config.auth_info.auth_provider.is_some();
-    let built = if runs_command {
-        tracing::debug!(plugin = command.as_deref(), "running credential plugin");
+    let built = if config.auth_info.auth_provider.is_some() {
+        tracing::debug!("running auth-provider");
         let span = tracing::Span::current();
-        tokio::task::spawn_blocking(move || span.in_scope(|| try_build(config)))
-            .await
-            .unwrap_or(Built::Panicked)
+        let task = tokio::task::spawn_blocking(move || span.in_scope(|| try_build(config)));
+        match tokio::time::timeout(timeout, task).await {
+            Ok(joined) => joined.unwrap_or(Built::Panicked),
+            Err(_) => {
+                return Err(fail(format!(
+                    "the auth-provider did not finish within {timeout:?}"
+                )));
+            }
+        }
     } else {
         try_build(config)
     };
     let reason = match built {
         Built::Ok(client) => {
             tracing::debug!("client built");
-            return Ok(client);
+            return Ok((client, expires_at));
         }
-        Built::Err(e) => redact::client_error(&e, command.as_deref()),
+        Built::Err(e) => redact::client_error(&e, None),
         Built::Panicked => {
             "kube panicked while building the client (malformed credentials?)".to_string()
         }
     };
-    Err(Error::Client { context, reason })
+    Err(fail(reason))
 }
 
 enum Built {
@@ -110,6 +161,26 @@ fn try_build(config: Config) -> Built {
         Ok(Err(e)) => Built::Err(e),
         Err(_) => Built::Panicked,
     }
+}
+
+/// Rejects a server URL kube cannot send requests to: without an `http`/`https` scheme or a
+/// host (`10.0.0.5:6443`), kube builds a client that panics on every request.
+fn check_server_url(url: &http::Uri) -> Result<(), String> {
+    match url.scheme_str() {
+        Some("https" | "http") => {}
+        Some(other) => {
+            return Err(format!(
+                "the server URL has scheme {other:?}, expected \"https\" or \"http\""
+            ));
+        }
+        None => {
+            return Err("the server URL has no scheme (write it as https://host:port)".to_string());
+        }
+    }
+    if url.host().is_none_or(str::is_empty) {
+        return Err("the server URL has no host".to_string());
+    }
+    Ok(())
 }
 
 /// Rejects inline credentials kube would panic on, with a message that does not echo them.
@@ -149,7 +220,7 @@ pub async fn cluster_for_context(
     let span = tracing::debug_span!("kubeconfig_cluster", cluster = %name, context = %context);
     async {
         let hash = connection_hash(kc, Some(&context))?;
-        let client = build(kc, context, opts, policy).await?;
+        let (client, _) = build(kc, context, opts, policy).await?;
         Ok(Cluster::new(name, client).with_connection_hash(hash))
     }
     .instrument(span)

@@ -26,6 +26,7 @@
 
 mod client;
 mod error;
+mod exec;
 mod exec_policy;
 mod file_refs;
 mod hash;
@@ -33,12 +34,13 @@ mod options;
 mod parse;
 mod redact;
 
-pub use client::{client_for_context, cluster_for_context};
+pub use client::{client_for_context, client_for_context_with_expiry, cluster_for_context};
 pub use error::Error;
+pub use exec::DEFAULT_EXEC_TIMEOUT;
 pub use exec_policy::{ExecPolicy, check_exec_policy};
 pub use file_refs::check_file_references;
 pub use hash::{bytes_hash, connection_hash};
-pub use options::ClientOptions;
+pub use options::{ClientOptions, DEFAULT_CONNECT_TIMEOUT, DEFAULT_READ_TIMEOUT};
 pub use parse::{contexts, current_context, parse, read};
 
 /// The kube kubeconfig type, re-exported for convenience.

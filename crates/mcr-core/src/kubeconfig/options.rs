@@ -4,12 +4,22 @@ use std::time::Duration;
 
 use kube::Config;
 
+/// Connect timeout of clients built from kubeconfigs unless [`ClientOptions::connect_timeout`]
+/// says otherwise.
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Read timeout of clients built from kubeconfigs unless [`ClientOptions::read_timeout`] says
+/// otherwise: above the 290 s watches kube's watcher asks for.
+pub const DEFAULT_READ_TIMEOUT: Duration = Duration::from_secs(300);
+
 /// Settings applied to every client built from a kubeconfig, on top of the kubeconfig's own.
 ///
-/// `None` (or an empty list) keeps kube's value: a 30 s connect timeout, no read timeout, a
-/// 295 s write timeout. A read timeout also bounds each watch response; kube's watcher asks the
-/// server for a 290 s watch, so keep read timeouts above that (or leave them unset) for clients
-/// used by informers.
+/// `None` (or an empty list) keeps the default: a 10 s connect timeout
+/// ([`DEFAULT_CONNECT_TIMEOUT`]), a 300 s read timeout ([`DEFAULT_READ_TIMEOUT`], so a member
+/// whose API server accepts connections but never answers fails its requests instead of
+/// holding them forever), kube's 295 s write timeout. A read timeout also bounds each watch
+/// response; kube's watcher asks the server for a 290 s watch, so keep read timeouts above that
+/// for clients used by informers.
 ///
 /// ```
 /// use std::time::Duration;
@@ -23,12 +33,15 @@ use kube::Config;
 /// ```
 #[derive(Clone, Debug, Default)]
 pub struct ClientOptions {
-    /// Timeout for establishing a connection.
+    /// Timeout for establishing a connection (default [`DEFAULT_CONNECT_TIMEOUT`]).
     pub connect_timeout: Option<Duration>,
-    /// Timeout for reading a response.
+    /// Timeout for reading a response (default [`DEFAULT_READ_TIMEOUT`]).
     pub read_timeout: Option<Duration>,
     /// Timeout for sending a request.
     pub write_timeout: Option<Duration>,
+    /// How long an `exec` credential plugin may run before it is killed and the build fails
+    /// (`None`: [`DEFAULT_EXEC_TIMEOUT`](super::DEFAULT_EXEC_TIMEOUT), 30 s).
+    pub exec_timeout: Option<Duration>,
     /// `User-Agent` header sent with every request.
     pub user_agent: Option<String>,
     /// User to impersonate (`Impersonate-User`); replaces the kubeconfig's `as`.
@@ -99,6 +112,18 @@ impl ClientOptions {
         self
     }
 
+    /// Sets [`exec_timeout`](Self::exec_timeout).
+    ///
+    /// ```
+    /// let opts = mcr_core::kubeconfig::ClientOptions::new().exec_timeout(std::time::Duration::from_secs(10));
+    /// # let _ = opts;
+    /// ```
+    #[must_use]
+    pub fn exec_timeout(mut self, timeout: Duration) -> Self {
+        self.exec_timeout = Some(timeout);
+        self
+    }
+
     /// Sets [`user_agent`](Self::user_agent).
     ///
     /// ```
@@ -139,12 +164,8 @@ impl ClientOptions {
     /// when a header name or value is invalid.
     pub(crate) fn apply(&self, config: &mut Config) -> Result<(), String> {
         use http::{HeaderName, HeaderValue};
-        if let Some(t) = self.connect_timeout {
-            config.connect_timeout = Some(t);
-        }
-        if let Some(t) = self.read_timeout {
-            config.read_timeout = Some(t);
-        }
+        config.connect_timeout = Some(self.connect_timeout.unwrap_or(DEFAULT_CONNECT_TIMEOUT));
+        config.read_timeout = Some(self.read_timeout.unwrap_or(DEFAULT_READ_TIMEOUT));
         if let Some(t) = self.write_timeout {
             config.write_timeout = Some(t);
         }
@@ -179,5 +200,24 @@ impl ClientOptions {
             config.headers.push((name, value));
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn member_clients_get_default_connect_and_read_timeouts() {
+        let mut config = Config::new("https://127.0.0.1:6443".parse().unwrap());
+        config.read_timeout = None;
+        ClientOptions::default().apply(&mut config).unwrap();
+        assert_eq!(config.connect_timeout, Some(DEFAULT_CONNECT_TIMEOUT));
+        assert_eq!(config.read_timeout, Some(DEFAULT_READ_TIMEOUT));
+        ClientOptions::new()
+            .read_timeout(Duration::from_secs(1))
+            .apply(&mut config)
+            .unwrap();
+        assert_eq!(config.read_timeout, Some(Duration::from_secs(1)));
     }
 }

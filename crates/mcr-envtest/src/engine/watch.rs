@@ -145,7 +145,8 @@ impl Watcher {
     async fn next(&mut self) -> Option<WatchEvent> {
         let now = Instant::now();
         if self.deadline.is_none() {
-            self.deadline = self.timeout.map(|t| now + t);
+            // A timeout too large to represent means "no deadline" (never a panic).
+            self.deadline = self.timeout.and_then(|t| now.checked_add(t));
         }
         if self.bookmarks && self.next_bookmark.is_none() {
             self.next_bookmark = Some(now + BOOKMARK_INTERVAL);

@@ -4,6 +4,7 @@ use std::{any::Any, fmt::Debug, hash::Hash, sync::Arc};
 
 use kube::{Resource, runtime::reflector::ObjectRef};
 use mcr_core::{Cluster, ClusterName, ClusterNotFound, Informer};
+use tokio_util::sync::CancellationToken;
 
 use crate::Fleet;
 
@@ -55,6 +56,7 @@ pub struct Context<T> {
     data: Arc<T>,
     /// The controller's primary informer in this cluster (an `Informer<K>`), if any.
     primary: Option<Arc<dyn Any + Send + Sync>>,
+    cancel: CancellationToken,
 }
 
 impl<T> Context<T> {
@@ -104,7 +106,56 @@ impl<T> Context<T> {
             fleet,
             data,
             primary: None,
+            cancel: CancellationToken::new(),
         }
+    }
+
+    /// This context with `token` as its cluster's cancellation (see [`Context::cancellation`]).
+    ///
+    /// ```no_run
+    /// # use std::sync::Arc;
+    /// # fn demo(cluster: mcr_core::Cluster) {
+    /// let token = tokio_util::sync::CancellationToken::new();
+    /// let ctx = mcr_manager::Context::new(cluster, Arc::new(())).with_cancellation(token.clone());
+    /// token.cancel();
+    /// assert!(ctx.cancellation().is_cancelled());
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn with_cancellation(mut self, token: CancellationToken) -> Self {
+        self.cancel = token;
+        self
+    }
+
+    /// The token cancelled when the object's cluster leaves the controller (removed, or
+    /// replaced by a new instance), and at the latest once the controller has stopped. When the
+    /// cluster leaves, the runtime drops the reconcile at its next await; hand the token to
+    /// work the reconcile spawns so that it stops too.
+    ///
+    /// ```no_run
+    /// # fn demo(ctx: mcr_manager::Context<()>) {
+    /// let token = ctx.cancellation().clone();
+    /// tokio::spawn(async move {
+    ///     tokio::select! {
+    ///         () = token.cancelled() => {}
+    ///         () = async { /* long-running side work */ } => {}
+    ///     }
+    /// });
+    /// # }
+    /// ```
+    pub fn cancellation(&self) -> &CancellationToken {
+        &self.cancel
+    }
+
+    /// Completes when [`cancellation`](Self::cancellation) fires.
+    ///
+    /// ```no_run
+    /// # async fn demo(ctx: mcr_manager::Context<()>) {
+    /// ctx.cancelled().await;
+    /// # }
+    /// ```
+    pub async fn cancelled(&self) {
+        self.cancel.cancelled().await;
     }
 
     /// Attaches the controller's primary informer, for [`cached`](Self::cached).
@@ -246,6 +297,7 @@ impl<T> Clone for Context<T> {
             fleet: self.fleet.clone(),
             data: self.data.clone(),
             primary: self.primary.clone(),
+            cancel: self.cancel.clone(),
         }
     }
 }

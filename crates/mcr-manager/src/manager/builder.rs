@@ -27,6 +27,7 @@ pub struct ManagerBuilder {
     provider: Option<Arc<dyn Provider>>,
     metrics: Option<Metrics>,
     metrics_addr: Option<SocketAddr>,
+    http_options: crate::HttpOptions,
     #[cfg(feature = "leader-election")]
     leader_election: Option<LeaderElection>,
 }
@@ -63,6 +64,20 @@ impl ManagerBuilder {
     /// ```
     pub fn metrics_address(mut self, addr: SocketAddr) -> Self {
         self.metrics_addr = Some(addr);
+        self
+    }
+
+    /// Limits of the HTTP server started by [`metrics_address`](Self::metrics_address)
+    /// (header timeout, connection cap, connection age); see [`HttpOptions`](crate::HttpOptions).
+    ///
+    /// ```no_run
+    /// # fn demo(client: kube::Client) {
+    /// let opts = mcr_manager::HttpOptions::default().max_connections(16);
+    /// let mgr = mcr_manager::Manager::builder(client).http_options(opts).build();
+    /// # }
+    /// ```
+    pub fn http_options(mut self, options: crate::HttpOptions) -> Self {
+        self.http_options = options;
         self
     }
 
@@ -108,6 +123,7 @@ impl ManagerBuilder {
                 provider: self.provider,
                 metrics: self.metrics.unwrap_or_default(),
                 metrics_addr: self.metrics_addr,
+                http_options: self.http_options,
                 #[cfg(feature = "leader-election")]
                 leader_election: self.leader_election,
                 leader: AtomicBool::new(false),
@@ -161,6 +177,7 @@ impl Manager {
             provider: None,
             metrics: None,
             metrics_addr: None,
+            http_options: crate::HttpOptions::default(),
             #[cfg(feature = "leader-election")]
             leader_election: None,
         }

@@ -33,11 +33,12 @@ impl Manager {
     }
 
     /// Names of engaged clusters (and `""` for the host) whose caches have not synced yet.
-    /// Empty means ready (what `/readyz` reports).
+    /// `/readyz` does not wait for these (see [`Manager::is_ready`]); `/clusters` and the
+    /// `mcr_cluster_synced` metric report them.
     ///
     /// ```no_run
     /// # fn demo(mgr: mcr_manager::Manager) {
-    /// let ready = mgr.unsynced_clusters().is_empty();
+    /// let all_synced = mgr.unsynced_clusters().is_empty();
     /// # }
     /// ```
     pub fn unsynced_clusters(&self) -> Vec<ClusterName> {

@@ -8,6 +8,9 @@ mod builder;
 mod clusters;
 mod fleet;
 mod run;
+mod status;
+
+pub use status::ClusterStatus;
 
 use std::{
     collections::HashSet,
@@ -55,6 +58,7 @@ struct Inner {
     provider: Option<Arc<dyn Provider>>,
     metrics: Metrics,
     metrics_addr: Option<SocketAddr>,
+    http_options: crate::HttpOptions,
     #[cfg(feature = "leader-election")]
     leader_election: Option<LeaderElection>,
     leader: AtomicBool,
@@ -67,6 +71,7 @@ struct State {
     controller_names: HashSet<String>,
     running: Option<Running>,
     http_addr: Option<SocketAddr>,
+    provider_started: bool,
 }
 
 /// What late-added runnables need to start while the manager runs.

@@ -115,6 +115,7 @@ impl Manager {
             let mut state = self.state();
             state.running = None;
             state.http_addr = None;
+            state.provider_started = false;
         }
         info!("manager stopped");
         result
@@ -138,6 +139,7 @@ impl Manager {
             tokio::spawn(crate::health::serve(
                 listener,
                 self.clone(),
+                self.inner.http_options.clone(),
                 watches.clone(),
             ));
         }
@@ -212,6 +214,7 @@ impl Manager {
 
     /// Starts the provider's discovery loop (if it has one) on the providers' tracker.
     fn start_provider(&self, token: CancellationToken, running: &Running) {
+        self.state().provider_started = true;
         let provider = self.inner.provider.clone();
         let aware: Arc<dyn Aware> = Arc::new(self.clone());
         let errors = running.errors.clone();

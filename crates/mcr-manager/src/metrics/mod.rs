@@ -89,6 +89,7 @@ pub struct Metrics {
     depth: Family<ClusterLabels, Gauge>,
     engaged: Family<ControllerLabels, Gauge>,
     restarts: Family<ClusterLabels, Gauge>,
+    synced: Family<[(&'static str, String); 1], Gauge>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -117,6 +118,12 @@ impl Metrics {
         let depth = Family::<ClusterLabels, Gauge>::default();
         let engaged = Family::<ControllerLabels, Gauge>::default();
         let restarts = Family::<ClusterLabels, Gauge>::default();
+        let synced = Family::<[(&'static str, String); 1], Gauge>::default();
+        registry.register(
+            "mcr_cluster_synced",
+            "Whether the engaged cluster's caches have synced (1) or not (0); host: cluster=\"\"",
+            synced.clone(),
+        );
         registry.register("mcr_reconcile", "Reconciles by result", reconciles.clone());
         registry.register(
             "mcr_reconcile_duration_seconds",
@@ -144,6 +151,17 @@ impl Metrics {
             depth,
             engaged,
             restarts,
+            synced,
+        }
+    }
+
+    /// Replaces the `mcr_cluster_synced` series with `states` (departed clusters vanish).
+    pub(crate) fn set_cluster_sync(&self, states: &[(String, bool)]) {
+        self.synced.clear();
+        for (cluster, synced) in states {
+            self.synced
+                .get_or_create(&[("cluster", cluster.clone())])
+                .set(i64::from(*synced));
         }
     }
 

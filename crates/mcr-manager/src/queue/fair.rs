@@ -73,6 +73,22 @@ impl<T: Eq + Hash> FairRing<T> {
         Some((cluster, key, since))
     }
 
+    /// Like [`pop`](Self::pop), but only from a cluster `allowed` accepts; clusters refused are
+    /// passed over (their turn moves to the back). O(clusters with ready keys).
+    pub(crate) fn pop_where(
+        &mut self,
+        allowed: impl Fn(&ClusterName) -> bool,
+    ) -> Option<Popped<T>> {
+        for _ in 0..self.ring.len() {
+            let front = self.ring.front()?;
+            if allowed(front) {
+                return self.pop();
+            }
+            self.ring.rotate_left(1);
+        }
+        None
+    }
+
     /// Drops every ready key of `cluster` and returns them. O(keys of that cluster + clusters).
     pub(crate) fn remove_cluster(&mut self, cluster: &ClusterName) -> Vec<Arc<T>> {
         let Some(lane) = self.lanes.remove(cluster) else {

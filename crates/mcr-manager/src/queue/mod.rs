@@ -187,8 +187,18 @@ impl<T: Eq + Hash> WorkQueue<T> {
 
     /// The next ready key (round-robin across clusters), now marked running, with the instant it
     /// became due (its queue wait is `since.elapsed()`). O(1).
+    #[cfg_attr(not(test), allow(dead_code))]
     pub(crate) fn pop_due(&mut self) -> Option<Popped<T>> {
-        let (cluster, key, since) = self.ready.pop()?;
+        self.pop_due_where(|_| true)
+    }
+
+    /// [`pop_due`](Self::pop_due), only from a cluster `allowed` accepts (e.g. one below its
+    /// cap of running reconciles).
+    pub(crate) fn pop_due_where(
+        &mut self,
+        allowed: impl Fn(&ClusterName) -> bool,
+    ) -> Option<Popped<T>> {
+        let (cluster, key, since) = self.ready.pop_where(allowed)?;
         if let Some(entry) = self.entries.get_mut(&cluster).and_then(|l| l.get_mut(&key)) {
             entry.state = State::Running { again: None };
         }

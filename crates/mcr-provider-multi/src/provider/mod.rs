@@ -9,6 +9,9 @@ use mcr_core::{Aware, BoxFuture, Cluster, ClusterName, FieldIndex, Provider, Pro
 use tokio_util::sync::CancellationToken;
 
 mod run;
+mod status;
+
+pub use status::{ChildStatus, RESTART_BACKOFF_INITIAL, RESTART_BACKOFF_MAX};
 
 use crate::{DEFAULT_SEPARATOR, Error, Options};
 
@@ -16,6 +19,7 @@ struct Child {
     provider: Arc<dyn Provider>,
     /// Set while the child runs.
     token: Option<CancellationToken>,
+    status: ChildStatus,
 }
 
 #[derive(Default)]
@@ -28,6 +32,8 @@ struct State {
 struct Inner {
     separator: String,
     state: Mutex<State>,
+    /// (initial, max) wait before restarting a child that stopped on its own.
+    restart_backoff: Mutex<(std::time::Duration, std::time::Duration)>,
     /// Serializes `add` and `index_field` so that each child gets each index exactly once.
     ops: tokio::sync::Mutex<()>,
 }
@@ -110,6 +116,7 @@ impl MultiProvider {
             inner: Arc::new(Inner {
                 separator,
                 state: Mutex::new(State::default()),
+                restart_backoff: Mutex::new((RESTART_BACKOFF_INITIAL, RESTART_BACKOFF_MAX)),
                 ops: tokio::sync::Mutex::new(()),
             }),
         }
@@ -215,9 +222,14 @@ impl MultiProvider {
             .running
             .as_ref()
             .map(|(token, aware)| self.start_child(name, &provider, token, aware.clone()));
-        state
-            .children
-            .insert(name.to_owned(), Child { provider, token });
+        state.children.insert(
+            name.to_owned(),
+            Child {
+                provider,
+                token,
+                status: ChildStatus::default(),
+            },
+        );
         tracing::info!(provider = name, "provider added");
         Ok(())
     }

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use mcr_core::{Aware, BoxFuture, Provider, ProviderRunnable};
+use mcr_core::{Aware, BoxFuture, Provider, ProviderRunnable, backoff::Backoff};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
@@ -29,17 +29,48 @@ impl MultiProvider {
         let provider = provider.clone();
         let child_token = token.clone();
         let span = tracing::info_span!("child_provider", provider = name);
+        let multi = self.clone();
+        let name = name.to_owned();
+        // (The caller may hold the state lock: the backoff has a lock of its own.)
+        let (initial, max) = *self
+            .inner
+            .restart_backoff
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         tokio::spawn(
             async move {
                 let Some(runnable) = provider.runnable() else {
                     return;
                 };
-                match runnable.start(child_token.clone(), aware).await {
-                    Ok(()) => tracing::debug!("provider stopped"),
-                    Err(err) => tracing::error!(error = %err, "provider failed"),
+                let mut backoff = Backoff::new(initial, max);
+                loop {
+                    // Each run gets its own token: what a failed run engaged leaves with it.
+                    let run_token = child_token.child_token();
+                    let started = tokio::time::Instant::now();
+                    let result = runnable.start(run_token.clone(), aware.clone()).await;
+                    run_token.cancel();
+                    if child_token.is_cancelled() {
+                        tracing::debug!("provider stopped");
+                        return;
+                    }
+                    // It ended on its own: restart it (with backoff) until removed or stopped.
+                    if started.elapsed() > max {
+                        backoff.reset();
+                    }
+                    let error = result.err().map(|e| e.to_string());
+                    let restarts = multi.record_failure(&name, error.clone());
+                    let delay = backoff.next_delay();
+                    tracing::error!(
+                        error = error.as_deref().unwrap_or("ended without error"),
+                        restarts,
+                        retry_in = ?delay,
+                        "provider stopped on its own; its clusters left; restarting"
+                    );
+                    tokio::select! {
+                        () = child_token.cancelled() => return,
+                        () = tokio::time::sleep(delay) => {}
+                    }
                 }
-                // Whatever it left engaged goes with it.
-                child_token.cancel();
             }
             .instrument(span),
         );

@@ -24,6 +24,7 @@
 //! (concurrency, debounce, engage options, ...) and `register` (checks, then hand-over to the
 //! manager).
 
+mod limits;
 mod options;
 mod register;
 mod start;
@@ -37,6 +38,7 @@ use mcr_core::{Cache, Cluster, ClusterName, Informer};
 use serde::de::DeserializeOwned;
 
 pub use self::watch_options::WatchOptions;
+use super::runner::Limits;
 use super::{
     input::{Batch, Input, InputFn, PredicateFn, PrimaryFn, Scope, subscribe_filtered},
     request::{IntoRequest, Request},
@@ -100,6 +102,7 @@ where
     filter_host: bool,
     retry_when_gone: bool,
     on_outcome: Vec<crate::controller::outcome::OutcomeHook<K>>,
+    limits: Limits,
 }
 
 impl<K> Debug for Builder<K>
@@ -139,6 +142,7 @@ where
             filter_host: false,
             retry_when_gone: false,
             on_outcome: Vec::new(),
+            limits: Limits::default(),
         }
     }
 

@@ -124,8 +124,10 @@ where
         self
     }
 
-    /// Keep retrying (through the error policy) when a reconcile fails because its cluster
-    /// is gone (`mcr_core::is_cluster_not_found`). Default: such reconciles end quietly.
+    /// Keep retrying (through the error policy) when a reconcile fails because its own
+    /// cluster is gone (`mcr_core::cluster_not_found` names the request's cluster). Default:
+    /// such reconciles end quietly. A `ClusterNotFound` for any other cluster always goes
+    /// through the error policy.
     ///
     /// ```no_run
     /// # fn demo(b: mcr_manager::Builder<k8s_openapi::api::core::v1::ConfigMap>) {
@@ -191,7 +193,9 @@ where
     /// Calls `hook` with the outcome of every reconcile (its request, result and duration),
     /// like the stream kube-runtime's `Controller::run` yields: for tests, audits and custom
     /// metrics. Hooks run on the controller's loop: keep them short (send to a channel for
-    /// anything slow). A panicking hook is logged and ignored.
+    /// anything slow). A panicking hook is logged and ignored. A reconcile cut short — by
+    /// [`reconcile_timeout`](Self::reconcile_timeout) or because its cluster left — has no
+    /// result and is not reported.
     ///
     /// ```no_run
     /// # use k8s_openapi::api::core::v1::ConfigMap;

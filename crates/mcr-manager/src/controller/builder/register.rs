@@ -144,6 +144,7 @@ where
             filter_host: self.filter_host,
             retry_when_gone: self.retry_when_gone,
             on_outcome: self.on_outcome,
+            limits: self.limits,
             host: self.mgr.local().clone(),
             fleet: self.mgr.fleet().clone(),
             metrics: self.mgr.metrics().clone(),

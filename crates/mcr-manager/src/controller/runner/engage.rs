@@ -109,7 +109,8 @@ where
             self.spec.fleet.clone(),
             self.task.data.clone(),
         )
-        .with_primary(primary.clone());
+        .with_primary(primary.clone())
+        .with_cancellation(token.clone());
         self.engaged.insert(
             name,
             Engaged {

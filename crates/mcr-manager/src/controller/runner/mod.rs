@@ -11,9 +11,11 @@
 
 mod engage;
 mod intake;
+mod limits;
 mod reconcile;
 mod target;
 
+pub(crate) use limits::Limits;
 pub(crate) use reconcile::panic_message;
 pub(crate) use target::Target;
 
@@ -42,7 +44,7 @@ use tokio::{
     time::{Instant, MissedTickBehavior},
 };
 use tokio_util::sync::CancellationToken;
-use tracing::debug;
+use tracing::{debug, warn};
 
 use self::engage::{Engaged, SyncDone};
 use super::{
@@ -79,6 +81,7 @@ where
     pub(crate) filter_host: bool,
     pub(crate) retry_when_gone: bool,
     pub(crate) on_outcome: Vec<crate::controller::outcome::OutcomeHook<K>>,
+    pub(crate) limits: Limits,
     pub(crate) host: Cluster,
     pub(crate) fleet: crate::Fleet,
     pub(crate) metrics: Metrics,
@@ -164,6 +167,7 @@ where
             queue: WorkQueue::with_debounce(spec.debounce),
             spec,
             engaged: HashMap::new(),
+            running: HashMap::new(),
             streams: SelectAll::new(),
             gones: FuturesUnordered::new(),
             syncs: FuturesUnordered::new(),
@@ -172,8 +176,10 @@ where
         let mut inflight = FuturesUnordered::new();
         if self.wants(&ClusterName::host(), &lp.spec.host) {
             let host = lp.spec.host.clone();
+            // Not a child of `stop`: the host does not leave when the controller stops, so its
+            // in-flight reconciles get the shutdown grace; the loop cancels it at the end.
             let e = Engagement {
-                token: stop.child_token(),
+                token: CancellationToken::new(),
                 name: ClusterName::host(),
                 cluster: host,
             };
@@ -183,8 +189,11 @@ where
         tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
         debug!(controller = %self.name, "controller started");
         loop {
+            let cap = lp.spec.limits.per_cluster_cap(lp.spec.concurrency);
             while inflight.len() < lp.spec.concurrency {
-                let Some((cluster, key, due)) = lp.queue.pop_due() else {
+                let running = &lp.running;
+                let below_cap = |c: &ClusterName| running.get(c).is_none_or(|n| *n < cap);
+                let Some((cluster, key, due)) = lp.queue.pop_due_where(below_cap) else {
                     break;
                 };
                 if let Some(fut) = lp.start_reconcile(cluster, key, due) {
@@ -212,11 +221,20 @@ where
                 _ = tick.tick() => lp.report_restarts(),
             }
         }
-        // Graceful stop: take no more work, let in-flight reconciles finish, then stop watching.
+        // Graceful stop: take no more work, let in-flight reconciles finish (for a bounded
+        // grace, after which they are dropped), then stop watching.
         debug!(controller = %self.name, in_flight = inflight.len(), "controller stopping");
-        while let Some(done) = inflight.next().await {
-            lp.finish(done);
+        let grace = lp.spec.limits.shutdown_grace;
+        let drain = async {
+            while let Some(done) = inflight.next().await {
+                lp.finish(done);
+            }
+        };
+        if tokio::time::timeout(grace, drain).await.is_err() {
+            warn!(controller = %self.name, in_flight = inflight.len(), grace = ?grace,
+                "reconciles still running after the shutdown grace: dropped");
         }
+        drop(inflight);
         lp.streams.clear();
         for (_, e) in lp.engaged.drain() {
             e.token.cancel();
@@ -279,6 +297,8 @@ where
     task: &'t ControllerTask<K, T, Ctx, R, P, Fut, E>,
     spec: Spec<K>,
     engaged: HashMap<ClusterName, Engaged<K, Ctx>>,
+    /// Reconciles in flight per cluster name (for the per-cluster cap).
+    running: HashMap<ClusterName, usize>,
     engaged_gauge: prometheus_client::metrics::gauge::Gauge,
     queue: WorkQueue<ObjectRef<K>>,
     streams: SelectAll<BoxStream<'static, Batch<K>>>,

@@ -15,12 +15,12 @@ use kube::{
     Resource,
     runtime::{controller::Action, reflector::ObjectRef},
 };
-use mcr_core::{ClusterName, is_cluster_not_found};
+use mcr_core::{ClusterName, cluster_not_found};
 use serde::de::DeserializeOwned;
 use tokio::time::Instant;
 use tracing::{Instrument, debug, error, info_span, trace, warn};
 
-use super::{Loop, Target};
+use super::{Loop, Target, limits::Cut};
 use crate::{
     controller::{
         action::{UnreadableAction, requeue_after},
@@ -39,7 +39,8 @@ pub(super) struct Finished<K: Resource, T, Ctx, E> {
     key: Arc<ObjectRef<K>>,
     obj: T,
     ctx: Context<Ctx>,
-    result: std::thread::Result<Result<Action, E>>,
+    /// What the reconciler returned (or its panic), unless the runtime cut it short.
+    result: Result<std::thread::Result<Result<Action, E>>, Cut>,
     elapsed: Duration,
 }
 
@@ -70,7 +71,13 @@ where
         key: Arc<ObjectRef<K>>,
         due: Instant,
     ) -> Option<impl Future<Output = Finished<K, T, Ctx, E>> + use<K, T, Ctx, R, P, Fut, E>> {
-        let Some(e) = self.engaged.get(&cluster) else {
+        // A cluster that is leaving (its token fired, its removal not yet processed) gets no
+        // new reconciles.
+        let Some(e) = self
+            .engaged
+            .get(&cluster)
+            .filter(|e| !e.token.is_cancelled())
+        else {
             self.queue.done(&cluster, &key, Outcome::Success(None));
             return None;
         };
@@ -98,15 +105,34 @@ where
             cluster = %cluster,
             object = %Shown(&cluster, &key),
         );
+        let left = e.token.clone();
+        let timeout = self.spec.limits.reconcile_timeout;
+        *self.running.entry(cluster.clone()).or_default() += 1;
         let reconcile = &self.task.reconcile;
         let created =
             std::panic::catch_unwind(AssertUnwindSafe(|| reconcile(obj.clone(), ctx.clone())));
         Some(
             async move {
                 let started = Instant::now();
-                let result = match created {
-                    Ok(fut) => AssertUnwindSafe(fut).catch_unwind().await,
-                    Err(panic) => Err(panic),
+                let run = async {
+                    match created {
+                        Ok(fut) => AssertUnwindSafe(fut).catch_unwind().await,
+                        Err(panic) => Err(panic),
+                    }
+                };
+                let bounded = async {
+                    match timeout {
+                        Some(t) => tokio::time::timeout(t, run)
+                            .await
+                            .map_err(|_| Cut::TimedOut),
+                        None => Ok(run.await),
+                    }
+                };
+                // A reconcile of a cluster that left is dropped: its cluster is gone.
+                let result = tokio::select! {
+                    biased;
+                    r = bounded => r,
+                    () = left.cancelled() => Err(Cut::ClusterLeft),
                 };
                 Finished {
                     cluster,
@@ -130,8 +156,21 @@ where
             result,
             elapsed,
         } = f;
-        report(&self.spec.on_outcome, &cluster, &key, &result, elapsed);
-        let Some(e) = self.engaged.get(&cluster) else {
+        // A reconcile cut short (timed out, or its cluster left) produced no result to report.
+        if let Ok(finished) = &result {
+            report(&self.spec.on_outcome, &cluster, &key, finished, elapsed);
+        }
+        if let Some(n) = self.running.get_mut(&cluster) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                self.running.remove(&cluster);
+            }
+        }
+        let Some(e) = self
+            .engaged
+            .get(&cluster)
+            .filter(|e| !e.token.is_cancelled())
+        else {
             // The cluster left while this ran: nothing to retry against.
             debug!(controller = %self.spec.name, object = %Shown(&cluster, &key), "cluster left during reconcile");
             self.queue.done(&cluster, &key, Outcome::Success(None));
@@ -139,6 +178,26 @@ where
         };
         e.metrics.duration.observe(elapsed.as_secs_f64());
         let now = Instant::now();
+        let result = match result {
+            Ok(result) => result,
+            Err(cut) => {
+                let outcome = if cut == Cut::ClusterLeft {
+                    // A new instance replaced the one this ran against: run it there.
+                    debug!(controller = %self.spec.name, object = %Shown(&cluster, &key), "cluster replaced during reconcile; requeued");
+                    Outcome::Success(Some(now))
+                } else {
+                    e.metrics.error.inc();
+                    warn!(
+                        controller = %self.spec.name, object = %Shown(&cluster, &key),
+                        timeout = ?self.spec.limits.reconcile_timeout,
+                        "reconcile timed out; retrying with backoff"
+                    );
+                    Outcome::Backoff
+                };
+                self.queue.done(&cluster, &key, outcome);
+                return;
+            }
+        };
         let outcome = match result {
             Ok(Ok(action)) => {
                 e.metrics.success.inc();
@@ -147,7 +206,11 @@ where
                     Err(err) => unreadable(&self.spec.name, &cluster, &key, &err),
                 }
             }
-            Ok(Err(err)) if !self.spec.retry_when_gone && is_cluster_not_found(&err) => {
+            // Only the request's own cluster being gone ends it quietly; another cluster
+            // missing is an error like any other.
+            Ok(Err(err))
+                if !self.spec.retry_when_gone && cluster_not_found(&err) == Some(&cluster) =>
+            {
                 e.metrics.gone.inc();
                 debug!(
                     controller = %self.spec.name, object = %Shown(&cluster, &key), error = %err,

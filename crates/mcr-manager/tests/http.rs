@@ -1,0 +1,153 @@
+//! The metrics/health endpoint bounds slow clients and the number of connections.
+
+mod common;
+
+use std::{net::SocketAddr, time::Duration};
+
+use common::*;
+use mcr_envtest::TestCluster;
+use mcr_manager::Manager;
+use tokio::{
+    io::{AsyncReadExt, AsyncWriteExt},
+    net::TcpStream,
+    task::JoinHandle,
+};
+use tokio_util::sync::CancellationToken;
+
+/// A running manager with the endpoint on a free port (default HTTP settings).
+async fn serve(host: &TestCluster) -> (SocketAddr, CancellationToken, JoinHandle<()>) {
+    let mgr = Manager::builder(host.client())
+        .metrics_address(([127, 0, 0, 1], 0).into())
+        .build();
+    let token = CancellationToken::new();
+    let run = tokio::spawn({
+        let (mgr, t) = (mgr.clone(), token.clone());
+        async move { mgr.run_until(t).await.unwrap() }
+    });
+    eventually("endpoint bound", DEADLINE, || mgr.http_addr().is_some()).await;
+    (mgr.http_addr().unwrap(), token, run)
+}
+
+/// Reads until the server closes the connection; `None` if it is still open after `DEADLINE`.
+async fn read_until_closed(stream: &mut TcpStream) -> Option<String> {
+    let mut out = Vec::new();
+    match tokio::time::timeout(DEADLINE, stream.read_to_end(&mut out)).await {
+        Ok(_) => Some(String::from_utf8_lossy(&out).into_owned()),
+        Err(_) => None,
+    }
+}
+
+#[tokio::test]
+async fn a_client_that_never_finishes_its_headers_is_disconnected() {
+    init_tracing();
+    let host = TestCluster::start("host").await.unwrap();
+    let (addr, token, run) = serve(&host).await;
+    let mut slow = TcpStream::connect(addr).await.unwrap();
+    slow.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")
+        .await
+        .unwrap();
+    let silent = TcpStream::connect(addr).await;
+    let mut silent = silent.unwrap();
+    assert!(
+        read_until_closed(&mut slow).await.is_some(),
+        "a half-sent request head kept its connection open"
+    );
+    assert!(
+        read_until_closed(&mut silent).await.is_some(),
+        "a silent client kept its connection open"
+    );
+    token.cancel();
+    run.await.unwrap();
+}
+
+#[tokio::test]
+async fn connections_beyond_the_cap_wait_for_a_free_slot() {
+    init_tracing();
+    let host = TestCluster::start("host").await.unwrap();
+    let (addr, token, run) = serve(&host).await;
+    // Hold every slot with connections that sent half a request head.
+    let mut held = Vec::new();
+    for _ in 0..mcr_manager::HttpOptions::default().max_connections {
+        let mut s = TcpStream::connect(addr).await.unwrap();
+        s.write_all(b"GET /healthz HTTP/1.1\r\n").await.unwrap();
+        held.push(s);
+    }
+    let mut probe = TcpStream::connect(addr).await.unwrap();
+    probe
+        .write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let mut buf = [0u8; 64];
+    let early = tokio::time::timeout(Duration::from_millis(300), probe.read(&mut buf)).await;
+    assert!(early.is_err(), "a connection beyond the cap was served");
+    held.clear(); // the client goes away: its slot frees
+    let answer = read_until_closed(&mut probe).await.expect("probe answered");
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    token.cancel();
+    run.await.unwrap();
+}
+
+async fn get(addr: SocketAddr, path: &str) -> String {
+    let mut s = TcpStream::connect(addr).await.unwrap();
+    let req = format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
+    s.write_all(req.as_bytes()).await.unwrap();
+    read_until_closed(&mut s).await.expect("answered")
+}
+
+#[tokio::test]
+async fn one_unsynced_member_does_not_make_the_pod_unready_and_is_reported() {
+    use mcr_core::{Aware, Cluster, ClusterName, providers::clusters::ClustersProvider};
+    init_tracing();
+    let host = TestCluster::start("host").await.unwrap();
+    let good = TestCluster::start("good").await.unwrap();
+    let stuck = TestCluster::start("stuck").await.unwrap();
+    let provider = std::sync::Arc::new(ClustersProvider::new());
+    provider
+        .add(Cluster::new("good", good.client()))
+        .await
+        .unwrap();
+    let mgr = Manager::builder(host.client())
+        .provider(provider.clone())
+        .metrics_address(([127, 0, 0, 1], 0).into())
+        .build();
+    let log = Log::default();
+    mcr_manager::Controller::new(&mgr)
+        .for_::<k8s_openapi::api::core::v1::ConfigMap>()
+        .register(record, retry, std::sync::Arc::new(log))
+        .unwrap();
+    let token = CancellationToken::new();
+    let run = tokio::spawn({
+        let (mgr, t) = (mgr.clone(), token.clone());
+        async move { mgr.run_until(t).await.unwrap() }
+    });
+    eventually("endpoint bound", DEADLINE, || mgr.http_addr().is_some()).await;
+    let addr = mgr.http_addr().unwrap();
+    // A member whose list requests hang (like one lacking a CRD or RBAC) never syncs.
+    stuck.partition(mcr_envtest::Partition::Hang);
+    let engagement = CancellationToken::new();
+    mgr.engage(
+        engagement.clone(),
+        ClusterName::new("stuck"),
+        Cluster::new("stuck", stuck.client()),
+    )
+    .unwrap();
+    eventually("the stuck member is reported unsynced", DEADLINE, || {
+        mgr.unsynced_clusters() == [ClusterName::new("stuck")]
+    })
+    .await;
+
+    let ready = get(addr, "/readyz").await;
+    assert!(ready.starts_with("HTTP/1.1 200"), "{ready}");
+    let clusters = get(addr, "/clusters").await;
+    assert!(clusters.contains("\nstuck unsynced\n"), "{clusters}");
+    let metrics = get(addr, "/metrics").await;
+    assert!(
+        metrics.contains(r#"mcr_cluster_synced{cluster="stuck"} 0"#),
+        "{metrics}"
+    );
+
+    stuck.heal();
+    engagement.cancel();
+    token.cancel();
+    run.await.unwrap();
+}

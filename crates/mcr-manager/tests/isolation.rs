@@ -1,0 +1,234 @@
+//! Fault isolation in the controller loop: a hung member cannot take every reconcile slot, a
+//! leaving member's reconciles are cancelled, and no hung reconcile holds up shutdown.
+
+mod common;
+
+use std::{
+    sync::{
+        Arc,
+        atomic::{AtomicUsize, Ordering},
+    },
+    time::Duration,
+};
+
+use common::*;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::{Api, ResourceExt, runtime::controller::Action};
+use mcr_core::ClusterName;
+use mcr_envtest::Partition;
+use mcr_manager::{Context, Controller};
+
+/// Pushes `entry` to the log when dropped (a reconcile future that the runtime dropped).
+struct OnDrop(Log, String);
+
+impl Drop for OnDrop {
+    fn drop(&mut self) {
+        self.0.push(self.1.clone());
+    }
+}
+
+#[tokio::test]
+async fn a_hung_member_with_requeued_objects_does_not_starve_a_healthy_one() {
+    let env = Env::start(2).await;
+    let sick = env.member("cluster-1");
+    for i in 0..20 {
+        create_cm(sick.client(), &format!("requeued-{i}"), "x").await;
+    }
+    let log = Log::default();
+    let hung = Arc::new(AtomicUsize::new(0));
+    let h = hung.clone();
+    Controller::new(&env.mgr)
+        .for_::<ConfigMap>()
+        .register(
+            move |cm: Arc<ConfigMap>, ctx: Context<Log>| {
+                let hung = h.clone();
+                async move {
+                    if ctx.cluster_name().as_str() != "cluster-1" {
+                        return record(cm, ctx).await;
+                    }
+                    ctx.data().push(format!("cluster-1/{}", cm.name_any()));
+                    // A reconcile that reads from its member, and comes back soon.
+                    let api: Api<ConfigMap> = Api::namespaced(ctx.client(), "default");
+                    hung.fetch_add(1, Ordering::SeqCst);
+                    let _ = api.get(&cm.name_any()).await;
+                    hung.fetch_sub(1, Ordering::SeqCst);
+                    Ok(Action::requeue(Duration::from_millis(10)))
+                }
+            },
+            retry,
+            Arc::new(log.clone()),
+        )
+        .unwrap();
+    let run = env.run();
+    eventually("every requeued object reconciled", DEADLINE, || {
+        log.count("cluster-1/") >= 20
+    })
+    .await;
+    sick.partition(Partition::Hang);
+    eventually(
+        "the sick member holds its share of the slots",
+        DEADLINE,
+        || hung.load(Ordering::SeqCst) >= 12,
+    )
+    .await;
+
+    create_cm(env.member("cluster-2").client(), "fresh", "1").await;
+    eventually(
+        "the healthy member's new object reconciled",
+        DEADLINE,
+        || log.contains("cluster-2/fresh=1"),
+    )
+    .await;
+
+    sick.heal();
+    env.token.cancel();
+    run.await.unwrap().unwrap();
+}
+
+#[tokio::test]
+async fn a_leaving_cluster_cancels_its_in_flight_reconciles() {
+    let env = Env::start(2).await;
+    create_cm(env.member("cluster-1").client(), "stuck", "1").await;
+    let log = Log::default();
+    Controller::new(&env.mgr)
+        .for_::<ConfigMap>()
+        .register(
+            |cm: Arc<ConfigMap>, ctx: Context<Log>| async move {
+                if ctx.cluster_name().as_str() != "cluster-1" {
+                    return record(cm, ctx).await;
+                }
+                let log = ctx.data().as_ref().clone();
+                let token = ctx.cancellation().clone();
+                let spawned_log = log.clone();
+                tokio::spawn(async move {
+                    token.cancelled().await;
+                    spawned_log.push("side work saw the cancellation".into());
+                });
+                let _guard = OnDrop(log.clone(), "reconcile dropped".into());
+                log.push("started".into());
+                std::future::pending::<()>().await;
+                Ok(Action::await_change())
+            },
+            retry,
+            Arc::new(log.clone()),
+        )
+        .unwrap();
+    let run = env.run();
+    eventually("the reconcile started", DEADLINE, || {
+        log.contains("started")
+    })
+    .await;
+    assert!(env.provider.remove(&ClusterName::new("cluster-1")));
+    eventually("the reconcile dropped", DEADLINE, || {
+        log.contains("reconcile dropped")
+    })
+    .await;
+    eventually("the token fired", DEADLINE, || {
+        log.contains("side work saw the cancellation")
+    })
+    .await;
+    // The controller still works for the other member.
+    create_cm(env.member("cluster-2").client(), "after", "1").await;
+    eventually("the other member reconciled", DEADLINE, || {
+        log.contains("cluster-2/after=1")
+    })
+    .await;
+    env.token.cancel();
+    run.await.unwrap().unwrap();
+}
+
+#[tokio::test]
+async fn shutdown_does_not_wait_forever_on_a_hung_reconcile() {
+    let env = Env::start(1).await;
+    create_cm(env.member("cluster-1").client(), "hangs", "1").await;
+    let log = Log::default();
+    Controller::new(&env.mgr)
+        .for_::<ConfigMap>()
+        .shutdown_grace(Duration::from_millis(200))
+        .register(
+            |_: Arc<ConfigMap>, ctx: Context<Log>| async move {
+                ctx.data().push("started".into());
+                std::future::pending::<()>().await;
+                Ok(Action::await_change())
+            },
+            retry,
+            Arc::new(log.clone()),
+        )
+        .unwrap();
+    let run = env.run();
+    eventually("the reconcile started", DEADLINE, || {
+        log.contains("started")
+    })
+    .await;
+    env.token.cancel();
+    tokio::time::timeout(DEADLINE, run)
+        .await
+        .expect("the manager stopped despite a hung reconcile")
+        .unwrap()
+        .unwrap();
+}
+
+#[tokio::test]
+async fn a_reconcile_past_its_timeout_is_retried() {
+    let env = Env::start(1).await;
+    create_cm(env.member("cluster-1").client(), "slow", "1").await;
+    let log = Log::default();
+    let attempts = Arc::new(AtomicUsize::new(0));
+    let a = attempts.clone();
+    Controller::new(&env.mgr)
+        .for_::<ConfigMap>()
+        .reconcile_timeout(Duration::from_millis(200))
+        .register(
+            move |cm: Arc<ConfigMap>, ctx: Context<Log>| {
+                let first = a.fetch_add(1, Ordering::SeqCst) == 0;
+                async move {
+                    if first {
+                        std::future::pending::<()>().await;
+                    }
+                    record(cm, ctx).await
+                }
+            },
+            retry,
+            Arc::new(log.clone()),
+        )
+        .unwrap();
+    let run = env.run();
+    eventually("reconciled on the second attempt", DEADLINE, || {
+        log.contains("cluster-1/slow=1")
+    })
+    .await;
+    assert!(attempts.load(Ordering::SeqCst) >= 2);
+    env.token.cancel();
+    run.await.unwrap().unwrap();
+}
+
+#[tokio::test]
+async fn another_cluster_not_found_follows_the_error_policy() {
+    let env = Env::start(1).await;
+    create_cm(env.member("cluster-1").client(), "writer", "1").await;
+    let log = Log::default();
+    let mgr = env.mgr.clone();
+    Controller::new(&env.mgr)
+        .for_::<ConfigMap>()
+        .register(
+            move |cm: Arc<ConfigMap>, ctx: Context<Log>| {
+                let mgr = mgr.clone();
+                async move {
+                    ctx.data().push(format!("attempt {}", cm.name_any()));
+                    // Writes to a member that is not (or no longer) there.
+                    mgr.cluster("cluster-elsewhere").await?;
+                    Ok(Action::await_change())
+                }
+            },
+            retry,
+            Arc::new(log.clone()),
+        )
+        .unwrap();
+    let run = env.run();
+    eventually("the request retried by the error policy", DEADLINE, || {
+        log.count("attempt writer") >= 3
+    })
+    .await;
+    env.token.cancel();
+    run.await.unwrap().unwrap();
+}
