@@ -57,7 +57,7 @@ impl MultiProvider {
                     if started.elapsed() > max {
                         backoff.reset();
                     }
-                    let error = result.err().map(|e| e.to_string());
+                    let error = result.err().map(|e| mcr_core::ErrorChain(&e).to_string());
                     let restarts = multi.record_failure(&name, error.clone());
                     let delay = backoff.next_delay();
                     tracing::error!(
