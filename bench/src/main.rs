@@ -170,7 +170,7 @@ fn all(quick: bool, out: PathBuf, bins: go_peer::Bins, only: Vec<String>) -> Res
         .unwrap_or_else(|| PathBuf::from("."));
     let suite_start = Instant::now();
     for id in [
-        "b1", "b2", "b2m", "b3", "b4", "b5", "b5r", "b6", "b8", "e1", "e2",
+        "b1", "b2", "b2m", "b3", "b4", "b5", "b5r", "b6", "b8", "b9", "b10", "e1", "e2",
     ] {
         if !wanted(id) {
             continue;

@@ -4,9 +4,8 @@
 //! Per size: time from process start to every object reconciled, peak RSS per cluster, and
 //! CPU per cluster while idle (5 s after everything is reconciled, nothing written).
 //!
-//! Every cluster has its own port, CA and connection, so 10,000 clusters need more than
-//! 20,000 file descriptors in the server: the runner raises its own `RLIMIT_NOFILE` (with
-//! `prlimit`, inherited by the server and the manager) before the large sizes.
+//! Every cluster has its own port, CA and connection, so the fleet is served by one server
+//! process per 2,500 clusters (see [`PER_SERVER`]).
 
 use std::{
     path::Path,
@@ -46,10 +45,11 @@ fn sizes(quick: bool) -> &'static [usize] {
 /// `main` (`started`).
 pub async fn child(dir: &Path, n: usize, started: Instant) -> Result<Value> {
     let (rss_before, _) = crate::machine::own_memory();
-    let files = kubeconfigs(dir)?;
+    let dirs = shards(dir)?;
+    let files = kubeconfigs(dirs.first().context("no shard directory")?)?;
     let host = client_for(files.first().context("no kubeconfig written")?).await?;
     let provider = FileProvider::new(Options {
-        dirs: vec![dir.to_path_buf()],
+        dirs,
         ..Options::default()
     });
     let mgr = Manager::new(host, Some(Arc::new(provider)));
@@ -92,38 +92,59 @@ pub async fn child(dir: &Path, n: usize, started: Instant) -> Result<Value> {
     }))
 }
 
-/// Raises this process's `RLIMIT_NOFILE` (soft and hard) to `n` with `prlimit` (root, or a
-/// hard limit already that high); children inherit it.
-fn raise_nofile(n: u64) -> Result<()> {
-    let status = std::process::Command::new("prlimit")
-        .args(["--pid", &std::process::id().to_string()])
-        .arg(format!("--nofile={n}:{n}"))
-        .status()
-        .context("running prlimit")?;
-    if !status.success() {
-        bail!("prlimit --nofile={n}:{n} failed ({status})");
-    }
-    Ok(())
+/// Clusters per `mcr-envtest` server process. Each cluster has its own port, CA and
+/// connections, and the file-descriptor limit here (20,000, not raisable without
+/// `CAP_SYS_RESOURCE`) must hold a listener plus the manager's and the loader's connections
+/// per cluster, so large fleets are served by several processes.
+const PER_SERVER: usize = 2500;
+
+/// The shard directories of `dir` (`shard-0`, `shard-1`, ...), in order.
+fn shards(dir: &Path) -> Result<Vec<std::path::PathBuf>> {
+    let mut out: Vec<_> = std::fs::read_dir(dir)
+        .with_context(|| format!("reading {}", dir.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.is_dir())
+        .collect();
+    out.sort_by_key(|p| {
+        p.file_name()
+            .and_then(|n| n.to_str())
+            .and_then(|n| n.strip_prefix("shard-"))
+            .and_then(|n| n.parse::<usize>().ok())
+    });
+    Ok(out)
 }
 
-/// One size: starts the server, writes the objects, runs the manager child.
+/// One size: starts the servers (one per [`PER_SERVER`] clusters, each writing into its own
+/// `shard-<i>` directory), writes the objects, runs the manager child.
 fn one_size(n: usize, envtest_bin: &Path, work: &Path) -> Result<Value> {
     let dir = work.join("b4-fleet");
-    if n > 4000 {
-        raise_nofile(8 * n as u64 + 4096)?;
-    }
-    let _server = Server::start(envtest_bin, n, &dir)?;
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let mut servers = Vec::new();
     let rt = tokio::runtime::Runtime::new()?;
-    let clients: Vec<kube::Client> = rt
-        .block_on(remote::clients(&dir))?
-        .into_iter()
-        .map(|(_, c)| c)
-        .collect();
-    if clients.len() != n {
-        bail!("expected {n} kubeconfigs, found {}", clients.len());
+    for (i, first) in (0..n).step_by(PER_SERVER).enumerate() {
+        let count = PER_SERVER.min(n - first);
+        let shard = dir.join(format!("shard-{i}"));
+        servers.push(Server::start_named(
+            envtest_bin,
+            count,
+            &shard,
+            &format!("s{i}"),
+        )?);
+        let clients: Vec<kube::Client> = rt
+            .block_on(remote::clients(&shard))?
+            .into_iter()
+            .map(|(_, c)| c)
+            .collect();
+        if clients.len() != count {
+            bail!(
+                "expected {count} kubeconfigs in {}, found {}",
+                shard.display(),
+                clients.len()
+            );
+        }
+        rt.block_on(remote::populate(&clients, OBJECTS))?;
     }
-    rt.block_on(remote::populate(&clients, OBJECTS))?;
-    drop(clients);
     drop(rt);
     let args = vec![
         format!("b4:{n}"),
@@ -131,7 +152,9 @@ fn one_size(n: usize, envtest_bin: &Path, work: &Path) -> Result<Value> {
         "--kubeconfig-dir".into(),
         dir.display().to_string(),
     ];
-    child::run_one(&args)
+    let v = child::run_one(&args);
+    drop(servers);
+    v
 }
 
 /// Parent: every size, and the curve.
