@@ -90,7 +90,7 @@ pub fn run(quick: bool, envtest_bin: &Path, work: &Path) -> Scenario {
             WORK.as_millis(),
             std::thread::available_parallelism().map_or(1, |n| n.get()),
         ),
-        "mcr spreads reconciles over the cores like kube-runtime: CPU/wall ratio mcr / kube-runtime >= 0.9",
+        "mcr spreads reconciles over the cores like kube-runtime: CPU/wall ratio mcr / kube-runtime >= 0.9 (judged only when kube-runtime got > 1.2 cores)",
     );
     let result = (|| -> Result<()> {
         for _ in 0..reps {
@@ -135,7 +135,12 @@ pub fn run(quick: bool, envtest_bin: &Path, work: &Path) -> Scenario {
             per("kube-runtime")?,
             "",
         );
-        s.goal_met = cores.map(|r| r >= 0.9);
+        // Only a peer that got more than one core shows whether mcr could: on a loaded
+        // machine neither side does, and the run says nothing about the cap.
+        s.goal_met = match (cores, c_kr) {
+            (Some(r), Some(kr)) if kr > 1.2 => Some(r >= 0.9),
+            _ => None,
+        };
         Ok(())
     })();
     if let Err(err) = result {
