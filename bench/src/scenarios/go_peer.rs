@@ -250,6 +250,25 @@ fn summarize_size(clusters: usize, runs: &[Value], s: &mut Scenario) -> Result<b
         "s",
     );
     s.metric(&format!("{at}time ratio mcr / Go"), t_ratio, "");
+    let lag = |side: &str| -> Result<Option<f64>> {
+        let xs = runs
+            .iter()
+            .filter(|r| r["side"] == side)
+            .map(|r| Ok(num(r, "seconds")? - num(r, "load_seconds")?))
+            .collect::<Result<Vec<f64>>>()?;
+        Ok(crate::stats::median(&xs))
+    };
+    let (lag_mcr, lag_go) = (lag("mcr")?, lag("go")?);
+    s.metric(
+        &format!("{at}lag after the last write returned, mcr (median)"),
+        lag_mcr,
+        "s",
+    );
+    s.metric(
+        &format!("{at}lag after the last write returned, Go (median)"),
+        lag_go,
+        "s",
+    );
     let mib =
         |side: &str| -> Result<Option<f64>> { Ok(m(side, "vm_hwm_kib")?.map(|k| k / 1024.0)) };
     let (r_mcr, r_go) = (mib("mcr")?, mib("go")?);

@@ -118,6 +118,7 @@ fn one_run(case: Case, side: &str, bin: &Path, work: &Path) -> Result<Value> {
     let _ = std::fs::remove_file(&dumped);
     let wrapper = vec![
         "valgrind".to_string(),
+        "--quiet".into(),
         "--tool=callgrind".into(),
         format!("--callgrind-out-file={}", out.display()),
     ];
