@@ -3,6 +3,7 @@
 
 use std::{
     io::{BufRead, BufReader, Write as _},
+    path::Path,
     process::{Child, ChildStdin, Command, Stdio},
     sync::mpsc::{self, Receiver, RecvTimeoutError},
     time::{Duration, Instant},
@@ -75,25 +76,43 @@ impl Session {
     /// profiling, e.g. `MCR_BENCH_WRAP="valgrind --tool=massif"`).
     pub fn start(args: &[String]) -> Result<Session> {
         let exe = std::env::current_exe().context("locating mcr-bench")?;
-        eprintln!("  run-one {}", args.join(" "));
+        let mut all = vec!["run-one".to_string()];
+        all.extend_from_slice(args);
+        Session::start_program(&exe, &all)
+    }
+
+    /// Starts `program args` (another program speaking the same protocol, e.g. the Go peer),
+    /// under the command in `MCR_BENCH_WRAP` if set.
+    pub fn start_program(program: &Path, args: &[String]) -> Result<Session> {
         let wrap = std::env::var("MCR_BENCH_WRAP").unwrap_or_default();
-        let mut wrap = wrap.split_whitespace();
+        let wrap: Vec<String> = wrap.split_whitespace().map(String::from).collect();
+        Session::start_wrapped(&wrap, program, args)
+    }
+
+    /// Starts `wrapper... program args` (no wrapper when `wrapper` is empty).
+    pub fn start_wrapped(wrapper: &[String], program: &Path, args: &[String]) -> Result<Session> {
+        eprintln!(
+            "  {} {} {}",
+            wrapper.join(" "),
+            program.display(),
+            args.join(" ")
+        );
+        let mut wrap = wrapper.iter();
         let mut command = match wrap.next() {
-            Some(program) => {
-                let mut c = Command::new(program);
-                c.args(wrap).arg(exe);
+            Some(wrapper) => {
+                let mut c = Command::new(wrapper);
+                c.args(wrap).arg(program);
                 c
             }
-            None => Command::new(exe),
+            None => Command::new(program),
         };
         let mut child = command
-            .arg("run-one")
             .args(args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
-            .context("starting mcr-bench run-one")?;
+            .with_context(|| format!("starting {}", program.display()))?;
         let stdout = child.stdout.take().context("child stdout")?;
         let stdin = child.stdin.take();
         let (tx, lines) = mpsc::channel();
@@ -110,7 +129,7 @@ impl Session {
             stdin,
             lines,
             result: None,
-            args: args.join(" "),
+            args: format!("{} {}", program.display(), args.join(" ")),
         })
     }
 
@@ -164,8 +183,13 @@ impl Session {
         let status = self.child.wait().context("waiting for child")?;
         match self.result.take() {
             Some(value) if status.success() => Ok(value),
-            _ => bail!("`mcr-bench run-one {}` failed ({status})", self.args),
+            _ => bail!("`{}` failed ({status})", self.args),
         }
+    }
+
+    /// The child's process id (to read its `/proc` entries from the parent).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
     }
 }
 

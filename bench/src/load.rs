@@ -112,3 +112,34 @@ pub async fn load_fleet(
     }
     Ok(total)
 }
+
+/// Writes values `1..=rounds` into `cm-0` .. `cm-{objects-1}` of every client, one write at a
+/// time at `per_second` writes per second (round by round, cluster by cluster), so that a
+/// slow (profiled) controller keeps up and reconciles every update. Returns the number of
+/// writes.
+pub async fn load_paced(
+    clients: &[kube::Client],
+    objects: usize,
+    rounds: u64,
+    per_second: u32,
+) -> Result<u64> {
+    let apis: Vec<Api<ConfigMap>> = clients
+        .iter()
+        .map(|c| Api::namespaced(c.clone(), NS))
+        .collect();
+    let names: Vec<String> = (0..objects).map(object_name).collect();
+    let period = std::time::Duration::from_secs(1) / per_second.max(1);
+    let mut tick = tokio::time::interval(period);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut writes = 0;
+    for v in 1..=rounds {
+        for api in &apis {
+            for name in &names {
+                tick.tick().await;
+                write(api, name, v).await?;
+                writes += 1;
+            }
+        }
+    }
+    Ok(writes)
+}

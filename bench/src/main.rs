@@ -17,7 +17,7 @@ mod stats;
 
 use std::{path::PathBuf, process::ExitCode, time::Instant};
 
-use anyhow::{Result, bail};
+use anyhow::{Context as _, Result, bail};
 use clap::{Parser, Subcommand};
 
 use crate::{machine::Machine, report::Report, scenarios::*};
@@ -42,13 +42,17 @@ enum Cmd {
         /// The `mcr-envtest` server binary (built with `--features cli`), for B2, B2m, B4, B5r.
         #[arg(long, default_value = "target/release/mcr-envtest")]
         envtest_bin: PathBuf,
-        /// Only these scenario ids (e.g. `--only b1,b6`).
+        /// The Go peer (`bench/go-peer`, built by `cargo xtask bench`), for B8.
+        #[arg(long, default_value = "target/release/mcr-bench-go-peer")]
+        go_peer_bin: PathBuf,
+        /// Only these scenario ids (e.g. `--only b1,b6`). B8 (the Go peer) runs in the full
+        /// suite, and with `--quick` only when named here.
         #[arg(long, value_delimiter = ',')]
         only: Vec<String>,
     },
     /// Run one measurement in this process and print `RESULT <json>` (used by `all`).
     RunOne {
-        /// b1, b2 (in-process emulator), b2r, b2m, b3, b4, b5, b5r, b6, e1, e2.
+        /// b1, b2 (in-process emulator), b2r, b2m, b3, b4, b5, b5r, b6, b8:<clusters>, b9:<objects>:<rounds>, b10, e1, e2.
         scenario: String,
         /// mcr | kube-runtime | none (b1, b2, b2r, b2m); calm | flood (b5, b5r); raw | kube
         /// (e1); else ignored.
@@ -76,8 +80,17 @@ fn main() -> ExitCode {
             quick,
             out,
             envtest_bin,
+            go_peer_bin,
             only,
-        } => all(quick, out, envtest_bin, only),
+        } => all(
+            quick,
+            out,
+            go_peer::Bins {
+                envtest: envtest_bin,
+                go_peer: go_peer_bin,
+            },
+            only,
+        ),
         Cmd::RunOne {
             scenario,
             side,
@@ -112,10 +125,19 @@ fn run_one(
             "b2r" => fleet_compare::child("b2", side, quick, dir()?).await,
             "b2m" => fleet_compare::child("b2m", side, quick, dir()?).await,
             "b3" => engage::child(quick).await,
-            "b4" => https::child(dir()?, quick, started).await,
+            b4 if b4.starts_with("b4:") => {
+                let clusters = b4[3..].parse().context("b4:<clusters>")?;
+                https::child(dir()?, clusters, started).await
+            }
             "b5" => fairness::child(side, quick).await,
             "b5r" => fairness_remote::child(side, quick, dir()?).await,
             "b6" => watches::child(quick).await,
+            b8 if b8.starts_with("b8:") => {
+                let clusters = b8[3..].parse().context("b8:<clusters>")?;
+                go_peer::child(clusters, dir()?).await
+            }
+            "b10" => multicore::child(side, quick, dir()?).await,
+            b9 if b9.starts_with("b9:") => instructions::child(&b9[3..], side, dir()?).await,
             "e1" => envtest::e1(side, quick).await,
             "e2" => envtest::e2(quick).await,
             other => bail!("unknown scenario {other:?}"),
@@ -126,8 +148,13 @@ fn run_one(
     std::process::exit(0)
 }
 
-fn all(quick: bool, out: PathBuf, envtest_bin: PathBuf, only: Vec<String>) -> Result<()> {
-    let wanted = |id: &str| only.is_empty() || only.iter().any(|o| o.eq_ignore_ascii_case(id));
+fn all(quick: bool, out: PathBuf, bins: go_peer::Bins, only: Vec<String>) -> Result<()> {
+    let named = |id: &str| only.iter().any(|o| o.eq_ignore_ascii_case(id));
+    // B8 needs the Go peer built (minutes from a cold Go cache) and B9 valgrind: neither is
+    // part of the quick smoke unless named.
+    let heavy = |id: &str| matches!(id, "b8" | "b9");
+    let wanted = |id: &str| named(id) || (only.is_empty() && !(quick && heavy(id)));
+    let envtest_bin = bins.envtest.clone();
     let mut report = Report {
         date: jiff::Zoned::now()
             .strftime("%Y-%m-%d %H:%M:%S %Z")
@@ -142,7 +169,9 @@ fn all(quick: bool, out: PathBuf, envtest_bin: PathBuf, only: Vec<String>) -> Re
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from("."));
     let suite_start = Instant::now();
-    for id in ["b1", "b2", "b2m", "b3", "b4", "b5", "b5r", "b6", "e1", "e2"] {
+    for id in [
+        "b1", "b2", "b2m", "b3", "b4", "b5", "b5r", "b6", "b8", "b9", "b10", "e1", "e2",
+    ] {
         if !wanted(id) {
             continue;
         }
@@ -170,6 +199,13 @@ fn all(quick: bool, out: PathBuf, envtest_bin: PathBuf, only: Vec<String>) -> Re
                 .scenarios
                 .push(fairness_remote::run(quick, &envtest_bin, &work)),
             "b6" => report.scenarios.push(watches::run(quick)),
+            "b8" => report.scenarios.push(go_peer::run(quick, &bins, &work)),
+            "b9" => report
+                .scenarios
+                .push(instructions::run(quick, &envtest_bin, &work)),
+            "b10" => report
+                .scenarios
+                .push(multicore::run(quick, &envtest_bin, &work)),
             "e1" => report.scenarios.push(envtest::run_e1(quick)),
             _ => report.scenarios.push(envtest::run_e2(quick)),
         }

@@ -6,7 +6,10 @@
 
 use std::{
     collections::HashMap,
-    sync::{Arc, Mutex, MutexGuard},
+    sync::{
+        Arc, Mutex, MutexGuard,
+        atomic::{AtomicU64, Ordering},
+    },
     time::{Duration, Instant},
 };
 
@@ -54,6 +57,8 @@ struct State {
     latency: HashMap<String, Vec<(Instant, Option<Duration>)>>,
     /// cluster -> value -> latency, from send times stamped into the objects.
     stamped: HashMap<String, HashMap<u64, Duration>>,
+    /// How many times [`Probe::observe`] ran (reconciles).
+    calls: u64,
 }
 
 /// Shared record of what reconcilers saw. Cheap to clone.
@@ -61,6 +66,8 @@ struct State {
 pub struct Probe {
     state: Arc<Mutex<State>>,
     changed: Arc<Notify>,
+    /// CPU work (busy loop, nanoseconds) every [`Probe::observe`] does first (B10).
+    spin_nanos: Arc<AtomicU64>,
 }
 
 impl Probe {
@@ -68,8 +75,23 @@ impl Probe {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Makes every later [`Probe::observe`] first burn `work` of CPU (a busy loop on the
+    /// calling thread, outside any lock), like a CPU-heavy reconciler.
+    pub fn set_spin(&self, work: Duration) {
+        let nanos = u64::try_from(work.as_nanos()).unwrap_or(u64::MAX);
+        self.spin_nanos.store(nanos, Ordering::Relaxed);
+    }
+
     /// Records that a reconcile in `cluster` saw `cm`.
     pub fn observe(&self, cluster: &str, cm: &ConfigMap) {
+        let spin = self.spin_nanos.load(Ordering::Relaxed);
+        if spin > 0 {
+            let start = Instant::now();
+            let mut x = 0u64;
+            while start.elapsed() < Duration::from_nanos(spin) {
+                x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(1));
+            }
+        }
         let v = value(cm);
         let name = cm.name_any();
         let now = Instant::now();
@@ -77,6 +99,7 @@ impl Probe {
         {
             let mut guard = self.lock();
             let state = &mut *guard;
+            state.calls += 1;
             if !state.first.contains_key(cluster) {
                 state.first.insert(cluster.to_string(), now);
                 notify = true;
@@ -134,6 +157,11 @@ impl Probe {
                 state.done += 1;
             }
         }
+    }
+
+    /// How many reconciles recorded something so far.
+    pub fn calls(&self) -> u64 {
+        self.lock().calls
     }
 
     /// How many objects reached the target of the current phase.

@@ -24,6 +24,11 @@ impl Server {
     /// Starts `bin --clusters n --name-prefix member --kubeconfig-dir dir` (emptying `dir`
     /// first) and returns once it serves.
     pub fn start(bin: &Path, n: usize, dir: &Path) -> Result<Server> {
+        Server::start_named(bin, n, dir, "member")
+    }
+
+    /// [`Server::start`] with clusters named `<prefix>-1` .. `<prefix>-n`.
+    pub fn start_named(bin: &Path, n: usize, dir: &Path, prefix: &str) -> Result<Server> {
         if !bin.exists() {
             bail!(
                 "{} not found: build it with `cargo build --release -p mcr-envtest --features cli`",
@@ -32,7 +37,7 @@ impl Server {
         }
         let _ = std::fs::remove_dir_all(dir);
         let mut child = Command::new(bin)
-            .args(["--clusters", &n.to_string(), "--name-prefix", "member"])
+            .args(["--clusters", &n.to_string(), "--name-prefix", prefix])
             .arg("--kubeconfig-dir")
             .arg(dir)
             .env("RUST_LOG", "warn")

@@ -72,12 +72,17 @@ impl Side {
     }
 }
 
-async fn mcr_reconcile(cm: Arc<ConfigMap>, ctx: Context<Probe>) -> Result<Action, Infallible> {
+/// The mcr reconciler of every comparison: records what it saw in the probe.
+pub(crate) async fn mcr_reconcile(
+    cm: Arc<ConfigMap>,
+    ctx: Context<Probe>,
+) -> Result<Action, Infallible> {
     ctx.data().observe(ctx.cluster_name().as_str(), &cm);
     Ok(Action::await_change())
 }
 
-fn mcr_error_policy(_: Arc<ConfigMap>, _: &Infallible, _: Context<Probe>) -> Action {
+/// Its error policy (it never fails).
+pub(crate) fn mcr_error_policy(_: Arc<ConfigMap>, _: &Infallible, _: Context<Probe>) -> Action {
     Action::await_change()
 }
 

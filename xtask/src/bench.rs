@@ -1,9 +1,19 @@
 //! `cargo xtask bench [--quick]`: builds `mcr-bench` and the `mcr-envtest` server in release
 //! mode and runs the suite; the report goes to `target/bench/report.json`.
+//!
+//! The full suite also builds the Go peer of B8 (`bench/go-peer`): its `go.mod` and `main.go`
+//! are copied into `<target>/go-peer/build`, where `go mod tidy` writes the `go.sum` (nothing
+//! generated lands in the repository) and `go build` (`GOTOOLCHAIN=local`, `CGO_ENABLED=0`)
+//! writes `<target>/release/mcr-bench-go-peer`. Go's module and build caches stay where `go
+//! env` puts them. `--quick` skips B8 (a cold Go build takes minutes).
 
-use std::path::PathBuf;
+use std::{path::Path, path::PathBuf, process::Command};
 
-use anyhow::Result;
+use anyhow::{Context as _, Result, bail};
+
+/// The one module whose checksum the public checksum database does not answer for through
+/// this machine's module proxy (`providers/file` v0.23.3, see `bench/go-peer/go.mod`).
+const GONOSUMDB: &str = "sigs.k8s.io/multicluster-runtime/providers/file";
 
 /// The target directory cargo builds into (`CARGO_TARGET_DIR` or `<root>/target`).
 fn target_dir(root: &std::path::Path) -> PathBuf {
@@ -35,6 +45,9 @@ pub fn run(quick: bool) -> Result<()> {
         "mcr-envtest",
     ])?;
     let release = target.join("release");
+    if !quick && let Err(err) = build_go_peer(&root, &target, &release.join("mcr-bench-go-peer")) {
+        eprintln!("xtask: B8 will fail, the Go peer was not built: {err:#}");
+    }
     let bench = release.join("mcr-bench");
     let envtest = release.join("mcr-envtest");
     let out = target.join("bench").join("report.json");
@@ -43,9 +56,48 @@ pub fn run(quick: bool) -> Result<()> {
         envtest.display().to_string(),
         out.display().to_string(),
     );
-    let mut args = vec!["all", "--out", &out, "--envtest-bin", &envtest];
+    let go_peer = release.join("mcr-bench-go-peer").display().to_string();
+    let mut args = vec![
+        "all",
+        "--out",
+        &out,
+        "--envtest-bin",
+        &envtest,
+        "--go-peer-bin",
+        &go_peer,
+    ];
     if quick {
         args.push("--quick");
     }
     super::run(&bench, &args, &[])
+}
+
+/// Builds `bench/go-peer` into `out` (see the module docs).
+fn build_go_peer(root: &Path, target: &Path, out: &Path) -> Result<()> {
+    let src = root.join("bench").join("go-peer");
+    let work = target.join("go-peer").join("build");
+    std::fs::create_dir_all(&work).with_context(|| format!("creating {}", work.display()))?;
+    for file in ["go.mod", "main.go"] {
+        std::fs::copy(src.join(file), work.join(file))
+            .with_context(|| format!("copying bench/go-peer/{file}"))?;
+    }
+    let go = |args: &[&str]| -> Result<()> {
+        eprintln!("$ (cd {}; go {})", work.display(), args.join(" "));
+        let status = Command::new("go")
+            .args(args)
+            .current_dir(&work)
+            .env("GOTOOLCHAIN", "local")
+            .env("CGO_ENABLED", "0")
+            .env("GOFLAGS", "-mod=mod")
+            .env("GONOSUMDB", GONOSUMDB)
+            .status()
+            .context("could not start `go` (install Go 1.26.3 or newer for B8)")?;
+        if !status.success() {
+            bail!("`go {}` failed ({status})", args.join(" "));
+        }
+        Ok(())
+    };
+    go(&["mod", "tidy"])?;
+    let out = out.display().to_string();
+    go(&["build", "-trimpath", "-o", &out, "."])
 }

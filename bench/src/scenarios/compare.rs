@@ -119,6 +119,21 @@ pub(crate) fn median_of(runs: &[Value], side: &str, key: &str) -> Result<Option<
     Ok(median(&xs))
 }
 
+/// The median of `key` over the runs whose `field` equals `value`.
+pub(crate) fn median_by(
+    runs: &[Value],
+    field: &str,
+    value: &str,
+    key: &str,
+) -> Result<Option<f64>> {
+    let xs = runs
+        .iter()
+        .filter(|r| r[field] == value)
+        .map(|r| num(r, key))
+        .collect::<Result<Vec<_>>>()?;
+    Ok(median(&xs))
+}
+
 pub(crate) fn ratio(a: Option<f64>, b: Option<f64>) -> Option<f64> {
     match (a, b) {
         (Some(a), Some(b)) if b > 0.0 => Some(a / b),

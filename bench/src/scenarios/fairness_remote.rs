@@ -30,8 +30,9 @@ use crate::{
     probe::Probe,
     remote::{self, Server},
     report::Scenario,
+    scenarios::compare::{self, ratio},
     scenarios::fairness::{self, INTERVAL, Params},
-    sides,
+    sides::{self, Side},
     stamp::Stamps,
     stats::{ms, percentile},
 };
@@ -39,10 +40,12 @@ use crate::{
 /// Child: the manager over the fleet of `dir` (host, then the flood cluster, then the quiet
 /// ones); `mode` is `flood` or `calm`.
 pub async fn child(mode: &str, quick: bool, dir: &Path) -> Result<Value> {
-    let flood = match mode {
-        "flood" => true,
-        "calm" => false,
-        other => bail!("unknown B5 mode {other:?} (flood, calm)"),
+    let (side, flood) = match mode {
+        "flood" => (Side::Mcr, true),
+        "calm" => (Side::Mcr, false),
+        "kr-flood" => (Side::KubeRuntime, true),
+        "kr-calm" => (Side::KubeRuntime, false),
+        other => bail!("unknown B5 mode {other:?} (flood, calm, kr-flood, kr-calm)"),
     };
     let p = fairness::params(quick);
     let (host, members) = remote::host_and_fleet(dir).await?;
@@ -56,7 +59,7 @@ pub async fn child(mode: &str, quick: bool, dir: &Path) -> Result<Value> {
     let flood_name = members[0].0.clone();
     let probe = Probe::default();
     probe.expect(0, p.flood_objects + p.quiet);
-    let running = sides::start_mcr(host, members, vec![probe.clone()]).await?;
+    let running = sides::start(side, host, members, vec![probe.clone()]).await?;
     probe
         .wait_done("initial sync", Duration::from_secs(120))
         .await?;
@@ -166,7 +169,7 @@ fn one_run(mode: &str, p: Params, quick: bool, bin: &Path, dir: &Path) -> Result
     let start = Instant::now();
     let writers = spawn_quiet(&quiet_rt, quiet, stop.clone());
     let mut flood_writes = 0;
-    if mode == "flood" {
+    if mode.ends_with("flood") {
         flood_writes = rt.block_on(load::load_cluster(
             flooder,
             p.flood_objects,
@@ -206,19 +209,51 @@ pub fn run(quick: bool, envtest_bin: &Path, work: &Path) -> Scenario {
     let mut s = Scenario::new(
         "B5r",
         format!(
-            "fairness as B5, but the emulator (separate mcr-envtest process, HTTPS) and the flood loader and quiet writers (bench runner) run outside the measured process ({} reps)",
+            "fairness as B5, but the emulator (separate mcr-envtest process, HTTPS) and the flood loader and quiet writers (bench runner) run outside the measured process; the same runs with one kube-runtime Controller per cluster as the peer ({} reps, interleaved)",
             p.reps
         ),
-        "p99 ratio flood / calm <= 2",
+        "quiet p99 under the flood, mcr / kube-runtime <= 1.0 (flood / calm <= 2 kept as information)",
     );
     let dir = work.join("b5r-fleet");
     let result = (|| -> Result<()> {
         for _ in 0..p.reps {
-            for mode in ["calm", "flood"] {
+            for mode in ["calm", "flood", "kr-flood", "kr-calm"] {
                 s.runs.push(one_run(mode, p, quick, envtest_bin, &dir)?);
             }
         }
         fairness::summarize_runs(&mut s)?;
+        let runs = s.runs.clone();
+        let med = |mode: &str, key: &str| compare::median_by(&runs, "mode", mode, key);
+        let (kr_calm, kr_flood) = (med("kr-calm", "p99_ms")?, med("kr-flood", "p99_ms")?);
+        let mcr_flood = med("flood", "p99_ms")?;
+        s.metric(
+            "kube-runtime: quiet p99 without flood (median)",
+            kr_calm,
+            "ms",
+        );
+        s.metric(
+            "kube-runtime: quiet p99 with flood (median)",
+            kr_flood,
+            "ms",
+        );
+        s.metric(
+            "kube-runtime: p99 ratio flood / calm",
+            ratio(kr_flood, kr_calm),
+            "",
+        );
+        let peer = ratio(mcr_flood, kr_flood);
+        s.metric("quiet p99 under the flood, mcr / kube-runtime", peer, "");
+        s.metric(
+            "quiet p50 under the flood, mcr / kube-runtime",
+            ratio(med("flood", "p50_ms")?, med("kr-flood", "p50_ms")?),
+            "",
+        );
+        s.metric(
+            "kube-runtime: flood duration (median)",
+            med("kr-flood", "window_seconds")?,
+            "s",
+        );
+        s.goal_met = peer.map(|r| r <= 1.0);
         let unmeasured: f64 = s
             .runs
             .iter()

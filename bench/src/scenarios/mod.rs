@@ -8,5 +8,8 @@ pub mod envtest;
 pub mod fairness;
 pub mod fairness_remote;
 pub mod fleet_compare;
+pub mod go_peer;
 pub mod https;
+pub mod instructions;
+pub mod multicore;
 pub mod watches;

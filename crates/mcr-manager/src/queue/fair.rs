@@ -8,11 +8,7 @@
 //! Each ready key carries the [`Instant`] it became due, so the runner can observe how long it
 //! waited (`mcr_queue_wait_seconds`) without any extra bookkeeping.
 
-use std::{
-    collections::{HashMap, VecDeque},
-    hash::Hash,
-    sync::Arc,
-};
+use std::{collections::VecDeque, hash::Hash, sync::Arc};
 
 use mcr_core::ClusterName;
 use tokio::time::Instant;
@@ -23,7 +19,7 @@ pub(crate) type Popped<T> = (ClusterName, Arc<T>, Instant);
 /// Ready keys, grouped per cluster, served round-robin across clusters.
 #[derive(Debug)]
 pub(crate) struct FairRing<T> {
-    lanes: HashMap<ClusterName, VecDeque<(Arc<T>, Instant)>>,
+    lanes: super::Map<ClusterName, VecDeque<(Arc<T>, Instant)>>,
     ring: VecDeque<ClusterName>,
     len: usize,
 }
@@ -31,7 +27,7 @@ pub(crate) struct FairRing<T> {
 impl<T> Default for FairRing<T> {
     fn default() -> Self {
         Self {
-            lanes: HashMap::new(),
+            lanes: super::Map::default(),
             ring: VecDeque::new(),
             len: 0,
         }

@@ -1,0 +1,345 @@
+//! B8: mcr against Go's multicluster-runtime (`bench/go-peer`) on the same fleet.
+//!
+//! For each fleet size (10, 100, 1,000 member clusters, 20,000 updates each time) and each
+//! repetition, a fresh `mcr-envtest` server serves the fleet over HTTPS; the runner populates
+//! it, starts one side as its own process, waits for `READY` (every object reconciled once),
+//! runs the loader and times until `DONE` (every object seen at its last value). Sides
+//! alternate (mcr, Go, mcr, ...). Both sides are a manager with a file provider over the same
+//! kubeconfig files (the first cluster is the host, not a member) and one ConfigMap controller
+//! with 16 concurrent reconciles that records the highest counter value per object. Each side
+//! reports its own peak RSS (`VmHWM`) and CPU seconds (`/proc/self/stat`, user + system).
+
+use std::{
+    path::{Path, PathBuf},
+    sync::Arc,
+    time::{Duration, Instant},
+};
+
+use anyhow::{Result, bail};
+use k8s_openapi::api::core::v1::ConfigMap;
+use mcr_manager::{Controller, Manager};
+use mcr_provider_file::{FileProvider, Options};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use crate::{
+    child::{self, Session, num},
+    load,
+    machine::own_cpu_seconds,
+    probe::Probe,
+    remote::{self, Server},
+    report::Scenario,
+    scenarios::compare::{median_of, ratio},
+    sides::{self, CONCURRENCY},
+};
+
+/// Objects per member cluster.
+const OBJECTS: usize = 10;
+/// Updates per run, whatever the fleet size.
+const UPDATES: usize = 20_000;
+/// Concurrent writers per cluster in the loader.
+const WRITERS: usize = 2;
+/// The kubeconfig of the host cluster (not a fleet member) in the server's directory.
+const HOST: &str = "member-1.kubeconfig";
+
+/// `(member clusters, repetitions per side)` of the suite.
+fn sizes(quick: bool) -> &'static [(usize, usize)] {
+    if quick {
+        &[(10, 1)]
+    } else {
+        &[(10, 3), (100, 3), (1000, 2)]
+    }
+}
+
+/// The last value the loader writes at this fleet size (`UPDATES` in all).
+fn rounds(clusters: usize) -> u64 {
+    (UPDATES / (clusters * OBJECTS)).max(1) as u64
+}
+
+/// The host kubeconfig and the members' kubeconfigs of `dir`.
+fn host_and_members(dir: &Path) -> Result<(PathBuf, Vec<PathBuf>)> {
+    let host = dir.join(HOST);
+    let members: Vec<PathBuf> = remote::kubeconfigs(dir)?
+        .into_iter()
+        .filter(|p| *p != host)
+        .collect();
+    Ok((host, members))
+}
+
+/// Child (mcr side): a manager with the file provider over the members of `dir`.
+pub async fn child(clusters: usize, dir: &Path) -> Result<Value> {
+    let (host, members) = host_and_members(dir)?;
+    if members.len() != clusters {
+        bail!(
+            "expected {clusters} member kubeconfigs, found {}",
+            members.len()
+        );
+    }
+    let total = clusters * OBJECTS;
+    let probe = Probe::default();
+    probe.expect(0, total);
+    let provider = FileProvider::new(Options {
+        files: members,
+        ..Options::default()
+    });
+    let mgr = Manager::new(remote::client_for(&host).await?, Some(Arc::new(provider)));
+    Controller::new(&mgr)
+        .named(sides::mcr_controller_name(0))
+        .for_::<ConfigMap>()
+        .concurrency(CONCURRENCY.into())
+        .register(
+            sides::mcr_reconcile,
+            sides::mcr_error_policy,
+            Arc::new(probe.clone()),
+        )?;
+    let token = CancellationToken::new();
+    let run = {
+        let (mgr, token) = (mgr.clone(), token.clone());
+        tokio::spawn(async move { mgr.run_until(token).await })
+    };
+    probe
+        .wait_done("initial sync", Duration::from_secs(600))
+        .await?;
+    probe.expect(rounds(clusters), total);
+    let (rss_ready, cpu_ready) = (crate::machine::own_memory().0, own_cpu_seconds());
+    child::mark("READY");
+    probe
+        .wait_done("every last value", Duration::from_secs(600))
+        .await?;
+    child::mark("DONE");
+    let (cpu_done, rss_done) = (own_cpu_seconds(), crate::machine::own_memory().0);
+    token.cancel();
+    run.abort();
+    Ok(json!({
+        "side": "mcr", "clusters": clusters, "objects": OBJECTS, "rounds": rounds(clusters),
+        "rss_kib_ready": rss_ready, "rss_kib_done": rss_done,
+        "cpu_s_ready": cpu_ready, "cpu_s_done": cpu_done,
+    }))
+}
+
+/// One run of one side at one size: a fresh server, populated, the side timed.
+fn one_run(side: &str, clusters: usize, bins: &Bins, dir: &Path) -> Result<Value> {
+    let server = Server::start(&bins.envtest, clusters + 1, dir)?;
+    let rt = tokio::runtime::Runtime::new()?;
+    let (_, members) = rt.block_on(remote::host_and_fleet(server.dir()))?;
+    let loaders: Vec<kube::Client> = members.into_iter().map(|(_, c)| c).collect();
+    rt.block_on(remote::populate(&loaders, OBJECTS))?;
+    let dir_arg = server.dir().display().to_string();
+    let started = Instant::now();
+    let mut session = match side {
+        "mcr" => Session::start(&[
+            format!("b8:{clusters}"),
+            "mcr".into(),
+            "--kubeconfig-dir".into(),
+            dir_arg,
+        ])?,
+        _ => Session::start_program(
+            &bins.go_peer,
+            &[
+                "-kubeconfig-dir".into(),
+                dir_arg,
+                "-host".into(),
+                HOST.into(),
+                "-objects".into(),
+                OBJECTS.to_string(),
+                "-rounds".into(),
+                rounds(clusters).to_string(),
+                "-concurrency".into(),
+                CONCURRENCY.to_string(),
+            ],
+        )?,
+    };
+    let ready = session.wait_for("READY", Duration::from_secs(600))?;
+    let start = Instant::now();
+    let writes = rt.block_on(load::load_fleet(
+        loaders,
+        OBJECTS,
+        rounds(clusters),
+        WRITERS,
+    ))?;
+    let load_seconds = start.elapsed().as_secs_f64();
+    let done = session.wait_for("DONE", Duration::from_secs(600))?;
+    let mut v = session.finish()?;
+    if let Value::Object(map) = &mut v {
+        map.insert("scenario".into(), "b8".into());
+        map.insert("size".into(), clusters.into());
+        map.insert("writes".into(), writes.into());
+        map.insert("load_seconds".into(), load_seconds.into());
+        let seconds = done.saturating_duration_since(start).as_secs_f64();
+        map.insert("seconds".into(), seconds.into());
+        let startup = ready.saturating_duration_since(started).as_secs_f64();
+        map.insert("startup_seconds".into(), startup.into());
+    }
+    Ok(v)
+}
+
+/// The binaries B8 runs.
+pub struct Bins {
+    /// The `mcr-envtest` server.
+    pub envtest: PathBuf,
+    /// The Go peer (`bench/go-peer`, built by `cargo xtask bench`).
+    pub go_peer: PathBuf,
+}
+
+/// Parent: every size, sides interleaved, and the summary.
+pub fn run(quick: bool, bins: &Bins, work: &Path) -> Scenario {
+    let mut s = Scenario::new(
+        "B8",
+        format!(
+            "mcr vs Go multicluster-runtime v0.24.1 (file provider), one ConfigMap controller, \
+             concurrency {CONCURRENCY}, {UPDATES} updates per run ({OBJECTS} objects per \
+             cluster), emulator in a separate mcr-envtest process over HTTPS, loader in the \
+             bench runner, sides interleaved"
+        ),
+        "time ratio mcr / Go <= 1.0; peak RSS ratio <= 0.5 (at every size)",
+    );
+    if let Err(err) = summarize(quick, bins, work, &mut s) {
+        s.error = Some(format!("{err:#}"));
+    }
+    s
+}
+
+fn summarize(quick: bool, bins: &Bins, work: &Path, s: &mut Scenario) -> Result<()> {
+    if !bins.go_peer.exists() {
+        bail!(
+            "{} not found: `cargo xtask bench` builds it (needs Go)",
+            bins.go_peer.display()
+        );
+    }
+    let dir = work.join("b8-fleet");
+    let mut met = true;
+    for &(clusters, reps) in sizes(quick) {
+        let mut runs = Vec::new();
+        for _ in 0..reps {
+            for side in ["mcr", "go"] {
+                runs.push(one_run(side, clusters, bins, &dir)?);
+            }
+        }
+        met &= summarize_size(clusters, &runs, s)?;
+        s.runs.extend(runs);
+    }
+    s.goal_met = Some(met);
+    Ok(())
+}
+
+/// The figures of one fleet size; returns whether both goals were met there.
+fn summarize_size(clusters: usize, runs: &[Value], s: &mut Scenario) -> Result<bool> {
+    let at = format!("{clusters} clusters: ");
+    let m = |side: &str, key: &str| median_of(runs, side, key);
+    let (t_mcr, t_go) = (m("mcr", "seconds")?, m("go", "seconds")?);
+    s.metric(
+        &format!("{at}time to all reconciled mcr (median)"),
+        t_mcr,
+        "s",
+    );
+    s.metric(
+        &format!("{at}time to all reconciled Go (median)"),
+        t_go,
+        "s",
+    );
+    let t_ratio = ratio(t_mcr, t_go);
+    let load = crate::stats::median(
+        &runs
+            .iter()
+            .filter_map(|r| r["load_seconds"].as_f64())
+            .collect::<Vec<_>>(),
+    );
+    s.metric(
+        &format!("{at}  loader alone (writes returned, median of all runs)"),
+        load,
+        "s",
+    );
+    s.metric(&format!("{at}time ratio mcr / Go"), t_ratio, "");
+    let lag = |side: &str| -> Result<Option<f64>> {
+        let xs = runs
+            .iter()
+            .filter(|r| r["side"] == side)
+            .map(|r| Ok(num(r, "seconds")? - num(r, "load_seconds")?))
+            .collect::<Result<Vec<f64>>>()?;
+        Ok(crate::stats::median(&xs))
+    };
+    let (lag_mcr, lag_go) = (lag("mcr")?, lag("go")?);
+    s.metric(
+        &format!("{at}lag after the last write returned, mcr (median)"),
+        lag_mcr,
+        "s",
+    );
+    s.metric(
+        &format!("{at}lag after the last write returned, Go (median)"),
+        lag_go,
+        "s",
+    );
+    let mib =
+        |side: &str| -> Result<Option<f64>> { Ok(m(side, "vm_hwm_kib")?.map(|k| k / 1024.0)) };
+    let (r_mcr, r_go) = (mib("mcr")?, mib("go")?);
+    s.metric(&format!("{at}peak RSS mcr (median)"), r_mcr, "MiB");
+    s.metric(&format!("{at}peak RSS Go (median)"), r_go, "MiB");
+    let r_ratio = ratio(r_mcr, r_go);
+    s.metric(&format!("{at}peak RSS ratio mcr / Go"), r_ratio, "");
+    let per = |x: Option<f64>| x.map(|mib| mib * 1024.0 / clusters as f64);
+    s.metric(&format!("{at}peak RSS per cluster mcr"), per(r_mcr), "KiB");
+    s.metric(&format!("{at}peak RSS per cluster Go"), per(r_go), "KiB");
+    let (c_mcr, c_go) = (m("mcr", "cpu_s_done")?, m("go", "cpu_s_done")?);
+    s.metric(
+        &format!("{at}CPU user+sys mcr, whole run (median)"),
+        c_mcr,
+        "s",
+    );
+    s.metric(
+        &format!("{at}CPU user+sys Go, whole run (median)"),
+        c_go,
+        "s",
+    );
+    s.metric(&format!("{at}CPU ratio mcr / Go"), ratio(c_mcr, c_go), "");
+    let load_cpu = |side: &str| -> Result<Option<f64>> {
+        let xs = runs
+            .iter()
+            .filter(|r| r["side"] == side)
+            .map(|r| Ok(num(r, "cpu_s_done")? - num(r, "cpu_s_ready")?))
+            .collect::<Result<Vec<f64>>>()?;
+        Ok(crate::stats::median(&xs))
+    };
+    let (l_mcr, l_go) = (load_cpu("mcr")?, load_cpu("go")?);
+    s.metric(
+        &format!("{at}CPU during the updates, ratio mcr / Go"),
+        ratio(l_mcr, l_go),
+        "",
+    );
+    let (st_mcr, st_go) = (m("mcr", "startup_seconds")?, m("go", "startup_seconds")?);
+    s.metric(
+        &format!("{at}process start to initial sync mcr"),
+        st_mcr,
+        "s",
+    );
+    s.metric(&format!("{at}process start to initial sync Go"), st_go, "s");
+    Ok(match (t_ratio, r_ratio) {
+        (Some(t), Some(r)) => t <= 1.0 && r <= 0.5,
+        _ => false,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_size_loads_the_same_number_of_updates() {
+        for &(clusters, _) in sizes(false) {
+            assert_eq!(clusters * OBJECTS * rounds(clusters) as usize, UPDATES);
+        }
+    }
+
+    #[test]
+    fn the_host_is_not_a_member() {
+        let dir = std::env::temp_dir().join(format!("mcr-bench-b8-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        for n in 1..=3 {
+            std::fs::write(dir.join(format!("member-{n}.kubeconfig")), "").unwrap();
+        }
+        let (host, members) = host_and_members(&dir).unwrap();
+        assert_eq!(host, dir.join("member-1.kubeconfig"));
+        assert_eq!(members.len(), 2);
+        assert!(!members.contains(&host));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
