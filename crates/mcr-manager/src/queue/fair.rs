@@ -8,7 +8,11 @@
 //! Each ready key carries the [`Instant`] it became due, so the runner can observe how long it
 //! waited (`mcr_queue_wait_seconds`) without any extra bookkeeping.
 
-use std::{collections::VecDeque, hash::Hash, sync::Arc};
+use std::{
+    collections::{HashMap, VecDeque},
+    hash::Hash,
+    sync::Arc,
+};
 
 use mcr_core::ClusterName;
 use tokio::time::Instant;
@@ -19,7 +23,7 @@ pub(crate) type Popped<T> = (ClusterName, Arc<T>, Instant);
 /// Ready keys, grouped per cluster, served round-robin across clusters.
 #[derive(Debug)]
 pub(crate) struct FairRing<T> {
-    lanes: super::Map<ClusterName, VecDeque<(Arc<T>, Instant)>>,
+    lanes: HashMap<ClusterName, VecDeque<(Arc<T>, Instant)>>,
     ring: VecDeque<ClusterName>,
     len: usize,
 }
@@ -27,7 +31,7 @@ pub(crate) struct FairRing<T> {
 impl<T> Default for FairRing<T> {
     fn default() -> Self {
         Self {
-            lanes: super::Map::default(),
+            lanes: HashMap::new(),
             ring: VecDeque::new(),
             len: 0,
         }

@@ -82,12 +82,6 @@ enum State {
     },
 }
 
-/// The queue's maps. Every event costs several lookups keyed by cluster name and object
-/// reference; std's default SipHash made hashing the largest mcr-specific cost per event
-/// (about 3,900 of 55,500 instructions per update in B9). foldhash is several times cheaper
-/// for short string keys and still seeded per process.
-pub(crate) type Map<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
-
 #[derive(Debug)]
 struct Entry<T> {
     key: Arc<T>,
@@ -98,7 +92,7 @@ struct Entry<T> {
 /// A deduplicating, delaying, cluster-fair work queue (see the module docs).
 #[derive(Debug)]
 pub(crate) struct WorkQueue<T> {
-    entries: Map<ClusterName, Map<Arc<T>, Entry<T>>>,
+    entries: HashMap<ClusterName, HashMap<Arc<T>, Entry<T>>>,
     ready: FairRing<T>,
     delayed: DelayQueue<(ClusterName, Arc<T>)>,
     debounce: Duration,
@@ -114,7 +108,7 @@ impl<T> WorkQueue<T> {
     /// An empty queue that debounces every request by `debounce` (see the module docs).
     pub(crate) fn with_debounce(debounce: Duration) -> Self {
         Self {
-            entries: Map::default(),
+            entries: HashMap::new(),
             ready: FairRing::default(),
             delayed: DelayQueue::new(),
             debounce,
