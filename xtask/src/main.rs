@@ -29,6 +29,7 @@ const PUBLISH_ORDER: &[&str] = &[
     "mcr-provider-kind",
     "mcr-provider-capi",
     "mcr-provider-cluster-inventory",
+    "mcr-provider-gardener",
 ];
 
 #[derive(Parser)]
