@@ -51,6 +51,8 @@ struct Inner {
     id: ClusterId,
     connection_hash: Option<String>,
     credentials: Option<crate::credentials::CredentialHandle>,
+    /// Cancels work tied to this cluster (its credential renewal) when the last handle drops.
+    stop_on_drop: Option<Arc<tokio_util::sync::DropGuard>>,
 }
 
 /// One cluster of the fleet: a `kube::Client`, its shared informer [`Cache`] and an identity.
@@ -94,6 +96,7 @@ impl Cluster {
                 id: ClusterId(NEXT_ID.fetch_add(1, Ordering::Relaxed)),
                 connection_hash: None,
                 credentials: None,
+                stop_on_drop: None,
             }),
         }
     }
@@ -119,6 +122,7 @@ impl Cluster {
                 id: ClusterId(NEXT_ID.fetch_add(1, Ordering::Relaxed)),
                 connection_hash: None,
                 credentials: None,
+                stop_on_drop: None,
             }),
         }
     }
@@ -150,6 +154,13 @@ impl Cluster {
     /// ```
     pub fn with_credentials(mut self, handle: crate::credentials::CredentialHandle) -> Cluster {
         Arc::make_mut(&mut self.inner).credentials = Some(handle);
+        self
+    }
+
+    /// Cancels `guard`'s token when the last handle to this cluster is dropped (used for the
+    /// background renewal of its credentials).
+    pub(crate) fn with_stop_on_drop(mut self, guard: tokio_util::sync::DropGuard) -> Cluster {
+        Arc::make_mut(&mut self.inner).stop_on_drop = Some(Arc::new(guard));
         self
     }
 

@@ -1,6 +1,7 @@
 //! Building kube clients and mcr clusters from a kubeconfig context.
 
 use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
 use std::time::SystemTime;
 
 use kube::config::{KubeConfigOptions, Kubeconfig};
@@ -10,8 +11,10 @@ use tracing::Instrument;
 
 use super::exec::{DEFAULT_EXEC_TIMEOUT, resolve_exec};
 use super::exec_policy::check_exec_policy;
+use super::exec_renew::ExecRenew;
 use super::file_refs::check_file_references;
 use super::{ClientOptions, Error, ExecPolicy, hash::connection_hash, parse::resolve, redact};
+use crate::credentials::{CredentialHandle, Credentials, RenewableClient, RenewalOptions};
 use crate::{Cluster, ClusterName};
 
 /// Builds a [`kube::Client`] for `context` (`None` = the current context).
@@ -48,8 +51,10 @@ pub async fn client_for_context(
     let resolved = resolve(kc, context)?;
     let context = resolved.name.to_string();
     let span = tracing::debug_span!("kubeconfig_client", context = %context);
-    let (client, _) = build(kc, context, opts, policy).instrument(span).await?;
-    Ok(client)
+    let built = build(kc, context, opts, policy, false)
+        .instrument(span)
+        .await?;
+    Ok(built.client)
 }
 
 /// [`client_for_context`], also returning when the credential of the context's `exec`
@@ -78,7 +83,17 @@ pub async fn client_for_context_with_expiry(
     let resolved = resolve(kc, context)?;
     let context = resolved.name.to_string();
     let span = tracing::debug_span!("kubeconfig_client", context = %context);
-    build(kc, context, opts, policy).instrument(span).await
+    let built = build(kc, context, opts, policy, false)
+        .instrument(span)
+        .await?;
+    Ok((built.client, built.expires_at))
+}
+
+/// A client, when its credential expires, and (when asked for and possible) what renews it.
+struct BuiltClient {
+    client: Client,
+    expires_at: Option<SystemTime>,
+    renewal: Option<(CredentialHandle, ExecRenew)>,
 }
 
 async fn build(
@@ -86,7 +101,8 @@ async fn build(
     context: String,
     opts: &ClientOptions,
     policy: &ExecPolicy,
-) -> Result<(Client, Option<SystemTime>), Error> {
+    renewable: bool,
+) -> Result<BuiltClient, Error> {
     check_exec_policy(kc, Some(&context), policy)?;
     if opts.deny_file_references {
         check_file_references(kc, Some(&context))?;
@@ -110,7 +126,12 @@ async fn build(
         context: context.clone(),
         reason,
     };
-    if config.auth_info.exec.is_some() {
+    let exec_user = config
+        .auth_info
+        .exec
+        .is_some()
+        .then(|| config.auth_info.clone());
+    if exec_user.is_some() {
         tracing::debug!("running credential plugin");
     }
     let expires_at = resolve_exec(&mut config.auth_info, timeout)
@@ -118,6 +139,34 @@ async fn build(
         .map_err(fail)?
         .and_then(|credential| credential.expires_at);
     check_static_credentials(&config).map_err(invalid)?;
+
+    // A plugin credential that expires is renewed in place by re-running the plugin (kube
+    // itself no longer runs it). The renewable transport does not do proxies: such a member
+    // keeps the credential as issued (documented on `cluster_for_context`).
+    if let (true, Some(at), Some(user)) = (renewable, expires_at, exec_user) {
+        if config.proxy_url.is_some() {
+            tracing::warn!(
+                "the credential plugin's credential expires, but a member behind a proxy cannot \
+                 renew it in place: rebuild the member before it expires"
+            );
+        } else {
+            let credentials = Credentials::from_auth_info(&config.auth_info)
+                .map_err(|e| fail(e.to_string()))?
+                .with_expiry(at);
+            let (client, handle) =
+                RenewableClient::build(config, credentials).map_err(|e| fail(e.to_string()))?;
+            let source = ExecRenew {
+                auth: user,
+                timeout,
+                context: context.clone(),
+            };
+            return Ok(BuiltClient {
+                client,
+                expires_at,
+                renewal: Some((handle, source)),
+            });
+        }
+    }
 
     let built = if config.auth_info.auth_provider.is_some() {
         tracing::debug!("running auth-provider");
@@ -137,7 +186,11 @@ async fn build(
     let reason = match built {
         Built::Ok(client) => {
             tracing::debug!("client built");
-            return Ok((client, expires_at));
+            return Ok(BuiltClient {
+                client,
+                expires_at,
+                renewal: None,
+            });
         }
         Built::Err(e) => redact::client_error(&e, None),
         Built::Panicked => {
@@ -199,6 +252,13 @@ fn check_static_credentials(config: &Config) -> Result<(), String> {
 /// keeps it when the same kubeconfig is seen again. See [`client_for_context`] for the steps
 /// and the policy.
 ///
+/// When the context's `exec` plugin returns a credential with an expiry, the cluster's client
+/// renews it in place: the plugin runs again (bounded by the same timeout) before the
+/// credential expires, and the new credential is swapped in under the same client and cache
+/// ([`Cluster::credentials`] reports its status). The renewal stops when the last handle to
+/// the cluster is dropped. A member behind a proxy (`proxy-url`) cannot be renewed in place:
+/// rebuild it before the credential expires.
+///
 /// ```no_run
 /// use mcr_core::kubeconfig::{cluster_for_context, parse, ClientOptions, ExecPolicy};
 /// # async fn demo(secret_data: &[u8]) -> Result<(), mcr_core::kubeconfig::Error> {
@@ -220,8 +280,24 @@ pub async fn cluster_for_context(
     let span = tracing::debug_span!("kubeconfig_cluster", cluster = %name, context = %context);
     async {
         let hash = connection_hash(kc, Some(&context))?;
-        let (client, _) = build(kc, context, opts, policy).await?;
-        Ok(Cluster::new(name, client).with_connection_hash(hash))
+        let built = build(kc, context, opts, policy, true).await?;
+        let cluster = Cluster::new(name.clone(), built.client).with_connection_hash(hash);
+        Ok(match built.renewal {
+            None => cluster,
+            Some((handle, source)) => {
+                let stop = tokio_util::sync::CancellationToken::new();
+                crate::credentials::spawn_renewal(
+                    name,
+                    handle.clone(),
+                    Arc::new(source),
+                    RenewalOptions::default(),
+                    stop.clone(),
+                );
+                cluster
+                    .with_credentials(handle)
+                    .with_stop_on_drop(stop.drop_guard())
+            }
+        })
     }
     .instrument(span)
     .await

@@ -28,6 +28,7 @@ mod client;
 mod error;
 mod exec;
 mod exec_policy;
+mod exec_renew;
 mod file_refs;
 mod hash;
 mod options;
