@@ -167,7 +167,10 @@ async fn settings_that_let_leaders_overlap_are_refused() {
 /// Reconciles of both managers: who, which object, when it started and (once it finished or
 /// was dropped) ended. `Instant`s of one process compare across managers.
 #[derive(Clone, Default)]
-struct Timeline(Arc<Mutex<Vec<(&'static str, String, Instant, Option<Instant>)>>>);
+struct Timeline(Arc<Mutex<Vec<Span>>>);
+
+/// Who, which object, start, end.
+type Span = (&'static str, String, Instant, Option<Instant>);
 
 /// Records the end of a reconcile when dropped: finished, failed or cancelled.
 struct Open(Timeline, usize);
@@ -192,7 +195,7 @@ impl Timeline {
 
     /// Every reconcile of the old leader ended before the standby's first one started.
     fn assert_no_overlap(&self) {
-        let spans = self.0.lock().unwrap();
+        let spans = self.0.lock().unwrap().clone(); // not held while panicking
         let first = spans.iter().filter(|s| s.0 == "standby").map(|s| s.2).min();
         let first = first.expect("the standby reconciled");
         for (_, object, _, end) in spans.iter().filter(|s| s.0 == "leader") {

@@ -81,7 +81,9 @@ impl Manager {
     ///
     /// Shutdown is graceful: controllers stop taking work and let in-flight reconciles finish,
     /// then watches stop (provider clusters and host cache), the Lease is released, and this
-    /// returns. A runnable's error, or losing the Lease, shuts down the same way and is
+    /// returns. With leader election, leader-only runnables still running half-way between
+    /// `renew_deadline` and `lease_duration` after the last renew are dropped (the leader no
+    /// longer renews while it stops), so no standby can lead while they still act. A runnable's error, or losing the Lease, shuts down the same way and is
     /// returned.
     ///
     /// ```no_run
