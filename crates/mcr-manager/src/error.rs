@@ -105,6 +105,15 @@ pub enum Error {
         /// `<namespace>/<name>` of the Lease.
         lease: String,
     },
+    /// The leader election settings would let two leaders overlap (see
+    /// `LeaderElection::validate`).
+    #[error("invalid leader election settings for lease {lease:?}: {reason}")]
+    InvalidLeaderElection {
+        /// `<namespace>/<name>` of the Lease.
+        lease: String,
+        /// Which setting is wrong and why.
+        reason: String,
+    },
     /// Talking to the host cluster about the leader Lease failed for good.
     #[error("leader election on lease {lease:?} failed")]
     LeaderElection {

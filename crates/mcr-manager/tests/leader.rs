@@ -1,9 +1,17 @@
 //! Losing the leader Lease: the controllers stop and `run_until` returns
-//! `Error::LeaderElectionLost` (the hand-over between two managers is in `lifecycle.rs`).
+//! `Error::LeaderElectionLost`; a standby never reconciles while the old leader still does;
+//! settings that would let leaders overlap are refused (the plain hand-over between two managers
+//! is in `lifecycle.rs`).
 
 mod common;
 
-use std::{sync::Arc, time::Duration};
+use std::{
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicBool, Ordering},
+    },
+    time::{Duration, Instant},
+};
 
 use common::*;
 use k8s_openapi::{
@@ -11,9 +19,13 @@ use k8s_openapi::{
     apimachinery::pkg::apis::meta::v1::MicroTime,
     jiff::Timestamp,
 };
-use kube::{Api, api::PostParams};
+use kube::{
+    Api, ResourceExt,
+    api::{Patch, PatchParams, PostParams},
+    runtime::controller::Action,
+};
 use mcr_envtest::{Partition, TestCluster};
-use mcr_manager::{Controller, Error, LeaderElection, Manager};
+use mcr_manager::{Context, Controller, Error, LeaderElection, Manager};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
@@ -129,4 +141,219 @@ async fn a_leader_cut_off_past_its_renew_deadline_stops_the_controllers() {
     assert!(!mgr.is_leader());
     assert_eq!(engaged_gauge(&mgr), Some(0), "the controller was stopped");
     host.heal();
+}
+
+#[tokio::test]
+async fn settings_that_let_leaders_overlap_are_refused() {
+    init_tracing();
+    let host = TestCluster::start("host").await.unwrap();
+    let le = LeaderElection::new("bad", "default")
+        .lease_duration(Duration::from_secs(2))
+        .renew_deadline(Duration::from_secs(3));
+    let mgr = Manager::builder(host.client()).leader_election(le).build();
+    let result = tokio::time::timeout(DEADLINE, mgr.run_until(CancellationToken::new()))
+        .await
+        .expect("run_until should refuse the settings instead of running");
+    let err = result.expect_err("lease_duration <= renew_deadline must be refused");
+    let msg = err.to_string();
+    assert!(
+        msg.contains("default/bad")
+            && msg.contains("lease_duration (2s) must be longer than renew_deadline (3s)"),
+        "{msg}"
+    );
+    assert!(!mgr.is_leader());
+}
+
+/// Reconciles of both managers: who, which object, when it started and (once it finished or
+/// was dropped) ended. `Instant`s of one process compare across managers.
+#[derive(Clone, Default)]
+struct Timeline(Arc<Mutex<Vec<Span>>>);
+
+/// Who, which object, start, end.
+type Span = (&'static str, String, Instant, Option<Instant>);
+
+/// Records the end of a reconcile when dropped: finished, failed or cancelled.
+struct Open(Timeline, usize);
+
+impl Drop for Open {
+    fn drop(&mut self) {
+        self.0.0.lock().unwrap()[self.1].3 = Some(Instant::now());
+    }
+}
+
+impl Timeline {
+    fn open(&self, who: &'static str, object: String) -> Open {
+        let mut spans = self.0.lock().unwrap();
+        spans.push((who, object, Instant::now(), None));
+        Open(self.clone(), spans.len() - 1)
+    }
+
+    fn started(&self, who: &str, object: &str) -> bool {
+        let spans = self.0.lock().unwrap();
+        spans.iter().any(|s| s.0 == who && s.1 == object)
+    }
+
+    /// Every reconcile of the old leader ended before the standby's first one started.
+    fn assert_no_overlap(&self) {
+        let spans = self.0.lock().unwrap().clone(); // not held while panicking
+        let first = spans.iter().filter(|s| s.0 == "standby").map(|s| s.2).min();
+        let first = first.expect("the standby reconciled");
+        for (_, object, _, end) in spans.iter().filter(|s| s.0 == "leader") {
+            let end = end.unwrap_or_else(|| {
+                panic!(
+                    "the old leader's reconcile of {object} still runs after the standby started"
+                )
+            });
+            assert!(
+                end <= first,
+                "the old leader's reconcile of {object} ended {:?} after the standby's first started",
+                end - first
+            );
+        }
+    }
+}
+
+struct Actor(&'static str, Timeline);
+
+/// Writes `acted-by: <who>` on the ConfigMap; the one named `stuck` never finishes.
+async fn act(cm: Arc<ConfigMap>, ctx: Context<Actor>) -> Result<Action, kube::Error> {
+    let Actor(who, timeline) = &**ctx.data();
+    let _open = timeline.open(who, cm.name_any());
+    if cm.name_any() == "stuck" {
+        std::future::pending::<()>().await;
+    }
+    let patch = serde_json::json!({ "metadata": { "annotations": { "acted-by": who } } });
+    Api::<ConfigMap>::namespaced(ctx.client(), "default")
+        .patch(
+            &cm.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await?;
+    Ok(Action::await_change())
+}
+
+fn again(_: Arc<ConfigMap>, _: &kube::Error, _: Context<Actor>) -> Action {
+    Action::requeue(Duration::from_millis(50))
+}
+
+/// A manager electing through `mcr-standby` as `who`, reconciling ConfigMaps with `act`.
+fn candidate(client: kube::Client, who: &'static str, timeline: &Timeline) -> Manager {
+    let le = LeaderElection::new("mcr-standby", "default")
+        .identity(who)
+        .lease_duration(Duration::from_secs(3))
+        .renew_deadline(Duration::from_secs(2))
+        .retry_period(Duration::from_millis(50));
+    let mgr = Manager::builder(client).leader_election(le).build();
+    Controller::new(&mgr)
+        .for_::<ConfigMap>()
+        .register(act, again, Arc::new(Actor(who, timeline.clone())))
+        .unwrap();
+    mgr
+}
+
+/// A client of `real` whose new requests never answer once `hung` is set: the leader's own view
+/// of a host API server that hangs, while the standby's client still gets through. (One envtest
+/// host can only hang for everybody; requests already answered, such as open watches, go on.)
+fn stallable(real: kube::Client, hung: Arc<AtomicBool>) -> kube::Client {
+    let service = tower::service_fn(move |req: http::Request<kube::client::Body>| {
+        let (real, hung) = (real.clone(), hung.clone());
+        async move {
+            if hung.load(Ordering::SeqCst) {
+                std::future::pending::<()>().await;
+            }
+            real.send(req).await
+        }
+    });
+    kube::Client::new(service, "default")
+}
+
+fn run(mgr: &Manager, token: &CancellationToken) -> JoinHandle<Result<(), Error>> {
+    let (mgr, token) = (mgr.clone(), token.clone());
+    tokio::spawn(async move { mgr.run_until(token).await })
+}
+
+/// The leader leads and has reconciled `a`; then the standby starts.
+async fn leader_and_standby(
+    host: &TestCluster,
+    leader: &Manager,
+    standby: &Manager,
+    timeline: &Timeline,
+    leader_token: &CancellationToken,
+) -> (JoinHandle<Result<(), Error>>, JoinHandle<Result<(), Error>>) {
+    let leading = run(leader, leader_token);
+    eventually("the leader leads", DEADLINE, || leader.is_leader()).await;
+    create_cm(host.client(), "a", "1").await;
+    eventually("the leader reconciles", DEADLINE, || {
+        timeline.started("leader", "a")
+    })
+    .await;
+    let standing_by = run(standby, &CancellationToken::new());
+    (leading, standing_by)
+}
+
+#[tokio::test]
+async fn a_standby_acts_only_after_a_hung_leader_stopped_acting() {
+    init_tracing();
+    let host = TestCluster::start("host").await.unwrap();
+    let timeline = Timeline::default();
+    let hung = Arc::new(AtomicBool::new(false));
+    let leader = candidate(stallable(host.client(), hung.clone()), "leader", &timeline);
+    let standby = candidate(host.client(), "standby", &timeline);
+    let token = CancellationToken::new();
+    let (leading, standing_by) =
+        leader_and_standby(&host, &leader, &standby, &timeline, &token).await;
+
+    // The leader's API server access hangs: its renewals and its write for `b` (seen on its
+    // open watch) never answer.
+    hung.store(true, Ordering::SeqCst);
+    create_cm(host.client(), "b", "1").await;
+    eventually("the leader starts on b", DEADLINE, || {
+        timeline.started("leader", "b")
+    })
+    .await;
+
+    eventually("the standby takes over", DEADLINE, || standby.is_leader()).await;
+    eventually("the standby acts", DEADLINE, || {
+        timeline.started("standby", "b")
+    })
+    .await;
+    timeline.assert_no_overlap();
+    let result = returned(leading).await;
+    assert!(
+        matches!(result, Err(Error::LeaderElectionLost { .. })),
+        "{result:?}"
+    );
+    assert!(!standing_by.is_finished());
+    standing_by.abort();
+}
+
+#[tokio::test]
+async fn a_standby_acts_only_after_a_stopping_leader_dropped_a_hung_reconcile() {
+    init_tracing();
+    let host = TestCluster::start("host").await.unwrap();
+    let timeline = Timeline::default();
+    let leader = candidate(host.client(), "leader", &timeline);
+    let standby = candidate(host.client(), "standby", &timeline);
+    let token = CancellationToken::new();
+    let (leading, standing_by) =
+        leader_and_standby(&host, &leader, &standby, &timeline, &token).await;
+
+    // A reconcile that never finishes, then a clean stop: the leader stops renewing while it
+    // waits for that reconcile, so it must drop it before the Lease can expire.
+    create_cm(host.client(), "stuck", "1").await;
+    eventually("the leader is stuck", DEADLINE, || {
+        timeline.started("leader", "stuck")
+    })
+    .await;
+    token.cancel();
+
+    eventually("the standby takes over", DEADLINE, || standby.is_leader()).await;
+    eventually("the standby acts", DEADLINE, || {
+        timeline.started("standby", "a")
+    })
+    .await;
+    timeline.assert_no_overlap();
+    assert!(returned(leading).await.is_ok());
+    standing_by.abort();
 }

@@ -81,6 +81,8 @@ struct Running {
     providers: TaskTracker,
     work: CancellationToken,
     leading: Option<CancellationToken>,
+    /// Fired when leadership was lost and leader-only runnables must be dropped now.
+    cutoff: CancellationToken,
     errors: tokio::sync::mpsc::UnboundedSender<Error>,
 }
 

@@ -21,9 +21,24 @@ pub(super) fn spawn_runnable(
     token: CancellationToken,
 ) {
     let errors = running.errors.clone();
+    // Leader-only work is dropped outright once leadership is lost for too long.
+    let cutoff = runnable
+        .needs_leader_election()
+        .then(|| running.cutoff.clone());
     running.tracker.spawn(async move {
         let name = runnable.name().to_owned();
-        let result = AssertUnwindSafe(runnable.start(token)).catch_unwind().await;
+        let run = AssertUnwindSafe(runnable.start(token)).catch_unwind();
+        let result = match cutoff {
+            None => run.await,
+            Some(cutoff) => tokio::select! {
+                biased;
+                result = run => result,
+                () = cutoff.cancelled() => {
+                    warn!(runnable = %name, "leadership lost: dropped with its in-flight work");
+                    return;
+                }
+            },
+        };
         let err = match result {
             Ok(Ok(())) => return,
             Ok(Err(source)) => Error::Runnable { name, source },
@@ -66,7 +81,9 @@ impl Manager {
     ///
     /// Shutdown is graceful: controllers stop taking work and let in-flight reconciles finish,
     /// then watches stop (provider clusters and host cache), the Lease is released, and this
-    /// returns. A runnable's error, or losing the Lease, shuts down the same way and is
+    /// returns. With leader election, leader-only runnables still running half-way between
+    /// `renew_deadline` and `lease_duration` after the last renew are dropped (the leader no
+    /// longer renews while it stops), so no standby can lead while they still act. A runnable's error, or losing the Lease, shuts down the same way and is
     /// returned.
     ///
     /// ```no_run
@@ -78,6 +95,10 @@ impl Manager {
     /// # }
     /// ```
     pub async fn run_until(&self, token: CancellationToken) -> Result<(), Error> {
+        #[cfg(feature = "leader-election")]
+        if let Some(le) = &self.inner.leader_election {
+            le.validate()?;
+        }
         let watches = CancellationToken::new();
         let work = CancellationToken::new();
         let workers = TaskTracker::new();
@@ -88,6 +109,7 @@ impl Manager {
             providers: providers.clone(),
             work: work.clone(),
             leading: None,
+            cutoff: CancellationToken::new(),
             errors,
         };
         let runnables = {
@@ -193,10 +215,18 @@ impl Manager {
                 },
                 Some(err) = errors.recv() => Err(err),
             };
-            // Stop the leader-only work before giving the Lease away.
+            // Stop the leader-only work before giving the Lease away: no new work at once.
+            // Renewals have stopped (on loss, or while stopping), so whatever still runs at the
+            // cutoff is dropped, before a standby can lead.
             self.inner.leader.store(false, Ordering::SeqCst);
             work.cancel();
             running.tracker.close();
+            if tokio::time::timeout_at(elector.cutoff(), running.tracker.wait())
+                .await
+                .is_err()
+            {
+                running.cutoff.cancel();
+            }
             running.tracker.wait().await;
             watches.cancel();
             running.providers.close();

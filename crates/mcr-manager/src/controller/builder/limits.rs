@@ -43,7 +43,8 @@ where
     }
 
     /// How long a stopping controller (shutdown, leadership lost) lets in-flight reconciles
-    /// finish before it drops them (default 30 s).
+    /// finish before it drops them (default 30 s). With leader election the manager drops them
+    /// sooner if the Lease requires it (see `LeaderElection`).
     ///
     /// ```no_run
     /// # fn demo(b: mcr_manager::Builder<k8s_openapi::api::core::v1::ConfigMap>) {

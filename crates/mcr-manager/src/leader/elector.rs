@@ -1,11 +1,4 @@
-//! Leader election through a `coordination.k8s.io/v1` Lease on the host cluster.
-//!
-//! A candidate takes the Lease when it does not exist, has no holder, or has not changed for
-//! its `leaseDurationSeconds` *as observed locally* (so clocks need not agree). Every write is a
-//! `replace` carrying the `resourceVersion` that was read, so two candidates can never both win:
-//! the slower one gets a 409 Conflict. The leader renews every `retry_period`; if it cannot renew
-//! for `renew_deadline`, or finds someone else holding the Lease, it has lost. On a clean
-//! shutdown the leader releases the Lease (empty holder) so a standby takes over at once.
+//! One candidate's side of the Lease: acquiring, renewing within the deadline, releasing.
 
 use std::time::Duration;
 
@@ -19,132 +12,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
-/// Settings of leader election through a `coordination.k8s.io/v1` Lease on the host cluster.
-///
-/// A candidate takes the Lease when it does not exist, has no holder, or has not changed for its
-/// `leaseDurationSeconds` as observed locally; writes carry the `resourceVersion` read, so two
-/// candidates never both win. The leader renews every `retry_period`.
-///
-/// **Losing the Lease.** When the leader finds another identity holding the Lease, or cannot
-/// renew it for `renew_deadline` (e.g. the host cluster is unreachable), it has lost: the
-/// manager stops its leader-only work gracefully (controllers finish their in-flight
-/// reconciles, then the provider and the watches stop) and [`Manager::run`](crate::Manager::run)
-/// / [`run_until`](crate::Manager::run_until) return
-/// [`Error::LeaderElectionLost`](crate::Error::LeaderElectionLost). The manager does not
-/// campaign again: as with client-go's `OnStoppedLeading`, exit the process and let it restart
-/// as a standby. On a clean shutdown the leader releases the Lease so a standby takes over at
-/// once.
-///
-/// ```
-/// use std::time::Duration;
-/// use mcr_manager::LeaderElection;
-///
-/// let le = LeaderElection::new("my-controller", "kube-system")
-///     .identity("pod-a")
-///     .lease_duration(Duration::from_secs(15))
-///     .renew_deadline(Duration::from_secs(10))
-///     .retry_period(Duration::from_secs(2));
-/// assert_eq!(le.lease_name(), "my-controller");
-/// ```
-#[derive(Clone, Debug)]
-pub struct LeaderElection {
-    name: String,
-    namespace: String,
-    identity: String,
-    lease_duration: Duration,
-    renew_deadline: Duration,
-    retry_period: Duration,
-}
-
-impl LeaderElection {
-    /// Elect through the Lease `name` in `namespace` of the host cluster. The identity defaults
-    /// to `$HOSTNAME` (or `$POD_NAME`) plus the process id; durations default to 15 s / 10 s / 2 s.
-    ///
-    /// ```
-    /// let le = mcr_manager::LeaderElection::new("my-controller", "default");
-    /// assert!(!le.identity_str().is_empty());
-    /// ```
-    pub fn new(name: impl Into<String>, namespace: impl Into<String>) -> Self {
-        let host = std::env::var("POD_NAME")
-            .or_else(|_| std::env::var("HOSTNAME"))
-            .unwrap_or_else(|_| "mcr".to_owned());
-        Self {
-            name: name.into(),
-            namespace: namespace.into(),
-            identity: format!("{host}-{}", std::process::id()),
-            lease_duration: Duration::from_secs(15),
-            renew_deadline: Duration::from_secs(10),
-            retry_period: Duration::from_secs(2),
-        }
-    }
-
-    /// Sets this candidate's identity (must differ between candidates).
-    ///
-    /// ```
-    /// let le = mcr_manager::LeaderElection::new("x", "default").identity("replica-1");
-    /// assert_eq!(le.identity_str(), "replica-1");
-    /// ```
-    #[must_use]
-    pub fn identity(mut self, identity: impl Into<String>) -> Self {
-        self.identity = identity.into();
-        self
-    }
-
-    /// How long a Lease that stopped changing is respected before others take it.
-    ///
-    /// ```
-    /// let le = mcr_manager::LeaderElection::new("x", "default").lease_duration(std::time::Duration::from_secs(30));
-    /// ```
-    #[must_use]
-    pub fn lease_duration(mut self, d: Duration) -> Self {
-        self.lease_duration = d;
-        self
-    }
-
-    /// How long the leader keeps trying to renew before it gives up leadership.
-    ///
-    /// ```
-    /// let le = mcr_manager::LeaderElection::new("x", "default").renew_deadline(std::time::Duration::from_secs(20));
-    /// ```
-    #[must_use]
-    pub fn renew_deadline(mut self, d: Duration) -> Self {
-        self.renew_deadline = d;
-        self
-    }
-
-    /// How often candidates try to acquire and the leader renews.
-    ///
-    /// ```
-    /// let le = mcr_manager::LeaderElection::new("x", "default").retry_period(std::time::Duration::from_secs(1));
-    /// ```
-    #[must_use]
-    pub fn retry_period(mut self, d: Duration) -> Self {
-        self.retry_period = d;
-        self
-    }
-
-    /// The Lease's name.
-    ///
-    /// ```
-    /// assert_eq!(mcr_manager::LeaderElection::new("x", "default").lease_name(), "x");
-    /// ```
-    pub fn lease_name(&self) -> &str {
-        &self.name
-    }
-
-    /// This candidate's identity.
-    ///
-    /// ```
-    /// let id = mcr_manager::LeaderElection::new("x", "default").identity_str().to_owned();
-    /// ```
-    pub fn identity_str(&self) -> &str {
-        &self.identity
-    }
-
-    pub(crate) fn lease_ref(&self) -> String {
-        format!("{}/{}", self.namespace, self.name)
-    }
-}
+use super::LeaderElection;
 
 /// Why the leader stopped leading.
 #[derive(Debug)]
@@ -160,14 +28,20 @@ pub(crate) struct Elector {
     api: Api<Lease>,
     cfg: LeaderElection,
     observed: Option<(String, Instant)>,
+    /// When the last successful acquire/renew attempt *started*: the write it made reached the
+    /// server after this, so no standby can take over before `renewed + lease_duration`.
+    renewed: Instant,
 }
 
 fn now() -> MicroTime {
     MicroTime(Timestamp::now())
 }
 
+/// Whole seconds for `leaseDurationSeconds`, rounded *up*: a standby honours what is written,
+/// which must never be shorter than what the leader counts with.
 fn seconds(d: Duration) -> i32 {
-    i32::try_from(d.as_secs().max(1)).unwrap_or(i32::MAX)
+    let secs = d.as_secs() + u64::from(d.subsec_nanos() > 0);
+    i32::try_from(secs.max(1)).unwrap_or(i32::MAX)
 }
 
 impl Elector {
@@ -176,13 +50,16 @@ impl Elector {
             api: Api::namespaced(client, &cfg.namespace),
             cfg,
             observed: None,
+            renewed: Instant::now(),
         }
     }
 
     /// Tries until this candidate holds the Lease (`true`) or `stop` fires (`false`).
     pub(crate) async fn acquire(&mut self, stop: &CancellationToken) -> bool {
         loop {
-            // A hung API server must not keep a stopping manager waiting.
+            // A hung API server must not keep a stopping manager waiting, and an attempt that
+            // outlives the renew deadline could not lead anyway.
+            let started = Instant::now();
             let attempt = tokio::select! {
                 () = stop.cancelled() => return false,
                 attempt = tokio::time::timeout(self.cfg.renew_deadline, self.try_acquire_or_renew()) => attempt,
@@ -191,6 +68,7 @@ impl Elector {
                 Err(_) => warn!(lease = %self.cfg.lease_ref(), "acquiring the lease timed out"),
                 Ok(Ok(true)) => {
                     info!(lease = %self.cfg.lease_ref(), identity = %self.cfg.identity, "became leader");
+                    self.renewed = started;
                     return true;
                 }
                 Ok(Ok(false)) => {
@@ -207,20 +85,29 @@ impl Elector {
         }
     }
 
-    /// Renews until `stop` fires or leadership is lost.
+    /// Renews until `stop` fires or leadership is lost: someone else holds the Lease, or no
+    /// attempt succeeded within `renew_deadline` of the start of the last successful one. Each
+    /// attempt is cut off at that deadline, so loss is declared on time even when the host
+    /// cluster hangs.
     pub(crate) async fn keep(&mut self, stop: &CancellationToken) -> Ended {
-        let mut last_renew = Instant::now();
         loop {
+            let deadline = self.renewed + self.cfg.renew_deadline;
+            let next = (Instant::now() + self.cfg.retry_period).min(deadline);
             tokio::select! {
                 () = stop.cancelled() => return Ended::Stopped,
-                () = tokio::time::sleep(self.cfg.retry_period) => {}
+                () = tokio::time::sleep_until(next) => {}
+            }
+            let started = Instant::now();
+            if started >= deadline {
+                warn!(lease = %self.cfg.lease_ref(), "renew deadline passed");
+                return Ended::Lost;
             }
             let attempt = tokio::select! {
                 () = stop.cancelled() => return Ended::Stopped,
-                attempt = tokio::time::timeout(self.cfg.renew_deadline, self.try_acquire_or_renew()) => attempt,
+                attempt = tokio::time::timeout_at(deadline, self.try_acquire_or_renew()) => attempt,
             };
             match attempt {
-                Ok(Ok(true)) => last_renew = Instant::now(),
+                Ok(Ok(true)) => self.renewed = started,
                 Ok(Ok(false)) => {
                     warn!(lease = %self.cfg.lease_ref(), "lease taken by another candidate");
                     return Ended::Lost;
@@ -230,11 +117,19 @@ impl Elector {
                 }
                 Err(_) => warn!(lease = %self.cfg.lease_ref(), "renewing the lease timed out"),
             }
-            if last_renew.elapsed() > self.cfg.renew_deadline {
-                warn!(lease = %self.cfg.lease_ref(), "renew deadline passed");
-                return Ended::Lost;
-            }
         }
+    }
+
+    /// When leader-only work still running once renewals stopped (loss or shutdown) is dropped: half-way between the renew
+    /// deadline (when loss is declared) and the earliest moment a standby can take over
+    /// (`lease_duration` after the start of the last successful renew), leaving the other half
+    /// as a margin for requests already on the wire.
+    pub(crate) fn cutoff(&self) -> Instant {
+        let margin = self
+            .cfg
+            .lease_duration
+            .saturating_sub(self.cfg.renew_deadline);
+        self.renewed + self.cfg.renew_deadline + margin / 2
     }
 
     /// Gives the Lease up (best effort, bounded by the renew deadline: an unreachable host
@@ -338,5 +233,17 @@ impl Elector {
             Err(kube::Error::Api(s)) if s.is_conflict() => Ok(false),
             Err(err) => Err(err),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lease_seconds_are_rounded_up() {
+        assert_eq!(seconds(Duration::from_millis(3_900)), 4);
+        assert_eq!(seconds(Duration::from_secs(15)), 15);
+        assert_eq!(seconds(Duration::from_millis(100)), 1);
     }
 }
