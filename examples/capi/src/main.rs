@@ -58,7 +58,7 @@ struct Args {
     /// Do not watch this namespace (repeatable); wins over --namespace.
     #[arg(long = "exclude-namespace", value_name = "NS")]
     excluded: Vec<String>,
-    /// Only Clusters labelled cluster.x-k8s.io/watch-filter=<VALUE>.
+    /// Only Clusters labelled cluster.x-k8s.io/watch-filter=VALUE.
     #[arg(long, value_name = "VALUE")]
     watch_filter: Option<String>,
 }
