@@ -52,7 +52,7 @@ enum Cmd {
     },
     /// Run one measurement in this process and print `RESULT <json>` (used by `all`).
     RunOne {
-        /// b1, b2 (in-process emulator), b2r, b2m, b3, b4, b5, b5r, b6, b8:<clusters>, b9:<objects>:<rounds>, b10, e1, e2.
+        /// b1, b2 (in-process emulator), b2r, b2m, b3, b4, b5, b5r, b6, b8:CLUSTERS, b9:OBJECTS:ROUNDS, b10, e1, e2.
         scenario: String,
         /// mcr | kube-runtime | none (b1, b2, b2r, b2m); calm | flood (b5, b5r); raw | kube
         /// (e1); else ignored.
