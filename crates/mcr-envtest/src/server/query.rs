@@ -48,11 +48,20 @@ impl Query {
         }
     }
 
+    /// A non-negative integer parameter. Kubernetes reads these as int64: a value beyond
+    /// `i64::MAX` is a 400, as on a real API server.
     fn number(&self, key: &str) -> Result<Option<u64>, ApiError> {
         self.get(key)
-            .map(|v| {
-                v.parse::<u64>()
-                    .map_err(|_| ApiError::bad_request(format!("invalid number for {key}: {v:?}")))
+            .map(|v| match v.parse::<i64>() {
+                Ok(n) if n >= 0 => Ok(n.unsigned_abs()),
+                Err(e) if *e.kind() == std::num::IntErrorKind::PosOverflow => {
+                    Err(ApiError::bad_request(format!(
+                        "invalid number for {key}: {v:?}: value out of range"
+                    )))
+                }
+                _ => Err(ApiError::bad_request(format!(
+                    "invalid number for {key}: {v:?}"
+                ))),
             })
             .transpose()
     }
