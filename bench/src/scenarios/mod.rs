@@ -3,6 +3,7 @@
 //! [`Scenario`](crate::report::Scenario)).
 
 pub mod compare;
+pub mod credentials;
 pub mod engage;
 pub mod envtest;
 pub mod fairness;
@@ -12,4 +13,5 @@ pub mod go_peer;
 pub mod https;
 pub mod instructions;
 pub mod multicore;
+pub mod rotation;
 pub mod watches;
