@@ -8,6 +8,18 @@
 //! | `mcr_queue_depth` | gauge | controller, cluster (keys ready to run) |
 //! | `mcr_engaged_clusters` | gauge | controller |
 //! | `mcr_watch_restarts` | gauge | controller, cluster (watch errors seen by its informers) |
+//! | `mcr_cluster_synced` | gauge | cluster (caches synced; host: `cluster=""`) |
+//! | `mcr_cluster_credentials_*` | gauges | cluster (expiry, expired, renewal failing; see below) |
+//!
+//! The per-cluster gauges are refreshed on every scrape of the manager's `/metrics`. Clusters
+//! whose credentials are renewed in place also have:
+//!
+//! | metric | type | labels |
+//! |---|---|---|
+//! | `mcr_cluster_credentials_expiry_timestamp_seconds` | gauge | cluster (Unix time the current credentials expire) |
+//! | `mcr_cluster_credentials_expired` | gauge | cluster (1 past expiry: the cluster cannot authenticate) |
+//! | `mcr_cluster_credentials_renewal_failing` | gauge | cluster (1 while renewal attempts fail) |
+//! | `mcr_cluster_credentials_renewal_failures` | gauge | cluster (failed attempts since the last success) |
 //!
 //! `mcr_queue_wait_seconds` is the analogue of controller-runtime's
 //! `workqueue_queue_duration_seconds`: a request is *due* when it is enqueued ready, when its
@@ -17,6 +29,7 @@
 //! whether one cluster's backlog delays another's (the queue is round-robin per cluster).
 //! Exact samples can be kept as well (see [`Metrics::keep_queue_wait_samples`]).
 
+mod credentials;
 mod label;
 mod samples;
 
@@ -38,6 +51,7 @@ use prometheus_client::{
 
 use self::samples::{SampleLane, SampleStore};
 
+use self::credentials::CredentialMetrics;
 use self::label::LabelValue;
 
 // Label values are escaped when encoded: cluster names come from outside (see `label`).
@@ -90,6 +104,7 @@ pub struct Metrics {
     engaged: Family<ControllerLabels, Gauge>,
     restarts: Family<ClusterLabels, Gauge>,
     synced: Family<[(&'static str, String); 1], Gauge>,
+    credentials: CredentialMetrics,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -142,6 +157,7 @@ impl Metrics {
             "Watch errors seen by the cluster's informers",
             restarts.clone(),
         );
+        let credentials = CredentialMetrics::register(&mut registry);
         Self {
             registry: Arc::new(Mutex::new(registry)),
             reconciles,
@@ -152,6 +168,7 @@ impl Metrics {
             engaged,
             restarts,
             synced,
+            credentials,
         }
     }
 
@@ -163,6 +180,14 @@ impl Metrics {
                 .get_or_create(&[("cluster", cluster.clone())])
                 .set(i64::from(*synced));
         }
+    }
+
+    /// Replaces the `mcr_cluster_credentials_*` series with `states`.
+    pub(crate) fn set_credentials(
+        &self,
+        states: &[(String, mcr_core::credentials::CredentialStatus)],
+    ) {
+        self.credentials.set(states);
     }
 
     /// The metrics in the Prometheus text format.
