@@ -13,5 +13,4 @@ pub mod go_peer;
 pub mod https;
 pub mod instructions;
 pub mod multicore;
-pub mod rotation;
 pub mod watches;

@@ -1,7 +1,14 @@
 //! Per-cluster credential gauges, refreshed from each cluster's
 //! [`CredentialStatus`](mcr_core::credentials::CredentialStatus) on every scrape.
 //!
-//! The table is in the [module above](super). Only clusters whose client renews credentials in place have these series; the credentials
+//! | metric | type | labels |
+//! |---|---|---|
+//! | `mcr_cluster_credentials_expiry_timestamp_seconds` | gauge | cluster (Unix time the current credentials expire) |
+//! | `mcr_cluster_credentials_expired` | gauge | cluster (1 past expiry: the cluster cannot authenticate) |
+//! | `mcr_cluster_credentials_renewal_failing` | gauge | cluster (1 while renewal attempts fail) |
+//! | `mcr_cluster_credentials_renewal_failures` | gauge | cluster (failed attempts since the last success) |
+//!
+//! Only clusters whose client renews credentials in place have these series; the credentials
 //! themselves never appear.
 
 use std::time::UNIX_EPOCH;

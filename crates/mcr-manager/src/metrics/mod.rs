@@ -9,17 +9,9 @@
 //! | `mcr_engaged_clusters` | gauge | controller |
 //! | `mcr_watch_restarts` | gauge | controller, cluster (watch errors seen by its informers) |
 //! | `mcr_cluster_synced` | gauge | cluster (caches synced; host: `cluster=""`) |
-//! | `mcr_cluster_credentials_*` | gauges | cluster (expiry, expired, renewal failing; see below) |
+//! | `mcr_cluster_credentials_*` | gauges | cluster (expiry, expired, renewal failing: see `credentials.rs`) |
 //!
-//! The per-cluster gauges are refreshed on every scrape of the manager's `/metrics`. Clusters
-//! whose credentials are renewed in place also have:
-//!
-//! | metric | type | labels |
-//! |---|---|---|
-//! | `mcr_cluster_credentials_expiry_timestamp_seconds` | gauge | cluster (Unix time the current credentials expire) |
-//! | `mcr_cluster_credentials_expired` | gauge | cluster (1 past expiry: the cluster cannot authenticate) |
-//! | `mcr_cluster_credentials_renewal_failing` | gauge | cluster (1 while renewal attempts fail) |
-//! | `mcr_cluster_credentials_renewal_failures` | gauge | cluster (failed attempts since the last success) |
+//! The per-cluster gauges are refreshed on every scrape of the manager's `/metrics`.
 //!
 //! `mcr_queue_wait_seconds` is the analogue of controller-runtime's
 //! `workqueue_queue_duration_seconds`: a request is *due* when it is enqueued ready, when its
