@@ -100,6 +100,7 @@ mod registry;
 pub mod backoff;
 pub mod credentials;
 pub mod kubeconfig;
+pub mod members;
 pub mod providers;
 pub mod sanitize;
 pub mod scope;
