@@ -42,9 +42,17 @@
 //! /// What to do with one member's latest kubeconfig.
 //! struct Connect;
 //!
+//! #[derive(Debug, thiserror::Error)]
+//! enum ConnectError {
+//!     #[error(transparent)]
+//!     Parse(#[from] mcr_core::kubeconfig::Error),
+//!     #[error(transparent)]
+//!     Member(#[from] mcr_core::members::Error),
+//! }
+//!
 //! impl Reconcile for Connect {
 //!     type Desired = Arc<[u8]>;
-//!     type Error = Box<dyn std::error::Error + Send + Sync>;
+//!     type Error = ConnectError;
 //!
 //!     fn reconcile<'a>(&'a self, member: &'a Member<Arc<[u8]>>) -> BoxFuture<'a, Result<(), Self::Error>> {
 //!         Box::pin(async move {
@@ -54,8 +62,9 @@
 //!         })
 //!     }
 //!
-//!     fn is_retryable(&self, _error: &Self::Error) -> bool {
-//!         true
+//!     fn is_retryable(&self, error: &ConnectError) -> bool {
+//!         // A kubeconfig that does not parse waits for a new one, so do policy denials.
+//!         matches!(error, ConnectError::Member(e) if e.is_retryable())
 //!     }
 //!
 //!     fn failed(&self, member: &Member<Arc<[u8]>>, error: &Self::Error, retry_in: Option<Duration>) {
