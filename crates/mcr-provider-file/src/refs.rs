@@ -45,6 +45,20 @@ pub(crate) fn referenced_files(kc: &Kubeconfig, context: &str) -> BTreeSet<PathB
     files
 }
 
+/// Whether `context`'s cluster reads its CA from a file: the kubeconfig does not show when its
+/// contents change, so such a member is rebuilt rather than renewed in place.
+pub(crate) fn reads_ca_file(kc: &Kubeconfig, context: &str) -> bool {
+    let cluster = kc
+        .contexts
+        .iter()
+        .find(|c| c.name == context)
+        .and_then(|c| c.context.as_ref())
+        .and_then(|ctx| kc.clusters.iter().find(|c| c.name == ctx.cluster));
+    cluster
+        .and_then(|c| c.cluster.as_ref())
+        .is_some_and(|c| c.certificate_authority.is_some())
+}
+
 /// `connection_hash` extended with the contents of `files` (a missing or unreadable file counts
 /// as such), so that rotating one of them changes the hash. Unchanged when `files` is empty.
 pub(crate) fn with_file_contents(connection_hash: String, files: &BTreeSet<PathBuf>) -> String {

@@ -79,7 +79,12 @@ impl Members {
     /// ```
     pub fn unchanged(&self, name: &ClusterName, connection: &Connection) -> Option<ClusterId> {
         let current = self.clusters().get(name).ok()?;
-        (current.connection_hash() == Some(connection.hash())).then(|| current.id())
+        let id = current.id();
+        let hash = Some(connection.hash());
+        let renewed = self.renewed();
+        let renewed = renewed.get(name).filter(|(at, _)| *at == id);
+        let same = current.connection_hash() == hash || renewed.map(|(_, h)| h.as_str()) == hash;
+        same.then_some(id)
     }
 
     /// Renews the running member's credentials in place when that is all that changed.
@@ -95,7 +100,11 @@ impl Members {
             &self.options().client_options,
         );
         match tokio::time::timeout(self.options().build_timeout, renew).await {
-            Ok(Ok(true)) => Some(current.id()),
+            Ok(Ok(true)) => {
+                let applied = (current.id(), connection.hash().to_owned());
+                self.renewed().insert(name.clone(), applied);
+                Some(current.id())
+            }
             _ => None,
         }
     }

@@ -108,8 +108,9 @@
 //! let _: Arc<dyn mcr_core::Provider> = Arc::new(provider);
 //! ```
 
-use std::sync::Arc;
+use std::collections::HashMap;
 use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use crate::kubeconfig::{ClientOptions, ExecPolicy};
@@ -216,6 +217,10 @@ struct Inner {
     clusters: Clusters,
     opts: MembersOptions,
     running: AtomicBool,
+    /// The connection hash whose credentials were renewed into a running instance (its
+    /// [`Cluster::connection_hash`](crate::Cluster::connection_hash) still names the one it
+    /// was built with).
+    renewed: Mutex<HashMap<ClusterName, (ClusterId, String)>>,
 }
 
 /// The members of one provider: its [`Clusters`] and the rules to bring a member to a wanted
@@ -255,6 +260,7 @@ impl Members {
                 clusters,
                 opts,
                 running: AtomicBool::new(false),
+                renewed: Mutex::new(HashMap::new()),
             }),
         }
     }
@@ -286,13 +292,18 @@ impl Members {
     /// assert!(!members.remove(&"gone".into()));
     /// ```
     pub fn remove(&self, name: &ClusterName) -> bool {
+        self.renewed().remove(name);
         self.inner.clusters.remove(name)
+    }
+
+    fn renewed(&self) -> MutexGuard<'_, HashMap<ClusterName, (ClusterId, String)>> {
+        self.inner.renewed.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Removes every member.
     fn remove_all(&self) {
         for name in self.inner.clusters.names() {
-            self.inner.clusters.remove(&name);
+            self.remove(&name);
         }
     }
 }
