@@ -172,7 +172,11 @@ async fn credential_only_rotation_renews_in_place_without_relist() {
         "same instance"
     );
     let report = provider.run_once(&token, Arc::new(registry.clone())).await;
-    assert_eq!(report.unchanged, [name.clone()], "nothing left to do");
+    assert_eq!(
+        report.unchanged,
+        std::slice::from_ref(&name),
+        "nothing left to do"
+    );
     assert_eq!(
         member.request_count("list", "configmaps"),
         lists,
