@@ -88,6 +88,7 @@
 //! ```
 
 mod access;
+mod connect;
 mod dispatch;
 mod error;
 mod options;
@@ -95,7 +96,6 @@ mod profile;
 mod provider;
 mod resolve;
 mod status;
-mod worker;
 
 pub use access::{
     ADDITIONAL_ARGS_EXTENSION, ADDITIONAL_ENVS_EXTENSION, AccessProviders, ArgsPolicy,

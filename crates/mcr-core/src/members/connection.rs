@@ -33,6 +33,16 @@ pub struct Connection {
     renewable: bool,
 }
 
+/// Two connections are equal when their hashes, contexts and renewability are (the hash
+/// stands for the kubeconfig's relevant content).
+impl PartialEq for Connection {
+    fn eq(&self, other: &Self) -> bool {
+        self.hash == other.hash
+            && self.context == other.context
+            && self.renewable == other.renewable
+    }
+}
+
 impl Connection {
     /// The connection of `context` (`None`: the current context) of `kubeconfig`, hashed with
     /// [`kubeconfig::connection_hash`]. Fails when the context or its cluster entry is missing.
