@@ -181,7 +181,7 @@ impl FileProvider {
             return Ok(());
         };
         // Files the kubeconfigs read by path (certificates, keys, CA, tokens): a rotation
-        // rebuilds the member that uses them.
+        // renews (or, for a CA file, rebuilds) the member that uses them.
         let mut referenced = report.referenced.clone();
         watches.update(&opts, &referenced);
         let mut retry_at = schedule(&report, &mut backoff);

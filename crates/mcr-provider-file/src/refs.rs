@@ -1,5 +1,5 @@
 //! Files a kubeconfig context reads by path (CA, client certificate and key, `tokenFile`): what
-//! to watch, and a hash of their contents so a rotation rebuilds the member.
+//! to watch, and a hash of their contents so a rotation reaches the member.
 //!
 //! A cert-manager-style rotation rewrites those files and leaves the kubeconfig unchanged, so
 //! the kubeconfig's connection hash alone would keep the old client (and its old certificate)
