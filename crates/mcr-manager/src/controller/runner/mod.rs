@@ -3,8 +3,9 @@
 //! Everything the loop touches (engaged clusters, queue, watch streams, the set of in-flight
 //! reconciles) is owned by the one task, so nothing is locked per event. Each reconcile runs
 //! on a task of its own (so a controller's reconciles use every core of a multi-thread
-//! runtime) and hands its outcome back to the loop, which alone decides the key's next step. Clusters arrive as engagements over a
-//! channel (from [`Runnable::engage`]) and leave when their engagement token fires.
+//! runtime) and hands its outcome back to the loop, which alone decides the key's next step.
+//! Clusters arrive as engagements over a channel (from [`Runnable::engage`]) and leave when
+//! their engagement token fires.
 //!
 //! The loop is split by concept:
 //! - `intake`: watch events and raw triggers become queued requests;
