@@ -29,7 +29,18 @@ pub fn report(mut result: Value) {
 pub fn run_one(args: &[String]) -> Result<Value> {
     let exe = std::env::current_exe().context("locating mcr-bench")?;
     eprintln!("  run-one {}", args.join(" "));
-    let mut child = Command::new(exe)
+    // Under the command in `MCR_BENCH_WRAP` if set, like the sessions (for profiling).
+    let wrap = std::env::var("MCR_BENCH_WRAP").unwrap_or_default();
+    let mut wrapper = wrap.split_whitespace();
+    let mut command = match wrapper.next() {
+        Some(program) => {
+            let mut c = Command::new(program);
+            c.args(wrapper).arg(exe);
+            c
+        }
+        None => Command::new(exe),
+    };
+    let mut child = command
         .arg("run-one")
         .args(args)
         .stdout(Stdio::piped())

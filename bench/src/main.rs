@@ -49,10 +49,14 @@ enum Cmd {
         /// suite, and with `--quick` only when named here.
         #[arg(long, value_delimiter = ',')]
         only: Vec<String>,
+        /// B8 against real kube-apiserver + etcd control planes (`MCR_ENVTEST=real`, 3 control
+        /// planes) instead of the emulator.
+        #[arg(long)]
+        real: bool,
     },
     /// Run one measurement in this process and print `RESULT <json>` (used by `all`).
     RunOne {
-        /// b1, b2 (in-process emulator), b2r, b2m, b3, b4, b5, b5r, b6, b8:CLUSTERS, b9:OBJECTS:ROUNDS, b10, c1, e1, e2.
+        /// b1, b2 (in-process emulator), b2r, b2m, b3, b4, b5, b5r, b6, b8:CLUSTERS:ROUNDS, b9:OBJECTS:ROUNDS, b10, c1, e1, e2.
         scenario: String,
         /// mcr | kube-runtime | none (b1, b2, b2r, b2m); calm | flood (b5, b5r); raw | kube
         /// (e1); in-place | replace (c1); else ignored.
@@ -82,12 +86,14 @@ fn main() -> ExitCode {
             envtest_bin,
             go_peer_bin,
             only,
+            real,
         } => all(
             quick,
             out,
             go_peer::Bins {
                 envtest: envtest_bin,
                 go_peer: go_peer_bin,
+                real,
             },
             only,
         ),
@@ -133,8 +139,11 @@ fn run_one(
             "b5r" => fairness_remote::child(side, quick, dir()?).await,
             "b6" => watches::child(quick).await,
             b8 if b8.starts_with("b8:") => {
-                let clusters = b8[3..].parse().context("b8:<clusters>")?;
-                go_peer::child(clusters, dir()?).await
+                let (clusters, rounds) =
+                    b8[3..].split_once(':').context("b8:<clusters>:<rounds>")?;
+                let clusters = clusters.parse().context("b8:<clusters>:<rounds>")?;
+                let rounds = rounds.parse().context("b8:<clusters>:<rounds>")?;
+                go_peer::child(clusters, rounds, dir()?).await
             }
             "b10" => multicore::child(side, quick, dir()?).await,
             "c1" => credentials::child(side, quick).await,

@@ -68,6 +68,9 @@ pub struct Probe {
     changed: Arc<Notify>,
     /// CPU work (busy loop, nanoseconds) every [`Probe::observe`] does first (B10).
     spin_nanos: Arc<AtomicU64>,
+    /// Reconciles inside their busy loop right now, and the most there ever were at once.
+    spinning: Arc<AtomicU64>,
+    max_spinning: Arc<AtomicU64>,
 }
 
 impl Probe {
@@ -86,11 +89,14 @@ impl Probe {
     pub fn observe(&self, cluster: &str, cm: &ConfigMap) {
         let spin = self.spin_nanos.load(Ordering::Relaxed);
         if spin > 0 {
+            let at_once = self.spinning.fetch_add(1, Ordering::SeqCst) + 1;
+            self.max_spinning.fetch_max(at_once, Ordering::SeqCst);
             let start = Instant::now();
             let mut x = 0u64;
             while start.elapsed() < Duration::from_nanos(spin) {
                 x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(1));
             }
+            self.spinning.fetch_sub(1, Ordering::SeqCst);
         }
         let v = value(cm);
         let name = cm.name_any();
@@ -157,6 +163,12 @@ impl Probe {
                 state.done += 1;
             }
         }
+    }
+
+    /// The most reconciles that were inside their busy loop ([`Probe::set_spin`]) at the same
+    /// time: 1 when a side runs its reconciles one at a time, however many cores it has.
+    pub fn max_spinning(&self) -> u64 {
+        self.max_spinning.load(Ordering::SeqCst)
     }
 
     /// How many reconciles recorded something so far.

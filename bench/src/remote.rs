@@ -29,6 +29,19 @@ impl Server {
 
     /// [`Server::start`] with clusters named `<prefix>-1` .. `<prefix>-n`.
     pub fn start_named(bin: &Path, n: usize, dir: &Path, prefix: &str) -> Result<Server> {
+        Server::start_backend(bin, n, dir, prefix, false)
+    }
+
+    /// [`Server::start_named`]; with `real`, the server starts real `kube-apiserver` + `etcd`
+    /// control planes (`MCR_ENVTEST=real`) instead of emulated clusters. They are guarded by
+    /// the server process: killing it stops them.
+    pub fn start_backend(
+        bin: &Path,
+        n: usize,
+        dir: &Path,
+        prefix: &str,
+        real: bool,
+    ) -> Result<Server> {
         if !bin.exists() {
             bail!(
                 "{} not found: build it with `cargo build --release -p mcr-envtest --features cli`",
@@ -36,7 +49,11 @@ impl Server {
             );
         }
         let _ = std::fs::remove_dir_all(dir);
-        let mut child = Command::new(bin)
+        let mut command = Command::new(bin);
+        if real {
+            command.env("MCR_ENVTEST", "real");
+        }
+        let mut child = command
             .args(["--clusters", &n.to_string(), "--name-prefix", prefix])
             .arg("--kubeconfig-dir")
             .arg(dir)

@@ -5,7 +5,8 @@
 //! are copied into `<target>/go-peer/build`, where `go mod tidy` writes the `go.sum` (nothing
 //! generated lands in the repository) and `go build` (`GOTOOLCHAIN=local`, `CGO_ENABLED=0`)
 //! writes `<target>/release/mcr-bench-go-peer`. Go's module and build caches stay where `go
-//! env` puts them. `--quick` skips B8 (a cold Go build takes minutes).
+//! env` puts them. `--quick` skips B8 (a cold Go build takes minutes) unless `--only` names
+//! it. `--real` runs B8 against real control planes (`MCR_ENVTEST=real`).
 
 use std::{path::Path, path::PathBuf, process::Command};
 
@@ -29,9 +30,9 @@ fn target_dir(root: &std::path::Path) -> PathBuf {
         .unwrap_or_else(|| root.join("target"))
 }
 
-/// Builds both binaries and runs `mcr-bench all` (`--only` the scenario ids in `only`, if
-/// any; the Go peer is then built only when B8 is named).
-pub fn run(quick: bool, only: &[String]) -> Result<()> {
+/// Builds both binaries and runs `mcr-bench all` (`--only` some scenarios; `--real`: B8
+/// against real control planes).
+pub fn run(quick: bool, only: &[String], real: bool) -> Result<()> {
     let root = super::workspace_root();
     let target = target_dir(&root);
     super::cargo(&["build", "--release", "-p", "mcr-bench"])?;
@@ -46,11 +47,9 @@ pub fn run(quick: bool, only: &[String]) -> Result<()> {
         "mcr-envtest",
     ])?;
     let release = target.join("release");
-    let b8 = only.is_empty() || only.iter().any(|o| o.eq_ignore_ascii_case("b8"));
-    if !quick
-        && b8
-        && let Err(err) = build_go_peer(&root, &target, &release.join("mcr-bench-go-peer"))
-    {
+    let named = |id: &str| only.iter().any(|o| o.eq_ignore_ascii_case(id));
+    let b8 = named("b8") || (only.is_empty() && !quick);
+    if b8 && let Err(err) = build_go_peer(&root, &target, &release.join("mcr-bench-go-peer")) {
         eprintln!("xtask: B8 will fail, the Go peer was not built: {err:#}");
     }
     let bench = release.join("mcr-bench");
@@ -77,6 +76,9 @@ pub fn run(quick: bool, only: &[String]) -> Result<()> {
     let only = only.join(",");
     if !only.is_empty() {
         args.extend(["--only", &only]);
+    }
+    if real {
+        args.push("--real");
     }
     super::run(&bench, &args, &[])
 }

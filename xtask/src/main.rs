@@ -67,9 +67,13 @@ enum Cmd {
         /// A smaller version of every scenario, for smoke checks.
         #[arg(long)]
         quick: bool,
-        /// Only these scenario ids, passed to `mcr-bench all --only` (e.g. `--only c1`).
+        /// Only these scenario ids (e.g. `--only b1,b10`; see bench/README.md).
         #[arg(long, value_delimiter = ',')]
         only: Vec<String>,
+        /// B8 against real kube-apiserver + etcd control planes (`MCR_ENVTEST=real`; needs
+        /// `cargo xtask assets` or `KUBEBUILDER_ASSETS`) instead of the emulator.
+        #[arg(long)]
+        real: bool,
     },
     /// `cargo package` every library crate in publishing order.
     Package,
@@ -91,7 +95,7 @@ fn main() -> ExitCode {
                 e2e_real::run(conformance)
             }
         }
-        Cmd::Bench { quick, only } => bench::run(quick, &only),
+        Cmd::Bench { quick, only, real } => bench::run(quick, &only, real),
         Cmd::Package => package(),
     };
     match result {

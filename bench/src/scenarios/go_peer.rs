@@ -8,6 +8,10 @@
 //! kubeconfig files (the first cluster is the host, not a member) and one ConfigMap controller
 //! with 16 concurrent reconciles that records the highest counter value per object. Each side
 //! reports its own peak RSS (`VmHWM`) and CPU seconds (`/proc/self/stat`, user + system).
+//!
+//! With `--real` (`Bins::real`) the same comparison runs once against real control planes
+//! (`MCR_ENVTEST=real`: the host and two members, 4,000 updates), as a check that the
+//! emulator flatters neither side.
 
 use std::{
     path::{Path, PathBuf},
@@ -42,18 +46,24 @@ const WRITERS: usize = 2;
 /// The kubeconfig of the host cluster (not a fleet member) in the server's directory.
 const HOST: &str = "member-1.kubeconfig";
 
+/// Updates per run against real control planes (`--real`), where etcd makes writes slower.
+const UPDATES_REAL: usize = 4_000;
+/// Member clusters against real control planes: with the host, three control planes.
+const MEMBERS_REAL: usize = 2;
+
 /// `(member clusters, repetitions per side)` of the suite.
-fn sizes(quick: bool) -> &'static [(usize, usize)] {
-    if quick {
-        &[(10, 1)]
-    } else {
-        &[(10, 3), (100, 3), (1000, 2)]
+fn sizes(quick: bool, real: bool) -> &'static [(usize, usize)] {
+    match (quick, real) {
+        (_, true) => &[(MEMBERS_REAL, 2)],
+        (true, false) => &[(10, 1)],
+        (false, false) => &[(10, 3), (100, 3), (1000, 2)],
     }
 }
 
-/// The last value the loader writes at this fleet size (`UPDATES` in all).
-fn rounds(clusters: usize) -> u64 {
-    (UPDATES / (clusters * OBJECTS)).max(1) as u64
+/// The last value the loader writes at this fleet size (`UPDATES`, or `UPDATES_REAL`, in all).
+fn rounds(clusters: usize, real: bool) -> u64 {
+    let updates = if real { UPDATES_REAL } else { UPDATES };
+    (updates / (clusters * OBJECTS)).max(1) as u64
 }
 
 /// The host kubeconfig and the members' kubeconfigs of `dir`.
@@ -66,8 +76,9 @@ fn host_and_members(dir: &Path) -> Result<(PathBuf, Vec<PathBuf>)> {
     Ok((host, members))
 }
 
-/// Child (mcr side): a manager with the file provider over the members of `dir`.
-pub async fn child(clusters: usize, dir: &Path) -> Result<Value> {
+/// Child (mcr side): a manager with the file provider over the members of `dir`, done when
+/// every object was seen at `rounds`.
+pub async fn child(clusters: usize, rounds: u64, dir: &Path) -> Result<Value> {
     let (host, members) = host_and_members(dir)?;
     if members.len() != clusters {
         bail!(
@@ -100,7 +111,7 @@ pub async fn child(clusters: usize, dir: &Path) -> Result<Value> {
     probe
         .wait_done("initial sync", Duration::from_secs(600))
         .await?;
-    probe.expect(rounds(clusters), total);
+    probe.expect(rounds, total);
     let (rss_ready, cpu_ready) = (crate::machine::own_memory().0, own_cpu_seconds());
     child::mark("READY");
     probe
@@ -111,7 +122,7 @@ pub async fn child(clusters: usize, dir: &Path) -> Result<Value> {
     token.cancel();
     run.abort();
     Ok(json!({
-        "side": "mcr", "clusters": clusters, "objects": OBJECTS, "rounds": rounds(clusters),
+        "side": "mcr", "clusters": clusters, "objects": OBJECTS, "rounds": rounds,
         "rss_kib_ready": rss_ready, "rss_kib_done": rss_done,
         "cpu_s_ready": cpu_ready, "cpu_s_done": cpu_done,
     }))
@@ -119,7 +130,8 @@ pub async fn child(clusters: usize, dir: &Path) -> Result<Value> {
 
 /// One run of one side at one size: a fresh server, populated, the side timed.
 fn one_run(side: &str, clusters: usize, bins: &Bins, dir: &Path) -> Result<Value> {
-    let server = Server::start(&bins.envtest, clusters + 1, dir)?;
+    let rounds = rounds(clusters, bins.real);
+    let server = Server::start_backend(&bins.envtest, clusters + 1, dir, "member", bins.real)?;
     let rt = tokio::runtime::Runtime::new()?;
     let (_, members) = rt.block_on(remote::host_and_fleet(server.dir()))?;
     let loaders: Vec<kube::Client> = members.into_iter().map(|(_, c)| c).collect();
@@ -128,7 +140,7 @@ fn one_run(side: &str, clusters: usize, bins: &Bins, dir: &Path) -> Result<Value
     let started = Instant::now();
     let mut session = match side {
         "mcr" => Session::start(&[
-            format!("b8:{clusters}"),
+            format!("b8:{clusters}:{rounds}"),
             "mcr".into(),
             "--kubeconfig-dir".into(),
             dir_arg,
@@ -143,7 +155,7 @@ fn one_run(side: &str, clusters: usize, bins: &Bins, dir: &Path) -> Result<Value
                 "-objects".into(),
                 OBJECTS.to_string(),
                 "-rounds".into(),
-                rounds(clusters).to_string(),
+                rounds.to_string(),
                 "-concurrency".into(),
                 CONCURRENCY.to_string(),
             ],
@@ -151,12 +163,7 @@ fn one_run(side: &str, clusters: usize, bins: &Bins, dir: &Path) -> Result<Value
     };
     let ready = session.wait_for("READY", Duration::from_secs(600))?;
     let start = Instant::now();
-    let writes = rt.block_on(load::load_fleet(
-        loaders,
-        OBJECTS,
-        rounds(clusters),
-        WRITERS,
-    ))?;
+    let writes = rt.block_on(load::load_fleet(loaders, OBJECTS, rounds, WRITERS))?;
     let load_seconds = start.elapsed().as_secs_f64();
     let done = session.wait_for("DONE", Duration::from_secs(600))?;
     let mut v = session.finish()?;
@@ -179,20 +186,37 @@ pub struct Bins {
     pub envtest: PathBuf,
     /// The Go peer (`bench/go-peer`, built by `cargo xtask bench`).
     pub go_peer: PathBuf,
+    /// Serve the fleet with real control planes (`MCR_ENVTEST=real`) instead of the emulator.
+    pub real: bool,
 }
 
 /// Parent: every size, sides interleaved, and the summary.
 pub fn run(quick: bool, bins: &Bins, work: &Path) -> Scenario {
-    let mut s = Scenario::new(
-        "B8",
-        format!(
-            "mcr vs Go multicluster-runtime v0.24.1 (file provider), one ConfigMap controller, \
-             concurrency {CONCURRENCY}, {UPDATES} updates per run ({OBJECTS} objects per \
-             cluster), emulator in a separate mcr-envtest process over HTTPS, loader in the \
-             bench runner, sides interleaved"
-        ),
-        "time ratio mcr / Go <= 1.0; peak RSS ratio <= 0.5 (at every size)",
-    );
+    let mut s = if bins.real {
+        Scenario::new(
+            "B8real",
+            format!(
+                "mcr vs Go multicluster-runtime v0.24.1 (file provider) against 3 real \
+                 kube-apiserver + etcd control planes (MCR_ENVTEST=real: the host and \
+                 {MEMBERS_REAL} members), one ConfigMap controller, concurrency {CONCURRENCY}, \
+                 {UPDATES_REAL} updates per run ({OBJECTS} objects per cluster), loader in the \
+                 bench runner, sides interleaved"
+            ),
+            "sanity check of B8: the same verdicts as on the emulator (time ratio mcr / Go \
+             <= 1.0; peak RSS ratio <= 0.5)",
+        )
+    } else {
+        Scenario::new(
+            "B8",
+            format!(
+                "mcr vs Go multicluster-runtime v0.24.1 (file provider), one ConfigMap \
+                 controller, concurrency {CONCURRENCY}, {UPDATES} updates per run ({OBJECTS} \
+                 objects per cluster), emulator in a separate mcr-envtest process over HTTPS, \
+                 loader in the bench runner, sides interleaved"
+            ),
+            "time ratio mcr / Go <= 1.0; peak RSS ratio <= 0.5 (at every size)",
+        )
+    };
     if let Err(err) = summarize(quick, bins, work, &mut s) {
         s.error = Some(format!("{err:#}"));
     }
@@ -208,7 +232,7 @@ fn summarize(quick: bool, bins: &Bins, work: &Path, s: &mut Scenario) -> Result<
     }
     let dir = work.join("b8-fleet");
     let mut met = true;
-    for &(clusters, reps) in sizes(quick) {
+    for &(clusters, reps) in sizes(quick, bins.real) {
         let mut runs = Vec::new();
         for _ in 0..reps {
             for side in ["mcr", "go"] {
@@ -324,8 +348,17 @@ mod tests {
 
     #[test]
     fn every_size_loads_the_same_number_of_updates() {
-        for &(clusters, _) in sizes(false) {
-            assert_eq!(clusters * OBJECTS * rounds(clusters) as usize, UPDATES);
+        for &(clusters, _) in sizes(false, false) {
+            assert_eq!(
+                clusters * OBJECTS * rounds(clusters, false) as usize,
+                UPDATES
+            );
+        }
+        for &(clusters, _) in sizes(false, true) {
+            assert_eq!(
+                clusters * OBJECTS * rounds(clusters, true) as usize,
+                UPDATES_REAL
+            );
         }
     }
 

@@ -3,7 +3,9 @@
 //! worker per core. The emulator is its own process over HTTPS and the loader runs in the
 //! runner. The figure that answers "is mcr capped at one core" is the controller process's
 //! CPU seconds divided by wall seconds while it works through the backlog of the initial
-//! list (every object queued at once).
+//! list (every object queued at once). On a busy machine that ratio says little, so the
+//! probe also records the most reconciles inside their busy loop at the same moment: 1 for
+//! a side that runs them one at a time, whatever the load.
 
 use std::{
     path::Path,
@@ -51,10 +53,12 @@ pub async fn child(side: &str, quick: bool, dir: &Path) -> Result<Value> {
     let wall = start.elapsed().as_secs_f64();
     let cpu = own_cpu_seconds() - cpu;
     let calls = probe.calls();
+    let at_once = probe.max_spinning();
     running.stop().await;
     Ok(json!({
         "side": side.as_str(), "reconciles": calls, "objects": total, "cpu_s": cpu,
         "seconds": wall, "cores_used": if wall > 0.0 { cpu / wall } else { 0.0 },
+        "max_at_once": at_once,
     }))
 }
 
@@ -90,7 +94,9 @@ pub fn run(quick: bool, envtest_bin: &Path, work: &Path) -> Scenario {
             WORK.as_millis(),
             std::thread::available_parallelism().map_or(1, |n| n.get()),
         ),
-        "mcr spreads reconciles over the cores like kube-runtime: CPU/wall ratio mcr / kube-runtime >= 0.9 (judged only when kube-runtime got > 1.2 cores)",
+        "mcr spreads reconciles over the cores like kube-runtime: reconciles compute at once \
+         on several cores whenever kube-runtime's do, and CPU/wall ratio mcr / kube-runtime \
+         >= 0.9 (the ratio judged only when kube-runtime got > 1.2 cores)",
     );
     let result = (|| -> Result<()> {
         for _ in 0..reps {
@@ -121,6 +127,15 @@ pub fn run(quick: bool, envtest_bin: &Path, work: &Path) -> Scenario {
             "s",
         );
         s.metric("time ratio mcr / kube-runtime", ratio(t_mcr, t_kr), "");
+        // Load-independent: whether two reconciles were ever running their CPU work at the
+        // same moment (on different threads), however busy the machine was.
+        let (a_mcr, a_kr) = (m("mcr", "max_at_once")?, m("kube-runtime", "max_at_once")?);
+        s.metric("most reconciles computing at once, mcr (median)", a_mcr, "");
+        s.metric(
+            "most reconciles computing at once, kube-runtime (median)",
+            a_kr,
+            "",
+        );
         let per = |side: &str| -> Result<Option<f64>> {
             let xs = runs
                 .iter()
@@ -137,9 +152,21 @@ pub fn run(quick: bool, envtest_bin: &Path, work: &Path) -> Scenario {
         );
         // Only a peer that got more than one core shows whether mcr could: on a loaded
         // machine neither side does, and the run says nothing about the cap.
-        s.goal_met = match (cores, c_kr) {
+        let judged = match (cores, c_kr) {
             (Some(r), Some(kr)) if kr > 1.2 => Some(r >= 0.9),
             _ => None,
+        };
+        // mcr running one reconcile at a time while the peer ran several is a miss whatever
+        // the machine's load; running several at once meets the goal unless the ratio,
+        // where it can be judged, says otherwise.
+        let overlap = match (a_mcr, a_kr) {
+            (Some(am), Some(ak)) => Some(am >= ak.min(2.0)),
+            _ => None,
+        };
+        s.goal_met = match (overlap, judged) {
+            (Some(false), _) => Some(false),
+            (Some(true), judged) => Some(judged.unwrap_or(true)),
+            (None, judged) => judged,
         };
         Ok(())
     })();

@@ -1,8 +1,11 @@
 //! The controller loop: one task per controller, owning its queue and all of its subscriptions.
 //!
-//! Everything the loop touches (engaged clusters, queue, watch streams, in-flight reconciles) is
-//! owned by the one task, so nothing is locked per event. Clusters arrive as engagements over a
-//! channel (from [`Runnable::engage`]) and leave when their engagement token fires.
+//! Everything the loop touches (engaged clusters, queue, watch streams, the set of in-flight
+//! reconciles) is owned by the one task, so nothing is locked per event. Each reconcile runs
+//! on a task of its own (so a controller's reconciles use every core of a multi-thread
+//! runtime) and hands its outcome back to the loop, which alone decides the key's next step.
+//! Clusters arrive as engagements over a channel (from [`Runnable::engage`]) and leave when
+//! their engagement token fires.
 //!
 //! The loop is split by concept:
 //! - `intake`: watch events and raw triggers become queued requests;
@@ -41,6 +44,7 @@ use mcr_core::{BoxFuture, Cluster, ClusterId, ClusterName};
 use serde::de::DeserializeOwned;
 use tokio::{
     sync::mpsc,
+    task::JoinSet,
     time::{Instant, MissedTickBehavior},
 };
 use tokio_util::sync::CancellationToken;
@@ -173,7 +177,9 @@ where
             syncs: FuturesUnordered::new(),
         };
         lp.start_static_inputs(&stop);
-        let mut inflight = FuturesUnordered::new();
+        // One task per reconcile, joined here: the loop still starts and finishes every
+        // reconcile, so the queue's per-key guarantees hold as if they were polled in place.
+        let mut inflight = JoinSet::new();
         if self.wants(&ClusterName::host(), &lp.spec.host) {
             let host = lp.spec.host.clone();
             // Not a child of `stop`: the host does not leave when the controller stops, so its
@@ -197,13 +203,19 @@ where
                     break;
                 };
                 if let Some(fut) = lp.start_reconcile(cluster, key, due) {
-                    inflight.push(fut);
+                    inflight.spawn(fut);
                 }
             }
             tokio::select! {
                 biased;
                 () = stop.cancelled() => break,
-                Some(done) = inflight.next(), if !inflight.is_empty() => lp.finish(done),
+                Some(done) = inflight.join_next(), if !inflight.is_empty() => {
+                    lp.joined(done);
+                    // Every other reconcile that ended meanwhile, in the same turn.
+                    while let Some(done) = inflight.try_join_next() {
+                        lp.joined(done);
+                    }
+                }
                 Some(e) = rx.recv() => lp.engage(e),
                 Some((name, id)) = lp.gones.next(), if !lp.gones.is_empty() => lp.disengage(&name, id),
                 Some(batch) = lp.streams.next(), if !lp.streams.is_empty() => {
@@ -226,15 +238,17 @@ where
         debug!(controller = %self.name, in_flight = inflight.len(), "controller stopping");
         let grace = lp.spec.limits.shutdown_grace;
         let drain = async {
-            while let Some(done) = inflight.next().await {
-                lp.finish(done);
+            while let Some(done) = inflight.join_next().await {
+                lp.joined(done);
             }
         };
         if tokio::time::timeout(grace, drain).await.is_err() {
             warn!(controller = %self.name, in_flight = inflight.len(), grace = ?grace,
                 "reconciles still running after the shutdown grace: dropped");
         }
-        drop(inflight);
+        // Aborted, and waited for until dropped (each at its next await), before the
+        // watches stop and the clusters' tokens fire.
+        inflight.shutdown().await;
         lp.streams.clear();
         for (_, e) in lp.engaged.drain() {
             e.token.cancel();

@@ -1,5 +1,6 @@
-//! Reconcile execution: starting a reconcile (panics caught, queue wait observed), and turning
-//! its outcome into metrics, logs and the queue's next step.
+//! Reconcile execution: starting a reconcile (panics caught, queue wait observed) as a future
+//! the loop spawns on a task of its own, and turning its outcome, handed back when that task
+//! is joined, into metrics, logs and the queue's next step.
 
 use std::{
     fmt::{self, Debug},
@@ -15,9 +16,9 @@ use kube::{
     Resource,
     runtime::{controller::Action, reflector::ObjectRef},
 };
-use mcr_core::{ClusterName, cluster_not_found};
+use mcr_core::{BoxFuture, ClusterName, cluster_not_found};
 use serde::de::DeserializeOwned;
-use tokio::time::Instant;
+use tokio::{task::JoinError, time::Instant};
 use tracing::{Instrument, debug, error, info_span, trace, warn};
 
 use super::{Loop, Target, limits::Cut};
@@ -70,7 +71,7 @@ where
         cluster: ClusterName,
         key: Arc<ObjectRef<K>>,
         due: Instant,
-    ) -> Option<impl Future<Output = Finished<K, T, Ctx, E>> + use<K, T, Ctx, R, P, Fut, E>> {
+    ) -> Option<BoxFuture<'static, Finished<K, T, Ctx, E>>> {
         // A cluster that is leaving (its token fired, its removal not yet processed) gets no
         // new reconciles.
         let Some(e) = self
@@ -111,7 +112,9 @@ where
         let reconcile = &self.task.reconcile;
         let created =
             std::panic::catch_unwind(AssertUnwindSafe(|| reconcile(obj.clone(), ctx.clone())));
-        Some(
+        // Boxed where it is built: the task that runs it then moves a pointer, not the whole
+        // future (copies of it were a measurable part of the per-event cost).
+        Some(Box::pin(
             async move {
                 let started = Instant::now();
                 let run = async {
@@ -129,10 +132,18 @@ where
                     }
                 };
                 // A reconcile of a cluster that left is dropped: its cluster is gone.
-                let result = tokio::select! {
-                    biased;
-                    r = bounded => r,
-                    () = left.cancelled() => Err(Cut::ClusterLeft),
+                let cut_short = async {
+                    tokio::select! {
+                        biased;
+                        r = bounded => r,
+                        () = left.cancelled() => Err(Cut::ClusterLeft),
+                    }
+                };
+                // A panic while the reconciler's future is dropped is the reconciler's too:
+                // caught here, so the task always hands its key back to the loop.
+                let result = match AssertUnwindSafe(cut_short).catch_unwind().await {
+                    Ok(r) => r,
+                    Err(panic) => Ok(Err(panic)),
                 };
                 Finished {
                     cluster,
@@ -144,7 +155,18 @@ where
                 }
             }
             .instrument(span),
-        )
+        ))
+    }
+
+    /// Takes in a joined reconcile task.
+    pub(super) fn joined(&mut self, joined: Result<Finished<K, T, Ctx, E>, JoinError>) {
+        match joined {
+            Ok(f) => self.finish(f),
+            // The loop aborts its reconcile tasks only when it stops, and a task catches
+            // every panic of the reconciler, so this is not expected; its key stays
+            // marked in flight.
+            Err(err) => error!(controller = %self.spec.name, error = %err, "reconcile task failed"),
+        }
     }
 
     pub(super) fn finish(&mut self, f: Finished<K, T, Ctx, E>) {
