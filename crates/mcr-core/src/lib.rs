@@ -93,7 +93,7 @@ mod cluster;
 mod clusters;
 mod error;
 mod index;
-mod name;
+pub mod name;
 mod provider;
 mod registry;
 

@@ -123,6 +123,12 @@ impl Aware for Registry {
         name: ClusterName,
         cluster: Cluster,
     ) -> Result<(), Error> {
+        if let Some(reason) = name.member_name_error() {
+            return Err(Error::InvalidName {
+                cluster: name,
+                reason,
+            });
+        }
         let runtime = tokio::runtime::Handle::try_current().map_err(|err| Error::Engage {
             cluster: name.clone(),
             source: Box::new(err),

@@ -23,15 +23,6 @@ fn respond(status: StatusCode, content_type: &'static str, body: String) -> Resp
     res
 }
 
-/// How a cluster name is shown in plain-text answers.
-fn shown(name: &mcr_core::ClusterName) -> String {
-    if name.is_host() {
-        "<host>".to_owned()
-    } else {
-        name.to_string()
-    }
-}
-
 /// Answers one request.
 pub(crate) fn route(mgr: &Manager, path: &str) -> Response<Full<Bytes>> {
     const TEXT: &str = "text/plain; charset=utf-8";
@@ -51,7 +42,7 @@ pub(crate) fn route(mgr: &Manager, path: &str) -> Response<Full<Bytes>> {
                 .iter()
                 .map(|s| {
                     let state = if s.synced { "synced" } else { "unsynced" };
-                    format!("{} {state}\n", shown(&s.name))
+                    format!("{} {state}\n", s.name)
                 })
                 .collect();
             respond(StatusCode::OK, TEXT, body)

@@ -98,8 +98,8 @@ mod queue;
 mod runnable;
 
 pub use controller::{
-    Builder, Context, Controller, IntoRequest, ReconcileOutcome, ReconcileResult, Request, Start,
-    UnreadableAction, WatchOptions,
+    Builder, ClusterScope, Context, Controller, IntoRequest, ReconcileOutcome, ReconcileResult,
+    Request, Start, UnreadableAction, WatchOptions,
 };
 pub use error::{BoxError, BuilderError, Error};
 #[cfg(feature = "leader-election")]

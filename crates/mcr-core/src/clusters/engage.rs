@@ -12,7 +12,8 @@ use crate::{Aware, Cluster, ClusterName, Error, FieldIndex, cache::lock};
 impl Clusters {
     /// Adds and engages `cluster` under [`cluster.name()`](Cluster::name).
     ///
-    /// Refuses a name already present ([`Error::AlreadyEngaged`]). Starts the cache with a
+    /// Refuses a name already present ([`Error::AlreadyEngaged`]) and the names no member may
+    /// have ([`Error::InvalidName`]: empty, or the host's). Starts the cache with a
     /// child token of `parent`, applies every registered field index, waits for the cache to
     /// sync ([`Error::SyncTimeout`] after [`ClustersOptions::sync_timeout`](crate::ClustersOptions::sync_timeout)) and calls
     /// [`Aware::engage`] (an error there becomes [`Error::Engage`]). On any failure the child
@@ -32,6 +33,12 @@ impl Clusters {
         aware: &dyn Aware,
     ) -> Result<(), Error> {
         let name = cluster.name().clone();
+        if let Some(reason) = name.member_name_error() {
+            return Err(Error::InvalidName {
+                cluster: name,
+                reason,
+            });
+        }
         let token = parent.child_token();
         let indexes = {
             let mut state = lock(&self.inner.state);

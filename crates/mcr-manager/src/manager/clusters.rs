@@ -9,12 +9,12 @@ use super::Manager;
 use crate::Error;
 
 impl Manager {
-    /// The cluster of that name: the host cluster for the empty name, otherwise an engaged
-    /// cluster or the provider's; `Error::ClusterNotFound` if there is none.
+    /// The cluster of that name: the host cluster for [`ClusterName::host`], otherwise an
+    /// engaged cluster or the provider's; `Error::ClusterNotFound` if there is none.
     ///
     /// ```no_run
     /// # async fn demo(mgr: mcr_manager::Manager) -> Result<(), mcr_core::Error> {
-    /// let host = mgr.cluster("").await?;
+    /// let host = mgr.cluster(mcr_core::ClusterName::host()).await?;
     /// let east = mgr.cluster("east").await?;
     /// # Ok(()) }
     /// ```
@@ -32,7 +32,7 @@ impl Manager {
         }
     }
 
-    /// Names of engaged clusters (and `""` for the host) whose caches have not synced yet.
+    /// Names of engaged clusters (and [`ClusterName::host`] for the host) whose caches have not synced yet.
     /// `/readyz` does not wait for these (see [`Manager::is_ready`]); `/clusters` and the
     /// `mcr_cluster_synced` metric report them.
     ///
@@ -113,10 +113,10 @@ impl Aware for Manager {
         name: ClusterName,
         cluster: Cluster,
     ) -> Result<(), mcr_core::Error> {
-        if name.is_host() {
-            return Err(mcr_core::Error::Engage {
+        if let Some(reason) = name.member_name_error() {
+            return Err(mcr_core::Error::InvalidName {
                 cluster: name,
-                source: "the empty name is reserved for the host cluster".into(),
+                reason,
             });
         }
         let rt = match tokio::runtime::Handle::try_current() {

@@ -91,6 +91,8 @@ where
     name: String,
     dyntype: K::DynamicType,
     primary: PrimaryFn<K>,
+    /// The scope of the reconciled type (`None`: the controller's default).
+    primary_scope: Option<super::ClusterScope>,
     primary_watch: bool,
     inputs: Vec<Input<K>>,
     triggers: Vec<futures::stream::BoxStream<'static, Request<K>>>,
@@ -131,6 +133,7 @@ where
             name,
             dyntype,
             primary,
+            primary_scope: None,
             primary_watch: true,
             inputs: Vec::new(),
             triggers: Vec::new(),

@@ -46,7 +46,7 @@ use tokio::{
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
-use self::engage::{Engaged, SyncDone};
+use self::engage::{Engaged, SyncDone, Watched};
 use super::{
     context::Context,
     input::{Batch, Input, PrimaryFn},
@@ -71,11 +71,15 @@ where
 {
     pub(crate) name: String,
     pub(crate) primary: PrimaryFn<K>,
+    /// Where reconciles run (the reconciled type's scope).
+    pub(crate) primary_scope: crate::ClusterScope,
     pub(crate) inputs: Vec<Input<K>>,
     pub(crate) triggers: Vec<BoxStream<'static, Request<K>>>,
     pub(crate) concurrency: usize,
     pub(crate) debounce: Duration,
+    /// Whether the host is engaged at all (the reconciled type or an input is there).
     pub(crate) include_host: bool,
+    /// Whether provider clusters are engaged at all.
     pub(crate) include_provider: bool,
     pub(crate) filter: Option<ClusterFilter>,
     pub(crate) filter_host: bool,
@@ -167,6 +171,7 @@ where
             queue: WorkQueue::with_debounce(spec.debounce),
             spec,
             engaged: HashMap::new(),
+            watched: HashMap::new(),
             running: HashMap::new(),
             streams: SelectAll::new(),
             gones: FuturesUnordered::new(),
@@ -240,6 +245,9 @@ where
             e.token.cancel();
             lp.spec.metrics.forget_cluster(&e.metrics);
         }
+        for (_, w) in lp.watched.drain() {
+            w.token.cancel();
+        }
         lp.engaged_gauge.set(0);
         debug!(controller = %self.name, "controller stopped");
         Ok(())
@@ -297,6 +305,8 @@ where
     task: &'t ControllerTask<K, T, Ctx, R, P, Fut, E>,
     spec: Spec<K>,
     engaged: HashMap<ClusterName, Engaged<K, Ctx>>,
+    /// Clusters only watched, outside the reconciled type's scope (see `ClusterScope`).
+    watched: HashMap<ClusterName, Watched>,
     /// Reconciles in flight per cluster name (for the per-cluster cap).
     running: HashMap<ClusterName, usize>,
     engaged_gauge: prometheus_client::metrics::gauge::Gauge,
