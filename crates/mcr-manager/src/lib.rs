@@ -99,7 +99,7 @@ mod runnable;
 
 pub use controller::{
     Builder, ClusterScope, Context, Controller, IntoRequest, ReconcileOutcome, ReconcileResult,
-    Request, Start, UnreadableAction, WatchOptions,
+    Request, RunError, Start, UnreadableAction, WatchOptions,
 };
 pub use error::{BoxError, BuilderError, Error};
 #[cfg(feature = "leader-election")]

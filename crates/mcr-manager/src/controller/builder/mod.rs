@@ -27,6 +27,7 @@
 mod limits;
 mod options;
 mod register;
+mod run;
 mod start;
 mod watch_options;
 mod watches;
@@ -37,7 +38,7 @@ use kube::Resource;
 use mcr_core::{Cache, Cluster, ClusterName, Informer};
 use serde::de::DeserializeOwned;
 
-pub use self::watch_options::WatchOptions;
+pub use self::{run::RunError, watch_options::WatchOptions};
 use super::runner::Limits;
 use super::{
     input::{Batch, Input, InputFn, PredicateFn, PrimaryFn, Scope, subscribe_filtered},

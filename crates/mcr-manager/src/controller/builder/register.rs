@@ -13,7 +13,7 @@ use crate::{
         context::Context,
         input::Scope,
         request::Request,
-        runner::{ControllerTask, Spec, Target},
+        runner::{ControllerTask, Data, Spec, Target},
     },
     error::BuilderError,
 };
@@ -55,7 +55,7 @@ where
         E: std::error::Error + Send + 'static,
         P: Fn(Arc<K>, &E, Context<Ctx>) -> Action + Send + Sync + 'static,
     {
-        self.hand_over(reconcile, error_policy, data)
+        self.hand_over(reconcile, error_policy, Data::Shared(data))
     }
 
     /// Like [`register`](Self::register), keyed on the request instead of the object: the
@@ -101,14 +101,14 @@ where
         E: std::error::Error + Send + 'static,
         P: Fn(Request<K>, &E, Context<Ctx>) -> Action + Send + Sync + 'static,
     {
-        self.hand_over(reconcile, error_policy, data)
+        self.hand_over(reconcile, error_policy, Data::Shared(data))
     }
 
-    fn hand_over<T, Ctx, R, P, Fut, E>(
+    pub(super) fn hand_over<T, Ctx, R, P, Fut, E>(
         self,
         reconcile: R,
         error_policy: P,
-        data: Arc<Ctx>,
+        data: Data<Ctx>,
     ) -> Result<(), Error>
     where
         T: Target<K>,

@@ -1,16 +1,18 @@
 //! Cluster engagement: subscribing a cluster's inputs, following its cache sync, and dropping
 //! it (and its queued requests) when it leaves or is replaced.
 
-use std::{fmt::Debug, future::Future, hash::Hash, time::Duration};
+use std::{
+    fmt::Debug, future::Future, hash::Hash, panic::AssertUnwindSafe, sync::Arc, time::Duration,
+};
 
 use futures::StreamExt;
 use kube::{Resource, runtime::controller::Action};
 use mcr_core::{BoxFuture, Cache, Cluster, ClusterId, ClusterName, Informer};
 use serde::de::DeserializeOwned;
 use tokio_util::sync::CancellationToken;
-use tracing::{debug, trace, warn};
+use tracing::{debug, error, trace, warn};
 
-use super::{Engagement, Loop, Target};
+use super::{Data, Engagement, Loop, Target, panic_message};
 use crate::{
     controller::{context::Context, input::Scope},
     metrics::ClusterMetrics,
@@ -80,6 +82,10 @@ where
         }
         let token = e.token.child_token();
         let cluster = e.cluster;
+        let Some(data) = self.data_for(&name, &cluster, &token) else {
+            token.cancel();
+            return;
+        };
         let primary = (self.spec.primary)(cluster.cache());
         let restarts = self.subscribe_inputs(&cluster, &name, &token, true);
         let metrics =
@@ -94,14 +100,9 @@ where
             token.clone(),
         ));
         debug!(controller = %self.spec.name, cluster = %name, "cluster engaged");
-        let ctx = Context::in_fleet(
-            name.clone(),
-            cluster.clone(),
-            self.spec.fleet.clone(),
-            self.task.data.clone(),
-        )
-        .with_primary(primary.clone())
-        .with_cancellation(token.clone());
+        let ctx = Context::in_fleet(name.clone(), cluster.clone(), self.spec.fleet.clone(), data)
+            .with_primary(primary.clone())
+            .with_cancellation(token.clone());
         self.engaged.insert(
             name,
             Engaged {
@@ -114,6 +115,34 @@ where
             },
         );
         self.engaged_gauge.set(self.engaged.len() as i64);
+    }
+
+    /// The user data of reconciles in this cluster; `None` if building it panicked (logged;
+    /// the cluster is not engaged by this controller).
+    fn data_for(
+        &self,
+        name: &ClusterName,
+        cluster: &Cluster,
+        token: &CancellationToken,
+    ) -> Option<Arc<Ctx>> {
+        match &self.task.data {
+            Data::Shared(data) => Some(data.clone()),
+            Data::PerCluster(make) => {
+                let fleet = self.spec.fleet.clone();
+                let ctx = Context::in_fleet(name.clone(), cluster.clone(), fleet, Arc::new(()))
+                    .with_cancellation(token.clone());
+                let built = std::panic::catch_unwind(AssertUnwindSafe(|| make(&ctx)));
+                built
+                    .inspect_err(|panic| {
+                        error!(
+                            controller = %self.spec.name, cluster = %name,
+                            panic = %panic_message(panic.as_ref()),
+                            "building the cluster's data panicked; the cluster is not reconciled"
+                        );
+                    })
+                    .ok()
+            }
+        }
     }
 
     /// A cluster outside the reconciled type's scope: only the inputs whose scope includes it

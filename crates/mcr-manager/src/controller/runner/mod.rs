@@ -91,6 +91,13 @@ where
     pub(crate) metrics: Metrics,
 }
 
+/// The user data a controller's reconciles get: one value for every cluster, or one built per
+/// engaged cluster (see `Builder::register_per_cluster`).
+pub(crate) enum Data<Ctx> {
+    Shared(Arc<Ctx>),
+    PerCluster(Arc<dyn Fn(&Context) -> Arc<Ctx> + Send + Sync>),
+}
+
 struct Engagement {
     token: CancellationToken,
     name: ClusterName,
@@ -111,7 +118,7 @@ where
     filter_host: bool,
     reconcile: R,
     error_policy: P,
-    data: Arc<Ctx>,
+    data: Data<Ctx>,
     tx: mpsc::UnboundedSender<Engagement>,
     rx: Mutex<Option<mpsc::UnboundedReceiver<Engagement>>>,
     _types: PhantomData<Types<T, Fut, E>>,
@@ -128,7 +135,7 @@ where
     E: std::error::Error + Send + 'static,
     P: Fn(T, &E, Context<Ctx>) -> Action + Send + Sync + 'static,
 {
-    pub(crate) fn new(spec: Spec<K>, reconcile: R, error_policy: P, data: Arc<Ctx>) -> Self {
+    pub(crate) fn new(spec: Spec<K>, reconcile: R, error_policy: P, data: Data<Ctx>) -> Self {
         let (tx, rx) = mpsc::unbounded_channel();
         Self {
             name: spec.name.clone(),
