@@ -96,18 +96,26 @@ async fn run_yields_every_outcome_like_kube_runtime() {
             client: ctx.client(),
             name: ctx.cluster_name().to_string(),
         });
-    let mut seen: Vec<String> = outcomes
-        .take(2)
-        .map(|res| {
-            let (request, action) = res.expect("a successful reconcile");
+    // Each stamp changes the object, so a cluster may be reconciled more than once: read
+    // outcomes until both clusters showed up.
+    let mut outcomes = std::pin::pin!(outcomes);
+    let mut seen = std::collections::BTreeSet::new();
+    let read = async {
+        while seen.len() < 2 {
+            let (request, action) = outcomes
+                .next()
+                .await
+                .expect("the stream lasts while the manager runs")
+                .expect("a successful reconcile");
             assert_eq!(action, Action::await_change());
-            request.to_string()
-        })
-        .collect()
-        .await;
-    seen.sort();
+            seen.insert(request.to_string());
+        }
+    };
+    tokio::time::timeout(DEADLINE, read)
+        .await
+        .expect("both clusters' outcomes within the deadline");
     assert_eq!(
-        seen,
+        seen.into_iter().collect::<Vec<_>>(),
         [
             "cluster://cluster-1/default/cm",
             "cluster://cluster-2/default/cm"

@@ -70,7 +70,10 @@ async fn clusters_sync_timeout_leaves_nothing_behind() {
     );
     assert!(err.to_string().contains("slow"));
     assert!(clusters.names().is_empty() && clusters.token(&"slow".into()).is_none());
-    assert!(aware.engaged.lock().unwrap().is_empty());
+    // Engaged in phase 1 (to open informers), then disengaged: its token fired.
+    let engaged = aware.engaged.lock().unwrap().clone();
+    assert_eq!(engaged.len(), 1);
+    assert!(engaged.iter().all(|(_, token)| token.is_cancelled()));
     assert!(!parent.is_cancelled());
     // The cache was stopped: its informer reports Stopped, not a pending sync.
     let err = cluster

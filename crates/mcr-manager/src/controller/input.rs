@@ -69,7 +69,12 @@ impl Scope {
 pub(crate) struct Input<K: Resource> {
     pub(crate) scope: Scope,
     pub(crate) subscribe: InputFn<K>,
+    /// Opens the input's informer in a cache (shared, so the later subscription finds it).
+    pub(crate) open: OpenFn,
 }
+
+/// Opens an informer in a cluster's cache without subscribing to it.
+pub(crate) type OpenFn = Arc<dyn Fn(&Cache) + Send + Sync + 'static>;
 
 /// Subscribes to `informer` (of `cluster`), drops applied events whose predicate value did not
 /// change (per object), and maps each remaining object to requests with `map`. A panic in the

@@ -162,14 +162,23 @@ where
         O::DynamicType: Clone + Eq + Hash + Send + Sync + 'static,
     {
         let map = Arc::new(map);
+        let open = Arc::new(open);
+        let opener = open.clone();
         let subscribe: InputFn<K> = Arc::new(move |cluster: &Cluster, name: &ClusterName| {
-            let informer = open(cluster.cache());
+            let informer = opener(cluster.cache());
             let map = map.clone();
             let name = name.clone();
             let cluster = name.clone();
             subscribe_filtered(informer, cluster, predicate.clone(), move |o| map(o, &name))
         });
-        self.inputs.push(Input { scope, subscribe });
+        let open = Arc::new(move |cache: &Cache| {
+            open(cache);
+        });
+        self.inputs.push(Input {
+            scope,
+            subscribe,
+            open,
+        });
         self
     }
 }

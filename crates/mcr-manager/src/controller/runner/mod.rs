@@ -49,7 +49,7 @@ use tracing::{debug, warn};
 use self::engage::{Engaged, SyncDone, Watched};
 use super::{
     context::Context,
-    input::{Batch, Input, PrimaryFn},
+    input::{Batch, Input, OpenFn, PrimaryFn, Scope},
     request::Request,
 };
 use crate::{error::BoxError, metrics::Metrics, queue::WorkQueue, runnable::Runnable};
@@ -112,6 +112,8 @@ where
 {
     spec: Mutex<Option<Spec<K>>>,
     name: String,
+    /// Opens the informers a provider cluster needs, as it is engaged (see `Runnable::engage`).
+    opens: Vec<OpenFn>,
     include_host: bool,
     include_provider: bool,
     filter: Option<ClusterFilter>,
@@ -137,8 +139,23 @@ where
 {
     pub(crate) fn new(spec: Spec<K>, reconcile: R, error_policy: P, data: Data<Ctx>) -> Self {
         let (tx, rx) = mpsc::unbounded_channel();
+        // What a provider cluster needs open: the primary informer where reconciles run, and
+        // the informers of the inputs that watch provider clusters.
+        let mut opens: Vec<OpenFn> = Vec::new();
+        if spec.primary_scope.includes(false) {
+            let primary = spec.primary.clone();
+            opens.push(Arc::new(move |cache: &mcr_core::Cache| {
+                primary(cache);
+            }));
+        }
+        opens.extend(
+            (spec.inputs.iter())
+                .filter(|i| matches!(i.scope, Scope::In(Some(s)) if s.includes(false)))
+                .map(|i| i.open.clone()),
+        );
         Self {
             name: spec.name.clone(),
+            opens,
             include_host: spec.include_host,
             include_provider: spec.include_provider,
             filter: spec.filter.clone(),
@@ -292,6 +309,11 @@ where
         // The host cluster is engaged by the loop itself, with the controller's lifetime.
         if name.is_host() || !self.wants(&name, &cluster) {
             return Ok(());
+        }
+        // Open the informers now, so the engaging provider waits for them to sync before it
+        // activates the cluster (`Clusters::add`); the loop subscribes to them later.
+        for open in &self.opens {
+            open(cluster.cache());
         }
         // A closed channel means the controller has stopped: nothing left to engage.
         let _ = self.tx.send(Engagement {
