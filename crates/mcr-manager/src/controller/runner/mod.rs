@@ -95,8 +95,11 @@ where
 /// engaged cluster (see `Builder::register_per_cluster`).
 pub(crate) enum Data<Ctx> {
     Shared(Arc<Ctx>),
-    PerCluster(Arc<dyn Fn(&Context) -> Arc<Ctx> + Send + Sync>),
+    PerCluster(DataFn<Ctx>),
 }
+
+/// Builds one cluster's user data from its context.
+pub(crate) type DataFn<Ctx> = Arc<dyn Fn(&Context) -> Arc<Ctx> + Send + Sync>;
 
 struct Engagement {
     token: CancellationToken,
