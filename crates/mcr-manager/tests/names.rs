@@ -57,3 +57,42 @@ async fn the_host_is_not_the_empty_name_and_cannot_be_engaged() {
     env.token.cancel();
     run.await.unwrap().unwrap();
 }
+
+#[tokio::test]
+async fn a_cluster_is_known_by_the_name_it_was_engaged_under() {
+    let env = Env::start(1).await;
+    let log = Log::default();
+    Controller::new(&env.mgr)
+        .for_::<ConfigMap>()
+        .register(record, retry, Arc::new(log.clone()))
+        .unwrap();
+    let run = env.run();
+    // What the multi provider does: a child's cluster `dev`, engaged as `kind#dev`.
+    let dev = mcr_envtest::TestCluster::start("dev").await.unwrap();
+    create_cm(dev.client(), "x", "1").await;
+    let cluster = Cluster::new("dev", dev.client());
+    let token = CancellationToken::new();
+    env.mgr
+        .engage(token.clone(), "kind#dev".into(), cluster.clone())
+        .unwrap();
+    eventually("reconciled as kind#dev", DEADLINE, || {
+        log.contains("kind#dev/x=1")
+    })
+    .await;
+    // The cache and its informers name it as engaged, in errors too.
+    assert_eq!(cluster.cache().cluster(), "kind#dev");
+    let informer = cluster.cache().informer::<ConfigMap>();
+    token.cancel();
+    mcr_envtest::wait::eventually_async("stopped, as kind#dev", DEADLINE, || {
+        let informer = informer.clone();
+        async move {
+            let res = informer
+                .wait_for_sync(std::time::Duration::from_millis(10))
+                .await;
+            matches!(res, Err(Error::Stopped(ref n)) if n == "kind#dev")
+        }
+    })
+    .await;
+    env.token.cancel();
+    run.await.unwrap().unwrap();
+}

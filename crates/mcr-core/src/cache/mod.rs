@@ -53,6 +53,8 @@ struct State {
 
 struct Inner {
     cluster: ClusterName,
+    /// The name the cluster was engaged under, once it was (see [`Cache::engaged_as`]).
+    engaged_as: std::sync::OnceLock<ClusterName>,
     client: kube::Client,
     state: Mutex<State>,
     /// Field index name -> the type it is registered on.
@@ -88,7 +90,7 @@ pub struct Cache {
 impl std::fmt::Debug for Cache {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Cache")
-            .field("cluster", &self.inner.cluster)
+            .field("cluster", self.cluster())
             .field("informers", &self.informer_count())
             .field("started", &self.is_started())
             .finish()
@@ -108,6 +110,7 @@ impl Cache {
         Cache {
             inner: Arc::new(Inner {
                 cluster,
+                engaged_as: std::sync::OnceLock::new(),
                 client,
                 state: Mutex::new(State::default()),
                 index_names: Mutex::new(HashMap::new()),
@@ -143,6 +146,7 @@ impl Cache {
         Cache {
             inner: Arc::new(Inner {
                 cluster,
+                engaged_as: std::sync::OnceLock::new(),
                 client,
                 state: Mutex::new(State::default()),
                 index_names: Mutex::new(HashMap::new()),
@@ -168,7 +172,7 @@ impl Cache {
         if state.token.is_some() {
             return;
         }
-        tracing::debug!(cluster = %self.inner.cluster, informers = state.informers.len(), "starting cache");
+        tracing::debug!(cluster = %self.cluster(), informers = state.informers.len(), "starting cache");
         for entry in state.informers.values() {
             entry.erased.clone().start(token.clone());
         }
@@ -315,11 +319,11 @@ impl Cache {
         }
         let resource = key.tag.resource();
         let (dyntype, stream) = make(self.inner.client.clone(), &key);
-        let shared = Shared::new(self.inner.cluster.clone(), resource, dyntype, stream);
+        let shared = Shared::new(self.cluster().clone(), resource, dyntype, stream);
         if let Some(token) = &state.token {
             shared.clone().start(token.clone());
         }
-        tracing::debug!(cluster = %self.inner.cluster, resource = %shared.resource(), "informer created");
+        tracing::debug!(cluster = %self.cluster(), resource = %shared.resource(), "informer created");
         state.informers.insert(
             key,
             Entry {
@@ -353,10 +357,10 @@ impl Cache {
         for informer in self.erased() {
             match tokio::time::timeout_at(deadline, informer.wait_ready()).await {
                 Ok(true) => {}
-                Ok(false) => return Err(Error::Stopped(self.inner.cluster.clone())),
+                Ok(false) => return Err(Error::Stopped(self.cluster().clone())),
                 Err(_) => {
                     return Err(Error::SyncTimeout {
-                        cluster: self.inner.cluster.clone(),
+                        cluster: self.cluster().clone(),
                         resource: informer.resource().to_owned(),
                         timeout,
                     });
@@ -388,14 +392,33 @@ impl Cache {
         lock(&self.inner.state).informers.len()
     }
 
-    /// The cluster this cache belongs to.
+    /// The name of the cluster this cache belongs to, as its logs and errors give it: the name
+    /// it was engaged under ([`engaged_as`](Self::engaged_as)), else the name it was built
+    /// with.
     ///
     /// ```no_run
     /// # fn f(c: mcr_core::Cluster) {
-    /// assert_eq!(c.cache().cluster(), c.name());
+    /// assert_eq!(c.cache().cluster(), c.name()); // before any engagement
     /// # }
     /// ```
     pub fn cluster(&self) -> &ClusterName {
-        &self.inner.cluster
+        self.inner.engaged_as.get().unwrap_or(&self.inner.cluster)
+    }
+
+    /// Records the name the cluster was engaged under (the manager calls it), so that this
+    /// cache's logs and errors, and those of informers opened from now on, use it: a cluster
+    /// engaged through the multi provider as `kind#dev` is `kind#dev` everywhere, not `dev`.
+    /// The first engagement's name stays.
+    ///
+    /// ```no_run
+    /// # fn f(c: mcr_core::Cluster) {
+    /// c.cache().engaged_as(&"kind#dev".into());
+    /// assert_eq!(c.cache().cluster(), "kind#dev");
+    /// # }
+    /// ```
+    pub fn engaged_as(&self, name: &ClusterName) {
+        if self.inner.engaged_as.set(name.clone()).is_err() && self.cluster() != name {
+            tracing::debug!(cluster = %self.cluster(), also = %name, "cluster engaged under a second name");
+        }
     }
 }

@@ -15,9 +15,9 @@ impl Clusters {
     /// Refuses a name already present ([`Error::AlreadyEngaged`]) and the names no member may
     /// have ([`Error::InvalidName`]: empty, or the host's). Then, in three phases:
     ///
-    /// 1. **open the informers**: starts the cache with a child token of `parent`, applies
-    ///    every registered field index and calls [`Aware::engage`] (an error there becomes
-    ///    [`Error::Engage`]), where the manager's controllers open their informers;
+    /// 1. **open the informers**: starts the cache with a child token of `parent`, calls
+    ///    [`Aware::engage`] (an error there becomes [`Error::Engage`]), where the manager's
+    ///    controllers open their informers, and applies every registered field index;
     /// 2. **wait for sync** of every informer opened ([`Error::SyncTimeout`] after
     ///    [`ClustersOptions::sync_timeout`](crate::ClustersOptions::sync_timeout));
     /// 3. **activate**: [`get`](Clusters::get) and [`names`](Clusters::names) show the cluster.
@@ -107,18 +107,19 @@ impl Clusters {
         aware: &dyn Aware,
     ) -> Result<(), Error> {
         let name = cluster.name();
-        // Phase 1, open the informers: start the cache, apply the indexes, engage (the
-        // manager's controllers open their informers as they engage).
+        // Phase 1, open the informers: start the cache, engage (the manager's controllers open
+        // their informers as they engage), apply the indexes.
         cluster.cache().start(token.clone());
-        for index in indexes {
-            apply_index(cluster, index)?;
-        }
         aware
             .engage(token.clone(), name.clone(), cluster.clone())
             .map_err(|err| Error::Engage {
                 cluster: name.clone(),
                 source: Box::new(err),
             })?;
+        // After the engagement, so the indexes' informers carry the engaged name.
+        for index in indexes {
+            apply_index(cluster, index)?;
+        }
         // Phase 2, wait until every informer opened so far has listed. Phase 3, activation
         // (`get` and `names` show the cluster), is the caller's.
         tokio::select! {

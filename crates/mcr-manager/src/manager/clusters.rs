@@ -130,6 +130,8 @@ impl Aware for Manager {
             }
             state.runnables.clone()
         };
+        // Known by the engaged name in the cache's logs and errors, and its informers'.
+        cluster.cache().engaged_as(&name);
         // Providers start the cache before engaging (`Clusters::add`); a cluster engaged by
         // hand may not have: start it for the engagement's lifetime (a no-op if started).
         cluster.cache().start(token.child_token());
