@@ -25,6 +25,16 @@ pub enum Error {
     #[error("cluster \"{0}\" is already engaged")]
     AlreadyEngaged(ClusterName),
 
+    /// No member may be engaged under this name: the empty name, or the host's
+    /// ([`ClusterName::host`], written `<host>`).
+    #[error("cluster \"{cluster}\": not a valid member name ({reason})")]
+    InvalidName {
+        /// The refused name.
+        cluster: ClusterName,
+        /// Why it is refused.
+        reason: &'static str,
+    },
+
     /// A cache did not finish its initial list in time.
     #[error("cluster \"{cluster}\": cache for {resource} did not sync within {timeout:?}")]
     SyncTimeout {

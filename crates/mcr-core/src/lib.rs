@@ -6,8 +6,9 @@
 //! - [`Cache`] / [`Informer`]: one watch per (cluster, resource, selector) however many
 //!   controllers use it, with [`Informer::subscribe`] for change streams and [`FieldIndex`]es.
 //! - [`Provider`], [`ProviderRunnable`], [`Aware`]: how sources of clusters talk to the manager.
-//! - [`Clusters`]: the lifecycle every provider uses (start cache, apply indexes, wait for
-//!   sync, engage; remove on failure or on request). [`Registry`] mirrors engaged clusters.
+//! - [`Clusters`]: the lifecycle every provider uses (start cache, apply indexes, engage,
+//!   wait for sync, activate; remove on failure or on request). [`Registry`]: the set of
+//!   engaged clusters, kept once (the manager's fleet is one).
 //! - [`providers`]: `single`, `nop` and `clusters` providers; [`kubeconfig`] and [`sanitize`]
 //!   helpers for providers that build clients from kubeconfigs; [`backoff`] for retrying
 //!   members that fail; [`credentials`] for short-lived credentials renewed in place;
@@ -100,7 +101,7 @@ mod cluster;
 mod clusters;
 mod error;
 mod index;
-mod name;
+pub mod name;
 mod provider;
 mod registry;
 

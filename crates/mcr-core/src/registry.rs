@@ -1,4 +1,4 @@
-//! [`Registry`]: a mirror of the engaged clusters, for user code.
+//! [`Registry`]: the set of engaged clusters, kept once (the manager's fleet is one too).
 
 use std::{
     collections::HashMap,
@@ -21,8 +21,10 @@ struct State {
     next_generation: u64,
 }
 
-/// Mirrors the engaged clusters: an [`Aware`] that records each engagement and forgets it when
-/// that engagement's token fires. Cheap to clone (an `Arc` inside).
+/// The engaged clusters: an [`Aware`] that records each engagement and forgets it when that
+/// engagement's token fires. The one implementation of membership: user code mirrors a
+/// provider with it, and the manager's [`Fleet`](https://docs.rs/mcr-manager) is one. Cheap to
+/// clone (an `Arc` inside).
 ///
 /// ```no_run
 /// # async fn f(provider_start: impl FnOnce(std::sync::Arc<dyn mcr_core::Aware>)) -> Result<(), mcr_core::Error> {
@@ -114,15 +116,32 @@ impl Registry {
     }
 }
 
-impl Aware for Registry {
-    /// Records the cluster; it is forgotten when `token` fires. Engaging the same instance
-    /// again while its engagement is live is a no-op; a new instance replaces the old one.
-    fn engage(
+impl Registry {
+    /// Records `cluster` under `name` until `token` fires, and says whether anything changed:
+    /// `false` when the same instance is already recorded under a live engagement (a no-op);
+    /// `true` when it was added or replaced another instance. Refuses the names no member may
+    /// have ([`Error::InvalidName`]) and needs a tokio runtime ([`Error::Engage`] without one).
+    ///
+    /// ```no_run
+    /// # fn f(c: mcr_core::Cluster) -> Result<(), mcr_core::Error> {
+    /// let registry = mcr_core::Registry::new();
+    /// let token = tokio_util::sync::CancellationToken::new();
+    /// assert!(registry.record(token.clone(), "a".into(), c.clone())?);
+    /// assert!(!registry.record(token, "a".into(), c)?); // already there
+    /// # Ok(()) }
+    /// ```
+    pub fn record(
         &self,
         token: CancellationToken,
         name: ClusterName,
         cluster: Cluster,
-    ) -> Result<(), Error> {
+    ) -> Result<bool, Error> {
+        if let Some(reason) = name.member_name_error() {
+            return Err(Error::InvalidName {
+                cluster: name,
+                reason,
+            });
+        }
         let runtime = tokio::runtime::Handle::try_current().map_err(|err| Error::Engage {
             cluster: name.clone(),
             source: Box::new(err),
@@ -134,7 +153,7 @@ impl Aware for Registry {
                 .get(&name)
                 .is_some_and(|e| e.cluster.same_instance(&cluster) && !e.token.is_cancelled());
             if live_same {
-                return Ok(());
+                return Ok(false);
             }
             state.next_generation += 1;
             let generation = state.next_generation;
@@ -160,6 +179,37 @@ impl Aware for Registry {
                 }
             }
         });
-        Ok(())
+        Ok(true)
+    }
+
+    /// Every live engagement: name, cluster and engagement token, sorted by name.
+    ///
+    /// ```
+    /// assert!(mcr_core::Registry::new().engagements().is_empty());
+    /// ```
+    pub fn engagements(&self) -> Vec<(ClusterName, Cluster, CancellationToken)> {
+        let state = lock(&self.state);
+        let mut out: Vec<_> = state
+            .entries
+            .iter()
+            .filter(|(_, e)| !e.token.is_cancelled())
+            .map(|(n, e)| (n.clone(), e.cluster.clone(), e.token.clone()))
+            .collect();
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        out
+    }
+}
+
+impl Aware for Registry {
+    /// Records the cluster ([`Registry::record`]); it is forgotten when `token` fires. Engaging
+    /// the same instance again while its engagement is live is a no-op; a new instance replaces
+    /// the old one.
+    fn engage(
+        &self,
+        token: CancellationToken,
+        name: ClusterName,
+        cluster: Cluster,
+    ) -> Result<(), Error> {
+        self.record(token, name, cluster).map(|_| ())
     }
 }

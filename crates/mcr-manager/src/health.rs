@@ -23,22 +23,13 @@ fn respond(status: StatusCode, content_type: &'static str, body: String) -> Resp
     res
 }
 
-/// How a cluster name is shown in plain-text answers.
-fn shown(name: &mcr_core::ClusterName) -> String {
-    if name.is_host() {
-        "<host>".to_owned()
-    } else {
-        name.to_string()
-    }
-}
-
 /// One line of `/clusters`: `<name> synced|unsynced` (`<host>` for the host cluster), then for
 /// credentials renewed in place `credentials=valid|expiring|expired`, `expires_in=<s>s` or
 /// `expired_for=<s>s`, and while renewal fails `renewal_failures=<n> last_error="<reason>"`
 /// (the redacted reason, never credentials).
 fn cluster_line(s: &crate::ClusterStatus) -> String {
     let sync = if s.synced { "synced" } else { "unsynced" };
-    let mut line = format!("{} {sync}", shown(&s.name));
+    let mut line = format!("{} {sync}", s.name);
     if let (Some(c), Some(state)) = (&s.credentials, s.credential_state()) {
         line.push_str(" credentials=");
         line.push_str(state);

@@ -7,34 +7,34 @@
 //!
 //! # Porting a kube-runtime controller
 //!
-//! The reconciler keeps its shape: `Arc<K>` in, [`Action`](kube::runtime::controller::Action)
-//! out, the same error policy. The context becomes a [`Context`]: your data is behind
-//! [`Context::data`] (no `Deref`, so a leftover `ctx.client` does not compile), the object's
-//! cluster behind [`Context::client`], and the rest of the fleet behind [`Context::host`] and
-//! [`Context::cluster`]. Side by side:
+//! The reconciler and the error policy keep their shapes **unchanged** — `Arc<K>` and
+//! `Arc<Data>` in, [`Action`](kube::runtime::controller::Action) out — with
+//! [`Builder::run`] (or [`Builder::register_per_cluster`]): `Data` is built once per engaged
+//! cluster, so the `client` it holds is the object's own cluster. Side by side:
 //!
 //! ```text
 //! // kube-runtime                                     // mcr
-//! async fn reconcile(                                 async fn reconcile(
-//!     cm: Arc<ConfigMap>,                                 cm: Arc<ConfigMap>,
-//!     ctx: Arc<Data>,                                     ctx: Context<Data>,
-//! ) -> Result<Action, Error> {                        ) -> Result<Action, Error> {
-//!     let client = ctx.client.clone();                    let client = ctx.client();   // this cluster's
-//!     /* unchanged */                                     /* unchanged */
-//! }                                                   }
-//! fn error_policy(_: Arc<ConfigMap>, _: &Error,       fn error_policy(_: Arc<ConfigMap>, _: &Error,
-//!                 _: Arc<Data>) -> Action {...}                       _: Context<Data>) -> Action {...}
+//! async fn reconcile(cm: Arc<ConfigMap>, ctx: Arc<Data>) -> Result<Action, Error>   // unchanged
+//! fn error_policy(cm: Arc<ConfigMap>, e: &Error, ctx: Arc<Data>) -> Action          // unchanged
 //!
-//! Controller::new(Api::<ConfigMap>::all(client),      let mgr = Manager::new(client, Some(provider));
-//!                 watcher::Config::default())         Controller::new(&mgr)
-//!                                                         .for_::<ConfigMap>()
+//! let data = Arc::new(Data {                          let data = |cluster: &Context| Data {
+//!     client: client.clone(),                             client: cluster.client(),
+//! });                                                 };
+//! Controller::new(Api::<ConfigMap>::all(client),      Controller::new(&mgr) // host client + provider
+//!                 watcher::Config::default())             .for_::<ConfigMap>()
 //!     .owns(Api::<Secret>::all(client), wc)               .owns::<Secret>()
-//!     .run(reconcile, error_policy, Arc::new(data))       .register(reconcile, error_policy, Arc::new(data))?;
-//!     .for_each(|_| async {})                         mgr.run().await?;
-//!     .await;
+//!     .run(reconcile, error_policy, data)                 .run(reconcile, error_policy, data)
+//!     .for_each(|_| async {})                             .for_each(|_| async {})
+//!     .await;                                             .await;
 //! ```
 //!
-//! The same program, complete:
+//! To reach the rest of the fleet from a reconcile, take a [`Context`] instead of `Arc<Data>`
+//! and [`register`](Builder::register): your data is behind [`Context::data`] (no `Deref`,
+//! so a leftover `ctx.client` does not compile), the object's cluster behind
+//! [`Context::client`], the host and the other members behind [`Context::host`] and
+//! [`Context::cluster`].
+//!
+//! The `Context` version, complete:
 //!
 //! ```no_run
 //! use std::{sync::Arc, time::Duration};
@@ -98,8 +98,8 @@ mod queue;
 mod runnable;
 
 pub use controller::{
-    Builder, Context, Controller, IntoRequest, ReconcileOutcome, ReconcileResult, Request, Start,
-    UnreadableAction, WatchOptions,
+    Builder, ClusterScope, Context, Controller, IntoRequest, ReconcileOutcome, ReconcileResult,
+    Request, RunError, Start, UnreadableAction, WatchOptions,
 };
 pub use error::{BoxError, BuilderError, Error};
 #[cfg(feature = "leader-election")]

@@ -28,7 +28,7 @@ async fn run_with_filter(filter_host: bool) -> Log {
     })
     .await;
     if !filter_host {
-        eventually("the host", DEADLINE, || log.contains("/h=1")).await;
+        eventually("the host", DEADLINE, || log.contains("<host>/h=1")).await;
     }
     // A later object in the admitted member: everything queued before it is done.
     create_cm(env.member("cluster-2").client(), "later", "1").await;
@@ -45,11 +45,11 @@ async fn run_with_filter(filter_host: bool) -> Log {
 #[tokio::test]
 async fn the_filter_does_not_filter_the_host_unless_asked() {
     let log = run_with_filter(false).await;
-    assert!(log.contains("/h=1"), "{:?}", log.entries());
+    assert!(log.contains("<host>/h=1"), "{:?}", log.entries());
 }
 
 #[tokio::test]
 async fn filter_host_applies_the_filter_to_the_host() {
     let log = run_with_filter(true).await;
-    assert_eq!(log.count("/h"), 0, "{:?}", log.entries());
+    assert_eq!(log.count("<host>/h"), 0, "{:?}", log.entries());
 }

@@ -63,7 +63,7 @@ async fn leading(host: &TestCluster, mgr: &Manager, log: &Log) -> JoinHandle<Res
     });
     eventually("leading", DEADLINE, || mgr.is_leader()).await;
     create_cm(host.client(), "one", "1").await;
-    eventually("reconciling", DEADLINE, || log.contains("/one=1")).await;
+    eventually("reconciling", DEADLINE, || log.contains("<host>/one=1")).await;
     assert_eq!(engaged_gauge(mgr), Some(1));
     run
 }

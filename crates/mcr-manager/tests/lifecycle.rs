@@ -214,7 +214,7 @@ async fn leadership_hands_over_between_two_managers() {
         async move { b.run_until(t).await }
     });
     create_cm(host.client(), "one", "1").await;
-    eventually("a reconciles", DEADLINE, || log_a.contains("/one=1")).await;
+    eventually("a reconciles", DEADLINE, || log_a.contains("<host>/one=1")).await;
     assert_eq!(holder(&host).await.as_deref(), Some("a"));
     assert!(!b.is_leader());
     assert_eq!(log_b.entries().len(), 0, "the standby runs no controller");
@@ -222,7 +222,7 @@ async fn leadership_hands_over_between_two_managers() {
     stop_a.cancel();
     run_a.await.unwrap().unwrap();
     eventually("b takes over", DEADLINE, || b.is_leader()).await;
-    eventually("b reconciles", DEADLINE, || log_b.contains("/one=1")).await;
+    eventually("b reconciles", DEADLINE, || log_b.contains("<host>/one=1")).await;
     assert_eq!(holder(&host).await.as_deref(), Some("b"));
     stop_b.cancel();
     run_b.await.unwrap().unwrap();
@@ -258,7 +258,7 @@ async fn serves_metrics_health_and_readiness() {
     eventually(
         "host reconciled (no provider: host included)",
         DEADLINE,
-        || log.contains("/local=1"),
+        || log.contains("<host>/local=1"),
     )
     .await;
     let addr = mgr.http_addr().unwrap();
@@ -267,8 +267,9 @@ async fn serves_metrics_health_and_readiness() {
     assert!(get(addr, "/readyz").await.starts_with("HTTP/1.1 200"));
     let metrics = get(addr, "/metrics").await;
     assert!(
-        metrics
-            .contains(r#"mcr_reconcile_total{controller="configmap",cluster="",result="success"}"#),
+        metrics.contains(
+            r#"mcr_reconcile_total{controller="configmap",cluster="<host>",result="success"}"#
+        ),
         "{metrics}"
     );
     assert!(get(addr, "/nope").await.starts_with("HTTP/1.1 404"));

@@ -11,7 +11,8 @@ use tokio_util::sync::CancellationToken;
 /// [`MultiProvider`](crate::MultiProvider) starts each runnable child with one, so a provider
 /// that runs as a controller on the host cluster (the kubeconfig provider, the namespace
 /// provider, …) lives inside the multi provider unchanged. The cluster keeps its own
-/// [`Cluster::name`]; only the engagement name is prefixed. Tokens pass through untouched, so
+/// [`Cluster::name`]; the engagement name is prefixed, and the manager names the cluster's
+/// cache (its logs and errors) by it. Tokens pass through untouched, so
 /// cancelling one disengages the prefixed cluster.
 ///
 /// ```

@@ -318,7 +318,7 @@ async fn a_host_watching_provider_lives_inside_multi() {
         .await
         .unwrap();
     multi.add("fixed", fixed).await.unwrap();
-    let host = Cluster::new("", host_env.client());
+    let host = Cluster::new(mcr_core::ClusterName::host(), host_env.client());
     multi
         .add(
             "ns",

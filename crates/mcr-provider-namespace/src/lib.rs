@@ -39,7 +39,7 @@
 //! use tokio_util::sync::CancellationToken;
 //!
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
-//! let host = Cluster::new("", kube::Client::try_default().await?);
+//! let host = Cluster::new(mcr_core::ClusterName::host(), kube::Client::try_default().await?);
 //! let provider = NamespaceProvider::new(host, Options {
 //!     label_selector: Some("tenant=true".into()),
 //!     ..Options::default()

@@ -42,7 +42,7 @@ struct Inner {
 /// use mcr_provider_namespace::{NamespaceProvider, Options};
 /// use tokio_util::sync::CancellationToken;
 ///
-/// let host = Cluster::new("", kube::Client::try_default().await?);
+/// let host = Cluster::new(mcr_core::ClusterName::host(), kube::Client::try_default().await?);
 /// let provider = NamespaceProvider::new(host, Options::default());
 /// // Normally handed to the mcr Manager, which starts it.
 /// let registry = Registry::new();

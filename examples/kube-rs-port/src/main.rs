@@ -1,8 +1,9 @@
 //! mcr example: **porting a kube-runtime controller**. `src/single.rs` is an ordinary
 //! kube-runtime controller for one cluster; `src/multi.rs` is the same reconciler on mcr,
 //! reconciling every cluster of a directory of kubeconfigs. `diff src/single.rs src/multi.rs`
-//! shows everything that changes: the context type, where the client comes from, and the
-//! wiring (a provider and a `Manager` instead of an `Api`).
+//! shows everything that changes: `Data` is built per cluster (so its client is the object's
+//! cluster) and the wiring takes a `Manager` (host client + provider, built in `main.rs` as the
+//! single version's client is) instead of an `Api`.
 //!
 //! Both stamp ConfigMaps labelled `mcr.example/port=true` with `mcr.example/reconciled: "true"`.
 //!
@@ -17,6 +18,7 @@ mod multi;
 mod single;
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context as _, Result, bail};
@@ -25,6 +27,8 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::ResourceExt;
 use kube::api::{Api, ObjectMeta, PostParams};
 use mcr_envtest::{Fleet, TestCluster};
+use mcr_manager::Manager;
+use mcr_provider_file::{FileProvider, Options};
 
 /// The label selecting the ConfigMaps both controllers reconcile.
 pub const SELECTOR: &str = "mcr.example/port=true";
@@ -77,6 +81,16 @@ async fn client(kubeconfig: Option<PathBuf>) -> Result<kube::Client> {
     Ok(kube::Client::try_from(config)?)
 }
 
+/// The fleet of the mcr version: the host cluster's client and a provider (here: every
+/// kubeconfig file of `dir`), as the single version gets its one client.
+fn fleet_manager(host: kube::Client, dir: PathBuf) -> Manager {
+    let provider = FileProvider::new(Options {
+        dirs: vec![dir],
+        ..Options::default()
+    });
+    Manager::new(host, Some(Arc::new(provider)))
+}
+
 /// Creates a labelled ConfigMap and waits until the running controller stamped it.
 async fn check(cluster: &TestCluster) -> Result<()> {
     let api: Api<ConfigMap> = Api::namespaced(cluster.client(), "default");
@@ -127,7 +141,7 @@ async fn demo(mode: Mode) -> Result<()> {
                 .start()
                 .await?;
             let host = TestCluster::start("host").await?;
-            let run = multi::run(host.client(), dir.path().to_path_buf());
+            let run = multi::run(fleet_manager(host.client(), dir.path().to_path_buf()));
             (
                 tokio::spawn(run),
                 fleet.clusters().to_vec(),
@@ -158,7 +172,7 @@ async fn main() -> Result<()> {
     let args = Args::parse();
     match (args.mode, args.kubeconfig, args.kubeconfig_dir) {
         (Mode::Single, Some(path), _) => single::run(client(Some(path)).await?).await,
-        (Mode::Multi, host, Some(dir)) => multi::run(client(host).await?, dir).await,
+        (Mode::Multi, host, Some(dir)) => multi::run(fleet_manager(client(host).await?, dir)).await,
         (mode, _, _) => demo(mode).await,
     }
 }

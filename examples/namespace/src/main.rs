@@ -71,7 +71,7 @@ fn error_policy(_: Arc<ConfigMap>, err: &kube::Error, ctx: Context<()>) -> Actio
 /// The whole program: a namespace provider over `client`'s cluster, one controller.
 pub fn manager(client: kube::Client, selector: Option<String>) -> Result<Manager> {
     // One host cluster shared by the manager and the provider: one set of host watches.
-    let host = Cluster::new("", client);
+    let host = Cluster::new(mcr_core::ClusterName::host(), client);
     let provider = NamespaceProvider::new(
         host.clone(),
         Options {

@@ -36,7 +36,7 @@ impl Cache {
                     index: index.name().to_owned(),
                     reason: format!(
                         "cluster \"{}\": already registered for {}, cannot register it for {}",
-                        self.inner.cluster,
+                        self.cluster(),
                         tag.resource(),
                         index.resource()
                     ),
@@ -46,7 +46,7 @@ impl Cache {
         }
         index.install(self);
         names.insert(index.name().to_owned(), index.tag().clone());
-        tracing::debug!(cluster = %self.inner.cluster, index = index.name(), resource = %index.resource(), "field index registered");
+        tracing::debug!(cluster = %self.cluster(), index = index.name(), resource = %index.resource(), "field index registered");
         Ok(())
     }
 

@@ -9,6 +9,7 @@ mod field_index;
 mod indexer;
 mod informer;
 mod key;
+mod name;
 mod shared;
 
 use std::{
@@ -53,6 +54,8 @@ struct State {
 
 struct Inner {
     cluster: ClusterName,
+    /// The name the cluster was engaged under, once it was (see [`Cache::engaged_as`]).
+    engaged_as: std::sync::OnceLock<ClusterName>,
     client: kube::Client,
     state: Mutex<State>,
     /// Field index name -> the type it is registered on.
@@ -88,7 +91,7 @@ pub struct Cache {
 impl std::fmt::Debug for Cache {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Cache")
-            .field("cluster", &self.inner.cluster)
+            .field("cluster", self.cluster())
             .field("informers", &self.informer_count())
             .field("started", &self.is_started())
             .finish()
@@ -108,6 +111,7 @@ impl Cache {
         Cache {
             inner: Arc::new(Inner {
                 cluster,
+                engaged_as: std::sync::OnceLock::new(),
                 client,
                 state: Mutex::new(State::default()),
                 index_names: Mutex::new(HashMap::new()),
@@ -143,6 +147,7 @@ impl Cache {
         Cache {
             inner: Arc::new(Inner {
                 cluster,
+                engaged_as: std::sync::OnceLock::new(),
                 client,
                 state: Mutex::new(State::default()),
                 index_names: Mutex::new(HashMap::new()),
@@ -168,7 +173,7 @@ impl Cache {
         if state.token.is_some() {
             return;
         }
-        tracing::debug!(cluster = %self.inner.cluster, informers = state.informers.len(), "starting cache");
+        tracing::debug!(cluster = %self.cluster(), informers = state.informers.len(), "starting cache");
         for entry in state.informers.values() {
             entry.erased.clone().start(token.clone());
         }
@@ -315,11 +320,11 @@ impl Cache {
         }
         let resource = key.tag.resource();
         let (dyntype, stream) = make(self.inner.client.clone(), &key);
-        let shared = Shared::new(self.inner.cluster.clone(), resource, dyntype, stream);
+        let shared = Shared::new(self.cluster().clone(), resource, dyntype, stream);
         if let Some(token) = &state.token {
             shared.clone().start(token.clone());
         }
-        tracing::debug!(cluster = %self.inner.cluster, resource = %shared.resource(), "informer created");
+        tracing::debug!(cluster = %self.cluster(), resource = %shared.resource(), "informer created");
         state.informers.insert(
             key,
             Entry {
@@ -353,10 +358,10 @@ impl Cache {
         for informer in self.erased() {
             match tokio::time::timeout_at(deadline, informer.wait_ready()).await {
                 Ok(true) => {}
-                Ok(false) => return Err(Error::Stopped(self.inner.cluster.clone())),
+                Ok(false) => return Err(Error::Stopped(self.cluster().clone())),
                 Err(_) => {
                     return Err(Error::SyncTimeout {
-                        cluster: self.inner.cluster.clone(),
+                        cluster: self.cluster().clone(),
                         resource: informer.resource().to_owned(),
                         timeout,
                     });
@@ -386,16 +391,5 @@ impl Cache {
     /// ```
     pub fn informer_count(&self) -> usize {
         lock(&self.inner.state).informers.len()
-    }
-
-    /// The cluster this cache belongs to.
-    ///
-    /// ```no_run
-    /// # fn f(c: mcr_core::Cluster) {
-    /// assert_eq!(c.cache().cluster(), c.name());
-    /// # }
-    /// ```
-    pub fn cluster(&self) -> &ClusterName {
-        &self.inner.cluster
     }
 }

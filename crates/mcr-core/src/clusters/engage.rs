@@ -12,11 +12,18 @@ use crate::{Aware, Cluster, ClusterName, Error, FieldIndex, cache::lock};
 impl Clusters {
     /// Adds and engages `cluster` under [`cluster.name()`](Cluster::name).
     ///
-    /// Refuses a name already present ([`Error::AlreadyEngaged`]). Starts the cache with a
-    /// child token of `parent`, applies every registered field index, waits for the cache to
-    /// sync ([`Error::SyncTimeout`] after [`ClustersOptions::sync_timeout`](crate::ClustersOptions::sync_timeout)) and calls
-    /// [`Aware::engage`] (an error there becomes [`Error::Engage`]). On any failure the child
-    /// token is cancelled and the cluster forgotten.
+    /// Refuses a name already present ([`Error::AlreadyEngaged`]) and the names no member may
+    /// have ([`Error::InvalidName`]: empty, or the host's). Then, in three phases:
+    ///
+    /// 1. **open the informers**: starts the cache with a child token of `parent`, calls
+    ///    [`Aware::engage`] (an error there becomes [`Error::Engage`]), where the manager's
+    ///    controllers open their informers, and applies every registered field index;
+    /// 2. **wait for sync** of every informer opened ([`Error::SyncTimeout`] after
+    ///    [`ClustersOptions::sync_timeout`](crate::ClustersOptions::sync_timeout));
+    /// 3. **activate**: [`get`](Clusters::get) and [`names`](Clusters::names) show the cluster.
+    ///
+    /// On any failure the child token is cancelled (which disengages the cluster wherever it
+    /// was engaged) and the cluster forgotten.
     ///
     /// ```no_run
     /// # async fn f(c: mcr_core::Cluster, aware: &dyn mcr_core::Aware) -> Result<(), mcr_core::Error> {
@@ -32,6 +39,12 @@ impl Clusters {
         aware: &dyn Aware,
     ) -> Result<(), Error> {
         let name = cluster.name().clone();
+        if let Some(reason) = name.member_name_error() {
+            return Err(Error::InvalidName {
+                cluster: name,
+                reason,
+            });
+        }
         let token = parent.child_token();
         let indexes = {
             let mut state = lock(&self.inner.state);
@@ -94,21 +107,26 @@ impl Clusters {
         aware: &dyn Aware,
     ) -> Result<(), Error> {
         let name = cluster.name();
+        // Phase 1, open the informers: start the cache, engage (the manager's controllers open
+        // their informers as they engage), apply the indexes.
         cluster.cache().start(token.clone());
-        for index in indexes {
-            apply_index(cluster, index)?;
-        }
-        tokio::select! {
-            biased;
-            () = token.cancelled() => return Err(Error::Stopped(name.clone())),
-            synced = cluster.cache().wait_for_sync(self.inner.opts.sync_timeout) => synced?,
-        }
         aware
             .engage(token.clone(), name.clone(), cluster.clone())
             .map_err(|err| Error::Engage {
                 cluster: name.clone(),
                 source: Box::new(err),
-            })
+            })?;
+        // After the engagement, so the indexes' informers carry the engaged name.
+        for index in indexes {
+            apply_index(cluster, index)?;
+        }
+        // Phase 2, wait until every informer opened so far has listed. Phase 3, activation
+        // (`get` and `names` show the cluster), is the caller's.
+        tokio::select! {
+            biased;
+            () = token.cancelled() => Err(Error::Stopped(name.clone())),
+            synced = cluster.cache().wait_for_sync(self.inner.opts.sync_timeout) => synced,
+        }
     }
 
     /// Forgets the entry once its token fires (removal, provider stop, parent cancelled).

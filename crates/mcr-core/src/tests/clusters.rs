@@ -70,7 +70,10 @@ async fn clusters_sync_timeout_leaves_nothing_behind() {
     );
     assert!(err.to_string().contains("slow"));
     assert!(clusters.names().is_empty() && clusters.token(&"slow".into()).is_none());
-    assert!(aware.engaged.lock().unwrap().is_empty());
+    // Engaged in phase 1 (to open informers), then disengaged: its token fired.
+    let engaged = aware.engaged.lock().unwrap().clone();
+    assert_eq!(engaged.len(), 1);
+    assert!(engaged.iter().all(|(_, token)| token.is_cancelled()));
     assert!(!parent.is_cancelled());
     // The cache was stopped: its informer reports Stopped, not a pending sync.
     let err = cluster
@@ -201,4 +204,34 @@ async fn clusters_apply_indexes_to_current_and_future_clusters_once() {
     assert!(
         matches!(err, Err(Error::SyncTimeout { ref resource, .. }) if resource == "configmaps")
     );
+}
+
+#[tokio::test]
+async fn no_member_can_be_the_host_or_nameless() {
+    let clusters = Clusters::with_options(short());
+    let parent = CancellationToken::new();
+    let aware = Recorder::default();
+    let registry = Registry::new();
+    for name in [ClusterName::new(""), ClusterName::host(), "<host>".into()] {
+        let cluster = Cluster::new(name.clone(), hanging_client());
+        let err = clusters
+            .add(&parent, cluster.clone(), &aware)
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(err, Error::InvalidName { cluster: ref n, .. } if *n == name),
+            "{name:?}: {err}"
+        );
+        assert!(err.to_string().contains("not a valid member name"), "{err}");
+        assert!(
+            !cluster.cache().is_started(),
+            "a refused cluster is not started"
+        );
+        let err = registry
+            .engage(parent.child_token(), name.clone(), cluster)
+            .unwrap_err();
+        assert!(matches!(err, Error::InvalidName { .. }), "{err}");
+    }
+    assert!(clusters.is_empty() && registry.is_empty());
+    assert!(aware.engaged.lock().unwrap().is_empty());
 }

@@ -49,7 +49,7 @@ use crate::Fleet;
 ///     Ok(Action::await_change())
 /// }
 /// ```
-pub struct Context<T> {
+pub struct Context<T = ()> {
     cluster: Cluster,
     name: ClusterName,
     fleet: Fleet,

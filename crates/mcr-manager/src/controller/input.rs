@@ -10,7 +10,10 @@ use kube::{
 use mcr_core::{Cache, CacheEvent, Cluster, ClusterName, Informer};
 use serde::de::DeserializeOwned;
 
-use super::request::{IntoRequest, Request};
+use super::{
+    request::{IntoRequest, Request},
+    scope::ClusterScope,
+};
 use crate::controller::runner::panic_message;
 
 /// Requests produced by one event: almost always exactly one, so that case does not allocate.
@@ -43,20 +46,35 @@ pub(crate) fn erase_predicate<O>(p: impl Predicate<O> + Send + Sync + 'static) -
 /// Where an input watches.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Scope {
-    /// Every cluster the controller engages.
-    Engaged,
-    /// Only the manager's host cluster, for the controller's whole life.
-    Host,
-    /// The host cluster's cache, subscribed once per engaged cluster (for that cluster's
-    /// lifetime, current objects first) and mapped into that cluster.
+    /// The engaged clusters of this scope (`None` until `register` resolves the controller's
+    /// default).
+    In(Option<ClusterScope>),
+    /// The host cluster's cache, subscribed once per cluster the controller reconciles in (for
+    /// that cluster's lifetime, current objects first) and mapped into that cluster.
     HostPerCluster,
+}
+
+impl Scope {
+    /// Whether this input watches a cluster (the host if `host`) the controller engaged, given
+    /// whether the controller reconciles in it (`target`).
+    pub(crate) fn watches(self, host: bool, target: bool) -> bool {
+        match self {
+            Self::In(scope) => scope.is_some_and(|s| s.includes(host)),
+            Self::HostPerCluster => target,
+        }
+    }
 }
 
 /// One declared input of a controller.
 pub(crate) struct Input<K: Resource> {
     pub(crate) scope: Scope,
     pub(crate) subscribe: InputFn<K>,
+    /// Opens the input's informer in a cache (shared, so the later subscription finds it).
+    pub(crate) open: OpenFn,
 }
+
+/// Opens an informer in a cluster's cache without subscribing to it.
+pub(crate) type OpenFn = Arc<dyn Fn(&Cache) + Send + Sync + 'static>;
 
 /// Subscribes to `informer` (of `cluster`), drops applied events whose predicate value did not
 /// change (per object), and maps each remaining object to requests with `map`. A panic in the

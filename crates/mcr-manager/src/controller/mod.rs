@@ -30,9 +30,11 @@ mod input;
 mod outcome;
 mod request;
 mod runner;
+mod scope;
 
 pub use action::UnreadableAction;
-pub use builder::{Builder, Controller, Start, WatchOptions};
+pub use builder::{Builder, Controller, RunError, Start, WatchOptions};
 pub use context::Context;
 pub use outcome::{ReconcileOutcome, ReconcileResult};
 pub use request::{IntoRequest, Request};
+pub use scope::ClusterScope;

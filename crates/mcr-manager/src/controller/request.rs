@@ -32,7 +32,7 @@ impl<K: Resource> Request<K> {
     /// # use k8s_openapi::api::core::v1::ConfigMap;
     /// # use kube::runtime::reflector::ObjectRef;
     /// # use mcr_manager::Request;
-    /// let req = Request::new("", ObjectRef::<ConfigMap>::new("x").within("ns"));
+    /// let req = Request::new(mcr_core::ClusterName::host(), ObjectRef::<ConfigMap>::new("x").within("ns"));
     /// assert!(req.cluster.is_host());
     /// ```
     pub fn new(cluster: impl Into<ClusterName>, object: ObjectRef<K>) -> Self {

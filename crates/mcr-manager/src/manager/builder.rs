@@ -161,7 +161,7 @@ impl Manager {
     /// A [`ManagerBuilder`] around an existing host [`Cluster`], so that a provider which
     /// watches the host too (such as the namespace provider) shares the manager's host cache
     /// and its watches instead of opening a second set. [`Manager::local`] returns this
-    /// cluster; `cluster("")` answers with it.
+    /// cluster; `cluster(ClusterName::host())` answers with it.
     ///
     /// ```no_run
     /// # fn demo(client: kube::Client) {

@@ -9,12 +9,12 @@ use super::Manager;
 use crate::Error;
 
 impl Manager {
-    /// The cluster of that name: the host cluster for the empty name, otherwise an engaged
-    /// cluster or the provider's; `Error::ClusterNotFound` if there is none.
+    /// The cluster of that name: the host cluster for [`ClusterName::host`], otherwise an
+    /// engaged cluster or the provider's; `Error::ClusterNotFound` if there is none.
     ///
     /// ```no_run
     /// # async fn demo(mgr: mcr_manager::Manager) -> Result<(), mcr_core::Error> {
-    /// let host = mgr.cluster("").await?;
+    /// let host = mgr.cluster(mcr_core::ClusterName::host()).await?;
     /// let east = mgr.cluster("east").await?;
     /// # Ok(()) }
     /// ```
@@ -32,7 +32,7 @@ impl Manager {
         }
     }
 
-    /// Names of engaged clusters (and `""` for the host) whose caches have not synced yet.
+    /// Names of engaged clusters (and [`ClusterName::host`] for the host) whose caches have not synced yet.
     /// `/readyz` does not wait for these (see [`Manager::is_ready`]); `/clusters` and the
     /// `mcr_cluster_synced` metric report them.
     ///
@@ -45,10 +45,11 @@ impl Manager {
         let mut out: Vec<ClusterName> = self
             .inner
             .fleet
-            .read()
-            .iter()
-            .filter(|(_, (c, t))| !t.is_cancelled() && !c.cache().is_synced())
-            .map(|(n, _)| n.clone())
+            .members()
+            .engagements()
+            .into_iter()
+            .filter(|(_, c, _)| !c.cache().is_synced())
+            .map(|(n, _, _)| n)
             .collect();
         if self.inner.host.cache().is_started() && !self.inner.host.cache().is_synced() {
             out.push(ClusterName::host());
@@ -88,9 +89,10 @@ impl Manager {
         let engaged: Vec<Cluster> = self
             .inner
             .fleet
-            .read()
-            .values()
-            .map(|(c, _)| c.clone())
+            .members()
+            .engagements()
+            .into_iter()
+            .map(|(_, c, _)| c)
             .collect();
         for cluster in engaged {
             // Clusters engaged by hand (not through the provider) get it too; idempotent.
@@ -113,53 +115,27 @@ impl Aware for Manager {
         name: ClusterName,
         cluster: Cluster,
     ) -> Result<(), mcr_core::Error> {
-        if name.is_host() {
-            return Err(mcr_core::Error::Engage {
-                cluster: name,
-                source: "the empty name is reserved for the host cluster".into(),
-            });
-        }
-        let rt = match tokio::runtime::Handle::try_current() {
-            Ok(rt) => rt,
-            Err(err) => {
-                return Err(mcr_core::Error::Engage {
-                    cluster: name,
-                    source: Box::new(err),
-                });
-            }
-        };
+        // Refuses the empty name and the host's (`Error::InvalidName`).
         let runnables = {
             // Lock order: state, then the fleet (so `add` sees each engagement exactly once).
             let state = self.state();
-            let mut members = self.inner.fleet.write();
-            if let Some((current, t)) = members.get(&name)
-                && current.same_instance(&cluster)
-                && !t.is_cancelled()
+            // The fleet forgets the member when `token` fires.
+            if !self
+                .inner
+                .fleet
+                .members()
+                .record(token.clone(), name.clone(), cluster.clone())?
             {
-                return Ok(());
+                return Ok(()); // the same instance, already engaged
             }
-            members.insert(name.clone(), (cluster.clone(), token.clone()));
             state.runnables.clone()
         };
+        // Known by the engaged name in the cache's logs and errors, and its informers'.
+        cluster.cache().engaged_as(&name);
         // Providers start the cache before engaging (`Clusters::add`); a cluster engaged by
         // hand may not have: start it for the engagement's lifetime (a no-op if started).
         cluster.cache().start(token.child_token());
         debug!(cluster = %name, "cluster engaged");
-        let weak = self.downgrade();
-        let (gone_name, gone_id, gone_token) = (name.clone(), cluster.id(), token.clone());
-        rt.spawn(async move {
-            gone_token.cancelled().await;
-            let Some(inner) = weak.upgrade() else { return };
-            let mgr = Manager { inner };
-            let mut members = mgr.inner.fleet.write();
-            if members
-                .get(&gone_name)
-                .is_some_and(|(c, _)| c.id() == gone_id)
-            {
-                members.remove(&gone_name);
-                debug!(cluster = %gone_name, "cluster disengaged");
-            }
-        });
         for runnable in runnables {
             if let Err(err) = runnable.engage(token.clone(), name.clone(), cluster.clone()) {
                 warn!(runnable = runnable.name(), cluster = %name, error = %ErrorChain(&err), "engage failed");

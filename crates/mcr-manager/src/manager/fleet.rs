@@ -1,19 +1,12 @@
 //! [`Fleet`]: the host cluster and the engaged clusters, readable without `await`.
 //!
-//! The manager records every engagement here; controllers hand a clone to each
-//! [`Context`](crate::Context), so a reconcile reaches the host or another member without a
-//! `Manager` in its data (a `Fleet` holds no controllers, so there is no reference cycle).
+//! The manager records every engagement here, once: the members are an
+//! [`mcr_core::Registry`] (the one implementation of membership, which forgets a member when its
+//! engagement token fires). Controllers hand a clone to each [`Context`](crate::Context), so a
+//! reconcile reaches the host or another member without a `Manager` in its data (a `Fleet`
+//! holds no controllers, so there is no reference cycle).
 
-use std::{
-    collections::HashMap,
-    sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard},
-};
-
-use mcr_core::{Cluster, ClusterName, ClusterNotFound};
-use tokio_util::sync::CancellationToken;
-
-/// The engaged clusters: name → (instance, engagement token).
-pub(crate) type Members = HashMap<ClusterName, (Cluster, CancellationToken)>;
+use mcr_core::{Cluster, ClusterName, ClusterNotFound, Registry};
 
 /// The host cluster and the clusters engaged right now. Cheap to clone (clones share the
 /// membership); every lookup is synchronous and takes a read lock only.
@@ -31,7 +24,7 @@ pub(crate) type Members = HashMap<ClusterName, (Cluster, CancellationToken)>;
 #[derive(Clone)]
 pub struct Fleet {
     host: Cluster,
-    members: Arc<RwLock<Members>>,
+    members: Registry,
 }
 
 impl Fleet {
@@ -39,7 +32,7 @@ impl Fleet {
     pub(crate) fn new(host: Cluster) -> Self {
         Self {
             host,
-            members: Arc::default(),
+            members: Registry::new(),
         }
     }
 
@@ -69,11 +62,9 @@ impl Fleet {
         if name.is_host() {
             return Ok(self.host.clone());
         }
-        self.read()
+        self.members
             .get(name)
-            .filter(|(_, token)| !token.is_cancelled())
-            .map(|(cluster, _)| cluster.clone())
-            .ok_or_else(|| ClusterNotFound(name.clone()))
+            .map_err(|_| ClusterNotFound(name.clone()))
     }
 
     /// The names of the engaged clusters (not the host), sorted.
@@ -84,28 +75,12 @@ impl Fleet {
     /// # }
     /// ```
     pub fn names(&self) -> Vec<ClusterName> {
-        let mut names: Vec<ClusterName> = self
-            .read()
-            .iter()
-            .filter(|(_, (_, token))| !token.is_cancelled())
-            .map(|(name, _)| name.clone())
-            .collect();
-        names.sort();
-        names
+        self.members.names()
     }
 
-    pub(crate) fn read(&self) -> RwLockReadGuard<'_, Members> {
-        match self.members.read() {
-            Ok(guard) => guard,
-            Err(poisoned) => poisoned.into_inner(),
-        }
-    }
-
-    pub(crate) fn write(&self) -> RwLockWriteGuard<'_, Members> {
-        match self.members.write() {
-            Ok(guard) => guard,
-            Err(poisoned) => poisoned.into_inner(),
-        }
+    /// The members (the engaged clusters, not the host), kept by the manager's engagements.
+    pub(crate) fn members(&self) -> &Registry {
+        &self.members
     }
 }
 

@@ -16,7 +16,7 @@ use std::{
     collections::HashSet,
     net::SocketAddr,
     sync::{
-        Arc, Mutex, MutexGuard, Weak,
+        Arc, Mutex, MutexGuard,
         atomic::{AtomicBool, Ordering},
     },
 };
@@ -90,7 +90,7 @@ impl std::fmt::Debug for Manager {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Manager")
             .field("provider", &self.inner.provider.is_some())
-            .field("engaged", &self.inner.fleet.read().len())
+            .field("engaged", &self.inner.fleet.members().len())
             .finish_non_exhaustive()
     }
 }
@@ -186,13 +186,7 @@ impl Manager {
         let (engaged, running) = {
             let mut state = self.state();
             state.runnables.push(runnable.clone());
-            let engaged: Vec<_> = self
-                .inner
-                .fleet
-                .read()
-                .iter()
-                .map(|(n, (c, t))| (n.clone(), c.clone(), t.clone()))
-                .collect();
+            let engaged = self.inner.fleet.members().engagements();
             (engaged, state.running.clone())
         };
         for (name, cluster, token) in engaged {
@@ -219,9 +213,5 @@ impl Manager {
             return Err(BuilderError::DuplicateName { controller: name }.into());
         }
         self.add(controller)
-    }
-
-    fn downgrade(&self) -> Weak<Inner> {
-        Arc::downgrade(&self.inner)
     }
 }

@@ -84,11 +84,11 @@ impl Manager {
         let mut out: Vec<ClusterStatus> = self
             .inner
             .fleet
-            .read()
-            .iter()
-            .filter(|(_, (_, t))| !t.is_cancelled())
-            .map(|(n, (c, _))| ClusterStatus {
-                name: n.clone(),
+            .members()
+            .engagements()
+            .into_iter()
+            .map(|(name, c, _)| ClusterStatus {
+                name,
                 synced: c.cache().is_synced(),
                 credentials: c.credentials().map(|h| h.status()),
             })

@@ -128,7 +128,7 @@ impl Metrics {
         let synced = Family::<[(&'static str, String); 1], Gauge>::default();
         registry.register(
             "mcr_cluster_synced",
-            "Whether the engaged cluster's caches have synced (1) or not (0); host: cluster=\"\"",
+            "Whether the engaged cluster's caches have synced (1) or not (0); host: cluster=\"<host>\"",
             synced.clone(),
         );
         registry.register("mcr_reconcile", "Reconciles by result", reconciles.clone());

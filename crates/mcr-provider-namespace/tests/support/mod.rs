@@ -75,7 +75,7 @@ pub struct Running {
 
 impl Running {
     pub fn start(env: TestCluster, opts: Options) -> Running {
-        let host = Cluster::new("", env.client());
+        let host = Cluster::new(mcr_core::ClusterName::host(), env.client());
         let provider = NamespaceProvider::new(host.clone(), opts);
         let registry = Registry::new();
         let token = CancellationToken::new();

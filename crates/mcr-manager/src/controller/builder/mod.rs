@@ -27,6 +27,7 @@
 mod limits;
 mod options;
 mod register;
+mod run;
 mod start;
 mod watch_options;
 mod watches;
@@ -37,7 +38,7 @@ use kube::Resource;
 use mcr_core::{Cache, Cluster, ClusterName, Informer};
 use serde::de::DeserializeOwned;
 
-pub use self::watch_options::WatchOptions;
+pub use self::{run::RunError, watch_options::WatchOptions};
 use super::runner::Limits;
 use super::{
     input::{Batch, Input, InputFn, PredicateFn, PrimaryFn, Scope, subscribe_filtered},
@@ -91,6 +92,8 @@ where
     name: String,
     dyntype: K::DynamicType,
     primary: PrimaryFn<K>,
+    /// The scope of the reconciled type (`None`: the controller's default).
+    primary_scope: Option<super::ClusterScope>,
     primary_watch: bool,
     inputs: Vec<Input<K>>,
     triggers: Vec<futures::stream::BoxStream<'static, Request<K>>>,
@@ -131,6 +134,7 @@ where
             name,
             dyntype,
             primary,
+            primary_scope: None,
             primary_watch: true,
             inputs: Vec::new(),
             triggers: Vec::new(),
@@ -158,14 +162,23 @@ where
         O::DynamicType: Clone + Eq + Hash + Send + Sync + 'static,
     {
         let map = Arc::new(map);
+        let open = Arc::new(open);
+        let opener = open.clone();
         let subscribe: InputFn<K> = Arc::new(move |cluster: &Cluster, name: &ClusterName| {
-            let informer = open(cluster.cache());
+            let informer = opener(cluster.cache());
             let map = map.clone();
             let name = name.clone();
             let cluster = name.clone();
             subscribe_filtered(informer, cluster, predicate.clone(), move |o| map(o, &name))
         });
-        self.inputs.push(Input { scope, subscribe });
+        let open = Arc::new(move |cache: &Cache| {
+            open(cache);
+        });
+        self.inputs.push(Input {
+            scope,
+            subscribe,
+            open,
+        });
         self
     }
 }

@@ -63,7 +63,10 @@ where
         self
     }
 
-    /// Whether the manager's host cluster is engaged (default: only when there is no provider).
+    /// Whether the controller's default [scope](crate::ClusterScope) includes the manager's
+    /// host cluster (default: only when the manager has no provider). The default scope
+    /// applies to every input that does not choose one with
+    /// [`WatchOptions::scope`](crate::WatchOptions::scope).
     ///
     /// ```no_run
     /// # fn demo(b: mcr_manager::Builder<k8s_openapi::api::core::v1::ConfigMap>) {
@@ -76,7 +79,8 @@ where
         self
     }
 
-    /// Whether the provider's clusters are engaged (default: yes).
+    /// Whether the controller's default [scope](crate::ClusterScope) includes the provider's
+    /// clusters (default: yes).
     ///
     /// ```no_run
     /// # fn demo(b: mcr_manager::Builder<k8s_openapi::api::core::v1::ConfigMap>) {
@@ -89,8 +93,8 @@ where
         self
     }
 
-    /// Engage only the provider clusters for which `filter` returns true. The host cluster
-    /// (when engaged, see [`include_host`](Self::include_host)) is not filtered unless
+    /// Engage only the provider clusters for which `filter` returns true, for every input
+    /// whatever its [scope](crate::ClusterScope). The host cluster is not filtered unless
     /// [`filter_host`](Self::filter_host) asks for it.
     ///
     /// ```no_run

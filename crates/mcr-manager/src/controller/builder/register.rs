@@ -9,9 +9,11 @@ use super::Builder;
 use crate::{
     Error,
     controller::{
+        ClusterScope,
         context::Context,
+        input::Scope,
         request::Request,
-        runner::{ControllerTask, Spec, Target},
+        runner::{ControllerTask, Data, Spec, Target},
     },
     error::BuilderError,
 };
@@ -53,7 +55,7 @@ where
         E: std::error::Error + Send + 'static,
         P: Fn(Arc<K>, &E, Context<Ctx>) -> Action + Send + Sync + 'static,
     {
-        self.hand_over(reconcile, error_policy, data)
+        self.hand_over(reconcile, error_policy, Data::Shared(data))
     }
 
     /// Like [`register`](Self::register), keyed on the request instead of the object: the
@@ -99,14 +101,14 @@ where
         E: std::error::Error + Send + 'static,
         P: Fn(Request<K>, &E, Context<Ctx>) -> Action + Send + Sync + 'static,
     {
-        self.hand_over(reconcile, error_policy, data)
+        self.hand_over(reconcile, error_policy, Data::Shared(data))
     }
 
-    fn hand_over<T, Ctx, R, P, Fut, E>(
+    pub(super) fn hand_over<T, Ctx, R, P, Fut, E>(
         self,
         reconcile: R,
         error_policy: P,
-        data: Arc<Ctx>,
+        data: Data<Ctx>,
     ) -> Result<(), Error>
     where
         T: Target<K>,
@@ -123,13 +125,28 @@ where
         if self.inputs.is_empty() && self.triggers.is_empty() {
             return Err(BuilderError::NoWatches { controller }.into());
         }
-        if !self.include_host && !self.include_provider {
+        // Every input without a scope of its own takes the controller's default.
+        let Some(default) = ClusterScope::from_flags(self.include_host, self.include_provider)
+        else {
             return Err(BuilderError::NoClusters { controller }.into());
+        };
+        let primary_scope = self.primary_scope.unwrap_or(default);
+        let mut inputs = self.inputs;
+        for input in &mut inputs {
+            if let Scope::In(scope) = &mut input.scope {
+                scope.get_or_insert(default);
+            }
         }
+        // A kind of cluster is engaged at all if the reconciled type or any input is there.
+        let wanted = |host: bool| {
+            primary_scope.includes(host) || inputs.iter().any(|i| i.scope.watches(host, false))
+        };
+        let (include_host, include_provider) = (wanted(true), wanted(false));
         let spec = Spec {
             name: self.name,
             primary: self.primary,
-            inputs: self.inputs,
+            primary_scope,
+            inputs,
             triggers: self.triggers,
             // kube-runtime's meaning: 0 is unbounded.
             concurrency: if self.concurrency == 0 {
@@ -138,8 +155,8 @@ where
                 self.concurrency
             },
             debounce: self.debounce,
-            include_host: self.include_host,
-            include_provider: self.include_provider,
+            include_host,
+            include_provider,
             filter: self.filter,
             filter_host: self.filter_host,
             retry_when_gone: self.retry_when_gone,

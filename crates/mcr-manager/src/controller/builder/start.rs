@@ -26,7 +26,8 @@ impl Start {
         self
     }
 
-    /// Reconcile `K`, triggered by changes to `K` in every engaged cluster.
+    /// Reconcile `K`, triggered by changes to `K` in every engaged cluster of the
+    /// controller's default [scope](crate::ClusterScope).
     ///
     /// ```no_run
     /// # fn demo(mgr: mcr_manager::Manager) {
@@ -41,7 +42,8 @@ impl Start {
     }
 
     /// Like [`for_`](Self::for_), with a dynamic type (e.g. `DynamicObject` + `ApiResource`)
-    /// and selectors / a predicate.
+    /// and selectors / a predicate / a [scope](crate::ClusterScope), which decides where
+    /// reconciles run.
     ///
     /// ```no_run
     /// use kube::{api::{ApiResource, DynamicObject, GroupVersionKind}};
@@ -65,9 +67,10 @@ impl Start {
         let name = self
             .name
             .unwrap_or_else(|| K::kind(&dyntype).to_ascii_lowercase());
-        let builder = Builder::new(self.mgr, name, dyntype, primary);
+        let mut builder = Builder::new(self.mgr, name, dyntype, primary);
+        builder.primary_scope = opts.scope;
         builder.add_input(
-            Scope::Engaged,
+            Scope::In(opts.scope),
             move |cache| open(cache),
             opts.predicate,
             move |obj: &Arc<K>, cluster: &ClusterName| {
@@ -99,8 +102,10 @@ impl Start {
         let name = self
             .name
             .unwrap_or_else(|| K::kind(&()).to_ascii_lowercase());
-        Builder::new(self.mgr, name, (), primary).add_input(
-            Scope::Engaged,
+        let mut builder = Builder::new(self.mgr, name, (), primary);
+        builder.primary_scope = opts.scope;
+        builder.add_input(
+            Scope::In(opts.scope),
             move |cache| open(cache),
             opts.predicate,
             |obj: &Arc<PartialObjectMeta<K>>, cluster: &ClusterName| {

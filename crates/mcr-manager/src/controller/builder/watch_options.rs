@@ -5,10 +5,13 @@ use std::fmt::Debug;
 use kube::runtime::{Predicate, watcher};
 use mcr_core::InformerOptions;
 
-use crate::controller::input::{PredicateFn, erase_predicate};
+use crate::controller::{
+    input::{PredicateFn, erase_predicate},
+    scope::ClusterScope,
+};
 
-/// kube-runtime's [`watcher::Config`] (selectors, timeout, page size, list semantic, ...) and
-/// a predicate for one watched input. A `watcher::Config` converts into it, so a kube-runtime
+/// kube-runtime's [`watcher::Config`] (selectors, timeout, page size, list semantic, ...), a
+/// predicate and the [clusters](ClusterScope) of one watched input. A `watcher::Config` converts into it, so a kube-runtime
 /// input's configuration ports unchanged:
 ///
 /// ```
@@ -31,6 +34,7 @@ use crate::controller::input::{PredicateFn, erase_predicate};
 pub struct WatchOptions<O> {
     pub(super) informer: InformerOptions,
     pub(super) predicate: Option<PredicateFn<O>>,
+    pub(super) scope: Option<ClusterScope>,
 }
 
 impl<O> Default for WatchOptions<O> {
@@ -38,6 +42,7 @@ impl<O> Default for WatchOptions<O> {
         Self {
             informer: InformerOptions::default(),
             predicate: None,
+            scope: None,
         }
     }
 }
@@ -47,6 +52,7 @@ impl<O> Debug for WatchOptions<O> {
         f.debug_struct("WatchOptions")
             .field("informer", &self.informer)
             .field("predicate", &self.predicate.is_some())
+            .field("scope", &self.scope)
             .finish()
     }
 }
@@ -56,6 +62,7 @@ impl<O> From<watcher::Config> for WatchOptions<O> {
         Self {
             informer: config.into(),
             predicate: None,
+            scope: None,
         }
     }
 }
@@ -118,6 +125,21 @@ impl<O> WatchOptions<O> {
     #[must_use]
     pub fn predicate(mut self, predicate: impl Predicate<O> + Send + Sync + 'static) -> Self {
         self.predicate = Some(erase_predicate(predicate));
+        self
+    }
+
+    /// Watch in these clusters: the host, the provider's clusters, or both (default: the
+    /// controller's, see [`ClusterScope`]). On the reconciled type (`for_*`) it decides where
+    /// reconciles run.
+    ///
+    /// ```
+    /// # use k8s_openapi::api::core::v1::Secret;
+    /// use mcr_manager::{ClusterScope, WatchOptions};
+    /// let opts = WatchOptions::<Secret>::new().labels("sync=true").scope(ClusterScope::Host);
+    /// ```
+    #[must_use]
+    pub fn scope(mut self, scope: ClusterScope) -> Self {
+        self.scope = Some(scope);
         self
     }
 }

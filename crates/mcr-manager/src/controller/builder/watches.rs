@@ -7,7 +7,10 @@ use mcr_core::{Cache, ClusterName};
 use serde::de::DeserializeOwned;
 
 use super::{
-    super::input::{Scope, mapped_requests, owner_requests},
+    super::{
+        input::{Scope, mapped_requests, owner_requests},
+        scope::ClusterScope,
+    },
     Builder, IntoRequest, WatchOptions,
 };
 
@@ -53,7 +56,7 @@ where
         let owner = self.dyntype.clone();
         let informer = opts.informer;
         self.add_input(
-            Scope::Engaged,
+            Scope::In(opts.scope),
             move |cache: &Cache| cache.informer_with::<C>(dyntype.clone(), informer.clone()),
             opts.predicate,
             move |child: &Arc<C>, cluster: &ClusterName| {
@@ -80,7 +83,7 @@ where
         let owner = self.dyntype.clone();
         let informer = opts.informer;
         self.add_input(
-            Scope::Engaged,
+            Scope::In(opts.scope),
             move |cache: &Cache| cache.metadata_informer::<C>((), informer.clone()),
             opts.predicate,
             move |child: &Arc<PartialObjectMeta<C>>, cluster: &ClusterName| {
@@ -151,7 +154,7 @@ where
     {
         let informer = opts.informer;
         self.add_input(
-            Scope::Engaged,
+            Scope::In(opts.scope),
             move |cache: &Cache| cache.informer_with::<O>(dyntype.clone(), informer.clone()),
             opts.predicate,
             move |obj: &Arc<O>, cluster: &ClusterName| mapped_requests(&mapper, obj, cluster),
@@ -184,7 +187,7 @@ where
     {
         let informer = opts.informer;
         self.add_input(
-            Scope::Engaged,
+            Scope::In(opts.scope),
             move |cache: &Cache| cache.metadata_informer::<O>((), informer.clone()),
             opts.predicate,
             move |obj: &Arc<PartialObjectMeta<O>>, cluster: &ClusterName| {
@@ -193,9 +196,10 @@ where
         )
     }
 
-    /// Watch `O` in the manager's host cluster only (whether or not the controller engages
-    /// the host) and reconcile what `mapper` returns, typically [`Request`](crate::Request)s
-    /// for provider clusters: the sync-local-to-remote pattern.
+    /// Watch `O` in the manager's host cluster only and reconcile what `mapper` returns,
+    /// typically [`Request`](crate::Request)s for provider clusters: the sync-local-to-remote
+    /// pattern. Short for [`watches_with`](Self::watches_with) with
+    /// [`WatchOptions::scope`]`(`[`ClusterScope::Host`]`)`.
     ///
     /// ```no_run
     /// # use std::sync::Arc;
@@ -229,7 +233,7 @@ where
     {
         let informer = opts.informer;
         self.add_input(
-            Scope::Host,
+            Scope::In(Some(ClusterScope::Host)),
             move |cache: &Cache| cache.informer_with::<O>((), informer.clone()),
             opts.predicate,
             move |obj: &Arc<O>, cluster: &ClusterName| mapped_requests(&mapper, obj, cluster),

@@ -1,16 +1,18 @@
 //! Cluster engagement: subscribing a cluster's inputs, following its cache sync, and dropping
 //! it (and its queued requests) when it leaves or is replaced.
 
-use std::{fmt::Debug, future::Future, hash::Hash, time::Duration};
+use std::{
+    fmt::Debug, future::Future, hash::Hash, panic::AssertUnwindSafe, sync::Arc, time::Duration,
+};
 
 use futures::StreamExt;
 use kube::{Resource, runtime::controller::Action};
 use mcr_core::{BoxFuture, Cache, Cluster, ClusterId, ClusterName, Informer};
 use serde::de::DeserializeOwned;
 use tokio_util::sync::CancellationToken;
-use tracing::{debug, trace, warn};
+use tracing::{debug, error, trace, warn};
 
-use super::{Engagement, Loop, Target};
+use super::{Data, Engagement, Loop, Target, panic_message};
 use crate::{
     controller::{context::Context, input::Scope},
     metrics::ClusterMetrics,
@@ -31,6 +33,12 @@ where
     pub(super) ctx: Context<Ctx>,
     pub(super) metrics: ClusterMetrics,
     pub(super) restarts: Vec<Box<dyn Fn() -> u64 + Send + Sync>>,
+}
+
+/// A cluster the loop only watches (see `Loop::watch_only`).
+pub(super) struct Watched {
+    id: ClusterId,
+    pub(super) token: CancellationToken,
 }
 
 /// A sync check that ended: the cluster, its instance, the attempt, and the result (`None` if
@@ -58,6 +66,10 @@ where
             return;
         }
         let name = e.name;
+        let host = name.is_host();
+        if !self.spec.primary_scope.includes(host) {
+            return self.watch_only(e.token, name, e.cluster);
+        }
         let mut metrics = None;
         if let Some(current) = self.engaged.get(&name) {
             if current.cluster.same_instance(&e.cluster) && !current.token.is_cancelled() {
@@ -70,31 +82,16 @@ where
         }
         let token = e.token.child_token();
         let cluster = e.cluster;
+        let Some(data) = self.data_for(&name, &cluster, &token) else {
+            token.cancel();
+            return;
+        };
         let primary = (self.spec.primary)(cluster.cache());
-        let mut restarts = Vec::new();
-        for input in self.spec.inputs.iter() {
-            let source = match input.scope {
-                Scope::Engaged => &cluster,
-                Scope::HostPerCluster => &self.spec.host,
-                Scope::Host => continue,
-            };
-            let sub = (input.subscribe)(source, &name);
-            restarts.push(sub.restarts);
-            self.streams.push(
-                sub.stream
-                    .take_until(token.clone().cancelled_owned())
-                    .boxed(),
-            );
-        }
+        let restarts = self.subscribe_inputs(&cluster, &name, &token, true);
         let metrics =
             metrics.unwrap_or_else(|| self.spec.metrics.cluster(&self.spec.name, name.as_str()));
         let id = cluster.id();
-        let gone_token = token.clone();
-        let gone_name = name.clone();
-        self.gones.push(Box::pin(async move {
-            gone_token.cancelled().await;
-            (gone_name, id)
-        }));
+        self.forget_when_gone(&name, id, &token);
         self.syncs.push(sync_check(
             cluster.cache().clone(),
             name.clone(),
@@ -103,14 +100,9 @@ where
             token.clone(),
         ));
         debug!(controller = %self.spec.name, cluster = %name, "cluster engaged");
-        let ctx = Context::in_fleet(
-            name.clone(),
-            cluster.clone(),
-            self.spec.fleet.clone(),
-            self.task.data.clone(),
-        )
-        .with_primary(primary.clone())
-        .with_cancellation(token.clone());
+        let ctx = Context::in_fleet(name.clone(), cluster.clone(), self.spec.fleet.clone(), data)
+            .with_primary(primary.clone())
+            .with_cancellation(token.clone());
         self.engaged.insert(
             name,
             Engaged {
@@ -125,7 +117,94 @@ where
         self.engaged_gauge.set(self.engaged.len() as i64);
     }
 
+    /// The user data of reconciles in this cluster; `None` if building it panicked (logged;
+    /// the cluster is not engaged by this controller).
+    fn data_for(
+        &self,
+        name: &ClusterName,
+        cluster: &Cluster,
+        token: &CancellationToken,
+    ) -> Option<Arc<Ctx>> {
+        match &self.task.data {
+            Data::Shared(data) => Some(data.clone()),
+            Data::PerCluster(make) => {
+                let fleet = self.spec.fleet.clone();
+                let ctx = Context::in_fleet(name.clone(), cluster.clone(), fleet, Arc::new(()))
+                    .with_cancellation(token.clone());
+                let built = std::panic::catch_unwind(AssertUnwindSafe(|| make(&ctx)));
+                built
+                    .inspect_err(|panic| {
+                        error!(
+                            controller = %self.spec.name, cluster = %name,
+                            panic = %panic_message(panic.as_ref()),
+                            "building the cluster's data panicked; the cluster is not reconciled"
+                        );
+                    })
+                    .ok()
+            }
+        }
+    }
+
+    /// A cluster outside the reconciled type's scope: only the inputs whose scope includes it
+    /// watch it (no primary cache, no queue, no reconciles there).
+    fn watch_only(&mut self, parent: CancellationToken, name: ClusterName, cluster: Cluster) {
+        if let Some(current) = self.watched.get(&name) {
+            if current.id == cluster.id() && !current.token.is_cancelled() {
+                return;
+            }
+            current.token.cancel();
+        }
+        let token = parent.child_token();
+        self.subscribe_inputs(&cluster, &name, &token, false);
+        let id = cluster.id();
+        self.forget_when_gone(&name, id, &token);
+        debug!(controller = %self.spec.name, cluster = %name, "cluster watched (no reconciles there)");
+        self.watched.insert(name, Watched { id, token });
+    }
+
+    /// Subscribes every input that watches `cluster` (a `target` when reconciles run there)
+    /// until `token` fires; returns their restart counters.
+    fn subscribe_inputs(
+        &mut self,
+        cluster: &Cluster,
+        name: &ClusterName,
+        token: &CancellationToken,
+        target: bool,
+    ) -> Vec<Box<dyn Fn() -> u64 + Send + Sync>> {
+        let mut restarts = Vec::new();
+        for input in self.spec.inputs.iter() {
+            if !input.scope.watches(name.is_host(), target) {
+                continue;
+            }
+            let source = match input.scope {
+                Scope::In(_) => cluster,
+                Scope::HostPerCluster => &self.spec.host,
+            };
+            let sub = (input.subscribe)(source, name);
+            restarts.push(sub.restarts);
+            self.streams.push(
+                sub.stream
+                    .take_until(token.clone().cancelled_owned())
+                    .boxed(),
+            );
+        }
+        restarts
+    }
+
+    fn forget_when_gone(&mut self, name: &ClusterName, id: ClusterId, token: &CancellationToken) {
+        let (gone_name, gone_token) = (name.clone(), token.clone());
+        self.gones.push(Box::pin(async move {
+            gone_token.cancelled().await;
+            (gone_name, id)
+        }));
+    }
+
     pub(super) fn disengage(&mut self, name: &ClusterName, id: ClusterId) {
+        if self.watched.get(name).is_some_and(|w| w.id == id) {
+            self.watched.remove(name);
+            debug!(controller = %self.spec.name, cluster = %name, "cluster no longer watched");
+            return;
+        }
         if self.engaged.get(name).is_none_or(|e| e.cluster.id() != id) {
             return; // an instance that was already replaced
         }

@@ -4,18 +4,13 @@ use std::{fmt::Debug, future::Future, hash::Hash};
 
 use futures::StreamExt;
 use kube::{Resource, runtime::controller::Action};
-use mcr_core::ClusterName;
 use serde::de::DeserializeOwned;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::trace;
 
 use super::{Loop, Target};
-use crate::controller::{
-    context::Context,
-    input::{Batch, Scope},
-    request::Request,
-};
+use crate::controller::{context::Context, input::Batch, request::Request};
 
 impl<K, T, Ctx, R, P, Fut, E> Loop<'_, K, T, Ctx, R, P, Fut, E>
 where
@@ -28,17 +23,8 @@ where
     E: std::error::Error + Send + 'static,
     P: Fn(T, &E, Context<Ctx>) -> Action + Send + Sync + 'static,
 {
-    /// Host-scoped inputs and raw triggers live as long as the controller.
+    /// Raw triggers live as long as the controller.
     pub(super) fn start_static_inputs(&mut self, stop: &CancellationToken) {
-        let host = ClusterName::host();
-        for input in self.spec.inputs.iter().filter(|i| i.scope == Scope::Host) {
-            let sub = (input.subscribe)(&self.spec.host, &host);
-            self.streams.push(
-                sub.stream
-                    .take_until(stop.clone().cancelled_owned())
-                    .boxed(),
-            );
-        }
         for trigger in self.spec.triggers.drain(..) {
             self.streams.push(
                 trigger

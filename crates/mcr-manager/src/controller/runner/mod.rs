@@ -50,10 +50,10 @@ use tokio::{
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
-use self::engage::{Engaged, SyncDone};
+use self::engage::{Engaged, SyncDone, Watched};
 use super::{
     context::Context,
-    input::{Batch, Input, PrimaryFn},
+    input::{Batch, Input, OpenFn, PrimaryFn, Scope},
     request::Request,
 };
 use crate::{error::BoxError, metrics::Metrics, queue::WorkQueue, runnable::Runnable};
@@ -75,11 +75,15 @@ where
 {
     pub(crate) name: String,
     pub(crate) primary: PrimaryFn<K>,
+    /// Where reconciles run (the reconciled type's scope).
+    pub(crate) primary_scope: crate::ClusterScope,
     pub(crate) inputs: Vec<Input<K>>,
     pub(crate) triggers: Vec<BoxStream<'static, Request<K>>>,
     pub(crate) concurrency: usize,
     pub(crate) debounce: Duration,
+    /// Whether the host is engaged at all (the reconciled type or an input is there).
     pub(crate) include_host: bool,
+    /// Whether provider clusters are engaged at all.
     pub(crate) include_provider: bool,
     pub(crate) filter: Option<ClusterFilter>,
     pub(crate) filter_host: bool,
@@ -90,6 +94,16 @@ where
     pub(crate) fleet: crate::Fleet,
     pub(crate) metrics: Metrics,
 }
+
+/// The user data a controller's reconciles get: one value for every cluster, or one built per
+/// engaged cluster (see `Builder::register_per_cluster`).
+pub(crate) enum Data<Ctx> {
+    Shared(Arc<Ctx>),
+    PerCluster(DataFn<Ctx>),
+}
+
+/// Builds one cluster's user data from its context.
+pub(crate) type DataFn<Ctx> = Arc<dyn Fn(&Context) -> Arc<Ctx> + Send + Sync>;
 
 struct Engagement {
     token: CancellationToken,
@@ -105,13 +119,15 @@ where
 {
     spec: Mutex<Option<Spec<K>>>,
     name: String,
+    /// Opens the informers a provider cluster needs, as it is engaged (see `Runnable::engage`).
+    opens: Vec<OpenFn>,
     include_host: bool,
     include_provider: bool,
     filter: Option<ClusterFilter>,
     filter_host: bool,
     reconcile: R,
     error_policy: P,
-    data: Arc<Ctx>,
+    data: Data<Ctx>,
     tx: mpsc::UnboundedSender<Engagement>,
     rx: Mutex<Option<mpsc::UnboundedReceiver<Engagement>>>,
     _types: PhantomData<Types<T, Fut, E>>,
@@ -128,10 +144,25 @@ where
     E: std::error::Error + Send + 'static,
     P: Fn(T, &E, Context<Ctx>) -> Action + Send + Sync + 'static,
 {
-    pub(crate) fn new(spec: Spec<K>, reconcile: R, error_policy: P, data: Arc<Ctx>) -> Self {
+    pub(crate) fn new(spec: Spec<K>, reconcile: R, error_policy: P, data: Data<Ctx>) -> Self {
         let (tx, rx) = mpsc::unbounded_channel();
+        // What a provider cluster needs open: the primary informer where reconciles run, and
+        // the informers of the inputs that watch provider clusters.
+        let mut opens: Vec<OpenFn> = Vec::new();
+        if spec.primary_scope.includes(false) {
+            let primary = spec.primary.clone();
+            opens.push(Arc::new(move |cache: &mcr_core::Cache| {
+                primary(cache);
+            }));
+        }
+        opens.extend(
+            (spec.inputs.iter())
+                .filter(|i| matches!(i.scope, Scope::In(Some(s)) if s.includes(false)))
+                .map(|i| i.open.clone()),
+        );
         Self {
             name: spec.name.clone(),
+            opens,
             include_host: spec.include_host,
             include_provider: spec.include_provider,
             filter: spec.filter.clone(),
@@ -171,6 +202,7 @@ where
             queue: WorkQueue::with_debounce(spec.debounce),
             spec,
             engaged: HashMap::new(),
+            watched: HashMap::new(),
             running: HashMap::new(),
             streams: SelectAll::new(),
             gones: FuturesUnordered::new(),
@@ -254,6 +286,9 @@ where
             e.token.cancel();
             lp.spec.metrics.forget_cluster(&e.metrics);
         }
+        for (_, w) in lp.watched.drain() {
+            w.token.cancel();
+        }
         lp.engaged_gauge.set(0);
         debug!(controller = %self.name, "controller stopped");
         Ok(())
@@ -292,6 +327,11 @@ where
         if name.is_host() || !self.wants(&name, &cluster) {
             return Ok(());
         }
+        // Open the informers now, so the engaging provider waits for them to sync before it
+        // activates the cluster (`Clusters::add`); the loop subscribes to them later.
+        for open in &self.opens {
+            open(cluster.cache());
+        }
         // A closed channel means the controller has stopped: nothing left to engage.
         let _ = self.tx.send(Engagement {
             token,
@@ -311,6 +351,8 @@ where
     task: &'t ControllerTask<K, T, Ctx, R, P, Fut, E>,
     spec: Spec<K>,
     engaged: HashMap<ClusterName, Engaged<K, Ctx>>,
+    /// Clusters only watched, outside the reconciled type's scope (see `ClusterScope`).
+    watched: HashMap<ClusterName, Watched>,
     /// Reconciles in flight per cluster name (for the per-cluster cap).
     running: HashMap<ClusterName, usize>,
     engaged_gauge: prometheus_client::metrics::gauge::Gauge,
