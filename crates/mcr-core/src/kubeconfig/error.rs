@@ -59,13 +59,16 @@ pub enum Error {
     /// The context's user has an `exec` credential plugin that the [`ExecPolicy`](super::ExecPolicy)
     /// does not allow.
     #[error(
-        "context {context:?}: exec credential plugin {command:?} is not allowed by the exec policy"
+        "context {context:?}: exec credential plugin {command:?} is not allowed by the exec policy: {reason}"
     )]
     ExecNotAllowed {
         /// The context name.
         context: String,
         /// The basename of the command (never its arguments or environment).
         command: String,
+        /// What the policy refuses (the command, an argument's position, the server's host,
+        /// an environment variable's name; never argument or environment values).
+        reason: String,
     },
 
     /// The context's user has an `auth-provider` stanza, which only
@@ -79,13 +82,21 @@ pub enum Error {
     },
 
     /// The context reads a local file (`tokenFile`, `client-key`, ...) although the
-    /// [`ClientOptions`](super::ClientOptions) deny file references.
+    /// [`Policy`](super::Policy) does not allow file references.
     #[error("context {context:?}: {field} refers to a local file, which is not allowed here")]
     FileReferenceNotAllowed {
         /// The context name.
         context: String,
         /// The kubeconfig field (never its value).
         field: String,
+    },
+
+    /// The context's cluster names a `proxy-url` although the [`Policy`](super::Policy) does
+    /// not allow kubeconfig proxies.
+    #[error("context {context:?}: the cluster's proxy-url is not allowed here")]
+    ProxyNotAllowed {
+        /// The context name.
+        context: String,
     },
 
     /// The context's entries do not make a usable client configuration (missing server URL,
