@@ -199,7 +199,7 @@ async fn attempt(
         &kc,
         None,
         &opts.client_options,
-        &opts.exec_policy,
+        &opts.policy,
     )
     .await
     .map_err(|source| classify(cluster, source))?;
@@ -257,7 +257,8 @@ fn classify(cluster: &ObjectRef, source: kubeconfig::Error) -> Error {
     match source {
         kubeconfig::Error::ExecNotAllowed { .. }
         | kubeconfig::Error::AuthProviderNotAllowed { .. }
-        | kubeconfig::Error::FileReferenceNotAllowed { .. } => Error::Refused {
+        | kubeconfig::Error::FileReferenceNotAllowed { .. }
+        | kubeconfig::Error::ProxyNotAllowed { .. } => Error::Refused {
             cluster: cluster.clone(),
             source,
         },
@@ -273,7 +274,8 @@ fn classify(cluster: &ObjectRef, source: kubeconfig::Error) -> Error {
 async fn probe(client: &kube::Client, timeout: Duration) -> Result<(), String> {
     match tokio::time::timeout(timeout, client.apiserver_version()).await {
         Ok(Ok(_)) => Ok(()),
-        Ok(Err(err)) => Err(err.to_string()),
+        // Redacted: a credential refresh's error carries the command line and its output.
+        Ok(Err(err)) => Err(kubeconfig::redact_kube_error(&err)),
         Err(_) => Err(format!("no answer within {timeout:?}")),
     }
 }

@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use mcr_core::backoff::Backoff;
-use mcr_core::kubeconfig::{self, ExecPolicy, Kubeconfig};
+use mcr_core::kubeconfig::{self, Kubeconfig, Policy};
 use mcr_core::{Aware, ClusterId, ClusterName, Clusters};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
@@ -24,7 +24,7 @@ use crate::{Error, Options, ProfileRef, ProfileState, ProfileStatus};
 #[derive(Clone, Debug)]
 pub(crate) struct Connect {
     pub(crate) kubeconfig: Kubeconfig,
-    pub(crate) policy: ExecPolicy,
+    pub(crate) policy: Policy,
     pub(crate) hash: String,
 }
 
@@ -254,9 +254,8 @@ async fn engage(
 async fn probe(client: &kube::Client, timeout: Duration) -> Result<(), String> {
     match tokio::time::timeout(timeout, client.apiserver_version()).await {
         Ok(Ok(_)) => Ok(()),
-        // A refreshed plugin credential's error would carry the plugin's output: say less.
-        Ok(Err(kube::Error::Auth(_))) => Err("obtaining credentials failed".to_string()),
-        Ok(Err(err)) => Err(err.to_string()),
+        // A refreshed credential's error would carry the command line and output: redacted.
+        Ok(Err(err)) => Err(kubeconfig::redact_kube_error(&err)),
         Err(_) => Err(format!("no answer within {timeout:?}")),
     }
 }

@@ -34,9 +34,9 @@ pub enum Error {
         #[source]
         source: mcr_core::kubeconfig::Error,
     },
-    /// The exec policy refused the context's `exec` or `auth-provider` stanza; retried only
-    /// when a file changes.
-    #[error("cluster {cluster}: refused by the exec policy: {source}")]
+    /// The [`Policy`](mcr_core::kubeconfig::Policy) refused the context (its `exec` or
+    /// `auth-provider` stanza, a local file or a `proxy-url`); retried only when a file changes.
+    #[error("cluster {cluster}: refused by policy: {source}")]
     ExecDenied {
         /// The cluster.
         cluster: ClusterName,

@@ -36,7 +36,7 @@
 //!   capped exponential backoff.
 //!
 //! Every cluster is built through [`mcr_core::kubeconfig`] with [`Options::client_options`]
-//! and [`Options::exec_policy`] (default [`ExecPolicy::AllowAll`](mcr_core::kubeconfig::ExecPolicy):
+//! and [`Options::policy`] (default [`Policy::trusted`](mcr_core::kubeconfig::Policy::trusted):
 //! the files are the operator's own) and run through [`mcr_core::Clusters`].
 //!
 //! Known limit: certificate, key or token *files* referenced by a kubeconfig are not watched;

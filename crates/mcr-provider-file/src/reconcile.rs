@@ -184,12 +184,14 @@ async fn engage(
         kc,
         Some(context),
         &opts.client_options,
-        &opts.exec_policy,
+        &opts.policy,
     )
     .await
     .map_err(|source| match source {
         kubeconfig::Error::ExecNotAllowed { .. }
-        | kubeconfig::Error::AuthProviderNotAllowed { .. } => Error::ExecDenied {
+        | kubeconfig::Error::AuthProviderNotAllowed { .. }
+        | kubeconfig::Error::FileReferenceNotAllowed { .. }
+        | kubeconfig::Error::ProxyNotAllowed { .. } => Error::ExecDenied {
             cluster: name.clone(),
             source,
         },

@@ -213,7 +213,7 @@ async fn engage(
     // Only the credentials rotated (same server, CA and settings): renew in place, keeping the
     // cluster, its caches and watches (no relist).
     if let Ok(current) = shared.clusters.get(name)
-        && credentials::renew_in_place(&current, &kc, None, &opts.client_options)
+        && credentials::renew_in_place(&current, &kc, None, &opts.client_options, &opts.policy)
             .await
             .unwrap_or(false)
     {
@@ -223,9 +223,15 @@ async fn engage(
     // Static credentials get a renewable client; exec plugins and failures take the usual path
     // (with its policy checks and errors).
     let renewable = if credentials::is_renewable(&kc, None) {
-        credentials::cluster_for_context(name.clone(), &kc, None, &opts.client_options)
-            .await
-            .ok()
+        credentials::cluster_for_context(
+            name.clone(),
+            &kc,
+            None,
+            &opts.client_options,
+            &opts.policy,
+        )
+        .await
+        .ok()
     } else {
         None
     };
@@ -236,7 +242,7 @@ async fn engage(
             &kc,
             None,
             &opts.client_options,
-            &opts.exec_policy,
+            &opts.policy,
         )
         .await
         .map_err(|source| classify(secret, source))?,
@@ -268,7 +274,8 @@ fn classify(secret: &SecretRef, source: kubeconfig::Error) -> Error {
     match source {
         kubeconfig::Error::ExecNotAllowed { .. }
         | kubeconfig::Error::AuthProviderNotAllowed { .. }
-        | kubeconfig::Error::FileReferenceNotAllowed { .. } => Error::ExecDenied {
+        | kubeconfig::Error::FileReferenceNotAllowed { .. }
+        | kubeconfig::Error::ProxyNotAllowed { .. } => Error::ExecDenied {
             secret: secret.clone(),
             source,
         },

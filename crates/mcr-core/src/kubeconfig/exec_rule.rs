@@ -60,6 +60,7 @@ pub struct ExecRule {
     args: Args,
     servers: Servers,
     pass_env: Vec<String>,
+    inherit_env: bool,
     kubeconfig_env: Vec<String>,
 }
 
@@ -89,6 +90,7 @@ impl ExecRule {
             args: Args::None,
             servers: Servers::Unset,
             pass_env: Vec::new(),
+            inherit_env: false,
             kubeconfig_env: Vec::new(),
         }
     }
@@ -171,6 +173,16 @@ impl ExecRule {
         S: Into<String>,
     {
         self.pass_env.extend(names.into_iter().map(Into::into));
+        self
+    }
+
+    /// The plugin receives the controller's whole environment (as `kubectl` does) instead of
+    /// the [`pass_env`](Self::pass_env) list: for plugins configured by the operator
+    /// (arguments pinned with [`args`](Self::args)), never for a command a kubeconfig's
+    /// writer can steer.
+    #[must_use]
+    pub fn inherit_env(mut self) -> Self {
+        self.inherit_env = true;
         self
     }
 
@@ -259,7 +271,11 @@ impl ExecRule {
                 ));
             }
         }
-        Ok(ExecEnv::Clean(self.pass_env.clone()))
+        Ok(if self.inherit_env {
+            ExecEnv::Inherit
+        } else {
+            ExecEnv::Clean(self.pass_env.clone())
+        })
     }
 }
 
