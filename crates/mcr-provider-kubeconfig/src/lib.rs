@@ -24,7 +24,7 @@
 //! # Lifecycle
 //!
 //! * **Created**: the kubeconfig's current context is turned into a client with
-//!   [`Options::client_options`] and [`Options::exec_policy`], probed with `GET /version`, then
+//!   [`Options::client_options`] and [`Options::policy`], probed with `GET /version`, then
 //!   started, synced, indexed and engaged through [`mcr_core::Clusters`].
 //! * **Updated**: the connection hash of the kubeconfig's current context (server, CA,
 //!   settings and credentials) decides. Unchanged (an annotation, label, other data key or

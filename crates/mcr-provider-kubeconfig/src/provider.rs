@@ -61,7 +61,7 @@ impl KubeconfigProvider {
     pub fn new(host: kube::Client, opts: Options) -> Self {
         let members = Members::new(MembersOptions {
             client_options: opts.client_options.clone(),
-            exec_policy: opts.exec_policy.clone(),
+            policy: opts.policy.clone(),
             probe_timeout: Some(opts.sync_timeout),
             sync_timeout: opts.sync_timeout,
             backoff_initial: opts.backoff_initial,
