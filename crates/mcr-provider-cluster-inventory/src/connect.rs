@@ -16,7 +16,7 @@ use crate::{Error, Options, ProfileRef, ProfileState, ProfileStatus};
 pub(crate) enum Want {
     Invalid(String),
     NotReady,
-    /// A one-context kubeconfig with the exec policy it runs under.
+    /// A one-context kubeconfig with the [`Policy`](mcr_core::kubeconfig::Policy) it runs under.
     Connect(Arc<Connection>),
 }
 

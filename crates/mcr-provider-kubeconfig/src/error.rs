@@ -76,7 +76,7 @@ pub enum Error {
 }
 
 impl Error {
-    /// Whether the provider retries the Secret with backoff (everything but exec-policy
+    /// Whether the provider retries the Secret with backoff (everything but policy
     /// violations, which wait for the Secret to change).
     ///
     /// ```

@@ -101,7 +101,7 @@ impl KubeconfigProvider {
     }
 
     /// What the provider made of one watched Secret (engaged, pending, failed and retrying,
-    /// refused by the exec policy, missing its key, or in a name conflict); `None` for Secrets
+    /// refused by the policy, missing its key, or in a name conflict); `None` for Secrets
     /// it does not watch or that are gone.
     ///
     /// ```no_run
