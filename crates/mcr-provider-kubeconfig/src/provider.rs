@@ -7,7 +7,7 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
 use kube::runtime::{WatchStreamExt, watcher};
-use mcr_core::members::{MemberProvider, Members, MembersOptions, StatusBook, Workers};
+use mcr_core::members::{MemberProvider, Members, MembersOptions, Workers};
 use mcr_core::{Aware, BoxFuture, ClusterName, ProviderRunnable};
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, info, info_span, warn};
@@ -69,12 +69,7 @@ impl KubeconfigProvider {
             ..MembersOptions::default()
         });
         KubeconfigProvider {
-            shared: Arc::new(Shared {
-                host,
-                opts,
-                members,
-                statuses: StatusBook::default(),
-            }),
+            shared: Arc::new(Shared::new(host, opts, members)),
         }
     }
 

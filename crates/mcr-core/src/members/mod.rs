@@ -17,7 +17,9 @@
 //!   run ends the guard removes every member.
 //! - [`MemberProvider`]: implementing it (one method) gives the [`Provider`](crate::Provider)
 //!   implementation (`get`, `index_field`, `runnable`).
-//! - [`StatusBook`]: the per-object status map providers report to operators.
+//! - [`StatusBook`]: the per-object status map providers report to operators, and
+//!   [`ProviderShared`]: what a provider watching a host cluster shares between its handle,
+//!   its dispatcher and its workers.
 //!
 //! # Example
 //!
@@ -128,7 +130,7 @@ pub use connection::Connection;
 pub use error::{Error, ProbeError};
 pub use guard::RunGuard;
 pub use provider::MemberProvider;
-pub use status::StatusBook;
+pub use status::{ProviderShared, StatusBook};
 pub use workers::{Member, Reconcile, Workers};
 
 /// Options of [`Members`]; every field has a documented default.
