@@ -118,11 +118,21 @@ pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 pub struct ErrorChain<'a>(pub &'a (dyn std::error::Error + 'static));
 
 impl std::fmt::Display for ErrorChain<'_> {
+    /// Kube, watcher and authentication errors in the chain are shown redacted (see
+    /// [`redact_kube_error`](crate::kubeconfig::redact_kube_error)): their messages can carry
+    /// a credential command's arguments and output.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}", self.0)?;
-        let mut next = self.0.source();
+        let mut next = Some(self.0);
+        let mut first = true;
         while let Some(e) = next {
-            write!(f, ": {e}")?;
+            if !first {
+                f.write_str(": ")?;
+            }
+            first = false;
+            if let Some(safe) = kubeconfig::redact::redact_dyn(e) {
+                return f.write_str(&safe);
+            }
+            write!(f, "{e}")?;
             next = e.source();
         }
         Ok(())

@@ -59,9 +59,10 @@ fn minter(cluster: &TestCluster, valid_for: Duration, failing: bool) -> Arc<Mint
 /// A renewable client for `cluster` (its CA and server) authenticated by a fresh certificate.
 async fn renewable(cluster: &TestCluster, valid_for: Duration) -> (kube::Client, CredentialHandle) {
     let kc = cluster.kubeconfig().unwrap();
-    let (config, _token) = credentials::from_kubeconfig(&kc, None, &Default::default())
-        .await
-        .unwrap();
+    let (config, _token) =
+        credentials::from_kubeconfig(&kc, None, &Default::default(), &Default::default())
+            .await
+            .unwrap();
     let cert = cluster
         .client_certificate("controller", &["system:masters"], valid_for)
         .unwrap();
@@ -264,9 +265,10 @@ async fn renewal_failing_past_expiry_reports_unhealthy_then_recovers() {
 async fn bearer_tokens_are_swapped_in_place() {
     let server = TestCluster::start_https("tokens").await.unwrap();
     let kc = server.kubeconfig().unwrap();
-    let (config, creds) = credentials::from_kubeconfig(&kc, None, &Default::default())
-        .await
-        .unwrap();
+    let (config, creds) =
+        credentials::from_kubeconfig(&kc, None, &Default::default(), &Default::default())
+            .await
+            .unwrap();
     assert_eq!(creds.kind(), "token");
     let (client, handle) = RenewableClient::build(config, creds).unwrap();
     assert_eq!(list_code(&client).await, 200);

@@ -9,7 +9,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, ListParams};
 use kube::config::{ExecConfig, ExecInteractiveMode, Kubeconfig};
-use mcr_core::kubeconfig::{ClientOptions, ExecPolicy, cluster_for_context};
+use mcr_core::kubeconfig::{ClientOptions, Policy, cluster_for_context};
 use mcr_envtest::TestCluster;
 use mcr_envtest::wait::eventually;
 
@@ -58,7 +58,7 @@ async fn an_expiring_plugin_credential_is_renewed_in_place() {
         &kc,
         None,
         &ClientOptions::default(),
-        &ExecPolicy::AllowAll,
+        &Policy::trusted(),
     )
     .await
     .unwrap();
@@ -111,7 +111,7 @@ async fn a_credential_without_expiry_is_not_renewed() {
         &kc,
         None,
         &ClientOptions::default(),
-        &ExecPolicy::AllowAll,
+        &Policy::trusted(),
     )
     .await
     .unwrap();

@@ -7,8 +7,8 @@ use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, ListParams};
 use kube::config::{ExecConfig, ExecInteractiveMode, Kubeconfig};
 use mcr_core::kubeconfig::{
-    self, ClientOptions, Error, ExecPolicy, client_for_context, cluster_for_context,
-    connection_hash,
+    self, ClientOptions, Error, ExecPolicy, ExecRule, Policy, client_for_context,
+    cluster_for_context, connection_hash,
 };
 use mcr_envtest::{Partition, TestCluster};
 
@@ -33,7 +33,7 @@ async fn expect_err(
     kc: &Kubeconfig,
     context: Option<&str>,
     opts: &ClientOptions,
-    policy: &ExecPolicy,
+    policy: &Policy,
 ) -> Error {
     match client_for_context(kc, context, opts, policy).await {
         Ok(_) => panic!("expected client_for_context to fail"),
@@ -42,7 +42,7 @@ async fn expect_err(
 }
 
 /// Builds a client (which must work) and expects the server to answer 401.
-async fn expect_unauthorized(kc: &kube::config::Kubeconfig, policy: &ExecPolicy) {
+async fn expect_unauthorized(kc: &kube::config::Kubeconfig, policy: &Policy) {
     let client = client_for_context(kc, None, &ClientOptions::default(), policy)
         .await
         .unwrap();
@@ -59,7 +59,7 @@ async fn client_for_context_lists_namespaces() {
     let kc = cluster.kubeconfig().unwrap();
     let opts = ClientOptions::default();
 
-    let client = client_for_context(&kc, None, &opts, &ExecPolicy::Deny)
+    let client = client_for_context(&kc, None, &opts, &Policy::default())
         .await
         .unwrap();
     let names = namespace_names(client).await.unwrap();
@@ -71,7 +71,7 @@ async fn client_for_context_lists_namespaces() {
     let opts = ClientOptions::new()
         .connect_timeout(Duration::from_secs(10))
         .user_agent("mcr-test/1");
-    let client = client_for_context(&kc2, Some("member-1"), &opts, &ExecPolicy::Deny)
+    let client = client_for_context(&kc2, Some("member-1"), &opts, &Policy::default())
         .await
         .unwrap();
     assert!(
@@ -88,7 +88,7 @@ async fn the_kubeconfig_token_is_what_authenticates() {
     let mut kc = cluster.kubeconfig().unwrap();
     let user = kc.auth_infos[0].auth_info.as_mut().unwrap();
     user.token = Some("not-the-token".to_string().into());
-    expect_unauthorized(&kc, &ExecPolicy::Deny).await;
+    expect_unauthorized(&kc, &Policy::default()).await;
 }
 
 #[tokio::test]
@@ -100,7 +100,7 @@ async fn cluster_for_context_carries_name_and_hash() {
         &kc,
         None,
         &ClientOptions::default(),
-        &ExecPolicy::Deny,
+        &Policy::default(),
     )
     .await
     .unwrap();
@@ -159,9 +159,9 @@ async fn exec_plugins_follow_the_policy() {
     let opts = ClientOptions::default();
 
     // refused by default, before anything runs; the error names context and basename only
-    let err = expect_err(&kc, None, &opts, &ExecPolicy::default()).await;
+    let err = expect_err(&kc, None, &opts, &Policy::default()).await;
     assert!(
-        matches!(&err, Error::ExecNotAllowed { context, command } if context == "member-4" && command == "get-token.sh"),
+        matches!(&err, Error::ExecNotAllowed { context, command, .. } if context == "member-4" && command == "get-token.sh"),
         "{err:?}"
     );
     let msg = err.to_string();
@@ -171,14 +171,14 @@ async fn exec_plugins_follow_the_policy() {
         &kc,
         None,
         &opts,
-        &ExecPolicy::AllowCommands(vec!["kubectl".into()]),
+        &ExecPolicy::allow(ExecRule::command("kubectl").any_server()).into(),
     )
     .await;
     assert!(matches!(err, Error::ExecNotAllowed { .. }), "{err:?}");
     assert_eq!(plugin_runs(dir.path()), 0, "a refused plugin must not run");
 
     // allowed: the plugin's token authenticates
-    let client = client_for_context(&kc, None, &opts, &ExecPolicy::AllowAll)
+    let client = client_for_context(&kc, None, &opts, &Policy::trusted())
         .await
         .unwrap();
     assert!(
@@ -189,7 +189,9 @@ async fn exec_plugins_follow_the_policy() {
     );
     assert!(plugin_runs(dir.path()) >= 1);
 
-    let by_path = ExecPolicy::AllowCommands(vec![script.to_str().unwrap().to_string()]);
+    let by_path: Policy =
+        ExecPolicy::allow(ExecRule::command(script.to_str().unwrap()).servers(["127.0.0.1"]))
+            .into();
     let client = client_for_context(&kc, None, &opts, &by_path)
         .await
         .unwrap();
@@ -200,7 +202,7 @@ async fn exec_plugins_follow_the_policy() {
             .contains(&"default".to_string())
     );
 
-    let by_name = ExecPolicy::AllowCommands(vec!["get-token.sh".into()]);
+    let by_name: Policy = ExecPolicy::allow(ExecRule::command("get-token.sh").any_server()).into();
     let client = client_for_context(&kc, None, &opts, &by_name)
         .await
         .unwrap();
@@ -219,7 +221,7 @@ async fn exec_plugin_with_a_wrong_token_is_rejected_by_the_server() {
     let dir = tempfile::tempdir().unwrap();
     let script = write_plugin(dir.path(), "wrong-token");
     let kc = with_exec(cluster.kubeconfig().unwrap(), &script);
-    expect_unauthorized(&kc, &ExecPolicy::AllowAll).await;
+    expect_unauthorized(&kc, &Policy::trusted()).await;
 }
 
 #[tokio::test]
@@ -227,7 +229,7 @@ async fn read_timeout_bounds_a_hanging_cluster() {
     let cluster = TestCluster::start_https("member-6").await.unwrap();
     let kc = cluster.kubeconfig().unwrap();
     let opts = ClientOptions::new().read_timeout(Duration::from_millis(500));
-    let client = client_for_context(&kc, None, &opts, &ExecPolicy::Deny)
+    let client = client_for_context(&kc, None, &opts, &Policy::default())
         .await
         .unwrap();
     namespace_names(client.clone()).await.unwrap();
@@ -258,7 +260,7 @@ async fn read_timeout_bounds_a_hanging_cluster() {
 }
 
 #[tokio::test]
-async fn read_resolves_relative_files_and_deny_file_references_refuses_them() {
+async fn read_resolves_relative_files_and_the_default_policy_refuses_them() {
     let cluster = TestCluster::start_https("member-7").await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("token"), cluster.token()).unwrap();
@@ -271,7 +273,8 @@ async fn read_resolves_relative_files_and_deny_file_references_refuses_them() {
     std::fs::write(&path, serde_json::to_string(&kc).unwrap()).unwrap();
 
     let kc = kubeconfig::read(&path).unwrap();
-    let client = client_for_context(&kc, None, &ClientOptions::default(), &ExecPolicy::Deny)
+    let trusted = Policy::default().allow_file_references(true);
+    let client = client_for_context(&kc, None, &ClientOptions::default(), &trusted)
         .await
         .unwrap();
     assert!(
@@ -281,8 +284,7 @@ async fn read_resolves_relative_files_and_deny_file_references_refuses_them() {
             .contains(&"default".to_string())
     );
 
-    let deny = ClientOptions::new().deny_file_references(true);
-    let err = expect_err(&kc, None, &deny, &ExecPolicy::Deny).await;
+    let err = expect_err(&kc, None, &ClientOptions::default(), &Policy::default()).await;
     assert!(
         matches!(&err, Error::FileReferenceNotAllowed { field, .. } if field == "tokenFile"),
         "{err:?}"
@@ -304,7 +306,7 @@ current-context: ctx
             .as_bytes(),
         )
         .unwrap();
-        let err = expect_err(&kc, None, &ClientOptions::default(), &ExecPolicy::Deny).await;
+        let err = expect_err(&kc, None, &ClientOptions::default(), &Policy::default()).await;
         assert!(
             matches!(&err, Error::InvalidConfig { context, reason } if context == "ctx" && reason.contains("server URL")),
             "{server}: {err:?}"
@@ -338,7 +340,7 @@ async fn a_hanging_exec_plugin_is_killed_after_the_exec_timeout() {
     let opts = ClientOptions::new().exec_timeout(Duration::from_millis(500));
     let built = tokio::time::timeout(
         GUARD,
-        client_for_context(&kc, None, &opts, &ExecPolicy::AllowAll),
+        client_for_context(&kc, None, &opts, &Policy::trusted()),
     )
     .await
     .expect("the build did not finish within the guard");
@@ -375,7 +377,7 @@ async fn exec_plugin_yaml_output_and_expiry_are_used() {
         &kc,
         None,
         &ClientOptions::default(),
-        &ExecPolicy::AllowAll,
+        &Policy::trusted(),
     )
     .await
     .unwrap();
@@ -390,7 +392,7 @@ async fn exec_plugin_yaml_output_and_expiry_are_used() {
 
     // A plugin that fails: the error gives its exit status, never its output.
     std::fs::write(&script, "#!/bin/sh\necho secret-output\nexit 7\n").unwrap();
-    let err = expect_err(&kc, None, &ClientOptions::default(), &ExecPolicy::AllowAll).await;
+    let err = expect_err(&kc, None, &ClientOptions::default(), &Policy::trusted()).await;
     let msg = err.to_string();
     assert!(msg.contains("yaml-token.sh") && msg.contains('7'), "{msg}");
     assert!(!msg.contains("secret-output"), "{msg}");

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ConfigMap;
-use mcr_core::kubeconfig::{ClientOptions, ExecPolicy};
+use mcr_core::kubeconfig::{ExecPolicy, ExecRule, Policy};
 use mcr_core::members::{
     Connection, Ensured, Error, Member, Members, MembersOptions, Reconcile, Workers,
 };
@@ -153,16 +153,27 @@ async fn policy_denials_are_classified_and_not_retryable() {
     );
     let auth_provider = with_user("{auth-provider: {name: gcp}}");
     let file = with_user("{tokenFile: /var/run/secrets/kubernetes.io/serviceaccount/token}");
-    let members = Members::new(MembersOptions {
-        client_options: ClientOptions::default().deny_file_references(true),
-        exec_policy: ExecPolicy::Deny,
-        ..options()
-    });
+    let proxy = connection(&format!(
+        "clusters: [{{name: c, cluster: {{server: \"{server}\", certificate-authority-data: \"{ca}\", proxy-url: \"http://proxy.example:3128\"}}}}]\n\
+         users: [{{name: u, user: {{token: abc}}}}]\n\
+         contexts: [{{name: x, context: {{cluster: c, user: u}}}}]\ncurrent-context: x\n"
+    ));
+    // A per-member policy allowing the command only for another server refuses it here too.
+    let pinned = with_user(
+        "{exec: {apiVersion: client.authentication.k8s.io/v1, command: /bin/true, interactiveMode: Never}}",
+    )
+    .with_policy(Policy::default().exec(ExecPolicy::allow(
+        ExecRule::command("/bin/true").servers(["elsewhere.example"]),
+    )));
+    // The members' policy is the default one: no plugins, files or proxies.
+    let members = Members::new(options());
     let (token, registry) = (CancellationToken::new(), Registry::new());
     for (what, conn) in [
         ("exec", exec),
         ("auth-provider", auth_provider),
         ("file", file),
+        ("proxy", proxy),
+        ("pinned", pinned),
     ] {
         let err = members
             .ensure(&token, &registry, &ClusterName::new(what), &conn)
@@ -173,6 +184,54 @@ async fn policy_denials_are_classified_and_not_retryable() {
         assert_eq!(err.cluster().as_str(), what);
     }
     assert!(registry.names().is_empty());
+}
+
+#[tokio::test]
+async fn a_rotation_the_policy_refuses_is_not_renewed_in_place() {
+    let member = TestCluster::start_https("member").await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let token_file = dir.path().join("token");
+    std::fs::write(&token_file, member.token()).unwrap();
+    // The same kubeconfig with its token read from a file: only the credentials changed.
+    let mut kc = member.kubeconfig().unwrap();
+    for user in kc
+        .auth_infos
+        .iter_mut()
+        .filter_map(|u| u.auth_info.as_mut())
+    {
+        user.token = None;
+        user.token_file = Some(token_file.display().to_string());
+    }
+    let rotated = Connection::new(kc, None).unwrap();
+    let members = Members::new(options());
+    let (token, registry) = (CancellationToken::new(), Registry::new());
+    let name = ClusterName::new("one");
+    let id = members
+        .ensure(&token, &registry, &name, &token_kubeconfig(&member))
+        .await
+        .unwrap()
+        .id();
+
+    let err = members
+        .ensure(&token, &registry, &name, &rotated)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::PolicyDenied { .. }), "{err}");
+    assert_eq!(
+        registry.get(&name).unwrap().id(),
+        id,
+        "the old instance stays"
+    );
+    assert!(members.unchanged(&name, &rotated).is_none());
+
+    // The same rotation under a policy allowing file references is renewed in place.
+    let allowed = rotated.with_policy(Policy::default().allow_file_references(true));
+    let renewed = members
+        .ensure(&token, &registry, &name, &allowed)
+        .await
+        .unwrap();
+    assert_eq!(renewed, Ensured::Renewed(id));
+    token.cancel();
 }
 
 /// Records every attempt and failure per name.

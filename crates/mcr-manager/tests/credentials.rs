@@ -85,9 +85,10 @@ async fn renewable(
     valid_for: Duration,
 ) -> (kube::Client, CredentialHandle, String) {
     let kc = member.kubeconfig().unwrap();
-    let (config, _) = credentials::from_kubeconfig(&kc, None, &Default::default())
-        .await
-        .unwrap();
+    let (config, _) =
+        credentials::from_kubeconfig(&kc, None, &Default::default(), &Default::default())
+            .await
+            .unwrap();
     let cert = member
         .client_certificate("controller", &["system:masters"], valid_for)
         .unwrap();

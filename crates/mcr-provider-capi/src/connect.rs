@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
-use mcr_core::members::{self, Connection, Member, Members, Reconcile, StatusBook};
+use mcr_core::members::{self, Connection, Member, ProviderShared, Reconcile};
 use mcr_core::{BoxFuture, ErrorChain};
 use tracing::{error, warn};
 
@@ -29,12 +29,7 @@ pub(crate) enum Desired {
 }
 
 /// State shared by the provider handle, the dispatcher and the workers.
-pub(crate) struct Shared {
-    pub(crate) host: kube::Client,
-    pub(crate) opts: Options,
-    pub(crate) members: Members,
-    pub(crate) statuses: StatusBook<ObjectRef, ClusterStatus>,
-}
+pub(crate) type Shared = ProviderShared<Options, ObjectRef, ClusterStatus>;
 
 /// The [`Reconcile`] of the Cluster API provider.
 pub(crate) struct Connect(pub(crate) Arc<Shared>);
@@ -43,15 +38,13 @@ impl Connect {
     /// Records `state` for `cluster` unless the name now wants another `Cluster` (or nothing):
     /// the dispatcher owns the status then.
     fn set_status(&self, member: &Member<Desired>, cluster: &ObjectRef, state: ClusterState) {
-        let mut statuses = self.0.statuses.lock();
-        if !member.latest_is(|d| matches!(d, Desired::Engage { cluster: c, .. } if c == cluster)) {
-            return;
-        }
         let status = ClusterStatus {
             name: member.name().clone(),
             state,
         };
-        statuses.insert(cluster.clone(), status);
+        self.0.statuses.insert_if(cluster.clone(), status, || {
+            member.latest_is(|d| matches!(d, Desired::Engage { cluster: c, .. } if c == cluster))
+        });
     }
 
     /// Reads the Secret and engages (or keeps) the workload cluster; the resulting state.

@@ -30,7 +30,7 @@
 //!
 //! * **Ready** ([`CapiVersion::is_ready`], or [`Options::is_ready`]): the Secret is read, the
 //!   kubeconfig's current context becomes a client (exec plugins and local file references
-//!   refused by default: [`Options::exec_policy`], [`Options::client_options`]), `GET /version`
+//!   refused by default: [`Options::policy`]), `GET /version`
 //!   is probed, then the cluster is started, synced, indexed and engaged through
 //!   [`mcr_core::Clusters`] under the name `<namespace>/<name>` ([`Options::name`]).
 //!   Not ready: nothing is engaged.

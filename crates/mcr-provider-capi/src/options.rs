@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use kube::api::DynamicObject;
 use mcr_core::ClusterName;
-use mcr_core::kubeconfig::{ClientOptions, ExecPolicy};
+use mcr_core::kubeconfig::{ClientOptions, Policy};
 use mcr_core::scope::Namespaces;
 
 use crate::{CLUSTER_NAME_LABEL, CapiVersion, ObjectRef};
@@ -114,12 +114,13 @@ pub struct Options {
     /// Secrets it writes; `None` watches every Secret in scope (needed when your kubeconfig
     /// Secrets do not carry that label).
     pub secret_label_selector: Option<String>,
-    /// Applied to every workload-cluster client. Default: `ClientOptions::default()` with
-    /// `deny_file_references: true` (a Secret may not make the controller read local files).
+    /// Applied to every workload-cluster client (tuning only). Default:
+    /// `ClientOptions::default()`.
     pub client_options: ClientOptions,
-    /// Whether kubeconfigs may run `exec` plugins or use `auth-provider`s. Default:
-    /// [`ExecPolicy::Deny`].
-    pub exec_policy: ExecPolicy,
+    /// What a kubeconfig from a Secret may make the controller do (run `exec` plugins or
+    /// `auth-provider`s, read local files, use a proxy). Default: [`Policy::default`] (none of
+    /// it: a Secret may not make the controller run programs or read local files).
+    pub policy: Policy,
     /// How long a workload cluster may take to answer its first request and to sync its cache,
     /// and how long reading its Secret may take. Default: 30 s.
     pub sync_timeout: Duration,
@@ -143,11 +144,8 @@ impl Default for Options {
             secret: None,
             secret_key: DEFAULT_SECRET_KEY.to_string(),
             secret_label_selector: Some(CLUSTER_NAME_LABEL.to_string()),
-            client_options: ClientOptions {
-                deny_file_references: true,
-                ..ClientOptions::default()
-            },
-            exec_policy: ExecPolicy::Deny,
+            client_options: ClientOptions::default(),
+            policy: Policy::default(),
             sync_timeout: Duration::from_secs(30),
             backoff_initial: Duration::from_secs(1),
             backoff_max: Duration::from_secs(300),
@@ -170,7 +168,7 @@ impl std::fmt::Debug for Options {
             .field("secret", &set(self.secret.is_some()))
             .field("secret_key", &self.secret_key)
             .field("secret_label_selector", &self.secret_label_selector)
-            .field("exec_policy", &self.exec_policy)
+            .field("policy", &self.policy)
             .field("sync_timeout", &self.sync_timeout)
             .finish_non_exhaustive()
     }

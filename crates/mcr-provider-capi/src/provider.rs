@@ -9,7 +9,7 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::api::DynamicObject;
 use kube::core::PartialObjectMeta;
 use kube::runtime::{WatchStreamExt, watcher};
-use mcr_core::members::{MemberProvider, Members, MembersOptions, StatusBook, Workers};
+use mcr_core::members::{MemberProvider, Members, MembersOptions, Workers};
 use mcr_core::{Aware, BoxFuture, ClusterName, ProviderRunnable};
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, info, info_span, warn};
@@ -67,7 +67,7 @@ impl CapiProvider {
     pub fn new(host: kube::Client, opts: Options) -> Self {
         let members = Members::new(MembersOptions {
             client_options: opts.client_options.clone(),
-            exec_policy: opts.exec_policy.clone(),
+            policy: opts.policy.clone(),
             probe_timeout: Some(opts.sync_timeout),
             sync_timeout: opts.sync_timeout,
             backoff_initial: opts.backoff_initial,
@@ -75,12 +75,7 @@ impl CapiProvider {
             ..MembersOptions::default()
         });
         CapiProvider {
-            shared: Arc::new(Shared {
-                host,
-                opts,
-                members,
-                statuses: StatusBook::default(),
-            }),
+            shared: Arc::new(Shared::new(host, opts, members)),
         }
     }
 

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use mcr_core::members::{self, Connection, Member, Members, Reconcile, StatusBook};
+use mcr_core::members::{self, Connection, Member, ProviderShared, Reconcile};
 use mcr_core::{BoxFuture, ErrorChain};
 use tracing::{error, info, warn};
 
@@ -16,7 +16,7 @@ use crate::{Error, Options, ProfileRef, ProfileState, ProfileStatus};
 pub(crate) enum Want {
     Invalid(String),
     NotReady,
-    /// A one-context kubeconfig with the exec policy it runs under.
+    /// A one-context kubeconfig with the [`Policy`](mcr_core::kubeconfig::Policy) it runs under.
     Connect(Arc<Connection>),
 }
 
@@ -30,12 +30,7 @@ pub(crate) struct Desired {
 }
 
 /// State shared by the provider handle, the dispatcher and the workers.
-pub(crate) struct Shared {
-    pub(crate) host: kube::Client,
-    pub(crate) opts: Options,
-    pub(crate) members: Members,
-    pub(crate) statuses: StatusBook<ProfileRef, ProfileStatus>,
-}
+pub(crate) type Shared = ProviderShared<Options, ProfileRef, ProfileStatus>;
 
 /// The [`Reconcile`] of the cluster inventory provider.
 pub(crate) struct Connect(pub(crate) Arc<Shared>);
@@ -45,16 +40,16 @@ impl Connect {
     /// profile meanwhile (the dispatcher owns that profile's entry then).
     fn set_status(&self, member: &Member<Desired>, state: ProfileState) {
         let desired = member.desired();
-        let mut statuses = self.0.statuses.lock();
-        if !member.latest_is(|latest| latest.profile == desired.profile) {
-            return;
-        }
         let status = ProfileStatus {
             cluster: Some(member.name().clone()),
             resource_version: desired.resource_version.clone(),
             state,
         };
-        statuses.insert(desired.profile.clone(), status);
+        self.0
+            .statuses
+            .insert_if(desired.profile.clone(), status, || {
+                member.latest_is(|latest| latest.profile == desired.profile)
+            });
     }
 }
 

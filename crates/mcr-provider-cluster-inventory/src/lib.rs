@@ -25,7 +25,7 @@
 //!   `x-k8s.io/cluster-inventory-consumer=<consumer>` and `x-k8s.io/cluster-profile=<profile>`,
 //!   kubeconfig under data key `Config`. None or several is a per-profile error. Such
 //!   kubeconfigs are untrusted: exec plugins and local file references are refused unless
-//!   [`Options::secret_exec_policy`] / [`Options::client_options`] allow them.
+//!   [`Options::secret_policy`] allows them.
 //!
 //! # Lifecycle
 //!

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use mcr_core::kubeconfig::{ClientOptions, ExecPolicy};
+use mcr_core::kubeconfig::{ClientOptions, Policy};
 
 use crate::{AccessProviders, ClusterProfile, Namespaces};
 
@@ -29,7 +29,7 @@ pub enum Strategy {
     /// The deprecated Secret strategy: the one Secret in the profile's namespace labelled
     /// `x-k8s.io/cluster-inventory-consumer=<consumer>` and `x-k8s.io/cluster-profile=<profile>`,
     /// kubeconfig under data key `Config`. Such kubeconfigs are untrusted input:
-    /// [`Options::secret_exec_policy`] and [`ClientOptions::deny_file_references`] apply.
+    /// [`Options::secret_policy`] applies.
     Secret {
         /// This controller's consumer name.
         consumer: String,
@@ -86,12 +86,13 @@ pub struct Options {
     /// stays engaged (its watches retry on their own) and is not rebuilt until the profile is
     /// ready again; `true`: it is disengaged and engaged again once ready.
     pub disengage_when_unhealthy: bool,
-    /// Applied to every member client. Default: `deny_file_references: true` (a profile or
-    /// Secret may not make the controller read local files).
+    /// Applied to every member client (tuning only). Default: `ClientOptions::default()`.
     pub client_options: ClientOptions,
-    /// Exec policy for kubeconfigs from Secrets (Secret strategy). Default: [`ExecPolicy::Deny`].
-    /// The access-provider strategy ignores it: there, exactly the file's command is allowed.
-    pub secret_exec_policy: ExecPolicy,
+    /// Policy for kubeconfigs from Secrets (Secret strategy): plugins, local files, proxies.
+    /// Default: [`Policy::default`] (none of them). The access-provider strategy ignores it:
+    /// there, exactly the file's command with the resolved arguments and variables is allowed,
+    /// local files are refused and the profile's proxy is honoured.
+    pub secret_policy: Policy,
     /// Bound on building a member client, which includes running the credential plugin. A
     /// plugin that hangs fails the attempt for its cluster only. Default: 30 s.
     pub credential_timeout: Duration,
@@ -110,7 +111,7 @@ impl Options {
     /// use mcr_provider_cluster_inventory::{Naming, Options, Strategy};
     /// let opts = Options::new(Strategy::Secret { consumer: "c".into() });
     /// assert_eq!(opts.naming, Naming::NamespacedName);
-    /// assert!(opts.client_options.deny_file_references);
+    /// assert!(!opts.secret_policy.allow_file_references);
     /// ```
     pub fn new(strategy: Strategy) -> Self {
         Options {
@@ -120,11 +121,8 @@ impl Options {
             naming: Naming::default(),
             is_ready: Arc::new(ClusterProfile::control_plane_healthy),
             disengage_when_unhealthy: false,
-            client_options: ClientOptions {
-                deny_file_references: true,
-                ..ClientOptions::default()
-            },
-            secret_exec_policy: ExecPolicy::Deny,
+            client_options: ClientOptions::default(),
+            secret_policy: Policy::default(),
             credential_timeout: Duration::from_secs(30),
             sync_timeout: Duration::from_secs(30),
             backoff_initial: Duration::from_secs(1),

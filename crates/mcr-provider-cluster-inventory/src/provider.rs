@@ -8,7 +8,7 @@ use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
 use kube::runtime::{WatchStreamExt, watcher};
-use mcr_core::members::{MemberProvider, Members, MembersOptions, StatusBook, Workers};
+use mcr_core::members::{MemberProvider, Members, MembersOptions, Workers};
 use mcr_core::{Aware, BoxFuture, ClusterName, ProviderRunnable};
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, info, info_span, warn};
@@ -78,12 +78,7 @@ impl ClusterInventoryProvider {
             ..MembersOptions::default()
         });
         Ok(ClusterInventoryProvider {
-            shared: Arc::new(Shared {
-                host: hub,
-                opts,
-                members,
-                statuses: StatusBook::default(),
-            }),
+            shared: Arc::new(Shared::new(hub, opts, members)),
         })
     }
 

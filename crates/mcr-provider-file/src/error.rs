@@ -34,8 +34,8 @@ pub enum Error {
         #[source]
         source: mcr_core::kubeconfig::Error,
     },
-    /// The exec policy refused the context's `exec` or `auth-provider` stanza, or it reads a
-    /// local file while file references are denied; retried only when a file changes.
+    /// The [`Policy`](mcr_core::kubeconfig::Policy) refused the context (its `exec` or
+    /// `auth-provider` stanza, a local file or a `proxy-url`); retried only when a file changes.
     #[error("cluster {cluster}: refused by policy: {source}")]
     ExecDenied {
         /// The cluster.
@@ -72,8 +72,8 @@ pub enum Error {
 
 impl Error {
     /// Whether the provider retries on its own (with backoff): true for failed engagements,
-    /// unreachable members and watch errors; false for file and context errors and exec-policy refusals, which
-    /// only a file change can fix.
+    /// unreachable members and watch errors; false for file and context errors and policy
+    /// refusals, which only a file change can fix.
     ///
     /// ```
     /// use mcr_provider_file::Error;

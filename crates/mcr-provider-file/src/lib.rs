@@ -33,14 +33,14 @@
 //! * deleted files and contexts are removed;
 //! * a file that cannot be read or parsed (including an empty file, e.g. while a tool rewrites
 //!   it) is logged and **keeps its last good clusters** until it is valid again or deleted;
-//! * a context that fails to build (exec policy, a local file reference where those are
-//!   denied, bad entries) keeps the instance engaged
-//!   before, if any, and is retried when a file changes; a context that fails to engage (e.g.
+//! * a context that fails to build (refused by the [`Policy`](mcr_core::kubeconfig::Policy):
+//!   an exec plugin, a local file or a proxy it does not allow; bad entries) keeps the
+//!   instance engaged before, if any, and is retried when a file changes; a context that fails to engage (e.g.
 //!   its cache does not sync in time; the old instance was already replaced) is retried with a
 //!   capped exponential backoff.
 //!
 //! Every cluster is built through [`mcr_core::kubeconfig`] with [`Options::client_options`]
-//! and [`Options::exec_policy`] (default [`ExecPolicy::AllowAll`](mcr_core::kubeconfig::ExecPolicy):
+//! and [`Options::policy`] (default [`Policy::trusted`](mcr_core::kubeconfig::Policy::trusted):
 //! the files are the operator's own) and run through [`mcr_core::members`], the helper every
 //! provider shares.
 //!

@@ -4,7 +4,7 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use mcr_core::kubeconfig::{ClientOptions, ExecPolicy};
+use mcr_core::kubeconfig::{ClientOptions, Policy};
 
 /// Glob patterns matched inside [`Options::dirs`] when [`Options::globs`] is empty.
 pub const DEFAULT_GLOBS: &[&str] = &[
@@ -25,10 +25,10 @@ pub const DEFAULT_SEPARATOR: &str = "+";
 ///   exists; else the working directory as a directory to search.
 /// * `globs` empty: [`DEFAULT_GLOBS`].
 /// * `separator` empty: [`DEFAULT_SEPARATOR`] (`+`).
-/// * `exec_policy`: [`ExecPolicy::AllowAll`]: kubeconfig files are the operator's own (like
-///   `kubectl`, and like the Go provider, whose client-go runs exec plugins), and cloud
-///   kubeconfigs (GKE, EKS, AKS) need their exec plugins. Set [`ExecPolicy::Deny`] when the
-///   files come from a less trusted source.
+/// * `policy`: [`Policy::trusted`]: kubeconfig files are the operator's own (like `kubectl`,
+///   and like the Go provider, whose client-go runs exec plugins and reads referenced files),
+///   and cloud kubeconfigs (GKE, EKS, AKS) need their exec plugins. Set [`Policy::default`]
+///   (or exec rules) when the files come from a less trusted source.
 ///
 /// ```
 /// use std::time::Duration;
@@ -54,9 +54,9 @@ pub struct Options {
     pub separator: String,
     /// Applied to every member client. Default: `ClientOptions::default()`.
     pub client_options: ClientOptions,
-    /// Whether kubeconfigs may run `exec` plugins or use `auth-provider`. Default:
-    /// [`ExecPolicy::AllowAll`] (see above).
-    pub exec_policy: ExecPolicy,
+    /// What kubeconfigs may make the controller do (run `exec` plugins or `auth-provider`s,
+    /// read local files, use a proxy). Default: [`Policy::trusted`] (see above).
+    pub policy: Policy,
     /// Quiet period after a filesystem event before the fleet is reconciled (bursts of events
     /// from one editor save or tool run become one pass). Default: 100 ms.
     pub debounce: Duration,
@@ -77,7 +77,7 @@ impl Default for Options {
             globs: DEFAULT_GLOBS.iter().map(|g| g.to_string()).collect(),
             separator: DEFAULT_SEPARATOR.to_string(),
             client_options: ClientOptions::default(),
-            exec_policy: ExecPolicy::AllowAll,
+            policy: Policy::trusted(),
             debounce: Duration::from_millis(100),
             sync_timeout: Duration::from_secs(30),
             backoff_initial: Duration::from_secs(1),

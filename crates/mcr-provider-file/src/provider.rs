@@ -64,7 +64,7 @@ impl FileProvider {
         info!(files = ?opts.files, dirs = ?opts.dirs, globs = ?opts.globs, "file provider configured");
         let members = Members::new(MembersOptions {
             client_options: opts.client_options.clone(),
-            exec_policy: opts.exec_policy.clone(),
+            policy: opts.policy.clone(),
             // A member is engaged without a probe; its cache sync is the bounded first contact.
             probe_timeout: None,
             sync_timeout: opts.sync_timeout,

@@ -9,7 +9,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
 use kube::api::{ObjectMeta, PostParams};
 use kube::config::Kubeconfig;
-use mcr_core::kubeconfig::ExecPolicy;
+use mcr_core::kubeconfig::{ExecPolicy, Policy};
 use mcr_core::{Aware, ClusterId, ClusterName, FieldIndex, Provider, ProviderRunnable, Registry};
 use mcr_envtest::wait::eventually;
 use mcr_envtest::{Fleet, TestCluster};
@@ -363,7 +363,7 @@ async fn exec_policy_is_enforced_per_context() {
 
     // Deny: the exec context is refused, the other one in the same file is engaged.
     let denied = FileProvider::new(Options {
-        exec_policy: ExecPolicy::Deny,
+        policy: Policy::trusted().exec(ExecPolicy::Deny),
         ..opts(vec![], vec![dir.path().to_path_buf()])
     });
     let run = Running::start(denied);

@@ -69,11 +69,12 @@ impl ShootKubeconfig {
         // kube's parse errors may quote the input: keep them out.
         let kc = Kubeconfig::from_yaml(&yaml)
             .map_err(|_| self.unusable("the kubeconfig does not parse"))?;
-        let mut client = self.opts.client.clone();
-        client.deny_file_references = true;
-        let (mut config, creds) = credentials::from_kubeconfig(&kc, None, &client)
-            .await
-            .map_err(|e| self.unusable(e.to_string()))?;
+        // Gardener's kubeconfig is data only: no plugins, files or proxies (the default policy).
+        let policy = mcr_core::kubeconfig::Policy::default();
+        let (mut config, creds) =
+            credentials::from_kubeconfig(&kc, None, &self.opts.client, &policy)
+                .await
+                .map_err(|e| self.unusable(e.to_string()))?;
         if let Some(server) = &self.server {
             config.cluster_url = server
                 .parse()

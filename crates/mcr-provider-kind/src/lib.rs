@@ -13,9 +13,10 @@
 //!   that start with [`Options::prefix`] (all names without a prefix) belong to the fleet.
 //! * A new cluster's kubeconfig comes from `kind get kubeconfig --name <name>` (with
 //!   `--internal` when [`Options::internal`] is set). It is built into a client through
-//!   [`mcr_core::kubeconfig`] with [`Options::client_options`] and [`Options::exec_policy`]
-//!   (default [`ExecPolicy::Deny`](mcr_core::kubeconfig::ExecPolicy): kind's kubeconfigs use a
-//!   client certificate, so a kubeconfig asking to run a program is refused), probed with
+//!   [`mcr_core::kubeconfig`] with [`Options::client_options`] and [`Options::policy`]
+//!   (default [`Policy::default`](mcr_core::kubeconfig::Policy): kind's kubeconfigs use an
+//!   inline client certificate, so a kubeconfig asking to run a program or read a file is
+//!   refused), probed with
 //!   `GET /version`, then started, synced, indexed and engaged through
 //!   [`mcr_core::Clusters`]. The cluster is named by its kind name, e.g. `fleet-alpha` (the
 //!   kubeconfig context is `kind-fleet-alpha`).

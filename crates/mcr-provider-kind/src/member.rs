@@ -39,7 +39,7 @@ pub(crate) async fn sync(
         &kc,
         None,
         &opts.client_options,
-        &opts.exec_policy,
+        &opts.policy,
     )
     .await
     .map_err(invalid)?;
@@ -66,7 +66,8 @@ pub(crate) async fn sync(
 async fn probe(client: &kube::Client, timeout: Duration) -> Result<(), String> {
     match tokio::time::timeout(timeout, client.apiserver_version()).await {
         Ok(Ok(_)) => Ok(()),
-        Ok(Err(err)) => Err(err.to_string()),
+        // Redacted: a credential refresh's error carries the command line and its output.
+        Ok(Err(err)) => Err(kubeconfig::redact_kube_error(&err)),
         Err(_) => Err(format!("no answer within {timeout:?}")),
     }
 }

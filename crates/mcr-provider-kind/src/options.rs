@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use mcr_core::kubeconfig::{ClientOptions, ExecPolicy};
+use mcr_core::kubeconfig::{ClientOptions, Policy};
 
 /// The program run when [`Options::kind_bin`] is `None`: `kind`, looked up on `PATH`.
 pub const DEFAULT_KIND_BIN: &str = "kind";
@@ -44,11 +44,12 @@ pub struct Options {
     pub internal: bool,
     /// Applied to every member client. Default: `ClientOptions::default()`.
     pub client_options: ClientOptions,
-    /// Whether kind's kubeconfigs may run `exec` plugins or use `auth-provider`. kind's
-    /// kubeconfigs carry a client certificate and never need one, so the default is
-    /// [`ExecPolicy::Deny`]: whatever answers as `kind` cannot make the controller run another
-    /// program through a kubeconfig.
-    pub exec_policy: ExecPolicy,
+    /// What kind's kubeconfigs may make the controller do (run `exec` plugins or
+    /// `auth-provider`s, read local files, use a proxy). kind's kubeconfigs carry an inline
+    /// client certificate and never need any of it, so the default is [`Policy::default`]:
+    /// whatever answers as `kind` cannot make the controller run another program or read its
+    /// files through a kubeconfig.
+    pub policy: Policy,
     /// How long a new member may take to answer `GET /version` and to sync its caches.
     /// Default: 30 s.
     pub sync_timeout: Duration,
@@ -68,7 +69,7 @@ impl Default for Options {
             command_timeout: Duration::from_secs(30),
             internal: false,
             client_options: ClientOptions::default(),
-            exec_policy: ExecPolicy::Deny,
+            policy: Policy::default(),
             sync_timeout: Duration::from_secs(30),
             backoff_initial: Duration::from_secs(1),
             backoff_max: Duration::from_secs(300),

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use mcr_core::members::{self, Connection, Member, Members, Reconcile, StatusBook};
+use mcr_core::members::{self, Connection, Member, ProviderShared, Reconcile};
 use mcr_core::{BoxFuture, ErrorChain};
 use tracing::{error, warn};
 
@@ -21,12 +21,7 @@ pub(crate) struct Desired {
 }
 
 /// State shared by the provider handle, the dispatcher and the workers.
-pub(crate) struct Shared {
-    pub(crate) host: kube::Client,
-    pub(crate) opts: Options,
-    pub(crate) members: Members,
-    pub(crate) statuses: StatusBook<SecretRef, SecretStatus>,
-}
+pub(crate) type Shared = ProviderShared<Options, SecretRef, SecretStatus>;
 
 /// The [`Reconcile`] of the kubeconfig provider.
 pub(crate) struct Connect(pub(crate) Arc<Shared>);
@@ -36,16 +31,16 @@ impl Connect {
     /// (or to none) meanwhile: the dispatcher owns those entries then.
     fn set_status(&self, member: &Member<Desired>, state: SecretState) {
         let desired = member.desired();
-        let mut statuses = self.0.statuses.lock();
-        if !member.latest_is(|latest| latest.secret == desired.secret) {
-            return;
-        }
         let status = SecretStatus {
             cluster: member.name().clone(),
             resource_version: desired.resource_version.clone(),
             state,
         };
-        statuses.insert(desired.secret.clone(), status);
+        self.0
+            .statuses
+            .insert_if(desired.secret.clone(), status, || {
+                member.latest_is(|latest| latest.secret == desired.secret)
+            });
     }
 }
 

@@ -33,10 +33,10 @@ pub enum Error {
         source: mcr_core::kubeconfig::Error,
     },
     /// The kubeconfig uses an `exec` plugin or `auth-provider` the exec policy refuses, or reads
-    /// a local file while [`ClientOptions::deny_file_references`] is set. Not retried until the
+    /// a local file or uses a proxy, which the [`Policy`] does not allow. Not retried until the
     /// Secret changes.
     ///
-    /// [`ClientOptions::deny_file_references`]: mcr_core::kubeconfig::ClientOptions::deny_file_references
+    /// [`Policy`]: mcr_core::kubeconfig::Policy
     #[error("secret {secret}: refused by policy: {source}")]
     ExecDenied {
         /// The Secret.
@@ -76,7 +76,7 @@ pub enum Error {
 }
 
 impl Error {
-    /// Whether the provider retries the Secret with backoff (everything but exec-policy
+    /// Whether the provider retries the Secret with backoff (everything but policy
     /// violations, which wait for the Secret to change).
     ///
     /// ```

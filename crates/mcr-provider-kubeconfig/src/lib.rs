@@ -24,7 +24,7 @@
 //! # Lifecycle
 //!
 //! * **Created**: the kubeconfig's current context is turned into a client with
-//!   [`Options::client_options`] and [`Options::exec_policy`], probed with `GET /version`, then
+//!   [`Options::client_options`] and [`Options::policy`], probed with `GET /version`, then
 //!   started, synced, indexed and engaged through [`mcr_core::Clusters`].
 //! * **Updated**: the connection hash of the kubeconfig's current context (server, CA,
 //!   settings and credentials) decides. Unchanged (an annotation, label, other data key or
@@ -33,7 +33,7 @@
 //!   certificate): they are renewed in place, keeping the cluster, its caches and watches (same
 //!   [`mcr_core::ClusterId`], no relist). Anything else: a new instance replaces the old one
 //!   (new [`mcr_core::ClusterId`], indexes re-applied, re-engaged). If the new kubeconfig
-//!   cannot be parsed, is refused by the exec policy or its server does not answer, the
+//!   cannot be parsed, is refused by the policy or its server does not answer, the
 //!   previous instance stays engaged; once the new server answers, the old instance is
 //!   removed before the new one starts (if that one then fails to sync, the name is empty
 //!   until a retry succeeds).

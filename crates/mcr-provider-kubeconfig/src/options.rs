@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use mcr_core::kubeconfig::{ClientOptions, ExecPolicy};
+use mcr_core::kubeconfig::{ClientOptions, Policy};
 
 /// Default label key selecting kubeconfig Secrets; the label's value must be `"true"`.
 pub const DEFAULT_LABEL: &str = "sigs.k8s.io/multicluster-runtime-kubeconfig";
@@ -39,14 +39,14 @@ pub struct Options {
     pub label: String,
     /// Data key holding the kubeconfig. Default: [`DEFAULT_DATA_KEY`].
     pub data_key: String,
-    /// Applied to every member client (timeouts, user agent, impersonation, ...).
-    /// Default: `ClientOptions::default()` with `deny_file_references: true`: a kubeconfig from
-    /// a Secret may not read local files (`tokenFile`, `client-key`, ...), or a hostile Secret
-    /// could send this controller's own service-account token to a server of its choosing.
+    /// Applied to every member client (timeouts, user agent, impersonation, ...); tuning only,
+    /// replacing it cannot weaken [`policy`](Self::policy). Default: `ClientOptions::default()`.
     pub client_options: ClientOptions,
-    /// Whether kubeconfigs from Secrets may run `exec` credential plugins or use
-    /// `auth-provider` stanzas. Default: [`ExecPolicy::Deny`] (a Secret is untrusted input).
-    pub exec_policy: ExecPolicy,
+    /// What a kubeconfig from a Secret may make the controller do: run `exec` credential
+    /// plugins or `auth-provider`s, read local files, use a proxy. Default: [`Policy::default`]
+    /// (a Secret is untrusted input: no plugins, no local files, or a hostile Secret could send
+    /// this controller's own service-account token to a server of its choosing, and no proxy).
+    pub policy: Policy,
     /// How long a new member may take to answer its first request and to sync its cache before
     /// the attempt counts as failed and is retried. Default: 30 s.
     pub sync_timeout: Duration,
@@ -63,11 +63,8 @@ impl Default for Options {
             namespaces: Namespaces::default(),
             label: DEFAULT_LABEL.to_string(),
             data_key: DEFAULT_DATA_KEY.to_string(),
-            client_options: ClientOptions {
-                deny_file_references: true,
-                ..ClientOptions::default()
-            },
-            exec_policy: ExecPolicy::Deny,
+            client_options: ClientOptions::default(),
+            policy: Policy::default(),
             sync_timeout: Duration::from_secs(30),
             backoff_initial: Duration::from_secs(1),
             backoff_max: Duration::from_secs(300),

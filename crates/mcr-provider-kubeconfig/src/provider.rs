@@ -7,7 +7,7 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
 use kube::runtime::{WatchStreamExt, watcher};
-use mcr_core::members::{MemberProvider, Members, MembersOptions, StatusBook, Workers};
+use mcr_core::members::{MemberProvider, Members, MembersOptions, Workers};
 use mcr_core::{Aware, BoxFuture, ClusterName, ProviderRunnable};
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, info, info_span, warn};
@@ -61,7 +61,7 @@ impl KubeconfigProvider {
     pub fn new(host: kube::Client, opts: Options) -> Self {
         let members = Members::new(MembersOptions {
             client_options: opts.client_options.clone(),
-            exec_policy: opts.exec_policy.clone(),
+            policy: opts.policy.clone(),
             probe_timeout: Some(opts.sync_timeout),
             sync_timeout: opts.sync_timeout,
             backoff_initial: opts.backoff_initial,
@@ -69,12 +69,7 @@ impl KubeconfigProvider {
             ..MembersOptions::default()
         });
         KubeconfigProvider {
-            shared: Arc::new(Shared {
-                host,
-                opts,
-                members,
-                statuses: StatusBook::default(),
-            }),
+            shared: Arc::new(Shared::new(host, opts, members)),
         }
     }
 
@@ -101,7 +96,7 @@ impl KubeconfigProvider {
     }
 
     /// What the provider made of one watched Secret (engaged, pending, failed and retrying,
-    /// refused by the exec policy, missing its key, or in a name conflict); `None` for Secrets
+    /// refused by the policy, missing its key, or in a name conflict); `None` for Secrets
     /// it does not watch or that are gone.
     ///
     /// ```no_run

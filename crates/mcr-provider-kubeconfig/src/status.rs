@@ -96,8 +96,8 @@ pub enum SecretState {
         /// Delay before the next attempt.
         retry_in: Duration,
     },
-    /// The exec policy (or the file-reference rule) refused the kubeconfig; not retried until the
-    /// Secret changes.
+    /// The [`Policy`](mcr_core::kubeconfig::Policy) refused the kubeconfig (an exec plugin,
+    /// auth-provider, local file or proxy); not retried until the Secret changes.
     ExecDenied {
         /// The error message.
         reason: String,

@@ -6,7 +6,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use common::*;
-use mcr_core::kubeconfig::ExecPolicy;
+use mcr_core::kubeconfig::Policy;
 use mcr_envtest::TestCluster;
 use mcr_envtest::wait::eventually;
 use mcr_provider_kubeconfig::{Namespaces, SecretState};
@@ -41,7 +41,7 @@ async fn a_hanging_exec_plugin_fails_its_build_and_never_blocks_the_worker_or_sh
     let hung = hanging_exec_kubeconfig(m1, &marker);
 
     let mut options = opts(Namespaces::default());
-    options.exec_policy = ExecPolicy::AllowAll;
+    options.policy = Policy::trusted();
     options.client_options = options.client_options.exec_timeout(Duration::from_secs(1));
     let run = Running::start(&host, options);
     put_secret(&host, "default", "m1", "true", Some(hung.as_bytes()), &[]).await;
@@ -68,7 +68,7 @@ async fn a_hanging_exec_plugin_fails_its_build_and_never_blocks_the_worker_or_sh
     // Shutdown does not wait for a hanging plugin, even with the default 30 s exec timeout.
     std::fs::remove_file(&marker).unwrap();
     let mut options = opts(Namespaces::default());
-    options.exec_policy = ExecPolicy::AllowAll;
+    options.policy = Policy::trusted();
     let run = Running::start(&host, options);
     put_secret(&host, "default", "m1", "true", Some(hung.as_bytes()), &[]).await;
     eventually("the plugin runs", DEADLINE, || marker.exists()).await;

@@ -4,6 +4,9 @@
 
 mod common;
 
+use std::time::Duration;
+
+use mcr_core::kubeconfig::{ClientOptions, Policy};
 use mcr_envtest::TestCluster;
 use mcr_envtest::wait::eventually;
 use mcr_provider_kubeconfig::{Namespaces, SecretState};
@@ -171,7 +174,13 @@ async fn local_file_references_are_refused_by_default() {
     let dir = tempfile::tempdir().unwrap();
     let token_file = dir.path().join("token");
     std::fs::write(&token_file, m1.token()).unwrap();
-    let run = Running::start(&host, opts(Namespaces::default()));
+    // Replacing the client options (to tune a timeout) must not weaken the policy: the file
+    // policy is part of `Options::policy`, not of the client options.
+    let mut options = opts(Namespaces::default());
+    options.client_options = ClientOptions::new()
+        .read_timeout(Duration::from_secs(60))
+        .connect_timeout(Duration::from_secs(5));
+    let run = Running::start(&host, options);
     put_secret(
         &host,
         "default",
@@ -188,6 +197,82 @@ async fn local_file_references_are_refused_by_default() {
         )
     })
     .await;
+    assert!(run.names().is_empty());
+    run.stop().await;
+}
+
+const MARKER: &str = "LEAKED-SECRET-MARKER-5521";
+
+/// A kubeconfig whose `gcp` auth-provider command first gives a token about to expire, then
+/// fails printing `MARKER` (also in its arguments): kube refreshes the token at the first
+/// request (the provider's probe), and kube's error carries the command line and output.
+#[cfg(unix)]
+fn failing_refresh_kubeconfig(tc: &TestCluster, dir: &std::path::Path) -> String {
+    use std::os::unix::fs::PermissionsExt;
+    let kc = tc.kubeconfig().unwrap();
+    let cluster = kc.clusters[0].cluster.clone().unwrap();
+    let ca = cluster.certificate_authority_data.unwrap();
+    let server = cluster.server.unwrap();
+    let runs = dir.join("runs");
+    let script = dir.join("gcloud.sh");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\necho run >> '{runs}'\nif [ \"$(wc -l < '{runs}')\" -gt 1 ]; then echo \"out {MARKER}\"; exit 3; fi\n\
+             exp=$(date -u -d '+20 seconds' +%Y-%m-%dT%H:%M:%SZ)\nprintf '{{\"token\":\"{token}\",\"expiry\":\"%s\"}}\\n' \"$exp\"\n",
+            runs = runs.display(),
+            token = tc.token()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    format!(
+        r#"apiVersion: v1
+kind: Config
+clusters: [{{name: c, cluster: {{server: "{server}", certificate-authority-data: "{ca}"}}}}]
+users: [{{name: u, user: {{auth-provider: {{name: gcp, config: {{cmd-path: "{script}", cmd-args: "--secret {MARKER}", token-key: "{{.token}}", expiry-key: "{{.expiry}}"}}}}}}}}]
+contexts: [{{name: x, context: {{cluster: c, user: u}}}}]
+current-context: x
+"#,
+        script = script.display()
+    )
+}
+
+#[cfg(unix)]
+#[tokio::test]
+async fn a_failing_credential_refresh_does_not_leak_into_the_secret_status() {
+    init_tracing();
+    let host = TestCluster::start("host").await.unwrap();
+    let fleet = https_fleet(1).await;
+    let m1 = &fleet.clusters()[0];
+    let dir = tempfile::tempdir().unwrap();
+    let mut options = opts(Namespaces::default());
+    options.policy = Policy::trusted();
+    let run = Running::start(&host, options);
+    let kc = failing_refresh_kubeconfig(m1, dir.path());
+    put_secret(
+        &host,
+        "default",
+        "refresh",
+        "true",
+        Some(kc.as_bytes()),
+        &[],
+    )
+    .await;
+    eventually("the probe fails", DEADLINE, || {
+        matches!(
+            run.state("default", "refresh"),
+            Some(SecretState::Failed { ref reason, .. }) if reason.contains("authentication failed")
+        )
+    })
+    .await;
+    let Some(SecretState::Failed { reason, .. }) = run.state("default", "refresh") else {
+        unreachable!()
+    };
+    assert!(
+        !reason.contains(MARKER),
+        "the status leaks the command: {reason}"
+    );
     assert!(run.names().is_empty());
     run.stop().await;
 }

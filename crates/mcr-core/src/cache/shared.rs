@@ -126,7 +126,7 @@ where
                 Some(Ok(event)) => self.handle(&mut writer, event),
                 Some(Err(err)) => {
                     let restarts = self.restarts.fetch_add(1, Ordering::Relaxed) + 1;
-                    tracing::warn!(error = %err, restarts, "watch failed, retrying with backoff");
+                    tracing::warn!(error = %crate::ErrorChain(&err), restarts, "watch failed, retrying with backoff");
                 }
                 None => {
                     tracing::warn!("watch stream ended");

@@ -4,7 +4,7 @@
 use kube::config::{AuthInfo, Kubeconfig};
 
 use super::{Credentials, Error, RenewableClient, from_kubeconfig};
-use crate::kubeconfig::{ClientOptions, connection_hash, current_context};
+use crate::kubeconfig::{ClientOptions, Policy, connection_hash, current_context};
 use crate::{Cluster, ClusterName};
 
 /// The user entry of `context` (`None` = current), if any.
@@ -70,15 +70,16 @@ pub fn endpoint_hash(kc: &Kubeconfig, context: Option<&str>) -> Result<String, E
 
 /// A cluster whose client is renewable ([`RenewableClient`]) for a context with static
 /// credentials (see [`is_renewable`]); its handle remembers the [`endpoint_hash`]. File
-/// references are refused when `opts` deny them.
+/// references and proxies are refused unless `policy` allows them.
 pub async fn cluster_for_context(
     name: impl Into<ClusterName>,
     kc: &Kubeconfig,
     context: Option<&str>,
     opts: &ClientOptions,
+    policy: &Policy,
 ) -> Result<Cluster, Error> {
     let endpoint = endpoint_hash(kc, context)?;
-    let (config, creds) = from_kubeconfig(kc, context, opts).await?;
+    let (config, creds) = from_kubeconfig(kc, context, opts, policy).await?;
     let (client, handle) = RenewableClient::build(config, creds)?;
     handle.set_endpoint(endpoint);
     Ok(Cluster::new(name, client).with_credentials(handle))
@@ -87,12 +88,14 @@ pub async fn cluster_for_context(
 /// Applies a rotated kubeconfig to `cluster` in place when only its credentials changed (same
 /// [`endpoint_hash`] as when the cluster was built) and the cluster is renewable. Returns
 /// `Ok(true)` when the cluster now uses the kubeconfig's credentials (also when they were
-/// already in use), `Ok(false)` when the cluster must be replaced instead.
+/// already in use), `Ok(false)` when the cluster must be replaced instead. The rotated
+/// kubeconfig goes through `policy` like a new one (a rotation to `tokenFile:` is refused
+/// unless file references are allowed).
 ///
 /// ```no_run
 /// # async fn f(cluster: mcr_core::Cluster, kc: mcr_core::kubeconfig::Kubeconfig) -> Result<(), mcr_core::credentials::Error> {
 /// use mcr_core::credentials::renew_in_place;
-/// if !renew_in_place(&cluster, &kc, None, &Default::default()).await? {
+/// if !renew_in_place(&cluster, &kc, None, &Default::default(), &Default::default()).await? {
 ///     // build a new cluster and replace this one
 /// }
 /// # Ok(()) }
@@ -102,6 +105,7 @@ pub async fn renew_in_place(
     kc: &Kubeconfig,
     context: Option<&str>,
     opts: &ClientOptions,
+    policy: &Policy,
 ) -> Result<bool, Error> {
     let Some(handle) = cluster.credentials() else {
         return Ok(false);
@@ -111,7 +115,7 @@ pub async fn renew_in_place(
     {
         return Ok(false);
     }
-    let (_, creds): (_, Credentials) = from_kubeconfig(kc, context, opts).await?;
+    let (_, creds): (_, Credentials) = from_kubeconfig(kc, context, opts, policy).await?;
     if handle.fingerprint().as_deref() != Some(creds.fingerprint()) {
         handle.replace(creds);
         tracing::info!(cluster = %cluster.name(), "kubeconfig rotated: credentials renewed in place");

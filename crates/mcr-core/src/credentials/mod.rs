@@ -27,7 +27,7 @@
 //! use std::sync::Arc;
 //! use mcr_core::credentials::{self, Credentials, RenewableClient, RenewalOptions};
 //! # async fn f(kc: mcr_core::kubeconfig::Kubeconfig, source: Arc<dyn credentials::Renew>, token: tokio_util::sync::CancellationToken) -> Result<(), credentials::Error> {
-//! let (config, creds) = credentials::from_kubeconfig(&kc, None, &Default::default()).await?;
+//! let (config, creds) = credentials::from_kubeconfig(&kc, None, &Default::default(), &Default::default()).await?;
 //! let (client, handle) = RenewableClient::build(config, creds)?;
 //! let cluster = mcr_core::Cluster::new("member-1", client).with_credentials(handle.clone());
 //! credentials::spawn_renewal(cluster.name().clone(), handle, source, RenewalOptions::default(), token);
@@ -47,7 +47,7 @@ pub use renew::{CredentialStatus, Renew, RenewError, RenewalOptions, run_renewal
 
 use kube::config::{KubeConfigOptions, Kubeconfig};
 
-use crate::kubeconfig::{ClientOptions, check_file_references};
+use crate::kubeconfig::{ClientOptions, Policy};
 
 /// Why credentials or a renewable client could not be built. Never contains credential
 /// material.
@@ -64,15 +64,16 @@ pub enum Error {
 
 /// The connection settings (server, CA, TLS, headers, `opts` applied) and the credentials of
 /// a kubeconfig context (`None` = current), for [`RenewableClient::build`]. Exec plugins and
-/// auth-providers are refused; file references are refused when `opts` deny them.
+/// auth-providers are refused; file references and proxies as `policy` says
+/// ([`check_policy`](crate::kubeconfig::check_policy)).
 pub async fn from_kubeconfig(
     kc: &Kubeconfig,
     context: Option<&str>,
     opts: &ClientOptions,
+    policy: &Policy,
 ) -> Result<(kube::Config, Credentials), Error> {
-    if opts.deny_file_references {
-        check_file_references(kc, context).map_err(|e| Error::Client(e.to_string()))?;
-    }
+    let checked = crate::kubeconfig::policy::checked(kc, context, policy)
+        .map_err(|e| Error::Client(e.to_string()))?;
     let options = KubeConfigOptions {
         context: context.map(str::to_string),
         ..KubeConfigOptions::default()
@@ -81,6 +82,8 @@ pub async fn from_kubeconfig(
         .await
         .map_err(|_| Error::Client("kube cannot load the kubeconfig context".into()))?;
     opts.apply(&mut config).map_err(Error::Client)?;
+    crate::kubeconfig::policy::apply_proxy(&mut config, checked.proxy.as_deref())
+        .map_err(Error::Client)?;
     let credentials = Credentials::from_auth_info(&config.auth_info)?;
     Ok((config, credentials))
 }

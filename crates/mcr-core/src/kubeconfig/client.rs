@@ -10,20 +10,20 @@ use secrecy::ExposeSecret;
 use tracing::Instrument;
 
 use super::exec::{DEFAULT_EXEC_TIMEOUT, resolve_exec};
-use super::exec_policy::check_exec_policy;
 use super::exec_renew::ExecRenew;
-use super::file_refs::check_file_references;
-use super::{ClientOptions, Error, ExecPolicy, hash::connection_hash, parse::resolve, redact};
+use super::policy::{apply_proxy, checked};
+use super::{ClientOptions, Error, Policy, hash::connection_hash, parse::resolve, redact};
 use crate::credentials::{CredentialHandle, Credentials, RenewableClient, RenewalOptions};
 use crate::{Cluster, ClusterName};
 
 /// Builds a [`kube::Client`] for `context` (`None` = the current context).
 ///
-/// In order: resolves the context; enforces `policy` ([`check_exec_policy`]) before anything
-/// else can run, and [`check_file_references`](super::check_file_references) when `opts` deny
-/// file references; builds a [`kube::Config`] from the context's cluster and user entries;
-/// applies `opts`; runs the user's `exec` credential plugin, if any, and puts the credential it
-/// returns in place of the plugin; then builds the client.
+/// In order: resolves the context; enforces `policy` ([`check_policy`](super::check_policy):
+/// exec plugins, file references, proxy) before anything can run or be read; builds a
+/// [`kube::Config`] from the context's cluster and user entries; applies `opts` and the proxy
+/// the policy chose (never the process's `HTTPS_PROXY` unless the policy carries it); runs the
+/// user's `exec` credential plugin, if any (with the environment the policy gives it), and
+/// puts the credential it returns in place of the plugin; then builds the client.
 ///
 /// The plugin runs at most [`ClientOptions::exec_timeout`] (30 s by default) and is killed
 /// after that; its output is never logged. The client keeps the plugin's credential: when the
@@ -34,10 +34,10 @@ use crate::{Cluster, ClusterName};
 /// Errors never contain credential material (see [`Error`]).
 ///
 /// ```no_run
-/// use mcr_core::kubeconfig::{client_for_context, read, ClientOptions, ExecPolicy};
+/// use mcr_core::kubeconfig::{client_for_context, read, ClientOptions, Policy};
 /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
 /// let kc = read(std::path::Path::new("/etc/fleet/member-1.kubeconfig"))?;
-/// let client = client_for_context(&kc, None, &ClientOptions::default(), &ExecPolicy::Deny).await?;
+/// let client = client_for_context(&kc, None, &ClientOptions::default(), &Policy::trusted()).await?;
 /// let version = client.apiserver_version().await?;
 /// println!("{}", version.git_version);
 /// # Ok(()) }
@@ -46,7 +46,7 @@ pub async fn client_for_context(
     kc: &Kubeconfig,
     context: Option<&str>,
     opts: &ClientOptions,
-    policy: &ExecPolicy,
+    policy: &Policy,
 ) -> Result<Client, Error> {
     let resolved = resolve(kc, context)?;
     let context = resolved.name.to_string();
@@ -62,10 +62,12 @@ pub async fn client_for_context(
 /// after that time fail with 401: rebuild the client before it.
 ///
 /// ```no_run
-/// use mcr_core::kubeconfig::{client_for_context_with_expiry, read, ClientOptions, ExecPolicy};
+/// use mcr_core::kubeconfig::{client_for_context_with_expiry, read, ClientOptions, ExecPolicy, ExecRule, Policy};
 /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
 /// let kc = read(std::path::Path::new("/etc/fleet/eks.kubeconfig"))?;
-/// let policy = ExecPolicy::AllowCommands(vec!["aws".into()]);
+/// let policy = Policy::default().exec(ExecPolicy::allow(
+///     ExecRule::command("aws").any_args().servers(["*.eks.amazonaws.com"]).pass_env(["HOME", "PATH"]),
+/// ));
 /// let (client, expiry) =
 ///     client_for_context_with_expiry(&kc, None, &ClientOptions::default(), &policy).await?;
 /// if let Some(at) = expiry {
@@ -78,7 +80,7 @@ pub async fn client_for_context_with_expiry(
     kc: &Kubeconfig,
     context: Option<&str>,
     opts: &ClientOptions,
-    policy: &ExecPolicy,
+    policy: &Policy,
 ) -> Result<(Client, Option<SystemTime>), Error> {
     let resolved = resolve(kc, context)?;
     let context = resolved.name.to_string();
@@ -100,13 +102,10 @@ async fn build(
     kc: &Kubeconfig,
     context: String,
     opts: &ClientOptions,
-    policy: &ExecPolicy,
+    policy: &Policy,
     renewable: bool,
 ) -> Result<BuiltClient, Error> {
-    check_exec_policy(kc, Some(&context), policy)?;
-    if opts.deny_file_references {
-        check_file_references(kc, Some(&context))?;
-    }
+    let checked = checked(kc, Some(&context), policy)?;
 
     let options = KubeConfigOptions {
         context: Some(context.clone()),
@@ -120,6 +119,7 @@ async fn build(
         .await
         .map_err(|e| invalid(redact::kubeconfig_error(&e)))?;
     opts.apply(&mut config).map_err(invalid)?;
+    apply_proxy(&mut config, checked.proxy.as_deref()).map_err(invalid)?;
     check_server_url(&config.cluster_url).map_err(invalid)?;
     let timeout = opts.exec_timeout.unwrap_or(DEFAULT_EXEC_TIMEOUT);
     let fail = |reason: String| Error::Client {
@@ -134,7 +134,7 @@ async fn build(
     if exec_user.is_some() {
         tracing::debug!("running credential plugin");
     }
-    let expires_at = resolve_exec(&mut config.auth_info, timeout)
+    let expires_at = resolve_exec(&mut config.auth_info, timeout, &checked.exec_env)
         .await
         .map_err(fail)?
         .and_then(|credential| credential.expires_at);
@@ -158,6 +158,7 @@ async fn build(
             let source = ExecRenew {
                 auth: user,
                 timeout,
+                env: checked.exec_env,
                 context: context.clone(),
             };
             return Ok(BuiltClient {
@@ -260,10 +261,10 @@ fn check_static_credentials(config: &Config) -> Result<(), String> {
 /// rebuild it before the credential expires.
 ///
 /// ```no_run
-/// use mcr_core::kubeconfig::{cluster_for_context, parse, ClientOptions, ExecPolicy};
+/// use mcr_core::kubeconfig::{cluster_for_context, parse, ClientOptions, Policy};
 /// # async fn demo(secret_data: &[u8]) -> Result<(), mcr_core::kubeconfig::Error> {
 /// let kc = parse(secret_data)?;
-/// let cluster = cluster_for_context("member-1", &kc, None, &ClientOptions::default(), &ExecPolicy::Deny).await?;
+/// let cluster = cluster_for_context("member-1", &kc, None, &ClientOptions::default(), &Policy::default()).await?;
 /// assert!(cluster.connection_hash().is_some());
 /// # Ok(()) }
 /// ```
@@ -272,7 +273,7 @@ pub async fn cluster_for_context(
     kc: &Kubeconfig,
     context: Option<&str>,
     opts: &ClientOptions,
-    policy: &ExecPolicy,
+    policy: &Policy,
 ) -> Result<Cluster, Error> {
     let name = name.into();
     let resolved = resolve(kc, context)?;

@@ -59,13 +59,16 @@ pub enum Error {
     /// The context's user has an `exec` credential plugin that the [`ExecPolicy`](super::ExecPolicy)
     /// does not allow.
     #[error(
-        "context {context:?}: exec credential plugin {command:?} is not allowed by the exec policy"
+        "context {context:?}: exec credential plugin {command:?} is not allowed by the exec policy: {reason}"
     )]
     ExecNotAllowed {
         /// The context name.
         context: String,
         /// The basename of the command (never its arguments or environment).
         command: String,
+        /// What the policy refuses (the command, an argument's position, the server's host,
+        /// an environment variable's name; never argument or environment values).
+        reason: String,
     },
 
     /// The context's user has an `auth-provider` stanza, which only
@@ -79,13 +82,21 @@ pub enum Error {
     },
 
     /// The context reads a local file (`tokenFile`, `client-key`, ...) although the
-    /// [`ClientOptions`](super::ClientOptions) deny file references.
+    /// [`Policy`](super::Policy) does not allow file references.
     #[error("context {context:?}: {field} refers to a local file, which is not allowed here")]
     FileReferenceNotAllowed {
         /// The context name.
         context: String,
         /// The kubeconfig field (never its value).
         field: String,
+    },
+
+    /// The context's cluster names a `proxy-url` although the [`Policy`](super::Policy) does
+    /// not allow kubeconfig proxies.
+    #[error("context {context:?}: the cluster's proxy-url is not allowed here")]
+    ProxyNotAllowed {
+        /// The context name.
+        context: String,
     },
 
     /// The context's entries do not make a usable client configuration (missing server URL,
@@ -109,15 +120,17 @@ pub enum Error {
 }
 
 impl Error {
-    /// Whether the kubeconfig was refused by a policy rather than found broken: an `exec`
-    /// plugin or `auth-provider` the [`ExecPolicy`](super::ExecPolicy) refuses, or a local file
-    /// reference where file references are denied. Providers do not retry such a kubeconfig
-    /// until it changes.
+    /// Whether the kubeconfig was refused by the [`Policy`](super::Policy) rather than found
+    /// broken: an `exec` plugin (its command, arguments, server or environment) or
+    /// `auth-provider` the [`ExecPolicy`](super::ExecPolicy) refuses, a local file reference or
+    /// a `proxy-url` the policy does not allow. Providers do not retry such a kubeconfig until
+    /// it changes.
     ///
     /// ```
     /// use mcr_core::kubeconfig::Error;
     /// let denied = Error::FileReferenceNotAllowed { context: "c".into(), field: "tokenFile".into() };
     /// assert!(denied.is_policy_denial());
+    /// assert!(Error::ProxyNotAllowed { context: "c".into() }.is_policy_denial());
     /// assert!(!Error::Empty.is_policy_denial());
     /// ```
     pub fn is_policy_denial(&self) -> bool {
@@ -126,6 +139,7 @@ impl Error {
             Error::ExecNotAllowed { .. }
                 | Error::AuthProviderNotAllowed { .. }
                 | Error::FileReferenceNotAllowed { .. }
+                | Error::ProxyNotAllowed { .. }
         )
     }
 }

@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 use tokio::io::AsyncReadExt;
 
 use super::exec_policy::basename;
+use super::exec_rule::ExecEnv;
 
 /// How long a plugin may run when [`ClientOptions::exec_timeout`](super::ClientOptions::exec_timeout)
 /// is unset.
@@ -66,6 +67,7 @@ struct Status {
 pub(crate) async fn resolve_exec(
     auth: &mut AuthInfo,
     timeout: Duration,
+    env: &ExecEnv,
 ) -> Result<Option<Credential>, String> {
     let Some(exec) = auth.exec.take() else {
         return Ok(None);
@@ -75,7 +77,7 @@ pub(crate) async fn resolve_exec(
         return Err("the exec stanza has no command".to_string());
     }
     let plugin = basename(command).to_string();
-    let stdout = match tokio::time::timeout(timeout, run(&exec)).await {
+    let stdout = match tokio::time::timeout(timeout, run(&exec, env)).await {
         Ok(out) => out.map_err(|reason| format!("exec plugin {plugin:?} {reason}"))?,
         Err(_) => {
             return Err(format!(
@@ -128,8 +130,10 @@ pub(crate) async fn resolve_exec(
     Ok(Some(Credential { expires_at }))
 }
 
-/// Runs the plugin (killed if this future is dropped) and returns its standard output.
-async fn run(exec: &ExecConfig) -> Result<Vec<u8>, String> {
+/// Runs the plugin (killed if this future is dropped) and returns its standard output. Under
+/// [`ExecEnv::Clean`] the plugin sees only the listed variables of the controller's
+/// environment, the kubeconfig's `env` (checked by the policy) and `KUBERNETES_EXEC_INFO`.
+async fn run(exec: &ExecConfig, env: &ExecEnv) -> Result<Vec<u8>, String> {
     if exec.interactive_mode == Some(ExecInteractiveMode::Always) {
         return Err("needs an interactive terminal (interactiveMode: Always)".to_string());
     }
@@ -152,6 +156,14 @@ async fn run(exec: &ExecConfig) -> Result<Vec<u8>, String> {
     let info = serde_json::to_string(&info).map_err(|_| "cannot encode KUBERNETES_EXEC_INFO")?;
     let mut cmd = tokio::process::Command::new(exec.command.as_deref().unwrap_or_default());
     cmd.args(exec.args.iter().flatten());
+    if let ExecEnv::Clean(pass) = env {
+        cmd.env_clear();
+        for name in pass {
+            if let Some(value) = std::env::var_os(name) {
+                cmd.env(name, value);
+            }
+        }
+    }
     for var in exec.env.iter().flatten() {
         if let (Some(name), Some(value)) = (var.get("name"), var.get("value")) {
             cmd.env(name, value);

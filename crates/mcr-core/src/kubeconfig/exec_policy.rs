@@ -1,47 +1,85 @@
-//! Which credential plugins a kubeconfig may run.
+//! Which credential plugins a kubeconfig may run, with which arguments, environment and servers.
 
 use std::path::Path;
 
 use kube::config::Kubeconfig;
 
+use super::exec_rule::{ExecEnv, ExecRule};
 use super::{Error, parse::resolve};
 
 /// Whether kubeconfigs may run commands to obtain credentials.
 ///
 /// A kubeconfig's user can name an `exec` credential plugin (any program, run by the
-/// controller with the controller's privileges while the client is built and whenever its
-/// token expires) or a legacy `auth-provider` (which, for `gcp`, also runs a command). A
-/// kubeconfig read from a Secret or a ClusterProfile is untrusted input: whoever can write
-/// it could otherwise run code in the controller. The default is therefore [`ExecPolicy::Deny`].
+/// controller with the controller's privileges while the client is built and before its
+/// credential expires) or a legacy `auth-provider` (which, for `gcp`, also runs a command). A
+/// kubeconfig read from a Secret or a ClusterProfile is untrusted input: whoever can write it
+/// could otherwise run code in the controller, or run an allowed cloud plugin with their own
+/// arguments and send the controller's cloud token to a server of their choosing. The default
+/// is therefore [`ExecPolicy::Deny`]; [`ExecPolicy::Allow`] lists [`ExecRule`]s, each pinning
+/// the command, its arguments, the servers it may be used with and its environment.
 ///
 /// ```
-/// use mcr_core::kubeconfig::ExecPolicy;
-/// let policy = ExecPolicy::AllowCommands(vec![
-///     "/usr/local/bin/aws-iam-authenticator".into(), // exactly this path
-///     "gke-gcloud-auth-plugin".into(),                // any command with this basename
-/// ]);
-/// assert!(policy.allows_command("gke-gcloud-auth-plugin"));
-/// assert!(policy.allows_command("/opt/google/bin/gke-gcloud-auth-plugin"));
-/// assert!(!policy.allows_command("/tmp/aws-iam-authenticator"));
-/// assert!(!ExecPolicy::default().allows_command("gke-gcloud-auth-plugin"));
+/// use mcr_core::kubeconfig::{ExecPolicy, ExecRule};
+/// let policy = ExecPolicy::allow(
+///     ExecRule::command("aws")
+///         .args_matching(["--region", "*", "eks", "get-token", "--cluster-name", "*"])
+///         .servers(["*.eks.amazonaws.com"])
+///         .pass_env(["HOME", "PATH", "AWS_PROFILE"]),
+/// )
+/// .or_allow(ExecRule::command("/usr/bin/gke-gcloud-auth-plugin").servers(["*.gke.goog"]));
+/// assert!(policy.allows_command("/usr/local/bin/aws"));
+/// assert!(!policy.allows_command("/tmp/gke-gcloud-auth-plugin"));
+/// assert!(!ExecPolicy::default().allows_command("aws"));
 /// ```
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub enum ExecPolicy {
     /// Refuse every `exec` and `auth-provider` stanza (the default).
     #[default]
     Deny,
-    /// Allow every `exec` and `auth-provider` stanza. Only for kubeconfigs you trust as much as
-    /// the controller's own code.
+    /// Allow every `exec` and `auth-provider` stanza, with the kubeconfig's arguments and
+    /// environment and the controller's environment. Only for kubeconfigs you trust as much as
+    /// the controller's own code (your own files).
     AllowAll,
-    /// Allow `exec` plugins whose command is listed. An entry containing a path separator must
-    /// equal the command exactly; an entry without one (`aws`) matches a command with that
-    /// basename, wherever it lives (`aws`, `/usr/bin/aws`) — list full paths to pin the
-    /// location. Arguments and environment are not checked. `auth-provider` stays refused.
-    AllowCommands(Vec<String>),
+    /// Allow `exec` plugins that one of the rules accepts (command, arguments, server, the
+    /// kubeconfig's environment); the plugin runs with a cleared environment plus the rule's
+    /// pass-through variables. `auth-provider` stays refused.
+    Allow(Vec<ExecRule>),
 }
 
 impl ExecPolicy {
-    /// True when an `exec` plugin running `command` is allowed.
+    /// A policy allowing what `rule` accepts.
+    ///
+    /// ```
+    /// use mcr_core::kubeconfig::{ExecPolicy, ExecRule};
+    /// let policy = ExecPolicy::allow(ExecRule::command("kubelogin").any_server());
+    /// assert!(policy.allows_command("kubelogin"));
+    /// ```
+    pub fn allow(rule: ExecRule) -> Self {
+        ExecPolicy::Allow(vec![rule])
+    }
+
+    /// Also allows what `rule` accepts ([`ExecPolicy::Deny`] becomes [`ExecPolicy::Allow`];
+    /// [`ExecPolicy::AllowAll`] stays as it is).
+    ///
+    /// ```
+    /// use mcr_core::kubeconfig::{ExecPolicy, ExecRule};
+    /// let policy = ExecPolicy::Deny.or_allow(ExecRule::command("aws").any_server());
+    /// assert!(policy.allows_command("aws"));
+    /// ```
+    #[must_use]
+    pub fn or_allow(self, rule: ExecRule) -> Self {
+        match self {
+            ExecPolicy::Deny => ExecPolicy::Allow(vec![rule]),
+            ExecPolicy::AllowAll => ExecPolicy::AllowAll,
+            ExecPolicy::Allow(mut rules) => {
+                rules.push(rule);
+                ExecPolicy::Allow(rules)
+            }
+        }
+    }
+
+    /// True when some rule allows an `exec` plugin running `command` (arguments, servers and
+    /// environment are checked by [`check_exec_policy`]).
     ///
     /// ```
     /// use mcr_core::kubeconfig::ExecPolicy;
@@ -52,24 +90,16 @@ impl ExecPolicy {
         match self {
             ExecPolicy::Deny => false,
             ExecPolicy::AllowAll => true,
-            ExecPolicy::AllowCommands(allowed) => allowed.iter().any(|entry| {
-                if entry.is_empty() {
-                    false
-                } else if entry.contains(['/', std::path::MAIN_SEPARATOR]) {
-                    entry == command
-                } else {
-                    basename(command) == entry
-                }
-            }),
+            ExecPolicy::Allow(rules) => rules.iter().any(|r| r.matches_command(command)),
         }
     }
 
     /// True when `auth-provider` stanzas are allowed (only [`ExecPolicy::AllowAll`]).
     ///
     /// ```
-    /// use mcr_core::kubeconfig::ExecPolicy;
+    /// use mcr_core::kubeconfig::{ExecPolicy, ExecRule};
     /// assert!(ExecPolicy::AllowAll.allows_auth_provider());
-    /// assert!(!ExecPolicy::AllowCommands(vec!["gcloud".into()]).allows_auth_provider());
+    /// assert!(!ExecPolicy::allow(ExecRule::command("gcloud")).allows_auth_provider());
     /// ```
     pub fn allows_auth_provider(&self) -> bool {
         matches!(self, ExecPolicy::AllowAll)
@@ -86,30 +116,44 @@ pub(crate) fn basename(command: &str) -> &str {
 
 /// Refuses `exec` and `auth-provider` stanzas in the user the context uses, unless `policy`
 /// allows them. `context` `None` means the current context. Users of other contexts are not
-/// looked at. Errors with [`Error::ExecNotAllowed`] (naming the context and the command's
-/// basename only) or [`Error::AuthProviderNotAllowed`], and with the resolution errors
-/// ([`Error::NoContext`], [`Error::ContextNotFound`], [`Error::ClusterNotFound`]).
+/// looked at. Errors with [`Error::ExecNotAllowed`] (naming the context, the command's
+/// basename and what the rules refuse: never argument or environment values) or
+/// [`Error::AuthProviderNotAllowed`], and with the resolution errors ([`Error::NoContext`],
+/// [`Error::ContextNotFound`], [`Error::ClusterNotFound`]).
 ///
 /// ```
-/// use mcr_core::kubeconfig::{check_exec_policy, parse, Error, ExecPolicy};
+/// use mcr_core::kubeconfig::{check_exec_policy, parse, Error, ExecPolicy, ExecRule};
 /// let kc = parse(br#"
-/// clusters: [{name: c, cluster: {server: "https://127.0.0.1:6443"}}]
+/// clusters: [{name: c, cluster: {server: "https://abc.gr7.eu-west-1.eks.amazonaws.com"}}]
 /// users: [{name: u, user: {exec: {apiVersion: client.authentication.k8s.io/v1, command: /usr/bin/aws, args: [eks, get-token]}}}]
 /// contexts: [{name: ctx, context: {cluster: c, user: u}}]
 /// current-context: ctx
 /// "#).unwrap();
 /// let err = check_exec_policy(&kc, None, &ExecPolicy::Deny).unwrap_err();
 /// assert!(matches!(err, Error::ExecNotAllowed { ref command, .. } if command == "aws"));
-/// assert!(check_exec_policy(&kc, None, &ExecPolicy::AllowCommands(vec!["aws".into()])).is_ok());
+/// let eks = ExecRule::command("aws").args(["eks", "get-token"]);
+/// assert!(check_exec_policy(&kc, None, &ExecPolicy::allow(eks.clone().servers(["*.eks.amazonaws.com"]))).is_ok());
+/// // the same plugin pointed at another server is refused
+/// assert!(check_exec_policy(&kc, None, &ExecPolicy::allow(eks.servers(["*.gke.goog"]))).is_err());
 /// ```
 pub fn check_exec_policy(
     kc: &Kubeconfig,
     context: Option<&str>,
     policy: &ExecPolicy,
 ) -> Result<(), Error> {
+    exec_plan(kc, context, policy).map(|_| ())
+}
+
+/// [`check_exec_policy`], also telling the environment the context's plugin (if any) runs
+/// with.
+pub(crate) fn exec_plan(
+    kc: &Kubeconfig,
+    context: Option<&str>,
+    policy: &ExecPolicy,
+) -> Result<ExecEnv, Error> {
     let resolved = resolve(kc, context)?;
     let Some(user) = resolved.user else {
-        return Ok(());
+        return Ok(ExecEnv::Inherit);
     };
     if let Some(provider) = &user.auth_provider
         && !policy.allows_auth_provider()
@@ -119,14 +163,37 @@ pub fn check_exec_policy(
             provider: provider.name.clone(),
         });
     }
-    if let Some(exec) = &user.exec {
-        let command = exec.command.as_deref().unwrap_or("");
-        if !policy.allows_command(command) {
-            return Err(Error::ExecNotAllowed {
-                context: resolved.name.to_string(),
-                command: basename(command).to_string(),
-            });
+    let Some(exec) = &user.exec else {
+        return Ok(ExecEnv::Inherit);
+    };
+    let command = exec.command.as_deref().unwrap_or("");
+    let refused = |reason: String| Error::ExecNotAllowed {
+        context: resolved.name.to_string(),
+        command: basename(command).to_string(),
+        reason,
+    };
+    let rules = match policy {
+        ExecPolicy::AllowAll => return Ok(ExecEnv::Inherit),
+        ExecPolicy::Deny => return Err(refused("exec plugins are denied".to_string())),
+        ExecPolicy::Allow(rules) => rules,
+    };
+    let candidates: Vec<&ExecRule> = rules
+        .iter()
+        .filter(|r| r.matches_command(command))
+        .collect();
+    if candidates.is_empty() {
+        return Err(refused("no rule allows this command".to_string()));
+    }
+    let server = resolved.cluster.server.as_deref().unwrap_or("");
+    // The first refusal is reported when no rule with this command accepts the stanza.
+    let mut first_refusal = None;
+    for rule in candidates {
+        match rule.accepts(exec, server) {
+            Ok(env) => return Ok(env),
+            Err(reason) => {
+                first_refusal.get_or_insert(reason);
+            }
         }
     }
-    Ok(())
+    Err(refused(first_refusal.unwrap_or_default()))
 }

@@ -16,6 +16,7 @@ use std::time::Duration;
 use kube::config::AuthInfo;
 
 use super::exec::resolve_exec;
+use super::exec_rule::ExecEnv;
 use crate::BoxFuture;
 use crate::credentials::{Credentials, Renew, RenewError};
 
@@ -25,6 +26,8 @@ pub(crate) struct ExecRenew {
     pub(crate) auth: AuthInfo,
     /// How long one plugin run may take.
     pub(crate) timeout: Duration,
+    /// The environment the policy gives the plugin.
+    pub(crate) env: ExecEnv,
     /// The context, for errors (never the plugin's arguments or output).
     pub(crate) context: String,
 }
@@ -33,7 +36,7 @@ impl Renew for ExecRenew {
     fn renew(&self) -> BoxFuture<'_, Result<Credentials, RenewError>> {
         Box::pin(async move {
             let mut auth = self.auth.clone();
-            let issued = resolve_exec(&mut auth, self.timeout)
+            let issued = resolve_exec(&mut auth, self.timeout, &self.env)
                 .await
                 .map_err(|reason| format!("context {:?}: {reason}", self.context))?;
             let credentials = Credentials::from_auth_info(&auth)?;

@@ -10,9 +10,9 @@ use super::{Error, parse::resolve};
 /// A kubeconfig from a Secret or a ClusterProfile is untrusted input. Without this check it
 /// could name the controller's own service-account token (`tokenFile:
 /// /var/run/secrets/kubernetes.io/serviceaccount/token`) together with a server it controls,
-/// and the controller would send that token there. Providers of untrusted kubeconfigs set
-/// [`ClientOptions::deny_file_references`](super::ClientOptions::deny_file_references), which
-/// makes [`client_for_context`](super::client_for_context) call this first; kubeconfigs with
+/// and the controller would send that token there. Unless the [`Policy`](super::Policy) sets
+/// [`allow_file_references`](super::Policy::allow_file_references) (its default does not),
+/// [`client_for_context`](super::client_for_context) calls this first; kubeconfigs with
 /// inline `*-data` fields and tokens are unaffected. Exec commands are governed by
 /// [`ExecPolicy`](super::ExecPolicy) instead.
 ///

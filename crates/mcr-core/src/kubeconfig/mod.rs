@@ -3,21 +3,24 @@
 //! Every provider that builds member clients from kubeconfigs (Secrets, files,
 //! ClusterProfiles) goes through this module, so the security rules live in one place:
 //!
-//! * credential plugins (`exec`, `auth-provider`) run only when the [`ExecPolicy`] allows them,
-//!   checked before kube can run anything; kubeconfigs from untrusted sources can also be kept
-//!   from reading local files ([`ClientOptions::deny_file_references`]);
+//! * one [`Policy`] (apart from the tunable [`ClientOptions`]) says what a kubeconfig may make
+//!   the controller do: run credential plugins (`exec`, `auth-provider`) only as its
+//!   [`ExecPolicy`] allows (command, arguments, servers, environment), checked before anything
+//!   runs; read local files; use a proxy (the process's `HTTPS_PROXY` is ignored unless the
+//!   policy says otherwise). Its default is the policy for untrusted kubeconfigs;
 //! * errors name contexts, clusters and command basenames, never tokens, keys, certificates,
-//!   plugin output or the kubeconfig text;
+//!   plugin arguments or output, or the kubeconfig text; request-time errors of members go
+//!   through [`redact_kube_error`] before mcr logs or stores them;
 //! * [`connection_hash`] tells whether what defines a context's connection changed, so a
 //!   provider only rebuilds a cluster when it must.
 //!
 //! ```no_run
-//! use mcr_core::kubeconfig::{self, ClientOptions, ExecPolicy};
+//! use mcr_core::kubeconfig::{self, ClientOptions, Policy};
 //! # async fn demo(secret_data: &[u8]) -> Result<(), mcr_core::kubeconfig::Error> {
 //! let kc = kubeconfig::parse(secret_data)?;
 //! for context in kubeconfig::contexts(&kc) {
 //!     let cluster = kubeconfig::cluster_for_context(
-//!         context.as_str(), &kc, Some(&context), &ClientOptions::default(), &ExecPolicy::Deny,
+//!         context.as_str(), &kc, Some(&context), &ClientOptions::default(), &Policy::default(),
 //!     ).await?;
 //!     println!("{} -> {:?}", cluster.name(), cluster.connection_hash());
 //! }
@@ -29,20 +32,27 @@ mod error;
 mod exec;
 mod exec_policy;
 mod exec_renew;
+mod exec_rule;
 mod file_refs;
 mod hash;
 mod options;
 mod parse;
-mod redact;
+pub(crate) mod policy;
+mod proxy;
+pub(crate) mod redact;
 
 pub use client::{client_for_context, client_for_context_with_expiry, cluster_for_context};
 pub use error::Error;
 pub use exec::DEFAULT_EXEC_TIMEOUT;
 pub use exec_policy::{ExecPolicy, check_exec_policy};
+pub use exec_rule::ExecRule;
 pub use file_refs::check_file_references;
 pub use hash::{bytes_hash, connection_hash};
 pub use options::{ClientOptions, DEFAULT_CONNECT_TIMEOUT, DEFAULT_READ_TIMEOUT};
 pub use parse::{contexts, current_context, parse, read};
+pub use policy::{Policy, check_policy};
+pub use proxy::EnvProxy;
+pub use redact::{redact_kube_error, redact_watcher_error};
 
 /// The kube kubeconfig type, re-exported for convenience.
 pub use kube::config::Kubeconfig;

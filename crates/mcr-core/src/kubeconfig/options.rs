@@ -14,6 +14,10 @@ pub const DEFAULT_READ_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// Settings applied to every client built from a kubeconfig, on top of the kubeconfig's own.
 ///
+/// Tuning only: what a kubeconfig may make the controller do (run plugins, read files, use a
+/// proxy) is the separate [`Policy`](super::Policy), so replacing these options cannot weaken
+/// it.
+///
 /// `None` (or an empty list) keeps the default: a 10 s connect timeout
 /// ([`DEFAULT_CONNECT_TIMEOUT`]), a 300 s read timeout ([`DEFAULT_READ_TIMEOUT`], so a member
 /// whose API server accepts connections but never answers fails its requests instead of
@@ -58,10 +62,6 @@ pub struct ClientOptions {
     pub reset_reader_on_write: Option<bool>,
     /// Extra headers sent with every request (name, value).
     pub headers: Vec<(String, String)>,
-    /// Refuse contexts that read local files (`certificate-authority`, `client-certificate`,
-    /// `client-key`, `tokenFile`); see [`check_file_references`](super::check_file_references).
-    /// Set it for kubeconfigs from untrusted sources (Secrets, ClusterProfiles).
-    pub deny_file_references: bool,
 }
 
 impl ClientOptions {
@@ -145,18 +145,6 @@ impl ClientOptions {
     #[must_use]
     pub fn impersonate(mut self, user: impl Into<String>) -> Self {
         self.impersonate = Some(user.into());
-        self
-    }
-
-    /// Sets [`deny_file_references`](Self::deny_file_references).
-    ///
-    /// ```
-    /// let opts = mcr_core::kubeconfig::ClientOptions::new().deny_file_references(true);
-    /// assert!(opts.deny_file_references);
-    /// ```
-    #[must_use]
-    pub fn deny_file_references(mut self, deny: bool) -> Self {
-        self.deny_file_references = deny;
         self
     }
 

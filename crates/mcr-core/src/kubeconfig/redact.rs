@@ -109,10 +109,131 @@ pub(crate) fn client_error(err: &kube::Error, command: Option<&str>) -> String {
                 .to_string()
         }
         kube::Error::TlsRequired => "TLS required but no TLS stack selected".to_string(),
-        kube::Error::ProxyProtocolUnsupported { .. }
-        | kube::Error::ProxyProtocolDisabled { .. } => {
+        kube::Error::ProxyProtocolUnsupported { .. } => {
             "the proxy URL uses an unsupported protocol".to_string()
         }
+        kube::Error::ProxyProtocolDisabled {
+            protocol_feature, ..
+        } => format!(
+            "the proxy needs the Cargo feature `{protocol_feature}`, which this build does not enable"
+        ),
         _ => "unexpected error while building the client".to_string(),
+    }
+}
+
+/// A description of a kube error from a member request, safe to log and to store in a status.
+///
+/// A client built from a kubeconfig may still run a command when its credential is refreshed
+/// (a legacy `auth-provider`), and kube's errors for that carry the command line, its
+/// arguments and its output (where plugins print tokens). This keeps the error's kind and
+/// chain but replaces every authentication error by a description without them. mcr's own
+/// logs and statuses go through it ([`ErrorChain`](crate::ErrorChain) applies it to every
+/// kube error in a chain); use it when logging a member's request errors yourself.
+///
+/// ```
+/// use kube::client::AuthError;
+/// let err = kube::Error::Auth(AuthError::AuthExec("token=hunter2".into()));
+/// let safe = mcr_core::kubeconfig::redact_kube_error(&err);
+/// assert!(!safe.contains("hunter2"));
+/// assert_eq!(safe, "authentication failed: the credential command failed");
+/// ```
+pub fn redact_kube_error(err: &kube::Error) -> String {
+    match err {
+        kube::Error::Auth(auth) => format!("authentication failed: {}", auth_error(auth)),
+        kube::Error::Service(inner) => match redact_dyn(inner.as_ref()) {
+            Some(safe) => safe,
+            None => chain(err),
+        },
+        kube::Error::InferKubeconfig(e) => kubeconfig_error(e),
+        _ => chain(err),
+    }
+}
+
+/// [`redact_kube_error`] for an informer's watch error.
+///
+/// ```
+/// use kube::client::AuthError;
+/// use kube::runtime::watcher;
+/// let err = watcher::Error::WatchFailed(kube::Error::Auth(AuthError::AuthExec("hunter2".into())));
+/// assert!(!mcr_core::kubeconfig::redact_watcher_error(&err).contains("hunter2"));
+/// ```
+pub fn redact_watcher_error(err: &kube::runtime::watcher::Error) -> String {
+    use kube::runtime::watcher::Error as W;
+    match err {
+        W::InitialListFailed(e) => format!(
+            "failed to perform initial object list: {}",
+            redact_kube_error(e)
+        ),
+        W::WatchStartFailed(e) => {
+            format!("failed to start watching object: {}", redact_kube_error(e))
+        }
+        W::WatchFailed(e) => format!("watch stream failed: {}", redact_kube_error(e)),
+        other => chain(other),
+    }
+}
+
+/// A safe description of `err` when it is a kube, watcher or authentication error (whose
+/// messages can carry credential commands and their output), `None` for other errors.
+pub(crate) fn redact_dyn(err: &(dyn std::error::Error + 'static)) -> Option<String> {
+    if let Some(e) = err.downcast_ref::<kube::Error>() {
+        Some(redact_kube_error(e))
+    } else if let Some(e) = err.downcast_ref::<kube::runtime::watcher::Error>() {
+        Some(redact_watcher_error(e))
+    } else {
+        err.downcast_ref::<AuthError>()
+            .map(|e| format!("authentication failed: {}", auth_error(e)))
+    }
+}
+
+/// An error and its sources, `": "`-separated (sources that are kube or authentication errors
+/// redacted).
+fn chain(err: &dyn std::error::Error) -> String {
+    let mut out = err.to_string();
+    let mut next = err.source();
+    while let Some(e) = next {
+        if let Some(safe) = redact_dyn(e) {
+            out.push_str(": ");
+            out.push_str(&safe);
+            break;
+        }
+        out.push_str(": ");
+        out.push_str(&e.to_string());
+        next = e.source();
+    }
+    out
+}
+
+/// A content-free description of an authentication error at request time (a token refresh).
+fn auth_error(err: &AuthError) -> String {
+    match err {
+        AuthError::AuthExecStart(io) => {
+            format!("the credential command could not be started: {}", io.kind())
+        }
+        AuthError::AuthExecRun { out, .. } => {
+            format!("the credential command failed with {}", out.status)
+        }
+        AuthError::AuthExecParse(_) | AuthError::ParseTokenKey(_) => {
+            "the credential command printed no valid credential".to_string()
+        }
+        AuthError::AuthExec(_) => "the credential command failed".to_string(),
+        AuthError::ExecPluginFailed => {
+            "the credential plugin returned an ExecCredential without status".to_string()
+        }
+        AuthError::MalformedTokenExpirationDate(_) => {
+            "the credential has a malformed expiry".to_string()
+        }
+        AuthError::InvalidBearerToken(_) => {
+            "the bearer token is not a valid header value".to_string()
+        }
+        AuthError::InvalidBasicAuth(_) => {
+            "the basic-auth credentials are not a valid header value".to_string()
+        }
+        AuthError::ReadTokenFile(io, path) => {
+            format!("failed to read token file {path:?}: {}", io.kind())
+        }
+        AuthError::UnrefreshableTokenResponse => {
+            "the refreshed credential cannot be refreshed again".to_string()
+        }
+        _ => "the credential could not be obtained".to_string(),
     }
 }

@@ -2,10 +2,10 @@
 
 use std::sync::Arc;
 
-use crate::kubeconfig::{self, ExecPolicy, Kubeconfig};
+use crate::kubeconfig::{self, Kubeconfig, Policy};
 
 /// One member's connection as its provider read it from its source of truth: a kubeconfig and
-/// the context to use, the exec policy it runs under and the hash that decides whether a
+/// the context to use, the [`Policy`] it runs under and the hash that decides whether a
 /// running member must change.
 ///
 /// [`Members::ensure`](super::Members::ensure) keeps the running member when the hash is the
@@ -28,7 +28,7 @@ use crate::kubeconfig::{self, ExecPolicy, Kubeconfig};
 pub struct Connection {
     kubeconfig: Arc<Kubeconfig>,
     context: Option<String>,
-    policy: Option<ExecPolicy>,
+    policy: Option<Policy>,
     hash: String,
     renewable: bool,
 }
@@ -81,15 +81,19 @@ impl Connection {
     }
 
     /// Runs this member under `policy` instead of
-    /// [`MembersOptions::exec_policy`](super::MembersOptions::exec_policy) (e.g. a policy
-    /// allowing exactly the command an operator configured for it).
+    /// [`MembersOptions::policy`](super::MembersOptions::policy) (e.g. a policy allowing
+    /// exactly the command an operator configured for it). The whole [`Policy`] is replaced,
+    /// not merged: a provider builds it from its operator's configuration, never from what the
+    /// kubeconfig's writer supplied, so nothing a Secret or profile says can widen it.
     ///
     /// ```
+    /// use mcr_core::kubeconfig::{ExecPolicy, ExecRule, Policy};
     /// # let conn = mcr_core::members::Connection::parse(b"clusters: [{name: c, cluster: {server: https://a}}]\ncontexts: [{name: x, context: {cluster: c}}]\ncurrent-context: x").unwrap();
-    /// let conn = conn.with_policy(mcr_core::kubeconfig::ExecPolicy::Deny);
+    /// let policy = Policy::default().exec(ExecPolicy::allow(ExecRule::command("aws").any_args().any_server()));
+    /// let conn = conn.with_policy(policy);
     /// # let _ = conn;
     /// ```
-    pub fn with_policy(mut self, policy: ExecPolicy) -> Self {
+    pub fn with_policy(mut self, policy: Policy) -> Self {
         self.policy = Some(policy);
         self
     }
@@ -138,7 +142,7 @@ impl Connection {
         &self.hash
     }
 
-    pub(super) fn policy(&self) -> Option<&ExecPolicy> {
+    pub(super) fn policy(&self) -> Option<&Policy> {
         self.policy.as_ref()
     }
 

@@ -6,7 +6,8 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, info};
 
 use super::{Connection, Ensured, Error, Members, ProbeError};
-use crate::{AddOutcome, Aware, Cluster, ClusterId, ClusterName, credentials, kubeconfig};
+use crate::kubeconfig::{self, Policy};
+use crate::{AddOutcome, Aware, Cluster, ClusterId, ClusterName, credentials};
 
 impl Members {
     /// Brings the member `name` to `connection`, bounded in time at every step:
@@ -87,7 +88,10 @@ impl Members {
         same.then_some(id)
     }
 
-    /// Renews the running member's credentials in place when that is all that changed.
+    /// Renews the running member's credentials in place when that is all that changed. The
+    /// rotated kubeconfig goes through the member's policy like a new one (a rotation to a
+    /// `tokenFile` or a `proxy-url` the policy refuses is not applied in place; the build that
+    /// follows reports the refusal).
     async fn renew(&self, name: &ClusterName, connection: &Connection) -> Option<ClusterId> {
         if !connection.is_renewable() {
             return None;
@@ -98,6 +102,7 @@ impl Members {
             connection.kubeconfig(),
             connection.context(),
             &self.options().client_options,
+            self.policy(connection),
         );
         match tokio::time::timeout(self.options().build_timeout, renew).await {
             Ok(Ok(true)) => {
@@ -109,12 +114,17 @@ impl Members {
         }
     }
 
-    /// A new instance: renewable when its credentials are static, else the kubeconfig path
-    /// with its exec policy and file-reference checks.
+    /// The policy `connection` runs under: its own, else the members' one.
+    fn policy<'a>(&'a self, connection: &'a Connection) -> &'a Policy {
+        connection.policy().unwrap_or(&self.options().policy)
+    }
+
+    /// A new instance: renewable when its credentials are static, else the kubeconfig path;
+    /// both check the member's [`Policy`] before anything runs or is read.
     async fn build(&self, name: &ClusterName, connection: &Connection) -> Result<Cluster, Error> {
         let opts = self.options();
         let (kc, context) = (connection.kubeconfig(), connection.context());
-        let policy = connection.policy().unwrap_or(&opts.exec_policy);
+        let policy = self.policy(connection);
         let build = async {
             if connection.is_renewable() && credentials::is_renewable(kc, context) {
                 let renewable = credentials::cluster_for_context(
@@ -122,6 +132,7 @@ impl Members {
                     kc,
                     context,
                     &opts.client_options,
+                    policy,
                 );
                 if let Ok(cluster) = renewable.await {
                     return Ok(cluster);
@@ -165,7 +176,10 @@ impl Members {
 async fn probe(client: &kube::Client, timeout: Duration) -> Result<(), ProbeError> {
     match tokio::time::timeout(timeout, client.apiserver_version()).await {
         Ok(Ok(_)) => Ok(()),
-        Ok(Err(kube::Error::Auth(_))) => Err(ProbeError::Credentials),
+        // Redacted at once: a credential refresh's error carries the command line and output.
+        Ok(Err(err @ kube::Error::Auth(_))) => {
+            Err(ProbeError::Credentials(kubeconfig::redact_kube_error(&err)))
+        }
         Ok(Err(err)) => Err(ProbeError::Request(err)),
         Err(_) => Err(ProbeError::Timeout(timeout)),
     }

@@ -14,13 +14,15 @@ use crate::{ClusterName, kubeconfig};
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ProbeError {
-    /// The request failed.
+    /// The request failed. Its source is a kube error: show it through
+    /// [`ErrorChain`](crate::ErrorChain), which redacts credential errors in the chain.
     #[error("GET /version failed")]
     Request(#[source] kube::Error),
-    /// Obtaining the request's credentials failed (an exec plugin's error): its output may hold
-    /// credential material, so it is not kept.
-    #[error("GET /version failed: obtaining credentials failed")]
-    Credentials,
+    /// Obtaining the request's credentials failed (a credential command's error). Its command
+    /// line and output may hold credential material, so only a redacted description
+    /// ([`redact_kube_error`](crate::kubeconfig::redact_kube_error)) is kept.
+    #[error("GET /version failed: {0}")]
+    Credentials(String),
     /// No answer in time.
     #[error("no answer within {0:?}")]
     Timeout(Duration),
@@ -50,8 +52,9 @@ pub enum Error {
         #[source]
         source: kubeconfig::Error,
     },
-    /// The exec policy or the file-reference rule refused the kubeconfig
-    /// ([`kubeconfig::Error::is_policy_denial`]). Not retried until the source changes.
+    /// The member's [`Policy`](kubeconfig::Policy) refused the kubeconfig (an exec plugin,
+    /// auth-provider, file reference or proxy: [`kubeconfig::Error::is_policy_denial`]). Not
+    /// retried until the source changes.
     #[error("cluster \"{cluster}\": refused by policy: {source}")]
     PolicyDenied {
         /// The cluster.

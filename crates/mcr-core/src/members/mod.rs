@@ -8,8 +8,8 @@
 //!   its credentials in place when only they changed (same server, CA and settings: caches and
 //!   watches are kept, no relist), otherwise build a new instance (bounded), probe it with a
 //!   bounded `GET /version`, then start, sync, index and engage it through [`Clusters`],
-//!   replacing the old one. Exec-policy, auth-provider and file-reference refusals are
-//!   [`Error::PolicyDenied`] and not retried.
+//!   replacing the old one. Refusals by the kubeconfig [`Policy`] (exec plugins,
+//!   auth-providers, file references, proxies) are [`Error::PolicyDenied`] and not retried.
 //! - [`Workers`]: one task per cluster name with a latest-desired-wins channel and its own
 //!   capped exponential backoff, so one slow, hung or broken member only ever delays its own
 //!   worker, and shutdown never waits for a build in flight.
@@ -17,7 +17,9 @@
 //!   run ends the guard removes every member.
 //! - [`MemberProvider`]: implementing it (one method) gives the [`Provider`](crate::Provider)
 //!   implementation (`get`, `index_field`, `runnable`).
-//! - [`StatusBook`]: the per-object status map providers report to operators.
+//! - [`StatusBook`]: the per-object status map providers report to operators, and
+//!   [`ProviderShared`]: what a provider watching a host cluster shares between its handle,
+//!   its dispatcher and its workers.
 //!
 //! # Example
 //!
@@ -113,7 +115,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use crate::kubeconfig::{ClientOptions, ExecPolicy};
+use crate::kubeconfig::{ClientOptions, Policy};
 use crate::{ClusterId, ClusterName, Clusters, ClustersOptions};
 
 mod connection;
@@ -128,7 +130,7 @@ pub use connection::Connection;
 pub use error::{Error, ProbeError};
 pub use guard::RunGuard;
 pub use provider::MemberProvider;
-pub use status::StatusBook;
+pub use status::{ProviderShared, StatusBook};
 pub use workers::{Member, Reconcile, Workers};
 
 /// Options of [`Members`]; every field has a documented default.
@@ -141,12 +143,14 @@ pub use workers::{Member, Reconcile, Workers};
 /// ```
 #[derive(Clone, Debug)]
 pub struct MembersOptions {
-    /// Applied to every member client (timeouts, user agent, impersonation, file references).
-    /// Default: `ClientOptions::default()`.
+    /// Applied to every member client (timeouts, user agent, impersonation, headers: tuning
+    /// only). Default: `ClientOptions::default()`.
     pub client_options: ClientOptions,
-    /// Which `exec` plugins and `auth-provider`s kubeconfigs may use, unless a
-    /// [`Connection::with_policy`] says otherwise. Default: [`ExecPolicy::Deny`].
-    pub exec_policy: ExecPolicy,
+    /// What kubeconfigs may make the controller do (run `exec` plugins or `auth-provider`s,
+    /// read local files, use a proxy), unless a [`Connection::with_policy`] names the policy of
+    /// that member. Checked for new instances and for credentials renewed in place alike.
+    /// Default: [`Policy::default`] (the policy for untrusted kubeconfigs).
+    pub policy: Policy,
     /// How long building a client (and renewing credentials) may take: an exec plugin that
     /// hangs fails the attempt here. Default: 60 s.
     pub build_timeout: Duration,
@@ -167,7 +171,7 @@ impl Default for MembersOptions {
     fn default() -> Self {
         MembersOptions {
             client_options: ClientOptions::default(),
-            exec_policy: ExecPolicy::Deny,
+            policy: Policy::default(),
             build_timeout: Duration::from_secs(60),
             probe_timeout: Some(Duration::from_secs(30)),
             sync_timeout: Duration::from_secs(30),

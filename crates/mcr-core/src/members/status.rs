@@ -3,6 +3,8 @@
 use std::collections::BTreeMap;
 use std::sync::{Mutex, MutexGuard};
 
+use super::Members;
+
 /// A provider's status per source object (a Secret, a file, a `Cluster`), for its `status` and
 /// `statuses` accessors. Locks recover from poisoning (each operation keeps the map
 /// consistent).
@@ -38,10 +40,74 @@ impl<K: Ord + Clone, V: Clone> StatusBook<K, V> {
         self.lock().clone()
     }
 
+    /// Records `value` for `key` when `still` holds, checked under the lock (e.g. "the member
+    /// still belongs to this object": a status written after ownership moved would overwrite
+    /// the new owner's). Whether it was recorded.
+    ///
+    /// ```
+    /// let book: mcr_core::members::StatusBook<&str, u32> = Default::default();
+    /// assert!(book.insert_if("a", 1, || true));
+    /// assert!(!book.insert_if("a", 2, || false));
+    /// assert_eq!(book.get(&"a"), Some(1));
+    /// ```
+    pub fn insert_if(&self, key: K, value: V, still: impl FnOnce() -> bool) -> bool {
+        let mut map = self.lock();
+        let insert = still();
+        if insert {
+            map.insert(key, value);
+        }
+        insert
+    }
+
     /// The map, locked (to check a condition and write under one lock).
     pub fn lock(&self) -> MutexGuard<'_, BTreeMap<K, V>> {
         self.map
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+/// What a provider reading its source of truth from a host cluster shares between its handle,
+/// its dispatcher and its [`Workers`](super::Workers): the host client, the provider's
+/// options `O`, its [`Members`] and its [`StatusBook`] of `V` per source object `K`.
+///
+/// ```
+/// # async fn f() -> Result<(), kube::Error> {
+/// use mcr_core::members::{Members, ProviderShared};
+/// let host = kube::Client::try_default().await?;
+/// let shared: ProviderShared<(), String, &str> =
+///     ProviderShared::new(host, (), Members::new(Default::default()));
+/// assert!(shared.statuses.all().is_empty());
+/// # Ok(()) }
+/// ```
+pub struct ProviderShared<O, K, V> {
+    /// The host cluster's client (where the source of truth lives).
+    pub host: kube::Client,
+    /// The provider's options.
+    pub opts: O,
+    /// The provider's members.
+    pub members: Members,
+    /// The provider's status per source object.
+    pub statuses: StatusBook<K, V>,
+}
+
+impl<O, K, V> ProviderShared<O, K, V> {
+    /// The shared state of a provider with no statuses yet.
+    pub fn new(host: kube::Client, opts: O, members: Members) -> Self {
+        ProviderShared {
+            host,
+            opts,
+            members,
+            statuses: StatusBook::default(),
+        }
+    }
+}
+
+impl<O: std::fmt::Debug, K, V> std::fmt::Debug for ProviderShared<O, K, V> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProviderShared")
+            .field("opts", &self.opts)
+            .field("members", &self.members)
+            .finish_non_exhaustive()
     }
 }

@@ -9,7 +9,7 @@ use kube::config::{
     AuthInfo, Context, ExecConfig, ExecInteractiveMode, Kubeconfig, NamedAuthInfo, NamedCluster,
     NamedContext, NamedExtension,
 };
-use mcr_core::kubeconfig::ExecPolicy;
+use mcr_core::kubeconfig::{ExecPolicy, ExecRule, Policy};
 
 mod file;
 
@@ -31,8 +31,10 @@ pub const ADDITIONAL_ENVS_EXTENSION: &str =
 pub(crate) struct Resolved {
     /// A one-context kubeconfig: the profile's server, CA and proxy, the file's plugin.
     pub(crate) kubeconfig: Kubeconfig,
-    /// Allows exactly the file's command.
-    pub(crate) policy: ExecPolicy,
+    /// Allows exactly the file's command with the resolved arguments and environment
+    /// variables (any server: the profile names it), no local files; the profile's proxy is
+    /// honoured.
+    pub(crate) policy: Policy,
 }
 
 impl AccessProviders {
@@ -90,6 +92,21 @@ impl AccessProviders {
             extension(ADDITIONAL_ARGS_EXTENSION),
             extension(ADDITIONAL_ENVS_EXTENSION),
         )?;
+        // Exactly the resolved stanza: the file's command, these arguments and variables. The
+        // plugin keeps the controller's environment, as the operator's own plugins always did.
+        let rule = ExecRule::command(provider.exec_config.command.clone())
+            .args(exec.args.clone().unwrap_or_default())
+            .kubeconfig_env(
+                exec.env
+                    .iter()
+                    .flatten()
+                    .filter_map(|v| v.get("name").cloned()),
+            )
+            .any_server()
+            .inherit_env();
+        let policy = Policy::default()
+            .exec(ExecPolicy::allow(rule))
+            .allow_kubeconfig_proxy(true);
         let kubeconfig = Kubeconfig {
             clusters: vec![NamedCluster {
                 name: context.to_string(),
@@ -116,10 +133,7 @@ impl AccessProviders {
             current_context: Some(context.to_string()),
             ..Default::default()
         };
-        Ok(Resolved {
-            kubeconfig,
-            policy: ExecPolicy::AllowCommands(vec![provider.exec_config.command.clone()]),
-        })
+        Ok(Resolved { kubeconfig, policy })
     }
 }
 

@@ -86,10 +86,10 @@ fn connection_comes_from_the_access_provider_entry_and_the_command_from_the_file
     let exec = exec_of(&r);
     assert_eq!(exec.command.as_deref(), Some("/opt/plugin"));
     assert!(exec.provide_cluster_info);
-    assert_eq!(
-        r.policy,
-        ExecPolicy::AllowCommands(vec!["/opt/plugin".into()])
-    );
+    assert!(r.policy.exec.allows_command("/opt/plugin"));
+    assert!(!r.policy.exec.allows_command("/opt/other"));
+    assert!(!r.policy.allow_file_references);
+    mcr_core::kubeconfig::check_policy(&r.kubeconfig, None, &r.policy).unwrap();
 }
 
 #[test]

@@ -7,7 +7,7 @@ async fn client_err(
     kc: &Kubeconfig,
     context: Option<&str>,
     opts: &ClientOptions,
-    policy: &ExecPolicy,
+    policy: &Policy,
 ) -> Error {
     match client_for_context(kc, context, opts, policy).await {
         Ok(_) => panic!("expected an error"),
@@ -20,11 +20,11 @@ async fn client_errors_never_contain_credentials() {
     let opts = ClientOptions::default();
     // exec refused before anything runs
     let kc = parse(kubeconfig_with(&exec_user("/opt/plugins/get-token")).as_bytes()).unwrap();
-    let err = client_err(&kc, None, &opts, &ExecPolicy::Deny).await;
+    let err = client_err(&kc, None, &opts, &Policy::default()).await;
     assert!(matches!(err, Error::ExecNotAllowed { .. }), "{err:?}");
     assert_no_secret(&err.to_string());
     // exec allowed, but the plugin does not exist: the error names the basename only
-    let err = client_err(&kc, None, &opts, &ExecPolicy::AllowAll).await;
+    let err = client_err(&kc, None, &opts, &Policy::trusted()).await;
     let msg = err.to_string();
     assert!(matches!(err, Error::Client { .. }), "{err:?}");
     assert!(msg.contains("get-token") && msg.contains("ctx-b"), "{msg}");
@@ -38,7 +38,7 @@ async fn client_errors_never_contain_credentials() {
         .as_bytes(),
     )
     .unwrap();
-    let err = client_err(&kc, None, &opts, &ExecPolicy::Deny).await;
+    let err = client_err(&kc, None, &opts, &Policy::default()).await;
     assert_no_secret(&err.to_string());
     assert_no_secret(&format!("{err:?}"));
 
@@ -50,14 +50,14 @@ async fn client_errors_never_contain_credentials() {
         .as_bytes(),
     )
     .unwrap();
-    let err = client_err(&kc, Some("x"), &opts, &ExecPolicy::Deny).await;
+    let err = client_err(&kc, Some("x"), &opts, &Policy::default()).await;
     assert!(matches!(err, Error::InvalidConfig { .. }), "{err:?}");
     assert!(err.to_string().contains("certificate-authority"), "{err}");
     assert_no_secret(&err.to_string());
 
     // an invalid token (not a header value)
     let kc = parse(kubeconfig_with("    token: \"bad\\ntoken-sEcReT\"").as_bytes()).unwrap();
-    let err = client_err(&kc, None, &opts, &ExecPolicy::Deny).await;
+    let err = client_err(&kc, None, &opts, &Policy::default()).await;
     assert!(matches!(err, Error::InvalidConfig { .. }), "{err:?}");
     assert!(err.to_string().contains("token"), "{err}");
     assert!(!err.to_string().contains("sEcReT"), "{err}");
@@ -65,7 +65,7 @@ async fn client_errors_never_contain_credentials() {
     // an invalid user agent is named but not echoed
     let bad = ClientOptions::new().user_agent("x\ny-sEcReT");
     let kc = parse(kubeconfig_with(&token_user()).as_bytes()).unwrap();
-    let err = client_err(&kc, Some("ctx-a"), &bad, &ExecPolicy::Deny).await;
+    let err = client_err(&kc, Some("ctx-a"), &bad, &Policy::default()).await;
     assert!(err.to_string().contains("user_agent"), "{err}");
     assert_no_secret(&err.to_string());
 }
@@ -88,7 +88,7 @@ async fn malformed_plugin_token_is_an_error_not_a_panic() {
     .unwrap();
     std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
     let kc = parse(kubeconfig_with(&exec_user(script.to_str().unwrap())).as_bytes()).unwrap();
-    let err = client_err(&kc, None, &ClientOptions::default(), &ExecPolicy::AllowAll).await;
+    let err = client_err(&kc, None, &ClientOptions::default(), &Policy::trusted()).await;
     assert!(matches!(err, Error::Client { .. }), "{err:?}");
     assert_no_secret(&err.to_string());
 
@@ -98,7 +98,7 @@ async fn malformed_plugin_token_is_an_error_not_a_panic() {
         format!("#!/bin/sh\necho {TOKEN}\necho {TOKEN} >&2\nexit 3\n"),
     )
     .unwrap();
-    let err = client_err(&kc, None, &ClientOptions::default(), &ExecPolicy::AllowAll).await;
+    let err = client_err(&kc, None, &ClientOptions::default(), &Policy::trusted()).await;
     let msg = err.to_string();
     assert!(msg.contains("bad-plugin") && msg.contains('3'), "{msg}");
     assert_no_secret(&msg);
@@ -109,7 +109,7 @@ async fn malformed_plugin_token_is_an_error_not_a_panic() {
 async fn client_builds_without_connecting() {
     let kc = parse(kubeconfig_with(&token_user()).as_bytes()).unwrap();
     let opts = ClientOptions::new().impersonate("someone");
-    let client = client_for_context(&kc, Some("ctx-a"), &opts, &ExecPolicy::Deny)
+    let client = client_for_context(&kc, Some("ctx-a"), &opts, &Policy::default())
         .await
         .unwrap();
     assert_eq!(client.default_namespace(), "team-a");
@@ -128,15 +128,21 @@ async fn file_references_are_refused_when_denied() {
     // the other context only has inline credentials
     check_file_references(&kc, Some("ctx-a")).unwrap();
 
-    let deny = ClientOptions::new().deny_file_references(true);
-    let err = client_err(&kc, None, &deny, &ExecPolicy::Deny).await;
+    // The default policy refuses it, whatever client options are set: options only tune.
+    let tuned = ClientOptions::new()
+        .read_timeout(std::time::Duration::from_secs(5))
+        .user_agent("tuned/1.0");
+    let err = client_err(&kc, None, &tuned, &Policy::default()).await;
     assert!(
         matches!(err, Error::FileReferenceNotAllowed { .. }),
         "{err:?}"
     );
-    client_for_context(&kc, Some("ctx-a"), &deny, &ExecPolicy::Deny)
+    client_for_context(&kc, Some("ctx-a"), &tuned, &Policy::default())
         .await
         .unwrap();
+    // only the policy allows it
+    let allowed = Policy::default().allow_file_references(true);
+    check_policy(&kc, None, &allowed).unwrap();
 
     for (yaml, field) in [
         (

@@ -1,6 +1,7 @@
 //! Unit tests for parsing, policy, hashing and redaction (no cluster needed).
 
 mod client;
+mod exec_rules;
 mod hash;
 mod parse_policy;
 

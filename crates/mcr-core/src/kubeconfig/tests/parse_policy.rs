@@ -79,7 +79,9 @@ fn exec_refused_by_default_naming_context_and_basename_only() {
     let kc = parse(kubeconfig_with(&exec_user("/opt/plugins/get-token")).as_bytes()).unwrap();
     let err = check_exec_policy(&kc, None, &ExecPolicy::default()).unwrap_err();
     match &err {
-        Error::ExecNotAllowed { context, command } => {
+        Error::ExecNotAllowed {
+            context, command, ..
+        } => {
             assert_eq!(context, "ctx-b");
             assert_eq!(command, "get-token");
         }
@@ -98,7 +100,16 @@ fn exec_allowed_by_policy() {
     let kc = parse(kubeconfig_with(&exec_user("/opt/plugins/get-token")).as_bytes()).unwrap();
     check_exec_policy(&kc, None, &ExecPolicy::AllowAll).unwrap();
     let allowed = |list: &[&str]| {
-        let policy = ExecPolicy::AllowCommands(list.iter().map(|s| s.to_string()).collect());
+        let policy = ExecPolicy::Allow(
+            list.iter()
+                .map(|s| {
+                    ExecRule::command(*s)
+                        .any_args()
+                        .any_server()
+                        .kubeconfig_env(["SECRET"])
+                })
+                .collect(),
+        );
         check_exec_policy(&kc, None, &policy).is_ok()
     };
     assert!(allowed(&["/opt/plugins/get-token"]), "exact path");
@@ -114,9 +125,15 @@ fn exec_allowed_by_policy() {
     assert!(!allowed(&["/opt/plugins"]));
 
     let bare = parse(kubeconfig_with(&exec_user("get-token")).as_bytes()).unwrap();
-    let policy = ExecPolicy::AllowCommands(vec!["get-token".into()]);
+    let rule = |c: &str| {
+        ExecRule::command(c)
+            .any_args()
+            .any_server()
+            .kubeconfig_env(["SECRET"])
+    };
+    let policy = ExecPolicy::allow(rule("get-token"));
     check_exec_policy(&bare, None, &policy).unwrap();
-    let policy = ExecPolicy::AllowCommands(vec!["/opt/plugins/get-token".into()]);
+    let policy = ExecPolicy::allow(rule("/opt/plugins/get-token"));
     assert!(check_exec_policy(&bare, None, &policy).is_err());
 }
 
@@ -128,7 +145,8 @@ fn auth_provider_refused_unless_allow_all() {
     let kc = parse(kubeconfig_with(&user).as_bytes()).unwrap();
     for policy in [
         ExecPolicy::Deny,
-        ExecPolicy::AllowCommands(vec!["gcloud".into(), "/usr/bin/gcloud".into()]),
+        ExecPolicy::allow(ExecRule::command("gcloud").any_args().any_server())
+            .or_allow(ExecRule::command("/usr/bin/gcloud").any_args().any_server()),
     ] {
         let err = check_exec_policy(&kc, None, &policy).unwrap_err();
         assert!(
