@@ -5,12 +5,14 @@
 //! - `cargo xtask e2e`: the examples and cross-crate tests against real control planes
 //!   (`--kind`: against kind clusters, needs `docker` and `kind`).
 //! - `cargo xtask bench`: the benchmark suite (release build).
+//! - `cargo xtask chaos`: the chaos suite (release build; `--real` on real control planes).
 //! - `cargo xtask package`: `cargo package` for every library crate, in publishing order.
 
 use std::process::{Command, ExitCode};
 
 mod assets;
 mod bench;
+mod chaos;
 mod e2e;
 mod e2e_real;
 
@@ -68,6 +70,21 @@ enum Cmd {
         #[arg(long)]
         quick: bool,
     },
+    /// Run the chaos suite: one manager, two controllers, a fleet under random faults.
+    Chaos {
+        /// Member clusters (default 20; 5 with --real).
+        #[arg(long)]
+        clusters: Option<usize>,
+        /// Minutes of fault rounds (default 2; 3 with --real).
+        #[arg(long)]
+        minutes: Option<f64>,
+        /// Seed of the fault plan (default: from the clock, printed).
+        #[arg(long)]
+        seed: Option<u64>,
+        /// Real kube-apiserver + etcd (MCR_ENVTEST=real): stop/restart and partitions only.
+        #[arg(long)]
+        real: bool,
+    },
     /// `cargo package` every library crate in publishing order.
     Package,
 }
@@ -89,6 +106,17 @@ fn main() -> ExitCode {
             }
         }
         Cmd::Bench { quick } => bench::run(quick),
+        Cmd::Chaos {
+            clusters,
+            minutes,
+            seed,
+            real,
+        } => chaos::run(chaos::Chaos {
+            clusters,
+            minutes,
+            seed,
+            real,
+        }),
         Cmd::Package => package(),
     };
     match result {
