@@ -2,7 +2,8 @@
 //!
 //! Controller A copies an object's `data.v` into the annotation [`SEEN_A`], controller B into
 //! [`SEEN_B`]. A member has caught up with a target (the loader's acknowledged values at some
-//! instant) when both annotations of every object reached it.
+//! instant) when both annotations of every object hold a value written after that instant:
+//! the member was written to, and reconciled, since.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -63,15 +64,12 @@ pub async fn read(client: kube::Client, objects: usize) -> Option<Vec<Option<See
     )
 }
 
-/// Whether every object reached its target in both annotations. The target is lowered to
-/// the stored value if a write landed out of order (possible only on the real backend).
+/// Whether both annotations of every object hold a value above its target (values grow, so
+/// a value above the target was written after the target was taken).
 pub fn caught_up(seen: &[Option<Seen>], targets: &[u64]) -> bool {
-    seen.iter().zip(targets).all(|(s, &t)| {
-        s.is_some_and(|s| {
-            let t = t.min(s.v);
-            s.a >= t && s.b >= t
-        })
-    })
+    seen.iter()
+        .zip(targets)
+        .all(|(s, &t)| s.is_some_and(|s| s.a > t && s.b > t))
 }
 
 /// Whether every object's current value is reconciled by both controllers (writes stopped).
@@ -86,7 +84,7 @@ pub struct Waited {
     pub member: usize,
     /// A client of the member (not the manager's).
     pub client: kube::Client,
-    /// Per object, the value both controllers must reach; `None`: every current value.
+    /// Per object, the value both controllers must pass; `None`: every current value.
     pub targets: Option<Vec<u64>>,
 }
 

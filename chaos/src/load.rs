@@ -19,8 +19,10 @@ use crate::world::{NAMESPACE, object_name};
 
 /// How long one write may take before the loader gives up on it.
 pub const WRITE_TIMEOUT: Duration = Duration::from_secs(3);
+/// The value every object is created with (an absent annotation reads as 0).
+pub const FIRST: u64 = 1;
 /// Writes in flight at most.
-const MAX_IN_FLIGHT: usize = 64;
+const MAX_IN_FLIGHT: usize = 256;
 
 /// The loader's shared state: per (member, object), the last acknowledged value.
 pub struct Load {
@@ -54,7 +56,7 @@ pub fn start(
     let load = Arc::new(Load {
         objects,
         acked: (0..slots).map(|_| AtomicU64::new(0)).collect(),
-        issued: (0..slots).map(|_| AtomicU64::new(0)).collect(),
+        issued: (0..slots).map(|_| AtomicU64::new(FIRST)).collect(),
         busy: (0..slots).map(|_| AtomicBool::new(false)).collect(),
         ok: AtomicU64::new(0),
         failed: AtomicU64::new(0),

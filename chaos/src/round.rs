@@ -47,9 +47,17 @@ impl Run {
             *report.injected.entry(kind).or_default() += 1;
         }
 
-        // Fault isolation: half-way through, the members without a fault catch up with
-        // everything written so far, while the faults stay.
-        tokio::time::sleep(window / 2).await;
+        // Departed members vanish from every view (faults on elsewhere).
+        let gone: BTreeSet<usize> = plan
+            .iter()
+            .filter(|(_, k)| faults::departs(**k))
+            .map(|(m, _)| *m)
+            .collect();
+        self.forget(r, &gone, start, report).await?;
+
+        // Fault isolation: half-way through, the members without a fault reconcile values
+        // written from then on, while the faults stay.
+        tokio::time::sleep_until(start + window / 2).await;
         let healthy: Vec<usize> = self
             .world
             .live()
@@ -75,7 +83,7 @@ impl Run {
         }
         tokio::time::sleep_until(start + window).await;
 
-        // Heal, then every live member catches up with what was acknowledged at heal.
+        // Heal, then every live member reconciles values written after heal.
         for storm in storms {
             storm.cancel();
         }
@@ -105,12 +113,6 @@ impl Run {
             ));
         }
 
-        let gone: BTreeSet<usize> = plan
-            .iter()
-            .filter(|(_, k)| faults::departs(**k))
-            .map(|(m, _)| *m)
-            .collect();
-        self.forget(r, &gone, start, report).await?;
         self.sample(report, r);
         Ok(())
     }

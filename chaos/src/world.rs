@@ -70,7 +70,7 @@ impl World {
             for i in 0..objects {
                 let cm: ConfigMap = serde_json::from_value(serde_json::json!({
                     "metadata": {"name": object_name(i), "labels": {LABEL: "1"}},
-                    "data": {"v": "0"},
+                    "data": {"v": crate::load::FIRST.to_string()},
                 }))?;
                 api.create(&PostParams::default(), &cm)
                     .await
