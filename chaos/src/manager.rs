@@ -106,7 +106,7 @@ fn build(host: TestCluster, dir: PathBuf) -> Result<(Manager, CancellationToken)
     ] {
         Controller::new(&mgr)
             .named(name)
-            .for_with::<ConfigMap>((), WatchOptions::new().labels(&format!("{LABEL}=1")))
+            .for_with::<ConfigMap>((), WatchOptions::new().labels(format!("{LABEL}=1")))
             .reconcile_timeout(RECONCILE_TIMEOUT)
             .register(
                 reconcile,

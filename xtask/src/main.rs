@@ -1,6 +1,7 @@
 //! `cargo xtask`: project automation for mcr.
 //!
-//! - `cargo xtask ci`: everything CI checks (fmt, clippy, tests, docs, cargo-deny when installed).
+//! - `cargo xtask ci`: everything CI checks (fmt, clippy, tests, the 2-minute chaos suite, docs,
+//!   cargo-deny when installed).
 //! - `cargo xtask assets`: builds `kube-apiserver`, `etcd` and `kubectl` from Go modules.
 //! - `cargo xtask e2e`: the examples and cross-crate tests against real control planes
 //!   (`--kind`: against kind clusters, needs `docker` and `kind`).
@@ -164,6 +165,12 @@ fn ci() -> Result<()> {
         "warnings",
     ])?;
     cargo(&["test", "--workspace"])?;
+    chaos::run(chaos::Chaos {
+        clusters: Some(12),
+        minutes: Some(2.0),
+        seed: None,
+        real: false,
+    })?;
     run(
         "cargo",
         &["doc", "--workspace", "--no-deps"],
