@@ -1,15 +1,16 @@
 //! Per-cluster state, read only through the manager's public surface: `engaged_clusters`,
-//! `cluster_statuses`, the `/clusters` and `/metrics` endpoints, each member's cache, and the
-//! number of live tasks on the manager's runtime.
+//! `cluster_statuses`, each member's cache and the live tasks of the manager process (its
+//! `stats`), and the `/clusters` and `/metrics` endpoints.
 
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::time::Duration;
 
 use anyhow::{Context as _, Result, bail};
-use mcr_manager::Manager;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+use crate::child;
+use crate::manager::Stats;
 use crate::world::World;
 
 /// Gauges whose per-cluster series must vanish with the cluster.
@@ -67,24 +68,14 @@ impl Seen {
     }
 }
 
-/// What the manager shows of the members.
-pub async fn seen(mgr: &Manager, world: &World) -> Result<Seen> {
-    let addr = mgr
-        .http_addr()
-        .context("the manager serves no HTTP endpoint")?;
+/// What the manager shows of the members, and its stats.
+pub async fn seen(mgr: &mut child::Manager, world: &World) -> Result<(Seen, Stats)> {
+    let stats = mgr.stats().await?;
+    let addr = mgr.addr;
     let index = |name: &str| world.index_of(name);
     let mut out = Seen {
-        engaged: mgr
-            .engaged_clusters()
-            .iter()
-            .filter_map(|n| index(n.as_str()))
-            .collect(),
-        statuses: mgr
-            .cluster_statuses()
-            .iter()
-            .filter(|s| !s.name.is_host())
-            .filter_map(|s| index(s.name.as_str()))
-            .collect(),
+        engaged: stats.engaged.iter().filter_map(|n| index(n)).collect(),
+        statuses: stats.statuses.iter().filter_map(|n| index(n)).collect(),
         ..Seen::default()
     };
     for line in http_get(addr, "/clusters").await?.lines() {
@@ -106,7 +97,7 @@ pub async fn seen(mgr: &Manager, world: &World) -> Result<Seen> {
             out.gauges.insert(m);
         }
     }
-    Ok(out)
+    Ok((out, stats))
 }
 
 /// The value of `key="..."` in a metric line (escapes left as they are: names here have none).
@@ -116,20 +107,12 @@ fn label<'a>(line: &'a str, key: &str) -> Option<&'a str> {
     Some(&line[start..start + len])
 }
 
-/// Per live member engaged, the number of informers its cache runs (two controllers on the
-/// same type and selector share one).
-pub fn informers(mgr: &Manager, world: &World) -> Vec<(usize, usize)> {
-    mgr.engaged_clusters()
+/// Per engaged member, the number of informers its cache runs (two controllers on the same
+/// type and selector share one).
+pub fn informers(stats: &Stats, world: &World) -> Vec<(usize, usize)> {
+    stats
+        .informers
         .iter()
-        .filter_map(|name| {
-            let m = world.index_of(name.as_str())?;
-            let cluster = mgr.fleet().get(name).ok()?;
-            Some((m, cluster.cache().informer_count()))
-        })
+        .filter_map(|(name, n)| Some((world.index_of(name)?, *n)))
         .collect()
-}
-
-/// Live tasks on the manager's runtime.
-pub fn tasks(rt: &tokio::runtime::Runtime) -> usize {
-    rt.metrics().num_alive_tasks()
 }

@@ -4,8 +4,9 @@
 //! informer per member; B also requeues every object every 15 s) over a fleet of HTTPS
 //! member clusters found by the file provider in a directory of kubeconfig files. A loader
 //! keeps writing a growing value into every object of every member; each controller copies
-//! it into its own annotation. The manager has its own tokio runtime, so its live tasks are
-//! counted apart from the emulator's and the loader's.
+//! it into its own annotation. The manager runs in a child process (this binary with
+//! `--serve-manager`), so its RSS and live tokio tasks are measured apart from the emulator's
+//! and the loader's.
 //!
 //! The run is a series of rounds. Each round picks, from a seeded generator (the seed is
 //! printed; `--seed` repeats the plan, not the timing), a fault for about a quarter of the
@@ -17,7 +18,7 @@
 //! partitions are injected.
 //!
 //! Asserted (each failure is listed and the exit code is 1):
-//! - no panic anywhere in the process (a panic hook counts them);
+//! - no panic in either process (a panic hook counts them);
 //! - isolation: half-way through a window, every member without a fault catches up with
 //!   everything the loader wrote so far within 60 s, while the faults stay;
 //! - recovery: after heal, every live member catches up within 120 s (time to recover, p50
@@ -27,22 +28,23 @@
 //! - after the faults and the loader stop, every object's last written value is in both
 //!   annotations in every live member within 120 s; the manager's views list exactly the
 //!   live members; each member runs one informer;
-//! - RSS after each round (emulator history compacted first): the mean of the last third of
-//!   the rounds at most 20% + 16 MiB above the mean of the first third;
-//! - after every member left, the manager runtime's live tasks return to their count with
-//!   no member (+8) within 60 s, and the manager stops within 60 s.
+//! - the manager process's RSS after each round: the mean of the last third of the rounds
+//!   at most 20% + 16 MiB above the mean of the first third;
+//! - after every member left, the manager process's live tasks return to their count with
+//!   no member (+8) within 60 s, and the manager stops cleanly within 60 s.
 //!
 //! Not guaranteed by a pass: timing figures come from one run on a shared machine; the
-//! emulator shares the process (RSS includes it); faults are per member, never on the host;
+//! faults are per member, never on the host;
 //! a seed repeats the plan, not the interleavings.
 
+use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use clap::Parser;
 
 mod check;
+mod child;
 mod faults;
 mod leaks;
 mod load;
@@ -72,6 +74,38 @@ pub struct Args {
     /// Loader writes per second (default: 4 per member, 20 to 400).
     #[arg(long)]
     pub rate: Option<u32>,
+    /// Internal: be the manager process, over the kubeconfig files in this directory.
+    #[arg(long, hide = true, requires = "host_kubeconfig")]
+    pub serve_manager: Option<PathBuf>,
+    /// Internal: the host cluster's kubeconfig (with --serve-manager).
+    #[arg(long, hide = true)]
+    pub host_kubeconfig: Option<PathBuf>,
+}
+
+fn panics() -> u64 {
+    PANICS.load(Ordering::SeqCst)
+}
+
+/// The manager process (see `manager`).
+fn serve(dir: PathBuf, host: PathBuf) -> ExitCode {
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(err) => {
+            eprintln!("chaos manager: no tokio runtime: {err}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match rt.block_on(manager::serve(dir, host, panics)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("chaos manager: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
 }
 
 fn main() -> ExitCode {
@@ -87,22 +121,22 @@ fn main() -> ExitCode {
         PANICS.fetch_add(1, Ordering::SeqCst);
         default_hook(info);
     }));
+    if let (Some(dir), Some(host)) = (args.serve_manager.take(), args.host_kubeconfig.take()) {
+        return serve(dir, host);
+    }
     let seed = *args.seed.get_or_insert_with(rng::clock_seed);
     println!(
         "mcr chaos: {} clusters, {} min, seed {seed} (repeat the plan with --seed {seed})",
         args.clusters, args.minutes
     );
-    let runtime = |name: &str| {
-        tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .thread_name(name)
-            .enable_all()
-            .build()
-    };
-    let (world_rt, mgr_rt) = match (runtime("chaos-world"), runtime("chaos-manager")) {
-        (Ok(w), Ok(m)) => (w, Arc::new(m)),
-        (Err(e), _) | (_, Err(e)) => {
-            eprintln!("chaos: no tokio runtime: {e}");
+    let world_rt = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(err) => {
+            eprintln!("chaos: no tokio runtime: {err}");
             return ExitCode::FAILURE;
         }
     };
@@ -111,10 +145,13 @@ fn main() -> ExitCode {
         clusters: args.clusters,
         ..report::Report::default()
     };
-    let result = world_rt.block_on(run::run(&args, mgr_rt.clone(), &mut report));
-    report.panics = PANICS.load(Ordering::SeqCst);
+    let result = world_rt.block_on(run::run(&args, &mut report));
+    report.panics = panics();
     if report.panics > 0 {
-        report.fail(format!("{} panics (see above)", report.panics));
+        report.fail(format!(
+            "{} panics in the suite's process (see above)",
+            report.panics
+        ));
     }
     if let Err(err) = &result {
         report.fail(format!("the run could not complete: {err:#}"));
@@ -122,9 +159,6 @@ fn main() -> ExitCode {
     report.check_rss();
     report.print();
     world_rt.shutdown_timeout(std::time::Duration::from_secs(5));
-    if let Ok(rt) = Arc::try_unwrap(mgr_rt) {
-        rt.shutdown_timeout(std::time::Duration::from_secs(5));
-    }
     if report.failures.is_empty() {
         ExitCode::SUCCESS
     } else {

@@ -31,9 +31,9 @@ pub struct Report {
     pub forget: Vec<Duration>,
     /// Faults stopped to every live member settled.
     pub settle: Option<Duration>,
-    /// RSS after each round (bytes).
+    /// RSS of the manager process after each round (bytes).
     pub rss: Vec<u64>,
-    /// Live tasks on the manager runtime: with no member, with all members at the start, at
+    /// Live tasks of the manager process: with no member, with all members at the start, at
     /// the end of each round (with the number of engaged members), after every member left.
     pub tasks_empty: usize,
     /// See [`Report::tasks_empty`].
@@ -56,17 +56,6 @@ pub fn quantile(samples: &[Duration], q: f64) -> Option<Duration> {
     sorted.sort();
     let rank = ((sorted.len() as f64 * q).ceil() as usize).clamp(1, sorted.len().max(1));
     sorted.get(rank - 1).copied()
-}
-
-/// Resident set size of this process (bytes), from `/proc/self/status`.
-pub fn rss_bytes() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        .map(|kb| kb * 1024)
-        .unwrap_or(0)
 }
 
 fn mib(bytes: f64) -> String {
@@ -166,7 +155,7 @@ impl Report {
         }
         if let Some((first, last)) = self.rss_thirds() {
             println!(
-                "RSS first third {}, last third {} ({:+.1}%; allowed +{:.0}% + {})",
+                "manager RSS first third {}, last third {} ({:+.1}%; allowed +{:.0}% + {})",
                 mib(first),
                 mib(last),
                 (last / first - 1.0) * 100.0,

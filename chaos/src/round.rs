@@ -9,9 +9,9 @@ use tokio::time::Instant;
 
 use crate::check::{Seen, Waited, wait_all};
 use crate::faults;
-use crate::leaks;
-use crate::report::{self, Report};
+use crate::report::Report;
 use crate::run::Run;
+use crate::{child, leaks};
 
 /// Members without a fault must catch up with the loader within this, faults still on.
 pub const ISOLATION_BOUND: Duration = Duration::from_secs(60);
@@ -113,13 +113,13 @@ impl Run {
             ));
         }
 
-        self.sample(report, r);
+        self.sample(report, r).await?;
         Ok(())
     }
 
     /// Waits until no manager view shows a member of `gone`; records the time since `since`.
     pub async fn forget(
-        &self,
+        &mut self,
         r: usize,
         gone: &BTreeSet<usize>,
         since: Instant,
@@ -130,7 +130,7 @@ impl Run {
         }
         let deadline = Instant::now() + FORGET_BOUND;
         loop {
-            let seen = leaks::seen(&self.mgr.mgr, &self.world).await?;
+            let (seen, _) = leaks::seen(&mut self.mgr, &self.world).await?;
             let left: Vec<usize> = seen.any().intersection(gone).copied().collect();
             if left.is_empty() {
                 let took = since.elapsed();
@@ -153,25 +153,26 @@ impl Run {
         }
     }
 
-    /// End of a round: the emulator's watch history is compacted (its memory is not the
-    /// manager's), then RSS and the manager's live tasks are sampled.
-    fn sample(&self, report: &mut Report, r: usize) {
+    /// End of a round: the emulator's watch history is compacted (bounding the emulator's
+    /// memory), then the manager process's RSS and live tasks are sampled.
+    async fn sample(&mut self, report: &mut Report, r: usize) -> Result<()> {
         if !self.world.real {
             for member in &self.world.members {
                 member.tc.compact();
             }
         }
-        let rss = report::rss_bytes();
-        let tasks = leaks::tasks(&self.mgr_rt);
-        let engaged = self.mgr.mgr.engaged_clusters().len();
+        let rss = child::rss_of(self.mgr.pid());
+        let stats = self.mgr.stats().await?;
+        let (tasks, engaged) = (stats.tasks, stats.engaged.len());
         println!(
-            "round {r}: done at {:.0} s, RSS {:.1} MiB, manager tasks {tasks} with {engaged} members",
+            "round {r}: done at {:.0} s, manager RSS {:.1} MiB, tasks {tasks} with {engaged} members",
             self.started.elapsed().as_secs_f64(),
             rss as f64 / (1u64 << 20) as f64
         );
         report.rss.push(rss);
         report.tasks_rounds.push((tasks, engaged));
         report.rounds = r;
+        Ok(())
     }
 }
 

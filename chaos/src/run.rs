@@ -13,12 +13,11 @@ use tokio_util::sync::CancellationToken;
 
 use crate::check::wait_all;
 use crate::load::{self, Load};
-use crate::manager::{self, Running};
 use crate::report::Report;
 use crate::rng::Rng;
 use crate::round::{describe, names};
 use crate::world::World;
-use crate::{Args, leaks};
+use crate::{Args, child, leaks};
 
 /// Every member engaged and reconciled at the start, within this.
 pub const ENGAGE_BOUND: Duration = Duration::from_secs(180);
@@ -40,10 +39,8 @@ pub struct Run {
     pub world: World,
     /// One in-process client per member (the loader's and the checks').
     pub clients: Vec<kube::Client>,
-    /// The manager under test.
-    pub mgr: Running,
-    /// The manager's runtime.
-    pub mgr_rt: Arc<tokio::runtime::Runtime>,
+    /// The manager under test (a child process).
+    pub mgr: child::Manager,
     /// The loader.
     pub load: Arc<Load>,
     /// Stops the loader.
@@ -55,26 +52,22 @@ pub struct Run {
 
 /// Samples the manager's live tasks until two readings a second apart agree (at most 10 s);
 /// the smaller reading.
-async fn quiet_tasks(rt: &tokio::runtime::Runtime) -> usize {
-    let mut last = leaks::tasks(rt);
+async fn quiet_tasks(mgr: &mut child::Manager) -> Result<usize> {
+    let mut last = mgr.stats().await?.tasks;
     for _ in 0..10 {
         tokio::time::sleep(Duration::from_secs(1)).await;
-        let now = leaks::tasks(rt);
+        let now = mgr.stats().await?.tasks;
         if now == last {
             break;
         }
         last = last.min(now);
     }
-    last
+    Ok(last)
 }
 
 /// Runs the suite; assertion failures go into the report, errors of the harness itself are
 /// returned.
-pub async fn run(
-    args: &Args,
-    mgr_rt: Arc<tokio::runtime::Runtime>,
-    report: &mut Report,
-) -> Result<()> {
+pub async fn run(args: &Args, report: &mut Report) -> Result<()> {
     let started = Instant::now();
     let mut world = World::start(args.clusters, OBJECTS).await?;
     report.real = world.real;
@@ -83,18 +76,12 @@ pub async fn run(
         args.clusters,
         started.elapsed().as_secs_f64()
     );
-    let host = TestCluster::start("host")
+    let host = TestCluster::start_https("host")
         .await
         .context("starting the host")?;
-    let mgr = manager::start(&mgr_rt, host, world.dir().to_path_buf()).await?;
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !(mgr.mgr.is_ready() && mgr.mgr.http_addr().is_some()) {
-        if Instant::now() >= deadline {
-            bail!("the manager was not ready within 60 s");
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    report.tasks_empty = quiet_tasks(&mgr_rt).await;
+    let host_kubeconfig = world.write_host(&host)?;
+    let mut mgr = child::Manager::start(&world.members_dir(), &host_kubeconfig).await?;
+    report.tasks_empty = quiet_tasks(&mut mgr).await?;
 
     // Every member joins and is reconciled.
     let all: Vec<usize> = (0..args.clusters).collect();
@@ -124,7 +111,7 @@ pub async fn run(
         args.clusters,
         since.elapsed().as_secs_f64()
     );
-    report.tasks_full = quiet_tasks(&mgr_rt).await;
+    report.tasks_full = quiet_tasks(&mut mgr).await?;
 
     let load_stop = CancellationToken::new();
     let rate = args
@@ -136,7 +123,6 @@ pub async fn run(
         world,
         clients,
         mgr,
-        mgr_rt,
         load,
         load_stop,
         load_task,
@@ -185,7 +171,7 @@ impl Run {
         }
 
         // The manager's views match the live members; one informer per member.
-        let seen = leaks::seen(&self.mgr.mgr, &self.world).await?;
+        let (seen, stats) = leaks::seen(&mut self.mgr, &self.world).await?;
         let want: BTreeSet<usize> = live.iter().copied().collect();
         for (view, got) in [
             ("engaged_clusters", &seen.engaged),
@@ -215,7 +201,7 @@ impl Run {
                 want.len()
             ));
         }
-        for (m, n) in leaks::informers(&self.mgr.mgr, &self.world) {
+        for (m, n) in leaks::informers(&stats, &self.world) {
             if n != 1 {
                 report.fail(format!(
                     "member-{} runs {n} informers, expected 1 (shared by both controllers)",
@@ -234,10 +220,10 @@ impl Run {
             .await?;
         let deadline = Instant::now() + TASKS_BOUND;
         let limit = report.tasks_empty + TASKS_SLACK;
-        let mut tasks = leaks::tasks(&self.mgr_rt);
+        let mut tasks = self.mgr.stats().await?.tasks;
         while tasks > limit && Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(200)).await;
-            tasks = leaks::tasks(&self.mgr_rt);
+            tasks = self.mgr.stats().await?.tasks;
         }
         report.tasks_after = Some(tasks);
         if tasks > limit {
@@ -248,12 +234,14 @@ impl Run {
             ));
         }
 
-        self.mgr.stop.cancel();
-        match tokio::time::timeout(Duration::from_secs(60), &mut self.mgr.run).await {
-            Ok(Ok(Ok(()))) => {}
-            Ok(Ok(Err(err))) => report.fail(format!("the manager ended with an error: {err}")),
-            Ok(Err(err)) => report.fail(format!("the manager task failed: {err}")),
-            Err(_) => report.fail("the manager did not stop within 60 s".into()),
+        let panics = self.mgr.stats().await?.panics;
+        if panics > 0 {
+            report.fail(format!(
+                "{panics} panics in the manager process (see its stderr above)"
+            ));
+        }
+        if let Err(err) = self.mgr.stop().await {
+            report.fail(format!("the manager did not stop cleanly: {err:#}"));
         }
         Ok(())
     }

@@ -15,6 +15,8 @@ use mcr_envtest::{Backend, Fleet, TestCluster};
 
 /// Label every chaos object carries (the controllers select on it).
 pub const LABEL: &str = "mcr-chaos";
+/// Subdirectory of the members' kubeconfig files.
+const MEMBERS: &str = "members";
 /// Namespace of the chaos objects.
 pub const NAMESPACE: &str = "default";
 
@@ -63,9 +65,13 @@ impl World {
             .await
             .context("starting the member fleet")?;
         let dir = tempfile::Builder::new().prefix("mcr-chaos-").tempdir()?;
+        std::fs::create_dir(dir.path().join(MEMBERS))?;
         let mut members = Vec::with_capacity(n);
         for tc in fleet.clusters() {
-            let path = dir.path().join(format!("{}.kubeconfig", tc.name()));
+            let path = dir
+                .path()
+                .join(MEMBERS)
+                .join(format!("{}.kubeconfig", tc.name()));
             let api: Api<ConfigMap> = Api::namespaced(tc.client(), NAMESPACE);
             for i in 0..objects {
                 let cm: ConfigMap = serde_json::from_value(serde_json::json!({
@@ -93,8 +99,18 @@ impl World {
     }
 
     /// The directory the file provider watches.
-    pub fn dir(&self) -> &Path {
-        self.dir.path()
+    pub fn members_dir(&self) -> PathBuf {
+        self.dir.path().join(MEMBERS)
+    }
+
+    /// Writes the host's kubeconfig (outside the members' directory); its path.
+    pub fn write_host(&self, host: &TestCluster) -> Result<PathBuf> {
+        let path = self.dir.path().join("host.yaml");
+        let yaml = host
+            .kubeconfig_yaml()
+            .context("the host has no kubeconfig")?;
+        write_atomic(&path, &yaml)?;
+        Ok(path)
     }
 
     /// Indices of the members whose file is present.
