@@ -19,10 +19,12 @@
 //!
 //! Asserted (each failure is listed and the exit code is 1):
 //! - no panic in either process (a panic hook counts them);
-//! - isolation: half-way through a window, every member without a fault catches up with
-//!   everything the loader wrote so far within 60 s, while the faults stay;
-//! - recovery: after heal, every live member catches up within 120 s (time to recover, p50
-//!   and p99, is reported for the faulted ones);
+//! - isolation: half-way through a window, every member without a fault reconciles (both
+//!   annotations of every object) a value written after that instant within 60 s, while the
+//!   faults stay;
+//! - recovery: after heal, every live member reconciles values written after heal within
+//!   120 s (time to recover, p50 and p99, is reported for the faulted ones; it includes the
+//!   loader's next write to each object, about a second at the default rate);
 //! - a member that left vanishes from `engaged_clusters`, `cluster_statuses`, `/clusters`
 //!   and the per-cluster gauges of `/metrics` within 60 s;
 //! - after the faults and the loader stop, every object's last written value is in both
@@ -33,9 +35,8 @@
 //! - after every member left, the manager process's live tasks return to their count with
 //!   no member (+8) within 60 s, and the manager stops cleanly within 60 s.
 //!
-//! Not guaranteed by a pass: timing figures come from one run on a shared machine; the
-//! faults are per member, never on the host;
-//! a seed repeats the plan, not the interleavings.
+//! Not guaranteed by a pass: timing figures come from one run on a shared machine; faults
+//! are per member, never on the host; a seed repeats the plan, not the interleavings.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
