@@ -66,17 +66,40 @@ const REAL: &[Kind] = &[Kind::Stop, Kind::Refuse, Kind::Hang];
 /// One round's faults, by member.
 pub type Plan = BTreeMap<usize, Kind>;
 
+/// The kind named `name` (`stop`, `refuse`, `hang`, `storm`, `slow`, `errors`, `churn`:
+/// rotation, leaving and joining).
+pub fn parse(name: &str) -> Option<Vec<Kind>> {
+    Some(match name {
+        "stop" => vec![Kind::Stop],
+        "refuse" => vec![Kind::Refuse],
+        "hang" => vec![Kind::Hang],
+        "storm" => vec![Kind::Storm],
+        "slow" => vec![Kind::Slow],
+        "errors" => vec![Kind::Errors],
+        "churn" => vec![Kind::Rotate, Kind::Leave, Kind::Join],
+        _ => return None,
+    })
+}
+
 /// Picks a round's faults: about a quarter of the live members get a link fault; on the
-/// emulator a few others rotate or leave, and absent members rejoin with even odds.
-pub fn plan(rng: &mut Rng, world: &World) -> Plan {
+/// emulator a few others rotate or leave, and absent members rejoin with even odds. Only
+/// kinds in `only` (when given) are picked.
+pub fn plan(rng: &mut Rng, world: &World, only: Option<&[Kind]>) -> Plan {
     let live = rng.shuffled(&world.live());
-    let kinds = if world.real { REAL } else { EMULATED };
+    let all = if world.real { REAL } else { EMULATED };
+    let kinds: Vec<Kind> = all
+        .iter()
+        .copied()
+        .filter(|k| only.is_none_or(|o| o.contains(k)))
+        .collect();
     let faulted = (live.len() / 4).max(1).min(live.len());
     let mut plan = Plan::new();
-    for &m in &live[..faulted] {
-        plan.insert(m, kinds[rng.below(kinds.len() as u64) as usize]);
+    if !kinds.is_empty() {
+        for &m in &live[..faulted] {
+            plan.insert(m, kinds[rng.below(kinds.len() as u64) as usize]);
+        }
     }
-    if world.real {
+    if world.real || only.is_some_and(|o| !o.contains(&Kind::Rotate)) {
         return plan;
     }
     let rest = &live[faulted..];

@@ -75,6 +75,9 @@ pub struct Args {
     /// Loader writes per second (default: 4 per member, 20 to 400).
     #[arg(long)]
     pub rate: Option<u32>,
+    /// Only these faults (comma-separated: stop, refuse, hang, storm, slow, errors, churn).
+    #[arg(long, value_delimiter = ',', value_parser = ["stop", "refuse", "hang", "storm", "slow", "errors", "churn"])]
+    pub faults: Option<Vec<String>>,
     /// Internal: be the manager process, over the kubeconfig files in this directory.
     #[arg(long, hide = true, requires = "host_kubeconfig")]
     pub serve_manager: Option<PathBuf>,

@@ -35,7 +35,7 @@ impl Run {
 
     /// Runs round `r` with faults lasting `window`.
     pub async fn round(&mut self, r: usize, window: Duration, report: &mut Report) -> Result<()> {
-        let plan = faults::plan(&mut self.rng, &self.world);
+        let plan = faults::plan(&mut self.rng, &self.world, self.only.as_deref());
         let kinds: Vec<String> = plan.iter().map(|(m, k)| format!("{}:{k}", m + 1)).collect();
         println!("round {r}: {}", kinds.join(", "));
         let start = Instant::now();
@@ -71,6 +71,11 @@ impl Run {
             ISOLATION_BOUND,
         )
         .await;
+        let slowest = |times: &[(usize, Option<Duration>)]| {
+            let max = times.iter().filter_map(|(_, t)| *t).max();
+            max.unwrap_or_default().as_secs_f64()
+        };
+        let isolation_max = slowest(&times);
         report
             .isolation
             .extend(times.iter().filter_map(|(_, t)| *t));
@@ -104,6 +109,10 @@ impl Run {
                 .iter()
                 .filter(|(m, _)| plan.contains_key(m))
                 .filter_map(|(_, t)| *t),
+        );
+        println!(
+            "round {r}: slowest healthy member {isolation_max:.1} s, slowest recovery {:.1} s",
+            slowest(&times)
         );
         if !laggards.is_empty() {
             report.fail(format!(

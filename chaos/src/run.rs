@@ -46,6 +46,8 @@ pub struct Run {
     /// Stops the loader.
     load_stop: CancellationToken,
     load_task: tokio::task::JoinHandle<()>,
+    /// The fault kinds to pick from (`--faults`), all when `None`.
+    pub only: Option<Vec<crate::faults::Kind>>,
     /// When the run started.
     pub started: Instant,
 }
@@ -127,6 +129,13 @@ pub async fn run(args: &Args, report: &mut Report) -> Result<()> {
         load_stop,
         load_task,
         started,
+        only: args.faults.as_ref().map(|names| {
+            names
+                .iter()
+                .filter_map(|n| crate::faults::parse(n))
+                .flatten()
+                .collect()
+        }),
     };
 
     let total = Duration::from_secs_f64(args.minutes * 60.0);
