@@ -55,7 +55,7 @@ pub fn start(
     let slots = clients.len() * objects;
     let load = Arc::new(Load {
         objects,
-        acked: (0..slots).map(|_| AtomicU64::new(0)).collect(),
+        acked: (0..slots).map(|_| AtomicU64::new(FIRST)).collect(),
         issued: (0..slots).map(|_| AtomicU64::new(FIRST)).collect(),
         busy: (0..slots).map(|_| AtomicBool::new(false)).collect(),
         ok: AtomicU64::new(0),

@@ -198,27 +198,21 @@ fn names_of(set: &BTreeSet<usize>, gone: &BTreeSet<usize>) -> String {
     names(&set.intersection(gone).copied().collect::<Vec<_>>())
 }
 
-/// The laggards and their first unreconciled object (`v`, `a`, `b`).
+/// The laggards and every object of theirs as last read (`v`, `a`, `b`).
 pub fn describe(laggards: &[(usize, Vec<Option<Seen>>)]) -> String {
     let shown: Vec<String> = laggards
         .iter()
         .take(10)
         .map(|(m, seen)| {
-            let first = seen
+            let objects: Vec<String> = seen
                 .iter()
                 .enumerate()
-                .find(|(_, s)| !s.is_some_and(|s| s.a == s.v && s.b == s.v));
-            match first {
-                Some((i, Some(s))) => format!(
-                    "member-{} (chaos-{i}: v={} a={} b={})",
-                    m + 1,
-                    s.v,
-                    s.a,
-                    s.b
-                ),
-                Some((i, None)) => format!("member-{} (chaos-{i}: unread)", m + 1),
-                None => format!("member-{} (unread)", m + 1),
-            }
+                .map(|(i, s)| match s {
+                    Some(s) => format!("chaos-{i}: v={} a={} b={}", s.v, s.a, s.b),
+                    None => format!("chaos-{i}: unread"),
+                })
+                .collect();
+            format!("member-{} ({})", m + 1, objects.join("; "))
         })
         .collect();
     let more = laggards.len().saturating_sub(10);
