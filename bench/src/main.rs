@@ -52,10 +52,10 @@ enum Cmd {
     },
     /// Run one measurement in this process and print `RESULT <json>` (used by `all`).
     RunOne {
-        /// b1, b2 (in-process emulator), b2r, b2m, b3, b4, b5, b5r, b6, b8:CLUSTERS, b9:OBJECTS:ROUNDS, b10, e1, e2.
+        /// b1, b2 (in-process emulator), b2r, b2m, b3, b4, b5, b5r, b6, b8:CLUSTERS, b9:OBJECTS:ROUNDS, b10, c1, e1, e2.
         scenario: String,
         /// mcr | kube-runtime | none (b1, b2, b2r, b2m); calm | flood (b5, b5r); raw | kube
-        /// (e1); else ignored.
+        /// (e1); in-place | replace (c1); else ignored.
         side: String,
         /// Smaller sizes.
         #[arg(long)]
@@ -137,6 +137,7 @@ fn run_one(
                 go_peer::child(clusters, dir()?).await
             }
             "b10" => multicore::child(side, quick, dir()?).await,
+            "c1" => credentials::child(side, quick).await,
             b9 if b9.starts_with("b9:") => instructions::child(&b9[3..], side, dir()?).await,
             "e1" => envtest::e1(side, quick).await,
             "e2" => envtest::e2(quick).await,
@@ -170,7 +171,7 @@ fn all(quick: bool, out: PathBuf, bins: go_peer::Bins, only: Vec<String>) -> Res
         .unwrap_or_else(|| PathBuf::from("."));
     let suite_start = Instant::now();
     for id in [
-        "b1", "b2", "b2m", "b3", "b4", "b5", "b5r", "b6", "b8", "b9", "b10", "e1", "e2",
+        "b1", "b2", "b2m", "b3", "b4", "b5", "b5r", "b6", "b8", "b9", "b10", "c1", "e1", "e2",
     ] {
         if !wanted(id) {
             continue;
@@ -206,6 +207,7 @@ fn all(quick: bool, out: PathBuf, bins: go_peer::Bins, only: Vec<String>) -> Res
             "b10" => report
                 .scenarios
                 .push(multicore::run(quick, &envtest_bin, &work)),
+            "c1" => report.scenarios.push(credentials::run(quick)),
             "e1" => report.scenarios.push(envtest::run_e1(quick)),
             _ => report.scenarios.push(envtest::run_e2(quick)),
         }

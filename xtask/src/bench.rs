@@ -29,8 +29,9 @@ fn target_dir(root: &std::path::Path) -> PathBuf {
         .unwrap_or_else(|| root.join("target"))
 }
 
-/// Builds both binaries and runs `mcr-bench all`.
-pub fn run(quick: bool) -> Result<()> {
+/// Builds both binaries and runs `mcr-bench all` (`--only` the scenario ids in `only`, if
+/// any; the Go peer is then built only when B8 is named).
+pub fn run(quick: bool, only: &[String]) -> Result<()> {
     let root = super::workspace_root();
     let target = target_dir(&root);
     super::cargo(&["build", "--release", "-p", "mcr-bench"])?;
@@ -45,7 +46,11 @@ pub fn run(quick: bool) -> Result<()> {
         "mcr-envtest",
     ])?;
     let release = target.join("release");
-    if !quick && let Err(err) = build_go_peer(&root, &target, &release.join("mcr-bench-go-peer")) {
+    let b8 = only.is_empty() || only.iter().any(|o| o.eq_ignore_ascii_case("b8"));
+    if !quick
+        && b8
+        && let Err(err) = build_go_peer(&root, &target, &release.join("mcr-bench-go-peer"))
+    {
         eprintln!("xtask: B8 will fail, the Go peer was not built: {err:#}");
     }
     let bench = release.join("mcr-bench");
@@ -68,6 +73,10 @@ pub fn run(quick: bool) -> Result<()> {
     ];
     if quick {
         args.push("--quick");
+    }
+    let only = only.join(",");
+    if !only.is_empty() {
+        args.extend(["--only", &only]);
     }
     super::run(&bench, &args, &[])
 }

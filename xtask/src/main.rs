@@ -70,6 +70,9 @@ enum Cmd {
         /// A smaller version of every scenario, for smoke checks.
         #[arg(long)]
         quick: bool,
+        /// Only these scenario ids, passed to `mcr-bench all --only` (e.g. `--only c1`).
+        #[arg(long, value_delimiter = ',')]
+        only: Vec<String>,
     },
     /// Run the chaos suite: one manager, two controllers, a fleet under random faults.
     Chaos {
@@ -106,7 +109,7 @@ fn main() -> ExitCode {
                 e2e_real::run(conformance)
             }
         }
-        Cmd::Bench { quick } => bench::run(quick),
+        Cmd::Bench { quick, only } => bench::run(quick, &only),
         Cmd::Chaos {
             clusters,
             minutes,

@@ -3,6 +3,7 @@
 //! [`Scenario`](crate::report::Scenario)).
 
 pub mod compare;
+pub mod credentials;
 pub mod engage;
 pub mod envtest;
 pub mod fairness;

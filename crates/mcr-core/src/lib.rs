@@ -11,11 +11,18 @@
 //! - [`providers`]: `single`, `nop` and `clusters` providers; [`kubeconfig`] and [`sanitize`]
 //!   helpers for providers that build clients from kubeconfigs; [`backoff`] for retrying
 //!   members that fail; [`credentials`] for short-lived credentials renewed in place;
+//!   [`members`] for everything a provider needs besides reading its source of truth;
 //!   [`scope`] for the namespaces a provider watches (`One` / `List` / `AllExcept`).
 //!
 //! # Writing a provider
 //!
-//! A provider keeps its clusters in a [`Clusters`] and forwards `get` and `index_field` to it.
+//! A provider that builds members from kubeconfigs uses [`members`]: it reads its source of
+//! truth, hands a [`members::Connection`] per cluster name to [`members::Workers`] (or calls
+//! [`members::Members::ensure`]), and implements [`members::MemberProvider`] for the
+//! [`Provider`] implementation; the module documentation has a complete example.
+//!
+//! Underneath, a provider keeps its clusters in a [`Clusters`] and forwards `get` and
+//! `index_field` to it.
 //! Its discovery loop builds a [`Cluster`] for each member it finds and calls
 //! [`Clusters::add`] (or [`Clusters::add_or_replace`]), and [`Clusters::remove`] when a member
 //! goes away. Here is a provider that serves a fixed list of kubeconfig contexts:
@@ -100,6 +107,7 @@ mod registry;
 pub mod backoff;
 pub mod credentials;
 pub mod kubeconfig;
+pub mod members;
 pub mod providers;
 pub mod sanitize;
 pub mod scope;

@@ -8,7 +8,9 @@ use std::sync::Mutex;
 /// Verbs are `get`, `list`, `watch`, `create`, `update`, `patch`, `delete` and
 /// `deletecollection`; resources are plurals (`configmaps`), subresources are counted as
 /// `configmaps/status`, and discovery (`/version`, `/api`, `/apis/...`, `/openapi/...`) is
-/// counted as verb `get` on resource `discovery`.
+/// counted as verb `get` on resource `discovery`. Requests refused with `401 Unauthorized` (an
+/// expired or unknown credential, on an HTTPS cluster) are counted as verb `unauthorized` on
+/// resource `requests`.
 ///
 /// ```no_run
 /// # async fn doc() -> Result<(), Box<dyn std::error::Error>> {

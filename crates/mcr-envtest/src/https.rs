@@ -308,6 +308,7 @@ async fn serve(
     match caller(&req, &auth, &peer) {
         Caller::Admin => {}
         Caller::Invalid => {
+            shared.counters.record("unauthorized", "requests");
             tracing::debug!(cluster = %shared.name, "rejected a request with a wrong credential");
             return Ok(response::error(&ApiError::unauthorized()));
         }

@@ -80,7 +80,14 @@ async fn certificates_of_another_clusters_ca_are_refused() {
         .await
         .unwrap();
     let client = kube::Client::try_from(config).unwrap();
+    assert_eq!(a.request_count("unauthorized", "requests"), 0);
     assert_eq!(list_code(&client).await, Some(401));
+    assert_eq!(
+        a.request_count("unauthorized", "requests"),
+        1,
+        "the 401 is counted"
+    );
     // a's own certificate works.
     assert_eq!(list_code(&client_from(&yaml).await).await, Some(200));
+    assert_eq!(a.request_count("unauthorized", "requests"), 1);
 }

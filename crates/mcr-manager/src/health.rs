@@ -32,6 +32,34 @@ fn shown(name: &mcr_core::ClusterName) -> String {
     }
 }
 
+/// One line of `/clusters`: `<name> synced|unsynced` (`<host>` for the host cluster), then for
+/// credentials renewed in place `credentials=valid|expiring|expired`, `expires_in=<s>s` or
+/// `expired_for=<s>s`, and while renewal fails `renewal_failures=<n> last_error="<reason>"`
+/// (the redacted reason, never credentials).
+fn cluster_line(s: &crate::ClusterStatus) -> String {
+    let sync = if s.synced { "synced" } else { "unsynced" };
+    let mut line = format!("{} {sync}", shown(&s.name));
+    if let (Some(c), Some(state)) = (&s.credentials, s.credential_state()) {
+        line.push_str(" credentials=");
+        line.push_str(state);
+        if let Some(at) = c.expires_at {
+            let now = std::time::SystemTime::now();
+            match at.duration_since(now) {
+                Ok(left) => line.push_str(&format!(" expires_in={}s", left.as_secs())),
+                Err(e) => line.push_str(&format!(" expired_for={}s", e.duration().as_secs())),
+            }
+        }
+        if c.is_renewal_failing() {
+            line.push_str(&format!(" renewal_failures={}", c.consecutive_failures));
+            if let Some(err) = &c.last_error {
+                line.push_str(&format!(" last_error={err:?}"));
+            }
+        }
+    }
+    line.push('\n');
+    line
+}
+
 /// Answers one request.
 pub(crate) fn route(mgr: &Manager, path: &str) -> Response<Full<Bytes>> {
     const TEXT: &str = "text/plain; charset=utf-8";
@@ -45,15 +73,7 @@ pub(crate) fn route(mgr: &Manager, path: &str) -> Response<Full<Bytes>> {
             )
         }
         "/clusters" => {
-            // One line per cluster: `<name> synced|unsynced` (`<host>` for the host cluster).
-            let body: String = mgr
-                .cluster_statuses()
-                .iter()
-                .map(|s| {
-                    let state = if s.synced { "synced" } else { "unsynced" };
-                    format!("{} {state}\n", shown(&s.name))
-                })
-                .collect();
+            let body: String = mgr.cluster_statuses().iter().map(cluster_line).collect();
             respond(StatusCode::OK, TEXT, body)
         }
         "/healthz" | "/livez" => respond(StatusCode::OK, TEXT, "ok\n".to_owned()),

@@ -12,11 +12,10 @@ use kube::api::DynamicObject;
 use kube::core::PartialObjectMeta;
 use kube::runtime::watcher::Event;
 use mcr_core::ClusterName;
-use tokio::sync::watch;
-use tokio_util::task::TaskTracker;
-use tracing::{Instrument, debug, error, info_span};
+use mcr_core::members::Workers;
+use tracing::{debug, error};
 
-use crate::worker::{self, Desired, RunCtx, lock};
+use crate::connect::{Connect, Desired, Shared};
 use crate::{ClusterState, ClusterStatus, NotReady, ObjectRef, Paused, is_paused};
 
 /// What a `Cluster` asks for.
@@ -38,8 +37,8 @@ struct Tracked {
 }
 
 pub(crate) struct Dispatcher {
-    ctx: Arc<RunCtx>,
-    tasks: TaskTracker,
+    shared: Arc<Shared>,
+    workers: Workers<Connect>,
     clusters: BTreeMap<ObjectRef, Tracked>,
     owners: HashMap<ClusterName, ObjectRef>,
     by_secret: HashMap<ObjectRef, BTreeSet<ObjectRef>>,
@@ -49,10 +48,10 @@ pub(crate) struct Dispatcher {
 }
 
 impl Dispatcher {
-    pub(crate) fn new(ctx: Arc<RunCtx>, tasks: TaskTracker) -> Self {
+    pub(crate) fn new(shared: Arc<Shared>, workers: Workers<Connect>) -> Self {
         Dispatcher {
-            ctx,
-            tasks,
+            shared,
+            workers,
             clusters: BTreeMap::new(),
             owners: HashMap::new(),
             by_secret: HashMap::new(),
@@ -60,6 +59,11 @@ impl Dispatcher {
             relisting: HashMap::new(),
             pokes: 0,
         }
+    }
+
+    /// Stops every worker (without waiting for builds in flight).
+    pub(crate) async fn shutdown(self) {
+        self.workers.shutdown().await;
     }
 
     /// Handles one event of `Cluster` watch `stream`.
@@ -144,7 +148,7 @@ impl Dispatcher {
             self.delete(&key);
             return None;
         }
-        let opts = &self.ctx.shared.opts;
+        let opts = &self.shared.opts;
         let name = opts.cluster_name(&key);
         let secret = opts.secret_ref(&key);
         let want = want(opts, &obj);
@@ -201,7 +205,7 @@ impl Dispatcher {
 
     /// Whether the worker of `key` is engaged, engaging or retrying on its own.
     fn worker_on_it(&self, key: &ObjectRef) -> bool {
-        let statuses = lock(&self.ctx.shared.statuses);
+        let statuses = self.shared.statuses.lock();
         matches!(
             statuses.get(key).map(|s| &s.state),
             Some(
@@ -219,13 +223,13 @@ impl Dispatcher {
         match t.want.clone() {
             Want::Engage => self.publish_engage(&name, key),
             Want::Hold(state) => {
-                self.publish(&name, Desired::Hold);
-                if self.ctx.shared.clusters.get(&name).is_err() {
+                self.workers.ensure(&name, Desired::Hold);
+                if self.shared.members.clusters().get(&name).is_err() {
                     self.set_status(key, &name, state);
                 }
             }
             Want::Off(state) => {
-                self.publish(&name, Desired::Absent);
+                self.workers.remove(&name);
                 self.set_status(key, &name, state);
             }
         }
@@ -253,14 +257,14 @@ impl Dispatcher {
             match next {
                 Some(next) => {
                     self.owners.insert(t.name.clone(), next.clone());
-                    self.publish(&t.name, Desired::Absent);
+                    self.workers.remove(&t.name);
                     self.follow(&next);
                 }
-                None => self.publish(&t.name, Desired::Absent),
+                None => self.workers.remove(&t.name),
             }
         }
         // After the worker was told: it cannot write a status for `key` any more.
-        lock(&self.ctx.shared.statuses).remove(key);
+        self.shared.statuses.lock().remove(key);
     }
 
     fn publish_engage(&mut self, name: &ClusterName, key: &ObjectRef) {
@@ -273,24 +277,7 @@ impl Dispatcher {
             secret: t.secret.clone(),
             poke: self.pokes,
         };
-        self.publish(name, desired);
-    }
-
-    /// Hands `desired` to the worker of `name`, starting one for `Engage`.
-    fn publish(&self, name: &ClusterName, desired: Desired) {
-        let mut slots = lock(&self.ctx.slots);
-        if let Some(tx) = slots.get(name) {
-            tx.send_replace(desired);
-            return;
-        }
-        if !matches!(desired, Desired::Engage { .. }) {
-            return;
-        }
-        let (tx, rx) = watch::channel(desired);
-        slots.insert(name.clone(), tx);
-        let span = info_span!("capi_cluster", cluster = %name);
-        let fut = worker::run(self.ctx.clone(), name.clone(), rx).instrument(span);
-        self.tasks.spawn(fut);
+        self.workers.ensure(name, desired);
     }
 
     fn set_status(&self, key: &ObjectRef, name: &ClusterName, state: ClusterState) {
@@ -298,7 +285,7 @@ impl Dispatcher {
             name: name.clone(),
             state,
         };
-        lock(&self.ctx.shared.statuses).insert(key.clone(), status);
+        self.shared.statuses.lock().insert(key.clone(), status);
     }
 }
 

@@ -59,6 +59,16 @@ pub enum Error {
         #[source]
         source: mcr_core::Error,
     },
+    /// Any other failure of the member helper (e.g. a client build that did not finish in
+    /// time).
+    #[error("Cluster {cluster}")]
+    Member {
+        /// The Cluster.
+        cluster: ObjectRef,
+        /// What went wrong.
+        #[source]
+        source: mcr_core::members::Error,
+    },
 }
 
 impl Error {
@@ -69,13 +79,6 @@ impl Error {
 
     /// The message with its sources, for status and logs.
     pub(crate) fn chain(&self) -> String {
-        let mut out = self.to_string();
-        let mut source = std::error::Error::source(self);
-        while let Some(s) = source {
-            out.push_str(": ");
-            out.push_str(&s.to_string());
-            source = s.source();
-        }
-        out
+        mcr_core::ErrorChain(self).to_string()
     }
 }

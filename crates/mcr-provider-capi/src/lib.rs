@@ -42,9 +42,12 @@
 //! * **Deleted or `deletionTimestamp` set**, or rejected by the predicate: disengaged.
 //! * **Secret rotated**: the kubeconfig's connection hash
 //!   ([`mcr_core::kubeconfig::connection_hash`]) decides: unchanged (same content, another
-//!   label, reformatted YAML) does nothing; changed replaces the cluster (new instance,
-//!   indexes re-applied, re-engaged). If the new kubeconfig does not work, the running
-//!   instance stays engaged while the new one is retried.
+//!   label, reformatted YAML) does nothing; only the credentials changed (a new token or
+//!   client certificate, same server, CA and settings) renews them in place (same
+//!   [`mcr_core::ClusterId`], caches and watches kept, no relist); anything else replaces the
+//!   cluster (new instance, indexes re-applied, re-engaged). If the new kubeconfig does not
+//!   work, the running instance stays engaged while the new one is retried. All of this is
+//!   [`mcr_core::members`], shared by every provider.
 //! * **Secret or key missing**: [`ClusterState::MissingSecret`] / [`ClusterState::MissingKey`],
 //!   resolved as soon as the Secret watch sees it appear. A Secret deleted under an engaged
 //!   cluster leaves it engaged (Cluster API writes it again); deleting the `Cluster` disengages.
@@ -132,13 +135,13 @@
 //! # Ok(()) }
 //! ```
 
+mod connect;
 mod dispatch;
 mod error;
 mod object;
 mod options;
 mod provider;
 mod status;
-mod worker;
 
 pub use error::Error;
 pub use object::{

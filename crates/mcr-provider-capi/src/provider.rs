@@ -1,8 +1,7 @@
 //! The [`CapiProvider`]: one engaged workload cluster per ready Cluster API `Cluster`.
 
-use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use futures::StreamExt;
 use futures::stream::BoxStream;
@@ -10,16 +9,13 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::api::DynamicObject;
 use kube::core::PartialObjectMeta;
 use kube::runtime::{WatchStreamExt, watcher};
-use mcr_core::{
-    Aware, BoxFuture, Cluster, ClusterName, Clusters, ClustersOptions, FieldIndex, Provider,
-    ProviderRunnable,
-};
+use mcr_core::members::{MemberProvider, Members, MembersOptions, StatusBook, Workers};
+use mcr_core::{Aware, BoxFuture, ClusterName, ProviderRunnable};
 use tokio_util::sync::CancellationToken;
-use tokio_util::task::TaskTracker;
 use tracing::{Instrument, info, info_span, warn};
 
+use crate::connect::{Connect, Shared};
 use crate::dispatch::Dispatcher;
-use crate::worker::{RunCtx, Shared, lock};
 use crate::{ClusterStatus, ObjectRef, Options};
 
 /// Discovers workload clusters from Cluster API `Cluster` objects in a management cluster.
@@ -47,14 +43,13 @@ use crate::{ClusterStatus, ObjectRef, Options};
 #[derive(Clone)]
 pub struct CapiProvider {
     shared: Arc<Shared>,
-    running: Arc<AtomicBool>,
 }
 
 impl std::fmt::Debug for CapiProvider {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("CapiProvider")
             .field("options", &self.shared.opts)
-            .field("clusters", &self.shared.clusters)
+            .field("members", &self.shared.members)
             .finish()
     }
 }
@@ -70,17 +65,22 @@ impl CapiProvider {
     /// # Ok(()) }
     /// ```
     pub fn new(host: kube::Client, opts: Options) -> Self {
-        let clusters = Clusters::with_options(ClustersOptions {
+        let members = Members::new(MembersOptions {
+            client_options: opts.client_options.clone(),
+            exec_policy: opts.exec_policy.clone(),
+            probe_timeout: Some(opts.sync_timeout),
             sync_timeout: opts.sync_timeout,
+            backoff_initial: opts.backoff_initial,
+            backoff_max: opts.backoff_max,
+            ..MembersOptions::default()
         });
         CapiProvider {
             shared: Arc::new(Shared {
                 host,
                 opts,
-                clusters,
-                statuses: Mutex::new(BTreeMap::new()),
+                members,
+                statuses: StatusBook::default(),
             }),
-            running: Arc::new(AtomicBool::new(false)),
         }
     }
 
@@ -103,7 +103,7 @@ impl CapiProvider {
     /// # }
     /// ```
     pub fn names(&self) -> Vec<ClusterName> {
-        self.shared.clusters.names()
+        self.shared.members.names()
     }
 
     /// What the provider made of one `Cluster` object; `None` if the watch never delivered it
@@ -118,7 +118,7 @@ impl CapiProvider {
     /// # }
     /// ```
     pub fn status(&self, cluster: &ObjectRef) -> Option<ClusterStatus> {
-        lock(&self.shared.statuses).get(cluster).cloned()
+        self.shared.statuses.get(cluster)
     }
 
     /// The status of every `Cluster` object the watch delivered, by `namespace/name`.
@@ -129,7 +129,7 @@ impl CapiProvider {
     /// # }
     /// ```
     pub fn statuses(&self) -> BTreeMap<ObjectRef, ClusterStatus> {
-        lock(&self.shared.statuses).clone()
+        self.shared.statuses.all()
     }
 
     async fn run(
@@ -144,20 +144,11 @@ impl CapiProvider {
                 provider: "capi".to_string(),
                 source: Box::new(err),
             })?;
-        if self.running.swap(true, Ordering::SeqCst) {
-            return Err(mcr_core::Error::AlreadyRunning {
-                provider: "capi".to_string(),
-            });
-        }
+        let guard = self.shared.members.start_run("capi")?;
         info!(version = opts.version.as_str(), namespaces = ?opts.namespaces, labels = ?opts.label_selector, "Cluster API provider starting");
-        let ctx = Arc::new(RunCtx {
-            shared: self.shared.clone(),
-            token: token.clone(),
-            aware,
-            slots: Mutex::new(HashMap::new()),
-        });
-        let tasks = TaskTracker::new();
-        let mut dispatcher = Dispatcher::new(ctx, tasks.clone());
+        let connect = Connect(self.shared.clone());
+        let workers = Workers::new(&self.shared.members, &token, aware, connect);
+        let mut dispatcher = Dispatcher::new(self.shared.clone(), workers);
         let mut events = futures::stream::select_all(watches(&self.shared.host, opts));
         loop {
             tokio::select! {
@@ -172,13 +163,9 @@ impl CapiProvider {
             }
         }
         drop(events);
-        tasks.close();
-        tasks.wait().await;
-        for name in self.shared.clusters.names() {
-            self.shared.clusters.remove(&name);
-        }
-        lock(&self.shared.statuses).clear();
-        self.running.store(false, Ordering::SeqCst);
+        dispatcher.shutdown().await;
+        self.shared.statuses.lock().clear();
+        drop(guard);
         info!("Cluster API provider stopped");
         Ok(())
     }
@@ -217,20 +204,9 @@ fn watches(host: &kube::Client, opts: &Options) -> Vec<BoxStream<'static, Incomi
     streams
 }
 
-impl Provider for CapiProvider {
-    fn get<'a>(&'a self, name: &'a ClusterName) -> BoxFuture<'a, Result<Cluster, mcr_core::Error>> {
-        Box::pin(async move { self.shared.clusters.get(name) })
-    }
-
-    fn index_field<'a>(
-        &'a self,
-        index: &'a FieldIndex,
-    ) -> BoxFuture<'a, Result<(), mcr_core::Error>> {
-        Box::pin(self.shared.clusters.index_field(index))
-    }
-
-    fn runnable(&self) -> Option<&dyn ProviderRunnable> {
-        Some(self)
+impl MemberProvider for CapiProvider {
+    fn members(&self) -> &Members {
+        &self.shared.members
     }
 }
 

@@ -12,12 +12,11 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::api::DynamicObject;
 use kube::runtime::watcher::Event;
 use mcr_core::ClusterName;
-use tokio::sync::watch;
-use tokio_util::task::TaskTracker;
-use tracing::{Instrument, error, info, info_span};
+use mcr_core::members::Workers;
+use tracing::{error, info};
 
+use crate::connect::{Connect, Shared};
 use crate::resolve::{Profiles, SeenSecret};
-use crate::worker::{self, Desired, RunCtx, lock};
 use crate::{ProfileRef, ProfileState, ProfileStatus};
 
 /// One watch event, tagged with its stream.
@@ -27,8 +26,8 @@ pub(crate) enum Item {
 }
 
 pub(crate) struct Dispatcher {
-    ctx: Arc<RunCtx>,
-    tasks: TaskTracker,
+    shared: Arc<Shared>,
+    workers: Workers<Connect>,
     state: Profiles,
     /// The name each profile maps to (owned, or waiting in a conflict).
     names: BTreeMap<ProfileRef, ClusterName>,
@@ -38,16 +37,21 @@ pub(crate) struct Dispatcher {
 }
 
 impl Dispatcher {
-    pub(crate) fn new(ctx: Arc<RunCtx>, tasks: TaskTracker) -> Self {
+    pub(crate) fn new(shared: Arc<Shared>, workers: Workers<Connect>) -> Self {
         Dispatcher {
-            state: Profiles::new(ctx.shared.opts.clone()),
-            ctx,
-            tasks,
+            state: Profiles::new(shared.opts.clone()),
+            shared,
+            workers,
             names: BTreeMap::new(),
             owners: HashMap::new(),
             relisting_profiles: HashMap::new(),
             relisting_secrets: HashMap::new(),
         }
+    }
+
+    /// Stops every worker (without waiting for builds in flight).
+    pub(crate) async fn shutdown(self) {
+        self.workers.shutdown().await;
     }
 
     pub(crate) fn handle(&mut self, item: Item) {
@@ -137,7 +141,7 @@ impl Dispatcher {
             self.release(profile, &old);
         }
         let Some(wanted) = wanted else {
-            lock(&self.ctx.shared.statuses).remove(profile);
+            self.shared.statuses.lock().remove(profile);
             return;
         };
         let Some(name) = new_name else {
@@ -149,16 +153,16 @@ impl Dispatcher {
                     reason: wanted.reason_without_name(profile),
                 },
             };
-            lock(&self.ctx.shared.statuses).insert(profile.clone(), status);
+            self.shared.statuses.lock().insert(profile.clone(), status);
             return;
         };
         self.names.insert(profile.clone(), name.clone());
         match self.owners.get(&name) {
             None => {
                 self.owners.insert(name.clone(), profile.clone());
-                self.publish(&name, wanted.desired(profile));
+                self.workers.ensure(&name, wanted.desired(profile));
             }
-            Some(owner) if owner == profile => self.publish(&name, wanted.desired(profile)),
+            Some(owner) if owner == profile => self.workers.ensure(&name, wanted.desired(profile)),
             Some(owner) => {
                 error!(cluster = %name, profile = %profile, owner = %owner,
                     "two cluster profiles map to the same cluster name: {owner} was seen first and keeps it");
@@ -169,7 +173,7 @@ impl Dispatcher {
                         owner: owner.clone(),
                     },
                 };
-                lock(&self.ctx.shared.statuses).insert(profile.clone(), status);
+                self.shared.statuses.lock().insert(profile.clone(), status);
             }
         }
     }
@@ -191,24 +195,7 @@ impl Dispatcher {
                 info!(cluster = %name, profile = %next, previous = %profile, "cluster profile takes over the cluster name");
                 self.refresh(&next);
             }
-            None => self.publish(name, Desired::Absent),
+            None => self.workers.remove(name),
         }
-    }
-
-    /// Hands `desired` to the worker of `name`, starting one if needed.
-    fn publish(&self, name: &ClusterName, desired: Desired) {
-        let mut slots = lock(&self.ctx.slots);
-        if let Some(tx) = slots.get(name) {
-            tx.send_replace(desired);
-            return;
-        }
-        if matches!(desired, Desired::Absent) {
-            return;
-        }
-        let (tx, rx) = watch::channel(desired);
-        slots.insert(name.clone(), tx);
-        let span = info_span!("cluster_inventory_cluster", cluster = %name);
-        let fut = worker::run(self.ctx.clone(), name.clone(), rx).instrument(span);
-        self.tasks.spawn(fut);
     }
 }

@@ -32,7 +32,7 @@
 //! * **Ready** ([`Options::is_ready`], default: condition `ControlPlaneHealthy` is `True`): the
 //!   client is built (running the plugin, bounded by [`Options::credential_timeout`]), probed
 //!   with `GET /version`, then started, synced, indexed and engaged through
-//!   [`mcr_core::Clusters`].
+//!   [`mcr_core::members`] (the helper every provider shares).
 //! * **Updated**: only a material change re-engages. The connection hash covers the server,
 //!   CA, proxy, the plugin's cluster config and the plugin's command, arguments and
 //!   environment after the policies; a condition, property, label or ignored extension change
@@ -88,6 +88,7 @@
 //! ```
 
 mod access;
+mod connect;
 mod dispatch;
 mod error;
 mod options;
@@ -95,7 +96,6 @@ mod profile;
 mod provider;
 mod resolve;
 mod status;
-mod worker;
 
 pub use access::{
     ADDITIONAL_ARGS_EXTENSION, ADDITIONAL_ENVS_EXTENSION, AccessProviders, ArgsPolicy,

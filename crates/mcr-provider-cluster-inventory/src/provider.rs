@@ -1,25 +1,21 @@
 //! The [`ClusterInventoryProvider`]: one engaged cluster per ready ClusterProfile.
 
-use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use futures::stream::BoxStream;
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
 use kube::runtime::{WatchStreamExt, watcher};
-use mcr_core::{
-    Aware, BoxFuture, Cluster, ClusterName, Clusters, ClustersOptions, FieldIndex, Provider,
-    ProviderRunnable,
-};
+use mcr_core::members::{MemberProvider, Members, MembersOptions, StatusBook, Workers};
+use mcr_core::{Aware, BoxFuture, ClusterName, ProviderRunnable};
 use tokio_util::sync::CancellationToken;
-use tokio_util::task::TaskTracker;
 use tracing::{Instrument, info, info_span, warn};
 
+use crate::connect::{Connect, Shared};
 use crate::dispatch::{Dispatcher, Item};
 use crate::options::{SECRET_LABEL_CONSUMER, SECRET_LABEL_PROFILE};
-use crate::worker::{RunCtx, Shared, lock};
 use crate::{ClusterProfile, Error, Options, ProfileRef, ProfileStatus, Strategy};
 
 /// Discovers member clusters from the ClusterProfiles of a hub cluster. See the crate
@@ -41,7 +37,6 @@ use crate::{ClusterProfile, Error, Options, ProfileRef, ProfileStatus, Strategy}
 #[derive(Clone)]
 pub struct ClusterInventoryProvider {
     shared: Arc<Shared>,
-    running: Arc<AtomicBool>,
 }
 
 impl ClusterInventoryProvider {
@@ -73,17 +68,22 @@ impl ClusterInventoryProvider {
                 reason: "the label selector is empty (use None for every profile)".to_string(),
             });
         }
-        let clusters = Clusters::with_options(ClustersOptions {
+        let members = Members::new(MembersOptions {
+            client_options: opts.client_options.clone(),
+            build_timeout: opts.credential_timeout,
+            probe_timeout: Some(opts.sync_timeout),
             sync_timeout: opts.sync_timeout,
+            backoff_initial: opts.backoff_initial,
+            backoff_max: opts.backoff_max,
+            ..MembersOptions::default()
         });
         Ok(ClusterInventoryProvider {
             shared: Arc::new(Shared {
                 host: hub,
                 opts,
-                clusters,
-                statuses: Mutex::new(BTreeMap::new()),
+                members,
+                statuses: StatusBook::default(),
             }),
-            running: Arc::new(AtomicBool::new(false)),
         })
     }
 
@@ -106,7 +106,7 @@ impl ClusterInventoryProvider {
     /// # }
     /// ```
     pub fn names(&self) -> Vec<ClusterName> {
-        self.shared.clusters.names()
+        self.shared.members.names()
     }
 
     /// What the provider made of one profile; `None` for profiles it does not watch or that
@@ -121,7 +121,7 @@ impl ClusterInventoryProvider {
     /// # }
     /// ```
     pub fn status(&self, profile: &ProfileRef) -> Option<ProfileStatus> {
-        lock(&self.shared.statuses).get(profile).cloned()
+        self.shared.statuses.get(profile)
     }
 
     /// The status of every watched profile.
@@ -132,7 +132,7 @@ impl ClusterInventoryProvider {
     /// # }
     /// ```
     pub fn statuses(&self) -> BTreeMap<ProfileRef, ProfileStatus> {
-        lock(&self.shared.statuses).clone()
+        self.shared.statuses.all()
     }
 
     async fn run(
@@ -140,21 +140,12 @@ impl ClusterInventoryProvider {
         token: CancellationToken,
         aware: Arc<dyn Aware>,
     ) -> Result<(), mcr_core::Error> {
-        if self.running.swap(true, Ordering::SeqCst) {
-            return Err(mcr_core::Error::AlreadyRunning {
-                provider: "cluster-inventory".to_string(),
-            });
-        }
+        let guard = self.shared.members.start_run("cluster-inventory")?;
         let opts = &self.shared.opts;
         info!(namespaces = ?opts.namespaces, selector = ?opts.label_selector, naming = ?opts.naming, "cluster inventory provider starting");
-        let ctx = Arc::new(RunCtx {
-            shared: self.shared.clone(),
-            token: token.clone(),
-            aware,
-            slots: Mutex::new(HashMap::new()),
-        });
-        let tasks = TaskTracker::new();
-        let mut dispatcher = Dispatcher::new(ctx, tasks.clone());
+        let connect = Connect(self.shared.clone());
+        let workers = Workers::new(&self.shared.members, &token, aware, connect);
+        let mut dispatcher = Dispatcher::new(self.shared.clone(), workers);
         let mut events = futures::stream::select_all(watches(&self.shared.host, opts));
         loop {
             tokio::select! {
@@ -167,13 +158,9 @@ impl ClusterInventoryProvider {
             }
         }
         drop(events);
-        tasks.close();
-        tasks.wait().await;
-        for name in self.shared.clusters.names() {
-            self.shared.clusters.remove(&name);
-        }
-        lock(&self.shared.statuses).clear();
-        self.running.store(false, Ordering::SeqCst);
+        dispatcher.shutdown().await;
+        self.shared.statuses.lock().clear();
+        drop(guard);
         info!("cluster inventory provider stopped");
         Ok(())
     }
@@ -215,20 +202,9 @@ fn watches(hub: &kube::Client, opts: &Options) -> Vec<Events> {
     streams
 }
 
-impl Provider for ClusterInventoryProvider {
-    fn get<'a>(&'a self, name: &'a ClusterName) -> BoxFuture<'a, Result<Cluster, mcr_core::Error>> {
-        Box::pin(async move { self.shared.clusters.get(name) })
-    }
-
-    fn index_field<'a>(
-        &'a self,
-        index: &'a FieldIndex,
-    ) -> BoxFuture<'a, Result<(), mcr_core::Error>> {
-        Box::pin(self.shared.clusters.index_field(index))
-    }
-
-    fn runnable(&self) -> Option<&dyn ProviderRunnable> {
-        Some(self)
+impl MemberProvider for ClusterInventoryProvider {
+    fn members(&self) -> &Members {
+        &self.shared.members
     }
 }
 

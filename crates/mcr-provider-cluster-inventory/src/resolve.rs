@@ -8,9 +8,10 @@ use kube::api::DynamicObject;
 use mcr_core::ClusterName;
 use mcr_core::kubeconfig;
 
+use crate::connect::{Desired, Want};
 use crate::options::{SECRET_DATA_KEY, SECRET_LABEL_CONSUMER, SECRET_LABEL_PROFILE};
-use crate::worker::{Connect, Desired, Want};
 use crate::{ClusterProfile, Naming, Options, PROPERTY_CLUSTER_NAME, ProfileRef, Strategy};
+use mcr_core::members::Connection;
 
 struct SeenProfile {
     stream: usize,
@@ -67,7 +68,7 @@ pub(crate) struct Wanted {
 
 impl Wanted {
     pub(crate) fn desired(self, profile: &ProfileRef) -> Desired {
-        Desired::Profile {
+        Desired {
             profile: profile.clone(),
             resource_version: self.resource_version,
             want: self.want,
@@ -219,7 +220,7 @@ impl Profiles {
         key: &ProfileRef,
         profile: &ClusterProfile,
         name: &ClusterName,
-    ) -> Result<Connect, String> {
+    ) -> Result<Connection, String> {
         let (kubeconfig, policy) = match &self.opts.strategy {
             Strategy::AccessProviders(file) => {
                 let resolved = file.resolve(profile, name.as_str())?;
@@ -231,12 +232,8 @@ impl Profiles {
                 (kc, self.opts.secret_exec_policy.clone())
             }
         };
-        let hash = kubeconfig::connection_hash(&kubeconfig, None).map_err(|e| e.to_string())?;
-        Ok(Connect {
-            kubeconfig,
-            policy,
-            hash,
-        })
+        let connection = Connection::new(kubeconfig, None).map_err(|e| e.to_string())?;
+        Ok(connection.with_policy(policy))
     }
 
     /// The kubeconfig of the one Secret labelled for this profile.

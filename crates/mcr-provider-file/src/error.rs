@@ -34,9 +34,9 @@ pub enum Error {
         #[source]
         source: mcr_core::kubeconfig::Error,
     },
-    /// The exec policy refused the context's `exec` or `auth-provider` stanza; retried only
-    /// when a file changes.
-    #[error("cluster {cluster}: refused by the exec policy: {source}")]
+    /// The exec policy refused the context's `exec` or `auth-provider` stanza, or it reads a
+    /// local file while file references are denied; retried only when a file changes.
+    #[error("cluster {cluster}: refused by policy: {source}")]
     ExecDenied {
         /// The cluster.
         cluster: ClusterName,
@@ -53,6 +53,13 @@ pub enum Error {
         #[source]
         source: mcr_core::Error,
     },
+    /// The member did not answer its first request in time, or its client could not be
+    /// built in time; retried with backoff.
+    #[error(transparent)]
+    Member {
+        /// What went wrong (names the cluster).
+        source: mcr_core::members::Error,
+    },
     /// A directory could not be watched, or the watcher reported an error.
     #[error("cannot watch {path:?}: {reason}")]
     Watch {
@@ -64,8 +71,8 @@ pub enum Error {
 }
 
 impl Error {
-    /// Whether the provider retries on its own (with backoff): true for failed engagements
-    /// and watch errors; false for file and context errors and exec-policy refusals, which
+    /// Whether the provider retries on its own (with backoff): true for failed engagements,
+    /// unreachable members and watch errors; false for file and context errors and exec-policy refusals, which
     /// only a file change can fix.
     ///
     /// ```
@@ -74,6 +81,9 @@ impl Error {
     /// assert!(!err.is_retryable());
     /// ```
     pub fn is_retryable(&self) -> bool {
-        matches!(self, Error::Engage { .. } | Error::Watch { .. })
+        matches!(
+            self,
+            Error::Engage { .. } | Error::Member { .. } | Error::Watch { .. }
+        )
     }
 }

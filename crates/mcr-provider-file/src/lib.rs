@@ -26,18 +26,23 @@
 //! * new files and contexts are engaged;
 //! * edited files replace only the contexts whose connection changed (the context, cluster and
 //!   user entries, compared with [`mcr_core::kubeconfig::connection_hash`]); the others keep
-//!   running untouched;
+//!   running untouched. When only the credentials changed (a new token or client
+//!   certificate, same server, CA and settings), they are renewed in place: same
+//!   [`mcr_core::ClusterId`], caches and watches kept, no relist ([`PassReport::renewed`]);
+//!   a CA read from a file is rebuilt instead;
 //! * deleted files and contexts are removed;
 //! * a file that cannot be read or parsed (including an empty file, e.g. while a tool rewrites
 //!   it) is logged and **keeps its last good clusters** until it is valid again or deleted;
-//! * a context that fails to build (exec policy, bad entries) keeps the instance engaged
+//! * a context that fails to build (exec policy, a local file reference where those are
+//!   denied, bad entries) keeps the instance engaged
 //!   before, if any, and is retried when a file changes; a context that fails to engage (e.g.
 //!   its cache does not sync in time; the old instance was already replaced) is retried with a
 //!   capped exponential backoff.
 //!
 //! Every cluster is built through [`mcr_core::kubeconfig`] with [`Options::client_options`]
 //! and [`Options::exec_policy`] (default [`ExecPolicy::AllowAll`](mcr_core::kubeconfig::ExecPolicy):
-//! the files are the operator's own) and run through [`mcr_core::Clusters`].
+//! the files are the operator's own) and run through [`mcr_core::members`], the helper every
+//! provider shares.
 //!
 //! Known limit: certificate, key or token *files* referenced by a kubeconfig are not watched;
 //! a change to one of them takes effect when the kubeconfig itself changes.

@@ -2,14 +2,11 @@
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use mcr_core::backoff::Backoff;
-use mcr_core::{
-    Aware, BoxFuture, Cluster, ClusterName, Clusters, ClustersOptions, FieldIndex, Provider,
-    ProviderRunnable,
-};
+use mcr_core::members::{MemberProvider, Members, MembersOptions};
+use mcr_core::{Aware, BoxFuture, ClusterName, ProviderRunnable};
 use tokio::sync::{Mutex, mpsc};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -46,9 +43,8 @@ pub struct FileProvider {
 
 struct Inner {
     opts: Arc<Options>,
-    clusters: Clusters,
+    members: Members,
     state: Mutex<PassState>,
-    running: AtomicBool,
 }
 
 impl FileProvider {
@@ -66,15 +62,21 @@ impl FileProvider {
     pub fn new(opts: Options) -> Self {
         let opts = opts.with_defaults();
         info!(files = ?opts.files, dirs = ?opts.dirs, globs = ?opts.globs, "file provider configured");
-        let clusters = Clusters::with_options(ClustersOptions {
+        let members = Members::new(MembersOptions {
+            client_options: opts.client_options.clone(),
+            exec_policy: opts.exec_policy.clone(),
+            // A member is engaged without a probe; its cache sync is the bounded first contact.
+            probe_timeout: None,
             sync_timeout: opts.sync_timeout,
+            backoff_initial: opts.backoff_initial,
+            backoff_max: opts.backoff_max,
+            ..MembersOptions::default()
         });
         FileProvider {
             inner: Arc::new(Inner {
                 opts: Arc::new(opts),
-                clusters,
+                members,
                 state: Mutex::new(PassState::default()),
-                running: AtomicBool::new(false),
             }),
         }
     }
@@ -100,7 +102,7 @@ impl FileProvider {
     /// assert!(p.names().is_empty());
     /// ```
     pub fn names(&self) -> Vec<ClusterName> {
-        self.inner.clusters.names()
+        self.inner.members.names()
     }
 
     /// Reconciles the fleet against the files once, now: new contexts are engaged, changed
@@ -121,7 +123,7 @@ impl FileProvider {
         let inner = &self.inner;
         pass(
             &inner.opts,
-            &inner.clusters,
+            &inner.members,
             &mut state,
             token,
             aware.as_ref(),
@@ -147,16 +149,9 @@ impl FileProvider {
         token: CancellationToken,
         aware: Arc<dyn Aware>,
     ) -> Result<(), mcr_core::Error> {
-        if self.inner.running.swap(true, Ordering::SeqCst) {
-            return Err(mcr_core::Error::AlreadyRunning {
-                provider: "file".to_owned(),
-            });
-        }
+        let guard = self.inner.members.start_run("file")?;
         let result = self.watch_loop(&token, aware).await;
-        for name in self.inner.clusters.names() {
-            self.inner.clusters.remove(&name);
-        }
-        self.inner.running.store(false, Ordering::SeqCst);
+        drop(guard);
         info!("file provider stopped");
         result
     }
@@ -186,7 +181,7 @@ impl FileProvider {
             return Ok(());
         };
         // Files the kubeconfigs read by path (certificates, keys, CA, tokens): a rotation
-        // rebuilds the member that uses them.
+        // renews (or, for a CA file, rebuilds) the member that uses them.
         let mut referenced = report.referenced.clone();
         watches.update(&opts, &referenced);
         let mut retry_at = schedule(&report, &mut backoff);
@@ -246,20 +241,9 @@ async fn debounce(events: &mut FsEvents, token: &CancellationToken, quiet: Durat
     }
 }
 
-impl Provider for FileProvider {
-    fn get<'a>(&'a self, name: &'a ClusterName) -> BoxFuture<'a, Result<Cluster, mcr_core::Error>> {
-        Box::pin(async move { self.inner.clusters.get(name) })
-    }
-
-    fn index_field<'a>(
-        &'a self,
-        index: &'a FieldIndex,
-    ) -> BoxFuture<'a, Result<(), mcr_core::Error>> {
-        Box::pin(self.inner.clusters.index_field(index))
-    }
-
-    fn runnable(&self) -> Option<&dyn ProviderRunnable> {
-        Some(self)
+impl MemberProvider for FileProvider {
+    fn members(&self) -> &Members {
+        &self.inner.members
     }
 }
 

@@ -5,11 +5,12 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use kube::config::Kubeconfig;
-use mcr_core::{AddOutcome, Aware, ClusterName, Clusters, kubeconfig};
+use mcr_core::members::{self, Connection, Ensured, Members};
+use mcr_core::{Aware, ClusterName, kubeconfig};
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, error, info, info_span, warn};
 
-use crate::refs::{referenced_files, with_file_contents};
+use crate::refs::{reads_ca_file, referenced_files, with_file_contents};
 use crate::scan::{cluster_name, scan};
 use crate::{Error, Options};
 
@@ -31,6 +32,9 @@ pub struct PassReport {
     pub added: Vec<ClusterName>,
     /// Clusters whose connection changed: a new instance replaced the old one.
     pub replaced: Vec<ClusterName>,
+    /// Clusters whose credentials alone changed (same server, CA and settings): renewed in
+    /// place, same instance, caches kept.
+    pub renewed: Vec<ClusterName>,
     /// Clusters kept as they were (same connection hash).
     pub unchanged: Vec<ClusterName>,
     /// Clusters removed (file or context gone).
@@ -66,7 +70,7 @@ pub(crate) struct PassState {
 /// Runs one pass. Passes are serialized by the caller (the state lock).
 pub(crate) async fn pass(
     opts: &Arc<Options>,
-    clusters: &Clusters,
+    members: &Members,
     state: &mut PassState,
     token: &CancellationToken,
     aware: &dyn Aware,
@@ -120,16 +124,17 @@ pub(crate) async fn pass(
         .collect();
     let attempts = desired.iter().map(|(name, (kc, context))| {
         let span = info_span!("file_cluster", cluster = %name);
-        engage(opts, clusters, token, aware, name, kc, context).instrument(span)
+        engage(members, token, aware, name, kc, context).instrument(span)
     });
     for (name, result) in desired
         .keys()
         .zip(futures::future::join_all(attempts).await)
     {
         match result {
-            Ok(AddOutcome::Added) => report.added.push(name.clone()),
-            Ok(AddOutcome::Replaced) => report.replaced.push(name.clone()),
-            Ok(AddOutcome::Unchanged) => report.unchanged.push(name.clone()),
+            Ok(Ensured::Added(_)) => report.added.push(name.clone()),
+            Ok(Ensured::Replaced(_)) => report.replaced.push(name.clone()),
+            Ok(Ensured::Renewed(_)) => report.renewed.push(name.clone()),
+            Ok(Ensured::Unchanged(_)) => report.unchanged.push(name.clone()),
             Err(err) => {
                 error!(cluster = %name, error = %err, "cluster from kubeconfig file not engaged");
                 report.failed.push(err);
@@ -137,8 +142,8 @@ pub(crate) async fn pass(
         }
     }
 
-    for name in clusters.names() {
-        if !desired.contains_key(&name) && !protected.contains(&name) && clusters.remove(&name) {
+    for name in members.names() {
+        if !desired.contains_key(&name) && !protected.contains(&name) && members.remove(&name) {
             info!(cluster = %name, "kubeconfig file or context gone: cluster removed");
             report.removed.push(name);
         }
@@ -158,54 +163,45 @@ pub(crate) async fn pass(
     report
 }
 
-/// Adds or replaces one context's cluster unless the running instance has the same connection.
+/// Brings one context's cluster to what the file says (unchanged, renewed in place, added or
+/// replaced) through [`Members::ensure`].
 async fn engage(
-    opts: &Options,
-    clusters: &Clusters,
+    members: &Members,
     token: &CancellationToken,
     aware: &dyn Aware,
     name: &ClusterName,
-    kc: &Kubeconfig,
+    kc: &Arc<Kubeconfig>,
     context: &str,
-) -> Result<AddOutcome, Error> {
-    let hash = kubeconfig::connection_hash(kc, Some(context)).map_err(|source| Error::Context {
-        cluster: name.clone(),
-        source,
-    })?;
-    // A rotated certificate, key, CA or token file changes the hash: the member is rebuilt.
-    let hash = with_file_contents(hash, &referenced_files(kc, context));
-    if let Ok(current) = clusters.get(name)
-        && current.connection_hash() == Some(hash.as_str())
-    {
-        return Ok(AddOutcome::Unchanged);
-    }
-    let cluster = kubeconfig::cluster_for_context(
-        name.clone(),
-        kc,
-        Some(context),
-        &opts.client_options,
-        &opts.exec_policy,
-    )
-    .await
-    .map_err(|source| match source {
-        kubeconfig::Error::ExecNotAllowed { .. }
-        | kubeconfig::Error::AuthProviderNotAllowed { .. } => Error::ExecDenied {
-            cluster: name.clone(),
-            source,
-        },
-        source => Error::Context {
-            cluster: name.clone(),
-            source,
-        },
-    })?
-    .with_connection_hash(hash);
-    let outcome = clusters
-        .add_or_replace(token, cluster, aware)
-        .await
-        .map_err(|source| Error::Engage {
+) -> Result<Ensured, Error> {
+    let connection =
+        Connection::new(kc.clone(), Some(context)).map_err(|source| Error::Context {
             cluster: name.clone(),
             source,
         })?;
-    info!(outcome = ?outcome, "cluster from kubeconfig file engaged");
-    Ok(outcome)
+    // A rotated certificate, key, CA or token file changes the hash; a CA file the kubeconfig
+    // only names cannot be compared, so its member is rebuilt rather than renewed.
+    let hash = with_file_contents(connection.hash().to_owned(), &referenced_files(kc, context));
+    let connection = connection
+        .with_hash(hash)
+        .renewable(!reads_ca_file(kc, context));
+    let ensured = members
+        .ensure(token, aware, name, &connection)
+        .await
+        .map_err(Error::from_member)?;
+    info!(outcome = ?ensured, "cluster from kubeconfig file engaged");
+    Ok(ensured)
+}
+
+impl Error {
+    /// The member helper's error.
+    fn from_member(err: members::Error) -> Error {
+        match err {
+            members::Error::PolicyDenied { cluster, source } => {
+                Error::ExecDenied { cluster, source }
+            }
+            members::Error::Kubeconfig { cluster, source } => Error::Context { cluster, source },
+            members::Error::Engage { cluster, source } => Error::Engage { cluster, source },
+            source => Error::Member { source },
+        }
+    }
 }

@@ -1,5 +1,5 @@
 //! Files a kubeconfig context reads by path (CA, client certificate and key, `tokenFile`): what
-//! to watch, and a hash of their contents so a rotation rebuilds the member.
+//! to watch, and a hash of their contents so a rotation reaches the member.
 //!
 //! A cert-manager-style rotation rewrites those files and leaves the kubeconfig unchanged, so
 //! the kubeconfig's connection hash alone would keep the old client (and its old certificate)
@@ -43,6 +43,20 @@ pub(crate) fn referenced_files(kc: &Kubeconfig, context: &str) -> BTreeSet<PathB
         files.extend(paths.into_iter().flatten().map(PathBuf::from));
     }
     files
+}
+
+/// Whether `context`'s cluster reads its CA from a file: the kubeconfig does not show when its
+/// contents change, so such a member is rebuilt rather than renewed in place.
+pub(crate) fn reads_ca_file(kc: &Kubeconfig, context: &str) -> bool {
+    let cluster = kc
+        .contexts
+        .iter()
+        .find(|c| c.name == context)
+        .and_then(|c| c.context.as_ref())
+        .and_then(|ctx| kc.clusters.iter().find(|c| c.name == ctx.cluster));
+    cluster
+        .and_then(|c| c.cluster.as_ref())
+        .is_some_and(|c| c.certificate_authority.is_some())
 }
 
 /// `connection_hash` extended with the contents of `files` (a missing or unreadable file counts

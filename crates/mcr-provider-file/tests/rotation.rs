@@ -1,5 +1,7 @@
-//! Files a kubeconfig reads by path are watched: rotating a `tokenFile` (the way kubelet and
-//! cert-manager do, a new file renamed into place) rebuilds the member with the new credential.
+//! Rotations: files a kubeconfig reads by path are watched, and rotating a `tokenFile` (the way
+//! kubelet and cert-manager do, a new file renamed into place) renews the member's credential
+//! in place; a kubeconfig rewritten with new credentials only (same server and CA) renews in
+//! place too: same instance, no relist. A new server is a new instance.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -36,7 +38,7 @@ async fn authorized(registry: &Registry, name: &str) -> bool {
 }
 
 #[tokio::test]
-async fn rotated_token_file_rebuilds_the_member() {
+async fn rotated_token_file_renews_the_member_in_place() {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
         .with_test_writer()
@@ -90,14 +92,118 @@ async fn rotated_token_file_rebuilds_the_member() {
 
     // Rotation: the kubeconfig is untouched, the token file gets the valid token.
     write_atomic(&token_file, tc.token());
-    eventually_async("rebuilt with the rotated token", DEADLINE, || async {
-        registry
-            .get(&ClusterName::new(name.as_str()))
-            .is_ok_and(|c| c.id() != before)
-            && authorized(&registry, &name).await
+    eventually_async("renewed with the rotated token", DEADLINE, || async {
+        authorized(&registry, &name).await
     })
     .await;
+    let after = registry.get(&ClusterName::new(name.as_str())).unwrap();
+    assert_eq!(after.id(), before, "renewed in place: same instance");
+    assert_eq!(after.credentials().unwrap().status().renewals, 1);
 
+    token.cancel();
+    task.await.unwrap().unwrap();
+}
+
+#[tokio::test]
+async fn credential_only_rotation_renews_in_place_without_relist() {
+    if !mcr_envtest::require_emulator("client certificates are minted by the emulator") {
+        return;
+    }
+    let member = mcr_envtest::TestCluster::start_https("member")
+        .await
+        .unwrap();
+    let minted = |user: &str| {
+        member
+            .client_certificate_kubeconfig(user, &["system:masters"], Duration::from_secs(600))
+            .unwrap()
+            .0
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let kc_file = dir.path().join("member.kubeconfig");
+    write_atomic(&kc_file, &minted("a"));
+    let provider = FileProvider::new(Options {
+        files: vec![kc_file.clone()],
+        debounce: Duration::from_millis(20),
+        sync_timeout: Duration::from_secs(10),
+        ..Options::default()
+    });
+    let registry = Registry::new();
+    let token = CancellationToken::new();
+    let task = tokio::spawn({
+        let (provider, token, aware) =
+            (provider.clone(), token.clone(), Arc::new(registry.clone()));
+        async move { provider.start(token, aware).await }
+    });
+    let context = mcr_core::kubeconfig::parse(minted("x").as_bytes())
+        .unwrap()
+        .current_context
+        .unwrap();
+    let name = ClusterName::new(format!("{}+{context}", kc_file.display()));
+    eventually("engaged", DEADLINE, || registry.get(&name).is_ok()).await;
+    let cluster = registry.get(&name).unwrap();
+    let informer = cluster
+        .cache()
+        .informer::<k8s_openapi::api::core::v1::ConfigMap>();
+    informer.wait_for_sync(DEADLINE).await.unwrap();
+    let lists = member.request_count("list", "configmaps");
+
+    // A new client certificate, then a bearer token: same server and CA.
+    write_atomic(&kc_file, &minted("b"));
+    eventually("the certificate renewed in place", DEADLINE, || {
+        cluster
+            .credentials()
+            .is_some_and(|c| c.status().renewals == 1)
+    })
+    .await;
+    let mut with_token = mcr_core::kubeconfig::parse(minted("c").as_bytes()).unwrap();
+    let user = with_token.auth_infos[0].auth_info.as_mut().unwrap();
+    user.client_certificate_data = None;
+    user.client_key_data = None;
+    user.token = Some(member.token().to_string().into());
+    write_atomic(&kc_file, &serde_json::to_string(&with_token).unwrap());
+    eventually("the token renewed in place", DEADLINE, || {
+        cluster
+            .credentials()
+            .is_some_and(|c| c.status().renewals == 2)
+    })
+    .await;
+    assert!(
+        registry.get(&name).unwrap().same_instance(&cluster),
+        "same instance"
+    );
+    let report = provider.run_once(&token, Arc::new(registry.clone())).await;
+    assert_eq!(
+        report.unchanged,
+        std::slice::from_ref(&name),
+        "nothing left to do"
+    );
+    assert_eq!(
+        member.request_count("list", "configmaps"),
+        lists,
+        "no relist"
+    );
+
+    // A different server is a new instance.
+    let other = mcr_envtest::TestCluster::start_https("other")
+        .await
+        .unwrap();
+    let mut moved = with_token.clone();
+    let cluster_entry = moved.clusters[0].cluster.as_mut().unwrap();
+    cluster_entry.server = other.url();
+    let other_kc = other.kubeconfig().unwrap();
+    cluster_entry.certificate_authority_data = other_kc.clusters[0]
+        .cluster
+        .as_ref()
+        .unwrap()
+        .certificate_authority_data
+        .clone();
+    moved.auth_infos[0].auth_info.as_mut().unwrap().token = Some(other.token().to_string().into());
+    write_atomic(&kc_file, &serde_json::to_string(&moved).unwrap());
+    let id = cluster.id();
+    eventually("replaced for a new server", DEADLINE, || {
+        registry.get(&name).is_ok_and(|c| c.id() != id)
+    })
+    .await;
     token.cancel();
     task.await.unwrap().unwrap();
 }

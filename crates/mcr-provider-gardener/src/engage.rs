@@ -56,9 +56,10 @@ async fn attempt(
             reason: e.to_string(),
         })?;
     let cluster = Cluster::new(name.clone(), client).with_credentials(handle.clone());
-    inner.clusters.add(token, cluster, aware).await?;
+    inner.engaged.clusters().add(token, cluster, aware).await?;
     let cluster_token = inner
-        .clusters
+        .engaged
+        .clusters()
         .token(name)
         .unwrap_or_else(|| token.child_token());
     credentials::spawn_renewal(

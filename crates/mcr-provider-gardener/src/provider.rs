@@ -7,10 +7,8 @@ use futures::{StreamExt, stream::BoxStream};
 use kube::ResourceExt;
 use kube::api::DynamicObject;
 use kube::runtime::{WatchStreamExt, watcher};
-use mcr_core::{
-    Aware, BoxFuture, Cluster, ClusterName, Clusters, ClustersOptions, FieldIndex, Provider,
-    ProviderRunnable,
-};
+use mcr_core::members::{MemberProvider, Members, MembersOptions};
+use mcr_core::{Aware, BoxFuture, ClusterName, ProviderRunnable};
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, info, warn};
 
@@ -54,7 +52,7 @@ pub struct GardenerProvider {
 pub(crate) struct Inner {
     pub(crate) garden: kube::Client,
     pub(crate) opts: Arc<Options>,
-    pub(crate) clusters: Clusters,
+    pub(crate) engaged: Members,
     members: Mutex<HashMap<ClusterName, Member>>,
 }
 
@@ -78,14 +76,15 @@ impl GardenerProvider {
     /// # Ok(()) }
     /// ```
     pub fn new(garden: kube::Client, opts: Options) -> Self {
-        let clusters = Clusters::with_options(ClustersOptions {
+        let engaged = Members::new(MembersOptions {
             sync_timeout: opts.sync_timeout,
+            ..MembersOptions::default()
         });
         GardenerProvider {
             inner: Arc::new(Inner {
                 garden,
                 opts: Arc::new(opts),
-                clusters,
+                engaged,
                 members: Mutex::new(HashMap::new()),
             }),
         }
@@ -99,7 +98,7 @@ impl GardenerProvider {
     /// # }
     /// ```
     pub fn cluster_names(&self) -> Vec<ClusterName> {
-        self.inner.clusters.names()
+        self.inner.engaged.clusters().names()
     }
 
     fn streams(&self) -> Vec<(Option<String>, BoxStream<'static, WatchEvent>)> {
@@ -262,7 +261,7 @@ impl GardenerProvider {
         let member = lock(&self.inner.members).remove(name);
         if let Some(member) = member {
             member.token.cancel();
-            self.inner.clusters.remove(name);
+            self.inner.engaged.clusters().remove(name);
             info!(cluster = %name, reason, "disengaged");
         }
     }
@@ -270,20 +269,9 @@ impl GardenerProvider {
 
 type WatchEvent = Result<watcher::Event<DynamicObject>, watcher::Error>;
 
-impl Provider for GardenerProvider {
-    fn get<'a>(&'a self, name: &'a ClusterName) -> BoxFuture<'a, Result<Cluster, mcr_core::Error>> {
-        Box::pin(async move { self.inner.clusters.get(name) })
-    }
-
-    fn index_field<'a>(
-        &'a self,
-        index: &'a FieldIndex,
-    ) -> BoxFuture<'a, Result<(), mcr_core::Error>> {
-        Box::pin(self.inner.clusters.index_field(index))
-    }
-
-    fn runnable(&self) -> Option<&dyn ProviderRunnable> {
-        Some(self)
+impl MemberProvider for GardenerProvider {
+    fn members(&self) -> &Members {
+        &self.inner.engaged
     }
 }
 

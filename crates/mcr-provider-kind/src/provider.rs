@@ -1,15 +1,12 @@
 //! The [`KindProvider`]: polls `kind get clusters` and keeps one engaged cluster per kind cluster.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use mcr_core::backoff::Backoff;
-use mcr_core::{
-    AddOutcome, Aware, BoxFuture, Cluster, ClusterName, Clusters, ClustersOptions, FieldIndex,
-    Provider, ProviderRunnable,
-};
+use mcr_core::members::{MemberProvider, Members, MembersOptions};
+use mcr_core::{AddOutcome, Aware, BoxFuture, ClusterName, ProviderRunnable};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -45,9 +42,8 @@ pub struct KindProvider {
 struct Inner {
     opts: Options,
     cli: KindCli,
-    clusters: Clusters,
+    engaged: Members,
     members: Mutex<HashMap<ClusterName, Member>>,
-    running: AtomicBool,
 }
 
 /// What the provider remembers about one listed kind cluster.
@@ -75,16 +71,16 @@ impl KindProvider {
     /// assert!(p.names().is_empty());
     /// ```
     pub fn new(opts: Options) -> Self {
-        let clusters = Clusters::with_options(ClustersOptions {
+        let engaged = Members::new(MembersOptions {
             sync_timeout: opts.sync_timeout,
+            ..MembersOptions::default()
         });
         KindProvider {
             inner: Arc::new(Inner {
                 cli: KindCli::new(&opts),
                 opts,
-                clusters,
+                engaged,
                 members: Mutex::new(HashMap::new()),
-                running: AtomicBool::new(false),
             }),
         }
     }
@@ -105,7 +101,7 @@ impl KindProvider {
     /// assert!(mcr_provider_kind::KindProvider::new(Default::default()).names().is_empty());
     /// ```
     pub fn names(&self) -> Vec<ClusterName> {
-        self.inner.clusters.names()
+        self.inner.engaged.clusters().names()
     }
 
     /// The listed kind clusters whose last attempt to join (or to refresh) failed, with the
@@ -123,9 +119,11 @@ impl KindProvider {
     }
 
     async fn run(&self, token: CancellationToken, aware: Arc<dyn Aware>) -> Result<(), Error> {
-        if self.inner.running.swap(true, Ordering::SeqCst) {
-            return Err(Error::AlreadyRunning);
-        }
+        let guard = self
+            .inner
+            .engaged
+            .start_run("kind")
+            .map_err(|_| Error::AlreadyRunning)?;
         // Our own child: stopping on an error must not cancel the caller's token.
         let token = token.child_token();
         let tasks = TaskTracker::new();
@@ -133,11 +131,8 @@ impl KindProvider {
         token.cancel();
         tasks.close();
         tasks.wait().await;
-        for name in self.inner.clusters.names() {
-            self.inner.clusters.remove(&name);
-        }
+        drop(guard);
         lock(&self.inner.members).clear();
-        self.inner.running.store(false, Ordering::SeqCst);
         info!("kind provider stopped");
         result
     }
@@ -167,7 +162,7 @@ impl KindProvider {
                 }
                 Err(err) => {
                     let retry_in = list_backoff.next_delay();
-                    let known = self.inner.clusters.len();
+                    let known = self.inner.engaged.clusters().len();
                     warn!(error = %err, ?retry_in, known, "listing kind clusters failed; known clusters are kept");
                     retry_in
                 }
@@ -201,8 +196,8 @@ impl KindProvider {
             m.gone = !listed.contains(name);
             !m.gone || m.busy
         });
-        for name in inner.clusters.names() {
-            if !listed.contains(&name) && inner.clusters.remove(&name) {
+        for name in inner.engaged.clusters().names() {
+            if !listed.contains(&name) && inner.engaged.clusters().remove(&name) {
                 info!(cluster = %name, "kind cluster gone: cluster removed");
             }
         }
@@ -233,7 +228,7 @@ impl KindProvider {
         let result = member::sync(
             &inner.opts,
             &inner.cli,
-            &inner.clusters,
+            inner.engaged.clusters(),
             &name,
             &token,
             aware.as_ref(),
@@ -247,7 +242,7 @@ impl KindProvider {
         if m.gone {
             // It left while we were adding it.
             members.remove(&name);
-            inner.clusters.remove(&name);
+            inner.engaged.clusters().remove(&name);
             return;
         }
         let now = Instant::now();
@@ -265,7 +260,7 @@ impl KindProvider {
             Err(_) if token.is_cancelled() => {}
             Err(err) => {
                 let retry_in = m.backoff.next_delay();
-                let engaged = inner.clusters.get(&name).is_ok();
+                let engaged = inner.engaged.clusters().get(&name).is_ok();
                 warn!(error = %err, ?retry_in, engaged, "kind cluster not in line with kind; retrying");
                 m.last_error = Some(err.to_string());
                 m.next_check = now + retry_in;
@@ -274,20 +269,9 @@ impl KindProvider {
     }
 }
 
-impl Provider for KindProvider {
-    fn get<'a>(&'a self, name: &'a ClusterName) -> BoxFuture<'a, Result<Cluster, mcr_core::Error>> {
-        Box::pin(async move { self.inner.clusters.get(name) })
-    }
-
-    fn index_field<'a>(
-        &'a self,
-        index: &'a FieldIndex,
-    ) -> BoxFuture<'a, Result<(), mcr_core::Error>> {
-        Box::pin(self.inner.clusters.index_field(index))
-    }
-
-    fn runnable(&self) -> Option<&dyn ProviderRunnable> {
-        Some(self)
+impl MemberProvider for KindProvider {
+    fn members(&self) -> &Members {
+        &self.inner.engaged
     }
 }
 

@@ -14,11 +14,10 @@ use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::runtime::watcher::Event;
 use mcr_core::ClusterName;
-use tokio::sync::watch;
-use tokio_util::task::TaskTracker;
-use tracing::{Instrument, info, info_span, warn};
+use mcr_core::members::Workers;
+use tracing::{info, warn};
 
-use crate::worker::{self, Desired, RunCtx, lock};
+use crate::connect::{Connect, Desired, Shared};
 use crate::{SecretRef, SecretState, SecretStatus};
 
 struct Seen {
@@ -40,8 +39,8 @@ fn rank<'a>(key: &'a SecretRef, seen: &'a Seen) -> Rank<'a> {
 }
 
 pub(crate) struct Dispatcher {
-    ctx: Arc<RunCtx>,
-    tasks: TaskTracker,
+    shared: Arc<Shared>,
+    workers: Workers<Connect>,
     secrets: BTreeMap<SecretRef, Seen>,
     owners: HashMap<ClusterName, SecretRef>,
     claimants: HashMap<ClusterName, BTreeSet<SecretRef>>,
@@ -49,15 +48,20 @@ pub(crate) struct Dispatcher {
 }
 
 impl Dispatcher {
-    pub(crate) fn new(ctx: Arc<RunCtx>, tasks: TaskTracker) -> Self {
+    pub(crate) fn new(shared: Arc<Shared>, workers: Workers<Connect>) -> Self {
         Dispatcher {
-            ctx,
-            tasks,
+            shared,
+            workers,
             secrets: BTreeMap::new(),
             owners: HashMap::new(),
             claimants: HashMap::new(),
             relisting: HashMap::new(),
         }
+    }
+
+    /// Stops every worker (without waiting for builds in flight).
+    pub(crate) async fn shutdown(self) {
+        self.workers.shutdown().await;
     }
 
     /// Handles one event of watch stream `stream`.
@@ -97,7 +101,7 @@ impl Dispatcher {
     /// Records a created or updated Secret; returns its key when it is in scope and selected.
     fn apply(&mut self, stream: usize, secret: Secret) -> Option<SecretRef> {
         let key = secret_ref(&secret)?;
-        let opts = &self.ctx.shared.opts;
+        let opts = &self.shared.opts;
         if !opts.namespaces.contains(&key.namespace) {
             return None;
         }
@@ -117,7 +121,7 @@ impl Dispatcher {
             .and_then(|d| d.get(&opts.data_key))
             .filter(|b| !b.0.is_empty())
             .map(|b| Arc::<[u8]>::from(b.0.as_slice()));
-        let desired = Desired::Secret {
+        let desired = Desired {
             secret: key.clone(),
             resource_version: secret.metadata.resource_version.clone(),
             data,
@@ -139,7 +143,7 @@ impl Dispatcher {
 
     /// Gives `name` to its best-ranked claimant (publishing that Secret's desired state when the
     /// owner changed, or when `changed` is the owner) and marks every other claimant as in
-    /// conflict. Publishes [`Desired::Absent`] when nothing claims the name any more.
+    /// conflict. Removes the name's member when nothing claims the name any more.
     fn settle(&mut self, name: &ClusterName, changed: Option<&SecretRef>) {
         let claimants = self.claimants.get(name);
         let winner = claimants
@@ -151,7 +155,7 @@ impl Dispatcher {
         let Some((winner, desired)) = winner else {
             self.claimants.remove(name);
             if self.owners.remove(name).is_some() {
-                self.publish(name, Desired::Absent);
+                self.workers.remove(name);
             }
             return;
         };
@@ -160,23 +164,18 @@ impl Dispatcher {
             if let Some(previous) = &previous {
                 info!(cluster = %name, secret = %winner, previous = %previous, "Secret takes over the cluster name (oldest claim wins)");
             }
-            self.publish(name, desired);
+            self.workers.ensure(name, desired);
         } else if changed == Some(&winner) {
-            self.publish(name, desired);
+            self.workers.ensure(name, desired);
         }
         let losers: Vec<SecretRef> = self.claimants[name]
             .iter()
             .filter(|k| **k != winner)
             .cloned()
             .collect();
-        let mut statuses = lock(&self.ctx.shared.statuses);
+        let mut statuses = self.shared.statuses.lock();
         for loser in losers {
-            let resource_version = match &self.secrets[&loser].desired {
-                Desired::Secret {
-                    resource_version, ..
-                } => resource_version.clone(),
-                Desired::Absent => None,
-            };
+            let resource_version = self.secrets[&loser].desired.resource_version.clone();
             let state = SecretState::Conflict {
                 owner: winner.clone(),
             };
@@ -207,25 +206,8 @@ impl Dispatcher {
         if let Some(claimants) = self.claimants.get_mut(&name) {
             claimants.remove(key);
         }
-        lock(&self.ctx.shared.statuses).remove(key);
+        self.shared.statuses.lock().remove(key);
         self.settle(&name, None);
-    }
-
-    /// Hands `desired` to the worker of `name`, starting one if needed.
-    fn publish(&self, name: &ClusterName, desired: Desired) {
-        let mut slots = lock(&self.ctx.slots);
-        if let Some(tx) = slots.get(name) {
-            tx.send_replace(desired);
-            return;
-        }
-        if matches!(desired, Desired::Absent) {
-            return;
-        }
-        let (tx, rx) = watch::channel(desired);
-        slots.insert(name.clone(), tx);
-        let span = info_span!("kubeconfig_cluster", cluster = %name);
-        let fut = worker::run(self.ctx.clone(), name.clone(), rx).instrument(span);
-        self.tasks.spawn(fut);
     }
 }
 

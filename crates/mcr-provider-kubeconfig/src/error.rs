@@ -2,17 +2,9 @@
 
 use crate::SecretRef;
 
-/// Why the first request to a member (`GET /version`) failed.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum ProbeError {
-    /// The request failed.
-    #[error("GET /version failed")]
-    Request(#[source] kube::Error),
-    /// No answer in time.
-    #[error("no answer within {0:?}")]
-    Timeout(std::time::Duration),
-}
+/// Why the first request to a member (`GET /version`) failed (the type shared by every
+/// provider).
+pub use mcr_core::members::ProbeError;
 
 /// The reason a Secret could not be turned into an engaged cluster.
 ///
@@ -71,6 +63,16 @@ pub enum Error {
         #[source]
         source: mcr_core::Error,
     },
+    /// Any other failure of the member helper (e.g. a client build that did not finish in
+    /// time).
+    #[error("secret {secret}")]
+    Member {
+        /// The Secret.
+        secret: SecretRef,
+        /// What went wrong.
+        #[source]
+        source: mcr_core::members::Error,
+    },
 }
 
 impl Error {
@@ -101,7 +103,8 @@ impl Error {
             Error::Kubeconfig { secret, .. }
             | Error::ExecDenied { secret, .. }
             | Error::Unreachable { secret, .. }
-            | Error::Engage { secret, .. } => secret,
+            | Error::Engage { secret, .. }
+            | Error::Member { secret, .. } => secret,
         }
     }
 }

@@ -26,21 +26,28 @@
 //! * **Created**: the kubeconfig's current context is turned into a client with
 //!   [`Options::client_options`] and [`Options::exec_policy`], probed with `GET /version`, then
 //!   started, synced, indexed and engaged through [`mcr_core::Clusters`].
-//! * **Updated**: the SHA-256 of the kubeconfig bytes decides. Unchanged (an annotation, label or
-//!   other data key changed): the running cluster is kept, nothing re-engages. Changed: a new
-//!   instance replaces the old one (new [`mcr_core::ClusterId`], indexes re-applied,
-//!   re-engaged). If the new kubeconfig cannot be parsed, is refused by the exec policy or its
-//!   server does not answer, the previous instance stays engaged; once the new server answers,
-//!   the old instance is removed before the new one starts (if that one then fails to sync,
-//!   the name is empty until a retry succeeds).
+//! * **Updated**: the connection hash of the kubeconfig's current context (server, CA,
+//!   settings and credentials) decides. Unchanged (an annotation, label, other data key or
+//!   only formatting changed): the running cluster is kept, nothing re-engages. Only the
+//!   credentials changed (same server, CA and settings, a static token or client
+//!   certificate): they are renewed in place, keeping the cluster, its caches and watches (same
+//!   [`mcr_core::ClusterId`], no relist). Anything else: a new instance replaces the old one
+//!   (new [`mcr_core::ClusterId`], indexes re-applied, re-engaged). If the new kubeconfig
+//!   cannot be parsed, is refused by the exec policy or its server does not answer, the
+//!   previous instance stays engaged; once the new server answers, the old instance is
+//!   removed before the new one starts (if that one then fails to sync, the name is empty
+//!   until a retry succeeds).
 //! * **Deleted**, `deletionTimestamp` set, or label removed: the cluster is removed.
 //! * **Key missing or empty**: logged with the Secret's `namespace/name` and ignored (a cluster
 //!   already engaged from it is kept); the Secret stays watched, so adding the key engages it.
 //! * **Invalid kubeconfig or unreachable server**: logged with the Secret's `namespace/name` and
 //!   retried with a capped exponential backoff ([`Options::backoff_initial`] doubling up to
 //!   [`Options::backoff_max`]); no other cluster is affected.
-//! * **Exec policy violation** (an `exec` or `auth-provider` stanza, refused by default): logged,
-//!   not retried until the Secret changes.
+//! * **Policy violation** (an `exec` or `auth-provider` stanza, or a local file reference,
+//!   refused by default): logged, not retried until the Secret changes.
+//!
+//! Everything after reading the Secret (the per-name worker, backoff, hash short-circuit,
+//! renewal in place, probe, engagement) is [`mcr_core::members`], shared by every provider.
 //!
 //! [`KubeconfigProvider::status`] reports the outcome per Secret. Log lines carry the cluster
 //! name and Secret; kubeconfig contents and credentials are never logged.
@@ -100,12 +107,12 @@
 //! # Ok(()) }
 //! ```
 
+mod connect;
 mod dispatch;
 mod error;
 mod options;
 mod provider;
 mod status;
-mod worker;
 
 pub use error::{Error, ProbeError};
 pub use options::{DEFAULT_DATA_KEY, DEFAULT_LABEL, DEFAULT_NAMESPACE, Namespaces, Options};

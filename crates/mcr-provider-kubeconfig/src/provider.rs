@@ -1,23 +1,19 @@
 //! The [`KubeconfigProvider`]: one engaged cluster per labelled kubeconfig Secret.
 
-use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
 use kube::runtime::{WatchStreamExt, watcher};
-use mcr_core::{
-    Aware, BoxFuture, Cluster, ClusterName, Clusters, ClustersOptions, FieldIndex, Provider,
-    ProviderRunnable,
-};
+use mcr_core::members::{MemberProvider, Members, MembersOptions, StatusBook, Workers};
+use mcr_core::{Aware, BoxFuture, ClusterName, ProviderRunnable};
 use tokio_util::sync::CancellationToken;
-use tokio_util::task::TaskTracker;
 use tracing::{Instrument, info, info_span, warn};
 
+use crate::connect::{Connect, Shared};
 use crate::dispatch::Dispatcher;
-use crate::worker::{RunCtx, Shared, lock};
 use crate::{Options, SecretRef, SecretStatus};
 
 /// Discovers member clusters from kubeconfig Secrets in a management ("host") cluster.
@@ -25,7 +21,7 @@ use crate::{Options, SecretRef, SecretStatus};
 /// Each Secret in the watched [`Namespaces`](crate::Namespaces) labelled
 /// `<Options::label>: "true"` with a kubeconfig under `data[<Options::data_key>]` becomes a
 /// cluster named after the Secret, built from the kubeconfig's current context through
-/// [`mcr_core::kubeconfig`] and run through [`mcr_core::Clusters`]. See the crate
+/// [`mcr_core::kubeconfig`] and run through [`mcr_core::members`]. See the crate
 /// documentation for the full lifecycle.
 ///
 /// Cheap to clone (an `Arc` inside). Start it once, through the Manager or
@@ -51,7 +47,6 @@ use crate::{Options, SecretRef, SecretStatus};
 #[derive(Clone)]
 pub struct KubeconfigProvider {
     shared: Arc<Shared>,
-    running: Arc<AtomicBool>,
 }
 
 impl KubeconfigProvider {
@@ -64,17 +59,22 @@ impl KubeconfigProvider {
     /// # Ok(()) }
     /// ```
     pub fn new(host: kube::Client, opts: Options) -> Self {
-        let clusters = Clusters::with_options(ClustersOptions {
+        let members = Members::new(MembersOptions {
+            client_options: opts.client_options.clone(),
+            exec_policy: opts.exec_policy.clone(),
+            probe_timeout: Some(opts.sync_timeout),
             sync_timeout: opts.sync_timeout,
+            backoff_initial: opts.backoff_initial,
+            backoff_max: opts.backoff_max,
+            ..MembersOptions::default()
         });
         KubeconfigProvider {
             shared: Arc::new(Shared {
                 host,
                 opts,
-                clusters,
-                statuses: Mutex::new(BTreeMap::new()),
+                members,
+                statuses: StatusBook::default(),
             }),
-            running: Arc::new(AtomicBool::new(false)),
         }
     }
 
@@ -97,7 +97,7 @@ impl KubeconfigProvider {
     /// # }
     /// ```
     pub fn names(&self) -> Vec<ClusterName> {
-        self.shared.clusters.names()
+        self.shared.members.names()
     }
 
     /// What the provider made of one watched Secret (engaged, pending, failed and retrying,
@@ -113,7 +113,7 @@ impl KubeconfigProvider {
     /// # }
     /// ```
     pub fn status(&self, secret: &SecretRef) -> Option<SecretStatus> {
-        lock(&self.shared.statuses).get(secret).cloned()
+        self.shared.statuses.get(secret)
     }
 
     /// The status of every watched Secret, by `namespace/name`.
@@ -124,7 +124,7 @@ impl KubeconfigProvider {
     /// # }
     /// ```
     pub fn statuses(&self) -> BTreeMap<SecretRef, SecretStatus> {
-        lock(&self.shared.statuses).clone()
+        self.shared.statuses.all()
     }
 
     async fn run(
@@ -132,21 +132,12 @@ impl KubeconfigProvider {
         token: CancellationToken,
         aware: Arc<dyn Aware>,
     ) -> Result<(), mcr_core::Error> {
-        if self.running.swap(true, Ordering::SeqCst) {
-            return Err(mcr_core::Error::AlreadyRunning {
-                provider: "kubeconfig".to_owned(),
-            });
-        }
+        let guard = self.shared.members.start_run("kubeconfig")?;
         let opts = &self.shared.opts;
         info!(namespaces = ?opts.namespaces, label = %opts.label, key = %opts.data_key, "kubeconfig provider starting");
-        let ctx = Arc::new(RunCtx {
-            shared: self.shared.clone(),
-            token: token.clone(),
-            aware,
-            slots: Mutex::new(HashMap::new()),
-        });
-        let tasks = TaskTracker::new();
-        let mut dispatcher = Dispatcher::new(ctx, tasks.clone());
+        let connect = Connect(self.shared.clone());
+        let workers = Workers::new(&self.shared.members, &token, aware, connect);
+        let mut dispatcher = Dispatcher::new(self.shared.clone(), workers);
         let mut events = futures::stream::select_all(secret_watches(&self.shared.host, opts));
         loop {
             tokio::select! {
@@ -159,13 +150,9 @@ impl KubeconfigProvider {
             }
         }
         drop(events);
-        tasks.close();
-        tasks.wait().await;
-        for name in self.shared.clusters.names() {
-            self.shared.clusters.remove(&name);
-        }
-        lock(&self.shared.statuses).clear();
-        self.running.store(false, Ordering::SeqCst);
+        dispatcher.shutdown().await;
+        self.shared.statuses.lock().clear();
+        drop(guard);
         info!("kubeconfig provider stopped");
         Ok(())
     }
@@ -201,20 +188,9 @@ fn secret_watches(host: &kube::Client, opts: &Options) -> Vec<SecretEvents> {
     }
 }
 
-impl Provider for KubeconfigProvider {
-    fn get<'a>(&'a self, name: &'a ClusterName) -> BoxFuture<'a, Result<Cluster, mcr_core::Error>> {
-        Box::pin(async move { self.shared.clusters.get(name) })
-    }
-
-    fn index_field<'a>(
-        &'a self,
-        index: &'a FieldIndex,
-    ) -> BoxFuture<'a, Result<(), mcr_core::Error>> {
-        Box::pin(self.shared.clusters.index_field(index))
-    }
-
-    fn runnable(&self) -> Option<&dyn ProviderRunnable> {
-        Some(self)
+impl MemberProvider for KubeconfigProvider {
+    fn members(&self) -> &Members {
+        &self.shared.members
     }
 }
 

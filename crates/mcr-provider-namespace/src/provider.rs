@@ -4,9 +4,10 @@ use std::{collections::HashMap, sync::Arc};
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Namespace;
+use mcr_core::members::{MemberProvider, Members, MembersOptions};
 use mcr_core::{
-    Aware, BoxFuture, Cache, CacheEvent, Cluster, ClusterName, Clusters, ClustersOptions, Error,
-    FieldIndex, InformerOptions, Provider, ProviderRunnable,
+    Aware, BoxFuture, Cache, CacheEvent, Cluster, ClusterName, Error, InformerOptions,
+    ProviderRunnable,
 };
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -20,7 +21,7 @@ use crate::{
 struct Inner {
     host: Cluster,
     opts: Options,
-    clusters: Clusters,
+    engaged: Members,
     scopes: Arc<Scopes>,
 }
 
@@ -57,7 +58,7 @@ impl std::fmt::Debug for NamespaceProvider {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("NamespaceProvider")
             .field("opts", &self.inner.opts)
-            .field("clusters", &self.inner.clusters)
+            .field("members", &self.inner.engaged)
             .finish_non_exhaustive()
     }
 }
@@ -81,15 +82,16 @@ impl NamespaceProvider {
     /// # }
     /// ```
     pub fn new(host: Cluster, opts: Options) -> Self {
-        let clusters = Clusters::with_options(ClustersOptions {
+        let engaged = Members::new(MembersOptions {
             sync_timeout: opts.sync_timeout,
+            ..MembersOptions::default()
         });
         let scopes = Arc::new(Scopes::new(host.client()));
         Self {
             inner: Arc::new(Inner {
                 host,
                 opts,
-                clusters,
+                engaged,
                 scopes,
             }),
         }
@@ -103,7 +105,7 @@ impl NamespaceProvider {
     /// # }
     /// ```
     pub fn names(&self) -> Vec<ClusterName> {
-        self.inner.clusters.names()
+        self.inner.engaged.clusters().names()
     }
 
     /// The host cluster.
@@ -166,7 +168,13 @@ impl NamespaceProvider {
         tokio::spawn(
             async move {
                 let cluster = this.build(&name);
-                let Err(err) = this.inner.clusters.add(&token, cluster, &*aware).await else {
+                let Err(err) = this
+                    .inner
+                    .engaged
+                    .clusters()
+                    .add(&token, cluster, &*aware)
+                    .await
+                else {
                     return;
                 };
                 if token.is_cancelled() {
@@ -190,7 +198,10 @@ impl NamespaceProvider {
     fn disengage(&self, slots: &mut HashMap<String, Slot>, name: &str) {
         if let Some(slot) = slots.remove(name) {
             slot.token.cancel();
-            self.inner.clusters.remove(&ClusterName::from(name));
+            self.inner
+                .engaged
+                .clusters()
+                .remove(&ClusterName::from(name));
             tracing::info!(cluster = %name, "namespace gone, cluster disengaged");
         }
     }
@@ -251,17 +262,9 @@ impl NamespaceProvider {
     }
 }
 
-impl Provider for NamespaceProvider {
-    fn get<'a>(&'a self, name: &'a ClusterName) -> BoxFuture<'a, Result<Cluster, Error>> {
-        Box::pin(async move { self.inner.clusters.get(name) })
-    }
-
-    fn index_field<'a>(&'a self, index: &'a FieldIndex) -> BoxFuture<'a, Result<(), Error>> {
-        Box::pin(self.inner.clusters.index_field(index))
-    }
-
-    fn runnable(&self) -> Option<&dyn ProviderRunnable> {
-        Some(self)
+impl MemberProvider for NamespaceProvider {
+    fn members(&self) -> &Members {
+        &self.inner.engaged
     }
 }
 

@@ -178,8 +178,8 @@ impl CredentialHandle {
         lock(&self.inner.fingerprint).clone()
     }
 
-    pub(crate) fn record_failure(&self, at: SystemTime) {
-        lock(&self.inner.state).failed(at);
+    pub(crate) fn record_failure(&self, at: SystemTime, error: String) {
+        lock(&self.inner.state).failed(at, error);
     }
 
     pub(crate) fn expires_at(&self) -> Option<SystemTime> {

@@ -37,6 +37,7 @@
 mod client;
 mod kubeconfig;
 mod material;
+mod redact;
 mod renew;
 
 pub use client::{CredentialHandle, RenewableClient};

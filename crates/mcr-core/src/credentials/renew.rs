@@ -109,6 +109,10 @@ pub struct CredentialStatus {
     pub consecutive_failures: u32,
     /// When the last renewal attempt failed (cleared by a success).
     pub last_failure: Option<SystemTime>,
+    /// Why the last renewal attempt failed (cleared by a success): the source's error with
+    /// token-like words masked and its length bounded. Never credential material, provided
+    /// the [`Renew`] source keeps it out of its errors as it must.
+    pub last_error: Option<String>,
 }
 
 impl CredentialStatus {
@@ -131,6 +135,7 @@ pub(crate) struct State {
     installs: u64,
     consecutive_failures: u32,
     last_failure: Option<SystemTime>,
+    last_error: Option<String>,
 }
 
 impl Default for State {
@@ -141,6 +146,7 @@ impl Default for State {
             installs: 0,
             consecutive_failures: 0,
             last_failure: None,
+            last_error: None,
         }
     }
 }
@@ -152,11 +158,13 @@ impl State {
         self.installs += 1;
         self.consecutive_failures = 0;
         self.last_failure = None;
+        self.last_error = None;
     }
 
-    pub(crate) fn failed(&mut self, at: SystemTime) {
+    pub(crate) fn failed(&mut self, at: SystemTime, error: String) {
         self.consecutive_failures = self.consecutive_failures.saturating_add(1);
         self.last_failure = Some(at);
+        self.last_error = Some(error);
     }
 
     pub(crate) fn status(&self) -> CredentialStatus {
@@ -165,6 +173,7 @@ impl State {
             renewals: self.installs.saturating_sub(1),
             consecutive_failures: self.consecutive_failures,
             last_failure: self.last_failure,
+            last_error: self.last_error.clone(),
         }
     }
 }
@@ -204,12 +213,13 @@ pub async fn run_renewal(
     token: CancellationToken,
 ) {
     let span = tracing::debug_span!("credential_renewal", cluster = %cluster);
-    renewal_loop(handle, source, opts, token)
+    renewal_loop(cluster, handle, source, opts, token)
         .instrument(span)
         .await
 }
 
 async fn renewal_loop(
+    cluster: ClusterName,
     handle: CredentialHandle,
     source: Arc<dyn Renew>,
     opts: RenewalOptions,
@@ -250,11 +260,14 @@ async fn renewal_loop(
             }
             Err(err) => {
                 let now = SystemTime::now();
-                handle.record_failure(now);
+                let err = super::redact::renewal_error(&*err);
+                handle.record_failure(now, err.clone());
                 let status = handle.status();
                 let delay = backoff.next_delay();
                 if status.is_expired() {
+                    // The cluster is on the event itself: the span is debug-level.
                     tracing::error!(
+                        cluster = %cluster,
                         error = %err,
                         failures = status.consecutive_failures,
                         retry_in = ?delay,
@@ -263,6 +276,7 @@ async fn renewal_loop(
                 } else {
                     let expires_in = status.expires_at.and_then(|at| at.duration_since(now).ok());
                     tracing::warn!(
+                        cluster = %cluster,
                         error = %err,
                         failures = status.consecutive_failures,
                         ?expires_in,

@@ -107,3 +107,25 @@ pub enum Error {
         reason: String,
     },
 }
+
+impl Error {
+    /// Whether the kubeconfig was refused by a policy rather than found broken: an `exec`
+    /// plugin or `auth-provider` the [`ExecPolicy`](super::ExecPolicy) refuses, or a local file
+    /// reference where file references are denied. Providers do not retry such a kubeconfig
+    /// until it changes.
+    ///
+    /// ```
+    /// use mcr_core::kubeconfig::Error;
+    /// let denied = Error::FileReferenceNotAllowed { context: "c".into(), field: "tokenFile".into() };
+    /// assert!(denied.is_policy_denial());
+    /// assert!(!Error::Empty.is_policy_denial());
+    /// ```
+    pub fn is_policy_denial(&self) -> bool {
+        matches!(
+            self,
+            Error::ExecNotAllowed { .. }
+                | Error::AuthProviderNotAllowed { .. }
+                | Error::FileReferenceNotAllowed { .. }
+        )
+    }
+}

@@ -1,6 +1,7 @@
-//! What the manager reports about itself: readiness and per-cluster sync.
+//! What the manager reports about itself: readiness, per-cluster sync and credentials.
 
 use mcr_core::ClusterName;
+use mcr_core::credentials::CredentialStatus;
 
 use super::Manager;
 
@@ -12,11 +13,65 @@ pub struct ClusterStatus {
     pub name: ClusterName,
     /// Whether its caches have synced.
     pub synced: bool,
+    /// The state of its credentials when its client renews them in place
+    /// ([`Cluster::credentials`](mcr_core::Cluster::credentials)): expiry, renewal failures and
+    /// the last failure's (redacted) reason. `None` for static credentials.
+    pub credentials: Option<CredentialStatus>,
+}
+
+impl ClusterStatus {
+    /// Whether the cluster can be worked with: its caches synced and its credentials, if they
+    /// expire, not expired.
+    ///
+    /// ```no_run
+    /// # fn demo(mgr: mcr_manager::Manager) {
+    /// let unhealthy: Vec<_> = mgr.cluster_statuses().into_iter().filter(|s| !s.is_healthy()).collect();
+    /// # }
+    /// ```
+    pub fn is_healthy(&self) -> bool {
+        self.synced
+            && !self
+                .credentials
+                .as_ref()
+                .is_some_and(CredentialStatus::is_expired)
+    }
+
+    /// `valid`, `expiring` (renewal failing, not yet expired) or `expired`; `None` for static
+    /// credentials. The word `/clusters` shows.
+    ///
+    /// ```
+    /// let s = mcr_manager::ClusterStatus::new("a".into(), true, None);
+    /// assert_eq!(s.credential_state(), None);
+    /// ```
+    pub fn credential_state(&self) -> Option<&'static str> {
+        let c = self.credentials.as_ref()?;
+        Some(if c.is_expired() {
+            "expired"
+        } else if c.is_renewal_failing() {
+            "expiring"
+        } else {
+            "valid"
+        })
+    }
+
+    /// A status (for tests and custom health endpoints).
+    ///
+    /// ```
+    /// let s = mcr_manager::ClusterStatus::new("a".into(), false, None);
+    /// assert!(!s.is_healthy());
+    /// ```
+    pub fn new(name: ClusterName, synced: bool, credentials: Option<CredentialStatus>) -> Self {
+        ClusterStatus {
+            name,
+            synced,
+            credentials,
+        }
+    }
 }
 
 impl Manager {
     /// The host cluster (once its cache started) and every engaged cluster, with whether its
-    /// caches synced, sorted by name.
+    /// caches synced and the state of its credentials, sorted by name.
     ///
     /// ```no_run
     /// # fn demo(mgr: mcr_manager::Manager) {
@@ -35,6 +90,7 @@ impl Manager {
             .map(|(n, (c, _))| ClusterStatus {
                 name: n.clone(),
                 synced: c.cache().is_synced(),
+                credentials: c.credentials().map(|h| h.status()),
             })
             .collect();
         let host = self.inner.host.cache();
@@ -42,6 +98,7 @@ impl Manager {
             out.push(ClusterStatus {
                 name: ClusterName::host(),
                 synced: host.is_synced(),
+                credentials: self.inner.host.credentials().map(|h| h.status()),
             });
         }
         out.sort_by(|a, b| a.name.cmp(&b.name));
@@ -51,7 +108,11 @@ impl Manager {
     /// What `/readyz` reports: the manager runs, the host cluster's cache (if started) has
     /// synced, and the provider has started (when this manager leads; a standby waiting for
     /// the Lease does not start it). Members that have not synced (a missing CRD or RBAC in one
-    /// member) do not make the pod unready; see [`cluster_statuses`](Self::cluster_statuses).
+    /// member) do not make the pod unready, nor do a member's credentials expiring or expired
+    /// with renewal failing: one bad cluster must not take the pod out of service for the
+    /// others. Those show in [`cluster_statuses`](Self::cluster_statuses) (`/clusters`), the
+    /// `mcr_cluster_synced` and `mcr_cluster_credentials_*` metrics, and the renewal's log
+    /// lines (with the cluster name).
     ///
     /// ```no_run
     /// # fn demo(mgr: mcr_manager::Manager) {
@@ -81,13 +142,19 @@ impl Manager {
         }
     }
 
-    /// Refreshes `mcr_cluster_synced` from [`cluster_statuses`](Self::cluster_statuses).
+    /// Refreshes `mcr_cluster_synced` and `mcr_cluster_credentials_*` from
+    /// [`cluster_statuses`](Self::cluster_statuses).
     pub(crate) fn refresh_sync_metrics(&self) {
-        let states: Vec<(String, bool)> = self
-            .cluster_statuses()
-            .into_iter()
+        let statuses = self.cluster_statuses();
+        let states: Vec<(String, bool)> = statuses
+            .iter()
             .map(|s| (s.name.to_string(), s.synced))
             .collect();
         self.metrics().set_cluster_sync(&states);
+        let credentials: Vec<_> = statuses
+            .into_iter()
+            .filter_map(|s| Some((s.name.to_string(), s.credentials?)))
+            .collect();
+        self.metrics().set_credentials(&credentials);
     }
 }

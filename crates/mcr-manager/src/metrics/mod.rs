@@ -8,6 +8,10 @@
 //! | `mcr_queue_depth` | gauge | controller, cluster (keys ready to run) |
 //! | `mcr_engaged_clusters` | gauge | controller |
 //! | `mcr_watch_restarts` | gauge | controller, cluster (watch errors seen by its informers) |
+//! | `mcr_cluster_synced` | gauge | cluster (caches synced; host: `cluster=""`) |
+//! | `mcr_cluster_credentials_*` | gauges | cluster (expiry, expired, renewal failing: see `credentials.rs`) |
+//!
+//! The per-cluster gauges are refreshed on every scrape of the manager's `/metrics`.
 //!
 //! `mcr_queue_wait_seconds` is the analogue of controller-runtime's
 //! `workqueue_queue_duration_seconds`: a request is *due* when it is enqueued ready, when its
@@ -17,6 +21,7 @@
 //! whether one cluster's backlog delays another's (the queue is round-robin per cluster).
 //! Exact samples can be kept as well (see [`Metrics::keep_queue_wait_samples`]).
 
+mod credentials;
 mod label;
 mod samples;
 
@@ -38,6 +43,7 @@ use prometheus_client::{
 
 use self::samples::{SampleLane, SampleStore};
 
+use self::credentials::CredentialMetrics;
 use self::label::LabelValue;
 
 // Label values are escaped when encoded: cluster names come from outside (see `label`).
@@ -90,6 +96,7 @@ pub struct Metrics {
     engaged: Family<ControllerLabels, Gauge>,
     restarts: Family<ClusterLabels, Gauge>,
     synced: Family<[(&'static str, String); 1], Gauge>,
+    credentials: CredentialMetrics,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -142,6 +149,7 @@ impl Metrics {
             "Watch errors seen by the cluster's informers",
             restarts.clone(),
         );
+        let credentials = CredentialMetrics::register(&mut registry);
         Self {
             registry: Arc::new(Mutex::new(registry)),
             reconciles,
@@ -152,6 +160,7 @@ impl Metrics {
             engaged,
             restarts,
             synced,
+            credentials,
         }
     }
 
@@ -163,6 +172,14 @@ impl Metrics {
                 .get_or_create(&[("cluster", cluster.clone())])
                 .set(i64::from(*synced));
         }
+    }
+
+    /// Replaces the `mcr_cluster_credentials_*` series with `states`.
+    pub(crate) fn set_credentials(
+        &self,
+        states: &[(String, mcr_core::credentials::CredentialStatus)],
+    ) {
+        self.credentials.set(states);
     }
 
     /// The metrics in the Prometheus text format.

@@ -1,0 +1,148 @@
+//! [`Connection`]: what a provider wants a member to connect to.
+
+use std::sync::Arc;
+
+use crate::kubeconfig::{self, ExecPolicy, Kubeconfig};
+
+/// One member's connection as its provider read it from its source of truth: a kubeconfig and
+/// the context to use, the exec policy it runs under and the hash that decides whether a
+/// running member must change.
+///
+/// [`Members::ensure`](super::Members::ensure) keeps the running member when the hash is the
+/// one it was built with, renews its credentials in place when only they changed (same server,
+/// CA and settings), and builds a new instance otherwise.
+///
+/// ```
+/// use mcr_core::members::Connection;
+/// let kc = mcr_core::kubeconfig::parse(br#"
+/// clusters: [{name: c, cluster: {server: "https://10.0.0.1"}}]
+/// users: [{name: u, user: {token: abc}}]
+/// contexts: [{name: ctx, context: {cluster: c, user: u}}]
+/// current-context: ctx
+/// "#).unwrap();
+/// let conn = Connection::new(kc, None).unwrap();
+/// assert_eq!(conn.hash().len(), 64);
+/// assert!(conn.context().is_none());
+/// ```
+#[derive(Clone, Debug)]
+pub struct Connection {
+    kubeconfig: Arc<Kubeconfig>,
+    context: Option<String>,
+    policy: Option<ExecPolicy>,
+    hash: String,
+    renewable: bool,
+}
+
+/// Two connections are equal when their hashes, contexts and renewability are (the hash
+/// stands for the kubeconfig's relevant content).
+impl PartialEq for Connection {
+    fn eq(&self, other: &Self) -> bool {
+        self.hash == other.hash
+            && self.context == other.context
+            && self.renewable == other.renewable
+    }
+}
+
+impl Connection {
+    /// The connection of `context` (`None`: the current context) of `kubeconfig`, hashed with
+    /// [`kubeconfig::connection_hash`]. Fails when the context or its cluster entry is missing.
+    ///
+    /// ```
+    /// let kc = mcr_core::kubeconfig::parse(b"clusters: [{name: c, cluster: {server: https://a}}]\ncontexts: []").unwrap();
+    /// assert!(mcr_core::members::Connection::new(kc, Some("missing")).is_err());
+    /// ```
+    pub fn new(
+        kubeconfig: impl Into<Arc<Kubeconfig>>,
+        context: Option<&str>,
+    ) -> Result<Self, kubeconfig::Error> {
+        let kubeconfig = kubeconfig.into();
+        let hash = kubeconfig::connection_hash(&kubeconfig, context)?;
+        Ok(Connection {
+            kubeconfig,
+            context: context.map(str::to_owned),
+            policy: None,
+            hash,
+            renewable: true,
+        })
+    }
+
+    /// The connection of a kubeconfig's current context, parsed from `bytes`.
+    ///
+    /// ```
+    /// let conn = mcr_core::members::Connection::parse(br#"
+    /// clusters: [{name: c, cluster: {server: "https://10.0.0.1"}}]
+    /// contexts: [{name: ctx, context: {cluster: c}}]
+    /// current-context: ctx
+    /// "#).unwrap();
+    /// assert!(!conn.hash().is_empty());
+    /// ```
+    pub fn parse(bytes: &[u8]) -> Result<Self, kubeconfig::Error> {
+        Connection::new(kubeconfig::parse(bytes)?, None)
+    }
+
+    /// Runs this member under `policy` instead of
+    /// [`MembersOptions::exec_policy`](super::MembersOptions::exec_policy) (e.g. a policy
+    /// allowing exactly the command an operator configured for it).
+    ///
+    /// ```
+    /// # let conn = mcr_core::members::Connection::parse(b"clusters: [{name: c, cluster: {server: https://a}}]\ncontexts: [{name: x, context: {cluster: c}}]\ncurrent-context: x").unwrap();
+    /// let conn = conn.with_policy(mcr_core::kubeconfig::ExecPolicy::Deny);
+    /// # let _ = conn;
+    /// ```
+    pub fn with_policy(mut self, policy: ExecPolicy) -> Self {
+        self.policy = Some(policy);
+        self
+    }
+
+    /// Replaces the hash, e.g. to fold in the contents of files the kubeconfig reads by path
+    /// (a rotated token file changes the hash although the kubeconfig did not change).
+    ///
+    /// ```
+    /// # let conn = mcr_core::members::Connection::parse(b"clusters: [{name: c, cluster: {server: https://a}}]\ncontexts: [{name: x, context: {cluster: c}}]\ncurrent-context: x").unwrap();
+    /// let conn = conn.with_hash("sha256:abc");
+    /// assert_eq!(conn.hash(), "sha256:abc");
+    /// ```
+    pub fn with_hash(mut self, hash: impl Into<String>) -> Self {
+        self.hash = hash.into();
+        self
+    }
+
+    /// Whether a change of this connection may be applied by renewing the running member's
+    /// credentials in place (default `true`). A provider turns it off when part of the
+    /// connection is invisible in the kubeconfig, e.g. a CA read from a file whose contents
+    /// changed: then a changed hash always builds a new instance.
+    ///
+    /// ```
+    /// # let conn = mcr_core::members::Connection::parse(b"clusters: [{name: c, cluster: {server: https://a}}]\ncontexts: [{name: x, context: {cluster: c}}]\ncurrent-context: x").unwrap();
+    /// let conn = conn.renewable(false);
+    /// # let _ = conn;
+    /// ```
+    pub fn renewable(mut self, renewable: bool) -> Self {
+        self.renewable = renewable;
+        self
+    }
+
+    /// The kubeconfig.
+    pub fn kubeconfig(&self) -> &Kubeconfig {
+        &self.kubeconfig
+    }
+
+    /// The context (`None`: the current one).
+    pub fn context(&self) -> Option<&str> {
+        self.context.as_deref()
+    }
+
+    /// The hash a running member built from this connection carries
+    /// ([`Cluster::connection_hash`](crate::Cluster::connection_hash)).
+    pub fn hash(&self) -> &str {
+        &self.hash
+    }
+
+    pub(super) fn policy(&self) -> Option<&ExecPolicy> {
+        self.policy.as_ref()
+    }
+
+    pub(super) fn is_renewable(&self) -> bool {
+        self.renewable
+    }
+}

@@ -1,0 +1,309 @@
+//! What every provider needs besides reading its source of truth: [`Members`].
+//!
+//! A provider reads Secrets, files, `Cluster` objects or profiles and decides, per cluster
+//! name, which kubeconfig (a [`Connection`]) should run. Everything from there on is the same
+//! for every provider and lives here:
+//!
+//! - [`Members::ensure`]: keep the running member when its connection hash is unchanged, renew
+//!   its credentials in place when only they changed (same server, CA and settings: caches and
+//!   watches are kept, no relist), otherwise build a new instance (bounded), probe it with a
+//!   bounded `GET /version`, then start, sync, index and engage it through [`Clusters`],
+//!   replacing the old one. Exec-policy, auth-provider and file-reference refusals are
+//!   [`Error::PolicyDenied`] and not retried.
+//! - [`Workers`]: one task per cluster name with a latest-desired-wins channel and its own
+//!   capped exponential backoff, so one slow, hung or broken member only ever delays its own
+//!   worker, and shutdown never waits for a build in flight.
+//! - [`RunGuard`]: a provider runs once at a time ([`crate::Error::AlreadyRunning`]); when the
+//!   run ends the guard removes every member.
+//! - [`MemberProvider`]: implementing it (one method) gives the [`Provider`](crate::Provider)
+//!   implementation (`get`, `index_field`, `runnable`).
+//! - [`StatusBook`]: the per-object status map providers report to operators.
+//!
+//! # Example
+//!
+//! A provider with one member per entry of a channel of `(name, kubeconfig bytes)`:
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//! use std::time::Duration;
+//!
+//! use mcr_core::members::{
+//!     Connection, Member, MemberProvider, Members, MembersOptions, Reconcile, Workers,
+//! };
+//! use mcr_core::{Aware, BoxFuture, ClusterName, Error, ProviderRunnable};
+//! use tokio::sync::{Mutex, mpsc};
+//! use tokio_util::sync::CancellationToken;
+//!
+//! struct ChannelProvider {
+//!     members: Members,
+//!     updates: Mutex<mpsc::Receiver<(ClusterName, Option<Vec<u8>>)>>,
+//! }
+//!
+//! /// What to do with one member's latest kubeconfig.
+//! struct Connect;
+//!
+//! #[derive(Debug, thiserror::Error)]
+//! enum ConnectError {
+//!     #[error(transparent)]
+//!     Parse(#[from] mcr_core::kubeconfig::Error),
+//!     #[error(transparent)]
+//!     Member(#[from] mcr_core::members::Error),
+//! }
+//!
+//! impl Reconcile for Connect {
+//!     type Desired = Arc<[u8]>;
+//!     type Error = ConnectError;
+//!
+//!     fn reconcile<'a>(&'a self, member: &'a Member<Arc<[u8]>>) -> BoxFuture<'a, Result<(), Self::Error>> {
+//!         Box::pin(async move {
+//!             let connection = Connection::parse(member.desired())?;
+//!             member.ensure(&connection).await?;
+//!             Ok(())
+//!         })
+//!     }
+//!
+//!     fn is_retryable(&self, error: &ConnectError) -> bool {
+//!         // A kubeconfig that does not parse waits for a new one, so do policy denials.
+//!         matches!(error, ConnectError::Member(e) if e.is_retryable())
+//!     }
+//!
+//!     fn failed(&self, member: &Member<Arc<[u8]>>, error: &Self::Error, retry_in: Option<Duration>) {
+//!         tracing::warn!(cluster = %member.name(), error = %error, ?retry_in, "member failed");
+//!     }
+//! }
+//!
+//! impl MemberProvider for ChannelProvider {
+//!     fn members(&self) -> &Members {
+//!         &self.members
+//!     }
+//! }
+//!
+//! impl ProviderRunnable for ChannelProvider {
+//!     fn start<'a>(&'a self, token: CancellationToken, aware: Arc<dyn Aware>) -> BoxFuture<'a, Result<(), Error>> {
+//!         Box::pin(async move {
+//!             let _guard = self.members.start_run("channel")?;
+//!             let workers = Workers::new(&self.members, &token, aware, Connect);
+//!             let mut updates = self.updates.lock().await;
+//!             loop {
+//!                 tokio::select! {
+//!                     () = token.cancelled() => break,
+//!                     update = updates.recv() => match update {
+//!                         Some((name, Some(bytes))) => workers.ensure(&name, Arc::from(bytes)),
+//!                         Some((name, None)) => workers.remove(&name),
+//!                         None => break,
+//!                     },
+//!                 }
+//!             }
+//!             workers.shutdown().await;
+//!             Ok(())
+//!         })
+//!     }
+//! }
+//!
+//! let provider = ChannelProvider {
+//!     members: Members::new(MembersOptions::default()),
+//!     updates: Mutex::new(mpsc::channel(16).1),
+//! };
+//! // `provider` is a `mcr_core::Provider`, ready for the manager.
+//! let _: Arc<dyn mcr_core::Provider> = Arc::new(provider);
+//! ```
+
+use std::collections::HashMap;
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use crate::kubeconfig::{ClientOptions, ExecPolicy};
+use crate::{ClusterId, ClusterName, Clusters, ClustersOptions};
+
+mod connection;
+mod ensure;
+mod error;
+mod guard;
+mod provider;
+mod status;
+mod workers;
+
+pub use connection::Connection;
+pub use error::{Error, ProbeError};
+pub use guard::RunGuard;
+pub use provider::MemberProvider;
+pub use status::StatusBook;
+pub use workers::{Member, Reconcile, Workers};
+
+/// Options of [`Members`]; every field has a documented default.
+///
+/// ```
+/// use std::time::Duration;
+/// use mcr_core::members::MembersOptions;
+/// let opts = MembersOptions { probe_timeout: None, ..MembersOptions::default() };
+/// assert_eq!(opts.sync_timeout, Duration::from_secs(30));
+/// ```
+#[derive(Clone, Debug)]
+pub struct MembersOptions {
+    /// Applied to every member client (timeouts, user agent, impersonation, file references).
+    /// Default: `ClientOptions::default()`.
+    pub client_options: ClientOptions,
+    /// Which `exec` plugins and `auth-provider`s kubeconfigs may use, unless a
+    /// [`Connection::with_policy`] says otherwise. Default: [`ExecPolicy::Deny`].
+    pub exec_policy: ExecPolicy,
+    /// How long building a client (and renewing credentials) may take: an exec plugin that
+    /// hangs fails the attempt here. Default: 60 s.
+    pub build_timeout: Duration,
+    /// How long a new instance may take to answer `GET /version` before the attempt fails;
+    /// `None` engages without probing. Default: 30 s.
+    pub probe_timeout: Option<Duration>,
+    /// How long a new instance's caches may take to sync ([`ClustersOptions::sync_timeout`]).
+    /// Default: 30 s.
+    pub sync_timeout: Duration,
+    /// First retry delay of a failing member ([`Workers`]); doubles up to `backoff_max`.
+    /// Default: 1 s.
+    pub backoff_initial: Duration,
+    /// Upper bound of a member's retry delay. Default: 5 min.
+    pub backoff_max: Duration,
+}
+
+impl Default for MembersOptions {
+    fn default() -> Self {
+        MembersOptions {
+            client_options: ClientOptions::default(),
+            exec_policy: ExecPolicy::Deny,
+            build_timeout: Duration::from_secs(60),
+            probe_timeout: Some(Duration::from_secs(30)),
+            sync_timeout: Duration::from_secs(30),
+            backoff_initial: Duration::from_secs(1),
+            backoff_max: Duration::from_secs(300),
+        }
+    }
+}
+
+/// What [`Members::ensure`] did; each variant carries the id of the running instance.
+///
+/// ```
+/// use mcr_core::members::Ensured;
+/// # fn f(e: Ensured) {
+/// if let Ensured::Renewed(id) = e { println!("credentials of {id} renewed in place"); }
+/// # }
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ensured {
+    /// The running member already had this connection.
+    Unchanged(ClusterId),
+    /// Only the credentials changed: renewed in place (same instance, caches kept).
+    Renewed(ClusterId),
+    /// No member of that name was running: a new one was engaged.
+    Added(ClusterId),
+    /// A new instance replaced the running one (different server, CA or settings).
+    Replaced(ClusterId),
+}
+
+impl Ensured {
+    /// The id of the running instance.
+    ///
+    /// ```
+    /// # fn f(e: mcr_core::members::Ensured) { println!("{}", e.id()); }
+    /// ```
+    pub fn id(self) -> ClusterId {
+        match self {
+            Ensured::Unchanged(id)
+            | Ensured::Renewed(id)
+            | Ensured::Added(id)
+            | Ensured::Replaced(id) => id,
+        }
+    }
+}
+
+struct Inner {
+    clusters: Clusters,
+    opts: MembersOptions,
+    running: AtomicBool,
+    /// The connection hash whose credentials were renewed into a running instance (its
+    /// [`Cluster::connection_hash`](crate::Cluster::connection_hash) still names the one it
+    /// was built with).
+    renewed: Mutex<HashMap<ClusterName, (ClusterId, String)>>,
+}
+
+/// The members of one provider: its [`Clusters`] and the rules to bring a member to a wanted
+/// [`Connection`] (see the [module documentation](self)). Cheap to clone (an `Arc` inside).
+///
+/// ```
+/// use mcr_core::members::{Members, MembersOptions};
+/// let members = Members::new(MembersOptions::default());
+/// assert!(members.names().is_empty());
+/// ```
+#[derive(Clone)]
+pub struct Members {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Members {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Members")
+            .field("clusters", &self.inner.clusters)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Members {
+    /// Members run with `opts`.
+    ///
+    /// ```
+    /// let members = mcr_core::members::Members::new(Default::default());
+    /// # let _ = members;
+    /// ```
+    pub fn new(opts: MembersOptions) -> Self {
+        let clusters = Clusters::with_options(ClustersOptions {
+            sync_timeout: opts.sync_timeout,
+        });
+        Members {
+            inner: Arc::new(Inner {
+                clusters,
+                opts,
+                running: AtomicBool::new(false),
+                renewed: Mutex::new(HashMap::new()),
+            }),
+        }
+    }
+
+    /// The options.
+    pub fn options(&self) -> &MembersOptions {
+        &self.inner.opts
+    }
+
+    /// The engaged clusters.
+    pub fn clusters(&self) -> &Clusters {
+        &self.inner.clusters
+    }
+
+    /// Names of the engaged members, sorted.
+    ///
+    /// ```
+    /// assert!(mcr_core::members::Members::new(Default::default()).names().is_empty());
+    /// ```
+    pub fn names(&self) -> Vec<ClusterName> {
+        self.inner.clusters.names()
+    }
+
+    /// Removes the member `name` (its caches stop, the manager disengages it). False when no
+    /// member of that name runs.
+    ///
+    /// ```
+    /// let members = mcr_core::members::Members::new(Default::default());
+    /// assert!(!members.remove(&"gone".into()));
+    /// ```
+    pub fn remove(&self, name: &ClusterName) -> bool {
+        self.renewed().remove(name);
+        self.inner.clusters.remove(name)
+    }
+
+    fn renewed(&self) -> MutexGuard<'_, HashMap<ClusterName, (ClusterId, String)>> {
+        self.inner.renewed.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Removes every member.
+    fn remove_all(&self) {
+        for name in self.inner.clusters.names() {
+            self.remove(&name);
+        }
+    }
+}

@@ -1,0 +1,250 @@
+//! [`Workers`]: one task per member name, the latest desired state wins, failures back off.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tracing::{Instrument, info};
+
+use super::{Connection, Ensured, Error, Members};
+use crate::backoff::Backoff;
+use crate::{Aware, BoxFuture, ClusterName};
+
+/// What a provider does for one member name: turn its latest desired state (what the provider
+/// read from its source of truth) into an engaged cluster, usually through
+/// [`Member::ensure`], and record the outcome.
+///
+/// See the [module documentation](super) for a complete provider.
+pub trait Reconcile: Send + Sync + 'static {
+    /// What the provider wants under one name (e.g. the owning Secret and its kubeconfig).
+    /// A new value that differs from the last one resets the member's backoff.
+    type Desired: Clone + PartialEq + Send + Sync + 'static;
+    /// Why an attempt failed.
+    type Error: std::error::Error + Send + Sync + 'static;
+
+    /// One attempt for [`member.desired()`](Member::desired). `Ok` waits for the next desired
+    /// state; an error is retried with the member's backoff when
+    /// [`is_retryable`](Reconcile::is_retryable), else waits for the next desired state. The
+    /// future is dropped when the provider stops.
+    fn reconcile<'a>(
+        &'a self,
+        member: &'a Member<Self::Desired>,
+    ) -> BoxFuture<'a, Result<(), Self::Error>>;
+
+    /// Whether retrying `error` without a new desired state can help (policy denials cannot).
+    fn is_retryable(&self, error: &Self::Error) -> bool;
+
+    /// Records a failed attempt; `retry_in` is when it is retried (`None`: not before the
+    /// desired state changes).
+    fn failed(
+        &self,
+        member: &Member<Self::Desired>,
+        error: &Self::Error,
+        retry_in: Option<Duration>,
+    );
+
+    /// Called once the member was removed because nothing is desired under `name` any more.
+    fn removed(&self, name: &ClusterName) {
+        let _ = name;
+    }
+}
+
+struct Shared<R: Reconcile> {
+    reconcile: R,
+    members: Members,
+    token: CancellationToken,
+    aware: Arc<dyn Aware>,
+    tasks: TaskTracker,
+    slots: Mutex<HashMap<ClusterName, watch::Sender<Option<R::Desired>>>>,
+}
+
+impl<R: Reconcile> Shared<R> {
+    fn slots(&self) -> MutexGuard<'_, HashMap<ClusterName, watch::Sender<Option<R::Desired>>>> {
+        self.slots.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// The per-name workers of one provider run.
+///
+/// [`ensure`](Workers::ensure) publishes what should run under a name (the latest value wins;
+/// a worker busy with an older one picks it up next), [`remove`](Workers::remove) says nothing
+/// should. Each name has its own task and its own capped exponential
+/// [`Backoff`] ([`MembersOptions::backoff_initial`](super::MembersOptions::backoff_initial) up
+/// to `backoff_max`), so a slow, hung or failing member only delays itself.
+/// [`shutdown`](Workers::shutdown) stops every worker without waiting for attempts in flight.
+pub struct Workers<R: Reconcile> {
+    shared: Arc<Shared<R>>,
+}
+
+impl<R: Reconcile> Workers<R> {
+    /// Workers for `members`, stopped when `token` is cancelled (or by
+    /// [`shutdown`](Workers::shutdown)); members are engaged with `aware`.
+    pub fn new(
+        members: &Members,
+        token: &CancellationToken,
+        aware: Arc<dyn Aware>,
+        reconcile: R,
+    ) -> Self {
+        Workers {
+            shared: Arc::new(Shared {
+                reconcile,
+                members: members.clone(),
+                token: token.child_token(),
+                aware,
+                tasks: TaskTracker::new(),
+                slots: Mutex::new(HashMap::new()),
+            }),
+        }
+    }
+
+    /// The reconciler.
+    pub fn reconciler(&self) -> &R {
+        &self.shared.reconcile
+    }
+
+    /// `desired` should run under `name`: hands it to the name's worker, starting one if
+    /// needed. Never blocks.
+    pub fn ensure(&self, name: &ClusterName, desired: R::Desired) {
+        let mut slots = self.shared.slots();
+        if let Some(tx) = slots.get(name) {
+            tx.send_replace(Some(desired));
+            return;
+        }
+        let (tx, rx) = watch::channel(Some(desired));
+        slots.insert(name.clone(), tx);
+        let span = tracing::info_span!("member", cluster = %name);
+        let worker = run(self.shared.clone(), name.clone(), rx).instrument(span);
+        self.shared.tasks.spawn(worker);
+    }
+
+    /// Nothing should run under `name` any more: its worker removes the member and ends.
+    pub fn remove(&self, name: &ClusterName) {
+        if let Some(tx) = self.shared.slots().get(name) {
+            tx.send_replace(None);
+        }
+    }
+
+    /// Stops every worker (attempts in flight are dropped) and waits for them to end; the
+    /// members they engaged stay until removed (a [`RunGuard`](super::RunGuard) removes them).
+    pub async fn shutdown(self) {
+        self.shared.token.cancel();
+        self.shared.tasks.close();
+        self.shared.tasks.wait().await;
+    }
+}
+
+/// One member name as its worker sees it during an attempt.
+pub struct Member<D> {
+    name: ClusterName,
+    desired: D,
+    latest: watch::Receiver<Option<D>>,
+    members: Members,
+    token: CancellationToken,
+    aware: Arc<dyn Aware>,
+}
+
+impl<D> Member<D> {
+    /// The member's name.
+    pub fn name(&self) -> &ClusterName {
+        &self.name
+    }
+
+    /// The desired state this attempt is for.
+    pub fn desired(&self) -> &D {
+        &self.desired
+    }
+
+    /// Whether the latest published desired state satisfies `check` (false when the name is
+    /// being removed). A provider checks it under its status lock before recording a status,
+    /// so it never overwrites what the newer state's owner recorded.
+    pub fn latest_is(&self, check: impl FnOnce(&D) -> bool) -> bool {
+        self.latest.borrow().as_ref().is_some_and(check)
+    }
+
+    /// [`Members::ensure`] with this provider run's token and manager.
+    pub async fn ensure(&self, connection: &Connection) -> Result<Ensured, Error> {
+        let aware = self.aware.as_ref();
+        self.members
+            .ensure(&self.token, aware, &self.name, connection)
+            .await
+    }
+
+    /// The provider's members (to look at or remove the running cluster).
+    pub fn members(&self) -> &Members {
+        &self.members
+    }
+}
+
+/// The worker loop of one name: returns once nothing is desired under it any more (after
+/// removing the member) or when the workers stop.
+async fn run<R: Reconcile>(
+    shared: Arc<Shared<R>>,
+    name: ClusterName,
+    mut rx: watch::Receiver<Option<R::Desired>>,
+) {
+    let opts = shared.members.options();
+    let mut backoff = Backoff::new(opts.backoff_initial, opts.backoff_max);
+    let mut last: Option<R::Desired> = None;
+    loop {
+        if shared.token.is_cancelled() {
+            return;
+        }
+        let Some(desired) = rx.borrow_and_update().clone() else {
+            if shared.members.remove(&name) {
+                info!("nothing desired under the name any more: member removed");
+            }
+            shared.reconcile.removed(&name);
+            let mut slots = shared.slots();
+            if rx.borrow().is_none() {
+                slots.remove(&name);
+                return;
+            }
+            continue;
+        };
+        if last.as_ref() != Some(&desired) {
+            backoff.reset();
+            last = Some(desired.clone());
+        }
+        let member = Member {
+            name: name.clone(),
+            desired,
+            latest: rx.clone(),
+            members: shared.members.clone(),
+            token: shared.token.clone(),
+            aware: shared.aware.clone(),
+        };
+        // Shutdown never waits for an attempt in flight (a credential plugin is killed).
+        let outcome = tokio::select! {
+            () = shared.token.cancelled() => return,
+            outcome = shared.reconcile.reconcile(&member) => outcome,
+        };
+        let retry = match outcome {
+            Ok(()) => {
+                backoff.reset();
+                None
+            }
+            Err(err) => {
+                let retry_in = shared
+                    .reconcile
+                    .is_retryable(&err)
+                    .then(|| backoff.next_delay());
+                shared.reconcile.failed(&member, &err, retry_in);
+                retry_in
+            }
+        };
+        let delay = async {
+            match retry {
+                Some(d) => tokio::time::sleep(d).await,
+                None => std::future::pending::<()>().await,
+            }
+        };
+        tokio::select! {
+            () = shared.token.cancelled() => return,
+            changed = rx.changed() => if changed.is_err() { return },
+            () = delay => {}
+        }
+    }
+}
