@@ -78,10 +78,13 @@ pub async fn seen(mgr: &mut child::Manager, world: &World) -> Result<(Seen, Stat
         statuses: stats.statuses.iter().filter_map(|n| index(n)).collect(),
         ..Seen::default()
     };
+    // `<name> synced|unsynced [credential fields]`.
     for line in http_get(addr, "/clusters").await?.lines() {
-        if let Some((name, _)) = line.rsplit_once(' ')
-            && let Some(m) = index(name)
-        {
+        let end = [" synced", " unsynced"]
+            .iter()
+            .filter_map(|state| line.find(state))
+            .min();
+        if let Some(m) = end.and_then(|end| index(&line[..end])) {
             out.endpoint.insert(m);
         }
     }
