@@ -1,16 +1,19 @@
 //! `cargo xtask`: project automation for mcr.
 //!
-//! - `cargo xtask ci`: everything CI checks (fmt, clippy, tests, docs, cargo-deny when installed).
+//! - `cargo xtask ci`: everything CI checks (fmt, clippy, tests, the 2-minute chaos suite, docs,
+//!   cargo-deny when installed).
 //! - `cargo xtask assets`: builds `kube-apiserver`, `etcd` and `kubectl` from Go modules.
 //! - `cargo xtask e2e`: the examples and cross-crate tests against real control planes
 //!   (`--kind`: against kind clusters, needs `docker` and `kind`).
 //! - `cargo xtask bench`: the benchmark suite (release build).
+//! - `cargo xtask chaos`: the chaos suite (release build; `--real` on real control planes).
 //! - `cargo xtask package`: `cargo package` for every library crate, in publishing order.
 
 use std::process::{Command, ExitCode};
 
 mod assets;
 mod bench;
+mod chaos;
 mod e2e;
 mod e2e_real;
 
@@ -75,6 +78,21 @@ enum Cmd {
         #[arg(long)]
         real: bool,
     },
+    /// Run the chaos suite: one manager, two controllers, a fleet under random faults.
+    Chaos {
+        /// Member clusters (default 20; 5 with --real).
+        #[arg(long)]
+        clusters: Option<usize>,
+        /// Minutes of fault rounds (default 2; 3 with --real).
+        #[arg(long)]
+        minutes: Option<f64>,
+        /// Seed of the fault plan (default: from the clock, printed).
+        #[arg(long)]
+        seed: Option<u64>,
+        /// Real kube-apiserver + etcd (MCR_ENVTEST=real): stop/restart and partitions only.
+        #[arg(long)]
+        real: bool,
+    },
     /// `cargo package` every library crate in publishing order.
     Package,
 }
@@ -96,6 +114,17 @@ fn main() -> ExitCode {
             }
         }
         Cmd::Bench { quick, only, real } => bench::run(quick, &only, real),
+        Cmd::Chaos {
+            clusters,
+            minutes,
+            seed,
+            real,
+        } => chaos::run(chaos::Chaos {
+            clusters,
+            minutes,
+            seed,
+            real,
+        }),
         Cmd::Package => package(),
     };
     match result {
@@ -143,6 +172,12 @@ fn ci() -> Result<()> {
         "warnings",
     ])?;
     cargo(&["test", "--workspace"])?;
+    chaos::run(chaos::Chaos {
+        clusters: Some(12),
+        minutes: Some(2.0),
+        seed: None,
+        real: false,
+    })?;
     run(
         "cargo",
         &["doc", "--workspace", "--no-deps"],

@@ -1,0 +1,66 @@
+//! `cargo xtask chaos`: builds the chaos suite (`chaos/`, binary `mcr-chaos`) in release mode
+//! and runs it.
+//!
+//! - `cargo xtask chaos --clusters 100 --minutes 10`: the emulated fleet (what the README's
+//!   figures come from); CI runs `--clusters 12 --minutes 2`.
+//! - `cargo xtask chaos --real`: real `kube-apiserver` + `etcd` control planes
+//!   (`MCR_ENVTEST=real`, binaries from `cargo xtask assets`), 5 clusters by default, only
+//!   stop/restart and the proxy's partitions (the emulator-only hooks are not used).
+//!
+//! The suite prints the seed of its fault plan (`--seed` repeats the plan), a summary, and
+//! exits non-zero when an assertion fails. What it injects and asserts: the crate docs of
+//! `mcr-chaos` and the README's Reliability section.
+
+use anyhow::Result;
+
+/// Options of `cargo xtask chaos`.
+pub struct Chaos {
+    /// Member clusters (default 20; 5 with `--real`).
+    pub clusters: Option<usize>,
+    /// Minutes of fault rounds (default 2; 3 with `--real`).
+    pub minutes: Option<f64>,
+    /// Seed of the fault plan.
+    pub seed: Option<u64>,
+    /// Real control planes.
+    pub real: bool,
+}
+
+/// Builds and runs `mcr-chaos`.
+pub fn run(opts: Chaos) -> Result<()> {
+    let root = super::workspace_root();
+    super::cargo(&["build", "--release", "-p", "mcr-chaos"])?;
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(std::path::PathBuf::from)
+        .map(|dir| {
+            if dir.is_absolute() {
+                dir
+            } else {
+                root.join(dir)
+            }
+        })
+        .unwrap_or_else(|| root.join("target"));
+    let bin = target.join("release").join("mcr-chaos");
+    let clusters = opts
+        .clusters
+        .unwrap_or(if opts.real { 5 } else { 20 })
+        .to_string();
+    let minutes = opts
+        .minutes
+        .unwrap_or(if opts.real { 3.0 } else { 2.0 })
+        .to_string();
+    let mut args = vec!["--clusters", &clusters, "--minutes", &minutes];
+    let seed = opts.seed.map(|s| s.to_string());
+    if let Some(seed) = &seed {
+        args.extend(["--seed", seed]);
+    }
+    let mut envs = Vec::new();
+    let assets;
+    if opts.real {
+        envs.push(("MCR_ENVTEST", "real"));
+        if std::env::var_os("KUBEBUILDER_ASSETS").is_none() {
+            assets = super::assets::build(false)?.display().to_string();
+            envs.push(("KUBEBUILDER_ASSETS", assets.as_str()));
+        }
+    }
+    super::run(&bin.display().to_string(), &args, &envs)
+}
