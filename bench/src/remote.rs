@@ -160,6 +160,60 @@ pub async fn populate(clients: &[kube::Client], objects: usize) -> Result<()> {
     Ok(())
 }
 
+/// How often [`populate_fleet`] tries one cluster before giving up.
+const ATTEMPTS: u32 = 5;
+
+/// Creates `objects` ConfigMaps (value 0) in every one of `clients`, for fleets of thousands
+/// (B4): 16 clusters at a time, one request at a time per cluster (so one connection each),
+/// and each client is dropped as soon as its cluster is written, closing its connections. At
+/// most 16 loader connections are open at once, where [`populate`] keeps up to 8 idle pooled
+/// connections per cluster until the caller drops the clients (20,000 connections for a
+/// 2,500-cluster server, its whole file-descriptor limit). A cluster that fails (e.g. a
+/// connect timeout on a loaded machine) is retried up to [`ATTEMPTS`] times, 2 s apart;
+/// objects already created are kept.
+pub async fn populate_fleet(clients: Vec<kube::Client>, objects: usize) -> Result<()> {
+    stream::iter(clients)
+        .map(|c| async move {
+            let mut attempt = 1;
+            loop {
+                match create_missing(&c, objects).await {
+                    Ok(()) => return Ok(()),
+                    Err(err) if attempt >= ATTEMPTS => {
+                        return Err(err.context(format!("after {ATTEMPTS} attempts")));
+                    }
+                    Err(_) => {
+                        attempt += 1;
+                        tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+                    }
+                }
+            }
+        })
+        .buffer_unordered(16)
+        .try_collect::<Vec<()>>()
+        .await?;
+    Ok(())
+}
+
+/// Creates `cm-0` .. `cm-{n-1}` (value 0) one after the other; one that already exists (from
+/// an earlier attempt) is left as it is.
+async fn create_missing(client: &kube::Client, n: usize) -> Result<()> {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use kube::api::{Api, PostParams};
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), load::NS);
+    for i in 0..n {
+        let name = load::object_name(i);
+        match api
+            .create(&PostParams::default(), &load::config_map(&name, 0))
+            .await
+        {
+            Ok(_) => {}
+            Err(kube::Error::Api(status)) if status.is_already_exists() => {}
+            Err(err) => return Err(err).with_context(|| format!("creating {name}")),
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -143,7 +143,7 @@ fn one_size(n: usize, envtest_bin: &Path, work: &Path) -> Result<Value> {
                 clients.len()
             );
         }
-        rt.block_on(remote::populate(&clients, OBJECTS))?;
+        rt.block_on(remote::populate_fleet(clients, OBJECTS))?;
     }
     drop(rt);
     let args = vec![
