@@ -103,8 +103,13 @@ pub fn start(
                             load.acked[slot].fetch_max(value, Ordering::SeqCst);
                             load.ok.fetch_add(1, Ordering::Relaxed);
                         }
-                        _ => {
+                        failed => {
                             load.failed.fetch_add(1, Ordering::Relaxed);
+                            let why = match failed {
+                                Ok(Err(err)) => err.to_string(),
+                                _ => "timed out".to_owned(),
+                            };
+                            tracing::debug!(member = slot / objects + 1, %name, value, error = %why, "loader write failed");
                         }
                     }
                     load.busy[slot].store(false, Ordering::SeqCst);

@@ -119,6 +119,9 @@ fn main() -> ExitCode {
             tracing_subscriber::EnvFilter::try_from_default_env()
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("error,kube_client=off")),
         )
+        // Logs go to stderr: the manager child's stdout carries its line protocol.
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
         .init();
     let default_hook = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
