@@ -116,8 +116,9 @@ fn main() -> ExitCode {
     let mut args = Args::parse();
     tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("error,kube_client=off")),
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
+                tracing_subscriber::EnvFilter::new("error,mcr_envtest=warn,kube_client=off")
+            }),
         )
         // Logs go to stderr: the manager child's stdout carries its line protocol.
         .with_writer(std::io::stderr)

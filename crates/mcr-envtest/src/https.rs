@@ -1,14 +1,11 @@
 //! The HTTPS transport: hyper 1 (HTTP/1.1 and HTTP/2) over tokio-rustls on 127.0.0.1.
 //!
 //! The listener can be closed and re-opened on the same port synchronously (stop/restart,
-//! `Partition::Refuse`/heal): it lives in a slot the accept loop polls, so closing it is just
-//! taking it out of the slot.
+//! `Partition::Refuse`/heal), see [`crate::gate`].
 
-use std::future::poll_fn;
 use std::io;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll};
+use std::sync::Arc;
 
 use http::{Request, Response, header};
 use http_body_util::BodyExt;
@@ -16,11 +13,12 @@ use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
 use rustls::pki_types::CertificateDer;
-use tokio::net::{TcpListener, TcpSocket, TcpStream};
+use tokio::net::TcpStream;
 use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 
 use crate::engine::ApiError;
+use crate::gate::Gate;
 use crate::server::{self, Body, Shared, response};
 use crate::x509::ClientCa;
 
@@ -34,32 +32,12 @@ pub(crate) struct Auth {
 
 type PeerChain = Option<Arc<[CertificateDer<'static>]>>;
 
-type Slot = Arc<Mutex<Option<TcpListener>>>;
-
-struct Serving {
-    slot: Slot,
-    cancel: CancellationToken,
-}
-
 /// One cluster's HTTPS endpoint.
 pub(crate) struct HttpsServer {
     shared: Arc<Shared>,
-    addr: SocketAddr,
     acceptor: TlsAcceptor,
     auth: Auth,
-    runtime: tokio::runtime::Handle,
-    serving: Mutex<Option<Serving>>,
-}
-
-fn listen(addr: SocketAddr) -> io::Result<TcpListener> {
-    let socket = if addr.is_ipv4() {
-        TcpSocket::new_v4()?
-    } else {
-        TcpSocket::new_v6()?
-    };
-    socket.set_reuseaddr(true)?;
-    socket.bind(addr)?;
-    socket.listen(1024)
+    gate: Gate,
 }
 
 impl HttpsServer {
@@ -69,131 +47,49 @@ impl HttpsServer {
         acceptor: TlsAcceptor,
         auth: Auth,
     ) -> io::Result<Self> {
-        let runtime = tokio::runtime::Handle::current();
-        let listener = listen(SocketAddr::from(([127, 0, 0, 1], 0)))?;
-        let addr = listener.local_addr()?;
+        let gate = Gate::reserve_loopback(&shared.name)?;
         let server = Self {
             shared,
-            addr,
             acceptor,
             auth,
-            runtime,
-            serving: Mutex::new(None),
+            gate,
         };
-        server.serve(listener);
+        server.bind()?;
         Ok(server)
     }
 
     /// The bound address.
     pub(crate) fn addr(&self) -> SocketAddr {
-        self.addr
-    }
-
-    fn serve(&self, listener: TcpListener) {
-        let slot: Slot = Arc::new(Mutex::new(Some(listener)));
-        let cancel = CancellationToken::new();
-        let accept = accept_loop(
-            slot.clone(),
-            cancel.clone(),
-            self.acceptor.clone(),
-            self.shared.clone(),
-            self.auth.clone(),
-        );
-        self.runtime.spawn(accept);
-        *self.serving.lock().unwrap_or_else(|e| e.into_inner()) = Some(Serving { slot, cancel });
-        tracing::debug!(cluster = %self.shared.name, addr = %self.addr, "listening");
+        self.gate.addr()
     }
 
     /// Opens the listener again on the same port (no-op if open).
     pub(crate) fn bind(&self) -> io::Result<()> {
-        if self
-            .serving
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .is_some()
-        {
-            return Ok(());
-        }
-        let listener = {
-            let _guard = self.runtime.enter();
-            listen(self.addr)?
-        };
-        self.serve(listener);
-        Ok(())
-    }
-
-    /// Closes the listener now and cuts every open connection.
-    pub(crate) fn unbind(&self) {
-        let serving = self
-            .serving
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .take();
-        if let Some(serving) = serving {
-            drop(
-                serving
-                    .slot
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .take(),
+        let (acceptor, shared, auth) = (
+            self.acceptor.clone(),
+            self.shared.clone(),
+            self.auth.clone(),
+        );
+        self.gate.open(move |stream, cancel| {
+            // As a real API server (Go sets TCP_NODELAY by default): small watch events and
+            // answers go out at once instead of waiting on Nagle + delayed ACK (~40 ms).
+            if let Err(err) = stream.set_nodelay(true) {
+                tracing::debug!(cluster = %shared.name, %err, "could not set TCP_NODELAY");
+            }
+            let conn = connection(
+                stream,
+                acceptor.clone(),
+                shared.clone(),
+                auth.clone(),
+                cancel,
             );
-            serving.cancel.cancel();
-            tracing::debug!(cluster = %self.shared.name, addr = %self.addr, "listener closed");
-        }
+            tokio::spawn(conn);
+        })
     }
-}
 
-impl Drop for HttpsServer {
-    fn drop(&mut self) {
-        self.unbind();
-    }
-}
-
-fn poll_accept(
-    slot: &Slot,
-    cx: &mut Context<'_>,
-) -> Poll<Option<io::Result<(TcpStream, SocketAddr)>>> {
-    let guard = slot.lock().unwrap_or_else(|e| e.into_inner());
-    match guard.as_ref() {
-        None => Poll::Ready(None),
-        Some(listener) => listener.poll_accept(cx).map(Some),
-    }
-}
-
-async fn accept_loop(
-    slot: Slot,
-    cancel: CancellationToken,
-    acceptor: TlsAcceptor,
-    shared: Arc<Shared>,
-    auth: Auth,
-) {
-    loop {
-        let accepted = tokio::select! {
-            _ = cancel.cancelled() => return,
-            accepted = poll_fn(|cx| poll_accept(&slot, cx)) => accepted,
-        };
-        match accepted {
-            None => return,
-            Some(Ok((stream, _peer))) => {
-                // As a real API server (Go sets TCP_NODELAY by default): small watch events and
-                // answers go out at once instead of waiting on Nagle + delayed ACK (~40 ms).
-                if let Err(err) = stream.set_nodelay(true) {
-                    tracing::debug!(cluster = %shared.name, %err, "could not set TCP_NODELAY");
-                }
-                let conn = connection(
-                    stream,
-                    acceptor.clone(),
-                    shared.clone(),
-                    auth.clone(),
-                    cancel.child_token(),
-                );
-                tokio::spawn(conn);
-            }
-            Some(Err(err)) => {
-                tracing::warn!(cluster = %shared.name, %err, "accept failed");
-                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-            }
-        }
+    /// Closes the listener now and cuts every open connection (the port stays reserved).
+    pub(crate) fn unbind(&self) {
+        self.gate.close();
     }
 }
 

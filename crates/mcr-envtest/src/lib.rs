@@ -108,6 +108,7 @@ mod discovery;
 mod error;
 mod faults;
 mod fleet;
+mod gate;
 mod https;
 mod kubeconfig;
 mod openapi;

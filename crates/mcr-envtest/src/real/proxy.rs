@@ -6,41 +6,22 @@
 //! (refused, as a dead server), `Hang` holds every byte until healed, latency delays each
 //! client-to-server chunk.
 
-use std::future::poll_fn;
 use std::io;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll};
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpSocket, TcpStream};
-use tokio_util::sync::CancellationToken;
+use tokio::net::TcpStream;
 
 use crate::faults::{Faults, Mode};
-
-type Slot = Arc<Mutex<Option<TcpListener>>>;
-
-struct Serving {
-    slot: Slot,
-    cancel: CancellationToken,
-}
+use crate::gate::Gate;
 
 /// The proxy of one real cluster.
 pub(crate) struct Proxy {
-    name: String,
-    addr: SocketAddr,
     upstream: SocketAddr,
     faults: Arc<Faults>,
-    runtime: tokio::runtime::Handle,
-    serving: Mutex<Option<Serving>>,
-}
-
-fn listen(addr: SocketAddr) -> io::Result<TcpListener> {
-    let socket = TcpSocket::new_v4()?;
-    socket.set_reuseaddr(true)?;
-    socket.bind(addr)?;
-    socket.listen(1024)
+    gate: Gate,
 }
 
 impl Proxy {
@@ -50,37 +31,18 @@ impl Proxy {
         upstream: SocketAddr,
         faults: Arc<Faults>,
     ) -> io::Result<Proxy> {
-        let listener = listen(SocketAddr::from(([127, 0, 0, 1], 0)))?;
         let proxy = Proxy {
-            name: name.to_string(),
-            addr: listener.local_addr()?,
             upstream,
             faults,
-            runtime: tokio::runtime::Handle::current(),
-            serving: Mutex::new(None),
+            gate: Gate::reserve_loopback(name)?,
         };
-        let serving = proxy.serve(listener);
-        *proxy.serving.lock().unwrap_or_else(|e| e.into_inner()) = Some(serving);
+        proxy.sync(Mode::Up)?;
         Ok(proxy)
     }
 
     /// The address clients use.
     pub(crate) fn addr(&self) -> SocketAddr {
-        self.addr
-    }
-
-    /// Starts accepting on `listener`.
-    fn serve(&self, listener: TcpListener) -> Serving {
-        let slot: Slot = Arc::new(Mutex::new(Some(listener)));
-        let cancel = CancellationToken::new();
-        let accept = accept_loop(
-            slot.clone(),
-            cancel.clone(),
-            self.upstream,
-            self.faults.clone(),
-        );
-        self.runtime.spawn(accept);
-        Serving { slot, cancel }
+        self.gate.addr()
     }
 
     /// Opens or closes the listener to match the link state.
@@ -89,85 +51,21 @@ impl Proxy {
             self.unbind();
             return Ok(());
         }
-        // Held while binding, so two concurrent heals cannot both bind the port.
-        let mut serving = self.serving.lock().unwrap_or_else(|e| e.into_inner());
-        if serving.is_none() {
-            let listener = {
-                let _guard = self.runtime.enter();
-                listen(self.addr)?
-            };
-            *serving = Some(self.serve(listener));
-            tracing::debug!(cluster = %self.name, addr = %self.addr, "proxy listening again");
-        }
-        Ok(())
+        let (upstream, faults) = (self.upstream, self.faults.clone());
+        self.gate.open(move |stream, cancel| {
+            let conn = connection(stream, upstream, faults.clone());
+            tokio::spawn(async move {
+                tokio::select! {
+                    _ = cancel.cancelled() => {}
+                    _ = conn => {}
+                }
+            });
+        })
     }
 
-    /// Closes the listener now and cuts every open connection.
+    /// Closes the listener now and cuts every open connection (the port stays reserved).
     pub(crate) fn unbind(&self) {
-        let serving = self
-            .serving
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .take();
-        if let Some(serving) = serving {
-            drop(
-                serving
-                    .slot
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .take(),
-            );
-            serving.cancel.cancel();
-            tracing::debug!(cluster = %self.name, addr = %self.addr, "proxy closed");
-        }
-    }
-}
-
-impl Drop for Proxy {
-    fn drop(&mut self) {
-        self.unbind();
-    }
-}
-
-fn poll_accept(
-    slot: &Slot,
-    cx: &mut Context<'_>,
-) -> Poll<Option<io::Result<(TcpStream, SocketAddr)>>> {
-    let guard = slot.lock().unwrap_or_else(|e| e.into_inner());
-    match guard.as_ref() {
-        None => Poll::Ready(None),
-        Some(listener) => listener.poll_accept(cx).map(Some),
-    }
-}
-
-async fn accept_loop(
-    slot: Slot,
-    cancel: CancellationToken,
-    upstream: SocketAddr,
-    faults: Arc<Faults>,
-) {
-    loop {
-        let accepted = tokio::select! {
-            _ = cancel.cancelled() => return,
-            accepted = poll_fn(|cx| poll_accept(&slot, cx)) => accepted,
-        };
-        match accepted {
-            None => return,
-            Some(Ok((stream, _))) => {
-                let conn = connection(stream, upstream, faults.clone());
-                let cancel = cancel.child_token();
-                tokio::spawn(async move {
-                    tokio::select! {
-                        _ = cancel.cancelled() => {}
-                        _ = conn => {}
-                    }
-                });
-            }
-            Some(Err(err)) => {
-                tracing::warn!(%err, "proxy accept failed");
-                tokio::time::sleep(Duration::from_millis(10)).await;
-            }
-        }
+        self.gate.close();
     }
 }
 
@@ -225,7 +123,7 @@ mod tests {
     use crate::Partition;
 
     async fn echo_server() -> SocketAddr {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         tokio::spawn(async move {
             while let Ok((mut stream, _)) = listener.accept().await {
