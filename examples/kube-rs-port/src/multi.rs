@@ -8,10 +8,9 @@ use std::time::Duration;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, Patch, PatchParams};
-use kube::runtime::controller::Action;
 use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
-use mcr_manager::{Context, Controller, Manager};
+use mcr_manager::{Action, Context, Controller, Manager};
 
 use crate::{ANNOTATION, Error, SELECTOR};
 

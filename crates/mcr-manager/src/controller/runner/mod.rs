@@ -250,6 +250,11 @@ where
                 }
                 Some(e) = rx.recv() => lp.engage(e),
                 Some((name, id)) = lp.gones.next(), if !lp.gones.is_empty() => lp.disengage(&name, id),
+                // Every branch above the watch events does bounded work, so a steady flood of
+                // events can never starve requeues and backoffs coming due, syncs or the tick.
+                () = poll_fn(|cx| lp.queue.poll_expired(cx)) => {}
+                Some(s) = lp.syncs.next(), if !lp.syncs.is_empty() => lp.synced(s),
+                _ = tick.tick() => lp.report_restarts(),
                 Some(batch) = lp.streams.next(), if !lp.streams.is_empty() => {
                     let at = Instant::now(); // the queue adds the debounce period
                     lp.push(batch, at);
@@ -260,9 +265,6 @@ where
                         }
                     }
                 }
-                () = poll_fn(|cx| lp.queue.poll_expired(cx)) => {}
-                Some(s) = lp.syncs.next(), if !lp.syncs.is_empty() => lp.synced(s),
-                _ = tick.tick() => lp.report_restarts(),
             }
         }
         // Graceful stop: take no more work, let in-flight reconciles finish (for a bounded
