@@ -182,6 +182,21 @@ impl Registry {
         Ok(true)
     }
 
+    /// The token of the live engagement under `name`.
+    pub(crate) fn token(&self, name: &ClusterName) -> Option<CancellationToken> {
+        lock(&self.state)
+            .entries
+            .get(name)
+            .filter(|e| !e.token.is_cancelled())
+            .map(|e| e.token.clone())
+    }
+
+    /// Forgets the engagement under `name` now and returns its token (for the caller to
+    /// cancel), so the name is free at once.
+    pub(crate) fn take(&self, name: &ClusterName) -> Option<CancellationToken> {
+        lock(&self.state).entries.remove(name).map(|e| e.token)
+    }
+
     /// Every live engagement: name, cluster and engagement token, sorted by name.
     ///
     /// ```

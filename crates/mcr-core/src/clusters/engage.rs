@@ -1,12 +1,11 @@
 //! Bringing members up and down: [`Clusters::add`], [`Clusters::add_or_replace`] and
-//! [`Clusters::remove`], and forgetting a member whose token is cancelled.
-
-use std::sync::{Arc, Weak};
+//! [`Clusters::remove`]. A member whose token is cancelled is forgotten by the registry that
+//! keeps the active ones.
 
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
-use super::{AddOutcome, Clusters, Entry, Inner, apply_index};
+use super::{AddOutcome, Clusters, Pending, apply_index};
 use crate::{Aware, Cluster, ClusterName, Error, FieldIndex, cache::lock};
 
 impl Clusters {
@@ -48,20 +47,18 @@ impl Clusters {
         let token = parent.child_token();
         let indexes = {
             let mut state = lock(&self.inner.state);
-            // An entry whose token fired is on its way out: it does not count.
-            if state
-                .entries
-                .get(&name)
-                .is_some_and(|e| !e.token.is_cancelled())
+            // A cluster whose token fired is on its way out: it does not count.
+            if self
+                .present(&state, &name)
+                .is_some_and(|(_, t)| !t.is_cancelled())
             {
                 return Err(Error::AlreadyEngaged(name));
             }
-            let entry = Entry {
+            let pending = Pending {
                 cluster: cluster.clone(),
                 token: token.clone(),
-                engaged: false,
             };
-            state.entries.insert(name.clone(), entry);
+            state.pending.insert(name.clone(), pending);
             state.indexes.clone()
         };
         let span = tracing::info_span!("add_cluster", cluster = %name, id = %cluster.id());
@@ -71,24 +68,37 @@ impl Clusters {
             .await;
         match result {
             Ok(()) => {
-                let still_ours = {
+                // Phase 3, activation: from pending to the registry, under the state lock so a
+                // concurrent `remove` finds it in one place or the other.
+                let activated = {
                     let mut state = lock(&self.inner.state);
-                    match state.entries.get_mut(&name) {
-                        Some(e) if e.cluster.same_instance(&cluster) => {
-                            e.engaged = true;
-                            true
+                    match state.pending.get(&name) {
+                        Some(p) if p.cluster.same_instance(&cluster) => {
+                            state.pending.remove(&name);
+                            Some(self.inner.active.record(
+                                token.clone(),
+                                name.clone(),
+                                cluster.clone(),
+                            ))
                         }
-                        _ => false,
+                        _ => None,
                     }
                 };
-                if !still_ours {
-                    // Removed while we were bringing it up.
-                    token.cancel();
-                    return Err(Error::Stopped(name));
+                match activated {
+                    Some(Ok(_)) => {
+                        tracing::info!(cluster = %name, "cluster engaged");
+                        Ok(())
+                    }
+                    Some(Err(err)) => {
+                        token.cancel();
+                        Err(err)
+                    }
+                    None => {
+                        // Removed while we were bringing it up.
+                        token.cancel();
+                        Err(Error::Stopped(name))
+                    }
                 }
-                self.forget_when_cancelled(name.clone(), cluster, token);
-                tracing::info!(cluster = %name, "cluster engaged");
-                Ok(())
             }
             Err(err) => {
                 token.cancel();
@@ -129,25 +139,15 @@ impl Clusters {
         }
     }
 
-    /// Forgets the entry once its token fires (removal, provider stop, parent cancelled).
-    fn forget_when_cancelled(&self, name: ClusterName, cluster: Cluster, token: CancellationToken) {
-        let weak: Weak<Inner> = Arc::downgrade(&self.inner);
-        tokio::spawn(async move {
-            token.cancelled().await;
-            if let Some(inner) = weak.upgrade() {
-                Clusters { inner }.forget(&name, &cluster);
-            }
-        });
-    }
-
+    /// Forgets a cluster that failed to come up (if it is still the pending one).
     fn forget(&self, name: &ClusterName, cluster: &Cluster) {
         let mut state = lock(&self.inner.state);
         if state
-            .entries
+            .pending
             .get(name)
-            .is_some_and(|e| e.cluster.same_instance(cluster))
+            .is_some_and(|p| p.cluster.same_instance(cluster))
         {
-            state.entries.remove(name);
+            state.pending.remove(name);
         }
     }
 
@@ -173,7 +173,7 @@ impl Clusters {
         let name = cluster.name().clone();
         let existing = {
             let state = lock(&self.inner.state);
-            state.entries.get(&name).map(|e| e.cluster.clone())
+            self.present(&state, &name).map(|(cluster, _)| cluster)
         };
         let outcome = match existing {
             None => AddOutcome::Added,
@@ -201,10 +201,16 @@ impl Clusters {
     /// # }
     /// ```
     pub fn remove(&self, name: &ClusterName) -> bool {
-        let entry = lock(&self.inner.state).entries.remove(name);
-        match entry {
-            Some(entry) => {
-                entry.token.cancel();
+        let token = {
+            let mut state = lock(&self.inner.state);
+            match state.pending.remove(name) {
+                Some(p) => Some(p.token),
+                None => self.inner.active.take(name),
+            }
+        };
+        match token {
+            Some(token) => {
+                token.cancel();
                 tracing::info!(cluster = %name, "cluster removed");
                 true
             }

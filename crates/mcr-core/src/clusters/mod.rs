@@ -10,7 +10,7 @@ use tokio_util::sync::CancellationToken;
 
 mod engage;
 
-use crate::{Cluster, ClusterName, Error, FieldIndex, cache::lock};
+use crate::{Cluster, ClusterName, Error, FieldIndex, Registry, cache::lock};
 
 /// Options of [`Clusters`].
 ///
@@ -50,21 +50,25 @@ pub enum AddOutcome {
     Unchanged,
 }
 
-struct Entry {
+/// A cluster being brought up (not yet active).
+struct Pending {
     cluster: Cluster,
     token: CancellationToken,
-    engaged: bool,
 }
 
 #[derive(Default)]
 struct State {
-    entries: HashMap<ClusterName, Entry>,
+    /// Added, not yet active (informers opening or syncing).
+    pending: HashMap<ClusterName, Pending>,
     indexes: Vec<FieldIndex>,
 }
 
 struct Inner {
     opts: ClustersOptions,
     state: Mutex<State>,
+    /// The active clusters: membership is kept by [`Registry`], which forgets a cluster when
+    /// its token fires (the manager's fleet is a `Registry` too).
+    active: Registry,
 }
 
 /// The set of clusters a provider has engaged, and the one place where a cluster's lifecycle is
@@ -132,6 +136,7 @@ impl Clusters {
             inner: Arc::new(Inner {
                 opts,
                 state: Mutex::new(State::default()),
+                active: Registry::new(),
             }),
         }
     }
@@ -144,11 +149,7 @@ impl Clusters {
     /// # Ok(()) }
     /// ```
     pub fn get(&self, name: &ClusterName) -> Result<Cluster, Error> {
-        let state = lock(&self.inner.state);
-        match state.entries.get(name) {
-            Some(e) if e.engaged && !e.token.is_cancelled() => Ok(e.cluster.clone()),
-            _ => Err(Error::ClusterNotFound(name.clone())),
-        }
+        self.inner.active.get(name)
     }
 
     /// The names of the engaged clusters, sorted.
@@ -157,15 +158,7 @@ impl Clusters {
     /// assert!(mcr_core::Clusters::new().names().is_empty());
     /// ```
     pub fn names(&self) -> Vec<ClusterName> {
-        let state = lock(&self.inner.state);
-        let mut names: Vec<ClusterName> = state
-            .entries
-            .iter()
-            .filter(|(_, e)| e.engaged && !e.token.is_cancelled())
-            .map(|(n, _)| n.clone())
-            .collect();
-        names.sort();
-        names
+        self.inner.active.names()
     }
 
     /// How many clusters are engaged.
@@ -174,12 +167,7 @@ impl Clusters {
     /// assert_eq!(mcr_core::Clusters::new().len(), 0);
     /// ```
     pub fn len(&self) -> usize {
-        let state = lock(&self.inner.state);
-        state
-            .entries
-            .values()
-            .filter(|e| e.engaged && !e.token.is_cancelled())
-            .count()
+        self.inner.active.len()
     }
 
     /// Whether no cluster is engaged.
@@ -221,7 +209,14 @@ impl Clusters {
                 }
                 None => state.indexes.push(index.clone()),
             }
-            state.entries.values().map(|e| e.cluster.clone()).collect()
+            let pending = state.pending.values().map(|p| p.cluster.clone());
+            let active = self
+                .inner
+                .active
+                .engagements()
+                .into_iter()
+                .map(|(_, c, _)| c);
+            pending.chain(active).collect()
         };
         for cluster in &clusters {
             apply_index(cluster, index)?;
@@ -237,10 +232,22 @@ impl Clusters {
     /// # }
     /// ```
     pub fn token(&self, name: &ClusterName) -> Option<CancellationToken> {
-        lock(&self.inner.state)
-            .entries
-            .get(name)
-            .map(|e| e.token.clone())
+        let state = lock(&self.inner.state);
+        match state.pending.get(name) {
+            Some(p) => Some(p.token.clone()),
+            None => self.inner.active.token(name),
+        }
+    }
+
+    /// The cluster of that name, pending or active, with its token.
+    fn present(&self, state: &State, name: &ClusterName) -> Option<(Cluster, CancellationToken)> {
+        match state.pending.get(name) {
+            Some(p) => Some((p.cluster.clone(), p.token.clone())),
+            None => {
+                let cluster = self.inner.active.get(name).ok()?;
+                Some((cluster, self.inner.active.token(name)?))
+            }
+        }
     }
 }
 
