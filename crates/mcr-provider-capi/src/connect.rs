@@ -133,7 +133,7 @@ async fn read_secret(
     secret: &ObjectRef,
 ) -> Result<Option<Option<Vec<u8>>>, Error> {
     let api: Api<Secret> = Api::namespaced(shared.host.clone(), &secret.namespace);
-    let timeout = shared.opts.sync_timeout;
+    let timeout = shared.opts.members.sync_timeout;
     let read = match tokio::time::timeout(timeout, api.get_opt(&secret.name)).await {
         Ok(read) => read,
         Err(_) => {

@@ -7,7 +7,7 @@ use mcr_core::{ClusterId, ClusterName};
 use crate::ObjectRef;
 
 /// The state of one `Cluster` object, as reported by
-/// [`CapiProvider::status`](crate::CapiProvider::status).
+/// [`StatusProvider::status`](crate::StatusProvider::status).
 ///
 /// ```
 /// use mcr_provider_capi::ClusterState;
