@@ -76,6 +76,7 @@ impl ClusterState {
 /// The status of one `Cluster` object.
 ///
 /// ```no_run
+/// use mcr_provider_capi::StatusProvider;
 /// # fn f(p: &mcr_provider_capi::CapiProvider) {
 /// for (cluster, status) in p.statuses() {
 ///     println!("{cluster} as {}: {:?}", status.name, status.state);

@@ -8,7 +8,7 @@ use common::*;
 use mcr_core::scope::Namespaces;
 use mcr_envtest::wait::eventually;
 use mcr_envtest::{Partition, TestCluster};
-use mcr_provider_capi::{CapiVersion, ClusterState, Options};
+use mcr_provider_capi::{CapiVersion, ClusterState};
 
 const V: CapiVersion = CapiVersion::V1Beta2;
 

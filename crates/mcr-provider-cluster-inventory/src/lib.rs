@@ -25,7 +25,7 @@
 //!   `x-k8s.io/cluster-inventory-consumer=<consumer>` and `x-k8s.io/cluster-profile=<profile>`,
 //!   kubeconfig under data key `Config`. None or several is a per-profile error. Such
 //!   kubeconfigs are untrusted: exec plugins and local file references are refused unless
-//!   [`Options::secret_policy`] allows them.
+//!   the policy of [`Options::members`] allows them.
 //!
 //! # Lifecycle
 //!
@@ -113,5 +113,6 @@ pub use profile::{
     ClusterProfileSpec, ClusterProfileStatus, Condition, GROUP, KIND, LABEL_CLUSTER_MANAGER,
     PLURAL, PROPERTY_CLUSTER_NAME, ProfileRef, Property, VERSION,
 };
+pub use mcr_core::members::{MemberOptions, StatusProvider};
 pub use provider::ClusterInventoryProvider;
 pub use status::{ProfileState, ProfileStatus};
