@@ -144,11 +144,11 @@ mod provider;
 mod status;
 
 pub use error::Error;
+pub use mcr_core::members::{MemberOptions, StatusProvider};
 pub use object::{
     CLUSTER_NAME_LABEL, CapiVersion, GROUP, ObjectRef, PAUSED_ANNOTATION, WATCH_FILTER_LABEL,
     is_paused,
 };
 pub use options::{ClusterFn, DEFAULT_SECRET_KEY, NameFn, NotReady, Options, Paused, SecretFn};
-pub use mcr_core::members::{MemberOptions, StatusProvider};
 pub use provider::CapiProvider;
 pub use status::{ClusterState, ClusterStatus};

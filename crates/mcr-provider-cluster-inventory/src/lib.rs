@@ -102,6 +102,7 @@ pub use access::{
     EXEC_EXTENSION, EnvPolicy, EnvVar, ExecSpec, ProviderConfig,
 };
 pub use error::{Error, ProviderFileError};
+pub use mcr_core::members::{MemberOptions, StatusProvider};
 /// The namespace scope shared by mcr providers (`One` / `List` / `AllExcept`).
 pub use mcr_core::scope::Namespaces;
 pub use options::{
@@ -113,6 +114,5 @@ pub use profile::{
     ClusterProfileSpec, ClusterProfileStatus, Condition, GROUP, KIND, LABEL_CLUSTER_MANAGER,
     PLURAL, PROPERTY_CLUSTER_NAME, ProfileRef, Property, VERSION,
 };
-pub use mcr_core::members::{MemberOptions, StatusProvider};
 pub use provider::ClusterInventoryProvider;
 pub use status::{ProfileState, ProfileStatus};

@@ -9,13 +9,14 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Namespace;
 use kube::Api;
-use mcr_core::{ClusterName, ProviderRunnable, Registry};
+use mcr_core::{ClusterName, Registry};
 use mcr_envtest::Fleet;
 use mcr_envtest::wait::{eventually, eventually_async};
 use mcr_provider_file::{FileProvider, Options};
-use tokio_util::sync::CancellationToken;
 
 const DEADLINE: Duration = Duration::from_secs(30);
+
+type Running = mcr_test_support::Running<FileProvider>;
 
 fn write_atomic(path: &Path, contents: &str) {
     let tmp = path.with_file_name(format!(
@@ -72,13 +73,8 @@ async fn rotated_token_file_renews_the_member_in_place() {
         backoff_max: Duration::from_millis(500),
         ..Options::default()
     });
-    let registry = Registry::new();
-    let token = CancellationToken::new();
-    let task = tokio::spawn({
-        let (provider, token, aware) =
-            (provider.clone(), token.clone(), Arc::new(registry.clone()));
-        async move { provider.start(token, aware).await }
-    });
+    let run = Running::spawn(provider);
+    let registry = &run.registry;
     let name = format!("{}+{}", kc_file.display(), kc.contexts[0].name);
     eventually("engaged", DEADLINE, || {
         registry.get(&ClusterName::new(name.as_str())).is_ok()
@@ -86,22 +82,21 @@ async fn rotated_token_file_renews_the_member_in_place() {
     .await;
     let before = registry.get(&ClusterName::new(name.as_str())).unwrap().id();
     assert!(
-        !authorized(&registry, &name).await,
+        !authorized(registry, &name).await,
         "the stale token is refused"
     );
 
     // Rotation: the kubeconfig is untouched, the token file gets the valid token.
     write_atomic(&token_file, tc.token());
     eventually_async("renewed with the rotated token", DEADLINE, || async {
-        authorized(&registry, &name).await
+        authorized(registry, &name).await
     })
     .await;
     let after = registry.get(&ClusterName::new(name.as_str())).unwrap();
     assert_eq!(after.id(), before, "renewed in place: same instance");
     assert_eq!(after.credentials().unwrap().status().renewals, 1);
 
-    token.cancel();
-    task.await.unwrap().unwrap();
+    run.stop().await;
 }
 
 #[tokio::test]
@@ -127,13 +122,8 @@ async fn credential_only_rotation_renews_in_place_without_relist() {
         sync_timeout: Duration::from_secs(10),
         ..Options::default()
     });
-    let registry = Registry::new();
-    let token = CancellationToken::new();
-    let task = tokio::spawn({
-        let (provider, token, aware) =
-            (provider.clone(), token.clone(), Arc::new(registry.clone()));
-        async move { provider.start(token, aware).await }
-    });
+    let run = Running::spawn(provider);
+    let registry = &run.registry;
     let context = mcr_core::kubeconfig::parse(minted("x").as_bytes())
         .unwrap()
         .current_context
@@ -171,7 +161,10 @@ async fn credential_only_rotation_renews_in_place_without_relist() {
         registry.get(&name).unwrap().same_instance(&cluster),
         "same instance"
     );
-    let report = provider.run_once(&token, Arc::new(registry.clone())).await;
+    let report = run
+        .provider
+        .run_once(&run.token, Arc::new(registry.clone()))
+        .await;
     assert_eq!(
         report.unchanged,
         std::slice::from_ref(&name),
@@ -204,6 +197,5 @@ async fn credential_only_rotation_renews_in_place_without_relist() {
         registry.get(&name).is_ok_and(|c| c.id() != id)
     })
     .await;
-    token.cancel();
-    task.await.unwrap().unwrap();
+    run.stop().await;
 }

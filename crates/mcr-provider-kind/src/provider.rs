@@ -202,7 +202,10 @@ impl KindProvider {
             let m = members.entry(name.clone()).or_insert_with(|| {
                 debug!(cluster = %name, "new kind cluster");
                 Member {
-                    backoff: Backoff::new(inner.opts.members.backoff_initial, inner.opts.members.backoff_max),
+                    backoff: Backoff::new(
+                        inner.opts.members.backoff_initial,
+                        inner.opts.members.backoff_max,
+                    ),
                     next_check: now,
                     busy: false,
                     gone: false,
@@ -279,6 +282,8 @@ impl MemberProvider for KindProvider {
         token: CancellationToken,
         aware: Arc<dyn Aware>,
     ) -> Result<(), mcr_core::Error> {
-        self.discover(token, aware).await.map_err(mcr_core::Error::from)
+        self.discover(token, aware)
+            .await
+            .map_err(mcr_core::Error::from)
     }
 }

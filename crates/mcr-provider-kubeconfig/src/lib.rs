@@ -115,7 +115,7 @@ mod provider;
 mod status;
 
 pub use error::{Error, ProbeError};
-pub use options::{DEFAULT_DATA_KEY, DEFAULT_LABEL, DEFAULT_NAMESPACE, Namespaces, Options};
 pub use mcr_core::members::{MemberOptions, StatusProvider};
+pub use options::{DEFAULT_DATA_KEY, DEFAULT_LABEL, DEFAULT_NAMESPACE, Namespaces, Options};
 pub use provider::KubeconfigProvider;
 pub use status::{SecretRef, SecretState, SecretStatus};

@@ -17,8 +17,8 @@ use mcr_provider_cluster_inventory::{
     ClusterInventoryProvider, ClusterProfile, Options, ProfileRef, ProfileState, SECRET_DATA_KEY,
     SECRET_LABEL_CONSUMER, SECRET_LABEL_PROFILE,
 };
-use serde_json::{Value, json};
 pub use mcr_test_support::{init_tracing, kubeconfig_of};
+use serde_json::{Value, json};
 
 pub const DEADLINE: Duration = Duration::from_secs(30);
 pub const CONSUMER: &str = "test-consumer";
