@@ -69,12 +69,7 @@ impl Connect {
             cluster: cluster.clone(),
             source,
         })?;
-        if self
-            .0
-            .members
-            .unchanged(member.name(), &connection)
-            .is_none()
-        {
+        if member.changes(&connection) {
             self.set_status(member, cluster, ClusterState::Pending);
         }
         let ensured = member.ensure(&connection).await;

@@ -109,11 +109,7 @@ fn watches(host: &kube::Client, opts: &Options) -> Vec<BoxStream<'static, Incomi
 /// The accessors: `options`, `names`, `status` (what the provider made of one `Cluster`
 /// object; `None` if the watch never delivered it — out of scope or label selector — or it is
 /// gone) and `statuses` (every `Cluster` the watch delivered, by `namespace/name`).
-impl StatusProvider for CapiProvider {
-    type Options = Options;
-    type Key = ObjectRef;
-    type Status = ClusterStatus;
-
+impl StatusProvider<Options, ObjectRef, ClusterStatus> for CapiProvider {
     fn shared(&self) -> &Shared {
         &self.shared
     }

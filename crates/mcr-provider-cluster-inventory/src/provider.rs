@@ -116,11 +116,7 @@ fn watches(hub: &kube::Client, opts: &Options) -> Vec<Events> {
 
 /// The accessors: `options`, `names`, `status` (what the provider made of one profile; `None`
 /// for profiles it does not watch or that are gone) and `statuses` (every watched profile).
-impl StatusProvider for ClusterInventoryProvider {
-    type Options = Options;
-    type Key = ProfileRef;
-    type Status = ProfileStatus;
-
+impl StatusProvider<Options, ProfileRef, ProfileStatus> for ClusterInventoryProvider {
     fn shared(&self) -> &Shared {
         &self.shared
     }

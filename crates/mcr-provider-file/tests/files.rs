@@ -1,20 +1,19 @@
 //! The file provider against emulated HTTPS clusters whose kubeconfigs are written to disk.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
-use kube::api::{ObjectMeta, PostParams};
+use kube::api::PostParams;
 use kube::config::Kubeconfig;
 use mcr_core::kubeconfig::{ExecPolicy, Policy};
-use mcr_core::{Aware, ClusterName, FieldIndex, Provider, ProviderRunnable};
+use mcr_core::{Aware, ClusterName, Provider, ProviderRunnable};
 use mcr_envtest::wait::eventually;
 use mcr_envtest::{Fleet, TestCluster};
 use mcr_provider_file::{Error, FileProvider, Options, PassReport};
-use mcr_test_support::init_tracing;
+use mcr_test_support::{animal_index, configmap, init_tracing};
 
 const DEADLINE: Duration = Duration::from_secs(30);
 
@@ -79,29 +78,6 @@ fn renamed(tc: &TestCluster, as_name: &str) -> Kubeconfig {
 
 fn merged(a: Kubeconfig, b: Kubeconfig) -> Kubeconfig {
     a.merge(b).unwrap()
-}
-
-fn configmap(name: &str, animal: &str) -> ConfigMap {
-    ConfigMap {
-        metadata: ObjectMeta {
-            name: Some(name.into()),
-            namespace: Some("default".into()),
-            ..Default::default()
-        },
-        data: Some(BTreeMap::from([("animal".to_string(), animal.to_string())])),
-        ..Default::default()
-    }
-}
-
-fn animal_index(name: &str) -> FieldIndex {
-    FieldIndex::new::<ConfigMap>(name, |cm: &ConfigMap| {
-        cm.data
-            .as_ref()
-            .and_then(|d| d.get("animal"))
-            .cloned()
-            .into_iter()
-            .collect()
-    })
 }
 
 fn count(cluster: &mcr_core::Cluster, index: &str, value: &str) -> Option<usize> {

@@ -107,12 +107,7 @@ async fn credential_only_rotation_renews_in_place_without_relist() {
     let member = mcr_envtest::TestCluster::start_https("member")
         .await
         .unwrap();
-    let minted = |user: &str| {
-        member
-            .client_certificate_kubeconfig(user, &["system:masters"], Duration::from_secs(600))
-            .unwrap()
-            .0
-    };
+    let minted = |user: &str| mcr_test_support::minted_kubeconfig(&member, user);
     let dir = tempfile::tempdir().unwrap();
     let kc_file = dir.path().join("member.kubeconfig");
     write_atomic(&kc_file, &minted("a"));
@@ -139,24 +134,14 @@ async fn credential_only_rotation_renews_in_place_without_relist() {
 
     // A new client certificate, then a bearer token: same server and CA.
     write_atomic(&kc_file, &minted("b"));
-    eventually("the certificate renewed in place", DEADLINE, || {
-        cluster
-            .credentials()
-            .is_some_and(|c| c.status().renewals == 1)
-    })
-    .await;
+    mcr_test_support::wait_renewals(&cluster, 1, "the certificate renewed in place").await;
     let mut with_token = mcr_core::kubeconfig::parse(minted("c").as_bytes()).unwrap();
     let user = with_token.auth_infos[0].auth_info.as_mut().unwrap();
     user.client_certificate_data = None;
     user.client_key_data = None;
     user.token = Some(member.token().to_string().into());
     write_atomic(&kc_file, &serde_json::to_string(&with_token).unwrap());
-    eventually("the token renewed in place", DEADLINE, || {
-        cluster
-            .credentials()
-            .is_some_and(|c| c.status().renewals == 2)
-    })
-    .await;
+    mcr_test_support::wait_renewals(&cluster, 2, "the token renewed in place").await;
     assert!(
         registry.get(&name).unwrap().same_instance(&cluster),
         "same instance"

@@ -99,11 +99,7 @@ fn secret_watches(host: &kube::Client, opts: &Options) -> Vec<SecretEvents> {
 /// The accessors: `options`, `names`, `status` (what the provider made of one watched Secret:
 /// engaged, pending, failed and retrying, refused by the policy, missing its key, or in a name
 /// conflict) and `statuses` (every watched Secret, by `namespace/name`).
-impl StatusProvider for KubeconfigProvider {
-    type Options = Options;
-    type Key = SecretRef;
-    type Status = SecretStatus;
-
+impl StatusProvider<Options, SecretRef, SecretStatus> for KubeconfigProvider {
     fn shared(&self) -> &Shared {
         &self.shared
     }

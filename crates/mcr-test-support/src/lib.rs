@@ -6,15 +6,21 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
+use k8s_openapi::api::core::v1::{Namespace, Secret};
 use kube::Api;
 use kube::api::{ObjectMeta, PostParams};
 use mcr_core::members::{MemberOptions, MemberProvider};
-use mcr_core::{Aware, Cluster, ClusterId, ClusterName, FieldIndex, ProviderRunnable, Registry};
+use mcr_core::{Aware, Cluster, ClusterId, ClusterName, ProviderRunnable, Registry};
 use mcr_envtest::wait::eventually;
 use mcr_envtest::{Fleet, TestCluster};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
+
+mod objects;
+
+pub use objects::{
+    animal_index, assert_watch_kept, configmap, label_index, minted_kubeconfig, wait_renewals,
+};
 
 /// How long [`Running::wait_for`] waits for a cluster to be engaged.
 pub const WAIT: Duration = Duration::from_secs(60);
@@ -185,17 +191,4 @@ pub async fn apply_secret(
         api.create(&PostParams::default(), &secret).await.unwrap()
     };
     stored.metadata.resource_version.unwrap()
-}
-
-/// A field index over ConfigMaps named `label`: the value of their label `label`.
-pub fn label_index(label: &str) -> FieldIndex {
-    let key = label.to_string();
-    FieldIndex::new::<ConfigMap>(label, move |cm: &ConfigMap| {
-        cm.metadata
-            .labels
-            .as_ref()
-            .and_then(|l| l.get(&key).cloned())
-            .into_iter()
-            .collect()
-    })
 }

@@ -113,22 +113,21 @@ impl<O: std::fmt::Debug, K, V> std::fmt::Debug for ProviderShared<O, K, V> {
     }
 }
 
-/// A provider whose state is a [`ProviderShared`]: implementing [`shared`](Self::shared) gives
-/// its accessors — the options it runs with, the names of its engaged members and what it made
-/// of each object of its source of truth. The providers re-export it; bring it into scope to
-/// call them.
+/// A provider whose state is a [`ProviderShared`] of options `O` and a status `V` per source
+/// object `K`: implementing [`shared`](Self::shared) gives its accessors — the options it runs
+/// with, the names of its engaged members and what it made of each object of its source of
+/// truth. The providers re-export it; bring it into scope to call them.
 ///
 /// ```
 /// use std::sync::Arc;
 /// use mcr_core::members::{Members, ProviderShared, StatusProvider};
 ///
+/// type Shared = ProviderShared<(), String, &'static str>;
+///
 /// /// Statuses by Secret name.
-/// struct SecretsProvider { shared: Arc<ProviderShared<(), String, &'static str>> }
-/// impl StatusProvider for SecretsProvider {
-///     type Options = ();
-///     type Key = String;
-///     type Status = &'static str;
-///     fn shared(&self) -> &ProviderShared<(), String, &'static str> { &self.shared }
+/// struct SecretsProvider { shared: Arc<Shared> }
+/// impl StatusProvider<(), String, &'static str> for SecretsProvider {
+///     fn shared(&self) -> &Shared { &self.shared }
 /// }
 ///
 /// # async fn f() -> Result<(), kube::Error> {
@@ -140,19 +139,12 @@ impl<O: std::fmt::Debug, K, V> std::fmt::Debug for ProviderShared<O, K, V> {
 /// assert!(provider.names().is_empty());
 /// # Ok(()) }
 /// ```
-pub trait StatusProvider {
-    /// The provider's options.
-    type Options;
-    /// Names an object of the source of truth (e.g. `namespace/name` of a Secret).
-    type Key: Ord + Clone;
-    /// What the provider made of one such object.
-    type Status: Clone;
-
+pub trait StatusProvider<O: 'static, K: Ord + Clone + 'static, V: Clone + 'static> {
     /// The provider's shared state.
-    fn shared(&self) -> &ProviderShared<Self::Options, Self::Key, Self::Status>;
+    fn shared(&self) -> &ProviderShared<O, K, V>;
 
     /// The options the provider runs with.
-    fn options(&self) -> &Self::Options {
+    fn options(&self) -> &O {
         &self.shared().opts
     }
 
@@ -163,12 +155,12 @@ pub trait StatusProvider {
 
     /// What the provider made of one object of its source of truth (engaged, pending, failed
     /// and retrying, refused, ...); `None` for objects it does not watch or that are gone.
-    fn status(&self, key: &Self::Key) -> Option<Self::Status> {
+    fn status(&self, key: &K) -> Option<V> {
         self.shared().statuses.get(key)
     }
 
     /// The status of every object it watches.
-    fn statuses(&self) -> BTreeMap<Self::Key, Self::Status> {
+    fn statuses(&self) -> BTreeMap<K, V> {
         self.shared().statuses.all()
     }
 }

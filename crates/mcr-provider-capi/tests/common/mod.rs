@@ -19,7 +19,9 @@ pub use mcr_provider_capi::StatusProvider;
 use mcr_provider_capi::{
     CLUSTER_NAME_LABEL, CapiProvider, CapiVersion, ClusterState, ObjectRef, Options,
 };
-pub use mcr_test_support::{init_tracing, kubeconfig_of};
+pub use mcr_test_support::{
+    assert_watch_kept, init_tracing, kubeconfig_of, minted_kubeconfig, wait_renewals,
+};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 

@@ -15,7 +15,10 @@ pub use mcr_provider_kubeconfig::StatusProvider;
 use mcr_provider_kubeconfig::{
     DEFAULT_LABEL, KubeconfigProvider, Namespaces, Options, SecretRef, SecretState,
 };
-pub use mcr_test_support::{https_fleet, init_tracing, kubeconfig_of};
+pub use mcr_test_support::{
+    animal_index, assert_watch_kept, configmap, https_fleet, init_tracing, kubeconfig_of,
+    minted_kubeconfig, wait_renewals,
+};
 
 pub const DEADLINE: Duration = Duration::from_secs(30);
 
@@ -90,27 +93,4 @@ pub async fn delete_secret(host: &TestCluster, ns: &str, name: &str) {
         .delete(name, &DeleteParams::default())
         .await
         .unwrap();
-}
-
-pub fn configmap(name: &str, animal: &str) -> ConfigMap {
-    ConfigMap {
-        metadata: ObjectMeta {
-            name: Some(name.into()),
-            namespace: Some("default".into()),
-            ..Default::default()
-        },
-        data: Some(BTreeMap::from([("animal".to_string(), animal.to_string())])),
-        ..Default::default()
-    }
-}
-
-pub fn animal_index(name: &str) -> FieldIndex {
-    FieldIndex::new::<ConfigMap>(name, |cm: &ConfigMap| {
-        cm.data
-            .as_ref()
-            .and_then(|d| d.get("animal"))
-            .cloned()
-            .into_iter()
-            .collect()
-    })
 }
