@@ -37,8 +37,8 @@ struct Tracked {
 }
 
 pub(crate) struct Dispatcher {
-    shared: Arc<Shared>,
-    workers: Workers<Connect>,
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) workers: Workers<Connect>,
     clusters: BTreeMap<ObjectRef, Tracked>,
     owners: HashMap<ClusterName, ObjectRef>,
     by_secret: HashMap<ObjectRef, BTreeSet<ObjectRef>>,
@@ -59,11 +59,6 @@ impl Dispatcher {
             relisting: HashMap::new(),
             pokes: 0,
         }
-    }
-
-    /// Stops every worker (without waiting for builds in flight).
-    pub(crate) async fn shutdown(self) {
-        self.workers.shutdown().await;
     }
 
     /// Handles one event of `Cluster` watch `stream`.

@@ -27,7 +27,7 @@ pub(crate) enum Item {
 
 pub(crate) struct Dispatcher {
     shared: Arc<Shared>,
-    workers: Workers<Connect>,
+    pub(crate) workers: Workers<Connect>,
     state: Profiles,
     /// The name each profile maps to (owned, or waiting in a conflict).
     names: BTreeMap<ProfileRef, ClusterName>,
@@ -49,12 +49,7 @@ impl Dispatcher {
         }
     }
 
-    /// Stops every worker (without waiting for builds in flight).
-    pub(crate) async fn shutdown(self) {
-        self.workers.shutdown().await;
-    }
-
-    pub(crate) fn handle(&mut self, item: Item) {
+    pub(crate) fn item(&mut self, item: Item) {
         match item {
             Item::Profile(stream, event) => self.profile_event(stream, event),
             Item::Secret(stream, event) => self.secret_event(stream, event),

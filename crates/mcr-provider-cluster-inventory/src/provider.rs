@@ -8,7 +8,9 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
 use kube::runtime::{WatchStreamExt, watcher};
 use mcr_core::Aware;
-use mcr_core::members::{MemberProvider, Members, MembersOptions, StatusProvider, Workers};
+use mcr_core::members::{
+    Dispatch, MemberProvider, Members, MembersOptions, StatusProvider, Workers,
+};
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
@@ -136,25 +138,33 @@ impl MemberProvider for ClusterInventoryProvider {
         let guard = self.shared.members.start_run("cluster-inventory")?;
         let opts = &self.shared.opts;
         info!(namespaces = ?opts.namespaces, selector = ?opts.label_selector, naming = ?opts.naming, "cluster inventory provider starting");
-        let connect = Connect(self.shared.clone());
-        let workers = Workers::new(&self.shared.members, &token, aware, connect);
-        let mut dispatcher = Dispatcher::new(self.shared.clone(), workers);
-        let mut events = futures::stream::select_all(watches(&self.shared.host, opts));
-        loop {
-            tokio::select! {
-                _ = token.cancelled() => break,
-                item = events.next() => match item {
-                    Some(Ok(item)) => dispatcher.handle(item),
-                    Some(Err(err)) => warn!(error = %err, "hub watch failed; retrying with backoff"),
-                    None => break,
-                },
-            }
-        }
-        drop(events);
-        dispatcher.shutdown().await;
-        self.shared.statuses.lock().clear();
+        let workers = Workers::new(
+            &self.shared.members,
+            &token,
+            aware,
+            Connect(self.shared.clone()),
+        );
+        let dispatcher = Dispatcher::new(self.shared.clone(), workers);
+        let events = futures::stream::select_all(watches(&self.shared.host, opts));
+        self.shared.drive(&token, events, dispatcher).await;
         drop(guard);
         info!("cluster inventory provider stopped");
         Ok(())
+    }
+}
+
+impl Dispatch for Dispatcher {
+    type Item = Result<Item, watcher::Error>;
+    type Reconcile = Connect;
+
+    fn handle(&mut self, item: Result<Item, watcher::Error>) {
+        match item {
+            Ok(item) => self.item(item),
+            Err(err) => warn!(error = %err, "hub watch failed; retrying with backoff"),
+        }
+    }
+
+    fn into_workers(self) -> Workers<Connect> {
+        self.workers
     }
 }

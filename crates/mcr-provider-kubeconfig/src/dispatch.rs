@@ -40,7 +40,7 @@ fn rank<'a>(key: &'a SecretRef, seen: &'a Seen) -> Rank<'a> {
 
 pub(crate) struct Dispatcher {
     shared: Arc<Shared>,
-    workers: Workers<Connect>,
+    pub(crate) workers: Workers<Connect>,
     secrets: BTreeMap<SecretRef, Seen>,
     owners: HashMap<ClusterName, SecretRef>,
     claimants: HashMap<ClusterName, BTreeSet<SecretRef>>,
@@ -59,13 +59,8 @@ impl Dispatcher {
         }
     }
 
-    /// Stops every worker (without waiting for builds in flight).
-    pub(crate) async fn shutdown(self) {
-        self.workers.shutdown().await;
-    }
-
     /// Handles one event of watch stream `stream`.
-    pub(crate) fn handle(&mut self, stream: usize, event: Event<Secret>) {
+    pub(crate) fn secret_event(&mut self, stream: usize, event: Event<Secret>) {
         match event {
             Event::Init => {
                 self.relisting.insert(stream, HashSet::new());

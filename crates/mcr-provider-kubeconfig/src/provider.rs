@@ -7,7 +7,7 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
 use kube::runtime::{WatchStreamExt, watcher};
 use mcr_core::Aware;
-use mcr_core::members::{MemberProvider, Members, StatusProvider, Workers};
+use mcr_core::members::{Dispatch, MemberProvider, Members, StatusProvider, Workers};
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
@@ -66,8 +66,8 @@ impl KubeconfigProvider {
     }
 }
 
-type SecretEvents =
-    futures::stream::BoxStream<'static, (usize, Result<watcher::Event<Secret>, watcher::Error>)>;
+type SecretEvent = (usize, Result<watcher::Event<Secret>, watcher::Error>);
+type SecretEvents = futures::stream::BoxStream<'static, SecretEvent>;
 
 /// One label-selected watch per namespace, or one cluster-wide watch for `AllExcept`.
 fn secret_watches(host: &kube::Client, opts: &Options) -> Vec<SecretEvents> {
@@ -119,25 +119,35 @@ impl MemberProvider for KubeconfigProvider {
         let guard = self.shared.members.start_run("kubeconfig")?;
         let opts = &self.shared.opts;
         info!(namespaces = ?opts.namespaces, label = %opts.label, key = %opts.data_key, "kubeconfig provider starting");
-        let connect = Connect(self.shared.clone());
-        let workers = Workers::new(&self.shared.members, &token, aware, connect);
-        let mut dispatcher = Dispatcher::new(self.shared.clone(), workers);
-        let mut events = futures::stream::select_all(secret_watches(&self.shared.host, opts));
-        loop {
-            tokio::select! {
-                _ = token.cancelled() => break,
-                item = events.next() => match item {
-                    Some((stream, Ok(event))) => dispatcher.handle(stream, event),
-                    Some((_, Err(err))) => warn!(error = %err, "kubeconfig Secret watch failed; retrying with backoff"),
-                    None => break,
-                },
-            }
-        }
-        drop(events);
-        dispatcher.shutdown().await;
-        self.shared.statuses.lock().clear();
+        let workers = Workers::new(
+            &self.shared.members,
+            &token,
+            aware,
+            Connect(self.shared.clone()),
+        );
+        let dispatcher = Dispatcher::new(self.shared.clone(), workers);
+        let events = futures::stream::select_all(secret_watches(&self.shared.host, opts));
+        self.shared.drive(&token, events, dispatcher).await;
         drop(guard);
         info!("kubeconfig provider stopped");
         Ok(())
+    }
+}
+
+impl Dispatch for Dispatcher {
+    type Item = SecretEvent;
+    type Reconcile = Connect;
+
+    fn handle(&mut self, (stream, event): SecretEvent) {
+        match event {
+            Ok(event) => self.secret_event(stream, event),
+            Err(err) => {
+                warn!(error = %err, "kubeconfig Secret watch failed; retrying with backoff")
+            }
+        }
+    }
+
+    fn into_workers(self) -> Workers<Connect> {
+        self.workers
     }
 }

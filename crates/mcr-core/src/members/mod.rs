@@ -24,7 +24,8 @@
 //! - [`StatusBook`]: the per-object status map providers report to operators, and
 //!   [`ProviderShared`]: what a provider watching a host cluster shares between its handle,
 //!   its dispatcher and its workers, with [`StatusProvider`] giving that handle its accessors
-//!   (`options`, `names`, `status`, `statuses`).
+//!   (`options`, `names`, `status`, `statuses`) and [`ProviderShared::drive`] running its event
+//!   loop through a [`Dispatch`].
 //!
 //! # Example
 //!
@@ -118,6 +119,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use crate::{ClusterId, ClusterName, Clusters, ClustersOptions};
 
 mod connection;
+mod drive;
 mod ensure;
 mod error;
 mod guard;
@@ -127,6 +129,7 @@ mod status;
 mod workers;
 
 pub use connection::Connection;
+pub use drive::Dispatch;
 pub use error::{Error, ProbeError};
 pub use guard::RunGuard;
 pub use options::{MemberOptions, MembersOptions};
