@@ -12,10 +12,11 @@ use kube::api::DynamicObject;
 use kube::core::PartialObjectMeta;
 use kube::runtime::watcher::Event;
 use mcr_core::ClusterName;
-use mcr_core::members::Workers;
-use tracing::{debug, error};
+use mcr_core::members::{Dispatch, Workers};
+use tracing::{debug, error, warn};
 
 use crate::connect::{Connect, Desired, Shared};
+use crate::provider::Incoming;
 use crate::{ClusterState, ClusterStatus, NotReady, ObjectRef, Paused, is_paused};
 
 /// What a `Cluster` asks for.
@@ -37,8 +38,8 @@ struct Tracked {
 }
 
 pub(crate) struct Dispatcher {
-    pub(crate) shared: Arc<Shared>,
-    pub(crate) workers: Workers<Connect>,
+    shared: Arc<Shared>,
+    workers: Workers<Connect>,
     clusters: BTreeMap<ObjectRef, Tracked>,
     owners: HashMap<ClusterName, ObjectRef>,
     by_secret: HashMap<ObjectRef, BTreeSet<ObjectRef>>,
@@ -47,8 +48,12 @@ pub(crate) struct Dispatcher {
     pokes: u64,
 }
 
-impl Dispatcher {
-    pub(crate) fn new(shared: Arc<Shared>, workers: Workers<Connect>) -> Self {
+impl Dispatch for Dispatcher {
+    type Item = Incoming;
+    type Reconcile = Connect;
+
+    fn new(workers: Workers<Connect>) -> Self {
+        let shared = workers.reconciler().0.clone();
         Dispatcher {
             shared,
             workers,
@@ -61,6 +66,25 @@ impl Dispatcher {
         }
     }
 
+    fn handle(&mut self, item: Incoming) {
+        match item {
+            Incoming::Cluster(stream, Ok(event)) => self.cluster_event(stream, event),
+            Incoming::Secret(Ok(event)) => self.secret_event(event),
+            Incoming::Cluster(_, Err(err)) => {
+                warn!(error = %err, "Cluster watch failed (is Cluster API {} installed?); retrying with backoff", self.shared.opts.version.as_str())
+            }
+            Incoming::Secret(Err(err)) => {
+                warn!(error = %err, "kubeconfig Secret watch failed; retrying with backoff")
+            }
+        }
+    }
+
+    fn into_workers(self) -> Workers<Connect> {
+        self.workers
+    }
+}
+
+impl Dispatcher {
     /// Handles one event of `Cluster` watch `stream`.
     pub(crate) fn cluster_event(&mut self, stream: usize, event: Event<DynamicObject>) {
         match event {

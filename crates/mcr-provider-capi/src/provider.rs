@@ -9,9 +9,9 @@ use kube::api::DynamicObject;
 use kube::core::PartialObjectMeta;
 use kube::runtime::{WatchStreamExt, watcher};
 use mcr_core::Aware;
-use mcr_core::members::{Dispatch, MemberProvider, Members, StatusProvider, Workers};
+use mcr_core::members::{MemberProvider, Members, StatusProvider};
 use tokio_util::sync::CancellationToken;
-use tracing::{info, warn};
+use tracing::info;
 
 use crate::connect::{Connect, Shared};
 use crate::dispatch::Dispatcher;
@@ -135,39 +135,13 @@ impl MemberProvider for CapiProvider {
             })?;
         let guard = self.shared.members.start_run("capi")?;
         info!(version = opts.version.as_str(), namespaces = ?opts.namespaces, labels = ?opts.label_selector, "Cluster API provider starting");
-        let workers = Workers::new(
-            &self.shared.members,
-            &token,
-            aware,
-            Connect(self.shared.clone()),
-        );
-        let dispatcher = Dispatcher::new(self.shared.clone(), workers);
         let events = futures::stream::select_all(watches(&self.shared.host, opts));
-        self.shared.drive(&token, events, dispatcher).await;
+        let connect = Connect(self.shared.clone());
+        (self.shared)
+            .drive::<Dispatcher>(&token, aware, connect, events)
+            .await;
         drop(guard);
         info!("Cluster API provider stopped");
         Ok(())
-    }
-}
-
-impl Dispatch for Dispatcher {
-    type Item = Incoming;
-    type Reconcile = Connect;
-
-    fn handle(&mut self, item: Incoming) {
-        match item {
-            Incoming::Cluster(stream, Ok(event)) => self.cluster_event(stream, event),
-            Incoming::Secret(Ok(event)) => self.secret_event(event),
-            Incoming::Cluster(_, Err(err)) => {
-                warn!(error = %err, "Cluster watch failed (is Cluster API {} installed?); retrying with backoff", self.shared.opts.version.as_str())
-            }
-            Incoming::Secret(Err(err)) => {
-                warn!(error = %err, "kubeconfig Secret watch failed; retrying with backoff")
-            }
-        }
-    }
-
-    fn into_workers(self) -> Workers<Connect> {
-        self.workers
     }
 }

@@ -10,10 +10,10 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::DynamicObject;
-use kube::runtime::watcher::Event;
+use kube::runtime::watcher::{self, Event};
 use mcr_core::ClusterName;
-use mcr_core::members::Workers;
-use tracing::{error, info};
+use mcr_core::members::{Dispatch, Workers};
+use tracing::{error, info, warn};
 
 use crate::connect::{Connect, Shared};
 use crate::resolve::{Profiles, SeenSecret};
@@ -27,7 +27,7 @@ pub(crate) enum Item {
 
 pub(crate) struct Dispatcher {
     shared: Arc<Shared>,
-    pub(crate) workers: Workers<Connect>,
+    workers: Workers<Connect>,
     state: Profiles,
     /// The name each profile maps to (owned, or waiting in a conflict).
     names: BTreeMap<ProfileRef, ClusterName>,
@@ -36,8 +36,12 @@ pub(crate) struct Dispatcher {
     relisting_secrets: HashMap<usize, HashSet<ProfileRef>>,
 }
 
-impl Dispatcher {
-    pub(crate) fn new(shared: Arc<Shared>, workers: Workers<Connect>) -> Self {
+impl Dispatch for Dispatcher {
+    type Item = Result<Item, watcher::Error>;
+    type Reconcile = Connect;
+
+    fn new(workers: Workers<Connect>) -> Self {
+        let shared = workers.reconciler().0.clone();
         Dispatcher {
             state: Profiles::new(shared.opts.clone()),
             shared,
@@ -49,6 +53,19 @@ impl Dispatcher {
         }
     }
 
+    fn handle(&mut self, item: Result<Item, watcher::Error>) {
+        match item {
+            Ok(item) => self.item(item),
+            Err(err) => warn!(error = %err, "hub watch failed; retrying with backoff"),
+        }
+    }
+
+    fn into_workers(self) -> Workers<Connect> {
+        self.workers
+    }
+}
+
+impl Dispatcher {
     pub(crate) fn item(&mut self, item: Item) {
         match item {
             Item::Profile(stream, event) => self.profile_event(stream, event),

@@ -8,11 +8,9 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
 use kube::runtime::{WatchStreamExt, watcher};
 use mcr_core::Aware;
-use mcr_core::members::{
-    Dispatch, MemberProvider, Members, MembersOptions, StatusProvider, Workers,
-};
+use mcr_core::members::{MemberProvider, Members, MembersOptions, StatusProvider};
 use tokio_util::sync::CancellationToken;
-use tracing::{info, warn};
+use tracing::info;
 
 use crate::connect::{Connect, Shared};
 use crate::dispatch::{Dispatcher, Item};
@@ -138,33 +136,13 @@ impl MemberProvider for ClusterInventoryProvider {
         let guard = self.shared.members.start_run("cluster-inventory")?;
         let opts = &self.shared.opts;
         info!(namespaces = ?opts.namespaces, selector = ?opts.label_selector, naming = ?opts.naming, "cluster inventory provider starting");
-        let workers = Workers::new(
-            &self.shared.members,
-            &token,
-            aware,
-            Connect(self.shared.clone()),
-        );
-        let dispatcher = Dispatcher::new(self.shared.clone(), workers);
         let events = futures::stream::select_all(watches(&self.shared.host, opts));
-        self.shared.drive(&token, events, dispatcher).await;
+        let connect = Connect(self.shared.clone());
+        (self.shared)
+            .drive::<Dispatcher>(&token, aware, connect, events)
+            .await;
         drop(guard);
         info!("cluster inventory provider stopped");
         Ok(())
-    }
-}
-
-impl Dispatch for Dispatcher {
-    type Item = Result<Item, watcher::Error>;
-    type Reconcile = Connect;
-
-    fn handle(&mut self, item: Result<Item, watcher::Error>) {
-        match item {
-            Ok(item) => self.item(item),
-            Err(err) => warn!(error = %err, "hub watch failed; retrying with backoff"),
-        }
-    }
-
-    fn into_workers(self) -> Workers<Connect> {
-        self.workers
     }
 }

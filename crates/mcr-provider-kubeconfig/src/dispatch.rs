@@ -14,10 +14,11 @@ use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::runtime::watcher::Event;
 use mcr_core::ClusterName;
-use mcr_core::members::Workers;
+use mcr_core::members::{Dispatch, Workers};
 use tracing::{info, warn};
 
 use crate::connect::{Connect, Desired, Shared};
+use crate::provider::SecretEvent;
 use crate::{SecretRef, SecretState, SecretStatus};
 
 struct Seen {
@@ -40,15 +41,19 @@ fn rank<'a>(key: &'a SecretRef, seen: &'a Seen) -> Rank<'a> {
 
 pub(crate) struct Dispatcher {
     shared: Arc<Shared>,
-    pub(crate) workers: Workers<Connect>,
+    workers: Workers<Connect>,
     secrets: BTreeMap<SecretRef, Seen>,
     owners: HashMap<ClusterName, SecretRef>,
     claimants: HashMap<ClusterName, BTreeSet<SecretRef>>,
     relisting: HashMap<usize, HashSet<SecretRef>>,
 }
 
-impl Dispatcher {
-    pub(crate) fn new(shared: Arc<Shared>, workers: Workers<Connect>) -> Self {
+impl Dispatch for Dispatcher {
+    type Item = SecretEvent;
+    type Reconcile = Connect;
+
+    fn new(workers: Workers<Connect>) -> Self {
+        let shared = workers.reconciler().0.clone();
         Dispatcher {
             shared,
             workers,
@@ -59,6 +64,21 @@ impl Dispatcher {
         }
     }
 
+    fn handle(&mut self, (stream, event): SecretEvent) {
+        match event {
+            Ok(event) => self.secret_event(stream, event),
+            Err(err) => {
+                warn!(error = %err, "kubeconfig Secret watch failed; retrying with backoff")
+            }
+        }
+    }
+
+    fn into_workers(self) -> Workers<Connect> {
+        self.workers
+    }
+}
+
+impl Dispatcher {
     /// Handles one event of watch stream `stream`.
     pub(crate) fn secret_event(&mut self, stream: usize, event: Event<Secret>) {
         match event {

@@ -7,9 +7,9 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
 use kube::runtime::{WatchStreamExt, watcher};
 use mcr_core::Aware;
-use mcr_core::members::{Dispatch, MemberProvider, Members, StatusProvider, Workers};
+use mcr_core::members::{MemberProvider, Members, StatusProvider};
 use tokio_util::sync::CancellationToken;
-use tracing::{info, warn};
+use tracing::info;
 
 use crate::connect::{Connect, Shared};
 use crate::dispatch::Dispatcher;
@@ -66,7 +66,7 @@ impl KubeconfigProvider {
     }
 }
 
-type SecretEvent = (usize, Result<watcher::Event<Secret>, watcher::Error>);
+pub(crate) type SecretEvent = (usize, Result<watcher::Event<Secret>, watcher::Error>);
 type SecretEvents = futures::stream::BoxStream<'static, SecretEvent>;
 
 /// One label-selected watch per namespace, or one cluster-wide watch for `AllExcept`.
@@ -119,35 +119,13 @@ impl MemberProvider for KubeconfigProvider {
         let guard = self.shared.members.start_run("kubeconfig")?;
         let opts = &self.shared.opts;
         info!(namespaces = ?opts.namespaces, label = %opts.label, key = %opts.data_key, "kubeconfig provider starting");
-        let workers = Workers::new(
-            &self.shared.members,
-            &token,
-            aware,
-            Connect(self.shared.clone()),
-        );
-        let dispatcher = Dispatcher::new(self.shared.clone(), workers);
         let events = futures::stream::select_all(secret_watches(&self.shared.host, opts));
-        self.shared.drive(&token, events, dispatcher).await;
+        let connect = Connect(self.shared.clone());
+        (self.shared)
+            .drive::<Dispatcher>(&token, aware, connect, events)
+            .await;
         drop(guard);
         info!("kubeconfig provider stopped");
         Ok(())
-    }
-}
-
-impl Dispatch for Dispatcher {
-    type Item = SecretEvent;
-    type Reconcile = Connect;
-
-    fn handle(&mut self, (stream, event): SecretEvent) {
-        match event {
-            Ok(event) => self.secret_event(stream, event),
-            Err(err) => {
-                warn!(error = %err, "kubeconfig Secret watch failed; retrying with backoff")
-            }
-        }
-    }
-
-    fn into_workers(self) -> Workers<Connect> {
-        self.workers
     }
 }

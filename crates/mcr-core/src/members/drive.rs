@@ -1,18 +1,24 @@
 //! [`Dispatch`] and [`ProviderShared::drive`]: the event loop of a provider that watches its
 //! source of truth on a host cluster.
 
+use std::sync::Arc;
+
 use futures::{Stream, StreamExt};
 use tokio_util::sync::CancellationToken;
 
 use super::{ProviderShared, Reconcile, Workers};
+use crate::Aware;
 
 /// What a provider does with the items of its watch streams: turn each into statuses and
 /// desired states for its [`Workers`], which it gives up when the run ends.
-pub trait Dispatch {
+pub trait Dispatch: Sized {
     /// One item of the merged watch streams (an event, or a watch error to report).
     type Item;
     /// What the workers do with a member's desired state.
     type Reconcile: Reconcile;
+
+    /// The dispatcher of one run, handing desired states to `workers`.
+    fn new(workers: Workers<Self::Reconcile>) -> Self;
 
     /// Handles one item.
     fn handle(&mut self, item: Self::Item);
@@ -22,24 +28,29 @@ pub trait Dispatch {
 }
 
 impl<O, K: Ord + Clone, V: Clone> ProviderShared<O, K, V> {
-    /// Feeds `events` to `dispatcher` until `token` is cancelled or the streams end; then drops
-    /// the streams, shuts the workers down (without waiting for builds in flight) and clears
-    /// the statuses.
+    /// Runs one discovery loop: [`Workers`] reconciling with `reconcile` (engaging through
+    /// `aware`) behind a dispatcher `D`, fed with `events` until `token` is cancelled or the
+    /// streams end; then drops the streams, shuts the workers down (without waiting for builds
+    /// in flight) and clears the statuses.
     ///
     /// ```no_run
-    /// # async fn f<D: mcr_core::members::Dispatch<Item = u32>>(
-    /// #     shared: mcr_core::members::ProviderShared<(), String, ()>, dispatcher: D,
+    /// # use std::sync::Arc;
+    /// # use mcr_core::members::{Dispatch, ProviderShared};
+    /// # async fn f<D: Dispatch<Item = u32>>(
+    /// #     shared: ProviderShared<(), String, ()>, reconcile: D::Reconcile, aware: Arc<dyn mcr_core::Aware>,
     /// # ) {
     /// let token = tokio_util::sync::CancellationToken::new();
-    /// shared.drive(&token, futures::stream::iter([1, 2, 3]), dispatcher).await;
+    /// shared.drive::<D>(&token, aware, reconcile, futures::stream::iter([1, 2, 3])).await;
     /// # }
     /// ```
     pub async fn drive<D: Dispatch>(
         &self,
         token: &CancellationToken,
+        aware: Arc<dyn Aware>,
+        reconcile: D::Reconcile,
         events: impl Stream<Item = D::Item>,
-        mut dispatcher: D,
     ) {
+        let mut dispatcher = D::new(Workers::new(&self.members, token, aware, reconcile));
         let mut events = std::pin::pin!(events);
         loop {
             tokio::select! {
