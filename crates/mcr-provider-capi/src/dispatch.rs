@@ -4,7 +4,7 @@
 //! cluster name; a Secret event pokes the worker of every Cluster that uses that Secret, so a
 //! rotated kubeconfig is read without waiting for a `Cluster` event.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Secret;
@@ -12,7 +12,7 @@ use kube::api::DynamicObject;
 use kube::core::PartialObjectMeta;
 use kube::runtime::watcher::Event;
 use mcr_core::ClusterName;
-use mcr_core::members::{Dispatch, Workers};
+use mcr_core::members::{Dispatch, Relists, Workers};
 use tracing::{debug, error, warn};
 
 use crate::connect::{Connect, Desired, Shared};
@@ -44,7 +44,7 @@ pub(crate) struct Dispatcher {
     owners: HashMap<ClusterName, ObjectRef>,
     by_secret: HashMap<ObjectRef, BTreeSet<ObjectRef>>,
     secret_versions: HashMap<ObjectRef, Option<String>>,
-    relisting: HashMap<usize, HashSet<ObjectRef>>,
+    relisting: Relists<ObjectRef>,
     pokes: u64,
 }
 
@@ -61,7 +61,7 @@ impl Dispatch for Dispatcher {
             owners: HashMap::new(),
             by_secret: HashMap::new(),
             secret_versions: HashMap::new(),
-            relisting: HashMap::new(),
+            relisting: Relists::default(),
             pokes: 0,
         }
     }
@@ -88,23 +88,15 @@ impl Dispatcher {
     /// Handles one event of `Cluster` watch `stream`.
     pub(crate) fn cluster_event(&mut self, stream: usize, event: Event<DynamicObject>) {
         match event {
-            Event::Init => {
-                self.relisting.insert(stream, HashSet::new());
-            }
+            Event::Init => self.relisting.start(stream),
             Event::InitApply(obj) => {
                 if let Some(key) = self.apply(stream, obj) {
-                    self.relisting.entry(stream).or_default().insert(key);
+                    self.relisting.seen(stream, key);
                 }
             }
             Event::InitDone => {
-                let seen = self.relisting.remove(&stream).unwrap_or_default();
-                let gone: Vec<ObjectRef> = self
-                    .clusters
-                    .iter()
-                    .filter(|(k, t)| t.stream == stream && !seen.contains(*k))
-                    .map(|(k, _)| k.clone())
-                    .collect();
-                for key in gone {
+                let known = self.clusters.iter().filter(|(_, t)| t.stream == stream);
+                for key in self.relisting.gone(stream, known.map(|(k, _)| k.clone())) {
                     self.delete(&key);
                 }
             }

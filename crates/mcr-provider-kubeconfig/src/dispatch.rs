@@ -7,14 +7,14 @@
 //! older Secret seen later (during the initial list, or after a restart) takes the name over;
 //! when the owner goes away, the next in rank does.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::runtime::watcher::Event;
 use mcr_core::ClusterName;
-use mcr_core::members::{Dispatch, Workers};
+use mcr_core::members::{Dispatch, Relists, Workers};
 use tracing::{info, warn};
 
 use crate::connect::{Connect, Desired, Shared};
@@ -45,7 +45,7 @@ pub(crate) struct Dispatcher {
     secrets: BTreeMap<SecretRef, Seen>,
     owners: HashMap<ClusterName, SecretRef>,
     claimants: HashMap<ClusterName, BTreeSet<SecretRef>>,
-    relisting: HashMap<usize, HashSet<SecretRef>>,
+    relisting: Relists<SecretRef>,
 }
 
 impl Dispatch for Dispatcher {
@@ -60,7 +60,7 @@ impl Dispatch for Dispatcher {
             secrets: BTreeMap::new(),
             owners: HashMap::new(),
             claimants: HashMap::new(),
-            relisting: HashMap::new(),
+            relisting: Relists::default(),
         }
     }
 
@@ -82,23 +82,18 @@ impl Dispatcher {
     /// Handles one event of watch stream `stream`.
     pub(crate) fn secret_event(&mut self, stream: usize, event: Event<Secret>) {
         match event {
-            Event::Init => {
-                self.relisting.insert(stream, HashSet::new());
-            }
+            Event::Init => self.relisting.start(stream),
             Event::InitApply(secret) => {
                 if let Some(key) = self.apply(stream, secret) {
-                    self.relisting.entry(stream).or_default().insert(key);
+                    self.relisting.seen(stream, key);
                 }
             }
             Event::InitDone => {
-                let seen = self.relisting.remove(&stream).unwrap_or_default();
-                let gone: Vec<SecretRef> = self
-                    .secrets
-                    .iter()
-                    .filter(|(key, s)| s.stream == stream && !seen.contains(*key))
-                    .map(|(key, _)| key.clone())
-                    .collect();
-                for key in gone {
+                let known = self.secrets.iter().filter(|(_, s)| s.stream == stream);
+                for key in self
+                    .relisting
+                    .gone(stream, known.map(|(key, _)| key.clone()))
+                {
                     self.delete(&key);
                 }
             }

@@ -125,6 +125,7 @@ mod error;
 mod guard;
 mod options;
 mod provider;
+mod relist;
 mod status;
 mod workers;
 
@@ -134,6 +135,7 @@ pub use error::{Error, ProbeError};
 pub use guard::RunGuard;
 pub use options::{MemberOptions, MembersOptions};
 pub use provider::MemberProvider;
+pub use relist::Relists;
 pub use status::{ProviderShared, StatusBook, StatusProvider};
 pub use workers::{Member, Reconcile, Workers};
 
