@@ -51,17 +51,18 @@ impl<O, K: Ord + Clone, V: Clone> ProviderShared<O, K, V> {
         events: impl Stream<Item = D::Item>,
     ) {
         let mut dispatcher = D::new(Workers::new(&self.members, token, aware, reconcile));
-        let mut events = std::pin::pin!(events);
-        loop {
-            tokio::select! {
-                _ = token.cancelled() => break,
-                item = events.next() => match item {
-                    Some(item) => dispatcher.handle(item),
-                    None => break,
-                },
+        {
+            let mut events = std::pin::pin!(events);
+            loop {
+                tokio::select! {
+                    _ = token.cancelled() => break,
+                    item = events.next() => match item {
+                        Some(item) => dispatcher.handle(item),
+                        None => break,
+                    },
+                }
             }
-        }
-        drop(events);
+        } // the streams are dropped here, before the workers stop
         dispatcher.into_workers().shutdown().await;
         self.statuses.lock().clear();
     }
