@@ -36,35 +36,6 @@ pub(crate) struct Dispatcher {
     relisting_secrets: Relists<ProfileRef>,
 }
 
-impl Dispatch for Dispatcher {
-    type Item = Result<Item, watcher::Error>;
-    type Reconcile = Connect;
-
-    fn new(workers: Workers<Connect>) -> Self {
-        let shared = workers.reconciler().0.clone();
-        Dispatcher {
-            state: Profiles::new(shared.opts.clone()),
-            shared,
-            workers,
-            names: BTreeMap::new(),
-            owners: HashMap::new(),
-            relisting_profiles: Relists::default(),
-            relisting_secrets: Relists::default(),
-        }
-    }
-
-    fn handle(&mut self, item: Result<Item, watcher::Error>) {
-        match item {
-            Ok(item) => self.item(item),
-            Err(err) => warn!(error = %err, "hub watch failed; retrying with backoff"),
-        }
-    }
-
-    fn into_workers(self) -> Workers<Connect> {
-        self.workers
-    }
-}
-
 impl Dispatcher {
     pub(crate) fn item(&mut self, item: Item) {
         match item {
@@ -199,5 +170,34 @@ impl Dispatcher {
             }
             None => self.workers.remove(name),
         }
+    }
+}
+
+impl Dispatch for Dispatcher {
+    type Item = Result<Item, watcher::Error>;
+    type Reconcile = Connect;
+
+    fn new(workers: Workers<Connect>) -> Self {
+        let shared = workers.reconciler().0.clone();
+        Dispatcher {
+            state: Profiles::new(shared.opts.clone()),
+            shared,
+            workers,
+            names: BTreeMap::new(),
+            owners: HashMap::new(),
+            relisting_profiles: Relists::default(),
+            relisting_secrets: Relists::default(),
+        }
+    }
+
+    fn handle(&mut self, item: Result<Item, watcher::Error>) {
+        match item {
+            Ok(item) => self.item(item),
+            Err(err) => warn!(error = %err, "hub watch failed; retrying with backoff"),
+        }
+    }
+
+    fn into_workers(self) -> Workers<Connect> {
+        self.workers
     }
 }

@@ -135,7 +135,7 @@ pub use error::{Error, ProbeError};
 pub use guard::RunGuard;
 pub use options::{MemberOptions, MembersOptions};
 pub use provider::MemberProvider;
-pub use relist::Relists;
+pub use relist::{Relists, Track};
 pub use status::{ProviderShared, StatusBook, StatusProvider};
 pub use workers::{Member, Reconcile, Workers};
 
