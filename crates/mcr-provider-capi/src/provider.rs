@@ -55,6 +55,15 @@ impl std::fmt::Debug for CapiProvider {
     }
 }
 
+/// The accessors: `options`, `names`, `status` (what the provider made of one `Cluster`
+/// object; `None` if the watch never delivered it — out of scope or label selector — or it is
+/// gone) and `statuses` (every `Cluster` the watch delivered, by `namespace/name`).
+impl StatusProvider<Options, ObjectRef, ClusterStatus> for CapiProvider {
+    fn shared(&self) -> &Shared {
+        &self.shared
+    }
+}
+
 impl CapiProvider {
     /// A provider reading `Cluster` objects and Secrets through `host` (the management
     /// cluster's client).
@@ -104,15 +113,6 @@ fn watches(host: &kube::Client, opts: &Options) -> Vec<BoxStream<'static, Incomi
         streams.push(secrets.boxed());
     }
     streams
-}
-
-/// The accessors: `options`, `names`, `status` (what the provider made of one `Cluster`
-/// object; `None` if the watch never delivered it — out of scope or label selector — or it is
-/// gone) and `statuses` (every `Cluster` the watch delivered, by `namespace/name`).
-impl StatusProvider<Options, ObjectRef, ClusterStatus> for CapiProvider {
-    fn shared(&self) -> &Shared {
-        &self.shared
-    }
 }
 
 impl MemberProvider for CapiProvider {

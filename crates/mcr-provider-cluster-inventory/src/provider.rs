@@ -39,6 +39,14 @@ pub struct ClusterInventoryProvider {
     shared: Arc<Shared>,
 }
 
+/// The accessors: `options`, `names`, `status` (what the provider made of one profile; `None`
+/// for profiles it does not watch or that are gone) and `statuses` (every watched profile).
+impl StatusProvider<Options, ProfileRef, ProfileStatus> for ClusterInventoryProvider {
+    fn shared(&self) -> &Shared {
+        &self.shared
+    }
+}
+
 impl ClusterInventoryProvider {
     /// A provider watching ClusterProfiles through `hub`. Errors with [`Error::Config`] when the
     /// Secret strategy has an empty consumer name or the label selector is empty.
@@ -112,14 +120,6 @@ fn watches(hub: &kube::Client, opts: &Options) -> Vec<Events> {
         }
     }
     streams
-}
-
-/// The accessors: `options`, `names`, `status` (what the provider made of one profile; `None`
-/// for profiles it does not watch or that are gone) and `statuses` (every watched profile).
-impl StatusProvider<Options, ProfileRef, ProfileStatus> for ClusterInventoryProvider {
-    fn shared(&self) -> &Shared {
-        &self.shared
-    }
 }
 
 impl MemberProvider for ClusterInventoryProvider {

@@ -49,6 +49,15 @@ pub struct KubeconfigProvider {
     shared: Arc<Shared>,
 }
 
+/// The accessors: `options`, `names`, `status` (what the provider made of one watched Secret:
+/// engaged, pending, failed and retrying, refused by the policy, missing its key, or in a name
+/// conflict) and `statuses` (every watched Secret, by `namespace/name`).
+impl StatusProvider<Options, SecretRef, SecretStatus> for KubeconfigProvider {
+    fn shared(&self) -> &Shared {
+        &self.shared
+    }
+}
+
 impl KubeconfigProvider {
     /// A provider watching Secrets through `host` (the management cluster's client).
     ///
@@ -93,15 +102,6 @@ fn secret_watches(host: &kube::Client, opts: &Options) -> Vec<SecretEvents> {
                     .boxed(),
             ]
         }
-    }
-}
-
-/// The accessors: `options`, `names`, `status` (what the provider made of one watched Secret:
-/// engaged, pending, failed and retrying, refused by the policy, missing its key, or in a name
-/// conflict) and `statuses` (every watched Secret, by `namespace/name`).
-impl StatusProvider<Options, SecretRef, SecretStatus> for KubeconfigProvider {
-    fn shared(&self) -> &Shared {
-        &self.shared
     }
 }
 
