@@ -8,8 +8,9 @@
 //!   its credentials in place when only they changed (same server, CA and settings: caches and
 //!   watches are kept, no relist), otherwise build a new instance (bounded), probe it with a
 //!   bounded `GET /version`, then start, sync, index and engage it through [`Clusters`],
-//!   replacing the old one. Refusals by the kubeconfig [`Policy`] (exec plugins,
-//!   auth-providers, file references, proxies) are [`Error::PolicyDenied`] and not retried.
+//!   replacing the old one. Refusals by the kubeconfig
+//!   [`Policy`](crate::kubeconfig::Policy) (exec plugins, auth-providers, file references,
+//!   proxies) are [`Error::PolicyDenied`] and not retried.
 //! - [`Workers`]: one task per cluster name with a latest-desired-wins channel and its own
 //!   capped exponential backoff, so one slow, hung or broken member only ever delays its own
 //!   worker, and shutdown never waits for a build in flight.

@@ -19,8 +19,9 @@ pub struct MembersOptions {
     /// only). Default: `ClientOptions::default()`.
     pub client_options: ClientOptions,
     /// What kubeconfigs may make the controller do (run `exec` plugins or `auth-provider`s,
-    /// read local files, use a proxy), unless a [`Connection::with_policy`](super::Connection::with_policy) names the policy of
-    /// that member. Checked for new instances and for credentials renewed in place alike.
+    /// read local files, use a proxy), unless a
+    /// [`Connection::with_policy`](super::Connection::with_policy) names the policy of that
+    /// member. Checked for new instances and for credentials renewed in place alike.
     /// Default: [`Policy::default`] (the policy for untrusted kubeconfigs).
     pub policy: Policy,
     /// How long building a client (and renewing credentials) may take: an exec plugin that
@@ -29,11 +30,11 @@ pub struct MembersOptions {
     /// How long a new instance may take to answer `GET /version` before the attempt fails;
     /// `None` engages without probing. Default: 30 s.
     pub probe_timeout: Option<Duration>,
-    /// How long a new instance's caches may take to sync ([`ClustersOptions::sync_timeout`](crate::ClustersOptions::sync_timeout)).
-    /// Default: 30 s.
+    /// How long a new instance's caches may take to sync
+    /// ([`ClustersOptions::sync_timeout`](crate::ClustersOptions::sync_timeout)). Default: 30 s.
     pub sync_timeout: Duration,
-    /// First retry delay of a failing member ([`Workers`](super::Workers)); doubles up to `backoff_max`.
-    /// Default: 1 s.
+    /// First retry delay of a failing member ([`Workers`](super::Workers)); doubles up to
+    /// `backoff_max`. Default: 1 s.
     pub backoff_initial: Duration,
     /// Upper bound of a member's retry delay. Default: 5 min.
     pub backoff_max: Duration,
