@@ -69,12 +69,7 @@ impl Connect {
             cluster: cluster.clone(),
             source,
         })?;
-        if self
-            .0
-            .members
-            .unchanged(member.name(), &connection)
-            .is_none()
-        {
+        if member.changes(&connection) {
             self.set_status(member, cluster, ClusterState::Pending);
         }
         let ensured = member.ensure(&connection).await;
@@ -133,7 +128,7 @@ async fn read_secret(
     secret: &ObjectRef,
 ) -> Result<Option<Option<Vec<u8>>>, Error> {
     let api: Api<Secret> = Api::namespaced(shared.host.clone(), &secret.namespace);
-    let timeout = shared.opts.sync_timeout;
+    let timeout = shared.opts.members.sync_timeout;
     let read = match tokio::time::timeout(timeout, api.get_opt(&secret.name)).await {
         Ok(read) => read,
         Err(_) => {

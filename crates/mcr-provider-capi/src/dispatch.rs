@@ -4,7 +4,7 @@
 //! cluster name; a Secret event pokes the worker of every Cluster that uses that Secret, so a
 //! rotated kubeconfig is read without waiting for a `Cluster` event.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Secret;
@@ -12,10 +12,11 @@ use kube::api::DynamicObject;
 use kube::core::PartialObjectMeta;
 use kube::runtime::watcher::Event;
 use mcr_core::ClusterName;
-use mcr_core::members::Workers;
-use tracing::{debug, error};
+use mcr_core::members::{Dispatch, Relists, Track, Workers};
+use tracing::{debug, error, warn};
 
 use crate::connect::{Connect, Desired, Shared};
+use crate::provider::Incoming;
 use crate::{ClusterState, ClusterStatus, NotReady, ObjectRef, Paused, is_paused};
 
 /// What a `Cluster` asks for.
@@ -43,63 +44,11 @@ pub(crate) struct Dispatcher {
     owners: HashMap<ClusterName, ObjectRef>,
     by_secret: HashMap<ObjectRef, BTreeSet<ObjectRef>>,
     secret_versions: HashMap<ObjectRef, Option<String>>,
-    relisting: HashMap<usize, HashSet<ObjectRef>>,
+    relisting: Relists<ObjectRef>,
     pokes: u64,
 }
 
 impl Dispatcher {
-    pub(crate) fn new(shared: Arc<Shared>, workers: Workers<Connect>) -> Self {
-        Dispatcher {
-            shared,
-            workers,
-            clusters: BTreeMap::new(),
-            owners: HashMap::new(),
-            by_secret: HashMap::new(),
-            secret_versions: HashMap::new(),
-            relisting: HashMap::new(),
-            pokes: 0,
-        }
-    }
-
-    /// Stops every worker (without waiting for builds in flight).
-    pub(crate) async fn shutdown(self) {
-        self.workers.shutdown().await;
-    }
-
-    /// Handles one event of `Cluster` watch `stream`.
-    pub(crate) fn cluster_event(&mut self, stream: usize, event: Event<DynamicObject>) {
-        match event {
-            Event::Init => {
-                self.relisting.insert(stream, HashSet::new());
-            }
-            Event::InitApply(obj) => {
-                if let Some(key) = self.apply(stream, obj) {
-                    self.relisting.entry(stream).or_default().insert(key);
-                }
-            }
-            Event::InitDone => {
-                let seen = self.relisting.remove(&stream).unwrap_or_default();
-                let gone: Vec<ObjectRef> = self
-                    .clusters
-                    .iter()
-                    .filter(|(k, t)| t.stream == stream && !seen.contains(*k))
-                    .map(|(k, _)| k.clone())
-                    .collect();
-                for key in gone {
-                    self.delete(&key);
-                }
-            }
-            Event::Apply(obj) => {
-                self.apply(stream, obj);
-            }
-            Event::Delete(obj) => {
-                if let Some(key) = ObjectRef::of(&obj.metadata) {
-                    self.delete(&key);
-                }
-            }
-        }
-    }
-
     /// Handles one event of a (metadata-only) Secret watch: pokes the Clusters using it.
     pub(crate) fn secret_event(&mut self, event: Event<PartialObjectMeta<Secret>>) {
         let (meta, deleted) = match event {
@@ -139,6 +88,103 @@ impl Dispatcher {
                 self.publish_engage(&name, &key);
             }
         }
+    }
+
+    /// Whether the worker of `key` is engaged, engaging or retrying on its own.
+    fn worker_on_it(&self, key: &ObjectRef) -> bool {
+        let statuses = self.shared.statuses.lock();
+        matches!(
+            statuses.get(key).map(|s| &s.state),
+            Some(
+                ClusterState::Engaged { .. } | ClusterState::Pending | ClusterState::Failed { .. }
+            )
+        )
+    }
+
+    /// Makes the worker of an owning `Cluster` follow what it wants.
+    fn follow(&mut self, key: &ObjectRef) {
+        let Some(t) = self.clusters.get(key) else {
+            return;
+        };
+        let name = t.name.clone();
+        match t.want.clone() {
+            Want::Engage => self.publish_engage(&name, key),
+            Want::Hold(state) => {
+                self.workers.ensure(&name, Desired::Hold);
+                if self.shared.members.clusters().get(&name).is_err() {
+                    self.set_status(key, &name, state);
+                }
+            }
+            Want::Off(state) => {
+                self.workers.remove(&name);
+                self.set_status(key, &name, state);
+            }
+        }
+    }
+
+    fn publish_engage(&mut self, name: &ClusterName, key: &ObjectRef) {
+        let Some(t) = self.clusters.get(key) else {
+            return;
+        };
+        self.pokes += 1;
+        let desired = Desired::Engage {
+            cluster: key.clone(),
+            secret: t.secret.clone(),
+            poke: self.pokes,
+        };
+        self.workers.ensure(name, desired);
+    }
+
+    fn set_status(&self, key: &ObjectRef, name: &ClusterName, state: ClusterState) {
+        let status = ClusterStatus {
+            name: name.clone(),
+            state,
+        };
+        self.shared.statuses.lock().insert(key.clone(), status);
+    }
+}
+
+/// What a `Cluster` object asks for under the options.
+fn want(opts: &crate::Options, obj: &DynamicObject) -> Want {
+    if opts.predicate.as_ref().is_some_and(|p| !p(obj)) {
+        return Want::Off(ClusterState::Filtered);
+    }
+    let paused = is_paused(obj);
+    if paused && opts.paused == Paused::Disengage {
+        return Want::Off(ClusterState::Paused);
+    }
+    let paused_blocks = paused && opts.paused == Paused::NotReady;
+    if opts.ready(obj) && !paused_blocks {
+        return Want::Engage;
+    }
+    let state = if paused_blocks {
+        ClusterState::Paused
+    } else {
+        ClusterState::NotReady
+    };
+    match opts.not_ready {
+        NotReady::Keep => Want::Hold(state),
+        NotReady::Disengage => Want::Off(state),
+    }
+}
+
+impl Track<DynamicObject> for Dispatcher {
+    type Key = ObjectRef;
+
+    fn relists(&mut self) -> &mut Relists<ObjectRef> {
+        &mut self.relisting
+    }
+
+    fn known(&self, stream: usize) -> Vec<ObjectRef> {
+        self.clusters
+            .iter()
+            .filter(|(_, t)| t.stream == stream)
+            .map(|(k, _)| k.clone())
+            .collect()
+    }
+
+    fn key_of(object: &DynamicObject) -> Option<ObjectRef> {
+        ObjectRef::of(&object.metadata)
     }
 
     /// Records a created or updated `Cluster`; returns its key.
@@ -203,38 +249,6 @@ impl Dispatcher {
         Some(key)
     }
 
-    /// Whether the worker of `key` is engaged, engaging or retrying on its own.
-    fn worker_on_it(&self, key: &ObjectRef) -> bool {
-        let statuses = self.shared.statuses.lock();
-        matches!(
-            statuses.get(key).map(|s| &s.state),
-            Some(
-                ClusterState::Engaged { .. } | ClusterState::Pending | ClusterState::Failed { .. }
-            )
-        )
-    }
-
-    /// Makes the worker of an owning `Cluster` follow what it wants.
-    fn follow(&mut self, key: &ObjectRef) {
-        let Some(t) = self.clusters.get(key) else {
-            return;
-        };
-        let name = t.name.clone();
-        match t.want.clone() {
-            Want::Engage => self.publish_engage(&name, key),
-            Want::Hold(state) => {
-                self.workers.ensure(&name, Desired::Hold);
-                if self.shared.members.clusters().get(&name).is_err() {
-                    self.set_status(key, &name, state);
-                }
-            }
-            Want::Off(state) => {
-                self.workers.remove(&name);
-                self.set_status(key, &name, state);
-            }
-        }
-    }
-
     /// Forgets a `Cluster`; hands its name to the next Cluster of that name, if any.
     fn delete(&mut self, key: &ObjectRef) {
         let Some(t) = self.clusters.remove(key) else {
@@ -266,49 +280,40 @@ impl Dispatcher {
         // After the worker was told: it cannot write a status for `key` any more.
         self.shared.statuses.lock().remove(key);
     }
-
-    fn publish_engage(&mut self, name: &ClusterName, key: &ObjectRef) {
-        let Some(t) = self.clusters.get(key) else {
-            return;
-        };
-        self.pokes += 1;
-        let desired = Desired::Engage {
-            cluster: key.clone(),
-            secret: t.secret.clone(),
-            poke: self.pokes,
-        };
-        self.workers.ensure(name, desired);
-    }
-
-    fn set_status(&self, key: &ObjectRef, name: &ClusterName, state: ClusterState) {
-        let status = ClusterStatus {
-            name: name.clone(),
-            state,
-        };
-        self.shared.statuses.lock().insert(key.clone(), status);
-    }
 }
 
-/// What a `Cluster` object asks for under the options.
-fn want(opts: &crate::Options, obj: &DynamicObject) -> Want {
-    if opts.predicate.as_ref().is_some_and(|p| !p(obj)) {
-        return Want::Off(ClusterState::Filtered);
+impl Dispatch for Dispatcher {
+    type Item = Incoming;
+    type Reconcile = Connect;
+
+    fn new(workers: Workers<Connect>) -> Self {
+        let shared = workers.reconciler().0.clone();
+        Dispatcher {
+            shared,
+            workers,
+            clusters: BTreeMap::new(),
+            owners: HashMap::new(),
+            by_secret: HashMap::new(),
+            secret_versions: HashMap::new(),
+            relisting: Relists::default(),
+            pokes: 0,
+        }
     }
-    let paused = is_paused(obj);
-    if paused && opts.paused == Paused::Disengage {
-        return Want::Off(ClusterState::Paused);
+
+    fn handle(&mut self, item: Incoming) {
+        match item {
+            Incoming::Cluster(stream, Ok(event)) => self.event(stream, event),
+            Incoming::Secret(Ok(event)) => self.secret_event(event),
+            Incoming::Cluster(_, Err(err)) => {
+                warn!(error = %err, "Cluster watch failed (is Cluster API {} installed?); retrying with backoff", self.shared.opts.version.as_str())
+            }
+            Incoming::Secret(Err(err)) => {
+                warn!(error = %err, "kubeconfig Secret watch failed; retrying with backoff")
+            }
+        }
     }
-    let paused_blocks = paused && opts.paused == Paused::NotReady;
-    if opts.ready(obj) && !paused_blocks {
-        return Want::Engage;
-    }
-    let state = if paused_blocks {
-        ClusterState::Paused
-    } else {
-        ClusterState::NotReady
-    };
-    match opts.not_ready {
-        NotReady::Keep => Want::Hold(state),
-        NotReady::Disengage => Want::Off(state),
+
+    fn into_workers(self) -> Workers<Connect> {
+        self.workers
     }
 }

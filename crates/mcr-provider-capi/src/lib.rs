@@ -30,7 +30,7 @@
 //!
 //! * **Ready** ([`CapiVersion::is_ready`], or [`Options::is_ready`]): the Secret is read, the
 //!   kubeconfig's current context becomes a client (exec plugins and local file references
-//!   refused by default: [`Options::policy`]), `GET /version`
+//!   refused by default: the policy of [`Options::members`]), `GET /version`
 //!   is probed, then the cluster is started, synced, indexed and engaged through
 //!   [`mcr_core::Clusters`] under the name `<namespace>/<name>` ([`Options::name`]).
 //!   Not ready: nothing is engaged.
@@ -53,11 +53,11 @@
 //!   cluster leaves it engaged (Cluster API writes it again); deleting the `Cluster` disengages.
 //! * **Malformed kubeconfig, unreachable server, sync timeout**: logged with the `Cluster`'s
 //!   `namespace/name` and the reason, [`ClusterState::Failed`], retried with a capped
-//!   exponential backoff ([`Options::backoff_initial`] doubling to [`Options::backoff_max`]).
+//!   exponential backoff ([`Options::members`]: `backoff_initial` doubling to `backoff_max`).
 //!   Refused by policy: [`ClusterState::Refused`], not retried until the Secret changes. Each
 //!   cluster name has its own task: one broken cluster never delays another.
 //!
-//! [`CapiProvider::status`] reports the state of every `Cluster` the watch delivered.
+//! [`StatusProvider::status`] reports the state of every `Cluster` the watch delivered.
 //! Kubeconfig contents and credentials never reach logs, errors or statuses.
 //!
 //! # RBAC on the management cluster
@@ -144,6 +144,7 @@ mod provider;
 mod status;
 
 pub use error::Error;
+pub use mcr_core::members::{MemberOptions, StatusProvider};
 pub use object::{
     CLUSTER_NAME_LABEL, CapiVersion, GROUP, ObjectRef, PAUSED_ANNOTATION, WATCH_FILTER_LABEL,
     is_paused,

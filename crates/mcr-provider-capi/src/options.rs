@@ -1,11 +1,10 @@
 //! Configuration of the [`CapiProvider`](crate::CapiProvider).
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use kube::api::DynamicObject;
 use mcr_core::ClusterName;
-use mcr_core::kubeconfig::{ClientOptions, Policy};
+use mcr_core::members::MemberOptions;
 use mcr_core::scope::Namespaces;
 
 use crate::{CLUSTER_NAME_LABEL, CapiVersion, ObjectRef};
@@ -114,20 +113,13 @@ pub struct Options {
     /// Secrets it writes; `None` watches every Secret in scope (needed when your kubeconfig
     /// Secrets do not carry that label).
     pub secret_label_selector: Option<String>,
-    /// Applied to every workload-cluster client (tuning only). Default:
-    /// `ClientOptions::default()`.
-    pub client_options: ClientOptions,
-    /// What a kubeconfig from a Secret may make the controller do (run `exec` plugins or
-    /// `auth-provider`s, read local files, use a proxy). Default: [`Policy::default`] (none of
-    /// it: a Secret may not make the controller run programs or read local files).
-    pub policy: Policy,
-    /// How long a workload cluster may take to answer its first request and to sync its cache,
-    /// and how long reading its Secret may take. Default: 30 s.
-    pub sync_timeout: Duration,
-    /// First retry delay of a failing cluster, doubling on every failure. Default: 1 s.
-    pub backoff_initial: Duration,
-    /// Upper bound of the retry delay. Default: 5 min.
-    pub backoff_max: Duration,
+    /// How workload-cluster clients are built and retried: client options (tuning only), the
+    /// kubeconfig [`Policy`](mcr_core::kubeconfig::Policy) (default: none of `exec` plugins,
+    /// `auth-provider`s, local files or proxies — a Secret may not make the controller run
+    /// programs or read local files), the sync timeout (which also bounds the member's first
+    /// request and the read of its Secret) and the retry backoff. Default:
+    /// `MemberOptions::default()`.
+    pub members: MemberOptions,
 }
 
 impl Default for Options {
@@ -144,11 +136,7 @@ impl Default for Options {
             secret: None,
             secret_key: DEFAULT_SECRET_KEY.to_string(),
             secret_label_selector: Some(CLUSTER_NAME_LABEL.to_string()),
-            client_options: ClientOptions::default(),
-            policy: Policy::default(),
-            sync_timeout: Duration::from_secs(30),
-            backoff_initial: Duration::from_secs(1),
-            backoff_max: Duration::from_secs(300),
+            members: MemberOptions::default(),
         }
     }
 }
@@ -168,8 +156,7 @@ impl std::fmt::Debug for Options {
             .field("secret", &set(self.secret.is_some()))
             .field("secret_key", &self.secret_key)
             .field("secret_label_selector", &self.secret_label_selector)
-            .field("policy", &self.policy)
-            .field("sync_timeout", &self.sync_timeout)
+            .field("members", &self.members)
             .finish_non_exhaustive()
     }
 }

@@ -1,6 +1,5 @@
 //! The [`CapiProvider`]: one engaged workload cluster per ready Cluster API `Cluster`.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use futures::StreamExt;
@@ -9,10 +8,10 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::api::DynamicObject;
 use kube::core::PartialObjectMeta;
 use kube::runtime::{WatchStreamExt, watcher};
-use mcr_core::members::{MemberProvider, Members, MembersOptions, Workers};
-use mcr_core::{Aware, BoxFuture, ClusterName, ProviderRunnable};
+use mcr_core::Aware;
+use mcr_core::members::{MemberProvider, Members, StatusProvider};
 use tokio_util::sync::CancellationToken;
-use tracing::{Instrument, info, info_span, warn};
+use tracing::info;
 
 use crate::connect::{Connect, Shared};
 use crate::dispatch::Dispatcher;
@@ -21,7 +20,9 @@ use crate::{ClusterStatus, ObjectRef, Options};
 /// Discovers workload clusters from Cluster API `Cluster` objects in a management cluster.
 ///
 /// Cheap to clone (an `Arc` inside). Start it once, through the Manager or
-/// [`ProviderRunnable::start`]. See the crate documentation for the lifecycle.
+/// [`ProviderRunnable::start`](mcr_core::ProviderRunnable::start). See the crate documentation
+/// for the lifecycle. Its accessors (`options`, `names`, `status`, `statuses`) come with
+/// [`StatusProvider`].
 ///
 /// ```no_run
 /// use std::sync::Arc;
@@ -54,6 +55,15 @@ impl std::fmt::Debug for CapiProvider {
     }
 }
 
+/// The accessors: `options`, `names`, `status` (what the provider made of one `Cluster`
+/// object; `None` if the watch never delivered it — out of scope or label selector — or it is
+/// gone) and `statuses` (every `Cluster` the watch delivered, by `namespace/name`).
+impl StatusProvider<Options, ObjectRef, ClusterStatus> for CapiProvider {
+    fn shared(&self) -> &Shared {
+        &self.shared
+    }
+}
+
 impl CapiProvider {
     /// A provider reading `Cluster` objects and Secrets through `host` (the management
     /// cluster's client).
@@ -65,108 +75,14 @@ impl CapiProvider {
     /// # Ok(()) }
     /// ```
     pub fn new(host: kube::Client, opts: Options) -> Self {
-        let members = Members::new(MembersOptions {
-            client_options: opts.client_options.clone(),
-            policy: opts.policy.clone(),
-            probe_timeout: Some(opts.sync_timeout),
-            sync_timeout: opts.sync_timeout,
-            backoff_initial: opts.backoff_initial,
-            backoff_max: opts.backoff_max,
-            ..MembersOptions::default()
-        });
+        let members = Members::new(opts.members.members_options());
         CapiProvider {
             shared: Arc::new(Shared::new(host, opts, members)),
         }
     }
-
-    /// The options the provider runs with.
-    ///
-    /// ```no_run
-    /// # fn f(p: &mcr_provider_capi::CapiProvider) {
-    /// println!("watching {:?}", p.options().namespaces);
-    /// # }
-    /// ```
-    pub fn options(&self) -> &Options {
-        &self.shared.opts
-    }
-
-    /// Names of the engaged clusters, sorted.
-    ///
-    /// ```no_run
-    /// # fn f(p: &mcr_provider_capi::CapiProvider) {
-    /// for name in p.names() { println!("{name}"); }
-    /// # }
-    /// ```
-    pub fn names(&self) -> Vec<ClusterName> {
-        self.shared.members.names()
-    }
-
-    /// What the provider made of one `Cluster` object; `None` if the watch never delivered it
-    /// (out of scope or label selector) or it is gone.
-    ///
-    /// ```no_run
-    /// use mcr_provider_capi::{ClusterState, ObjectRef};
-    /// # fn f(p: &mcr_provider_capi::CapiProvider) {
-    /// if let Some(s) = p.status(&ObjectRef::new("fleet", "prod-1")) {
-    ///     if let ClusterState::Failed { reason, .. } = &s.state { eprintln!("{reason}"); }
-    /// }
-    /// # }
-    /// ```
-    pub fn status(&self, cluster: &ObjectRef) -> Option<ClusterStatus> {
-        self.shared.statuses.get(cluster)
-    }
-
-    /// The status of every `Cluster` object the watch delivered, by `namespace/name`.
-    ///
-    /// ```no_run
-    /// # fn f(p: &mcr_provider_capi::CapiProvider) {
-    /// for (cluster, status) in p.statuses() { println!("{cluster}: {:?}", status.state); }
-    /// # }
-    /// ```
-    pub fn statuses(&self) -> BTreeMap<ObjectRef, ClusterStatus> {
-        self.shared.statuses.all()
-    }
-
-    async fn run(
-        &self,
-        token: CancellationToken,
-        aware: Arc<dyn Aware>,
-    ) -> Result<(), mcr_core::Error> {
-        let opts = &self.shared.opts;
-        opts.namespaces
-            .validate()
-            .map_err(|err| mcr_core::Error::Provider {
-                provider: "capi".to_string(),
-                source: Box::new(err),
-            })?;
-        let guard = self.shared.members.start_run("capi")?;
-        info!(version = opts.version.as_str(), namespaces = ?opts.namespaces, labels = ?opts.label_selector, "Cluster API provider starting");
-        let connect = Connect(self.shared.clone());
-        let workers = Workers::new(&self.shared.members, &token, aware, connect);
-        let mut dispatcher = Dispatcher::new(self.shared.clone(), workers);
-        let mut events = futures::stream::select_all(watches(&self.shared.host, opts));
-        loop {
-            tokio::select! {
-                _ = token.cancelled() => break,
-                item = events.next() => match item {
-                    Some(Incoming::Cluster(stream, Ok(event))) => dispatcher.cluster_event(stream, event),
-                    Some(Incoming::Secret(Ok(event))) => dispatcher.secret_event(event),
-                    Some(Incoming::Cluster(_, Err(err))) => warn!(error = %err, "Cluster watch failed (is Cluster API {} installed?); retrying with backoff", opts.version.as_str()),
-                    Some(Incoming::Secret(Err(err))) => warn!(error = %err, "kubeconfig Secret watch failed; retrying with backoff"),
-                    None => break,
-                },
-            }
-        }
-        drop(events);
-        dispatcher.shutdown().await;
-        self.shared.statuses.lock().clear();
-        drop(guard);
-        info!("Cluster API provider stopped");
-        Ok(())
-    }
 }
 
-enum Incoming {
+pub(crate) enum Incoming {
     Cluster(usize, Result<watcher::Event<DynamicObject>, watcher::Error>),
     Secret(Result<watcher::Event<PartialObjectMeta<Secret>>, watcher::Error>),
 }
@@ -203,17 +119,29 @@ impl MemberProvider for CapiProvider {
     fn members(&self) -> &Members {
         &self.shared.members
     }
-}
 
-impl ProviderRunnable for CapiProvider {
-    fn start<'a>(
-        &'a self,
+    #[tracing::instrument(name = "capi_provider", skip_all)]
+    async fn run(
+        &self,
         token: CancellationToken,
         aware: Arc<dyn Aware>,
-    ) -> BoxFuture<'a, Result<(), mcr_core::Error>> {
-        Box::pin(
-            self.run(token, aware)
-                .instrument(info_span!("capi_provider")),
-        )
+    ) -> Result<(), mcr_core::Error> {
+        let opts = &self.shared.opts;
+        opts.namespaces
+            .validate()
+            .map_err(|err| mcr_core::Error::Provider {
+                provider: "capi".to_string(),
+                source: Box::new(err),
+            })?;
+        let guard = self.shared.members.start_run("capi")?;
+        info!(version = opts.version.as_str(), namespaces = ?opts.namespaces, labels = ?opts.label_selector, "Cluster API provider starting");
+        let events = futures::stream::select_all(watches(&self.shared.host, opts));
+        let connect = Connect(self.shared.clone());
+        (self.shared)
+            .drive::<Dispatcher>(&token, aware, connect, events)
+            .await;
+        drop(guard);
+        info!("Cluster API provider stopped");
+        Ok(())
     }
 }

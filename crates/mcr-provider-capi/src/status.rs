@@ -7,7 +7,7 @@ use mcr_core::{ClusterId, ClusterName};
 use crate::ObjectRef;
 
 /// The state of one `Cluster` object, as reported by
-/// [`CapiProvider::status`](crate::CapiProvider::status).
+/// [`StatusProvider::status`](crate::StatusProvider::status).
 ///
 /// ```
 /// use mcr_provider_capi::ClusterState;
@@ -76,6 +76,7 @@ impl ClusterState {
 /// The status of one `Cluster` object.
 ///
 /// ```no_run
+/// use mcr_provider_capi::StatusProvider;
 /// # fn f(p: &mcr_provider_capi::CapiProvider) {
 /// for (cluster, status) in p.statuses() {
 ///     println!("{cluster} as {}: {:?}", status.name, status.state);

@@ -8,7 +8,7 @@ use common::*;
 use mcr_core::scope::Namespaces;
 use mcr_envtest::wait::eventually;
 use mcr_envtest::{Partition, TestCluster};
-use mcr_provider_capi::{CapiVersion, ClusterState, Options};
+use mcr_provider_capi::{CapiVersion, ClusterState};
 
 const V: CapiVersion = CapiVersion::V1Beta2;
 
@@ -29,13 +29,9 @@ async fn a_hung_workload_cluster_does_not_delay_the_others() {
     )
     .await;
 
-    let run = Running::start(
-        &host,
-        Options {
-            sync_timeout: Duration::from_secs(2),
-            ..opts(V, Namespaces::One("fleet".into()))
-        },
-    );
+    let mut options = opts(V, Namespaces::One("fleet".into()));
+    options.members.sync_timeout = Duration::from_secs(2);
+    let run = Running::start(&host, options);
     eventually("the hung cluster is being tried", DEADLINE, || {
         matches!(
             run.state("fleet", "hung"),

@@ -4,12 +4,8 @@
 
 mod common;
 
-use std::time::Duration;
-
 use common::*;
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::Api;
-use kube::api::PostParams;
 use mcr_core::scope::Namespaces;
 use mcr_core::{ClusterName, Provider};
 use mcr_envtest::TestCluster;
@@ -27,12 +23,7 @@ async fn credential_only_rotation_renews_in_place_without_relist() {
     let host = management().await;
     create_namespace(&host, "fleet").await;
     let member = TestCluster::start_https("w1").await.unwrap();
-    let minted = |user: &str| {
-        member
-            .client_certificate_kubeconfig(user, &["system:masters"], Duration::from_secs(600))
-            .unwrap()
-            .0
-    };
+    let minted = |user: &str| minted_kubeconfig(&member, user);
     create_cluster(&host, V, "fleet", "c", true, &[]).await;
     put_secret(&host, "fleet", "c", Some(minted("a").as_bytes()), &[]).await;
     let run = Running::start(&host, opts(V, Namespaces::One("fleet".into())));
@@ -49,12 +40,7 @@ async fn credential_only_rotation_renews_in_place_without_relist() {
 
     // A new client certificate, then a bearer token: same server and CA.
     put_secret(&host, "fleet", "c", Some(minted("b").as_bytes()), &[]).await;
-    eventually("the certificate renewed in place", DEADLINE, || {
-        cluster
-            .credentials()
-            .is_some_and(|c| c.status().renewals == 1)
-    })
-    .await;
+    wait_renewals(&cluster, 1, "the certificate renewed in place").await;
     put_secret(
         &host,
         "fleet",
@@ -63,30 +49,10 @@ async fn credential_only_rotation_renews_in_place_without_relist() {
         &[],
     )
     .await;
-    eventually("the token renewed in place", DEADLINE, || {
-        cluster
-            .credentials()
-            .is_some_and(|c| c.status().renewals == 2)
-    })
-    .await;
+    wait_renewals(&cluster, 2, "the token renewed in place").await;
     assert_eq!(run.id("fleet/c"), Some(id), "same instance");
     assert_eq!(run.engagements("fleet/c"), [id], "engaged once");
-    Api::<ConfigMap>::namespaced(member.client(), "default")
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(serde_json::json!({"metadata": {"name": "after"}})).unwrap(),
-        )
-        .await
-        .unwrap();
-    eventually("the informer keeps working", DEADLINE, || {
-        informer.get(Some("default"), "after").is_some()
-    })
-    .await;
-    assert_eq!(
-        member.request_count("list", "configmaps"),
-        lists,
-        "no relist"
-    );
+    assert_watch_kept(&member, &informer, lists).await;
 
     // A different server is a new instance.
     let other = TestCluster::start_https("w2").await.unwrap();

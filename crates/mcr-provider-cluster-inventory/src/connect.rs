@@ -78,7 +78,7 @@ impl Reconcile for Connect {
                 }
                 Want::Connect(connection) => connection,
             };
-            if members.unchanged(name, connection).is_none() {
+            if member.changes(connection) {
                 self.set_status(member, ProfileState::Pending);
             }
             let ensured = member.ensure(connection).await;

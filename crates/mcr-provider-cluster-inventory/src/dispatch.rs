@@ -5,15 +5,15 @@
 //! worker of the profile's cluster name. When two profiles map to one name, the first seen
 //! keeps it and the other is reported as [`ProfileState::Conflict`] until the name is free.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::DynamicObject;
-use kube::runtime::watcher::Event;
+use kube::runtime::watcher::{self, Event};
 use mcr_core::ClusterName;
-use mcr_core::members::Workers;
-use tracing::{error, info};
+use mcr_core::members::{Dispatch, Relists, Workers};
+use tracing::{error, info, warn};
 
 use crate::connect::{Connect, Shared};
 use crate::resolve::{Profiles, SeenSecret};
@@ -32,29 +32,12 @@ pub(crate) struct Dispatcher {
     /// The name each profile maps to (owned, or waiting in a conflict).
     names: BTreeMap<ProfileRef, ClusterName>,
     owners: HashMap<ClusterName, ProfileRef>,
-    relisting_profiles: HashMap<usize, HashSet<ProfileRef>>,
-    relisting_secrets: HashMap<usize, HashSet<ProfileRef>>,
+    relisting_profiles: Relists<ProfileRef>,
+    relisting_secrets: Relists<ProfileRef>,
 }
 
 impl Dispatcher {
-    pub(crate) fn new(shared: Arc<Shared>, workers: Workers<Connect>) -> Self {
-        Dispatcher {
-            state: Profiles::new(shared.opts.clone()),
-            shared,
-            workers,
-            names: BTreeMap::new(),
-            owners: HashMap::new(),
-            relisting_profiles: HashMap::new(),
-            relisting_secrets: HashMap::new(),
-        }
-    }
-
-    /// Stops every worker (without waiting for builds in flight).
-    pub(crate) async fn shutdown(self) {
-        self.workers.shutdown().await;
-    }
-
-    pub(crate) fn handle(&mut self, item: Item) {
+    pub(crate) fn item(&mut self, item: Item) {
         match item {
             Item::Profile(stream, event) => self.profile_event(stream, event),
             Item::Secret(stream, event) => self.secret_event(stream, event),
@@ -63,26 +46,19 @@ impl Dispatcher {
 
     fn profile_event(&mut self, stream: usize, event: Event<DynamicObject>) {
         match event {
-            Event::Init => {
-                self.relisting_profiles.insert(stream, HashSet::new());
-            }
+            Event::Init => self.relisting_profiles.start(stream),
             Event::InitApply(obj) | Event::Apply(obj) => {
-                let relisting = self.relisting_profiles.get_mut(&stream);
                 let Some(key) = self.state.apply_profile(stream, obj) else {
                     return;
                 };
-                if let Some(seen) = relisting {
-                    seen.insert(key.clone());
-                }
+                self.relisting_profiles.seen(stream, key.clone());
                 self.refresh(&key);
             }
             Event::InitDone => {
-                let seen = self.relisting_profiles.remove(&stream).unwrap_or_default();
-                for key in self.state.profiles_of_stream(stream) {
-                    if !seen.contains(&key) {
-                        self.state.delete_profile(&key);
-                        self.refresh(&key);
-                    }
+                let known = self.state.profiles_of_stream(stream);
+                for key in self.relisting_profiles.gone(stream, known) {
+                    self.state.delete_profile(&key);
+                    self.refresh(&key);
                 }
             }
             Event::Delete(obj) => {
@@ -98,26 +74,23 @@ impl Dispatcher {
     fn secret_event(&mut self, stream: usize, event: Event<Secret>) {
         let affected = match event {
             Event::Init => {
-                self.relisting_secrets.insert(stream, HashSet::new());
+                self.relisting_secrets.start(stream);
                 return;
             }
             Event::InitApply(secret) | Event::Apply(secret) => {
                 let seen = SeenSecret::from_secret(stream, &secret);
                 let key = seen.as_ref().map(|(key, _)| key.clone());
                 let affected = self.state.apply_secret(seen);
-                if let (Some(key), Some(relisting)) = (key, self.relisting_secrets.get_mut(&stream))
-                {
-                    relisting.insert(key);
+                if let Some(key) = key {
+                    self.relisting_secrets.seen(stream, key);
                 }
                 affected
             }
             Event::InitDone => {
-                let seen = self.relisting_secrets.remove(&stream).unwrap_or_default();
+                let known = self.state.secrets_of_stream(stream);
                 let mut affected = Vec::new();
-                for key in self.state.secrets_of_stream(stream) {
-                    if !seen.contains(&key) {
-                        affected.extend(self.state.delete_secret(&key));
-                    }
+                for key in self.relisting_secrets.gone(stream, known) {
+                    affected.extend(self.state.delete_secret(&key));
                 }
                 affected
             }
@@ -197,5 +170,34 @@ impl Dispatcher {
             }
             None => self.workers.remove(name),
         }
+    }
+}
+
+impl Dispatch for Dispatcher {
+    type Item = Result<Item, watcher::Error>;
+    type Reconcile = Connect;
+
+    fn new(workers: Workers<Connect>) -> Self {
+        let shared = workers.reconciler().0.clone();
+        Dispatcher {
+            state: Profiles::new(shared.opts.clone()),
+            shared,
+            workers,
+            names: BTreeMap::new(),
+            owners: HashMap::new(),
+            relisting_profiles: Relists::default(),
+            relisting_secrets: Relists::default(),
+        }
+    }
+
+    fn handle(&mut self, item: Result<Item, watcher::Error>) {
+        match item {
+            Ok(item) => self.item(item),
+            Err(err) => warn!(error = %err, "hub watch failed; retrying with backoff"),
+        }
+    }
+
+    fn into_workers(self) -> Workers<Connect> {
+        self.workers
     }
 }

@@ -25,7 +25,7 @@
 //!   `x-k8s.io/cluster-inventory-consumer=<consumer>` and `x-k8s.io/cluster-profile=<profile>`,
 //!   kubeconfig under data key `Config`. None or several is a per-profile error. Such
 //!   kubeconfigs are untrusted: exec plugins and local file references are refused unless
-//!   [`Options::secret_policy`] allows them.
+//!   the policy of [`Options::members`] allows them.
 //!
 //! # Lifecycle
 //!
@@ -102,6 +102,7 @@ pub use access::{
     EXEC_EXTENSION, EnvPolicy, EnvVar, ExecSpec, ProviderConfig,
 };
 pub use error::{Error, ProviderFileError};
+pub use mcr_core::members::{MemberOptions, StatusProvider};
 /// The namespace scope shared by mcr providers (`One` / `List` / `AllExcept`).
 pub use mcr_core::scope::Namespaces;
 pub use options::{

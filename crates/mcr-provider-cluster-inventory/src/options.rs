@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use mcr_core::kubeconfig::{ClientOptions, Policy};
+use mcr_core::members::MemberOptions;
 
 use crate::{AccessProviders, ClusterProfile, Namespaces};
 
@@ -29,7 +29,7 @@ pub enum Strategy {
     /// The deprecated Secret strategy: the one Secret in the profile's namespace labelled
     /// `x-k8s.io/cluster-inventory-consumer=<consumer>` and `x-k8s.io/cluster-profile=<profile>`,
     /// kubeconfig under data key `Config`. Such kubeconfigs are untrusted input:
-    /// [`Options::secret_policy`] applies.
+    /// the policy of [`Options::members`] applies.
     Secret {
         /// This controller's consumer name.
         consumer: String,
@@ -86,22 +86,17 @@ pub struct Options {
     /// stays engaged (its watches retry on their own) and is not rebuilt until the profile is
     /// ready again; `true`: it is disengaged and engaged again once ready.
     pub disengage_when_unhealthy: bool,
-    /// Applied to every member client (tuning only). Default: `ClientOptions::default()`.
-    pub client_options: ClientOptions,
-    /// Policy for kubeconfigs from Secrets (Secret strategy): plugins, local files, proxies.
-    /// Default: [`Policy::default`] (none of them). The access-provider strategy ignores it:
-    /// there, exactly the file's command with the resolved arguments and variables is allowed,
-    /// local files are refused and the profile's proxy is honoured.
-    pub secret_policy: Policy,
+    /// Member clients, new members and retries: client options (tuning only), the sync timeout
+    /// (first request and cache sync of a new member) and the retry backoff. Its
+    /// [`policy`](MemberOptions::policy) applies to kubeconfigs from Secrets (Secret strategy;
+    /// default: no plugins, no local files, no proxies); the access-provider strategy ignores
+    /// it: there, exactly the file's command with the resolved arguments and variables is
+    /// allowed, local files are refused and the profile's proxy is honoured. Default:
+    /// `MemberOptions::default()`.
+    pub members: MemberOptions,
     /// Bound on building a member client, which includes running the credential plugin. A
     /// plugin that hangs fails the attempt for its cluster only. Default: 30 s.
     pub credential_timeout: Duration,
-    /// Bound on the first request and the cache sync of a new member. Default: 30 s.
-    pub sync_timeout: Duration,
-    /// First retry delay after a failed attempt; doubles per failure. Default: 1 s.
-    pub backoff_initial: Duration,
-    /// Cap of the retry delay. Default: 5 min.
-    pub backoff_max: Duration,
 }
 
 impl Options {
@@ -111,7 +106,7 @@ impl Options {
     /// use mcr_provider_cluster_inventory::{Naming, Options, Strategy};
     /// let opts = Options::new(Strategy::Secret { consumer: "c".into() });
     /// assert_eq!(opts.naming, Naming::NamespacedName);
-    /// assert!(!opts.secret_policy.allow_file_references);
+    /// assert!(!opts.members.policy.allow_file_references);
     /// ```
     pub fn new(strategy: Strategy) -> Self {
         Options {
@@ -121,12 +116,8 @@ impl Options {
             naming: Naming::default(),
             is_ready: Arc::new(ClusterProfile::control_plane_healthy),
             disengage_when_unhealthy: false,
-            client_options: ClientOptions::default(),
-            secret_policy: Policy::default(),
+            members: MemberOptions::default(),
             credential_timeout: Duration::from_secs(30),
-            sync_timeout: Duration::from_secs(30),
-            backoff_initial: Duration::from_secs(1),
-            backoff_max: Duration::from_secs(300),
         }
     }
 }
@@ -140,7 +131,7 @@ impl std::fmt::Debug for Options {
             .field("naming", &self.naming)
             .field("disengage_when_unhealthy", &self.disengage_when_unhealthy)
             .field("credential_timeout", &self.credential_timeout)
-            .field("sync_timeout", &self.sync_timeout)
+            .field("sync_timeout", &self.members.sync_timeout)
             .finish_non_exhaustive()
     }
 }

@@ -1,6 +1,5 @@
 //! The [`ClusterInventoryProvider`]: one engaged cluster per ready ClusterProfile.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use futures::stream::BoxStream;
@@ -8,10 +7,10 @@ use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
 use kube::runtime::{WatchStreamExt, watcher};
-use mcr_core::members::{MemberProvider, Members, MembersOptions, Workers};
-use mcr_core::{Aware, BoxFuture, ClusterName, ProviderRunnable};
+use mcr_core::Aware;
+use mcr_core::members::{MemberProvider, Members, MembersOptions, StatusProvider};
 use tokio_util::sync::CancellationToken;
-use tracing::{Instrument, info, info_span, warn};
+use tracing::info;
 
 use crate::connect::{Connect, Shared};
 use crate::dispatch::{Dispatcher, Item};
@@ -22,7 +21,8 @@ use crate::{ClusterProfile, Error, Options, ProfileRef, ProfileStatus, Strategy}
 /// documentation for the lifecycle, the strategies and the RBAC it needs.
 ///
 /// Cheap to clone (an `Arc` inside). Start it once, through the Manager or
-/// [`ProviderRunnable::start`].
+/// [`ProviderRunnable::start`](mcr_core::ProviderRunnable::start). Its accessors (`options`,
+/// `names`, `status`, `statuses`) come with [`StatusProvider`].
 ///
 /// ```no_run
 /// use std::sync::Arc;
@@ -37,6 +37,14 @@ use crate::{ClusterProfile, Error, Options, ProfileRef, ProfileStatus, Strategy}
 #[derive(Clone)]
 pub struct ClusterInventoryProvider {
     shared: Arc<Shared>,
+}
+
+/// The accessors: `options`, `names`, `status` (what the provider made of one profile; `None`
+/// for profiles it does not watch or that are gone) and `statuses` (every watched profile).
+impl StatusProvider<Options, ProfileRef, ProfileStatus> for ClusterInventoryProvider {
+    fn shared(&self) -> &Shared {
+        &self.shared
+    }
 }
 
 impl ClusterInventoryProvider {
@@ -69,95 +77,12 @@ impl ClusterInventoryProvider {
             });
         }
         let members = Members::new(MembersOptions {
-            client_options: opts.client_options.clone(),
             build_timeout: opts.credential_timeout,
-            probe_timeout: Some(opts.sync_timeout),
-            sync_timeout: opts.sync_timeout,
-            backoff_initial: opts.backoff_initial,
-            backoff_max: opts.backoff_max,
-            ..MembersOptions::default()
+            ..opts.members.members_options()
         });
         Ok(ClusterInventoryProvider {
             shared: Arc::new(Shared::new(hub, opts, members)),
         })
-    }
-
-    /// The options the provider runs with.
-    ///
-    /// ```no_run
-    /// # fn f(p: &mcr_provider_cluster_inventory::ClusterInventoryProvider) {
-    /// println!("{:?}", p.options().naming);
-    /// # }
-    /// ```
-    pub fn options(&self) -> &Options {
-        &self.shared.opts
-    }
-
-    /// Names of the currently engaged clusters, sorted.
-    ///
-    /// ```no_run
-    /// # fn f(p: &mcr_provider_cluster_inventory::ClusterInventoryProvider) {
-    /// for name in p.names() { println!("{name}"); }
-    /// # }
-    /// ```
-    pub fn names(&self) -> Vec<ClusterName> {
-        self.shared.members.names()
-    }
-
-    /// What the provider made of one profile; `None` for profiles it does not watch or that
-    /// are gone.
-    ///
-    /// ```no_run
-    /// use mcr_provider_cluster_inventory::{ProfileRef, ProfileState};
-    /// # fn f(p: &mcr_provider_cluster_inventory::ClusterInventoryProvider) {
-    /// if let Some(s) = p.status(&ProfileRef::new("fleet", "member-1")) {
-    ///     if let ProfileState::Failed { reason, .. } = &s.state { eprintln!("{reason}"); }
-    /// }
-    /// # }
-    /// ```
-    pub fn status(&self, profile: &ProfileRef) -> Option<ProfileStatus> {
-        self.shared.statuses.get(profile)
-    }
-
-    /// The status of every watched profile.
-    ///
-    /// ```no_run
-    /// # fn f(p: &mcr_provider_cluster_inventory::ClusterInventoryProvider) {
-    /// for (profile, status) in p.statuses() { println!("{profile}: {:?}", status.state); }
-    /// # }
-    /// ```
-    pub fn statuses(&self) -> BTreeMap<ProfileRef, ProfileStatus> {
-        self.shared.statuses.all()
-    }
-
-    async fn run(
-        &self,
-        token: CancellationToken,
-        aware: Arc<dyn Aware>,
-    ) -> Result<(), mcr_core::Error> {
-        let guard = self.shared.members.start_run("cluster-inventory")?;
-        let opts = &self.shared.opts;
-        info!(namespaces = ?opts.namespaces, selector = ?opts.label_selector, naming = ?opts.naming, "cluster inventory provider starting");
-        let connect = Connect(self.shared.clone());
-        let workers = Workers::new(&self.shared.members, &token, aware, connect);
-        let mut dispatcher = Dispatcher::new(self.shared.clone(), workers);
-        let mut events = futures::stream::select_all(watches(&self.shared.host, opts));
-        loop {
-            tokio::select! {
-                _ = token.cancelled() => break,
-                item = events.next() => match item {
-                    Some(Ok(item)) => dispatcher.handle(item),
-                    Some(Err(err)) => warn!(error = %err, "hub watch failed; retrying with backoff"),
-                    None => break,
-                },
-            }
-        }
-        drop(events);
-        dispatcher.shutdown().await;
-        self.shared.statuses.lock().clear();
-        drop(guard);
-        info!("cluster inventory provider stopped");
-        Ok(())
     }
 }
 
@@ -201,17 +126,23 @@ impl MemberProvider for ClusterInventoryProvider {
     fn members(&self) -> &Members {
         &self.shared.members
     }
-}
 
-impl ProviderRunnable for ClusterInventoryProvider {
-    fn start<'a>(
-        &'a self,
+    #[tracing::instrument(name = "cluster_inventory_provider", skip_all)]
+    async fn run(
+        &self,
         token: CancellationToken,
         aware: Arc<dyn Aware>,
-    ) -> BoxFuture<'a, Result<(), mcr_core::Error>> {
-        Box::pin(
-            self.run(token, aware)
-                .instrument(info_span!("cluster_inventory_provider")),
-        )
+    ) -> Result<(), mcr_core::Error> {
+        let guard = self.shared.members.start_run("cluster-inventory")?;
+        let opts = &self.shared.opts;
+        info!(namespaces = ?opts.namespaces, selector = ?opts.label_selector, naming = ?opts.naming, "cluster inventory provider starting");
+        let events = futures::stream::select_all(watches(&self.shared.host, opts));
+        let connect = Connect(self.shared.clone());
+        (self.shared)
+            .drive::<Dispatcher>(&token, aware, connect, events)
+            .await;
+        drop(guard);
+        info!("cluster inventory provider stopped");
+        Ok(())
     }
 }

@@ -229,7 +229,7 @@ impl Profiles {
             Strategy::Secret { .. } => {
                 let data = self.secret_data(key)?;
                 let kc = kubeconfig::parse(&data).map_err(|e| e.to_string())?;
-                (kc, self.opts.secret_policy.clone())
+                (kc, self.opts.members.policy.clone())
             }
         };
         let connection = Connection::new(kubeconfig, None).map_err(|e| e.to_string())?;

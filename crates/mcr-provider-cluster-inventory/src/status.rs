@@ -5,7 +5,7 @@ use std::time::Duration;
 use mcr_core::{ClusterId, ClusterName};
 
 /// The outcome of the last look at one profile (see
-/// [`ClusterInventoryProvider::status`](crate::ClusterInventoryProvider::status)).
+/// [`StatusProvider::status`](crate::StatusProvider::status)).
 ///
 /// ```
 /// use mcr_provider_cluster_inventory::{ProfileState, ProfileStatus};

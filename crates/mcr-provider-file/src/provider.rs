@@ -6,11 +6,11 @@ use std::time::Duration;
 
 use mcr_core::backoff::Backoff;
 use mcr_core::members::{MemberProvider, Members, MembersOptions};
-use mcr_core::{Aware, BoxFuture, ClusterName, ProviderRunnable};
+use mcr_core::{Aware, ClusterName};
 use tokio::sync::{Mutex, mpsc};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
-use tracing::{Instrument, debug, info, info_span, warn};
+use tracing::{debug, info, warn};
 
 use crate::Options;
 use crate::reconcile::{PassReport, PassState, pass};
@@ -144,18 +144,6 @@ impl FileProvider {
         }
     }
 
-    async fn run(
-        &self,
-        token: CancellationToken,
-        aware: Arc<dyn Aware>,
-    ) -> Result<(), mcr_core::Error> {
-        let guard = self.inner.members.start_run("file")?;
-        let result = self.watch_loop(&token, aware).await;
-        drop(guard);
-        info!("file provider stopped");
-        result
-    }
-
     async fn watch_loop(
         &self,
         token: &CancellationToken,
@@ -245,17 +233,17 @@ impl MemberProvider for FileProvider {
     fn members(&self) -> &Members {
         &self.inner.members
     }
-}
 
-impl ProviderRunnable for FileProvider {
-    fn start<'a>(
-        &'a self,
+    #[tracing::instrument(name = "file_provider", skip_all)]
+    async fn run(
+        &self,
         token: CancellationToken,
         aware: Arc<dyn Aware>,
-    ) -> BoxFuture<'a, Result<(), mcr_core::Error>> {
-        Box::pin(
-            self.run(token, aware)
-                .instrument(info_span!("file_provider")),
-        )
+    ) -> Result<(), mcr_core::Error> {
+        let guard = self.inner.members.start_run("file")?;
+        let result = self.watch_loop(&token, aware).await;
+        drop(guard);
+        info!("file provider stopped");
+        result
     }
 }

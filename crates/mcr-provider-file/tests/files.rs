@@ -1,30 +1,21 @@
 //! The file provider against emulated HTTPS clusters whose kubeconfigs are written to disk.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
-use kube::api::{ObjectMeta, PostParams};
+use kube::api::PostParams;
 use kube::config::Kubeconfig;
 use mcr_core::kubeconfig::{ExecPolicy, Policy};
-use mcr_core::{Aware, ClusterId, ClusterName, FieldIndex, Provider, ProviderRunnable, Registry};
+use mcr_core::{Aware, ClusterName, Provider, ProviderRunnable};
 use mcr_envtest::wait::eventually;
 use mcr_envtest::{Fleet, TestCluster};
 use mcr_provider_file::{Error, FileProvider, Options, PassReport};
-use tokio::task::JoinHandle;
-use tokio_util::sync::CancellationToken;
+use mcr_test_support::{animal_index, configmap, init_tracing};
 
 const DEADLINE: Duration = Duration::from_secs(30);
-
-fn init_tracing() {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-        .with_test_writer()
-        .try_init();
-}
 
 fn opts(files: Vec<PathBuf>, dirs: Vec<PathBuf>) -> Options {
     Options {
@@ -38,55 +29,18 @@ fn opts(files: Vec<PathBuf>, dirs: Vec<PathBuf>) -> Options {
     }
 }
 
-struct Running {
-    provider: FileProvider,
-    registry: Registry,
-    token: CancellationToken,
-    task: JoinHandle<Result<(), mcr_core::Error>>,
+type Running = mcr_test_support::Running<FileProvider>;
+
+/// What these tests add to [`Running`].
+trait Settle {
+    /// A pass of its own, after any pass in flight: a deterministic "the provider has seen the disk".
+    async fn settle(&self) -> PassReport;
 }
 
-impl Running {
-    fn start(provider: FileProvider) -> Running {
-        let registry = Registry::new();
-        let token = CancellationToken::new();
-        let task = tokio::spawn({
-            let (provider, token, aware) =
-                (provider.clone(), token.clone(), Arc::new(registry.clone()));
-            async move { provider.start(token, aware).await }
-        });
-        Running {
-            provider,
-            registry,
-            token,
-            task,
-        }
-    }
-
-    fn names(&self) -> Vec<String> {
-        self.registry
-            .names()
-            .iter()
-            .map(|n| n.to_string())
-            .collect()
-    }
-
-    fn id(&self, name: &str) -> Option<ClusterId> {
-        self.registry
-            .get(&ClusterName::new(name))
-            .ok()
-            .map(|c| c.id())
-    }
-
-    /// A pass of its own, after any pass in flight: a deterministic "the provider has seen the disk".
+impl Settle for Running {
     async fn settle(&self) -> PassReport {
         let aware: Arc<dyn Aware> = Arc::new(self.registry.clone());
         self.provider.run_once(&self.token, aware).await
-    }
-
-    async fn stop(self) {
-        self.token.cancel();
-        self.task.await.unwrap().unwrap();
-        assert!(self.provider.names().is_empty(), "clusters removed on stop");
     }
 }
 
@@ -126,29 +80,6 @@ fn merged(a: Kubeconfig, b: Kubeconfig) -> Kubeconfig {
     a.merge(b).unwrap()
 }
 
-fn configmap(name: &str, animal: &str) -> ConfigMap {
-    ConfigMap {
-        metadata: ObjectMeta {
-            name: Some(name.into()),
-            namespace: Some("default".into()),
-            ..Default::default()
-        },
-        data: Some(BTreeMap::from([("animal".to_string(), animal.to_string())])),
-        ..Default::default()
-    }
-}
-
-fn animal_index(name: &str) -> FieldIndex {
-    FieldIndex::new::<ConfigMap>(name, |cm: &ConfigMap| {
-        cm.data
-            .as_ref()
-            .and_then(|d| d.get("animal"))
-            .cloned()
-            .into_iter()
-            .collect()
-    })
-}
-
 fn count(cluster: &mcr_core::Cluster, index: &str, value: &str) -> Option<usize> {
     cluster
         .cache()
@@ -181,7 +112,7 @@ async fn discovers_files_and_directories_and_follows_changes() {
     let file = other.path().join("fleet.yaml");
     let provider = FileProvider::new(opts(vec![file.clone()], vec![dir.path().to_path_buf()]));
     provider.index_field(&animal_index("before")).await.unwrap();
-    let run = Running::start(provider);
+    let run = Running::spawn(provider);
     let report = run.settle().await;
     assert!(
         run.names().is_empty() && report.added.is_empty(),
@@ -299,7 +230,7 @@ async fn a_missing_directory_is_picked_up_when_created() {
         .unwrap();
     let root = tempfile::tempdir().unwrap();
     let dir = root.path().join("not/yet");
-    let run = Running::start(FileProvider::new(opts(vec![], vec![dir.clone()])));
+    let run = Running::spawn(FileProvider::new(opts(vec![], vec![dir.clone()])));
     assert!(run.settle().await.added.is_empty());
     std::fs::create_dir_all(&dir).unwrap();
     // The odd name is on purpose: spaces, unicode, glob metacharacters.
@@ -366,7 +297,7 @@ async fn exec_policy_is_enforced_per_context() {
         policy: Policy::trusted().exec(ExecPolicy::Deny),
         ..opts(vec![], vec![dir.path().to_path_buf()])
     });
-    let run = Running::start(denied);
+    let run = Running::spawn(denied);
     let report = run.settle().await;
     assert!(
         matches!(report.failed.as_slice(), [Error::ExecDenied { .. }]),
@@ -376,7 +307,7 @@ async fn exec_policy_is_enforced_per_context() {
     run.stop().await;
 
     // The default (AllowAll): the exec plugin runs and the context is engaged.
-    let run = Running::start(FileProvider::new(opts(
+    let run = Running::spawn(FileProvider::new(opts(
         vec![],
         vec![dir.path().to_path_buf()],
     )));
@@ -430,7 +361,7 @@ async fn a_hanging_exec_plugin_holds_up_neither_other_files_nor_shutdown() {
     write_atomic(&hung, &yaml(&hanging_exec_kubeconfig(m1, "hung", &marker)));
     let mut options = opts(vec![], vec![kubeconfigs.clone()]);
     options.client_options = options.client_options.exec_timeout(Duration::from_secs(2));
-    let run = Running::start(FileProvider::new(options));
+    let run = Running::spawn(FileProvider::new(options));
     eventually("the plugin runs", DEADLINE, || marker.exists()).await;
 
     // A good file written while the plugin hangs is engaged.
@@ -447,7 +378,7 @@ async fn a_hanging_exec_plugin_holds_up_neither_other_files_nor_shutdown() {
     // Shutdown does not wait for a hanging plugin, even with the default 30 s exec timeout.
     std::fs::remove_file(&good).unwrap();
     std::fs::remove_file(&marker).unwrap();
-    let run = Running::start(FileProvider::new(opts(vec![], vec![kubeconfigs])));
+    let run = Running::spawn(FileProvider::new(opts(vec![], vec![kubeconfigs])));
     eventually("the plugin runs", DEADLINE, || marker.exists()).await;
     tokio::time::timeout(Duration::from_secs(10), run.stop())
         .await

@@ -9,13 +9,14 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Namespace;
 use kube::Api;
-use mcr_core::{ClusterName, ProviderRunnable, Registry};
+use mcr_core::{ClusterName, Registry};
 use mcr_envtest::Fleet;
 use mcr_envtest::wait::{eventually, eventually_async};
 use mcr_provider_file::{FileProvider, Options};
-use tokio_util::sync::CancellationToken;
 
 const DEADLINE: Duration = Duration::from_secs(30);
+
+type Running = mcr_test_support::Running<FileProvider>;
 
 fn write_atomic(path: &Path, contents: &str) {
     let tmp = path.with_file_name(format!(
@@ -72,13 +73,8 @@ async fn rotated_token_file_renews_the_member_in_place() {
         backoff_max: Duration::from_millis(500),
         ..Options::default()
     });
-    let registry = Registry::new();
-    let token = CancellationToken::new();
-    let task = tokio::spawn({
-        let (provider, token, aware) =
-            (provider.clone(), token.clone(), Arc::new(registry.clone()));
-        async move { provider.start(token, aware).await }
-    });
+    let run = Running::spawn(provider);
+    let registry = &run.registry;
     let name = format!("{}+{}", kc_file.display(), kc.contexts[0].name);
     eventually("engaged", DEADLINE, || {
         registry.get(&ClusterName::new(name.as_str())).is_ok()
@@ -86,22 +82,21 @@ async fn rotated_token_file_renews_the_member_in_place() {
     .await;
     let before = registry.get(&ClusterName::new(name.as_str())).unwrap().id();
     assert!(
-        !authorized(&registry, &name).await,
+        !authorized(registry, &name).await,
         "the stale token is refused"
     );
 
     // Rotation: the kubeconfig is untouched, the token file gets the valid token.
     write_atomic(&token_file, tc.token());
     eventually_async("renewed with the rotated token", DEADLINE, || async {
-        authorized(&registry, &name).await
+        authorized(registry, &name).await
     })
     .await;
     let after = registry.get(&ClusterName::new(name.as_str())).unwrap();
     assert_eq!(after.id(), before, "renewed in place: same instance");
     assert_eq!(after.credentials().unwrap().status().renewals, 1);
 
-    token.cancel();
-    task.await.unwrap().unwrap();
+    run.stop().await;
 }
 
 #[tokio::test]
@@ -112,12 +107,7 @@ async fn credential_only_rotation_renews_in_place_without_relist() {
     let member = mcr_envtest::TestCluster::start_https("member")
         .await
         .unwrap();
-    let minted = |user: &str| {
-        member
-            .client_certificate_kubeconfig(user, &["system:masters"], Duration::from_secs(600))
-            .unwrap()
-            .0
-    };
+    let minted = |user: &str| mcr_test_support::minted_kubeconfig(&member, user);
     let dir = tempfile::tempdir().unwrap();
     let kc_file = dir.path().join("member.kubeconfig");
     write_atomic(&kc_file, &minted("a"));
@@ -127,13 +117,8 @@ async fn credential_only_rotation_renews_in_place_without_relist() {
         sync_timeout: Duration::from_secs(10),
         ..Options::default()
     });
-    let registry = Registry::new();
-    let token = CancellationToken::new();
-    let task = tokio::spawn({
-        let (provider, token, aware) =
-            (provider.clone(), token.clone(), Arc::new(registry.clone()));
-        async move { provider.start(token, aware).await }
-    });
+    let run = Running::spawn(provider);
+    let registry = &run.registry;
     let context = mcr_core::kubeconfig::parse(minted("x").as_bytes())
         .unwrap()
         .current_context
@@ -149,29 +134,22 @@ async fn credential_only_rotation_renews_in_place_without_relist() {
 
     // A new client certificate, then a bearer token: same server and CA.
     write_atomic(&kc_file, &minted("b"));
-    eventually("the certificate renewed in place", DEADLINE, || {
-        cluster
-            .credentials()
-            .is_some_and(|c| c.status().renewals == 1)
-    })
-    .await;
+    mcr_test_support::wait_renewals(&cluster, 1, "the certificate renewed in place").await;
     let mut with_token = mcr_core::kubeconfig::parse(minted("c").as_bytes()).unwrap();
     let user = with_token.auth_infos[0].auth_info.as_mut().unwrap();
     user.client_certificate_data = None;
     user.client_key_data = None;
     user.token = Some(member.token().to_string().into());
     write_atomic(&kc_file, &serde_json::to_string(&with_token).unwrap());
-    eventually("the token renewed in place", DEADLINE, || {
-        cluster
-            .credentials()
-            .is_some_and(|c| c.status().renewals == 2)
-    })
-    .await;
+    mcr_test_support::wait_renewals(&cluster, 2, "the token renewed in place").await;
     assert!(
         registry.get(&name).unwrap().same_instance(&cluster),
         "same instance"
     );
-    let report = provider.run_once(&token, Arc::new(registry.clone())).await;
+    let report = run
+        .provider
+        .run_once(&run.token, Arc::new(registry.clone()))
+        .await;
     assert_eq!(
         report.unchanged,
         std::slice::from_ref(&name),
@@ -204,6 +182,5 @@ async fn credential_only_rotation_renews_in_place_without_relist() {
         registry.get(&name).is_ok_and(|c| c.id() != id)
     })
     .await;
-    token.cancel();
-    task.await.unwrap().unwrap();
+    run.stop().await;
 }

@@ -8,7 +8,7 @@ use kube::ResourceExt;
 use kube::api::DynamicObject;
 use kube::runtime::{WatchStreamExt, watcher};
 use mcr_core::members::{MemberProvider, Members, MembersOptions};
-use mcr_core::{Aware, BoxFuture, ClusterName, ProviderRunnable};
+use mcr_core::{Aware, ClusterName};
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, info, warn};
 
@@ -118,7 +118,7 @@ impl GardenerProvider {
             .collect()
     }
 
-    async fn run(&self, token: CancellationToken, aware: Arc<dyn Aware>) {
+    async fn watch(&self, token: CancellationToken, aware: Arc<dyn Aware>) {
         let streams = self.streams();
         let scopes: Vec<Option<String>> = streams.iter().map(|(ns, _)| ns.clone()).collect();
         let mut merged = futures::stream::select_all(
@@ -273,18 +273,14 @@ impl MemberProvider for GardenerProvider {
     fn members(&self) -> &Members {
         &self.inner.engaged
     }
-}
 
-impl ProviderRunnable for GardenerProvider {
-    fn start<'a>(
-        &'a self,
+    async fn run(
+        &self,
         token: CancellationToken,
         aware: Arc<dyn Aware>,
-    ) -> BoxFuture<'a, Result<(), mcr_core::Error>> {
-        Box::pin(async move {
-            info!("starting the Gardener provider");
-            self.run(token, aware).await;
-            Ok(())
-        })
+    ) -> Result<(), mcr_core::Error> {
+        info!("starting the Gardener provider");
+        self.watch(token, aware).await;
+        Ok(())
     }
 }

@@ -13,7 +13,7 @@
 //!   that start with [`Options::prefix`] (all names without a prefix) belong to the fleet.
 //! * A new cluster's kubeconfig comes from `kind get kubeconfig --name <name>` (with
 //!   `--internal` when [`Options::internal`] is set). It is built into a client through
-//!   [`mcr_core::kubeconfig`] with [`Options::client_options`] and [`Options::policy`]
+//!   [`mcr_core::kubeconfig`] with the client options and policy of [`Options::members`]
 //!   (default [`Policy::default`](mcr_core::kubeconfig::Policy): kind's kubeconfigs use an
 //!   inline client certificate, so a kubeconfig asking to run a program or read a file is
 //!   refused), probed with
@@ -40,8 +40,8 @@
 //!   engaged. Go ends its provider when the first list fails.
 //! * **One cluster failing** (its kubeconfig cannot be fetched, parsed or built, its API server
 //!   does not answer, its caches do not sync): logged with the cluster name, recorded in
-//!   [`KindProvider::failures`] and retried on its own, after [`Options::backoff_initial`]
-//!   doubling up to [`Options::backoff_max`] (checked at each poll). Every cluster's attempt
+//!   [`KindProvider::failures`] and retried on its own, after `backoff_initial`
+//!   ([`Options::members`]) doubling up to `backoff_max` (checked at each poll). Every cluster's attempt
 //!   runs as its own task, so a slow or broken cluster never holds up the others or the next
 //!   list. Go ends the whole pass at the first per-cluster error, removals included.
 //! * **A failing refresh** of an engaged cluster keeps it engaged (and is retried likewise).
@@ -75,5 +75,6 @@ mod options;
 mod provider;
 
 pub use error::{Error, INSTALL_HINT};
+pub use mcr_core::members::MemberOptions;
 pub use options::{DEFAULT_KIND_BIN, Options};
 pub use provider::KindProvider;

@@ -38,15 +38,15 @@ pub(crate) async fn sync(
         name.clone(),
         &kc,
         None,
-        &opts.client_options,
-        &opts.policy,
+        &opts.members.client_options,
+        &opts.members.policy,
     )
     .await
     .map_err(invalid)?;
     let client = cluster.client();
     let probed = tokio::select! {
         () = token.cancelled() => Err("the provider is stopping".to_string()),
-        probed = probe(&client, opts.sync_timeout) => probed,
+        probed = probe(&client, opts.members.sync_timeout) => probed,
     };
     probed.map_err(|reason| Error::Unreachable {
         cluster: name.clone(),

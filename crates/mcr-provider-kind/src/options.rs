@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use mcr_core::kubeconfig::{ClientOptions, Policy};
+use mcr_core::members::MemberOptions;
 
 /// The program run when [`Options::kind_bin`] is `None`: `kind`, looked up on `PATH`.
 pub const DEFAULT_KIND_BIN: &str = "kind";
@@ -42,21 +42,14 @@ pub struct Options {
     /// controller that itself runs in a container on that network. Default: `false` (the
     /// external kubeconfig, `https://127.0.0.1:<port>`, for a controller on the host).
     pub internal: bool,
-    /// Applied to every member client. Default: `ClientOptions::default()`.
-    pub client_options: ClientOptions,
-    /// What kind's kubeconfigs may make the controller do (run `exec` plugins or
-    /// `auth-provider`s, read local files, use a proxy). kind's kubeconfigs carry an inline
-    /// client certificate and never need any of it, so the default is [`Policy::default`]:
+    /// Member clients and retries: client options, the kubeconfig
+    /// [`Policy`](mcr_core::kubeconfig::Policy) (kind's kubeconfigs carry an inline client
+    /// certificate and never need plugins, local files or proxies, so the default refuses them:
     /// whatever answers as `kind` cannot make the controller run another program or read its
-    /// files through a kubeconfig.
-    pub policy: Policy,
-    /// How long a new member may take to answer `GET /version` and to sync its caches.
-    /// Default: 30 s.
-    pub sync_timeout: Duration,
-    /// First retry delay of a cluster that failed to join; doubles per failure. Default: 1 s.
-    pub backoff_initial: Duration,
-    /// Upper bound of that delay. Default: 5 min.
-    pub backoff_max: Duration,
+    /// files through a kubeconfig), the sync timeout (`GET /version` probe and cache sync of a
+    /// new member) and the retry backoff of a cluster that failed to join. Default:
+    /// `MemberOptions::default()`.
+    pub members: MemberOptions,
 }
 
 impl Default for Options {
@@ -68,11 +61,7 @@ impl Default for Options {
             kind_bin: None,
             command_timeout: Duration::from_secs(30),
             internal: false,
-            client_options: ClientOptions::default(),
-            policy: Policy::default(),
-            sync_timeout: Duration::from_secs(30),
-            backoff_initial: Duration::from_secs(1),
-            backoff_max: Duration::from_secs(300),
+            members: MemberOptions::default(),
         }
     }
 }

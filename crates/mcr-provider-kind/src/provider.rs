@@ -5,8 +5,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use mcr_core::backoff::Backoff;
-use mcr_core::members::{MemberProvider, Members, MembersOptions};
-use mcr_core::{AddOutcome, Aware, BoxFuture, ClusterName, ProviderRunnable};
+use mcr_core::members::{MemberProvider, Members};
+use mcr_core::{AddOutcome, Aware, ClusterName};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -71,10 +71,7 @@ impl KindProvider {
     /// assert!(p.names().is_empty());
     /// ```
     pub fn new(opts: Options) -> Self {
-        let engaged = Members::new(MembersOptions {
-            sync_timeout: opts.sync_timeout,
-            ..MembersOptions::default()
-        });
+        let engaged = Members::new(opts.members.members_options());
         KindProvider {
             inner: Arc::new(Inner {
                 cli: KindCli::new(&opts),
@@ -118,7 +115,7 @@ impl KindProvider {
             .collect()
     }
 
-    async fn run(&self, token: CancellationToken, aware: Arc<dyn Aware>) -> Result<(), Error> {
+    async fn discover(&self, token: CancellationToken, aware: Arc<dyn Aware>) -> Result<(), Error> {
         let guard = self
             .inner
             .engaged
@@ -205,7 +202,10 @@ impl KindProvider {
             let m = members.entry(name.clone()).or_insert_with(|| {
                 debug!(cluster = %name, "new kind cluster");
                 Member {
-                    backoff: Backoff::new(inner.opts.backoff_initial, inner.opts.backoff_max),
+                    backoff: Backoff::new(
+                        inner.opts.members.backoff_initial,
+                        inner.opts.members.backoff_max,
+                    ),
                     next_check: now,
                     busy: false,
                     gone: false,
@@ -273,19 +273,17 @@ impl MemberProvider for KindProvider {
     fn members(&self) -> &Members {
         &self.inner.engaged
     }
-}
 
-impl ProviderRunnable for KindProvider {
     /// Runs the poll loop until `token` is cancelled. Fails at once, with a message naming the
     /// binary, `PATH` and how to install kind, when the `kind` executable does not exist.
-    fn start<'a>(
-        &'a self,
+    #[tracing::instrument(name = "kind_provider", skip_all)]
+    async fn run(
+        &self,
         token: CancellationToken,
         aware: Arc<dyn Aware>,
-    ) -> BoxFuture<'a, Result<(), mcr_core::Error>> {
-        Box::pin(
-            async move { self.run(token, aware).await.map_err(mcr_core::Error::from) }
-                .instrument(info_span!("kind_provider")),
-        )
+    ) -> Result<(), mcr_core::Error> {
+        self.discover(token, aware)
+            .await
+            .map_err(mcr_core::Error::from)
     }
 }

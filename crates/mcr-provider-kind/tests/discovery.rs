@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{DEADLINE, FakeKind, Running};
+use common::{DEADLINE, FakeKind, KindRun, Running};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
 use kube::api::{ObjectMeta, PostParams};

@@ -6,7 +6,7 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{DEADLINE, FakeKind, Running, init_tracing, nowhere};
+use common::{DEADLINE, FakeKind, KindRun, Running, init_tracing, nowhere};
 use mcr_core::{ProviderRunnable, Registry};
 use mcr_envtest::TestCluster;
 use mcr_envtest::wait::eventually;
@@ -83,11 +83,12 @@ async fn broken_clusters_are_isolated_and_retried() {
     kind.set("fleet-down", &down);
     // `kind get kubeconfig` hangs until killed by the command timeout.
     kind.hang("fleet-slow", true);
-    let running = Running::start(Options {
+    let mut options = Options {
         command_timeout: Duration::from_secs(1),
-        sync_timeout: Duration::from_secs(2),
         ..kind.options()
-    });
+    };
+    options.members.sync_timeout = Duration::from_secs(2);
+    let running = Running::start(options);
 
     eventually("the good cluster to join", DEADLINE, || {
         running.names() == ["fleet-good"]

@@ -60,12 +60,7 @@ impl Reconcile for Connect {
                 secret: secret.clone(),
                 source,
             })?;
-            if self
-                .0
-                .members
-                .unchanged(member.name(), &connection)
-                .is_none()
-            {
+            if member.changes(&connection) {
                 self.set_status(member, SecretState::Pending);
             }
             let id = member

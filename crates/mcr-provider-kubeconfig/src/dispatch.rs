@@ -7,17 +7,17 @@
 //! older Secret seen later (during the initial list, or after a restart) takes the name over;
 //! when the owner goes away, the next in rank does.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kube::runtime::watcher::Event;
 use mcr_core::ClusterName;
-use mcr_core::members::Workers;
+use mcr_core::members::{Dispatch, Relists, Track, Workers};
 use tracing::{info, warn};
 
 use crate::connect::{Connect, Desired, Shared};
+use crate::provider::SecretEvent;
 use crate::{SecretRef, SecretState, SecretStatus};
 
 struct Seen {
@@ -44,103 +44,10 @@ pub(crate) struct Dispatcher {
     secrets: BTreeMap<SecretRef, Seen>,
     owners: HashMap<ClusterName, SecretRef>,
     claimants: HashMap<ClusterName, BTreeSet<SecretRef>>,
-    relisting: HashMap<usize, HashSet<SecretRef>>,
+    relisting: Relists<SecretRef>,
 }
 
 impl Dispatcher {
-    pub(crate) fn new(shared: Arc<Shared>, workers: Workers<Connect>) -> Self {
-        Dispatcher {
-            shared,
-            workers,
-            secrets: BTreeMap::new(),
-            owners: HashMap::new(),
-            claimants: HashMap::new(),
-            relisting: HashMap::new(),
-        }
-    }
-
-    /// Stops every worker (without waiting for builds in flight).
-    pub(crate) async fn shutdown(self) {
-        self.workers.shutdown().await;
-    }
-
-    /// Handles one event of watch stream `stream`.
-    pub(crate) fn handle(&mut self, stream: usize, event: Event<Secret>) {
-        match event {
-            Event::Init => {
-                self.relisting.insert(stream, HashSet::new());
-            }
-            Event::InitApply(secret) => {
-                if let Some(key) = self.apply(stream, secret) {
-                    self.relisting.entry(stream).or_default().insert(key);
-                }
-            }
-            Event::InitDone => {
-                let seen = self.relisting.remove(&stream).unwrap_or_default();
-                let gone: Vec<SecretRef> = self
-                    .secrets
-                    .iter()
-                    .filter(|(key, s)| s.stream == stream && !seen.contains(*key))
-                    .map(|(key, _)| key.clone())
-                    .collect();
-                for key in gone {
-                    self.delete(&key);
-                }
-            }
-            Event::Apply(secret) => {
-                self.apply(stream, secret);
-            }
-            Event::Delete(secret) => {
-                if let Some(key) = secret_ref(&secret) {
-                    self.delete(&key);
-                }
-            }
-        }
-    }
-
-    /// Records a created or updated Secret; returns its key when it is in scope and selected.
-    fn apply(&mut self, stream: usize, secret: Secret) -> Option<SecretRef> {
-        let key = secret_ref(&secret)?;
-        let opts = &self.shared.opts;
-        if !opts.namespaces.contains(&key.namespace) {
-            return None;
-        }
-        let selected = secret
-            .metadata
-            .labels
-            .as_ref()
-            .and_then(|l| l.get(&opts.label))
-            .is_some_and(|v| v == "true");
-        if !selected || secret.metadata.deletion_timestamp.is_some() {
-            self.delete(&key);
-            return None;
-        }
-        let data = secret
-            .data
-            .as_ref()
-            .and_then(|d| d.get(&opts.data_key))
-            .filter(|b| !b.0.is_empty())
-            .map(|b| Arc::<[u8]>::from(b.0.as_slice()));
-        let desired = Desired {
-            secret: key.clone(),
-            resource_version: secret.metadata.resource_version.clone(),
-            data,
-        };
-        let seen = Seen {
-            stream,
-            created: secret.metadata.creation_timestamp.clone(),
-            desired,
-        };
-        self.secrets.insert(key.clone(), seen);
-        let name = key.cluster_name();
-        self.claimants
-            .entry(name.clone())
-            .or_default()
-            .insert(key.clone());
-        self.settle(&name, Some(&key));
-        Some(key)
-    }
-
     /// Gives `name` to its best-ranked claimant (publishing that Secret's desired state when the
     /// owner changed, or when `changed` is the owner) and marks every other claimant as in
     /// conflict. Removes the name's member when nothing claims the name any more.
@@ -196,6 +103,76 @@ impl Dispatcher {
             statuses.insert(loser, status);
         }
     }
+}
+
+fn secret_ref(secret: &Secret) -> Option<SecretRef> {
+    Some(SecretRef::new(
+        secret.metadata.namespace.clone()?,
+        secret.metadata.name.clone()?,
+    ))
+}
+
+impl Track<Secret> for Dispatcher {
+    type Key = SecretRef;
+
+    fn relists(&mut self) -> &mut Relists<SecretRef> {
+        &mut self.relisting
+    }
+
+    fn known(&self, stream: usize) -> Vec<SecretRef> {
+        self.secrets
+            .iter()
+            .filter(|(_, s)| s.stream == stream)
+            .map(|(k, _)| k.clone())
+            .collect()
+    }
+
+    fn key_of(object: &Secret) -> Option<SecretRef> {
+        secret_ref(object)
+    }
+
+    /// Records a created or updated Secret; returns its key when it is in scope and selected.
+    fn apply(&mut self, stream: usize, secret: Secret) -> Option<SecretRef> {
+        let key = secret_ref(&secret)?;
+        let opts = &self.shared.opts;
+        if !opts.namespaces.contains(&key.namespace) {
+            return None;
+        }
+        let selected = secret
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(&opts.label))
+            .is_some_and(|v| v == "true");
+        if !selected || secret.metadata.deletion_timestamp.is_some() {
+            self.delete(&key);
+            return None;
+        }
+        let data = secret
+            .data
+            .as_ref()
+            .and_then(|d| d.get(&opts.data_key))
+            .filter(|b| !b.0.is_empty())
+            .map(|b| Arc::<[u8]>::from(b.0.as_slice()));
+        let desired = Desired {
+            secret: key.clone(),
+            resource_version: secret.metadata.resource_version.clone(),
+            data,
+        };
+        let seen = Seen {
+            stream,
+            created: secret.metadata.creation_timestamp.clone(),
+            desired,
+        };
+        self.secrets.insert(key.clone(), seen);
+        let name = key.cluster_name();
+        self.claimants
+            .entry(name.clone())
+            .or_default()
+            .insert(key.clone());
+        self.settle(&name, Some(&key));
+        Some(key)
+    }
 
     /// Forgets a Secret; hands its name to the next claimant in rank, if any.
     fn delete(&mut self, key: &SecretRef) {
@@ -211,9 +188,32 @@ impl Dispatcher {
     }
 }
 
-fn secret_ref(secret: &Secret) -> Option<SecretRef> {
-    Some(SecretRef::new(
-        secret.metadata.namespace.clone()?,
-        secret.metadata.name.clone()?,
-    ))
+impl Dispatch for Dispatcher {
+    type Item = SecretEvent;
+    type Reconcile = Connect;
+
+    fn new(workers: Workers<Connect>) -> Self {
+        let shared = workers.reconciler().0.clone();
+        Dispatcher {
+            shared,
+            workers,
+            secrets: BTreeMap::new(),
+            owners: HashMap::new(),
+            claimants: HashMap::new(),
+            relisting: Relists::default(),
+        }
+    }
+
+    fn handle(&mut self, (stream, event): SecretEvent) {
+        match event {
+            Ok(event) => self.event(stream, event),
+            Err(err) => {
+                warn!(error = %err, "kubeconfig Secret watch failed; retrying with backoff")
+            }
+        }
+    }
+
+    fn into_workers(self) -> Workers<Connect> {
+        self.workers
+    }
 }

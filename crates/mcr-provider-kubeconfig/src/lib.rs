@@ -16,7 +16,7 @@
 //! name, ownership does not depend on which one the provider sees first: the Secret with the
 //! oldest `creationTimestamp` owns the name, ties going to the smallest namespace. Every other
 //! claimant is logged at `WARN` (naming both `namespace/name` pairs, never their content),
-//! reported as [`SecretState::Conflict`] by [`KubeconfigProvider::status`], and takes over
+//! reported as [`SecretState::Conflict`] by [`StatusProvider::status`], and takes over
 //! when the owner goes away. A restart therefore gives the name to the same Secret, and a
 //! Secret created later in another watched namespace cannot take "prod" over; an older one
 //! listed late during start-up replaces a younger one engaged moments before.
@@ -24,7 +24,7 @@
 //! # Lifecycle
 //!
 //! * **Created**: the kubeconfig's current context is turned into a client with
-//!   [`Options::client_options`] and [`Options::policy`], probed with `GET /version`, then
+//!   the client options and policy of [`Options::members`], probed with `GET /version`, then
 //!   started, synced, indexed and engaged through [`mcr_core::Clusters`].
 //! * **Updated**: the connection hash of the kubeconfig's current context (server, CA,
 //!   settings and credentials) decides. Unchanged (an annotation, label, other data key or
@@ -41,15 +41,15 @@
 //! * **Key missing or empty**: logged with the Secret's `namespace/name` and ignored (a cluster
 //!   already engaged from it is kept); the Secret stays watched, so adding the key engages it.
 //! * **Invalid kubeconfig or unreachable server**: logged with the Secret's `namespace/name` and
-//!   retried with a capped exponential backoff ([`Options::backoff_initial`] doubling up to
-//!   [`Options::backoff_max`]); no other cluster is affected.
+//!   retried with a capped exponential backoff ([`Options::members`]: `backoff_initial` doubling up to
+//!   `backoff_max`); no other cluster is affected.
 //! * **Policy violation** (an `exec` or `auth-provider` stanza, or a local file reference,
 //!   refused by default): logged, not retried until the Secret changes.
 //!
 //! Everything after reading the Secret (the per-name worker, backoff, hash short-circuit,
 //! renewal in place, probe, engagement) is [`mcr_core::members`], shared by every provider.
 //!
-//! [`KubeconfigProvider::status`] reports the outcome per Secret. Log lines carry the cluster
+//! [`StatusProvider::status`] reports the outcome per Secret. Log lines carry the cluster
 //! name and Secret; kubeconfig contents and credentials are never logged.
 //!
 //! # RBAC on the management cluster
@@ -115,6 +115,7 @@ mod provider;
 mod status;
 
 pub use error::{Error, ProbeError};
+pub use mcr_core::members::{MemberOptions, StatusProvider};
 pub use options::{DEFAULT_DATA_KEY, DEFAULT_LABEL, DEFAULT_NAMESPACE, Namespaces, Options};
 pub use provider::KubeconfigProvider;
 pub use status::{SecretRef, SecretState, SecretStatus};

@@ -1,8 +1,6 @@
 //! Configuration of the [`KubeconfigProvider`](crate::KubeconfigProvider).
 
-use std::time::Duration;
-
-use mcr_core::kubeconfig::{ClientOptions, Policy};
+use mcr_core::members::MemberOptions;
 
 /// Default label key selecting kubeconfig Secrets; the label's value must be `"true"`.
 pub const DEFAULT_LABEL: &str = "sigs.k8s.io/multicluster-runtime-kubeconfig";
@@ -22,10 +20,11 @@ pub use mcr_core::scope::Namespaces;
 ///
 /// ```
 /// use std::time::Duration;
+/// use mcr_core::members::MemberOptions;
 /// use mcr_provider_kubeconfig::{Namespaces, Options};
 /// let opts = Options {
 ///     namespaces: Namespaces::One("fleet".into()),
-///     sync_timeout: Duration::from_secs(10),
+///     members: MemberOptions { sync_timeout: Duration::from_secs(10), ..MemberOptions::default() },
 ///     ..Options::default()
 /// };
 /// assert_eq!(opts.label, "sigs.k8s.io/multicluster-runtime-kubeconfig");
@@ -39,22 +38,12 @@ pub struct Options {
     pub label: String,
     /// Data key holding the kubeconfig. Default: [`DEFAULT_DATA_KEY`].
     pub data_key: String,
-    /// Applied to every member client (timeouts, user agent, impersonation, ...); tuning only,
-    /// replacing it cannot weaken [`policy`](Self::policy). Default: `ClientOptions::default()`.
-    pub client_options: ClientOptions,
-    /// What a kubeconfig from a Secret may make the controller do: run `exec` credential
-    /// plugins or `auth-provider`s, read local files, use a proxy. Default: [`Policy::default`]
-    /// (a Secret is untrusted input: no plugins, no local files, or a hostile Secret could send
-    /// this controller's own service-account token to a server of its choosing, and no proxy).
-    pub policy: Policy,
-    /// How long a new member may take to answer its first request and to sync its cache before
-    /// the attempt counts as failed and is retried. Default: 30 s.
-    pub sync_timeout: Duration,
-    /// First retry delay after a failed attempt (invalid kubeconfig, unreachable server).
-    /// Doubles on every further failure of the same Secret. Default: 1 s.
-    pub backoff_initial: Duration,
-    /// Upper bound of the retry delay. Default: 5 min.
-    pub backoff_max: Duration,
+    /// Member clients (client options and kubeconfig [`Policy`](mcr_core::kubeconfig::Policy)),
+    /// the sync timeout of a new member and the retry backoff of a failing one. Default:
+    /// `MemberOptions::default()`: a Secret is untrusted input, so its kubeconfig may not run
+    /// plugins or read local files (or a hostile Secret could send this controller's own
+    /// service-account token to a server of its choosing), nor use a proxy.
+    pub members: MemberOptions,
 }
 
 impl Default for Options {
@@ -63,11 +52,7 @@ impl Default for Options {
             namespaces: Namespaces::default(),
             label: DEFAULT_LABEL.to_string(),
             data_key: DEFAULT_DATA_KEY.to_string(),
-            client_options: ClientOptions::default(),
-            policy: Policy::default(),
-            sync_timeout: Duration::from_secs(30),
-            backoff_initial: Duration::from_secs(1),
-            backoff_max: Duration::from_secs(300),
+            members: MemberOptions::default(),
         }
     }
 }

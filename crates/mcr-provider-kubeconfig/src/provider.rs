@@ -1,16 +1,15 @@
 //! The [`KubeconfigProvider`]: one engaged cluster per labelled kubeconfig Secret.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
 use kube::runtime::{WatchStreamExt, watcher};
-use mcr_core::members::{MemberProvider, Members, MembersOptions, Workers};
-use mcr_core::{Aware, BoxFuture, ClusterName, ProviderRunnable};
+use mcr_core::Aware;
+use mcr_core::members::{MemberProvider, Members, StatusProvider};
 use tokio_util::sync::CancellationToken;
-use tracing::{Instrument, info, info_span, warn};
+use tracing::info;
 
 use crate::connect::{Connect, Shared};
 use crate::dispatch::Dispatcher;
@@ -25,7 +24,8 @@ use crate::{Options, SecretRef, SecretStatus};
 /// documentation for the full lifecycle.
 ///
 /// Cheap to clone (an `Arc` inside). Start it once, through the Manager or
-/// [`ProviderRunnable::start`].
+/// [`ProviderRunnable::start`](mcr_core::ProviderRunnable::start). Its accessors (`options`,
+/// `names`, `status`, `statuses`) come with [`StatusProvider`].
 ///
 /// ```no_run
 /// use std::sync::Arc;
@@ -49,6 +49,15 @@ pub struct KubeconfigProvider {
     shared: Arc<Shared>,
 }
 
+/// The accessors: `options`, `names`, `status` (what the provider made of one watched Secret:
+/// engaged, pending, failed and retrying, refused by the policy, missing its key, or in a name
+/// conflict) and `statuses` (every watched Secret, by `namespace/name`).
+impl StatusProvider<Options, SecretRef, SecretStatus> for KubeconfigProvider {
+    fn shared(&self) -> &Shared {
+        &self.shared
+    }
+}
+
 impl KubeconfigProvider {
     /// A provider watching Secrets through `host` (the management cluster's client).
     ///
@@ -59,102 +68,15 @@ impl KubeconfigProvider {
     /// # Ok(()) }
     /// ```
     pub fn new(host: kube::Client, opts: Options) -> Self {
-        let members = Members::new(MembersOptions {
-            client_options: opts.client_options.clone(),
-            policy: opts.policy.clone(),
-            probe_timeout: Some(opts.sync_timeout),
-            sync_timeout: opts.sync_timeout,
-            backoff_initial: opts.backoff_initial,
-            backoff_max: opts.backoff_max,
-            ..MembersOptions::default()
-        });
+        let members = Members::new(opts.members.members_options());
         KubeconfigProvider {
             shared: Arc::new(Shared::new(host, opts, members)),
         }
     }
-
-    /// The options the provider runs with.
-    ///
-    /// ```no_run
-    /// # fn f(p: &mcr_provider_kubeconfig::KubeconfigProvider) {
-    /// println!("watching {:?}", p.options().namespaces);
-    /// # }
-    /// ```
-    pub fn options(&self) -> &Options {
-        &self.shared.opts
-    }
-
-    /// Names of the currently engaged clusters, sorted.
-    ///
-    /// ```no_run
-    /// # fn f(p: &mcr_provider_kubeconfig::KubeconfigProvider) {
-    /// for name in p.names() { println!("{name}"); }
-    /// # }
-    /// ```
-    pub fn names(&self) -> Vec<ClusterName> {
-        self.shared.members.names()
-    }
-
-    /// What the provider made of one watched Secret (engaged, pending, failed and retrying,
-    /// refused by the policy, missing its key, or in a name conflict); `None` for Secrets
-    /// it does not watch or that are gone.
-    ///
-    /// ```no_run
-    /// use mcr_provider_kubeconfig::{SecretRef, SecretState};
-    /// # fn f(p: &mcr_provider_kubeconfig::KubeconfigProvider) {
-    /// if let Some(s) = p.status(&SecretRef::new("fleet", "member-1")) {
-    ///     if let SecretState::Failed { reason, .. } = &s.state { eprintln!("{reason}"); }
-    /// }
-    /// # }
-    /// ```
-    pub fn status(&self, secret: &SecretRef) -> Option<SecretStatus> {
-        self.shared.statuses.get(secret)
-    }
-
-    /// The status of every watched Secret, by `namespace/name`.
-    ///
-    /// ```no_run
-    /// # fn f(p: &mcr_provider_kubeconfig::KubeconfigProvider) {
-    /// for (secret, status) in p.statuses() { println!("{secret}: {:?}", status.state); }
-    /// # }
-    /// ```
-    pub fn statuses(&self) -> BTreeMap<SecretRef, SecretStatus> {
-        self.shared.statuses.all()
-    }
-
-    async fn run(
-        &self,
-        token: CancellationToken,
-        aware: Arc<dyn Aware>,
-    ) -> Result<(), mcr_core::Error> {
-        let guard = self.shared.members.start_run("kubeconfig")?;
-        let opts = &self.shared.opts;
-        info!(namespaces = ?opts.namespaces, label = %opts.label, key = %opts.data_key, "kubeconfig provider starting");
-        let connect = Connect(self.shared.clone());
-        let workers = Workers::new(&self.shared.members, &token, aware, connect);
-        let mut dispatcher = Dispatcher::new(self.shared.clone(), workers);
-        let mut events = futures::stream::select_all(secret_watches(&self.shared.host, opts));
-        loop {
-            tokio::select! {
-                _ = token.cancelled() => break,
-                item = events.next() => match item {
-                    Some((stream, Ok(event))) => dispatcher.handle(stream, event),
-                    Some((_, Err(err))) => warn!(error = %err, "kubeconfig Secret watch failed; retrying with backoff"),
-                    None => break,
-                },
-            }
-        }
-        drop(events);
-        dispatcher.shutdown().await;
-        self.shared.statuses.lock().clear();
-        drop(guard);
-        info!("kubeconfig provider stopped");
-        Ok(())
-    }
 }
 
-type SecretEvents =
-    futures::stream::BoxStream<'static, (usize, Result<watcher::Event<Secret>, watcher::Error>)>;
+pub(crate) type SecretEvent = (usize, Result<watcher::Event<Secret>, watcher::Error>);
+type SecretEvents = futures::stream::BoxStream<'static, SecretEvent>;
 
 /// One label-selected watch per namespace, or one cluster-wide watch for `AllExcept`.
 fn secret_watches(host: &kube::Client, opts: &Options) -> Vec<SecretEvents> {
@@ -187,17 +109,23 @@ impl MemberProvider for KubeconfigProvider {
     fn members(&self) -> &Members {
         &self.shared.members
     }
-}
 
-impl ProviderRunnable for KubeconfigProvider {
-    fn start<'a>(
-        &'a self,
+    #[tracing::instrument(name = "kubeconfig_provider", skip_all)]
+    async fn run(
+        &self,
         token: CancellationToken,
         aware: Arc<dyn Aware>,
-    ) -> BoxFuture<'a, Result<(), mcr_core::Error>> {
-        Box::pin(
-            self.run(token, aware)
-                .instrument(info_span!("kubeconfig_provider")),
-        )
+    ) -> Result<(), mcr_core::Error> {
+        let guard = self.shared.members.start_run("kubeconfig")?;
+        let opts = &self.shared.opts;
+        info!(namespaces = ?opts.namespaces, label = %opts.label, key = %opts.data_key, "kubeconfig provider starting");
+        let events = futures::stream::select_all(secret_watches(&self.shared.host, opts));
+        let connect = Connect(self.shared.clone());
+        (self.shared)
+            .drive::<Dispatcher>(&token, aware, connect, events)
+            .await;
+        drop(guard);
+        info!("kubeconfig provider stopped");
+        Ok(())
     }
 }

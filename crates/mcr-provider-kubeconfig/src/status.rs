@@ -53,7 +53,7 @@ impl fmt::Display for SecretRef {
 }
 
 /// The outcome of the last look at one Secret (see
-/// [`KubeconfigProvider::status`](crate::KubeconfigProvider::status)).
+/// [`StatusProvider::status`](crate::StatusProvider::status)).
 ///
 /// ```
 /// use mcr_provider_kubeconfig::{SecretState, SecretStatus};

@@ -41,8 +41,11 @@ async fn a_hanging_exec_plugin_fails_its_build_and_never_blocks_the_worker_or_sh
     let hung = hanging_exec_kubeconfig(m1, &marker);
 
     let mut options = opts(Namespaces::default());
-    options.policy = Policy::trusted();
-    options.client_options = options.client_options.exec_timeout(Duration::from_secs(1));
+    options.members.policy = Policy::trusted();
+    options.members.client_options = options
+        .members
+        .client_options
+        .exec_timeout(Duration::from_secs(1));
     let run = Running::start(&host, options);
     put_secret(&host, "default", "m1", "true", Some(hung.as_bytes()), &[]).await;
     eventually("the hung build fails", DEADLINE, || {
@@ -68,7 +71,7 @@ async fn a_hanging_exec_plugin_fails_its_build_and_never_blocks_the_worker_or_sh
     // Shutdown does not wait for a hanging plugin, even with the default 30 s exec timeout.
     std::fs::remove_file(&marker).unwrap();
     let mut options = opts(Namespaces::default());
-    options.policy = Policy::trusted();
+    options.members.policy = Policy::trusted();
     let run = Running::start(&host, options);
     put_secret(&host, "default", "m1", "true", Some(hung.as_bytes()), &[]).await;
     eventually("the plugin runs", DEADLINE, || marker.exists()).await;

@@ -4,13 +4,10 @@
 mod common;
 
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::Api;
-use kube::api::PostParams;
 use mcr_core::{ClusterName, Provider};
 use mcr_envtest::TestCluster;
 use mcr_envtest::wait::eventually;
 use mcr_provider_kubeconfig::Namespaces;
-use std::time::Duration;
 
 use common::*;
 
@@ -22,12 +19,7 @@ async fn credential_only_rotation_renews_in_place_without_relist() {
     init_tracing();
     let host = TestCluster::start("host").await.unwrap();
     let member = TestCluster::start_https("member").await.unwrap();
-    let minted = |user: &str| {
-        member
-            .client_certificate_kubeconfig(user, &["system:masters"], Duration::from_secs(600))
-            .unwrap()
-            .0
-    };
+    let minted = |user: &str| minted_kubeconfig(&member, user);
     put_secret(
         &host,
         "default",
@@ -55,12 +47,7 @@ async fn credential_only_rotation_renews_in_place_without_relist() {
         &[],
     )
     .await;
-    eventually("the credentials renewed in place", DEADLINE, || {
-        cluster
-            .credentials()
-            .is_some_and(|c| c.status().renewals == 1)
-    })
-    .await;
+    wait_renewals(&cluster, 1, "the credentials renewed in place").await;
     // Then a bearer token (still only credentials).
     let token_kc = kubeconfig_of(&member);
     put_secret(
@@ -72,26 +59,9 @@ async fn credential_only_rotation_renews_in_place_without_relist() {
         &[],
     )
     .await;
-    eventually("the token renewed in place", DEADLINE, || {
-        cluster
-            .credentials()
-            .is_some_and(|c| c.status().renewals == 2)
-    })
-    .await;
+    wait_renewals(&cluster, 2, "the token renewed in place").await;
     assert_eq!(run.id("one"), Some(id), "same instance");
-    Api::<ConfigMap>::namespaced(member.client(), "default")
-        .create(&PostParams::default(), &configmap("after", "owl"))
-        .await
-        .unwrap();
-    eventually("the informer keeps working", DEADLINE, || {
-        informer.get(Some("default"), "after").is_some()
-    })
-    .await;
-    assert_eq!(
-        member.request_count("list", "configmaps"),
-        lists,
-        "no relist"
-    );
+    assert_watch_kept(&member, &informer, lists).await;
 
     // A different server is a new cluster.
     let other = TestCluster::start_https("other").await.unwrap();

@@ -177,7 +177,7 @@ async fn local_file_references_are_refused_by_default() {
     // Replacing the client options (to tune a timeout) must not weaken the policy: the file
     // policy is part of `Options::policy`, not of the client options.
     let mut options = opts(Namespaces::default());
-    options.client_options = ClientOptions::new()
+    options.members.client_options = ClientOptions::new()
         .read_timeout(Duration::from_secs(60))
         .connect_timeout(Duration::from_secs(5));
     let run = Running::start(&host, options);
@@ -247,7 +247,7 @@ async fn a_failing_credential_refresh_does_not_leak_into_the_secret_status() {
     let m1 = &fleet.clusters()[0];
     let dir = tempfile::tempdir().unwrap();
     let mut options = opts(Namespaces::default());
-    options.policy = Policy::trusted();
+    options.members.policy = Policy::trusted();
     let run = Running::start(&host, options);
     let kc = failing_refresh_kubeconfig(m1, dir.path());
     put_secret(

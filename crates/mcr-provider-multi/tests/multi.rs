@@ -19,27 +19,14 @@ use mcr_envtest::wait::eventually;
 use mcr_envtest::{Fleet, TestCluster};
 use mcr_provider_multi::{Error, MultiProvider, Options};
 use mcr_provider_namespace::NamespaceProvider;
+use mcr_test_support::init_tracing;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 const DEADLINE: Duration = Duration::from_secs(30);
 
-fn init_tracing() {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-        .with_test_writer()
-        .try_init();
-}
-
 fn by_app() -> FieldIndex {
-    FieldIndex::new::<ConfigMap>("app", |cm| {
-        cm.metadata
-            .labels
-            .as_ref()
-            .and_then(|l| l.get("app").cloned())
-            .into_iter()
-            .collect()
-    })
+    mcr_test_support::label_index("app")
 }
 
 /// A real child provider that counts the index registrations it receives.

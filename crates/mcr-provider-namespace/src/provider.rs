@@ -5,10 +5,7 @@ use std::{collections::HashMap, sync::Arc};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Namespace;
 use mcr_core::members::{MemberProvider, Members, MembersOptions};
-use mcr_core::{
-    Aware, BoxFuture, Cache, CacheEvent, Cluster, ClusterName, Error, InformerOptions,
-    ProviderRunnable,
-};
+use mcr_core::{Aware, Cache, CacheEvent, Cluster, ClusterName, Error, InformerOptions};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
@@ -206,7 +203,7 @@ impl NamespaceProvider {
         }
     }
 
-    async fn run(&self, token: CancellationToken, aware: Arc<dyn Aware>) -> Result<(), Error> {
+    async fn discover(&self, token: CancellationToken, aware: Arc<dyn Aware>) -> Result<(), Error> {
         let host = &self.inner.host;
         host.cache().start(token.child_token());
         let informer = host.cache().informer_with::<Namespace>(
@@ -266,15 +263,9 @@ impl MemberProvider for NamespaceProvider {
     fn members(&self) -> &Members {
         &self.inner.engaged
     }
-}
 
-impl ProviderRunnable for NamespaceProvider {
-    fn start<'a>(
-        &'a self,
-        token: CancellationToken,
-        aware: Arc<dyn Aware>,
-    ) -> BoxFuture<'a, Result<(), Error>> {
-        let span = tracing::info_span!("namespace_provider");
-        Box::pin(self.run(token, aware).instrument(span))
+    #[tracing::instrument(name = "namespace_provider", skip_all)]
+    async fn run(&self, token: CancellationToken, aware: Arc<dyn Aware>) -> Result<(), Error> {
+        self.discover(token, aware).await
     }
 }

@@ -23,14 +23,7 @@ fn names(objs: &[Arc<ConfigMap>]) -> Vec<String> {
 }
 
 fn by_app() -> FieldIndex {
-    FieldIndex::new::<ConfigMap>("app", |cm| {
-        cm.metadata
-            .labels
-            .as_ref()
-            .and_then(|l| l.get("app").cloned())
-            .into_iter()
-            .collect()
-    })
+    mcr_test_support::label_index("app")
 }
 
 #[tokio::test]

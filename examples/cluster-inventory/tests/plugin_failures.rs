@@ -15,7 +15,7 @@ use mcr_envtest::wait::eventually;
 use mcr_provider_cluster_inventory::{Options, ProfileState, Strategy};
 use serde_json::json;
 
-use common::{DEADLINE, Running, fast, hub, put_profile, status};
+use common::{DEADLINE, InventoryRun, Running, fast, hub, put_profile, status};
 use plugin_common::*;
 
 /// Every log line of the test binary, at debug level.

@@ -8,18 +8,25 @@
 //!   its credentials in place when only they changed (same server, CA and settings: caches and
 //!   watches are kept, no relist), otherwise build a new instance (bounded), probe it with a
 //!   bounded `GET /version`, then start, sync, index and engage it through [`Clusters`],
-//!   replacing the old one. Refusals by the kubeconfig [`Policy`] (exec plugins,
-//!   auth-providers, file references, proxies) are [`Error::PolicyDenied`] and not retried.
+//!   replacing the old one. Refusals by the kubeconfig
+//!   [`Policy`](crate::kubeconfig::Policy) (exec plugins, auth-providers, file references,
+//!   proxies) are [`Error::PolicyDenied`] and not retried.
 //! - [`Workers`]: one task per cluster name with a latest-desired-wins channel and its own
 //!   capped exponential backoff, so one slow, hung or broken member only ever delays its own
 //!   worker, and shutdown never waits for a build in flight.
 //! - [`RunGuard`]: a provider runs once at a time ([`crate::Error::AlreadyRunning`]); when the
 //!   run ends the guard removes every member.
-//! - [`MemberProvider`]: implementing it (one method) gives the [`Provider`](crate::Provider)
-//!   implementation (`get`, `index_field`, `runnable`).
+//! - [`MemberProvider`]: implementing it (`members` and `run`) gives the
+//!   [`Provider`](crate::Provider) implementation (`get`, `index_field`, `runnable`) and the
+//!   [`ProviderRunnable`](crate::ProviderRunnable) one.
+//! - [`MemberOptions`]: the member settings every provider offers its users (client options,
+//!   kubeconfig policy, sync timeout, retry backoff), embedded in its `Options` and turned into
+//!   [`MembersOptions`] once.
 //! - [`StatusBook`]: the per-object status map providers report to operators, and
 //!   [`ProviderShared`]: what a provider watching a host cluster shares between its handle,
-//!   its dispatcher and its workers.
+//!   its dispatcher and its workers, with [`StatusProvider`] giving that handle its accessors
+//!   (`options`, `names`, `status`, `statuses`) and [`ProviderShared::drive`] running its event
+//!   loop through a [`Dispatch`].
 //!
 //! # Example
 //!
@@ -32,7 +39,7 @@
 //! use mcr_core::members::{
 //!     Connection, Member, MemberProvider, Members, MembersOptions, Reconcile, Workers,
 //! };
-//! use mcr_core::{Aware, BoxFuture, ClusterName, Error, ProviderRunnable};
+//! use mcr_core::{Aware, BoxFuture, ClusterName, Error};
 //! use tokio::sync::{Mutex, mpsc};
 //! use tokio_util::sync::CancellationToken;
 //!
@@ -78,27 +85,23 @@
 //!     fn members(&self) -> &Members {
 //!         &self.members
 //!     }
-//! }
 //!
-//! impl ProviderRunnable for ChannelProvider {
-//!     fn start<'a>(&'a self, token: CancellationToken, aware: Arc<dyn Aware>) -> BoxFuture<'a, Result<(), Error>> {
-//!         Box::pin(async move {
-//!             let _guard = self.members.start_run("channel")?;
-//!             let workers = Workers::new(&self.members, &token, aware, Connect);
-//!             let mut updates = self.updates.lock().await;
-//!             loop {
-//!                 tokio::select! {
-//!                     () = token.cancelled() => break,
-//!                     update = updates.recv() => match update {
-//!                         Some((name, Some(bytes))) => workers.ensure(&name, Arc::from(bytes)),
-//!                         Some((name, None)) => workers.remove(&name),
-//!                         None => break,
-//!                     },
-//!                 }
+//!     async fn run(&self, token: CancellationToken, aware: Arc<dyn Aware>) -> Result<(), Error> {
+//!         let _guard = self.members.start_run("channel")?;
+//!         let workers = Workers::new(&self.members, &token, aware, Connect);
+//!         let mut updates = self.updates.lock().await;
+//!         loop {
+//!             tokio::select! {
+//!                 () = token.cancelled() => break,
+//!                 update = updates.recv() => match update {
+//!                     Some((name, Some(bytes))) => workers.ensure(&name, Arc::from(bytes)),
+//!                     Some((name, None)) => workers.remove(&name),
+//!                     None => break,
+//!                 },
 //!             }
-//!             workers.shutdown().await;
-//!             Ok(())
-//!         })
+//!         }
+//!         workers.shutdown().await;
+//!         Ok(())
 //!     }
 //! }
 //!
@@ -113,73 +116,29 @@
 use std::collections::HashMap;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
 
-use crate::kubeconfig::{ClientOptions, Policy};
 use crate::{ClusterId, ClusterName, Clusters, ClustersOptions};
 
 mod connection;
+mod drive;
 mod ensure;
 mod error;
 mod guard;
+mod options;
 mod provider;
+mod relist;
 mod status;
 mod workers;
 
 pub use connection::Connection;
+pub use drive::Dispatch;
 pub use error::{Error, ProbeError};
 pub use guard::RunGuard;
+pub use options::{MemberOptions, MembersOptions};
 pub use provider::MemberProvider;
-pub use status::{ProviderShared, StatusBook};
+pub use relist::{Relists, Track};
+pub use status::{ProviderShared, StatusBook, StatusProvider};
 pub use workers::{Member, Reconcile, Workers};
-
-/// Options of [`Members`]; every field has a documented default.
-///
-/// ```
-/// use std::time::Duration;
-/// use mcr_core::members::MembersOptions;
-/// let opts = MembersOptions { probe_timeout: None, ..MembersOptions::default() };
-/// assert_eq!(opts.sync_timeout, Duration::from_secs(30));
-/// ```
-#[derive(Clone, Debug)]
-pub struct MembersOptions {
-    /// Applied to every member client (timeouts, user agent, impersonation, headers: tuning
-    /// only). Default: `ClientOptions::default()`.
-    pub client_options: ClientOptions,
-    /// What kubeconfigs may make the controller do (run `exec` plugins or `auth-provider`s,
-    /// read local files, use a proxy), unless a [`Connection::with_policy`] names the policy of
-    /// that member. Checked for new instances and for credentials renewed in place alike.
-    /// Default: [`Policy::default`] (the policy for untrusted kubeconfigs).
-    pub policy: Policy,
-    /// How long building a client (and renewing credentials) may take: an exec plugin that
-    /// hangs fails the attempt here. Default: 60 s.
-    pub build_timeout: Duration,
-    /// How long a new instance may take to answer `GET /version` before the attempt fails;
-    /// `None` engages without probing. Default: 30 s.
-    pub probe_timeout: Option<Duration>,
-    /// How long a new instance's caches may take to sync ([`ClustersOptions::sync_timeout`]).
-    /// Default: 30 s.
-    pub sync_timeout: Duration,
-    /// First retry delay of a failing member ([`Workers`]); doubles up to `backoff_max`.
-    /// Default: 1 s.
-    pub backoff_initial: Duration,
-    /// Upper bound of a member's retry delay. Default: 5 min.
-    pub backoff_max: Duration,
-}
-
-impl Default for MembersOptions {
-    fn default() -> Self {
-        MembersOptions {
-            client_options: ClientOptions::default(),
-            policy: Policy::default(),
-            build_timeout: Duration::from_secs(60),
-            probe_timeout: Some(Duration::from_secs(30)),
-            sync_timeout: Duration::from_secs(30),
-            backoff_initial: Duration::from_secs(1),
-            backoff_max: Duration::from_secs(300),
-        }
-    }
-}
 
 /// What [`Members::ensure`] did; each variant carries the id of the running instance.
 ///

@@ -1,34 +1,54 @@
-//! [`MemberProvider`]: the [`Provider`] implementation of every provider built on [`Members`].
+//! [`MemberProvider`]: the [`Provider`] and [`ProviderRunnable`] implementations of every
+//! provider built on [`Members`].
 
-use crate::{BoxFuture, Cluster, ClusterName, Error, FieldIndex, Provider, ProviderRunnable};
+use std::future::Future;
+use std::sync::Arc;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::{
+    Aware, BoxFuture, Cluster, ClusterName, Error, FieldIndex, Provider, ProviderRunnable,
+};
 
 use super::Members;
 
-/// A provider whose clusters are its [`Members`]. Implementing it gives the
-/// [`Provider`] implementation: `get` and `index_field` served by the members' clusters,
-/// `runnable` returning the provider's [`ProviderRunnable`].
+/// A provider whose clusters are its [`Members`]. Implementing it (two methods) gives the
+/// [`Provider`] implementation (`get` and `index_field` served by the members' clusters,
+/// `runnable` returning the provider) and the [`ProviderRunnable`] one (`start` is
+/// [`run`](MemberProvider::run)).
+///
+/// A provider usually names its tracing span on `run`, e.g. with
+/// `#[tracing::instrument(name = "my_provider", skip_all)]`.
 ///
 /// ```
 /// use std::sync::Arc;
 /// use mcr_core::members::{MemberProvider, Members};
-/// use mcr_core::{Aware, BoxFuture, Error, Provider, ProviderRunnable};
+/// use mcr_core::{Aware, Error, Provider};
 /// use tokio_util::sync::CancellationToken;
 ///
 /// struct Fixed { members: Members }
 /// impl MemberProvider for Fixed {
 ///     fn members(&self) -> &Members { &self.members }
-/// }
-/// impl ProviderRunnable for Fixed {
-///     fn start<'a>(&'a self, token: CancellationToken, _: Arc<dyn Aware>) -> BoxFuture<'a, Result<(), Error>> {
-///         Box::pin(async move { token.cancelled().await; Ok(()) })
+///     async fn run(&self, token: CancellationToken, _: Arc<dyn Aware>) -> Result<(), Error> {
+///         let _guard = self.members.start_run("fixed")?;
+///         token.cancelled().await;
+///         Ok(())
 ///     }
 /// }
 /// let provider: Arc<dyn Provider> = Arc::new(Fixed { members: Members::new(Default::default()) });
 /// assert!(provider.runnable().is_some());
 /// ```
-pub trait MemberProvider: ProviderRunnable + Send + Sync + 'static {
+pub trait MemberProvider: Send + Sync + 'static {
     /// The provider's members.
     fn members(&self) -> &Members;
+
+    /// The discovery loop, with the contract of [`ProviderRunnable::start`] (which runs it):
+    /// returns only when `token` is cancelled (then `Ok(())`) or on a fatal error.
+    fn run(
+        &self,
+        token: CancellationToken,
+        aware: Arc<dyn Aware>,
+    ) -> impl Future<Output = Result<(), Error>> + Send;
 }
 
 impl<T: MemberProvider> Provider for T {
@@ -42,5 +62,15 @@ impl<T: MemberProvider> Provider for T {
 
     fn runnable(&self) -> Option<&dyn ProviderRunnable> {
         Some(self)
+    }
+}
+
+impl<T: MemberProvider> ProviderRunnable for T {
+    fn start<'a>(
+        &'a self,
+        token: CancellationToken,
+        aware: Arc<dyn Aware>,
+    ) -> BoxFuture<'a, Result<(), Error>> {
+        Box::pin(self.run(token, aware))
     }
 }

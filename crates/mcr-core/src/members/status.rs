@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 use std::sync::{Mutex, MutexGuard};
 
 use super::Members;
+use crate::ClusterName;
 
 /// A provider's status per source object (a Secret, a file, a `Cluster`), for its `status` and
 /// `statuses` accessors. Locks recover from poisoning (each operation keeps the map
@@ -109,5 +110,57 @@ impl<O: std::fmt::Debug, K, V> std::fmt::Debug for ProviderShared<O, K, V> {
             .field("opts", &self.opts)
             .field("members", &self.members)
             .finish_non_exhaustive()
+    }
+}
+
+/// A provider whose state is a [`ProviderShared`] of options `O` and a status `V` per source
+/// object `K`: implementing [`shared`](Self::shared) gives its accessors — the options it runs
+/// with, the names of its engaged members and what it made of each object of its source of
+/// truth. The providers re-export it; bring it into scope to call them.
+///
+/// ```
+/// use std::sync::Arc;
+/// use mcr_core::members::{Members, ProviderShared, StatusProvider};
+///
+/// type Shared = ProviderShared<(), String, &'static str>;
+///
+/// /// Statuses by Secret name.
+/// struct SecretsProvider { shared: Arc<Shared> }
+/// impl StatusProvider<(), String, &'static str> for SecretsProvider {
+///     fn shared(&self) -> &Shared { &self.shared }
+/// }
+///
+/// # async fn f() -> Result<(), kube::Error> {
+/// let host = kube::Client::try_default().await?;
+/// let shared = ProviderShared::new(host, (), Members::new(Default::default()));
+/// shared.statuses.lock().insert("fleet/a".into(), "engaged");
+/// let provider = SecretsProvider { shared: Arc::new(shared) };
+/// assert_eq!(provider.status(&"fleet/a".to_string()), Some("engaged"));
+/// assert!(provider.names().is_empty());
+/// # Ok(()) }
+/// ```
+pub trait StatusProvider<O: 'static, K: Ord + Clone + 'static, V: Clone + 'static> {
+    /// The provider's shared state.
+    fn shared(&self) -> &ProviderShared<O, K, V>;
+
+    /// The options the provider runs with.
+    fn options(&self) -> &O {
+        &self.shared().opts
+    }
+
+    /// Names of the currently engaged clusters, sorted.
+    fn names(&self) -> Vec<ClusterName> {
+        self.shared().members.names()
+    }
+
+    /// What the provider made of one object of its source of truth (engaged, pending, failed
+    /// and retrying, refused, ...); `None` for objects it does not watch or that are gone.
+    fn status(&self, key: &K) -> Option<V> {
+        self.shared().statuses.get(key)
+    }
+
+    /// The status of every object it watches.
+    fn statuses(&self) -> BTreeMap<K, V> {
+        self.shared().statuses.all()
     }
 }

@@ -164,6 +164,13 @@ impl<D> Member<D> {
         self.latest.borrow().as_ref().is_some_and(check)
     }
 
+    /// Whether [`ensure`](Self::ensure) would have work to do for `connection`: no member of
+    /// this name runs with it ([`Members::unchanged`] is `None`). A provider reports the member
+    /// as pending then.
+    pub fn changes(&self, connection: &Connection) -> bool {
+        self.members.unchanged(&self.name, connection).is_none()
+    }
+
     /// [`Members::ensure`] with this provider run's token and manager.
     pub async fn ensure(&self, connection: &Connection) -> Result<Ensured, Error> {
         let aware = self.aware.as_ref();

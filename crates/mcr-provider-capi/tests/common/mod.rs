@@ -1,44 +1,38 @@
 //! Helpers shared by the Cluster API provider's tests: a management cluster serving a minimal
 //! `clusters.cluster.x-k8s.io` CRD (v1beta1 and v1beta2), HTTPS workload clusters whose
 //! kubeconfigs go into `<cluster>-kubeconfig` Secrets, and a running provider.
-#![allow(dead_code)]
+#![allow(dead_code, unused_imports)]
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use k8s_openapi::ByteString;
-use k8s_openapi::api::core::v1::{Namespace, Secret};
+use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Api;
-use kube::api::{DeleteParams, DynamicObject, ObjectMeta, Patch, PatchParams, PostParams};
+use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use mcr_core::scope::Namespaces;
-use mcr_core::{Aware, Cluster, ClusterId, ClusterName, ProviderRunnable, Registry};
+use mcr_core::{Aware, Cluster, ClusterId, ClusterName, Registry};
 use mcr_envtest::TestCluster;
+pub use mcr_provider_capi::StatusProvider;
 use mcr_provider_capi::{
     CLUSTER_NAME_LABEL, CapiProvider, CapiVersion, ClusterState, ObjectRef, Options,
 };
+pub use mcr_test_support::{
+    assert_watch_kept, init_tracing, kubeconfig_of, minted_kubeconfig, wait_renewals,
+};
 use serde_json::{Value, json};
-use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 pub const DEADLINE: Duration = Duration::from_secs(60);
-
-pub fn init_tracing() {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-        .with_test_writer()
-        .try_init();
-}
 
 /// Test options: short backoff and timeouts.
 pub fn opts(version: CapiVersion, namespaces: Namespaces) -> Options {
     Options {
         version,
         namespaces,
-        sync_timeout: Duration::from_secs(10),
-        backoff_initial: Duration::from_millis(50),
-        backoff_max: Duration::from_millis(500),
+        members: mcr_test_support::fast_members(),
         ..Options::default()
     }
 }
@@ -80,17 +74,7 @@ pub async fn management() -> TestCluster {
 }
 
 pub async fn create_namespace(host: &TestCluster, name: &str) {
-    let ns = Namespace {
-        metadata: ObjectMeta {
-            name: Some(name.into()),
-            ..Default::default()
-        },
-        ..Default::default()
-    };
-    Api::<Namespace>::all(host.client())
-        .create(&PostParams::default(), &ns)
-        .await
-        .unwrap();
+    mcr_test_support::create_namespace(&host.client(), name, &[]).await;
 }
 
 fn clusters_api(host: &TestCluster, version: CapiVersion, ns: &str) -> Api<DynamicObject> {
@@ -173,38 +157,20 @@ pub async fn put_secret(
     annotations: &[(&str, &str)],
 ) -> String {
     let name = format!("{cluster}-kubeconfig");
-    let api = Api::<Secret>::namespaced(host.client(), ns);
-    let mut secret = api.get_opt(&name).await.unwrap().unwrap_or_default();
-    secret.metadata.name = Some(name.clone());
-    secret.metadata.labels = Some(BTreeMap::from([(
-        CLUSTER_NAME_LABEL.to_string(),
-        cluster.to_string(),
-    )]));
-    secret.metadata.annotations = Some(
-        annotations
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect(),
-    );
-    secret.type_ = Some("cluster.x-k8s.io/secret".into());
-    let mut map = BTreeMap::new();
-    if let Some(d) = data {
-        map.insert("value".to_string(), ByteString(d.to_vec()));
-    }
-    secret.data = Some(map);
-    let stored = if secret.metadata.resource_version.is_some() {
-        api.replace(&name, &PostParams::default(), &secret)
-            .await
-            .unwrap()
-    } else {
-        api.create(&PostParams::default(), &secret).await.unwrap()
-    };
-    stored.metadata.resource_version.unwrap()
-}
-
-pub fn kubeconfig_of(tc: &TestCluster) -> String {
-    tc.kubeconfig_yaml()
-        .expect("https cluster has a kubeconfig")
+    mcr_test_support::apply_secret(&host.client(), ns, &name, |secret| {
+        secret.metadata.labels = Some(mcr_test_support::string_map(&[(
+            CLUSTER_NAME_LABEL,
+            cluster,
+        )]));
+        secret.metadata.annotations = Some(mcr_test_support::string_map(annotations));
+        secret.type_ = Some("cluster.x-k8s.io/secret".into());
+        secret.data = Some(
+            data.map(|d| ("value".to_string(), ByteString(d.to_vec())))
+                .into_iter()
+                .collect(),
+        );
+    })
+    .await
 }
 
 /// An Aware sink: a `Registry` plus the log of every engagement (name, instance).
@@ -229,71 +195,37 @@ impl Aware for Recorder {
     }
 }
 
-/// A provider running against an Aware sink of its own.
-pub struct Running {
-    pub provider: CapiProvider,
-    pub recorder: Arc<Recorder>,
-    pub registry: Registry,
-    pub token: CancellationToken,
-    pub task: JoinHandle<Result<(), mcr_core::Error>>,
+/// The provider under test, running against a [`Recorder`].
+pub type Running = mcr_test_support::Running<CapiProvider, Recorder>;
+
+/// What these tests add to [`Running`].
+pub trait CapiRun {
+    /// A provider on `host` with `opts`, started against a [`Recorder`].
+    fn start(host: &TestCluster, opts: Options) -> Running;
+    /// Every instance engaged under `name`, in order.
+    fn engagements(&self, name: &str) -> Vec<ClusterId>;
+    /// What the provider made of the `Cluster` `ns/name`.
+    fn state(&self, ns: &str, name: &str) -> Option<ClusterState>;
 }
 
-impl Running {
-    pub fn start(host: &TestCluster, opts: Options) -> Running {
-        let provider = CapiProvider::new(host.client(), opts);
+impl CapiRun for Running {
+    fn start(host: &TestCluster, opts: Options) -> Running {
         let recorder = Arc::new(Recorder::default());
-        let registry = recorder.registry.clone();
-        let token = CancellationToken::new();
-        let task = tokio::spawn({
-            let (provider, token, aware) = (provider.clone(), token.clone(), recorder.clone());
-            async move { provider.start(token, aware).await }
-        });
-        Running {
-            provider,
-            recorder,
-            registry,
-            token,
-            task,
-        }
+        let provider = CapiProvider::new(host.client(), opts);
+        Running::spawn_with(provider, recorder.registry.clone(), recorder)
     }
 
-    pub fn names(&self) -> Vec<String> {
-        self.registry
-            .names()
-            .iter()
-            .map(|n| n.to_string())
-            .collect()
-    }
-
-    pub fn has(&self, name: &str) -> bool {
-        self.registry.get(&ClusterName::new(name)).is_ok()
-    }
-
-    pub fn id(&self, name: &str) -> Option<ClusterId> {
-        self.registry
-            .get(&ClusterName::new(name))
-            .ok()
-            .map(|c| c.id())
-    }
-
-    /// Every instance engaged under `name`, in order.
-    pub fn engagements(&self, name: &str) -> Vec<ClusterId> {
-        let log = self.recorder.log.lock().unwrap();
+    fn engagements(&self, name: &str) -> Vec<ClusterId> {
+        let log = self.aware.log.lock().unwrap();
         log.iter()
             .filter(|(n, _)| n == name)
             .map(|(_, id)| *id)
             .collect()
     }
 
-    pub fn state(&self, ns: &str, name: &str) -> Option<ClusterState> {
+    fn state(&self, ns: &str, name: &str) -> Option<ClusterState> {
         self.provider
             .status(&ObjectRef::new(ns, name))
             .map(|s| s.state)
-    }
-
-    pub async fn stop(self) {
-        self.token.cancel();
-        self.task.await.unwrap().unwrap();
-        assert!(self.provider.names().is_empty(), "clusters removed on stop");
     }
 }

@@ -1,9 +1,8 @@
 //! Helpers shared by the provider's integration tests: a hub cluster with the ClusterProfile
 //! CRD installed, profiles and kubeconfig Secrets on it, and HTTPS member clusters.
-#![allow(dead_code)]
+#![allow(dead_code, unused_imports)]
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::ByteString;
@@ -11,33 +10,25 @@ use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Api;
 use kube::api::{DeleteParams, DynamicObject, ListParams, PostParams};
-use mcr_core::{ClusterId, ClusterName, ProviderRunnable, Registry};
 use mcr_envtest::TestCluster;
 use mcr_envtest::wait::eventually_async;
+pub use mcr_provider_cluster_inventory::StatusProvider;
 use mcr_provider_cluster_inventory::{
     ClusterInventoryProvider, ClusterProfile, Options, ProfileRef, ProfileState, SECRET_DATA_KEY,
     SECRET_LABEL_CONSUMER, SECRET_LABEL_PROFILE,
 };
+pub use mcr_test_support::{init_tracing, kubeconfig_of};
 use serde_json::{Value, json};
-use tokio::task::JoinHandle;
-use tokio_util::sync::CancellationToken;
 
 pub const DEADLINE: Duration = Duration::from_secs(30);
 pub const CONSUMER: &str = "test-consumer";
 
-pub fn init_tracing() {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-        .with_test_writer()
-        .try_init();
-}
-
 /// Test timings: short retries, bounded syncs.
-pub fn fast(mut opts: Options) -> Options {
-    opts.sync_timeout = Duration::from_secs(10);
-    opts.backoff_initial = Duration::from_millis(50);
-    opts.backoff_max = Duration::from_millis(500);
-    opts
+pub fn fast(opts: Options) -> Options {
+    Options {
+        members: mcr_test_support::fast_members(),
+        ..opts
+    }
 }
 
 /// A hub with the ClusterProfile CRD served.
@@ -130,26 +121,19 @@ pub async fn put_secret(
     profile: &str,
     kubeconfig: Option<&str>,
 ) {
-    let api = Api::<Secret>::namespaced(hub.client(), ns);
-    let mut secret = api.get_opt(name).await.unwrap().unwrap_or_default();
-    secret.metadata.name = Some(name.into());
-    secret.metadata.labels = Some(BTreeMap::from([
-        (SECRET_LABEL_CONSUMER.to_string(), consumer.to_string()),
-        (SECRET_LABEL_PROFILE.to_string(), profile.to_string()),
-    ]));
-    secret.data = kubeconfig.map(|kc| {
-        BTreeMap::from([(
-            SECRET_DATA_KEY.to_string(),
-            ByteString(kc.as_bytes().to_vec()),
-        )])
-    });
-    if secret.metadata.resource_version.is_some() {
-        api.replace(name, &PostParams::default(), &secret)
-            .await
-            .unwrap();
-    } else {
-        api.create(&PostParams::default(), &secret).await.unwrap();
-    }
+    mcr_test_support::apply_secret(&hub.client(), ns, name, |secret| {
+        secret.metadata.labels = Some(mcr_test_support::string_map(&[
+            (SECRET_LABEL_CONSUMER, consumer),
+            (SECRET_LABEL_PROFILE, profile),
+        ]));
+        secret.data = kubeconfig.map(|kc| {
+            BTreeMap::from([(
+                SECRET_DATA_KEY.to_string(),
+                ByteString(kc.as_bytes().to_vec()),
+            )])
+        });
+    })
+    .await;
 }
 
 pub async fn delete_secret(hub: &TestCluster, ns: &str, name: &str) {
@@ -159,54 +143,31 @@ pub async fn delete_secret(hub: &TestCluster, ns: &str, name: &str) {
         .unwrap();
 }
 
-pub struct Running {
-    pub provider: ClusterInventoryProvider,
-    pub registry: Registry,
-    pub token: CancellationToken,
-    pub task: JoinHandle<Result<(), mcr_core::Error>>,
+/// The provider under test, running.
+pub type Running = mcr_test_support::Running<ClusterInventoryProvider>;
+
+/// What these tests add to [`Running`].
+pub trait InventoryRun {
+    /// A provider on `hub` with `opts`, started.
+    fn start(hub: &TestCluster, opts: Options) -> Running;
+    /// What the provider made of the profile `ns/name`.
+    fn state(&self, ns: &str, name: &str) -> Option<ProfileState>;
+    /// Whether the provider has processed profile version `rv` and reached a settled state.
+    fn settled_at(&self, ns: &str, name: &str, rv: &str) -> bool;
 }
 
-impl Running {
-    pub fn start(hub: &TestCluster, opts: Options) -> Running {
-        let provider = ClusterInventoryProvider::new(hub.client(), opts).unwrap();
-        let registry = Registry::new();
-        let token = CancellationToken::new();
-        let task = tokio::spawn({
-            let (provider, token, aware) =
-                (provider.clone(), token.clone(), Arc::new(registry.clone()));
-            async move { provider.start(token, aware).await }
-        });
-        Running {
-            provider,
-            registry,
-            token,
-            task,
-        }
+impl InventoryRun for Running {
+    fn start(hub: &TestCluster, opts: Options) -> Running {
+        Running::spawn(ClusterInventoryProvider::new(hub.client(), opts).unwrap())
     }
 
-    pub fn names(&self) -> Vec<String> {
-        self.registry
-            .names()
-            .iter()
-            .map(|n| n.to_string())
-            .collect()
-    }
-
-    pub fn id(&self, name: &str) -> Option<ClusterId> {
-        self.registry
-            .get(&ClusterName::new(name))
-            .ok()
-            .map(|c| c.id())
-    }
-
-    pub fn state(&self, ns: &str, name: &str) -> Option<ProfileState> {
+    fn state(&self, ns: &str, name: &str) -> Option<ProfileState> {
         self.provider
             .status(&ProfileRef::new(ns, name))
             .map(|s| s.state)
     }
 
-    /// Whether the provider has processed profile version `rv` and reached a settled state.
-    pub fn settled_at(&self, ns: &str, name: &str, rv: &str) -> bool {
+    fn settled_at(&self, ns: &str, name: &str, rv: &str) -> bool {
         self.provider
             .status(&ProfileRef::new(ns, name))
             .is_some_and(|s| {
@@ -214,15 +175,4 @@ impl Running {
                     && !matches!(s.state, ProfileState::Pending)
             })
     }
-
-    pub async fn stop(self) {
-        self.token.cancel();
-        self.task.await.unwrap().unwrap();
-        assert!(self.provider.names().is_empty(), "clusters removed on stop");
-    }
-}
-
-pub fn kubeconfig_of(tc: &TestCluster) -> String {
-    tc.kubeconfig_yaml()
-        .expect("https cluster has a kubeconfig")
 }

@@ -1,25 +1,16 @@
 //! A fake `kind` executable over emulated HTTPS clusters, and a running provider.
-#![allow(dead_code)]
+#![allow(dead_code, unused_imports)]
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::Duration;
 
-use mcr_core::{ClusterId, ClusterName, ProviderRunnable, Registry};
+use mcr_core::ClusterName;
 use mcr_envtest::TestCluster;
 use mcr_provider_kind::{KindProvider, Options};
-use tokio::task::JoinHandle;
-use tokio_util::sync::CancellationToken;
+pub use mcr_test_support::init_tracing;
 
 /// Generous bound for anything that should happen soon.
 pub const DEADLINE: Duration = Duration::from_secs(60);
-
-pub fn init_tracing() {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-        .with_test_writer()
-        .try_init();
-}
 
 /// The fake: `get clusters` lists `state/<name>.kubeconfig` and `state/<name>.hang`
 /// (fails while `fail-list` exists); `get kubeconfig --name <name>` prints
@@ -139,70 +130,34 @@ impl FakeKind {
             poll_interval: Duration::from_millis(50),
             refresh_interval: Duration::from_millis(200),
             command_timeout: Duration::from_secs(10),
-            sync_timeout: Duration::from_secs(10),
-            backoff_initial: Duration::from_millis(50),
-            backoff_max: Duration::from_millis(500),
+            members: mcr_test_support::fast_members(),
             ..Options::default()
         }
     }
 }
 
-pub struct Running {
-    pub provider: KindProvider,
-    pub registry: Registry,
-    pub token: CancellationToken,
-    pub task: JoinHandle<Result<(), mcr_core::Error>>,
+/// The provider under test, running.
+pub type Running = mcr_test_support::Running<KindProvider>;
+
+/// What these tests add to [`Running`].
+pub trait KindRun {
+    /// A provider with `opts`, started.
+    fn start(opts: Options) -> Running;
+    /// The last error of the listed cluster `name`, if its last attempt failed.
+    fn failure(&self, name: &str) -> Option<String>;
 }
 
-impl Running {
-    pub fn start(opts: Options) -> Running {
+impl KindRun for Running {
+    fn start(opts: Options) -> Running {
         init_tracing();
-        let provider = KindProvider::new(opts);
-        let registry = Registry::new();
-        let token = CancellationToken::new();
-        let task = tokio::spawn({
-            let (provider, token, aware) =
-                (provider.clone(), token.clone(), Arc::new(registry.clone()));
-            async move { provider.start(token, aware).await }
-        });
-        Running {
-            provider,
-            registry,
-            token,
-            task,
-        }
+        Running::spawn(KindProvider::new(opts))
     }
 
-    pub fn names(&self) -> Vec<String> {
-        self.registry
-            .names()
-            .iter()
-            .map(|n| n.to_string())
-            .collect()
-    }
-
-    pub fn id(&self, name: &str) -> Option<ClusterId> {
-        self.registry
-            .get(&ClusterName::new(name))
-            .ok()
-            .map(|c| c.id())
-    }
-
-    pub fn client(&self, name: &str) -> kube::Client {
-        self.registry.get(&ClusterName::new(name)).unwrap().client()
-    }
-
-    pub fn failure(&self, name: &str) -> Option<String> {
+    fn failure(&self, name: &str) -> Option<String> {
         self.provider
             .failures()
             .get(&ClusterName::new(name))
             .cloned()
-    }
-
-    pub async fn stop(self) {
-        self.token.cancel();
-        self.task.await.unwrap().unwrap();
-        assert!(self.provider.names().is_empty(), "clusters removed on stop");
     }
 }
 

@@ -1,27 +1,19 @@
 //! Helpers shared by the namespace provider's integration tests.
-#![allow(dead_code)]
+#![allow(dead_code, unused_imports)]
 
-use std::{collections::BTreeMap, sync::Arc, time::Duration};
+use std::{collections::BTreeMap, time::Duration};
 
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, ObjectMeta, PostParams};
-use mcr_core::{Cluster, ProviderRunnable, Registry};
+use mcr_core::Cluster;
 use mcr_envtest::TestCluster;
 use mcr_provider_namespace::{NamespaceProvider, Options};
-use tokio::task::JoinHandle;
-use tokio_util::sync::CancellationToken;
+pub use mcr_test_support::init_tracing;
 
 pub const DEADLINE: Duration = Duration::from_secs(30);
 
 pub use mcr_envtest::wait::eventually;
 pub const SYNC: Duration = Duration::from_secs(30);
-
-pub fn init_tracing() {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-        .with_test_writer()
-        .try_init();
-}
 
 pub fn cm(name: &str, namespace: &str, data: &str) -> ConfigMap {
     ConfigMap {
@@ -37,23 +29,7 @@ pub fn cm(name: &str, namespace: &str, data: &str) -> ConfigMap {
 }
 
 pub async fn create_namespace(host: &kube::Client, name: &str, labels: &[(&str, &str)]) {
-    let ns = Namespace {
-        metadata: ObjectMeta {
-            name: Some(name.into()),
-            labels: Some(
-                labels
-                    .iter()
-                    .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-                    .collect(),
-            ),
-            ..Default::default()
-        },
-        ..Default::default()
-    };
-    Api::<Namespace>::all(host.clone())
-        .create(&PostParams::default(), &ns)
-        .await
-        .expect("create namespace");
+    mcr_test_support::create_namespace(host, name, labels).await;
 }
 
 pub async fn create_cm(host: &kube::Client, namespace: &str, name: &str, data: &str) {
@@ -63,56 +39,31 @@ pub async fn create_cm(host: &kube::Client, namespace: &str, name: &str, data: &
         .expect("create configmap");
 }
 
-/// A host envtest cluster with a running namespace provider.
+/// A host envtest cluster with a running namespace provider (the provider, its registry and
+/// the run through `Deref`).
 pub struct Running {
     pub env: TestCluster,
     pub host: Cluster,
-    pub provider: NamespaceProvider,
-    pub registry: Registry,
-    pub token: CancellationToken,
-    pub task: JoinHandle<Result<(), mcr_core::Error>>,
+    run: mcr_test_support::Running<NamespaceProvider>,
+}
+
+impl std::ops::Deref for Running {
+    type Target = mcr_test_support::Running<NamespaceProvider>;
+
+    fn deref(&self) -> &Self::Target {
+        &self.run
+    }
 }
 
 impl Running {
     pub fn start(env: TestCluster, opts: Options) -> Running {
         let host = Cluster::new(mcr_core::ClusterName::host(), env.client());
-        let provider = NamespaceProvider::new(host.clone(), opts);
-        let registry = Registry::new();
-        let token = CancellationToken::new();
-        let task = tokio::spawn({
-            let (provider, token, aware) =
-                (provider.clone(), token.clone(), Arc::new(registry.clone()));
-            async move { provider.start(token, aware).await }
-        });
-        Running {
-            env,
-            host,
-            provider,
-            registry,
-            token,
-            task,
-        }
-    }
-
-    pub fn names(&self) -> Vec<String> {
-        self.registry
-            .names()
-            .iter()
-            .map(|n| n.to_string())
-            .collect()
-    }
-
-    pub async fn wait_for(&self, name: &str) -> Cluster {
-        eventually(&format!("cluster {name} engaged"), DEADLINE, || {
-            self.registry.get(&name.into()).is_ok()
-        })
-        .await;
-        self.registry.get(&name.into()).expect("engaged")
+        let run = mcr_test_support::Running::spawn(NamespaceProvider::new(host.clone(), opts));
+        Running { env, host, run }
     }
 
     pub async fn stop(self) {
-        self.token.cancel();
-        self.task.await.expect("join").expect("provider result");
+        self.run.stop().await;
     }
 }
 

@@ -1,0 +1,69 @@
+//! [`Dispatch`] and [`ProviderShared::drive`]: the event loop of a provider that watches its
+//! source of truth on a host cluster.
+
+use std::sync::Arc;
+
+use futures::{Stream, StreamExt};
+use tokio_util::sync::CancellationToken;
+
+use super::{ProviderShared, Reconcile, Workers};
+use crate::Aware;
+
+/// What a provider does with the items of its watch streams: turn each into statuses and
+/// desired states for its [`Workers`], which it gives up when the run ends.
+pub trait Dispatch: Sized {
+    /// One item of the merged watch streams (an event, or a watch error to report).
+    type Item;
+    /// What the workers do with a member's desired state.
+    type Reconcile: Reconcile;
+
+    /// The dispatcher of one run, handing desired states to `workers`.
+    fn new(workers: Workers<Self::Reconcile>) -> Self;
+
+    /// Handles one item.
+    fn handle(&mut self, item: Self::Item);
+
+    /// The workers, to shut down once no item comes any more.
+    fn into_workers(self) -> Workers<Self::Reconcile>;
+}
+
+impl<O, K: Ord + Clone, V: Clone> ProviderShared<O, K, V> {
+    /// Runs one discovery loop: [`Workers`] reconciling with `reconcile` (engaging through
+    /// `aware`) behind a dispatcher `D`, fed with `events` until `token` is cancelled or the
+    /// streams end; then drops the streams, shuts the workers down (without waiting for builds
+    /// in flight) and clears the statuses.
+    ///
+    /// ```no_run
+    /// # use std::sync::Arc;
+    /// # use mcr_core::members::{Dispatch, ProviderShared};
+    /// # async fn f<D: Dispatch<Item = u32>>(
+    /// #     shared: ProviderShared<(), String, ()>, reconcile: D::Reconcile, aware: Arc<dyn mcr_core::Aware>,
+    /// # ) {
+    /// let token = tokio_util::sync::CancellationToken::new();
+    /// shared.drive::<D>(&token, aware, reconcile, futures::stream::iter([1, 2, 3])).await;
+    /// # }
+    /// ```
+    pub async fn drive<D: Dispatch>(
+        &self,
+        token: &CancellationToken,
+        aware: Arc<dyn Aware>,
+        reconcile: D::Reconcile,
+        events: impl Stream<Item = D::Item>,
+    ) {
+        let mut dispatcher = D::new(Workers::new(&self.members, token, aware, reconcile));
+        {
+            let mut events = std::pin::pin!(events);
+            loop {
+                tokio::select! {
+                    _ = token.cancelled() => break,
+                    item = events.next() => match item {
+                        Some(item) => dispatcher.handle(item),
+                        None => break,
+                    },
+                }
+            }
+        } // the streams are dropped here, before the workers stop
+        dispatcher.into_workers().shutdown().await;
+        self.statuses.lock().clear();
+    }
+}

@@ -1,0 +1,194 @@
+//! Helpers shared by the integration tests of the mcr provider crates (dev-only, not
+//! published): a provider running against a [`Registry`], test timings for
+//! [`MemberOptions`], and small API helpers over [`mcr_envtest`] clusters.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Namespace, Secret};
+use kube::Api;
+use kube::api::{ObjectMeta, PostParams};
+use mcr_core::members::{MemberOptions, MemberProvider};
+use mcr_core::{Aware, Cluster, ClusterId, ClusterName, ProviderRunnable, Registry};
+use mcr_envtest::wait::eventually;
+use mcr_envtest::{Fleet, TestCluster};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+mod objects;
+
+pub use objects::{
+    animal_index, assert_watch_kept, configmap, label_index, minted_kubeconfig, wait_renewals,
+};
+
+/// How long [`Running::wait_for`] waits for a cluster to be engaged.
+pub const WAIT: Duration = Duration::from_secs(60);
+
+/// Installs a `tracing` subscriber honouring `RUST_LOG` and writing through the test harness
+/// (once per test binary; later calls do nothing).
+pub fn init_tracing() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_test_writer()
+        .try_init();
+}
+
+/// Member settings with test timings: a 10 s sync timeout, retries after 50 ms doubling up to
+/// 500 ms; everything else at its default.
+pub fn fast_members() -> MemberOptions {
+    MemberOptions {
+        sync_timeout: Duration::from_secs(10),
+        backoff_initial: Duration::from_millis(50),
+        backoff_max: Duration::from_millis(500),
+        ..MemberOptions::default()
+    }
+}
+
+/// A provider running in a task against an [`Aware`] sink `A` (by default its [`Registry`]).
+pub struct Running<P, A = Registry> {
+    /// The provider (a clone of the one running).
+    pub provider: P,
+    /// Where the engaged clusters are looked up.
+    pub registry: Registry,
+    /// The sink the provider engages with.
+    pub aware: Arc<A>,
+    /// Cancels the run.
+    pub token: CancellationToken,
+    /// The run.
+    pub task: JoinHandle<Result<(), mcr_core::Error>>,
+}
+
+impl<P: MemberProvider + Clone> Running<P> {
+    /// Starts `provider` against a new registry.
+    pub fn spawn(provider: P) -> Self {
+        let registry = Registry::new();
+        let aware = Arc::new(registry.clone());
+        Self::spawn_with(provider, registry, aware)
+    }
+}
+
+impl<P: MemberProvider + Clone, A: Aware> Running<P, A> {
+    /// Starts `provider` against `aware`, which engages into `registry`.
+    pub fn spawn_with(provider: P, registry: Registry, aware: Arc<A>) -> Self {
+        let token = CancellationToken::new();
+        let task = tokio::spawn({
+            let (provider, token, aware) = (provider.clone(), token.clone(), aware.clone());
+            async move { provider.start(token, aware).await }
+        });
+        Running {
+            provider,
+            registry,
+            aware,
+            token,
+            task,
+        }
+    }
+
+    /// Names of the engaged clusters, sorted.
+    pub fn names(&self) -> Vec<String> {
+        self.registry
+            .names()
+            .iter()
+            .map(|n| n.to_string())
+            .collect()
+    }
+
+    /// Whether `name` is engaged.
+    pub fn has(&self, name: &str) -> bool {
+        self.registry.get(&ClusterName::new(name)).is_ok()
+    }
+
+    /// The id of the instance engaged as `name`.
+    pub fn id(&self, name: &str) -> Option<ClusterId> {
+        self.registry
+            .get(&ClusterName::new(name))
+            .ok()
+            .map(|c| c.id())
+    }
+
+    /// The client of the engaged cluster `name` (panics when it is not engaged).
+    pub fn client(&self, name: &str) -> kube::Client {
+        self.registry.get(&ClusterName::new(name)).unwrap().client()
+    }
+
+    /// Waits (up to [`WAIT`]) until `name` is engaged, and returns it.
+    pub async fn wait_for(&self, name: &str) -> Cluster {
+        eventually(&format!("cluster {name} engaged"), WAIT, || self.has(name)).await;
+        self.registry.get(&ClusterName::new(name)).expect("engaged")
+    }
+
+    /// Cancels the run, checks that it ended with `Ok` and that the provider removed every
+    /// member.
+    pub async fn stop(self) {
+        self.token.cancel();
+        self.task.await.unwrap().unwrap();
+        assert!(
+            self.provider.members().names().is_empty(),
+            "clusters removed on stop"
+        );
+    }
+}
+
+/// The kubeconfig of an HTTPS cluster.
+pub fn kubeconfig_of(tc: &TestCluster) -> String {
+    tc.kubeconfig_yaml()
+        .expect("https cluster has a kubeconfig")
+}
+
+/// `n` HTTPS clusters named `member-<i>`.
+pub async fn https_fleet(n: usize) -> Fleet {
+    Fleet::builder()
+        .clusters(n)
+        .name_prefix("member")
+        .https(true)
+        .start()
+        .await
+        .unwrap()
+}
+
+/// A map of owned strings.
+pub fn string_map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+/// Creates the namespace `name` with `labels`.
+pub async fn create_namespace(client: &kube::Client, name: &str, labels: &[(&str, &str)]) {
+    let ns = Namespace {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            labels: Some(string_map(labels)),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    Api::<Namespace>::all(client.clone())
+        .create(&PostParams::default(), &ns)
+        .await
+        .expect("create namespace");
+}
+
+/// Creates or replaces the Secret `ns/name` as `edit` leaves it (starting from the stored one,
+/// or an empty one named `name`). Returns its resourceVersion.
+pub async fn apply_secret(
+    client: &kube::Client,
+    ns: &str,
+    name: &str,
+    edit: impl FnOnce(&mut Secret),
+) -> String {
+    let api = Api::<Secret>::namespaced(client.clone(), ns);
+    let mut secret = api.get_opt(name).await.unwrap().unwrap_or_default();
+    secret.metadata.name = Some(name.into());
+    edit(&mut secret);
+    let stored = if secret.metadata.resource_version.is_some() {
+        api.replace(name, &PostParams::default(), &secret)
+            .await
+            .unwrap()
+    } else {
+        api.create(&PostParams::default(), &secret).await.unwrap()
+    };
+    stored.metadata.resource_version.unwrap()
+}
