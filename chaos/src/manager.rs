@@ -16,7 +16,7 @@ use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
 use mcr_manager::{Context, Controller, Manager, WatchOptions};
-use mcr_provider_file::{FileProvider, Options};
+use mcr_provider_file::{FileProvider, MemberOptions, Options};
 use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio_util::sync::CancellationToken;
@@ -70,9 +70,12 @@ fn build(host: kube::Client, dir: PathBuf) -> Result<Manager> {
         dirs: vec![dir],
         globs: vec!["*.kubeconfig".into()],
         debounce: Duration::from_millis(50),
-        sync_timeout: SYNC_TIMEOUT,
-        backoff_initial: Duration::from_millis(200),
-        backoff_max: ENGAGE_BACKOFF_MAX,
+        members: MemberOptions {
+            sync_timeout: SYNC_TIMEOUT,
+            backoff_initial: Duration::from_millis(200),
+            backoff_max: ENGAGE_BACKOFF_MAX,
+            ..Options::default().members
+        },
         ..Options::default()
     });
     let addr = "127.0.0.1:0".parse().context("metrics address")?;

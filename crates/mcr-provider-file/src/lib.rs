@@ -83,6 +83,7 @@ mod scan;
 mod watch;
 
 pub use error::Error;
+pub use mcr_core::members::MemberOptions;
 pub use options::{DEFAULT_GLOBS, DEFAULT_SEPARATOR, Options};
 pub use provider::FileProvider;
 pub use reconcile::PassReport;

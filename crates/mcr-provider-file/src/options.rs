@@ -4,7 +4,8 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use mcr_core::kubeconfig::{ClientOptions, Policy};
+use mcr_core::kubeconfig::Policy;
+use mcr_core::members::MemberOptions;
 
 /// Glob patterns matched inside [`Options::dirs`] when [`Options::globs`] is empty.
 pub const DEFAULT_GLOBS: &[&str] = &[
@@ -25,7 +26,7 @@ pub const DEFAULT_SEPARATOR: &str = "+";
 ///   exists; else the working directory as a directory to search.
 /// * `globs` empty: [`DEFAULT_GLOBS`].
 /// * `separator` empty: [`DEFAULT_SEPARATOR`] (`+`).
-/// * `policy`: [`Policy::trusted`]: kubeconfig files are the operator's own (like `kubectl`,
+/// * `members.policy`: [`Policy::trusted`]: kubeconfig files are the operator's own (like `kubectl`,
 ///   and like the Go provider, whose client-go runs exec plugins and reads referenced files),
 ///   and cloud kubeconfigs (GKE, EKS, AKS) need their exec plugins. Set [`Policy::default`]
 ///   (or exec rules) when the files come from a less trusted source.
@@ -52,21 +53,15 @@ pub struct Options {
     pub globs: Vec<String>,
     /// Between file path and context name in the cluster name. Default: `+`.
     pub separator: String,
-    /// Applied to every member client. Default: `ClientOptions::default()`.
-    pub client_options: ClientOptions,
-    /// What kubeconfigs may make the controller do (run `exec` plugins or `auth-provider`s,
-    /// read local files, use a proxy). Default: [`Policy::trusted`] (see above).
-    pub policy: Policy,
     /// Quiet period after a filesystem event before the fleet is reconciled (bursts of events
     /// from one editor save or tool run become one pass). Default: 100 ms.
     pub debounce: Duration,
-    /// How long a new member may take to sync its cache. Default: 30 s.
-    pub sync_timeout: Duration,
-    /// First delay before a pass is retried after a cluster failed to engage; doubles per
-    /// failure. Default: 1 s.
-    pub backoff_initial: Duration,
-    /// Upper bound of that delay. Default: 5 min.
-    pub backoff_max: Duration,
+    /// How members are built and retried (the settings every provider offers): client options,
+    /// the kubeconfig policy (default here [`Policy::trusted`], see above), how long a new
+    /// member may take to sync (default 30 s; the file provider engages without a separate
+    /// probe) and the retry delays of a pass after a cluster failed to engage (1 s doubling up
+    /// to 5 min).
+    pub members: MemberOptions,
 }
 
 impl Default for Options {
@@ -76,12 +71,11 @@ impl Default for Options {
             dirs: Vec::new(),
             globs: DEFAULT_GLOBS.iter().map(|g| g.to_string()).collect(),
             separator: DEFAULT_SEPARATOR.to_string(),
-            client_options: ClientOptions::default(),
-            policy: Policy::trusted(),
             debounce: Duration::from_millis(100),
-            sync_timeout: Duration::from_secs(30),
-            backoff_initial: Duration::from_secs(1),
-            backoff_max: Duration::from_secs(300),
+            members: MemberOptions {
+                policy: Policy::trusted(),
+                ..MemberOptions::default()
+            },
         }
     }
 }

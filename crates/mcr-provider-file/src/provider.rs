@@ -63,14 +63,9 @@ impl FileProvider {
         let opts = opts.with_defaults();
         info!(files = ?opts.files, dirs = ?opts.dirs, globs = ?opts.globs, "file provider configured");
         let members = Members::new(MembersOptions {
-            client_options: opts.client_options.clone(),
-            policy: opts.policy.clone(),
             // A member is engaged without a probe; its cache sync is the bounded first contact.
             probe_timeout: None,
-            sync_timeout: opts.sync_timeout,
-            backoff_initial: opts.backoff_initial,
-            backoff_max: opts.backoff_max,
-            ..MembersOptions::default()
+            ..opts.members.members_options()
         });
         FileProvider {
             inner: Arc::new(Inner {
@@ -163,7 +158,7 @@ impl FileProvider {
         // Watch first, so a change during the initial pass is not missed.
         watches.update(&opts, &BTreeSet::new());
         let patterns = compile(&opts.globs);
-        let mut backoff = Backoff::new(opts.backoff_initial, opts.backoff_max);
+        let mut backoff = Backoff::new(opts.members.backoff_initial, opts.members.backoff_max);
 
         let Some(report) = self.pass_unless_stopped(token, &aware).await else {
             return Ok(());

@@ -12,7 +12,7 @@ use mcr_core::kubeconfig::{ExecPolicy, Policy};
 use mcr_core::{Aware, ClusterName, Provider, ProviderRunnable};
 use mcr_envtest::wait::eventually;
 use mcr_envtest::{Fleet, TestCluster};
-use mcr_provider_file::{Error, FileProvider, Options, PassReport};
+use mcr_provider_file::{Error, FileProvider, MemberOptions, Options, PassReport};
 use mcr_test_support::{animal_index, configmap, init_tracing};
 
 const DEADLINE: Duration = Duration::from_secs(30);
@@ -22,9 +22,12 @@ fn opts(files: Vec<PathBuf>, dirs: Vec<PathBuf>) -> Options {
         files,
         dirs,
         debounce: Duration::from_millis(20),
-        sync_timeout: Duration::from_secs(10),
-        backoff_initial: Duration::from_millis(50),
-        backoff_max: Duration::from_millis(500),
+        members: MemberOptions {
+            sync_timeout: Duration::from_secs(10),
+            backoff_initial: Duration::from_millis(50),
+            backoff_max: Duration::from_millis(500),
+            ..Options::default().members
+        },
         ..Options::default()
     }
 }
@@ -293,10 +296,9 @@ async fn exec_policy_is_enforced_per_context() {
     );
 
     // Deny: the exec context is refused, the other one in the same file is engaged.
-    let denied = FileProvider::new(Options {
-        policy: Policy::trusted().exec(ExecPolicy::Deny),
-        ..opts(vec![], vec![dir.path().to_path_buf()])
-    });
+    let mut options = opts(vec![], vec![dir.path().to_path_buf()]);
+    options.members.policy = Policy::trusted().exec(ExecPolicy::Deny);
+    let denied = FileProvider::new(options);
     let run = Running::spawn(denied);
     let report = run.settle().await;
     assert!(
@@ -360,7 +362,10 @@ async fn a_hanging_exec_plugin_holds_up_neither_other_files_nor_shutdown() {
     let hung = kubeconfigs.join("hung.kubeconfig");
     write_atomic(&hung, &yaml(&hanging_exec_kubeconfig(m1, "hung", &marker)));
     let mut options = opts(vec![], vec![kubeconfigs.clone()]);
-    options.client_options = options.client_options.exec_timeout(Duration::from_secs(2));
+    options.members.client_options = options
+        .members
+        .client_options
+        .exec_timeout(Duration::from_secs(2));
     let run = Running::spawn(FileProvider::new(options));
     eventually("the plugin runs", DEADLINE, || marker.exists()).await;
 

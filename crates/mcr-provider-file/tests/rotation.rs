@@ -12,7 +12,7 @@ use kube::Api;
 use mcr_core::{ClusterName, Registry};
 use mcr_envtest::Fleet;
 use mcr_envtest::wait::{eventually, eventually_async};
-use mcr_provider_file::{FileProvider, Options};
+use mcr_provider_file::{FileProvider, MemberOptions, Options};
 
 const DEADLINE: Duration = Duration::from_secs(30);
 
@@ -68,9 +68,12 @@ async fn rotated_token_file_renews_the_member_in_place() {
     let provider = FileProvider::new(Options {
         files: vec![kc_file.clone()],
         debounce: Duration::from_millis(20),
-        sync_timeout: Duration::from_secs(10),
-        backoff_initial: Duration::from_millis(50),
-        backoff_max: Duration::from_millis(500),
+        members: MemberOptions {
+            sync_timeout: Duration::from_secs(10),
+            backoff_initial: Duration::from_millis(50),
+            backoff_max: Duration::from_millis(500),
+            ..Options::default().members
+        },
         ..Options::default()
     });
     let run = Running::spawn(provider);
@@ -114,7 +117,10 @@ async fn credential_only_rotation_renews_in_place_without_relist() {
     let provider = FileProvider::new(Options {
         files: vec![kc_file.clone()],
         debounce: Duration::from_millis(20),
-        sync_timeout: Duration::from_secs(10),
+        members: MemberOptions {
+            sync_timeout: Duration::from_secs(10),
+            ..Options::default().members
+        },
         ..Options::default()
     });
     let run = Running::spawn(provider);
