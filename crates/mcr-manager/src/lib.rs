@@ -8,7 +8,7 @@
 //! # Porting a kube-runtime controller
 //!
 //! The reconciler and the error policy keep their shapes **unchanged** — `Arc<K>` and
-//! `Arc<Data>` in, [`Action`](kube::runtime::controller::Action) out — with
+//! `Arc<Data>` in, [`Action`] out — with
 //! [`Builder::run`] (or [`Builder::register_per_cluster`]): `Data` is built once per engaged
 //! cluster, so the `client` it holds is the object's own cluster. Side by side:
 //!
