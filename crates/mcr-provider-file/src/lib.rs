@@ -39,8 +39,8 @@
 //!   its cache does not sync in time; the old instance was already replaced) is retried with a
 //!   capped exponential backoff.
 //!
-//! Every cluster is built through [`mcr_core::kubeconfig`] with [`Options::client_options`]
-//! and [`Options::policy`] (default [`Policy::trusted`](mcr_core::kubeconfig::Policy::trusted):
+//! Every cluster is built through [`mcr_core::kubeconfig`] with the client options and policy of
+//! [`Options::members`] (policy default [`Policy::trusted`](mcr_core::kubeconfig::Policy::trusted):
 //! the files are the operator's own) and run through [`mcr_core::members`], the helper every
 //! provider shares.
 //!
