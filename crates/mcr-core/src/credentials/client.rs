@@ -26,13 +26,15 @@ use super::{CredentialStatus, Credentials, Error};
 type Connector = TimeoutConnector<HttpsConnector<HttpConnector>>;
 type Http = HyperClient<Connector, Body>;
 
-/// The read buffer of each HTTP/1 connection, fixed. hyper's default buffer adapts: it
-/// doubles after every read that fills it, never shrinks its allocation, and starts at
-/// 8 KiB, so the connection a member lists on (and then watches on, for as long as the watch
-/// lasts) keeps ~16 KiB after its first large response. A fixed 8 KiB halves that per
-/// member, and large responses are read 8 KiB at a time. It also bounds a response's head
-/// (status line and headers) to 8 KiB, the default of common reverse proxies; a larger head
-/// fails the request with an error. API server heads are well below it.
+/// The read buffer of each HTTP/1 connection, fixed. hyper's default buffer adapts: starting
+/// at 8 KiB, it doubles (up to ~400 KiB) while a large response keeps filling it, and a
+/// buffer that is not shared is reused as it is. A member's watch runs on the connection its
+/// initial list used, so a large list could leave a large buffer behind for as long as the
+/// watch lasts. Fixed at 8 KiB, large responses are read 8 KiB at a time. It also bounds a
+/// response's head (status line and headers) to 8 KiB, as common reverse proxies do by
+/// default; a larger head fails the request with an error. An API server's heads stay well
+/// below it: it truncates the warnings of one response to 4 Ki characters, and its other
+/// headers are short.
 const READ_BUF_SIZE: usize = 8 * 1024;
 
 /// Builds kube clients whose credentials are renewed in place.
@@ -46,8 +48,8 @@ const READ_BUF_SIZE: usize = 8 * 1024;
 /// resourceVersion: nothing is relisted. kube's retry of 429/503/504 and proxies are not part
 /// of this transport (a config with a `proxy_url` is refused); `tls_server_name`, timeouts,
 /// impersonation and extra headers are honoured. Each connection reads through a fixed 8 KiB
-/// buffer (hyper's adaptive one keeps up to twice that per idle watch), which bounds a
-/// response head to 8 KiB: a larger one fails the request.
+/// buffer (hyper's adaptive one grows with large lists and stays grown under the watch that
+/// follows), which bounds a response head to 8 KiB: a larger one fails the request.
 ///
 /// ```no_run
 /// use mcr_core::credentials::{Credentials, RenewableClient};
