@@ -114,6 +114,14 @@ mod tests {
     }
 
     #[test]
+    fn counts_open_sockets() {
+        let listeners: Vec<_> = (0..3)
+            .map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap())
+            .collect();
+        assert!(own_sockets() >= listeners.len());
+    }
+
+    #[test]
     fn reads_this_process() {
         let (rss, hwm) = own_memory();
         assert!(rss > 0 && hwm >= rss);
