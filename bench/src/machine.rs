@@ -55,6 +55,18 @@ pub fn own_memory() -> (u64, u64) {
     )
 }
 
+/// Sockets this process holds open (entries of `/proc/self/fd` that are sockets); 0 when
+/// unreadable.
+pub fn own_sockets() -> usize {
+    std::fs::read_dir("/proc/self/fd")
+        .map(|dir| {
+            dir.filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+                .filter(|target| target.to_string_lossy().starts_with("socket:"))
+                .count()
+        })
+        .unwrap_or(0)
+}
+
 /// CPU time (user + system) this process has used so far, in seconds, from `/proc/self/stat`
 /// (clock ticks of 1/100 s, Linux's `USER_HZ`); 0 when unreadable. The Go peer reads it the
 /// same way.
@@ -99,6 +111,14 @@ mod tests {
             own_cpu_seconds() >= 0.02,
             "no CPU time read from /proc/self/stat"
         );
+    }
+
+    #[test]
+    fn counts_open_sockets() {
+        let listeners: Vec<_> = (0..3)
+            .map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap())
+            .collect();
+        assert!(own_sockets() >= listeners.len());
     }
 
     #[test]

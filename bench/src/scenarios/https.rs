@@ -33,11 +33,22 @@ const OBJECTS: usize = 10;
 /// How long the manager is watched idle after everything is reconciled.
 const IDLE: Duration = Duration::from_secs(5);
 
-fn sizes(quick: bool) -> &'static [usize] {
+/// The fleet sizes: `MCR_BENCH_B4_SIZES` (e.g. `1000,5000`) when set, else 100 (`--quick`) or
+/// 100 / 1,000 / 5,000 / 10,000.
+fn sizes(quick: bool) -> Vec<usize> {
+    if let Ok(list) = std::env::var("MCR_BENCH_B4_SIZES") {
+        let sizes: Vec<usize> = list
+            .split(',')
+            .filter_map(|n| n.trim().parse().ok())
+            .collect();
+        if !sizes.is_empty() {
+            return sizes;
+        }
+    }
     if quick {
-        &[100]
+        vec![100]
     } else {
-        &[100, 1000, 5000, 10_000]
+        vec![100, 1000, 5000, 10_000]
     }
 }
 
@@ -80,6 +91,8 @@ pub async fn child(dir: &Path, n: usize, started: Instant) -> Result<Value> {
     let cpu = crate::machine::own_cpu_seconds();
     tokio::time::sleep(IDLE).await;
     let idle_cpu = crate::machine::own_cpu_seconds() - cpu;
+    let (rss_idle, _) = crate::machine::own_memory();
+    let sockets = crate::machine::own_sockets();
     token.cancel();
     run.abort();
     Ok(json!({
@@ -87,6 +100,8 @@ pub async fn child(dir: &Path, n: usize, started: Instant) -> Result<Value> {
         "rss_kib_before": rss_before, "rss_kib_all_reconciled": rss,
         "hwm_kib_per_cluster": hwm as f64 / engaged.max(1) as f64,
         "hwm_growth_kib_per_cluster": hwm.saturating_sub(rss_before) as f64 / engaged.max(1) as f64,
+        "rss_kib_idle": rss_idle, "sockets_idle": sockets,
+        "sockets_per_cluster": sockets as f64 / engaged.max(1) as f64,
         "idle_cpu_s": idle_cpu, "idle_s": IDLE.as_secs_f64(),
         "idle_cpu_us_per_s_per_cluster": idle_cpu * 1e6 / IDLE.as_secs_f64() / engaged.max(1) as f64,
     }))
@@ -159,7 +174,8 @@ fn one_size(n: usize, envtest_bin: &Path, work: &Path) -> Result<Value> {
 
 /// Parent: every size, and the curve.
 pub fn run(quick: bool, envtest_bin: &Path, work: &Path) -> Scenario {
-    let list: Vec<String> = sizes(quick).iter().map(|n| n.to_string()).collect();
+    let sizes = sizes(quick);
+    let list: Vec<String> = sizes.iter().map(|n| n.to_string()).collect();
     let mut s = Scenario::new(
         "B4",
         format!(
@@ -169,7 +185,7 @@ pub fn run(quick: bool, envtest_bin: &Path, work: &Path) -> Scenario {
         "<= 10 s at 1,000; <= 64 KiB RSS per cluster at the largest size; idle CPU per cluster does not grow",
     );
     let mut met = true;
-    for &n in sizes(quick) {
+    for &n in &sizes {
         match one_size(n, envtest_bin, work) {
             Ok(v) => {
                 let get = |k: &str| v.get(k).and_then(Value::as_f64);
@@ -195,6 +211,11 @@ pub fn run(quick: bool, envtest_bin: &Path, work: &Path) -> Scenario {
                     "MiB",
                 );
                 s.metric(
+                    &format!("{at}open sockets per cluster at idle"),
+                    get("sockets_per_cluster"),
+                    "",
+                );
+                s.metric(
                     &format!("{at}idle CPU per cluster"),
                     get("idle_cpu_us_per_s_per_cluster"),
                     "us/s",
@@ -202,7 +223,7 @@ pub fn run(quick: bool, envtest_bin: &Path, work: &Path) -> Scenario {
                 if n == 1000 {
                     met &= get("seconds").is_some_and(|t| t <= 10.0);
                 }
-                if Some(&n) == sizes(quick).last() {
+                if Some(&n) == sizes.last() {
                     met &= get("hwm_kib_per_cluster").is_some_and(|r| r <= 64.0);
                 }
                 s.runs.push(v);

@@ -6,7 +6,9 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::task::{Context, Poll};
 use std::time::SystemTime;
 
+use futures::TryFutureExt as _;
 use http::{Request, Response, header};
+use hyper::body::Incoming;
 use hyper_rustls::HttpsConnector;
 use hyper_timeout::TimeoutConnector;
 use hyper_util::client::legacy::{Client as HyperClient, ResponseFuture, connect::HttpConnector};
@@ -16,12 +18,24 @@ use rustls::client::ResolvesClientCert;
 use rustls::sign::CertifiedKey;
 use tower::ServiceBuilder;
 
+use super::body::Compact;
 use super::material::Secret;
 use super::renew::State;
 use super::{CredentialStatus, Credentials, Error};
 
 type Connector = TimeoutConnector<HttpsConnector<HttpConnector>>;
 type Http = HyperClient<Connector, Body>;
+
+/// The read buffer of each HTTP/1 connection, fixed. hyper's default buffer adapts: starting
+/// at 8 KiB, it doubles (up to ~400 KiB) while a large response keeps filling it, and a
+/// buffer that is not shared is reused as it is. A member's watch runs on the connection its
+/// initial list used, so a large list could leave a large buffer behind for as long as the
+/// watch lasts. Fixed at 8 KiB, large responses are read 8 KiB at a time. It also bounds a
+/// response's head (status line and headers) to 8 KiB, as common reverse proxies do by
+/// default; a larger head fails the request with an error. An API server's heads stay well
+/// below it: it truncates the warnings of one response to 4 Ki characters, and its other
+/// headers are short.
+const READ_BUF_SIZE: usize = 8 * 1024;
 
 /// Builds kube clients whose credentials are renewed in place.
 ///
@@ -33,7 +47,9 @@ type Http = HyperClient<Connector, Body>;
 /// their old connection, which then closes. Informers keep running and resume from their
 /// resourceVersion: nothing is relisted. kube's retry of 429/503/504 and proxies are not part
 /// of this transport (a config with a `proxy_url` is refused); `tls_server_name`, timeouts,
-/// impersonation and extra headers are honoured.
+/// impersonation and extra headers are honoured. Each connection reads through a fixed 8 KiB
+/// buffer (hyper's adaptive one grows with large lists and stays grown under the watch that
+/// follows), which bounds a response head to 8 KiB: a larger one fails the request.
 ///
 /// ```no_run
 /// use mcr_core::credentials::{Credentials, RenewableClient};
@@ -87,8 +103,11 @@ impl RenewableClient {
         connector.set_connect_timeout(config.connect_timeout);
         connector.set_read_timeout(config.read_timeout);
         connector.set_write_timeout(config.write_timeout);
-        let new_pool =
-            move || -> Http { HyperClient::builder(TokioExecutor::new()).build(connector.clone()) };
+        let new_pool = move || -> Http {
+            HyperClient::builder(TokioExecutor::new())
+                .http1_read_buf_exact_size(READ_BUF_SIZE)
+                .build(connector.clone())
+        };
         let inner = Arc::new(Inner {
             http: RwLock::new(new_pool()),
             new_pool: Box::new(new_pool),
@@ -240,9 +259,10 @@ impl ResolvesClientCert for CertSlot {
 struct Transport(Arc<Inner>);
 
 impl tower::Service<Request<Body>> for Transport {
-    type Response = Response<hyper::body::Incoming>;
+    type Response = Response<Compact>;
     type Error = hyper_util::client::legacy::Error;
-    type Future = ResponseFuture;
+    type Future =
+        futures::future::MapOk<ResponseFuture, fn(Response<Incoming>) -> Response<Compact>>;
 
     fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         Poll::Ready(Ok(()))
@@ -253,6 +273,6 @@ impl tower::Service<Request<Body>> for Transport {
             req.headers_mut().insert(header::AUTHORIZATION, token);
         }
         let http = read(&self.0.http).clone();
-        http.request(req)
+        http.request(req).map_ok(|res| res.map(Compact))
     }
 }

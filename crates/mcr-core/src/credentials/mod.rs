@@ -34,6 +34,7 @@
 //! # Ok(()) }
 //! ```
 
+mod body;
 mod client;
 mod kubeconfig;
 mod material;

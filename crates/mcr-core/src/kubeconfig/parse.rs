@@ -64,7 +64,7 @@ pub fn read(path: &Path) -> Result<Kubeconfig, Error> {
     non_empty(kc)
 }
 
-fn non_empty(kc: Kubeconfig) -> Result<Kubeconfig, Error> {
+fn non_empty(mut kc: Kubeconfig) -> Result<Kubeconfig, Error> {
     if kc.clusters.is_empty()
         && kc.auth_infos.is_empty()
         && kc.contexts.is_empty()
@@ -72,6 +72,11 @@ fn non_empty(kc: Kubeconfig) -> Result<Kubeconfig, Error> {
     {
         return Err(Error::Empty);
     }
+    // Deserializing a list reserves room for four entries, ~1 KiB each for users: a provider
+    // holds one parsed kubeconfig per member while its fleet is built, so drop the spare room.
+    kc.clusters.shrink_to_fit();
+    kc.auth_infos.shrink_to_fit();
+    kc.contexts.shrink_to_fit();
     Ok(kc)
 }
 

@@ -180,3 +180,19 @@ fn resolution_errors() {
         "{err:?}"
     );
 }
+
+#[test]
+fn parsed_lists_keep_no_spare_room() {
+    // A provider holds one parsed kubeconfig per member while its fleet is built.
+    let yaml = "clusters: [{name: c, cluster: {server: 'https://a'}}]\n\
+                users: [{name: u, user: {token: t}}]\n\
+                contexts: [{name: x, context: {cluster: c, user: u}}]\n";
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("kubeconfig");
+    std::fs::write(&path, yaml).unwrap();
+    for kc in [parse(yaml.as_bytes()).unwrap(), read(&path).unwrap()] {
+        assert_eq!(kc.clusters.capacity(), kc.clusters.len());
+        assert_eq!(kc.auth_infos.capacity(), kc.auth_infos.len());
+        assert_eq!(kc.contexts.capacity(), kc.contexts.len());
+    }
+}
