@@ -12,7 +12,7 @@ use hyper::body::Incoming;
 use hyper_rustls::HttpsConnector;
 use hyper_timeout::TimeoutConnector;
 use hyper_util::client::legacy::{Client as HyperClient, ResponseFuture, connect::HttpConnector};
-use hyper_util::rt::TokioExecutor;
+use hyper_util::rt::{TokioExecutor, TokioTimer};
 use kube::client::{Body, ConfigExt};
 use rustls::client::ResolvesClientCert;
 use rustls::sign::CertifiedKey;
@@ -63,10 +63,25 @@ pub struct RenewableClient;
 
 impl RenewableClient {
     /// A client for `config`'s server, CA, TLS and header settings, authenticated with
-    /// `credentials` (any credentials in `config.auth_info` are ignored).
+    /// `credentials` (any credentials in `config.auth_info` are ignored). Idle pooled
+    /// connections are closed after
+    /// [`DEFAULT_POOL_IDLE_TIMEOUT`](crate::kubeconfig::DEFAULT_POOL_IDLE_TIMEOUT).
     pub fn build(
+        config: kube::Config,
+        credentials: Credentials,
+    ) -> Result<(kube::Client, CredentialHandle), Error> {
+        Self::build_with_pool_idle(
+            config,
+            credentials,
+            crate::kubeconfig::DEFAULT_POOL_IDLE_TIMEOUT,
+        )
+    }
+
+    /// [`build`](Self::build), closing pooled connections idle for `pool_idle_timeout`.
+    pub fn build_with_pool_idle(
         mut config: kube::Config,
         credentials: Credentials,
+        pool_idle_timeout: std::time::Duration,
     ) -> Result<(kube::Client, CredentialHandle), Error> {
         config.auth_info = kube::config::AuthInfo {
             impersonate: config.auth_info.impersonate.take(),
@@ -106,6 +121,10 @@ impl RenewableClient {
         let new_pool = move || -> Http {
             HyperClient::builder(TokioExecutor::new())
                 .http1_read_buf_exact_size(READ_BUF_SIZE)
+                // Without a timer hyper drops expired idle connections only when the pool is
+                // next used, so a member keeps every connection it ever opened at once.
+                .pool_timer(TokioTimer::new())
+                .pool_idle_timeout(pool_idle_timeout)
                 .build(connector.clone())
         };
         let inner = Arc::new(Inner {

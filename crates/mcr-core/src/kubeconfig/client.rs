@@ -154,7 +154,8 @@ async fn build(
                 .map_err(|e| fail(e.to_string()))?
                 .with_expiry(at);
             let (client, handle) =
-                RenewableClient::build(config, credentials).map_err(|e| fail(e.to_string()))?;
+                RenewableClient::build_with_pool_idle(config, credentials, opts.pool_idle())
+                    .map_err(|e| fail(e.to_string()))?;
             let source = ExecRenew {
                 auth: user,
                 timeout,

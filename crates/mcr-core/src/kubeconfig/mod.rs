@@ -48,7 +48,9 @@ pub use exec_policy::{ExecPolicy, check_exec_policy};
 pub use exec_rule::ExecRule;
 pub use file_refs::check_file_references;
 pub use hash::{bytes_hash, connection_hash};
-pub use options::{ClientOptions, DEFAULT_CONNECT_TIMEOUT, DEFAULT_READ_TIMEOUT};
+pub use options::{
+    ClientOptions, DEFAULT_CONNECT_TIMEOUT, DEFAULT_POOL_IDLE_TIMEOUT, DEFAULT_READ_TIMEOUT,
+};
 pub use parse::{contexts, current_context, parse, read};
 pub use policy::{Policy, check_policy};
 pub use proxy::EnvProxy;

@@ -12,6 +12,11 @@ pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// otherwise: above the 290 s watches kube's watcher asks for.
 pub const DEFAULT_READ_TIMEOUT: Duration = Duration::from_secs(300);
 
+/// How long a pooled HTTP connection of a member client may stay idle before it is closed,
+/// unless [`ClientOptions::pool_idle_timeout`] says otherwise (hyper's default, enforced by a
+/// timer rather than only when the pool is next used).
+pub const DEFAULT_POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(90);
+
 /// Settings applied to every client built from a kubeconfig, on top of the kubeconfig's own.
 ///
 /// Tuning only: what a kubeconfig may make the controller do (run plugins, read files, use a
@@ -43,6 +48,12 @@ pub struct ClientOptions {
     pub read_timeout: Option<Duration>,
     /// Timeout for sending a request.
     pub write_timeout: Option<Duration>,
+    /// How long an idle pooled connection is kept (default [`DEFAULT_POOL_IDLE_TIMEOUT`]).
+    /// Concurrent requests open extra connections; without this bound each member would keep
+    /// as many as it ever used at once. Applies to the clients mcr builds itself (static
+    /// tokens, client certificates, exec plugins); a client kube builds (an `auth-provider`, a
+    /// proxy) keeps kube's pool settings.
+    pub pool_idle_timeout: Option<Duration>,
     /// How long an `exec` credential plugin may run before it is killed and the build fails
     /// (`None`: [`DEFAULT_EXEC_TIMEOUT`](super::DEFAULT_EXEC_TIMEOUT), 30 s).
     pub exec_timeout: Option<Duration>,
@@ -86,6 +97,23 @@ impl ClientOptions {
     pub fn connect_timeout(mut self, timeout: Duration) -> Self {
         self.connect_timeout = Some(timeout);
         self
+    }
+
+    /// Sets [`pool_idle_timeout`](Self::pool_idle_timeout).
+    ///
+    /// ```
+    /// let opts = mcr_core::kubeconfig::ClientOptions::new().pool_idle_timeout(std::time::Duration::from_secs(30));
+    /// # let _ = opts;
+    /// ```
+    #[must_use]
+    pub fn pool_idle_timeout(mut self, timeout: Duration) -> Self {
+        self.pool_idle_timeout = Some(timeout);
+        self
+    }
+
+    /// The idle timeout of pooled connections in effect.
+    pub(crate) fn pool_idle(&self) -> Duration {
+        self.pool_idle_timeout.unwrap_or(DEFAULT_POOL_IDLE_TIMEOUT)
     }
 
     /// Sets [`read_timeout`](Self::read_timeout).
