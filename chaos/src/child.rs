@@ -82,6 +82,13 @@ impl Manager {
         serde_json::from_str(&line).with_context(|| format!("stats: {line}"))
     }
 
+    /// Asks the child to hand its allocator's free pages back to the OS (see `trim.rs`).
+    pub async fn trim(&mut self) -> Result<()> {
+        let line = self.ask("trim").await?;
+        anyhow::ensure!(line.starts_with("trimmed"), "trim: {line}");
+        Ok(())
+    }
+
     /// Stops the manager; `Ok` if it stopped cleanly within its bound, else why not.
     pub async fn stop(mut self) -> Result<()> {
         let answer = self.ask("stop").await;

@@ -171,6 +171,11 @@ pub async fn serve(dir: PathBuf, host_kubeconfig: PathBuf, panics: fn() -> u64) 
                 let json = serde_json::to_string(&stats(&mgr, panics()))?;
                 out.write_all(format!("{json}\n").as_bytes()).await?;
             }
+            "trim" => {
+                let released = crate::trim::release_free_memory();
+                out.write_all(format!("trimmed {released}\n").as_bytes())
+                    .await?;
+            }
             "stop" => break,
             other => anyhow::bail!("unknown command {other:?}"),
         }

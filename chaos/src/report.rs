@@ -9,6 +9,11 @@ use crate::faults::Kind;
 pub const RSS_TOLERANCE: f64 = 0.20;
 /// ... plus this many bytes (allocator noise on small runs).
 pub const RSS_SLACK: u64 = 16 << 20;
+/// Once warmed up (connection pools filled to the fault load, caches listed), RSS is flat: the
+/// last third of the rounds may exceed the middle third by this fraction...
+pub const RSS_STEADY_TOLERANCE: f64 = 0.03;
+/// ... plus this many bytes.
+pub const RSS_STEADY_SLACK: u64 = 1 << 20;
 
 /// Everything a run records.
 #[derive(Default)]
@@ -87,23 +92,27 @@ impl Report {
         self.failures.push(msg);
     }
 
-    /// Mean RSS of the first and the last third of the rounds; `None` below three rounds.
-    pub fn rss_thirds(&self) -> Option<(f64, f64)> {
+    /// Mean RSS of the first, the middle and the last third of the rounds; `None` below
+    /// three rounds.
+    pub fn rss_thirds(&self) -> Option<(f64, f64, f64)> {
         let third = self.rss.len() / 3;
         if third == 0 {
             return None;
         }
         let mean = |s: &[u64]| s.iter().sum::<u64>() as f64 / s.len() as f64;
+        let n = self.rss.len();
         Some((
             mean(&self.rss[..third]),
-            mean(&self.rss[self.rss.len() - third..]),
+            mean(&self.rss[third..n - third]),
+            mean(&self.rss[n - third..]),
         ))
     }
 
-    /// Asserts that RSS did not grow between the first and the last third.
+    /// Asserts that RSS did not grow between the first and the last third, nor (once warmed
+    /// up) between the middle and the last third.
     pub fn check_rss(&mut self) {
         match self.rss_thirds() {
-            Some((first, last)) => {
+            Some((first, middle, last)) => {
                 let allowed = first * (1.0 + RSS_TOLERANCE) + RSS_SLACK as f64;
                 if last > allowed {
                     self.fail(format!(
@@ -111,6 +120,15 @@ impl Report {
                         mib(first),
                         mib(last),
                         mib(allowed)
+                    ));
+                }
+                let steady = middle * (1.0 + RSS_STEADY_TOLERANCE) + RSS_STEADY_SLACK as f64;
+                if last > steady {
+                    self.fail(format!(
+                        "RSS still growing once warmed up: middle third {}, last third {} (allowed {})",
+                        mib(middle),
+                        mib(last),
+                        mib(steady)
                     ));
                 }
             }
@@ -153,7 +171,7 @@ impl Report {
             ),
             None => println!("faults stopped -> every live member settled: NOT within the bound"),
         }
-        if let Some((first, last)) = self.rss_thirds() {
+        if let Some((first, middle, last)) = self.rss_thirds() {
             println!(
                 "manager RSS first third {}, last third {} ({:+.1}%; allowed +{:.0}% + {})",
                 mib(first),
@@ -161,6 +179,14 @@ impl Report {
                 (last / first - 1.0) * 100.0,
                 RSS_TOLERANCE * 100.0,
                 mib(RSS_SLACK as f64)
+            );
+            println!(
+                "manager RSS warmed up: middle third {}, last third {} ({:+.1}%; allowed +{:.0}% + {})",
+                mib(middle),
+                mib(last),
+                (last / middle - 1.0) * 100.0,
+                RSS_STEADY_TOLERANCE * 100.0,
+                mib(RSS_STEADY_SLACK as f64)
             );
         }
         let rounds: Vec<String> = self
@@ -185,5 +211,41 @@ impl Report {
                 println!("  - {f}");
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with_rss(mib: &[u64]) -> Report {
+        Report {
+            rss: mib.iter().map(|m| m << 20).collect(),
+            ..Report::default()
+        }
+    }
+
+    #[test]
+    fn warm_up_then_flat_passes() {
+        // The 50-cluster run after the pool-timer fix (MiB, rounded).
+        let mut report = with_rss(&[28, 30, 31, 33, 32, 32, 32, 32, 32]);
+        report.check_rss();
+        assert!(report.failures.is_empty(), "{:?}", report.failures);
+    }
+
+    #[test]
+    fn steady_growth_fails_even_within_the_first_third_bound() {
+        // Growing ~1 MiB a round: within +20 % + 16 MiB of the first third, not flat.
+        let mut report = with_rss(&[46, 48, 51, 53, 55, 55, 55, 56, 57, 57, 58, 59, 61, 61, 62]);
+        report.check_rss();
+        assert_eq!(report.failures.len(), 1, "{:?}", report.failures);
+        assert!(report.failures[0].contains("still growing"));
+    }
+
+    #[test]
+    fn too_few_rounds_is_a_failure() {
+        let mut report = with_rss(&[10, 10]);
+        report.check_rss();
+        assert_eq!(report.failures.len(), 1);
     }
 }
