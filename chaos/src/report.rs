@@ -111,31 +111,29 @@ impl Report {
     /// Asserts that RSS did not grow between the first and the last third, nor (once warmed
     /// up) between the middle and the last third.
     pub fn check_rss(&mut self) {
-        match self.rss_thirds() {
-            Some((first, middle, last)) => {
-                let allowed = first * (1.0 + RSS_TOLERANCE) + RSS_SLACK as f64;
-                if last > allowed {
-                    self.fail(format!(
-                        "RSS grew: first third {}, last third {} (allowed {})",
-                        mib(first),
-                        mib(last),
-                        mib(allowed)
-                    ));
-                }
-                let steady = middle * (1.0 + RSS_STEADY_TOLERANCE) + RSS_STEADY_SLACK as f64;
-                if last > steady {
-                    self.fail(format!(
-                        "RSS still growing once warmed up: middle third {}, last third {} (allowed {})",
-                        mib(middle),
-                        mib(last),
-                        mib(steady)
-                    ));
-                }
+        let Some((first, middle, last)) = self.rss_thirds() else {
+            let rounds = self.rss.len();
+            return self.fail(format!("only {rounds} rounds: RSS needs at least 3"));
+        };
+        let checks = [
+            ("RSS grew: first", first, RSS_TOLERANCE, RSS_SLACK),
+            (
+                "RSS still growing once warmed up: middle",
+                middle,
+                RSS_STEADY_TOLERANCE,
+                RSS_STEADY_SLACK,
+            ),
+        ];
+        for (what, base, tolerance, slack) in checks {
+            let allowed = base * (1.0 + tolerance) + slack as f64;
+            if last > allowed {
+                self.fail(format!(
+                    "{what} third {}, last third {} (allowed {})",
+                    mib(base),
+                    mib(last),
+                    mib(allowed)
+                ));
             }
-            None => self.fail(format!(
-                "only {} rounds: RSS needs at least 3",
-                self.rss.len()
-            )),
         }
     }
 
