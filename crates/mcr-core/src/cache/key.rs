@@ -4,9 +4,14 @@
 use std::{
     any::TypeId,
     sync::{Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard},
+    time::Duration,
 };
 
-use kube::{Resource, runtime::watcher};
+use kube::{
+    Resource,
+    api::{ListParams, VersionMatch, WatchParams},
+    runtime::watcher,
+};
 
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -113,6 +118,7 @@ pub(super) struct InformerKey {
     pub(super) opts: InformerOptions,
 }
 
+#[cfg(test)]
 pub(super) fn watcher_config(opts: &InformerOptions) -> watcher::Config {
     let mut config = watcher::Config {
         label_selector: opts.label_selector.clone(),
@@ -129,6 +135,45 @@ pub(super) fn watcher_config(opts: &InformerOptions) -> watcher::Config {
         config.initial_list_strategy = watcher::InitialListStrategy::StreamingList;
     }
     config
+}
+
+impl InformerOptions {
+    /// The parameters of the initial list's pages (kube-runtime's `watcher::Config` semantics:
+    /// `any_semantic` lists from the API server's cache at any resource version).
+    pub(super) fn list_params(&self) -> ListParams {
+        let mut params = ListParams {
+            label_selector: self.label_selector.clone(),
+            field_selector: self.field_selector.clone(),
+            limit: self.page_size,
+            ..ListParams::default()
+        };
+        if self.any_semantic {
+            params.resource_version = Some("0".into());
+            params.version_match = Some(VersionMatch::NotOlderThan);
+        }
+        params
+    }
+
+    /// The parameters of a watch (`initial`: a streaming list's first watch, which asks for
+    /// the initial events).
+    pub(super) fn watch_params(&self, initial: bool) -> WatchParams {
+        WatchParams {
+            label_selector: self.label_selector.clone(),
+            field_selector: self.field_selector.clone(),
+            timeout: self.timeout,
+            bookmarks: self.bookmarks,
+            send_initial_events: initial && self.streaming_list,
+        }
+    }
+
+    /// How long a watch may stay silent: the server-side timeout (290 s unless set), or no
+    /// limit when it is set to 0.
+    pub(super) fn idle_timeout(&self) -> Option<Duration> {
+        match self.timeout {
+            Some(0) => None,
+            t => Some(Duration::from_secs(u64::from(t.unwrap_or(290)))),
+        }
+    }
 }
 
 #[cfg(test)]

@@ -1,8 +1,9 @@
 //! [`Cache`]: the per-cluster shared informer cache.
 //!
 //! kube-rs has no shared informer factory; this is ours. The first user of a resource type
-//! starts one `watcher` + reflector store for it, every later user shares it, so N controllers
-//! watching ConfigMaps in one cluster cause exactly one watch.
+//! starts one list-then-watch loop (`watch`, kube-runtime's `watcher` semantics) + reflector
+//! store for it, every later user shares it, so N controllers watching ConfigMaps in one
+//! cluster cause exactly one watch.
 
 mod derived;
 mod field_index;
@@ -11,6 +12,7 @@ mod informer;
 mod key;
 mod name;
 mod shared;
+mod watch;
 
 use std::{
     any::Any,
@@ -23,7 +25,7 @@ use std::{
 
 use futures::StreamExt;
 use kube::{
-    Api, Resource,
+    Resource,
     core::PartialObjectMeta,
     runtime::{WatchStreamExt, watcher},
 };
@@ -35,7 +37,7 @@ use derived::Derived;
 pub(crate) use indexer::Extractor;
 pub use informer::{CacheEvent, Informer};
 pub use key::InformerOptions;
-use key::{InformerKey, watcher_config};
+use key::InformerKey;
 pub(crate) use key::{TypeTag, lock, read, write};
 use shared::{ErasedInformer, Shared};
 
@@ -246,6 +248,21 @@ impl Cache {
         K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
         K::DynamicType: Clone + Eq + Hash + Send + Sync + 'static,
     {
+        self.informer_of::<K>(dyntype, opts, false)
+    }
+
+    /// `informer_with`; `metadata`: `K` is a `PartialObjectMeta<_>`, listed and watched as
+    /// metadata only.
+    fn informer_of<K>(
+        &self,
+        dyntype: K::DynamicType,
+        opts: InformerOptions,
+        metadata: bool,
+    ) -> Informer<K>
+    where
+        K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+        K::DynamicType: Clone + Eq + Hash + Send + Sync + 'static,
+    {
         let key = InformerKey {
             tag: TypeTag::of::<K>(&dyntype),
             opts,
@@ -255,8 +272,8 @@ impl Cache {
                 let stream = derived::stream::<K>(derived, dyntype.clone(), key.opts.clone());
                 return (dyntype, stream);
             }
-            let api = Api::<K>::all_with(client, &dyntype);
-            let stream = watcher(api, watcher_config(&key.opts))
+            let url = K::url_path(&dyntype, None);
+            let stream = watch::stream::<K>(client, url, key.opts.clone(), metadata)
                 .default_backoff()
                 .boxed();
             (dyntype, stream)
@@ -281,8 +298,7 @@ impl Cache {
         K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
         K::DynamicType: Clone + Eq + Hash + Send + Sync + 'static,
     {
-        // `Api<PartialObjectMeta<K>>` makes metadata-only requests.
-        self.informer_with::<PartialObjectMeta<K>>(dyntype, opts)
+        self.informer_of::<PartialObjectMeta<K>>(dyntype, opts, true)
     }
 
     /// The state behind `informer_with` (for derived caches).
