@@ -14,7 +14,14 @@
 //! Both transports share one handler: discovery (`/version`, `/api`, `/apis/...`), get, list
 //! (selectors, pagination), watch (NDJSON, bookmarks, streaming lists, `timeoutSeconds`,
 //! 410 after [`TestCluster::compact`]), create, update, patch (merge, JSON, strategic,
-//! server-side apply), delete (finalizers, propagation) and deletecollection, `dryRun=All`.
+//! server-side apply), delete (finalizers, propagation) and deletecollection, `dryRun=All`,
+//! and metadata-only responses: with the `Accept` header
+//! `application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1` (kube's
+//! `Api::get_metadata`, `watch_metadata`, `patch_metadata`) an object or watch event comes
+//! back as a `meta.k8s.io/v1` `PartialObjectMetadata` (its whole `metadata`, nothing else),
+//! and with `as=PartialObjectMetadataList` (`Api::list_metadata`) a list as a
+//! `PartialObjectMetadataList` whose items are `PartialObjectMetadata`, as on a real server
+//! (also for writes; asking for an object as a list or the reverse is 406).
 //! Served types: Namespace, ConfigMap, Secret, ServiceAccount, Event (`v1` and
 //! `events.k8s.io/v1`), Lease, Deployment, ReplicaSet, CustomResourceDefinition, and every
 //! CRD created at runtime. New clusters have the namespaces `default`, `kube-system`,
@@ -86,6 +93,7 @@
 //! | a real `kube-system` holds the API server's own ConfigMaps (`extension-apiserver-authentication`, `kube-apiserver-legacy-service-account-token-tracking`), and `default` the `kubernetes` Service, plus RBAC roles, PriorityClasses and FlowSchemas; the emulator's namespaces start empty | not emulated: tests list their own namespace or skip exact cluster-wide counts on the real backend |
 //! | a watch from resourceVersion `0` may start with a BOOKMARK on a real server | allowed by the API; tests skip bookmarks |
 //! | `/openapi/v2`, `serviceaccounts/token` (TokenRequest), RBAC enforcement are served by the real server | not emulated (see below) |
+//! | metadata-only responses (`as=PartialObjectMetadata[List]`): compared field by field with a real server for get, list, watch (bookmarks included), create, update, patch and deletecollection; a real server also answers in YAML when a YAML clause wins, and sends an empty watch stream for `as=PartialObjectMetadataList` on a watch | emulated (`tests/metadata.rs` runs on both backends); the emulator always writes JSON and answers 406 to a list conversion on a watch |
 //! | on the real backend every cluster is served over HTTPS ([`TestCluster::url`] and [`TestCluster::kubeconfig`] are `Some` after [`TestCluster::start`]) | by design |
 //!
 //! # The `mcr-envtest` binary

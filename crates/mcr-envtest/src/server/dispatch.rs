@@ -5,6 +5,7 @@ use http::{HeaderMap, Method, Request, Response, header};
 use serde_json::Value;
 
 use super::Shared;
+use super::metadata::Output;
 use super::query::Query;
 use super::response::{self, Body};
 use super::route::ResourcePath;
@@ -90,7 +91,7 @@ fn serve(
     if let Some(code) = shared.faults.injected_error(verb.as_str(), &resource) {
         return Err(response::injected(code));
     }
-    check_accept(req.headers())?;
+    let output = Output::negotiate(req.headers())?;
 
     let engine = &shared.engine;
     let rt = engine
@@ -130,7 +131,10 @@ fn serve(
                 });
             }
             return match engine.watch(&rt, ns, &params) {
-                Ok(events) => Ok(response::watch_stream(events, shared.faults.subscribe())),
+                Ok(events) => Ok(response::watch_stream(
+                    output.watch(events)?,
+                    shared.faults.subscribe(),
+                )),
                 Err(err) if err.code == 410 => Ok(response::watch_error(&err)),
                 Err(err) => Err(err),
             };
@@ -138,7 +142,7 @@ fn serve(
         Verb::Create => {
             let object = parse_object(req.headers(), body)?;
             let created = engine.create(&rt, ns, object, &query.write_options()?)?;
-            return Ok(response::json(201, &created));
+            return Ok(response::json(201, &output.encode(created)?));
         }
         Verb::Update => {
             let object = parse_object(req.headers(), body)?;
@@ -164,7 +168,7 @@ fn serve(
             &query.delete_options(body)?,
         )?,
     };
-    Ok(response::json(200, &value))
+    Ok(response::json(200, &output.encode(value)?))
 }
 
 /// The media type of a header without parameters, lower-cased.
@@ -178,35 +182,6 @@ fn media_type(headers: &HeaderMap, name: header::HeaderName) -> Option<String> {
             .trim()
             .to_ascii_lowercase(),
     )
-}
-
-/// JSON is always produced: refuse only clients that accept nothing JSON-compatible.
-fn check_accept(headers: &HeaderMap) -> Result<(), ApiError> {
-    let Some(accept) = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()) else {
-        return Ok(());
-    };
-    let acceptable = accept.split(',').any(|range| {
-        let media = range
-            .split(';')
-            .next()
-            .unwrap_or_default()
-            .trim()
-            .to_ascii_lowercase();
-        media.is_empty()
-            || media == "*/*"
-            || media == "application/*"
-            || media.ends_with("json")
-            || media.ends_with("yaml")
-    });
-    if acceptable {
-        Ok(())
-    } else {
-        Err(ApiError::new(
-            406,
-            "NotAcceptable",
-            format!("only application/json is served, not {accept:?}"),
-        ))
-    }
 }
 
 /// Reads a create/update body (JSON, YAML, or Kubernetes protobuf for the kinds
@@ -305,18 +280,14 @@ mod tests {
 
     #[test]
     fn content_negotiation() {
+        let negotiate = |v| Output::negotiate(&headers(header::ACCEPT, v));
         let kubectl = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json";
-        assert!(check_accept(&headers(header::ACCEPT, kubectl)).is_ok());
+        assert_eq!(negotiate(kubectl).unwrap(), Output::Full);
         let proto = "application/vnd.kubernetes.protobuf,application/json";
-        assert!(check_accept(&headers(header::ACCEPT, proto)).is_ok());
+        assert_eq!(negotiate(proto).unwrap(), Output::Full);
         let only = "application/vnd.kubernetes.protobuf";
-        assert_eq!(
-            check_accept(&headers(header::ACCEPT, only))
-                .unwrap_err()
-                .code,
-            406
-        );
-        assert!(check_accept(&HeaderMap::new()).is_ok());
+        assert_eq!(negotiate(only).unwrap_err().code, 406);
+        assert_eq!(Output::negotiate(&HeaderMap::new()).unwrap(), Output::Full);
 
         let ct = |v| headers(header::CONTENT_TYPE, v);
         assert_eq!(

@@ -16,6 +16,7 @@ use crate::faults::Faults;
 use crate::{discovery, openapi};
 
 mod dispatch;
+mod metadata;
 pub(crate) mod protobuf;
 pub(crate) mod query;
 pub(crate) mod response;
