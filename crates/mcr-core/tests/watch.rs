@@ -36,7 +36,10 @@ async fn metadata_informers_list_and_watch_metadata_only() {
     .await;
     for name in ["a", "b"] {
         let object = meta.get(Some("default"), name).unwrap();
-        let kind = object.types.as_ref().map(|t| (t.api_version.as_str(), t.kind.as_str()));
+        let kind = object
+            .types
+            .as_ref()
+            .map(|t| (t.api_version.as_str(), t.kind.as_str()));
         assert_eq!(
             kind,
             Some(("meta.k8s.io/v1", "PartialObjectMetadata")),
@@ -53,7 +56,12 @@ async fn a_watch_refused_with_gone_starts_over_with_a_list() {
     }
     let tc = TestCluster::start("gone").await.unwrap();
     create(&tc.client(), "a", "x").await;
-    tc.inject_error(ErrorRule::new(410).verb("watch").resource("configmaps").times(1));
+    tc.inject_error(
+        ErrorRule::new(410)
+            .verb("watch")
+            .resource("configmaps")
+            .times(1),
+    );
     let token = CancellationToken::new();
     let cluster = Cluster::new("gone", tc.client());
     cluster.cache().start(token.clone());

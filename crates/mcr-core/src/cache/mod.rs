@@ -36,8 +36,8 @@ pub use derived::CacheView;
 use derived::Derived;
 pub(crate) use indexer::Extractor;
 pub use informer::{CacheEvent, Informer};
-pub use key::InformerOptions;
 use key::InformerKey;
+pub use key::InformerOptions;
 pub(crate) use key::{TypeTag, lock, read, write};
 use shared::{ErasedInformer, Shared};
 

@@ -3,8 +3,8 @@
 use std::marker::PhantomData;
 
 use bytes::{Buf, Bytes};
-use http_body_util::BodyExt;
 use http_body::Body;
+use http_body_util::BodyExt;
 use kube::core::{Status, WatchEvent};
 use serde::de::DeserializeOwned;
 
@@ -147,9 +147,8 @@ mod tests {
     use super::*;
     use k8s_openapi::api::core::v1::ConfigMap;
 
-    type Frames = futures::stream::Iter<
-        std::vec::IntoIter<Result<http_body::Frame<Bytes>, kube::Error>>,
-    >;
+    type Frames =
+        futures::stream::Iter<std::vec::IntoIter<Result<http_body::Frame<Bytes>, kube::Error>>>;
     type Chunks = http_body_util::StreamBody<Frames>;
 
     /// A body delivering `chunks` one frame each.
@@ -209,7 +208,10 @@ mod tests {
         ]));
         let seen = names(&mut events).await;
         assert_eq!(seen.len(), 3, "{seen:?}");
-        assert!(seen[0].starts_with("error: Error deserializing"), "{seen:?}");
+        assert!(
+            seen[0].starts_with("error: Error deserializing"),
+            "{seen:?}"
+        );
         assert!(seen[1].contains("too old"), "{seen:?}");
         assert_eq!(seen[2], "a");
     }
@@ -217,7 +219,8 @@ mod tests {
     #[tokio::test]
     async fn an_event_cut_off_by_the_end_is_dropped() {
         let a = added("a", "1");
-        let mut events = Events::<ConfigMap, Chunks>::new(body(&[a.as_bytes(), b"{\"type\":\"ADD"]));
+        let mut events =
+            Events::<ConfigMap, Chunks>::new(body(&[a.as_bytes(), b"{\"type\":\"ADD"]));
         assert_eq!(names(&mut events).await, ["a"]);
     }
 
@@ -225,7 +228,10 @@ mod tests {
     async fn an_endless_line_is_refused() {
         let big = vec![b' '; 1 << 20];
         let chunks: Vec<&[u8]> = std::iter::once(&b"{\"type\":\"ADDED\",\"object\":"[..])
-            .chain(std::iter::repeat_n(&big[..], MAX_EVENT_BYTES / big.len() + 1))
+            .chain(std::iter::repeat_n(
+                &big[..],
+                MAX_EVENT_BYTES / big.len() + 1,
+            ))
             .collect();
         let mut events = Events::<ConfigMap, Chunks>::new(body(&chunks));
         let seen = names(&mut events).await;

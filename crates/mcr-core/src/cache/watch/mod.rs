@@ -255,7 +255,10 @@ impl Lister {
             .headers_mut()
             .entry(http::header::ACCEPT_ENCODING)
             .or_insert(http::HeaderValue::from_static("identity"));
-        let response = self.client.send(request.map(kube::client::Body::from)).await?;
+        let response = self
+            .client
+            .send(request.map(kube::client::Body::from))
+            .await?;
         let status = response.status();
         if status.is_client_error() || status.is_server_error() {
             return Err(api_error(status, response.into_body()).await);
@@ -274,7 +277,10 @@ impl Lister {
         match tokio::time::timeout(idle + IDLE_MARGIN, events.next()).await {
             Ok(event) => event,
             Err(_) => {
-                tracing::debug!(seconds = idle.as_secs(), "watch silent past its timeout, resuming");
+                tracing::debug!(
+                    seconds = idle.as_secs(),
+                    "watch silent past its timeout, resuming"
+                );
                 None
             }
         }
