@@ -91,6 +91,10 @@ enum State<K> {
 
 impl Lister {
     /// Advances until there is something to yield.
+    ///
+    /// The stream keeps this future for its whole life, at the size of its largest state: the
+    /// list and watch requests are boxed, so an idle watch holds only what waiting for the next
+    /// event takes (~2 KiB less per informer).
     async fn step<K>(&self, mut state: State<K>) -> (watcher::Result<Event<K>>, State<K>)
     where
         K: Resource + Clone + DeserializeOwned + Send + 'static,
@@ -98,7 +102,7 @@ impl Lister {
         loop {
             state = match state {
                 State::Start if self.opts.streaming_list => {
-                    return match self.watch(true, "0").await {
+                    return match Box::pin(self.watch(true, "0")).await {
                         Ok(events) => (Ok(Event::Init), State::Streaming { events }),
                         Err(err) => (Err(watcher::Error::WatchStartFailed(err)), State::Start),
                     };
@@ -128,7 +132,7 @@ impl Lister {
                         (None, Some(version)) => {
                             return (Ok(Event::InitDone), State::Listed { version });
                         }
-                        (token, _) => match self.list::<K>(token).await {
+                        (token, _) => match Box::pin(self.list::<K>(token)).await {
                             Ok(list) => {
                                 let version = non_empty(list.metadata.resource_version);
                                 let token = non_empty(list.metadata.continue_);
@@ -147,7 +151,7 @@ impl Lister {
                         },
                     }
                 }
-                State::Listed { version } => match self.watch(false, &version).await {
+                State::Listed { version } => match Box::pin(self.watch(false, &version)).await {
                     Ok(events) => State::Watching { version, events },
                     Err(err) => {
                         let next = if is_gone(&err) {
@@ -334,5 +338,32 @@ async fn api_error(status: http::StatusCode, mut body: kube::client::Body) -> ku
                     .boxed(),
             )
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::ConfigMap;
+
+    /// The stream holds the step future for its life: it must not carry the requests' states.
+    #[tokio::test]
+    async fn the_step_future_stays_small() {
+        let client = kube::Client::new(
+            tower::service_fn(|_req: http::Request<kube::client::Body>| async {
+                Ok::<_, std::convert::Infallible>(http::Response::new(kube::client::Body::empty()))
+            }),
+            "default",
+        );
+        let lister = Lister {
+            client,
+            request: Request::new("/api/v1/configmaps"),
+            opts: InformerOptions::default(),
+            metadata: false,
+        };
+        let step = lister.step::<ConfigMap>(State::Start);
+        let size = std::mem::size_of_val(&step);
+        eprintln!("step future: {size} bytes");
+        assert!(size <= 1024, "step future of {size} bytes");
     }
 }
