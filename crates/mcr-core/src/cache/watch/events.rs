@@ -46,7 +46,7 @@ where
     /// the connection dropped in a way that only means "watch again").
     pub(super) async fn next(&mut self) -> Option<Result<WatchEvent<K>, kube::Error>> {
         loop {
-            if let Some(end) = self.chunk.iter().position(|b| *b == b'\n') {
+            if let Some(end) = memchr::memchr(b'\n', &self.chunk) {
                 let line = self.chunk.split_to(end + 1);
                 let event = if self.partial.is_empty() {
                     decode(&line[..end])
