@@ -118,25 +118,6 @@ pub(super) struct InformerKey {
     pub(super) opts: InformerOptions,
 }
 
-#[cfg(test)]
-pub(super) fn watcher_config(opts: &InformerOptions) -> watcher::Config {
-    let mut config = watcher::Config {
-        label_selector: opts.label_selector.clone(),
-        field_selector: opts.field_selector.clone(),
-        timeout: opts.timeout,
-        page_size: opts.page_size,
-        bookmarks: opts.bookmarks,
-        ..watcher::Config::default()
-    };
-    if opts.any_semantic {
-        config.list_semantic = watcher::ListSemantic::Any;
-    }
-    if opts.streaming_list {
-        config.initial_list_strategy = watcher::InitialListStrategy::StreamingList;
-    }
-    config
-}
-
 impl InformerOptions {
     /// The parameters of the initial list's pages (kube-runtime's `watcher::Config` semantics:
     /// `any_semantic` lists from the API server's cache at any resource version).
@@ -181,18 +162,36 @@ mod tests {
     use super::*;
 
     #[test]
-    fn every_watcher_setting_round_trips() {
+    fn every_watcher_setting_reaches_the_requests() {
         let config = watcher::Config::default()
             .labels("a=b")
             .fields("metadata.name=x")
             .timeout(42)
             .page_size(7)
             .any_semantic()
-            .streaming_lists()
-            .disable_bookmarks();
-        let opts = InformerOptions::from(config.clone());
-        assert_eq!(watcher_config(&opts), config);
-        let default = watcher::Config::default();
-        assert_eq!(watcher_config(&InformerOptions::default()), default);
+            .streaming_lists();
+        let opts = InformerOptions::from(config);
+        let list = opts.list_params();
+        assert_eq!(list.label_selector.as_deref(), Some("a=b"));
+        assert_eq!(list.field_selector.as_deref(), Some("metadata.name=x"));
+        assert_eq!(list.limit, Some(7));
+        assert_eq!(list.resource_version.as_deref(), Some("0"));
+        assert_eq!(list.version_match, Some(VersionMatch::NotOlderThan));
+        let first = opts.watch_params(true);
+        assert_eq!(first.label_selector.as_deref(), Some("a=b"));
+        assert_eq!(first.field_selector.as_deref(), Some("metadata.name=x"));
+        assert_eq!(first.timeout, Some(42));
+        assert!(first.bookmarks && first.send_initial_events);
+        assert!(!opts.watch_params(false).send_initial_events);
+        assert_eq!(opts.idle_timeout(), Some(Duration::from_secs(42)));
+
+        let plain = InformerOptions::default();
+        let list = plain.list_params();
+        assert_eq!((list.resource_version, list.version_match), (None, None));
+        assert!(!plain.watch_params(true).send_initial_events);
+        assert_eq!(plain.idle_timeout(), Some(Duration::from_secs(290)));
+        let off = InformerOptions::from(watcher::Config::default().timeout(0).disable_bookmarks());
+        assert_eq!(off.idle_timeout(), None);
+        assert!(!off.watch_params(false).bookmarks);
     }
 }
