@@ -17,6 +17,7 @@ use tracing::{debug, error, trace, warn};
 
 use super::{Data, Engagement, Loop, Target, panic_message};
 use crate::{
+    Recorder,
     controller::{context::Context, input::Scope, request::Request},
     metrics::ClusterMetrics,
 };
@@ -109,9 +110,11 @@ where
             token.clone(),
         ));
         debug!(controller = %self.spec.name, cluster = %name, "cluster engaged");
+        let recorder = Recorder::new(name.clone(), cluster.client(), &self.spec.name);
         let ctx = Context::in_fleet(name.clone(), cluster.clone(), self.spec.fleet.clone(), data)
             .with_primary(primary.clone())
-            .with_cancellation(token.clone());
+            .with_cancellation(token.clone())
+            .with_recorder(recorder);
         self.engaged.insert(
             name,
             Engaged {
