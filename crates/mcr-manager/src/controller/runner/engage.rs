@@ -15,7 +15,7 @@ use serde::de::DeserializeOwned;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, error, trace, warn};
 
-use super::{Data, Engagement, Loop, Target, panic_message};
+use super::{Data, Engagement, Loop, Target, panic_message, passes};
 use crate::{
     Recorder,
     controller::{context::Context, input::Scope, request::Request},
@@ -75,7 +75,9 @@ where
         }
         let name = e.name;
         let host = name.is_host();
-        if !self.spec.primary_scope.includes(host) {
+        if !self.spec.primary_scope.includes(host)
+            || !passes(self.spec.primary_filter.as_ref(), &name, &e.cluster)
+        {
             return self.watch_only(e.token, name, e.cluster);
         }
         let mut metrics = None;
@@ -186,7 +188,9 @@ where
     ) -> Vec<Box<dyn Fn() -> u64 + Send + Sync>> {
         let mut restarts = Vec::new();
         for input in self.spec.inputs.iter() {
-            if !input.scope.watches(name.is_host(), target) {
+            if !input.scope.watches(name.is_host(), target)
+                || !passes(input.filter.as_ref(), name, cluster)
+            {
                 continue;
             }
             let source = match input.scope {
