@@ -207,7 +207,7 @@ mod tests {
         assert_eq!(claims.release(&"b"), Some("x".into()));
         let x = claims.settle(&"x".into());
         assert!(x.changed() && x.owner.is_none());
-        assert_eq!(claims.names(), ["y".into()]);
+        assert_eq!(claims.names(), [ClusterName::new("y")]);
         assert_eq!(claims.owner(&"x".into()), None);
     }
 }
