@@ -18,7 +18,9 @@ struct Claim {
 }
 
 /// The claims of source objects (keyed by `K`, e.g. a `namespace/name` reference) on cluster
-/// names, and the owner of each name (see the [module documentation](self)).
+/// names, and the owner of each name: the oldest `creationTimestamp` wins, then the smallest
+/// key; a claim without a timestamp ranks last. Never the arrival order, so the owner is the
+/// same after every restart.
 ///
 /// [`claim`](Self::claim) and [`release`](Self::release) record what the source says;
 /// [`settle`](Self::settle) decides a name's owner and says who lost it or takes it over.
