@@ -145,6 +145,21 @@ impl std::fmt::Debug for ErrorChain<'_> {
     }
 }
 
+/// The message of a caught panic (`std::panic::catch_unwind`, a task's `JoinError`): its
+/// `&str` or `String` payload, else `"<non-string panic>"`.
+///
+/// ```
+/// let panic = std::panic::catch_unwind(|| panic!("boom {}", 1)).unwrap_err();
+/// assert_eq!(mcr_core::panic_message(panic.as_ref()), "boom 1");
+/// ```
+pub fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "<non-string panic>".to_owned())
+}
+
 /// No cluster of that name is part of the fleet (it never joined, or it left): what a
 /// synchronous fleet lookup such as `Context::cluster` returns. Converts into
 /// [`Error::ClusterNotFound`] with `?`, and [`is_cluster_not_found`] recognises both.

@@ -114,7 +114,7 @@ impl Reconcile for Connect {
             }
             None => {
                 error!(object = %cluster, error = %reason, "kubeconfig refused; waiting for the Secret to change");
-                ClusterState::Refused { reason }
+                ClusterState::PolicyDenied { reason }
             }
         };
         self.set_status(member, cluster, state);
@@ -156,7 +156,7 @@ impl Error {
     fn from_member(cluster: &ObjectRef, err: members::Error) -> Error {
         let cluster = cluster.clone();
         match err {
-            members::Error::PolicyDenied { source, .. } => Error::Refused { cluster, source },
+            members::Error::PolicyDenied { source, .. } => Error::PolicyDenied { cluster, source },
             members::Error::Kubeconfig { source, .. } => Error::Kubeconfig { cluster, source },
             members::Error::Unreachable { source, .. } => Error::Unreachable {
                 cluster,

@@ -33,9 +33,10 @@ pub enum Error {
         #[source]
         source: mcr_core::kubeconfig::Error,
     },
-    /// The kubeconfig is refused by the exec or file-reference policy.
+    /// The [`Policy`](mcr_core::kubeconfig::Policy) refused the kubeconfig (an exec plugin,
+    /// auth-provider, local file or proxy). Not retried until the Secret changes.
     #[error("Cluster {cluster}: kubeconfig refused by policy")]
-    Refused {
+    PolicyDenied {
         /// The Cluster.
         cluster: ObjectRef,
         /// Which rule (safe to log).
@@ -74,7 +75,7 @@ pub enum Error {
 impl Error {
     /// Whether retrying can help without the Secret changing.
     pub(crate) fn is_retryable(&self) -> bool {
-        !matches!(self, Error::Refused { .. })
+        !matches!(self, Error::PolicyDenied { .. })
     }
 
     /// The message with its sources, for status and logs.

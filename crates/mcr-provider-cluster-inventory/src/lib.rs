@@ -45,14 +45,19 @@
 //! * **Failure** (plugin fails, hangs past the bound, prints garbage; server unreachable):
 //!   reported as [`ProfileState::Failed`] and retried with [`mcr_core::backoff::Backoff`]; no
 //!   other cluster is affected. Plugin output never reaches logs or errors.
-//! * **Cannot be resolved** (no matching provider, no or several Secrets, malformed extension,
-//!   policy refusal): [`ProfileState::Invalid`] until the profile or its Secrets change.
+//! * **Cannot be resolved** (no matching provider, no or several Secrets, malformed extension):
+//!   [`ProfileState::Invalid`] until the profile or its Secrets change.
+//! * **Refused by the policy** (an exec plugin, auth-provider, local file or `proxy-url` in a
+//!   Secret's kubeconfig): [`ProfileState::PolicyDenied`], not retried until the profile or its
+//!   Secrets change.
 //!
 //! # Naming
 //!
 //! `<namespace>/<name>` by default; [`Naming::ClusterSetProperty`] uses the KEP-2149
-//! property `cluster.clusterset.k8s.io`. If two profiles map to one name, the first seen keeps
-//! it ([`ProfileState::Conflict`] for the other).
+//! property `cluster.clusterset.k8s.io`. If two profiles map to one name, the oldest
+//! (`creationTimestamp`, then `namespace/name`) owns it whatever the list order, and nothing
+//! is engaged before the initial lists are complete; the other is logged with both profiles
+//! and reported as [`ProfileState::Conflict`] until it ranks first.
 //!
 //! # RBAC on the hub
 //!

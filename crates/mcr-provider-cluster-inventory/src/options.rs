@@ -49,7 +49,8 @@ pub enum Naming {
     NamespacedName,
     /// The value of the KEP-2149 property `cluster.clusterset.k8s.io` in `status.properties`:
     /// the cluster's portable name. A profile without it is reported and not engaged; two
-    /// profiles with the same value: the first seen keeps the name.
+    /// profiles with the same value: the oldest (`creationTimestamp`, then `namespace/name`)
+    /// owns the name.
     ClusterSetProperty,
 }
 

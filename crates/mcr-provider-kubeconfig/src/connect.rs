@@ -86,7 +86,7 @@ impl Reconcile for Connect {
             }
             None => {
                 error!(error = %reason, "kubeconfig Secret refused; waiting for the Secret to change");
-                SecretState::ExecDenied { reason }
+                SecretState::PolicyDenied { reason }
             }
         };
         self.set_status(member, state);
@@ -98,7 +98,7 @@ impl Error {
     fn from_member(secret: &SecretRef, err: members::Error) -> Error {
         let secret = secret.clone();
         match err {
-            members::Error::PolicyDenied { source, .. } => Error::ExecDenied { secret, source },
+            members::Error::PolicyDenied { source, .. } => Error::PolicyDenied { secret, source },
             members::Error::Kubeconfig { source, .. } => Error::Kubeconfig { secret, source },
             members::Error::Unreachable { source, .. } => Error::Unreachable { secret, source },
             members::Error::Engage { source, .. } => Error::Engage { secret, source },

@@ -38,7 +38,7 @@ pub enum Error {
     ///
     /// [`Policy`]: mcr_core::kubeconfig::Policy
     #[error("secret {secret}: refused by policy: {source}")]
-    ExecDenied {
+    PolicyDenied {
         /// The Secret.
         secret: SecretRef,
         /// The policy violation.
@@ -81,14 +81,14 @@ impl Error {
     ///
     /// ```
     /// use mcr_provider_kubeconfig::{Error, SecretRef};
-    /// let err = Error::ExecDenied {
+    /// let err = Error::PolicyDenied {
     ///     secret: SecretRef::new("fleet", "a"),
     ///     source: mcr_core::kubeconfig::Error::Empty,
     /// };
     /// assert!(!err.is_retryable());
     /// ```
     pub fn is_retryable(&self) -> bool {
-        !matches!(self, Error::ExecDenied { .. })
+        !matches!(self, Error::PolicyDenied { .. })
     }
 
     /// The Secret the error is about.
@@ -101,7 +101,7 @@ impl Error {
     pub fn secret(&self) -> &SecretRef {
         match self {
             Error::Kubeconfig { secret, .. }
-            | Error::ExecDenied { secret, .. }
+            | Error::PolicyDenied { secret, .. }
             | Error::Unreachable { secret, .. }
             | Error::Engage { secret, .. }
             | Error::Member { secret, .. } => secret,

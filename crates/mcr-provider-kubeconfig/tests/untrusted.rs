@@ -126,7 +126,7 @@ async fn exec_stanza_is_refused_by_default() {
     eventually("refused", DEADLINE, || {
         matches!(
             run.state("default", "exec"),
-            Some(SecretState::ExecDenied { .. })
+            Some(SecretState::PolicyDenied { .. })
         )
     })
     .await;
@@ -193,7 +193,7 @@ async fn local_file_references_are_refused_by_default() {
     eventually("refused", DEADLINE, || {
         matches!(
             run.state("default", "files"),
-            Some(SecretState::ExecDenied { ref reason }) if reason.contains("tokenFile") || reason.contains("local file")
+            Some(SecretState::PolicyDenied { ref reason }) if reason.contains("tokenFile") || reason.contains("local file")
         )
     })
     .await;
