@@ -283,4 +283,37 @@ mod tests {
             Some("nope")
         );
     }
+
+    /// An error whose message already shows its source (`"{prefix}: {source}"`, as kube's
+    /// and many `thiserror` errors do) is not followed by the same text again.
+    #[test]
+    fn chain_says_each_message_once() {
+        #[derive(Debug, thiserror::Error)]
+        #[error("secret default/garbage: {0}")]
+        struct ShowsSource(#[source] crate::kubeconfig::Error);
+        let err = ShowsSource(crate::kubeconfig::Error::Parse {
+            reason: "malformed YAML at line 1 column 9".into(),
+        });
+        assert_eq!(
+            ErrorChain(&err).to_string(),
+            "secret default/garbage: invalid kubeconfig: malformed YAML at line 1 column 9"
+        );
+        let service = kube::Error::Service(Box::new(std::io::Error::other("client error (Connect)")));
+        assert_eq!(
+            ErrorChain(&Outer(Box::new(service))).to_string(),
+            "outer: ServiceError: client error (Connect)"
+        );
+    }
+
+    /// An API server's answer is shown as its code, reason and message, never as a `Debug`
+    /// dump of the Status.
+    #[test]
+    fn api_errors_show_no_debug_dump() {
+        let status = kube::core::Status::failure("Unauthorized", "Unauthorized").with_code(401);
+        let err = kube::Error::Api(Box::new(status));
+        assert_eq!(
+            ErrorChain(&Outer(Box::new(err))).to_string(),
+            "outer: the API server answered 401 Unauthorized: Unauthorized"
+        );
+    }
 }

@@ -109,3 +109,22 @@ impl Error {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The Secret's kubeconfig bytes never show in Debug output (they hold its credentials).
+    #[test]
+    fn desired_debug_shows_no_kubeconfig() {
+        let desired = Desired {
+            secret: SecretRef::new("ns", "a"),
+            resource_version: Some("7".into()),
+            data: Some(Arc::from(&b"users: [{name: u, user: {token: planted-token}}]"[..])),
+        };
+        let shown = format!("{desired:?} {desired:#?}");
+        assert!(!shown.contains("planted"), "{shown}");
+        assert!(!shown.contains("117"), "no byte dump: {shown}");
+        assert!(shown.contains("ns/a") || shown.contains("\"a\""), "{shown}");
+    }
+}

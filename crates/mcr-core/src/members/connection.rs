@@ -150,3 +150,35 @@ impl Connection {
         self.renewable
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Debug output shows what identifies the connection, never the kubeconfig's secrets:
+    /// auth-provider tokens, exec environment values, tokens, keys.
+    #[test]
+    fn debug_shows_no_credentials() {
+        let kc = kubeconfig::parse(
+            br#"
+clusters: [{name: c, cluster: {server: "https://10.0.0.1"}}]
+users:
+- name: u
+  user:
+    token: planted-token
+    client-key-data: cGxhbnRlZC1rZXk=
+    auth-provider: {name: oidc, config: {id-token: planted-id-token, client-secret: planted-client-secret}}
+    exec: {apiVersion: client.authentication.k8s.io/v1, command: plugin, args: [--password, planted-arg], env: [{name: PASSWORD, value: planted-env}]}
+contexts: [{name: ctx, context: {cluster: c, user: u}}]
+current-context: ctx
+"#,
+        )
+        .unwrap();
+        let conn = Connection::new(kc, Some("ctx"))
+            .unwrap()
+            .with_policy(Policy::trusted());
+        let shown = format!("{conn:?} {conn:#?}");
+        assert!(!shown.contains("planted"), "{shown}");
+        assert!(shown.contains("ctx") && shown.contains(conn.hash()), "{shown}");
+    }
+}
