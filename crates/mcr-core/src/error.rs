@@ -120,22 +120,20 @@ pub struct ErrorChain<'a>(pub &'a (dyn std::error::Error + 'static));
 impl std::fmt::Display for ErrorChain<'_> {
     /// Kube, watcher and authentication errors in the chain are shown redacted (see
     /// [`redact_kube_error`](crate::kubeconfig::redact_kube_error)): their messages can carry
-    /// a credential command's arguments and output.
+    /// a credential command's arguments and output. A source whose message the text so far
+    /// already ends with (an error that shows its source in its own message) is not repeated.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut out = String::new();
         let mut next = Some(self.0);
-        let mut first = true;
         while let Some(e) = next {
-            if !first {
-                f.write_str(": ")?;
-            }
-            first = false;
             if let Some(safe) = kubeconfig::redact::redact_dyn(e) {
-                return f.write_str(&safe);
+                kubeconfig::redact::push_message(&mut out, &safe);
+                break;
             }
-            write!(f, "{e}")?;
+            kubeconfig::redact::push_message(&mut out, &e.to_string());
             next = e.source();
         }
-        Ok(())
+        f.write_str(&out)
     }
 }
 
@@ -313,7 +311,7 @@ mod tests {
         let err = kube::Error::Api(Box::new(status));
         assert_eq!(
             ErrorChain(&Outer(Box::new(err))).to_string(),
-            "outer: the API server answered 401 Unauthorized: Unauthorized"
+            "outer: the API server answered 401 Unauthorized"
         );
     }
 }

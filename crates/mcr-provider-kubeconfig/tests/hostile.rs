@@ -127,7 +127,7 @@ async fn server_without_scheme_is_refused_naming_the_secret() {
     let reason = failed_reason(&run, "bare").await;
     assert_eq!(
         reason,
-        "secret default/bare: context \"member-0\": invalid client configuration: \
+        "secret default/bare: context \"member-1\": invalid client configuration: \
          the server URL has no scheme (write it as https://host:port)"
     );
     assert_eq!(panics().load(Ordering::SeqCst), before, "nothing panicked");

@@ -222,7 +222,7 @@ fn jwt_expiry(token: &str) -> Option<SystemTime> {
         .ok()?;
     let claims: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
     let exp = claims.get("exp")?.as_u64()?;
-    Some(UNIX_EPOCH + Duration::from_secs(exp))
+    UNIX_EPOCH.checked_add(Duration::from_secs(exp))
 }
 
 #[cfg(test)]

@@ -24,13 +24,26 @@ use crate::kubeconfig::{self, Kubeconfig, Policy};
 /// assert_eq!(conn.hash().len(), 64);
 /// assert!(conn.context().is_none());
 /// ```
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct Connection {
     kubeconfig: Arc<Kubeconfig>,
     context: Option<String>,
     policy: Option<Policy>,
     hash: String,
     renewable: bool,
+}
+
+/// Shows the context, hash, renewability and whether a policy is set: never the kubeconfig,
+/// whose auth-provider tokens and exec environment values kube's own `Debug` prints.
+impl std::fmt::Debug for Connection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Connection")
+            .field("context", &self.context)
+            .field("hash", &self.hash)
+            .field("renewable", &self.renewable)
+            .field("own_policy", &self.policy.is_some())
+            .finish_non_exhaustive()
+    }
 }
 
 /// Two connections are equal when their hashes, contexts and renewability are (the hash
