@@ -296,7 +296,8 @@ mod tests {
             ErrorChain(&err).to_string(),
             "secret default/garbage: invalid kubeconfig: malformed YAML at line 1 column 9"
         );
-        let service = kube::Error::Service(Box::new(std::io::Error::other("client error (Connect)")));
+        let service =
+            kube::Error::Service(Box::new(std::io::Error::other("client error (Connect)")));
         assert_eq!(
             ErrorChain(&Outer(Box::new(service))).to_string(),
             "outer: ServiceError: client error (Connect)"

@@ -10,9 +10,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use kube::config::{AuthProviderConfig, Kubeconfig};
-use mcr_core::kubeconfig::{
-    ClientOptions, Error, Policy, client_for_context, cluster_for_context,
-};
+use mcr_core::kubeconfig::{ClientOptions, Error, Policy, client_for_context, cluster_for_context};
 
 /// The error of a build that must fail (clients and clusters have no `Debug`).
 fn failed<T>(built: Result<T, Error>) -> Error {
@@ -99,8 +97,17 @@ async fn auth_provider_tokens_are_used_as_static_bearer_tokens() {
     let token = cluster.token().to_string();
     let in_an_hour = (jiff::Timestamp::now() + jiff::SignedDuration::from_hours(1)).to_string();
     let cases = [
-        ("oidc", vec![("id-token", token.clone()), ("idp-issuer-url", "https://issuer.invalid".into())]),
-        ("gcp", vec![("access-token", token.clone()), ("expiry", in_an_hour)]),
+        (
+            "oidc",
+            vec![
+                ("id-token", token.clone()),
+                ("idp-issuer-url", "https://issuer.invalid".into()),
+            ],
+        ),
+        (
+            "gcp",
+            vec![("access-token", token.clone()), ("expiry", in_an_hour)],
+        ),
         ("gcp", vec![("id-token", token.clone())]),
     ];
     for (name, config) in cases {

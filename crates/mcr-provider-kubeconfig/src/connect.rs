@@ -131,7 +131,9 @@ mod tests {
         let desired = Desired {
             secret: SecretRef::new("ns", "a"),
             resource_version: Some("7".into()),
-            data: Some(Arc::from(&b"users: [{name: u, user: {token: planted-token}}]"[..])),
+            data: Some(Arc::from(
+                &b"users: [{name: u, user: {token: planted-token}}]"[..],
+            )),
         };
         let shown = format!("{desired:?} {desired:#?}");
         assert!(!shown.contains("planted"), "{shown}");

@@ -48,10 +48,7 @@ fn with_token(member: &TestCluster, token: &str) -> String {
 /// The failure reason recorded for `default/<name>`, once there is one.
 async fn failed_reason(run: &Running, name: &str) -> String {
     eventually(&format!("{name} failed"), DEADLINE, || {
-        matches!(
-            run.state("default", name),
-            Some(SecretState::Failed { .. })
-        )
+        matches!(run.state("default", name), Some(SecretState::Failed { .. }))
     })
     .await;
     match run.state("default", name) {

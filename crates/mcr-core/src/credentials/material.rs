@@ -208,9 +208,7 @@ fn not_after(der: &CertificateDer<'_>) -> Result<SystemTime, Error> {
     u64::try_from(secs)
         .ok()
         .and_then(|secs| UNIX_EPOCH.checked_add(Duration::from_secs(secs)))
-        .ok_or_else(|| {
-            Error::Invalid("the client certificate's NotAfter is out of range".into())
-        })
+        .ok_or_else(|| Error::Invalid("the client certificate's NotAfter is out of range".into()))
 }
 
 /// The `exp` claim of a JWT (unverified: only used to schedule renewal). An `exp` that is not

@@ -47,18 +47,22 @@ pub(crate) fn resolve_auth_provider(auth: &mut AuthInfo) -> Result<Option<System
                     ),
                 };
                 if expires_at.is_some_and(|at| at <= SystemTime::now()) {
-                    return Err("the access-token of auth-provider \"gcp\" expired, and mcr \
+                    return Err(
+                        "the access-token of auth-provider \"gcp\" expired, and mcr \
                                 does not run a command to renew it: put a fresh token in the \
                                 kubeconfig or use an exec credential plugin"
-                        .to_string());
+                            .to_string(),
+                    );
                 }
                 (token, expires_at)
             }
             (None, None) => {
-                return Err("auth-provider \"gcp\" holds no id-token or access-token (mcr does \
+                return Err(
+                    "auth-provider \"gcp\" holds no id-token or access-token (mcr does \
                             not fetch Google application credentials: use an exec credential \
                             plugin such as gke-gcloud-auth-plugin)"
-                    .to_string());
+                        .to_string(),
+                );
             }
         },
         other => return Err(format!("auth-provider {other:?} is not supported")),
@@ -111,9 +115,15 @@ mod tests {
             ("gcp", vec![]),
             (
                 "gcp",
-                vec![("access-token", "secret-t"), ("expiry", "2001-01-01T00:00:00Z")],
+                vec![
+                    ("access-token", "secret-t"),
+                    ("expiry", "2001-01-01T00:00:00Z"),
+                ],
             ),
-            ("gcp", vec![("access-token", "secret-t"), ("expiry", "soon")]),
+            (
+                "gcp",
+                vec![("access-token", "secret-t"), ("expiry", "soon")],
+            ),
             ("azure", vec![("access-token", "secret-t")]),
         ] {
             let err = resolve_auth_provider(&mut user(name, &config)).unwrap_err();

@@ -192,6 +192,9 @@ current-context: ctx
             .with_policy(Policy::trusted());
         let shown = format!("{conn:?} {conn:#?}");
         assert!(!shown.contains("planted"), "{shown}");
-        assert!(shown.contains("ctx") && shown.contains(conn.hash()), "{shown}");
+        assert!(
+            shown.contains("ctx") && shown.contains(conn.hash()),
+            "{shown}"
+        );
     }
 }

@@ -2,7 +2,13 @@ use serde_json::json;
 
 use super::*;
 
+/// The test file, sending credentials to any server (the server tests say otherwise).
 fn file(args_policy: &str, env_policy: &str) -> AccessProviders {
+    file_as_read(args_policy, env_policy).any_server()
+}
+
+/// The test file as read, with no operator settings.
+fn file_as_read(args_policy: &str, env_policy: &str) -> AccessProviders {
     let json = json!({"providers": [
         {"name": "other", "execConfig": {"apiVersion": "client.authentication.k8s.io/v1", "command": "/bin/other"}},
         {"name": "tokens", "execConfig": {
@@ -107,14 +113,18 @@ fn servers_must_be_allowed_by_the_operator_and_proxies_are_refused() {
     };
 
     // No allow-list: no server at all, and the message says how to allow some.
-    let err = check(&file("Ignore", "Ignore"), &direct).unwrap_err();
+    let err = check(&file_as_read("Ignore", "Ignore"), &direct).unwrap_err();
     assert!(err.contains("AccessProviders::servers"), "{err}");
 
     // A listed host, directly: allowed.
     let fleet = file("Ignore", "Ignore").servers(["10.0.0.*"]);
     check(&fleet, &direct).unwrap();
     // Another host: refused by the exec policy, naming the host.
-    let err = check(&file("Ignore", "Ignore").servers(["*.fleet.example"]), &direct).unwrap_err();
+    let err = check(
+        &file("Ignore", "Ignore").servers(["*.fleet.example"]),
+        &direct,
+    )
+    .unwrap_err();
     assert!(err.contains("\"10.0.0.1\""), "{err}");
     // The profile's proxy: refused unless the operator allows it.
     let r = fleet.resolve(&p, "ctx").unwrap();
@@ -124,7 +134,7 @@ fn servers_must_be_allowed_by_the_operator_and_proxies_are_refused() {
     ));
     check(&fleet.clone().allow_profile_proxy(true), &p).unwrap();
     // `any_server` is the explicit opt-out.
-    check(&file("Ignore", "Ignore").any_server(), &direct).unwrap();
+    check(&file_as_read("Ignore", "Ignore").any_server(), &direct).unwrap();
 }
 
 /// Variables a profile may set for the plugin are an allow-list: nothing that changes which
@@ -149,7 +159,10 @@ fn profile_env_is_an_allow_list() {
         assert!(!err.contains("/tmp/x"), "{err}");
     }
     let r = f
-        .resolve(&profile(exts(json!([]), json!({"AWS_REGION": "eu-west-1"}))), "c")
+        .resolve(
+            &profile(exts(json!([]), json!({"AWS_REGION": "eu-west-1"}))),
+            "c",
+        )
         .unwrap();
     assert!(env_of(&r).contains(&("AWS_REGION".to_string(), "eu-west-1".to_string())));
 }

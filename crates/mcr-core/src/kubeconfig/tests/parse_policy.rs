@@ -163,7 +163,9 @@ fn auth_provider_refused_unless_allow_all() {
     );
     assert!(err.is_policy_denial());
     assert_no_secret(&err.to_string());
-    let stored = parse(kubeconfig_with(&user.replace("\n        cmd-path: /usr/bin/gcloud", "")).as_bytes()).unwrap();
+    let stored =
+        parse(kubeconfig_with(&user.replace("\n        cmd-path: /usr/bin/gcloud", "")).as_bytes())
+            .unwrap();
     check_exec_policy(&stored, None, &ExecPolicy::AllowAll).unwrap();
 }
 
