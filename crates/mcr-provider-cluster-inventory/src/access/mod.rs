@@ -28,7 +28,7 @@ pub const ADDITIONAL_ENVS_EXTENSION: &str =
     "clusterprofiles.multicluster.x-k8s.io/exec/additional-envs";
 
 /// A profile's access resolved against the provider file.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub(crate) struct Resolved {
     /// A one-context kubeconfig: the profile's server, CA and proxy, the file's plugin.
     pub(crate) kubeconfig: Kubeconfig,
@@ -36,6 +36,15 @@ pub(crate) struct Resolved {
     /// variables, for the servers the operator allowed; no local files; the profile's proxy
     /// only when the operator allowed it.
     pub(crate) policy: Policy,
+}
+
+/// The policy only: the kubeconfig's exec environment values may be secrets.
+impl std::fmt::Debug for Resolved {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Resolved")
+            .field("policy", &self.policy)
+            .finish_non_exhaustive()
+    }
 }
 
 impl AccessProviders {
