@@ -145,6 +145,7 @@ where
         let spec = Spec {
             name: self.name,
             primary: self.primary,
+            dyntype: self.dyntype,
             primary_scope,
             inputs,
             triggers: self.triggers,

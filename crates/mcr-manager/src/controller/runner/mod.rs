@@ -75,6 +75,8 @@ where
 {
     pub(crate) name: String,
     pub(crate) primary: PrimaryFn<K>,
+    /// The reconciled type's dynamic type (for keys the loop makes itself).
+    pub(crate) dyntype: K::DynamicType,
     /// Where reconciles run (the reconciled type's scope).
     pub(crate) primary_scope: crate::ClusterScope,
     pub(crate) inputs: Vec<Input<K>>,
