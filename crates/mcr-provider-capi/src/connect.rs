@@ -134,7 +134,9 @@ async fn read_secret(
         Err(_) => {
             return Err(Error::Unreachable {
                 cluster: cluster.clone(),
-                reason: format!("reading Secret {secret} took more than {timeout:?}"),
+                reason: format!(
+                    "host API server unreachable: reading Secret {secret} took more than {timeout:?}"
+                ),
             });
         }
     };

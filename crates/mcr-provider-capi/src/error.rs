@@ -7,8 +7,8 @@ use crate::ObjectRef;
 ///
 /// ```
 /// use mcr_provider_capi::{Error, ObjectRef};
-/// let err = Error::Unreachable { cluster: ObjectRef::new("ns", "c"), reason: "timeout".into() };
-/// assert_eq!(err.to_string(), "Cluster ns/c: workload cluster unreachable: timeout");
+/// let err = Error::Unreachable { cluster: ObjectRef::new("ns", "c"), reason: "API server unreachable: timeout".into() };
+/// assert_eq!(err.to_string(), "Cluster ns/c: API server unreachable: timeout");
 /// ```
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -43,8 +43,9 @@ pub enum Error {
         #[source]
         source: mcr_core::kubeconfig::Error,
     },
-    /// The workload cluster did not answer `GET /version`.
-    #[error("Cluster {cluster}: workload cluster unreachable: {reason}")]
+    /// The first request to the workload cluster (`GET /version`) failed: unreachable, no
+    /// answer in time, or refused (the reason says which), or reading its Secret timed out.
+    #[error("Cluster {cluster}: {reason}")]
     Unreachable {
         /// The Cluster.
         cluster: ObjectRef,

@@ -50,7 +50,7 @@ pub enum ProviderFileError {
 ///
 /// ```
 /// use mcr_provider_cluster_inventory::{Error, ProfileRef};
-/// let err = Error::Unreachable { profile: ProfileRef::new("fleet", "a"), reason: "connection refused".into() };
+/// let err = Error::Unreachable { profile: ProfileRef::new("fleet", "a"), reason: "API server unreachable: connection refused".into() };
 /// assert_eq!(err.to_string(), "cluster profile fleet/a: API server unreachable: connection refused");
 /// assert!(err.is_retryable());
 /// ```
@@ -104,8 +104,9 @@ pub enum Error {
         /// The bound ([`Options::credential_timeout`](crate::Options::credential_timeout)).
         after: Duration,
     },
-    /// The member's API server did not answer the first request in time.
-    #[error("cluster profile {profile}: API server unreachable: {reason}")]
+    /// The first request to the member (`GET /version`) failed: unreachable, no answer in
+    /// time, or refused (the reason says which).
+    #[error("cluster profile {profile}: {reason}")]
     Unreachable {
         /// The profile.
         profile: ProfileRef,

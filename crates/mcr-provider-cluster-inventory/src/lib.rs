@@ -18,9 +18,12 @@
 //!   come from the profile's entry; the `client.authentication.k8s.io/exec` extension reaches
 //!   the plugin as `ExecCredential.spec.cluster.config` (with `provideClusterInfo`); the
 //!   `additional-args` / `additional-envs` extensions are applied under the file's
-//!   [`ArgsPolicy`] / [`EnvPolicy`] to a fresh copy of the file's entry each time. The client
-//!   is built with an exec policy allowing exactly the file's command: nothing in a profile can
-//!   choose a command.
+//!   [`ArgsPolicy`] / [`EnvPolicy`] to a fresh copy of the file's entry each time (a profile
+//!   sets only the variables listed with [`AccessProviders::profile_env`]). The client is
+//!   built with an exec policy allowing exactly the file's command, for the API servers the
+//!   operator lists with [`AccessProviders::servers`] (every profile is refused until then);
+//!   a profile's proxy is refused unless [`AccessProviders::allow_profile_proxy`]. Nothing in
+//!   a profile can choose a command or send the plugin's credential elsewhere.
 //! * **Secret (deprecated upstream).** The one Secret in the profile's namespace labelled
 //!   `x-k8s.io/cluster-inventory-consumer=<consumer>` and `x-k8s.io/cluster-profile=<profile>`,
 //!   kubeconfig under data key `Config`. None or several is a per-profile error. Such
@@ -76,7 +79,8 @@
 //!
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
 //! // A malformed file is a startup error naming the file and the problem.
-//! let file = AccessProviders::from_file("clusterprofile-provider-file.json".as_ref())?;
+//! let file = AccessProviders::from_file("clusterprofile-provider-file.json".as_ref())?
+//!     .servers(["*.fleet.example.com"]);
 //! let hub = kube::Client::try_default().await?;
 //! let provider = ClusterInventoryProvider::new(hub, Options {
 //!     namespaces: Namespaces::One("fleet-system".into()),

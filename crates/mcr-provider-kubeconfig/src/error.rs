@@ -16,8 +16,11 @@ pub use mcr_core::members::ProbeError;
 /// use std::time::Duration;
 /// use mcr_provider_kubeconfig::ProbeError;
 /// let err = Error::Unreachable { secret: SecretRef::new("fleet", "a"), source: ProbeError::Timeout(Duration::from_secs(5)) };
-/// assert_eq!(err.to_string(), "secret fleet/a: API server unreachable");
-/// assert_eq!(mcr_core::ErrorChain(&err).to_string(), "secret fleet/a: API server unreachable: no answer within 5s");
+/// assert_eq!(err.to_string(), "secret fleet/a");
+/// assert_eq!(
+///     mcr_core::ErrorChain(&err).to_string(),
+///     "secret fleet/a: API server unreachable: no answer to GET /version within the probe timeout (5s)"
+/// );
 /// assert!(err.is_retryable());
 /// ```
 #[derive(Debug, thiserror::Error)]
@@ -45,8 +48,9 @@ pub enum Error {
         #[source]
         source: mcr_core::kubeconfig::Error,
     },
-    /// The member's API server did not answer the first request (`GET /version`) in time.
-    #[error("secret {secret}: API server unreachable")]
+    /// The first request to the member (`GET /version`) failed: the server could not be
+    /// reached, did not answer in time, or refused the request (the source says which).
+    #[error("secret {secret}")]
     Unreachable {
         /// The Secret.
         secret: SecretRef,
