@@ -396,10 +396,8 @@ where
         for (hook_kind, verb, path, handler) in hooks {
             let Some(handler) = handler else { continue };
             let path = path.unwrap_or_else(|| default_path(verb, &group, &version, &kind));
-            self.webhooks.insert(
-                &path,
-                Arc::new(AdmissionHandle::<K, _>::new(handler)),
-            )?;
+            self.webhooks
+                .insert(&path, Arc::new(AdmissionHandle::<K, _>::new(handler)))?;
             self.webhooks
                 .inner
                 .registrations

@@ -3,20 +3,19 @@
 
 mod common;
 
-use std::{sync::Arc, time::Duration};
+use std::time::Duration;
 
 use bytes::Bytes;
-use common::{Env, Pki, body, connect, fixture};
+use common::{Env, Running, body, configmap_webhooks, connect, fixture, serve};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::{
     Api, CustomResource,
     api::{ObjectMeta, PostParams},
     core::admission::AdmissionResponse,
 };
-use mcr_webhook::{Denied, Server, ServerOptions, Webhooks};
+use mcr_webhook::{ServerOptions, Webhooks};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use tokio_util::sync::CancellationToken;
 
 const VALIDATE: &str = "/validate--v1-configmap";
 const MUTATE: &str = "/mutate--v1-configmap";
@@ -33,56 +32,7 @@ struct WidgetSpec {
     size: i64,
 }
 
-/// The ConfigMap webhooks of these tests: `data.size` must be a number, unless the member
-/// holds a ConfigMap `default/blocklist` naming the object; `data.owner` defaults to
-/// `team-a` on the host and to the member's name on a member.
-fn configmap_webhooks(webhooks: &Webhooks) {
-    webhooks
-        .for_::<ConfigMap>()
-        .with_defaulter(|mut cm: ConfigMap, req| async move {
-            let owner = if req.cluster().name().is_host() {
-                "team-a".to_string()
-            } else {
-                req.cluster().name().to_string()
-            };
-            cm.data
-                .get_or_insert_default()
-                .entry("owner".into())
-                .or_insert(owner);
-            Ok(cm)
-        })
-        .with_validator(|req| async move {
-            let Some(cm) = req.object.as_ref() else {
-                return Ok(());
-            };
-            if let Some(size) = cm.data.as_ref().and_then(|d| d.get("size"))
-                && size.parse::<u32>().is_err()
-            {
-                return Err(Denied::new(format!(
-                    "data.size must be a number, not {size:?} (cluster {})",
-                    req.cluster().name()
-                )));
-            }
-            // Read the request's own cluster.
-            let api: Api<ConfigMap> = Api::namespaced(req.cluster().client(), "default");
-            let blocked = api
-                .get_opt("blocklist")
-                .await
-                .map_err(|e| Denied::new(e.to_string()).with_code(500))?
-                .and_then(|b| b.data)
-                .and_then(|d| d.get("names").cloned())
-                .unwrap_or_default();
-            if blocked.split(',').any(|n| n == req.name) {
-                return Err(Denied::new(format!(
-                    "{} is blocked in {}",
-                    req.name,
-                    req.cluster().name()
-                )));
-            }
-            Ok(())
-        })
-        .register()
-        .unwrap();
+fn widget_webhooks(webhooks: &Webhooks) {
     webhooks
         .for_::<Widget>()
         .with_converter(|mut obj, to, _cluster| {
@@ -98,46 +48,11 @@ fn configmap_webhooks(webhooks: &Webhooks) {
         .unwrap();
 }
 
-struct Running {
-    pki: Pki,
-    addr: std::net::SocketAddr,
-    server: Arc<Server>,
-    token: CancellationToken,
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        self.token.cancel();
-    }
-}
-
-async fn serve(webhooks: Webhooks, options: ServerOptions) -> Running {
-    let pki = Pki::new();
-    let server = Arc::new(
-        Server::bind(
-            ([127, 0, 0, 1], 0).into(),
-            webhooks,
-            pki.reloader(),
-            options,
-        )
-        .await
-        .unwrap(),
-    );
-    let token = CancellationToken::new();
-    let (s, t) = (server.clone(), token.clone());
-    tokio::spawn(async move { s.serve(t).await.unwrap() });
-    Running {
-        addr: server.local_addr(),
-        pki,
-        server,
-        token,
-    }
-}
-
 async fn host_only() -> (Env, Running) {
     let env = Env::start(0).await;
     let webhooks = Webhooks::new(&env.mgr);
     configmap_webhooks(&webhooks);
+    widget_webhooks(&webhooks);
     let running = serve(webhooks, ServerOptions::default()).await;
     (env, running)
 }
@@ -218,6 +133,7 @@ async fn bad_requests_get_the_review_shape_with_the_uid_when_known() {
     let env = Env::start(0).await;
     let webhooks = Webhooks::new(&env.mgr);
     configmap_webhooks(&webhooks);
+    widget_webhooks(&webhooks);
     let mut options = ServerOptions::default();
     options.max_body_bytes = 64 * 1024;
     let s = serve(webhooks, options).await;
@@ -289,6 +205,7 @@ async fn a_panicking_handler_answers_500_for_that_request_only() {
     let env = Env::start(0).await;
     let webhooks = Webhooks::new(&env.mgr);
     configmap_webhooks(&webhooks);
+    widget_webhooks(&webhooks);
     webhooks
         .admission::<ConfigMap, _, _>("/explode", |req| async move {
             if req.name == "settings" {
@@ -380,6 +297,7 @@ async fn member_routes_hand_the_member_to_the_handler_and_refuse_strangers() {
     let env = Env::start(2).await;
     let webhooks = Webhooks::new(&env.mgr);
     configmap_webhooks(&webhooks);
+    widget_webhooks(&webhooks);
     env.run().await;
     let s = serve(webhooks, ServerOptions::default()).await;
     // member-1 blocks the name `settings`; member-2 does not.

@@ -14,9 +14,12 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::client::conn::http1::SendRequest;
 use hyper_util::rt::TokioIo;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::Api;
 use mcr_core::{Cluster, providers::clusters::ClustersProvider};
 use mcr_envtest::{Fleet, TestCluster};
 use mcr_manager::Manager;
+use mcr_webhook::{Denied, Webhooks};
 use rcgen::{
     BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
     KeyUsagePurpose,
@@ -181,6 +184,42 @@ pub fn body(v: &Value) -> Bytes {
     Bytes::from(serde_json::to_vec(v).unwrap())
 }
 
+pub struct Running {
+    pub pki: Pki,
+    pub addr: std::net::SocketAddr,
+    pub server: Arc<mcr_webhook::Server>,
+    pub token: CancellationToken,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.token.cancel();
+    }
+}
+
+pub async fn serve(webhooks: Webhooks, options: mcr_webhook::ServerOptions) -> Running {
+    let pki = Pki::new();
+    let server = Arc::new(
+        mcr_webhook::Server::bind(
+            ([127, 0, 0, 1], 0).into(),
+            webhooks,
+            pki.reloader(),
+            options,
+        )
+        .await
+        .unwrap(),
+    );
+    let token = CancellationToken::new();
+    let (s, t) = (server.clone(), token.clone());
+    tokio::spawn(async move { s.serve(t).await.unwrap() });
+    Running {
+        addr: server.local_addr(),
+        pki,
+        server,
+        token,
+    }
+}
+
 /// A host cluster, `n` members fed to a manager through `ClustersProvider`.
 pub struct Env {
     pub host: TestCluster,
@@ -218,16 +257,17 @@ impl Env {
     }
 
     /// Runs the manager until `self.token` fires; waits until every member is engaged.
-    pub async fn run(&self) {
+    pub async fn run(&self) -> tokio::task::JoinHandle<Result<(), mcr_manager::Error>> {
         let mgr = self.mgr.clone();
         let token = self.token.clone();
-        tokio::spawn(async move { mgr.run_until(token).await });
+        let handle = tokio::spawn(async move { mgr.run_until(token).await });
         let fleet = self.mgr.fleet().clone();
         let want = self.fleet.names().len();
         mcr_envtest::wait::eventually("every member engaged", DEADLINE, || {
             fleet.names().len() == want
         })
         .await;
+        handle
     }
 }
 
@@ -235,4 +275,56 @@ impl Drop for Env {
     fn drop(&mut self) {
         self.token.cancel();
     }
+}
+
+/// The ConfigMap webhooks of these tests: `data.size` must be a number, unless the member
+/// holds a ConfigMap `default/blocklist` naming the object; `data.owner` defaults to
+/// `team-a` on the host and to the member's name on a member.
+pub fn configmap_webhooks(webhooks: &Webhooks) {
+    webhooks
+        .for_::<ConfigMap>()
+        .with_defaulter(|mut cm: ConfigMap, req| async move {
+            let owner = if req.cluster().name().is_host() {
+                "team-a".to_string()
+            } else {
+                req.cluster().name().to_string()
+            };
+            cm.data
+                .get_or_insert_default()
+                .entry("owner".into())
+                .or_insert(owner);
+            Ok(cm)
+        })
+        .with_validator(|req| async move {
+            let Some(cm) = req.object.as_ref() else {
+                return Ok(());
+            };
+            if let Some(size) = cm.data.as_ref().and_then(|d| d.get("size"))
+                && size.parse::<u32>().is_err()
+            {
+                return Err(Denied::new(format!(
+                    "data.size must be a number, not {size:?} (cluster {})",
+                    req.cluster().name()
+                )));
+            }
+            // Read the request's own cluster.
+            let api: Api<ConfigMap> = Api::namespaced(req.cluster().client(), "default");
+            let blocked = api
+                .get_opt("blocklist")
+                .await
+                .map_err(|e| Denied::new(e.to_string()).with_code(500))?
+                .and_then(|b| b.data)
+                .and_then(|d| d.get("names").cloned())
+                .unwrap_or_default();
+            if blocked.split(',').any(|n| n == req.name) {
+                return Err(Denied::new(format!(
+                    "{} is blocked in {}",
+                    req.name,
+                    req.cluster().name()
+                )));
+            }
+            Ok(())
+        })
+        .register()
+        .unwrap();
 }
