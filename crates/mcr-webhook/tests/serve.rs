@@ -3,7 +3,7 @@
 
 mod common;
 
-use std::time::Duration;
+use std::{sync::Arc, time::Duration};
 
 use bytes::Bytes;
 use common::{Env, Running, body, configmap_webhooks, connect, fixture, serve};
@@ -415,4 +415,79 @@ async fn a_rotated_certificate_reaches_new_connections_and_open_ones_keep_workin
         fresh.peer == new_leaf,
         "a broken key file replaced the certificate"
     );
+}
+
+/// Reads until the server closes the stream (EOF or reset), within a deadline 100 times the
+/// configured 200 ms, and shorter than hyper's own 30 s header timeout, so only the
+/// configured limit can pass it.
+async fn closed_by_server(mut stream: impl tokio::io::AsyncRead + Unpin) -> Vec<u8> {
+    use tokio::io::AsyncReadExt;
+    let mut got = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(20), async {
+        let mut buf = [0u8; 1024];
+        loop {
+            match stream.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => got.extend_from_slice(&buf[..n]),
+            }
+        }
+    })
+    .await;
+    assert!(read.is_ok(), "the server kept a stalled connection open");
+    got
+}
+
+#[tokio::test]
+async fn stalled_handshakes_and_headers_are_cut_off() {
+    let env = Env::start(0).await;
+    let webhooks = Webhooks::new(&env.mgr);
+    configmap_webhooks(&webhooks);
+    let mut options = ServerOptions::default();
+    options.handshake_timeout = Duration::from_millis(200);
+    options.header_read_timeout = Duration::from_millis(200);
+    let s = serve(webhooks, options).await;
+
+    // A client that opens TCP and never says hello.
+    let tcp = tokio::net::TcpStream::connect(s.addr).await.unwrap();
+    closed_by_server(tcp).await;
+
+    // A client that completes TLS, then sends half a request head.
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in rustls_pemfile::certs(&mut s.pki.ca_pem.as_bytes()) {
+        roots.add(cert.unwrap()).unwrap();
+    }
+    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    let tcp = tokio::net::TcpStream::connect(s.addr).await.unwrap();
+    let mut tls = tokio_rustls::TlsConnector::from(Arc::new(config))
+        .connect(
+            rustls::pki_types::ServerName::try_from("127.0.0.1").unwrap(),
+            tcp,
+        )
+        .await
+        .unwrap();
+    tokio::io::AsyncWriteExt::write_all(
+        &mut tls,
+        b"POST /validate--v1-configmap HTTP/1.1\r\nhost: x\r\n",
+    )
+    .await
+    .unwrap();
+    let answer = closed_by_server(tls).await;
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(
+        answer.is_empty() || answer.starts_with("HTTP/1.1 408"),
+        "{answer}"
+    );
+
+    // The server still serves well-behaved clients.
+    let mut conn = connect(s.addr, &s.pki.ca_pem).await;
+    let (status, _) = conn
+        .post(VALIDATE, body(&fixture("configmap-create.json")))
+        .await;
+    assert_eq!(status, 200);
 }
