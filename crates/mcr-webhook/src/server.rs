@@ -186,6 +186,10 @@ impl Server {
                 .clone()
                 .watch(watch.clone(), self.options.certificate_poll_interval),
         );
+        let state = Arc::new(State {
+            webhooks: self.webhooks.clone(),
+            options: self.options.clone(),
+        });
         info!(addr = %self.addr, paths = ?self.webhooks.paths(), "webhook server listening");
         loop {
             let (tcp, peer) = tokio::select! {
@@ -200,15 +204,11 @@ impl Server {
                     }
                 },
             };
-            let state = Arc::new(State {
-                webhooks: self.webhooks.clone(),
-                options: self.options.clone(),
-            });
             tracker.spawn(connection(
                 acceptor.clone(),
                 tcp,
                 peer,
-                state,
+                state.clone(),
                 token.clone(),
             ));
         }
