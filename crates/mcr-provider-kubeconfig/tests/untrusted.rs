@@ -262,11 +262,11 @@ async fn an_auth_provider_command_is_refused_even_when_trusted() {
     eventually("refused", DEADLINE, || {
         matches!(
             run.state("default", "refresh"),
-            Some(SecretState::ExecDenied { .. })
+            Some(SecretState::PolicyDenied { .. })
         )
     })
     .await;
-    let Some(SecretState::ExecDenied { reason }) = run.state("default", "refresh") else {
+    let Some(SecretState::PolicyDenied { reason }) = run.state("default", "refresh") else {
         unreachable!()
     };
     assert!(reason.contains("cmd-path"), "{reason}");
