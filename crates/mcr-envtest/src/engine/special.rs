@@ -26,6 +26,36 @@ pub(crate) fn normalize(
     }
 }
 
+/// Drops empty maps and lists that kube-apiserver does not store (Go's `omitempty` on the
+/// typed object): `metadata.labels`, `annotations`, `finalizers`, `ownerReferences`, and a
+/// ConfigMap's or Secret's empty `data`, `binaryData`, `stringData`.
+pub(crate) fn omit_empty(info: &TypeInfo, obj: &mut Value) {
+    let empty = |v: &Value| {
+        v.is_null()
+            || v.as_object().is_some_and(Map::is_empty)
+            || v.as_array().is_some_and(Vec::is_empty)
+    };
+    if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
+        for field in ["labels", "annotations", "finalizers", "ownerReferences"] {
+            if meta.get(field).is_some_and(empty) {
+                meta.remove(field);
+            }
+        }
+    }
+    let data_fields: &[&str] = match (info.rt.custom, info.rt.kind.as_str()) {
+        (false, "ConfigMap") => &["data", "binaryData"],
+        (false, "Secret") => &["data", "stringData"],
+        _ => &[],
+    };
+    if let Some(map) = obj.as_object_mut() {
+        for field in data_fields {
+            if map.get(*field).is_some_and(empty) {
+                map.remove(*field);
+            }
+        }
+    }
+}
+
 /// Folds `stringData` into base64 `data` (stringData wins) and defaults `type` to `Opaque`.
 fn normalize_secret(obj: &mut Value) -> Result<(), ApiError> {
     let name = name_of(obj).to_string();

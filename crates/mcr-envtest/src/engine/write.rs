@@ -2,14 +2,14 @@
 
 use serde_json::{Value, json};
 
-use super::apply::{Operation, record_managed};
+use super::apply::Operation;
 use super::meta::{
     is_deleting, meta_mut, meta_str, name_of, new_uid, now, random_suffix, rv_of, uid_of,
     validate_name,
 };
 use super::registry::{Special, TypeInfo};
 use super::state::{ObjKey, Store};
-use super::update::finish_update;
+use super::update::{finish_update, record_update};
 use super::{ApiError, Engine, ResourceType, WriteOptions, crd, special};
 
 /// The namespace a request addresses: `ns` for namespaced types, `""` for cluster-scoped ones.
@@ -102,7 +102,7 @@ impl Engine {
                 "the server does not allow this method on the requested resource",
             )
         })?;
-        let result = create_locked(&mut store, &info, &ns, body, opts, &Operation::Update);
+        let result = create_locked(&mut store, &info, &ns, body, opts, Operation::Update);
         let rv = store.rv;
         drop(store);
         self.inner.wake(rv);
@@ -205,7 +205,7 @@ fn update_locked(
         body,
         subresource,
         opts,
-        &Operation::Update,
+        Operation::Update,
     )
 }
 
@@ -216,10 +216,12 @@ pub(crate) fn create_locked(
     ns: &str,
     body: Value,
     opts: &WriteOptions,
-    operation: &Operation,
+    operation: Operation,
 ) -> Result<Value, ApiError> {
     let rt = &info.rt;
     let mut obj = check_body(info, ns, body)?;
+    special::omit_empty(info, &mut obj);
+    let sent_managed = obj.pointer("/metadata/managedFields").cloned();
     if !ns.is_empty() {
         let ns_obj = store.get("namespaces", &(String::new(), ns.to_string()));
         match ns_obj {
@@ -266,7 +268,6 @@ pub(crate) fn create_locked(
         "deletionTimestamp",
         "deletionGracePeriodSeconds",
         "generation",
-        "managedFields",
     ] {
         meta.remove(field);
     }
@@ -280,17 +281,24 @@ pub(crate) fn create_locked(
     {
         map.remove("status");
     }
+    // Ownership is tracked against the type's empty object; kube-apiserver does it after
+    // decoding (Secret `stringData` folded, `type` defaulted) and before the type's own rules.
+    let empty = super::managed::empty_object(&rt.kind, rt.custom, &rt.api_version());
+    let track = |store: &Store, obj: &mut Value| {
+        if operation == Operation::Update {
+            record_update(store, info, &empty, obj, sent_managed.as_ref(), None, opts);
+        }
+    };
+    if info.special != Special::Secret {
+        track(store, &mut obj);
+    }
     special::normalize(info, &mut obj, None)?;
+    if info.special == Special::Secret {
+        track(store, &mut obj);
+    }
     if info.special == Special::Crd {
         crd::on_create(&mut obj)?;
     }
-    record_managed(
-        &mut obj,
-        opts.field_manager.as_deref(),
-        operation,
-        &rt.api_version(),
-        None,
-    );
     if opts.dry_run {
         return Ok(present(&obj, rt));
     }
