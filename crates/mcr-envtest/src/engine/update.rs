@@ -31,13 +31,13 @@ pub(crate) fn finish_update(
     store: &mut Store,
     info: &TypeInfo,
     existing: &Arc<Value>,
-    mut candidate: Value,
+    candidate: Value,
     subresource: Option<&str>,
     opts: &WriteOptions,
     operation: Operation,
 ) -> Result<Value, ApiError> {
     let rt = &info.rt;
-    special::omit_empty(info, &mut candidate);
+
     let sent_managed = candidate.pointer("/metadata/managedFields").cloned();
     let mut new = if subresource == Some("status") {
         with_status_of(existing, &candidate)
@@ -69,7 +69,8 @@ pub(crate) fn finish_update(
             None => meta_mut(&mut new).remove("managedFields"),
         };
     }
-    if operation == Operation::Update && info.special != Special::Secret {
+    special::defaults(info, &mut new)?;
+    if operation == Operation::Update {
         record_update(
             store,
             info,
@@ -80,19 +81,7 @@ pub(crate) fn finish_update(
             opts,
         );
     }
-    special::normalize(info, &mut new, Some(existing))?;
-    if operation == Operation::Update && info.special == Special::Secret {
-        // kube-apiserver folds `stringData` and defaults `type` before it tracks ownership.
-        record_update(
-            store,
-            info,
-            existing,
-            &mut new,
-            sent_managed.as_ref(),
-            subresource,
-            opts,
-        );
-    }
+    special::normalize(info, &mut new, Some(existing));
     if info.special == Special::Crd {
         crd::on_update(existing, &mut new)?;
     }

@@ -220,7 +220,6 @@ pub(crate) fn create_locked(
 ) -> Result<Value, ApiError> {
     let rt = &info.rt;
     let mut obj = check_body(info, ns, body)?;
-    special::omit_empty(info, &mut obj);
     let sent_managed = obj.pointer("/metadata/managedFields").cloned();
     if !ns.is_empty() {
         let ns_obj = store.get("namespaces", &(String::new(), ns.to_string()));
@@ -281,21 +280,21 @@ pub(crate) fn create_locked(
     {
         map.remove("status");
     }
-    // Ownership is tracked against the type's empty object; kube-apiserver does it after
-    // decoding (Secret `stringData` folded, `type` defaulted) and before the type's own rules.
-    let empty = super::managed::empty_object(&rt.kind, rt.custom, &rt.api_version());
-    let track = |store: &Store, obj: &mut Value| {
-        if operation == Operation::Update {
-            record_update(store, info, &empty, obj, sent_managed.as_ref(), None, opts);
-        }
-    };
-    if info.special != Special::Secret {
-        track(store, &mut obj);
+    special::defaults(info, &mut obj)?;
+    if operation == Operation::Update {
+        // Tracked against the type's empty object, as kube-apiserver does for a create.
+        let empty = super::managed::empty_object(&rt.kind, rt.custom, &rt.api_version());
+        record_update(
+            store,
+            info,
+            &empty,
+            &mut obj,
+            sent_managed.as_ref(),
+            None,
+            opts,
+        );
     }
-    special::normalize(info, &mut obj, None)?;
-    if info.special == Special::Secret {
-        track(store, &mut obj);
-    }
+    special::normalize(info, &mut obj, None);
     if info.special == Special::Crd {
         crd::on_create(&mut obj)?;
     }
