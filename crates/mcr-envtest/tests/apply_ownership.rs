@@ -772,3 +772,140 @@ async fn unemulated_client_side_apply_upgrade_is_refused() {
         );
     }
 }
+
+/// An object whose `managedFields` were reset is not tracked by updates; the first apply
+/// gives its existing fields to `before-first-apply`, which then conflicts like any manager.
+#[tokio::test]
+async fn untracked_object_is_owned_by_before_first_apply() {
+    let cluster = TestCluster::start("ssa-untracked").await.unwrap();
+    let client = cluster.client();
+    let (code, out) = send(
+        &client,
+        http::Method::POST,
+        &format!("{CMS}?fieldManager=u"),
+        "application/json",
+        &configmap("c", json!({"a": "1", "b": "1"})),
+    )
+    .await;
+    assert_eq!(code, 201, "{out}");
+    let mut reset = out.clone();
+    reset["metadata"]["managedFields"] = json!([]);
+    let (code, out) = send(
+        &client,
+        http::Method::PUT,
+        &format!("{CMS}/c?fieldManager=u"),
+        "application/json",
+        &reset,
+    )
+    .await;
+    assert_eq!(code, 200, "{out}");
+    assert_eq!(managed(&out), Vec::<Value>::new());
+    let (code, out) = send(
+        &client,
+        http::Method::PATCH,
+        &format!("{CMS}/c?fieldManager=u"),
+        "application/merge-patch+json",
+        &json!({"data": {"b": "2"}}),
+    )
+    .await;
+    assert_eq!(code, 200, "{out}");
+    assert_eq!(
+        managed(&out),
+        Vec::<Value>::new(),
+        "updates do not start tracking"
+    );
+    let (code, status) = apply(
+        &client,
+        CMS,
+        "c",
+        "a",
+        false,
+        configmap("c", json!({"a": "2"})),
+    )
+    .await;
+    assert_eq!(code, 409, "{status}");
+    assert_eq!(
+        status["message"],
+        "Apply failed with 1 conflict: conflict with \"before-first-apply\" using v1: .data.a"
+    );
+    let (code, out) = apply(
+        &client,
+        CMS,
+        "c",
+        "a",
+        true,
+        configmap("c", json!({"a": "2"})),
+    )
+    .await;
+    assert_eq!(code, 200, "{out}");
+    assert_eq!(
+        managed(&out),
+        vec![
+            entry("a", "Apply", "v1", json!({"f:data": {"f:a": {}}})),
+            entry(
+                "before-first-apply",
+                "Update",
+                "v1",
+                json!({"f:data": {".": {}, "f:b": {}}})
+            ),
+        ]
+    );
+}
+
+/// Creating an object whose name a deleting object still holds says so.
+#[tokio::test]
+async fn create_over_a_deleting_object_says_why() {
+    let cluster = TestCluster::start("ssa-deleting").await.unwrap();
+    let client = cluster.client();
+    let mut held = configmap("c", json!({"a": "1"}));
+    held["metadata"]["finalizers"] = json!(["example.com/hold"]);
+    let (code, out) = send(&client, http::Method::POST, CMS, "application/json", &held).await;
+    assert_eq!(code, 201, "{out}");
+    let (code, out) = send(
+        &client,
+        http::Method::DELETE,
+        &format!("{CMS}/c"),
+        "application/json",
+        &json!({}),
+    )
+    .await;
+    assert_eq!(code, 200, "{out}");
+    assert!(out["metadata"]["deletionTimestamp"].is_string(), "{out}");
+    let (code, status) = send(&client, http::Method::POST, CMS, "application/json", &held).await;
+    assert_eq!(code, 409, "{status}");
+    assert_eq!(
+        status["message"],
+        "object is being deleted: configmaps \"c\" already exists"
+    );
+    // A delete that removes at once answers with a Status.
+    let (code, _) = send(
+        &client,
+        http::Method::PATCH,
+        &format!("{CMS}/c"),
+        "application/merge-patch+json",
+        &json!({"metadata": {"finalizers": null}}),
+    )
+    .await;
+    assert_eq!(code, 200);
+    send(
+        &client,
+        http::Method::POST,
+        CMS,
+        "application/json",
+        &configmap("d", json!({})),
+    )
+    .await;
+    let (code, out) = send(
+        &client,
+        http::Method::DELETE,
+        &format!("{CMS}/d"),
+        "application/json",
+        &json!({}),
+    )
+    .await;
+    assert_eq!(code, 200, "{out}");
+    assert_eq!(out["kind"], "Status", "{out}");
+    assert_eq!(out["status"], "Success", "{out}");
+    assert_eq!(out["details"]["name"], "d", "{out}");
+    assert!(out["details"].get("group").is_none(), "{out}");
+}

@@ -339,6 +339,11 @@ fn normalize_in_place(v: &mut Value) {
         && let Some(details) = map.get_mut("details").and_then(Value::as_object_mut)
     {
         details.remove("uid");
+        // kube-apiserver lists apply conflicts manager by manager in Go map order (random
+        // between two identical requests); the message sorts them, the causes do not.
+        if let Some(Value::Array(causes)) = details.get_mut("causes") {
+            causes.sort_by_key(|c| c.to_string());
+        }
     }
 }
 

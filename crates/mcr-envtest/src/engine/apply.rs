@@ -52,6 +52,7 @@ pub(crate) fn scope_for<'a>(
         api_version: rt.api_version(),
         subresource,
         reset: managed::reset_fields(rt.custom, rt.status_subresource, subresource),
+        empty: managed::empty_object(&rt.kind, rt.custom, &rt.api_version()),
     }
 }
 

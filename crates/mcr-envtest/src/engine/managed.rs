@@ -8,7 +8,9 @@
 //!   moves it.
 //! - Entries are keyed by manager, operation, subresource and, for `Update`, apiVersion; at most
 //!   ten `Update` entries are kept, older ones fold into `ancient-changes`.
-//! - A request may set `managedFields` itself (an empty list resets it).
+//! - A request may set `managedFields` itself (an empty list resets it). An object without
+//!   `managedFields` stays untracked by updates; the first apply gives its fields to
+//!   `before-first-apply`.
 //!
 //! Not emulated, and refused: applies that kube-apiserver would reconcile with the client-side
 //! `kubectl.kubernetes.io/last-applied-configuration` annotation.
@@ -24,6 +26,8 @@ use super::fields::typed::{self, Comparison};
 use super::fields::{FieldSet, Pe, display_path};
 use super::meta::now;
 
+/// The manager that owns the fields of an untracked object when it is first applied to.
+const BEFORE_FIRST_APPLY: &str = "before-first-apply";
 /// The manager name older `Update` entries fold into.
 const ANCIENT: &str = "ancient-changes";
 /// How many `Update` entries are kept.
@@ -75,6 +79,8 @@ pub(crate) struct Scope<'a> {
     /// Fields this endpoint resets (never owned through it): `status` on the main resource
     /// of a type with a status subresource, the rest on `/status`.
     pub reset: Vec<Vec<Pe>>,
+    /// The type's empty object ([`empty_object`]).
+    pub empty: Value,
 }
 
 impl Scope<'_> {
@@ -410,6 +416,16 @@ pub(crate) fn record_update(
             _ => live(),
         }
     };
+    let creating = old
+        .pointer("/metadata/uid")
+        .and_then(Value::as_str)
+        .is_none_or(str::is_empty);
+    if managed.is_empty() && !creating {
+        // An object nobody tracks (its managedFields were removed) stays untracked until an
+        // apply.
+        set_managed_fields(new, &managed);
+        return;
+    }
     let old_clean = without_managed_fields(old);
     let new_clean = without_managed_fields(new);
     let Ok(cmp) = take_changes(&old_clean, &new_clean, &mut managed, None, true, scope) else {
@@ -472,6 +488,22 @@ pub(crate) fn apply(
         ));
     }
     let live = without_managed_fields(live);
+    if managed.is_empty() {
+        // The fields of an untracked object go to `before-first-apply` first.
+        let empty = without_managed_fields(&scope.empty);
+        let cmp = take_changes(&empty, &live, &mut managed, None, true, scope)?;
+        let existing = strip(&scope.filter(&cmp.modified.union(&cmp.added)));
+        if !existing.is_empty() {
+            managed.insert(
+                scope.id(BEFORE_FIRST_APPLY, false),
+                Entry {
+                    api_version: scope.api_version.clone(),
+                    time: Some(now()),
+                    set: existing,
+                },
+            );
+        }
+    }
     let schema = &scope.schema;
     let typed_err =
         |e: String| ApiError::internal(format!("failed to create typed patch object: {e}"));

@@ -256,8 +256,13 @@ pub(crate) fn create_locked(
     }
     validate_name(&rt.kind, &name, info.special == Special::Namespace)?;
     let key: ObjKey = (ns.to_string(), name.clone());
-    if store.get(&info.res, &key).is_some() {
-        return Err(ApiError::already_exists(&rt.group, &rt.plural, &name));
+    if let Some(existing) = store.get(&info.res, &key) {
+        let mut err = ApiError::already_exists(&rt.group, &rt.plural, &name);
+        if is_deleting(existing) {
+            // kube-apiserver says why the name is still taken.
+            err.message = format!("object is being deleted: {}", err.message);
+        }
+        return Err(err);
     }
     let meta = meta_mut(&mut obj);
     meta.insert("name".into(), Value::String(name.clone()));
