@@ -152,8 +152,11 @@ fn patch_locked(
     let ns = scope(&info, namespace)?;
     check_subresource(&info, subresource)?;
     if patch_type == PatchType::Strategic && rt.custom {
-        return Err(ApiError::unsupported_media_type(
-            "application/strategic-merge-patch+json",
+        // kube-apiserver lists the patch types a custom resource takes.
+        return Err(ApiError::new(
+            415,
+            "UnsupportedMediaType",
+            "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml",
         ));
     }
     let key: ObjKey = (ns.clone(), name.to_string());

@@ -179,6 +179,29 @@ fn update_locked(
         return Err(ApiError::not_found(&rt.group, &rt.plural, name));
     };
     let (want_rv, have_rv) = (rv_of(&body), rv_of(&existing));
+    if want_rv.is_empty() && rt.custom {
+        // Custom resources take no unconditional update.
+        let mut err = ApiError::invalid(
+            &format!("{}.{}", rt.plural, rt.group),
+            name,
+            "metadata.resourceVersion: Invalid value: 0: must be specified for an update",
+        );
+        err.message = format!(
+            "{}.{} \"{name}\" is invalid: metadata.resourceVersion: Invalid value: 0: must be specified for an update",
+            rt.plural, rt.group
+        );
+        err.details = Some(json!({
+            "name": name,
+            "group": rt.group,
+            "kind": rt.plural,
+            "causes": [{
+                "reason": "FieldValueInvalid",
+                "message": "Invalid value: 0: must be specified for an update",
+                "field": "metadata.resourceVersion",
+            }],
+        }));
+        return Err(err);
+    }
     if !want_rv.is_empty() && want_rv != have_rv {
         return Err(ApiError::conflict(
             &rt.group,
