@@ -909,3 +909,38 @@ async fn create_over_a_deleting_object_says_why() {
     assert_eq!(out["details"]["name"], "d", "{out}");
     assert!(out["details"].get("group").is_none(), "{out}");
 }
+
+/// Emptying a custom resource's map by apply leaves `null` in its place, which the CRD's
+/// schema refuses: kube-apiserver answers 422 (a built-in type drops the `null`).
+#[tokio::test]
+async fn emptying_a_custom_resource_map_by_apply_is_invalid() {
+    let cluster = TestCluster::start("ssa-crd-null").await.unwrap();
+    install_gadgets(&cluster).await;
+    let client = cluster.client();
+    apply_ok(
+        &client,
+        GADGETS,
+        "g",
+        "a",
+        gadget(json!({"settings": {"s1": "1"}})),
+    )
+    .await;
+    let (code, status) = apply(
+        &client,
+        GADGETS,
+        "g",
+        "a",
+        false,
+        gadget(json!({"settings": {}})),
+    )
+    .await;
+    assert_eq!(code, 422, "{status}");
+    assert_eq!(
+        status["message"],
+        "Gadget.ssa.example.com \"g\" is invalid: spec.settings: Invalid value: \"null\": spec.settings in body must be of type object: \"null\""
+    );
+    // The same on a ConfigMap removes the key and keeps no `data`.
+    apply_ok(&client, CMS, "c", "a", configmap("c", json!({"k": "1"}))).await;
+    let out = apply_ok(&client, CMS, "c", "a", configmap("c", json!({}))).await;
+    assert!(out.get("data").is_none(), "{out}");
+}

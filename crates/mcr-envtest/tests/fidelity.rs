@@ -450,11 +450,13 @@ fn normalize_in_place(v: &mut Value) {
             meta.insert("deletionTimestamp".into(), json!("<time>"));
         }
         if let Some(Value::Array(entries)) = meta.get_mut("managedFields") {
-            for e in entries {
+            for e in entries.iter_mut() {
                 if let Some(e) = e.as_object_mut() {
                     e.remove("time");
                 }
             }
+            // Entries are ordered by their times, so their order goes with them.
+            entries.sort_by_key(|e| e.to_string());
         }
     }
     if let Some(Value::Array(items)) = map.get_mut("items") {

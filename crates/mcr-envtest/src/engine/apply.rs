@@ -53,6 +53,7 @@ pub(crate) fn scope_for<'a>(
         subresource,
         reset: managed::reset_fields(rt.custom, rt.status_subresource, subresource),
         empty: managed::empty_object(&rt.kind, rt.custom, &rt.api_version()),
+        custom_kind: rt.custom.then(|| (rt.kind.clone(), rt.group.clone())),
     }
 }
 

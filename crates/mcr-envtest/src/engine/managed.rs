@@ -81,6 +81,9 @@ pub(crate) struct Scope<'a> {
     pub reset: Vec<Vec<Pe>>,
     /// The type's empty object ([`empty_object`]).
     pub empty: Value,
+    /// For a custom resource, its kind qualified by group (`Gadget.example.com`), the name
+    /// validation errors use; `None` for built-in types.
+    pub custom_kind: Option<(String, String)>,
 }
 
 impl Scope<'_> {
@@ -394,8 +397,8 @@ fn cap_updaters(managed: &mut Managed) {
     }
 }
 
-/// Records an `Update` by `manager` (create, update, non-apply patch) in `new`'s
-/// `managedFields`. `old` is the stored object (for a create, the type's empty object);
+/// Records an `Update` by `manager` (create, update, non-apply patch; `None` or empty is
+/// `unknown`) in `new`'s `managedFields`. `old` is the stored object (for a create, the type's empty object);
 /// `sent` is the `managedFields` the request carried. Like kube-apiserver, a failure to track
 /// ownership drops `managedFields` rather than failing the write.
 pub(crate) fn record_update(
@@ -435,7 +438,9 @@ pub(crate) fn record_update(
         return;
     };
     let gained = strip(&scope.filter(&cmp.modified.union(&cmp.added)));
-    if let Some(manager) = manager.filter(|_| !gained.is_empty()) {
+    if !gained.is_empty() {
+        // Without a manager, kube-apiserver records the write as `unknown`.
+        let manager = manager.unwrap_or_default();
         let id = scope.id(manager, false);
         let set = match managed.get(&id) {
             Some(previous) => gained.union(&previous.set),
@@ -531,6 +536,14 @@ pub(crate) fn apply(
         }
     })?;
     let mut object = pruned;
+    if let Some((kind, group)) = &scope.custom_kind {
+        // A custom resource is validated with what the removal left: an emptied map or list
+        // is `null`, which its schema refuses (a typed built-in drops it).
+        let nulls = typed::typed_nulls(&object, schema);
+        if !nulls.is_empty() {
+            return Err(null_error(kind, group, &object, &nulls));
+        }
+    }
     typed::drop_nulls(&mut object);
     if let Some(entry) = managed.get_mut(&me) {
         entry.set = strip(&entry.set);
@@ -568,6 +581,46 @@ fn prune(
         &all.difference(&kept).intersection(&last),
         schema,
     ))
+}
+
+/// kube-apiserver's 422 for `null` where a custom resource's schema wants an object or list.
+fn null_error(kind: &str, group: &str, object: &Value, nulls: &[(String, &str)]) -> ApiError {
+    let name = object
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let causes: Vec<Value> = nulls
+        .iter()
+        .map(|(path, ty)| {
+            json!({
+                "reason": "FieldValueTypeInvalid",
+                "message": format!("Invalid value: \"null\": {path} in body must be of type {ty}: \"null\""),
+                "field": path,
+            })
+        })
+        .collect();
+    let errors: Vec<String> = causes
+        .iter()
+        .map(|c| {
+            format!(
+                "{}: {}",
+                c["field"].as_str().unwrap_or_default(),
+                c["message"].as_str().unwrap_or_default()
+            )
+        })
+        .collect();
+    let list = if errors.len() == 1 {
+        errors[0].clone()
+    } else {
+        format!("[{}]", errors.join(", "))
+    };
+    let mut err = ApiError::new(
+        422,
+        "Invalid",
+        format!("{kind}.{group} {name:?} is invalid: {list}"),
+    );
+    err.details = Some(json!({"name": name, "group": group, "kind": kind, "causes": causes}));
+    err
 }
 
 fn unsupported(what: &str) -> ApiError {

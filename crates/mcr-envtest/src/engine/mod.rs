@@ -249,7 +249,8 @@ pub enum PatchType {
 pub struct WriteOptions {
     /// `dryRun=All`: validate and return the result without storing it.
     pub dry_run: bool,
-    /// `fieldManager`.
+    /// `fieldManager` (without one a write is recorded as `unknown`, as kube-apiserver
+    /// records a request without `fieldManager` and `User-Agent`).
     pub field_manager: Option<String>,
     /// `force=true` (server-side apply).
     pub force: bool,
@@ -331,7 +332,11 @@ impl Engine {
             for ns in INITIAL_NAMESPACES {
                 let body = serde_json::json!({"metadata": {"name": ns}});
                 // Cannot fail on an empty store; a failure would only leave a namespace out.
-                let _ = engine.create(&rt, None, body, &WriteOptions::default());
+                let opts = WriteOptions {
+                    field_manager: Some("kube-apiserver".into()),
+                    ..WriteOptions::default()
+                };
+                let _ = engine.create(&rt, None, body, &opts);
             }
         }
         engine

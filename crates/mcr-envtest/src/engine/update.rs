@@ -129,9 +129,8 @@ pub(crate) fn finish_update(
     Ok(present(&stored, rt))
 }
 
-/// Records the write's manager in `new`'s `managedFields` (`Update` operation). A write
-/// without a manager (the engine's own) still moves the fields it changes away from their
-/// owners, and records no entry.
+/// Records the write's manager in `new`'s `managedFields` (`Update` operation; without a
+/// manager, `unknown`).
 pub(crate) fn record_update(
     store: &Store,
     info: &TypeInfo,

@@ -547,6 +547,50 @@ pub(crate) fn remove(value: &Value, set: &FieldSet, schema: &Schema) -> Value {
     }
 }
 
+/// The `null`s [`remove`] left where the schema wants an object or a list: `(path, type)`,
+/// the path as validation messages write it (`spec.items[0].tags`).
+pub(crate) fn typed_nulls(value: &Value, schema: &Schema) -> Vec<(String, &'static str)> {
+    fn walk(value: &Value, schema: &Schema, path: &str, out: &mut Vec<(String, &'static str)>) {
+        match value {
+            Value::Object(map) => {
+                for (key, child) in map {
+                    let (child_schema, _) = schema.field(key);
+                    let at = if path.is_empty() {
+                        key.clone()
+                    } else {
+                        format!("{path}.{key}")
+                    };
+                    if child.is_null() {
+                        match &*child_schema {
+                            Schema::Map(_) => out.push((at, "object")),
+                            Schema::List(_) => out.push((at, "array")),
+                            _ => {}
+                        }
+                    } else {
+                        walk(child, &child_schema, &at, out);
+                    }
+                }
+            }
+            Value::Array(items) => {
+                let elem = schema.item();
+                for (i, item) in items.iter().enumerate() {
+                    walk(item, &elem, &format!("{path}[{i}]"), out);
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    if let Value::Object(map) = value {
+        // `metadata` is an ObjectMeta, which drops them.
+        for (key, child) in map.iter().filter(|(k, _)| *k != "metadata") {
+            let root = Value::Object(std::iter::once((key.clone(), child.clone())).collect());
+            walk(&root, schema, "", &mut out);
+        }
+    }
+    out
+}
+
 /// `value` without `null`s in objects (what storing a typed object or a pruned custom resource
 /// does to the `null`s [`remove`] leaves).
 pub(crate) fn drop_nulls(value: &mut Value) {
