@@ -36,6 +36,10 @@
 //!   that kube-apiserver would reconcile with the client-side
 //!   `kubectl.kubernetes.io/last-applied-configuration` annotation is refused (500 naming the
 //!   gap).
+//! - Answers checked against kube-apiserver by `cargo xtask fidelity` (`tests/fidelity.rs`):
+//!   an immediate delete answers with a `Success` `Status` (Namespaces, CRDs and
+//!   finalizer-held deletes with the object), built-in list items carry no `apiVersion`/`kind`,
+//!   custom resources take no unconditional update.
 //! - Finalizers, `ownerReferences` garbage collection (Background/Foreground/Orphan),
 //!   namespace termination, CRD establishment and removal.
 //! - Lists with full label selectors, `metadata.name`/`metadata.namespace` field selectors,
