@@ -4,7 +4,8 @@
 //! (`MCR_ENVTEST=real`). The binaries come from `KUBEBUILDER_ASSETS` when it is set (for
 //! example setup-envtest's directory), otherwise from `cargo xtask assets` (built with Go on
 //! first use, cached after). `--conformance` also runs `mcr-envtest`'s own suites, which
-//! compare the emulator's behaviour with the real server's.
+//! compare the emulator's behaviour with the real server's, and a short `cargo xtask
+//! fidelity` run (seed 1, 20 sequences of 40 requests).
 
 use std::path::PathBuf;
 
@@ -14,7 +15,7 @@ use anyhow::{Context, Result};
 const EXTRA_PACKAGES: &[&str] = &["mcr-tests", "quickstart", "mcr-webhook", "example-webhook"];
 
 /// The asset directory: `KUBEBUILDER_ASSETS`, or what `cargo xtask assets` builds.
-fn assets() -> Result<PathBuf> {
+pub(crate) fn assets() -> Result<PathBuf> {
     match std::env::var_os("KUBEBUILDER_ASSETS") {
         Some(dir) if !dir.is_empty() => {
             let dir = PathBuf::from(dir);
@@ -42,6 +43,12 @@ pub fn run(conformance: bool) -> Result<()> {
     if conformance {
         super::run("cargo", &["test", "-p", "mcr-envtest", "--tests"], &env)
             .context("mcr-envtest's suites failed against real control planes")?;
+        // A short differential run: a fixed seed, so a divergence here is reproducible.
+        super::fidelity::run(super::fidelity::Fidelity {
+            seed: Some(1),
+            sequences: 20,
+            steps: 40,
+        })?;
     }
     let mut args = vec!["test"];
     for package in EXTRA_PACKAGES.iter().chain(super::e2e::PACKAGES) {

@@ -6,6 +6,8 @@
 //! - `cargo xtask e2e`: the examples and cross-crate tests against real control planes
 //!   (`--kind`: against kind clusters, needs `docker` and `kind`).
 //! - `cargo xtask bench`: the benchmark suite (release build).
+//! - `cargo xtask fidelity`: the emulator against a real kube-apiserver on seeded request
+//!   sequences (codes, bodies, watch events).
 //! - `cargo xtask chaos`: the chaos suite (release build; `--real` on real control planes).
 //! - `cargo xtask package`: `cargo package` for every library crate, in publishing order.
 
@@ -16,6 +18,7 @@ mod bench;
 mod chaos;
 mod e2e;
 mod e2e_real;
+mod fidelity;
 
 use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
@@ -93,6 +96,21 @@ enum Cmd {
         #[arg(long)]
         real: bool,
     },
+    /// Compare the emulator with a real kube-apiserver on seeded request sequences (status
+    /// codes, normalised bodies, watch events); fails on divergences outside
+    /// crates/mcr-envtest/tests/fidelity-accepted.json.
+    Fidelity {
+        /// Seed of the request sequences (default: from the clock, printed).
+        #[arg(long)]
+        seed: Option<u64>,
+        /// Number of sequences, one namespace each (the default makes about 10,000 requests
+        /// per server).
+        #[arg(long, default_value_t = 120)]
+        sequences: usize,
+        /// Random requests per sequence.
+        #[arg(long, default_value_t = 80)]
+        steps: usize,
+    },
     /// `cargo package` every library crate in publishing order.
     Package,
 }
@@ -124,6 +142,15 @@ fn main() -> ExitCode {
             minutes,
             seed,
             real,
+        }),
+        Cmd::Fidelity {
+            seed,
+            sequences,
+            steps,
+        } => fidelity::run(fidelity::Fidelity {
+            seed,
+            sequences,
+            steps,
         }),
         Cmd::Package => package(),
     };

@@ -180,3 +180,49 @@ async fn kube_discovery_sees_builtins_and_crds() {
         assert!(counts.get("get", "discovery") >= 5);
     }
 }
+
+/// A custom resource takes no unconditional update and no strategic merge patch, with
+/// kube-apiserver's answers (found by `cargo xtask fidelity`).
+#[tokio::test]
+async fn custom_resource_refuses_unconditional_update_and_strategic_patch() {
+    let cluster = TestCluster::start("crd-refusals").await.unwrap();
+    install_widgets(&cluster).await;
+    let widgets: Api<Widget> = Api::namespaced(cluster.client(), "default");
+    let mut w = widgets
+        .create(
+            &PostParams::default(),
+            &Widget::new("w", WidgetSpec { size: 1 }),
+        )
+        .await
+        .unwrap();
+    w.metadata.resource_version = None;
+    w.spec.size = 2;
+    let err = widgets
+        .replace("w", &PostParams::default(), &w)
+        .await
+        .unwrap_err();
+    let kube::Error::Api(status) = err else {
+        panic!("{err}")
+    };
+    assert_eq!(status.code, 422);
+    assert_eq!(
+        status.message,
+        "widgets.example.com \"w\" is invalid: metadata.resourceVersion: Invalid value: 0: must be specified for an update"
+    );
+    let err = widgets
+        .patch(
+            "w",
+            &PatchParams::default(),
+            &Patch::Strategic(json!({"spec": {"size": 3}})),
+        )
+        .await
+        .unwrap_err();
+    let kube::Error::Api(status) = err else {
+        panic!("{err}")
+    };
+    assert_eq!(status.code, 415);
+    assert_eq!(
+        status.message,
+        "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml"
+    );
+}

@@ -157,6 +157,21 @@ impl TestCluster {
         Self::build(name.into(), false).await
     }
 
+    /// Starts a cluster on the given backend whatever `MCR_ENVTEST` says, e.g. to compare the
+    /// emulator with kube-apiserver (`cargo xtask fidelity`). Like [`start`](Self::start)
+    /// otherwise.
+    ///
+    /// ```no_run
+    /// # async fn doc() -> Result<(), mcr_envtest::Error> {
+    /// use mcr_envtest::{Backend, TestCluster};
+    /// let emulated = TestCluster::start_on(Backend::Emulator, "a").await?;
+    /// assert!(!emulated.backend().is_real());
+    /// # Ok(()) }
+    /// ```
+    pub async fn start_on(backend: Backend, name: impl Into<String>) -> Result<TestCluster, Error> {
+        Self::build_on(backend, name.into(), false).await
+    }
+
     /// Starts a cluster served in-process and over HTTPS on `127.0.0.1:<random port>`, with a
     /// generated CA, serving certificate, bearer token and kubeconfig. On the real backend
     /// (`MCR_ENVTEST=real`) a real control plane (see [`real`](crate::real)).

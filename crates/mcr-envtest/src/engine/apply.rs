@@ -1,96 +1,60 @@
-//! `PATCH` (all four types) and the simplified server-side apply with `managedFields`.
+//! `PATCH` (all four types), server-side apply included.
 
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
-use super::meta::{meta_mut, meta_str, name_of, namespace_of, now, rv_of, uid_of};
-use super::patch::{apply_patch, strategic_merge};
+use super::fields::schema;
+use super::managed;
+use super::meta::{meta_mut, meta_str, name_of, namespace_of, rv_of, uid_of};
+use super::patch::apply_patch;
+use super::registry::TypeInfo;
 use super::state::{ObjKey, Store};
 use super::update::finish_update;
 use super::write::{check_body, check_subresource, create_locked, scope};
 use super::{ApiError, Engine, PatchType, ResourceType, WriteOptions};
 
 /// What kind of write a `managedFields` entry records.
-#[derive(Clone, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Operation {
-    /// A create, update or non-apply patch.
+    /// A create, update or non-apply patch: ownership is recorded when the object is stored.
     Update,
-    /// A server-side apply, with the `fieldsV1` set of the applied configuration.
-    Apply(Value),
+    /// A server-side apply: the candidate already carries its `managedFields`.
+    Apply,
 }
 
-/// Metadata that identifies or is owned by the server: not part of a manager's field set.
-const UNOWNED_META: &[&str] = &[
-    "name",
-    "namespace",
-    "uid",
-    "resourceVersion",
-    "generation",
-    "creationTimestamp",
-    "deletionTimestamp",
-    "deletionGracePeriodSeconds",
-    "managedFields",
-];
-
-/// The `fieldsV1` set of an applied configuration: maps become `f:` keys, anything else a leaf
-/// (lists are owned atomically in this emulation).
-pub(crate) fn fields_v1(applied: &Value) -> Value {
-    fn walk(value: &Value, top: bool, in_meta: bool) -> Value {
-        let Value::Object(map) = value else {
-            return json!({});
-        };
-        let mut out = Map::new();
-        for (k, v) in map {
-            if (top && (k == "apiVersion" || k == "kind"))
-                || (in_meta && UNOWNED_META.contains(&k.as_str()))
-            {
-                continue;
-            }
-            out.insert(format!("f:{k}"), walk(v, false, top && k == "metadata"));
-        }
-        Value::Object(out)
-    }
-    walk(applied, true, false)
-}
-
-/// Adds or replaces this manager's `managedFields` entry (no entry for an anonymous update).
-pub(crate) fn record_managed(
-    obj: &mut Value,
-    manager: Option<&str>,
-    operation: &Operation,
-    api_version: &str,
-    subresource: Option<&str>,
-) {
-    let Some(manager) = manager.filter(|m| !m.is_empty()) else {
-        return;
+/// The field-ownership scope of a request: the type's schema (a CRD's from its stored
+/// definition), the request's version, and the fields its endpoint resets.
+pub(crate) fn scope_for<'a>(
+    store: &Store,
+    info: &TypeInfo,
+    subresource: Option<&'a str>,
+) -> managed::Scope<'a> {
+    let rt = &info.rt;
+    let schema = if rt.custom {
+        let crd_name = format!("{}.{}", rt.plural, rt.group);
+        let crd = store.get(
+            "customresourcedefinitions.apiextensions.k8s.io",
+            &(String::new(), crd_name),
+        );
+        let openapi = crd.and_then(|crd| {
+            crd["spec"]["versions"]
+                .as_array()?
+                .iter()
+                .find(|v| v["name"] == json!(rt.version))?
+                .pointer("/schema/openAPIV3Schema")
+                .cloned()
+        });
+        schema::custom(openapi.as_ref())
+    } else {
+        schema::builtin(&rt.kind)
     };
-    let (op, fields) = match operation {
-        Operation::Update => ("Update", json!({})),
-        Operation::Apply(fields) => ("Apply", fields.clone()),
-    };
-    let mut entry = json!({
-        "manager": manager,
-        "operation": op,
-        "apiVersion": api_version,
-        "time": now(),
-        "fieldsType": "FieldsV1",
-        "fieldsV1": fields,
-    });
-    if let Some(sub) = subresource {
-        entry["subresource"] = json!(sub);
+    managed::Scope {
+        schema,
+        api_version: rt.api_version(),
+        subresource,
+        reset: managed::reset_fields(rt.custom, rt.status_subresource, subresource),
+        empty: managed::empty_object(&rt.kind, rt.custom, &rt.api_version()),
+        custom_kind: rt.custom.then(|| (rt.kind.clone(), rt.group.clone())),
     }
-    let meta = meta_mut(obj);
-    let mut entries: Vec<Value> = meta
-        .get("managedFields")
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default();
-    entries.retain(|e| {
-        !(e["manager"] == json!(manager)
-            && e["operation"] == json!(op)
-            && e.get("subresource").and_then(Value::as_str) == subresource)
-    });
-    entries.push(entry);
-    meta.insert("managedFields".into(), Value::Array(entries));
 }
 
 /// Parses an apply body: JSON or YAML, which must be an object.
@@ -112,8 +76,10 @@ fn parse_applied(body: &[u8]) -> Result<Value, ApiError> {
 impl Engine {
     /// Patches an object (or its `status`). `PatchType::Apply` is server-side apply: it needs a
     /// `fieldManager`, creates the object when absent and otherwise merges the applied
-    /// configuration into it (keyed lists merge, other lists are replaced). Field ownership
-    /// and apply conflicts are not tracked.
+    /// configuration into it with field ownership as kube-apiserver tracks it (see
+    /// `managed`): fields the manager stopped applying are removed unless another manager
+    /// owns them, and changing a field another manager owns is a 409 conflict unless
+    /// `force` is set.
     ///
     /// ```
     /// # use mcr_envtest::engine::*;
@@ -137,6 +103,23 @@ impl Engine {
         subresource: Option<&str>,
         opts: &WriteOptions,
     ) -> Result<Value, ApiError> {
+        self.patch_created(rt, namespace, name, patch_type, body, subresource, opts)
+            .map(|(object, _)| object)
+    }
+
+    /// [`Engine::patch`], and whether the patch created the object (a server-side apply of an
+    /// absent object, which kube-apiserver answers with 201 Created).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn patch_created(
+        &self,
+        rt: &ResourceType,
+        namespace: Option<&str>,
+        name: &str,
+        patch_type: PatchType,
+        body: &[u8],
+        subresource: Option<&str>,
+        opts: &WriteOptions,
+    ) -> Result<(Value, bool), ApiError> {
         let mut store = self.inner.write();
         let result = patch_locked(
             &mut store,
@@ -165,23 +148,26 @@ fn patch_locked(
     body: &[u8],
     subresource: Option<&str>,
     opts: &WriteOptions,
-) -> Result<Value, ApiError> {
+) -> Result<(Value, bool), ApiError> {
     let info = store.registry.lookup(rt)?;
     let ns = scope(&info, namespace)?;
     check_subresource(&info, subresource)?;
     if patch_type == PatchType::Strategic && rt.custom {
-        return Err(ApiError::unsupported_media_type(
-            "application/strategic-merge-patch+json",
+        // kube-apiserver lists the patch types a custom resource takes.
+        return Err(ApiError::new(
+            415,
+            "UnsupportedMediaType",
+            "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml",
         ));
     }
     let key: ObjKey = (ns.clone(), name.to_string());
     let existing = store.get(&info.res, &key).cloned();
     let (candidate, operation) = if patch_type == PatchType::Apply {
-        if opts.field_manager.as_deref().is_none_or(str::is_empty) {
+        let Some(manager) = opts.field_manager.as_deref().filter(|m| !m.is_empty()) else {
             return Err(ApiError::bad_request(
                 "fieldManager: Required value: is required for apply patch",
             ));
-        }
+        };
         let mut applied = check_body(&info, &ns, parse_applied(body)?)?;
         match meta_str(&applied, "name") {
             Some(n) if n != name => {
@@ -194,16 +180,18 @@ fn patch_locked(
                 meta_mut(&mut applied).insert("name".into(), json!(name));
             }
         }
-        let operation = Operation::Apply(fields_v1(&applied));
+        let fields = scope_for(store, &info, subresource);
         let Some(existing) = &existing else {
             if subresource.is_some() {
                 return Err(ApiError::not_found(&rt.group, &rt.plural, name));
             }
-            return create_locked(store, &info, &ns, applied, opts, &operation);
+            let empty = managed::empty_object(&rt.kind, rt.custom, &rt.api_version());
+            let object = managed::apply(&empty, &applied, manager, opts.force, &fields)?;
+            return create_locked(store, &info, &ns, object, opts, Operation::Apply)
+                .map(|created| (created, true));
         };
-        let mut candidate = (**existing).clone();
-        strategic_merge(&mut candidate, &applied)?;
-        (candidate, operation)
+        let candidate = managed::apply(existing, &applied, manager, opts.force, &fields)?;
+        (candidate, Operation::Apply)
     } else {
         let Some(existing) = &existing else {
             return Err(ApiError::not_found(&rt.group, &rt.plural, name));
@@ -241,6 +229,7 @@ fn patch_locked(
         candidate,
         subresource,
         opts,
-        &operation,
+        operation,
     )
+    .map(|updated| (updated, false))
 }

@@ -79,6 +79,12 @@ impl Engine {
                 return Ok(present(&existing, rt));
             }
             let gone = delete_object(&mut store, &info.res, &key, policy).unwrap_or(existing);
+            let removed = store.get(&info.res, &key).is_none();
+            if removed && !matches!(info.special, Special::Namespace | Special::Crd) {
+                // kube-apiserver answers an immediate delete with a `Status` (it returns the
+                // object only for Namespaces, and while finalizers hold it).
+                return Ok(deleted_status(rt, name, uid_of(&gone)));
+            }
             Ok(present(&gone, rt))
         })();
         let rv = store.rv;
@@ -137,6 +143,21 @@ impl Engine {
 
 /// Deletes one stored object under the lock, following finalizers and the propagation policy
 /// (`None` = Background). Returns the object's resulting state.
+/// The `Status` of an object that a delete removed.
+fn deleted_status(rt: &ResourceType, name: &str, uid: &str) -> Value {
+    let mut details = json!({"name": name, "kind": rt.plural, "uid": uid});
+    if !rt.group.is_empty() {
+        details["group"] = json!(rt.group);
+    }
+    json!({
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Success",
+        "details": details,
+    })
+}
+
 pub(crate) fn delete_object(
     store: &mut Store,
     res: &ResKey,

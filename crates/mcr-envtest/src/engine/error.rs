@@ -27,9 +27,14 @@ impl ApiError {
         }
     }
 
-    /// Adds `details` (`name`, `group`, `kind`).
+    /// Adds `details` (`name`, `group`, `kind`; no `group` for the core group, as
+    /// kube-apiserver omits it).
     pub fn with_details(mut self, group: &str, plural: &str, name: &str) -> Self {
-        self.details = Some(json!({ "name": name, "group": group, "kind": plural }));
+        let mut details = json!({ "name": name, "kind": plural });
+        if !group.is_empty() {
+            details["group"] = json!(group);
+        }
+        self.details = Some(details);
         self
     }
 

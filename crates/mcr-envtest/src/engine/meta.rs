@@ -146,18 +146,6 @@ pub(crate) fn spec_part(obj: &Value, skip_status: bool) -> Map<String, Value> {
         .unwrap_or_default()
 }
 
-/// Equality ignoring `metadata.managedFields` (whose timestamps move on every write).
-pub(crate) fn same_ignoring_managed(a: &Value, b: &Value) -> bool {
-    let strip = |v: &Value| {
-        let mut v = v.clone();
-        if let Some(m) = v.get_mut("metadata").and_then(Value::as_object_mut) {
-            m.remove("managedFields");
-        }
-        v
-    };
-    strip(a) == strip(b)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

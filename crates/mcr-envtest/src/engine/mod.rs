@@ -20,8 +20,26 @@
 //!   name validation, optimistic concurrency, no-op writes that do not move the
 //!   resourceVersion, the `status` subresource, Secret `stringData`.
 //! - Merge, JSON and strategic merge patches (merge keys by field name for the built-ins;
-//!   `finalizers` merges as a set, as `ObjectMeta` declares it), and a simplified server-side
-//!   apply (see below).
+//!   `finalizers` merges as a set, as `ObjectMeta` declares it).
+//! - Server-side apply with field ownership as kube-apiserver tracks it (`managedFields` in
+//!   `FieldsV1`, checked field for field against kube-apiserver 1.36 by
+//!   `tests/apply_ownership.rs`): a field a manager stops applying is removed unless another
+//!   manager owns it; changing a field another manager owns is a 409 listing the conflicts,
+//!   and `force=true` takes it; creates, updates and non-apply patches are recorded as
+//!   `Update` entries (manager from `fieldManager`, else the `User-Agent` up to its first `/`,
+//!   else `unknown`) and take the fields they change from everyone else; maps are owned key by
+//!   key, atomic lists and atomic structs whole, associative lists item by item (the built-ins'
+//!   `containers`, `env`, `ports` by `containerPort`+`protocol`, `volumes`, `conditions`, ...,
+//!   and a CRD's `x-kubernetes-list-type`, `x-kubernetes-list-map-keys`,
+//!   `x-kubernetes-map-type` from its `openAPIV3Schema`); the status subresource has its own
+//!   entries; at most ten `Update` entries, older ones fold into `ancient-changes`. An apply
+//!   that kube-apiserver would reconcile with the client-side
+//!   `kubectl.kubernetes.io/last-applied-configuration` annotation is refused (500 naming the
+//!   gap).
+//! - Answers checked against kube-apiserver by `cargo xtask fidelity` (`tests/fidelity.rs`):
+//!   an immediate delete answers with a `Success` `Status` (Namespaces, CRDs and
+//!   finalizer-held deletes with the object), built-in list items carry no `apiVersion`/`kind`,
+//!   custom resources take no unconditional update.
 //! - Finalizers, `ownerReferences` garbage collection (Background/Foreground/Orphan),
 //!   namespace termination, CRD establishment and removal.
 //! - Lists with full label selectors, `metadata.name`/`metadata.namespace` field selectors,
@@ -38,10 +56,13 @@
 //!   Background (no `foregroundDeletion` finalizer; the owner goes, then its dependents);
 //!   Orphan on an object with finalizers orphans its dependents at once. Objects created with owner references to absent owners are not
 //!   collected. Removing a CRD removes its objects without waiting for their finalizers.
-//! - Server-side apply: the applied configuration is merged like a strategic merge patch; field
-//!   ownership, conflicts (`force`) and removal of fields a manager stopped applying are not
-//!   tracked. `managedFields` gets one correctly shaped entry per manager and operation (the
-//!   `fieldsV1` of `Update` entries is empty); anonymous updates record nothing.
+//! - Defaulting of built-in types (a Deployment's `strategy`, a container's
+//!   `imagePullPolicy`, ...): the emulator stores what was sent, so the `Update` entry of a
+//!   create on kube-apiserver also owns the defaulted fields and the emulator's does not.
+//!   Ownership uses the schema of the request's version for every entry (CRD versions are not
+//!   converted); built-in types other than ConfigMap, Secret, Deployment, ReplicaSet,
+//!   Namespace and ServiceAccount know only `ObjectMeta`'s maps and lists (their other lists
+//!   are atomic).
 //! - `resourceVersionMatch=NotOlderThan` with a version newer than the current one serves the
 //!   current state instead of waiting; field selectors on other fields give 400.
 //! - History: the last 10,000 events per cluster are kept; older versions answer 410.
@@ -232,7 +253,8 @@ pub enum PatchType {
 pub struct WriteOptions {
     /// `dryRun=All`: validate and return the result without storing it.
     pub dry_run: bool,
-    /// `fieldManager`.
+    /// `fieldManager` (without one a write is recorded as `unknown`, as kube-apiserver
+    /// records a request without `fieldManager` and `User-Agent`).
     pub field_manager: Option<String>,
     /// `force=true` (server-side apply).
     pub force: bool,
@@ -263,7 +285,9 @@ pub struct Engine {
 mod apply;
 mod crd;
 mod delete;
+mod fields;
 mod gc;
+mod managed;
 mod meta;
 pub(crate) mod patch;
 mod read;
@@ -312,7 +336,11 @@ impl Engine {
             for ns in INITIAL_NAMESPACES {
                 let body = serde_json::json!({"metadata": {"name": ns}});
                 // Cannot fail on an empty store; a failure would only leave a namespace out.
-                let _ = engine.create(&rt, None, body, &WriteOptions::default());
+                let opts = WriteOptions {
+                    field_manager: Some("kube-apiserver".into()),
+                    ..WriteOptions::default()
+                };
+                let _ = engine.create(&rt, None, body, &opts);
             }
         }
         engine

@@ -197,12 +197,15 @@ pub(crate) fn apply_patch(
         PatchType::Json => {
             let patch: json_patch::Patch = serde_json::from_slice(body)
                 .map_err(|e| bad_patch(format!("error decoding JSON patch: {e}")))?;
-            json_patch::patch(&mut doc, &patch.0).map_err(|e| {
-                ApiError::new(
+            json_patch::patch(&mut doc, &patch.0).map_err(|_| {
+                // kube-apiserver says no more than this (and an empty `details`).
+                let mut err = ApiError::new(
                     422,
                     "Invalid",
-                    format!("the server rejected our request due to an error in our request: {e}"),
-                )
+                    "the server rejected our request due to an error in our request",
+                );
+                err.details = Some(Value::Object(Map::new()));
+                err
             })?;
         }
         PatchType::Strategic => strategic_merge(&mut doc, &parse_json(body)?)?,

@@ -186,6 +186,16 @@ impl Engine {
     ) -> Result<Value, ApiError> {
         let store = self.inner.read();
         let info = store.registry.lookup(rt)?;
-        collect_list(&store, &info, namespace, params).map(|(list, _)| list)
+        let (mut list, _) = collect_list(&store, &info, namespace, params)?;
+        if !rt.custom
+            && let Some(items) = list.get_mut("items").and_then(Value::as_array_mut)
+        {
+            // Items of a built-in list carry no `apiVersion`/`kind` on kube-apiserver.
+            for item in items.iter_mut().filter_map(Value::as_object_mut) {
+                item.remove("apiVersion");
+                item.remove("kind");
+            }
+        }
+        Ok(list)
     }
 }

@@ -10,19 +10,62 @@ use super::registry::{Special, TypeInfo};
 /// Label the real server puts on every namespace.
 pub(crate) const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
 
-/// Applies type-specific defaults and folding on create (`old = None`) and update.
-pub(crate) fn normalize(
-    info: &TypeInfo,
-    obj: &mut Value,
-    old: Option<&Value>,
-) -> Result<(), ApiError> {
+/// What kube-apiserver does while decoding a request, before it tracks field ownership (so
+/// the writer owns the result): empty maps dropped, Secret `stringData` folded and `type`
+/// defaulted, a Namespace's name label set.
+pub(crate) fn defaults(info: &TypeInfo, obj: &mut Value) -> Result<(), ApiError> {
+    omit_empty(info, obj);
     match info.special {
         Special::Secret => normalize_secret(obj),
         Special::Namespace => {
-            normalize_namespace(obj, old.is_none());
+            name_label(obj);
             Ok(())
         }
         Special::None | Special::Crd => Ok(()),
+    }
+}
+
+/// The type's own rules after ownership is tracked (owned by no one): a new Namespace's
+/// `kubernetes` finalizer and `Active` phase.
+pub(crate) fn normalize(info: &TypeInfo, obj: &mut Value, old: Option<&Value>) {
+    if info.special == Special::Namespace
+        && old.is_none()
+        && let Some(map) = obj.as_object_mut()
+    {
+        if !map.contains_key("spec") {
+            map.insert("spec".into(), json!({"finalizers": ["kubernetes"]}));
+        }
+        map.insert("status".into(), json!({"phase": "Active"}));
+    }
+}
+
+/// Drops empty maps and lists that kube-apiserver does not store (Go's `omitempty` on the
+/// typed object): `metadata.labels`, `annotations`, `finalizers`, `ownerReferences`, and a
+/// ConfigMap's or Secret's empty `data`, `binaryData`, `stringData`.
+fn omit_empty(info: &TypeInfo, obj: &mut Value) {
+    let empty = |v: &Value| {
+        v.is_null()
+            || v.as_object().is_some_and(Map::is_empty)
+            || v.as_array().is_some_and(Vec::is_empty)
+    };
+    if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
+        for field in ["labels", "annotations", "finalizers", "ownerReferences"] {
+            if meta.get(field).is_some_and(empty) {
+                meta.remove(field);
+            }
+        }
+    }
+    let data_fields: &[&str] = match (info.rt.custom, info.rt.kind.as_str()) {
+        (false, "ConfigMap") => &["data", "binaryData"],
+        (false, "Secret") => &["data", "stringData"],
+        _ => &[],
+    };
+    if let Some(map) = obj.as_object_mut() {
+        for field in data_fields {
+            if map.get(*field).is_some_and(empty) {
+                map.remove(*field);
+            }
+        }
     }
 }
 
@@ -68,7 +111,7 @@ fn normalize_secret(obj: &mut Value) -> Result<(), ApiError> {
 }
 
 /// The name label, and on create the `kubernetes` finalizer and `Active` phase.
-fn normalize_namespace(obj: &mut Value, creating: bool) {
+fn name_label(obj: &mut Value) {
     let name = name_of(obj).to_string();
     let meta = meta_mut(obj);
     let labels = meta
@@ -76,11 +119,5 @@ fn normalize_namespace(obj: &mut Value, creating: bool) {
         .or_insert_with(|| Value::Object(Map::new()));
     if let Some(labels) = labels.as_object_mut() {
         labels.insert(NAMESPACE_NAME_LABEL.into(), Value::String(name));
-    }
-    if creating && let Some(map) = obj.as_object_mut() {
-        if !map.contains_key("spec") {
-            map.insert("spec".into(), json!({"finalizers": ["kubernetes"]}));
-        }
-        map.insert("status".into(), json!({"phase": "Active"}));
     }
 }

@@ -6,10 +6,8 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
 
-use super::apply::{Operation, record_managed};
-use super::meta::{
-    finalizers_of, is_deleting, meta_mut, name_of, rv_of, same_ignoring_managed, spec_part,
-};
+use super::apply::{Operation, scope_for};
+use super::meta::{finalizers_of, is_deleting, meta_mut, name_of, rv_of, spec_part};
 use super::registry::{Special, TypeInfo};
 use super::state::Store;
 use super::write::present;
@@ -22,7 +20,6 @@ const SERVER_META: &[&str] = &[
     "deletionTimestamp",
     "deletionGracePeriodSeconds",
     "generation",
-    "managedFields",
     "resourceVersion",
     "name",
     "namespace",
@@ -37,9 +34,11 @@ pub(crate) fn finish_update(
     candidate: Value,
     subresource: Option<&str>,
     opts: &WriteOptions,
-    operation: &Operation,
+    operation: Operation,
 ) -> Result<Value, ApiError> {
     let rt = &info.rt;
+
+    let sent_managed = candidate.pointer("/metadata/managedFields").cloned();
     let mut new = if subresource == Some("status") {
         with_status_of(existing, &candidate)
     } else if rt.status_subresource {
@@ -63,7 +62,26 @@ pub(crate) fn finish_update(
         map.insert("apiVersion".into(), Value::String(rt.api_version()));
         map.insert("kind".into(), Value::String(rt.kind.clone()));
     }
-    special::normalize(info, &mut new, Some(existing))?;
+    if operation == Operation::Apply {
+        // Computed by the apply; the status subresource keeps the rest of the stored object.
+        match &sent_managed {
+            Some(list) => meta_mut(&mut new).insert("managedFields".into(), list.clone()),
+            None => meta_mut(&mut new).remove("managedFields"),
+        };
+    }
+    special::defaults(info, &mut new)?;
+    if operation == Operation::Update {
+        record_update(
+            store,
+            info,
+            existing,
+            &mut new,
+            sent_managed.as_ref(),
+            subresource,
+            opts,
+        );
+    }
+    special::normalize(info, &mut new, Some(existing));
     if info.special == Special::Crd {
         crd::on_update(existing, &mut new)?;
     }
@@ -89,16 +107,9 @@ pub(crate) fn finish_update(
         let generation = existing["metadata"]["generation"].as_i64().unwrap_or(0) + 1;
         meta_mut(&mut new).insert("generation".into(), json!(generation));
     }
-    if same_ignoring_managed(&new, existing) {
+    if new == **existing {
         return Ok(present(existing, rt));
     }
-    record_managed(
-        &mut new,
-        opts.field_manager.as_deref(),
-        operation,
-        &rt.api_version(),
-        subresource,
-    );
     if opts.dry_run {
         return Ok(present(&new, rt));
     }
@@ -116,6 +127,21 @@ pub(crate) fn finish_update(
         crd::serve(store, &stored);
     }
     Ok(present(&stored, rt))
+}
+
+/// Records the write's manager in `new`'s `managedFields` (`Update` operation; without a
+/// manager, `unknown`).
+pub(crate) fn record_update(
+    store: &Store,
+    info: &TypeInfo,
+    old: &Value,
+    new: &mut Value,
+    sent: Option<&Value>,
+    subresource: Option<&str>,
+    opts: &WriteOptions,
+) {
+    let fields = scope_for(store, info, subresource);
+    super::managed::record_update(old, new, sent, opts.field_manager.as_deref(), &fields);
 }
 
 /// `base` with its `status` replaced by `from`'s (removed when `from` has none).

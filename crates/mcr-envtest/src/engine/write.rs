@@ -2,14 +2,14 @@
 
 use serde_json::{Value, json};
 
-use super::apply::{Operation, record_managed};
+use super::apply::Operation;
 use super::meta::{
     is_deleting, meta_mut, meta_str, name_of, new_uid, now, random_suffix, rv_of, uid_of,
     validate_name,
 };
 use super::registry::{Special, TypeInfo};
 use super::state::{ObjKey, Store};
-use super::update::finish_update;
+use super::update::{finish_update, record_update};
 use super::{ApiError, Engine, ResourceType, WriteOptions, crd, special};
 
 /// The namespace a request addresses: `ns` for namespaced types, `""` for cluster-scoped ones.
@@ -102,7 +102,7 @@ impl Engine {
                 "the server does not allow this method on the requested resource",
             )
         })?;
-        let result = create_locked(&mut store, &info, &ns, body, opts, &Operation::Update);
+        let result = create_locked(&mut store, &info, &ns, body, opts, Operation::Update);
         let rv = store.rv;
         drop(store);
         self.inner.wake(rv);
@@ -179,6 +179,29 @@ fn update_locked(
         return Err(ApiError::not_found(&rt.group, &rt.plural, name));
     };
     let (want_rv, have_rv) = (rv_of(&body), rv_of(&existing));
+    if want_rv.is_empty() && rt.custom {
+        // Custom resources take no unconditional update.
+        let mut err = ApiError::invalid(
+            &format!("{}.{}", rt.plural, rt.group),
+            name,
+            "metadata.resourceVersion: Invalid value: 0: must be specified for an update",
+        );
+        err.message = format!(
+            "{}.{} \"{name}\" is invalid: metadata.resourceVersion: Invalid value: 0: must be specified for an update",
+            rt.plural, rt.group
+        );
+        err.details = Some(json!({
+            "name": name,
+            "group": rt.group,
+            "kind": rt.plural,
+            "causes": [{
+                "reason": "FieldValueInvalid",
+                "message": "Invalid value: 0: must be specified for an update",
+                "field": "metadata.resourceVersion",
+            }],
+        }));
+        return Err(err);
+    }
     if !want_rv.is_empty() && want_rv != have_rv {
         return Err(ApiError::conflict(
             &rt.group,
@@ -205,7 +228,7 @@ fn update_locked(
         body,
         subresource,
         opts,
-        &Operation::Update,
+        Operation::Update,
     )
 }
 
@@ -216,10 +239,11 @@ pub(crate) fn create_locked(
     ns: &str,
     body: Value,
     opts: &WriteOptions,
-    operation: &Operation,
+    operation: Operation,
 ) -> Result<Value, ApiError> {
     let rt = &info.rt;
     let mut obj = check_body(info, ns, body)?;
+    let sent_managed = obj.pointer("/metadata/managedFields").cloned();
     if !ns.is_empty() {
         let ns_obj = store.get("namespaces", &(String::new(), ns.to_string()));
         match ns_obj {
@@ -255,8 +279,13 @@ pub(crate) fn create_locked(
     }
     validate_name(&rt.kind, &name, info.special == Special::Namespace)?;
     let key: ObjKey = (ns.to_string(), name.clone());
-    if store.get(&info.res, &key).is_some() {
-        return Err(ApiError::already_exists(&rt.group, &rt.plural, &name));
+    if let Some(existing) = store.get(&info.res, &key) {
+        let mut err = ApiError::already_exists(&rt.group, &rt.plural, &name);
+        if is_deleting(existing) {
+            // kube-apiserver says why the name is still taken.
+            err.message = format!("object is being deleted: {}", err.message);
+        }
+        return Err(err);
     }
     let meta = meta_mut(&mut obj);
     meta.insert("name".into(), Value::String(name.clone()));
@@ -266,7 +295,6 @@ pub(crate) fn create_locked(
         "deletionTimestamp",
         "deletionGracePeriodSeconds",
         "generation",
-        "managedFields",
     ] {
         meta.remove(field);
     }
@@ -280,17 +308,24 @@ pub(crate) fn create_locked(
     {
         map.remove("status");
     }
-    special::normalize(info, &mut obj, None)?;
+    special::defaults(info, &mut obj)?;
+    if operation == Operation::Update {
+        // Tracked against the type's empty object, as kube-apiserver does for a create.
+        let empty = super::managed::empty_object(&rt.kind, rt.custom, &rt.api_version());
+        record_update(
+            store,
+            info,
+            &empty,
+            &mut obj,
+            sent_managed.as_ref(),
+            None,
+            opts,
+        );
+    }
+    special::normalize(info, &mut obj, None);
     if info.special == Special::Crd {
         crd::on_create(&mut obj)?;
     }
-    record_managed(
-        &mut obj,
-        opts.field_manager.as_deref(),
-        operation,
-        &rt.api_version(),
-        None,
-    );
     if opts.dry_run {
         return Ok(present(&obj, rt));
     }

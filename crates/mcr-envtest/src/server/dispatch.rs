@@ -9,7 +9,7 @@ use super::metadata::Output;
 use super::query::Query;
 use super::response::{self, Body};
 use super::route::ResourcePath;
-use crate::engine::{ApiError, PatchType};
+use crate::engine::{ApiError, PatchType, WriteOptions};
 
 /// The verb of a resource request, as counted and as Kubernetes names it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -141,24 +141,24 @@ fn serve(
         }
         Verb::Create => {
             let object = parse_object(req.headers(), body)?;
-            let created = engine.create(&rt, ns, object, &query.write_options()?)?;
+            let opts = write_options(&query, req.headers(), false)?;
+            let created = engine.create(&rt, ns, object, &opts)?;
             return Ok(response::json(201, &output.encode(created)?));
         }
         Verb::Update => {
             let object = parse_object(req.headers(), body)?;
-            engine.update(&rt, ns, name, object, sub, &query.write_options()?)?
+            let opts = write_options(&query, req.headers(), false)?;
+            engine.update(&rt, ns, name, object, sub, &opts)?
         }
         Verb::Patch => {
             let patch_type = patch_type(req.headers())?;
-            engine.patch(
-                &rt,
-                ns,
-                name,
-                patch_type,
-                body,
-                sub,
-                &query.write_options()?,
-            )?
+            let opts = write_options(&query, req.headers(), patch_type == PatchType::Apply)?;
+            let (patched, created) =
+                engine.patch_created(&rt, ns, name, patch_type, body, sub, &opts)?;
+            if created {
+                return Ok(response::json(201, &output.encode(patched)?));
+            }
+            patched
         }
         Verb::Delete => engine.delete(&rt, ns, name, &query.delete_options(body)?)?,
         Verb::DeleteCollection => engine.delete_collection(
@@ -169,6 +169,32 @@ fn serve(
         )?,
     };
     Ok(response::json(200, &output.encode(value)?))
+}
+
+/// The write options of a request. Without a `fieldManager`, kube-apiserver names the manager
+/// after the `User-Agent` (up to its first `/`); an apply must name one.
+fn write_options(
+    query: &Query,
+    headers: &HeaderMap,
+    apply: bool,
+) -> Result<WriteOptions, ApiError> {
+    let mut opts = query.write_options()?;
+    if opts.field_manager.is_none() && !apply {
+        let agent = headers
+            .get(header::USER_AGENT)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default();
+        let prefix: String = agent
+            .split('/')
+            .next()
+            .unwrap_or_default()
+            .chars()
+            .filter(|c| !c.is_control())
+            .take(128)
+            .collect();
+        opts.field_manager = Some(prefix);
+    }
+    Ok(opts)
 }
 
 /// The media type of a header without parameters, lower-cased.

@@ -77,7 +77,8 @@ fn delete_preconditions() {
         ..DeleteOptions::default()
     };
     let gone = e.delete(&c, NS, "a", &right).unwrap();
-    assert_eq!(gone["metadata"]["name"], "a");
+    assert_eq!(gone["status"], "Success", "{gone}");
+    assert_eq!(gone["details"]["name"], "a");
     assert_eq!(e.delete(&c, NS, "a", &right).unwrap_err().code, 404);
 }
 

@@ -1,0 +1,651 @@
+//! `metadata.managedFields`: which manager owns which fields, as kube-apiserver tracks it.
+//!
+//! - Every write records its manager. A create, update or non-apply patch is an `Update`: the
+//!   manager gains the fields it added or changed, and every other manager loses them (updates
+//!   never conflict). A server-side apply is an `Apply`: the manager owns exactly the fields of
+//!   its configuration; fields it applied before and no manager owns any more are removed; a
+//!   field another manager owns with a different value is a conflict (409) unless `force`
+//!   moves it.
+//! - Entries are keyed by manager, operation, subresource and, for `Update`, apiVersion; at most
+//!   ten `Update` entries are kept, older ones fold into `ancient-changes`.
+//! - A request may set `managedFields` itself (an empty list resets it). An object without
+//!   `managedFields` stays untracked by updates; the first apply gives its fields to
+//!   `before-first-apply`.
+//!
+//! Not emulated, and refused: applies that kube-apiserver would reconcile with the client-side
+//! `kubectl.kubernetes.io/last-applied-configuration` annotation.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use serde_json::{Map, Value, json};
+
+use super::ApiError;
+use super::fields::schema::Schema;
+use super::fields::typed::{self, Comparison};
+use super::fields::{FieldSet, Pe, display_path};
+use super::meta::now;
+
+/// The manager that owns the fields of an untracked object when it is first applied to.
+const BEFORE_FIRST_APPLY: &str = "before-first-apply";
+/// The manager name older `Update` entries fold into.
+const ANCIENT: &str = "ancient-changes";
+/// How many `Update` entries are kept.
+const MAX_UPDATE_MANAGERS: usize = 10;
+/// The client-side apply annotation.
+const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
+/// What a `managedFields` entry is keyed by.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct Id {
+    manager: String,
+    apply: bool,
+    /// Empty for `Apply`: an applier keeps one entry across versions.
+    api_version: String,
+    subresource: String,
+}
+
+impl Id {
+    /// How kube-apiserver names the manager in a conflict.
+    fn describe(&self) -> String {
+        let mut out = format!("{:?}", self.manager);
+        if !self.subresource.is_empty() {
+            out.push_str(&format!(" with subresource {:?}", self.subresource));
+        }
+        if !self.apply {
+            out.push_str(&format!(" using {}", self.api_version));
+        }
+        out
+    }
+}
+
+#[derive(Clone, Debug)]
+struct Entry {
+    api_version: String,
+    time: Option<String>,
+    set: FieldSet,
+}
+
+type Managed = BTreeMap<Id, Entry>;
+
+/// How one request writes: its type's schema and the request's version and subresource.
+pub(crate) struct Scope<'a> {
+    /// The schema of the type.
+    pub schema: Arc<Schema>,
+    /// The request's `apiVersion`.
+    pub api_version: String,
+    /// `Some("status")` for the status subresource.
+    pub subresource: Option<&'a str>,
+    /// Fields this endpoint resets (never owned through it): `status` on the main resource
+    /// of a type with a status subresource, the rest on `/status`.
+    pub reset: Vec<Vec<Pe>>,
+    /// The type's empty object ([`empty_object`]).
+    pub empty: Value,
+    /// For a custom resource, its kind qualified by group (`Gadget.example.com`), the name
+    /// validation errors use; `None` for built-in types.
+    pub custom_kind: Option<(String, String)>,
+}
+
+impl Scope<'_> {
+    fn filter(&self, set: &FieldSet) -> FieldSet {
+        self.reset
+            .iter()
+            .fold(set.clone(), |s, path| s.without_prefix(path))
+    }
+
+    fn filter_comparison(&self, c: &mut Comparison) {
+        c.added = self.filter(&c.added);
+        c.modified = self.filter(&c.modified);
+        c.removed = self.filter(&c.removed);
+    }
+
+    fn id(&self, manager: &str, apply: bool) -> Id {
+        Id {
+            manager: if manager.is_empty() {
+                "unknown"
+            } else {
+                manager
+            }
+            .to_string(),
+            apply,
+            api_version: if apply {
+                String::new()
+            } else {
+                self.api_version.clone()
+            },
+            subresource: self.subresource.unwrap_or_default().to_string(),
+        }
+    }
+}
+
+/// The fields `reset` lists for a type and endpoint.
+pub(crate) fn reset_fields(
+    custom: bool,
+    has_status: bool,
+    subresource: Option<&str>,
+) -> Vec<Vec<Pe>> {
+    let f = |s: &str| Pe::Field(s.to_string());
+    match (subresource, has_status) {
+        (Some(_), _) if custom => vec![vec![f("metadata")], vec![f("spec")]],
+        (Some(_), _) => vec![vec![f("spec")], vec![f("metadata"), f("labels")]],
+        (None, true) => vec![vec![f("status")]],
+        (None, false) => vec![],
+    }
+}
+
+fn decode(list: Option<&Value>) -> Result<Managed, String> {
+    let mut out = Managed::new();
+    let Some(list) = list.filter(|v| !v.is_null()) else {
+        return Ok(out);
+    };
+    let Value::Array(entries) = list else {
+        return Err("managedFields must be a list".into());
+    };
+    for (i, e) in entries.iter().enumerate() {
+        let s = |k: &str| e.get(k).and_then(Value::as_str).unwrap_or_default();
+        let apply = match s("operation") {
+            "Apply" => true,
+            "Update" => false,
+            _ => return Err("operation must be `Apply` or `Update`".into()),
+        };
+        if s("apiVersion").is_empty() {
+            return Err("apiVersion must not be empty".into());
+        }
+        match s("fieldsType") {
+            "FieldsV1" => {}
+            "" => return Err(format!("missing fieldsType in managed fields entry {i}")),
+            other => {
+                return Err(format!(
+                    "invalid fieldsType {other:?} in managed fields entry {i}"
+                ));
+            }
+        }
+        let set = match e.get("fieldsV1") {
+            Some(v) => FieldSet::from_fields_v1(v)?,
+            None => FieldSet::default(),
+        };
+        let id = Id {
+            manager: s("manager").to_string(),
+            apply,
+            api_version: if apply {
+                String::new()
+            } else {
+                s("apiVersion").to_string()
+            },
+            subresource: s("subresource").to_string(),
+        };
+        out.insert(
+            id,
+            Entry {
+                api_version: s("apiVersion").to_string(),
+                time: e.get("time").and_then(Value::as_str).map(str::to_string),
+                set,
+            },
+        );
+    }
+    Ok(out)
+}
+
+fn encode(managed: &Managed) -> Option<Value> {
+    if managed.is_empty() {
+        return None;
+    }
+    let mut entries: Vec<(&Id, &Entry)> = managed.iter().collect();
+    // Apply before Update, then by time, manager, apiVersion and subresource.
+    entries.sort_by(|(a, ea), (b, eb)| {
+        (
+            !a.apply,
+            ea.time.as_deref().unwrap_or(""),
+            &a.manager,
+            &ea.api_version,
+            &a.subresource,
+        )
+            .cmp(&(
+                !b.apply,
+                eb.time.as_deref().unwrap_or(""),
+                &b.manager,
+                &eb.api_version,
+                &b.subresource,
+            ))
+    });
+    let list = entries
+        .into_iter()
+        .map(|(id, e)| {
+            let mut out = Map::new();
+            if !id.manager.is_empty() {
+                out.insert("manager".into(), json!(id.manager));
+            }
+            out.insert(
+                "operation".into(),
+                json!(if id.apply { "Apply" } else { "Update" }),
+            );
+            out.insert("apiVersion".into(), json!(e.api_version));
+            if let Some(t) = &e.time {
+                out.insert("time".into(), json!(t));
+            }
+            out.insert("fieldsType".into(), json!("FieldsV1"));
+            out.insert("fieldsV1".into(), e.set.to_fields_v1());
+            if !id.subresource.is_empty() {
+                out.insert("subresource".into(), json!(id.subresource));
+            }
+            Value::Object(out)
+        })
+        .collect();
+    Some(Value::Array(list))
+}
+
+fn managed_fields_of(obj: &Value) -> Option<&Value> {
+    obj.get("metadata").and_then(|m| m.get("managedFields"))
+}
+
+fn without_managed_fields(obj: &Value) -> Value {
+    let mut out = obj.clone();
+    if let Some(m) = out.get_mut("metadata").and_then(Value::as_object_mut) {
+        m.remove("managedFields");
+    }
+    out
+}
+
+fn set_managed_fields(obj: &mut Value, managed: &Managed) {
+    let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) else {
+        return;
+    };
+    match encode(managed) {
+        Some(list) => meta.insert("managedFields".into(), list),
+        None => meta.remove("managedFields"),
+    };
+}
+
+/// The paths no manager ever owns.
+fn strip(set: &FieldSet) -> FieldSet {
+    let f = |s: &str| Pe::Field(s.to_string());
+    let mut server = FieldSet::default();
+    server.insert(&[f("apiVersion")]);
+    server.insert(&[f("kind")]);
+    server.insert(&[f("metadata")]);
+    for field in [
+        "name",
+        "namespace",
+        "creationTimestamp",
+        "selfLink",
+        "uid",
+        "clusterName",
+        "generation",
+        "managedFields",
+        "resourceVersion",
+    ] {
+        server.insert(&[f("metadata"), f(field)]);
+    }
+    set.difference(&server)
+}
+
+/// The conflicts of a write: the fields it changes that other managers own.
+fn conflict_error(conflicts: &[(Id, FieldSet)]) -> ApiError {
+    let mut causes = Vec::new();
+    let mut lines = Vec::new();
+    let mut total = 0;
+    for (id, set) in conflicts {
+        lines.push(format!("conflicts with {}:", id.describe()));
+        for path in set.paths() {
+            total += 1;
+            lines.push(format!("- {}", display_path(&path)));
+            causes.push(json!({
+                "reason": "FieldManagerConflict",
+                "message": format!("conflict with {}", id.describe()),
+                "field": display_path(&path),
+            }));
+        }
+    }
+    let message = if total == 1 {
+        format!(
+            "Apply failed with 1 conflict: {}: {}",
+            causes[0]["message"].as_str().unwrap_or_default(),
+            causes[0]["field"].as_str().unwrap_or_default()
+        )
+    } else {
+        format!("Apply failed with {total} conflicts: {}", lines.join("\n"))
+    };
+    let mut err = ApiError::new(409, "Conflict", message);
+    err.details = Some(json!({ "causes": causes }));
+    err
+}
+
+/// Moves the fields `old` → `new` changes away from every manager but `me`; with `force`
+/// false, a changed field another manager owns is a conflict instead.
+fn take_changes(
+    old: &Value,
+    new: &Value,
+    managed: &mut Managed,
+    me: Option<&Id>,
+    force: bool,
+    scope: &Scope<'_>,
+) -> Result<Comparison, ApiError> {
+    let mut cmp = typed::compare(old, new, &scope.schema).map_err(ApiError::internal)?;
+    scope.filter_comparison(&mut cmp);
+    let changed = cmp.modified.union(&cmp.added);
+    let mut conflicts = Vec::new();
+    for (id, entry) in managed.iter() {
+        if Some(id) == me {
+            continue;
+        }
+        let owned = entry.set.intersection(&changed);
+        if !owned.is_empty() {
+            conflicts.push((id.clone(), owned));
+        }
+    }
+    if !force && !conflicts.is_empty() {
+        return Err(conflict_error(&conflicts));
+    }
+    for (id, owned) in conflicts {
+        if let Some(e) = managed.get_mut(&id) {
+            e.set = e.set.difference(&owned);
+        }
+    }
+    if !cmp.removed.is_empty() {
+        for (id, e) in managed.iter_mut() {
+            if Some(id) != me {
+                e.set = e.set.difference(&cmp.removed);
+            }
+        }
+    }
+    managed.retain(|_, e| !e.set.is_empty());
+    Ok(cmp)
+}
+
+/// Folds the oldest `Update` entries into `ancient-changes` beyond ten of them.
+fn cap_updaters(managed: &mut Managed) {
+    let mut updaters: Vec<(Option<String>, Id)> = managed
+        .iter()
+        .filter(|(id, _)| !id.apply)
+        .map(|(id, e)| (e.time.clone(), id.clone()))
+        .collect();
+    if updaters.len() <= MAX_UPDATE_MANAGERS {
+        return;
+    }
+    updaters.sort();
+    let mut remaining = updaters.len();
+    let mut first_of_version: BTreeMap<String, Id> = BTreeMap::new();
+    for (_, id) in updaters {
+        if remaining <= MAX_UPDATE_MANAGERS {
+            break;
+        }
+        let Some(entry) = managed.get(&id).cloned() else {
+            continue;
+        };
+        let version = entry.api_version.clone();
+        let Some(first) = first_of_version.get(&version).cloned() else {
+            first_of_version.insert(version, id);
+            continue;
+        };
+        let bucket = Id {
+            manager: ANCIENT.into(),
+            apply: false,
+            api_version: version,
+            subresource: String::new(),
+        };
+        if !managed.contains_key(&bucket)
+            && let Some(moved) = managed.remove(&first)
+        {
+            managed.insert(bucket.clone(), moved);
+        }
+        if let Some(b) = managed.get_mut(&bucket) {
+            b.set = entry.set.union(&b.set);
+            b.time = entry.time.clone();
+        }
+        managed.remove(&id);
+        remaining -= 1;
+    }
+}
+
+/// Records an `Update` by `manager` (create, update, non-apply patch; `None` or empty is
+/// `unknown`) in `new`'s `managedFields`. `old` is the stored object (for a create, the type's empty object);
+/// `sent` is the `managedFields` the request carried. Like kube-apiserver, a failure to track
+/// ownership drops `managedFields` rather than failing the write.
+pub(crate) fn record_update(
+    old: &Value,
+    new: &mut Value,
+    sent: Option<&Value>,
+    manager: Option<&str>,
+    scope: &Scope<'_>,
+) {
+    let live = || decode(managed_fields_of(old)).unwrap_or_default();
+    let mut managed = if scope.subresource.is_some() {
+        live()
+    } else if is_reset(sent) {
+        Managed::new()
+    } else {
+        match decode(sent) {
+            Ok(m) if !m.is_empty() => m,
+            _ => live(),
+        }
+    };
+    let creating = old
+        .pointer("/metadata/uid")
+        .and_then(Value::as_str)
+        .is_none_or(str::is_empty);
+    if managed.is_empty() && !creating {
+        // An object nobody tracks (its managedFields were removed) stays untracked until an
+        // apply.
+        set_managed_fields(new, &managed);
+        return;
+    }
+    let old_clean = without_managed_fields(old);
+    let new_clean = without_managed_fields(new);
+    let Ok(cmp) = take_changes(&old_clean, &new_clean, &mut managed, None, true, scope) else {
+        if let Some(m) = new.get_mut("metadata").and_then(Value::as_object_mut) {
+            m.remove("managedFields");
+        }
+        return;
+    };
+    let gained = strip(&scope.filter(&cmp.modified.union(&cmp.added)));
+    if !gained.is_empty() {
+        // Without a manager, kube-apiserver records the write as `unknown`.
+        let manager = manager.unwrap_or_default();
+        let id = scope.id(manager, false);
+        let set = match managed.get(&id) {
+            Some(previous) => gained.union(&previous.set),
+            None => gained,
+        };
+        managed.insert(
+            id,
+            Entry {
+                api_version: scope.api_version.clone(),
+                time: Some(now()),
+                set,
+            },
+        );
+    }
+    cap_updaters(&mut managed);
+    set_managed_fields(new, &managed);
+}
+
+/// Whether a request's `managedFields` asks for a reset: `[]` or `[{}]`.
+fn is_reset(sent: Option<&Value>) -> bool {
+    match sent.and_then(Value::as_array) {
+        Some(list) if list.is_empty() => true,
+        Some(list) => list.len() == 1 && list[0].as_object().is_some_and(Map::is_empty),
+        None => false,
+    }
+}
+
+/// A server-side apply of `config` by `manager` to `live` (for a create, the type's empty
+/// object): the merged object with fields the manager no longer applies removed, and its
+/// `managedFields`.
+pub(crate) fn apply(
+    live: &Value,
+    config: &Value,
+    manager: &str,
+    force: bool,
+    scope: &Scope<'_>,
+) -> Result<Value, ApiError> {
+    if managed_fields_of(config).is_some() {
+        return Err(ApiError::bad_request("metadata.managedFields must be nil"));
+    }
+    let mut managed = decode(managed_fields_of(live))
+        .map_err(|e| ApiError::internal(format!("failed to decode managed fields: {e}")))?;
+    let has_last_applied = live
+        .pointer("/metadata/annotations")
+        .and_then(|a| a.get(LAST_APPLIED))
+        .is_some();
+    if has_last_applied && manager == "kubectl" {
+        return Err(unsupported(
+            "server-side apply by the manager \"kubectl\" to an object with the client-side apply annotation",
+        ));
+    }
+    let live = without_managed_fields(live);
+    if managed.is_empty() {
+        // The fields of an untracked object go to `before-first-apply` first.
+        let empty = without_managed_fields(&scope.empty);
+        let cmp = take_changes(&empty, &live, &mut managed, None, true, scope)?;
+        let existing = strip(&scope.filter(&cmp.modified.union(&cmp.added)));
+        if !existing.is_empty() {
+            managed.insert(
+                scope.id(BEFORE_FIRST_APPLY, false),
+                Entry {
+                    api_version: scope.api_version.clone(),
+                    time: Some(now()),
+                    set: existing,
+                },
+            );
+        }
+    }
+    let schema = &scope.schema;
+    let typed_err =
+        |e: String| ApiError::internal(format!("failed to create typed patch object: {e}"));
+    let applied = scope.filter(&typed::to_set(config, schema).map_err(typed_err)?);
+    let merged = typed::merge(&live, config, schema).map_err(typed_err)?;
+    let me = scope.id(manager, true);
+    let previous = managed.get(&me).cloned();
+    managed.insert(
+        me.clone(),
+        Entry {
+            api_version: scope.api_version.clone(),
+            time: previous.as_ref().and_then(|p| p.time.clone()),
+            set: applied,
+        },
+    );
+    let pruned = match previous.as_ref().map(|p| &p.set).filter(|s| !s.is_empty()) {
+        Some(last) => prune(&merged, &managed, last, schema).map_err(ApiError::internal)?,
+        None => merged,
+    };
+    take_changes(&live, &pruned, &mut managed, Some(&me), force, scope).map_err(|e| {
+        if e.code == 409 && has_last_applied {
+            unsupported("conflicts of a server-side apply with the client-side apply annotation")
+        } else {
+            e
+        }
+    })?;
+    let mut object = pruned;
+    if let Some((kind, group)) = &scope.custom_kind {
+        // A custom resource is validated with what the removal left: an emptied map or list
+        // is `null`, which its schema refuses (a typed built-in drops it).
+        let nulls = typed::typed_nulls(&object, schema);
+        if !nulls.is_empty() {
+            return Err(null_error(kind, group, &object, &nulls));
+        }
+    }
+    typed::drop_nulls(&mut object);
+    if let Some(entry) = managed.get_mut(&me) {
+        entry.set = strip(&entry.set);
+        if object != live {
+            entry.time = Some(now());
+        }
+    }
+    managed.retain(|_, e| !e.set.is_empty());
+    set_managed_fields(&mut object, &managed);
+    Ok(object)
+}
+
+/// Removes from `merged` what the applier applied last time (`last`) and no manager owns
+/// now, keeping what is not its to remove.
+fn prune(
+    merged: &Value,
+    managed: &Managed,
+    last: &FieldSet,
+    schema: &Schema,
+) -> Result<Value, String> {
+    let named = |s: &FieldSet| typed::ensure_named(s, schema);
+    let fields_of = |v: &Value| typed::to_set(v, schema).map(|s| named(&s));
+    let last = named(last);
+    let all = fields_of(merged)?;
+    let without_last = typed::remove(merged, &last, schema);
+    let owned = named(
+        &managed
+            .values()
+            .fold(FieldSet::default(), |acc, e| acc.union(&e.set)),
+    );
+    let unowned = all.difference(&fields_of(&without_last)?.union(&owned));
+    let kept = fields_of(&typed::remove(merged, &unowned, schema))?;
+    Ok(typed::remove(
+        merged,
+        &all.difference(&kept).intersection(&last),
+        schema,
+    ))
+}
+
+/// kube-apiserver's 422 for `null` where a custom resource's schema wants an object or list.
+fn null_error(kind: &str, group: &str, object: &Value, nulls: &[(String, &str)]) -> ApiError {
+    let name = object
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let causes: Vec<Value> = nulls
+        .iter()
+        .map(|(path, ty)| {
+            json!({
+                "reason": "FieldValueTypeInvalid",
+                "message": format!("Invalid value: \"null\": {path} in body must be of type {ty}: \"null\""),
+                "field": path,
+            })
+        })
+        .collect();
+    let errors: Vec<String> = causes
+        .iter()
+        .map(|c| {
+            format!(
+                "{}: {}",
+                c["field"].as_str().unwrap_or_default(),
+                c["message"].as_str().unwrap_or_default()
+            )
+        })
+        .collect();
+    let list = if errors.len() == 1 {
+        errors[0].clone()
+    } else {
+        format!("[{}]", errors.join(", "))
+    };
+    let mut err = ApiError::new(
+        422,
+        "Invalid",
+        format!("{kind}.{group} {name:?} is invalid: {list}"),
+    );
+    err.details = Some(json!({"name": name, "group": group, "kind": kind, "causes": causes}));
+    err
+}
+
+fn unsupported(what: &str) -> ApiError {
+    ApiError::internal(format!(
+        "mcr-envtest does not emulate {what}; run this test on a real kube-apiserver (MCR_ENVTEST=real)"
+    ))
+}
+
+/// The object a create starts from, as kube-apiserver's empty object of the type: ownership of
+/// a field that exists (even empty) there is not recorded as added.
+pub(crate) fn empty_object(kind: &str, custom: bool, api_version: &str) -> Value {
+    if custom {
+        return json!({"apiVersion": api_version, "kind": kind});
+    }
+    let meta = json!({"creationTimestamp": null});
+    let template = json!({"metadata": meta, "spec": {"containers": null}});
+    match kind {
+        "Deployment" => {
+            json!({"metadata": meta, "spec": {"selector": null, "template": template, "strategy": {}}, "status": {}})
+        }
+        "ReplicaSet" => {
+            json!({"metadata": meta, "spec": {"selector": null, "template": template}, "status": {"replicas": 0}})
+        }
+        "Namespace" => json!({"metadata": meta, "spec": {}, "status": {}}),
+        "Lease" => json!({"metadata": meta, "spec": {}}),
+        _ => json!({"metadata": meta}),
+    }
+}
