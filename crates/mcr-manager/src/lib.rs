@@ -102,12 +102,12 @@ pub use controller::{
     Request, RunError, Start, UnreadableAction, WatchOptions,
 };
 pub use error::{BoxError, BuilderError, Error};
-#[cfg(feature = "leader-election")]
 pub use health::HttpOptions;
 /// kube-runtime's `Action`, re-exported so a ported controller imports
 /// `mcr_manager::{Action, Controller}` where it imported `kube::runtime::controller::{Action,
 /// Controller}`. Reconcilers return it unchanged.
 pub use kube::runtime::controller::Action;
+#[cfg(feature = "leader-election")]
 pub use leader::LeaderElection;
 pub use manager::{ClusterStatus, Fleet, Manager, ManagerBuilder};
 pub use metrics::Metrics;
