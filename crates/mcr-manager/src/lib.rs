@@ -79,6 +79,10 @@
 //! - Requests are `(cluster, object)`; one reconcile per key at a time; a change arriving during
 //!   a reconcile runs it once more afterwards.
 //! - The queue is fair across clusters: a cluster with a flood of changes cannot starve a quiet one.
+//! - Hung clusters cannot starve the others, however many: each holds at most its per-cluster
+//!   cap of the slots, and one none of whose reconciles finished for
+//!   [`stalled_after`](Builder::stalled_after) (10 s) starts no new reconcile and no longer
+//!   counts against `concurrency` until one does.
 //! - A cluster that leaves: its queued requests are dropped, its watches stop, and a reconcile
 //!   failing with `ClusterNotFound` ends quietly (no retry).
 //! - A panicking reconciler (or error policy) is logged with its cluster and object and retried
