@@ -101,6 +101,7 @@ mod cluster;
 mod clusters;
 mod error;
 mod index;
+mod member_status;
 pub mod name;
 mod provider;
 mod registry;
@@ -120,6 +121,7 @@ pub use error::{
     BoxError, ClusterNotFound, Error, ErrorChain, cluster_not_found, is_cluster_not_found,
 };
 pub use index::FieldIndex;
+pub use member_status::{MemberState, MemberStatus};
 pub use name::ClusterName;
 pub use provider::{Aware, BoxFuture, Provider, ProviderRunnable};
 pub use registry::Registry;
