@@ -222,3 +222,125 @@ async fn clusters_provider_over_a_fleet() {
     run.await.unwrap().unwrap();
     eventually("all left", DEADLINE, || registry.is_empty()).await;
 }
+
+/// Issue 23, item 12: a replacement that cannot sync leaves the running instance serving
+/// (engaged, reachable through `get`, its token live); the name is never absent.
+#[tokio::test]
+async fn a_replacement_that_cannot_sync_keeps_the_old_instance() {
+    let tc = TestCluster::start("kept").await.unwrap();
+    let hung = TestCluster::start("kept-next").await.unwrap();
+    hung.partition(Partition::Hang);
+    let clusters = Clusters::with_options(ClustersOptions {
+        sync_timeout: Duration::from_millis(500),
+    });
+    clusters.index_field(&by_app()).await.unwrap();
+    let registry = Registry::new();
+    let parent = CancellationToken::new();
+    let v1 = Cluster::new("kept", tc.client()).with_connection_hash("v1");
+    clusters.add(&parent, v1.clone(), &registry).await.unwrap();
+    let v1_token = clusters.token(&"kept".into()).unwrap();
+
+    let v2 = Cluster::new("kept", hung.client()).with_connection_hash("v2");
+    let replacing = {
+        let (clusters, parent, registry, v2) = (
+            clusters.clone(),
+            parent.clone(),
+            registry.clone(),
+            v2.clone(),
+        );
+        tokio::spawn(async move { clusters.add_or_replace(&parent, v2, &registry).await })
+    };
+    // While the new instance syncs, the old one is still the member.
+    eventually("the new instance is being brought up", DEADLINE, || {
+        v2.cache().is_started()
+    })
+    .await;
+    assert!(clusters.get(&"kept".into()).unwrap().same_instance(&v1));
+    assert!(registry.get(&"kept".into()).unwrap().same_instance(&v1));
+    let err = replacing.await.unwrap().unwrap_err();
+    assert!(
+        matches!(err, Error::SyncTimeout { ref cluster, .. } if cluster == "kept"),
+        "{err}"
+    );
+    // Afterwards too: the old instance keeps serving, the new one left nothing running.
+    assert!(!v1_token.is_cancelled());
+    assert!(clusters.get(&"kept".into()).unwrap().same_instance(&v1));
+    assert!(registry.get(&"kept".into()).unwrap().same_instance(&v1));
+    assert_cache_stopped(&v2).await;
+    let informer = v1.cache().informer::<ConfigMap>();
+    create(&tc.client(), "after-failed-replace", "x").await;
+    eventually("the old instance still watches", DEADLINE, || {
+        informer
+            .get(Some("default"), "after-failed-replace")
+            .is_some()
+    })
+    .await;
+
+    // A replacement that syncs takes over, and the old instance stops.
+    let v3 = Cluster::new("kept", tc.client()).with_connection_hash("v3");
+    let out = clusters
+        .add_or_replace(&parent, v3.clone(), &registry)
+        .await
+        .unwrap();
+    assert_eq!(out, mcr_core::AddOutcome::Replaced);
+    assert!(v1_token.is_cancelled());
+    assert!(clusters.get(&"kept".into()).unwrap().same_instance(&v3));
+    eventually("the registry holds the new instance", DEADLINE, || {
+        registry
+            .get(&"kept".into())
+            .is_ok_and(|c| c.same_instance(&v3))
+    })
+    .await;
+    // Synced before it was engaged: the informers the old instance had are listed already.
+    assert!(v3.cache().is_synced());
+    assert_eq!(
+        names(&v3.cache().list_by_index::<ConfigMap>("app", "x").unwrap()),
+        ["after-failed-replace"]
+    );
+    parent.cancel();
+}
+
+/// Issue 23, item 8: an `add` dropped while its member synced (the provider's run ended
+/// mid-sync) leaves nothing that makes the next run of the same provider skip the member.
+#[tokio::test]
+async fn an_add_dropped_mid_sync_does_not_hide_the_member_from_the_next_run() {
+    let tc = TestCluster::start("dropped").await.unwrap();
+    tc.partition(Partition::Hang);
+    let clusters = Clusters::with_options(ClustersOptions {
+        sync_timeout: Duration::from_secs(300),
+    });
+    clusters.index_field(&by_app()).await.unwrap();
+    let registry = Registry::new();
+    let first_run = CancellationToken::new();
+    let adding = {
+        let (clusters, run, registry) = (clusters.clone(), first_run.clone(), registry.clone());
+        let cluster = Cluster::new("dropped", tc.client()).with_connection_hash("same");
+        tokio::spawn(async move { clusters.add_or_replace(&run, cluster, &registry).await })
+    };
+    eventually("the member is being brought up", DEADLINE, || {
+        clusters.token(&"dropped".into()).is_some()
+    })
+    .await;
+    // The run ends: its worker is aborted mid-sync and its token fires.
+    adding.abort();
+    let _ = adding.await;
+    first_run.cancel();
+
+    // The next run of the same provider, with the same connection, once the server answers.
+    tc.heal();
+    let second_run = CancellationToken::new();
+    let again = Cluster::new("dropped", tc.client()).with_connection_hash("same");
+    let out = clusters
+        .add_or_replace(&second_run, again.clone(), &registry)
+        .await
+        .unwrap();
+    assert_eq!(out, mcr_core::AddOutcome::Added);
+    assert!(
+        clusters
+            .get(&"dropped".into())
+            .unwrap()
+            .same_instance(&again)
+    );
+    assert!(registry.get(&"dropped".into()).is_ok());
+    second_run.cancel();
+}

@@ -102,8 +102,9 @@ mod queue;
 mod runnable;
 
 pub use controller::{
-    Builder, ClusterScope, Context, Controller, IntoRequest, ReconcileOutcome, ReconcileResult,
-    Request, RunError, Start, UnreadableAction, WatchOptions,
+    Builder, ClusterScope, Context, Controller, DEFAULT_PUBLISH_TIMEOUT, IntoRequest,
+    ReconcileOutcome, ReconcileResult, Recorder, RecorderError, Request, RunError, Start,
+    UnreadableAction, WatchOptions,
 };
 pub use error::{BoxError, BuilderError, Error};
 pub use health::HttpOptions;

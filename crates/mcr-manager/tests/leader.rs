@@ -357,3 +357,53 @@ async fn a_standby_acts_only_after_a_stopping_leader_dropped_a_hung_reconcile() 
     assert!(returned(leading).await.is_ok());
     standing_by.abort();
 }
+
+/// Issue 23, item 7: a Lease deleted under a working leader is not a free Lease. The standby
+/// that recreates it leads only once the old leader (which sees the new holder at its next
+/// renew) has stopped acting.
+#[tokio::test]
+async fn a_standby_that_recreates_a_deleted_lease_acts_only_after_the_leader_stopped() {
+    init_tracing();
+    let host = TestCluster::start("host").await.unwrap();
+    let timeline = Timeline::default();
+    // The leader's renewals hang (its reconciles go on): only the deletion can end its term.
+    let hung = Arc::new(AtomicBool::new(false));
+    let leader = candidate(stallable(host.client(), hung.clone()), "leader", &timeline);
+    let standby = candidate(host.client(), "standby", &timeline);
+    let token = CancellationToken::new();
+    let (leading, standing_by) =
+        leader_and_standby(&host, &leader, &standby, &timeline, &token).await;
+    create_cm(host.client(), "stuck", "1").await;
+    eventually("the leader is stuck", DEADLINE, || {
+        timeline.started("leader", "stuck")
+    })
+    .await;
+
+    hung.store(true, Ordering::SeqCst);
+    Api::<Lease>::namespaced(host.client(), "default")
+        .delete("mcr-standby", &Default::default())
+        .await
+        .unwrap();
+    create_cm(host.client(), "b", "1").await;
+    eventually("the standby takes over", DEADLINE, || standby.is_leader()).await;
+    eventually("the standby acts", DEADLINE, || {
+        timeline.started("standby", "b")
+    })
+    .await;
+    timeline.assert_no_overlap();
+    let result = returned(leading).await;
+    assert!(
+        matches!(result, Err(Error::LeaderElectionLost { .. })),
+        "{result:?}"
+    );
+    standing_by.abort();
+}
+
+/// Issue 23, item 7: two candidates built with the default identity in one process (as two
+/// `hostNetwork` replicas on one node share hostname and, in containers, pid 1) differ.
+#[test]
+fn default_identities_differ_between_candidates() {
+    let a = LeaderElection::new("x", "default");
+    let b = LeaderElection::new("x", "default");
+    assert_ne!(a.identity_str(), b.identity_str());
+}

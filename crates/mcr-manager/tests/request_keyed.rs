@@ -136,3 +136,48 @@ async fn host_objects_reach_every_member_including_a_late_one() {
     env.token.cancel();
     run.await.unwrap().unwrap();
 }
+
+/// Issue 23, item 12: when a member is replaced by a new instance (new credentials or a new
+/// server), an object the old instance's cache held and the new one's does not (deleted while
+/// the swap happened) still reaches a request-keyed reconciler as a key whose object is gone.
+#[tokio::test]
+async fn an_object_gone_across_a_replacement_reaches_a_request_keyed_reconciler() {
+    let mut env = Env::start(1).await;
+    let before = env.member("cluster-1").client();
+    create_cm(before.clone(), "doomed", "1").await;
+    create_cm(before, "kept", "1").await;
+    let log = Log::default();
+    Controller::new(&env.mgr)
+        .for_::<ConfigMap>()
+        .register_request(keyed, keyed_retry, Arc::new(log.clone()))
+        .unwrap();
+    let run = env.run();
+    eventually("both reconciled", DEADLINE, || {
+        log.contains("cluster-1/doomed=1") && log.contains("cluster-1/kept=1")
+    })
+    .await;
+
+    // The member's new instance reaches a server where "doomed" no longer exists: the old
+    // instance never saw it go.
+    let after = env.fleet.add("cluster-1-after").await.unwrap();
+    create_cm(after.client(), "kept", "2").await;
+    let out = env
+        .provider
+        .add_or_replace(Cluster::new("cluster-1", after.client()))
+        .await
+        .unwrap();
+    assert_eq!(out, mcr_core::AddOutcome::Replaced);
+    eventually("the new instance is reconciled", DEADLINE, || {
+        log.contains("cluster-1/kept=2")
+    })
+    .await;
+    eventually(
+        "the object gone across the swap is reconciled",
+        DEADLINE,
+        || log.contains("cluster-1/doomed gone"),
+    )
+    .await;
+
+    env.token.cancel();
+    run.await.unwrap().unwrap();
+}

@@ -20,8 +20,11 @@
 //!
 //! The provider watches the parent directory of every file and every directory (editors and
 //! tools replace files atomically; a missing directory is watched through its nearest existing
-//! ancestor), debounces bursts of events ([`Options::debounce`]), then reconciles the whole
-//! fleet against disk:
+//! ancestor), debounces bursts of events ([`Options::debounce`]), then reads every file and
+//! hands each cluster's connection to a worker of that cluster's own
+//! ([`mcr_core::members::Workers`]): a pass builds nothing itself, so a context whose
+//! credential plugin or server hangs delays only its own cluster, never another file's add,
+//! removal or rotation. Per cluster:
 //!
 //! * new files and contexts are engaged;
 //! * edited files replace only the contexts whose connection changed (the context, cluster and
@@ -35,9 +38,10 @@
 //!   it) is logged and **keeps its last good clusters** until it is valid again or deleted;
 //! * a context that fails to build (refused by the [`Policy`](mcr_core::kubeconfig::Policy):
 //!   an exec plugin, a local file or a proxy it does not allow; bad entries) keeps the
-//!   instance engaged before, if any, and is retried when a file changes; a context that fails to engage (e.g.
-//!   its cache does not sync in time; the old instance was already replaced) is retried with a
-//!   capped exponential backoff.
+//!   instance engaged before, if any, and is retried when a file changes; a context that
+//!   fails to engage (e.g. its cache does not sync in time; a running instance keeps serving
+//!   meanwhile) is retried by its worker with a capped exponential backoff
+//!   ([`MemberOptions`]'s `backoff_initial` to `backoff_max`).
 //!
 //! Every cluster is built through [`mcr_core::kubeconfig`] with the client options and policy of
 //! [`Options::members`] (policy default [`Policy::trusted`](mcr_core::kubeconfig::Policy::trusted):

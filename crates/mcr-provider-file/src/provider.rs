@@ -1,19 +1,19 @@
 //! The [`FileProvider`]: one engaged cluster per context of each kubeconfig file.
 
 use std::collections::BTreeSet;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use mcr_core::backoff::Backoff;
-use mcr_core::members::{MemberProvider, Members, MembersOptions};
+use mcr_core::members::{MemberProvider, Members, MembersOptions, Workers};
 use mcr_core::{Aware, ClusterName};
 use tokio::sync::{Mutex, mpsc};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
-use crate::Options;
-use crate::reconcile::{PassReport, PassState, pass};
+use crate::{Error, Options};
+use crate::reconcile::{FileMembers, PassReport, PassState, pass, read};
 use crate::watch::{Watches, compile, is_relevant};
 
 type FsEvents = mpsc::UnboundedReceiver<notify::Result<notify::Event>>;
@@ -100,10 +100,12 @@ impl FileProvider {
         self.inner.members.names()
     }
 
-    /// Reconciles the fleet against the files once, now: new contexts are engaged, changed
-    /// ones replaced, vanished ones removed; invalid files keep their last good clusters.
-    /// Passes never overlap (a pass started by the running provider finishes first). Clusters
-    /// added here live until `token` is cancelled or they are removed.
+    /// Reconciles the fleet against the files once, now, and waits for every member: new
+    /// contexts are engaged, changed ones replaced, vanished ones removed; invalid files keep
+    /// their last good clusters. For one-shot use and tests: it awaits every member's build,
+    /// so a hung member holds up the report. The running provider does not wait like this: it
+    /// reads the files and hands each cluster to a worker of its own. Reads never overlap.
+    /// Clusters added here live until `token` is cancelled or they are removed.
     ///
     /// ```no_run
     /// # async fn f(p: mcr_provider_file::FileProvider) {
@@ -126,17 +128,51 @@ impl FileProvider {
         .await
     }
 
-    /// A pass, abandoned when `token` fires (a credential plugin still running is killed), so
-    /// shutdown never waits for a slow member.
-    async fn pass_unless_stopped(
+    /// Reads the files and hands each cluster's connection to its worker (which builds,
+    /// renews or replaces the member on its own time); the workers of clusters whose file or
+    /// context is gone remove them. Returns the files the kubeconfigs read by path.
+    async fn dispatch(
         &self,
-        token: &CancellationToken,
-        aware: &Arc<dyn Aware>,
-    ) -> Option<PassReport> {
-        tokio::select! {
-            () = token.cancelled() => None,
-            report = self.run_once(token, aware.clone()) => Some(report),
+        workers: &Workers<FileMembers>,
+        known: &mut BTreeSet<ClusterName>,
+    ) -> BTreeSet<PathBuf> {
+        let disk = {
+            let mut state = self.inner.state.lock().await;
+            read(&self.inner.opts, &mut state).await
+        };
+        for (name, connection) in &disk.desired {
+            workers.ensure(name, connection.clone());
+            known.insert(name.clone());
         }
+        // Members added by `run_once` have no worker: removed here directly.
+        let members = &self.inner.members;
+        // Failed members too (`known_names`), so their records go with their file.
+        for name in members
+            .known_names()
+            .into_iter()
+            .chain(known.iter().cloned())
+        {
+            if disk.drops(&name) {
+                workers.remove(&name);
+                if members.remove(&name) {
+                    info!(cluster = %name, "kubeconfig file or context gone: cluster removed");
+                }
+            }
+        }
+        known.retain(|name| !disk.drops(name));
+        // A context that cannot be used never reaches a worker: reported here.
+        for err in &disk.failed {
+            if let Error::Context { cluster, .. } = err {
+                members.report_failure(cluster, err, None);
+            }
+        }
+        debug!(
+            clusters = disk.desired.len(),
+            invalid_files = disk.invalid_files.len(),
+            failed = disk.failed.len(),
+            "kubeconfig files read"
+        );
+        disk.referenced
     }
 
     async fn watch_loop(
@@ -155,58 +191,36 @@ impl FileProvider {
             source: Box::new(err),
         })?;
         let mut watches = Watches::new(watcher);
-        // Watch first, so a change during the initial pass is not missed.
+        // Watch first, so a change during the initial read is not missed.
         watches.update(&opts, &BTreeSet::new());
         let patterns = compile(&opts.globs);
-        let mut backoff = Backoff::new(opts.members.backoff_initial, opts.members.backoff_max);
-
-        let Some(report) = self.pass_unless_stopped(token, &aware).await else {
-            return Ok(());
-        };
+        // One worker per cluster name, each with its own backoff: a pass only reads the files
+        // and hands out connections, so a hung plugin or server holds up nobody else.
+        let workers = Workers::new(&self.inner.members, token, aware, FileMembers);
+        let mut known = BTreeSet::new();
         // Files the kubeconfigs read by path (certificates, keys, CA, tokens): a rotation
         // renews (or, for a CA file, rebuilds) the member that uses them.
-        let mut referenced = report.referenced.clone();
+        let mut referenced = self.dispatch(&workers, &mut known).await;
         watches.update(&opts, &referenced);
-        let mut retry_at = schedule(&report, &mut backoff);
         loop {
-            let retry = async {
-                match retry_at {
-                    Some(at) => tokio::time::sleep_until(at).await,
-                    None => std::future::pending().await,
-                }
-            };
             tokio::select! {
-                _ = token.cancelled() => return Ok(()),
-                _ = retry => debug!("retrying clusters that failed to engage"),
+                _ = token.cancelled() => break,
                 event = events.recv() => match event {
-                    None => return Ok(()),
+                    None => break,
                     Some(Ok(event)) if !is_relevant(&event, &opts, &patterns, &referenced) => continue,
                     Some(Ok(event)) => debug!(kind = ?event.kind, paths = ?event.paths, "kubeconfig filesystem event"),
                     Some(Err(err)) => warn!(error = %err, "file watcher error; reconciling"),
                 },
             }
             if !debounce(&mut events, token, opts.debounce).await {
-                return Ok(());
+                break;
             }
-            let Some(report) = self.pass_unless_stopped(token, &aware).await else {
-                return Ok(());
-            };
-            referenced.clone_from(&report.referenced);
+            referenced = self.dispatch(&workers, &mut known).await;
             watches.update(&opts, &referenced);
-            retry_at = schedule(&report, &mut backoff);
         }
-    }
-}
-
-/// When to retry a pass that left retryable failures (capped exponential backoff).
-fn schedule(report: &PassReport, backoff: &mut Backoff) -> Option<Instant> {
-    if report.needs_retry() {
-        let delay = backoff.next_delay();
-        warn!(failed = report.failed.len(), retry_in = ?delay, "some clusters failed to engage; retrying");
-        Some(Instant::now() + delay)
-    } else {
-        backoff.reset();
-        None
+        // Attempts in flight are dropped (a credential plugin still running is killed).
+        workers.shutdown().await;
+        Ok(())
     }
 }
 

@@ -5,8 +5,10 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use kube::config::Kubeconfig;
-use mcr_core::members::{self, Connection, Ensured, Members};
-use mcr_core::{Aware, ClusterName, kubeconfig};
+use std::time::Duration;
+
+use mcr_core::members::{self, Connection, Ensured, Member, Members, Reconcile};
+use mcr_core::{Aware, BoxFuture, ClusterName, kubeconfig};
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, error, info, info_span, warn};
 
@@ -43,9 +45,6 @@ pub struct PassReport {
     pub failed: Vec<Error>,
     /// Files that could not be read or parsed; their last good clusters were kept.
     pub invalid_files: Vec<Error>,
-    /// Files the engaged contexts read by path (CA, client certificate and key, `tokenFile`):
-    /// watched, and part of each cluster's connection hash.
-    pub(crate) referenced: BTreeSet<PathBuf>,
 }
 
 impl PassReport {
@@ -67,26 +66,47 @@ pub(crate) struct PassState {
     generation: u64,
 }
 
-/// Runs one pass. Passes are serialized by the caller (the state lock).
-pub(crate) async fn pass(
-    opts: &Arc<Options>,
-    members: &Members,
-    state: &mut PassState,
-    token: &CancellationToken,
-    aware: &dyn Aware,
-) -> PassReport {
-    let mut report = PassReport::default();
+/// What the files on disk say now: one [`Connection`] per cluster name.
+pub(crate) struct Disk {
+    /// The connection each cluster should have.
+    pub(crate) desired: BTreeMap<ClusterName, Connection>,
+    /// Clusters of files that could not be read or parsed: kept as they are.
+    pub(crate) protected: BTreeSet<ClusterName>,
+    /// Files the desired contexts read by path (certificates, keys, CA, tokens).
+    pub(crate) referenced: BTreeSet<PathBuf>,
+    /// Files that could not be read or parsed.
+    pub(crate) invalid_files: Vec<Error>,
+    /// Contexts that do not yield a connection.
+    pub(crate) failed: Vec<Error>,
+}
+
+impl Disk {
+    /// Whether `name` should be removed: neither desired nor kept for an invalid file.
+    pub(crate) fn drops(&self, name: &ClusterName) -> bool {
+        !self.desired.contains_key(name) && !self.protected.contains(name)
+    }
+}
+
+/// Reads every configured file (a blocking scan, off the runtime) into what each cluster should
+/// be, and records which file owns which names. Builds nothing and contacts no cluster, so it
+/// is quick whatever state the members are in.
+pub(crate) async fn read(opts: &Arc<Options>, state: &mut PassState) -> Disk {
+    let mut disk = Disk {
+        desired: BTreeMap::new(),
+        protected: BTreeSet::new(),
+        referenced: BTreeSet::new(),
+        invalid_files: Vec::new(),
+        failed: Vec::new(),
+    };
     let scan_opts = opts.clone();
     let files = match tokio::task::spawn_blocking(move || scan(&scan_opts)).await {
         Ok(files) => files,
         Err(err) => {
             error!(error = %err, "scanning kubeconfig files failed; fleet left unchanged");
-            return report;
+            disk.protected = state.owned.values().flatten().cloned().collect();
+            return disk;
         }
     };
-
-    let mut desired: BTreeMap<ClusterName, (Arc<Kubeconfig>, String)> = BTreeMap::new();
-    let mut protected: BTreeSet<ClusterName> = BTreeSet::new();
     let mut owned = BTreeMap::new();
     for file in files {
         match file.result {
@@ -94,9 +114,9 @@ pub(crate) async fn pass(
                 let kept = state.owned.get(&file.path).cloned().unwrap_or_default();
                 warn!(file = %file.path.display(), error = %source, kept = kept.len(),
                     "invalid or unreadable kubeconfig file: keeping its last good clusters");
-                protected.extend(kept.iter().cloned());
+                disk.protected.extend(kept.iter().cloned());
                 owned.insert(file.path.clone(), kept);
-                report.invalid_files.push(Error::File {
+                disk.invalid_files.push(Error::File {
                     path: file.path,
                     source,
                 });
@@ -111,22 +131,64 @@ pub(crate) async fn pass(
                             "duplicate context name in kubeconfig file, using the first");
                         continue;
                     }
-                    desired.insert(name, (kc.clone(), context));
+                    match connection(&kc, &context) {
+                        Ok(conn) => {
+                            disk.referenced.extend(referenced_files(&kc, &context));
+                            disk.desired.insert(name, conn);
+                        }
+                        Err(source) => {
+                            error!(cluster = %name, error = %source, "context of kubeconfig file not usable");
+                            disk.failed.push(Error::Context {
+                                cluster: name,
+                                source,
+                            });
+                        }
+                    }
                 }
                 owned.insert(file.path, names);
             }
         }
     }
+    state.owned = owned;
+    state.generation += 1;
+    disk
+}
 
-    report.referenced = desired
-        .values()
-        .flat_map(|(kc, context)| referenced_files(kc, context))
-        .collect();
-    let attempts = desired.iter().map(|(name, (kc, context))| {
+/// The connection of one context: hashed together with the files it reads by path, renewable
+/// in place unless it reads its CA from a file.
+fn connection(kc: &Arc<Kubeconfig>, context: &str) -> Result<Connection, kubeconfig::Error> {
+    let connection = Connection::new(kc.clone(), Some(context))?;
+    // A rotated certificate, key, CA or token file changes the hash; a CA file the kubeconfig
+    // only names cannot be compared, so its member is rebuilt rather than renewed.
+    let hash = with_file_contents(connection.hash().to_owned(), &referenced_files(kc, context));
+    Ok(connection
+        .with_hash(hash)
+        .renewable(!reads_ca_file(kc, context)))
+}
+
+/// Runs one pass to its end: reads the files, brings every member to what they say (awaiting
+/// each, so the report is complete) and removes the members whose file or context is gone.
+/// Passes are serialized by the caller (the state lock).
+pub(crate) async fn pass(
+    opts: &Arc<Options>,
+    members: &Members,
+    state: &mut PassState,
+    token: &CancellationToken,
+    aware: &dyn Aware,
+) -> PassReport {
+    let mut disk = read(opts, state).await;
+    let mut report = PassReport {
+        generation: state.generation,
+        failed: std::mem::take(&mut disk.failed),
+        invalid_files: std::mem::take(&mut disk.invalid_files),
+        ..PassReport::default()
+    };
+    let attempts = disk.desired.iter().map(|(name, connection)| {
         let span = info_span!("file_cluster", cluster = %name);
-        engage(members, token, aware, name, kc, context).instrument(span)
+        ensure(members, token, aware, name, connection).instrument(span)
     });
-    for (name, result) in desired
+    for (name, result) in disk
+        .desired
         .keys()
         .zip(futures::future::join_all(attempts).await)
     {
@@ -141,18 +203,13 @@ pub(crate) async fn pass(
             }
         }
     }
-
     // Failed members too, so their records go with their file.
     for name in members.known_names() {
-        if !desired.contains_key(&name) && !protected.contains(&name) && members.remove(&name) {
+        if disk.drops(&name) && members.remove(&name) {
             info!(cluster = %name, "kubeconfig file or context gone: cluster removed");
             report.removed.push(name);
         }
     }
-
-    state.owned = owned;
-    state.generation += 1;
-    report.generation = state.generation;
     debug!(
         generation = report.generation,
         added = report.added.len(),
@@ -166,33 +223,53 @@ pub(crate) async fn pass(
 
 /// Brings one context's cluster to what the file says (unchanged, renewed in place, added or
 /// replaced) through [`Members::ensure`].
-async fn engage(
+async fn ensure(
     members: &Members,
     token: &CancellationToken,
     aware: &dyn Aware,
     name: &ClusterName,
-    kc: &Arc<Kubeconfig>,
-    context: &str,
+    connection: &Connection,
 ) -> Result<Ensured, Error> {
-    let connection =
-        Connection::new(kc.clone(), Some(context)).map_err(|source| Error::Context {
-            cluster: name.clone(),
-            source,
-        })?;
-    // A rotated certificate, key, CA or token file changes the hash; a CA file the kubeconfig
-    // only names cannot be compared, so its member is rebuilt rather than renewed.
-    let hash = with_file_contents(connection.hash().to_owned(), &referenced_files(kc, context));
-    let connection = connection
-        .with_hash(hash)
-        .renewable(!reads_ca_file(kc, context));
     let ensured = members
-        .ensure(token, aware, name, &connection)
+        .ensure(token, aware, name, connection)
         .await
         .map_err(Error::from_member)?;
     info!(outcome = ?ensured, "cluster from kubeconfig file engaged");
     Ok(ensured)
 }
 
+/// The running provider's per-member work: each cluster name has its own worker
+/// ([`Workers`](mcr_core::members::Workers)), so a member whose plugin or server hangs delays only itself.
+pub(crate) struct FileMembers;
+
+impl Reconcile for FileMembers {
+    type Desired = Connection;
+    type Error = Error;
+
+    fn reconcile<'a>(&'a self, member: &'a Member<Connection>) -> BoxFuture<'a, Result<(), Error>> {
+        Box::pin(async move {
+            let ensured = member
+                .ensure(member.desired())
+                .await
+                .map_err(Error::from_member)?;
+            info!(outcome = ?ensured, "cluster from kubeconfig file engaged");
+            Ok(())
+        })
+    }
+
+    fn is_retryable(&self, error: &Error) -> bool {
+        error.is_retryable()
+    }
+
+    fn failed(&self, member: &Member<Connection>, error: &Error, retry_in: Option<Duration>) {
+        error!(cluster = %member.name(), error = %error, retry_in = ?retry_in,
+            "cluster from kubeconfig file not engaged");
+    }
+
+    fn removed(&self, name: &ClusterName) {
+        info!(cluster = %name, "kubeconfig file or context gone: cluster removed");
+    }
+}
 impl Error {
     /// The member helper's error.
     fn from_member(err: members::Error) -> Error {

@@ -46,7 +46,13 @@ use crate::{ClusterName, Error};
 struct Entry {
     any: Arc<dyn Any + Send + Sync>,
     erased: Arc<dyn ErasedInformer>,
+    /// Opens the informer of the same type and options in another cache (see
+    /// [`Cache::open_informers_of`]).
+    reopen: Reopen,
 }
+
+/// Opens an informer of one type and set of options in a given cache.
+type Reopen = Arc<dyn Fn(&Cache) + Send + Sync>;
 
 #[derive(Default)]
 struct State {
@@ -268,15 +274,21 @@ impl Cache {
             opts,
         };
         self.get_or_create(key, |client, key| {
+            let reopen: Reopen = {
+                let (dyntype, opts) = (dyntype.clone(), key.opts.clone());
+                Arc::new(move |cache: &Cache| {
+                    cache.informer_of::<K>(dyntype.clone(), opts.clone(), metadata);
+                })
+            };
             if let Some(derived) = &self.inner.derived {
                 let stream = derived::stream::<K>(derived, dyntype.clone(), key.opts.clone());
-                return (dyntype, stream);
+                return (dyntype, stream, reopen);
             }
             let url = K::url_path(&dyntype, None);
             let stream = watch::stream::<K>(client, url, key.opts.clone(), metadata)
                 .default_backoff()
                 .boxed();
-            (dyntype, stream)
+            (dyntype, stream, reopen)
         })
     }
 
@@ -319,6 +331,7 @@ impl Cache {
         ) -> (
             K::DynamicType,
             futures::stream::BoxStream<'static, watcher::Result<watcher::Event<K>>>,
+            Reopen,
         ),
     ) -> Informer<K>
     where
@@ -335,7 +348,7 @@ impl Cache {
             return Informer::from_shared(shared);
         }
         let resource = key.tag.resource();
-        let (dyntype, stream) = make(self.inner.client.clone(), &key);
+        let (dyntype, stream, reopen) = make(self.inner.client.clone(), &key);
         let shared = Shared::new(self.cluster().clone(), resource, dyntype, stream);
         if let Some(token) = &state.token {
             shared.clone().start(token.clone());
@@ -346,9 +359,24 @@ impl Cache {
             Entry {
                 any: shared.clone(),
                 erased: shared.clone(),
+                reopen,
             },
         );
         Informer::from_shared(shared)
+    }
+
+    /// Opens here every informer `other` has (same types, resources and options), so a new
+    /// instance of a cluster can list everything the running one watches before it takes over
+    /// (see [`Clusters::add_or_replace`](crate::Clusters::add_or_replace)).
+    pub(crate) fn open_informers_of(&self, other: &Cache) {
+        let reopens: Vec<Reopen> = lock(&other.inner.state)
+            .informers
+            .values()
+            .map(|e| e.reopen.clone())
+            .collect();
+        for reopen in reopens {
+            reopen(self);
+        }
     }
 
     fn erased(&self) -> Vec<Arc<dyn ErasedInformer>> {

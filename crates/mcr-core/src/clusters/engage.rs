@@ -37,6 +37,18 @@ impl Clusters {
         cluster: Cluster,
         aware: &dyn Aware,
     ) -> Result<(), Error> {
+        self.bring_in(parent, cluster, None, aware).await
+    }
+
+    /// [`add`](Clusters::add), or with `replacing` (the running instance of the same name),
+    /// the replacement that keeps `replacing` serving until `cluster` has synced.
+    async fn bring_in(
+        &self,
+        parent: &CancellationToken,
+        cluster: Cluster,
+        replacing: Option<Cluster>,
+        aware: &dyn Aware,
+    ) -> Result<(), Error> {
         let name = cluster.name().clone();
         if let Some(reason) = name.member_name_error() {
             return Err(Error::InvalidName {
@@ -47,65 +59,78 @@ impl Clusters {
         let token = parent.child_token();
         let indexes = {
             let mut state = lock(&self.inner.state);
-            // A cluster whose token fired is on its way out: it does not count.
-            if self
-                .present(&state, &name)
-                .is_some_and(|(_, t)| !t.is_cancelled())
-            {
+            if replacing.is_none() && self.live(&state, &name).is_some() {
                 return Err(Error::AlreadyEngaged(name));
             }
+            // A replacement supersedes whatever else was still coming up under the name.
             let pending = Pending {
                 cluster: cluster.clone(),
                 token: token.clone(),
             };
-            state.pending.insert(name.clone(), pending);
+            if let Some(superseded) = state.pending.insert(name.clone(), pending) {
+                superseded.token.cancel();
+            }
             state.indexes.clone()
+        };
+        // Dropped before the outcome is known (the provider's run ended mid-sync): nothing of
+        // this attempt stays behind, so a later run brings the member up again.
+        let guard = PendingGuard {
+            clusters: self,
+            cluster: &cluster,
+            token: &token,
         };
         let span = tracing::info_span!("add_cluster", cluster = %name, id = %cluster.id());
         let result = self
-            .bring_up(&token, &cluster, &indexes, aware)
+            .bring_up(&token, &cluster, replacing.as_ref(), &indexes, aware)
             .instrument(span)
             .await;
+        guard.disarm();
+        let result = result.and_then(|()| self.activate(&token, &cluster));
         match result {
-            Ok(()) => {
-                // Phase 3, activation: from pending to the registry, under the state lock so a
-                // concurrent `remove` finds it in one place or the other.
-                let activated = {
-                    let mut state = lock(&self.inner.state);
-                    match state.pending.get(&name) {
-                        Some(p) if p.cluster.same_instance(&cluster) => {
-                            state.pending.remove(&name);
-                            Some(self.inner.active.record(
-                                token.clone(),
-                                name.clone(),
-                                cluster.clone(),
-                            ))
-                        }
-                        _ => None,
-                    }
-                };
-                match activated {
-                    Some(Ok(_)) => {
-                        tracing::info!(cluster = %name, "cluster engaged");
-                        Ok(())
-                    }
-                    Some(Err(err)) => {
-                        token.cancel();
-                        Err(err)
-                    }
-                    None => {
-                        // Removed while we were bringing it up.
-                        token.cancel();
-                        Err(Error::Stopped(name))
-                    }
-                }
+            Ok(None) => {
+                tracing::info!(cluster = %name, "cluster engaged");
+                Ok(())
+            }
+            Ok(Some(old)) => {
+                old.cancel();
+                tracing::info!(cluster = %name, "cluster replaced by a new instance");
+                Ok(())
             }
             Err(err) => {
                 token.cancel();
                 self.forget(&name, &cluster);
-                tracing::warn!(cluster = %name, error = %err, "cluster could not be engaged");
+                match &replacing {
+                    Some(_) => tracing::warn!(cluster = %name, error = %err,
+                        "new instance could not be engaged; the running one keeps serving"),
+                    None => tracing::warn!(cluster = %name, error = %err,
+                        "cluster could not be engaged"),
+                }
                 Err(err)
             }
+        }
+    }
+
+    /// Phase 3, activation: from pending to the registry, under the state lock so a concurrent
+    /// `remove` finds the cluster in one place or the other. Returns the token of the instance
+    /// it replaced, for the caller to cancel.
+    fn activate(
+        &self,
+        token: &CancellationToken,
+        cluster: &Cluster,
+    ) -> Result<Option<CancellationToken>, Error> {
+        let name = cluster.name();
+        let mut state = lock(&self.inner.state);
+        match state.pending.get(name) {
+            Some(p) if p.cluster.same_instance(cluster) => {
+                state.pending.remove(name);
+                let replaced = self.inner.active.token(name);
+                self.inner
+                    .active
+                    .record(token.clone(), name.clone(), cluster.clone())?;
+                Ok(replaced)
+            }
+            // Removed, or superseded, while it was being brought up.
+            _ => Err(Error::Stopped(name.clone())),
         }
     }
 
@@ -113,28 +138,48 @@ impl Clusters {
         &self,
         token: &CancellationToken,
         cluster: &Cluster,
+        replacing: Option<&Cluster>,
         indexes: &[FieldIndex],
         aware: &dyn Aware,
     ) -> Result<(), Error> {
-        let name = cluster.name();
         // Phase 1, open the informers: start the cache, engage (the manager's controllers open
-        // their informers as they engage), apply the indexes.
+        // their informers as they engage), apply the indexes. Phase 2: wait until every
+        // informer opened so far has listed. Phase 3, activation, is the caller's.
         cluster.cache().start(token.clone());
-        aware
-            .engage(token.clone(), name.clone(), cluster.clone())
-            .map_err(|err| Error::Engage {
-                cluster: name.clone(),
-                source: Box::new(err),
-            })?;
-        // After the engagement, so the indexes' informers carry the engaged name.
+        let Some(old) = replacing else {
+            engage(token, cluster, aware)?;
+            // After the engagement, so the indexes' informers carry the engaged name.
+            for index in indexes {
+                apply_index(cluster, index)?;
+            }
+            return self.synced(token, cluster).await;
+        };
+        // A replacement lists everything the running instance watches before anyone is told
+        // about it; until then the running instance keeps serving, so the name never goes
+        // missing and no change goes unseen.
+        cluster.cache().open_informers_of(old.cache());
         for index in indexes {
             apply_index(cluster, index)?;
         }
-        // Phase 2, wait until every informer opened so far has listed. Phase 3, activation
-        // (`get` and `names` show the cluster), is the caller's.
+        self.synced(token, cluster).await?;
+        engage(token, cluster, aware)?;
+        // Informers the engagement opened beyond the running instance's (usually none).
+        if let Err(err) = self.synced(token, cluster).await {
+            // The engagement replaced the running instance wherever it was engaged: hand the
+            // name back to it.
+            if let Some(old_token) = self.inner.active.token(old.name()) {
+                let _ = aware.engage(old_token, old.name().clone(), old.clone());
+            }
+            return Err(err);
+        }
+        Ok(())
+    }
+
+    /// Waits, bounded by the sync timeout, until every informer opened so far has listed.
+    async fn synced(&self, token: &CancellationToken, cluster: &Cluster) -> Result<(), Error> {
         tokio::select! {
             biased;
-            () = token.cancelled() => Err(Error::Stopped(name.clone())),
+            () = token.cancelled() => Err(Error::Stopped(cluster.name().clone())),
             synced = cluster.cache().wait_for_sync(self.inner.opts.sync_timeout) => synced,
         }
     }
@@ -153,6 +198,15 @@ impl Clusters {
 
     /// Adds `cluster`, replacing a running cluster of the same name unless both have the same
     /// [connection hash](Cluster::connection_hash) (then [`AddOutcome::Unchanged`]).
+    ///
+    /// A replacement keeps the running instance serving until the new one is ready: the new
+    /// instance's cache opens every informer the running one has (and the registered indexes),
+    /// and only once they have all listed is it engaged ([`Aware::engage`] with the new
+    /// instance replaces the old one wherever it was engaged), activated, and the old
+    /// instance's token cancelled. So the name is never missing from [`get`](Clusters::get),
+    /// changes made meanwhile are seen by the old instance's watches until the new ones have
+    /// listed them, and a new instance that cannot sync (new credentials that do not work)
+    /// costs nothing: the error is returned and the running instance stays.
     ///
     /// ```no_run
     /// # async fn f(clusters: mcr_core::Clusters, c: mcr_core::Cluster, aware: &dyn mcr_core::Aware) -> Result<(), mcr_core::Error> {
@@ -173,23 +227,28 @@ impl Clusters {
         let name = cluster.name().clone();
         let existing = {
             let state = lock(&self.inner.state);
-            self.present(&state, &name).map(|(cluster, _)| cluster)
+            self.live(&state, &name).map(|(cluster, _)| cluster)
         };
-        let outcome = match existing {
-            None => AddOutcome::Added,
-            Some(old) => {
-                let same = old.same_instance(&cluster)
-                    || matches!((old.connection_hash(), cluster.connection_hash()), (Some(a), Some(b)) if a == b);
-                if same {
-                    return Ok(AddOutcome::Unchanged);
-                }
-                tracing::info!(cluster = %name, "connection changed, replacing cluster");
+        let Some(old) = existing else {
+            self.add(parent, cluster, aware).await?;
+            return Ok(AddOutcome::Added);
+        };
+        let same = old.same_instance(&cluster)
+            || matches!((old.connection_hash(), cluster.connection_hash()), (Some(a), Some(b)) if a == b);
+        if same {
+            return Ok(AddOutcome::Unchanged);
+        }
+        tracing::info!(cluster = %name, "connection changed, replacing cluster");
+        // The instance that serves now: the active one (a pending one is superseded).
+        let serving = self.inner.active.get(&name).ok();
+        match serving {
+            Some(serving) => self.bring_in(parent, cluster, Some(serving), aware).await?,
+            None => {
                 self.remove(&name);
-                AddOutcome::Replaced
+                self.add(parent, cluster, aware).await?;
             }
-        };
-        self.add(parent, cluster, aware).await?;
-        Ok(outcome)
+        }
+        Ok(AddOutcome::Replaced)
     }
 
     /// Removes the cluster: cancels its token (its caches stop, the manager disengages it).
@@ -201,20 +260,54 @@ impl Clusters {
     /// # }
     /// ```
     pub fn remove(&self, name: &ClusterName) -> bool {
-        let token = {
+        // A replacement may be coming up next to the running instance: both go.
+        let (pending, active) = {
             let mut state = lock(&self.inner.state);
-            match state.pending.remove(name) {
-                Some(p) => Some(p.token),
-                None => self.inner.active.take(name),
-            }
+            (state.pending.remove(name), self.inner.active.take(name))
         };
-        match token {
-            Some(token) => {
-                token.cancel();
-                tracing::info!(cluster = %name, "cluster removed");
-                true
-            }
-            None => false,
+        let tokens: Vec<CancellationToken> =
+            pending.map(|p| p.token).into_iter().chain(active).collect();
+        for token in &tokens {
+            token.cancel();
         }
+        let removed = !tokens.is_empty();
+        if removed {
+            tracing::info!(cluster = %name, "cluster removed");
+        }
+        removed
+    }
+}
+
+/// Engages `cluster` with `aware` under its token; an error there becomes [`Error::Engage`].
+fn engage(token: &CancellationToken, cluster: &Cluster, aware: &dyn Aware) -> Result<(), Error> {
+    let name = cluster.name();
+    aware
+        .engage(token.clone(), name.clone(), cluster.clone())
+        .map_err(|err| Error::Engage {
+            cluster: name.clone(),
+            source: Box::new(err),
+        })
+}
+
+/// Undoes a bring-up whose future was dropped before it ended: cancels its token (its caches
+/// stop, it is disengaged wherever it was engaged) and forgets the pending entry.
+struct PendingGuard<'a> {
+    clusters: &'a Clusters,
+    cluster: &'a Cluster,
+    token: &'a CancellationToken,
+}
+
+impl PendingGuard<'_> {
+    /// The bring-up ended: its outcome is handled by the caller.
+    fn disarm(self) {
+        // Only references inside: forgetting it leaks nothing.
+        std::mem::forget(self);
+    }
+}
+
+impl Drop for PendingGuard<'_> {
+    fn drop(&mut self) {
+        self.token.cancel();
+        self.clusters.forget(self.cluster.name(), self.cluster);
     }
 }

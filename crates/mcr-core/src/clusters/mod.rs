@@ -224,7 +224,8 @@ impl Clusters {
         Ok(())
     }
 
-    /// The token of the cluster of that name (engaged or being engaged).
+    /// The token of the cluster of that name: the engaged instance, else the one being
+    /// engaged (while a replacement comes up, the instance still serving).
     ///
     /// ```no_run
     /// # fn f(clusters: mcr_core::Clusters) {
@@ -233,15 +234,17 @@ impl Clusters {
     /// ```
     pub fn token(&self, name: &ClusterName) -> Option<CancellationToken> {
         let state = lock(&self.inner.state);
-        match state.pending.get(name) {
-            Some(p) => Some(p.token.clone()),
-            None => self.inner.active.token(name),
-        }
+        self.inner
+            .active
+            .token(name)
+            .or_else(|| state.pending.get(name).map(|p| p.token.clone()))
     }
 
-    /// The cluster of that name, pending or active, with its token.
-    fn present(&self, state: &State, name: &ClusterName) -> Option<(Cluster, CancellationToken)> {
-        match state.pending.get(name) {
+    /// The cluster of that name whose token has not fired, pending or active, with its token.
+    /// A pending entry whose token fired (its run ended while it came up) is on its way out
+    /// and does not count.
+    fn live(&self, state: &State, name: &ClusterName) -> Option<(Cluster, CancellationToken)> {
+        match state.pending.get(name).filter(|p| !p.token.is_cancelled()) {
             Some(p) => Some((p.cluster.clone(), p.token.clone())),
             None => {
                 let cluster = self.inner.active.get(name).ok()?;

@@ -6,7 +6,7 @@ use kube::{Resource, runtime::reflector::ObjectRef};
 use mcr_core::{Cluster, ClusterName, ClusterNotFound, Informer};
 use tokio_util::sync::CancellationToken;
 
-use crate::Fleet;
+use crate::{Fleet, Recorder};
 
 /// The context of one reconcile: the cluster the object lives in, the rest of the fleet, and
 /// the user's data.
@@ -57,6 +57,7 @@ pub struct Context<T = ()> {
     /// The controller's primary informer in this cluster (an `Informer<K>`), if any.
     primary: Option<Arc<dyn Any + Send + Sync>>,
     cancel: CancellationToken,
+    recorder: Recorder,
 }
 
 impl<T> Context<T> {
@@ -100,6 +101,7 @@ impl<T> Context<T> {
         fleet: Fleet,
         data: Arc<T>,
     ) -> Self {
+        let recorder = Recorder::new(name.clone(), cluster.client(), "mcr");
         Self {
             cluster,
             name,
@@ -107,7 +109,41 @@ impl<T> Context<T> {
             data,
             primary: None,
             cancel: CancellationToken::new(),
+            recorder,
         }
+    }
+
+    /// This context with `recorder` as its [`recorder`](Self::recorder) (the runtime gives
+    /// each controller one per cluster, reporting the controller's name).
+    ///
+    /// ```no_run
+    /// # use std::sync::Arc;
+    /// # fn demo(cluster: mcr_core::Cluster) {
+    /// let recorder = mcr_manager::Recorder::new(cluster.name().clone(), cluster.client(), "my-controller");
+    /// let ctx = mcr_manager::Context::new(cluster, Arc::new(())).with_recorder(recorder);
+    /// assert_eq!(ctx.recorder().controller(), "my-controller");
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn with_recorder(mut self, recorder: Recorder) -> Self {
+        self.recorder = recorder;
+        self
+    }
+
+    /// Publishes Kubernetes Events into the object's cluster, reported by the controller's
+    /// name; repeats are aggregated into a series and every write is bounded (see
+    /// [`Recorder`]). Outside the runtime ([`Context::new`]) the reporter is `mcr`.
+    ///
+    /// ```no_run
+    /// # async fn demo(ctx: mcr_manager::Context<()>, cm: k8s_openapi::api::core::v1::ConfigMap) {
+    /// use kube::runtime::events::{Event, EventType};
+    /// let event = Event { type_: EventType::Normal, reason: "Synced".into(), note: None,
+    ///                     action: "Sync".into(), secondary: None };
+    /// let _ = ctx.recorder().publish_for(&event, &cm).await;
+    /// # }
+    /// ```
+    pub fn recorder(&self) -> &Recorder {
+        &self.recorder
     }
 
     /// This context with `token` as its cluster's cancellation (see [`Context::cancellation`]).
@@ -298,6 +334,7 @@ impl<T> Clone for Context<T> {
             data: self.data.clone(),
             primary: self.primary.clone(),
             cancel: self.cancel.clone(),
+            recorder: self.recorder.clone(),
         }
     }
 }

@@ -14,7 +14,7 @@ use super::{
     request::{IntoRequest, Request},
     scope::ClusterScope,
 };
-use crate::controller::runner::panic_message;
+use crate::controller::runner::{ClusterFilter, panic_message};
 
 /// Requests produced by one event: almost always exactly one, so that case does not allocate.
 pub(crate) enum Batch<K: Resource> {
@@ -68,6 +68,8 @@ impl Scope {
 /// One declared input of a controller.
 pub(crate) struct Input<K: Resource> {
     pub(crate) scope: Scope,
+    /// Which provider clusters the input watches (`WatchOptions::cluster_filter`).
+    pub(crate) filter: Option<ClusterFilter>,
     pub(crate) subscribe: InputFn<K>,
     /// Opens the input's informer in a cache (shared, so the later subscription finds it).
     pub(crate) open: OpenFn,

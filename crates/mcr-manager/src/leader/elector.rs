@@ -31,6 +31,9 @@ pub(crate) struct Elector {
     /// When the last successful acquire/renew attempt *started*: the write it made reached the
     /// server after this, so no standby can take over before `renewed + lease_duration`.
     renewed: Instant,
+    /// When this candidate, not leading yet, created a missing Lease: it leads only once
+    /// `lease_duration` has passed since, when any leader of a deleted Lease has stopped.
+    created: Option<Instant>,
 }
 
 fn now() -> MicroTime {
@@ -51,6 +54,7 @@ impl Elector {
             cfg,
             observed: None,
             renewed: Instant::now(),
+            created: None,
         }
     }
 
@@ -62,7 +66,7 @@ impl Elector {
             let started = Instant::now();
             let attempt = tokio::select! {
                 () = stop.cancelled() => return false,
-                attempt = tokio::time::timeout(self.cfg.renew_deadline, self.try_acquire_or_renew()) => attempt,
+                attempt = tokio::time::timeout(self.cfg.renew_deadline, self.try_acquire_or_renew(false)) => attempt,
             };
             match attempt {
                 Err(_) => warn!(lease = %self.cfg.lease_ref(), "acquiring the lease timed out"),
@@ -104,7 +108,7 @@ impl Elector {
             }
             let attempt = tokio::select! {
                 () = stop.cancelled() => return Ended::Stopped,
-                attempt = tokio::time::timeout_at(deadline, self.try_acquire_or_renew()) => attempt,
+                attempt = tokio::time::timeout_at(deadline, self.try_acquire_or_renew(true)) => attempt,
             };
             match attempt {
                 Ok(Ok(true)) => self.renewed = started,
@@ -165,8 +169,9 @@ impl Elector {
         }
     }
 
-    /// One step: `Ok(true)` when this candidate holds the Lease afterwards.
-    async fn try_acquire_or_renew(&mut self) -> Result<bool, kube::Error> {
+    /// One step: `Ok(true)` when this candidate holds the Lease afterwards and may lead
+    /// (`leading`: it leads already; a leader that recreates its own deleted Lease goes on).
+    async fn try_acquire_or_renew(&mut self, leading: bool) -> Result<bool, kube::Error> {
         let me = self.cfg.identity.clone();
         let Some(mut lease) = self.api.get_opt(&self.cfg.name).await? else {
             let lease = Lease {
@@ -185,7 +190,17 @@ impl Elector {
                 }),
             };
             return match self.api.create(&PostParams::default(), &lease).await {
-                Ok(_) => Ok(true),
+                Ok(_) if leading => Ok(true),
+                Ok(created) => {
+                    info!(lease = %self.cfg.lease_ref(), wait = ?self.cfg.lease_duration,
+                        "created the missing lease; leading once a leader of a deleted one must have stopped");
+                    self.created = Some(Instant::now());
+                    self.observed = created
+                        .metadata
+                        .resource_version
+                        .map(|rv| (rv, Instant::now()));
+                    Ok(false)
+                }
                 Err(kube::Error::Api(s)) if s.is_already_exists() => Ok(false),
                 Err(err) => Err(err),
             };
@@ -228,7 +243,12 @@ impl Elector {
                     .metadata
                     .resource_version
                     .map(|rv| (rv, Instant::now()));
-                Ok(true)
+                let waiting = !leading
+                    && mine
+                    && self
+                        .created
+                        .is_some_and(|at| at.elapsed() < self.cfg.lease_duration);
+                Ok(!waiting)
             }
             Err(kube::Error::Api(s)) if s.is_conflict() => Ok(false),
             Err(err) => Err(err),

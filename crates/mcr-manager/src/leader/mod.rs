@@ -21,9 +21,12 @@ pub(crate) use elector::{Elector, Ended};
 
 /// Settings of leader election through a `coordination.k8s.io/v1` Lease on the host cluster.
 ///
-/// A candidate takes the Lease when it does not exist, has no holder, or has not changed for its
+/// A candidate takes the Lease when it has no holder, or has not changed for its
 /// `leaseDurationSeconds` as observed locally; writes carry the `resourceVersion` read, so two
-/// candidates never both win. The leader renews every `retry_period`.
+/// candidates never both win. The leader renews every `retry_period`. A candidate that finds no
+/// Lease creates it but starts leading only `lease_duration` later (so the first start of a
+/// deployment waits that long), because a deleted Lease may have had a leader still working;
+/// that leader sees the new holder at its next renew and stops.
 ///
 /// **Losing the Lease.** When the leader finds another identity holding the Lease, or cannot
 /// renew it for `renew_deadline` counted from the start of its last successful renew attempt
@@ -66,7 +69,9 @@ pub struct LeaderElection {
 
 impl LeaderElection {
     /// Elect through the Lease `name` in `namespace` of the host cluster. The identity defaults
-    /// to `$HOSTNAME` (or `$POD_NAME`) plus the process id; durations default to 15 s / 10 s / 2 s.
+    /// to `$POD_NAME` (or `$HOSTNAME`) plus a random UUID, unique per process even where
+    /// hostnames and process ids repeat (two `hostNetwork` replicas on one node share the
+    /// hostname, and a container's process is pid 1); durations default to 15 s / 10 s / 2 s.
     ///
     /// ```
     /// let le = mcr_manager::LeaderElection::new("my-controller", "default");
@@ -79,7 +84,7 @@ impl LeaderElection {
         Self {
             name: name.into(),
             namespace: namespace.into(),
-            identity: format!("{host}-{}", std::process::id()),
+            identity: format!("{host}_{}", uuid::Uuid::new_v4()),
             lease_duration: Duration::from_secs(15),
             renew_deadline: Duration::from_secs(10),
             retry_period: Duration::from_secs(2),

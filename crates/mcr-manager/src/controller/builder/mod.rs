@@ -94,6 +94,8 @@ where
     primary: PrimaryFn<K>,
     /// The scope of the reconciled type (`None`: the controller's default).
     primary_scope: Option<super::ClusterScope>,
+    /// The reconciled type's own cluster filter (`WatchOptions::cluster_filter`).
+    primary_filter: Option<ClusterFilter>,
     primary_watch: bool,
     inputs: Vec<Input<K>>,
     triggers: Vec<futures::stream::BoxStream<'static, Request<K>>>,
@@ -135,6 +137,7 @@ where
             dyntype,
             primary,
             primary_scope: None,
+            primary_filter: None,
             primary_watch: true,
             inputs: Vec::new(),
             triggers: Vec::new(),
@@ -155,6 +158,7 @@ where
         scope: Scope,
         open: impl Fn(&Cache) -> Informer<O> + Send + Sync + 'static,
         predicate: Option<PredicateFn<O>>,
+        filter: Option<ClusterFilter>,
         map: impl Fn(&Arc<O>, &ClusterName) -> Option<Batch<K>> + Send + Sync + 'static,
     ) -> Self
     where
@@ -176,6 +180,7 @@ where
         });
         self.inputs.push(Input {
             scope,
+            filter,
             subscribe,
             open,
         });

@@ -145,7 +145,9 @@ where
         let spec = Spec {
             name: self.name,
             primary: self.primary,
+            dyntype: self.dyntype,
             primary_scope,
+            primary_filter: self.primary_filter,
             inputs,
             triggers: self.triggers,
             // kube-runtime's meaning: 0 is unbounded.

@@ -69,10 +69,12 @@ impl Start {
             .unwrap_or_else(|| K::kind(&dyntype).to_ascii_lowercase());
         let mut builder = Builder::new(self.mgr, name, dyntype, primary);
         builder.primary_scope = opts.scope;
+        builder.primary_filter = opts.filter.clone();
         builder.add_input(
             Scope::In(opts.scope),
             move |cache| open(cache),
             opts.predicate,
+            opts.filter,
             move |obj: &Arc<K>, cluster: &ClusterName| {
                 let object = ObjectRef::from_obj_with(obj.as_ref(), dt.clone());
                 Some(Batch::One(Request::new(cluster.clone(), object)))
@@ -104,10 +106,12 @@ impl Start {
             .unwrap_or_else(|| K::kind(&()).to_ascii_lowercase());
         let mut builder = Builder::new(self.mgr, name, (), primary);
         builder.primary_scope = opts.scope;
+        builder.primary_filter = opts.filter.clone();
         builder.add_input(
             Scope::In(opts.scope),
             move |cache| open(cache),
             opts.predicate,
+            opts.filter,
             |obj: &Arc<PartialObjectMeta<K>>, cluster: &ClusterName| {
                 let object = ObjectRef::from_obj_with(obj.as_ref(), ());
                 Some(Batch::One(Request::new(cluster.clone(), object)))

@@ -2,11 +2,14 @@
 
 use std::fmt::Debug;
 
+use std::sync::Arc;
+
 use kube::runtime::{Predicate, watcher};
-use mcr_core::InformerOptions;
+use mcr_core::{Cluster, ClusterName, InformerOptions};
 
 use crate::controller::{
     input::{PredicateFn, erase_predicate},
+    runner::ClusterFilter,
     scope::ClusterScope,
 };
 
@@ -35,6 +38,7 @@ pub struct WatchOptions<O> {
     pub(super) informer: InformerOptions,
     pub(super) predicate: Option<PredicateFn<O>>,
     pub(super) scope: Option<ClusterScope>,
+    pub(super) filter: Option<ClusterFilter>,
 }
 
 impl<O> Default for WatchOptions<O> {
@@ -43,6 +47,7 @@ impl<O> Default for WatchOptions<O> {
             informer: InformerOptions::default(),
             predicate: None,
             scope: None,
+            filter: None,
         }
     }
 }
@@ -53,6 +58,7 @@ impl<O> Debug for WatchOptions<O> {
             .field("informer", &self.informer)
             .field("predicate", &self.predicate.is_some())
             .field("scope", &self.scope)
+            .field("cluster_filter", &self.filter.is_some())
             .finish()
     }
 }
@@ -63,6 +69,7 @@ impl<O> From<watcher::Config> for WatchOptions<O> {
             informer: config.into(),
             predicate: None,
             scope: None,
+            filter: None,
         }
     }
 }
@@ -140,6 +147,29 @@ impl<O> WatchOptions<O> {
     #[must_use]
     pub fn scope(mut self, scope: ClusterScope) -> Self {
         self.scope = Some(scope);
+        self
+    }
+
+    /// Watch only in the provider clusters for which `filter` returns true (Go's
+    /// `WithClusterFilter`, per input). The host is governed by [`scope`](Self::scope) alone.
+    /// On the reconciled type (`for_*`) it also decides where reconciles run: a provider
+    /// cluster the filter refuses is only watched by the inputs that take it. A refused
+    /// cluster costs this input nothing: its informer is not even opened there. The
+    /// controller-wide [`Builder::cluster_filter`](crate::Builder::cluster_filter) applies
+    /// first.
+    ///
+    /// ```
+    /// # use k8s_openapi::api::core::v1::Secret;
+    /// use mcr_manager::WatchOptions;
+    /// let opts = WatchOptions::<Secret>::new()
+    ///     .cluster_filter(|name, _cluster| name.as_str().starts_with("prod-"));
+    /// ```
+    #[must_use]
+    pub fn cluster_filter(
+        mut self,
+        filter: impl Fn(&ClusterName, &Cluster) -> bool + Send + Sync + 'static,
+    ) -> Self {
+        self.filter = Some(Arc::new(filter));
         self
     }
 }

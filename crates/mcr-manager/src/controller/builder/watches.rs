@@ -59,6 +59,7 @@ where
             Scope::In(opts.scope),
             move |cache: &Cache| cache.informer_with::<C>(dyntype.clone(), informer.clone()),
             opts.predicate,
+            opts.filter,
             move |child: &Arc<C>, cluster: &ClusterName| {
                 owner_requests::<C, K>(child.as_ref(), &owner, cluster)
             },
@@ -86,6 +87,7 @@ where
             Scope::In(opts.scope),
             move |cache: &Cache| cache.metadata_informer::<C>((), informer.clone()),
             opts.predicate,
+            opts.filter,
             move |child: &Arc<PartialObjectMeta<C>>, cluster: &ClusterName| {
                 owner_requests::<PartialObjectMeta<C>, K>(child.as_ref(), &owner, cluster)
             },
@@ -157,6 +159,7 @@ where
             Scope::In(opts.scope),
             move |cache: &Cache| cache.informer_with::<O>(dyntype.clone(), informer.clone()),
             opts.predicate,
+            opts.filter,
             move |obj: &Arc<O>, cluster: &ClusterName| mapped_requests(&mapper, obj, cluster),
         )
     }
@@ -190,6 +193,7 @@ where
             Scope::In(opts.scope),
             move |cache: &Cache| cache.metadata_informer::<O>((), informer.clone()),
             opts.predicate,
+            opts.filter,
             move |obj: &Arc<PartialObjectMeta<O>>, cluster: &ClusterName| {
                 mapped_requests(&mapper, obj, cluster)
             },
@@ -236,6 +240,7 @@ where
             Scope::In(Some(ClusterScope::Host)),
             move |cache: &Cache| cache.informer_with::<O>((), informer.clone()),
             opts.predicate,
+            opts.filter,
             move |obj: &Arc<O>, cluster: &ClusterName| mapped_requests(&mapper, obj, cluster),
         )
     }
@@ -278,6 +283,7 @@ where
             Scope::HostPerCluster,
             move |cache: &Cache| cache.informer_with::<O>((), informer.clone()),
             opts.predicate,
+            opts.filter,
             move |obj: &Arc<O>, cluster: &ClusterName| mapped_requests(&mapper, obj, cluster),
         )
     }

@@ -6,15 +6,19 @@ use std::{
 };
 
 use futures::StreamExt;
-use kube::{Resource, runtime::controller::Action};
+use kube::{
+    Resource,
+    runtime::{controller::Action, reflector::ObjectRef},
+};
 use mcr_core::{BoxFuture, Cache, Cluster, ClusterId, ClusterName, Informer};
 use serde::de::DeserializeOwned;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, error, trace, warn};
 
-use super::{Data, Engagement, Loop, Target, panic_message};
+use super::{Data, Engagement, Loop, Target, panic_message, passes};
 use crate::{
-    controller::{context::Context, input::Scope},
+    Recorder,
+    controller::{context::Context, input::Scope, request::Request},
     metrics::ClusterMetrics,
 };
 
@@ -33,6 +37,10 @@ where
     pub(super) ctx: Context<Ctx>,
     pub(super) metrics: ClusterMetrics,
     pub(super) restarts: Vec<Box<dyn Fn() -> u64 + Send + Sync>>,
+    /// The objects the instance this one replaced had in its primary cache, until this
+    /// instance has synced: those it does not have then went away across the swap, and are
+    /// queued (see `synced`).
+    pub(super) replaced: Vec<Arc<K>>,
 }
 
 /// A cluster the loop only watches (see `Loop::watch_only`).
@@ -67,10 +75,13 @@ where
         }
         let name = e.name;
         let host = name.is_host();
-        if !self.spec.primary_scope.includes(host) {
+        if !self.spec.primary_scope.includes(host)
+            || !passes(self.spec.primary_filter.as_ref(), &name, &e.cluster)
+        {
             return self.watch_only(e.token, name, e.cluster);
         }
         let mut metrics = None;
+        let mut replaced = Vec::new();
         if let Some(current) = self.engaged.get(&name) {
             if current.cluster.same_instance(&e.cluster) && !current.token.is_cancelled() {
                 trace!(controller = %self.spec.name, cluster = %name, "already engaged");
@@ -79,6 +90,7 @@ where
             debug!(controller = %self.spec.name, cluster = %name, "replacing cluster instance");
             current.token.cancel();
             metrics = Some(current.metrics.clone());
+            replaced = current.primary.list();
         }
         let token = e.token.child_token();
         let cluster = e.cluster;
@@ -100,9 +112,11 @@ where
             token.clone(),
         ));
         debug!(controller = %self.spec.name, cluster = %name, "cluster engaged");
+        let recorder = Recorder::new(name.clone(), cluster.client(), &self.spec.name);
         let ctx = Context::in_fleet(name.clone(), cluster.clone(), self.spec.fleet.clone(), data)
             .with_primary(primary.clone())
-            .with_cancellation(token.clone());
+            .with_cancellation(token.clone())
+            .with_recorder(recorder);
         self.engaged.insert(
             name,
             Engaged {
@@ -112,6 +126,7 @@ where
                 ctx,
                 metrics,
                 restarts,
+                replaced,
             },
         );
         self.engaged_gauge.set(self.engaged.len() as i64);
@@ -173,7 +188,9 @@ where
     ) -> Vec<Box<dyn Fn() -> u64 + Send + Sync>> {
         let mut restarts = Vec::new();
         for input in self.spec.inputs.iter() {
-            if !input.scope.watches(name.is_host(), target) {
+            if !input.scope.watches(name.is_host(), target)
+                || !passes(input.filter.as_ref(), name, cluster)
+            {
                 continue;
             }
             let source = match input.scope {
@@ -217,13 +234,32 @@ where
     }
 
     pub(super) fn synced(&mut self, (name, id, attempt, result): SyncDone) {
-        let Some(e) = self.engaged.get(&name).filter(|e| e.cluster.id() == id) else {
+        let Some(e) = self.engaged.get_mut(&name).filter(|e| e.cluster.id() == id) else {
             return;
         };
         match result {
             None => {}
             Some(Ok(())) => {
                 debug!(controller = %self.spec.name, cluster = %name, "caches synced");
+                // Objects the replaced instance knew that are gone now: their deletion
+                // happened across the swap, so no watch event reported it.
+                let gone: Vec<ObjectRef<K>> = std::mem::take(&mut e.replaced)
+                    .iter()
+                    .filter(|o| {
+                        let meta = o.meta();
+                        let name = meta.name.as_deref().unwrap_or_default();
+                        e.primary.get(meta.namespace.as_deref(), name).is_none()
+                    })
+                    .map(|o| ObjectRef::from_obj_with(o.as_ref(), self.spec.dyntype.clone()))
+                    .collect();
+                if !gone.is_empty() {
+                    debug!(controller = %self.spec.name, cluster = %name, gone = gone.len(),
+                        "objects gone while the cluster's instance was replaced are queued");
+                    let at = tokio::time::Instant::now();
+                    for object in gone {
+                        self.push_one(Request::new(name.clone(), object), at);
+                    }
+                }
             }
             Some(Err(err)) => {
                 warn!(

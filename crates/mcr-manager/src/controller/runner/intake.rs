@@ -46,7 +46,7 @@ where
         }
     }
 
-    fn push_one(&mut self, r: Request<K>, at: Instant) {
+    pub(super) fn push_one(&mut self, r: Request<K>, at: Instant) {
         let Some(e) = self.engaged.get(&r.cluster) else {
             trace!(controller = %self.spec.name, request = %r, "cluster not engaged; dropped");
             return;

@@ -64,8 +64,14 @@ use crate::{error::BoxError, metrics::Metrics, queue::WorkQueue, runnable::Runna
 /// How many queued watch events are taken in one go before the loop looks at other work.
 const BATCH: usize = 256;
 
-/// Decides whether a controller engages a cluster.
+/// Decides whether a controller, or one of its inputs, engages a cluster.
 pub(crate) type ClusterFilter = Arc<dyn Fn(&ClusterName, &Cluster) -> bool + Send + Sync>;
+
+/// Whether a per-input `filter` lets the input watch `cluster`: the host always passes (its
+/// scope decides), as does every cluster when there is no filter.
+fn passes(filter: Option<&ClusterFilter>, name: &ClusterName, cluster: &Cluster) -> bool {
+    name.is_host() || filter.is_none_or(|f| f(name, cluster))
+}
 
 /// The types a task names only in its bounds.
 type Types<T, Fut, E> = fn() -> (T, Fut, E);
@@ -78,8 +84,12 @@ where
 {
     pub(crate) name: String,
     pub(crate) primary: PrimaryFn<K>,
+    /// The reconciled type's dynamic type (for keys the loop makes itself).
+    pub(crate) dyntype: K::DynamicType,
     /// Where reconciles run (the reconciled type's scope).
     pub(crate) primary_scope: crate::ClusterScope,
+    /// Which provider clusters reconciles run in (the reconciled type's own filter).
+    pub(crate) primary_filter: Option<ClusterFilter>,
     pub(crate) inputs: Vec<Input<K>>,
     pub(crate) triggers: Vec<BoxStream<'static, Request<K>>>,
     pub(crate) concurrency: usize,
@@ -122,8 +132,9 @@ where
 {
     spec: Mutex<Option<Spec<K>>>,
     name: String,
-    /// Opens the informers a provider cluster needs, as it is engaged (see `Runnable::engage`).
-    opens: Vec<OpenFn>,
+    /// Opens the informers a provider cluster needs, as it is engaged (see `Runnable::engage`),
+    /// each where its input's cluster filter lets it.
+    opens: Vec<(OpenFn, Option<ClusterFilter>)>,
     include_host: bool,
     include_provider: bool,
     filter: Option<ClusterFilter>,
@@ -151,17 +162,18 @@ where
         let (tx, rx) = mpsc::unbounded_channel();
         // What a provider cluster needs open: the primary informer where reconciles run, and
         // the informers of the inputs that watch provider clusters.
-        let mut opens: Vec<OpenFn> = Vec::new();
+        let mut opens: Vec<(OpenFn, Option<ClusterFilter>)> = Vec::new();
         if spec.primary_scope.includes(false) {
             let primary = spec.primary.clone();
-            opens.push(Arc::new(move |cache: &mcr_core::Cache| {
+            let open: OpenFn = Arc::new(move |cache: &mcr_core::Cache| {
                 primary(cache);
-            }));
+            });
+            opens.push((open, spec.primary_filter.clone()));
         }
         opens.extend(
             (spec.inputs.iter())
                 .filter(|i| matches!(i.scope, Scope::In(Some(s)) if s.includes(false)))
-                .map(|i| i.open.clone()),
+                .map(|i| (i.open.clone(), i.filter.clone())),
         );
         Self {
             name: spec.name.clone(),
@@ -342,8 +354,10 @@ where
         }
         // Open the informers now, so the engaging provider waits for them to sync before it
         // activates the cluster (`Clusters::add`); the loop subscribes to them later.
-        for open in &self.opens {
-            open(cluster.cache());
+        for (open, filter) in &self.opens {
+            if passes(filter.as_ref(), &name, &cluster) {
+                open(cluster.cache());
+            }
         }
         // A closed channel means the controller has stopped: nothing left to engage.
         let _ = self.tx.send(Engagement {
