@@ -12,9 +12,9 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
-use crate::{Error, Options};
 use crate::reconcile::{FileMembers, PassReport, PassState, pass, read};
 use crate::watch::{Watches, compile, is_relevant};
+use crate::{Error, Options};
 
 type FsEvents = mpsc::UnboundedReceiver<notify::Result<notify::Event>>;
 
