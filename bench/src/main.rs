@@ -56,7 +56,7 @@ enum Cmd {
     },
     /// Run one measurement in this process and print `RESULT <json>` (used by `all`).
     RunOne {
-        /// b1, b2 (in-process emulator), b2r, b2m, b3, b4, b5, b5r, b6, b8:CLUSTERS:ROUNDS, b9:OBJECTS:ROUNDS, b10, c1, e1, e2.
+        /// b1, b2 (in-process emulator), b2r, b2m, b3, b3b, b4, b5, b5r, b6, b8:CLUSTERS:ROUNDS, b9:OBJECTS:ROUNDS, b10, c1, e1, e2.
         scenario: String,
         /// mcr | kube-runtime | none (b1, b2, b2r, b2m); calm | flood (b5, b5r); raw | kube
         /// (e1); in-place | replace (c1); else ignored.
@@ -131,6 +131,7 @@ fn run_one(
             "b2r" => fleet_compare::child("b2", side, quick, dir()?).await,
             "b2m" => fleet_compare::child("b2m", side, quick, dir()?).await,
             "b3" => engage::child(quick).await,
+            "b3b" => priority::child(side, quick).await,
             b4 if b4.starts_with("b4:") => {
                 let clusters = b4[3..].parse().context("b4:<clusters>")?;
                 https::child(dir()?, clusters, started).await
@@ -180,7 +181,8 @@ fn all(quick: bool, out: PathBuf, bins: go_peer::Bins, only: Vec<String>) -> Res
         .unwrap_or_else(|| PathBuf::from("."));
     let suite_start = Instant::now();
     for id in [
-        "b1", "b2", "b2m", "b3", "b4", "b5", "b5r", "b6", "b8", "b9", "b10", "c1", "e1", "e2",
+        "b1", "b2", "b2m", "b3", "b3b", "b4", "b5", "b5r", "b6", "b8", "b9", "b10", "c1", "e1",
+        "e2",
     ] {
         if !wanted(id) {
             continue;
@@ -201,6 +203,7 @@ fn all(quick: bool, out: PathBuf, bins: go_peer::Bins, only: Vec<String>) -> Res
                 .scenarios
                 .push(fleet_compare::run(id, quick, &envtest_bin, &work)),
             "b3" => report.scenarios.push(engage::run(quick)),
+            "b3b" => report.scenarios.push(priority::run(quick)),
             "b4" => report
                 .scenarios
                 .push(https::run(quick, &envtest_bin, &work)),

@@ -114,6 +114,16 @@ pub async fn start_mcr(
     members: Vec<(String, kube::Client)>,
     probes: Vec<Probe>,
 ) -> Result<Running> {
+    start_mcr_with(host, members, probes, true).await
+}
+
+/// [`start_mcr`], with the controllers' `live_changes_first` setting (B3b compares both).
+pub async fn start_mcr_with(
+    host: kube::Client,
+    members: Vec<(String, kube::Client)>,
+    probes: Vec<Probe>,
+    live_first: bool,
+) -> Result<Running> {
     let provider = Arc::new(ClustersProvider::new());
     for (name, client) in members {
         provider.add(Cluster::new(name, client)).await?;
@@ -124,6 +134,7 @@ pub async fn start_mcr(
             .named(mcr_controller_name(i))
             .for_::<ConfigMap>()
             .concurrency(CONCURRENCY.into())
+            .live_changes_first(live_first)
             .register(mcr_reconcile, mcr_error_policy, Arc::new(probe))?;
     }
     let token = CancellationToken::new();

@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use anyhow::{Context, Result};
 
 /// Packages besides the examples (`e2e::PACKAGES`) whose tests make up the e2e suite.
-const EXTRA_PACKAGES: &[&str] = &["mcr-tests", "quickstart"];
+const EXTRA_PACKAGES: &[&str] = &["mcr-tests", "quickstart", "mcr-webhook", "example-webhook"];
 
 /// The asset directory: `KUBEBUILDER_ASSETS`, or what `cargo xtask assets` builds.
 fn assets() -> Result<PathBuf> {

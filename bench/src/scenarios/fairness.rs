@@ -68,7 +68,7 @@ pub(crate) fn params(quick: bool) -> Params {
 }
 
 /// The quiet writers: one update of `cm-0` every 100 ms per quiet cluster until `stop`.
-fn spawn_quiet(
+pub(crate) fn spawn_quiet(
     clients: Vec<(String, kube::Client)>,
     probe: Probe,
     stop: Arc<AtomicBool>,

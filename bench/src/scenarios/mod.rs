@@ -13,4 +13,5 @@ pub mod go_peer;
 pub mod https;
 pub mod instructions;
 pub mod multicore;
+pub mod priority;
 pub mod watches;

@@ -121,22 +121,20 @@ pub struct ErrorChain<'a>(pub &'a (dyn std::error::Error + 'static));
 impl std::fmt::Display for ErrorChain<'_> {
     /// Kube, watcher and authentication errors in the chain are shown redacted (see
     /// [`redact_kube_error`](crate::kubeconfig::redact_kube_error)): their messages can carry
-    /// a credential command's arguments and output.
+    /// a credential command's arguments and output. A source whose message the text so far
+    /// already ends with (an error that shows its source in its own message) is not repeated.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut out = String::new();
         let mut next = Some(self.0);
-        let mut first = true;
         while let Some(e) = next {
-            if !first {
-                f.write_str(": ")?;
-            }
-            first = false;
             if let Some(safe) = kubeconfig::redact::redact_dyn(e) {
-                return f.write_str(&safe);
+                kubeconfig::redact::push_message(&mut out, &safe);
+                break;
             }
-            write!(f, "{e}")?;
+            kubeconfig::redact::push_message(&mut out, &e.to_string());
             next = e.source();
         }
-        Ok(())
+        f.write_str(&out)
     }
 }
 
@@ -144,6 +142,21 @@ impl std::fmt::Debug for ErrorChain<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         std::fmt::Display::fmt(self, f)
     }
+}
+
+/// The message of a caught panic (`std::panic::catch_unwind`, a task's `JoinError`): its
+/// `&str` or `String` payload, else `"<non-string panic>"`.
+///
+/// ```
+/// let panic = std::panic::catch_unwind(|| panic!("boom {}", 1)).unwrap_err();
+/// assert_eq!(mcr_core::panic_message(panic.as_ref()), "boom 1");
+/// ```
+pub fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "<non-string panic>".to_owned())
 }
 
 /// No cluster of that name is part of the fleet (it never joined, or it left): what a
@@ -282,6 +295,40 @@ mod tests {
                 .map(ToString::to_string)
                 .as_deref(),
             Some("nope")
+        );
+    }
+
+    /// An error whose message already shows its source (`"{prefix}: {source}"`, as kube's
+    /// and many `thiserror` errors do) is not followed by the same text again.
+    #[test]
+    fn chain_says_each_message_once() {
+        #[derive(Debug, thiserror::Error)]
+        #[error("secret default/garbage: {0}")]
+        struct ShowsSource(#[source] crate::kubeconfig::Error);
+        let err = ShowsSource(crate::kubeconfig::Error::Parse {
+            reason: "malformed YAML at line 1 column 9".into(),
+        });
+        assert_eq!(
+            ErrorChain(&err).to_string(),
+            "secret default/garbage: invalid kubeconfig: malformed YAML at line 1 column 9"
+        );
+        let service =
+            kube::Error::Service(Box::new(std::io::Error::other("client error (Connect)")));
+        assert_eq!(
+            ErrorChain(&Outer(Box::new(service))).to_string(),
+            "outer: ServiceError: client error (Connect)"
+        );
+    }
+
+    /// An API server's answer is shown as its code, reason and message, never as a `Debug`
+    /// dump of the Status.
+    #[test]
+    fn api_errors_show_no_debug_dump() {
+        let status = kube::core::Status::failure("Unauthorized", "Unauthorized").with_code(401);
+        let err = kube::Error::Api(Box::new(status));
+        assert_eq!(
+            ErrorChain(&Outer(Box::new(err))).to_string(),
+            "outer: the API server answered 401 Unauthorized"
         );
     }
 }

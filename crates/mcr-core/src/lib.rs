@@ -119,6 +119,7 @@ pub use cluster::{Cluster, ClusterId};
 pub use clusters::{AddOutcome, Clusters, ClustersOptions};
 pub use error::{
     BoxError, ClusterNotFound, Error, ErrorChain, cluster_not_found, is_cluster_not_found,
+    panic_message,
 };
 pub use index::FieldIndex;
 pub use member_status::{MemberState, MemberStatus};

@@ -23,7 +23,7 @@ fn record(mut events: BoxStream<'static, CacheEvent<ConfigMap>>) -> Seen {
     let out = seen.clone();
     tokio::spawn(async move {
         while let Some(ev) = events.next().await {
-            let applied = matches!(ev, CacheEvent::Applied(_));
+            let applied = matches!(ev, CacheEvent::Listed(_) | CacheEvent::Applied(_));
             let name = ev.object().metadata.name.clone().unwrap_or_default();
             out.lock().unwrap().push((applied, name));
         }
@@ -332,5 +332,86 @@ async fn synced_informer_never_hands_out_an_unlisted_store() {
     // Listed: the object is there on the first read, no polling.
     assert_eq!(names(&informer.list()), ["a"]);
     assert!(informer.get(Some("default"), "missing").is_none());
+    token.cancel();
+}
+
+/// Which events say "changed" and which only "exists": the first list and a new subscriber's
+/// replay are `Listed`, watch events `Applied`; a relist re-sends an object at its old resource
+/// version as `Listed` and one changed (or created) behind the watch's back as `Applied`.
+#[tokio::test]
+async fn initial_lists_and_unchanged_relists_are_listed_changes_are_applied() {
+    if !mcr_envtest::require_emulator("injects errors to force a relist") {
+        return;
+    }
+    type Kinds = Arc<Mutex<Vec<String>>>;
+    fn kinds(mut events: BoxStream<'static, CacheEvent<ConfigMap>>) -> Kinds {
+        let seen: Kinds = Arc::default();
+        let out = seen.clone();
+        tokio::spawn(async move {
+            while let Some(ev) = events.next().await {
+                let kind = match ev {
+                    CacheEvent::Listed(_) => "listed",
+                    CacheEvent::Applied(_) => "applied",
+                    CacheEvent::Deleted(_) => "deleted",
+                };
+                let name = ev.object().metadata.name.clone().unwrap_or_default();
+                out.lock().unwrap().push(format!("{kind} {name}"));
+            }
+        });
+        seen
+    }
+    let has = |k: &Kinds, e: &str| k.lock().unwrap().iter().any(|x| x == e);
+
+    let tc = TestCluster::start("kinds").await.unwrap();
+    create(&tc.client(), "old", "x").await;
+    create(&tc.client(), "edited", "x").await;
+    let token = CancellationToken::new();
+    let cluster = Cluster::new("kinds", tc.client());
+    let informer = cluster.cache().informer::<ConfigMap>();
+    // Subscribed before the first list, as a controller does when a cluster is engaged.
+    let early = kinds(informer.subscribe());
+    cluster.cache().start(token.clone());
+    informer.wait_for_sync(DEADLINE).await.unwrap();
+    eventually("first list", DEADLINE, || {
+        has(&early, "listed old") && has(&early, "listed edited")
+    })
+    .await;
+    create(&tc.client(), "live", "x").await;
+    eventually("watch event", DEADLINE, || has(&early, "applied live")).await;
+    let late = kinds(informer.subscribe());
+    eventually("replay", DEADLINE, || {
+        has(&late, "listed old") && has(&late, "listed live")
+    })
+    .await;
+
+    // A relist: `edited` changes and `fresh` appears while the watch is away.
+    tc.inject_error(ErrorRule {
+        verb: Some("watch".into()),
+        resource: Some("configmaps".into()),
+        code: 500,
+        times: None,
+    });
+    let restarts = informer.watch_restarts();
+    tc.stop().await;
+    tc.restart().await.unwrap();
+    eventually("watch failing", DEADLINE, || {
+        informer.watch_restarts() > restarts
+    })
+    .await;
+    relabel(&tc.client(), "edited", "y").await;
+    create(&tc.client(), "fresh", "x").await;
+    tc.compact();
+    tc.clear_faults();
+    eventually("relist diff", DEADLINE, || {
+        has(&early, "applied edited") && has(&early, "applied fresh")
+    })
+    .await;
+    let seen = early.lock().unwrap().clone();
+    assert!(!seen.contains(&"applied old".to_owned()), "{seen:?}");
+    assert_eq!(
+        seen.iter().filter(|e| *e == "listed old").count(),
+        2,
+        "{seen:?}"
+    );
     token.cancel();
 }

@@ -132,7 +132,8 @@ impl Capture {
 
 /// A `gcp` auth-provider whose command gives a token about to expire, then fails printing
 /// `MARKER`; its arguments contain `MARKER` too. kube refreshes such a token at request time,
-/// and its error carries the command line and output.
+/// and its error carries the command line and output. (mcr refuses such a kubeconfig; a
+/// client kube builds from it is what a user may still hand mcr.)
 fn failing_refresh(dir: &Path, kc: Kubeconfig, token: &str) -> Kubeconfig {
     let runs = dir.join("runs");
     let script = write_script(
@@ -180,15 +181,16 @@ async fn request_time_credential_errors_are_redacted_in_logs_and_error_chains() 
     let cluster = TestCluster::start_https("redact").await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let kc = failing_refresh(dir.path(), cluster.kubeconfig().unwrap(), cluster.token());
-    let member = cluster_for_context(
-        "redact",
-        &kc,
-        None,
-        &ClientOptions::default(),
-        &Policy::trusted(),
-    )
-    .await
-    .unwrap();
+    // mcr never runs an auth-provider command (tests/auth_provider.rs): a client kube builds
+    // itself does, and a member can be made of such a client (`Cluster::new`).
+    let config = kube::Config::from_custom_kubeconfig(kc, &Default::default())
+        .await
+        .unwrap();
+    let client = tokio::task::spawn_blocking(move || kube::Client::try_from(config))
+        .await
+        .unwrap()
+        .unwrap();
+    let member = mcr_core::Cluster::new("redact", client);
 
     // A request refreshes the token: the command fails. kube's own message leaks (this is
     // what the test guards against); mcr's chain and redaction do not.

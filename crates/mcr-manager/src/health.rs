@@ -1,6 +1,9 @@
-//! The manager's HTTP endpoint: `/metrics`, `/healthz`, `/readyz`, `/clusters`.
+//! The manager's HTTP endpoint: `/metrics`, `/healthz`, `/readyz`, `/clusters`, and the
+//! user's own checks and handlers ([`Endpoints`]).
 
-use std::{convert::Infallible, sync::Arc, time::Duration};
+use std::{collections::HashMap, convert::Infallible, fmt::Display, sync::Arc, time::Duration};
+
+use futures::future::{BoxFuture, join_all};
 
 use bytes::Bytes;
 use http::{Request, Response, StatusCode, header};
@@ -82,10 +85,112 @@ fn escaped(name: &str) -> String {
     out
 }
 
-/// Answers one request.
-pub(crate) fn route(mgr: &Manager, path: &str) -> Response<Full<Bytes>> {
+/// The paths the manager serves itself; [`Endpoints::handler`] cannot take them.
+const RESERVED: [&str; 5] = ["/metrics", "/clusters", "/healthz", "/livez", "/readyz"];
+
+/// A named check: `Ok` or the reason it failed.
+type CheckFn = Arc<dyn Fn() -> BoxFuture<'static, Result<(), String>> + Send + Sync>;
+
+/// A user handler: the request head in, the response out.
+type HandlerFn =
+    Arc<dyn Fn(http::request::Parts) -> BoxFuture<'static, Response<String>> + Send + Sync>;
+
+/// The user's own health and readiness checks and extra HTTP handlers, served next to the
+/// manager's (set through [`ManagerBuilder::health_check`](crate::ManagerBuilder::health_check),
+/// [`ready_check`](crate::ManagerBuilder::ready_check) and
+/// [`http_handler`](crate::ManagerBuilder::http_handler)).
+#[derive(Clone, Default)]
+pub(crate) struct Endpoints {
+    health: Vec<(String, CheckFn)>,
+    ready: Vec<(String, CheckFn)>,
+    handlers: HashMap<String, HandlerFn>,
+}
+
+impl Endpoints {
+    /// Wraps a user check.
+    fn check<F, Fut, E>(check: F) -> CheckFn
+    where
+        F: Fn() -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<(), E>> + Send + 'static,
+        E: Display,
+    {
+        Arc::new(move || {
+            let fut = check();
+            Box::pin(async move { fut.await.map_err(|e| e.to_string()) })
+        })
+    }
+
+    pub(crate) fn add_health<F, Fut, E>(&mut self, name: String, check: F)
+    where
+        F: Fn() -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<(), E>> + Send + 'static,
+        E: Display,
+    {
+        self.health.push((name, Self::check(check)));
+    }
+
+    pub(crate) fn add_ready<F, Fut, E>(&mut self, name: String, check: F)
+    where
+        F: Fn() -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<(), E>> + Send + 'static,
+        E: Display,
+    {
+        self.ready.push((name, Self::check(check)));
+    }
+
+    /// Adds a handler for `path`; refuses (logged) the manager's own paths.
+    pub(crate) fn handler<F, Fut>(&mut self, path: String, handler: F)
+    where
+        F: Fn(http::request::Parts) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Response<String>> + Send + 'static,
+    {
+        if RESERVED.contains(&path.as_str()) {
+            tracing::error!(path = %path, "http_handler: the manager serves this path itself; handler ignored");
+            return;
+        }
+        self.handlers
+            .insert(path, Arc::new(move |parts| Box::pin(handler(parts))));
+    }
+}
+
+/// Runs `checks` at once, each bounded by `timeout`; the names and reasons of those that
+/// failed (empty: all passed).
+async fn failing(checks: &[(String, CheckFn)], timeout: Duration) -> Vec<String> {
+    let runs = checks.iter().map(|(name, check)| async move {
+        match tokio::time::timeout(timeout, check()).await {
+            Ok(Ok(())) => None,
+            Ok(Err(reason)) => Some(format!("check {name:?} failed: {reason}")),
+            Err(_) => Some(format!("check {name:?} did not answer within {timeout:?}")),
+        }
+    });
+    join_all(runs).await.into_iter().flatten().collect()
+}
+
+/// `ok`, or 503 naming every failing check.
+fn verdict(failures: Vec<String>, what: &str) -> Response<Full<Bytes>> {
     const TEXT: &str = "text/plain; charset=utf-8";
-    match path {
+    if failures.is_empty() {
+        return respond(StatusCode::OK, TEXT, "ok\n".to_owned());
+    }
+    let mut body = format!("not {what}:\n");
+    for f in failures {
+        body.push_str(&f);
+        body.push('\n');
+    }
+    respond(StatusCode::SERVICE_UNAVAILABLE, TEXT, body)
+}
+
+/// Answers one request.
+pub(crate) async fn route(mgr: &Manager, parts: http::request::Parts) -> Response<Full<Bytes>> {
+    const TEXT: &str = "text/plain; charset=utf-8";
+    let endpoints = mgr.endpoints();
+    let timeout = mgr.http_options().check_timeout;
+    let path = parts.uri.path().to_owned();
+    if let Some(handler) = endpoints.handlers.get(&path) {
+        let (head, body) = handler(parts).await.into_parts();
+        return Response::from_parts(head, Full::new(Bytes::from(body)));
+    }
+    match path.as_str() {
         "/metrics" => {
             mgr.refresh_sync_metrics();
             respond(
@@ -98,17 +203,14 @@ pub(crate) fn route(mgr: &Manager, path: &str) -> Response<Full<Bytes>> {
             let body: String = mgr.cluster_statuses().iter().map(cluster_line).collect();
             respond(StatusCode::OK, TEXT, body)
         }
-        "/healthz" | "/livez" => respond(StatusCode::OK, TEXT, "ok\n".to_owned()),
+        "/healthz" | "/livez" => verdict(failing(&endpoints.health, timeout).await, "healthy"),
         "/readyz" => {
-            if mgr.is_ready() {
-                respond(StatusCode::OK, TEXT, "ok\n".to_owned())
-            } else {
-                respond(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    TEXT,
-                    "not ready: host cache not synced or provider not started\n".to_owned(),
-                )
+            let mut failures = Vec::new();
+            if !mgr.is_ready() {
+                failures.push("host cache not synced or provider not started".to_owned());
             }
+            failures.extend(failing(&endpoints.ready, timeout).await);
+            verdict(failures, "ready")
         }
         _ => respond(StatusCode::NOT_FOUND, TEXT, "not found\n".to_owned()),
     }
@@ -136,6 +238,9 @@ pub struct HttpOptions {
     pub max_connections: usize,
     /// Age after which a connection is closed once its current response is sent (default 5 min).
     pub max_connection_age: Duration,
+    /// How long each user health or readiness check may take before it counts as failed
+    /// (default 5 s).
+    pub check_timeout: Duration,
 }
 
 impl Default for HttpOptions {
@@ -144,6 +249,7 @@ impl Default for HttpOptions {
             header_read_timeout: Duration::from_secs(10),
             max_connections: 64,
             max_connection_age: Duration::from_secs(300),
+            check_timeout: Duration::from_secs(5),
         }
     }
 }
@@ -182,6 +288,18 @@ impl HttpOptions {
     #[must_use]
     pub fn max_connection_age(mut self, age: Duration) -> Self {
         self.max_connection_age = age;
+        self
+    }
+
+    /// Sets [`check_timeout`](Self::check_timeout).
+    ///
+    /// ```
+    /// let o = mcr_manager::HttpOptions::default().check_timeout(std::time::Duration::from_secs(1));
+    /// assert_eq!(o.check_timeout.as_secs(), 1);
+    /// ```
+    #[must_use]
+    pub fn check_timeout(mut self, timeout: Duration) -> Self {
+        self.check_timeout = timeout;
         self
     }
 }
@@ -224,8 +342,9 @@ pub(crate) async fn serve(
         tokio::spawn(async move {
             let _permit = permit;
             let svc = service_fn(move |req: Request<Incoming>| {
-                let res = route(&mgr, req.uri().path());
-                async move { Ok::<_, Infallible>(res) }
+                let mgr = mgr.clone();
+                let (parts, _body) = req.into_parts();
+                async move { Ok::<_, Infallible>(route(&mgr, parts).await) }
             });
             let conn = http1::Builder::new()
                 .timer(TokioTimer::new())

@@ -114,7 +114,7 @@ impl Reconcile for Connect {
             }
             None => {
                 error!(object = %cluster, error = %reason, "kubeconfig refused; waiting for the Secret to change");
-                ClusterState::Refused { reason }
+                ClusterState::PolicyDenied { reason }
             }
         };
         self.set_status(member, cluster, state);
@@ -134,7 +134,9 @@ async fn read_secret(
         Err(_) => {
             return Err(Error::Unreachable {
                 cluster: cluster.clone(),
-                reason: format!("reading Secret {secret} took more than {timeout:?}"),
+                reason: format!(
+                    "host API server unreachable: reading Secret {secret} took more than {timeout:?}"
+                ),
             });
         }
     };
@@ -156,7 +158,7 @@ impl Error {
     fn from_member(cluster: &ObjectRef, err: members::Error) -> Error {
         let cluster = cluster.clone();
         match err {
-            members::Error::PolicyDenied { source, .. } => Error::Refused { cluster, source },
+            members::Error::PolicyDenied { source, .. } => Error::PolicyDenied { cluster, source },
             members::Error::Kubeconfig { source, .. } => Error::Kubeconfig { cluster, source },
             members::Error::Unreachable { source, .. } => Error::Unreachable {
                 cluster,

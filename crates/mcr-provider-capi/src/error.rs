@@ -7,8 +7,8 @@ use crate::ObjectRef;
 ///
 /// ```
 /// use mcr_provider_capi::{Error, ObjectRef};
-/// let err = Error::Unreachable { cluster: ObjectRef::new("ns", "c"), reason: "timeout".into() };
-/// assert_eq!(err.to_string(), "Cluster ns/c: workload cluster unreachable: timeout");
+/// let err = Error::Unreachable { cluster: ObjectRef::new("ns", "c"), reason: "API server unreachable: timeout".into() };
+/// assert_eq!(err.to_string(), "Cluster ns/c: API server unreachable: timeout");
 /// ```
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -33,17 +33,19 @@ pub enum Error {
         #[source]
         source: mcr_core::kubeconfig::Error,
     },
-    /// The kubeconfig is refused by the exec or file-reference policy.
+    /// The [`Policy`](mcr_core::kubeconfig::Policy) refused the kubeconfig (an exec plugin,
+    /// auth-provider, local file or proxy). Not retried until the Secret changes.
     #[error("Cluster {cluster}: kubeconfig refused by policy")]
-    Refused {
+    PolicyDenied {
         /// The Cluster.
         cluster: ObjectRef,
         /// Which rule (safe to log).
         #[source]
         source: mcr_core::kubeconfig::Error,
     },
-    /// The workload cluster did not answer `GET /version`.
-    #[error("Cluster {cluster}: workload cluster unreachable: {reason}")]
+    /// The first request to the workload cluster (`GET /version`) failed: unreachable, no
+    /// answer in time, or refused (the reason says which), or reading its Secret timed out.
+    #[error("Cluster {cluster}: {reason}")]
     Unreachable {
         /// The Cluster.
         cluster: ObjectRef,
@@ -74,7 +76,7 @@ pub enum Error {
 impl Error {
     /// Whether retrying can help without the Secret changing.
     pub(crate) fn is_retryable(&self) -> bool {
-        !matches!(self, Error::Refused { .. })
+        !matches!(self, Error::PolicyDenied { .. })
     }
 
     /// The message with its sources, for status and logs.

@@ -54,7 +54,7 @@
 //! * **Malformed kubeconfig, unreachable server, sync timeout**: logged with the `Cluster`'s
 //!   `namespace/name` and the reason, [`ClusterState::Failed`], retried with a capped
 //!   exponential backoff ([`Options::members`]: `backoff_initial` doubling to `backoff_max`).
-//!   Refused by policy: [`ClusterState::Refused`], not retried until the Secret changes. Each
+//!   Refused by policy: [`ClusterState::PolicyDenied`], not retried until the Secret changes. Each
 //!   cluster name has its own task: one broken cluster never delays another.
 //!
 //! [`StatusProvider::status`] reports the state of every `Cluster` the watch delivered.

@@ -54,9 +54,9 @@ pub enum ClusterState {
         /// When the next attempt is made.
         retry_in: Duration,
     },
-    /// The kubeconfig is refused by the exec or file-reference policy; not retried until the
-    /// Secret changes.
-    Refused {
+    /// The [`Policy`](mcr_core::kubeconfig::Policy) refused the kubeconfig (an exec plugin,
+    /// auth-provider, local file or proxy); not retried until the Secret changes.
+    PolicyDenied {
         /// Why.
         reason: String,
     },

@@ -102,8 +102,11 @@ impl Reconcile for Connect {
                 ProfileState::Failed { reason, retry_in }
             }
             None => {
-                error!(error = %ErrorChain(err), "cluster profile refused; waiting for it to change");
-                ProfileState::Invalid { reason }
+                error!(error = %ErrorChain(err), "cluster profile not engaged; waiting for it to change");
+                match err {
+                    Error::PolicyDenied { .. } => ProfileState::PolicyDenied { reason },
+                    _ => ProfileState::Invalid { reason },
+                }
             }
         };
         self.set_status(member, state);
@@ -115,8 +118,8 @@ impl Error {
     fn from_member(profile: &ProfileRef, err: members::Error) -> Error {
         let profile = profile.clone();
         match err {
-            members::Error::PolicyDenied { source, .. }
-            | members::Error::Kubeconfig { source, .. } => Error::Client { profile, source },
+            members::Error::PolicyDenied { source, .. } => Error::PolicyDenied { profile, source },
+            members::Error::Kubeconfig { source, .. } => Error::Client { profile, source },
             members::Error::BuildTimeout { after, .. } => Error::PluginTimeout { profile, after },
             members::Error::Engage { source, .. } => Error::Engage {
                 profile,

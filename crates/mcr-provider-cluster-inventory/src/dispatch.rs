@@ -2,22 +2,25 @@
 //!
 //! The dispatcher keeps the last seen version of every profile and labelled Secret, derives
 //! from them what each profile wants (pure, in [`crate::resolve`]), and publishes it to the
-//! worker of the profile's cluster name. When two profiles map to one name, the first seen
-//! keeps it and the other is reported as [`ProfileState::Conflict`] until the name is free.
+//! worker of the profile's cluster name. When two profiles map to one name, the owner is
+//! decided by [`Claims`], not by arrival order: the oldest `creationTimestamp` wins, then the
+//! smallest `namespace/name`; the other is logged (naming both) and reported as
+//! [`ProfileState::Conflict`] until it ranks first. Nothing is engaged before every watch
+//! (profiles, and Secrets with the Secret strategy) has listed once ([`FirstLists`]; a watch
+//! whose list fails stops that wait), so after a restart the list order never decides.
 
-use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::DynamicObject;
 use kube::runtime::watcher::{self, Event};
 use mcr_core::ClusterName;
-use mcr_core::members::{Dispatch, Relists, Workers};
+use mcr_core::members::{Claims, Dispatch, FirstLists, Relists, Workers};
 use tracing::{error, info, warn};
 
 use crate::connect::{Connect, Shared};
 use crate::resolve::{Profiles, SeenSecret};
-use crate::{ProfileRef, ProfileState, ProfileStatus};
+use crate::{ProfileRef, ProfileState, ProfileStatus, Strategy};
 
 /// One watch event, tagged with its stream.
 pub(crate) enum Item {
@@ -30,17 +33,33 @@ pub(crate) struct Dispatcher {
     workers: Workers<Connect>,
     state: Profiles,
     /// The name each profile maps to (owned, or waiting in a conflict).
-    names: BTreeMap<ProfileRef, ClusterName>,
-    owners: HashMap<ClusterName, ProfileRef>,
+    claims: Claims<ProfileRef>,
+    /// Profile watch `i` is stream `i`, Secret watch `i` is stream `profile_watches + i`.
+    first_lists: FirstLists,
+    profile_watches: usize,
     relisting_profiles: Relists<ProfileRef>,
     relisting_secrets: Relists<ProfileRef>,
 }
 
 impl Dispatcher {
     pub(crate) fn item(&mut self, item: Item) {
-        match item {
-            Item::Profile(stream, event) => self.profile_event(stream, event),
-            Item::Secret(stream, event) => self.secret_event(stream, event),
+        let listed = match item {
+            Item::Profile(stream, event) => {
+                let listed = matches!(event, Event::InitDone).then_some(stream);
+                self.profile_event(stream, event);
+                listed
+            }
+            Item::Secret(stream, event) => {
+                let listed = matches!(event, Event::InitDone);
+                let listed = listed.then_some(self.profile_watches + stream);
+                self.secret_event(stream, event);
+                listed
+            }
+        };
+        if let Some(stream) = listed
+            && self.first_lists.listed(stream)
+        {
+            self.settle_all();
         }
     }
 
@@ -107,17 +126,22 @@ impl Dispatcher {
     /// Re-derives what `profile` wants and moves it to (or off) its cluster name.
     fn refresh(&mut self, profile: &ProfileRef) {
         let wanted = self.state.evaluate(profile);
-        let new_name = wanted.as_ref().and_then(|w| w.name.clone());
-        if let Some(old) = self.names.get(profile).cloned()
-            && Some(&old) != new_name.as_ref()
-        {
-            self.release(profile, &old);
+        let name = wanted.as_ref().and_then(|w| w.name.clone());
+        let moved_from = match &name {
+            Some(name) => {
+                let created = self.state.created(profile);
+                self.claims.claim(profile.clone(), name.clone(), created)
+            }
+            None => self.claims.release(profile),
+        };
+        if let Some(old) = moved_from {
+            self.settle(&old, None);
         }
         let Some(wanted) = wanted else {
             self.shared.statuses.lock().remove(profile);
             return;
         };
-        let Some(name) = new_name else {
+        let Some(name) = name else {
             // No name (the name property is missing): report it, engage nothing.
             let status = ProfileStatus {
                 cluster: None,
@@ -129,46 +153,58 @@ impl Dispatcher {
             self.shared.statuses.lock().insert(profile.clone(), status);
             return;
         };
-        self.names.insert(profile.clone(), name.clone());
-        match self.owners.get(&name) {
-            None => {
-                self.owners.insert(name.clone(), profile.clone());
-                self.workers.ensure(&name, wanted.desired(profile));
+        self.settle(&name, Some(profile));
+    }
+
+    /// Gives `name` to its best-ranked claimant (publishing what that profile wants when the
+    /// owner changed, or when `changed` is the owner) and reports every other claimant in
+    /// conflict. Removes the name's member when nothing claims it. Decides nothing before the
+    /// initial lists are complete.
+    fn settle(&mut self, name: &ClusterName, changed: Option<&ProfileRef>) {
+        if !self.first_lists.done() {
+            return;
+        }
+        let settled = self.claims.settle(name);
+        let Some(owner) = settled.owner.clone() else {
+            if settled.previous.is_some() {
+                self.workers.remove(name);
             }
-            Some(owner) if owner == profile => self.workers.ensure(&name, wanted.desired(profile)),
-            Some(owner) => {
-                error!(cluster = %name, profile = %profile, owner = %owner,
-                    "two cluster profiles map to the same cluster name: {owner} was seen first and keeps it");
-                let status = ProfileStatus {
-                    cluster: Some(name.clone()),
-                    resource_version: wanted.resource_version.clone(),
-                    state: ProfileState::Conflict {
-                        owner: owner.clone(),
-                    },
-                };
-                self.shared.statuses.lock().insert(profile.clone(), status);
+            return;
+        };
+        if settled.changed() || changed == Some(&owner) {
+            if let Some(previous) = &settled.previous {
+                info!(cluster = %name, profile = %owner, previous = %previous, "cluster profile takes over the cluster name (oldest claim wins)");
             }
+            if let Some(wanted) = self.state.evaluate(&owner) {
+                self.workers.ensure(name, wanted.desired(&owner));
+            }
+        }
+        for other in settled.others {
+            let Some(wanted) = self.state.evaluate(&other) else {
+                continue;
+            };
+            let state = ProfileState::Conflict {
+                owner: owner.clone(),
+            };
+            let mut statuses = self.shared.statuses.lock();
+            let newly = statuses.get(&other).is_none_or(|s| s.state != state);
+            if newly || changed == Some(&other) {
+                error!(cluster = %name, profile = %other, owner = %owner,
+                    "two cluster profiles map to the same cluster name: {owner} is older (or ranks first) and owns it, {other} is ignored until {owner} goes away");
+            }
+            let status = ProfileStatus {
+                cluster: Some(name.clone()),
+                resource_version: wanted.resource_version,
+                state,
+            };
+            statuses.insert(other, status);
         }
     }
 
-    /// `profile` no longer maps to `name`: hand the name to the next profile, or remove it.
-    fn release(&mut self, profile: &ProfileRef, name: &ClusterName) {
-        self.names.remove(profile);
-        if self.owners.get(name) != Some(profile) {
-            return;
-        }
-        self.owners.remove(name);
-        let next = self
-            .names
-            .iter()
-            .find(|(_, n)| *n == name)
-            .map(|(p, _)| p.clone());
-        match next {
-            Some(next) => {
-                info!(cluster = %name, profile = %next, previous = %profile, "cluster profile takes over the cluster name");
-                self.refresh(&next);
-            }
-            None => self.workers.remove(name),
+    /// The initial lists are complete (or a watch failed to list): decide every name.
+    fn settle_all(&mut self) {
+        for name in self.claims.names() {
+            self.settle(&name, None);
         }
     }
 }
@@ -179,12 +215,18 @@ impl Dispatch for Dispatcher {
 
     fn new(workers: Workers<Connect>) -> Self {
         let shared = workers.reconciler().0.clone();
+        let profile_watches = shared.opts.namespaces.watches().len();
+        let secret_watches = match shared.opts.strategy {
+            Strategy::Secret { .. } => profile_watches,
+            _ => 0,
+        };
         Dispatcher {
             state: Profiles::new(shared.opts.clone()),
             shared,
             workers,
-            names: BTreeMap::new(),
-            owners: HashMap::new(),
+            claims: Claims::new(),
+            first_lists: FirstLists::new(0..profile_watches + secret_watches),
+            profile_watches,
             relisting_profiles: Relists::default(),
             relisting_secrets: Relists::default(),
         }
@@ -193,7 +235,12 @@ impl Dispatch for Dispatcher {
     fn handle(&mut self, item: Result<Item, watcher::Error>) {
         match item {
             Ok(item) => self.item(item),
-            Err(err) => warn!(error = %err, "hub watch failed; retrying with backoff"),
+            Err(err) => {
+                warn!(error = %err, "hub watch failed; retrying with backoff");
+                if self.first_lists.failed() {
+                    self.settle_all();
+                }
+            }
         }
     }
 

@@ -50,7 +50,7 @@ pub enum ProviderFileError {
 ///
 /// ```
 /// use mcr_provider_cluster_inventory::{Error, ProfileRef};
-/// let err = Error::Unreachable { profile: ProfileRef::new("fleet", "a"), reason: "connection refused".into() };
+/// let err = Error::Unreachable { profile: ProfileRef::new("fleet", "a"), reason: "API server unreachable: connection refused".into() };
 /// assert_eq!(err.to_string(), "cluster profile fleet/a: API server unreachable: connection refused");
 /// assert!(err.is_retryable());
 /// ```
@@ -73,8 +73,21 @@ pub enum Error {
         /// Why.
         reason: String,
     },
-    /// Building the client failed: a kubeconfig that does not parse, a policy refusal, or a
-    /// credential plugin that failed or printed something that is not an `ExecCredential`.
+    /// The [`Policy`](mcr_core::kubeconfig::Policy) refused the kubeconfig (an exec plugin,
+    /// auth-provider, local file or proxy: [`is_policy_denial`]). Not retried until the profile
+    /// or its Secret changes.
+    ///
+    /// [`is_policy_denial`]: mcr_core::kubeconfig::Error::is_policy_denial
+    #[error("cluster profile {profile}: refused by policy: {source}")]
+    PolicyDenied {
+        /// The profile.
+        profile: ProfileRef,
+        /// The violated rule (content-free).
+        #[source]
+        source: mcr_core::kubeconfig::Error,
+    },
+    /// Building the client failed: a kubeconfig that does not parse, or a credential plugin
+    /// that failed or printed something that is not an `ExecCredential`.
     #[error("cluster profile {profile}: {source}")]
     Client {
         /// The profile.
@@ -91,8 +104,9 @@ pub enum Error {
         /// The bound ([`Options::credential_timeout`](crate::Options::credential_timeout)).
         after: Duration,
     },
-    /// The member's API server did not answer the first request in time.
-    #[error("cluster profile {profile}: API server unreachable: {reason}")]
+    /// The first request to the member (`GET /version`) failed: unreachable, no answer in
+    /// time, or refused (the reason says which).
+    #[error("cluster profile {profile}: {reason}")]
     Unreachable {
         /// The profile.
         profile: ProfileRef,
@@ -111,8 +125,8 @@ pub enum Error {
 }
 
 impl Error {
-    /// Whether the provider retries with backoff. [`Error::Invalid`], [`Error::Config`] and
-    /// policy refusals wait for a change instead.
+    /// Whether the provider retries with backoff. [`Error::Invalid`], [`Error::Config`],
+    /// [`Error::PolicyDenied`] and kubeconfigs that do not parse wait for a change instead.
     ///
     /// ```
     /// use mcr_provider_cluster_inventory::{Error, ProfileRef};
@@ -122,15 +136,10 @@ impl Error {
     pub fn is_retryable(&self) -> bool {
         use mcr_core::kubeconfig::Error as K;
         match self {
-            Error::Config { .. } | Error::Invalid { .. } => false,
-            Error::Client { source, .. } => !matches!(
-                source,
-                K::ExecNotAllowed { .. }
-                    | K::AuthProviderNotAllowed { .. }
-                    | K::FileReferenceNotAllowed { .. }
-                    | K::Parse { .. }
-                    | K::Empty
-            ),
+            Error::Config { .. } | Error::Invalid { .. } | Error::PolicyDenied { .. } => false,
+            Error::Client { source, .. } => {
+                !(source.is_policy_denial() || matches!(source, K::Parse { .. } | K::Empty))
+            }
             _ => true,
         }
     }

@@ -18,9 +18,12 @@
 //!   come from the profile's entry; the `client.authentication.k8s.io/exec` extension reaches
 //!   the plugin as `ExecCredential.spec.cluster.config` (with `provideClusterInfo`); the
 //!   `additional-args` / `additional-envs` extensions are applied under the file's
-//!   [`ArgsPolicy`] / [`EnvPolicy`] to a fresh copy of the file's entry each time. The client
-//!   is built with an exec policy allowing exactly the file's command: nothing in a profile can
-//!   choose a command.
+//!   [`ArgsPolicy`] / [`EnvPolicy`] to a fresh copy of the file's entry each time (a profile
+//!   sets only the variables listed with [`AccessProviders::profile_env`]). The client is
+//!   built with an exec policy allowing exactly the file's command, for the API servers the
+//!   operator lists with [`AccessProviders::servers`] (every profile is refused until then);
+//!   a profile's proxy is refused unless [`AccessProviders::allow_profile_proxy`]. Nothing in
+//!   a profile can choose a command or send the plugin's credential elsewhere.
 //! * **Secret (deprecated upstream).** The one Secret in the profile's namespace labelled
 //!   `x-k8s.io/cluster-inventory-consumer=<consumer>` and `x-k8s.io/cluster-profile=<profile>`,
 //!   kubeconfig under data key `Config`. None or several is a per-profile error. Such
@@ -45,14 +48,19 @@
 //! * **Failure** (plugin fails, hangs past the bound, prints garbage; server unreachable):
 //!   reported as [`ProfileState::Failed`] and retried with [`mcr_core::backoff::Backoff`]; no
 //!   other cluster is affected. Plugin output never reaches logs or errors.
-//! * **Cannot be resolved** (no matching provider, no or several Secrets, malformed extension,
-//!   policy refusal): [`ProfileState::Invalid`] until the profile or its Secrets change.
+//! * **Cannot be resolved** (no matching provider, no or several Secrets, malformed extension):
+//!   [`ProfileState::Invalid`] until the profile or its Secrets change.
+//! * **Refused by the policy** (an exec plugin, auth-provider, local file or `proxy-url` in a
+//!   Secret's kubeconfig): [`ProfileState::PolicyDenied`], not retried until the profile or its
+//!   Secrets change.
 //!
 //! # Naming
 //!
 //! `<namespace>/<name>` by default; [`Naming::ClusterSetProperty`] uses the KEP-2149
-//! property `cluster.clusterset.k8s.io`. If two profiles map to one name, the first seen keeps
-//! it ([`ProfileState::Conflict`] for the other).
+//! property `cluster.clusterset.k8s.io`. If two profiles map to one name, the oldest
+//! (`creationTimestamp`, then `namespace/name`) owns it whatever the list order, and nothing
+//! is engaged before the initial lists are complete; the other is logged with both profiles
+//! and reported as [`ProfileState::Conflict`] until it ranks first.
 //!
 //! # RBAC on the hub
 //!
@@ -71,7 +79,8 @@
 //!
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
 //! // A malformed file is a startup error naming the file and the problem.
-//! let file = AccessProviders::from_file("clusterprofile-provider-file.json".as_ref())?;
+//! let file = AccessProviders::from_file("clusterprofile-provider-file.json".as_ref())?
+//!     .servers(["*.fleet.example.com"]);
 //! let hub = kube::Client::try_default().await?;
 //! let provider = ClusterInventoryProvider::new(hub, Options {
 //!     namespaces: Namespaces::One("fleet-system".into()),

@@ -49,7 +49,8 @@ pub enum Naming {
     NamespacedName,
     /// The value of the KEP-2149 property `cluster.clusterset.k8s.io` in `status.properties`:
     /// the cluster's portable name. A profile without it is reported and not engaged; two
-    /// profiles with the same value: the first seen keeps the name.
+    /// profiles with the same value: the oldest (`creationTimestamp`, then `namespace/name`)
+    /// owns the name.
     ClusterSetProperty,
 }
 
@@ -91,7 +92,8 @@ pub struct Options {
     /// [`policy`](MemberOptions::policy) applies to kubeconfigs from Secrets (Secret strategy;
     /// default: no plugins, no local files, no proxies); the access-provider strategy ignores
     /// it: there, exactly the file's command with the resolved arguments and variables is
-    /// allowed, local files are refused and the profile's proxy is honoured. Default:
+    /// allowed for the servers of [`AccessProviders::servers`], local files are refused and
+    /// the profile's proxy only honoured with [`AccessProviders::allow_profile_proxy`]. Default:
     /// `MemberOptions::default()`.
     pub members: MemberOptions,
     /// Bound on building a member client, which includes running the credential plugin. A

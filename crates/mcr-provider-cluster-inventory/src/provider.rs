@@ -29,7 +29,8 @@ use crate::{ClusterProfile, Error, Options, ProfileRef, ProfileStatus, Strategy}
 /// use mcr_provider_cluster_inventory::{AccessProviders, ClusterInventoryProvider, Options, Strategy};
 ///
 /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
-/// let file = AccessProviders::from_file("/etc/mcr/clusterprofile-provider-file.json".as_ref())?;
+/// let file = AccessProviders::from_file("/etc/mcr/clusterprofile-provider-file.json".as_ref())?
+///     .servers(["*.fleet.example.com"]);
 /// let hub = kube::Client::try_default().await?;
 /// let provider = ClusterInventoryProvider::new(hub, Options::new(Strategy::AccessProviders(Arc::new(file))))?;
 /// # Ok(()) }

@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::DynamicObject;
 use mcr_core::ClusterName;
 use mcr_core::kubeconfig;
@@ -16,6 +17,7 @@ use mcr_core::members::Connection;
 struct SeenProfile {
     stream: usize,
     resource_version: Option<String>,
+    created: Option<Time>,
     parsed: Result<ClusterProfile, String>,
 }
 
@@ -115,6 +117,7 @@ impl Profiles {
             return Some(key);
         }
         let resource_version = obj.metadata.resource_version.clone();
+        let created = obj.metadata.creation_timestamp.clone();
         let parsed = serde_json::to_value(&obj)
             .and_then(serde_json::from_value::<ClusterProfile>)
             .map_err(|e| format!("cluster profile {key} is malformed: {e}"));
@@ -123,10 +126,16 @@ impl Profiles {
             SeenProfile {
                 stream,
                 resource_version,
+                created,
                 parsed,
             },
         );
         Some(key)
+    }
+
+    /// The profile's `creationTimestamp` (it ranks claims on a cluster name).
+    pub(crate) fn created(&self, key: &ProfileRef) -> Option<Time> {
+        self.profiles.get(key).and_then(|p| p.created.clone())
     }
 
     pub(crate) fn delete_profile(&mut self, key: &ProfileRef) {

@@ -58,8 +58,15 @@ pub enum ProfileState {
         /// Delay before the next attempt.
         retry_in: Duration,
     },
-    /// Another profile maps to the same cluster name and was seen first; this one takes over
-    /// when that one goes away.
+    /// The [`Policy`](mcr_core::kubeconfig::Policy) refused the profile's kubeconfig (an exec
+    /// plugin, auth-provider, local file or proxy); waits for the profile or its Secret to
+    /// change. A previously engaged instance is kept.
+    PolicyDenied {
+        /// The error message (names the profile and the refused rule, never credentials).
+        reason: String,
+    },
+    /// Another profile maps to the same cluster name and is older (or as old and sorts first
+    /// by `namespace/name`); this one takes over when that one goes away.
     Conflict {
         /// The profile owning the name.
         owner: crate::ProfileRef,

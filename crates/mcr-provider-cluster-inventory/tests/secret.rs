@@ -115,13 +115,13 @@ current-context: ctx
     put_secret(&hub, "default", "file", CONSUMER, "file", Some(file)).await;
     eventually("both refused", DEADLINE, || {
         let refused = |name| {
-            matches!(run.state("default", name), Some(ProfileState::Invalid { reason })
+            matches!(run.state("default", name), Some(ProfileState::PolicyDenied { reason })
                 if reason.contains(&format!("default/{name}")))
         };
         refused("exec") && refused("file")
     })
     .await;
-    let Some(ProfileState::Invalid { reason }) = run.state("default", "exec") else {
+    let Some(ProfileState::PolicyDenied { reason }) = run.state("default", "exec") else {
         unreachable!()
     };
     assert!(reason.contains("sh"), "names the command: {reason}");

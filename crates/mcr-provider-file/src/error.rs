@@ -37,12 +37,30 @@ pub enum Error {
     /// The [`Policy`](mcr_core::kubeconfig::Policy) refused the context (its `exec` or
     /// `auth-provider` stanza, a local file or a `proxy-url`); retried only when a file changes.
     #[error("cluster {cluster}: refused by policy: {source}")]
-    ExecDenied {
+    PolicyDenied {
         /// The cluster.
         cluster: ClusterName,
         /// The policy violation.
         #[source]
         source: mcr_core::kubeconfig::Error,
+    },
+    /// Two contexts map to one cluster name (`<path><separator><context>` reads alike for both:
+    /// a context name containing the separator, or non-UTF-8 paths). The pair whose path (then
+    /// context) sorts first owns the name; this one is ignored until that changes.
+    #[error(
+        "cluster {cluster}: context {context:?} of {path:?} maps to the same cluster name as context {owner_context:?} of {owner_path:?}, which sorts first and owns it; ignored"
+    )]
+    NameConflict {
+        /// The cluster name both map to.
+        cluster: ClusterName,
+        /// The file of the ignored context.
+        path: PathBuf,
+        /// The ignored context.
+        context: String,
+        /// The file of the owning context.
+        owner_path: PathBuf,
+        /// The owning context.
+        owner_context: String,
     },
     /// Starting, syncing or engaging the cluster failed.
     #[error("cluster {cluster}: {source}")]
@@ -73,7 +91,7 @@ pub enum Error {
 impl Error {
     /// Whether the provider retries on its own (with backoff): true for failed engagements,
     /// unreachable members and watch errors; false for file and context errors and policy
-    /// refusals, which only a file change can fix.
+    /// refusals and name conflicts, which only a file change can fix.
     ///
     /// ```
     /// use mcr_provider_file::Error;

@@ -14,7 +14,10 @@
 //! One cluster per context, named `<path><separator><context>` with the path as configured (or
 //! as found in a directory) and the separator `+` by default, e.g.
 //! `/home/me/.kube/config+kind-dev`. Treat names as opaque. Non-UTF-8 path bytes are replaced
-//! (lossy).
+//! (lossy). When two (file, context) pairs read alike (`/d/a.kubeconfig` with context
+//! `b.kubeconfig+c`, and `/d/a.kubeconfig+b.kubeconfig` with context `c`), the pair whose path,
+//! then context, sorts first owns the name on every pass and after every restart; the other is
+//! [`Error::NameConflict`], logged naming both.
 //!
 //! # Reloading
 //!

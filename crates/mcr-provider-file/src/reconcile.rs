@@ -13,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, error, info, info_span, warn};
 
 use crate::refs::{reads_ca_file, referenced_files, with_file_contents};
-use crate::scan::{cluster_name, scan};
+use crate::scan::{Owners, cluster_name, scan};
 use crate::{Error, Options};
 
 /// What one pass over the configured files did.
@@ -41,7 +41,8 @@ pub struct PassReport {
     pub unchanged: Vec<ClusterName>,
     /// Clusters removed (file or context gone).
     pub removed: Vec<ClusterName>,
-    /// Contexts that failed to build (a previously engaged instance is kept) or to engage.
+    /// Contexts that failed to build (a previously engaged instance is kept) or to engage, or
+    /// that map to a cluster name another context owns ([`Error::NameConflict`]).
     pub failed: Vec<Error>,
     /// Files that could not be read or parsed; their last good clusters were kept.
     pub invalid_files: Vec<Error>,
@@ -108,6 +109,7 @@ pub(crate) async fn read(opts: &Arc<Options>, state: &mut PassState) -> Disk {
         }
     };
     let mut owned = BTreeMap::new();
+    let mut owners = Owners::default();
     for file in files {
         match file.result {
             Err(source) => {
@@ -129,6 +131,11 @@ pub(crate) async fn read(opts: &Arc<Options>, state: &mut PassState) -> Disk {
                     if !names.insert(name.clone()) {
                         warn!(file = %file.path.display(), context = %context,
                             "duplicate context name in kubeconfig file, using the first");
+                        continue;
+                    }
+                    let (owns, conflict) = owners.claim(&name, &file.path, &context);
+                    disk.failed.extend(conflict);
+                    if !owns {
                         continue;
                     }
                     match connection(&kc, &context) {
@@ -275,7 +282,7 @@ impl Error {
     fn from_member(err: members::Error) -> Error {
         match err {
             members::Error::PolicyDenied { cluster, source } => {
-                Error::ExecDenied { cluster, source }
+                Error::PolicyDenied { cluster, source }
             }
             members::Error::Kubeconfig { cluster, source } => Error::Context { cluster, source },
             members::Error::Engage { cluster, source } => Error::Engage { cluster, source },

@@ -302,7 +302,7 @@ async fn exec_policy_is_enforced_per_context() {
     let run = Running::spawn(denied);
     let report = run.settle().await;
     assert!(
-        matches!(report.failed.as_slice(), [Error::ExecDenied { .. }]),
+        matches!(report.failed.as_slice(), [Error::PolicyDenied { .. }]),
         "{report:?}"
     );
     assert_eq!(run.names(), [name(&path, "cluster-2")]);

@@ -13,11 +13,22 @@ use crate::{Error, Options, SecretRef, SecretState, SecretStatus};
 
 /// The Secret that owns a cluster name; `data` is `None` when the data key is missing or
 /// empty.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, PartialEq)]
 pub(crate) struct Desired {
     pub(crate) secret: SecretRef,
     pub(crate) resource_version: Option<String>,
     pub(crate) data: Option<Arc<[u8]>>,
+}
+
+/// The kubeconfig's size, never its bytes (they hold the member's credentials).
+impl std::fmt::Debug for Desired {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Desired")
+            .field("secret", &self.secret)
+            .field("resource_version", &self.resource_version)
+            .field("data_len", &self.data.as_ref().map(|d| d.len()))
+            .finish()
+    }
 }
 
 /// State shared by the provider handle, the dispatcher and the workers.
@@ -86,7 +97,7 @@ impl Reconcile for Connect {
             }
             None => {
                 error!(error = %reason, "kubeconfig Secret refused; waiting for the Secret to change");
-                SecretState::ExecDenied { reason }
+                SecretState::PolicyDenied { reason }
             }
         };
         self.set_status(member, state);
@@ -98,7 +109,7 @@ impl Error {
     fn from_member(secret: &SecretRef, err: members::Error) -> Error {
         let secret = secret.clone();
         match err {
-            members::Error::PolicyDenied { source, .. } => Error::ExecDenied { secret, source },
+            members::Error::PolicyDenied { source, .. } => Error::PolicyDenied { secret, source },
             members::Error::Kubeconfig { source, .. } => Error::Kubeconfig { secret, source },
             members::Error::Unreachable { source, .. } => Error::Unreachable { secret, source },
             members::Error::Engage { source, .. } => Error::Engage { secret, source },
@@ -107,5 +118,26 @@ impl Error {
                 source: other,
             },
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The Secret's kubeconfig bytes never show in Debug output (they hold its credentials).
+    #[test]
+    fn desired_debug_shows_no_kubeconfig() {
+        let desired = Desired {
+            secret: SecretRef::new("ns", "a"),
+            resource_version: Some("7".into()),
+            data: Some(Arc::from(
+                &b"users: [{name: u, user: {token: planted-token}}]"[..],
+            )),
+        };
+        let shown = format!("{desired:?} {desired:#?}");
+        assert!(!shown.contains("planted"), "{shown}");
+        assert!(!shown.contains("117"), "no byte dump: {shown}");
+        assert!(shown.contains("ns/a") || shown.contains("\"a\""), "{shown}");
     }
 }

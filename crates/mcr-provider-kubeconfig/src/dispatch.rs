@@ -1,19 +1,22 @@
 //! Turns Secret watch events into the desired state of each cluster name.
 //!
 //! Cluster name = Secret name. When Secrets in two watched namespaces claim one name, the owner
-//! is decided by a fixed rule, not by arrival order: the oldest `creationTimestamp` wins, then
+//! is decided by [`Claims`], not by arrival order: the oldest `creationTimestamp` wins, then
 //! the smallest namespace (a Secret without a timestamp ranks last). Every other claimant is
-//! logged (naming both Secrets, never their content) and marked [`SecretState::Conflict`]. An
-//! older Secret seen later (during the initial list, or after a restart) takes the name over;
-//! when the owner goes away, the next in rank does.
+//! logged (naming both Secrets, never their content) and marked [`SecretState::Conflict`].
+//! Nothing is engaged before every watched namespace has been listed once ([`FirstLists`]; a
+//! namespace whose list fails stops that wait), so a younger Secret is never engaged, not even
+//! for a moment, while the older one's namespace is still being listed. An older Secret seen
+//! later (created in a namespace that failed to list) takes the name over; when the owner goes
+//! away, the next in rank does.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Secret;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::runtime::watcher::Event;
 use mcr_core::ClusterName;
-use mcr_core::members::{Dispatch, Relists, Track, Workers};
+use mcr_core::members::{Claims, Dispatch, FirstLists, Relists, Track, Workers};
 use tracing::{info, warn};
 
 use crate::connect::{Connect, Desired, Shared};
@@ -22,66 +25,43 @@ use crate::{SecretRef, SecretState, SecretStatus};
 
 struct Seen {
     stream: usize,
-    created: Option<Time>,
     desired: Desired,
-}
-
-/// The rank of a claim on a cluster name: smaller owns it (oldest first, then namespace; no
-/// timestamp ranks last).
-type Rank<'a> = (bool, Option<&'a Time>, &'a str);
-
-fn rank<'a>(key: &'a SecretRef, seen: &'a Seen) -> Rank<'a> {
-    (
-        seen.created.is_none(),
-        seen.created.as_ref(),
-        key.namespace.as_str(),
-    )
 }
 
 pub(crate) struct Dispatcher {
     shared: Arc<Shared>,
     workers: Workers<Connect>,
     secrets: BTreeMap<SecretRef, Seen>,
-    owners: HashMap<ClusterName, SecretRef>,
-    claimants: HashMap<ClusterName, BTreeSet<SecretRef>>,
+    claims: Claims<SecretRef>,
+    first_lists: FirstLists,
     relisting: Relists<SecretRef>,
 }
 
 impl Dispatcher {
     /// Gives `name` to its best-ranked claimant (publishing that Secret's desired state when the
     /// owner changed, or when `changed` is the owner) and marks every other claimant as in
-    /// conflict. Removes the name's member when nothing claims the name any more.
+    /// conflict. Removes the name's member when nothing claims the name any more. Decides
+    /// nothing before the initial list is complete.
     fn settle(&mut self, name: &ClusterName, changed: Option<&SecretRef>) {
-        let claimants = self.claimants.get(name);
-        let winner = claimants
-            .into_iter()
-            .flatten()
-            .filter_map(|k| self.secrets.get(k).map(|s| (k, s)))
-            .min_by(|(a, sa), (b, sb)| rank(a, sa).cmp(&rank(b, sb)))
-            .map(|(k, s)| (k.clone(), s.desired.clone()));
-        let Some((winner, desired)) = winner else {
-            self.claimants.remove(name);
-            if self.owners.remove(name).is_some() {
+        if !self.first_lists.done() {
+            return;
+        }
+        let settled = self.claims.settle(name);
+        let Some(winner) = settled.owner.clone() else {
+            if settled.previous.is_some() {
                 self.workers.remove(name);
             }
             return;
         };
-        let previous = self.owners.insert(name.clone(), winner.clone());
-        if previous.as_ref() != Some(&winner) {
-            if let Some(previous) = &previous {
+        if settled.changed() || changed == Some(&winner) {
+            if let Some(previous) = &settled.previous {
                 info!(cluster = %name, secret = %winner, previous = %previous, "Secret takes over the cluster name (oldest claim wins)");
             }
-            self.workers.ensure(name, desired);
-        } else if changed == Some(&winner) {
-            self.workers.ensure(name, desired);
+            self.workers
+                .ensure(name, self.secrets[&winner].desired.clone());
         }
-        let losers: Vec<SecretRef> = self.claimants[name]
-            .iter()
-            .filter(|k| **k != winner)
-            .cloned()
-            .collect();
         let mut statuses = self.shared.statuses.lock();
-        for loser in losers {
+        for loser in settled.others {
             let resource_version = self.secrets[&loser].desired.resource_version.clone();
             let state = SecretState::Conflict {
                 owner: winner.clone(),
@@ -101,6 +81,13 @@ impl Dispatcher {
                 state,
             };
             statuses.insert(loser, status);
+        }
+    }
+
+    /// The initial list is complete (or a namespace failed to list): decide every name.
+    fn settle_all(&mut self) {
+        for name in self.claims.names() {
+            self.settle(&name, None);
         }
     }
 }
@@ -159,17 +146,10 @@ impl Track<Secret> for Dispatcher {
             resource_version: secret.metadata.resource_version.clone(),
             data,
         };
-        let seen = Seen {
-            stream,
-            created: secret.metadata.creation_timestamp.clone(),
-            desired,
-        };
-        self.secrets.insert(key.clone(), seen);
+        let created = secret.metadata.creation_timestamp.clone();
+        self.secrets.insert(key.clone(), Seen { stream, desired });
         let name = key.cluster_name();
-        self.claimants
-            .entry(name.clone())
-            .or_default()
-            .insert(key.clone());
+        self.claims.claim(key.clone(), name.clone(), created);
         self.settle(&name, Some(&key));
         Some(key)
     }
@@ -180,9 +160,7 @@ impl Track<Secret> for Dispatcher {
             return;
         }
         let name = key.cluster_name();
-        if let Some(claimants) = self.claimants.get_mut(&name) {
-            claimants.remove(key);
-        }
+        self.claims.release(key);
         self.shared.statuses.lock().remove(key);
         self.settle(&name, None);
     }
@@ -194,21 +172,31 @@ impl Dispatch for Dispatcher {
 
     fn new(workers: Workers<Connect>) -> Self {
         let shared = workers.reconciler().0.clone();
+        let streams = shared.opts.namespaces.watched().map_or(1, |ns| ns.len());
         Dispatcher {
             shared,
             workers,
             secrets: BTreeMap::new(),
-            owners: HashMap::new(),
-            claimants: HashMap::new(),
+            claims: Claims::new(),
+            first_lists: FirstLists::new(0..streams),
             relisting: Relists::default(),
         }
     }
 
     fn handle(&mut self, (stream, event): SecretEvent) {
         match event {
-            Ok(event) => self.event(stream, event),
+            Ok(event) => {
+                let listed = matches!(event, Event::InitDone);
+                self.event(stream, event);
+                if listed && self.first_lists.listed(stream) {
+                    self.settle_all();
+                }
+            }
             Err(err) => {
-                warn!(error = %err, "kubeconfig Secret watch failed; retrying with backoff")
+                warn!(error = %err, "kubeconfig Secret watch failed; retrying with backoff");
+                if self.first_lists.failed() {
+                    self.settle_all();
+                }
             }
         }
     }

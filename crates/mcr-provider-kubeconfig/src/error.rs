@@ -16,8 +16,11 @@ pub use mcr_core::members::ProbeError;
 /// use std::time::Duration;
 /// use mcr_provider_kubeconfig::ProbeError;
 /// let err = Error::Unreachable { secret: SecretRef::new("fleet", "a"), source: ProbeError::Timeout(Duration::from_secs(5)) };
-/// assert_eq!(err.to_string(), "secret fleet/a: API server unreachable");
-/// assert_eq!(mcr_core::ErrorChain(&err).to_string(), "secret fleet/a: API server unreachable: no answer within 5s");
+/// assert_eq!(err.to_string(), "secret fleet/a");
+/// assert_eq!(
+///     mcr_core::ErrorChain(&err).to_string(),
+///     "secret fleet/a: API server unreachable: no answer to GET /version within the probe timeout (5s)"
+/// );
 /// assert!(err.is_retryable());
 /// ```
 #[derive(Debug, thiserror::Error)]
@@ -38,15 +41,16 @@ pub enum Error {
     ///
     /// [`Policy`]: mcr_core::kubeconfig::Policy
     #[error("secret {secret}: refused by policy: {source}")]
-    ExecDenied {
+    PolicyDenied {
         /// The Secret.
         secret: SecretRef,
         /// The policy violation.
         #[source]
         source: mcr_core::kubeconfig::Error,
     },
-    /// The member's API server did not answer the first request (`GET /version`) in time.
-    #[error("secret {secret}: API server unreachable")]
+    /// The first request to the member (`GET /version`) failed: the server could not be
+    /// reached, did not answer in time, or refused the request (the source says which).
+    #[error("secret {secret}")]
     Unreachable {
         /// The Secret.
         secret: SecretRef,
@@ -81,14 +85,14 @@ impl Error {
     ///
     /// ```
     /// use mcr_provider_kubeconfig::{Error, SecretRef};
-    /// let err = Error::ExecDenied {
+    /// let err = Error::PolicyDenied {
     ///     secret: SecretRef::new("fleet", "a"),
     ///     source: mcr_core::kubeconfig::Error::Empty,
     /// };
     /// assert!(!err.is_retryable());
     /// ```
     pub fn is_retryable(&self) -> bool {
-        !matches!(self, Error::ExecDenied { .. })
+        !matches!(self, Error::PolicyDenied { .. })
     }
 
     /// The Secret the error is about.
@@ -101,7 +105,7 @@ impl Error {
     pub fn secret(&self) -> &SecretRef {
         match self {
             Error::Kubeconfig { secret, .. }
-            | Error::ExecDenied { secret, .. }
+            | Error::PolicyDenied { secret, .. }
             | Error::Unreachable { secret, .. }
             | Error::Engage { secret, .. }
             | Error::Member { secret, .. } => secret,

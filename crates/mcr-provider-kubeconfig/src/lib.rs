@@ -43,8 +43,9 @@
 //! * **Invalid kubeconfig or unreachable server**: logged with the Secret's `namespace/name` and
 //!   retried with a capped exponential backoff ([`Options::members`]: `backoff_initial` doubling up to
 //!   `backoff_max`); no other cluster is affected.
-//! * **Policy violation** (an `exec` or `auth-provider` stanza, or a local file reference,
-//!   refused by default): logged, not retried until the Secret changes.
+//! * **Policy violation** (an `exec` or `auth-provider` stanza, a local file reference or a
+//!   `proxy-url`, refused by default): logged, [`SecretState::PolicyDenied`], not retried
+//!   until the Secret changes.
 //!
 //! Everything after reading the Secret (the per-name worker, backoff, hash short-circuit,
 //! renewal in place, probe, engagement) is [`mcr_core::members`], shared by every provider.

@@ -98,7 +98,7 @@ pub enum SecretState {
     },
     /// The [`Policy`](mcr_core::kubeconfig::Policy) refused the kubeconfig (an exec plugin,
     /// auth-provider, local file or proxy); not retried until the Secret changes.
-    ExecDenied {
+    PolicyDenied {
         /// The error message.
         reason: String,
     },

@@ -51,7 +51,9 @@ async fn create_claim(host: &TestCluster, ns: &str, kubeconfig: &str, older: Opt
 }
 
 /// Which member `x` points at, read through the engaged cluster's own client.
-async fn marker_of_x(run: &Running) -> Option<String> {
+async fn marker_of_x<A>(
+    run: &mcr_test_support::Running<mcr_provider_kubeconfig::KubeconfigProvider, A>,
+) -> Option<String> {
     let cluster = run.registry.get(&ClusterName::new("x")).ok()?;
     let cm = Api::<ConfigMap>::namespaced(cluster.client(), "default")
         .get_opt("marker")
@@ -117,4 +119,118 @@ async fn oldest_secret_owns_the_name_when_it_sorts_last() {
 async fn oldest_secret_owns_the_name_when_it_sorts_first() {
     init_tracing();
     oldest_wins("ns-a", "ns-b").await;
+}
+
+fn state<A>(
+    run: &mcr_test_support::Running<mcr_provider_kubeconfig::KubeconfigProvider, A>,
+    ns: &str,
+) -> Option<SecretState> {
+    run.provider
+        .status(&SecretRef::new(ns, "x"))
+        .map(|s| s.state)
+}
+
+/// A `Registry` that also keeps every cluster engaged under a name, in order.
+#[derive(Default)]
+struct Recorder {
+    registry: mcr_core::Registry,
+    engaged: std::sync::Mutex<Vec<(ClusterName, mcr_core::Cluster)>>,
+}
+
+impl mcr_core::Aware for Recorder {
+    fn engage(
+        &self,
+        token: tokio_util::sync::CancellationToken,
+        name: ClusterName,
+        cluster: mcr_core::Cluster,
+    ) -> Result<(), mcr_core::Error> {
+        let entry = (name.clone(), cluster.clone());
+        self.engaged.lock().unwrap().push(entry);
+        self.registry.engage(token, name, cluster)
+    }
+}
+
+/// A real client of `host` whose list of the Secrets of `held_ns` is held back until
+/// `recorder` saw an engagement, or for at most `HOLD`: the owner's namespace lists last.
+fn client_listing_last(
+    host: &TestCluster,
+    held_ns: &str,
+    recorder: std::sync::Arc<Recorder>,
+) -> kube::Client {
+    const HOLD: Duration = Duration::from_secs(5);
+    let inner = host.client();
+    let held = format!("/api/v1/namespaces/{held_ns}/secrets");
+    let service = tower::service_fn(move |req: http::Request<kube::client::Body>| {
+        let (inner, recorder) = (inner.clone(), recorder.clone());
+        let hold = req.uri().path() == held
+            && !req.uri().query().unwrap_or_default().contains("watch=true");
+        async move {
+            if hold {
+                let until = tokio::time::Instant::now() + HOLD;
+                while recorder.engaged.lock().unwrap().is_empty()
+                    && tokio::time::Instant::now() < until
+                {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+            }
+            inner.send(req).await
+        }
+    });
+    kube::Client::new(service, "default")
+}
+
+/// During the initial list, the younger Secret's namespace lists first and the owner's later:
+/// the name waits for the whole initial list, so the younger Secret's member is never engaged
+/// under it, not even for a moment.
+#[tokio::test]
+async fn a_younger_secret_is_never_engaged_before_the_older_is_listed() {
+    init_tracing();
+    let host = TestCluster::start("host").await.unwrap();
+    let fleet = https_fleet(2).await;
+    let (old_member, young_member) = (&fleet.clusters()[0], &fleet.clusters()[1]);
+    for (member, animal) in [(old_member, "old"), (young_member, "young")] {
+        Api::<ConfigMap>::namespaced(member.client(), "default")
+            .create(&PostParams::default(), &configmap("marker", animal))
+            .await
+            .unwrap();
+    }
+    create_namespace(&host, "ns-a").await;
+    create_namespace(&host, "ns-b").await;
+    create_claim(&host, "ns-b", &kubeconfig_of(old_member), None).await;
+    create_claim(&host, "ns-a", &kubeconfig_of(young_member), Some("ns-b")).await;
+
+    let recorder = std::sync::Arc::new(Recorder::default());
+    let client = client_listing_last(&host, "ns-b", recorder.clone());
+    let provider = mcr_provider_kubeconfig::KubeconfigProvider::new(
+        client,
+        opts(Namespaces::List(vec!["ns-a".into(), "ns-b".into()])),
+    );
+    let run = mcr_test_support::Running::spawn_with(
+        provider,
+        recorder.registry.clone(),
+        recorder.clone(),
+    );
+    eventually_async("ns-b/x owns x", DEADLINE, || async {
+        matches!(state(&run, "ns-b"), Some(SecretState::Engaged { .. }))
+            && state(&run, "ns-a")
+                == Some(SecretState::Conflict {
+                    owner: SecretRef::new("ns-b", "x"),
+                })
+            && marker_of_x(&run).await.as_deref() == Some("old")
+    })
+    .await;
+    let engaged: Vec<(ClusterName, mcr_core::Cluster)> = recorder.engaged.lock().unwrap().clone();
+    for (name, cluster) in engaged {
+        assert_eq!(name.as_str(), "x");
+        let cm = Api::<ConfigMap>::namespaced(cluster.client(), "default")
+            .get("marker")
+            .await
+            .unwrap();
+        let animal = cm.data.unwrap()["animal"].clone();
+        assert_eq!(
+            animal, "old",
+            "only the oldest Secret's member is ever engaged as x"
+        );
+    }
+    run.stop().await;
 }

@@ -126,7 +126,7 @@ async fn exec_stanza_is_refused_by_default() {
     eventually("refused", DEADLINE, || {
         matches!(
             run.state("default", "exec"),
-            Some(SecretState::ExecDenied { .. })
+            Some(SecretState::PolicyDenied { .. })
         )
     })
     .await;
@@ -193,7 +193,7 @@ async fn local_file_references_are_refused_by_default() {
     eventually("refused", DEADLINE, || {
         matches!(
             run.state("default", "files"),
-            Some(SecretState::ExecDenied { ref reason }) if reason.contains("tokenFile") || reason.contains("local file")
+            Some(SecretState::PolicyDenied { ref reason }) if reason.contains("tokenFile") || reason.contains("local file")
         )
     })
     .await;
@@ -204,8 +204,8 @@ async fn local_file_references_are_refused_by_default() {
 const MARKER: &str = "LEAKED-SECRET-MARKER-5521";
 
 /// A kubeconfig whose `gcp` auth-provider command first gives a token about to expire, then
-/// fails printing `MARKER` (also in its arguments): kube refreshes the token at the first
-/// request (the provider's probe), and kube's error carries the command line and output.
+/// fails printing `MARKER` (also in its arguments). kube would run it at the first request and
+/// put the command line and output in its error; mcr refuses it even from a trusted source.
 #[cfg(unix)]
 fn failing_refresh_kubeconfig(tc: &TestCluster, dir: &std::path::Path) -> String {
     use std::os::unix::fs::PermissionsExt;
@@ -240,7 +240,7 @@ current-context: x
 
 #[cfg(unix)]
 #[tokio::test]
-async fn a_failing_credential_refresh_does_not_leak_into_the_secret_status() {
+async fn an_auth_provider_command_is_refused_even_when_trusted() {
     init_tracing();
     let host = TestCluster::start("host").await.unwrap();
     let fleet = https_fleet(1).await;
@@ -259,20 +259,22 @@ async fn a_failing_credential_refresh_does_not_leak_into_the_secret_status() {
         &[],
     )
     .await;
-    eventually("the probe fails", DEADLINE, || {
+    eventually("refused", DEADLINE, || {
         matches!(
             run.state("default", "refresh"),
-            Some(SecretState::Failed { ref reason, .. }) if reason.contains("authentication failed")
+            Some(SecretState::PolicyDenied { .. })
         )
     })
     .await;
-    let Some(SecretState::Failed { reason, .. }) = run.state("default", "refresh") else {
+    let Some(SecretState::PolicyDenied { reason }) = run.state("default", "refresh") else {
         unreachable!()
     };
+    assert!(reason.contains("cmd-path"), "{reason}");
     assert!(
         !reason.contains(MARKER),
         "the status leaks the command: {reason}"
     );
+    assert!(!dir.path().join("runs").exists(), "the command never runs");
     assert!(run.names().is_empty());
     run.stop().await;
 }

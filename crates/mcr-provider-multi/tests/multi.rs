@@ -381,10 +381,11 @@ async fn a_childs_index_error_keeps_the_child_and_its_source() {
     );
 }
 
-/// A child whose discovery loop fails on its first run, then works.
+/// A child whose discovery loop fails (or panics, with `panics`) on its first run, then works.
 struct Flaky {
     inner: ClustersProvider,
     runs: AtomicUsize,
+    panics: bool,
 }
 
 impl Provider for Flaky {
@@ -407,6 +408,9 @@ impl ProviderRunnable for Flaky {
     ) -> BoxFuture<'a, Result<(), CoreError>> {
         Box::pin(async move {
             if self.runs.fetch_add(1, Ordering::SeqCst) == 0 {
+                if self.panics {
+                    panic!("first run panics");
+                }
                 return Err(CoreError::Engage {
                     cluster: ClusterName::new("c1"),
                     source: "first run fails".into(),
@@ -427,6 +431,7 @@ async fn a_failing_child_is_restarted_with_backoff_and_reported() {
     let flaky = Arc::new(Flaky {
         inner: ClustersProvider::new(),
         runs: AtomicUsize::new(0),
+        panics: false,
     });
     flaky
         .inner
@@ -450,6 +455,45 @@ async fn a_failing_child_is_restarted_with_backoff_and_reported() {
             .is_some_and(|e| e.contains("first run fails")),
         "{status:?}"
     );
+    run.stop().await;
+}
+
+/// A child whose discovery loop panics is restarted like one that failed: the panic is caught,
+/// reported in its status, and the child runs again after the backoff.
+#[tokio::test]
+async fn a_panicking_child_is_restarted_with_backoff_and_reported() {
+    init_tracing();
+    let member = TestCluster::start("c1").await.unwrap();
+    let flaky = Arc::new(Flaky {
+        inner: ClustersProvider::new(),
+        runs: AtomicUsize::new(0),
+        panics: true,
+    });
+    flaky
+        .inner
+        .add(Cluster::new("c1", member.client()))
+        .await
+        .unwrap();
+    let multi = MultiProvider::new();
+    multi.set_restart_backoff(Duration::from_millis(50), Duration::from_millis(500));
+    multi.add("flaky", flaky.clone()).await.unwrap();
+    let run = Running::start(multi.clone());
+    eventually(
+        "the panicked child restarted and its cluster engaged",
+        DEADLINE,
+        || run.names() == ["flaky#c1"],
+    )
+    .await;
+    let status = multi.child_status("flaky").unwrap();
+    assert_eq!(status.restarts, 1, "{status:?}");
+    assert!(
+        status
+            .last_error
+            .as_deref()
+            .is_some_and(|e| e.contains("panicked") && e.contains("first run panics")),
+        "{status:?}"
+    );
+    assert_eq!(flaky.runs.load(Ordering::SeqCst), 2);
     run.stop().await;
 }
 

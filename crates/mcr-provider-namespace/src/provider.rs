@@ -230,7 +230,7 @@ impl NamespaceProvider {
                     (name, wanted)
                 }
                 event = events.next() => match event {
-                    Some(CacheEvent::Applied(ns)) => {
+                    Some(CacheEvent::Listed(ns) | CacheEvent::Applied(ns)) => {
                         (ns.metadata.name.clone().unwrap_or_default(), self.wanted(&ns))
                     }
                     Some(CacheEvent::Deleted(ns)) => (ns.metadata.name.clone().unwrap_or_default(), false),

@@ -94,7 +94,7 @@ async fn existing_new_updated_and_deleted_objects_reach_each_cache() {
             .unwrap()
             .unwrap();
         assert_eq!(ev.object().metadata.namespace.as_deref(), Some("default"));
-        let kind = if matches!(ev, CacheEvent::Applied(_)) {
+        let kind = if matches!(ev, CacheEvent::Listed(_) | CacheEvent::Applied(_)) {
             "applied"
         } else {
             "deleted"

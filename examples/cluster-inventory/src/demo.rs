@@ -97,7 +97,8 @@ pub async fn run() -> Result<()> {
     }]});
     let file_path = dir.path().join("clusterprofile-provider-file.json");
     std::fs::write(&file_path, serde_json::to_vec_pretty(&file)?)?;
-    let providers = AccessProviders::from_file(&file_path)?;
+    // The members listen on 127.0.0.1: the plugin's tokens go there and nowhere else.
+    let providers = AccessProviders::from_file(&file_path)?.servers(["127.0.0.1"]);
 
     let opts = Options {
         label_selector: Some("x-k8s.io/cluster-manager=demo".into()),

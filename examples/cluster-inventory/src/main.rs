@@ -8,7 +8,8 @@
 //! ```text
 //! cargo run -p example-cluster-inventory                 # embedded hub + 2 members, scripted demo
 //! cargo run -p example-cluster-inventory -- --kubeconfig hub.kubeconfig \
-//!     --provider-file clusterprofile-provider-file.json  # real hub, until Ctrl-C
+//!     --provider-file clusterprofile-provider-file.json \
+//!     --allowed-server '*.fleet.example.com'            # real hub, until Ctrl-C
 //! cargo run -p example-cluster-inventory -- --kubeconfig hub.kubeconfig --consumer my-controller
 //! ```
 
@@ -48,6 +49,15 @@ struct Args {
     /// Access-provider file (KEP-5339 JSON): which credential plugins may run.
     #[arg(long, value_name = "FILE", conflicts_with = "consumer")]
     provider_file: Option<PathBuf>,
+    /// With --provider-file: a host pattern (`*.fleet.example.com`, `10.0.0.*`) of the API
+    /// servers the plugins' credentials may be sent to; repeat for more. A profile naming
+    /// another server is refused.
+    #[arg(
+        long = "allowed-server",
+        value_name = "PATTERN",
+        requires = "provider_file"
+    )]
+    allowed_servers: Vec<String>,
     /// Use the Secret strategy with this consumer name instead of a provider file.
     #[arg(long)]
     consumer: Option<String>,
@@ -103,10 +113,14 @@ pub fn manager(hub: kube::Client, opts: Options) -> Result<Manager> {
 
 /// The strategy from the flags. The provider file is read and validated here, before anything
 /// connects: a malformed file is a startup error naming the file and the problem.
-fn strategy(provider_file: Option<&Path>, consumer: Option<String>) -> Result<Strategy> {
+fn strategy(
+    provider_file: Option<&Path>,
+    allowed_servers: Vec<String>,
+    consumer: Option<String>,
+) -> Result<Strategy> {
     match (provider_file, consumer) {
         (Some(path), None) => Ok(Strategy::AccessProviders(Arc::new(
-            AccessProviders::from_file(path)?,
+            AccessProviders::from_file(path)?.servers(allowed_servers),
         ))),
         (None, Some(consumer)) => Ok(Strategy::Secret { consumer }),
         _ => bail!("give exactly one of --provider-file and --consumer"),
@@ -137,7 +151,11 @@ async fn main() -> Result<std::process::ExitCode> {
         demo::run().await?;
         return Ok(std::process::ExitCode::SUCCESS);
     };
-    let strategy = strategy(args.provider_file.as_deref(), args.consumer)?;
+    let strategy = strategy(
+        args.provider_file.as_deref(),
+        args.allowed_servers,
+        args.consumer,
+    )?;
     let hub = client(&kubeconfig).await?;
     let namespaces = match args.namespace {
         Some(ns) => Namespaces::One(ns),

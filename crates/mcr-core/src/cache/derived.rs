@@ -99,7 +99,9 @@ where
             .collect();
         let live = rx.filter_map(move |event| {
             let mapped = match &event {
-                CacheEvent::Applied(o) => map(&*view, &**o).map(watcher::Event::Apply),
+                CacheEvent::Listed(o) | CacheEvent::Applied(o) => {
+                    map(&*view, &**o).map(watcher::Event::Apply)
+                }
                 CacheEvent::Deleted(o) => map(&*view, &**o).map(watcher::Event::Delete),
             };
             futures::future::ready(mapped)

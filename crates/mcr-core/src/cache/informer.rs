@@ -25,6 +25,7 @@ use crate::Error;
 ///
 /// fn describe(ev: &CacheEvent<ConfigMap>) -> &'static str {
 ///     match ev {
+///         CacheEvent::Listed(_) => "listed",
 ///         CacheEvent::Applied(_) => "created or updated",
 ///         CacheEvent::Deleted(_) => "deleted",
 ///     }
@@ -32,7 +33,12 @@ use crate::Error;
 /// ```
 #[derive(Clone, Debug)]
 pub enum CacheEvent<K> {
-    /// The object exists in this state (created, updated, or re-sent after a relist).
+    /// The object exists in this state, and nothing says it just changed: the informer's first
+    /// list, the replay of the store to a new subscriber, or a relist that found it at the
+    /// resource version it had. Work it causes can wait behind live changes.
+    Listed(Arc<K>),
+    /// The object was created or updated (a watch event, or a relist that found it new or at
+    /// another resource version).
     Applied(Arc<K>),
     /// The object was deleted (its last known state).
     Deleted(Arc<K>),
@@ -49,7 +55,7 @@ impl<K> CacheEvent<K> {
     /// ```
     pub fn object(&self) -> &Arc<K> {
         match self {
-            CacheEvent::Applied(o) | CacheEvent::Deleted(o) => o,
+            CacheEvent::Listed(o) | CacheEvent::Applied(o) | CacheEvent::Deleted(o) => o,
         }
     }
 }
@@ -202,9 +208,11 @@ where
     }
 
     /// A stream of changes: every object currently in the store as
-    /// [`Applied`](CacheEvent::Applied) first (a late subscriber misses nothing), then live
-    /// changes. After a relist, objects present are re-sent as `Applied` and objects that
-    /// vanished as [`Deleted`](CacheEvent::Deleted). Ends when the cluster's token is
+    /// [`Listed`](CacheEvent::Listed) first (a late subscriber misses nothing), then live
+    /// changes, the first list's objects as `Listed` too. After a relist, objects present are
+    /// re-sent (`Listed` when at the resource version they had, else
+    /// [`Applied`](CacheEvent::Applied)) and objects that vanished as
+    /// [`Deleted`](CacheEvent::Deleted). Ends when the cluster's token is
     /// cancelled. Never blocks the watcher (each subscriber has its own unbounded queue; drop
     /// the stream to unsubscribe).
     ///
@@ -220,7 +228,7 @@ where
         let mut subs = lock(&self.shared.subscribers);
         for obj in self.shared.store.state() {
             // The receiver is alive: it is in our hands.
-            let _ = tx.unbounded_send(CacheEvent::Applied(obj));
+            let _ = tx.unbounded_send(CacheEvent::Listed(obj));
         }
         if !subs.closed {
             subs.senders.push(tx);

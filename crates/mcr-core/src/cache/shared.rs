@@ -214,6 +214,8 @@ where
         } else {
             self.store.state()
         };
+        // The first list reports what exists, not what changed.
+        let relist = self.state.borrow().synced;
         writer.apply_watcher_event(&watcher::Event::InitDone);
         write(&self.indexes).init_done(&self.store);
         self.state
@@ -223,18 +225,33 @@ where
             return;
         }
         let current = self.store.state();
-        let vanished: Vec<Arc<K>> = old
-            .into_iter()
-            .filter(|o| {
-                self.store
-                    .get(&o.to_object_ref(self.dyntype.clone()))
-                    .is_none()
-            })
-            .collect();
+        let mut vanished: Vec<Arc<K>> = Vec::new();
+        let mut before = std::collections::HashMap::with_capacity(old.len());
+        for o in old {
+            let key = o.to_object_ref(self.dyntype.clone());
+            if self.store.get(&key).is_none() {
+                vanished.push(o);
+            } else {
+                before.insert(key, o);
+            }
+        }
+        // On a relist, an object at the resource version it had is `Listed`; one that is new
+        // or changed while the watch was away is `Applied`.
+        let event = |o: &Arc<K>| {
+            let key = o.to_object_ref(self.dyntype.clone());
+            let unchanged = before.get(&key).is_some_and(|b| {
+                b.meta().resource_version.is_some()
+                    && b.meta().resource_version == o.meta().resource_version
+            });
+            if relist && !unchanged {
+                CacheEvent::Applied(o.clone())
+            } else {
+                CacheEvent::Listed(o.clone())
+            }
+        };
+        let events: Vec<CacheEvent<K>> = current.iter().map(event).collect();
         subs.senders.retain(|tx| {
-            current
-                .iter()
-                .all(|o| tx.unbounded_send(CacheEvent::Applied(o.clone())).is_ok())
+            events.iter().all(|e| tx.unbounded_send(e.clone()).is_ok())
                 && vanished
                     .iter()
                     .all(|o| tx.unbounded_send(CacheEvent::Deleted(o.clone())).is_ok())

@@ -93,6 +93,7 @@ impl RenewableClient {
                 "proxies are not supported for renewable clients".into(),
             ));
         }
+        crate::kubeconfig::check_server_url(&config.cluster_url).map_err(Error::Client)?;
         let cert = Arc::new(CertSlot::default());
         let mut tls = config
             .rustls_client_config()

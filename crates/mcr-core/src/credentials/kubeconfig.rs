@@ -122,3 +122,30 @@ pub async fn renew_in_place(
     }
     Ok(true)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The renewable path refuses a server URL kube cannot use (it would panic on every
+    /// request), like the kubeconfig path does.
+    #[tokio::test]
+    async fn server_without_scheme_is_refused() {
+        let kc = crate::kubeconfig::parse(
+            br#"
+clusters: [{name: c, cluster: {server: "10.0.0.5:6443"}}]
+users: [{name: u, user: {token: abc}}]
+contexts: [{name: ctx, context: {cluster: c, user: u}}]
+current-context: ctx
+"#,
+        )
+        .unwrap();
+        let err = cluster_for_context("a", &kc, None, &Default::default(), &Default::default())
+            .await
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "cannot build the client: the server URL has no scheme (write it as https://host:port)"
+        );
+    }
+}

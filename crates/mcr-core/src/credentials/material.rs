@@ -205,12 +205,14 @@ fn not_after(der: &CertificateDer<'_>) -> Result<SystemTime, Error> {
     let (_, cert) = x509_parser::parse_x509_certificate(der.as_ref())
         .map_err(|_| Error::Invalid("the client certificate cannot be parsed".into()))?;
     let secs = cert.validity().not_after.timestamp();
-    let secs = u64::try_from(secs)
-        .map_err(|_| Error::Invalid("the client certificate expires before 1970".into()))?;
-    Ok(UNIX_EPOCH + Duration::from_secs(secs))
+    u64::try_from(secs)
+        .ok()
+        .and_then(|secs| UNIX_EPOCH.checked_add(Duration::from_secs(secs)))
+        .ok_or_else(|| Error::Invalid("the client certificate's NotAfter is out of range".into()))
 }
 
-/// The `exp` claim of a JWT (unverified: only used to schedule renewal).
+/// The `exp` claim of a JWT (unverified: only used to schedule renewal). An `exp` that is not
+/// a whole number of seconds, or beyond what [`SystemTime`] can hold, is no known expiry.
 fn jwt_expiry(token: &str) -> Option<SystemTime> {
     let payload = token.split('.').nth(1)?;
     let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
@@ -218,7 +220,7 @@ fn jwt_expiry(token: &str) -> Option<SystemTime> {
         .ok()?;
     let claims: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
     let exp = claims.get("exp")?.as_u64()?;
-    Some(UNIX_EPOCH + Duration::from_secs(exp))
+    UNIX_EPOCH.checked_add(Duration::from_secs(exp))
 }
 
 #[cfg(test)]
@@ -240,6 +242,16 @@ mod tests {
                 .expires_at()
                 .is_none()
         );
+    }
+
+    #[test]
+    fn jwt_exp_beyond_system_time_is_no_expiry() {
+        let b64 = |s: &str| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(s);
+        for exp in [u64::MAX, 1 << 63] {
+            let token = format!("{}.{}.sig", b64("{}"), b64(&format!(r#"{{"exp":{exp}}}"#)));
+            let creds = Credentials::bearer(&token).unwrap();
+            assert_eq!(creds.expires_at(), None, "exp {exp}");
+        }
     }
 
     #[test]

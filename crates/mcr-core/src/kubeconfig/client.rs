@@ -9,6 +9,7 @@ use kube::{Client, Config};
 use secrecy::ExposeSecret;
 use tracing::Instrument;
 
+use super::auth_provider::resolve_auth_provider;
 use super::exec::{DEFAULT_EXEC_TIMEOUT, resolve_exec};
 use super::exec_renew::ExecRenew;
 use super::policy::{apply_proxy, checked};
@@ -28,8 +29,9 @@ use crate::{Cluster, ClusterName};
 /// The plugin runs at most [`ClientOptions::exec_timeout`] (30 s by default) and is killed
 /// after that; its output is never logged. The client keeps the plugin's credential: when the
 /// plugin gave an expiry, rebuild the client before it (see
-/// [`client_for_context_with_expiry`]). A legacy `auth-provider` is still run by kube, on
-/// tokio's blocking pool; waiting for it is bounded by the same timeout.
+/// [`client_for_context_with_expiry`]). A legacy `auth-provider` (allowed only by
+/// [`ExecPolicy::AllowAll`](super::ExecPolicy::AllowAll)) contributes the token it stores, used
+/// as it is and never refreshed; one that needs a command (`cmd-path`) is refused.
 ///
 /// Errors never contain credential material (see [`Error`]).
 ///
@@ -58,8 +60,8 @@ pub async fn client_for_context(
 }
 
 /// [`client_for_context`], also returning when the credential of the context's `exec`
-/// plugin expires (`None` when the plugin gave no expiry or there is no plugin). Requests made
-/// after that time fail with 401: rebuild the client before it.
+/// plugin (or the token of its `auth-provider`) expires (`None` when no expiry is known).
+/// Requests made after that time fail with 401: rebuild the client before it.
 ///
 /// ```no_run
 /// use mcr_core::kubeconfig::{client_for_context_with_expiry, read, ClientOptions, ExecPolicy, ExecRule, Policy};
@@ -120,7 +122,7 @@ async fn build(
         .map_err(|e| invalid(redact::kubeconfig_error(&e)))?;
     opts.apply(&mut config).map_err(invalid)?;
     apply_proxy(&mut config, checked.proxy.as_deref()).map_err(invalid)?;
-    check_server_url(&config.cluster_url).map_err(invalid)?;
+    super::check_server_url(&config.cluster_url).map_err(invalid)?;
     let timeout = opts.exec_timeout.unwrap_or(DEFAULT_EXEC_TIMEOUT);
     let fail = |reason: String| Error::Client {
         context: context.clone(),
@@ -134,10 +136,14 @@ async fn build(
     if exec_user.is_some() {
         tracing::debug!("running credential plugin");
     }
+    // An auth-provider's stored token is used as it is (nothing runs, now or at request
+    // time); the policy already refused one that needs a command.
+    let token_expiry = resolve_auth_provider(&mut config.auth_info).map_err(invalid)?;
     let expires_at = resolve_exec(&mut config.auth_info, timeout, &checked.exec_env)
         .await
         .map_err(fail)?
-        .and_then(|credential| credential.expires_at);
+        .and_then(|credential| credential.expires_at)
+        .or(token_expiry);
     check_static_credentials(&config).map_err(invalid)?;
 
     // A plugin credential that expires is renewed in place by re-running the plugin (kube
@@ -170,21 +176,7 @@ async fn build(
         }
     }
 
-    let built = if config.auth_info.auth_provider.is_some() {
-        tracing::debug!("running auth-provider");
-        let span = tracing::Span::current();
-        let task = tokio::task::spawn_blocking(move || span.in_scope(|| try_build(config)));
-        match tokio::time::timeout(timeout, task).await {
-            Ok(joined) => joined.unwrap_or(Built::Panicked),
-            Err(_) => {
-                return Err(fail(format!(
-                    "the auth-provider did not finish within {timeout:?}"
-                )));
-            }
-        }
-    } else {
-        try_build(config)
-    };
+    let built = try_build(config);
     let reason = match built {
         Built::Ok(client) => {
             tracing::debug!("client built");
@@ -216,26 +208,6 @@ fn try_build(config: Config) -> Built {
         Ok(Err(e)) => Built::Err(e),
         Err(_) => Built::Panicked,
     }
-}
-
-/// Rejects a server URL kube cannot send requests to: without an `http`/`https` scheme or a
-/// host (`10.0.0.5:6443`), kube builds a client that panics on every request.
-fn check_server_url(url: &http::Uri) -> Result<(), String> {
-    match url.scheme_str() {
-        Some("https" | "http") => {}
-        Some(other) => {
-            return Err(format!(
-                "the server URL has scheme {other:?}, expected \"https\" or \"http\""
-            ));
-        }
-        None => {
-            return Err("the server URL has no scheme (write it as https://host:port)".to_string());
-        }
-    }
-    if url.host().is_none_or(str::is_empty) {
-        return Err("the server URL has no host".to_string());
-    }
-    Ok(())
 }
 
 /// Rejects inline credentials kube would panic on, with a message that does not echo them.

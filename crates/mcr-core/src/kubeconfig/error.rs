@@ -81,6 +81,21 @@ pub enum Error {
         provider: String,
     },
 
+    /// The context's user has an `auth-provider` that obtains its token by running a command
+    /// (`cmd-path`). mcr never runs one, whatever the policy: kube would run it on a blocking
+    /// thread that no timeout can stop, again at request time while holding its token lock.
+    /// client-go dropped these providers in Kubernetes 1.26 for exec plugins.
+    #[error(
+        "context {context:?}: auth-provider {provider:?} needs a command (cmd-path), which mcr does \
+         not run: use an exec credential plugin instead (for GKE: gke-gcloud-auth-plugin)"
+    )]
+    AuthProviderCommand {
+        /// The context name.
+        context: String,
+        /// The auth-provider name (e.g. `gcp`).
+        provider: String,
+    },
+
     /// The context reads a local file (`tokenFile`, `client-key`, ...) although the
     /// [`Policy`](super::Policy) does not allow file references.
     #[error("context {context:?}: {field} refers to a local file, which is not allowed here")]
@@ -122,7 +137,8 @@ pub enum Error {
 impl Error {
     /// Whether the kubeconfig was refused by the [`Policy`](super::Policy) rather than found
     /// broken: an `exec` plugin (its command, arguments, server or environment) or
-    /// `auth-provider` the [`ExecPolicy`](super::ExecPolicy) refuses, a local file reference or
+    /// `auth-provider` the [`ExecPolicy`](super::ExecPolicy) refuses, an `auth-provider` command
+    /// (never run), a local file reference or
     /// a `proxy-url` the policy does not allow. Providers do not retry such a kubeconfig until
     /// it changes.
     ///
@@ -138,6 +154,7 @@ impl Error {
             self,
             Error::ExecNotAllowed { .. }
                 | Error::AuthProviderNotAllowed { .. }
+                | Error::AuthProviderCommand { .. }
                 | Error::FileReferenceNotAllowed { .. }
                 | Error::ProxyNotAllowed { .. }
         )

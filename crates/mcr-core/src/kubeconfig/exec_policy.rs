@@ -36,9 +36,10 @@ pub enum ExecPolicy {
     /// Refuse every `exec` and `auth-provider` stanza (the default).
     #[default]
     Deny,
-    /// Allow every `exec` and `auth-provider` stanza, with the kubeconfig's arguments and
-    /// environment and the controller's environment. Only for kubeconfigs you trust as much as
-    /// the controller's own code (your own files).
+    /// Allow every `exec` stanza, with the kubeconfig's arguments and environment and the
+    /// controller's environment, and the tokens `auth-provider` stanzas hold (an
+    /// `auth-provider` that needs a command is still refused: mcr never runs one). Only for
+    /// kubeconfigs you trust as much as the controller's own code (your own files).
     AllowAll,
     /// Allow `exec` plugins that one of the rules accepts (command, arguments, server, the
     /// kubeconfig's environment); the plugin runs with a cleared environment plus the rule's
@@ -94,7 +95,8 @@ impl ExecPolicy {
         }
     }
 
-    /// True when `auth-provider` stanzas are allowed (only [`ExecPolicy::AllowAll`]).
+    /// True when `auth-provider` stanzas are allowed (only [`ExecPolicy::AllowAll`]): their
+    /// stored tokens are used as they are; one that needs a command is refused all the same.
     ///
     /// ```
     /// use mcr_core::kubeconfig::{ExecPolicy, ExecRule};
@@ -155,13 +157,23 @@ pub(crate) fn exec_plan(
     let Some(user) = resolved.user else {
         return Ok(ExecEnv::Inherit);
     };
-    if let Some(provider) = &user.auth_provider
-        && !policy.allows_auth_provider()
-    {
-        return Err(Error::AuthProviderNotAllowed {
-            context: resolved.name.to_string(),
-            provider: provider.name.clone(),
-        });
+    if let Some(provider) = &user.auth_provider {
+        if !policy.allows_auth_provider() {
+            return Err(Error::AuthProviderNotAllowed {
+                context: resolved.name.to_string(),
+                provider: provider.name.clone(),
+            });
+        }
+        if provider
+            .config
+            .get("cmd-path")
+            .is_some_and(|c| !c.trim().is_empty())
+        {
+            return Err(Error::AuthProviderCommand {
+                context: resolved.name.to_string(),
+                provider: provider.name.clone(),
+            });
+        }
     }
     let Some(exec) = &user.exec else {
         return Ok(ExecEnv::Inherit);

@@ -27,6 +27,7 @@
 //! # Ok(()) }
 //! ```
 
+mod auth_provider;
 mod client;
 mod error;
 mod exec;
@@ -58,6 +59,29 @@ pub use redact::{redact_kube_error, redact_watcher_error};
 
 /// The kube kubeconfig type, re-exported for convenience.
 pub use kube::config::Kubeconfig;
+
+/// Rejects a server URL kube cannot send requests to: without an `http`/`https` scheme or a
+/// host (`10.0.0.5:6443`), kube builds a client whose every request panics inside its buffer
+/// worker. Both client builders mcr has ([`client_for_context`] and
+/// [`RenewableClient`](crate::credentials::RenewableClient)) call it, so every path to a member
+/// client (Secrets, files, profiles, a Gardener advertised address) is checked here.
+pub(crate) fn check_server_url(url: &http::Uri) -> Result<(), String> {
+    match url.scheme_str() {
+        Some("https" | "http") => {}
+        Some(other) => {
+            return Err(format!(
+                "the server URL has scheme {other:?}, expected \"https\" or \"http\""
+            ));
+        }
+        None => {
+            return Err("the server URL has no scheme (write it as https://host:port)".to_string());
+        }
+    }
+    if url.host().is_none_or(str::is_empty) {
+        return Err("the server URL has no host".to_string());
+    }
+    Ok(())
+}
 
 #[cfg(test)]
 mod tests;

@@ -145,8 +145,24 @@ pub fn redact_kube_error(err: &kube::Error) -> String {
             None => chain(err),
         },
         kube::Error::InferKubeconfig(e) => kubeconfig_error(e),
+        kube::Error::Api(status) => api_status(status),
         _ => chain(err),
     }
+}
+
+/// An API server's answer: its code, reason and message (kube's own message adds a `Debug`
+/// dump of the whole Status).
+fn api_status(status: &kube::core::Status) -> String {
+    let mut out = format!("the API server answered {}", status.code);
+    if !status.reason.is_empty() {
+        out.push(' ');
+        out.push_str(&status.reason);
+    }
+    if !status.message.is_empty() && status.message != status.reason {
+        out.push_str(": ");
+        out.push_str(&status.message);
+    }
+    out
 }
 
 /// [`redact_kube_error`] for an informer's watch error.
@@ -186,21 +202,30 @@ pub(crate) fn redact_dyn(err: &(dyn std::error::Error + 'static)) -> Option<Stri
 }
 
 /// An error and its sources, `": "`-separated (sources that are kube or authentication errors
-/// redacted).
+/// redacted), each message once.
 fn chain(err: &dyn std::error::Error) -> String {
     let mut out = err.to_string();
     let mut next = err.source();
     while let Some(e) = next {
         if let Some(safe) = redact_dyn(e) {
-            out.push_str(": ");
-            out.push_str(&safe);
+            push_message(&mut out, &safe);
             break;
         }
-        out.push_str(": ");
-        out.push_str(&e.to_string());
+        push_message(&mut out, &e.to_string());
         next = e.source();
     }
     out
+}
+
+/// Appends `message` to a `": "`-separated chain, unless the chain already ends with it (an
+/// error whose own message shows its source, as kube's and many others do).
+pub(crate) fn push_message(out: &mut String, message: &str) {
+    if out.is_empty() {
+        out.push_str(message);
+    } else if !out.ends_with(message) {
+        out.push_str(": ");
+        out.push_str(message);
+    }
 }
 
 /// A content-free description of an authentication error at request time (a token refresh).

@@ -24,13 +24,26 @@ use crate::kubeconfig::{self, Kubeconfig, Policy};
 /// assert_eq!(conn.hash().len(), 64);
 /// assert!(conn.context().is_none());
 /// ```
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct Connection {
     kubeconfig: Arc<Kubeconfig>,
     context: Option<String>,
     policy: Option<Policy>,
     hash: String,
     renewable: bool,
+}
+
+/// Shows the context, hash, renewability and whether a policy is set: never the kubeconfig,
+/// whose auth-provider tokens and exec environment values kube's own `Debug` prints.
+impl std::fmt::Debug for Connection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Connection")
+            .field("context", &self.context)
+            .field("hash", &self.hash)
+            .field("renewable", &self.renewable)
+            .field("own_policy", &self.policy.is_some())
+            .finish_non_exhaustive()
+    }
 }
 
 /// Two connections are equal when their hashes, contexts and renewability are (the hash
@@ -148,5 +161,40 @@ impl Connection {
 
     pub(super) fn is_renewable(&self) -> bool {
         self.renewable
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Debug output shows what identifies the connection, never the kubeconfig's secrets:
+    /// auth-provider tokens, exec environment values, tokens, keys.
+    #[test]
+    fn debug_shows_no_credentials() {
+        let kc = kubeconfig::parse(
+            br#"
+clusters: [{name: c, cluster: {server: "https://10.0.0.1"}}]
+users:
+- name: u
+  user:
+    token: planted-token
+    client-key-data: cGxhbnRlZC1rZXk=
+    auth-provider: {name: oidc, config: {id-token: planted-id-token, client-secret: planted-client-secret}}
+    exec: {apiVersion: client.authentication.k8s.io/v1, command: plugin, args: [--password, planted-arg], env: [{name: PASSWORD, value: planted-env}]}
+contexts: [{name: ctx, context: {cluster: c, user: u}}]
+current-context: ctx
+"#,
+        )
+        .unwrap();
+        let conn = Connection::new(kc, Some("ctx"))
+            .unwrap()
+            .with_policy(Policy::trusted());
+        let shown = format!("{conn:?} {conn:#?}");
+        assert!(!shown.contains("planted"), "{shown}");
+        assert!(
+            shown.contains("ctx") && shown.contains(conn.hash()),
+            "{shown}"
+        );
     }
 }

@@ -185,7 +185,9 @@ impl Members {
         let Some(timeout) = self.options().probe_timeout else {
             return Ok(());
         };
-        probe(&cluster.client(), timeout)
+        let connect_timeout = (self.options().client_options.connect_timeout)
+            .unwrap_or(kubeconfig::DEFAULT_CONNECT_TIMEOUT);
+        probe(&cluster.client(), timeout, connect_timeout)
             .await
             .map_err(|source| Error::Unreachable {
                 cluster: name.clone(),
@@ -194,14 +196,14 @@ impl Members {
     }
 }
 
-async fn probe(client: &kube::Client, timeout: Duration) -> Result<(), ProbeError> {
+async fn probe(
+    client: &kube::Client,
+    timeout: Duration,
+    connect_timeout: Duration,
+) -> Result<(), ProbeError> {
     match tokio::time::timeout(timeout, client.apiserver_version()).await {
         Ok(Ok(_)) => Ok(()),
-        // Redacted at once: a credential refresh's error carries the command line and output.
-        Ok(Err(err @ kube::Error::Auth(_))) => {
-            Err(ProbeError::Credentials(kubeconfig::redact_kube_error(&err)))
-        }
-        Ok(Err(err)) => Err(ProbeError::Request(err)),
+        Ok(Err(err)) => Err(ProbeError::from_kube(err, connect_timeout)),
         Err(_) => Err(ProbeError::Timeout(timeout)),
     }
 }

@@ -22,6 +22,9 @@
 //!   [`Provider`](crate::Provider) implementation (`get`, `index_field`, `runnable`,
 //!   `member_statuses`) and the
 //!   [`ProviderRunnable`](crate::ProviderRunnable) one.
+//! - [`Claims`]: which of several source objects claiming one cluster name owns it (the oldest,
+//!   then the smallest key), and [`FirstLists`]: whether every watch stream has listed once,
+//!   so that such a decision waits for the whole initial list.
 //! - [`MemberOptions`]: the member settings every provider offers its users (client options,
 //!   kubeconfig policy, sync timeout, retry backoff), embedded in its `Options` and turned into
 //!   [`MembersOptions`] once.
@@ -122,6 +125,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::{ClusterId, ClusterName, Clusters, ClustersOptions};
 
+mod claims;
 mod connection;
 mod drive;
 mod ensure;
@@ -134,13 +138,14 @@ mod report;
 mod status;
 mod workers;
 
+pub use claims::{Claims, Settled};
 pub use connection::Connection;
 pub use drive::Dispatch;
 pub use error::{Error, ProbeError};
 pub use guard::RunGuard;
 pub use options::{MemberOptions, MembersOptions};
 pub use provider::MemberProvider;
-pub use relist::{Relists, Track};
+pub use relist::{FirstLists, Relists, Track};
 pub use status::{ProviderShared, StatusBook, StatusProvider};
 pub use workers::{Member, Reconcile, Workers};
 

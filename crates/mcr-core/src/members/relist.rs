@@ -51,6 +51,59 @@ impl<K: Hash + Eq> Relists<K> {
     }
 }
 
+/// Whether every watch stream of a provider has delivered its first complete list.
+///
+/// A provider that decides something across streams (which of two claimants owns a cluster
+/// name) waits for this: before, an object of a stream not listed yet may change the decision.
+/// The wait is bounded by the streams themselves: a stream whose list fails
+/// ([`failed`](Self::failed)) stops the wait, and what it lists later is handled as it comes.
+///
+/// ```
+/// use mcr_core::members::FirstLists;
+/// let mut lists = FirstLists::new([0, 1]);
+/// assert!(!lists.listed(0));
+/// assert!(lists.listed(1)); // the last one: done now
+/// assert!(lists.done() && !lists.listed(1));
+/// ```
+#[derive(Debug)]
+pub struct FirstLists<S = usize> {
+    waiting: Option<HashSet<S>>,
+}
+
+impl<S: Hash + Eq> FirstLists<S> {
+    /// Waiting for `streams`.
+    pub fn new(streams: impl IntoIterator<Item = S>) -> Self {
+        let waiting: HashSet<S> = streams.into_iter().collect();
+        FirstLists {
+            waiting: (!waiting.is_empty()).then_some(waiting),
+        }
+    }
+
+    /// Whether every stream listed (or one failed).
+    pub fn done(&self) -> bool {
+        self.waiting.is_none()
+    }
+
+    /// `stream` completed a list (a watcher's `InitDone`). True when that ended the wait.
+    pub fn listed(&mut self, stream: S) -> bool {
+        let Some(waiting) = &mut self.waiting else {
+            return false;
+        };
+        waiting.remove(&stream);
+        if waiting.is_empty() {
+            self.waiting = None;
+            return true;
+        }
+        false
+    }
+
+    /// A stream failed before its first list completed: stop waiting. True when that ended
+    /// the wait.
+    pub fn failed(&mut self) -> bool {
+        self.waiting.take().is_some()
+    }
+}
+
 /// A dispatcher's view of one watched kind `T` whose objects it tracks by key: implementing it
 /// gives [`event`](Self::event), the handling of a watcher's events with relists (objects not
 /// listed again by a relist of their stream are deleted).

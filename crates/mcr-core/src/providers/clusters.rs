@@ -189,7 +189,7 @@ impl ProviderRunnable for ClustersProvider {
             for cluster in pending {
                 let name = cluster.name().clone();
                 if let Err(err) = self.clusters.add(&token, cluster, &*aware).await {
-                    tracing::warn!(cluster = %name, error = %err, "could not engage cluster");
+                    tracing::warn!(cluster = %name, error = %crate::ErrorChain(&err), "could not engage cluster");
                 }
             }
             token.cancelled().await;

@@ -22,9 +22,16 @@ pub(crate) enum Batch<K: Resource> {
     Many(Vec<Request<K>>),
 }
 
+/// The requests of one event, and whether they can wait behind live changes: the event was
+/// an informer's first list, a replay or an unchanged relist ([`CacheEvent::Listed`]).
+pub(crate) struct Arrival<K: Resource> {
+    pub(crate) batch: Batch<K>,
+    pub(crate) initial: bool,
+}
+
 /// One input's live subscription on one cluster.
 pub(crate) struct Subscription<K: Resource> {
-    pub(crate) stream: BoxStream<'static, Batch<K>>,
+    pub(crate) stream: BoxStream<'static, Arrival<K>>,
     pub(crate) restarts: Box<dyn Fn() -> u64 + Send + Sync>,
 }
 
@@ -98,8 +105,9 @@ where
         .subscribe()
         .filter_map(move |event| {
             let object = event.object().clone();
+            let initial = matches!(event, CacheEvent::Listed(_));
             let out = std::panic::catch_unwind(AssertUnwindSafe(|| match event {
-                CacheEvent::Applied(obj) => {
+                CacheEvent::Listed(obj) | CacheEvent::Applied(obj) => {
                     let pass = match (&predicate, obj.meta().uid.as_deref()) {
                         (Some(pred), Some(uid)) => match pred(&obj) {
                             Some(value) => match seen.get_mut(uid) {
@@ -136,7 +144,7 @@ where
                 );
                 None
             });
-            ready(out)
+            ready(out.map(|batch| Arrival { batch, initial }))
         })
         .boxed();
     Subscription {

@@ -28,6 +28,7 @@ pub struct ManagerBuilder {
     metrics: Option<Metrics>,
     metrics_addr: Option<SocketAddr>,
     http_options: crate::HttpOptions,
+    endpoints: crate::health::Endpoints,
     #[cfg(feature = "leader-election")]
     leader_election: Option<LeaderElection>,
 }
@@ -108,6 +109,75 @@ impl ManagerBuilder {
         self
     }
 
+    /// Adds a liveness check to `/healthz` (and `/livez`): a named async function, run on
+    /// every request, bounded by [`HttpOptions::check_timeout`](crate::HttpOptions::check_timeout)
+    /// (5 s by default; a check that takes longer fails). All checks run at once; `/healthz`
+    /// answers 503 naming each failing check and its reason, else `ok`.
+    ///
+    /// ```no_run
+    /// # fn demo(client: kube::Client) {
+    /// let mgr = mcr_manager::Manager::builder(client)
+    ///     .health_check("worker-loop", || async { Ok::<(), String>(()) })
+    ///     .build();
+    /// # }
+    /// ```
+    pub fn health_check<F, Fut, E>(mut self, name: impl Into<String>, check: F) -> Self
+    where
+        F: Fn() -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<(), E>> + Send + 'static,
+        E: std::fmt::Display,
+    {
+        self.endpoints.add_health(name.into(), check);
+        self
+    }
+
+    /// Adds a readiness check to `/readyz`, next to the manager's own (host cache synced,
+    /// provider started), with the same bound as [`health_check`](Self::health_check).
+    /// Readiness never waits on a member cluster unless a check of yours does: keep member
+    /// clusters out of readiness checks, or one unreachable member makes every replica unready.
+    ///
+    /// ```no_run
+    /// # fn demo(client: kube::Client) {
+    /// let db = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+    /// let mgr = mcr_manager::Manager::builder(client)
+    ///     .ready_check("database", move || {
+    ///         let up = db.load(std::sync::atomic::Ordering::Relaxed);
+    ///         async move { if up { Ok(()) } else { Err("no connection") } }
+    ///     })
+    ///     .build();
+    /// # }
+    /// ```
+    pub fn ready_check<F, Fut, E>(mut self, name: impl Into<String>, check: F) -> Self
+    where
+        F: Fn() -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<(), E>> + Send + 'static,
+        E: std::fmt::Display,
+    {
+        self.endpoints.add_ready(name.into(), check);
+        self
+    }
+
+    /// Serves `handler` at `path` on the manager's HTTP endpoint (exact path match; the
+    /// handler gets the request head, the body is not read). The manager's own paths
+    /// (`/metrics`, `/clusters`, `/healthz`, `/livez`, `/readyz`) cannot be taken: such a
+    /// handler is logged as an error and ignored.
+    ///
+    /// ```no_run
+    /// # fn demo(client: kube::Client) {
+    /// let mgr = mcr_manager::Manager::builder(client)
+    ///     .http_handler("/version", |_req| async { http::Response::new("v1.2.3\n".to_owned()) })
+    ///     .build();
+    /// # }
+    /// ```
+    pub fn http_handler<F, Fut>(mut self, path: impl Into<String>, handler: F) -> Self
+    where
+        F: Fn(http::request::Parts) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = http::Response<String>> + Send + 'static,
+    {
+        self.endpoints.handler(path.into(), handler);
+        self
+    }
+
     /// The manager.
     ///
     /// ```no_run
@@ -124,6 +194,7 @@ impl ManagerBuilder {
                 metrics: self.metrics.unwrap_or_default(),
                 metrics_addr: self.metrics_addr,
                 http_options: self.http_options,
+                endpoints: self.endpoints,
                 #[cfg(feature = "leader-election")]
                 leader_election: self.leader_election,
                 leader: AtomicBool::new(false),
@@ -178,6 +249,7 @@ impl Manager {
             metrics: None,
             metrics_addr: None,
             http_options: crate::HttpOptions::default(),
+            endpoints: crate::health::Endpoints::default(),
             #[cfg(feature = "leader-election")]
             leader_election: None,
         }

@@ -59,6 +59,7 @@ struct Inner {
     metrics: Metrics,
     metrics_addr: Option<SocketAddr>,
     http_options: crate::HttpOptions,
+    endpoints: crate::health::Endpoints,
     #[cfg(feature = "leader-election")]
     leader_election: Option<LeaderElection>,
     leader: AtomicBool,
@@ -160,6 +161,16 @@ impl Manager {
     /// ```
     pub fn http_addr(&self) -> Option<SocketAddr> {
         self.state().http_addr
+    }
+
+    /// The user's checks and handlers served on the HTTP endpoint.
+    pub(crate) fn endpoints(&self) -> &crate::health::Endpoints {
+        &self.inner.endpoints
+    }
+
+    /// The HTTP endpoint's settings.
+    pub(crate) fn http_options(&self) -> &crate::HttpOptions {
+        &self.inner.http_options
     }
 
     /// True while this manager runs its leader-only work (always, once running, without

@@ -11,6 +11,9 @@
 //!   runs once no request for it arrived for a whole debounce period (each new event within the
 //!   window pushes it back), and never later than kube-runtime would run it;
 //! - is fair across clusters: ready keys are served round-robin per cluster ([`fair`]);
+//! - serves live changes first: keys asked for by an informer's initial list (or an unchanged
+//!   relist) wait in a second, equally fair ring that is served only when no live key is ready
+//!   in a cluster the caller accepts; a live request for such a key moves it to the live ring;
 //! - forgets a cluster's pending keys when the cluster leaves;
 //! - remembers when each ready key became due (enqueued ready, or its delay expired, or its
 //!   follow-up request while it ran), so [`WorkQueue::pop_due`] can tell how long it waited.
@@ -74,12 +77,12 @@ pub(crate) enum Outcome {
 
 #[derive(Debug)]
 enum State {
-    Ready,
-    Delayed(delay_queue::Key, Instant),
+    /// In a ready ring: the initial one (`initial`) or the live one.
+    Ready { initial: bool },
+    /// On the timer; `initial`: it goes to the initial ring when due.
+    Delayed(delay_queue::Key, Instant, bool),
     /// Handed out; `again` is when it is due once more (a request arrived meanwhile).
-    Running {
-        again: Option<Instant>,
-    },
+    Running { again: Option<Instant> },
 }
 
 #[derive(Debug)]
@@ -93,7 +96,11 @@ struct Entry<T> {
 #[derive(Debug)]
 pub(crate) struct WorkQueue<T> {
     entries: HashMap<ClusterName, HashMap<Arc<T>, Entry<T>>>,
+    /// Ready keys of live changes.
     ready: FairRing<T>,
+    /// Ready keys of initial lists, served when no live key is. May hold stale copies of keys
+    /// that moved to `ready` meanwhile: skipped when popped.
+    initial: FairRing<T>,
     delayed: DelayQueue<(ClusterName, Arc<T>)>,
     debounce: Duration,
 }
@@ -110,6 +117,7 @@ impl<T> WorkQueue<T> {
         Self {
             entries: HashMap::new(),
             ready: FairRing::default(),
+            initial: FairRing::default(),
             delayed: DelayQueue::new(),
             debounce,
         }
@@ -125,6 +133,17 @@ impl<T: Eq + Hash> WorkQueue<T> {
     /// that is the debounce. A key that is already due (ready, or running and due again) stays
     /// as it is.
     pub(crate) fn push(&mut self, cluster: &ClusterName, key: T, at: Instant) {
+        self.request(cluster, key, at, false);
+    }
+
+    /// [`push`](Self::push) for a request of an informer's initial list: a new key waits in the
+    /// initial ring, behind every live key (see the module docs). A key already waiting keeps
+    /// its place.
+    pub(crate) fn push_initial(&mut self, cluster: &ClusterName, key: T, at: Instant) {
+        self.request(cluster, key, at, true);
+    }
+
+    fn request(&mut self, cluster: &ClusterName, key: T, at: Instant, initial: bool) {
         let now = Instant::now();
         let due = due(at, self.debounce, now);
         let lane = match self.entries.get_mut(cluster) {
@@ -133,19 +152,34 @@ impl<T: Eq + Hash> WorkQueue<T> {
         };
         if let Some(entry) = lane.get_mut(&key) {
             match &mut entry.state {
-                State::Ready => {}
+                State::Ready { initial: false } => {}
+                State::Ready { initial: true } => {
+                    if !initial {
+                        // A live change for a key of an initial list: served with live ones
+                        // (its copy in the initial ring is skipped when popped).
+                        entry.state = State::Ready { initial: false };
+                        self.ready.push(cluster, entry.key.clone(), now);
+                    }
+                }
                 State::Running { again } => match again {
                     None => *again = Some(due),
                     Some(when) if *when > now && *when >= at => *when = due,
                     Some(_) => {}
                 },
-                State::Delayed(dk, when) => {
+                State::Delayed(dk, when, waits) => {
+                    *waits &= initial;
                     if *when >= at {
                         if due <= now {
                             self.delayed.remove(dk);
-                            entry.state = State::Ready;
+                            let initial = *waits;
+                            entry.state = State::Ready { initial };
                             // Due from this request on (not from an earlier `at`).
-                            self.ready.push(cluster, entry.key.clone(), now);
+                            let ring = if initial {
+                                &mut self.initial
+                            } else {
+                                &mut self.ready
+                            };
+                            ring.push(cluster, entry.key.clone(), now);
                         } else {
                             self.delayed.reset_at(dk, due);
                             *when = due;
@@ -158,7 +192,14 @@ impl<T: Eq + Hash> WorkQueue<T> {
         let key = Arc::new(key);
         // A new key is due from this request on at the earliest (not from an earlier `at`).
         let due = due.max(now);
-        let state = Self::schedule(&mut self.ready, &mut self.delayed, cluster, &key, due);
+        let state = Self::schedule(
+            &mut self.ready,
+            &mut self.initial,
+            &mut self.delayed,
+            (cluster, &key),
+            due,
+            initial,
+        );
         lane.insert(
             key.clone(),
             Entry {
@@ -169,19 +210,23 @@ impl<T: Eq + Hash> WorkQueue<T> {
         );
     }
 
-    /// Makes `key` ready (due since `at`) if `at` has come, or delays it until `at`.
+    /// Makes `key` ready (due since `at`) in the live or the `initial` ring if `at` has come,
+    /// or delays it until `at`.
     fn schedule(
         ready: &mut FairRing<T>,
+        initial_ring: &mut FairRing<T>,
         delayed: &mut DelayQueue<(ClusterName, Arc<T>)>,
-        cluster: &ClusterName,
-        key: &Arc<T>,
+        (cluster, key): (&ClusterName, &Arc<T>),
         at: Instant,
+        initial: bool,
     ) -> State {
         if at <= Instant::now() {
-            ready.push(cluster, key.clone(), at);
-            State::Ready
+            let ring = if initial { initial_ring } else { ready };
+            ring.push(cluster, key.clone(), at);
+            State::Ready { initial }
         } else {
-            State::Delayed(delayed.insert_at((cluster.clone(), key.clone()), at), at)
+            let dk = delayed.insert_at((cluster.clone(), key.clone()), at);
+            State::Delayed(dk, at, initial)
         }
     }
 
@@ -193,16 +238,28 @@ impl<T: Eq + Hash> WorkQueue<T> {
     }
 
     /// [`pop_due`](Self::pop_due), only from a cluster `allowed` accepts (e.g. one below its
-    /// cap of running reconciles).
+    /// cap of running reconciles). Live keys first; a key of an initial list only when no live
+    /// key is ready in an accepted cluster.
     pub(crate) fn pop_due_where(
         &mut self,
         allowed: impl Fn(&ClusterName) -> bool,
     ) -> Option<Popped<T>> {
-        let (cluster, key, since) = self.ready.pop_where(allowed)?;
-        if let Some(entry) = self.entries.get_mut(&cluster).and_then(|l| l.get_mut(&key)) {
-            entry.state = State::Running { again: None };
+        if let Some((cluster, key, since)) = self.ready.pop_where(&allowed) {
+            if let Some(entry) = self.entries.get_mut(&cluster).and_then(|l| l.get_mut(&key)) {
+                entry.state = State::Running { again: None };
+            }
+            return Some((cluster, key, since));
         }
-        Some((cluster, key, since))
+        loop {
+            let (cluster, key, since) = self.initial.pop_where(&allowed)?;
+            let entry = self.entries.get_mut(&cluster).and_then(|l| l.get_mut(&key));
+            // A copy whose key moved to the live ring (or ran since) is skipped.
+            if let Some(entry) = entry.filter(|e| matches!(e.state, State::Ready { initial: true }))
+            {
+                entry.state = State::Running { again: None };
+                return Some((cluster, key, since));
+            }
+        }
     }
 
     /// [`pop_due`](Self::pop_due) without the instant.
@@ -253,14 +310,21 @@ impl<T: Eq + Hash> WorkQueue<T> {
         };
         match next {
             Some(at) => {
-                entry.state =
-                    Self::schedule(&mut self.ready, &mut self.delayed, cluster, &entry.key, at);
+                entry.state = Self::schedule(
+                    &mut self.ready,
+                    &mut self.initial,
+                    &mut self.delayed,
+                    (cluster, &entry.key),
+                    at,
+                    false,
+                );
             }
             None => {
                 lane.remove(key);
                 if lane.is_empty() {
                     self.entries.remove(cluster);
                     self.ready.forget_if_empty(cluster);
+                    self.initial.forget_if_empty(cluster);
                 }
             }
         }
@@ -273,11 +337,16 @@ impl<T: Eq + Hash> WorkQueue<T> {
         while let Poll::Ready(Some(expired)) = self.delayed.poll_expired(cx) {
             let (cluster, key) = expired.into_inner();
             if let Some(entry) = self.entries.get_mut(&cluster).and_then(|l| l.get_mut(&key))
-                && let State::Delayed(_, when) = entry.state
+                && let State::Delayed(_, when, initial) = entry.state
             {
-                entry.state = State::Ready;
+                entry.state = State::Ready { initial };
+                let ring = if initial {
+                    &mut self.initial
+                } else {
+                    &mut self.ready
+                };
                 // Due since its time, however late the timer fired or was polled.
-                self.ready.push(&cluster, key, when.min(Instant::now()));
+                ring.push(&cluster, key, when.min(Instant::now()));
                 moved = true;
             }
         }
@@ -291,11 +360,16 @@ impl<T: Eq + Hash> WorkQueue<T> {
     /// Drops every waiting key of `cluster` (running ones finish, but are not requeued).
     /// Returns how many were dropped.
     pub(crate) fn remove_cluster(&mut self, cluster: &ClusterName) -> usize {
-        let mut dropped = self.ready.remove_cluster(cluster).len();
+        self.ready.remove_cluster(cluster);
+        self.initial.remove_cluster(cluster);
+        let mut dropped = 0;
         if let Some(lane) = self.entries.get_mut(cluster) {
             lane.retain(|_, entry| match &mut entry.state {
-                State::Ready => false,
-                State::Delayed(dk, _) => {
+                State::Ready { .. } => {
+                    dropped += 1;
+                    false
+                }
+                State::Delayed(dk, ..) => {
                     self.delayed.remove(dk);
                     dropped += 1;
                     false
@@ -315,19 +389,24 @@ impl<T: Eq + Hash> WorkQueue<T> {
     /// Keys waiting (ready or delayed), all clusters.
     #[cfg_attr(not(test), allow(dead_code))]
     pub(crate) fn len(&self) -> usize {
-        self.ready.len() + self.delayed.len()
+        let ready = self.entries.values().flat_map(|l| l.values());
+        ready
+            .filter(|e| matches!(e.state, State::Ready { .. }))
+            .count()
+            + self.delayed.len()
     }
 
-    /// Keys ready to be handed out right now, one cluster.
+    /// Keys ready to be handed out right now, one cluster (a key that moved from the initial
+    /// to the live ring counts twice until its stale copy is popped).
     pub(crate) fn ready_len(&self, cluster: &ClusterName) -> usize {
-        self.ready.cluster_len(cluster)
+        self.ready.cluster_len(cluster) + self.initial.cluster_len(cluster)
     }
 
     /// When `key` of `cluster` is due, if it waits on the timer (not ready, not running).
     #[cfg(test)]
     pub(crate) fn due_at(&self, cluster: &ClusterName, key: &T) -> Option<Instant> {
         match self.entries.get(cluster)?.get(key)?.state {
-            State::Delayed(_, when) => Some(when),
+            State::Delayed(_, when, _) => Some(when),
             _ => None,
         }
     }

@@ -308,3 +308,56 @@ fn each_cluster_keeps_its_own_due_instants() {
     );
     assert!(popped.iter().all(|(_, _, since)| *since >= t0));
 }
+
+#[test]
+fn live_keys_are_served_before_keys_of_initial_lists() {
+    let mut q = WorkQueue::default();
+    // A thousand clusters join: one initial key each.
+    for i in 0..1000 {
+        q.push_initial(&c(&format!("new-{i}")), "x", now());
+    }
+    // A live change in a synced cluster goes first, not after a thousand others.
+    q.push(&c("synced"), "live", now());
+    assert_eq!(q.pop().map(|(c, k)| (c, *k)), Some((c("synced"), "live")));
+    // Then the initial keys, round-robin across clusters.
+    assert_eq!(q.pop().map(|(c, _)| c), Some(c("new-0")));
+    assert_eq!(q.pop().map(|(c, _)| c), Some(c("new-1")));
+    assert_eq!(q.len(), 998);
+}
+
+#[test]
+fn a_live_change_promotes_a_waiting_initial_key_once() {
+    let mut q = WorkQueue::default();
+    q.push_initial(&c("a"), "x", now());
+    q.push_initial(&c("a"), "y", now());
+    q.push_initial(&c("b"), "z", now());
+    // `y` changes live: it moves ahead; its initial copy is skipped later.
+    q.push(&c("a"), "y", now());
+    // A second initial request for a waiting key changes nothing.
+    q.push_initial(&c("a"), "y", now());
+    assert_eq!(q.len(), 3);
+    let order: Vec<&str> = std::iter::from_fn(|| q.pop()).map(|(_, k)| *k).collect();
+    assert_eq!(order, ["y", "x", "z"], "each key handed out once");
+}
+
+#[test]
+fn a_cluster_leaving_drops_its_initial_keys_too() {
+    let mut q = WorkQueue::default();
+    q.push_initial(&c("a"), "x", now());
+    q.push_initial(&c("a"), "y", now());
+    q.push(&c("a"), "y", now());
+    q.push(&c("b"), "z", now());
+    assert_eq!(q.remove_cluster(&c("a")), 2);
+    assert_eq!(q.pop().map(|(c, k)| (c, *k)), Some((c("b"), "z")));
+    assert!(q.pop().is_none());
+}
+
+#[test]
+fn a_refused_cluster_does_not_hold_back_initial_keys_of_others() {
+    let mut q = WorkQueue::default();
+    q.push(&c("capped"), "live", now());
+    q.push_initial(&c("new"), "x", now());
+    // The live key's cluster is at its cap: the other cluster's initial key is served.
+    let popped = q.pop_due_where(|name| name != &c("capped"));
+    assert_eq!(popped.map(|(c, k, _)| (c, *k)), Some((c("new"), "x")));
+}

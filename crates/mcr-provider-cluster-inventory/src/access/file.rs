@@ -11,6 +11,13 @@ use crate::error::ProviderFileError;
 /// preference. Same JSON format as the Go library `sigs.k8s.io/cluster-inventory-api/pkg/access`
 /// (flag `-clusterprofile-provider-file`).
 ///
+/// The plugin's credential is the controller's identity, and a ClusterProfile's writer names
+/// the server it goes to. So the operator also says, in code, where it may go:
+/// [`servers`](Self::servers) (host patterns; until set, every profile is refused), whether a
+/// profile's `proxy-url` is honoured ([`allow_profile_proxy`](Self::allow_profile_proxy),
+/// default no) and which variables a profile's `additional-envs` extension may set
+/// ([`profile_env`](Self::profile_env), default none).
+///
 /// ```
 /// use mcr_provider_cluster_inventory::AccessProviders;
 /// let file = AccessProviders::from_json(br#"{"providers": [{
@@ -29,6 +36,27 @@ use crate::error::ProviderFileError;
 pub struct AccessProviders {
     /// The providers, in order of preference: the first one a profile lists is used.
     pub providers: Vec<ProviderConfig>,
+    /// Where the plugins' credentials may go (set in code, not in the file).
+    #[serde(skip)]
+    pub(crate) servers: Servers,
+    /// Whether a profile's `proxy-url` is honoured (set in code).
+    #[serde(skip)]
+    pub(crate) allow_profile_proxy: bool,
+    /// Variables a profile's `additional-envs` extension may set (set in code).
+    #[serde(skip)]
+    pub(crate) profile_env: Vec<String>,
+}
+
+/// The API servers the plugins' credentials may be sent to.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) enum Servers {
+    /// None: every profile is refused until the operator says.
+    #[default]
+    Unset,
+    /// Hosts matching one of these patterns.
+    Hosts(Vec<String>),
+    /// Any server a profile names.
+    Any,
 }
 
 /// One credential plugin the operator allows.
@@ -194,6 +222,67 @@ impl AccessProviders {
             }
         }
         Ok(())
+    }
+
+    /// The API servers the plugins' credentials may be sent to: host patterns (`*` any run
+    /// of characters, `?` one character, case-insensitive; `*.fleet.example.com`,
+    /// `10.0.0.?`), matched against the host of the server a profile names. A profile naming
+    /// another server is refused (not retried until it changes). Until this or
+    /// [`any_server`](Self::any_server) is called, every profile is refused.
+    ///
+    /// ```
+    /// # let file = mcr_provider_cluster_inventory::AccessProviders::from_json(br#"{"providers": [{"name": "a", "execConfig":
+    /// #     {"apiVersion": "client.authentication.k8s.io/v1", "command": "/bin/a"}}]}"#, "f").unwrap();
+    /// let file = file.servers(["*.fleet.example.com"]);
+    /// # let _ = file;
+    /// ```
+    #[must_use]
+    pub fn servers<I, S>(mut self, hosts: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.servers = Servers::Hosts(hosts.into_iter().map(Into::into).collect());
+        self
+    }
+
+    /// Sends the plugins' credentials to whatever server a profile names. Whoever can write
+    /// a ClusterProfile's status then receives the controller's plugin credential: only for
+    /// hubs where that is the operator alone.
+    #[must_use]
+    pub fn any_server(mut self) -> Self {
+        self.servers = Servers::Any;
+        self
+    }
+
+    /// Whether a profile's `proxy-url` is honoured (default `false`: such a profile is
+    /// refused with [`ProxyNotAllowed`](mcr_core::kubeconfig::Error::ProxyNotAllowed)).
+    #[must_use]
+    pub fn allow_profile_proxy(mut self, allow: bool) -> Self {
+        self.allow_profile_proxy = allow;
+        self
+    }
+
+    /// Variables a profile's `additional-envs` extension may set, for providers whose
+    /// `profileSourcedEnvVarsPolicy` takes them (default: none; a profile setting another is
+    /// refused). The plugin inherits the controller's environment, so list only variables
+    /// that cannot change which code runs or where it connects (not `PATH`, `LD_*`,
+    /// `BASH_ENV`, `NODE_OPTIONS`, `PYTHONPATH`, `HTTPS_PROXY`, `AWS_CONFIG_FILE`, ...).
+    ///
+    /// ```
+    /// # let file = mcr_provider_cluster_inventory::AccessProviders::from_json(br#"{"providers": [{"name": "a", "execConfig":
+    /// #     {"apiVersion": "client.authentication.k8s.io/v1", "command": "/bin/a"}}]}"#, "f").unwrap();
+    /// let file = file.profile_env(["AWS_REGION"]);
+    /// # let _ = file;
+    /// ```
+    #[must_use]
+    pub fn profile_env<I, S>(mut self, names: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.profile_env = names.into_iter().map(Into::into).collect();
+        self
     }
 
     /// The commands of all providers (for an

@@ -13,6 +13,7 @@ use mcr_core::kubeconfig::{ExecPolicy, ExecRule, Policy};
 
 mod file;
 
+use file::Servers;
 pub use file::{AccessProviders, ArgsPolicy, EnvPolicy, EnvVar, ExecSpec, ProviderConfig};
 
 /// Cluster extension passed to the plugin as `ExecCredential.spec.cluster.config`.
@@ -27,14 +28,23 @@ pub const ADDITIONAL_ENVS_EXTENSION: &str =
     "clusterprofiles.multicluster.x-k8s.io/exec/additional-envs";
 
 /// A profile's access resolved against the provider file.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub(crate) struct Resolved {
     /// A one-context kubeconfig: the profile's server, CA and proxy, the file's plugin.
     pub(crate) kubeconfig: Kubeconfig,
     /// Allows exactly the file's command with the resolved arguments and environment
-    /// variables (any server: the profile names it), no local files; the profile's proxy is
-    /// honoured.
+    /// variables, for the servers the operator allowed; no local files; the profile's proxy
+    /// only when the operator allowed it.
     pub(crate) policy: Policy,
+}
+
+/// The policy only: the kubeconfig's exec environment values may be secrets.
+impl std::fmt::Debug for Resolved {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Resolved")
+            .field("policy", &self.policy)
+            .finish_non_exhaustive()
+    }
 }
 
 impl AccessProviders {
@@ -66,6 +76,14 @@ impl AccessProviders {
                 provider.name
             ));
         }
+        if self.servers == Servers::Unset {
+            return Err(
+                "no API server is allowed for access providers: list the servers the plugin's \
+                 credential may go to with AccessProviders::servers (host patterns), or allow \
+                 any with AccessProviders::any_server"
+                    .to_string(),
+            );
+        }
         let extension = |name: &str| {
             src.extensions
                 .iter()
@@ -91,9 +109,11 @@ impl AccessProviders {
             provider,
             extension(ADDITIONAL_ARGS_EXTENSION),
             extension(ADDITIONAL_ENVS_EXTENSION),
+            &self.profile_env,
         )?;
-        // Exactly the resolved stanza: the file's command, these arguments and variables. The
-        // plugin keeps the controller's environment, as the operator's own plugins always did.
+        // Exactly the resolved stanza: the file's command, these arguments and variables, the
+        // operator's servers. The plugin keeps the controller's environment, as the
+        // operator's own plugins always did.
         let rule = ExecRule::command(provider.exec_config.command.clone())
             .args(exec.args.clone().unwrap_or_default())
             .kubeconfig_env(
@@ -102,11 +122,15 @@ impl AccessProviders {
                     .flatten()
                     .filter_map(|v| v.get("name").cloned()),
             )
-            .any_server()
             .inherit_env();
+        let rule = match &self.servers {
+            Servers::Hosts(hosts) => rule.servers(hosts.iter().cloned()),
+            // `Unset` was refused above.
+            Servers::Any | Servers::Unset => rule.any_server(),
+        };
         let policy = Policy::default()
             .exec(ExecPolicy::allow(rule))
-            .allow_kubeconfig_proxy(true);
+            .allow_kubeconfig_proxy(self.allow_profile_proxy);
         let kubeconfig = Kubeconfig {
             clusters: vec![NamedCluster {
                 name: context.to_string(),
@@ -143,6 +167,7 @@ fn exec_config(
     provider: &ProviderConfig,
     args_ext: Option<&serde_json::Value>,
     envs_ext: Option<&serde_json::Value>,
+    profile_env: &[String],
 ) -> Result<ExecConfig, String> {
     let spec = &provider.exec_config;
     let mut args = spec.args.clone().unwrap_or_default();
@@ -165,9 +190,10 @@ fn exec_config(
                 format!("extension {ADDITIONAL_ENVS_EXTENSION} is not a map of strings")
             })?;
         for (name, value) in extra {
-            if !profile_may_set(&name) {
+            if !profile_env.contains(&name) {
                 return Err(format!(
-                    "extension {ADDITIONAL_ENVS_EXTENSION} may not set {name} (it changes which code the plugin runs)"
+                    "extension {ADDITIONAL_ENVS_EXTENSION} may not set {name}: profiles may set \
+                     only the variables listed with AccessProviders::profile_env ({profile_env:?})"
                 ));
             }
             match env.iter_mut().find(|(n, _)| *n == name) {
@@ -193,16 +219,6 @@ fn exec_config(
         provide_cluster_info: spec.provide_cluster_info,
         ..Default::default()
     })
-}
-
-/// Whether a profile may set this variable for the plugin: never the ones that change which
-/// program or libraries run (`PATH`, `LD_*`, `DYLD_*`) or the exec info kube passes.
-fn profile_may_set(name: &str) -> bool {
-    !(name.is_empty()
-        || name == "PATH"
-        || name == "KUBERNETES_EXEC_INFO"
-        || name.starts_with("LD_")
-        || name.starts_with("DYLD_"))
 }
 
 #[cfg(test)]

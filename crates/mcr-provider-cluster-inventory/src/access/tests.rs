@@ -2,7 +2,13 @@ use serde_json::json;
 
 use super::*;
 
+/// The test file, sending credentials to any server (the server tests say otherwise).
 fn file(args_policy: &str, env_policy: &str) -> AccessProviders {
+    file_as_read(args_policy, env_policy).any_server()
+}
+
+/// The test file as read, with no operator settings.
+fn file_as_read(args_policy: &str, env_policy: &str) -> AccessProviders {
     let json = json!({"providers": [
         {"name": "other", "execConfig": {"apiVersion": "client.authentication.k8s.io/v1", "command": "/bin/other"}},
         {"name": "tokens", "execConfig": {
@@ -89,7 +95,76 @@ fn connection_comes_from_the_access_provider_entry_and_the_command_from_the_file
     assert!(r.policy.exec.allows_command("/opt/plugin"));
     assert!(!r.policy.exec.allows_command("/opt/other"));
     assert!(!r.policy.allow_file_references);
-    mcr_core::kubeconfig::check_policy(&r.kubeconfig, None, &r.policy).unwrap();
+}
+
+/// The plugin's credential (the controller's identity) goes only to servers the operator
+/// listed, and never through a profile's proxy unless the operator allows it.
+#[test]
+fn servers_must_be_allowed_by_the_operator_and_proxies_are_refused() {
+    use mcr_core::kubeconfig::{Error, check_policy};
+    let p = profile(exts(json!([]), json!({})));
+    let mut direct = p.clone();
+    direct.status.as_mut().unwrap().access_providers[0]
+        .cluster
+        .proxy_url = None;
+    let check = |f: &AccessProviders, p: &ClusterProfile| {
+        let r = f.resolve(p, "ctx")?;
+        check_policy(&r.kubeconfig, None, &r.policy).map_err(|e| e.to_string())
+    };
+
+    // No allow-list: no server at all, and the message says how to allow some.
+    let err = check(&file_as_read("Ignore", "Ignore"), &direct).unwrap_err();
+    assert!(err.contains("AccessProviders::servers"), "{err}");
+
+    // A listed host, directly: allowed.
+    let fleet = file("Ignore", "Ignore").servers(["10.0.0.*"]);
+    check(&fleet, &direct).unwrap();
+    // Another host: refused by the exec policy, naming the host.
+    let err = check(
+        &file("Ignore", "Ignore").servers(["*.fleet.example"]),
+        &direct,
+    )
+    .unwrap_err();
+    assert!(err.contains("\"10.0.0.1\""), "{err}");
+    // The profile's proxy: refused unless the operator allows it.
+    let r = fleet.resolve(&p, "ctx").unwrap();
+    assert!(matches!(
+        check_policy(&r.kubeconfig, None, &r.policy),
+        Err(Error::ProxyNotAllowed { .. })
+    ));
+    check(&fleet.clone().allow_profile_proxy(true), &p).unwrap();
+    // `any_server` is the explicit opt-out.
+    check(&file_as_read("Ignore", "Ignore").any_server(), &direct).unwrap();
+}
+
+/// Variables a profile may set for the plugin are an allow-list: nothing that changes which
+/// code runs, where it connects or which configuration it reads gets through unless listed.
+#[test]
+fn profile_env_is_an_allow_list() {
+    let f = file("Ignore", "AppendIfNotExists").profile_env(["AWS_REGION"]);
+    for name in [
+        "BASH_ENV",
+        "NODE_OPTIONS",
+        "PYTHONPATH",
+        "HTTPS_PROXY",
+        "AWS_CONFIG_FILE",
+        "PATH",
+        "LD_PRELOAD",
+        "KUBERNETES_EXEC_INFO",
+    ] {
+        let err = f
+            .resolve(&profile(exts(json!([]), json!({name: "/tmp/x"}))), "c")
+            .unwrap_err();
+        assert!(err.contains(&format!("may not set {name}")), "{err}");
+        assert!(!err.contains("/tmp/x"), "{err}");
+    }
+    let r = f
+        .resolve(
+            &profile(exts(json!([]), json!({"AWS_REGION": "eu-west-1"}))),
+            "c",
+        )
+        .unwrap();
+    assert!(env_of(&r).contains(&("AWS_REGION".to_string(), "eu-west-1".to_string())));
 }
 
 #[test]
@@ -132,13 +207,17 @@ fn ignore_policies_leave_args_and_env_alone() {
 fn env_policies() {
     let p = profile(exts(json!([]), json!({"A": "profile", "C": "profile"})));
     let keep = file("Ignore", "AppendIfNotExists")
+        .profile_env(["A", "C"])
         .resolve(&p, "c")
         .unwrap();
     assert_eq!(
         env_of(&keep),
         pairs(&[("A", "file"), ("B", "file"), ("C", "profile")])
     );
-    let replace = file("Ignore", "Replace").resolve(&p, "c").unwrap();
+    let replace = file("Ignore", "Replace")
+        .profile_env(["A", "C"])
+        .resolve(&p, "c")
+        .unwrap();
     assert_eq!(
         env_of(&replace),
         pairs(&[("A", "profile"), ("B", "file"), ("C", "profile")])
@@ -156,17 +235,6 @@ fn malformed_extensions_and_missing_matches_are_per_profile_errors() {
         .resolve(&profile(exts(json!([]), json!(["A"]))), "c")
         .unwrap_err();
     assert!(err.contains("additional-envs"), "{err}");
-    for name in [
-        "PATH",
-        "LD_PRELOAD",
-        "DYLD_INSERT_LIBRARIES",
-        "KUBERNETES_EXEC_INFO",
-    ] {
-        let err = f
-            .resolve(&profile(exts(json!([]), json!({name: "/tmp/x"}))), "c")
-            .unwrap_err();
-        assert!(err.contains(&format!("may not set {name}")), "{err}");
-    }
     let none: ClusterProfile = serde_json::from_value(json!({"status": {
         "accessProviders": [{"name": "unknown", "cluster": {"server": "https://x"}}]}}))
     .unwrap();

@@ -1,9 +1,11 @@
 //! Running the [`MultiProvider`]: starting every child under its own child token with a
 //! [`PrefixedAware`], and stopping them all when the provider's token is cancelled.
 
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
-use mcr_core::{Aware, BoxFuture, Provider, ProviderRunnable, backoff::Backoff};
+use futures::FutureExt;
+use mcr_core::{Aware, BoxFuture, Provider, ProviderRunnable, backoff::Backoff, panic_message};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
@@ -47,7 +49,9 @@ impl MultiProvider {
                     // Each run gets its own token: what a failed run engaged leaves with it.
                     let run_token = child_token.child_token();
                     let started = tokio::time::Instant::now();
-                    let result = runnable.start(run_token.clone(), aware.clone()).await;
+                    // A panicking child is caught here and restarted like a failed one.
+                    let run = AssertUnwindSafe(runnable.start(run_token.clone(), aware.clone()));
+                    let result = run.catch_unwind().await;
                     run_token.cancel();
                     if child_token.is_cancelled() {
                         tracing::debug!("provider stopped");
@@ -57,7 +61,11 @@ impl MultiProvider {
                     if started.elapsed() > max {
                         backoff.reset();
                     }
-                    let error = result.err().map(|e| mcr_core::ErrorChain(&e).to_string());
+                    let error = match result {
+                        Ok(Ok(())) => None,
+                        Ok(Err(e)) => Some(mcr_core::ErrorChain(&e).to_string()),
+                        Err(panic) => Some(format!("panicked: {}", panic_message(panic.as_ref()))),
+                    };
                     let restarts = multi.record_failure(&name, error.clone());
                     let delay = backoff.next_delay();
                     tracing::error!(

@@ -21,9 +21,9 @@ pub const RESTART_BACKOFF_MAX: Duration = Duration::from_secs(60);
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct ChildStatus {
-    /// Times the child's loop ended on its own (error or early return) and was restarted.
+    /// Times the child's loop ended on its own (error, panic or early return) and was restarted.
     pub restarts: u32,
-    /// The last error it ended with, if any.
+    /// The last error it ended with, if any (`panicked: <message>` for a panic).
     pub last_error: Option<String>,
 }
 

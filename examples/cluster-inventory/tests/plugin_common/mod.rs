@@ -44,7 +44,8 @@ impl Plugin {
         ]
     }
 
-    /// A provider file with one entry running the test plugin.
+    /// A provider file with one entry running the test plugin, for servers on 127.0.0.1 (the
+    /// test members), whose profiles may set the test's `MCR_PLUGIN_*` variables.
     pub fn file(&self, args_policy: &str, env_policy: &str) -> AccessProviders {
         let file = json!({"providers": [{
             "name": PROVIDER,
@@ -60,7 +61,10 @@ impl Plugin {
         }]});
         let path = self.dir.path().join("provider-file.json");
         std::fs::write(&path, file.to_string()).unwrap();
-        AccessProviders::from_file(&path).unwrap()
+        AccessProviders::from_file(&path)
+            .unwrap()
+            .servers(["127.0.0.1"])
+            .profile_env(["MCR_PLUGIN_FROM_FILE", "MCR_PLUGIN_EXTRA", "MCR_PLUGIN_X"])
     }
 
     /// Every recorded plugin run, oldest first (a line still being written is skipped).

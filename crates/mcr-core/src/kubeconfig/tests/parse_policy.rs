@@ -155,7 +155,18 @@ fn auth_provider_refused_unless_allow_all() {
         );
         assert_no_secret(&err.to_string());
     }
-    check_exec_policy(&kc, None, &ExecPolicy::AllowAll).unwrap();
+    // Even trusted, an auth-provider that needs a command is refused: mcr never runs one.
+    let err = check_exec_policy(&kc, None, &ExecPolicy::AllowAll).unwrap_err();
+    assert!(
+        matches!(&err, Error::AuthProviderCommand { context, provider } if context == "ctx-b" && provider == "gcp"),
+        "{err:?}"
+    );
+    assert!(err.is_policy_denial());
+    assert_no_secret(&err.to_string());
+    let stored =
+        parse(kubeconfig_with(&user.replace("\n        cmd-path: /usr/bin/gcloud", "")).as_bytes())
+            .unwrap();
+    check_exec_policy(&stored, None, &ExecPolicy::AllowAll).unwrap();
 }
 
 #[test]

@@ -106,6 +106,7 @@ where
     filter: Option<ClusterFilter>,
     filter_host: bool,
     retry_when_gone: bool,
+    live_first: bool,
     on_outcome: Vec<crate::controller::outcome::OutcomeHook<K>>,
     limits: Limits,
 }
@@ -148,6 +149,7 @@ where
             filter: None,
             filter_host: false,
             retry_when_gone: false,
+            live_first: true,
             on_outcome: Vec::new(),
             limits: Limits::default(),
         }

@@ -162,6 +162,7 @@ where
             filter: self.filter,
             filter_host: self.filter_host,
             retry_when_gone: self.retry_when_gone,
+            live_first: self.live_first,
             on_outcome: self.on_outcome,
             limits: self.limits,
             host: self.mgr.local().clone(),

@@ -10,7 +10,11 @@ use tokio_util::sync::CancellationToken;
 use tracing::trace;
 
 use super::{Loop, Target};
-use crate::controller::{context::Context, input::Batch, request::Request};
+use crate::controller::{
+    context::Context,
+    input::{Arrival, Batch},
+    request::Request,
+};
 
 impl<K, T, Ctx, R, P, Fut, E> Loop<'_, K, T, Ctx, R, P, Fut, E>
 where
@@ -28,30 +32,44 @@ where
         for trigger in self.spec.triggers.drain(..) {
             self.streams.push(
                 trigger
-                    .map(Batch::One)
+                    .map(|r| Arrival {
+                        batch: Batch::One(r),
+                        initial: false,
+                    })
                     .take_until(stop.clone().cancelled_owned())
                     .boxed(),
             );
         }
     }
 
-    pub(super) fn push(&mut self, batch: Batch<K>, at: Instant) {
-        match batch {
-            Batch::One(r) => self.push_one(r, at),
+    /// Queues the requests of one event; those of an initial list wait behind live changes.
+    pub(super) fn push(&mut self, arrival: Arrival<K>, at: Instant) {
+        let initial = arrival.initial;
+        match arrival.batch {
+            Batch::One(r) => self.queue_request(r, at, initial),
             Batch::Many(all) => {
                 for r in all {
-                    self.push_one(r, at);
+                    self.queue_request(r, at, initial);
                 }
             }
         }
     }
 
+    /// Queues one request as a live change.
     pub(super) fn push_one(&mut self, r: Request<K>, at: Instant) {
+        self.queue_request(r, at, false);
+    }
+
+    fn queue_request(&mut self, r: Request<K>, at: Instant, initial: bool) {
         let Some(e) = self.engaged.get(&r.cluster) else {
             trace!(controller = %self.spec.name, request = %r, "cluster not engaged; dropped");
             return;
         };
-        self.queue.push(&r.cluster, r.object, at);
+        if initial && self.spec.live_first {
+            self.queue.push_initial(&r.cluster, r.object, at);
+        } else {
+            self.queue.push(&r.cluster, r.object, at);
+        }
         e.metrics.depth.set(self.queue.ready_len(&r.cluster) as i64);
     }
 }

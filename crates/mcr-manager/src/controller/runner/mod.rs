@@ -56,7 +56,7 @@ use self::engage::{Engaged, SyncDone, Watched};
 use self::slots::Slots;
 use super::{
     context::Context,
-    input::{Batch, Input, OpenFn, PrimaryFn, Scope},
+    input::{Arrival, Input, OpenFn, PrimaryFn, Scope},
     request::Request,
 };
 use crate::{error::BoxError, metrics::Metrics, queue::WorkQueue, runnable::Runnable};
@@ -101,6 +101,8 @@ where
     pub(crate) filter: Option<ClusterFilter>,
     pub(crate) filter_host: bool,
     pub(crate) retry_when_gone: bool,
+    /// Whether initial-list requests wait behind live changes (`Builder::live_changes_first`).
+    pub(crate) live_first: bool,
     pub(crate) on_outcome: Vec<crate::controller::outcome::OutcomeHook<K>>,
     pub(crate) limits: Limits,
     pub(crate) host: Cluster,
@@ -384,7 +386,7 @@ where
     slots: Slots,
     engaged_gauge: prometheus_client::metrics::gauge::Gauge,
     queue: WorkQueue<ObjectRef<K>>,
-    streams: SelectAll<BoxStream<'static, Batch<K>>>,
+    streams: SelectAll<BoxStream<'static, Arrival<K>>>,
     gones: FuturesUnordered<BoxFuture<'static, (ClusterName, ClusterId)>>,
     syncs: FuturesUnordered<BoxFuture<'static, SyncDone>>,
 }

@@ -16,7 +16,7 @@ use kube::{
     Resource,
     runtime::{controller::Action, reflector::ObjectRef},
 };
-use mcr_core::{BoxFuture, ClusterName, cluster_not_found};
+use mcr_core::{BoxFuture, ClusterName, ErrorChain, cluster_not_found};
 use serde::de::DeserializeOwned;
 use tokio::{task::JoinError, time::Instant};
 use tracing::{Instrument, debug, error, info_span, trace, warn};
@@ -242,16 +242,18 @@ where
             {
                 e.metrics.gone.inc();
                 debug!(
-                    controller = %self.spec.name, object = %Shown(&cluster, &key), error = %err,
-                    "cluster not found; not retried"
+                    controller = %self.spec.name, object = %Shown(&cluster, &key),
+                    error = %ErrorChain(&err), "cluster not found; not retried"
                 );
                 Outcome::Failure(None)
             }
             Ok(Err(err)) => {
                 e.metrics.error.inc();
+                // Through `ErrorChain`: kube errors in the chain are redacted (a failed
+                // credential command's error carries its command line and output).
                 warn!(
-                    controller = %self.spec.name, object = %Shown(&cluster, &key), error = %err,
-                    "reconcile failed"
+                    controller = %self.spec.name, object = %Shown(&cluster, &key),
+                    error = %ErrorChain(&err), "reconcile failed"
                 );
                 // The error policy is user code too: a panic there must not stop the loop.
                 let policy = &self.task.error_policy;

@@ -1,0 +1,113 @@
+//! Cluster names are `<path><separator><context>`, so two (file, context) pairs can map to one
+//! name (`/d/a.kubeconfig` with context `b.kubeconfig+c`, `/d/a.kubeconfig+b.kubeconfig` with
+//! context `c`). The pair that sorts first (path, then context) owns the name on every pass and
+//! after every restart, whatever was written last; the other is reported as a conflict.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::Api;
+use kube::api::PostParams;
+use kube::config::Kubeconfig;
+use mcr_core::{Aware, ClusterName, Registry};
+use mcr_envtest::TestCluster;
+use mcr_provider_file::{Error, FileProvider, MemberOptions, Options};
+use mcr_test_support::{configmap, init_tracing};
+use tokio_util::sync::CancellationToken;
+
+/// `tc`'s kubeconfig with its only context renamed to `context` (and made current).
+fn with_context(tc: &TestCluster, context: &str) -> String {
+    let mut kc: Kubeconfig = tc.kubeconfig().unwrap();
+    kc.contexts[0].name = context.into();
+    kc.current_context = Some(context.into());
+    serde_json::to_string(&kc).unwrap()
+}
+
+async fn marker(registry: &Registry, name: &str) -> Option<String> {
+    let cluster = registry.get(&ClusterName::new(name)).ok()?;
+    let cm = Api::<ConfigMap>::namespaced(cluster.client(), "default")
+        .get_opt("marker")
+        .await
+        .ok()??;
+    cm.data?.get("animal").cloned()
+}
+
+fn opts(dir: &Path) -> Options {
+    Options {
+        dirs: vec![dir.to_path_buf()],
+        members: MemberOptions {
+            sync_timeout: Duration::from_secs(10),
+            ..Options::default().members
+        },
+        ..Options::default()
+    }
+}
+
+#[tokio::test]
+async fn two_files_mapping_to_one_name_have_one_stable_owner() {
+    init_tracing();
+    let one = TestCluster::start_https("one").await.unwrap();
+    let two = TestCluster::start_https("two").await.unwrap();
+    for (member, animal) in [(&one, "one"), (&two, "two")] {
+        Api::<ConfigMap>::namespaced(member.client(), "default")
+            .create(&PostParams::default(), &configmap("marker", animal))
+            .await
+            .unwrap();
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let first = dir.path().join("a.kubeconfig");
+    let second = dir.path().join("a.kubeconfig+b.kubeconfig");
+    let name = format!("{}+b.kubeconfig+c", first.display());
+    assert_eq!(
+        name,
+        format!("{}+c", second.display()),
+        "the two pairs collide"
+    );
+
+    // Written in both orders; each time a fresh provider (a restart) makes one pass.
+    for order in [[0, 1], [1, 0]] {
+        for i in order {
+            match i {
+                0 => std::fs::write(&first, with_context(&one, "b.kubeconfig+c")).unwrap(),
+                _ => std::fs::write(&second, with_context(&two, "c")).unwrap(),
+            }
+        }
+        let provider = FileProvider::new(opts(dir.path()));
+        let registry = Registry::new();
+        let aware: Arc<dyn Aware> = Arc::new(registry.clone());
+        let token = CancellationToken::new();
+        let report = provider.run_once(&token, aware).await;
+        assert_eq!(
+            report.added,
+            [ClusterName::new(name.as_str())],
+            "{report:?}"
+        );
+        assert_eq!(
+            marker(&registry, &name).await.as_deref(),
+            Some("one"),
+            "a.kubeconfig sorts first and owns the name"
+        );
+        let conflicts: Vec<String> = report
+            .failed
+            .iter()
+            .map(|e| match e {
+                Error::NameConflict { .. } => e.to_string(),
+                other => panic!("unexpected failure: {other}"),
+            })
+            .collect();
+        assert_eq!(conflicts.len(), 1, "{report:?}");
+        for part in [&first.display().to_string(), &second.display().to_string()] {
+            assert!(
+                conflicts[0].contains(part.as_str()),
+                "names both files: {}",
+                conflicts[0]
+            );
+        }
+        token.cancel();
+        for file in [&first, &second] {
+            std::fs::remove_file(file).unwrap();
+        }
+    }
+}

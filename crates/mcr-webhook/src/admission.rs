@@ -1,0 +1,345 @@
+//! Typed admission handlers: [`Request`] (the apiserver's `AdmissionRequest<K>` plus the
+//! cluster it came from), [`Denied`], and the adapters that turn a defaulter into a JSON patch
+//! and a validator into an allow/deny answer.
+
+use std::{future::Future, marker::PhantomData, ops::Deref, sync::Arc};
+
+use bytes::Bytes;
+use http::StatusCode;
+use kube::{
+    Resource,
+    core::{
+        Status,
+        admission::{AdmissionRequest, AdmissionResponse, AdmissionReview},
+    },
+};
+use mcr_core::{BoxFuture, Cluster, ClusterNotFound};
+use serde::{Serialize, de::DeserializeOwned};
+
+use crate::review::{Reply, ReviewKind, uid_of};
+
+/// An admission request for a `K`, and the cluster it was made in: the host on the
+/// conventional paths, a member on `/clusters/{name}/...`. Derefs to kube's
+/// [`AdmissionRequest`] (`operation`, `user_info`, `object`, `old_object`, `dry_run`, ...).
+///
+/// ```no_run
+/// use k8s_openapi::api::core::v1::ConfigMap;
+/// use kube::core::admission::Operation;
+/// use mcr_webhook::Request;
+///
+/// fn describe(req: &Request<ConfigMap>) -> String {
+///     let op = if req.operation == Operation::Create { "create" } else { "change" };
+///     format!("{op} of {} in {}", req.name, req.cluster().name())
+/// }
+/// ```
+pub struct Request<K: Resource> {
+    inner: AdmissionRequest<K>,
+    cluster: Cluster,
+}
+
+impl<K: Resource> Request<K> {
+    /// The cluster the request was made in (the host, or the member named in the path).
+    /// Its [`cache`](Cluster::cache) and [`client`](Cluster::client) are that cluster's.
+    ///
+    /// ```no_run
+    /// # fn demo(req: mcr_webhook::Request<k8s_openapi::api::core::v1::ConfigMap>) {
+    /// let client = req.cluster().client();
+    /// # }
+    /// ```
+    pub fn cluster(&self) -> &Cluster {
+        &self.cluster
+    }
+
+    /// kube's request, by value.
+    ///
+    /// ```no_run
+    /// # fn demo(req: mcr_webhook::Request<k8s_openapi::api::core::v1::ConfigMap>) {
+    /// let raw = req.into_inner();
+    /// # }
+    /// ```
+    pub fn into_inner(self) -> AdmissionRequest<K> {
+        self.inner
+    }
+}
+
+impl<K: Resource> Deref for Request<K> {
+    type Target = AdmissionRequest<K>;
+    fn deref(&self) -> &AdmissionRequest<K> {
+        &self.inner
+    }
+}
+
+impl<K: Resource + std::fmt::Debug> std::fmt::Debug for Request<K> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Request")
+            .field("cluster", self.cluster.name())
+            .field("uid", &self.inner.uid)
+            .field("operation", &self.inner.operation)
+            .field("name", &self.inner.name)
+            .field("namespace", &self.inner.namespace)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A refusal from a defaulter or validator: the message reaches the API client that made the
+/// request. The code defaults to 403 (Forbidden), as in controller-runtime.
+///
+/// ```
+/// let no = mcr_webhook::Denied::new("data.size must be a number");
+/// assert_eq!(no.code(), 403);
+/// let no: mcr_webhook::Denied = "nope".into();
+/// assert_eq!(no.message(), "nope");
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Denied {
+    message: String,
+    code: u16,
+}
+
+impl Denied {
+    /// A refusal with `message` and code 403.
+    ///
+    /// ```
+    /// let no = mcr_webhook::Denied::new("immutable field");
+    /// ```
+    pub fn new(message: impl Into<String>) -> Self {
+        Self {
+            message: message.into(),
+            code: 403,
+        }
+    }
+
+    /// The same refusal with another HTTP code (reported in `status.code`).
+    ///
+    /// ```
+    /// let no = mcr_webhook::Denied::new("bad value").with_code(422);
+    /// assert_eq!(no.code(), 422);
+    /// ```
+    #[must_use]
+    pub fn with_code(mut self, code: u16) -> Self {
+        self.code = code;
+        self
+    }
+
+    /// The message.
+    ///
+    /// ```
+    /// assert_eq!(mcr_webhook::Denied::new("x").message(), "x");
+    /// ```
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    /// The code.
+    ///
+    /// ```
+    /// assert_eq!(mcr_webhook::Denied::new("x").code(), 403);
+    /// ```
+    pub fn code(&self) -> u16 {
+        self.code
+    }
+}
+
+impl From<String> for Denied {
+    fn from(message: String) -> Self {
+        Denied::new(message)
+    }
+}
+
+impl From<&str> for Denied {
+    fn from(message: &str) -> Self {
+        Denied::new(message)
+    }
+}
+
+impl std::fmt::Display for Denied {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+/// `response`, refused with `denied`.
+pub(crate) fn deny(response: AdmissionResponse, denied: &Denied) -> AdmissionResponse {
+    let reason = match denied.code {
+        400 => "BadRequest",
+        403 => "Forbidden",
+        409 => "Conflict",
+        422 => "Invalid",
+        500 => "InternalError",
+        _ => "",
+    };
+    let mut response = response.deny(&denied.message);
+    response.result = Status::failure(&denied.message, reason).with_code(denied.code);
+    response
+}
+
+/// What a route calls: parse the body, find the cluster, answer.
+pub(crate) trait Handle: Send + Sync + 'static {
+    fn kind(&self) -> ReviewKind;
+    fn handle(
+        self: Arc<Self>,
+        body: Bytes,
+        cluster: Result<Cluster, ClusterNotFound>,
+    ) -> BoxFuture<'static, Reply>;
+}
+
+/// The raw admission route for `K`: the user's function gets the typed request and returns
+/// kube's [`AdmissionResponse`].
+pub(crate) struct AdmissionHandle<K, F> {
+    f: F,
+    _k: PhantomData<fn() -> K>,
+}
+
+impl<K, F> AdmissionHandle<K, F> {
+    pub(crate) fn new(f: F) -> Self {
+        Self { f, _k: PhantomData }
+    }
+}
+
+impl<K, F, Fut> Handle for AdmissionHandle<K, F>
+where
+    K: Resource + DeserializeOwned + Send + Sync + 'static,
+    F: Fn(Request<K>) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = AdmissionResponse> + Send + 'static,
+{
+    fn kind(&self) -> ReviewKind {
+        ReviewKind::Admission
+    }
+
+    fn handle(
+        self: Arc<Self>,
+        body: Bytes,
+        cluster: Result<Cluster, ClusterNotFound>,
+    ) -> BoxFuture<'static, Reply> {
+        Box::pin(async move {
+            let refuse = |code: u16, reason: &str, message: &str| {
+                ReviewKind::Admission.refuse(StatusCode::OK, uid_of(&body), code, reason, message)
+            };
+            let review: AdmissionReview<K> = match serde_json::from_slice(&body) {
+                Ok(review) => review,
+                Err(err) => {
+                    return refuse(
+                        400,
+                        "BadRequest",
+                        &format!("the body is not an admission.k8s.io/v1 AdmissionReview: {err}"),
+                    );
+                }
+            };
+            let cluster = match cluster {
+                Ok(cluster) => cluster,
+                Err(ClusterNotFound(name)) => {
+                    return refuse(
+                        404,
+                        "NotFound",
+                        &format!(
+                            "cluster \"{name}\" is not engaged in this fleet: the webhook refuses requests for clusters it does not serve"
+                        ),
+                    );
+                }
+            };
+            let request: AdmissionRequest<K> = match review.try_into() {
+                Ok(request) => request,
+                Err(_) => return refuse(400, "BadRequest", "the AdmissionReview has no request"),
+            };
+            let uid = request.uid.clone();
+            let mut response = (self.f)(Request {
+                inner: request,
+                cluster,
+            })
+            .await;
+            // The apiserver rejects an answer for another uid; the request's uid is the only
+            // right one.
+            response.uid = uid;
+            if response.types.api_version.is_empty() {
+                response.types.api_version = kube::core::admission::META_API_VERSION_V1.into();
+                response.types.kind = kube::core::admission::META_KIND.into();
+            }
+            match serde_json::to_vec(&response.into_review()) {
+                Ok(body) => Reply::ok(body),
+                Err(err) => refuse(
+                    500,
+                    "InternalError",
+                    &format!("the webhook's answer could not be serialized: {err}"),
+                ),
+            }
+        })
+    }
+}
+
+/// The raw handler of a defaulter: it gets the object (and the request without it), returns
+/// the defaulted object, and the difference becomes a JSON patch. Requests without an object
+/// (DELETE) are allowed unchanged.
+pub(crate) fn defaulter<K, D, Fut>(
+    d: D,
+) -> impl Fn(Request<K>) -> BoxFuture<'static, AdmissionResponse> + Send + Sync + 'static
+where
+    K: Resource + Serialize + Send + Sync + 'static,
+    D: Fn(K, Request<K>) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<K, Denied>> + Send + 'static,
+{
+    let d = Arc::new(d);
+    move |mut req: Request<K>| {
+        let d = d.clone();
+        Box::pin(async move {
+            let response = AdmissionResponse::from(&req.inner);
+            let Some(object) = req.inner.object.take() else {
+                return response;
+            };
+            let before = match serde_json::to_value(&object) {
+                Ok(v) => v,
+                Err(err) => {
+                    return deny(
+                        response,
+                        &Denied::new(format!("the object could not be serialized: {err}"))
+                            .with_code(500),
+                    );
+                }
+            };
+            let after = match d(object, req).await {
+                Ok(after) => after,
+                Err(denied) => return deny(response, &denied),
+            };
+            let patch = match serde_json::to_value(&after) {
+                Ok(after) => json_patch::diff(&before, &after),
+                Err(err) => {
+                    return deny(
+                        response,
+                        &Denied::new(format!(
+                            "the defaulted object could not be serialized: {err}"
+                        ))
+                        .with_code(500),
+                    );
+                }
+            };
+            if patch.0.is_empty() {
+                return response;
+            }
+            match response.clone().with_patch(patch) {
+                Ok(patched) => patched,
+                Err(err) => deny(response, &Denied::new(err.to_string()).with_code(500)),
+            }
+        }) as BoxFuture<'static, AdmissionResponse>
+    }
+}
+
+/// The raw handler of a validator: allowed on `Ok`, refused with the message on `Err`.
+pub(crate) fn validator<K, V, Fut>(
+    v: V,
+) -> impl Fn(Request<K>) -> BoxFuture<'static, AdmissionResponse> + Send + Sync + 'static
+where
+    K: Resource + Send + Sync + 'static,
+    V: Fn(Request<K>) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<(), Denied>> + Send + 'static,
+{
+    let v = Arc::new(v);
+    move |req: Request<K>| {
+        let v = v.clone();
+        Box::pin(async move {
+            let response = AdmissionResponse::from(&req.inner);
+            match v(req).await {
+                Ok(()) => response,
+                Err(denied) => deny(response, &denied),
+            }
+        }) as BoxFuture<'static, AdmissionResponse>
+    }
+}

@@ -1,0 +1,183 @@
+//! Webhook configurations (`admissionregistration.k8s.io/v1`) for the registered webhooks,
+//! pointing at a URL: what [`MemberConfigurations`](crate::MemberConfigurations) writes into
+//! each member, and what an operator can apply to the host.
+
+use k8s_openapi::{
+    ByteString,
+    api::admissionregistration::v1::{
+        MutatingWebhook, MutatingWebhookConfiguration, RuleWithOperations, ValidatingWebhook,
+        ValidatingWebhookConfiguration, WebhookClientConfig,
+    },
+    apimachinery::pkg::apis::meta::v1::LabelSelector,
+};
+use kube::api::ObjectMeta;
+
+use crate::{HookKind, Registration, Webhooks};
+
+/// How the generated webhook configurations look. `#[non_exhaustive]`: start from
+/// [`ConfigOptions::new`] and set fields.
+///
+/// ```
+/// let mut options = mcr_webhook::ConfigOptions::new("widgets.example.com");
+/// options.failure_policy = "Ignore".into();
+/// ```
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct ConfigOptions {
+    /// The name of both configuration objects, and the suffix of each webhook's name (which
+    /// kube-apiserver wants fully qualified, at least three dot-separated parts).
+    pub name: String,
+    /// `Fail` (the default) or `Ignore`.
+    pub failure_policy: String,
+    /// Seconds the apiserver waits for an answer (1 to 30; default 10).
+    pub timeout_seconds: i32,
+    /// Only objects in namespaces matching this are sent.
+    pub namespace_selector: Option<LabelSelector>,
+    /// Only objects matching this are sent.
+    pub object_selector: Option<LabelSelector>,
+}
+
+impl ConfigOptions {
+    /// Defaults under `name` (a DNS subdomain of at least three parts, e.g.
+    /// `widgets.example.com`).
+    ///
+    /// ```
+    /// let options = mcr_webhook::ConfigOptions::new("widgets.example.com");
+    /// assert_eq!(options.failure_policy, "Fail");
+    /// ```
+    pub fn new(name: impl Into<String>) -> Self {
+        Self {
+            name: name.into(),
+            failure_policy: "Fail".into(),
+            timeout_seconds: 10,
+            namespace_selector: None,
+            object_selector: None,
+        }
+    }
+}
+
+fn hook_name(path: &str, suffix: &str) -> String {
+    let mut label: String = path
+        .trim_start_matches('/')
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_lowercase()
+            } else {
+                '-'
+            }
+        })
+        .take(63)
+        .collect();
+    while label.ends_with('-') {
+        label.pop();
+    }
+    format!("{label}.{suffix}")
+}
+
+fn rules(r: &Registration) -> Option<Vec<RuleWithOperations>> {
+    Some(vec![RuleWithOperations {
+        api_groups: Some(vec![r.group.clone()]),
+        api_versions: Some(vec![r.version.clone()]),
+        operations: Some(r.operations.clone()),
+        resources: Some(vec![r.resource.clone()]),
+        scope: Some("*".into()),
+    }])
+}
+
+fn client_config(base_url: &str, path: &str, ca_bundle: &[u8]) -> WebhookClientConfig {
+    WebhookClientConfig {
+        ca_bundle: Some(ByteString(ca_bundle.to_vec())),
+        service: None,
+        url: Some(format!("{}{path}", base_url.trim_end_matches('/'))),
+    }
+}
+
+fn of_kind(webhooks: &Webhooks, kind: HookKind) -> Vec<Registration> {
+    webhooks
+        .registrations()
+        .into_iter()
+        .filter(|r| r.kind == kind)
+        .collect()
+}
+
+/// The `ValidatingWebhookConfiguration` of the registered validators, calling
+/// `{base_url}{path}` and trusting `ca_bundle` (PEM); `None` if there is no validator.
+///
+/// ```no_run
+/// # fn demo(webhooks: mcr_webhook::Webhooks, ca_pem: Vec<u8>) {
+/// let options = mcr_webhook::ConfigOptions::new("widgets.example.com");
+/// let config = mcr_webhook::validating_configuration(&webhooks, "https://webhooks.example.com:9443", &ca_pem, &options);
+/// # }
+/// ```
+pub fn validating_configuration(
+    webhooks: &Webhooks,
+    base_url: &str,
+    ca_bundle: &[u8],
+    options: &ConfigOptions,
+) -> Option<ValidatingWebhookConfiguration> {
+    let hooks: Vec<_> = of_kind(webhooks, HookKind::Validating)
+        .iter()
+        .map(|r| ValidatingWebhook {
+            admission_review_versions: vec!["v1".into()],
+            client_config: client_config(base_url, &r.path, ca_bundle),
+            failure_policy: Some(options.failure_policy.clone()),
+            match_policy: Some("Equivalent".into()),
+            name: hook_name(&r.path, &options.name),
+            namespace_selector: options.namespace_selector.clone(),
+            object_selector: options.object_selector.clone(),
+            rules: rules(r),
+            side_effects: "None".into(),
+            timeout_seconds: Some(options.timeout_seconds),
+            ..Default::default()
+        })
+        .collect();
+    (!hooks.is_empty()).then(|| ValidatingWebhookConfiguration {
+        metadata: ObjectMeta {
+            name: Some(options.name.clone()),
+            ..Default::default()
+        },
+        webhooks: Some(hooks),
+    })
+}
+
+/// The `MutatingWebhookConfiguration` of the registered defaulters, calling
+/// `{base_url}{path}` and trusting `ca_bundle` (PEM); `None` if there is no defaulter.
+///
+/// ```no_run
+/// # fn demo(webhooks: mcr_webhook::Webhooks, ca_pem: Vec<u8>) {
+/// let options = mcr_webhook::ConfigOptions::new("widgets.example.com");
+/// let config = mcr_webhook::mutating_configuration(&webhooks, "https://webhooks.example.com:9443", &ca_pem, &options);
+/// # }
+/// ```
+pub fn mutating_configuration(
+    webhooks: &Webhooks,
+    base_url: &str,
+    ca_bundle: &[u8],
+    options: &ConfigOptions,
+) -> Option<MutatingWebhookConfiguration> {
+    let hooks: Vec<_> = of_kind(webhooks, HookKind::Mutating)
+        .iter()
+        .map(|r| MutatingWebhook {
+            admission_review_versions: vec!["v1".into()],
+            client_config: client_config(base_url, &r.path, ca_bundle),
+            failure_policy: Some(options.failure_policy.clone()),
+            match_policy: Some("Equivalent".into()),
+            name: hook_name(&r.path, &options.name),
+            namespace_selector: options.namespace_selector.clone(),
+            object_selector: options.object_selector.clone(),
+            reinvocation_policy: Some("Never".into()),
+            rules: rules(r),
+            side_effects: "None".into(),
+            timeout_seconds: Some(options.timeout_seconds),
+            ..Default::default()
+        })
+        .collect();
+    (!hooks.is_empty()).then(|| MutatingWebhookConfiguration {
+        metadata: ObjectMeta {
+            name: Some(options.name.clone()),
+            ..Default::default()
+        },
+        webhooks: Some(hooks),
+    })
+}

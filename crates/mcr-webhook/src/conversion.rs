@@ -1,0 +1,142 @@
+//! CRD conversion: one `/convert` route (as in controller-runtime) that hands each object of
+//! a `ConversionReview` to the converter registered for its group and kind.
+
+use std::{
+    collections::HashMap,
+    sync::{Arc, RwLock},
+};
+
+use bytes::Bytes;
+use http::StatusCode;
+use kube::core::{
+    Status,
+    conversion::{ConversionRequest, ConversionResponse, ConversionReview},
+};
+use mcr_core::{BoxFuture, Cluster, ClusterNotFound};
+use serde_json::Value;
+
+use crate::{
+    admission::Handle,
+    review::{Reply, ReviewKind, uid_of},
+};
+
+/// A converter: the object as stored, the `apiVersion` asked for, and the cluster; returns the
+/// object in that version, or why it cannot.
+pub(crate) type Converter =
+    Arc<dyn Fn(Value, &str, &Cluster) -> Result<Value, String> + Send + Sync + 'static>;
+
+/// The `/convert` route: converters by (group, kind).
+#[derive(Default)]
+pub(crate) struct ConversionHandle {
+    converters: RwLock<HashMap<(String, String), Converter>>,
+}
+
+impl ConversionHandle {
+    /// Registers `converter` for `group`/`kind`; false if one was there already.
+    pub(crate) fn insert(&self, group: String, kind: String, converter: Converter) -> bool {
+        let mut map = self
+            .converters
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if map.contains_key(&(group.clone(), kind.clone())) {
+            return false;
+        }
+        map.insert((group, kind), converter);
+        true
+    }
+
+    fn converter(&self, group: &str, kind: &str) -> Option<Converter> {
+        self.converters
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(&(group.to_owned(), kind.to_owned()))
+            .cloned()
+    }
+
+    fn convert(
+        &self,
+        request: &ConversionRequest,
+        cluster: &Cluster,
+    ) -> Result<Vec<Value>, String> {
+        let desired = request.desired_api_version.as_str();
+        request
+            .objects
+            .iter()
+            .enumerate()
+            .map(|(i, object)| {
+                let api_version = object
+                    .get("apiVersion")
+                    .and_then(Value::as_str)
+                    .unwrap_or("");
+                let kind = object.get("kind").and_then(Value::as_str).unwrap_or("");
+                let group = api_version.rsplit_once('/').map_or("", |(g, _)| g);
+                let converter = self.converter(group, kind).ok_or_else(|| {
+                    format!("object {i}: no converter for kind {kind:?} of group {group:?}")
+                })?;
+                let converted = converter(object.clone(), desired, cluster)
+                    .map_err(|e| format!("object {i} ({kind}): {e}"))?;
+                let got = converted.get("apiVersion").and_then(Value::as_str);
+                if got != Some(desired) {
+                    return Err(format!(
+                        "object {i} ({kind}): converted to apiVersion {got:?}, not {desired:?}"
+                    ));
+                }
+                Ok(converted)
+            })
+            .collect()
+    }
+}
+
+impl Handle for ConversionHandle {
+    fn kind(&self) -> ReviewKind {
+        ReviewKind::Conversion
+    }
+
+    fn handle(
+        self: Arc<Self>,
+        body: Bytes,
+        cluster: Result<Cluster, ClusterNotFound>,
+    ) -> BoxFuture<'static, Reply> {
+        Box::pin(async move {
+            let refuse = |code: u16, reason: &str, message: &str| {
+                ReviewKind::Conversion.refuse(StatusCode::OK, uid_of(&body), code, reason, message)
+            };
+            let review: ConversionReview = match serde_json::from_slice(&body) {
+                Ok(review) => review,
+                Err(err) => {
+                    return refuse(
+                        400,
+                        "BadRequest",
+                        &format!(
+                            "the body is not an apiextensions.k8s.io/v1 ConversionReview: {err}"
+                        ),
+                    );
+                }
+            };
+            let cluster = match cluster {
+                Ok(cluster) => cluster,
+                Err(ClusterNotFound(name)) => {
+                    return refuse(
+                        404,
+                        "NotFound",
+                        &format!("cluster \"{name}\" is not engaged in this fleet"),
+                    );
+                }
+            };
+            let request = match ConversionRequest::from_review(review) {
+                Ok(request) => request,
+                Err(_) => return refuse(400, "BadRequest", "the ConversionReview has no request"),
+            };
+            let outcome = self.convert(&request, &cluster);
+            let response = ConversionResponse::for_request(request);
+            let response = match outcome {
+                Ok(objects) => response.success(objects),
+                Err(message) => response.failure(Status::failure(&message, "ConversionFailed")),
+            };
+            match serde_json::to_vec(&response.into_review()) {
+                Ok(body) => Reply::ok(body),
+                Err(err) => refuse(500, "InternalError", &err.to_string()),
+            }
+        })
+    }
+}

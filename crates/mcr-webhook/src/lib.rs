@@ -1,0 +1,63 @@
+//! Admission and conversion webhooks for mcr, for the host cluster and for every member of the
+//! fleet.
+//!
+//! - [`Webhooks`] holds the routes; [`Webhooks::for_`] is controller-runtime's
+//!   `WebhookManagedBy(mgr).For(obj)`: a defaulter (answered with a JSON patch), a validator,
+//!   a converter, on the conventional paths `/mutate-<group>-<version>-<kind>`,
+//!   `/validate-<group>-<version>-<kind>` and `/convert`.
+//! - Every route is also served under `/clusters/{name}/...` for the engaged member `name`:
+//!   the handler's [`Request::cluster`] is that member (its client and cache). A name that is
+//!   not engaged is refused, naming it.
+//! - [`Server`] serves them over HTTPS (rustls) with a [`CertificateReloader`]: the
+//!   certificate files are followed and swapped in on change, without a restart or a dropped
+//!   connection. Bodies are capped, header, handshake and handler time bounded, a panicking
+//!   handler answers 500 for its request only, and a request that cannot be handled gets the
+//!   review shape kube-apiserver reads (`allowed: false`, a status message, the request's uid
+//!   when it could be read).
+//! - [`MemberConfigurations`] (opt-in) writes the webhook configurations into each member as
+//!   it is engaged, pointing at a base URL the operator gives, and removes them when the member
+//!   leaves.
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//! use k8s_openapi::api::core::v1::ConfigMap;
+//! use mcr_webhook::{CertificateReloader, Denied, Server, ServerOptions, Webhooks};
+//!
+//! # async fn demo(mgr: mcr_manager::Manager) -> Result<(), Box<dyn std::error::Error>> {
+//! let webhooks = Webhooks::new(&mgr);
+//! webhooks
+//!     .for_::<ConfigMap>()
+//!     .with_defaulter(|mut cm: ConfigMap, _req| async move {
+//!         cm.data.get_or_insert_default().entry("owner".into()).or_insert_with(|| "team-a".into());
+//!         Ok(cm)
+//!     })
+//!     .with_validator(|req| async move {
+//!         if req.name.contains("forbidden") { Err(Denied::new("forbidden name")) } else { Ok(()) }
+//!     })
+//!     .register()?;
+//! let certs = CertificateReloader::from_files("/tls/tls.crt", "/tls/tls.key")?;
+//! let server = Server::bind("0.0.0.0:9443".parse()?, webhooks, certs, ServerOptions::default()).await?;
+//! mgr.add(Arc::new(server))?;
+//! mgr.run().await?;
+//! # Ok(()) }
+//! ```
+
+mod admission;
+mod config;
+mod conversion;
+mod error;
+mod members;
+mod review;
+mod route;
+mod server;
+mod tls;
+mod webhooks;
+
+pub use admission::{Denied, Request};
+pub use config::{ConfigOptions, mutating_configuration, validating_configuration};
+pub use error::Error;
+pub use members::MemberConfigurations;
+pub use route::{MEMBER_PREFIX, default_path, member_path};
+pub use server::{Server, ServerOptions};
+pub use tls::CertificateReloader;
+pub use webhooks::{CONVERT_PATH, HookKind, Registration, WebhookBuilder, Webhooks};

@@ -1,0 +1,408 @@
+//! [`Server`]: HTTPS on rustls, routing each request to its webhook and its cluster, with a
+//! bounded body, bounded header and handler time, and a panic answered with a 500 for that
+//! request only.
+
+use std::{
+    convert::Infallible,
+    net::SocketAddr,
+    panic::AssertUnwindSafe,
+    sync::{Arc, Mutex},
+    time::Duration,
+};
+
+use bytes::Bytes;
+use futures::FutureExt;
+use http::{Method, Request, Response, StatusCode, header};
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Incoming;
+use hyper_util::{
+    rt::{TokioExecutor, TokioIo, TokioTimer},
+    server::conn::auto,
+};
+use mcr_core::BoxFuture;
+use mcr_manager::{BoxError, Runnable};
+use tokio::net::TcpListener;
+use tokio_rustls::TlsAcceptor;
+use tokio_util::{sync::CancellationToken, task::TaskTracker};
+use tracing::{Instrument, debug, error, info, info_span, warn};
+
+use crate::{CertificateReloader, Error, Webhooks, route};
+
+/// Limits and timings of the [`Server`]. `#[non_exhaustive]`: start from `default()` and set
+/// fields.
+///
+/// ```
+/// let mut options = mcr_webhook::ServerOptions::default();
+/// options.max_body_bytes = 1 << 20;
+/// options.handler_timeout = std::time::Duration::from_secs(5);
+/// ```
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct ServerOptions {
+    /// The largest request body read; a larger one is refused (`status.code` 413) before the
+    /// handler runs. Default 7 MiB, as controller-runtime: a review carries the object and
+    /// the old object, each up to etcd's 1.5 MiB, in JSON.
+    pub max_body_bytes: usize,
+    /// Time allowed for a request's headers to arrive (HTTP/1). Default 10 s.
+    pub header_read_timeout: Duration,
+    /// Time allowed for the TLS handshake. Default 10 s.
+    pub handshake_timeout: Duration,
+    /// Time allowed to read the body and answer; past it the request gets a 504 (the
+    /// apiserver then applies the webhook's `failurePolicy`). Default 10 s, kube-apiserver's
+    /// default `timeoutSeconds` (it allows at most 30).
+    pub handler_timeout: Duration,
+    /// How often the certificate files are re-read besides on file events. Default 30 s.
+    pub certificate_poll_interval: Duration,
+    /// On shutdown, how long open requests may still finish. Default 15 s.
+    pub shutdown_grace: Duration,
+}
+
+impl Default for ServerOptions {
+    fn default() -> Self {
+        Self {
+            max_body_bytes: 7 * 1024 * 1024,
+            header_read_timeout: Duration::from_secs(10),
+            handshake_timeout: Duration::from_secs(10),
+            handler_timeout: Duration::from_secs(10),
+            certificate_poll_interval: Duration::from_secs(30),
+            shutdown_grace: Duration::from_secs(15),
+        }
+    }
+}
+
+/// The webhook server: HTTPS (HTTP/1.1 and HTTP/2) with the certificate of a
+/// [`CertificateReloader`], answering the routes of [`Webhooks`] for the host and, under
+/// `/clusters/{name}`, for every engaged member (a name not engaged is refused in the review,
+/// naming it).
+///
+/// It is a [`Runnable`] that needs no leader (every replica serves, as in
+/// controller-runtime): add it to the manager, or call [`serve`](Self::serve).
+///
+/// ```no_run
+/// use std::sync::Arc;
+/// use mcr_webhook::{CertificateReloader, Server, ServerOptions, Webhooks};
+///
+/// # async fn demo(mgr: mcr_manager::Manager, webhooks: Webhooks) -> Result<(), Box<dyn std::error::Error>> {
+/// let certs = CertificateReloader::from_files("/tls/tls.crt", "/tls/tls.key")?;
+/// let server = Server::bind("0.0.0.0:9443".parse()?, webhooks, certs, ServerOptions::default()).await?;
+/// mgr.add(Arc::new(server))?;
+/// mgr.run().await?;
+/// # Ok(()) }
+/// ```
+pub struct Server {
+    webhooks: Webhooks,
+    certs: Arc<CertificateReloader>,
+    options: ServerOptions,
+    addr: SocketAddr,
+    listener: Mutex<Option<TcpListener>>,
+}
+
+impl std::fmt::Debug for Server {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Server")
+            .field("addr", &self.addr)
+            .field("webhooks", &self.webhooks)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Server {
+    /// Binds `addr` (port 0 picks a free port; see [`local_addr`](Self::local_addr)).
+    ///
+    /// ```no_run
+    /// # async fn demo(webhooks: mcr_webhook::Webhooks, certs: mcr_webhook::CertificateReloader) -> Result<(), mcr_webhook::Error> {
+    /// let server = mcr_webhook::Server::bind(([127, 0, 0, 1], 0).into(), webhooks, certs, Default::default()).await?;
+    /// println!("https://{}", server.local_addr());
+    /// # Ok(()) }
+    /// ```
+    pub async fn bind(
+        addr: SocketAddr,
+        webhooks: Webhooks,
+        certs: CertificateReloader,
+        options: ServerOptions,
+    ) -> Result<Server, Error> {
+        let listener = TcpListener::bind(addr)
+            .await
+            .map_err(|source| Error::Bind { addr, source })?;
+        let addr = listener
+            .local_addr()
+            .map_err(|source| Error::Bind { addr, source })?;
+        Ok(Server {
+            webhooks,
+            certs: Arc::new(certs),
+            options,
+            addr,
+            listener: Mutex::new(Some(listener)),
+        })
+    }
+
+    /// The address the server listens on.
+    ///
+    /// ```no_run
+    /// # fn demo(server: mcr_webhook::Server) { let port = server.local_addr().port(); }
+    /// ```
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The certificate being served.
+    ///
+    /// ```no_run
+    /// # fn demo(server: mcr_webhook::Server) { let n = server.certificates().generation(); }
+    /// ```
+    pub fn certificates(&self) -> &Arc<CertificateReloader> {
+        &self.certs
+    }
+
+    /// Serves until `token` fires, then lets open requests finish (at most
+    /// [`shutdown_grace`](ServerOptions::shutdown_grace)). Once per server.
+    ///
+    /// ```no_run
+    /// # async fn demo(server: mcr_webhook::Server) -> Result<(), mcr_webhook::Error> {
+    /// let token = tokio_util::sync::CancellationToken::new();
+    /// server.serve(token).await
+    /// # }
+    /// ```
+    pub async fn serve(&self, token: CancellationToken) -> Result<(), Error> {
+        let listener = self
+            .listener
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take()
+            .ok_or(Error::AlreadyServing)?;
+        let mut tls = rustls::ServerConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .map_err(Error::Tls)?
+        .with_no_client_auth()
+        .with_cert_resolver(self.certs.clone());
+        tls.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+        let acceptor = TlsAcceptor::from(Arc::new(tls));
+        let tracker = TaskTracker::new();
+        let watch = token.child_token();
+        tracker.spawn(
+            self.certs
+                .clone()
+                .watch(watch.clone(), self.options.certificate_poll_interval),
+        );
+        let state = Arc::new(State {
+            webhooks: self.webhooks.clone(),
+            options: self.options.clone(),
+        });
+        info!(addr = %self.addr, paths = ?self.webhooks.paths(), "webhook server listening");
+        loop {
+            let (tcp, peer) = tokio::select! {
+                () = token.cancelled() => break,
+                accepted = listener.accept() => match accepted {
+                    Ok(accepted) => accepted,
+                    Err(err) => {
+                        // Out of file descriptors and the like: back off a little, keep serving.
+                        warn!(error = %err, "accepting a webhook connection failed");
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        continue;
+                    }
+                },
+            };
+            tracker.spawn(connection(
+                acceptor.clone(),
+                tcp,
+                peer,
+                state.clone(),
+                token.clone(),
+            ));
+        }
+        drop(listener);
+        watch.cancel();
+        tracker.close();
+        if tokio::time::timeout(self.options.shutdown_grace, tracker.wait())
+            .await
+            .is_err()
+        {
+            warn!("webhook requests still open after the shutdown grace period were dropped");
+        }
+        Ok(())
+    }
+}
+
+impl Runnable for Server {
+    fn name(&self) -> &str {
+        "webhook-server"
+    }
+
+    fn start(
+        self: Arc<Self>,
+        token: CancellationToken,
+    ) -> BoxFuture<'static, Result<(), BoxError>> {
+        Box::pin(async move { self.serve(token).await.map_err(BoxError::from) })
+    }
+
+    fn needs_leader_election(&self) -> bool {
+        false
+    }
+}
+
+struct State {
+    webhooks: Webhooks,
+    options: ServerOptions,
+}
+
+async fn connection(
+    acceptor: TlsAcceptor,
+    tcp: tokio::net::TcpStream,
+    peer: SocketAddr,
+    state: Arc<State>,
+    token: CancellationToken,
+) {
+    let tls =
+        match tokio::time::timeout(state.options.handshake_timeout, acceptor.accept(tcp)).await {
+            Ok(Ok(tls)) => tls,
+            Ok(Err(err)) => {
+                debug!(%peer, error = %err, "webhook TLS handshake failed");
+                return;
+            }
+            Err(_) => {
+                debug!(%peer, "webhook TLS handshake timed out");
+                return;
+            }
+        };
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(state.options.header_read_timeout);
+    builder.http2().timer(TokioTimer::new());
+    let service = hyper::service::service_fn(move |req| {
+        let state = state.clone();
+        async move { Ok::<_, Infallible>(respond(&state, req).await) }
+    });
+    let conn = builder.serve_connection(TokioIo::new(tls), service);
+    tokio::pin!(conn);
+    tokio::select! {
+        result = conn.as_mut() => {
+            if let Err(err) = result {
+                debug!(%peer, error = %err, "webhook connection ended");
+            }
+        }
+        () = token.cancelled() => {
+            conn.as_mut().graceful_shutdown();
+            let _ = conn.await;
+        }
+    }
+}
+
+fn plain(status: StatusCode, text: String) -> Response<Full<Bytes>> {
+    let mut response = Response::new(Full::new(Bytes::from(text)));
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    response
+}
+
+async fn respond(state: &State, req: Request<Incoming>) -> Response<Full<Bytes>> {
+    let path = req.uri().path().to_owned();
+    if req.method() != Method::POST {
+        return plain(
+            StatusCode::METHOD_NOT_ALLOWED,
+            format!("{path}: webhooks answer POST only\n"),
+        );
+    }
+    let (cluster_name, sub) = match route::split(&path) {
+        Ok(split) => split,
+        Err(why) => return plain(StatusCode::NOT_FOUND, format!("{why}\n")),
+    };
+    let Some(handle) = state.webhooks.route(sub) else {
+        return plain(StatusCode::NOT_FOUND, format!("no webhook at {path}\n"));
+    };
+    let kind = handle.kind();
+    let span = info_span!("webhook", cluster = %cluster_name, path = %sub);
+    let options = &state.options;
+    let json = req
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.trim_start().starts_with("application/json"));
+    let reply = async {
+        if !json {
+            return kind.refuse(
+                StatusCode::OK,
+                None,
+                400,
+                "BadRequest",
+                "the request's Content-Type is not application/json",
+            );
+        }
+        let body = match Limited::new(req.into_body(), options.max_body_bytes)
+            .collect()
+            .await
+        {
+            Ok(body) => body.to_bytes(),
+            Err(err) if err.is::<http_body_util::LengthLimitError>() => {
+                return kind.refuse(
+                    StatusCode::OK,
+                    None,
+                    413,
+                    "RequestEntityTooLarge",
+                    &format!(
+                        "the request body is larger than the webhook's limit of {} bytes",
+                        options.max_body_bytes
+                    ),
+                );
+            }
+            Err(err) => {
+                return kind.refuse(
+                    StatusCode::OK,
+                    None,
+                    400,
+                    "BadRequest",
+                    &format!("reading the request body: {err}"),
+                );
+            }
+        };
+        let cluster = state.webhooks.fleet().get(&cluster_name);
+        match AssertUnwindSafe(handle.clone().handle(body, cluster))
+            .catch_unwind()
+            .await
+        {
+            Ok(reply) => reply,
+            Err(_) => {
+                error!("the webhook handler panicked; answered 500 for this request only");
+                kind.refuse(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    None,
+                    500,
+                    "InternalError",
+                    "the webhook handler panicked",
+                )
+            }
+        }
+    };
+    let reply =
+        match tokio::time::timeout(options.handler_timeout, reply.instrument(span.clone())).await {
+            Ok(reply) => reply,
+            Err(_) => {
+                span.in_scope(
+                    || warn!(timeout = ?options.handler_timeout, "the webhook handler timed out"),
+                );
+                kind.refuse(
+                    StatusCode::GATEWAY_TIMEOUT,
+                    None,
+                    504,
+                    "Timeout",
+                    &format!(
+                        "the webhook did not answer within {:?}",
+                        options.handler_timeout
+                    ),
+                )
+            }
+        };
+    let mut response = Response::new(Full::new(Bytes::from(reply.body)));
+    *response.status_mut() = reply.status;
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static("application/json"),
+    );
+    response
+}

@@ -1,0 +1,292 @@
+//! The webhook configurations written into members, and (MCR_ENVTEST=real) real
+//! kube-apiservers calling the webhook server for the host and two members.
+
+mod common;
+
+use std::{collections::BTreeMap, sync::Arc};
+
+use common::{DEADLINE, Env, configmap_webhooks, serve};
+use k8s_openapi::{
+    api::{
+        admissionregistration::v1::{MutatingWebhookConfiguration, ValidatingWebhookConfiguration},
+        core::v1::ConfigMap,
+    },
+    apimachinery::pkg::apis::meta::v1::LabelSelector,
+};
+use kube::{
+    Api, Client,
+    api::{ObjectMeta, PostParams},
+};
+use mcr_envtest::wait::eventually_async;
+use mcr_webhook::{ConfigOptions, MemberConfigurations, ServerOptions, Webhooks};
+use serde_json::json;
+
+const NAME: &str = "configmaps.webhooks.mcr.test";
+const LABEL: &str = "mcr-webhook-test";
+
+/// The emulator does not serve admissionregistration.k8s.io: give it the two types as CRDs so
+/// the writes can be checked there too (a real apiserver has them built in).
+async fn admission_types(client: &Client) {
+    if mcr_envtest::backend().is_real() {
+        return;
+    }
+    let crds: Api<kube::api::DynamicObject> = Api::all_with(
+        client.clone(),
+        &kube::api::ApiResource::from_gvk_with_plural(
+            &kube::api::GroupVersionKind::gvk(
+                "apiextensions.k8s.io",
+                "v1",
+                "CustomResourceDefinition",
+            ),
+            "customresourcedefinitions",
+        ),
+    );
+    for (kind, plural) in [
+        (
+            "ValidatingWebhookConfiguration",
+            "validatingwebhookconfigurations",
+        ),
+        (
+            "MutatingWebhookConfiguration",
+            "mutatingwebhookconfigurations",
+        ),
+    ] {
+        let crd: kube::api::DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "apiextensions.k8s.io/v1",
+            "kind": "CustomResourceDefinition",
+            "metadata": { "name": format!("{plural}.admissionregistration.k8s.io") },
+            "spec": {
+                "group": "admissionregistration.k8s.io",
+                "scope": "Cluster",
+                "names": { "kind": kind, "plural": plural, "singular": kind.to_lowercase() },
+                "versions": [{
+                    "name": "v1", "served": true, "storage": true,
+                    "schema": { "openAPIV3Schema": { "type": "object", "x-kubernetes-preserve-unknown-fields": true } }
+                }]
+            }
+        }))
+        .unwrap();
+        crds.create(&PostParams::default(), &crd).await.unwrap();
+    }
+}
+
+fn options() -> ConfigOptions {
+    let mut options = ConfigOptions::new(NAME);
+    options.object_selector = Some(LabelSelector {
+        match_labels: Some(BTreeMap::from([(LABEL.to_string(), "yes".to_string())])),
+        ..Default::default()
+    });
+    options
+}
+
+async fn config_url(client: &Client) -> Option<String> {
+    let api: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
+    let config = api.get_opt(NAME).await.ok()??;
+    config.webhooks?.first()?.client_config.url.clone()
+}
+
+#[tokio::test]
+async fn members_get_the_configuration_on_engage_and_lose_it_when_they_leave() {
+    let env = Env::start(2).await;
+    for member in env.fleet.clusters() {
+        admission_types(&member.client()).await;
+    }
+    let webhooks = Webhooks::new(&env.mgr);
+    configmap_webhooks(&webhooks);
+    let ca = b"-----BEGIN CERTIFICATE-----\nnot checked here\n-----END CERTIFICATE-----\n".to_vec();
+    env.mgr
+        .add(Arc::new(MemberConfigurations::new(
+            webhooks,
+            "https://webhooks.example.test:9443/",
+            ca.clone(),
+            options(),
+        )))
+        .unwrap();
+    let manager = env.run().await;
+
+    for name in ["member-1", "member-2"] {
+        let client = env.fleet.get(name).unwrap().client();
+        let want =
+            format!("https://webhooks.example.test:9443/clusters/{name}/validate--v1-configmap");
+        eventually_async(&format!("the configuration in {name}"), DEADLINE, || {
+            let client = client.clone();
+            let want = want.clone();
+            async move { config_url(&client).await.as_deref() == Some(want.as_str()) }
+        })
+        .await;
+        let validating = Api::<ValidatingWebhookConfiguration>::all(client.clone())
+            .get(NAME)
+            .await
+            .unwrap();
+        let hook = &validating.webhooks.unwrap()[0];
+        assert_eq!(
+            hook.name,
+            "validate--v1-configmap.configmaps.webhooks.mcr.test"
+        );
+        assert_eq!(hook.client_config.ca_bundle.as_ref().unwrap().0, ca);
+        assert_eq!(hook.side_effects, "None");
+        assert_eq!(hook.admission_review_versions, ["v1"]);
+        let rule = &hook.rules.as_ref().unwrap()[0];
+        assert_eq!(
+            rule.resources.as_deref(),
+            Some(&["configmaps".to_string()][..])
+        );
+        assert_eq!(rule.api_groups.as_deref(), Some(&[String::new()][..]));
+        let mutating = Api::<MutatingWebhookConfiguration>::all(client)
+            .get(NAME)
+            .await
+            .unwrap();
+        assert_eq!(
+            mutating.webhooks.unwrap()[0].client_config.url.as_deref(),
+            Some(
+                format!("https://webhooks.example.test:9443/clusters/{name}/mutate--v1-configmap")
+                    .as_str()
+            )
+        );
+    }
+
+    // member-2 leaves the fleet: its configuration goes, member-1 keeps its own.
+    env.provider.remove(&"member-2".into());
+    let member2 = env.fleet.get("member-2").unwrap().client();
+    eventually_async("member-2's configuration to be removed", DEADLINE, || {
+        let client = member2.clone();
+        async move {
+            Api::<ValidatingWebhookConfiguration>::all(client.clone())
+                .get_opt(NAME)
+                .await
+                .unwrap()
+                .is_none()
+                && Api::<MutatingWebhookConfiguration>::all(client)
+                    .get_opt(NAME)
+                    .await
+                    .unwrap()
+                    .is_none()
+        }
+    })
+    .await;
+
+    // Shutting the manager down leaves member-1's configuration in place.
+    env.token.cancel();
+    manager.await.unwrap().unwrap();
+    let member1 = env.fleet.get("member-1").unwrap().client();
+    assert!(
+        config_url(&member1).await.is_some(),
+        "shutdown removed member-1's configuration"
+    );
+}
+
+fn cm(name: &str, size: &str) -> ConfigMap {
+    ConfigMap {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            namespace: Some("default".into()),
+            labels: Some(BTreeMap::from([(LABEL.to_string(), "yes".to_string())])),
+            ..Default::default()
+        },
+        data: Some(BTreeMap::from([("size".to_string(), size.to_string())])),
+        ..Default::default()
+    }
+}
+
+#[tokio::test]
+async fn real_apiservers_call_the_webhook_for_the_host_and_two_members() {
+    if !mcr_envtest::backend().is_real() {
+        let line = "SKIPPED on the emulator: real_apiservers_call_the_webhook_for_the_host_and_two_members: the emulator does not call admission webhooks (run with MCR_ENVTEST=real)\n";
+        let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
+        return;
+    }
+    let env = Env::start(2).await;
+    let webhooks = Webhooks::new(&env.mgr);
+    configmap_webhooks(&webhooks);
+    let s = serve(webhooks.clone(), ServerOptions::default()).await;
+    let base = format!("https://{}", s.addr);
+    let ca = s.pki.ca_pem.clone().into_bytes();
+    env.mgr
+        .add(Arc::new(MemberConfigurations::new(
+            webhooks.clone(),
+            base.clone(),
+            ca.clone(),
+            options(),
+        )))
+        .unwrap();
+    // The host's configuration: what an operator applies, built by the same functions.
+    let host = env.host.client();
+    let validating =
+        mcr_webhook::validating_configuration(&webhooks, &base, &ca, &options()).unwrap();
+    let mutating = mcr_webhook::mutating_configuration(&webhooks, &base, &ca, &options()).unwrap();
+    Api::<ValidatingWebhookConfiguration>::all(host.clone())
+        .create(&PostParams::default(), &validating)
+        .await
+        .unwrap();
+    Api::<MutatingWebhookConfiguration>::all(host.clone())
+        .create(&PostParams::default(), &mutating)
+        .await
+        .unwrap();
+    let _manager = env.run().await;
+
+    let clusters = [
+        ("<host>", host),
+        ("member-1", env.fleet.get("member-1").unwrap().client()),
+        ("member-2", env.fleet.get("member-2").unwrap().client()),
+    ];
+    for (name, client) in clusters {
+        let api: Api<ConfigMap> = Api::namespaced(client, "default");
+        let owner = if name == "<host>" { "team-a" } else { name };
+        // The apiserver reads webhook configurations through an informer: dry-run until the
+        // webhook answers.
+        let dry = PostParams {
+            dry_run: true,
+            ..Default::default()
+        };
+        eventually_async(
+            &format!("{name}'s apiserver to call the mutating webhook"),
+            DEADLINE,
+            || {
+                let api = api.clone();
+                let dry = dry.clone();
+                async move {
+                    api.create(&dry, &cm("probe", "1"))
+                        .await
+                        .ok()
+                        .and_then(|c| c.data)
+                        .is_some_and(|d| d.get("owner").map(String::as_str) == Some(owner))
+                }
+            },
+        )
+        .await;
+        let created = api
+            .create(&PostParams::default(), &cm("defaulted", "2"))
+            .await
+            .unwrap();
+        assert_eq!(
+            created.data.unwrap().get("owner").map(String::as_str),
+            Some(owner),
+            "{name}: the mutating webhook's patch was applied"
+        );
+        eventually_async(
+            &format!("{name}'s apiserver to call the validating webhook"),
+            DEADLINE,
+            || {
+                let api = api.clone();
+                let dry = dry.clone();
+                async move { api.create(&dry, &cm("probe", "large")).await.is_err() }
+            },
+        )
+        .await;
+        let err = api
+            .create(&PostParams::default(), &cm("invalid", "large"))
+            .await
+            .unwrap_err();
+        let kube::Error::Api(status) = err else {
+            panic!("{name}: {err}")
+        };
+        assert!(
+            status.message.contains(&format!(
+                "data.size must be a number, not \"large\" (cluster {name})"
+            )),
+            "{name}: {}",
+            status.message
+        );
+        assert!(api.get_opt("invalid").await.unwrap().is_none());
+    }
+}

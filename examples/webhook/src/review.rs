@@ -1,0 +1,162 @@
+//! The example's plumbing: a certificate on disk, and the two ways a cluster's webhook is
+//! exercised (through a real kube-apiserver, or by sending the review it would send).
+
+use std::{path::Path, sync::Arc, time::Duration};
+
+use anyhow::{Context as _, Result, bail};
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper_util::rt::TokioIo;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::{Api, Client, api::PostParams};
+use rcgen::{
+    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
+};
+use serde_json::{Value, json};
+
+/// Writes `tls.crt` / `tls.key` for 127.0.0.1 signed by a fresh CA (cert-manager's job in a
+/// real deployment); returns the CA's PEM, the `caBundle` of the webhook configurations.
+pub fn write_certificate(dir: &Path) -> Result<String> {
+    let ca_key = KeyPair::generate()?;
+    let mut ca_params = CertificateParams::new(Vec::<String>::new())?;
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca_params
+        .distinguished_name
+        .push(DnType::CommonName, "example-webhook CA");
+    let ca = ca_params.self_signed(&ca_key)?;
+    let issuer = Issuer::new(ca_params, ca_key);
+    let key = KeyPair::generate()?;
+    let mut params =
+        CertificateParams::new(vec!["127.0.0.1".to_string(), "localhost".to_string()])?;
+    params
+        .distinguished_name
+        .push(DnType::CommonName, "example-webhook");
+    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+    let cert = params.signed_by(&key, &issuer)?;
+    std::fs::write(dir.join("tls.key"), key.serialize_pem()).context("writing tls.key")?;
+    std::fs::write(dir.join("tls.crt"), cert.pem()).context("writing tls.crt")?;
+    Ok(ca.pem())
+}
+
+/// Creates an invalid and a valid ConfigMap through the cluster's own kube-apiserver, which
+/// calls the webhook. Returns the refusal of the invalid one and whether the valid one was
+/// accepted. The apiserver learns about a new webhook configuration through an informer, so
+/// the invalid one is tried as a dry run until it is refused (or `step` passes).
+pub async fn through_apiserver(
+    client: &Client,
+    step: Duration,
+    config_map: fn(&str, &str) -> ConfigMap,
+) -> Result<(Option<String>, bool)> {
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let dry = PostParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    let deadline = tokio::time::Instant::now() + step;
+    while api
+        .create(&dry, &config_map("invalid", "eleven"))
+        .await
+        .is_ok()
+    {
+        if tokio::time::Instant::now() > deadline {
+            bail!("the webhook was not called within {step:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let refused = match api
+        .create(&PostParams::default(), &config_map("invalid", "eleven"))
+        .await
+    {
+        Ok(_) => None,
+        Err(kube::Error::Api(status)) => Some(status.message),
+        Err(other) => return Err(other).context("creating the invalid ConfigMap"),
+    };
+    let allowed = api
+        .create(&PostParams::default(), &config_map("valid", "3"))
+        .await
+        .is_ok();
+    Ok((refused, allowed))
+}
+
+/// Sends the cluster's route the AdmissionReview kube-apiserver would send for creating an
+/// invalid and a valid ConfigMap (the emulator does not call webhooks).
+pub async fn by_hand(
+    base: &str,
+    ca_pem: &str,
+    path: &str,
+    config_map: fn(&str, &str) -> ConfigMap,
+) -> Result<(Option<String>, bool)> {
+    let invalid = post(
+        base,
+        ca_pem,
+        path,
+        &review(
+            "3f0c7a6e-0001-4b8e-9d2c-5a1e2b3c4d5e",
+            &config_map("invalid", "eleven"),
+        ),
+    )
+    .await?;
+    let valid = post(
+        base,
+        ca_pem,
+        path,
+        &review(
+            "3f0c7a6e-0002-4b8e-9d2c-5a1e2b3c4d5e",
+            &config_map("valid", "3"),
+        ),
+    )
+    .await?;
+    let refused = (invalid["response"]["allowed"] == false).then(|| {
+        invalid["response"]["status"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    });
+    Ok((refused, valid["response"]["allowed"] == true))
+}
+
+fn review(uid: &str, cm: &ConfigMap) -> Value {
+    json!({
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": uid,
+            "kind": { "group": "", "version": "v1", "kind": "ConfigMap" },
+            "resource": { "group": "", "version": "v1", "resource": "configmaps" },
+            "name": cm.metadata.name,
+            "namespace": "default",
+            "operation": "CREATE",
+            "userInfo": { "username": "example-webhook" },
+            "object": cm,
+            "oldObject": null,
+            "dryRun": false
+        }
+    })
+}
+
+async fn post(base: &str, ca_pem: &str, path: &str, body: &Value) -> Result<Value> {
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in rustls_pemfile::certs(&mut ca_pem.as_bytes()) {
+        roots.add(cert?)?;
+    }
+    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()?
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    let addr = base.trim_start_matches("https://");
+    let tcp = tokio::net::TcpStream::connect(addr).await?;
+    let tls = tokio_rustls::TlsConnector::from(Arc::new(config))
+        .connect(rustls::pki_types::ServerName::try_from("127.0.0.1")?, tcp)
+        .await?;
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls)).await?;
+    tokio::spawn(conn);
+    let request = http::Request::post(path)
+        .header("host", addr)
+        .header("content-type", "application/json")
+        .body(Full::new(Bytes::from(serde_json::to_vec(body)?)))?;
+    let response = sender.send_request(request).await?;
+    let bytes = response.into_body().collect().await?.to_bytes();
+    Ok(serde_json::from_slice(&bytes)?)
+}
