@@ -24,15 +24,20 @@ pub struct Manager {
 }
 
 impl Manager {
-    /// Starts `mcr-chaos --serve-manager dir --host-kubeconfig host` and waits until it is
-    /// ready (at most 60 s).
-    pub async fn start(dir: &Path, host: &Path) -> Result<Manager> {
+    /// Starts `mcr-chaos --serve-manager dir --host-kubeconfig host` (with
+    /// `--default-settings` when asked) and waits until it is ready (at most 60 s).
+    pub async fn start(dir: &Path, host: &Path, default_settings: bool) -> Result<Manager> {
         let exe = std::env::current_exe().context("this program's path")?;
-        let mut child = Command::new(exe)
+        let mut command = Command::new(exe);
+        command
             .arg("--serve-manager")
             .arg(dir)
             .arg("--host-kubeconfig")
-            .arg(host)
+            .arg(host);
+        if default_settings {
+            command.arg("--default-settings");
+        }
+        let mut child = command
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())

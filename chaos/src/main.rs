@@ -82,6 +82,10 @@ pub struct Args {
     /// Only these faults (comma-separated: stop, refuse, hang, storm, slow, errors, churn).
     #[arg(long, value_delimiter = ',', value_parser = ["stop", "refuse", "hang", "storm", "slow", "errors", "churn"])]
     pub faults: Option<Vec<String>>,
+    /// The controllers run with default settings (no `reconcile_timeout`): hung members must
+    /// not starve the others without one.
+    #[arg(long)]
+    pub default_settings: bool,
     /// Internal: be the manager process, over the kubeconfig files in this directory.
     #[arg(long, hide = true, requires = "host_kubeconfig")]
     pub serve_manager: Option<PathBuf>,
@@ -95,7 +99,7 @@ fn panics() -> u64 {
 }
 
 /// The manager process (see `manager`).
-fn serve(dir: PathBuf, host: PathBuf) -> ExitCode {
+fn serve(dir: PathBuf, host: PathBuf, default_settings: bool) -> ExitCode {
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -107,7 +111,7 @@ fn serve(dir: PathBuf, host: PathBuf) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match rt.block_on(manager::serve(dir, host, panics)) {
+    match rt.block_on(manager::serve(dir, host, default_settings, panics)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
             eprintln!("chaos manager: {err:#}");
@@ -134,11 +138,16 @@ fn main() -> ExitCode {
         default_hook(info);
     }));
     if let (Some(dir), Some(host)) = (args.serve_manager.take(), args.host_kubeconfig.take()) {
-        return serve(dir, host);
+        return serve(dir, host, args.default_settings);
     }
     let seed = *args.seed.get_or_insert_with(rng::clock_seed);
+    let settings = if args.default_settings {
+        "default controller settings (no reconcile timeout)"
+    } else {
+        "reconcile timeout 10 s"
+    };
     println!(
-        "mcr chaos: {} clusters, {} min, seed {seed} (repeat the plan with --seed {seed})",
+        "mcr chaos: {} clusters, {} min, {settings}, seed {seed} (repeat the plan with --seed {seed})",
         args.clusters, args.minutes
     );
     let world_rt = match tokio::runtime::Builder::new_multi_thread()

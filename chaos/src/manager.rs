@@ -24,7 +24,8 @@ use tokio_util::sync::CancellationToken;
 use crate::check::{SEEN_A, SEEN_B};
 use crate::world::{LABEL, NAMESPACE};
 
-/// A reconcile that takes longer is cancelled (and retried through the error policy).
+/// A reconcile that takes longer is cancelled (and retried through the error policy), unless
+/// the controllers run with default settings (`--default-settings`).
 pub const RECONCILE_TIMEOUT: Duration = Duration::from_secs(10);
 /// The file provider's cap on the delay before retrying a member that failed to engage.
 pub const ENGAGE_BACKOFF_MAX: Duration = Duration::from_secs(10);
@@ -64,8 +65,8 @@ fn error_policy(_: Arc<ConfigMap>, _: &kube::Error, _: Context<Data>) -> Action 
 }
 
 /// Builds the manager (host: `host`, members: the kubeconfig files in `dir`) with
-/// controllers A and B.
-fn build(host: kube::Client, dir: PathBuf) -> Result<Manager> {
+/// controllers A and B (with [`RECONCILE_TIMEOUT`] unless `default_settings`).
+fn build(host: kube::Client, dir: PathBuf, default_settings: bool) -> Result<Manager> {
     let provider = FileProvider::new(Options {
         dirs: vec![dir],
         globs: vec!["*.kubeconfig".into()],
@@ -87,18 +88,22 @@ fn build(host: kube::Client, dir: PathBuf) -> Result<Manager> {
         ("chaos-a", SEEN_A, None),
         ("chaos-b", SEEN_B, Some(REQUEUE_B)),
     ] {
-        Controller::new(&mgr)
+        let controller = Controller::new(&mgr)
             .named(name)
-            .for_with::<ConfigMap>((), WatchOptions::new().labels(format!("{LABEL}=1")))
-            .reconcile_timeout(RECONCILE_TIMEOUT)
-            .register(
-                reconcile,
-                error_policy,
-                Arc::new(Data {
-                    annotation,
-                    requeue,
-                }),
-            )?;
+            .for_with::<ConfigMap>((), WatchOptions::new().labels(format!("{LABEL}=1")));
+        let controller = if default_settings {
+            controller
+        } else {
+            controller.reconcile_timeout(RECONCILE_TIMEOUT)
+        };
+        controller.register(
+            reconcile,
+            error_policy,
+            Arc::new(Data {
+                annotation,
+                requeue,
+            }),
+        )?;
     }
     Ok(mgr)
 }
@@ -143,13 +148,18 @@ fn stats(mgr: &Manager, panics: u64) -> Stats {
 }
 
 /// The child: runs the manager until `stop` (or stdin closes), answering the parent.
-pub async fn serve(dir: PathBuf, host_kubeconfig: PathBuf, panics: fn() -> u64) -> Result<()> {
+pub async fn serve(
+    dir: PathBuf,
+    host_kubeconfig: PathBuf,
+    default_settings: bool,
+    panics: fn() -> u64,
+) -> Result<()> {
     let kubeconfig = kube::config::Kubeconfig::read_from(&host_kubeconfig)
         .with_context(|| format!("reading {}", host_kubeconfig.display()))?;
     let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
         .await
         .context("the host kubeconfig")?;
-    let mgr = build(kube::Client::try_from(config)?, dir)?;
+    let mgr = build(kube::Client::try_from(config)?, dir, default_settings)?;
     let stop = CancellationToken::new();
     let mut run = tokio::spawn({
         let (mgr, stop) = (mgr.clone(), stop.clone());

@@ -82,7 +82,12 @@ pub async fn run(args: &Args, report: &mut Report) -> Result<()> {
         .await
         .context("starting the host")?;
     let host_kubeconfig = world.write_host(&host)?;
-    let mut mgr = child::Manager::start(&world.members_dir(), &host_kubeconfig).await?;
+    let mut mgr = child::Manager::start(
+        &world.members_dir(),
+        &host_kubeconfig,
+        args.default_settings,
+    )
+    .await?;
     report.tasks_empty = quiet_tasks(&mut mgr).await?;
 
     // Every member joins and is reconciled.

@@ -153,3 +153,116 @@ async fn secrets_drive_the_fleet_of_a_controller() {
     stop.cancel();
     run.await.unwrap().unwrap();
 }
+
+/// `GET path` on the manager's endpoint: the whole answer, head and body.
+async fn http_get(addr: std::net::SocketAddr, path: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let req = format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
+    s.write_all(req.as_bytes()).await.unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).await.unwrap();
+    out
+}
+
+#[tokio::test]
+async fn a_secret_whose_kubeconfig_fails_shows_in_clusters_and_the_members_gauge() {
+    let host = TestCluster::start("host").await.unwrap();
+    let fleet = Fleet::builder()
+        .clusters(1)
+        .name_prefix("member")
+        .https(true)
+        .start()
+        .await
+        .unwrap();
+    let member = &fleet.clusters()[0];
+    let provider = KubeconfigProvider::new(host.client(), Options::default());
+    let mgr = Manager::builder(host.client())
+        .provider(Arc::new(provider))
+        .metrics_address(([127, 0, 0, 1], 0).into())
+        .build();
+    let stop = CancellationToken::new();
+    let run = tokio::spawn({
+        let (mgr, stop) = (mgr.clone(), stop.clone());
+        async move { mgr.run_until(stop).await }
+    });
+    eventually("endpoint bound", || mgr.http_addr().is_some()).await;
+    let addr = mgr.http_addr().unwrap();
+
+    put_kubeconfig_secret(&host, member).await;
+    // A kubeconfig that parses but names a context it does not have; its token must not
+    // show anywhere.
+    let broken = "apiVersion: v1\nkind: Config\ncurrent-context: missing\nclusters: []\ncontexts: []\nusers:\n- name: u\n  user:\n    token: hunter2-do-not-show\n";
+    let secret = Secret {
+        metadata: ObjectMeta {
+            name: Some("broken".to_string()),
+            labels: Some(BTreeMap::from([(
+                DEFAULT_LABEL.to_string(),
+                "true".to_string(),
+            )])),
+            ..ObjectMeta::default()
+        },
+        data: Some(BTreeMap::from([(
+            "kubeconfig".to_string(),
+            ByteString(broken.as_bytes().to_vec()),
+        )])),
+        ..Secret::default()
+    };
+    Api::<Secret>::namespaced(host.client(), "default")
+        .create(&PostParams::default(), &secret)
+        .await
+        .unwrap();
+    eventually("the good member engaged", || {
+        mgr.engaged_clusters().iter().any(|n| *n == "member-1")
+    })
+    .await;
+
+    // The status API, /clusters and the gauge all show the failing member with its reason.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    let (clusters, metrics) = loop {
+        let clusters = http_get(addr, "/clusters").await;
+        let metrics = http_get(addr, "/metrics").await;
+        let listed = mgr.cluster_statuses().iter().any(|s| s.name == "broken");
+        if listed
+            && clusters.lines().any(|l| l.starts_with("broken "))
+            && metrics.contains(r#"mcr_members{provider="kubeconfig",state="failed"} 1"#)
+        {
+            break (clusters, metrics);
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the broken Secret is not reported: {clusters}\n{metrics}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let line = clusters.lines().find(|l| l.starts_with("broken ")).unwrap();
+    assert!(line.contains("member=failed"), "{line}");
+    assert!(
+        line.contains("secret default/broken"),
+        "the reason names the Secret: {line}"
+    );
+    assert!(
+        line.contains("missing"),
+        "the reason says what is wrong: {line}"
+    );
+    assert!(
+        metrics.contains(r#"mcr_members{provider="kubeconfig",state="engaged"} 1"#),
+        "{metrics}"
+    );
+    for text in [&clusters, &metrics] {
+        assert!(!text.contains("hunter2"), "a credential leaked: {text}");
+    }
+
+    // Deleting the Secret removes it from every view.
+    Api::<Secret>::namespaced(host.client(), "default")
+        .delete("broken", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually("the deleted Secret gone from the statuses", || {
+        !mgr.cluster_statuses().iter().any(|s| s.name == "broken")
+    })
+    .await;
+
+    stop.cancel();
+    run.await.unwrap().unwrap();
+}

@@ -2,7 +2,8 @@
 //! and runs it.
 //!
 //! - `cargo xtask chaos --clusters 100 --minutes 10`: the emulated fleet (what the README's
-//!   figures come from); CI runs `--clusters 12 --minutes 2`.
+//!   figures come from); CI runs `--clusters 12 --minutes 2`, then the same with
+//!   `--default-settings` (controllers without a reconcile timeout).
 //! - `cargo xtask chaos --real`: real `kube-apiserver` + `etcd` control planes
 //!   (`MCR_ENVTEST=real`, binaries from `cargo xtask assets`), 5 clusters by default, only
 //!   stop/restart and the proxy's partitions (the emulator-only hooks are not used).
@@ -23,6 +24,8 @@ pub struct Chaos {
     pub seed: Option<u64>,
     /// Real control planes.
     pub real: bool,
+    /// Controllers with default settings (no reconcile timeout).
+    pub default_settings: bool,
 }
 
 /// Builds and runs `mcr-chaos`.
@@ -52,6 +55,9 @@ pub fn run(opts: Chaos) -> Result<()> {
     let seed = opts.seed.map(|s| s.to_string());
     if let Some(seed) = &seed {
         args.extend(["--seed", seed]);
+    }
+    if opts.default_settings {
+        args.push("--default-settings");
     }
     let mut envs = Vec::new();
     let assets;

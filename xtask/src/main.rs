@@ -95,6 +95,9 @@ enum Cmd {
         /// Real kube-apiserver + etcd (MCR_ENVTEST=real): stop/restart and partitions only.
         #[arg(long)]
         real: bool,
+        /// Controllers with default settings (no reconcile timeout).
+        #[arg(long)]
+        default_settings: bool,
     },
     /// Compare the emulator with a real kube-apiserver on seeded request sequences (status
     /// codes, normalised bodies, watch events); fails on divergences outside
@@ -137,11 +140,13 @@ fn main() -> ExitCode {
             minutes,
             seed,
             real,
+            default_settings,
         } => chaos::run(chaos::Chaos {
             clusters,
             minutes,
             seed,
             real,
+            default_settings,
         }),
         Cmd::Fidelity {
             seed,
@@ -199,12 +204,15 @@ fn ci() -> Result<()> {
         "warnings",
     ])?;
     cargo(&["test", "--workspace"])?;
-    chaos::run(chaos::Chaos {
-        clusters: Some(12),
-        minutes: Some(2.0),
-        seed: None,
-        real: false,
-    })?;
+    for default_settings in [false, true] {
+        chaos::run(chaos::Chaos {
+            clusters: Some(12),
+            minutes: Some(2.0),
+            seed: None,
+            real: false,
+            default_settings,
+        })?;
+    }
     run(
         "cargo",
         &["doc", "--workspace", "--no-deps"],

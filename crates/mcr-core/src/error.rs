@@ -25,9 +25,10 @@ pub enum Error {
     #[error("cluster \"{0}\" is already engaged")]
     AlreadyEngaged(ClusterName),
 
-    /// No member may be engaged under this name: the empty name, or the host's
-    /// ([`ClusterName::host`], written `<host>`).
-    #[error("cluster \"{cluster}\": not a valid member name ({reason})")]
+    /// No member may be engaged under this name: the empty name, the host's
+    /// ([`ClusterName::host`], written `<host>`), or one with a control character
+    /// ([`ClusterName::member_name_error`]). The message escapes the name.
+    #[error("cluster \"{}\": not a valid member name ({reason})", .cluster.as_str().escape_debug())]
     InvalidName {
         /// The refused name.
         cluster: ClusterName,

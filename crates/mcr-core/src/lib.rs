@@ -101,6 +101,7 @@ mod cluster;
 mod clusters;
 mod error;
 mod index;
+mod member_status;
 pub mod name;
 mod provider;
 mod registry;
@@ -121,6 +122,7 @@ pub use error::{
     panic_message,
 };
 pub use index::FieldIndex;
+pub use member_status::{MemberState, MemberStatus};
 pub use name::ClusterName;
 pub use provider::{Aware, BoxFuture, Provider, ProviderRunnable};
 pub use registry::Registry;

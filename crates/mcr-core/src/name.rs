@@ -75,19 +75,29 @@ impl ClusterName {
         matches!(self.0, Repr::Host)
     }
 
-    /// Why no member may be engaged under this name, if so: the host's name and the empty
-    /// name are refused ([`Error::InvalidName`](crate::Error::InvalidName)).
+    /// Why no member may be engaged under this name, if so: the host's name, the empty name
+    /// and names with a control character (a newline, a tab, an escape, ...) are refused
+    /// ([`Error::InvalidName`](crate::Error::InvalidName)). A name is written as is into
+    /// logs, `/clusters` lines and metric labels, so a control character there could forge
+    /// lines; no Kubernetes object name, label value or context name a user means to give
+    /// carries one.
     ///
     /// ```
     /// # use mcr_core::ClusterName;
     /// assert!(ClusterName::new("a").member_name_error().is_none());
+    /// assert!(ClusterName::new("fleet/a b+ctx").member_name_error().is_none());
     /// assert!(ClusterName::new("").member_name_error().is_some());
     /// assert!(ClusterName::host().member_name_error().is_some());
+    /// assert!(ClusterName::new("a\nb synced").member_name_error().is_some());
+    /// assert!(ClusterName::new("a\u{1b}[2J").member_name_error().is_some());
     /// ```
     pub fn member_name_error(&self) -> Option<&'static str> {
         match &self.0 {
             Repr::Host => Some("the host cluster's name; a provider cannot engage the host"),
             Repr::Member(s) if s.is_empty() => Some("the empty name"),
+            Repr::Member(s) if s.chars().any(char::is_control) => {
+                Some("it contains a control character")
+            }
             Repr::Member(_) => None,
         }
     }

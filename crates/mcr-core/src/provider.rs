@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::{Cluster, ClusterName, Error, FieldIndex};
+use crate::{Cluster, ClusterName, Error, FieldIndex, MemberStatus};
 
 /// A boxed, `Send` future (re-exported from `futures` so providers need no extra import).
 pub type BoxFuture<'a, T> = futures::future::BoxFuture<'a, T>;
@@ -55,6 +55,19 @@ pub trait Provider: Send + Sync + 'static {
     /// Defaults to `None` (a provider whose clusters are added by other means).
     fn runnable(&self) -> Option<&dyn ProviderRunnable> {
         None
+    }
+
+    /// Every member the provider knows, with where it stands: engaged, pending (being built
+    /// or synced) or failed (with the redacted reason). The manager shows them in
+    /// `cluster_statuses()`, `/clusters` and the `mcr_members` gauge, so a member that never
+    /// engages is visible outside the logs.
+    ///
+    /// Contract: a lookup in memory; names as they are (or would be) engaged. Defaults to
+    /// none (a provider whose clusters are added by other means: the manager still sees the
+    /// engaged ones). Every provider built on [`members`](crate::members)
+    /// ([`MemberProvider`](crate::members::MemberProvider)) reports its members.
+    fn member_statuses(&self) -> Vec<MemberStatus> {
+        Vec::new()
     }
 }
 

@@ -26,13 +26,18 @@ fn respond(status: StatusCode, content_type: &'static str, body: String) -> Resp
     res
 }
 
-/// One line of `/clusters`: `<name> synced|unsynced` (`<host>` for the host cluster), then for
-/// credentials renewed in place `credentials=valid|expiring|expired`, `expires_in=<s>s` or
+/// One line of `/clusters`: `<name> synced|unsynced` (`<host>` for the host cluster; control
+/// characters and `\` escaped, so no name can start a line of its own), then for credentials
+/// renewed in place `credentials=valid|expiring|expired`, `expires_in=<s>s` or
 /// `expired_for=<s>s`, and while renewal fails `renewal_failures=<n> last_error="<reason>"`
-/// (the redacted reason, never credentials).
+/// (the redacted reason, never credentials); for a member the provider reports pending or
+/// failed `member=pending|failed`, and when failed `retry_in=<s>s` (if it is retried) and
+/// `reason="<reason>"`.
 fn cluster_line(s: &crate::ClusterStatus) -> String {
     let sync = if s.synced { "synced" } else { "unsynced" };
-    let mut line = format!("{} {sync}", s.name);
+    let mut line = escaped(s.name.as_str());
+    line.push(' ');
+    line.push_str(sync);
     if let (Some(c), Some(state)) = (&s.credentials, s.credential_state()) {
         line.push_str(" credentials=");
         line.push_str(state);
@@ -50,8 +55,34 @@ fn cluster_line(s: &crate::ClusterStatus) -> String {
             }
         }
     }
+    if let Some(member) = &s.member {
+        line.push_str(" member=");
+        line.push_str(member.as_str());
+        if let mcr_core::MemberState::Failed { reason, retry_in } = member {
+            if let Some(retry_in) = retry_in {
+                line.push_str(&format!(" retry_in={}s", retry_in.as_secs()));
+            }
+            line.push_str(&format!(" reason={reason:?}"));
+        }
+    }
     line.push('\n');
     line
+}
+
+/// `name` with control characters and `\` escaped (`\n`, `\u{1b}`, `\\`); other text,
+/// non-ASCII included, as is. Member names cannot hold control characters
+/// ([`ClusterName::member_name_error`](mcr_core::ClusterName::member_name_error)), but a
+/// provider may report one it refused.
+fn escaped(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    for c in name.chars() {
+        if c.is_control() || c == '\\' {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 /// The paths the manager serves itself; [`Endpoints::handler`] cannot take them.

@@ -79,6 +79,10 @@
 //! - Requests are `(cluster, object)`; one reconcile per key at a time; a change arriving during
 //!   a reconcile runs it once more afterwards.
 //! - The queue is fair across clusters: a cluster with a flood of changes cannot starve a quiet one.
+//! - Hung clusters cannot starve the others, however many: each holds at most its per-cluster
+//!   cap of the slots, and one none of whose reconciles finished for
+//!   [`stalled_after`](Builder::stalled_after) (10 s) starts no new reconcile and no longer
+//!   counts against `concurrency` until one does.
 //! - A cluster that leaves: its queued requests are dropped, its watches stop, and a reconcile
 //!   failing with `ClusterNotFound` ends quietly (no retry).
 //! - A panicking reconciler (or error policy) is logged with its cluster and object and retried
@@ -103,12 +107,12 @@ pub use controller::{
     UnreadableAction, WatchOptions,
 };
 pub use error::{BoxError, BuilderError, Error};
-#[cfg(feature = "leader-election")]
 pub use health::HttpOptions;
 /// kube-runtime's `Action`, re-exported so a ported controller imports
 /// `mcr_manager::{Action, Controller}` where it imported `kube::runtime::controller::{Action,
 /// Controller}`. Reconcilers return it unchanged.
 pub use kube::runtime::controller::Action;
+#[cfg(feature = "leader-election")]
 pub use leader::LeaderElection;
 pub use manager::{ClusterStatus, Fleet, Manager, ManagerBuilder};
 pub use metrics::Metrics;

@@ -151,3 +151,41 @@ async fn one_unsynced_member_does_not_make_the_pod_unready_and_is_reported() {
     token.cancel();
     run.await.unwrap();
 }
+
+#[tokio::test]
+async fn a_cluster_name_with_a_newline_cannot_forge_status_lines() {
+    use mcr_core::{Aware, Cluster, ClusterName};
+    init_tracing();
+    let host = TestCluster::start("host").await.unwrap();
+    let member = TestCluster::start("member").await.unwrap();
+    let mgr = Manager::builder(host.client())
+        .metrics_address(([127, 0, 0, 1], 0).into())
+        .build();
+    let token = CancellationToken::new();
+    let run = tokio::spawn({
+        let (mgr, t) = (mgr.clone(), token.clone());
+        async move { mgr.run_until(t).await.unwrap() }
+    });
+    eventually("endpoint bound", DEADLINE, || mgr.http_addr().is_some()).await;
+    let addr = mgr.http_addr().unwrap();
+    // A provider reading names from outside (a file name, a kubeconfig context) could be
+    // handed this one.
+    let evil = ClusterName::new("evil\nforged-member synced");
+    let engaged = mgr.engage(
+        CancellationToken::new(),
+        evil.clone(),
+        Cluster::new(evil.clone(), member.client()),
+    );
+    let clusters = get(addr, "/clusters").await;
+    let body = clusters.split("\r\n\r\n").nth(1).unwrap_or_default();
+    assert!(
+        !body.lines().any(|l| l.starts_with("forged-member")),
+        "a forged line in /clusters: {clusters}"
+    );
+    let err = engaged.expect_err("a name with a control character is refused");
+    let msg = err.to_string();
+    assert!(!msg.contains('\n'), "the error repeats the newline: {msg}");
+    assert!(msg.contains(r"evil\nforged-member"), "{msg}");
+    token.cancel();
+    run.await.unwrap();
+}

@@ -232,3 +232,93 @@ async fn another_cluster_not_found_follows_the_error_policy() {
     env.token.cancel();
     run.await.unwrap().unwrap();
 }
+
+/// `k` of 10 members have 20 periodically requeued objects each, whose reconciles read from
+/// their member; then those members hang (requests accepted, never answered) until every
+/// slot of a default controller (concurrency 16, no reconcile timeout) is held by a hung
+/// reconcile. A new object in a healthy member must still be reconciled.
+async fn hung_members_leave_slots_to_healthy_ones(k: usize) {
+    const CONCURRENCY: usize = 16; // the builder's default
+    const PER_CLUSTER: usize = 12; // the default per-cluster cap: 3/4 of the concurrency
+    let env = Env::start(10).await;
+    let sick: Vec<String> = (1..=k).map(|i| format!("cluster-{i}")).collect();
+    for name in &sick {
+        for i in 0..20 {
+            create_cm(env.member(name).client(), &format!("requeued-{i}"), "x").await;
+        }
+    }
+    let log = Log::default();
+    let hung = Arc::new(AtomicUsize::new(0));
+    let h = hung.clone();
+    let sick_names = Arc::new(sick.clone());
+    Controller::new(&env.mgr)
+        .for_::<ConfigMap>()
+        .register(
+            move |cm: Arc<ConfigMap>, ctx: Context<Log>| {
+                let hung = h.clone();
+                let sick = sick_names.clone();
+                async move {
+                    let cluster = ctx.cluster_name().as_str().to_owned();
+                    if !sick.contains(&cluster) {
+                        return record(cm, ctx).await;
+                    }
+                    ctx.data().push(format!("{cluster}/{}", cm.name_any()));
+                    let api: Api<ConfigMap> = Api::namespaced(ctx.client(), "default");
+                    hung.fetch_add(1, Ordering::SeqCst);
+                    let _ = api.get(&cm.name_any()).await;
+                    hung.fetch_sub(1, Ordering::SeqCst);
+                    Ok(Action::requeue(Duration::from_millis(10)))
+                }
+            },
+            retry,
+            Arc::new(log.clone()),
+        )
+        .unwrap();
+    let run = env.run();
+    for name in &sick {
+        eventually("every requeued object reconciled", DEADLINE, || {
+            log.count(&format!("{name}/")) >= 20
+        })
+        .await;
+    }
+    for name in &sick {
+        env.member(name).partition(Partition::Hang);
+    }
+    // The worst case: the hung members took every slot they could get before anything could
+    // tell them from slow ones.
+    let full = CONCURRENCY.min(k * PER_CLUSTER);
+    eventually("the hung members hold the slots", DEADLINE, || {
+        hung.load(Ordering::SeqCst) >= full
+    })
+    .await;
+
+    let healthy = format!("cluster-{}", k + 1);
+    create_cm(env.member(&healthy).client(), "fresh", "1").await;
+    eventually(
+        "the healthy member's new object reconciled",
+        Duration::from_secs(60),
+        || log.contains(&format!("{healthy}/fresh=1")),
+    )
+    .await;
+
+    for name in &sick {
+        env.member(name).heal();
+    }
+    env.token.cancel();
+    run.await.unwrap().unwrap();
+}
+
+#[tokio::test]
+async fn one_hung_member_of_ten_leaves_slots_to_the_healthy_ones() {
+    hung_members_leave_slots_to_healthy_ones(1).await;
+}
+
+#[tokio::test]
+async fn two_hung_members_of_ten_leave_slots_to_the_healthy_ones() {
+    hung_members_leave_slots_to_healthy_ones(2).await;
+}
+
+#[tokio::test]
+async fn five_hung_members_of_ten_leave_slots_to_the_healthy_ones() {
+    hung_members_leave_slots_to_healthy_ones(5).await;
+}

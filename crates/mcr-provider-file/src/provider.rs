@@ -12,9 +12,9 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
-use crate::Options;
 use crate::reconcile::{FileMembers, PassReport, PassState, pass, read};
 use crate::watch::{Watches, compile, is_relevant};
+use crate::{Error, Options};
 
 type FsEvents = mpsc::UnboundedReceiver<notify::Result<notify::Event>>;
 
@@ -146,7 +146,12 @@ impl FileProvider {
         }
         // Members added by `run_once` have no worker: removed here directly.
         let members = &self.inner.members;
-        for name in members.names().into_iter().chain(known.iter().cloned()) {
+        // Failed members too (`known_names`), so their records go with their file.
+        for name in members
+            .known_names()
+            .into_iter()
+            .chain(known.iter().cloned())
+        {
             if disk.drops(&name) {
                 workers.remove(&name);
                 if members.remove(&name) {
@@ -155,6 +160,12 @@ impl FileProvider {
             }
         }
         known.retain(|name| !disk.drops(name));
+        // A context that cannot be used never reaches a worker: reported here.
+        for err in &disk.failed {
+            if let Error::Context { cluster, .. } = err {
+                members.report_failure(cluster, err, None);
+            }
+        }
         debug!(
             clusters = disk.desired.len(),
             invalid_files = disk.invalid_files.len(),

@@ -210,7 +210,8 @@ pub(crate) async fn pass(
             }
         }
     }
-    for name in members.names() {
+    // Failed members too, so their records go with their file.
+    for name in members.known_names() {
         if disk.drops(&name) && members.remove(&name) {
             info!(cluster = %name, "kubeconfig file or context gone: cluster removed");
             report.removed.push(name);

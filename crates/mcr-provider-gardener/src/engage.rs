@@ -26,13 +26,14 @@ pub(crate) async fn engage(
     let mut backoff = Backoff::new(opts.retry_initial, opts.retry_max);
     loop {
         match attempt(&inner, &name, &source, &token, &*aware).await {
-            Ok(()) => return,
+            Ok(()) => return inner.engaged.report_done(&name),
             Err(err) => {
                 if token.is_cancelled() {
                     return;
                 }
                 let delay = backoff.next_delay();
                 warn!(error = %err, retry_in = ?delay, "could not engage the Shoot");
+                inner.engaged.report_failure(&name, &err, Some(delay));
                 tokio::select! {
                     _ = token.cancelled() => return,
                     _ = tokio::time::sleep(delay) => {}

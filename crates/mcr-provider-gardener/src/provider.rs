@@ -261,7 +261,7 @@ impl GardenerProvider {
         let member = lock(&self.inner.members).remove(name);
         if let Some(member) = member {
             member.token.cancel();
-            self.inner.engaged.clusters().remove(name);
+            self.inner.engaged.remove(name);
             info!(cluster = %name, reason, "disengaged");
         }
     }

@@ -193,8 +193,8 @@ impl KindProvider {
             m.gone = !listed.contains(name);
             !m.gone || m.busy
         });
-        for name in inner.engaged.clusters().names() {
-            if !listed.contains(&name) && inner.engaged.clusters().remove(&name) {
+        for name in inner.engaged.known_names() {
+            if !listed.contains(&name) && inner.engaged.remove(&name) {
                 info!(cluster = %name, "kind cluster gone: cluster removed");
             }
         }
@@ -242,7 +242,7 @@ impl KindProvider {
         if m.gone {
             // It left while we were adding it.
             members.remove(&name);
-            inner.engaged.clusters().remove(&name);
+            inner.engaged.remove(&name);
             return;
         }
         let now = Instant::now();
@@ -255,6 +255,7 @@ impl KindProvider {
                 }
                 m.backoff.reset();
                 m.last_error = None;
+                inner.engaged.report_done(&name);
                 m.next_check = now + inner.opts.refresh_interval;
             }
             Err(_) if token.is_cancelled() => {}
@@ -263,6 +264,7 @@ impl KindProvider {
                 let engaged = inner.engaged.clusters().get(&name).is_ok();
                 warn!(error = %err, ?retry_in, engaged, "kind cluster not in line with kind; retrying");
                 m.last_error = Some(err.to_string());
+                inner.engaged.report_failure(&name, &err, Some(retry_in));
                 m.next_check = now + retry_in;
             }
         }

@@ -496,3 +496,52 @@ async fn a_panicking_child_is_restarted_with_backoff_and_reported() {
     assert_eq!(flaky.runs.load(Ordering::SeqCst), 2);
     run.stop().await;
 }
+
+/// A child built on `mcr_core::members` whose one member failed.
+struct Reporting {
+    members: mcr_core::members::Members,
+}
+
+impl mcr_core::members::MemberProvider for Reporting {
+    fn members(&self) -> &mcr_core::members::Members {
+        &self.members
+    }
+    async fn run(
+        &self,
+        token: CancellationToken,
+        _: Arc<dyn mcr_core::Aware>,
+    ) -> Result<(), CoreError> {
+        let _guard = self.members.start_run("reporting")?;
+        let err = CoreError::Engage {
+            cluster: "x".into(),
+            source: "refused".into(),
+        };
+        self.members.report_failure(&"x".into(), &err, None);
+        token.cancelled().await;
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn a_childs_failing_members_are_reported_under_their_prefixed_names() {
+    init_tracing();
+    let child = Arc::new(Reporting {
+        members: mcr_core::members::Members::new(Default::default()),
+    });
+    let multi = MultiProvider::new();
+    multi.add("p", child).await.unwrap();
+    let run = Running::start(multi.clone());
+    eventually("the child's failure reported", DEADLINE, || {
+        !multi.member_statuses().is_empty()
+    })
+    .await;
+    let statuses = multi.member_statuses();
+    assert_eq!(statuses.len(), 1, "{statuses:?}");
+    assert_eq!(statuses[0].name, "p#x");
+    assert_eq!(&*statuses[0].provider, "reporting");
+    assert!(
+        matches!(&statuses[0].state, mcr_core::MemberState::Failed { reason, .. } if reason.ends_with("refused")),
+        "{statuses:?}"
+    );
+    run.stop().await;
+}

@@ -22,6 +22,9 @@ impl Members {
     ///    indexed and engaged, replacing the running one ([`Ensured::Added`] or
     ///    [`Ensured::Replaced`]). Until the new instance answers, the old one stays engaged.
     ///
+    /// Meanwhile the name is reported pending, and failed (with the redacted error) when the
+    /// attempt fails ([`member_statuses`](Members::member_statuses)).
+    ///
     /// Clusters are engaged with child tokens of `token`. The future can be dropped at any
     /// point (a credential plugin still running is killed).
     ///
@@ -43,8 +46,26 @@ impl Members {
     ) -> Result<Ensured, Error> {
         if let Some(id) = self.unchanged(name, connection) {
             debug!(cluster = %name, "connection unchanged: keeping the engaged cluster");
+            self.report_done(name);
             return Ok(Ensured::Unchanged(id));
         }
+        self.report_pending(name);
+        let ensured = self.ensure_changed(token, aware, name, connection).await;
+        match &ensured {
+            Ok(_) => self.report_done(name),
+            Err(err) => self.report_failure(name, err, None),
+        }
+        ensured
+    }
+
+    /// [`ensure`](Self::ensure) once the connection is known to differ from the running one.
+    async fn ensure_changed(
+        &self,
+        token: &CancellationToken,
+        aware: &dyn Aware,
+        name: &ClusterName,
+        connection: &Connection,
+    ) -> Result<Ensured, Error> {
         if let Some(id) = self.renew(name, connection).await {
             info!(cluster = %name, id = %id, "only the credentials changed: renewed in place");
             return Ok(Ensured::Renewed(id));

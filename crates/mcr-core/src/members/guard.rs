@@ -13,8 +13,9 @@ pub struct RunGuard {
 }
 
 impl Members {
-    /// Marks the start of a run of `provider` (its name, for the error). A second run while
-    /// the first one's guard lives is refused with [`crate::Error::AlreadyRunning`].
+    /// Marks the start of a run of `provider` (its name, for the error and for
+    /// [`member_statuses`](Members::member_statuses)). A second run while the first one's
+    /// guard lives is refused with [`crate::Error::AlreadyRunning`].
     ///
     /// ```
     /// let members = mcr_core::members::Members::new(Default::default());
@@ -30,6 +31,7 @@ impl Members {
                 provider: provider.to_owned(),
             });
         }
+        self.name_provider(provider);
         Ok(RunGuard {
             members: self.clone(),
         })

@@ -16,8 +16,11 @@
 //!   worker, and shutdown never waits for a build in flight.
 //! - [`RunGuard`]: a provider runs once at a time ([`crate::Error::AlreadyRunning`]); when the
 //!   run ends the guard removes every member.
+//! - [`Members::member_statuses`]: every member name with where it stands (engaged, pending,
+//!   failed with its redacted reason), recorded by `ensure` and the workers.
 //! - [`MemberProvider`]: implementing it (`members` and `run`) gives the
-//!   [`Provider`](crate::Provider) implementation (`get`, `index_field`, `runnable`) and the
+//!   [`Provider`](crate::Provider) implementation (`get`, `index_field`, `runnable`,
+//!   `member_statuses`) and the
 //!   [`ProviderRunnable`](crate::ProviderRunnable) one.
 //! - [`Claims`]: which of several source objects claiming one cluster name owns it (the oldest,
 //!   then the smallest key), and [`FirstLists`]: whether every watch stream has listed once,
@@ -131,6 +134,7 @@ mod guard;
 mod options;
 mod provider;
 mod relist;
+mod report;
 mod status;
 mod workers;
 
@@ -189,6 +193,8 @@ struct Inner {
     /// [`Cluster::connection_hash`](crate::Cluster::connection_hash) still names the one it
     /// was built with).
     renewed: Mutex<HashMap<ClusterName, (ClusterId, String)>>,
+    /// What the members report (see `report`).
+    book: Mutex<report::Book>,
 }
 
 /// The members of one provider: its [`Clusters`] and the rules to bring a member to a wanted
@@ -229,6 +235,7 @@ impl Members {
                 opts,
                 running: AtomicBool::new(false),
                 renewed: Mutex::new(HashMap::new()),
+                book: Mutex::new(report::Book::default()),
             }),
         }
     }
@@ -261,6 +268,7 @@ impl Members {
     /// ```
     pub fn remove(&self, name: &ClusterName) -> bool {
         self.renewed().remove(name);
+        self.report_done(name);
         self.inner.clusters.remove(name)
     }
 
@@ -273,5 +281,6 @@ impl Members {
         for name in self.inner.clusters.names() {
             self.remove(&name);
         }
+        self.clear_reports();
     }
 }

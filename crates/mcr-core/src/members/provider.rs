@@ -7,14 +7,16 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 use crate::{
-    Aware, BoxFuture, Cluster, ClusterName, Error, FieldIndex, Provider, ProviderRunnable,
+    Aware, BoxFuture, Cluster, ClusterName, Error, FieldIndex, MemberStatus, Provider,
+    ProviderRunnable,
 };
 
 use super::Members;
 
 /// A provider whose clusters are its [`Members`]. Implementing it (two methods) gives the
 /// [`Provider`] implementation (`get` and `index_field` served by the members' clusters,
-/// `runnable` returning the provider) and the [`ProviderRunnable`] one (`start` is
+/// `runnable` returning the provider, `member_statuses` from [`Members::member_statuses`]) and
+/// the [`ProviderRunnable`] one (`start` is
 /// [`run`](MemberProvider::run)).
 ///
 /// A provider usually names its tracing span on `run`, e.g. with
@@ -62,6 +64,10 @@ impl<T: MemberProvider> Provider for T {
 
     fn runnable(&self) -> Option<&dyn ProviderRunnable> {
         Some(self)
+    }
+
+    fn member_statuses(&self) -> Vec<MemberStatus> {
+        self.members().member_statuses()
     }
 }
 

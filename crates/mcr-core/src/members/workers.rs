@@ -75,6 +75,7 @@ impl<R: Reconcile> Shared<R> {
 /// [`Backoff`] ([`MembersOptions::backoff_initial`](super::MembersOptions::backoff_initial) up
 /// to `backoff_max`), so a slow, hung or failing member only delays itself.
 /// [`shutdown`](Workers::shutdown) stops every worker without waiting for attempts in flight.
+/// Every failed attempt is recorded for [`Members::member_statuses`] with its retry delay.
 pub struct Workers<R: Reconcile> {
     shared: Arc<Shared<R>>,
 }
@@ -231,6 +232,7 @@ async fn run<R: Reconcile>(
         let retry = match outcome {
             Ok(()) => {
                 backoff.reset();
+                shared.members.report_done(&name);
                 None
             }
             Err(err) => {
@@ -238,6 +240,7 @@ async fn run<R: Reconcile>(
                     .reconcile
                     .is_retryable(&err)
                     .then(|| backoff.next_delay());
+                shared.members.report_failure(&name, &err, retry_in);
                 shared.reconcile.failed(&member, &err, retry_in);
                 retry_in
             }

@@ -1,27 +1,35 @@
 //! What the manager reports about itself: readiness, per-cluster sync and credentials.
 
-use mcr_core::ClusterName;
+use std::collections::BTreeMap;
+
 use mcr_core::credentials::CredentialStatus;
+use mcr_core::{ClusterName, MemberState};
 
 use super::Manager;
 
-/// One cluster as [`Manager::cluster_statuses`] (and `/clusters`) reports it.
+/// One cluster as [`Manager::cluster_statuses`] (and `/clusters`) reports it: an engaged
+/// cluster, or a member the provider knows but has not engaged (pending or failed).
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct ClusterStatus {
-    /// The name it is engaged under (empty for the host cluster).
+    /// The name it is (or would be) engaged under ([`ClusterName::host`] for the host).
     pub name: ClusterName,
-    /// Whether its caches have synced.
+    /// Whether it is engaged and its caches have synced.
     pub synced: bool,
     /// The state of its credentials when its client renews them in place
     /// ([`Cluster::credentials`](mcr_core::Cluster::credentials)): expiry, renewal failures and
     /// the last failure's (redacted) reason. `None` for static credentials.
     pub credentials: Option<CredentialStatus>,
+    /// What the provider reports when the member is not simply engaged
+    /// ([`Provider::member_statuses`](mcr_core::Provider::member_statuses)): pending (being
+    /// built or synced) or failed, with the redacted reason. A member that is not engaged at
+    /// all has `synced: false`; an engaged one keeps serving meanwhile. `None` otherwise.
+    pub member: Option<MemberState>,
 }
 
 impl ClusterStatus {
-    /// Whether the cluster can be worked with: its caches synced and its credentials, if they
-    /// expire, not expired.
+    /// Whether the cluster can be worked with: its caches synced, its credentials, if they
+    /// expire, not expired, and the provider's last attempt for it not failed.
     ///
     /// ```no_run
     /// # fn demo(mgr: mcr_manager::Manager) {
@@ -30,6 +38,7 @@ impl ClusterStatus {
     /// ```
     pub fn is_healthy(&self) -> bool {
         self.synced
+            && !matches!(self.member, Some(MemberState::Failed { .. }))
             && !self
                 .credentials
                 .as_ref()
@@ -65,7 +74,22 @@ impl ClusterStatus {
             name,
             synced,
             credentials,
+            member: None,
         }
+    }
+
+    /// The same status with what the provider reports about the member.
+    ///
+    /// ```
+    /// use mcr_core::MemberState;
+    /// let s = mcr_manager::ClusterStatus::new("a".into(), false, None)
+    ///     .with_member(Some(MemberState::Pending));
+    /// assert_eq!(s.member, Some(MemberState::Pending));
+    /// ```
+    #[must_use]
+    pub fn with_member(mut self, member: Option<MemberState>) -> Self {
+        self.member = member;
+        self
     }
 }
 
@@ -81,28 +105,60 @@ impl Manager {
     /// # }
     /// ```
     pub fn cluster_statuses(&self) -> Vec<ClusterStatus> {
-        let mut out: Vec<ClusterStatus> = self
+        let mut out: BTreeMap<ClusterName, ClusterStatus> = self
             .inner
             .fleet
             .members()
             .engagements()
             .into_iter()
-            .map(|(name, c, _)| ClusterStatus {
-                name,
-                synced: c.cache().is_synced(),
-                credentials: c.credentials().map(|h| h.status()),
+            .map(|(name, c, _)| {
+                let status = ClusterStatus::new(
+                    name.clone(),
+                    c.cache().is_synced(),
+                    c.credentials().map(|h| h.status()),
+                );
+                (name, status)
             })
             .collect();
+        // Members the provider knows beyond the engaged ones: pending or failed.
+        for m in self.member_statuses() {
+            if m.state == MemberState::Engaged {
+                continue;
+            }
+            out.entry(m.name.clone())
+                .or_insert_with(|| ClusterStatus::new(m.name, false, None))
+                .member = Some(m.state);
+        }
         let host = self.inner.host.cache();
         if host.is_started() {
-            out.push(ClusterStatus {
-                name: ClusterName::host(),
-                synced: host.is_synced(),
-                credentials: self.inner.host.credentials().map(|h| h.status()),
-            });
+            let status = ClusterStatus::new(
+                ClusterName::host(),
+                host.is_synced(),
+                self.inner.host.credentials().map(|h| h.status()),
+            );
+            out.insert(ClusterName::host(), status);
         }
-        out.sort_by(|a, b| a.name.cmp(&b.name));
-        out
+        out.into_values().collect()
+    }
+
+    /// What the provider reports about each of its members: engaged, pending or failed with
+    /// the redacted reason ([`Provider::member_statuses`](mcr_core::Provider::member_statuses));
+    /// empty without a provider. [`cluster_statuses`](Self::cluster_statuses) and `/clusters`
+    /// include the ones not engaged, and the `mcr_members` gauge counts them.
+    ///
+    /// ```no_run
+    /// # fn demo(mgr: mcr_manager::Manager) {
+    /// for m in mgr.member_statuses() {
+    ///     println!("{} {}: {}", m.provider, m.name, m.state);
+    /// }
+    /// # }
+    /// ```
+    pub fn member_statuses(&self) -> Vec<mcr_core::MemberStatus> {
+        self.inner
+            .provider
+            .as_ref()
+            .map(|p| p.member_statuses())
+            .unwrap_or_default()
     }
 
     /// What `/readyz` reports: the manager runs, the host cluster's cache (if started) has
@@ -143,9 +199,12 @@ impl Manager {
     }
 
     /// Refreshes `mcr_cluster_synced` and `mcr_cluster_credentials_*` from
-    /// [`cluster_statuses`](Self::cluster_statuses).
+    /// [`cluster_statuses`](Self::cluster_statuses), and `mcr_members` from
+    /// [`member_statuses`](Self::member_statuses).
     pub(crate) fn refresh_sync_metrics(&self) {
+        self.metrics().set_members(&self.member_statuses());
         let statuses = self.cluster_statuses();
+        // A member the provider has not engaged (pending, failed) counts as not synced.
         let states: Vec<(String, bool)> = statuses
             .iter()
             .map(|s| (s.name.to_string(), s.synced))

@@ -129,6 +129,8 @@ mod tests {
             m.depth.set(2);
         }
         metrics.engaged("ctl\"\n").set(4);
+        let synced: Vec<(String, bool)> = hostile.iter().map(|n| (n.to_string(), true)).collect();
+        metrics.set_cluster_sync(&synced);
         let text = metrics.encode();
         let samples = parse(&text).unwrap_or_else(|e| panic!("unparsable scrape ({e}):\n{text}"));
         assert!(
@@ -153,6 +155,10 @@ mod tests {
                 n == "mcr_queue_depth" && l.get("cluster").map(String::as_str) == Some(name)
             });
             assert_eq!(depth.count(), 1, "{name:?}\n{text}");
+            let synced = samples.iter().filter(|(n, l, _)| {
+                n == "mcr_cluster_synced" && l.get("cluster").map(String::as_str) == Some(name)
+            });
+            assert_eq!(synced.count(), 1, "{name:?}\n{text}");
         }
         let engaged: Vec<_> = samples
             .iter()
@@ -167,6 +173,7 @@ mod tests {
         // The sample store and removal key on the original, unescaped name.
         let m = metrics.cluster("ctl\"\n", hostile[0]);
         metrics.forget_cluster(&m);
+        metrics.set_cluster_sync(&[]); // what a scrape does once the cluster left
         let after = parse(&metrics.encode()).expect("parsable");
         assert!(
             after

@@ -8,7 +8,8 @@
 //! | `mcr_queue_depth` | gauge | controller, cluster (keys ready to run) |
 //! | `mcr_engaged_clusters` | gauge | controller |
 //! | `mcr_watch_restarts` | gauge | controller, cluster (watch errors seen by its informers) |
-//! | `mcr_cluster_synced` | gauge | cluster (caches synced; host: `cluster=""`) |
+//! | `mcr_cluster_synced` | gauge | cluster (caches synced, 0 for a member not engaged; host: `cluster="<host>"`) |
+//! | `mcr_members` | gauge | provider, state (`engaged`, `pending`, `failed`): the provider's members |
 //! | `mcr_cluster_credentials_*` | gauges | cluster (expiry, expired, renewal failing: see `credentials.rs`) |
 //!
 //! The per-cluster gauges are refreshed on every scrape of the manager's `/metrics`.
@@ -50,6 +51,7 @@ use self::label::LabelValue;
 type ClusterLabels = [(&'static str, LabelValue); 2];
 type ResultLabels = [(&'static str, LabelValue); 3];
 type ControllerLabels = [(&'static str, LabelValue); 1];
+type MemberLabels = [(&'static str, LabelValue); 2];
 
 #[derive(Clone, Copy, Debug)]
 struct DurationBuckets;
@@ -95,7 +97,8 @@ pub struct Metrics {
     depth: Family<ClusterLabels, Gauge>,
     engaged: Family<ControllerLabels, Gauge>,
     restarts: Family<ClusterLabels, Gauge>,
-    synced: Family<[(&'static str, String); 1], Gauge>,
+    synced: Family<ControllerLabels, Gauge>,
+    members: Family<MemberLabels, Gauge>,
     credentials: CredentialMetrics,
 }
 
@@ -125,11 +128,17 @@ impl Metrics {
         let depth = Family::<ClusterLabels, Gauge>::default();
         let engaged = Family::<ControllerLabels, Gauge>::default();
         let restarts = Family::<ClusterLabels, Gauge>::default();
-        let synced = Family::<[(&'static str, String); 1], Gauge>::default();
+        let synced = Family::<ControllerLabels, Gauge>::default();
+        let members = Family::<MemberLabels, Gauge>::default();
         registry.register(
             "mcr_cluster_synced",
             "Whether the engaged cluster's caches have synced (1) or not (0); host: cluster=\"<host>\"",
             synced.clone(),
+        );
+        registry.register(
+            "mcr_members",
+            "Members the provider knows, by provider and state (engaged, pending, failed)",
+            members.clone(),
         );
         registry.register("mcr_reconcile", "Reconciles by result", reconciles.clone());
         registry.register(
@@ -160,6 +169,7 @@ impl Metrics {
             engaged,
             restarts,
             synced,
+            members,
             credentials,
         }
     }
@@ -169,8 +179,28 @@ impl Metrics {
         self.synced.clear();
         for (cluster, synced) in states {
             self.synced
-                .get_or_create(&[("cluster", cluster.clone())])
+                .get_or_create(&[("cluster", LabelValue::from(cluster.as_str()))])
                 .set(i64::from(*synced));
+        }
+    }
+
+    /// Replaces the `mcr_members` series with the counts of `members` by provider and state
+    /// (every state of a provider that has members, zeros included).
+    pub(crate) fn set_members(&self, members: &[mcr_core::MemberStatus]) {
+        let mut counts: std::collections::BTreeMap<(&str, &str), i64> = Default::default();
+        for m in members {
+            for state in mcr_core::MemberState::ALL {
+                counts.entry((&m.provider, state)).or_default();
+            }
+            *counts.entry((&m.provider, m.state.as_str())).or_default() += 1;
+        }
+        self.members.clear();
+        for ((provider, state), n) in counts {
+            let labels = [
+                ("provider", LabelValue::from(provider)),
+                ("state", LabelValue::from(state)),
+            ];
+            self.members.get_or_create(&labels).set(n);
         }
     }
 

@@ -5,7 +5,9 @@ use std::{
     sync::{Arc, Mutex, MutexGuard, PoisonError},
 };
 
-use mcr_core::{Aware, BoxFuture, Cluster, ClusterName, FieldIndex, Provider, ProviderRunnable};
+use mcr_core::{
+    Aware, BoxFuture, Cluster, ClusterName, FieldIndex, MemberStatus, Provider, ProviderRunnable,
+};
 use tokio_util::sync::CancellationToken;
 
 mod run;
@@ -307,5 +309,21 @@ impl Provider for MultiProvider {
 
     fn runnable(&self) -> Option<&dyn ProviderRunnable> {
         Some(self)
+    }
+
+    /// Every child's members, under their prefixed names (`<child><separator><name>`).
+    fn member_statuses(&self) -> Vec<MemberStatus> {
+        let children: Vec<(String, Arc<dyn Provider>)> = (self.state().children.iter())
+            .map(|(n, c)| (n.clone(), c.provider.clone()))
+            .collect();
+        let separator = &self.inner.separator;
+        let mut out = Vec::new();
+        for (child, provider) in children {
+            for mut member in provider.member_statuses() {
+                member.name = ClusterName::from(format!("{child}{separator}{}", member.name));
+                out.push(member);
+            }
+        }
+        out
     }
 }

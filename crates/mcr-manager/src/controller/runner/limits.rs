@@ -1,6 +1,9 @@
-//! Bounds on reconciles: per-cluster share of the slots, run time, and shutdown grace.
+//! Bounds on reconciles: per-cluster share of the slots, stall period, run time, and shutdown
+//! grace.
 
 use std::time::Duration;
+
+use super::slots::DEFAULT_STALLED_AFTER;
 
 /// How long a stopping controller waits for its in-flight reconciles before dropping them,
 /// unless the builder says otherwise.
@@ -13,6 +16,9 @@ pub(crate) struct Limits {
     pub(crate) per_cluster: Option<usize>,
     /// A reconcile still running after this is dropped and retried with backoff.
     pub(crate) reconcile_timeout: Option<Duration>,
+    /// A cluster none of whose in-flight reconciles finished for this long is stalled (see
+    /// `runner::slots`).
+    pub(crate) stalled_after: Duration,
     /// Wait for in-flight reconciles on stop (shutdown or leadership loss).
     pub(crate) shutdown_grace: Duration,
 }
@@ -22,6 +28,7 @@ impl Default for Limits {
         Self {
             per_cluster: None,
             reconcile_timeout: None,
+            stalled_after: DEFAULT_STALLED_AFTER,
             shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
         }
     }

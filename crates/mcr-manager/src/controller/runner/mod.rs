@@ -10,12 +10,14 @@
 //! The loop is split by concept:
 //! - `intake`: watch events and raw triggers become queued requests;
 //! - `reconcile`: a popped request becomes a reconcile, and its outcome the queue's next step;
-//! - `engage`: clusters join (their inputs are subscribed), sync, are replaced, and leave.
+//! - `engage`: clusters join (their inputs are subscribed), sync, are replaced, and leave;
+//! - `slots`: which cluster may start a reconcile (the per-cluster cap, stalled clusters).
 
 mod engage;
 mod intake;
 mod limits;
 mod reconcile;
+mod slots;
 mod target;
 
 pub(crate) use limits::Limits;
@@ -51,6 +53,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
 use self::engage::{Engaged, SyncDone, Watched};
+use self::slots::Slots;
 use super::{
     context::Context,
     input::{Arrival, Input, OpenFn, PrimaryFn, Scope},
@@ -217,7 +220,7 @@ where
             spec,
             engaged: HashMap::new(),
             watched: HashMap::new(),
-            running: HashMap::new(),
+            slots: Slots::default(),
             streams: SelectAll::new(),
             gones: FuturesUnordered::new(),
             syncs: FuturesUnordered::new(),
@@ -239,13 +242,20 @@ where
         }
         let mut tick = tokio::time::interval(Duration::from_secs(5));
         tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        // Stalls are noticed within a quarter of the stall period (at most a minute) after it
+        // has passed.
+        let check_every = (lp.spec.limits.stalled_after / 4)
+            .clamp(Duration::from_millis(10), Duration::from_secs(60));
+        let mut stall_check = tokio::time::interval(check_every);
+        stall_check.set_missed_tick_behavior(MissedTickBehavior::Delay);
         debug!(controller = %self.name, "controller started");
         loop {
             let cap = lp.spec.limits.per_cluster_cap(lp.spec.concurrency);
-            while inflight.len() < lp.spec.concurrency {
-                let running = &lp.running;
-                let below_cap = |c: &ClusterName| running.get(c).is_none_or(|n| *n < cap);
-                let Some((cluster, key, due)) = lp.queue.pop_due_where(below_cap) else {
+            // Reconciles of stalled clusters do not count (see `slots`).
+            while lp.slots.counted() < lp.spec.concurrency {
+                let slots = &lp.slots;
+                let may_start = |c: &ClusterName| slots.may_start(c, cap);
+                let Some((cluster, key, due)) = lp.queue.pop_due_where(may_start) else {
                     break;
                 };
                 if let Some(fut) = lp.start_reconcile(cluster, key, due) {
@@ -269,6 +279,7 @@ where
                 () = poll_fn(|cx| lp.queue.poll_expired(cx)) => {}
                 Some(s) = lp.syncs.next(), if !lp.syncs.is_empty() => lp.synced(s),
                 _ = tick.tick() => lp.report_restarts(),
+                _ = stall_check.tick() => lp.check_stalls(),
                 Some(batch) = lp.streams.next(), if !lp.streams.is_empty() => {
                     let at = Instant::now(); // the queue adds the debounce period
                     lp.push(batch, at);
@@ -371,8 +382,8 @@ where
     engaged: HashMap<ClusterName, Engaged<K, Ctx>>,
     /// Clusters only watched, outside the reconciled type's scope (see `ClusterScope`).
     watched: HashMap<ClusterName, Watched>,
-    /// Reconciles in flight per cluster name (for the per-cluster cap).
-    running: HashMap<ClusterName, usize>,
+    /// Reconciles in flight per cluster name (the per-cluster cap, stalled clusters).
+    slots: Slots,
     engaged_gauge: prometheus_client::metrics::gauge::Gauge,
     queue: WorkQueue<ObjectRef<K>>,
     streams: SelectAll<BoxStream<'static, Arrival<K>>>,

@@ -108,7 +108,7 @@ where
         );
         let left = e.token.clone();
         let timeout = self.spec.limits.reconcile_timeout;
-        *self.running.entry(cluster.clone()).or_default() += 1;
+        self.slots.started(&cluster, Instant::now());
         let reconcile = &self.task.reconcile;
         let created =
             std::panic::catch_unwind(AssertUnwindSafe(|| reconcile(obj.clone(), ctx.clone())));
@@ -158,6 +158,18 @@ where
         ))
     }
 
+    /// Marks the clusters whose reconciles made no progress for the stall period as stalled,
+    /// and says so once per stall.
+    pub(super) fn check_stalls(&mut self) {
+        let after = self.spec.limits.stalled_after;
+        for (cluster, in_flight) in self.slots.check(Instant::now(), after) {
+            warn!(
+                controller = %self.spec.name, cluster = %cluster, in_flight, stalled_after = ?after,
+                "cluster stalled: none of its reconciles finished; it starts no new ones until one does, and its slots go to the other clusters"
+            );
+        }
+    }
+
     /// Takes in a joined reconcile task.
     pub(super) fn joined(&mut self, joined: Result<Finished<K, T, Ctx, E>, JoinError>) {
         match joined {
@@ -182,12 +194,7 @@ where
         if let Ok(finished) = &result {
             report(&self.spec.on_outcome, &cluster, &key, finished, elapsed);
         }
-        if let Some(n) = self.running.get_mut(&cluster) {
-            *n = n.saturating_sub(1);
-            if *n == 0 {
-                self.running.remove(&cluster);
-            }
-        }
+        self.slots.finished(&cluster, Instant::now());
         let Some(e) = self
             .engaged
             .get(&cluster)
