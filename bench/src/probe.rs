@@ -68,6 +68,9 @@ pub struct Probe {
     changed: Arc<Notify>,
     /// CPU work (busy loop, nanoseconds) every [`Probe::observe`] does first (B10).
     spin_nanos: Arc<AtomicU64>,
+    /// How long (nanoseconds) the mcr reconciler waits, asynchronously, after observing: an
+    /// API round trip of a real reconciler (B3b).
+    pause_nanos: Arc<AtomicU64>,
     /// Reconciles inside their busy loop right now, and the most there ever were at once.
     spinning: Arc<AtomicU64>,
     max_spinning: Arc<AtomicU64>,
@@ -83,6 +86,19 @@ impl Probe {
     pub fn set_spin(&self, work: Duration) {
         let nanos = u64::try_from(work.as_nanos()).unwrap_or(u64::MAX);
         self.spin_nanos.store(nanos, Ordering::Relaxed);
+    }
+
+    /// Makes every later mcr reconcile wait `pause` (a tokio sleep, no CPU) after observing,
+    /// like a reconciler that makes one API call.
+    pub fn set_pause(&self, pause: Duration) {
+        let nanos = u64::try_from(pause.as_nanos()).unwrap_or(u64::MAX);
+        self.pause_nanos.store(nanos, Ordering::Relaxed);
+    }
+
+    /// The wait set by [`Probe::set_pause`], if any.
+    pub fn pause(&self) -> Option<Duration> {
+        let nanos = self.pause_nanos.load(Ordering::Relaxed);
+        (nanos > 0).then(|| Duration::from_nanos(nanos))
     }
 
     /// Records that a reconcile in `cluster` saw `cm`.

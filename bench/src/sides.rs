@@ -78,6 +78,9 @@ pub(crate) async fn mcr_reconcile(
     ctx: Context<Probe>,
 ) -> Result<Action, Infallible> {
     ctx.data().observe(ctx.cluster_name().as_str(), &cm);
+    if let Some(pause) = ctx.data().pause() {
+        tokio::time::sleep(pause).await;
+    }
     Ok(Action::await_change())
 }
 
