@@ -414,3 +414,64 @@ async fn a_second_run_is_refused_and_ending_the_run_removes_every_member() {
     eventually("disengaged", DEADLINE, || registry.names().is_empty()).await;
     let _again = members.start_run("test").unwrap();
 }
+
+/// Panics once per name on its first attempt, then brings the member up.
+#[derive(Clone, Default)]
+struct PanicsOnce(Arc<Mutex<BTreeMap<String, u32>>>);
+
+impl Reconcile for PanicsOnce {
+    type Desired = Arc<str>;
+    type Error = Error;
+
+    fn reconcile<'a>(&'a self, member: &'a Member<Arc<str>>) -> BoxFuture<'a, Result<(), Error>> {
+        Box::pin(async move {
+            let attempt = {
+                let mut attempts = self.0.lock().unwrap();
+                let n = attempts.entry(member.name().to_string()).or_default();
+                *n += 1;
+                *n
+            };
+            if attempt == 1 {
+                panic!("a provider bug on outside input");
+            }
+            member.ensure(&connection(member.desired())).await.map(drop)
+        })
+    }
+
+    fn is_retryable(&self, error: &Error) -> bool {
+        error.is_retryable()
+    }
+
+    fn failed(&self, _: &Member<Arc<str>>, _: &Error, _: Option<Duration>) {}
+}
+
+/// A provider's attempt that panics costs that member one retry with backoff, reported in its
+/// status; the worker, and so the member, is not lost.
+#[tokio::test]
+async fn a_panicking_attempt_is_retried_and_reported() {
+    let tc = TestCluster::start_https("panicky").await.unwrap();
+    let members = Members::new(MembersOptions {
+        // Long enough to see the failure reported before the retry.
+        backoff_initial: Duration::from_millis(500),
+        ..options()
+    });
+    let (token, registry) = (CancellationToken::new(), Arc::new(Registry::new()));
+    let reconcile = PanicsOnce::default();
+    let workers = Workers::new(&members, &token, registry.clone(), reconcile.clone());
+    let kubeconfig: Arc<str> = Arc::from(tc.kubeconfig_yaml().unwrap());
+    workers.ensure(&"panicky".into(), kubeconfig);
+    eventually("the panic reported as the member's failure", DEADLINE, || {
+        members.member_statuses().iter().any(|s| {
+            matches!(&s.state, mcr_core::MemberState::Failed { reason, retry_in: Some(_) }
+                if reason.contains("panicked") && reason.contains("a provider bug on outside input"))
+        })
+    })
+    .await;
+    eventually("engaged after the panic", DEADLINE, || {
+        registry.names() == [ClusterName::new("panicky")]
+    })
+    .await;
+    assert_eq!(reconcile.0.lock().unwrap().get("panicky"), Some(&2));
+    workers.shutdown().await;
+    token.cancel();
+}

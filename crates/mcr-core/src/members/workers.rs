@@ -1,13 +1,16 @@
 //! [`Workers`]: one task per member name, the latest desired state wins, failures back off.
 
 use std::collections::HashMap;
+use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
+
+use futures::FutureExt;
 
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
-use tracing::{Instrument, info};
+use tracing::{Instrument, error, info};
 
 use super::{Connection, Ensured, Error, Members};
 use crate::backoff::Backoff;
@@ -224,18 +227,27 @@ async fn run<R: Reconcile>(
             token: shared.token.clone(),
             aware: shared.aware.clone(),
         };
-        // Shutdown never waits for an attempt in flight (a credential plugin is killed).
+        // Shutdown never waits for an attempt in flight (a credential plugin is killed). A
+        // panic in the provider's attempt costs this member one retry, not its worker.
+        let attempt = AssertUnwindSafe(shared.reconcile.reconcile(&member)).catch_unwind();
         let outcome = tokio::select! {
             () = shared.token.cancelled() => return,
-            outcome = shared.reconcile.reconcile(&member) => outcome,
+            outcome = attempt => outcome,
         };
         let retry = match outcome {
-            Ok(()) => {
+            Err(panic) => {
+                let err = Panicked(crate::panic_message(panic.as_ref()));
+                let retry_in = backoff.next_delay();
+                error!(error = %err, retry_in = ?retry_in, "bringing the member up panicked; retrying");
+                shared.members.report_failure(&name, &err, Some(retry_in));
+                Some(retry_in)
+            }
+            Ok(Ok(())) => {
                 backoff.reset();
                 shared.members.report_done(&name);
                 None
             }
-            Err(err) => {
+            Ok(Err(err)) => {
                 let retry_in = shared
                     .reconcile
                     .is_retryable(&err)
@@ -258,3 +270,8 @@ async fn run<R: Reconcile>(
         }
     }
 }
+
+/// A provider's attempt panicked (the panic's message; the worker retries with backoff).
+#[derive(Debug, thiserror::Error)]
+#[error("the provider panicked while bringing the member up: {0}")]
+struct Panicked(String);
