@@ -21,7 +21,7 @@ mod slots;
 mod target;
 
 pub(crate) use limits::Limits;
-pub(crate) use reconcile::panic_message;
+pub(crate) use mcr_core::panic_message;
 pub(crate) use target::Target;
 
 use std::{

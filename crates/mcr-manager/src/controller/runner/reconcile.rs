@@ -21,7 +21,7 @@ use serde::de::DeserializeOwned;
 use tokio::{task::JoinError, time::Instant};
 use tracing::{Instrument, debug, error, info_span, trace, warn};
 
-use super::{Loop, Target, limits::Cut};
+use super::{Loop, Target, limits::Cut, panic_message};
 use crate::{
     controller::{
         action::{UnreadableAction, requeue_after},
@@ -298,13 +298,4 @@ fn unreadable<K: Resource>(
 ) -> Outcome {
     error!(controller, object = %Shown(cluster, key), error = %err, "retrying with backoff");
     Outcome::Backoff
-}
-
-/// The message of a caught panic, if it is a string.
-pub(crate) fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
-    panic
-        .downcast_ref::<&str>()
-        .map(|s| (*s).to_owned())
-        .or_else(|| panic.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "<non-string panic>".to_owned())
 }
