@@ -22,12 +22,11 @@ use mcr_envtest::{Fleet, TestCluster};
 use serde_json::{Value, json};
 
 use crate::{
-    child::{self, num},
-    load,
+    child, load,
     probe::Probe,
     report::Scenario,
     sides,
-    stats::{median, ms, percentile},
+    stats::{ms, percentile},
 };
 
 /// How often each quiet cluster gets an update.
@@ -233,14 +232,7 @@ fn summarize(quick: bool, p: Params, s: &mut Scenario) -> Result<()> {
 /// `window_seconds`).
 pub(crate) fn summarize_runs(s: &mut Scenario) -> Result<()> {
     let runs = s.runs.clone();
-    let med = |mode: &str, key: &str| -> Result<Option<f64>> {
-        let xs = runs
-            .iter()
-            .filter(|r| r["mode"] == mode)
-            .map(|r| num(r, key))
-            .collect::<Result<Vec<_>>>()?;
-        Ok(median(&xs))
-    };
+    let med = |mode: &str, key: &str| super::compare::median_by(&runs, "mode", mode, key);
     let calm = med("calm", "p99_ms")?;
     let flood = med("flood", "p99_ms")?;
     let calm50 = med("calm", "p50_ms")?;

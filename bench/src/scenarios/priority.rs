@@ -21,13 +21,12 @@ use mcr_envtest::{Fleet, TestCluster};
 use serde_json::{Value, json};
 
 use crate::{
-    child::{self, num},
-    load,
+    child, load,
     probe::Probe,
     report::Scenario,
     scenarios::fairness::spawn_quiet,
     sides,
-    stats::{median, ms, percentile},
+    stats::{ms, percentile},
 };
 
 /// Joining clusters and objects in each.
@@ -143,14 +142,7 @@ fn summarize(quick: bool, s: &mut Scenario) -> Result<()> {
         }
     }
     let runs = s.runs.clone();
-    let med = |mode: &str, key: &str| -> Result<Option<f64>> {
-        let xs = runs
-            .iter()
-            .filter(|r| r["mode"] == mode)
-            .map(|r| num(r, key))
-            .collect::<Result<Vec<_>>>()?;
-        Ok(median(&xs))
-    };
+    let med = |mode: &str, key: &str| super::compare::median_by(&runs, "mode", mode, key);
     let first = med("live-first", "p99_ms")?;
     s.metric("live update p99, live changes first (median)", first, "ms");
     s.metric(
