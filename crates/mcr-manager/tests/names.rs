@@ -18,7 +18,7 @@ async fn the_host_is_not_the_empty_name_and_cannot_be_engaged() {
     let log = Log::default();
     Controller::new(&env.mgr)
         .for_::<ConfigMap>()
-        .include_host(true)
+        .scope(mcr_manager::ClusterScope::All)
         .register(record, retry, Arc::new(log.clone()))
         .unwrap();
     let run = env.run();
@@ -72,6 +72,7 @@ async fn a_cluster_is_known_by_the_name_it_was_engaged_under() {
     create_cm(dev.client(), "x", "1").await;
     let cluster = Cluster::new("dev", dev.client());
     let token = CancellationToken::new();
+    cluster.cache().start(token.child_token());
     env.mgr
         .engage(token.clone(), "kind#dev".into(), cluster.clone())
         .unwrap();

@@ -93,7 +93,7 @@ async fn primary_on_the_members_watched_objects_on_the_host() {
             },
         )
         // The filter admits no host by name, yet the host's Secrets are still watched:
-        // the host is filtered only with `filter_host(true)`.
+        // the filter picks provider clusters, the scope alone says where the host is.
         .cluster_filter(|name, _| name.as_str().starts_with("cluster-"))
         .register(record, retry, Arc::new(log.clone()))
         .unwrap();

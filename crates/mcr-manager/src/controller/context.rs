@@ -226,7 +226,15 @@ impl<T> Context<T> {
         K: Resource + Clone + Debug + Send + Sync + 'static,
         K::DynamicType: Clone + Eq + Hash + Send + Sync + 'static,
     {
-        let informer = self.primary.as_ref()?.downcast_ref::<Informer<K>>()?;
+        let Some(informer) = self.primary.as_ref()?.downcast_ref::<Informer<K>>() else {
+            tracing::debug!(
+                cluster = %self.name,
+                asked = std::any::type_name::<K>(),
+                "Context::cached answers only for the controller's reconciled type (its `for_` \
+                 input); read other types through `current_cluster().cache()`"
+            );
+            return None;
+        };
         informer.get(key.namespace.as_deref(), &key.name)
     }
 

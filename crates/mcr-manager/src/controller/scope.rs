@@ -3,8 +3,8 @@
 /// Which clusters one input (`for_`, `owns`, `watches` and their variants) watches: the
 /// manager's host cluster, the provider's clusters, or both. Set per input with
 /// [`WatchOptions::scope`](crate::WatchOptions::scope); an input that sets none takes the
-/// controller's default (see [`Builder::include_host`](crate::Builder::include_host)):
-/// the provider clusters, or the host when the manager has no provider.
+/// controller's default (see [`Builder::scope`](crate::Builder::scope)): the provider
+/// clusters, or every cluster when the manager has no provider.
 ///
 /// The scope of the reconciled type (`for_*`) decides **where reconciles run**: a request is
 /// reconciled only in a cluster of that scope. Every other input may watch elsewhere and map
@@ -34,8 +34,8 @@
 /// # }
 /// ```
 ///
-/// A [`cluster_filter`](crate::Builder::cluster_filter) applies to provider clusters in every
-/// scope; the host is filtered only with [`filter_host`](crate::Builder::filter_host).
+/// A [`cluster_filter`](crate::Builder::cluster_filter) picks among provider clusters in every
+/// scope; whether the host is watched is said by the scope alone.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum ClusterScope {

@@ -201,7 +201,10 @@ impl Manager {
             (engaged, state.running.clone())
         };
         for (name, cluster, token) in engaged {
-            if let Err(err) = runnable.engage(token, name.clone(), cluster) {
+            let Some(aware) = runnable.aware() else {
+                continue;
+            };
+            if let Err(err) = aware.engage(token, name.clone(), cluster) {
                 warn!(runnable = runnable.name(), cluster = %name, error = %mcr_core::ErrorChain(&err), "engage failed");
             }
         }

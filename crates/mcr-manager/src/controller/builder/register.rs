@@ -126,10 +126,7 @@ where
             return Err(BuilderError::NoWatches { controller }.into());
         }
         // Every input without a scope of its own takes the controller's default.
-        let Some(default) = ClusterScope::from_flags(self.include_host, self.include_provider)
-        else {
-            return Err(BuilderError::NoClusters { controller }.into());
-        };
+        let default = self.scope;
         let primary_scope = self.primary_scope.unwrap_or(default);
         let mut inputs = self.inputs;
         for input in &mut inputs {
@@ -141,7 +138,9 @@ where
         let wanted = |host: bool| {
             primary_scope.includes(host) || inputs.iter().any(|i| i.scope.watches(host, false))
         };
-        let (include_host, include_provider) = (wanted(true), wanted(false));
+        // The reconciled type's scope is in it, so the union is never empty.
+        let engaged =
+            ClusterScope::from_flags(wanted(true), wanted(false)).unwrap_or(primary_scope);
         let spec = Spec {
             name: self.name,
             primary: self.primary,
@@ -157,10 +156,8 @@ where
                 self.concurrency
             },
             debounce: self.debounce,
-            include_host,
-            include_provider,
+            engaged,
             filter: self.filter,
-            filter_host: self.filter_host,
             retry_when_gone: self.retry_when_gone,
             live_first: self.live_first,
             on_outcome: self.on_outcome,

@@ -42,7 +42,7 @@ use kube::{
     Resource,
     runtime::{controller::Action, reflector::ObjectRef},
 };
-use mcr_core::{BoxFuture, Cluster, ClusterId, ClusterName};
+use mcr_core::{Aware, BoxFuture, Cluster, ClusterId, ClusterName};
 use serde::de::DeserializeOwned;
 use tokio::{
     sync::mpsc,
@@ -94,12 +94,10 @@ where
     pub(crate) triggers: Vec<BoxStream<'static, Request<K>>>,
     pub(crate) concurrency: usize,
     pub(crate) debounce: Duration,
-    /// Whether the host is engaged at all (the reconciled type or an input is there).
-    pub(crate) include_host: bool,
-    /// Whether provider clusters are engaged at all.
-    pub(crate) include_provider: bool,
+    /// Where the controller engages at all: the union of its inputs' scopes.
+    pub(crate) engaged: crate::ClusterScope,
+    /// Which provider clusters the controller engages (`Builder::cluster_filter`).
     pub(crate) filter: Option<ClusterFilter>,
-    pub(crate) filter_host: bool,
     pub(crate) retry_when_gone: bool,
     /// Whether initial-list requests wait behind live changes (`Builder::live_changes_first`).
     pub(crate) live_first: bool,
@@ -137,10 +135,8 @@ where
     /// Opens the informers a provider cluster needs, as it is engaged (see `Runnable::engage`),
     /// each where its input's cluster filter lets it.
     opens: Vec<(OpenFn, Option<ClusterFilter>)>,
-    include_host: bool,
-    include_provider: bool,
+    engaged: crate::ClusterScope,
     filter: Option<ClusterFilter>,
-    filter_host: bool,
     reconcile: R,
     error_policy: P,
     data: Data<Ctx>,
@@ -180,10 +176,8 @@ where
         Self {
             name: spec.name.clone(),
             opens,
-            include_host: spec.include_host,
-            include_provider: spec.include_provider,
+            engaged: spec.engaged,
             filter: spec.filter.clone(),
-            filter_host: spec.filter_host,
             spec: Mutex::new(Some(spec)),
             reconcile,
             error_policy,
@@ -195,14 +189,8 @@ where
     }
 
     fn wants(&self, name: &ClusterName, cluster: &Cluster) -> bool {
-        let kind_ok = if name.is_host() {
-            self.include_host
-        } else {
-            self.include_provider
-        };
-        // The host is filtered only when asked (`filter_host`).
-        let filtered = !name.is_host() || self.filter_host;
-        kind_ok && (!filtered || self.filter.as_ref().is_none_or(|f| f(name, cluster)))
+        // The scope says whether the host is engaged; the filter picks provider clusters.
+        self.engaged.includes(name.is_host()) && passes(self.filter.as_ref(), name, cluster)
     }
 
     async fn run(self: Arc<Self>, stop: CancellationToken) -> Result<(), BoxError> {
@@ -344,6 +332,22 @@ where
         Box::pin(self.run(token))
     }
 
+    fn aware(&self) -> Option<&dyn Aware> {
+        Some(self)
+    }
+}
+
+impl<K, T, Ctx, R, P, Fut, E> Aware for ControllerTask<K, T, Ctx, R, P, Fut, E>
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K::DynamicType: Clone + Eq + Hash + Debug + Send + Sync + 'static,
+    Ctx: Send + Sync + 'static,
+    T: Target<K>,
+    R: Fn(T, Context<Ctx>) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<Action, E>> + Send + 'static,
+    E: std::error::Error + Send + 'static,
+    P: Fn(T, &E, Context<Ctx>) -> Action + Send + Sync + 'static,
+{
     fn engage(
         &self,
         token: CancellationToken,
@@ -351,7 +355,12 @@ where
         cluster: Cluster,
     ) -> Result<(), mcr_core::Error> {
         // The host cluster is engaged by the loop itself, with the controller's lifetime.
-        if name.is_host() || !self.wants(&name, &cluster) {
+        if name.is_host() {
+            return Ok(());
+        }
+        if !self.wants(&name, &cluster) {
+            debug!(controller = %self.name, cluster = %name,
+                "cluster not engaged by this controller: outside its cluster scope or filter");
             return Ok(());
         }
         // Open the informers now, so the engaging provider waits for them to sync before it

@@ -95,7 +95,11 @@ where
         e.metrics.depth.set(self.queue.ready_len(&cluster) as i64);
         let cached = e.primary.get(key.namespace.as_deref(), &key.name);
         let Some(obj) = T::target(&cluster, &key, cached) else {
-            trace!(controller = %self.spec.name, object = %Shown(&cluster, &key), "not in cache; skipped");
+            debug!(
+                controller = %self.spec.name, object = %Shown(&cluster, &key),
+                "not in the cache (deleted, or not created in this cluster yet): skipped; \
+                 reconcilers that must see such keys (to create or clean up) use `register_request`"
+            );
             self.queue.done(&cluster, &key, Outcome::Success(None));
             return None;
         };
