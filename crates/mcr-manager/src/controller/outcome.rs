@@ -9,9 +9,9 @@ use kube::{
     Resource,
     runtime::{controller::Action, reflector::ObjectRef},
 };
-use mcr_core::ClusterName;
+use mcr_core::{ClusterName, panic_message};
 
-use super::{request::Request, runner::panic_message};
+use super::request::Request;
 
 /// How one reconcile ended.
 #[derive(Debug)]

@@ -1,4 +1,22 @@
-//! [`ClusterScope`]: which clusters one input of a controller watches.
+//! [`ClusterScope`]: which clusters one input of a controller watches, and the cluster filters
+//! that pick among the provider's clusters.
+
+use std::sync::Arc;
+
+use mcr_core::{Cluster, ClusterName};
+
+/// Decides whether a controller, or one of its inputs, engages a provider cluster.
+pub(crate) type ClusterFilter = Arc<dyn Fn(&ClusterName, &Cluster) -> bool + Send + Sync>;
+
+/// Whether `filter` lets a controller or input engage `cluster`: the host always passes (its
+/// scope decides), as does every cluster when there is no filter.
+pub(crate) fn passes(
+    filter: Option<&ClusterFilter>,
+    name: &ClusterName,
+    cluster: &Cluster,
+) -> bool {
+    name.is_host() || filter.is_none_or(|f| f(name, cluster))
+}
 
 /// Which clusters one input (`for_`, `owns`, `watches` and their variants) watches: the
 /// manager's host cluster, the provider's clusters, or both. Set per input with

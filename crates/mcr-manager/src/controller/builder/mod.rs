@@ -43,7 +43,7 @@ use super::runner::Limits;
 use super::{
     input::{Batch, Input, InputFn, PredicateFn, PrimaryFn, Scope, subscribe_filtered},
     request::{IntoRequest, Request},
-    runner::ClusterFilter,
+    scope::ClusterFilter,
 };
 use crate::Manager;
 

@@ -9,7 +9,7 @@ use mcr_core::{Cluster, ClusterName, InformerOptions};
 
 use crate::controller::{
     input::{PredicateFn, erase_predicate},
-    runner::ClusterFilter,
+    scope::ClusterFilter,
     scope::ClusterScope,
 };
 

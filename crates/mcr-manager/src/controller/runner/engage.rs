@@ -13,7 +13,9 @@ use serde::de::DeserializeOwned;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, error, trace};
 
-use super::{Data, Engagement, Loop, Target, panic_message, passes};
+use mcr_core::panic_message;
+
+use super::{Data, Engagement, Loop, Target, passes};
 use crate::{
     Recorder,
     controller::{context::Context, input::Scope, request::Request},

@@ -21,7 +21,6 @@ mod slots;
 mod target;
 
 pub(crate) use limits::Limits;
-pub(crate) use mcr_core::panic_message;
 pub(crate) use target::Target;
 
 use std::{
@@ -54,6 +53,7 @@ use tracing::{debug, warn};
 
 use self::engage::{Engaged, SyncDone, Watched};
 use self::slots::Slots;
+pub(crate) use super::scope::{ClusterFilter, passes};
 use super::{
     context::Context,
     input::{Arrival, Input, OpenFn, PrimaryFn, Scope},
@@ -63,15 +63,6 @@ use crate::{error::BoxError, metrics::Metrics, queue::WorkQueue, runnable::Runna
 
 /// How many queued watch events are taken in one go before the loop looks at other work.
 const BATCH: usize = 256;
-
-/// Decides whether a controller, or one of its inputs, engages a cluster.
-pub(crate) type ClusterFilter = Arc<dyn Fn(&ClusterName, &Cluster) -> bool + Send + Sync>;
-
-/// Whether a per-input `filter` lets the input watch `cluster`: the host always passes (its
-/// scope decides), as does every cluster when there is no filter.
-fn passes(filter: Option<&ClusterFilter>, name: &ClusterName, cluster: &Cluster) -> bool {
-    name.is_host() || filter.is_none_or(|f| f(name, cluster))
-}
 
 /// The types a task names only in its bounds.
 type Types<T, Fut, E> = fn() -> (T, Fut, E);

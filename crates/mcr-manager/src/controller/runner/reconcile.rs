@@ -21,7 +21,9 @@ use serde::de::DeserializeOwned;
 use tokio::{task::JoinError, time::Instant};
 use tracing::{Instrument, debug, error, info_span, trace, warn};
 
-use super::{Loop, Target, limits::Cut, panic_message};
+use mcr_core::panic_message;
+
+use super::{Loop, Target, limits::Cut};
 use crate::{
     controller::{
         action::{UnreadableAction, requeue_after},
