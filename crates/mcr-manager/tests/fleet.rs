@@ -165,7 +165,7 @@ async fn indexes_reach_a_cluster_engaged_later() {
     env.mgr.index_field(&index).await.unwrap();
     assert!(
         env.mgr
-            .local()
+            .host()
             .cache()
             .list_by_index::<ConfigMap>("by-value", "shared")
             .is_ok(),

@@ -53,7 +53,7 @@ async fn the_host_is_not_the_empty_name_and_cannot_be_engaged() {
     assert!(is_cluster_not_found(&err), "{err}");
     assert!(env.mgr.fleet().get(&"".into()).is_err());
     let host = env.mgr.cluster(ClusterName::host()).await.unwrap();
-    assert!(host.same_instance(env.mgr.local()));
+    assert!(host.same_instance(env.mgr.host()));
     env.token.cancel();
     run.await.unwrap().unwrap();
 }

@@ -104,14 +104,15 @@ impl Manager {
         }
     }
 
-    /// The host (local) cluster.
+    /// The host cluster: the one the manager runs against (what `Context::host` and
+    /// `Fleet::host` return too).
     ///
     /// ```no_run
     /// # fn demo(mgr: mcr_manager::Manager) {
-    /// let client = mgr.local().client();
+    /// let client = mgr.host().client();
     /// # }
     /// ```
-    pub fn local(&self) -> &Cluster {
+    pub fn host(&self) -> &Cluster {
         &self.inner.host
     }
 

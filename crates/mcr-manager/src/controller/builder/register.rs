@@ -13,7 +13,7 @@ use crate::{
         context::Context,
         input::Scope,
         request::Request,
-        runner::{ControllerTask, Data, Spec, Target},
+        runner::{ControllerTask, Data, Spec, Target, erase},
     },
     error::BuilderError,
 };
@@ -162,11 +162,11 @@ where
             live_first: self.live_first,
             on_outcome: self.on_outcome,
             limits: self.limits,
-            host: self.mgr.local().clone(),
+            host: self.mgr.host().clone(),
             fleet: self.mgr.fleet().clone(),
             metrics: self.mgr.metrics().clone(),
         };
-        let task = ControllerTask::new(spec, reconcile, error_policy, data);
+        let task = ControllerTask::new(spec, erase(reconcile, error_policy), data);
         self.mgr.add_controller(Arc::new(task))
     }
 }

@@ -1,13 +1,10 @@
 //! Cluster engagement: subscribing a cluster's inputs, following its cache sync, and dropping
 //! it (and its queued requests) when it leaves or is replaced.
 
-use std::{fmt::Debug, future::Future, hash::Hash, panic::AssertUnwindSafe, sync::Arc};
+use std::{fmt::Debug, hash::Hash, panic::AssertUnwindSafe, sync::Arc};
 
 use futures::StreamExt;
-use kube::{
-    Resource,
-    runtime::{controller::Action, reflector::ObjectRef},
-};
+use kube::{Resource, runtime::reflector::ObjectRef};
 use mcr_core::{BoxFuture, Cluster, ClusterId, ClusterName, Informer};
 use serde::de::DeserializeOwned;
 use tokio_util::sync::CancellationToken;
@@ -15,7 +12,7 @@ use tracing::{debug, error, trace};
 
 use mcr_core::panic_message;
 
-use super::{Data, Engagement, Loop, Target, passes};
+use super::{Data, Engagement, Loop, passes};
 use crate::{
     Recorder,
     controller::{context::Context, input::Scope, request::Request},
@@ -49,16 +46,11 @@ pub(super) struct Watched {
 /// A replacement instance whose primary cache has listed: the cluster and its instance.
 pub(super) type SyncDone = (ClusterName, ClusterId);
 
-impl<K, T, Ctx, R, P, Fut, E> Loop<'_, K, T, Ctx, R, P, Fut, E>
+impl<K, Ctx> Loop<'_, K, Ctx>
 where
     K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
     K::DynamicType: Clone + Eq + Hash + Debug + Send + Sync + 'static,
     Ctx: Send + Sync + 'static,
-    T: Target<K>,
-    R: Fn(T, Context<Ctx>) -> Fut + Send + Sync + 'static,
-    Fut: Future<Output = Result<Action, E>> + Send + 'static,
-    E: std::error::Error + Send + 'static,
-    P: Fn(T, &E, Context<Ctx>) -> Action + Send + Sync + 'static,
 {
     pub(super) fn engage(&mut self, e: Engagement) {
         if e.token.is_cancelled() {

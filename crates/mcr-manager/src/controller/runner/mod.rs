@@ -17,18 +17,19 @@ mod engage;
 mod intake;
 mod limits;
 mod reconcile;
+mod reconciler;
 mod slots;
 mod target;
 
 pub(crate) use limits::Limits;
+pub(crate) use reconciler::{Reconciler, erase};
 pub(crate) use target::Target;
 
 use std::{
     collections::HashMap,
     fmt::Debug,
-    future::{Future, poll_fn},
+    future::poll_fn,
     hash::Hash,
-    marker::PhantomData,
     sync::{Arc, Mutex},
     time::Duration,
 };
@@ -37,10 +38,7 @@ use futures::{
     FutureExt, StreamExt,
     stream::{BoxStream, FuturesUnordered, SelectAll},
 };
-use kube::{
-    Resource,
-    runtime::{controller::Action, reflector::ObjectRef},
-};
+use kube::{Resource, runtime::reflector::ObjectRef};
 use mcr_core::{Aware, BoxFuture, Cluster, ClusterId, ClusterName};
 use serde::de::DeserializeOwned;
 use tokio::{
@@ -63,9 +61,6 @@ use crate::{error::BoxError, metrics::Metrics, queue::WorkQueue, runnable::Runna
 
 /// How many queued watch events are taken in one go before the loop looks at other work.
 const BATCH: usize = 256;
-
-/// The types a task names only in its bounds.
-type Types<T, Fut, E> = fn() -> (T, Fut, E);
 
 /// Everything the builder decided.
 pub(crate) struct Spec<K>
@@ -116,7 +111,7 @@ struct Engagement {
 }
 
 /// A registered controller: the [`Runnable`] the manager starts.
-pub(crate) struct ControllerTask<K, T, Ctx, R, P, Fut, E>
+pub(crate) struct ControllerTask<K, Ctx>
 where
     K: Resource + Clone + 'static,
     K::DynamicType: Clone + Eq + Hash,
@@ -128,26 +123,19 @@ where
     opens: Vec<(OpenFn, Option<ClusterFilter>)>,
     engaged: crate::ClusterScope,
     filter: Option<ClusterFilter>,
-    reconcile: R,
-    error_policy: P,
+    reconciler: Reconciler<K, Ctx>,
     data: Data<Ctx>,
     tx: mpsc::UnboundedSender<Engagement>,
     rx: Mutex<Option<mpsc::UnboundedReceiver<Engagement>>>,
-    _types: PhantomData<Types<T, Fut, E>>,
 }
 
-impl<K, T, Ctx, R, P, Fut, E> ControllerTask<K, T, Ctx, R, P, Fut, E>
+impl<K, Ctx> ControllerTask<K, Ctx>
 where
     K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
     K::DynamicType: Clone + Eq + Hash + Debug + Send + Sync + 'static,
     Ctx: Send + Sync + 'static,
-    T: Target<K>,
-    R: Fn(T, Context<Ctx>) -> Fut + Send + Sync + 'static,
-    Fut: Future<Output = Result<Action, E>> + Send + 'static,
-    E: std::error::Error + Send + 'static,
-    P: Fn(T, &E, Context<Ctx>) -> Action + Send + Sync + 'static,
 {
-    pub(crate) fn new(spec: Spec<K>, reconcile: R, error_policy: P, data: Data<Ctx>) -> Self {
+    pub(crate) fn new(spec: Spec<K>, reconciler: Reconciler<K, Ctx>, data: Data<Ctx>) -> Self {
         let (tx, rx) = mpsc::unbounded_channel();
         // What a provider cluster needs open: the primary informer where reconciles run, and
         // the informers of the inputs that watch provider clusters.
@@ -170,12 +158,10 @@ where
             engaged: spec.engaged,
             filter: spec.filter.clone(),
             spec: Mutex::new(Some(spec)),
-            reconcile,
-            error_policy,
+            reconciler,
             data,
             tx,
             rx: Mutex::new(Some(rx)),
-            _types: PhantomData,
         }
     }
 
@@ -301,16 +287,11 @@ where
     }
 }
 
-impl<K, T, Ctx, R, P, Fut, E> Runnable for ControllerTask<K, T, Ctx, R, P, Fut, E>
+impl<K, Ctx> Runnable for ControllerTask<K, Ctx>
 where
     K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
     K::DynamicType: Clone + Eq + Hash + Debug + Send + Sync + 'static,
     Ctx: Send + Sync + 'static,
-    T: Target<K>,
-    R: Fn(T, Context<Ctx>) -> Fut + Send + Sync + 'static,
-    Fut: Future<Output = Result<Action, E>> + Send + 'static,
-    E: std::error::Error + Send + 'static,
-    P: Fn(T, &E, Context<Ctx>) -> Action + Send + Sync + 'static,
 {
     fn name(&self) -> &str {
         &self.name
@@ -328,16 +309,11 @@ where
     }
 }
 
-impl<K, T, Ctx, R, P, Fut, E> Aware for ControllerTask<K, T, Ctx, R, P, Fut, E>
+impl<K, Ctx> Aware for ControllerTask<K, Ctx>
 where
     K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
     K::DynamicType: Clone + Eq + Hash + Debug + Send + Sync + 'static,
     Ctx: Send + Sync + 'static,
-    T: Target<K>,
-    R: Fn(T, Context<Ctx>) -> Fut + Send + Sync + 'static,
-    Fut: Future<Output = Result<Action, E>> + Send + 'static,
-    E: std::error::Error + Send + 'static,
-    P: Fn(T, &E, Context<Ctx>) -> Action + Send + Sync + 'static,
 {
     fn engage(
         &self,
@@ -372,12 +348,12 @@ where
 }
 
 /// The state of one running controller, owned by its task (see the module docs).
-struct Loop<'t, K, T, Ctx, R, P, Fut, E>
+struct Loop<'t, K, Ctx>
 where
     K: Resource + Clone + 'static,
     K::DynamicType: Clone + Eq + Hash,
 {
-    task: &'t ControllerTask<K, T, Ctx, R, P, Fut, E>,
+    task: &'t ControllerTask<K, Ctx>,
     spec: Spec<K>,
     engaged: HashMap<ClusterName, Engaged<K, Ctx>>,
     /// Clusters only watched, outside the reconciled type's scope (see `ClusterScope`).
