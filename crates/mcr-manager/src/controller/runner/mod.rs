@@ -24,13 +24,14 @@ pub(crate) use limits::Limits;
 pub(crate) use mcr_core::panic_message;
 pub(crate) use target::Target;
 
+use parking_lot::Mutex;
 use std::{
     collections::HashMap,
     fmt::Debug,
     future::{Future, poll_fn},
     hash::Hash,
     marker::PhantomData,
-    sync::{Arc, Mutex},
+    sync::Arc,
     time::Duration,
 };
 
@@ -206,10 +207,7 @@ where
     }
 
     async fn run(self: Arc<Self>, stop: CancellationToken) -> Result<(), BoxError> {
-        let taken = (
-            self.spec.lock().ok().and_then(|mut s| s.take()),
-            self.rx.lock().ok().and_then(|mut r| r.take()),
-        );
+        let taken = (self.spec.lock().take(), self.rx.lock().take());
         let (Some(spec), Some(mut rx)) = taken else {
             return Err(format!("controller {:?} was already started", self.name).into());
         };
