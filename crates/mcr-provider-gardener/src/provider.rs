@@ -50,10 +50,10 @@ pub struct GardenerProvider {
     inner: Arc<Inner>,
 }
 
-pub(crate) struct Inner {
-    pub(crate) garden: kube::Client,
-    pub(crate) opts: Arc<Options>,
-    pub(crate) engaged: Members,
+struct Inner {
+    garden: kube::Client,
+    opts: Arc<Options>,
+    engaged: Members,
     members: Mutex<HashMap<ClusterName, Member>>,
 }
 
@@ -229,7 +229,8 @@ impl GardenerProvider {
         let span = tracing::info_span!("engage_shoot", cluster = %name);
         tokio::spawn(
             engage(
-                self.inner.clone(),
+                self.inner.engaged.clone(),
+                self.inner.opts.clone(),
                 name.clone(),
                 source,
                 member_token,
