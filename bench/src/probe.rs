@@ -4,10 +4,11 @@
 //! Both sides of a comparison call the same [`Probe::observe`] from their reconciler, so the
 //! reconcile cost is identical.
 
+use parking_lot::{Mutex, MutexGuard};
 use std::{
     collections::HashMap,
     sync::{
-        Arc, Mutex, MutexGuard,
+        Arc,
         atomic::{AtomicU64, Ordering},
     },
     time::{Duration, Instant},
@@ -78,7 +79,7 @@ pub struct Probe {
 
 impl Probe {
     fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        self.state.lock()
     }
 
     /// Makes every later [`Probe::observe`] first burn `work` of CPU (a busy loop on the

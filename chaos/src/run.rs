@@ -11,11 +11,10 @@ use mcr_envtest::TestCluster;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::check::wait_all;
+use crate::check::{describe, names, wait_all};
 use crate::load::{self, Load};
 use crate::report::Report;
 use crate::rng::Rng;
-use crate::round::{describe, names};
 use crate::world::World;
 use crate::{Args, child, leaks};
 

@@ -267,6 +267,24 @@ fn write(path: &Path, contents: &str) -> Result<()> {
     std::fs::write(path, contents).with_context(|| format!("writing {}", path.display()))
 }
 
+/// The asset directory: `KUBEBUILDER_ASSETS`, or what `cargo xtask assets` builds.
+pub(crate) fn directory() -> Result<PathBuf> {
+    match std::env::var_os("KUBEBUILDER_ASSETS") {
+        Some(dir) if !dir.is_empty() => {
+            let dir = PathBuf::from(dir);
+            for binary in ["kube-apiserver", "etcd"] {
+                anyhow::ensure!(
+                    dir.join(binary).is_file(),
+                    "KUBEBUILDER_ASSETS={} has no {binary}",
+                    dir.display()
+                );
+            }
+            Ok(dir)
+        }
+        _ => build(false).context("building the real control-plane assets"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

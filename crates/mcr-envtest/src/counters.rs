@@ -1,7 +1,7 @@
 //! Request counting by verb and resource.
 
+use parking_lot::Mutex;
 use std::collections::BTreeMap;
-use std::sync::Mutex;
 
 /// A snapshot of the requests a cluster has answered, counted by `(verb, resource)`.
 ///
@@ -71,7 +71,7 @@ pub(crate) struct Counters {
 impl Counters {
     /// Counts one request.
     pub(crate) fn record(&self, verb: &str, resource: &str) {
-        let mut counts = self.counts.lock().unwrap_or_else(|e| e.into_inner());
+        let mut counts = self.counts.lock();
         *counts
             .entry((verb.to_string(), resource.to_string()))
             .or_insert(0) += 1;
@@ -79,7 +79,7 @@ impl Counters {
 
     /// A copy of the current counts.
     pub(crate) fn snapshot(&self) -> RequestCounts {
-        let counts = self.counts.lock().unwrap_or_else(|e| e.into_inner());
+        let counts = self.counts.lock();
         RequestCounts {
             counts: counts.clone(),
         }
@@ -87,10 +87,7 @@ impl Counters {
 
     /// Forgets every count.
     pub(crate) fn reset(&self) {
-        self.counts
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clear();
+        self.counts.lock().clear();
     }
 }
 

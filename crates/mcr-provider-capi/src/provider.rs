@@ -5,7 +5,6 @@ use std::sync::Arc;
 use futures::StreamExt;
 use futures::stream::BoxStream;
 use k8s_openapi::api::core::v1::Secret;
-use kube::api::DynamicObject;
 use kube::core::PartialObjectMeta;
 use kube::runtime::{WatchStreamExt, watcher};
 use mcr_core::Aware;
@@ -14,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::info;
 
 use crate::connect::{Connect, Shared};
-use crate::dispatch::Dispatcher;
+use crate::dispatch::{Dispatcher, Incoming};
 use crate::{ClusterStatus, ObjectRef, Options};
 
 /// Discovers workload clusters from Cluster API `Cluster` objects in a management cluster.
@@ -80,11 +79,6 @@ impl CapiProvider {
             shared: Arc::new(Shared::new(host, opts, members)),
         }
     }
-}
-
-pub(crate) enum Incoming {
-    Cluster(usize, Result<watcher::Event<DynamicObject>, watcher::Error>),
-    Secret(Result<watcher::Event<PartialObjectMeta<Secret>>, watcher::Error>),
 }
 
 /// The `Cluster` watches of the scope (one per namespace, or one cluster-wide watch with a

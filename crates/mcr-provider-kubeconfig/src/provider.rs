@@ -12,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::info;
 
 use crate::connect::{Connect, Shared};
-use crate::dispatch::Dispatcher;
+use crate::dispatch::{Dispatcher, SecretEvent};
 use crate::{Options, SecretRef, SecretStatus};
 
 /// Discovers member clusters from kubeconfig Secrets in a management ("host") cluster.
@@ -75,7 +75,6 @@ impl KubeconfigProvider {
     }
 }
 
-pub(crate) type SecretEvent = (usize, Result<watcher::Event<Secret>, watcher::Error>);
 type SecretEvents = futures::stream::BoxStream<'static, SecretEvent>;
 
 /// One label-selected watch per namespace, or one cluster-wide watch for `AllExcept`.

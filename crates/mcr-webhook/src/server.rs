@@ -2,12 +2,9 @@
 //! bounded body, bounded header and handler time, and a panic answered with a 500 for that
 //! request only.
 
+use parking_lot::Mutex;
 use std::{
-    convert::Infallible,
-    net::SocketAddr,
-    panic::AssertUnwindSafe,
-    sync::{Arc, Mutex},
-    time::Duration,
+    convert::Infallible, net::SocketAddr, panic::AssertUnwindSafe, sync::Arc, time::Duration,
 };
 
 use bytes::Bytes;
@@ -164,12 +161,7 @@ impl Server {
     /// # }
     /// ```
     pub async fn serve(&self, token: CancellationToken) -> Result<(), Error> {
-        let listener = self
-            .listener
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .take()
-            .ok_or(Error::AlreadyServing)?;
+        let listener = self.listener.lock().take().ok_or(Error::AlreadyServing)?;
         let mut tls = rustls::ServerConfig::builder_with_provider(Arc::new(
             rustls::crypto::ring::default_provider(),
         ))

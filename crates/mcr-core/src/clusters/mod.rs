@@ -1,16 +1,13 @@
 //! [`Clusters`]: the cluster lifecycle every provider uses (start, sync, index, engage, remove).
 
-use std::{
-    collections::HashMap,
-    sync::{Arc, Mutex},
-    time::Duration,
-};
+use parking_lot::Mutex;
+use std::{collections::HashMap, sync::Arc, time::Duration};
 
 use tokio_util::sync::CancellationToken;
 
 mod engage;
 
-use crate::{Cluster, ClusterName, Error, FieldIndex, Registry, cache::lock};
+use crate::{Cluster, ClusterName, Error, FieldIndex, Registry};
 
 /// Options of [`Clusters`].
 ///
@@ -194,7 +191,7 @@ impl Clusters {
     /// ```
     pub async fn index_field(&self, index: &FieldIndex) -> Result<(), Error> {
         let clusters: Vec<Cluster> = {
-            let mut state = lock(&self.inner.state);
+            let mut state = self.inner.state.lock();
             match state.indexes.iter().find(|i| i.name() == index.name()) {
                 Some(known) if known.tag() == index.tag() => {}
                 Some(known) => {
@@ -233,7 +230,7 @@ impl Clusters {
     /// # }
     /// ```
     pub fn token(&self, name: &ClusterName) -> Option<CancellationToken> {
-        let state = lock(&self.inner.state);
+        let state = self.inner.state.lock();
         self.inner
             .active
             .token(name)

@@ -119,9 +119,10 @@
 //! let _: Arc<dyn mcr_core::Provider> = Arc::new(provider);
 //! ```
 
+use parking_lot::{Mutex, MutexGuard};
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
-use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::{ClusterId, ClusterName, Clusters, ClustersOptions};
 
@@ -273,7 +274,7 @@ impl Members {
     }
 
     fn renewed(&self) -> MutexGuard<'_, HashMap<ClusterName, (ClusterId, String)>> {
-        self.inner.renewed.lock().unwrap_or_else(|p| p.into_inner())
+        self.inner.renewed.lock()
     }
 
     /// Removes every member.

@@ -8,8 +8,9 @@
 //! `engaged`. A provider that engages members without them calls [`Members::report_failure`]
 //! and [`Members::report_done`] itself, and removes members with [`Members::remove`].
 
+use parking_lot::MutexGuard;
 use std::collections::BTreeMap;
-use std::sync::{Arc, MutexGuard};
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::Members;
@@ -28,7 +29,7 @@ pub(super) struct Book {
 
 impl Members {
     fn book(&self) -> MutexGuard<'_, Book> {
-        self.inner.book.lock().unwrap_or_else(|p| p.into_inner())
+        self.inner.book.lock()
     }
 
     /// Names the provider in what the members report (done by [`start_run`](Self::start_run)).

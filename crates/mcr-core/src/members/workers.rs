@@ -1,8 +1,9 @@
 //! [`Workers`]: one task per member name, the latest desired state wins, failures back off.
 
+use parking_lot::{Mutex, MutexGuard};
 use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::FutureExt;
@@ -66,7 +67,7 @@ struct Shared<R: Reconcile> {
 
 impl<R: Reconcile> Shared<R> {
     fn slots(&self) -> MutexGuard<'_, HashMap<ClusterName, watch::Sender<Option<R::Desired>>>> {
-        self.slots.lock().unwrap_or_else(|p| p.into_inner())
+        self.slots.lock()
     }
 }
 

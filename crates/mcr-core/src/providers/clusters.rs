@@ -1,12 +1,13 @@
 //! [`ClustersProvider`]: pre-built clusters added and removed at runtime by code.
 
-use std::sync::{Arc, Mutex};
+use parking_lot::Mutex;
+use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
 use crate::{
     AddOutcome, Aware, BoxFuture, Cluster, ClusterName, Clusters, ClustersOptions, Error,
-    FieldIndex, Provider, ProviderRunnable, cache::lock,
+    FieldIndex, Provider, ProviderRunnable,
 };
 
 #[derive(Default)]
@@ -86,7 +87,7 @@ impl ClustersProvider {
     /// ```
     pub async fn add(&self, cluster: Cluster) -> Result<(), Error> {
         let (token, aware) = {
-            let mut state = lock(&self.state);
+            let mut state = self.state.lock();
             match &state.running {
                 Some((token, aware)) => (token.clone(), aware.clone()),
                 None => {
@@ -111,7 +112,7 @@ impl ClustersProvider {
     /// ```
     pub async fn add_or_replace(&self, cluster: Cluster) -> Result<AddOutcome, Error> {
         let (token, aware) = {
-            let mut state = lock(&self.state);
+            let mut state = self.state.lock();
             match &state.running {
                 Some((token, aware)) => (token.clone(), aware.clone()),
                 None => {
@@ -139,7 +140,7 @@ impl ClustersProvider {
     /// ```
     pub fn remove(&self, name: &ClusterName) -> bool {
         {
-            let mut state = lock(&self.state);
+            let mut state = self.state.lock();
             let before = state.pending.len();
             state.pending.retain(|c| c.name() != name);
             if state.pending.len() < before {
@@ -182,7 +183,7 @@ impl ProviderRunnable for ClustersProvider {
     ) -> BoxFuture<'a, Result<(), Error>> {
         Box::pin(async move {
             let pending = {
-                let mut state = lock(&self.state);
+                let mut state = self.state.lock();
                 state.running = Some((token.clone(), aware.clone()));
                 std::mem::take(&mut state.pending)
             };
@@ -193,7 +194,7 @@ impl ProviderRunnable for ClustersProvider {
                 }
             }
             token.cancelled().await;
-            lock(&self.state).running = None;
+            self.state.lock().running = None;
             Ok(())
         })
     }

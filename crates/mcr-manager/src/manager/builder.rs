@@ -1,8 +1,9 @@
 //! Building a [`Manager`]: [`ManagerBuilder`], [`Manager::new`] and [`Manager::builder`].
 
+use parking_lot::Mutex;
 use std::{
     net::SocketAddr,
-    sync::{Arc, Mutex, atomic::AtomicBool},
+    sync::{Arc, atomic::AtomicBool},
 };
 
 use mcr_core::{Cluster, ClusterName, Provider};

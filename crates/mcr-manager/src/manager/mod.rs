@@ -12,11 +12,12 @@ mod status;
 
 pub use status::ClusterStatus;
 
+use parking_lot::{Mutex, MutexGuard};
 use std::{
     collections::HashSet,
     net::SocketAddr,
     sync::{
-        Arc, Mutex, MutexGuard,
+        Arc,
         atomic::{AtomicBool, Ordering},
     },
 };
@@ -98,10 +99,7 @@ impl std::fmt::Debug for Manager {
 
 impl Manager {
     fn state(&self) -> MutexGuard<'_, State> {
-        match self.inner.state.lock() {
-            Ok(guard) => guard,
-            Err(poisoned) => poisoned.into_inner(),
-        }
+        self.inner.state.lock()
     }
 
     /// The host cluster: the one the manager runs against (what `Context::host` and

@@ -25,12 +25,13 @@ pub(crate) use limits::Limits;
 pub(crate) use reconciler::{Reconciler, erase};
 pub(crate) use target::Target;
 
+use parking_lot::Mutex;
 use std::{
     collections::HashMap,
     fmt::Debug,
     future::poll_fn,
     hash::Hash,
-    sync::{Arc, Mutex},
+    sync::Arc,
     time::Duration,
 };
 
@@ -171,10 +172,7 @@ where
     }
 
     async fn run(self: Arc<Self>, stop: CancellationToken) -> Result<(), BoxError> {
-        let taken = (
-            self.spec.lock().ok().and_then(|mut s| s.take()),
-            self.rx.lock().ok().and_then(|mut r| r.take()),
-        );
+        let taken = (self.spec.lock().take(), self.rx.lock().take());
         let (Some(spec), Some(mut rx)) = taken else {
             return Err(format!("controller {:?} was already started", self.name).into());
         };
