@@ -103,7 +103,7 @@ mod runnable;
 
 pub use controller::{
     Builder, ClusterScope, Context, Controller, DEFAULT_PUBLISH_TIMEOUT, IntoRequest,
-    ReconcileOutcome, ReconcileResult, Recorder, RecorderError, Request, RunError, Start,
+    ReconcileOutcome, ReconcileResult, Recorder, RecorderError, Request, RunError, Start, Target,
     UnreadableAction, WatchOptions,
 };
 pub use error::{BoxError, BuilderError, Error};

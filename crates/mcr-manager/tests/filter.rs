@@ -74,11 +74,9 @@ async fn a_per_input_filter_limits_that_input_alone() {
     let log = Log::default();
     Controller::new(&env.mgr)
         .for_with::<ConfigMap>(
-            (),
             WatchOptions::new().cluster_filter(|name, _| name.as_str() == "cluster-2"),
         )
         .watches_with::<Secret, _>(
-            (),
             WatchOptions::new().cluster_filter(|name, _| name.as_str() == "cluster-1"),
             |secret: Arc<Secret>, cluster: &mcr_core::ClusterName| {
                 // Every Secret asks for the ConfigMap `m` of cluster-2.

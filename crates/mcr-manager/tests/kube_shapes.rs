@@ -43,7 +43,7 @@ async fn a_watcher_config_selects_and_pages_the_input() {
     // the initial list takes several requests.
     let config = watcher::Config::default().labels("app=web").page_size(1);
     Controller::new(&env.mgr)
-        .for_with::<ConfigMap>((), config.into())
+        .for_with::<ConfigMap>(config.into())
         .concurrency(0) // unbounded, as in kube-runtime
         .register(record, retry, Arc::new(log.clone()))
         .unwrap();

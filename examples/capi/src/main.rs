@@ -90,7 +90,7 @@ pub fn manager(host: kube::Client, opts: Options) -> Result<Manager> {
     let provider = CapiProvider::new(host.clone(), opts);
     let mgr = Manager::new(host, Some(Arc::new(provider)));
     Controller::new(&mgr)
-        .for_with::<ConfigMap>((), WatchOptions::new().labels(format!("{LABEL}=true")))
+        .for_with::<ConfigMap>(WatchOptions::new().labels(format!("{LABEL}=true")))
         .register(reconcile, error_policy, Arc::new(()))?;
     Ok(mgr)
 }

@@ -106,7 +106,7 @@ pub fn manager(hub: kube::Client, opts: Options) -> Result<Manager> {
     let provider = ClusterInventoryProvider::new(hub.clone(), opts)?;
     let mgr = Manager::new(hub, Some(Arc::new(provider)));
     Controller::new(&mgr)
-        .for_with::<ConfigMap>((), WatchOptions::new().labels(format!("{LABEL}=true")))
+        .for_with::<ConfigMap>(WatchOptions::new().labels(format!("{LABEL}=true")))
         .register(reconcile, error_policy, Arc::new(()))?;
     Ok(mgr)
 }

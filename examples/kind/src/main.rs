@@ -80,7 +80,7 @@ fn error_policy(_: Arc<ConfigMap>, err: &kube::Error, ctx: Context<()>) -> Actio
 pub fn manager(host: kube::Client, opts: Options) -> Result<Manager> {
     let mgr = Manager::new(host, Some(Arc::new(KindProvider::new(opts))));
     Controller::new(&mgr)
-        .for_with::<ConfigMap>((), WatchOptions::new().labels(format!("{LABEL}=true")))
+        .for_with::<ConfigMap>(WatchOptions::new().labels(format!("{LABEL}=true")))
         .register(reconcile, error_policy, Arc::new(()))?;
     Ok(mgr)
 }

@@ -89,7 +89,7 @@ pub fn manager(host: kube::Client, namespace: &str) -> Result<Manager> {
     );
     let mgr = Manager::new(host, Some(Arc::new(provider)));
     Controller::new(&mgr)
-        .for_with::<ConfigMap>((), WatchOptions::new().labels(format!("{LABEL}=true")))
+        .for_with::<ConfigMap>(WatchOptions::new().labels(format!("{LABEL}=true")))
         .register(reconcile, error_policy, Arc::new(()))?;
     Ok(mgr)
 }

@@ -82,7 +82,7 @@ pub async fn manager(host: kube::Client, dir: PathBuf) -> Result<Manager> {
     multi.add("secrets", Arc::new(secrets)).await?;
     let mgr = Manager::new(host, Some(Arc::new(multi)));
     Controller::new(&mgr)
-        .for_with::<ConfigMap>((), WatchOptions::new().labels(format!("{LABEL}=true")))
+        .for_with::<ConfigMap>(WatchOptions::new().labels(format!("{LABEL}=true")))
         .register(reconcile, error_policy, Arc::new(()))?;
     Ok(mgr)
 }

@@ -83,7 +83,7 @@ pub fn manager(client: kube::Client, selector: Option<String>) -> Result<Manager
         .provider(Arc::new(provider))
         .build();
     Controller::new(&mgr)
-        .for_with::<ConfigMap>((), WatchOptions::new().labels(format!("{LABEL}=true")))
+        .for_with::<ConfigMap>(WatchOptions::new().labels(format!("{LABEL}=true")))
         .register(reconcile, error_policy, Arc::new(()))?;
     Ok(mgr)
 }

@@ -206,7 +206,7 @@ impl<T> Context<T> {
 
     /// The object `key` in this cluster's cache of the controller's reconciled type (the
     /// `for_` input, with its selectors), or `None` if it is not there: what a request-keyed
-    /// reconciler ([`register_request`](crate::Builder::register_request)) reads to tell "gone"
+    /// reconciler (one taking a [`Request`](crate::Request), see [`Builder::register`](crate::Builder::register)) reads to tell "gone"
     /// from "present". Also `None` when `K` is not the controller's reconciled type.
     ///
     /// ```no_run

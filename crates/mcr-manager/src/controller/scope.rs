@@ -38,15 +38,15 @@ pub(crate) fn passes(
 /// # fn demo(mgr: mcr_manager::Manager) {
 /// // Reconcile ConfigMaps on the host, triggered by Secrets in every member.
 /// let b = Controller::new(&mgr)
-///     .for_with::<ConfigMap>((), WatchOptions::new().scope(ClusterScope::Host))
-///     .watches_with::<Secret, _>((), WatchOptions::new(), |s: Arc<Secret>, _member: &ClusterName| {
+///     .for_with::<ConfigMap>(WatchOptions::new().scope(ClusterScope::Host))
+///     .watches_with::<Secret, _>(WatchOptions::new(), |s: Arc<Secret>, _member: &ClusterName| {
 ///         Some(Request::new(ClusterName::host(), ObjectRef::new(&s.name_any()).within("default")))
 ///     });
 ///
 /// // Reconcile ConfigMaps in every member, triggered by Secrets on the host.
 /// let b = Controller::new(&mgr)
 ///     .for_::<ConfigMap>()
-///     .watches_with::<Secret, _>((), WatchOptions::new().scope(ClusterScope::Host), |s: Arc<Secret>, _host: &ClusterName| {
+///     .watches_with::<Secret, _>(WatchOptions::new().scope(ClusterScope::Host), |s: Arc<Secret>, _host: &ClusterName| {
 ///         vec![Request::new("member-1", ObjectRef::new(&s.name_any()).within("default"))]
 ///     });
 /// # }

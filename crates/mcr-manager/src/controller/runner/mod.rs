@@ -19,20 +19,14 @@ mod limits;
 mod reconcile;
 mod reconciler;
 mod slots;
-mod target;
 
+pub(crate) use super::target::Target;
 pub(crate) use limits::Limits;
 pub(crate) use reconciler::{Reconciler, erase};
-pub(crate) use target::Target;
 
 use parking_lot::Mutex;
 use std::{
-    collections::HashMap,
-    fmt::Debug,
-    future::poll_fn,
-    hash::Hash,
-    sync::Arc,
-    time::Duration,
+    collections::HashMap, fmt::Debug, future::poll_fn, hash::Hash, sync::Arc, time::Duration,
 };
 
 use futures::{

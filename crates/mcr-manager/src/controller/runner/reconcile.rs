@@ -89,7 +89,7 @@ where
             debug!(
                 controller = %self.spec.name, object = %Shown(&cluster, &key),
                 "not in the cache (deleted, or not created in this cluster yet): skipped; \
-                 reconcilers that must see such keys (to create or clean up) use `register_request`"
+                 reconcilers that must see such keys (to create or clean up) take a `Request<K>`"
             );
             self.queue.done(&cluster, &key, Outcome::Success(None));
             return None;
