@@ -8,7 +8,10 @@ use std::collections::BTreeMap;
 /// Verbs are `get`, `list`, `watch`, `create`, `update`, `patch`, `delete` and
 /// `deletecollection`; resources are plurals (`configmaps`), subresources are counted as
 /// `configmaps/status`, and discovery (`/version`, `/api`, `/apis/...`, `/openapi/...`) is
-/// counted as verb `get` on resource `discovery`. Requests refused with `401 Unauthorized` (an
+/// counted as verb `get` on resource `discovery`. A request answered with metadata only
+/// (`Accept: ...;as=PartialObjectMetadata[List]`) is counted a second time, under its verb
+/// with `-metadata` appended (`list-metadata`, `watch-metadata`), so a test can tell a
+/// metadata-only watch from a whole-object one. Requests refused with `401 Unauthorized` (an
 /// expired or unknown credential, on an HTTPS cluster) are counted as verb `unauthorized` on
 /// resource `requests`.
 ///

@@ -96,12 +96,12 @@ fn watches(host: &kube::Client, opts: &Options) -> Vec<BoxStream<'static, Incomi
     let mut streams = Vec::new();
     for (i, w) in opts.namespaces.watches().into_iter().enumerate() {
         let api = w.api_dynamic(host.clone(), &resource);
-        let clusters = watcher(api, w.config(cluster_config.clone()))
+        let clusters = mcr_core::watch(api, w.config(cluster_config.clone()))
             .default_backoff()
             .map(move |e| Incoming::Cluster(i, e));
         streams.push(clusters.boxed());
         let secret_api = w.api::<PartialObjectMeta<Secret>>(host.clone());
-        let secrets = watcher(secret_api, w.config(secret_config.clone()))
+        let secrets = mcr_core::watch_metadata(secret_api, w.config(secret_config.clone()))
             .default_backoff()
             .map(Incoming::Secret);
         streams.push(secrets.boxed());

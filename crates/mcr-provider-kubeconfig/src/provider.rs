@@ -86,7 +86,7 @@ fn secret_watches(host: &kube::Client, opts: &Options) -> Vec<SecretEvents> {
             .enumerate()
             .map(|(i, ns)| {
                 let api: Api<Secret> = Api::namespaced(host.clone(), &ns);
-                watcher(api, config.clone())
+                mcr_core::watch(api, config.clone())
                     .default_backoff()
                     .map(move |e| (i, e))
                     .boxed()
@@ -95,7 +95,7 @@ fn secret_watches(host: &kube::Client, opts: &Options) -> Vec<SecretEvents> {
         None => {
             let api: Api<Secret> = Api::all(host.clone());
             vec![
-                watcher(api, config)
+                mcr_core::watch(api, config)
                     .default_backoff()
                     .map(|e| (0, e))
                     .boxed(),

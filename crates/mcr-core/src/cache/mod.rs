@@ -34,6 +34,7 @@ use key::InformerKey;
 pub use key::InformerOptions;
 pub(crate) use key::TypeTag;
 use shared::{ErasedInformer, Shared};
+pub use watch::{watch, watch_metadata};
 
 use crate::{ClusterName, Error};
 
