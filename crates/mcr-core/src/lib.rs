@@ -135,6 +135,7 @@ mod index;
 mod member_status;
 pub mod name;
 mod provider;
+mod redact;
 mod registry;
 
 pub mod backoff;

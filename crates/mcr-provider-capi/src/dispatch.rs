@@ -290,10 +290,10 @@ impl Track<DynamicObject> for Dispatcher {
 
 impl Dispatch for Dispatcher {
     type Item = Incoming;
-    type Reconcile = Connect;
+    type Converge = Connect;
 
     fn new(workers: Workers<Connect>) -> Self {
-        let shared = workers.reconciler().0.clone();
+        let shared = workers.converger().0.clone();
         Dispatcher {
             shared,
             workers,

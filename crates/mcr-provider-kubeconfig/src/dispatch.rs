@@ -170,10 +170,10 @@ impl Track<Secret> for Dispatcher {
 
 impl Dispatch for Dispatcher {
     type Item = SecretEvent;
-    type Reconcile = Connect;
+    type Converge = Connect;
 
     fn new(workers: Workers<Connect>) -> Self {
-        let shared = workers.reconciler().0.clone();
+        let shared = workers.converger().0.clone();
         let streams = shared.opts.namespaces.watched().map_or(1, |ns| ns.len());
         Dispatcher {
             shared,

@@ -18,23 +18,15 @@ mod plugin;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
 
 use anyhow::{Context as _, Result, bail};
 use clap::{Parser, Subcommand};
+use example_support::stamp::{ANNOTATION, LABEL, error_policy, reconcile};
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::ResourceExt;
-use kube::api::{Api, Patch, PatchParams};
-use kube::runtime::controller::Action;
-use mcr_manager::{Context, Controller, Manager, WatchOptions};
+use mcr_manager::{Controller, Manager, WatchOptions};
 use mcr_provider_cluster_inventory::{
     AccessProviders, ClusterInventoryProvider, Namespaces, Options, Strategy,
 };
-
-/// Only ConfigMaps with this label are touched.
-pub const LABEL: &str = "mcr.example/demo";
-/// The annotation the controller writes: its value is the cluster's name.
-pub const ANNOTATION: &str = "mcr.example/reconciled-by";
 
 /// One controller over every cluster of a ClusterProfile inventory.
 ///
@@ -77,28 +69,6 @@ enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
-}
-
-async fn reconcile(cm: Arc<ConfigMap>, ctx: Context<()>) -> Result<Action, kube::Error> {
-    let cluster = ctx.cluster_name().as_str();
-    if cm.annotations().get(ANNOTATION).map(String::as_str) == Some(cluster) {
-        return Ok(Action::await_change());
-    }
-    tracing::info!(cluster, configmap = %cm.name_any(), "stamping");
-    let api: Api<ConfigMap> = Api::namespaced(ctx.client(), &cm.namespace().unwrap_or_default());
-    let patch = serde_json::json!({ "metadata": { "annotations": { ANNOTATION: cluster } } });
-    api.patch(
-        &cm.name_any(),
-        &PatchParams::default(),
-        &Patch::Merge(&patch),
-    )
-    .await?;
-    Ok(Action::await_change())
-}
-
-fn error_policy(_: Arc<ConfigMap>, err: &kube::Error, ctx: Context<()>) -> Action {
-    tracing::warn!(cluster = %ctx.cluster_name(), error = %err, "reconcile failed");
-    Action::requeue(Duration::from_secs(2))
 }
 
 /// The whole program: a cluster-inventory provider on `hub`, one controller.

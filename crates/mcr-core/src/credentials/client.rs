@@ -23,6 +23,7 @@ use super::body::Compact;
 use super::material::Secret;
 use super::renew::State;
 use super::{CredentialStatus, Credentials, Error};
+use crate::Cluster;
 
 type Connector = TimeoutConnector<HttpsConnector<HttpConnector>>;
 type Http = HyperClient<Connector, Body>;
@@ -163,6 +164,33 @@ impl RenewableClient {
 #[derive(Clone)]
 pub struct CredentialHandle {
     inner: Arc<Inner>,
+}
+
+impl Cluster {
+    /// Attaches the [`CredentialHandle`] of a client built by [`RenewableClient`], so
+    /// the credentials can be renewed in place and their status read from the cluster. Keeps the id.
+    ///
+    /// ```no_run
+    /// # fn f(client: kube::Client, handle: mcr_core::credentials::CredentialHandle) {
+    /// let c = mcr_core::Cluster::new("a", client).with_credentials(handle);
+    /// assert!(c.credentials().is_some());
+    /// # }
+    /// ```
+    pub fn with_credentials(self, handle: CredentialHandle) -> Cluster {
+        self.with_attachment(Arc::new(handle))
+    }
+
+    /// The renewable credentials of this cluster's client, if it has them (see
+    /// [`with_credentials`](Cluster::with_credentials)).
+    ///
+    /// ```no_run
+    /// # fn f(c: mcr_core::Cluster) {
+    /// let expired = c.credentials().is_some_and(|h| h.status().is_expired());
+    /// # let _ = expired; }
+    /// ```
+    pub fn credentials(&self) -> Option<&CredentialHandle> {
+        self.attachment()
+    }
 }
 
 struct Inner {

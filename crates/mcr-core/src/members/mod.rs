@@ -43,7 +43,7 @@
 //! use std::time::Duration;
 //!
 //! use mcr_core::members::{
-//!     Connection, Member, MemberProvider, Members, MembersOptions, Reconcile, Workers,
+//!     Connection, Member, MemberProvider, Members, MembersOptions, Converge, Workers,
 //! };
 //! use mcr_core::{Aware, BoxFuture, ClusterName, Error};
 //! use tokio::sync::{Mutex, mpsc};
@@ -65,11 +65,11 @@
 //!     Member(#[from] mcr_core::members::Error),
 //! }
 //!
-//! impl Reconcile for Connect {
+//! impl Converge for Connect {
 //!     type Desired = Arc<[u8]>;
 //!     type Error = ConnectError;
 //!
-//!     fn reconcile<'a>(&'a self, member: &'a Member<Arc<[u8]>>) -> BoxFuture<'a, Result<(), Self::Error>> {
+//!     fn converge<'a>(&'a self, member: &'a Member<Arc<[u8]>>) -> BoxFuture<'a, Result<(), Self::Error>> {
 //!         Box::pin(async move {
 //!             let connection = Connection::parse(member.desired())?;
 //!             member.ensure(&connection).await?;
@@ -148,7 +148,7 @@ pub use options::{MemberOptions, MembersOptions};
 pub use provider::MemberProvider;
 pub use relist::{FirstLists, Relists, Track};
 pub use status::{ProviderShared, StatusBook, StatusProvider};
-pub use workers::{Member, Reconcile, Workers};
+pub use workers::{Converge, Member, Workers};
 
 /// What [`Members::ensure`] did; each variant carries the id of the running instance.
 ///
