@@ -32,7 +32,7 @@
 //! | **fleet** (`mcr_manager::Fleet`) | the host plus the manager's registry: what a reconcile can reach |
 //! | **namespaces** ([`scope::Namespaces`]) | which namespaces of the host a provider reads its source of truth from |
 //! | **cluster scope** (`mcr_manager::ClusterScope`) | which clusters a controller's input watches (host, provider clusters, both); for the reconciled type, where reconciles run |
-//! | **reconcile** | the controller's user function, run for one request (`mcr_manager::Builder::register`) |
+//! | **reconcile** | the controller's user function, run for one request (`mcr_manager::Builder::register`); a provider's per-member step is [`members::Converge`], not a reconcile |
 //! | **request** (`mcr_manager::Request`) | a cluster name and an object reference: what a controller queues and reconciles |
 //!
 //! Where clusters are kept, and what each map holds that no other does:
