@@ -20,6 +20,8 @@
 //! # Ok(()) }
 //! ```
 
+pub mod rbac;
+
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
