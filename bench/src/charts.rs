@@ -169,6 +169,8 @@ fn peer_ratios(report: &Value, path: &Path) -> Result<bool> {
     if bars.is_empty() {
         return Ok(false);
     }
+    // Segment 0 is drawn at the bottom: reversed, the first ratio is on top.
+    bars.reverse();
     let n = bars.len();
     let hi = bars.iter().map(|b| b.1).fold(1.0_f64, f64::max) * 1.15;
     let height = (80 + 28 * n as u32).max(200);
@@ -187,9 +189,10 @@ fn peer_ratios(report: &Value, path: &Path) -> Result<bool> {
     chart
         .configure_mesh()
         .disable_y_mesh()
+        .light_line_style(WHITE)
         .y_labels(n)
         .y_label_formatter(&|v| match v {
-            SegmentValue::CenterOf(i) => bars.get(*i).map(|b| b.0.clone()).unwrap_or_default(),
+            SegmentValue::CenterOf(i) if *i < n => bars[*i].0.clone(),
             _ => String::new(),
         })
         .draw()
