@@ -43,6 +43,12 @@ pub fn run(opts: Chaos) -> Result<()> {
         })
         .unwrap_or_else(|| root.join("target"));
     let bin = target.join("release").join("mcr-chaos");
+    // The figures for `cargo xtask bench`'s recovery-time chart.
+    let json = target
+        .join("chaos")
+        .join("report.json")
+        .display()
+        .to_string();
     let clusters = opts
         .clusters
         .unwrap_or(if opts.real { 5 } else { 20 })
@@ -51,7 +57,14 @@ pub fn run(opts: Chaos) -> Result<()> {
         .minutes
         .unwrap_or(if opts.real { 3.0 } else { 2.0 })
         .to_string();
-    let mut args = vec!["--clusters", &clusters, "--minutes", &minutes];
+    let mut args = vec![
+        "--clusters",
+        &clusters,
+        "--minutes",
+        &minutes,
+        "--json",
+        &json,
+    ];
     let seed = opts.seed.map(|s| s.to_string());
     if let Some(seed) = &seed {
         args.extend(["--seed", seed]);

@@ -7,6 +7,9 @@
 //! compare the emulator's behaviour with the real server's, and a `cargo xtask fidelity` run
 //! of the default size (120 sequences of 80 requests, about 10,000 requests per server, about
 //! a minute) with a fixed seed.
+//!
+//! Among the examples' tests, `examples/kubeconfig/tests/rbac.rs` proves the shipped
+//! `deploy/` RBAC on these real API servers (RBAC authorization; kubectl from the same assets).
 
 use anyhow::{Context, Result};
 

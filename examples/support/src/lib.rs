@@ -20,6 +20,7 @@
 //! # Ok(()) }
 //! ```
 
+pub mod rbac;
 pub mod stamp;
 
 use std::future::Future;
