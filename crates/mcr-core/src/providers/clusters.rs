@@ -1,8 +1,8 @@
 //! [`ClustersProvider`]: pre-built clusters added and removed at runtime by code.
 
-use parking_lot::Mutex;
 use std::sync::Arc;
 
+use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
 
 use crate::{

@@ -24,7 +24,6 @@ pub(crate) use limits::Limits;
 pub(crate) use mcr_core::panic_message;
 pub(crate) use target::Target;
 
-use parking_lot::Mutex;
 use std::{
     collections::HashMap,
     fmt::Debug,
@@ -44,6 +43,7 @@ use kube::{
     runtime::{controller::Action, reflector::ObjectRef},
 };
 use mcr_core::{BoxFuture, Cluster, ClusterId, ClusterName};
+use parking_lot::Mutex;
 use serde::de::DeserializeOwned;
 use tokio::{
     sync::mpsc,
