@@ -4,7 +4,6 @@
 //! Both sides of a comparison call the same [`Probe::observe`] from their reconciler, so the
 //! reconcile cost is identical.
 
-use parking_lot::{Mutex, MutexGuard};
 use std::{
     collections::HashMap,
     sync::{
@@ -17,6 +16,7 @@ use std::{
 use anyhow::{Result, bail};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::ResourceExt;
+use parking_lot::{Mutex, MutexGuard};
 use tokio::sync::Notify;
 
 use crate::stamp;

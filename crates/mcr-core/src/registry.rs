@@ -1,8 +1,8 @@
 //! [`Registry`]: the set of engaged clusters, kept once (the manager's fleet is one too).
 
-use parking_lot::Mutex;
 use std::{collections::HashMap, sync::Arc};
 
+use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
 
 use crate::{Aware, Cluster, ClusterName, Error};

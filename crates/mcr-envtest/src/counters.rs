@@ -1,7 +1,8 @@
 //! Request counting by verb and resource.
 
-use parking_lot::Mutex;
 use std::collections::BTreeMap;
+
+use parking_lot::Mutex;
 
 /// A snapshot of the requests a cluster has answered, counted by `(verb, resource)`.
 ///

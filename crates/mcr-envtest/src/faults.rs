@@ -3,9 +3,9 @@
 //! The state of the "network link" to a cluster lives in a `tokio::sync::watch` channel so
 //! that requests waiting in a [`Partition::Hang`] and open watch bodies can react to changes.
 
-use parking_lot::Mutex;
 use std::time::Duration;
 
+use parking_lot::Mutex;
 use tokio::sync::watch;
 
 /// How a partitioned cluster behaves towards its clients.

@@ -17,7 +17,6 @@
 //! # Ok(()) }
 //! ```
 
-use parking_lot::{Mutex, RwLock};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
@@ -28,6 +27,7 @@ use bytes::Bytes;
 use http::{Method, Request};
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
+use parking_lot::{Mutex, RwLock};
 use serde_json::{Value, json};
 
 use crate::engine::ApiError;

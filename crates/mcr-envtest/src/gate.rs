@@ -10,7 +10,6 @@
 //! The listener lives in a slot the accept loop polls, so closing is just taking it out of the
 //! slot and cancelling the open connections' token.
 
-use parking_lot::Mutex;
 use std::future::poll_fn;
 use std::io;
 use std::net::SocketAddr;
@@ -18,6 +17,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use parking_lot::Mutex;
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio_util::sync::CancellationToken;
 

@@ -1,6 +1,5 @@
 //! The [`GardenerProvider`]: one engaged cluster per ready Shoot.
 
-use parking_lot::Mutex;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
@@ -10,6 +9,7 @@ use kube::api::DynamicObject;
 use kube::runtime::{WatchStreamExt, watcher};
 use mcr_core::members::{MemberProvider, Members, MembersOptions};
 use mcr_core::{Aware, ClusterName};
+use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, info, warn};
 

@@ -1,6 +1,5 @@
 //! The [`KindProvider`]: polls `kind get clusters` and keeps one engaged cluster per kind cluster.
 
-use parking_lot::Mutex;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
@@ -8,6 +7,7 @@ use std::time::Duration;
 use mcr_core::backoff::Backoff;
 use mcr_core::members::{MemberProvider, Members};
 use mcr_core::{AddOutcome, Aware, ClusterName};
+use parking_lot::Mutex;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;

@@ -1,7 +1,6 @@
 //! CRD conversion: one `/convert` route (as in controller-runtime) that hands each object of
 //! a `ConversionReview` to the converter registered for its group and kind.
 
-use parking_lot::RwLock;
 use std::{collections::HashMap, sync::Arc};
 
 use bytes::Bytes;
@@ -11,6 +10,7 @@ use kube::core::{
     conversion::{ConversionRequest, ConversionResponse, ConversionReview},
 };
 use mcr_core::{BoxFuture, Cluster, ClusterNotFound};
+use parking_lot::RwLock;
 use serde_json::Value;
 
 use crate::{

@@ -2,7 +2,6 @@
 //! bounded body, bounded header and handler time, and a panic answered with a 500 for that
 //! request only.
 
-use parking_lot::Mutex;
 use std::{
     convert::Infallible, net::SocketAddr, panic::AssertUnwindSafe, sync::Arc, time::Duration,
 };
@@ -18,6 +17,7 @@ use hyper_util::{
 };
 use mcr_core::BoxFuture;
 use mcr_manager::{BoxError, Runnable};
+use parking_lot::Mutex;
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 use tokio_util::{sync::CancellationToken, task::TaskTracker};

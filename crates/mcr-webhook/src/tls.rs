@@ -4,7 +4,6 @@
 //! rustls asks the reloader for a certificate on every handshake, so a new connection gets the
 //! certificate of the moment while connections already open keep their session.
 
-use parking_lot::{Mutex, RwLock};
 use std::{
     fmt,
     path::{Path, PathBuf},
@@ -16,6 +15,7 @@ use std::{
 };
 
 use notify::Watcher;
+use parking_lot::{Mutex, RwLock};
 use rustls::{
     crypto::CryptoProvider,
     pki_types::{CertificateDer, PrivateKeyDer},

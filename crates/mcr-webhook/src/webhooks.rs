@@ -1,12 +1,12 @@
 //! [`Webhooks`]: the routes the server answers, and [`WebhookBuilder`], controller-runtime's
 //! `WebhookManagedBy(mgr).For(obj)` for mcr.
 
-use parking_lot::RwLock;
 use std::{collections::BTreeMap, future::Future, marker::PhantomData, sync::Arc};
 
 use kube::{Resource, core::admission::AdmissionResponse};
 use mcr_core::{BoxFuture, Cluster};
 use mcr_manager::{Fleet, Manager};
+use parking_lot::RwLock;
 use serde::{Serialize, de::DeserializeOwned};
 use serde_json::Value;
 

@@ -3,7 +3,6 @@
 //! The effect is visible through the API (`kubectl get cm -o yaml` shows the annotation), so
 //! "reconciled" can be checked from outside, not just read in a log.
 
-use parking_lot::Mutex;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,6 +12,7 @@ use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use mcr_manager::{Context, Controller, Manager};
+use parking_lot::Mutex;
 
 /// The annotation the controller writes: its value is the cluster's name.
 pub const ANNOTATION: &str = "mcr.example/reconciled-by";

@@ -10,7 +10,7 @@
 //! use mcr_manager::{Controller, WatchOptions};
 //!
 //! Controller::new(mgr)
-//!     .for_with::<ConfigMap>((), WatchOptions::new().labels(format!("{LABEL}=true")))
+//!     .for_with::<ConfigMap>(WatchOptions::new().labels(format!("{LABEL}=true")))
 //!     .register(reconcile, error_policy, Arc::new(()))?;
 //! # Ok(()) }
 //! ```

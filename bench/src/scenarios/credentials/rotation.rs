@@ -2,7 +2,6 @@
 //! tears the cluster down and engages a new one (new client, new cache, a relist of every
 //! watched type), on the same renewal schedule the in-place side uses.
 
-use parking_lot::Mutex;
 use std::hash::{BuildHasher, RandomState};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
@@ -14,6 +13,7 @@ use kube::api::{Api, DynamicObject, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::core::{ApiResource, GroupVersionKind};
 use mcr_core::{Cluster, providers::clusters::ClustersProvider};
+use parking_lot::Mutex;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 

@@ -14,7 +14,6 @@ mod name;
 mod shared;
 mod watch;
 
-use parking_lot::Mutex;
 use std::{any::Any, collections::HashMap, fmt::Debug, hash::Hash, sync::Arc, time::Duration};
 
 use futures::StreamExt;
@@ -23,6 +22,7 @@ use kube::{
     core::PartialObjectMeta,
     runtime::{WatchStreamExt, watcher},
 };
+use parking_lot::Mutex;
 use serde::de::DeserializeOwned;
 use tokio_util::sync::CancellationToken;
 

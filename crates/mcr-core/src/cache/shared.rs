@@ -1,7 +1,6 @@
 //! The state behind an [`Informer`](super::Informer) and its watch task: the reflector
 //! writer, sync state, subscribers and field indexes of one watch.
 
-use parking_lot::{Mutex, RwLock};
 use std::{
     fmt::Debug,
     hash::Hash,
@@ -19,6 +18,7 @@ use kube::{
         watcher,
     },
 };
+use parking_lot::{Mutex, RwLock};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;

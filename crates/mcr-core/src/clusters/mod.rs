@@ -1,8 +1,8 @@
 //! [`Clusters`]: the cluster lifecycle every provider uses (start, sync, index, engage, remove).
 
-use parking_lot::Mutex;
 use std::{collections::HashMap, sync::Arc, time::Duration};
 
+use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
 
 mod engage;

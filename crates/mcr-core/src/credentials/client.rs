@@ -1,7 +1,6 @@
 //! A kube client whose credentials can be swapped in place: [`RenewableClient`] and its
 //! [`CredentialHandle`].
 
-use parking_lot::{Mutex, RwLock};
 use std::fmt;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -15,6 +14,7 @@ use hyper_timeout::TimeoutConnector;
 use hyper_util::client::legacy::{Client as HyperClient, ResponseFuture, connect::HttpConnector};
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 use kube::client::{Body, ConfigExt};
+use parking_lot::{Mutex, RwLock};
 use rustls::client::ResolvesClientCert;
 use rustls::sign::CertifiedKey;
 use tower::ServiceBuilder;

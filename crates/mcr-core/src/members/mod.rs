@@ -119,10 +119,11 @@
 //! let _: Arc<dyn mcr_core::Provider> = Arc::new(provider);
 //! ```
 
-use parking_lot::{Mutex, MutexGuard};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
+
+use parking_lot::{Mutex, MutexGuard};
 
 use crate::{ClusterId, ClusterName, Clusters, ClustersOptions};
 

@@ -8,10 +8,11 @@
 //! `engaged`. A provider that engages members without them calls [`Members::report_failure`]
 //! and [`Members::report_done`] itself, and removes members with [`Members::remove`].
 
-use parking_lot::MutexGuard;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
+
+use parking_lot::MutexGuard;
 
 use super::Members;
 use crate::{ClusterName, ErrorChain, MemberState, MemberStatus};

@@ -1,7 +1,8 @@
 //! [`StatusBook`]: what a provider made of each object of its source of truth.
 
-use parking_lot::{Mutex, MutexGuard};
 use std::collections::BTreeMap;
+
+use parking_lot::{Mutex, MutexGuard};
 
 use super::Members;
 use crate::ClusterName;

@@ -1,12 +1,12 @@
 //! [`Workers`]: one task per member name, the latest desired state wins, failures back off.
 
-use parking_lot::{Mutex, MutexGuard};
 use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures::FutureExt;
+use parking_lot::{Mutex, MutexGuard};
 
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;

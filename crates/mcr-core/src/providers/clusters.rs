@@ -1,13 +1,13 @@
 //! [`ClustersProvider`]: pre-built clusters added and removed at runtime by code.
 
-use parking_lot::Mutex;
 use std::sync::Arc;
 
+use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
 
 use crate::{
     AddOutcome, Aware, BoxFuture, Cluster, ClusterName, Clusters, ClustersOptions, Error,
-    FieldIndex, Provider, ProviderRunnable,
+    ProviderRunnable,
 };
 
 #[derive(Default)]
@@ -161,19 +161,7 @@ impl ClustersProvider {
     }
 }
 
-impl Provider for ClustersProvider {
-    fn get<'a>(&'a self, name: &'a ClusterName) -> BoxFuture<'a, Result<Cluster, Error>> {
-        Box::pin(async move { self.clusters.get(name) })
-    }
-
-    fn index_field<'a>(&'a self, index: &'a FieldIndex) -> BoxFuture<'a, Result<(), Error>> {
-        Box::pin(self.clusters.index_field(index))
-    }
-
-    fn runnable(&self) -> Option<&dyn ProviderRunnable> {
-        Some(self)
-    }
-}
+super::provider_over_clusters!(ClustersProvider);
 
 impl ProviderRunnable for ClustersProvider {
     fn start<'a>(

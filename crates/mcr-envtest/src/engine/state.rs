@@ -3,10 +3,10 @@
 //! Every write goes through [`Store::put`] or [`Store::remove`], which bump the global
 //! resourceVersion, keep the indexes right and append exactly one [`Change`] to the history.
 
-use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 
+use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 use serde_json::Value;
 
 use super::meta::{meta_mut, namespace_of, owner_uids, uid_of};

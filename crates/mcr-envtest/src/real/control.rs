@@ -1,9 +1,10 @@
 //! One real control plane: a `kube-apiserver` on the shared etcd, behind a fault proxy.
 
-use parking_lot::Mutex;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
+
+use parking_lot::Mutex;
 
 use super::apiserver::{ApiServerSpec, Probe, token_file};
 use super::assets::Assets;

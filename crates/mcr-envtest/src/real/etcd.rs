@@ -1,10 +1,10 @@
 //! One `etcd` per test process, shared by every real API server (each under its own
 //! `--etcd-prefix`): one etcd costs ~1 s and tens of MiB, so a fleet pays for it once.
 
-use parking_lot::Mutex;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use parking_lot::Mutex;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::OnceCell;
 

@@ -1,12 +1,12 @@
 //! Building a [`Manager`]: [`ManagerBuilder`], [`Manager::new`] and [`Manager::builder`].
 
-use parking_lot::Mutex;
 use std::{
     net::SocketAddr,
     sync::{Arc, atomic::AtomicBool},
 };
 
 use mcr_core::{Cluster, ClusterName, Provider};
+use parking_lot::Mutex;
 
 use super::{Inner, Manager, State};
 #[cfg(feature = "leader-election")]

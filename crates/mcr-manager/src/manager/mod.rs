@@ -12,7 +12,6 @@ mod status;
 
 pub use status::ClusterStatus;
 
-use parking_lot::{Mutex, MutexGuard};
 use std::{
     collections::HashSet,
     net::SocketAddr,
@@ -23,6 +22,7 @@ use std::{
 };
 
 use mcr_core::{Cluster, Provider};
+use parking_lot::{Mutex, MutexGuard};
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 use tracing::warn;
 

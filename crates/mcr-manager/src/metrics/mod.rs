@@ -26,9 +26,9 @@ mod credentials;
 mod label;
 mod samples;
 
-use parking_lot::Mutex;
 use std::{sync::Arc, time::Duration};
 
+use parking_lot::Mutex;
 use prometheus_client::{
     encoding::text::encode,
     metrics::{

@@ -6,7 +6,6 @@
 //! observation is also appended to a per-(controller, cluster) buffer. Switched off (the default)
 //! the hot path costs one relaxed atomic load and takes no lock.
 
-use parking_lot::Mutex;
 use std::{
     collections::HashMap,
     sync::{
@@ -15,6 +14,8 @@ use std::{
     },
     time::Duration,
 };
+
+use parking_lot::Mutex;
 
 use super::ClusterLabels;
 

@@ -1,11 +1,11 @@
 //! [`MultiProvider`]: several providers under name prefixes.
 
-use parking_lot::{Mutex, MutexGuard};
 use std::{collections::BTreeMap, sync::Arc};
 
 use mcr_core::{
     Aware, BoxFuture, Cluster, ClusterName, FieldIndex, MemberStatus, Provider, ProviderRunnable,
 };
+use parking_lot::{Mutex, MutexGuard};
 use tokio_util::sync::CancellationToken;
 
 mod run;

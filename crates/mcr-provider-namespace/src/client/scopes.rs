@@ -1,8 +1,9 @@
 //! Which resources are namespaced: the host's discovery documents, fetched once per
 //! group/version and shared by every namespace cluster of a provider.
 
-use parking_lot::Mutex;
 use std::collections::HashMap;
+
+use parking_lot::Mutex;
 
 /// Per group/version: plural -> namespaced.
 pub(crate) struct Scopes {

@@ -24,7 +24,6 @@ pub(crate) use super::target::Target;
 pub(crate) use limits::Limits;
 pub(crate) use reconciler::{Reconciler, erase};
 
-use parking_lot::Mutex;
 use std::{
     collections::HashMap, fmt::Debug, future::poll_fn, hash::Hash, sync::Arc, time::Duration,
 };
@@ -35,6 +34,7 @@ use futures::{
 };
 use kube::{Resource, runtime::reflector::ObjectRef};
 use mcr_core::{Aware, BoxFuture, Cluster, ClusterId, ClusterName};
+use parking_lot::Mutex;
 use serde::de::DeserializeOwned;
 use tokio::{
     sync::mpsc,
