@@ -48,83 +48,16 @@
 //!
 //! # Writing a provider
 //!
-//! A provider that builds members from kubeconfigs uses [`members`]: it reads its source of
-//! truth, hands a [`members::Connection`] per cluster name to [`members::Workers`] (or calls
-//! [`members::Members::ensure`]), and implements [`members::MemberProvider`] for the
-//! [`Provider`] implementation; the module documentation has a complete example.
-//!
-//! Underneath, a provider keeps its clusters in a [`Clusters`] and forwards `get` and
-//! `index_field` to it.
-//! Its discovery loop builds a [`Cluster`] for each member it finds and calls
-//! [`Clusters::add`] (or [`Clusters::add_or_replace`]), and [`Clusters::remove`] when a member
-//! goes away. Here is a provider that serves a fixed list of kubeconfig contexts:
-//!
-//! ```no_run
-//! use std::sync::Arc;
-//!
-//! use kube::config::{KubeConfigOptions, Kubeconfig};
-//! use mcr_core::{
-//!     Aware, BoxFuture, Cluster, ClusterName, Clusters, Error, FieldIndex, Provider,
-//!     ProviderRunnable,
-//! };
-//! use tokio_util::sync::CancellationToken;
-//!
-//! struct ContextsProvider {
-//!     kubeconfig: Kubeconfig,
-//!     contexts: Vec<String>,
-//!     clusters: Clusters,
-//! }
-//!
-//! impl Provider for ContextsProvider {
-//!     fn get<'a>(&'a self, name: &'a ClusterName) -> BoxFuture<'a, Result<Cluster, Error>> {
-//!         Box::pin(async move { self.clusters.get(name) })
-//!     }
-//!     fn index_field<'a>(&'a self, index: &'a FieldIndex) -> BoxFuture<'a, Result<(), Error>> {
-//!         Box::pin(self.clusters.index_field(index))
-//!     }
-//!     fn runnable(&self) -> Option<&dyn ProviderRunnable> {
-//!         Some(self)
-//!     }
-//! }
-//!
-//! impl ProviderRunnable for ContextsProvider {
-//!     fn start<'a>(
-//!         &'a self,
-//!         token: CancellationToken,
-//!         aware: Arc<dyn Aware>,
-//!     ) -> BoxFuture<'a, Result<(), Error>> {
-//!         Box::pin(async move {
-//!             for context in &self.contexts {
-//!                 let options = KubeConfigOptions {
-//!                     context: Some(context.clone()),
-//!                     ..Default::default()
-//!                 };
-//!                 let client = match kube::Config::from_custom_kubeconfig(
-//!                     self.kubeconfig.clone(),
-//!                     &options,
-//!                 )
-//!                 .await
-//!                 .map_err(kube::Error::InferKubeconfig)
-//!                 .and_then(kube::Client::try_from)
-//!                 {
-//!                     Ok(client) => client,
-//!                     Err(err) => {
-//!                         // A broken member is logged, never fatal.
-//!                         tracing::warn!(cluster = %context, error = %err, "skipping cluster");
-//!                         continue;
-//!                     }
-//!                 };
-//!                 let cluster = Cluster::new(context.as_str(), client);
-//!                 if let Err(err) = self.clusters.add(&token, cluster, &*aware).await {
-//!                     tracing::warn!(cluster = %context, error = %err, "could not engage");
-//!                 }
-//!             }
-//!             token.cancelled().await;
-//!             Ok(())
-//!         })
-//!     }
-//! }
-//! ```
+//! There is one way: implement [`members::MemberProvider`] (`members` and `run`), which gives
+//! the [`Provider`] and [`ProviderRunnable`] implementations. `run` reads the source of truth
+//! (watching a host with [`watch`], the loop every informer uses) and hands the wanted
+//! [`members::Connection`] of each cluster name to [`members::Workers`]; the workers do the rest
+//! alike for every provider (build, probe, renew credentials in place, bring the member in
+//! through [`Clusters`], retry with backoff, one member never holding up another). The
+//! [`members`] module documentation has a complete provider, and [`members::ProviderShared`]
+//! with [`members::Dispatch`] is the same thing for providers that watch several streams on a
+//! host. A source that yields ready [`Cluster`]s rather than kubeconfigs (a view of the host,
+//! other providers) hands them to the same [`Clusters`] lifecycle with [`Clusters::add`].
 #![deny(unsafe_code)]
 
 mod cache;
