@@ -157,6 +157,23 @@ impl Cluster {
         self
     }
 
+    /// A new instance of this cluster (new [`ClusterId`], a fresh cache that is not started,
+    /// the same client, connection hash and credentials), to engage again after this one was
+    /// stopped (an instance is engaged at most once in its life).
+    pub(crate) fn fresh(&self) -> Cluster {
+        Cluster {
+            inner: Arc::new(Inner {
+                name: self.inner.name.clone(),
+                client: self.inner.client.clone(),
+                cache: self.inner.cache.fresh(),
+                id: ClusterId(NEXT_ID.fetch_add(1, Ordering::Relaxed)),
+                connection_hash: self.inner.connection_hash.clone(),
+                credentials: self.inner.credentials.clone(),
+                stop_on_drop: self.inner.stop_on_drop.clone(),
+            }),
+        }
+    }
+
     /// Cancels `guard`'s token when the last handle to this cluster is dropped (used for the
     /// background renewal of its credentials).
     pub(crate) fn with_stop_on_drop(mut self, guard: tokio_util::sync::DropGuard) -> Cluster {

@@ -113,6 +113,7 @@ pub mod members;
 pub mod providers;
 pub mod sanitize;
 pub mod scope;
+pub mod shard;
 
 pub use cache::{Cache, CacheEvent, CacheView, Informer, InformerOptions};
 pub use cluster::{Cluster, ClusterId};

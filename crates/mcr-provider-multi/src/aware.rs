@@ -76,4 +76,17 @@ impl Aware for PrefixedAware {
         tracing::debug!(cluster = %full, "engaging child cluster");
         self.outer.engage(token, full, cluster)
     }
+
+    /// The outer sharder, asked about the prefixed name.
+    fn sharder(&self) -> Option<Arc<dyn mcr_core::shard::Sharder>> {
+        let outer = self.outer.sharder()?;
+        let prefix = self.prefix.clone();
+        Some(Arc::new(mcr_core::shard::Mapped::new(outer, move |name| {
+            ClusterName::from(format!("{prefix}{name}"))
+        })))
+    }
+
+    fn shared(&self) -> Option<Arc<dyn Aware>> {
+        Some(Arc::new(self.clone()))
+    }
 }
