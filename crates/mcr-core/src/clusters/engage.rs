@@ -103,6 +103,9 @@ impl Clusters {
             Err(err) => {
                 token.cancel();
                 self.forget(&name, &cluster);
+                if self.refused(parent, &cluster, &err, aware) {
+                    return Ok(());
+                }
                 match &replacing {
                     Some(_) => tracing::warn!(cluster = %name, error = %err,
                         "new instance could not be engaged; the running one keeps serving"),

@@ -82,6 +82,53 @@ impl Clusters {
         })
     }
 
+    /// After a failed bring-up: if the engagement was refused because another replica owns
+    /// the cluster now (ownership moved while it came up), parks a new instance of it and
+    /// says so (`true`); it is engaged when this replica owns it.
+    pub(super) fn refused(
+        &self,
+        parent: &CancellationToken,
+        cluster: &Cluster,
+        err: &Error,
+        aware: &dyn Aware,
+    ) -> bool {
+        let not_owned = match err {
+            Error::NotOwned { .. } => true,
+            Error::Engage { source, .. } => {
+                matches!(source.downcast_ref::<Error>(), Some(Error::NotOwned { .. }))
+            }
+            _ => false,
+        };
+        if !not_owned || self.inner.gate != Gate::Park {
+            return false;
+        }
+        let (Some(sharder), Some(shared)) = (aware.sharder(), aware.shared()) else {
+            return false;
+        };
+        let name = cluster.name().clone();
+        let fresh = cluster.fresh();
+        {
+            let mut state = lock(&self.inner.state);
+            let parked = Parked {
+                parent: parent.clone(),
+                cluster: fresh,
+            };
+            state.parked.insert(name.clone(), parked);
+        }
+        info!(cluster = %name, "engagement refused, another replica owns the cluster: parked");
+        // Owned again already (no change will come to wake the parked cluster): bring it in.
+        if sharder.owner(&name).is_owned() {
+            let taken = lock(&self.inner.state).parked.remove(&name);
+            if let Some(p) = taken {
+                let clusters = self.clone();
+                tokio::spawn(async move {
+                    let _ = clusters.add(&p.parent, p.cluster, &*shared).await;
+                });
+            }
+        }
+        true
+    }
+
     /// Forgets a parked cluster and its parent token; whether one was parked.
     pub(super) fn unpark(&self, state: &mut State, name: &ClusterName) -> bool {
         state.parents.remove(name);

@@ -99,6 +99,11 @@ impl Manager {
         if let Some(le) = &self.inner.leader_election {
             le.validate()?;
         }
+        if let Some(c) = &self.inner.shard {
+            c.options()
+                .validate()
+                .map_err(|reason| Error::InvalidSharding { reason })?;
+        }
         let watches = CancellationToken::new();
         let work = CancellationToken::new();
         let workers = TaskTracker::new();
@@ -120,6 +125,9 @@ impl Manager {
             state.running = Some(running.clone());
             state.runnables.clone()
         };
+        // Sharded: this replica's side of the protocol runs before the provider starts (it
+        // owns nothing until it has claimed) and stops after every member has.
+        let shard = crate::shard::start(self, &watches);
         let result = self
             .run_inner(&token, &watches, &work, &running, runnables, &mut errors_rx)
             .await;
@@ -132,6 +140,9 @@ impl Manager {
         watches.cancel();
         providers.close();
         providers.wait().await;
+        if let Some(shard) = shard {
+            shard.leave().await;
+        }
         self.inner.leader.store(false, Ordering::SeqCst);
         {
             let mut state = self.state();

@@ -1,0 +1,331 @@
+//! Sharded mode with several managers (replicas) in one process over one host and a fleet of
+//! member clusters: every cluster is owned by exactly one replica; a killed replica's
+//! clusters are re-owned, a new replica takes its share, a replica that stops hands its
+//! clusters over; and at no moment do two replicas reconcile one cluster (every reconcile's
+//! start and end is recorded and checked for overlaps).
+//!
+//! Each replica runs on its own tokio runtime, so killing it (shutting the runtime down)
+//! drops everything it runs at once, without any graceful step: its Lease just stops being
+//! renewed.
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use mcr_core::{Cluster, providers::clusters::ClustersProvider};
+use mcr_envtest::{Fleet, TestCluster};
+use mcr_manager::{Action, Context, Controller, Manager, Sharding};
+use tokio_util::sync::CancellationToken;
+
+use common::{create_cm, eventually, init_tracing};
+
+/// Generous: a handoff takes about the lease duration (2 s here) plus a sync.
+const DEADLINE: Duration = Duration::from_secs(60);
+
+/// One reconcile: which replica, which cluster, when it started and ended.
+#[derive(Clone, Debug)]
+struct Span {
+    replica: String,
+    cluster: String,
+    start: Instant,
+    end: Option<Instant>,
+}
+
+/// Every reconcile of every replica.
+#[derive(Clone, Default)]
+struct Recorder(Arc<Mutex<Vec<Span>>>);
+
+impl Recorder {
+    fn start(&self, replica: &str, cluster: &str) -> usize {
+        let mut spans = self.0.lock().unwrap();
+        spans.push(Span {
+            replica: replica.into(),
+            cluster: cluster.into(),
+            start: Instant::now(),
+            end: None,
+        });
+        spans.len() - 1
+    }
+
+    fn end(&self, i: usize) {
+        self.0.lock().unwrap()[i].end = Some(Instant::now());
+    }
+
+    fn count(&self) -> usize {
+        self.0.lock().unwrap().len()
+    }
+
+    /// Two replicas reconciling one cluster at overlapping times (a span not ended yet
+    /// lasts until now).
+    fn overlaps(&self) -> Vec<String> {
+        let now = Instant::now();
+        let spans = self.0.lock().unwrap().clone();
+        let mut by_cluster: BTreeMap<String, Vec<Span>> = BTreeMap::new();
+        for s in spans {
+            by_cluster.entry(s.cluster.clone()).or_default().push(s);
+        }
+        let mut found = Vec::new();
+        for (cluster, mut spans) in by_cluster {
+            spans.sort_by_key(|s| s.start);
+            // The latest end so far, and whose.
+            let mut open: Option<(Instant, String)> = None;
+            for s in spans {
+                if let Some((end, who)) = &open
+                    && *end > s.start
+                    && *who != s.replica
+                {
+                    found.push(format!(
+                        "{cluster}: {who} until {:?} after {} started",
+                        *end - s.start,
+                        s.replica
+                    ));
+                }
+                let end = s.end.unwrap_or(now);
+                if open.as_ref().is_none_or(|(e, _)| end > *e) {
+                    open = Some((end, s.replica.clone()));
+                }
+            }
+        }
+        found
+    }
+}
+
+struct Data {
+    replica: String,
+    recorder: Recorder,
+}
+
+/// Records its span; the end is recorded when the future ends or is dropped (cut short).
+struct Guard(Recorder, usize);
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        self.0.end(self.1);
+    }
+}
+
+async fn reconcile(_cm: Arc<ConfigMap>, ctx: Context<Data>) -> Result<Action, mcr_core::Error> {
+    let data = ctx.data();
+    let i = data
+        .recorder
+        .start(&data.replica, ctx.cluster_name().as_str());
+    let _guard = Guard(data.recorder.clone(), i);
+    // Some work, so reconciles are in flight when ownership moves.
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    // Reconciled over and over: any overlap would show.
+    Ok(Action::requeue(Duration::from_millis(20)))
+}
+
+fn error_policy(_: Arc<ConfigMap>, _: &mcr_core::Error, _: Context<Data>) -> Action {
+    Action::requeue(Duration::from_millis(50))
+}
+
+/// A replica on its own runtime.
+struct Replica {
+    id: String,
+    mgr: Manager,
+    token: CancellationToken,
+    runtime: Option<tokio::runtime::Runtime>,
+    run: tokio::task::JoinHandle<Result<(), mcr_manager::Error>>,
+}
+
+fn sharding(id: &str) -> Sharding {
+    Sharding::new("shard-test")
+        .identity(id)
+        .lease_duration(Duration::from_secs(2))
+        .renew_deadline(Duration::from_millis(1500))
+        .renew_period(Duration::from_millis(500))
+}
+
+async fn start(id: &str, host: &TestCluster, fleet: &Fleet, recorder: &Recorder) -> Replica {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    // Clients are built on the replica's runtime (their connection tasks die with it).
+    let members: Vec<(String, TestCluster)> = fleet
+        .clusters()
+        .iter()
+        .map(|c| (c.name().to_string(), c.clone()))
+        .collect();
+    let host = host.clone();
+    let (id2, recorder) = (id.to_owned(), recorder.clone());
+    let mgr = runtime
+        .spawn(async move {
+            let provider = Arc::new(ClustersProvider::new());
+            for (name, c) in &members {
+                provider
+                    .add(Cluster::new(name.as_str(), c.client()))
+                    .await
+                    .unwrap();
+            }
+            let mgr = Manager::builder(host.client())
+                .provider(provider)
+                .sharding(sharding(&id2))
+                .build();
+            let data = Data {
+                replica: id2,
+                recorder,
+            };
+            Controller::new(&mgr)
+                .for_::<ConfigMap>()
+                .register(reconcile, error_policy, Arc::new(data))
+                .unwrap();
+            mgr
+        })
+        .await
+        .unwrap();
+    let token = CancellationToken::new();
+    let run = {
+        let (mgr, token) = (mgr.clone(), token.clone());
+        runtime.spawn(async move { mgr.run_until(token).await })
+    };
+    Replica {
+        id: id.to_owned(),
+        mgr,
+        token,
+        runtime: Some(runtime),
+        run,
+    }
+}
+
+impl Replica {
+    /// Killed: everything it runs is dropped at once, nothing graceful.
+    fn kill(mut self) {
+        if let Some(rt) = self.runtime.take() {
+            rt.shutdown_background();
+        }
+    }
+
+    /// Stopped gracefully (it releases its clusters and deletes its Lease).
+    async fn stop(mut self) {
+        self.token.cancel();
+        let run = &mut self.run;
+        tokio::time::timeout(DEADLINE, run)
+            .await
+            .expect("replica stops in time")
+            .unwrap()
+            .unwrap();
+        if let Some(rt) = self.runtime.take() {
+            rt.shutdown_background();
+        }
+    }
+}
+
+impl Drop for Replica {
+    fn drop(&mut self) {
+        if let Some(rt) = self.runtime.take() {
+            rt.shutdown_background();
+        }
+    }
+}
+
+/// Every cluster engaged by exactly one of `replicas`.
+fn partitioned(replicas: &[&Replica], all: &BTreeSet<String>) -> bool {
+    let mut seen = BTreeSet::new();
+    for r in replicas {
+        for name in r.mgr.engaged_clusters() {
+            if !seen.insert(name.to_string()) {
+                return false;
+            }
+        }
+    }
+    &seen == all
+}
+
+fn show(replicas: &[&Replica]) -> String {
+    replicas
+        .iter()
+        .map(|r| format!("{}: {:?}", r.id, r.mgr.engaged_clusters()))
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicas_share_the_fleet_take_over_and_never_overlap() {
+    init_tracing();
+    let host = TestCluster::start("host").await.unwrap();
+    let fleet = Fleet::start(12).await.unwrap();
+    let all: BTreeSet<String> = fleet
+        .clusters()
+        .iter()
+        .map(|c| c.name().to_string())
+        .collect();
+    for c in fleet.clusters() {
+        create_cm(c.client(), "work", "1").await;
+    }
+    let recorder = Recorder::default();
+    let a = start("r1", &host, &fleet, &recorder).await;
+    let b = start("r2", &host, &fleet, &recorder).await;
+    let c = start("r3", &host, &fleet, &recorder).await;
+
+    eventually("three replicas share the fleet", DEADLINE, || {
+        partitioned(&[&a, &b, &c], &all)
+    })
+    .await;
+    println!("3 replicas: {}", show(&[&a, &b, &c]));
+    assert!(
+        [&a, &b, &c]
+            .iter()
+            .all(|r| !r.mgr.engaged_clusters().is_empty()),
+        "each replica has a share: {}",
+        show(&[&a, &b, &c])
+    );
+    // Another replica's cluster is refused by name, with its owner.
+    let theirs = b.mgr.engaged_clusters()[0].clone();
+    let owner = a.mgr.owner(&theirs);
+    assert_eq!(owner.owner(), Some("r2"), "{owner}");
+
+    // Kill r3: its clusters are re-owned by r1 and r2.
+    let reconciles = recorder.count();
+    let killed_at = Instant::now();
+    let c_had = c.mgr.engaged_clusters();
+    c.kill();
+    eventually("r1 and r2 re-own r3's clusters", DEADLINE, || {
+        partitioned(&[&a, &b], &all)
+    })
+    .await;
+    println!(
+        "r3 killed ({} clusters): re-owned after {:?}; {}",
+        c_had.len(),
+        killed_at.elapsed(),
+        show(&[&a, &b])
+    );
+    assert!(recorder.count() > reconciles, "reconciles go on");
+
+    // A new replica takes its share.
+    let joined_at = Instant::now();
+    let d = start("r4", &host, &fleet, &recorder).await;
+    eventually("r4 takes its share", DEADLINE, || {
+        partitioned(&[&a, &b, &d], &all) && !d.mgr.engaged_clusters().is_empty()
+    })
+    .await;
+    println!(
+        "r4 joined: share taken after {:?}; {}",
+        joined_at.elapsed(),
+        show(&[&a, &b, &d])
+    );
+
+    // A replica that stops hands its clusters over at once (it deletes its Lease).
+    let stopped_at = Instant::now();
+    b.stop().await;
+    eventually("r1 and r4 own everything", DEADLINE, || {
+        partitioned(&[&a, &d], &all)
+    })
+    .await;
+    println!(
+        "r2 stopped: handed over after {:?}; {}",
+        stopped_at.elapsed(),
+        show(&[&a, &d])
+    );
+
+    let overlaps = recorder.overlaps();
+    assert!(overlaps.is_empty(), "overlapping reconciles: {overlaps:#?}");
+    println!("{} reconciles, no overlap", recorder.count());
+    a.stop().await;
+    d.stop().await;
+}
