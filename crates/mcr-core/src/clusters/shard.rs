@@ -82,9 +82,10 @@ impl Clusters {
         })
     }
 
-    /// After a failed bring-up: if the engagement was refused because another replica owns
-    /// the cluster now (ownership moved while it came up), parks a new instance of it and
-    /// says so (`true`); it is engaged when this replica owns it.
+    /// After a failed bring-up: if it was stopped because ownership moved (a new instance is
+    /// parked already), or the engagement was refused because another replica owns the
+    /// cluster now, says so (`true`, parking a new instance in the second case); the cluster
+    /// is engaged when this replica owns it.
     pub(super) fn refused(
         &self,
         parent: &CancellationToken,
@@ -92,6 +93,12 @@ impl Clusters {
         err: &Error,
         aware: &dyn Aware,
     ) -> bool {
+        // Stopped because ownership moved while it came up: a new instance is parked already.
+        if matches!(err, Error::Stopped(_))
+            && lock(&self.inner.state).parked.contains_key(cluster.name())
+        {
+            return true;
+        }
         let not_owned = match err {
             Error::NotOwned { .. } => true,
             Error::Engage { source, .. } => {

@@ -228,6 +228,8 @@ async fn run<R: Reconcile>(
                     "ownership moved to another replica: member stopped"
                 );
             }
+            // After `remove`, which clears the member's record.
+            shared.members.report_elsewhere(&name, owner);
             tokio::select! {
                 () = shared.token.cancelled() => return,
                 changed = rx.changed() => if changed.is_err() { return },

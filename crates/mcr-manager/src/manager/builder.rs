@@ -213,7 +213,12 @@ impl ManagerBuilder {
         });
         Manager {
             inner: Arc::new(Inner {
-                fleet: super::Fleet::new(self.host.clone()),
+                fleet: super::Fleet::sharded(
+                    self.host.clone(),
+                    shard
+                        .clone()
+                        .map(|c| c as Arc<dyn mcr_core::shard::Sharder>),
+                ),
                 host: self.host,
                 provider: self.provider,
                 metrics,

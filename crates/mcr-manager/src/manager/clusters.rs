@@ -185,10 +185,6 @@ impl Manager {
     /// # }
     /// ```
     pub fn owner(&self, name: &ClusterName) -> mcr_core::shard::Ownership {
-        use mcr_core::shard::Sharder;
-        match &self.inner.shard {
-            None => mcr_core::shard::Ownership::Owned,
-            Some(c) => c.owner(name),
-        }
+        self.inner.fleet.owner(name)
     }
 }

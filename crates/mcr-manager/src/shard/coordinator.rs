@@ -46,6 +46,8 @@ struct Snapshot {
 /// One peer's Lease as this replica last saw it.
 #[derive(Clone, Debug)]
 struct Seen {
+    /// The Lease's name.
+    name: String,
     resource_version: String,
     /// When this replica saw the Lease change (local monotonic clock).
     at: Instant,
@@ -136,12 +138,6 @@ impl Coordinator {
             Ownership::Owned => Ok(f()),
             other => Err(other),
         }
-    }
-
-    /// The live peers and their weights as this replica sees them.
-    pub(crate) fn peers(&self) -> Vec<(String, u32)> {
-        let snap = self.snapshot.read().unwrap_or_else(|p| p.into_inner());
-        snap.view.iter().map(|p| (p.id.clone(), p.weight)).collect()
     }
 
     pub(crate) fn set_metrics(&self, metrics: ShardMetrics) {
@@ -249,6 +245,7 @@ impl Run {
             return false;
         };
         let rv = lease.metadata.resource_version.clone().unwrap_or_default();
+        let name = lease.metadata.name.clone().unwrap_or_default();
         let annotations = lease.metadata.annotations.clone().unwrap_or_default();
         let weight = annotations
             .get(WEIGHT)
@@ -266,6 +263,7 @@ impl Run {
             Some(seen) => {
                 let changed = seen.weight != weight || seen.claim != claim;
                 *seen = Seen {
+                    name,
                     resource_version: rv,
                     at: now,
                     duration,
@@ -278,6 +276,7 @@ impl Run {
                 self.peers.insert(
                     id,
                     Seen {
+                        name,
                         resource_version: rv,
                         at: now,
                         duration,
@@ -347,7 +346,47 @@ impl Run {
         }
         let me = self.me().to_owned();
         self.peers.retain(|id, _| *id == me || present.contains(id));
+        self.collect(now).await;
         Ok(())
+    }
+
+    /// Deletes the Leases of peers gone for good (unchanged for their lease duration, as just
+    /// confirmed by a consistent list), so that a replica joining later does not wait a lease
+    /// duration for them. Only if unchanged since (a precondition on the resourceVersion).
+    async fn collect(&mut self, now: Instant) {
+        let me = self.me().to_owned();
+        let gone: Vec<(String, String, String)> = self
+            .peers
+            .iter()
+            .filter(|(id, s)| **id != me && now.duration_since(s.at) >= s.duration)
+            .map(|(id, s)| (id.clone(), s.name.clone(), s.resource_version.clone()))
+            .collect();
+        for (id, name, rv) in gone {
+            let params = DeleteParams {
+                preconditions: Some(kube::api::Preconditions {
+                    resource_version: Some(rv),
+                    uid: None,
+                }),
+                ..DeleteParams::default()
+            };
+            let deleted =
+                tokio::time::timeout(self.c.opts.renew_deadline, self.api.delete(&name, &params))
+                    .await;
+            match deleted {
+                Ok(Ok(_)) => {
+                    info!(peer = %id, lease = %name, "peer gone: its lease deleted");
+                    self.peers.remove(&id);
+                }
+                Ok(Err(kube::Error::Api(s))) if s.is_not_found() => {
+                    self.peers.remove(&id);
+                }
+                // Renewed meanwhile (a conflict), or the host is slow: seen at the next list.
+                Ok(Err(err)) => {
+                    debug!(peer = %id, error = %mcr_core::ErrorChain(&err), "peer lease not deleted")
+                }
+                Err(_) => debug!(peer = %id, "deleting a peer lease timed out"),
+            }
+        }
     }
 
     /// Writes this replica's Lease (a renewal, carrying `claim`), bounded by the time left
