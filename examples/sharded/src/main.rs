@@ -25,6 +25,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::runtime::controller::Action;
+use mcr_core::shard::Ownership;
 use mcr_envtest::{Fleet, TestCluster};
 use mcr_manager::{Context, Controller, Manager, Sharding};
 use mcr_provider_file::{FileProvider, Options};
@@ -76,8 +77,12 @@ async fn reconcile(cm: Arc<ConfigMap>, ctx: Context<String>) -> Result<Action, k
     }
     let api: Api<ConfigMap> = Api::namespaced(ctx.client(), &cm.namespace().unwrap_or_default());
     let patch = serde_json::json!({ "metadata": { "annotations": { ANNOTATION: replica } } });
-    api.patch(&cm.name_any(), &PatchParams::default(), &Patch::Merge(&patch))
-        .await?;
+    api.patch(
+        &cm.name_any(),
+        &PatchParams::default(),
+        &Patch::Merge(&patch),
+    )
+    .await?;
     Ok(Action::await_change())
 }
 
@@ -172,24 +177,39 @@ fn ownership(replicas: &[&Replica], names: &[String]) -> Option<BTreeMap<String,
 }
 
 /// Waits until every cluster is engaged by exactly one replica and each replica has engaged
-/// just what it owns; returns who owns what.
+/// just what it owns and takes every other cluster for one of the others' (so every replica
+/// sees all the others); returns who owns what.
 async fn settled(
     replicas: &[&Replica],
     names: &[String],
     deadline: Duration,
 ) -> Result<BTreeMap<String, String>> {
+    let ids: Vec<&str> = replicas.iter().map(|r| r.id.as_str()).collect();
     let until = Instant::now() + deadline;
     loop {
         let agreed = replicas.iter().all(|r| {
+            let engaged: Vec<String> = r
+                .mgr
+                .engaged_clusters()
+                .iter()
+                .map(|e| short(e.as_str()).to_owned())
+                .collect();
             names.iter().all(|n| {
+                // The file provider engages `<path>+<context>`: ask by the engaged name.
                 let full = r
                     .mgr
-                    .engaged_clusters()
+                    .member_statuses()
                     .into_iter()
+                    .map(|m| m.name)
+                    .chain(r.mgr.engaged_clusters())
                     .find(|e| short(e.as_str()) == n);
-                match full {
-                    Some(e) => r.mgr.owner(&e).is_owned(),
-                    None => true,
+                let Some(full) = full else { return false };
+                match r.mgr.owner(&full) {
+                    Ownership::Owned => engaged.contains(n),
+                    Ownership::Elsewhere { owner } => {
+                        !engaged.contains(n)
+                            && owner.is_some_and(|o| o != r.id && ids.contains(&o.as_str()))
+                    }
                 }
             })
         });
@@ -224,20 +244,29 @@ async fn run(args: Args) -> Result<()> {
     let host = TestCluster::start("host").await?;
     println!("[1/4] started {n} clusters and a host cluster for the replicas' Leases");
 
-    let r1 = Replica::start("replica-1", &host, dir.path()).await?;
-    let r2 = Replica::start("replica-2", &host, dir.path()).await?;
-    let r3 = Replica::start("replica-3", &host, dir.path()).await?;
-    let owners = settled(&[&r1, &r2, &r3], &names, deadline).await?;
+    let mut replicas = Vec::new();
+    for id in ["replica-1", "replica-2", "replica-3"] {
+        replicas.push(Replica::start(id, &host, dir.path()).await?);
+    }
+    let owners = settled(&replicas.iter().collect::<Vec<_>>(), &names, deadline).await?;
     println!("[2/4] every cluster is owned by exactly one replica:");
     print_owners(&owners);
 
+    // The replica that owns the most clusters.
+    let count = |id: &str| owners.values().filter(|o| *o == id).count();
+    let victim = (0..replicas.len())
+        .max_by_key(|&i| count(&replicas[i].id))
+        .unwrap_or(0);
+    let victim = replicas.remove(victim);
+    let (lost, id) = (count(&victim.id), victim.id.clone());
     let killed = Instant::now();
-    let lost = owners.values().filter(|o| *o == "replica-2").count();
-    r2.kill();
-    println!("[3/4] killed replica-2 (it owned {lost} clusters); waiting for its Lease to expire");
-    let owners = settled(&[&r1, &r3], &names, deadline).await?;
+    victim.kill();
+    println!("[3/4] killed {id} (it owned {lost} clusters); waiting for its Lease to expire");
+    let owners = settled(&replicas.iter().collect::<Vec<_>>(), &names, deadline).await?;
     println!(
-        "      replica-1 and replica-3 took over after {:.1}s:",
+        "      {} and {} took over after {:.1}s:",
+        replicas[0].id,
+        replicas[1].id,
         killed.elapsed().as_secs_f64()
     );
     print_owners(&owners);
@@ -271,6 +300,6 @@ async fn run(args: Args) -> Result<()> {
         }
     }
     println!("example-sharded finished: no cluster left behind.");
-    drop((r1, r3));
+    drop(replicas);
     Ok(())
 }
