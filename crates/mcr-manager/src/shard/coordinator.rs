@@ -72,7 +72,7 @@ impl std::fmt::Debug for Coordinator {
     }
 }
 
-fn owner_in<'a>(snap: &'a Snapshot, me: &str, name: &ClusterName) -> Ownership {
+fn owner_in(snap: &Snapshot, me: &str, name: &ClusterName) -> Ownership {
     if !snap.active {
         return Ownership::Elsewhere { owner: None };
     }
