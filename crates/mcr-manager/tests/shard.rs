@@ -141,6 +141,17 @@ fn sharding(id: &str) -> Sharding {
 }
 
 async fn start(id: &str, host: &TestCluster, fleet: &Fleet, recorder: &Recorder) -> Replica {
+    start_with(id, host, None, fleet, recorder).await
+}
+
+/// A replica whose host client uses `host_kubeconfig` when given (e.g. through a proxy).
+async fn start_with(
+    id: &str,
+    host: &TestCluster,
+    host_kubeconfig: Option<String>,
+    fleet: &Fleet,
+    recorder: &Recorder,
+) -> Replica {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -163,7 +174,17 @@ async fn start(id: &str, host: &TestCluster, fleet: &Fleet, recorder: &Recorder)
                     .await
                     .unwrap();
             }
-            let mgr = Manager::builder(host.client())
+            let host_client = match host_kubeconfig {
+                None => host.client(),
+                Some(yaml) => {
+                    let kc = kube::config::Kubeconfig::from_yaml(&yaml).unwrap();
+                    let config = kube::Config::from_custom_kubeconfig(kc, &Default::default())
+                        .await
+                        .unwrap();
+                    kube::Client::try_from(config).unwrap()
+                }
+            };
+            let mgr = Manager::builder(host_client)
                 .provider(provider)
                 .sharding(sharding(&id2))
                 .build();
@@ -253,6 +274,17 @@ fn settled(r: &Replica, all: &BTreeSet<String>, others: &[&str]) -> bool {
     })
 }
 
+/// `mcr_shard_lease_writes_total` of `r`: its writes to the host.
+fn writes(r: &Replica) -> u64 {
+    r.mgr
+        .metrics()
+        .encode()
+        .lines()
+        .find_map(|l| l.strip_prefix("mcr_shard_lease_writes_total "))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0)
+}
+
 fn show(replicas: &[&Replica]) -> String {
     replicas
         .iter()
@@ -300,6 +332,20 @@ async fn replicas_share_the_fleet_take_over_and_never_overlap() {
             show(&[&a, &b, &c])
         );
     }
+    // Steady state: the host sees one write per replica per renew period, whatever the
+    // number of clusters (a slow machine only makes fewer).
+    let total = || writes(&a) + writes(&b) + writes(&c);
+    let (w0, t0) = (total(), Instant::now());
+    eventually("a few renewals", DEADLINE, || total() >= w0 + 12).await;
+    let (w, secs) = (total() - w0, t0.elapsed().as_secs_f64());
+    println!(
+        "steady state: {w} lease writes in {secs:.2}s = {:.2}/s for 3 replicas, {} clusters",
+        w as f64 / secs,
+        all.len()
+    );
+    let periods = (secs / 0.5).ceil() as u64 + 2;
+    assert!(w <= 3 * periods, "{w} writes in {secs:.2}s");
+
     // Another replica's cluster is refused by name, with its owner.
     for (r, id) in [(&b, "r2"), (&c, "r3")] {
         for theirs in r.mgr.engaged_clusters() {
@@ -367,4 +413,112 @@ async fn replicas_share_the_fleet_take_over_and_never_overlap() {
     println!("{} reconciles, no overlap", recorder.count());
     a.stop().await;
     d.stop().await;
+}
+
+/// A TCP proxy in front of the host: cutting it partitions the replica behind it from the
+/// host (open connections are dropped, new ones hang).
+struct Proxy {
+    addr: std::net::SocketAddr,
+    cut: Arc<std::sync::atomic::AtomicBool>,
+    open: Arc<Mutex<Vec<tokio::task::AbortHandle>>>,
+}
+
+impl Proxy {
+    async fn start(target: std::net::SocketAddr) -> Proxy {
+        use std::sync::atomic::Ordering;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let cut = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let open: Arc<Mutex<Vec<tokio::task::AbortHandle>>> = Arc::default();
+        let (cut2, open2) = (cut.clone(), open.clone());
+        tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((mut inbound, _)) = listener.accept().await {
+                if cut2.load(Ordering::SeqCst) {
+                    held.push(inbound); // hangs
+                    continue;
+                }
+                let task = tokio::spawn(async move {
+                    if let Ok(mut outbound) = tokio::net::TcpStream::connect(target).await {
+                        let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+                    }
+                });
+                open2.lock().unwrap().push(task.abort_handle());
+            }
+        });
+        Proxy { addr, cut, open }
+    }
+
+    fn cut(&self, cut: bool) {
+        self.cut.store(cut, std::sync::atomic::Ordering::SeqCst);
+        if cut {
+            for task in self.open.lock().unwrap().drain(..) {
+                task.abort();
+            }
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_cut_off_from_the_host_stops_before_another_takes_over() {
+    init_tracing();
+    let host = TestCluster::start_https("host").await.unwrap();
+    let real = std::env::var("MCR_ENVTEST").is_ok_and(|v| v == "real");
+    let fleet = Fleet::start(if real { 4 } else { 8 }).await.unwrap();
+    let all: BTreeSet<String> = fleet
+        .clusters()
+        .iter()
+        .map(|c| c.name().to_string())
+        .collect();
+    for c in fleet.clusters() {
+        create_cm(c.client(), "work", "1").await;
+    }
+    // r1 reaches the host through a proxy that the test cuts.
+    let url = host.url().unwrap();
+    let target: std::net::SocketAddr = url
+        .trim_start_matches("https://")
+        .trim_end_matches('/')
+        .parse()
+        .unwrap();
+    let proxy = Proxy::start(target).await;
+    let yaml = host.kubeconfig_yaml().unwrap().replace(
+        url.trim_end_matches('/'),
+        &format!("https://{}", proxy.addr),
+    );
+    let recorder = Recorder::default();
+    let a = start_with("r1", &host, Some(yaml), &fleet, &recorder).await;
+    let b = start("r2", &host, &fleet, &recorder).await;
+    eventually("two replicas share the fleet", DEADLINE, || {
+        partitioned(&[&a, &b], &all) && settled(&a, &all, &["r2"]) && settled(&b, &all, &["r1"])
+    })
+    .await;
+    let had = a.mgr.engaged_clusters().len();
+    println!("2 replicas: {}", show(&[&a, &b]));
+
+    // Cut r1 off the host: it fences itself (stops everything), then r2 takes over.
+    let cut_at = Instant::now();
+    proxy.cut(true);
+    eventually("r1 stops every cluster", DEADLINE, || {
+        a.mgr.engaged_clusters().is_empty()
+    })
+    .await;
+    let fenced = cut_at.elapsed();
+    eventually("r2 owns everything", DEADLINE, || partitioned(&[&b], &all)).await;
+    println!(
+        "r1 cut off with {had} clusters: fenced after {fenced:?}, r2 took over after {:?}",
+        cut_at.elapsed()
+    );
+
+    // Healed: r1 comes back and takes its share again.
+    proxy.cut(false);
+    eventually("r1 back with its share", DEADLINE, || {
+        partitioned(&[&a, &b], &all) && settled(&a, &all, &["r2"]) && settled(&b, &all, &["r1"])
+    })
+    .await;
+    println!("healed: {}", show(&[&a, &b]));
+    let overlaps = recorder.overlaps();
+    assert!(overlaps.is_empty(), "overlapping reconciles: {overlaps:#?}");
+    println!("{} reconciles, no overlap", recorder.count());
+    a.stop().await;
+    b.stop().await;
 }

@@ -206,6 +206,16 @@ fn decode(s: &str) -> Vec<Peer> {
     peers
 }
 
+/// How long a write started at `now` may take: what is left of the renew deadline since the
+/// last successful write (`renewed`); past that deadline (this replica is fenced and owns
+/// nothing, so a late write is harmless) the whole deadline again.
+fn write_bound(renewed: Option<Instant>, now: Instant, deadline: Duration) -> Duration {
+    match renewed {
+        Some(at) if now < at + deadline => at + deadline - now,
+        _ => deadline,
+    }
+}
+
 /// An epoch number for a peer set (what `mcr_shard_epoch` shows).
 pub(crate) fn epoch(peers: &[Peer]) -> u64 {
     use std::hash::{Hash, Hasher};
@@ -393,10 +403,7 @@ impl Run {
     /// before the renew deadline. On success, `renewed` is the start of this write.
     async fn write(&mut self, claim: &[Peer]) -> Result<(), kube::Error> {
         let started = Instant::now();
-        let left = match self.renewed {
-            Some(at) => (at + self.c.opts.renew_deadline).saturating_duration_since(started),
-            None => self.c.opts.renew_deadline,
-        };
+        let left = write_bound(self.renewed, started, self.c.opts.renew_deadline);
         let opts = &self.c.opts;
         let mut annotations = BTreeMap::new();
         annotations.insert(WEIGHT.to_owned(), opts.weight.to_string());
@@ -689,6 +696,24 @@ impl Coordinator {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_fenced_replica_still_gets_time_to_renew() {
+        let deadline = Duration::from_secs(10);
+        let at = Instant::now();
+        assert_eq!(write_bound(None, at, deadline), deadline);
+        assert_eq!(
+            write_bound(Some(at), at + Duration::from_secs(4), deadline),
+            Duration::from_secs(6),
+            "a renewal is cut off at the renew deadline"
+        );
+        // Past the deadline (fenced, owning nothing): a write gets the whole deadline again,
+        // or a replica cut off for a while could never renew once the host is back.
+        assert_eq!(
+            write_bound(Some(at), at + Duration::from_secs(30), deadline),
+            deadline
+        );
+    }
 
     #[test]
     fn claims_round_trip() {
