@@ -154,6 +154,7 @@ async fn start_with(
 ) -> Replica {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
+        .thread_name(id)
         .enable_all()
         .build()
         .unwrap();
@@ -332,6 +333,17 @@ async fn replicas_share_the_fleet_take_over_and_never_overlap() {
             show(&[&a, &b, &c])
         );
     }
+    // Visible: `/clusters`' statuses name the owner, the metrics count the peers.
+    for status in a.mgr.cluster_statuses() {
+        if a.mgr.engaged_clusters().contains(&status.name) {
+            assert_eq!(status.owner.as_deref(), Some("r1"), "{status:?}");
+        }
+    }
+    eventually("mcr_shard_peers 3", DEADLINE, || {
+        a.mgr.metrics().encode().contains("mcr_shard_peers 3\n")
+    })
+    .await;
+
     // Steady state: the host sees one write per replica per renew period, whatever the
     // number of clusters (a slow machine only makes fewer).
     let total = || writes(&a) + writes(&b) + writes(&c);
@@ -461,7 +473,14 @@ impl Proxy {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_replica_cut_off_from_the_host_stops_before_another_takes_over() {
-    init_tracing();
+    // Each replica's runtime threads carry its name: the logs say which replica speaks.
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
+        )
+        .with_thread_names(true)
+        .with_test_writer()
+        .try_init();
     let host = TestCluster::start_https("host").await.unwrap();
     let real = std::env::var("MCR_ENVTEST").is_ok_and(|v| v == "real");
     let fleet = Fleet::start(if real { 4 } else { 8 }).await.unwrap();
@@ -521,4 +540,22 @@ async fn a_replica_cut_off_from_the_host_stops_before_another_takes_over() {
     println!("{} reconciles, no overlap", recorder.count());
     a.stop().await;
     b.stop().await;
+}
+
+#[tokio::test]
+async fn bad_settings_and_leader_election_are_refused() {
+    let host = TestCluster::start("host").await.unwrap();
+    let bad = Sharding::new("g")
+        .identity("r1")
+        .renew_deadline(Duration::from_secs(30));
+    let mgr = Manager::builder(host.client()).sharding(bad).build();
+    let err = mgr.run_until(CancellationToken::new()).await.unwrap_err();
+    assert!(err.to_string().contains("lease_duration"), "{err}");
+
+    let both = Manager::builder(host.client())
+        .sharding(Sharding::new("g").identity("r1"))
+        .leader_election(mcr_manager::LeaderElection::new("g", "default"))
+        .build();
+    let err = both.run_until(CancellationToken::new()).await.unwrap_err();
+    assert!(err.to_string().contains("leader election"), "{err}");
 }

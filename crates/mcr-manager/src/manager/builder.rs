@@ -113,7 +113,9 @@ impl ManagerBuilder {
     /// Shards the fleet with the other replicas of the same group: this replica engages and
     /// reconciles only the clusters it owns (see [`shard`](crate::shard) for the protocol and
     /// its guarantees). Off by default (this replica owns every cluster). Controllers run on
-    /// every replica: do not combine it with leader election for them.
+    /// every replica: [`Manager::run_until`] refuses it together with leader election
+    /// ([`Error::InvalidSharding`](crate::Error::InvalidSharding)), as it does settings that
+    /// fail [`Sharding::validate`](crate::Sharding::validate).
     ///
     /// ```no_run
     /// # fn demo(client: kube::Client) {

@@ -103,6 +103,13 @@ impl Manager {
             c.options()
                 .validate()
                 .map_err(|reason| Error::InvalidSharding { reason })?;
+            // A standby would claim clusters it never engages: they would be left behind.
+            #[cfg(feature = "leader-election")]
+            if self.inner.leader_election.is_some() {
+                return Err(Error::InvalidSharding {
+                    reason: "sharding runs the controllers on every replica: it cannot be combined with leader election".into(),
+                });
+            }
         }
         let watches = CancellationToken::new();
         let work = CancellationToken::new();

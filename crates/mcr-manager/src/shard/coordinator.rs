@@ -206,6 +206,12 @@ fn decode(s: &str) -> Vec<Peer> {
     peers
 }
 
+/// Whether resourceVersion `a` is older than `b`. Both are etcd revisions on every API server
+/// mcr runs against (decimal integers); anything else counts as not older (taken).
+fn older(a: &str, b: &str) -> bool {
+    matches!((a.parse::<u64>(), b.parse::<u64>()), (Ok(a), Ok(b)) if a < b)
+}
+
 /// How long a write started at `now` may take: what is left of the renew deadline since the
 /// last successful write (`renewed`); past that deadline (this replica is fenced and owns
 /// nothing, so a late write is harmless) the whole deadline again.
@@ -270,6 +276,8 @@ impl Run {
         );
         match self.peers.get_mut(&id) {
             Some(seen) if seen.resource_version == rv => false,
+            // An older version (a resumed watch replaying what it missed) after a newer one.
+            Some(seen) if older(&rv, &seen.resource_version) => false,
             Some(seen) => {
                 let changed = seen.weight != weight || seen.claim != claim;
                 *seen = Seen {
@@ -713,6 +721,44 @@ mod tests {
             write_bound(Some(at), at + Duration::from_secs(30), deadline),
             deadline
         );
+    }
+
+    fn lease(rv: &str, claim: &str) -> Lease {
+        Lease {
+            metadata: ObjectMeta {
+                name: Some("g-r2".into()),
+                resource_version: Some(rv.into()),
+                annotations: Some(BTreeMap::from([(CLAIM.to_owned(), claim.to_owned())])),
+                ..ObjectMeta::default()
+            },
+            spec: Some(LeaseSpec {
+                holder_identity: Some("r2".into()),
+                lease_duration_seconds: Some(15),
+                ..LeaseSpec::default()
+            }),
+        }
+    }
+
+    #[tokio::test]
+    async fn an_older_lease_version_never_replaces_a_newer_one() {
+        // A watch that resumes after a partition replays the events it missed, in order:
+        // older versions of a peer's Lease can arrive after a consistent list showed a newer
+        // one. Taking them would regress the peer's claim to one it has since widened.
+        let service = tower::service_fn(|_req: http::Request<kube::client::Body>| {
+            futures::future::pending::<
+                Result<http::Response<kube::client::Body>, std::convert::Infallible>,
+            >()
+        });
+        let client = kube::Client::new(service, "default");
+        let host = mcr_core::Cluster::new(ClusterName::host(), client.clone());
+        let c = Arc::new(Coordinator::new(Sharding::new("g").identity("r1")));
+        let mut run = Run::new(c, client, Fleet::new(host));
+        let now = Instant::now();
+        assert!(run.observe(&lease("12", "r1=1,r2=1"), now));
+        assert!(!run.observe(&lease("9", "r2=1"), now), "older: ignored");
+        assert_eq!(run.peers["r2"].claim, decode("r1=1,r2=1"));
+        assert!(run.observe(&lease("13", "r2=1"), now), "newer: taken");
+        assert_eq!(run.peers["r2"].claim, decode("r2=1"));
     }
 
     #[test]
