@@ -289,7 +289,14 @@ fn writes(r: &Replica) -> u64 {
 fn show(replicas: &[&Replica]) -> String {
     replicas
         .iter()
-        .map(|r| format!("{}: {:?}", r.id, r.mgr.engaged_clusters()))
+        .map(|r| {
+            let engaged = r.mgr.engaged_clusters();
+            if engaged.len() > 12 {
+                format!("{}: {} clusters", r.id, engaged.len())
+            } else {
+                format!("{}: {:?}", r.id, engaged)
+            }
+        })
         .collect::<Vec<_>>()
         .join("; ")
 }
@@ -300,7 +307,12 @@ async fn replicas_share_the_fleet_take_over_and_never_overlap() {
     let host = TestCluster::start("host").await.unwrap();
     // Real control planes are heavy: fewer of them.
     let real = std::env::var("MCR_ENVTEST").is_ok_and(|v| v == "real");
-    let fleet = Fleet::start(if real { 5 } else { 12 }).await.unwrap();
+    // MCR_SHARD_CLUSTERS: a larger fleet, for a figure (the default keeps the test quick).
+    let n = std::env::var("MCR_SHARD_CLUSTERS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(if real { 5 } else { 12 });
+    let fleet = Fleet::start(n).await.unwrap();
     let all: BTreeSet<String> = fleet
         .clusters()
         .iter()
