@@ -41,6 +41,15 @@
 //!    it yet). As other peers release and re-claim, their Lease changes reach this peer through
 //!    the watch and the remaining clusters are engaged: no polling loop.
 //!
+//! The manager records an engagement only while this replica owns the cluster, under the same
+//! lock a new snapshot is published with ([`Manager`](crate::Manager)'s `Aware::engage`
+//! refuses others with `mcr_core::Error::NotOwned`), so a cluster coming up while ownership
+//! moves is either seen by the release or refused. A Lease version older than one already
+//! seen (a watch resumed after a partition replays what it missed) is ignored, so a peer's
+//! claim never appears to shrink back. The Lease of a peer found gone (by a consistent list)
+//! is deleted with a resourceVersion precondition, so a replica joining later does not wait
+//! a lease duration for it.
+//!
 //! In steady state a peer writes its Lease once per renew period and nothing else: the host's
 //! cost grows with the number of replicas, not of clusters. A change of the peer set costs
 //! each peer one more write and one list.
@@ -84,7 +93,10 @@
 //!   after release: the bound then is the controller's reconcile timeout, not this protocol.
 //! - A cluster being *brought up* when ownership moves is cancelled with it; one engagement
 //!   attempt is wasted.
-//! - Leader-only runnables keep their own leader election; sharding applies to clusters.
+//! - Leader election is refused together with sharding (a standby would claim clusters it
+//!   never engages); runnables that ask for leader election run on every replica in sharded
+//!   mode, as they do without leader election.
+//! - `mcr_shard_owned_clusters` and `mcr_shard_peers` are refreshed at every renewal.
 
 mod coordinator;
 mod hrw;
