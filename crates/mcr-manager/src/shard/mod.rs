@@ -23,8 +23,8 @@
 //! taken for gone once its Lease has not changed for its lease duration *as measured on the
 //! observer's monotonic clock* from the moment the observer saw the last change (as client-go's
 //! leader election does), and at once when its Lease is deleted (a clean leave, after it
-//! released everything). The *view* is the sorted set of live peers and weights; rendezvous
-//! hashing over it gives each cluster one owner ([`hrw`]: when a peer joins or leaves, only
+//! released everything). The *view* is the sorted set of live peers and weights; weighted
+//! rendezvous hashing over it gives each cluster one owner (when a peer joins or leaves, only
 //! the clusters it gains or had move, about 1/N).
 //!
 //! When its view changes, a peer:
