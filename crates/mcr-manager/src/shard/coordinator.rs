@@ -60,6 +60,9 @@ struct Seen {
 pub(crate) struct Coordinator {
     opts: Sharding,
     snapshot: RwLock<Arc<Snapshot>>,
+    /// The renew deadline of the last successful write (updated at every renewal, without
+    /// waking the gates).
+    valid_until: Mutex<Option<Instant>>,
     version: watch::Sender<u64>,
     metrics: Mutex<Option<ShardMetrics>>,
 }
@@ -72,8 +75,16 @@ impl std::fmt::Debug for Coordinator {
     }
 }
 
-fn owner_in(snap: &Snapshot, me: &str, name: &ClusterName) -> Ownership {
-    if !snap.active {
+/// Who owns `name` given `snap`, this replica's identity `me` and the renew deadline of its
+/// last successful write (`valid_until`: past it, checked on every question, this replica
+/// owns nothing, even in a process resumed after a pause before its coordinator ran again).
+fn owner_in(
+    snap: &Snapshot,
+    me: &str,
+    valid_until: Option<Instant>,
+    name: &ClusterName,
+) -> Ownership {
+    if !snap.active || valid_until.is_none_or(|until| Instant::now() >= until) {
         return Ownership::Elsewhere { owner: None };
     }
     match hrw::owner(&snap.view, name) {
@@ -102,7 +113,7 @@ fn owner_in(snap: &Snapshot, me: &str, name: &ClusterName) -> Ownership {
 impl Sharder for Coordinator {
     fn owner(&self, name: &ClusterName) -> Ownership {
         let snap = self.snapshot.read().unwrap_or_else(|p| p.into_inner());
-        owner_in(&snap, &self.opts.identity, name)
+        owner_in(&snap, &self.opts.identity, self.valid_until(), name)
     }
 
     fn changes(&self) -> watch::Receiver<u64> {
@@ -115,6 +126,7 @@ impl Coordinator {
         Coordinator {
             opts,
             snapshot: RwLock::new(Arc::new(Snapshot::default())),
+            valid_until: Mutex::new(None),
             version: watch::channel(0).0,
             metrics: Mutex::new(None),
         }
@@ -134,10 +146,14 @@ impl Coordinator {
         f: impl FnOnce() -> R,
     ) -> Result<R, Ownership> {
         let snap = self.snapshot.read().unwrap_or_else(|p| p.into_inner());
-        match owner_in(&snap, &self.opts.identity, name) {
+        match owner_in(&snap, &self.opts.identity, self.valid_until(), name) {
             Ownership::Owned => Ok(f()),
             other => Err(other),
         }
+    }
+
+    fn valid_until(&self) -> Option<Instant> {
+        *self.valid_until.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     pub(crate) fn set_metrics(&self, metrics: ShardMetrics) {
@@ -461,6 +477,8 @@ impl Run {
                 self.observe(&lease, Instant::now());
                 self.mine = Some(lease);
                 self.renewed = Some(started);
+                *self.c.valid_until.lock().unwrap_or_else(|p| p.into_inner()) =
+                    Some(started + self.c.opts.renew_deadline);
                 if let Some(m) = self.metrics() {
                     m.writes.inc();
                 }
@@ -783,20 +801,42 @@ mod tests {
             applied: ab.clone(),
             others: vec![("b".into(), ab.clone())],
         };
+        let valid = Some(Instant::now() + Duration::from_secs(60));
         for n in &names {
-            assert_eq!(owner_in(&snap, me, n).is_owned(), mine.contains(&n));
+            assert_eq!(owner_in(&snap, me, valid, n).is_owned(), mine.contains(&n));
         }
         // b still claims by the set where it was alone: a owns nothing b held.
         let b_alone = Snapshot {
             others: vec![("b".into(), vec![Peer::new("b", 1)])],
             ..snap.clone()
         };
-        assert!(names.iter().all(|n| !owner_in(&b_alone, me, n).is_owned()));
+        assert!(
+            names
+                .iter()
+                .all(|n| !owner_in(&b_alone, me, valid, n).is_owned())
+        );
+        // Past the renew deadline (a process resumed after a pause, before its coordinator
+        // ran): owns nothing.
+        let lapsed = Some(Instant::now() - Duration::from_millis(1));
+        assert!(
+            names
+                .iter()
+                .all(|n| !owner_in(&snap, me, lapsed, n).is_owned())
+        );
+        assert!(
+            names
+                .iter()
+                .all(|n| !owner_in(&snap, me, None, n).is_owned())
+        );
         // Not active (not renewed, or fenced): owns nothing.
         let fenced = Snapshot {
             active: false,
             ..snap
         };
-        assert!(names.iter().all(|n| !owner_in(&fenced, me, n).is_owned()));
+        assert!(
+            names
+                .iter()
+                .all(|n| !owner_in(&fenced, me, valid, n).is_owned())
+        );
     }
 }

@@ -91,6 +91,11 @@
 //!
 //! - Work that does not honour cancellation (a blocking call inside a reconcile) can run on
 //!   after release: the bound then is the controller's reconcile timeout, not this protocol.
+//! - A paused process (SIGSTOP) longer than the lease duration: on resume, ownership questions
+//!   (engagement, [`Fleet::lookup`](crate::Fleet::lookup)) are answered "not owned" at once,
+//!   as the renew deadline is checked on every question; but reconciles that were in flight
+//!   when it was paused run on until the coordinator's fence cancels them, a few polls later.
+//!   Not tested yet.
 //! - A cluster being *brought up* when ownership moves is cancelled with it; one engagement
 //!   attempt is wasted.
 //! - Leader election is refused together with sharding (a standby would claim clusters it
