@@ -323,6 +323,27 @@ impl Run {
         }
     }
 
+    /// A peer Lease was deleted: the peer left cleanly (after releasing everything), or it was
+    /// found gone by a peer (after it fenced itself).
+    fn forget(&mut self, lease: &Lease) {
+        let Some(id) = lease.spec.as_ref().and_then(|s| s.holder_identity.clone()) else {
+            return;
+        };
+        if id == self.me() {
+            return;
+        }
+        let rv = lease.metadata.resource_version.clone().unwrap_or_default();
+        // An older deletion (a resumed watch replaying) after a newer Lease of that peer.
+        if self
+            .peers
+            .get(&id)
+            .is_some_and(|seen| older(&rv, &seen.resource_version))
+        {
+            return;
+        }
+        self.peers.remove(&id);
+    }
+
     /// The live peers: this one (if it renewed in time) and every other whose Lease changed
     /// within its duration, as seen here.
     fn view(&self, now: Instant) -> Vec<Peer> {
@@ -559,6 +580,9 @@ impl Run {
         // 3. A consistent list after the claim, before anything new is engaged.
         if let Err(err) = self.list().await {
             warn!(error = %mcr_core::ErrorChain(&err), "could not list the peer leases");
+            // Claimed but not listed: nothing new is engaged; the step is retried (the Lease
+            // claims at least what the published snapshot lets this replica own).
+            self.applied = previous;
             return false;
         }
         let now = Instant::now();
@@ -660,14 +684,7 @@ impl Run {
                             }
                         }
                     }
-                    Some(Ok(watcher::Event::Delete(lease))) => {
-                        // A peer that left cleanly deleted its Lease after releasing.
-                        if let Some(id) = lease.spec.and_then(|s| s.holder_identity)
-                            && id != self.me()
-                        {
-                            self.peers.remove(&id);
-                        }
-                    }
+                    Some(Ok(watcher::Event::Delete(lease))) => self.forget(&lease),
                     Some(Ok(watcher::Event::Init)) => relisting.clear(),
                     Some(Ok(watcher::Event::InitDone)) => {
                         let me = self.me().to_owned();
@@ -777,6 +794,26 @@ mod tests {
         assert_eq!(run.peers["r2"].claim, decode("r1=1,r2=1"));
         assert!(run.observe(&lease("13", "r2=1"), now), "newer: taken");
         assert_eq!(run.peers["r2"].claim, decode("r2=1"));
+    }
+
+    #[tokio::test]
+    async fn a_replayed_deletion_of_an_older_lease_is_ignored() {
+        // A resumed watch replays the deletion of a peer's old Lease after a consistent list
+        // showed the Lease it created since: the peer is still there, with its claim.
+        let service = tower::service_fn(|_req: http::Request<kube::client::Body>| {
+            futures::future::pending::<
+                Result<http::Response<kube::client::Body>, std::convert::Infallible>,
+            >()
+        });
+        let client = kube::Client::new(service, "default");
+        let host = mcr_core::Cluster::new(ClusterName::host(), client.clone());
+        let c = Arc::new(Coordinator::new(Sharding::new("g").identity("r1")));
+        let mut run = Run::new(c, client, Fleet::new(host));
+        assert!(run.observe(&lease("20", "r1=1,r2=1"), Instant::now()));
+        run.forget(&lease("15", "r2=1"));
+        assert!(run.peers.contains_key("r2"), "an older deletion: ignored");
+        run.forget(&lease("21", "r1=1,r2=1"));
+        assert!(!run.peers.contains_key("r2"), "a newer one: taken");
     }
 
     #[test]
