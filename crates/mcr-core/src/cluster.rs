@@ -239,6 +239,22 @@ impl Cluster {
         self.inner.id
     }
 
+    /// A handle that does not keep this instance alive: [`Released::is_released`] says when
+    /// every clone of it is gone (its engagement's tasks, contexts and in-flight reconciles
+    /// dropped). Sharded mode waits on it before another replica may take the cluster over.
+    ///
+    /// ```no_run
+    /// # fn f(client: kube::Client) {
+    /// let c = mcr_core::Cluster::new("a", client);
+    /// let watch = c.released();
+    /// drop(c);
+    /// assert!(watch.is_released());
+    /// # }
+    /// ```
+    pub fn released(&self) -> Released {
+        Released(Arc::downgrade(&self.inner))
+    }
+
     /// Whether `other` is this very instance (or a clone of it), rather than an equal new one.
     ///
     /// ```no_run
@@ -273,5 +289,23 @@ impl fmt::Debug for Cluster {
             .field("id", &self.inner.id)
             .field("connection_hash", &self.inner.connection_hash)
             .finish_non_exhaustive()
+    }
+}
+
+/// Whether every clone of a [`Cluster`] instance is gone (see [`Cluster::released`]).
+#[derive(Clone, Debug)]
+pub struct Released(std::sync::Weak<Inner>);
+
+impl Released {
+    /// True once no clone of the instance is left.
+    ///
+    /// ```no_run
+    /// # fn f(c: mcr_core::Cluster) {
+    /// let r = c.released();
+    /// assert!(!r.is_released()); // `c` still lives
+    /// # }
+    /// ```
+    pub fn is_released(&self) -> bool {
+        self.0.strong_count() == 0
     }
 }

@@ -116,7 +116,7 @@ pub mod scope;
 pub mod shard;
 
 pub use cache::{Cache, CacheEvent, CacheView, Informer, InformerOptions};
-pub use cluster::{Cluster, ClusterId};
+pub use cluster::{Cluster, ClusterId, Released};
 pub use clusters::{AddOutcome, Clusters, ClustersOptions};
 pub use error::{
     BoxError, ClusterNotFound, Error, ErrorChain, cluster_not_found, is_cluster_not_found,

@@ -522,9 +522,21 @@ impl Run {
     }
 
     /// Waits until no cluster this replica does not own under the published snapshot is
-    /// engaged any more (the gates stop them as they see the change), bounded by `limit`.
-    async fn released(&self, limit: Duration) -> bool {
+    /// engaged any more (the gates stop them as they see the change) and every instance of
+    /// them in `before` is gone (its contexts and in-flight reconciles dropped), bounded by
+    /// `limit`. `false` if some cluster is still engaged then; in-flight work that outlives
+    /// the limit (a reconcile that does not honour cancellation) is logged and left.
+    async fn released(
+        &self,
+        before: Vec<(ClusterName, mcr_core::Cluster)>,
+        limit: Duration,
+    ) -> bool {
         let deadline = Instant::now() + limit;
+        let draining: Vec<(ClusterName, mcr_core::Released)> = before
+            .into_iter()
+            .filter(|(n, _)| !self.c.owner(n).is_owned())
+            .map(|(n, c)| (n, c.released()))
+            .collect();
         loop {
             let held: Vec<ClusterName> = self
                 .fleet
@@ -532,18 +544,28 @@ impl Run {
                 .into_iter()
                 .filter(|n| !self.c.owner(n).is_owned())
                 .collect();
-            if held.is_empty() {
+            let running: Vec<&ClusterName> = draining
+                .iter()
+                .filter(|(_, r)| !r.is_released())
+                .map(|(n, _)| n)
+                .collect();
+            if held.is_empty() && running.is_empty() {
                 return true;
             }
             if Instant::now() >= deadline {
-                warn!(
-                    clusters = held.len(),
-                    "clusters not released within the grace period"
-                );
-                return false;
+                if !held.is_empty() {
+                    warn!(
+                        clusters = held.len(),
+                        "clusters not released within the grace period"
+                    );
+                    return false;
+                }
+                warn!(clusters = ?running, grace = ?limit,
+                    "work of released clusters still running after the grace period (does a reconcile ignore cancellation?)");
+                return true;
             }
-            // Local and bounded: the members' tokens fire at once, their registry entries go
-            // a task later.
+            // Local and bounded: the members' tokens fire at once, their registry entries and
+            // in-flight reconciles go a few polls later.
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
     }
@@ -556,10 +578,17 @@ impl Run {
         let previous = self.applied.clone();
         // 1. Release: publish the new view with the old claim. Nothing new is owned (a name
         //    is owned only if both claim and view give it to this replica).
-        let before: Vec<ClusterName> = self.fleet.names();
+        let engaged: Vec<(ClusterName, mcr_core::Cluster)> = self
+            .fleet
+            .members()
+            .engagements()
+            .into_iter()
+            .map(|(n, c, _)| (n, c))
+            .collect();
+        let before: Vec<ClusterName> = engaged.iter().map(|(n, _)| n.clone()).collect();
         self.c.publish(self.snapshot(view.clone(), now, true));
         let grace = self.c.opts.release_grace();
-        if !self.released(grace).await {
+        if !self.released(engaged, grace).await {
             return false;
         }
         for name in &before {

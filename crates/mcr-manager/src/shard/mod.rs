@@ -31,8 +31,11 @@
 //!
 //! 1. **releases** every cluster the new view gives to another peer: the member's token is
 //!    cancelled (informers close, controllers disengage, in-flight reconciles are cut at their
-//!    next poll) and the peer waits until the manager's fleet no longer holds any of them
-//!    (bounded by `lease_duration - renew_deadline`; past it, the step fails and is retried);
+//!    next poll) and the peer waits until the manager's fleet no longer holds any of them and
+//!    every instance released is gone ([`Cluster::released`](mcr_core::Cluster::released):
+//!    its contexts and in-flight reconciles dropped), bounded by `lease_duration -
+//!    renew_deadline` (a cluster still engaged then fails the step, which is retried; work
+//!    still running then is logged and left);
 //! 2. **claims** the new view: one Lease write, which is also its renewal;
 //! 3. **lists** the group's Leases with a consistent read (a quorum read on a real API
 //!    server);
