@@ -4,6 +4,7 @@
 //! (`mcr-bench run-one <scenario> <side>`) so that peak RSS is per side, prints a Markdown
 //! table and writes the same figures as JSON. Usually started by `cargo xtask bench`.
 
+mod charts;
 mod child;
 mod load;
 mod machine;
@@ -53,6 +54,22 @@ enum Cmd {
         /// planes) instead of the emulator.
         #[arg(long)]
         real: bool,
+        /// The chaos suite's JSON report (`cargo xtask chaos` writes one): its recovery times
+        /// are charted with the suite's figures.
+        #[arg(long)]
+        chaos_report: Option<PathBuf>,
+    },
+    /// Redraw the SVG charts from a JSON report (and the chaos suite's) without running.
+    Charts {
+        /// The suite's JSON report.
+        #[arg(long, default_value = "target/bench/report.json")]
+        report: PathBuf,
+        /// The chaos suite's JSON report, if any.
+        #[arg(long)]
+        chaos_report: Option<PathBuf>,
+        /// Where the SVG files go.
+        #[arg(long, default_value = "target/bench/charts")]
+        out_dir: PathBuf,
     },
     /// Run one measurement in this process and print `RESULT <json>` (used by `all`).
     RunOne {
@@ -87,6 +104,7 @@ fn main() -> ExitCode {
             go_peer_bin,
             only,
             real,
+            chaos_report,
         } => all(
             quick,
             out,
@@ -96,7 +114,13 @@ fn main() -> ExitCode {
                 real,
             },
             only,
-        ),
+        )
+        .and_then(|out| write_charts(&out, chaos_report.as_deref(), &charts_dir(&out))),
+        Cmd::Charts {
+            report,
+            chaos_report,
+            out_dir,
+        } => write_charts(&report, chaos_report.as_deref(), &out_dir),
         Cmd::RunOne {
             scenario,
             side,
@@ -159,7 +183,27 @@ fn run_one(
     std::process::exit(0)
 }
 
-fn all(quick: bool, out: PathBuf, bins: go_peer::Bins, only: Vec<String>) -> Result<()> {
+/// `charts/` next to the JSON report.
+fn charts_dir(report: &std::path::Path) -> PathBuf {
+    report
+        .parent()
+        .map(|d| d.join("charts"))
+        .unwrap_or_else(|| PathBuf::from("charts"))
+}
+
+fn write_charts(
+    report: &std::path::Path,
+    chaos: Option<&std::path::Path>,
+    dir: &std::path::Path,
+) -> Result<()> {
+    for path in charts::write_all(report, chaos, dir)? {
+        println!("chart: {}", path.display());
+    }
+    Ok(())
+}
+
+/// Runs the suite, writes the JSON report to `out` and returns its path.
+fn all(quick: bool, out: PathBuf, bins: go_peer::Bins, only: Vec<String>) -> Result<PathBuf> {
     let named = |id: &str| only.iter().any(|o| o.eq_ignore_ascii_case(id));
     // B8 needs the Go peer built (minutes from a cold Go cache) and B9 valgrind: neither is
     // part of the quick smoke unless named.
@@ -180,15 +224,17 @@ fn all(quick: bool, out: PathBuf, bins: go_peer::Bins, only: Vec<String>) -> Res
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from("."));
     let suite_start = Instant::now();
-    for id in [
+    let ids: Vec<&str> = [
         "b1", "b2", "b2m", "b3", "b3b", "b4", "b5", "b5r", "b6", "b8", "b9", "b10", "c1", "e1",
         "e2",
-    ] {
-        if !wanted(id) {
-            continue;
-        }
-        let t = Instant::now();
-        eprintln!("== {}", id.to_uppercase());
+    ]
+    .into_iter()
+    .filter(|id| wanted(id))
+    .collect();
+    // A bar over the scenarios on a terminal; one line per start and end in CI logs.
+    let progress = mcr_progress::Progress::steps("bench", ids.len() as u64);
+    for id in ids {
+        progress.start(&id.to_uppercase());
         match id {
             "b1" => report.scenarios.push(compare::run(id, quick)),
             "b2" => {
@@ -223,11 +269,12 @@ fn all(quick: bool, out: PathBuf, bins: go_peer::Bins, only: Vec<String>) -> Res
             "e1" => report.scenarios.push(envtest::run_e1(quick)),
             _ => report.scenarios.push(envtest::run_e2(quick)),
         }
-        eprintln!("   ({:.1} s)", t.elapsed().as_secs_f64());
+        progress.done();
     }
+    progress.finish();
     eprintln!("suite took {:.1} s", suite_start.elapsed().as_secs_f64());
     println!("{}", report.table());
     report.write_json(&out)?;
     println!("JSON report: {}", out.display());
-    Ok(())
+    Ok(out)
 }

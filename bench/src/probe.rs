@@ -7,7 +7,7 @@
 use std::{
     collections::HashMap,
     sync::{
-        Arc, Mutex, MutexGuard,
+        Arc,
         atomic::{AtomicU64, Ordering},
     },
     time::{Duration, Instant},
@@ -16,6 +16,7 @@ use std::{
 use anyhow::{Result, bail};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::ResourceExt;
+use parking_lot::{Mutex, MutexGuard};
 use tokio::sync::Notify;
 
 use crate::stamp;
@@ -78,7 +79,7 @@ pub struct Probe {
 
 impl Probe {
     fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        self.state.lock()
     }
 
     /// Makes every later [`Probe::observe`] first burn `work` of CPU (a busy loop on the

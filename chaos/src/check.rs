@@ -133,3 +133,38 @@ pub async fn wait_all(
     done.extend(laggards.iter().map(|(m, _)| (*m, None)));
     (done, laggards)
 }
+
+/// `member-N` names.
+pub fn names(members: &[usize]) -> String {
+    let names: Vec<String> = members
+        .iter()
+        .map(|m| format!("member-{}", m + 1))
+        .collect();
+    names.join(", ")
+}
+
+/// The laggards and every object of theirs as last read (`v`, `a`, `b`).
+pub fn describe(laggards: &[(usize, Vec<Option<Seen>>)]) -> String {
+    let shown: Vec<String> = laggards
+        .iter()
+        .take(10)
+        .map(|(m, seen)| {
+            let objects: Vec<String> = seen
+                .iter()
+                .enumerate()
+                .map(|(i, s)| match s {
+                    Some(s) => format!("chaos-{i}: v={} a={} b={}", s.v, s.a, s.b),
+                    None => format!("chaos-{i}: unread"),
+                })
+                .collect();
+            format!("member-{} ({})", m + 1, objects.join("; "))
+        })
+        .collect();
+    let more = laggards.len().saturating_sub(10);
+    let kinds = if more > 0 {
+        format!(" and {more} more")
+    } else {
+        String::new()
+    };
+    format!("{}{kinds}", shown.join(", "))
+}

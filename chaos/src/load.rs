@@ -15,12 +15,10 @@ use kube::api::{Api, Patch, PatchParams};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-use crate::world::{NAMESPACE, object_name};
+use crate::world::{FIRST, NAMESPACE, object_name};
 
 /// How long one write may take before the loader gives up on it.
 pub const WRITE_TIMEOUT: Duration = Duration::from_secs(3);
-/// The value every object is created with (an absent annotation reads as 0).
-pub const FIRST: u64 = 1;
 /// Writes in flight at most.
 const MAX_IN_FLIGHT: usize = 256;
 

@@ -86,6 +86,10 @@ pub struct Args {
     /// not starve the others without one.
     #[arg(long)]
     pub default_settings: bool,
+    /// Also write the report's figures as JSON here (`cargo xtask chaos` writes
+    /// `<target>/chaos/report.json`, which `cargo xtask bench` charts).
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
     /// Internal: be the manager process, over the kubeconfig files in this directory.
     #[arg(long, hide = true, requires = "host_kubeconfig")]
     pub serve_manager: Option<PathBuf>,
@@ -179,6 +183,11 @@ fn main() -> ExitCode {
     }
     report.check_rss();
     report.print();
+    if let Some(path) = &args.json
+        && let Err(err) = report.write_json(path)
+    {
+        eprintln!("chaos: writing {}: {err:#}", path.display());
+    }
     world_rt.shutdown_timeout(std::time::Duration::from_secs(5));
     if report.failures.is_empty() {
         ExitCode::SUCCESS

@@ -90,7 +90,7 @@ fn build(host: kube::Client, dir: PathBuf, default_settings: bool) -> Result<Man
     ] {
         let controller = Controller::new(&mgr)
             .named(name)
-            .for_with::<ConfigMap>((), WatchOptions::new().labels(format!("{LABEL}=1")));
+            .for_with::<ConfigMap>(WatchOptions::new().labels(format!("{LABEL}=1")));
         let controller = if default_settings {
             controller
         } else {

@@ -137,6 +137,27 @@ impl Report {
         }
     }
 
+    /// Writes the figures (durations in seconds) as JSON to `path`, for the charts of
+    /// `cargo xtask bench`.
+    pub fn write_json(&self, path: &std::path::Path) -> std::io::Result<()> {
+        let secs = |d: &[Duration]| d.iter().map(Duration::as_secs_f64).collect::<Vec<_>>();
+        let json = serde_json::json!({
+            "seed": self.seed,
+            "clusters": self.clusters,
+            "real": self.real,
+            "rounds": self.rounds,
+            "recover_seconds": secs(&self.recover),
+            "isolation_seconds": secs(&self.isolation),
+            "forget_seconds": secs(&self.forget),
+            "settle_seconds": self.settle.map(|d| d.as_secs_f64()),
+            "failures": self.failures,
+        });
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        std::fs::write(path, serde_json::to_vec_pretty(&json)?)
+    }
+
     /// Prints the summary.
     pub fn print(&self) {
         let backend = if self.real { "real" } else { "emulator" };

@@ -7,7 +7,7 @@ use std::time::Duration;
 use anyhow::Result;
 use tokio::time::Instant;
 
-use crate::check::{Seen, Waited, wait_all};
+use crate::check::{Waited, describe, names, wait_all};
 use crate::faults;
 use crate::report::Report;
 use crate::run::Run;
@@ -191,41 +191,6 @@ impl Run {
     }
 }
 
-/// `member-N` names.
-pub fn names(members: &[usize]) -> String {
-    let names: Vec<String> = members
-        .iter()
-        .map(|m| format!("member-{}", m + 1))
-        .collect();
-    names.join(", ")
-}
-
 fn names_of(set: &BTreeSet<usize>, gone: &BTreeSet<usize>) -> String {
     names(&set.intersection(gone).copied().collect::<Vec<_>>())
-}
-
-/// The laggards and every object of theirs as last read (`v`, `a`, `b`).
-pub fn describe(laggards: &[(usize, Vec<Option<Seen>>)]) -> String {
-    let shown: Vec<String> = laggards
-        .iter()
-        .take(10)
-        .map(|(m, seen)| {
-            let objects: Vec<String> = seen
-                .iter()
-                .enumerate()
-                .map(|(i, s)| match s {
-                    Some(s) => format!("chaos-{i}: v={} a={} b={}", s.v, s.a, s.b),
-                    None => format!("chaos-{i}: unread"),
-                })
-                .collect();
-            format!("member-{} ({})", m + 1, objects.join("; "))
-        })
-        .collect();
-    let more = laggards.len().saturating_sub(10);
-    let kinds = if more > 0 {
-        format!(" and {more} more")
-    } else {
-        String::new()
-    };
-    format!("{}{kinds}", shown.join(", "))
 }

@@ -11,11 +11,10 @@ use mcr_envtest::TestCluster;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::check::wait_all;
+use crate::check::{describe, names, wait_all};
 use crate::load::{self, Load};
 use crate::report::Report;
 use crate::rng::Rng;
-use crate::round::{describe, names};
 use crate::world::World;
 use crate::{Args, child, leaks};
 
@@ -151,11 +150,16 @@ pub async fn run(args: &Args, report: &mut Report) -> Result<()> {
         args.minutes
     );
     let faults_start = Instant::now();
+    // Rounds until the time is up: a spinner on a terminal, a line per round in CI logs.
+    let progress = mcr_progress::Progress::spinner("chaos");
     let mut r = 0;
     while r < 3 || faults_start.elapsed() + window < total {
         r += 1;
+        progress.start(&format!("round {r}"));
         run.round(r, window, report).await?;
+        progress.done();
     }
+    progress.finish();
     run.finish(report).await
 }
 

@@ -19,6 +19,8 @@ pub const LABEL: &str = "mcr-chaos";
 const MEMBERS: &str = "members";
 /// Namespace of the chaos objects.
 pub const NAMESPACE: &str = "default";
+/// The value every object is created with (an absent annotation reads as 0).
+pub const FIRST: u64 = 1;
 
 /// One member cluster and its kubeconfig file.
 pub struct Member {
@@ -76,7 +78,7 @@ impl World {
             for i in 0..objects {
                 let cm: ConfigMap = serde_json::from_value(serde_json::json!({
                     "metadata": {"name": object_name(i), "labels": {LABEL: "1"}},
-                    "data": {"v": crate::load::FIRST.to_string()},
+                    "data": {"v": FIRST.to_string()},
                 }))?;
                 api.create(&PostParams::default(), &cm)
                     .await

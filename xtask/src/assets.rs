@@ -51,23 +51,40 @@ pub fn build(force: bool) -> Result<PathBuf> {
     let work = out.join("build");
     let started = Instant::now();
 
+    // Five steps of minutes each on a cold Go cache: a bar on a terminal, lines in CI logs.
+    let progress = mcr_progress::Progress::steps("assets", 5);
+    let step = |what: &str, work: &mut dyn FnMut() -> Result<()>| -> Result<()> {
+        progress.start(what);
+        work()?;
+        progress.done();
+        Ok(())
+    };
     let kube_dir = work.join("kubernetes");
     let replaces = staging_replaces(&kube_version)?;
     write(&kube_dir.join("go.mod"), &format!("{kube_mod}\n{replaces}"))?;
-    go_in(&kube_dir, &["mod", "tidy"])?;
+    step("go mod tidy (kubernetes)", &mut || {
+        go_in(&kube_dir, &["mod", "tidy"])
+    })?;
     let ldflags = version_ldflags(&kube_version)?;
     for (binary, package) in [
         ("kube-apiserver", "k8s.io/kubernetes/cmd/kube-apiserver"),
         ("kubectl", "k8s.io/kubernetes/cmd/kubectl"),
     ] {
-        build_binary(&kube_dir, &ldflags, &out.join(binary), package)?;
+        step(&format!("go build {binary}"), &mut || {
+            build_binary(&kube_dir, &ldflags, &out.join(binary), package)
+        })?;
     }
 
     let etcd_dir = work.join("etcd");
     write(&etcd_dir.join("go.mod"), &etcd_mod)?;
     write(&etcd_dir.join("main.go"), &etcd_main)?;
-    go_in(&etcd_dir, &["mod", "tidy"])?;
-    build_binary(&etcd_dir, "-s -w", &out.join("etcd"), ".")?;
+    step("go mod tidy (etcd)", &mut || {
+        go_in(&etcd_dir, &["mod", "tidy"])
+    })?;
+    step("go build etcd", &mut || {
+        build_binary(&etcd_dir, "-s -w", &out.join("etcd"), ".")
+    })?;
+    progress.finish();
 
     write(&stamp_path, &stamp)?;
     eprintln!(
@@ -195,7 +212,6 @@ fn version_ldflags(kube_version: &str) -> Result<String> {
 }
 
 fn build_binary(dir: &Path, ldflags: &str, output: &Path, package: &str) -> Result<()> {
-    let started = Instant::now();
     let out = output.display().to_string();
     go_in(
         dir,
@@ -209,13 +225,7 @@ fn build_binary(dir: &Path, ldflags: &str, output: &Path, package: &str) -> Resu
             &out,
             package,
         ],
-    )?;
-    eprintln!(
-        "built {} in {:.0} s",
-        output.display(),
-        started.elapsed().as_secs_f64()
-    );
-    Ok(())
+    )
 }
 
 fn go_command() -> Command {
@@ -225,18 +235,22 @@ fn go_command() -> Command {
     cmd
 }
 
+/// Runs `go args` in `dir`; its output (module downloads, compiler messages) is shown only
+/// when it fails, so that progress stays readable.
 fn go_in(dir: &Path, args: &[&str]) -> Result<()> {
-    eprintln!("$ (cd {}; go {})", dir.display(), args.join(" "));
-    let status = go_command()
+    let out = go_command()
         .args(args)
         .current_dir(dir)
-        .status()
+        .output()
         .context("could not start go")?;
-    if !status.success() {
+    if !out.status.success() {
         bail!(
-            "`go {}` failed in {} ({status})",
+            "`go {}` failed in {} ({}):\n{}{}",
             args.join(" "),
-            dir.display()
+            dir.display(),
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
         );
     }
     Ok(())
@@ -265,6 +279,24 @@ fn write(path: &Path, contents: &str) -> Result<()> {
             .with_context(|| format!("creating {}", parent.display()))?;
     }
     std::fs::write(path, contents).with_context(|| format!("writing {}", path.display()))
+}
+
+/// The asset directory: `KUBEBUILDER_ASSETS`, or what `cargo xtask assets` builds.
+pub(crate) fn directory() -> Result<PathBuf> {
+    match std::env::var_os("KUBEBUILDER_ASSETS") {
+        Some(dir) if !dir.is_empty() => {
+            let dir = PathBuf::from(dir);
+            for binary in ["kube-apiserver", "etcd"] {
+                anyhow::ensure!(
+                    dir.join(binary).is_file(),
+                    "KUBEBUILDER_ASSETS={} has no {binary}",
+                    dir.display()
+                );
+            }
+            Ok(dir)
+        }
+        _ => build(false).context("building the real control-plane assets"),
+    }
 }
 
 #[cfg(test)]

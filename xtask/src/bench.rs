@@ -1,5 +1,6 @@
 //! `cargo xtask bench [--quick]`: builds `mcr-bench` and the `mcr-envtest` server in release
-//! mode and runs the suite; the report goes to `target/bench/report.json`.
+//! mode and runs the suite; the report goes to `target/bench/report.json`, SVG charts of it
+//! (and of the last `cargo xtask chaos` run's recovery times) to `target/bench/charts/`.
 //!
 //! The full suite also builds the Go peer of B8 (`bench/go-peer`): its `go.mod` and `main.go`
 //! are copied into `<target>/go-peer/build`, where `go mod tidy` writes the `go.sum` (nothing
@@ -79,6 +80,12 @@ pub fn run(quick: bool, only: &[String], real: bool) -> Result<()> {
     }
     if real {
         args.push("--real");
+    }
+    // The chaos suite's last report (`cargo xtask chaos`), charted with the suite's figures.
+    let chaos = target.join("chaos").join("report.json");
+    let chaos = chaos.display().to_string();
+    if Path::new(&chaos).is_file() {
+        args.extend(["--chaos-report", &chaos]);
     }
     super::run(&bench, &args, &[])
 }

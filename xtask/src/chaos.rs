@@ -1,8 +1,8 @@
 //! `cargo xtask chaos`: builds the chaos suite (`chaos/`, binary `mcr-chaos`) in release mode
 //! and runs it.
 //!
-//! - `cargo xtask chaos --clusters 100 --minutes 10`: the emulated fleet (what the README's
-//!   figures come from); CI runs `--clusters 12 --minutes 2`, then the same with
+//! - `cargo xtask chaos --clusters 100 --minutes 10`: the emulated fleet (what the figures in
+//!   `chaos/README.md` come from); CI runs `--clusters 12 --minutes 2`, then the same with
 //!   `--default-settings` (controllers without a reconcile timeout).
 //! - `cargo xtask chaos --real`: real `kube-apiserver` + `etcd` control planes
 //!   (`MCR_ENVTEST=real`, binaries from `cargo xtask assets`), 5 clusters by default, only
@@ -10,7 +10,7 @@
 //!
 //! The suite prints the seed of its fault plan (`--seed` repeats the plan), a summary, and
 //! exits non-zero when an assertion fails. What it injects and asserts: the crate docs of
-//! `mcr-chaos` and the README's Reliability section.
+//! `mcr-chaos`, `chaos/README.md` and the guide's reliability chapter (`mcr-guide`).
 
 use anyhow::Result;
 
@@ -43,6 +43,12 @@ pub fn run(opts: Chaos) -> Result<()> {
         })
         .unwrap_or_else(|| root.join("target"));
     let bin = target.join("release").join("mcr-chaos");
+    // The figures for `cargo xtask bench`'s recovery-time chart.
+    let json = target
+        .join("chaos")
+        .join("report.json")
+        .display()
+        .to_string();
     let clusters = opts
         .clusters
         .unwrap_or(if opts.real { 5 } else { 20 })
@@ -51,7 +57,14 @@ pub fn run(opts: Chaos) -> Result<()> {
         .minutes
         .unwrap_or(if opts.real { 3.0 } else { 2.0 })
         .to_string();
-    let mut args = vec!["--clusters", &clusters, "--minutes", &minutes];
+    let mut args = vec![
+        "--clusters",
+        &clusters,
+        "--minutes",
+        &minutes,
+        "--json",
+        &json,
+    ];
     let seed = opts.seed.map(|s| s.to_string());
     if let Some(seed) = &seed {
         args.extend(["--seed", seed]);

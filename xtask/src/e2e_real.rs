@@ -7,35 +7,18 @@
 //! compare the emulator's behaviour with the real server's, and a `cargo xtask fidelity` run
 //! of the default size (120 sequences of 80 requests, about 10,000 requests per server, about
 //! a minute) with a fixed seed.
-
-use std::path::PathBuf;
+//!
+//! Among the examples' tests, `examples/kubeconfig/tests/rbac.rs` proves the shipped
+//! `deploy/` RBAC on these real API servers (RBAC authorization; kubectl from the same assets).
 
 use anyhow::{Context, Result};
 
 /// Packages besides the examples (`e2e::PACKAGES`) whose tests make up the e2e suite.
 const EXTRA_PACKAGES: &[&str] = &["mcr-tests", "quickstart", "mcr-webhook", "example-webhook"];
 
-/// The asset directory: `KUBEBUILDER_ASSETS`, or what `cargo xtask assets` builds.
-pub(crate) fn assets() -> Result<PathBuf> {
-    match std::env::var_os("KUBEBUILDER_ASSETS") {
-        Some(dir) if !dir.is_empty() => {
-            let dir = PathBuf::from(dir);
-            for binary in ["kube-apiserver", "etcd"] {
-                anyhow::ensure!(
-                    dir.join(binary).is_file(),
-                    "KUBEBUILDER_ASSETS={} has no {binary}",
-                    dir.display()
-                );
-            }
-            Ok(dir)
-        }
-        _ => super::assets::build(false).context("building the real control-plane assets"),
-    }
-}
-
 /// Runs the suites with `MCR_ENVTEST=real`.
 pub fn run(conformance: bool) -> Result<()> {
-    let dir = assets()?;
+    let dir = super::assets::directory()?;
     let dir = dir.display().to_string();
     let env = [
         ("MCR_ENVTEST", "real"),

@@ -22,7 +22,7 @@ pub struct Fidelity {
 
 /// Runs the differential check; fails on any divergence outside the accepted list.
 pub fn run(opts: Fidelity) -> Result<()> {
-    let dir = super::e2e_real::assets()?.display().to_string();
+    let dir = super::assets::directory()?.display().to_string();
     let seed = opts.seed.unwrap_or_else(|| {
         std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)

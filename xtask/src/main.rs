@@ -5,7 +5,8 @@
 //! - `cargo xtask assets`: builds `kube-apiserver`, `etcd` and `kubectl` from Go modules.
 //! - `cargo xtask e2e`: the examples and cross-crate tests against real control planes
 //!   (`--kind`: against kind clusters, needs `docker` and `kind`).
-//! - `cargo xtask bench`: the benchmark suite (release build).
+//! - `cargo xtask bench`: the benchmark suite (release build); report and SVG charts in
+//!   `target/bench/`.
 //! - `cargo xtask fidelity`: the emulator against a real kube-apiserver on seeded request
 //!   sequences (codes, bodies, watch events).
 //! - `cargo xtask chaos`: the chaos suite (release build; `--real` on real control planes).
@@ -68,7 +69,7 @@ enum Cmd {
         #[arg(long, requires = "kind")]
         skip_missing: bool,
     },
-    /// Run the benchmark suite in release mode.
+    /// Run the benchmark suite in release mode (report and SVG charts under target/bench).
     Bench {
         /// A smaller version of every scenario, for smoke checks.
         #[arg(long)]

@@ -30,7 +30,7 @@ use std::time::Duration;
 pub struct Backoff {
     initial: Duration,
     max: Duration,
-    next: Duration,
+    failures: u32,
 }
 
 impl Backoff {
@@ -49,7 +49,7 @@ impl Backoff {
         Backoff {
             initial,
             max,
-            next: initial,
+            failures: 0,
         }
     }
 
@@ -64,9 +64,29 @@ impl Backoff {
     /// assert_eq!(backoff.next_delay(), Duration::from_millis(15));
     /// ```
     pub fn next_delay(&mut self) -> Duration {
-        let now = self.next;
-        self.next = self.next.saturating_mul(2).min(self.max);
-        now
+        self.failures = self.failures.saturating_add(1);
+        self.delay_after(self.failures)
+    }
+
+    /// The delay after `failures` consecutive failures (1 = the first), without keeping state:
+    /// what the `failures`-th [`next_delay`](Self::next_delay) returns.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use mcr_core::backoff::Backoff;
+    /// let backoff = Backoff::new(Duration::from_millis(5), Duration::from_secs(300));
+    /// assert_eq!(backoff.delay_after(3), Duration::from_millis(20));
+    /// assert_eq!(backoff.delay_after(1000), Duration::from_secs(300));
+    /// ```
+    pub fn delay_after(&self, failures: u32) -> Duration {
+        let mut delay = self.initial;
+        for _ in 1..failures {
+            if delay >= self.max {
+                break;
+            }
+            delay = delay.saturating_mul(2);
+        }
+        delay.min(self.max)
     }
 
     /// Start over: the next delay is `initial` again.
@@ -81,7 +101,7 @@ impl Backoff {
     /// assert_eq!(backoff.next_delay(), Duration::from_millis(10));
     /// ```
     pub fn reset(&mut self) {
-        self.next = self.initial;
+        self.failures = 0;
     }
 }
 

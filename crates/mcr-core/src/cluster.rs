@@ -50,7 +50,9 @@ struct Inner {
     cache: Cache,
     id: ClusterId,
     connection_hash: Option<String>,
-    credentials: Option<crate::credentials::CredentialHandle>,
+    /// What another module of this crate attaches (the credentials module: the handle of the
+    /// client's renewable credentials); read back by that module.
+    attachment: Option<Arc<dyn std::any::Any + Send + Sync>>,
     /// Cancels work tied to this cluster (its credential renewal) when the last handle drops.
     stop_on_drop: Option<Arc<tokio_util::sync::DropGuard>>,
 }
@@ -95,7 +97,7 @@ impl Cluster {
                 cache,
                 id: ClusterId(NEXT_ID.fetch_add(1, Ordering::Relaxed)),
                 connection_hash: None,
-                credentials: None,
+                attachment: None,
                 stop_on_drop: None,
             }),
         }
@@ -121,7 +123,7 @@ impl Cluster {
                 cache,
                 id: ClusterId(NEXT_ID.fetch_add(1, Ordering::Relaxed)),
                 connection_hash: None,
-                credentials: None,
+                attachment: None,
                 stop_on_drop: None,
             }),
         }
@@ -142,23 +144,18 @@ impl Cluster {
         self
     }
 
-    /// Attaches the [`CredentialHandle`](crate::credentials::CredentialHandle) of a client
-    /// built by [`RenewableClient`](crate::credentials::RenewableClient), so the credentials
-    /// can be renewed in place and their status read from the cluster. Keeps the id.
-    ///
-    /// ```no_run
-    /// # fn f(client: kube::Client, handle: mcr_core::credentials::CredentialHandle) {
-    /// let c = mcr_core::Cluster::new("a", client).with_credentials(handle);
-    /// assert!(c.credentials().is_some());
-    /// # }
-    /// ```
-    pub fn with_credentials(mut self, handle: crate::credentials::CredentialHandle) -> Cluster {
-        Arc::make_mut(&mut self.inner).credentials = Some(handle);
+    /// Attaches `value` for the module that defines its type (see [`attachment`](Self::attachment)).
+    /// Keeps the id.
+    pub(crate) fn with_attachment(
+        mut self,
+        value: Arc<dyn std::any::Any + Send + Sync>,
+    ) -> Cluster {
+        Arc::make_mut(&mut self.inner).attachment = Some(value);
         self
     }
 
     /// A new instance of this cluster (new [`ClusterId`], a fresh cache that is not started,
-    /// the same client, connection hash and credentials), to engage again after this one was
+    /// the same client, connection hash and attachment, e.g. credentials), to engage again after this one was
     /// stopped (an instance is engaged at most once in its life).
     pub(crate) fn fresh(&self) -> Cluster {
         Cluster {
@@ -168,7 +165,7 @@ impl Cluster {
                 cache: self.inner.cache.fresh(),
                 id: ClusterId(NEXT_ID.fetch_add(1, Ordering::Relaxed)),
                 connection_hash: self.inner.connection_hash.clone(),
-                credentials: self.inner.credentials.clone(),
+                attachment: self.inner.attachment.clone(),
                 stop_on_drop: self.inner.stop_on_drop.clone(),
             }),
         }
@@ -181,16 +178,9 @@ impl Cluster {
         self
     }
 
-    /// The renewable credentials of this cluster's client, if it has them (see
-    /// [`with_credentials`](Cluster::with_credentials)).
-    ///
-    /// ```no_run
-    /// # fn f(c: mcr_core::Cluster) {
-    /// let expired = c.credentials().is_some_and(|h| h.status().is_expired());
-    /// # let _ = expired; }
-    /// ```
-    pub fn credentials(&self) -> Option<&crate::credentials::CredentialHandle> {
-        self.inner.credentials.as_ref()
+    /// What [`with_attachment`](Self::with_attachment) attached, if it is a `T`.
+    pub(crate) fn attachment<T: 'static>(&self) -> Option<&T> {
+        self.inner.attachment.as_deref()?.downcast_ref()
     }
 
     /// The cluster's name.

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use crate::{ClusterName, kubeconfig};
+use crate::{ClusterName, redact};
 
 /// Errors of `mcr-core`: cluster lookup, lifecycle, cache and index failures.
 ///
@@ -70,9 +70,10 @@ pub enum Error {
         source: kube::Error,
     },
 
-    /// A kubeconfig could not be used.
+    /// A kubeconfig could not be used: the [`kubeconfig::Error`](crate::kubeconfig::Error),
+    /// boxed (it converts with `?`).
     #[error(transparent)]
-    Kubeconfig(#[from] kubeconfig::Error),
+    Kubeconfig(BoxError),
 
     /// A field index could not be registered or queried.
     #[error("index \"{index}\": {reason}")]
@@ -140,11 +141,11 @@ impl std::fmt::Display for ErrorChain<'_> {
         let mut out = String::new();
         let mut next = Some(self.0);
         while let Some(e) = next {
-            if let Some(safe) = kubeconfig::redact::redact_dyn(e) {
-                kubeconfig::redact::push_message(&mut out, &safe);
+            if let Some(safe) = redact::redact_dyn(e) {
+                redact::push_message(&mut out, &safe);
                 break;
             }
-            kubeconfig::redact::push_message(&mut out, &e.to_string());
+            redact::push_message(&mut out, &e.to_string());
             next = e.source();
         }
         f.write_str(&out)

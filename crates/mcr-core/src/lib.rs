@@ -15,6 +15,37 @@
 //!   [`members`] for everything a provider needs besides reading its source of truth;
 //!   [`scope`] for the namespaces a provider watches (`One` / `List` / `AllExcept`).
 //!
+//! # Glossary
+//!
+//! Each name has one meaning across the mcr crates.
+//!
+//! | name | what it is |
+//! |---|---|
+//! | **cluster** ([`Cluster`]) | one API server as mcr sees it: a client, a shared [`Cache`] and an instance id ([`ClusterId`]), known by a [`ClusterName`] |
+//! | **host** | the cluster the manager runs against ([`ClusterName::host`], `<host>` in logs); never a member |
+//! | **member** | a cluster a provider found; every cluster but the host |
+//! | **provider** ([`Provider`]) | a source of members (Secrets, files, namespaces, `Cluster` objects, profiles); its discovery loop is its [`ProviderRunnable`] |
+//! | **engage** ([`Aware::engage`]) | to hand a member, with a token, to whoever wants clusters (the manager, a controller, a runnable); the **engagement** lasts until the token fires. [`Aware`] is the one trait for being told about clusters |
+//! | **lifecycle** ([`Clusters`]) | how every provider brings a member in and out: start its cache (the one place that does), engage, wait for sync (the one sync gate, [`ClustersOptions::sync_timeout`]), activate; remove |
+//! | **registry** ([`Registry`]) | the live engagements, name to cluster and token, forgotten when the token fires |
+//! | **members** ([`members::Members`]) | a provider's record per member name: the connection it runs, credentials renewed in place, its [status](MemberStatus) |
+//! | **fleet** (`mcr_manager::Fleet`) | the host plus the manager's registry: what a reconcile can reach |
+//! | **namespaces** ([`scope::Namespaces`]) | which namespaces of the host a provider reads its source of truth from |
+//! | **cluster scope** (`mcr_manager::ClusterScope`) | which clusters a controller's input watches (host, provider clusters, both); for the reconciled type, where reconciles run |
+//! | **reconcile** | the controller's user function, run for one request (`mcr_manager::Builder::register`); a provider's per-member step is [`members::Converge`], not a reconcile |
+//! | **request** (`mcr_manager::Request`) | a cluster name and an object reference: what a controller queues and reconciles |
+//!
+//! Where clusters are kept, and what each map holds that no other does:
+//!
+//! - [`Clusters`]: the members a provider is still bringing up (pending), and the field indexes
+//!   every future member gets; its active members are a [`Registry`].
+//! - [`Registry`]: the engaged clusters and their engagement tokens.
+//! - [`members::Members`]: per member name, the provider-side record (connection hash,
+//!   credentials, status, including members that never engaged).
+//! - `mcr_manager::Fleet`: the manager's [`Registry`] next to the host, for reconciles.
+//! - each controller (in `mcr-manager`): per engaged cluster, its subscriptions, primary cache
+//!   view, queue share and metrics.
+//!
 //! # Writing a provider
 //!
 //! A provider that builds members from kubeconfigs uses [`members`]: it reads its source of
@@ -104,6 +135,7 @@ mod index;
 mod member_status;
 pub mod name;
 mod provider;
+mod redact;
 mod registry;
 
 pub mod backoff;
@@ -115,7 +147,7 @@ pub mod sanitize;
 pub mod scope;
 pub mod shard;
 
-pub use cache::{Cache, CacheEvent, CacheView, Informer, InformerOptions};
+pub use cache::{Cache, CacheEvent, CacheView, Informer, InformerOptions, watch, watch_metadata};
 pub use cluster::{Cluster, ClusterId, Released};
 pub use clusters::{AddOutcome, Clusters, ClustersOptions};
 pub use error::{

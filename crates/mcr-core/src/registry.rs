@@ -1,13 +1,11 @@
 //! [`Registry`]: the set of engaged clusters, kept once (the manager's fleet is one too).
 
-use std::{
-    collections::HashMap,
-    sync::{Arc, Mutex},
-};
+use std::{collections::HashMap, sync::Arc};
 
+use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
 
-use crate::{Aware, Cluster, ClusterName, Error, cache::lock};
+use crate::{Aware, Cluster, ClusterName, Error};
 
 struct Entry {
     cluster: Cluster,
@@ -69,7 +67,7 @@ impl Registry {
     /// assert!(r.get(&"x".into()).is_err());
     /// ```
     pub fn get(&self, name: &ClusterName) -> Result<Cluster, Error> {
-        let state = lock(&self.state);
+        let state = self.state.lock();
         match state.entries.get(name) {
             Some(e) if !e.token.is_cancelled() => Ok(e.cluster.clone()),
             _ => Err(Error::ClusterNotFound(name.clone())),
@@ -82,7 +80,7 @@ impl Registry {
     /// assert!(mcr_core::Registry::new().names().is_empty());
     /// ```
     pub fn names(&self) -> Vec<ClusterName> {
-        let state = lock(&self.state);
+        let state = self.state.lock();
         let mut names: Vec<ClusterName> = state
             .entries
             .iter()
@@ -99,7 +97,8 @@ impl Registry {
     /// assert_eq!(mcr_core::Registry::new().len(), 0);
     /// ```
     pub fn len(&self) -> usize {
-        lock(&self.state)
+        self.state
+            .lock()
             .entries
             .values()
             .filter(|e| !e.token.is_cancelled())
@@ -147,7 +146,7 @@ impl Registry {
             source: Box::new(err),
         })?;
         let generation = {
-            let mut state = lock(&self.state);
+            let mut state = self.state.lock();
             let live_same = state
                 .entries
                 .get(&name)
@@ -169,7 +168,7 @@ impl Registry {
         runtime.spawn(async move {
             token.cancelled().await;
             if let Some(state) = weak.upgrade() {
-                let mut state = lock(&state);
+                let mut state = state.lock();
                 if state
                     .entries
                     .get(&name)
@@ -184,7 +183,8 @@ impl Registry {
 
     /// The token of the live engagement under `name`.
     pub(crate) fn token(&self, name: &ClusterName) -> Option<CancellationToken> {
-        lock(&self.state)
+        self.state
+            .lock()
             .entries
             .get(name)
             .filter(|e| !e.token.is_cancelled())
@@ -194,7 +194,7 @@ impl Registry {
     /// Forgets the engagement under `name` now and returns its token (for the caller to
     /// cancel), so the name is free at once.
     pub(crate) fn take(&self, name: &ClusterName) -> Option<CancellationToken> {
-        lock(&self.state).entries.remove(name).map(|e| e.token)
+        self.state.lock().entries.remove(name).map(|e| e.token)
     }
 
     /// Every live engagement: name, cluster and engagement token, sorted by name.
@@ -203,7 +203,7 @@ impl Registry {
     /// assert!(mcr_core::Registry::new().engagements().is_empty());
     /// ```
     pub fn engagements(&self) -> Vec<(ClusterName, Cluster, CancellationToken)> {
-        let state = lock(&self.state);
+        let state = self.state.lock();
         let mut out: Vec<_> = state
             .entries
             .iter()

@@ -8,7 +8,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::ConfigMap;
 use mcr_core::kubeconfig::{ExecPolicy, ExecRule, Policy};
 use mcr_core::members::{
-    Connection, Ensured, Error, Member, Members, MembersOptions, Reconcile, Workers,
+    Connection, Converge, Ensured, Error, Member, Members, MembersOptions, Workers,
 };
 use mcr_core::{BoxFuture, ClusterName, Registry};
 use mcr_envtest::TestCluster;
@@ -255,11 +255,11 @@ impl Recorder {
 #[derive(Clone, Default)]
 struct Shared(Arc<Recorder>);
 
-impl Reconcile for Shared {
+impl Converge for Shared {
     type Desired = Arc<str>;
     type Error = Error;
 
-    fn reconcile<'a>(&'a self, member: &'a Member<Arc<str>>) -> BoxFuture<'a, Result<(), Error>> {
+    fn converge<'a>(&'a self, member: &'a Member<Arc<str>>) -> BoxFuture<'a, Result<(), Error>> {
         Box::pin(async move {
             *self
                 .0
@@ -419,11 +419,11 @@ async fn a_second_run_is_refused_and_ending_the_run_removes_every_member() {
 #[derive(Clone, Default)]
 struct PanicsOnce(Arc<Mutex<BTreeMap<String, u32>>>);
 
-impl Reconcile for PanicsOnce {
+impl Converge for PanicsOnce {
     type Desired = Arc<str>;
     type Error = Error;
 
-    fn reconcile<'a>(&'a self, member: &'a Member<Arc<str>>) -> BoxFuture<'a, Result<(), Error>> {
+    fn converge<'a>(&'a self, member: &'a Member<Arc<str>>) -> BoxFuture<'a, Result<(), Error>> {
         Box::pin(async move {
             let attempt = {
                 let mut attempts = self.0.lock().unwrap();

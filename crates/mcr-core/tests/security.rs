@@ -169,8 +169,8 @@ async fn request_time_credential_errors_are_redacted_in_logs_and_error_chains() 
     let capture = Capture::default();
     let writer = capture.clone();
     // Every level of mcr's own logs, INFO and above of everything else: kube's watcher logs
-    // its errors' Debug form at DEBUG level (a kube log line mcr cannot redact; the README
-    // says to keep kube's targets at INFO).
+    // its errors' Debug form at DEBUG level (a kube log line mcr cannot redact; the guide's
+    // operations chapter says to keep kube's targets at INFO).
     let subscriber = tracing_subscriber::fmt()
         .with_env_filter("info,mcr_core=trace,mcr_envtest=trace")
         .with_ansi(false)

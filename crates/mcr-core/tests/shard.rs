@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use mcr_core::members::{Connection, Error, Member, Members, MembersOptions, Reconcile, Workers};
+use mcr_core::members::{Connection, Converge, Error, Member, Members, MembersOptions, Workers};
 use mcr_core::shard::{Ownership, Sharder};
 use mcr_core::{Aware, BoxFuture, Cluster, ClusterName, Clusters, Registry};
 use mcr_envtest::TestCluster;
@@ -88,11 +88,11 @@ impl Count {
     }
 }
 
-impl Reconcile for Count {
+impl Converge for Count {
     type Desired = Arc<str>;
     type Error = Error;
 
-    fn reconcile<'a>(&'a self, member: &'a Member<Arc<str>>) -> BoxFuture<'a, Result<(), Error>> {
+    fn converge<'a>(&'a self, member: &'a Member<Arc<str>>) -> BoxFuture<'a, Result<(), Error>> {
         Box::pin(async move {
             *self
                 .0

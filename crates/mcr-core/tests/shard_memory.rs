@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use mcr_core::members::{Error, Member, Members, MembersOptions, Reconcile, Workers};
+use mcr_core::members::{Converge, Error, Member, Members, MembersOptions, Workers};
 use mcr_core::shard::{Ownership, Sharder};
 use mcr_core::{Aware, BoxFuture, Cluster, ClusterName, Registry};
 use tokio::sync::watch;
@@ -56,10 +56,10 @@ impl Aware for Gated {
 
 struct Never;
 
-impl Reconcile for Never {
+impl Converge for Never {
     type Desired = Arc<str>;
     type Error = Error;
-    fn reconcile<'a>(&'a self, member: &'a Member<Arc<str>>) -> BoxFuture<'a, Result<(), Error>> {
+    fn converge<'a>(&'a self, member: &'a Member<Arc<str>>) -> BoxFuture<'a, Result<(), Error>> {
         panic!("no attempt for {} (owned elsewhere)", member.name())
     }
     fn is_retryable(&self, _: &Error) -> bool {

@@ -1,14 +1,18 @@
 //! Request counting by verb and resource.
 
 use std::collections::BTreeMap;
-use std::sync::Mutex;
+
+use parking_lot::Mutex;
 
 /// A snapshot of the requests a cluster has answered, counted by `(verb, resource)`.
 ///
 /// Verbs are `get`, `list`, `watch`, `create`, `update`, `patch`, `delete` and
 /// `deletecollection`; resources are plurals (`configmaps`), subresources are counted as
 /// `configmaps/status`, and discovery (`/version`, `/api`, `/apis/...`, `/openapi/...`) is
-/// counted as verb `get` on resource `discovery`. Requests refused with `401 Unauthorized` (an
+/// counted as verb `get` on resource `discovery`. A request answered with metadata only
+/// (`Accept: ...;as=PartialObjectMetadata[List]`) is counted a second time, under its verb
+/// with `-metadata` appended (`list-metadata`, `watch-metadata`), so a test can tell a
+/// metadata-only watch from a whole-object one. Requests refused with `401 Unauthorized` (an
 /// expired or unknown credential, on an HTTPS cluster) are counted as verb `unauthorized` on
 /// resource `requests`.
 ///
@@ -71,7 +75,7 @@ pub(crate) struct Counters {
 impl Counters {
     /// Counts one request.
     pub(crate) fn record(&self, verb: &str, resource: &str) {
-        let mut counts = self.counts.lock().unwrap_or_else(|e| e.into_inner());
+        let mut counts = self.counts.lock();
         *counts
             .entry((verb.to_string(), resource.to_string()))
             .or_insert(0) += 1;
@@ -79,7 +83,7 @@ impl Counters {
 
     /// A copy of the current counts.
     pub(crate) fn snapshot(&self) -> RequestCounts {
-        let counts = self.counts.lock().unwrap_or_else(|e| e.into_inner());
+        let counts = self.counts.lock();
         RequestCounts {
             counts: counts.clone(),
         }
@@ -87,10 +91,7 @@ impl Counters {
 
     /// Forgets every count.
     pub(crate) fn reset(&self) {
-        self.counts
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clear();
+        self.counts.lock().clear();
     }
 }
 

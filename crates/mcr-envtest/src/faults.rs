@@ -3,9 +3,9 @@
 //! The state of the "network link" to a cluster lives in a `tokio::sync::watch` channel so
 //! that requests waiting in a [`Partition::Hang`] and open watch bodies can react to changes.
 
-use std::sync::Mutex;
 use std::time::Duration;
 
+use parking_lot::Mutex;
 use tokio::sync::watch;
 
 /// How a partitioned cluster behaves towards its clients.
@@ -160,7 +160,7 @@ impl Default for Faults {
 
 impl Faults {
     fn update(&self, f: impl FnOnce(&mut Settings)) -> Mode {
-        let mut settings = self.settings.lock().unwrap_or_else(|e| e.into_inner());
+        let mut settings = self.settings.lock();
         f(&mut settings);
         let mode = if settings.stopped || settings.partition == Some(Partition::Refuse) {
             Mode::Down
@@ -213,23 +213,17 @@ impl Faults {
 
     /// Whether the cluster is stopped.
     pub(crate) fn is_stopped(&self) -> bool {
-        self.settings
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .stopped
+        self.settings.lock().stopped
     }
 
     /// The latency to add to a request.
     pub(crate) fn latency(&self) -> Option<Duration> {
-        self.settings
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .latency
+        self.settings.lock().latency
     }
 
     /// The code of the first rule matching the request (consuming one of its `times`).
     pub(crate) fn injected_error(&self, verb: &str, resource: &str) -> Option<u16> {
-        let mut settings = self.settings.lock().unwrap_or_else(|e| e.into_inner());
+        let mut settings = self.settings.lock();
         let index = settings
             .rules
             .iter()

@@ -19,7 +19,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, RwLock, Weak};
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use base64::Engine as _;
@@ -27,6 +27,7 @@ use bytes::Bytes;
 use http::{Method, Request};
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
+use parking_lot::{Mutex, RwLock};
 use serde_json::{Value, json};
 
 use crate::engine::ApiError;
@@ -46,12 +47,9 @@ pub(crate) struct Subresources(RwLock<Vec<(String, String, String, Handler)>>);
 
 impl Subresources {
     fn register(&self, group: &str, plural: &str, sub: &str, handler: Handler) {
-        self.0.write().unwrap_or_else(|e| e.into_inner()).push((
-            group.into(),
-            plural.into(),
-            sub.into(),
-            handler,
-        ));
+        self.0
+            .write()
+            .push((group.into(), plural.into(), sub.into(), handler));
     }
 
     /// Answers `req` when a handler is registered for its path.
@@ -65,7 +63,7 @@ impl Subresources {
             return None;
         };
         let handler = {
-            let handlers = self.0.read().unwrap_or_else(|e| e.into_inner());
+            let handlers = self.0.read();
             handlers
                 .iter()
                 .find(|(g, p, s, _)| g == &path.group && p == &path.plural && s == sub)
@@ -200,7 +198,6 @@ impl Garden {
         self.inner
             .shoots
             .lock()
-            .unwrap_or_else(|e| e.into_inner())
             .insert((namespace.into(), name.into()), member.clone());
         let shoots = self.shoots(namespace);
         let shoot: DynamicObject = serde_json::from_value(json!({
@@ -296,7 +293,6 @@ fn mint(
     let member = inner
         .shoots
         .lock()
-        .unwrap_or_else(|e| e.into_inner())
         .get(&(namespace.to_string(), name.to_string()))
         .cloned()
         .ok_or_else(|| ApiError::not_found(GROUP, "shoots", name))?;

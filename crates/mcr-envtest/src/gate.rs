@@ -13,10 +13,11 @@
 use std::future::poll_fn;
 use std::io;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use parking_lot::Mutex;
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio_util::sync::CancellationToken;
 
@@ -80,7 +81,7 @@ impl Gate {
         on_accept: impl Fn(TcpStream, CancellationToken) + Send + 'static,
     ) -> io::Result<()> {
         // Held while binding, so two concurrent heals cannot both bind the port.
-        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let mut state = self.state.lock();
         let State::Closed { reserved } = &mut *state else {
             return Ok(());
         };
@@ -107,11 +108,11 @@ impl Gate {
 
     /// Stops listening now, cuts every open connection and keeps the port reserved.
     pub(crate) fn close(&self) {
-        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let mut state = self.state.lock();
         let State::Open { slot, cancel } = &*state else {
             return;
         };
-        drop(slot.lock().unwrap_or_else(|e| e.into_inner()).take());
+        drop(slot.lock().take());
         cancel.cancel();
         let reserved = {
             let _guard = self.runtime.enter();
@@ -131,7 +132,7 @@ impl Gate {
     /// Stops listening and releases the port (at drop).
     fn release(&self) {
         self.close();
-        *self.state.lock().unwrap_or_else(|e| e.into_inner()) = State::Closed { reserved: None };
+        *self.state.lock() = State::Closed { reserved: None };
     }
 }
 
@@ -145,7 +146,7 @@ fn poll_accept(
     slot: &Slot,
     cx: &mut Context<'_>,
 ) -> Poll<Option<io::Result<(TcpStream, SocketAddr)>>> {
-    let guard = slot.lock().unwrap_or_else(|e| e.into_inner());
+    let guard = slot.lock();
     match guard.as_ref() {
         None => Poll::Ready(None),
         Some(listener) => listener.poll_accept(cx).map(Some),

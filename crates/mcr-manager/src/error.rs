@@ -13,7 +13,7 @@ pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 ///
 /// ```
 /// use mcr_manager::BuilderError;
-/// let err = BuilderError::NoClusters { controller: "demo".into() };
+/// let err = BuilderError::NoWatches { controller: "demo".into() };
 /// assert!(err.to_string().contains("demo"));
 /// ```
 #[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
@@ -23,13 +23,6 @@ pub enum BuilderError {
     /// watch or trigger was added.
     #[error("controller {controller:?} has no watches: call for_(), watches() or reconcile_on()")]
     NoWatches {
-        /// The controller's name.
-        controller: String,
-    },
-    /// The controller would engage no cluster: the host cluster is excluded and so are the
-    /// provider's clusters (or there is no provider).
-    #[error("controller {controller:?} engages no cluster: include the host or provider clusters")]
-    NoClusters {
         /// The controller's name.
         controller: String,
     },

@@ -104,7 +104,7 @@ pub mod shard;
 
 pub use controller::{
     Builder, ClusterScope, Context, Controller, DEFAULT_PUBLISH_TIMEOUT, IntoRequest,
-    ReconcileOutcome, ReconcileResult, Recorder, RecorderError, Request, RunError, Start,
+    ReconcileOutcome, ReconcileResult, Recorder, RecorderError, Request, RunError, Start, Target,
     UnreadableAction, WatchOptions,
 };
 pub use error::{BoxError, BuilderError, Error};

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use mcr_core::{BoxFuture, Cluster, ClusterName};
+use mcr_core::{Aware, BoxFuture};
 use tokio_util::sync::CancellationToken;
 
 use crate::error::BoxError;
@@ -12,8 +12,9 @@ use crate::error::BoxError;
 /// `start` runs until `token` is cancelled, then cleans up and returns. Runnables that return
 /// true from [`needs_leader_election`](Runnable::needs_leader_election) (the default) run only
 /// while this manager holds the leader lease. A runnable that wants to know about clusters
-/// overrides [`engage`](Runnable::engage): the manager forwards every engaged cluster to it,
-/// including the ones engaged before it was added.
+/// implements [`Aware`] (the one trait for being told about clusters) and returns itself from
+/// [`aware`](Runnable::aware): the manager engages every cluster with it, including the ones
+/// engaged before it was added.
 ///
 /// ```
 /// use std::sync::Arc;
@@ -46,14 +47,10 @@ pub trait Runnable: Send + Sync + 'static {
         true
     }
 
-    /// A cluster joined (`token` fires when it leaves). Must not block. Default: ignored.
-    fn engage(
-        &self,
-        token: CancellationToken,
-        name: ClusterName,
-        cluster: Cluster,
-    ) -> Result<(), mcr_core::Error> {
-        let _ = (token, name, cluster);
-        Ok(())
+    /// The runnable's side that is told about clusters, if it wants them: the manager calls
+    /// [`Aware::engage`] on it for every engaged cluster (`token` fires when the cluster
+    /// leaves), so it must not block. Default: none.
+    fn aware(&self) -> Option<&dyn Aware> {
+        None
     }
 }

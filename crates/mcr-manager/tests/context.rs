@@ -79,9 +79,9 @@ async fn reconcile_reaches_host_and_peers_without_a_manager() {
     assert!(
         ctx.cluster(&ClusterName::host())
             .unwrap()
-            .same_instance(env.mgr.local())
+            .same_instance(env.mgr.host())
     );
-    assert!(ctx.host().same_instance(env.mgr.local()));
+    assert!(ctx.host().same_instance(env.mgr.host()));
 
     // cluster-1 leaves: a lookup by name now says ClusterNotFound, and the names shrink.
     assert!(env.provider.remove(&"cluster-1".into()));

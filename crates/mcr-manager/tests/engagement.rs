@@ -34,12 +34,10 @@ async fn a_cluster_that_cannot_sync_is_reported_not_fatal_and_catches_up_after_h
     // Engaged by hand (a provider would wait for the sync first): its list request hangs.
     stuck.partition(Partition::Hang);
     let engagement = CancellationToken::new();
+    let cluster = Cluster::new("stuck", stuck.client());
+    cluster.cache().start(engagement.child_token());
     env.mgr
-        .engage(
-            engagement.clone(),
-            ClusterName::new("stuck"),
-            Cluster::new("stuck", stuck.client()),
-        )
+        .engage(engagement.clone(), ClusterName::new("stuck"), cluster)
         .unwrap();
     eventually(
         "the stuck cluster is reported as not synced",
@@ -102,7 +100,7 @@ async fn a_new_instance_under_the_same_name_replaces_the_old_one() {
     let log = Log::default();
     Controller::new(&mgr)
         .for_::<ConfigMap>()
-        .include_host(false)
+        .scope(mcr_manager::ClusterScope::Provider)
         .register(record_instance, retry, Arc::new(log.clone()))
         .unwrap();
     let token = CancellationToken::new();
@@ -114,6 +112,8 @@ async fn a_new_instance_under_the_same_name_replaces_the_old_one() {
     let (old, new) = (Cluster::new("x", a.client()), Cluster::new("x", b.client()));
     let (old_id, new_id) = (old.id().get(), new.id().get());
     let (token_a, token_b) = (CancellationToken::new(), CancellationToken::new());
+    old.cache().start(token_a.child_token());
+    new.cache().start(token_b.child_token());
     mgr.engage(token_a.clone(), ClusterName::new("x"), old)
         .unwrap();
     eventually("A's object reconciled as x", DEADLINE, || {
@@ -273,12 +273,10 @@ async fn the_context_names_the_cluster_as_engaged_not_as_built() {
         .unwrap();
     let run = env.run();
     let cluster = Cluster::new("dev", member.client());
+    let token = CancellationToken::new();
+    cluster.cache().start(token.child_token());
     env.mgr
-        .engage(
-            CancellationToken::new(),
-            ClusterName::new("kind#dev"),
-            cluster,
-        )
+        .engage(token, ClusterName::new("kind#dev"), cluster)
         .unwrap();
     eventually("reconciled under the engaged name", DEADLINE, || {
         log.contains("kind#dev/settings=1")
@@ -344,4 +342,36 @@ async fn a_panicking_mapper_drops_its_event_and_the_controller_keeps_going() {
     .await;
     env.token.cancel();
     run.await.unwrap().unwrap();
+}
+
+/// The cache is started in one place (`Clusters`): a cluster handed to the manager with a cache
+/// nobody started is refused with an error that says what to do, not engaged to never sync.
+#[tokio::test]
+async fn a_cluster_whose_cache_is_not_started_is_refused() {
+    init_tracing();
+    let host = TestCluster::start("host").await.unwrap();
+    let member = TestCluster::start("member").await.unwrap();
+    let mgr = Manager::new(host.client(), None);
+    let err = mgr
+        .engage(
+            CancellationToken::new(),
+            ClusterName::new("member"),
+            Cluster::new("member", member.client()),
+        )
+        .unwrap_err();
+    let chain = mcr_core::ErrorChain(&err).to_string();
+    assert!(
+        chain.contains("\"member\"") && chain.contains("Clusters"),
+        "{chain}"
+    );
+    assert!(mgr.engaged_clusters().is_empty());
+    // Through `Clusters`, the same cluster is engaged.
+    let clusters = mcr_core::Clusters::new();
+    let token = CancellationToken::new();
+    clusters
+        .add(&token, Cluster::new("member", member.client()), &mgr)
+        .await
+        .unwrap();
+    assert_eq!(mgr.engaged_clusters(), [ClusterName::new("member")]);
+    token.cancel();
 }

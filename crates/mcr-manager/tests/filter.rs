@@ -1,4 +1,5 @@
-//! A `cluster_filter` applies to provider clusters; the host is filtered only when asked.
+//! A `cluster_filter` picks among provider clusters; whether the host is watched is said by the
+//! controller's scope alone.
 
 mod common;
 
@@ -6,9 +7,9 @@ use std::sync::Arc;
 
 use common::*;
 use k8s_openapi::api::core::v1::ConfigMap;
-use mcr_manager::Controller;
+use mcr_manager::{ClusterScope, Controller};
 
-async fn run_with_filter(filter_host: bool) -> Log {
+async fn run_with_filter(scope: ClusterScope) -> Log {
     let env = Env::start(2).await;
     create_cm(env.host.client(), "h", "1").await;
     for c in ["cluster-1", "cluster-2"] {
@@ -17,9 +18,8 @@ async fn run_with_filter(filter_host: bool) -> Log {
     let log = Log::default();
     Controller::new(&env.mgr)
         .for_::<ConfigMap>()
-        .include_host(true)
+        .scope(scope)
         .cluster_filter(|name, _| name.as_str() == "cluster-2")
-        .filter_host(filter_host)
         .register(record, retry, Arc::new(log.clone()))
         .unwrap();
     let run = env.run();
@@ -27,7 +27,7 @@ async fn run_with_filter(filter_host: bool) -> Log {
         log.contains("cluster-2/m=1")
     })
     .await;
-    if !filter_host {
+    if scope.includes(true) {
         eventually("the host", DEADLINE, || log.contains("<host>/h=1")).await;
     }
     // A later object in the admitted member: everything queued before it is done.
@@ -43,14 +43,14 @@ async fn run_with_filter(filter_host: bool) -> Log {
 }
 
 #[tokio::test]
-async fn the_filter_does_not_filter_the_host_unless_asked() {
-    let log = run_with_filter(false).await;
+async fn the_filter_does_not_filter_the_host() {
+    let log = run_with_filter(ClusterScope::All).await;
     assert!(log.contains("<host>/h=1"), "{:?}", log.entries());
 }
 
 #[tokio::test]
-async fn filter_host_applies_the_filter_to_the_host() {
-    let log = run_with_filter(true).await;
+async fn the_scope_alone_leaves_the_host_out() {
+    let log = run_with_filter(ClusterScope::Provider).await;
     assert_eq!(log.count("<host>/h"), 0, "{:?}", log.entries());
 }
 
@@ -74,11 +74,9 @@ async fn a_per_input_filter_limits_that_input_alone() {
     let log = Log::default();
     Controller::new(&env.mgr)
         .for_with::<ConfigMap>(
-            (),
             WatchOptions::new().cluster_filter(|name, _| name.as_str() == "cluster-2"),
         )
         .watches_with::<Secret, _>(
-            (),
             WatchOptions::new().cluster_filter(|name, _| name.as_str() == "cluster-1"),
             |secret: Arc<Secret>, cluster: &mcr_core::ClusterName| {
                 // Every Secret asks for the ConfigMap `m` of cluster-2.

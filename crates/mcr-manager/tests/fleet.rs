@@ -127,12 +127,15 @@ async fn a_host_watch_enqueues_into_a_member_cluster() {
     let log = Log::default();
     Controller::new(&env.mgr)
         .for_::<ConfigMap>()
-        .watches_host::<Secret, _>(Default::default(), |s: Arc<Secret>, _: &ClusterName| {
-            Some(Request::new(
-                "cluster-2",
-                ObjectRef::new(&s.name_any()).within("default"),
-            ))
-        })
+        .watches_with::<Secret, _>(
+            mcr_manager::WatchOptions::new().scope(mcr_manager::ClusterScope::Host),
+            |s: Arc<Secret>, _: &ClusterName| {
+                Some(Request::new(
+                    "cluster-2",
+                    ObjectRef::new(&s.name_any()).within("default"),
+                ))
+            },
+        )
         .register(record, retry, Arc::new(log.clone()))
         .unwrap();
     let run = env.run();
@@ -165,7 +168,7 @@ async fn indexes_reach_a_cluster_engaged_later() {
     env.mgr.index_field(&index).await.unwrap();
     assert!(
         env.mgr
-            .local()
+            .host()
             .cache()
             .list_by_index::<ConfigMap>("by-value", "shared")
             .is_ok(),

@@ -125,12 +125,10 @@ async fn one_unsynced_member_does_not_make_the_pod_unready_and_is_reported() {
     // A member whose list requests hang (like one lacking a CRD or RBAC) never syncs.
     stuck.partition(mcr_envtest::Partition::Hang);
     let engagement = CancellationToken::new();
-    mgr.engage(
-        engagement.clone(),
-        ClusterName::new("stuck"),
-        Cluster::new("stuck", stuck.client()),
-    )
-    .unwrap();
+    let cluster = Cluster::new("stuck", stuck.client());
+    cluster.cache().start(engagement.child_token());
+    mgr.engage(engagement.clone(), ClusterName::new("stuck"), cluster)
+        .unwrap();
     eventually("the stuck member is reported unsynced", DEADLINE, || {
         mgr.unsynced_clusters() == [ClusterName::new("stuck")]
     })

@@ -43,7 +43,7 @@ async fn a_watcher_config_selects_and_pages_the_input() {
     // the initial list takes several requests.
     let config = watcher::Config::default().labels("app=web").page_size(1);
     Controller::new(&env.mgr)
-        .for_with::<ConfigMap>((), config.into())
+        .for_with::<ConfigMap>(config.into())
         .concurrency(0) // unbounded, as in kube-runtime
         .register(record, retry, Arc::new(log.clone()))
         .unwrap();
@@ -116,4 +116,39 @@ async fn every_reconcile_outcome_reaches_the_hook() {
 
     env.token.cancel();
     run.await.unwrap().unwrap();
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("refused {0}")]
+struct Refused(String);
+
+/// `run` hands out the reconciler's own error type, as kube-runtime's `controller::Error`
+/// does, not its message.
+#[tokio::test]
+async fn run_yields_the_reconcilers_own_error_type() {
+    use futures::StreamExt;
+    use mcr_manager::RunError;
+    let env = Env::start(1).await;
+    create_cm(env.member("cluster-1").client(), "bad", "1").await;
+    let errors = Controller::new(&env.mgr)
+        .for_::<ConfigMap>()
+        .run(
+            |cm: Arc<ConfigMap>, _: Arc<()>| async move { Err::<Action, _>(Refused(cm.name_any())) },
+            |_, _: &Refused, _| Action::requeue(Duration::from_secs(600)),
+            |_| (),
+        )
+        .filter_map(|item| async move { item.err() });
+    let mut errors = Box::pin(errors);
+    let first = tokio::time::timeout(DEADLINE, errors.next())
+        .await
+        .expect("an error within the deadline")
+        .expect("the stream yields the failure");
+    match first {
+        RunError::ReconcilerFailed { request, error } => {
+            let typed: &Refused = &error;
+            assert_eq!(typed.0, "bad");
+            assert!(request.contains("cluster-1"), "{request}");
+        }
+        other => panic!("expected the reconciler's error, got {other}"),
+    }
 }

@@ -18,7 +18,7 @@ async fn the_host_is_not_the_empty_name_and_cannot_be_engaged() {
     let log = Log::default();
     Controller::new(&env.mgr)
         .for_::<ConfigMap>()
-        .include_host(true)
+        .scope(mcr_manager::ClusterScope::All)
         .register(record, retry, Arc::new(log.clone()))
         .unwrap();
     let run = env.run();
@@ -53,7 +53,7 @@ async fn the_host_is_not_the_empty_name_and_cannot_be_engaged() {
     assert!(is_cluster_not_found(&err), "{err}");
     assert!(env.mgr.fleet().get(&"".into()).is_err());
     let host = env.mgr.cluster(ClusterName::host()).await.unwrap();
-    assert!(host.same_instance(env.mgr.local()));
+    assert!(host.same_instance(env.mgr.host()));
     env.token.cancel();
     run.await.unwrap().unwrap();
 }
@@ -72,6 +72,7 @@ async fn a_cluster_is_known_by_the_name_it_was_engaged_under() {
     create_cm(dev.client(), "x", "1").await;
     let cluster = Cluster::new("dev", dev.client());
     let token = CancellationToken::new();
+    cluster.cache().start(token.child_token());
     env.mgr
         .engage(token.clone(), "kind#dev".into(), cluster.clone())
         .unwrap();

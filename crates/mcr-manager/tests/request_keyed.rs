@@ -1,4 +1,4 @@
-//! `register_request`: the reconciler runs for a key also when its object is gone, and reads
+//! `register with a `Request``: the reconciler runs for a key also when its object is gone, and reads
 //! the cache itself; `watches_host_per_cluster` hands each engaged cluster (late ones too)
 //! every host object.
 
@@ -39,7 +39,7 @@ async fn a_deleted_object_still_reaches_a_request_keyed_reconciler() {
     let log = Log::default();
     Controller::new(&env.mgr)
         .for_::<ConfigMap>()
-        .register_request(keyed, keyed_retry, Arc::new(log.clone()))
+        .register(keyed, keyed_retry, Arc::new(log.clone()))
         .unwrap();
     let run = env.run();
 
@@ -103,7 +103,7 @@ async fn host_objects_reach_every_member_including_a_late_one() {
         .watches_host_per_cluster::<ConfigMap, _>(Default::default(), |src: Arc<ConfigMap>, _| {
             Some(ObjectRef::from_obj(src.as_ref()))
         })
-        .register_request(keyed, keyed_retry, Arc::new(log.clone()))
+        .register(keyed, keyed_retry, Arc::new(log.clone()))
         .unwrap();
     let run = env.run();
 
@@ -149,7 +149,7 @@ async fn an_object_gone_across_a_replacement_reaches_a_request_keyed_reconciler(
     let log = Log::default();
     Controller::new(&env.mgr)
         .for_::<ConfigMap>()
-        .register_request(keyed, keyed_retry, Arc::new(log.clone()))
+        .register(keyed, keyed_retry, Arc::new(log.clone()))
         .unwrap();
     let run = env.run();
     eventually("both reconciled", DEADLINE, || {

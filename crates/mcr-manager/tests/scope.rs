@@ -41,9 +41,8 @@ async fn primary_on_the_host_watched_objects_on_the_members() {
     }
     let log = Log::default();
     Controller::new(&env.mgr)
-        .for_with::<ConfigMap>((), WatchOptions::new().scope(ClusterScope::Host))
+        .for_with::<ConfigMap>(WatchOptions::new().scope(ClusterScope::Host))
         .watches_with::<Secret, _>(
-            (),
             WatchOptions::new(),
             |s: Arc<Secret>, member: &ClusterName| {
                 assert!(!member.is_host(), "the Secret input watches only members");
@@ -84,7 +83,6 @@ async fn primary_on_the_members_watched_objects_on_the_host() {
     Controller::new(&env.mgr)
         .for_::<ConfigMap>()
         .watches_with::<Secret, _>(
-            (),
             WatchOptions::new().scope(ClusterScope::Host),
             |s: Arc<Secret>, host: &ClusterName| {
                 assert!(host.is_host(), "the Secret input watches only the host");
@@ -93,7 +91,7 @@ async fn primary_on_the_members_watched_objects_on_the_host() {
             },
         )
         // The filter admits no host by name, yet the host's Secrets are still watched:
-        // the host is filtered only with `filter_host(true)`.
+        // the filter picks provider clusters, the scope alone says where the host is.
         .cluster_filter(|name, _| name.as_str().starts_with("cluster-"))
         .register(record, retry, Arc::new(log.clone()))
         .unwrap();
@@ -120,7 +118,7 @@ async fn both_scopes_reconcile_host_and_members() {
     create_cm(env.member("cluster-1").client(), "a", "1").await;
     let log = Log::default();
     Controller::new(&env.mgr)
-        .for_with::<ConfigMap>((), WatchOptions::new().scope(ClusterScope::All))
+        .for_with::<ConfigMap>(WatchOptions::new().scope(ClusterScope::All))
         .register(record, retry, Arc::new(log.clone()))
         .unwrap();
     let run = env.run();

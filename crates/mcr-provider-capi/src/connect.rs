@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
-use mcr_core::members::{self, Connection, Member, ProviderShared, Reconcile};
+use mcr_core::members::{self, Connection, Converge, Member, ProviderShared};
 use mcr_core::{BoxFuture, ErrorChain};
 use tracing::{error, warn};
 
@@ -31,7 +31,7 @@ pub(crate) enum Desired {
 /// State shared by the provider handle, the dispatcher and the workers.
 pub(crate) type Shared = ProviderShared<Options, ObjectRef, ClusterStatus>;
 
-/// The [`Reconcile`] of the Cluster API provider.
+/// The [`Converge`] of the Cluster API provider.
 pub(crate) struct Connect(pub(crate) Arc<Shared>);
 
 impl Connect {
@@ -80,11 +80,11 @@ impl Connect {
     }
 }
 
-impl Reconcile for Connect {
+impl Converge for Connect {
     type Desired = Desired;
     type Error = Error;
 
-    fn reconcile<'a>(&'a self, member: &'a Member<Desired>) -> BoxFuture<'a, Result<(), Error>> {
+    fn converge<'a>(&'a self, member: &'a Member<Desired>) -> BoxFuture<'a, Result<(), Error>> {
         Box::pin(async move {
             let Desired::Engage {
                 cluster, secret, ..

@@ -10,13 +10,12 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::DynamicObject;
 use kube::core::PartialObjectMeta;
-use kube::runtime::watcher::Event;
+use kube::runtime::watcher::{self, Event};
 use mcr_core::ClusterName;
 use mcr_core::members::{Dispatch, Relists, Track, Workers};
 use tracing::{debug, error, warn};
 
 use crate::connect::{Connect, Desired, Shared};
-use crate::provider::Incoming;
 use crate::{ClusterState, ClusterStatus, NotReady, ObjectRef, Paused, is_paused};
 
 /// What a `Cluster` asks for.
@@ -35,6 +34,13 @@ struct Tracked {
     name: ClusterName,
     secret: ObjectRef,
     want: Want,
+}
+
+/// One event of the provider's host watches: a `Cluster` event (from watch `i`) or a
+/// metadata-only Secret event.
+pub(crate) enum Incoming {
+    Cluster(usize, Result<watcher::Event<DynamicObject>, watcher::Error>),
+    Secret(Result<watcher::Event<PartialObjectMeta<Secret>>, watcher::Error>),
 }
 
 pub(crate) struct Dispatcher {
@@ -284,10 +290,10 @@ impl Track<DynamicObject> for Dispatcher {
 
 impl Dispatch for Dispatcher {
     type Item = Incoming;
-    type Reconcile = Connect;
+    type Converge = Connect;
 
     fn new(workers: Workers<Connect>) -> Self {
-        let shared = workers.reconciler().0.clone();
+        let shared = workers.converger().0.clone();
         Dispatcher {
             shared,
             workers,

@@ -5,7 +5,6 @@ use std::sync::Arc;
 use futures::StreamExt;
 use futures::stream::BoxStream;
 use k8s_openapi::api::core::v1::Secret;
-use kube::api::DynamicObject;
 use kube::core::PartialObjectMeta;
 use kube::runtime::{WatchStreamExt, watcher};
 use mcr_core::Aware;
@@ -14,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::info;
 
 use crate::connect::{Connect, Shared};
-use crate::dispatch::Dispatcher;
+use crate::dispatch::{Dispatcher, Incoming};
 use crate::{ClusterStatus, ObjectRef, Options};
 
 /// Discovers workload clusters from Cluster API `Cluster` objects in a management cluster.
@@ -82,11 +81,6 @@ impl CapiProvider {
     }
 }
 
-pub(crate) enum Incoming {
-    Cluster(usize, Result<watcher::Event<DynamicObject>, watcher::Error>),
-    Secret(Result<watcher::Event<PartialObjectMeta<Secret>>, watcher::Error>),
-}
-
 /// The `Cluster` watches of the scope (one per namespace, or one cluster-wide watch with a
 /// field selector for `AllExcept`) and as many metadata-only Secret watches.
 fn watches(host: &kube::Client, opts: &Options) -> Vec<BoxStream<'static, Incoming>> {
@@ -102,12 +96,12 @@ fn watches(host: &kube::Client, opts: &Options) -> Vec<BoxStream<'static, Incomi
     let mut streams = Vec::new();
     for (i, w) in opts.namespaces.watches().into_iter().enumerate() {
         let api = w.api_dynamic(host.clone(), &resource);
-        let clusters = watcher(api, w.config(cluster_config.clone()))
+        let clusters = mcr_core::watch(api, w.config(cluster_config.clone()))
             .default_backoff()
             .map(move |e| Incoming::Cluster(i, e));
         streams.push(clusters.boxed());
         let secret_api = w.api::<PartialObjectMeta<Secret>>(host.clone());
-        let secrets = watcher(secret_api, w.config(secret_config.clone()))
+        let secrets = mcr_core::watch_metadata(secret_api, w.config(secret_config.clone()))
             .default_backoff()
             .map(Incoming::Secret);
         streams.push(secrets.boxed());

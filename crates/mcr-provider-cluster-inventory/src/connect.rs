@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use mcr_core::members::{self, Connection, Member, ProviderShared, Reconcile};
+use mcr_core::members::{self, Connection, Converge, Member, ProviderShared};
 use mcr_core::{BoxFuture, ErrorChain};
 use tracing::{error, info, warn};
 
@@ -32,7 +32,7 @@ pub(crate) struct Desired {
 /// State shared by the provider handle, the dispatcher and the workers.
 pub(crate) type Shared = ProviderShared<Options, ProfileRef, ProfileStatus>;
 
-/// The [`Reconcile`] of the cluster inventory provider.
+/// The [`Converge`] of the cluster inventory provider.
 pub(crate) struct Connect(pub(crate) Arc<Shared>);
 
 impl Connect {
@@ -53,11 +53,11 @@ impl Connect {
     }
 }
 
-impl Reconcile for Connect {
+impl Converge for Connect {
     type Desired = Desired;
     type Error = Error;
 
-    fn reconcile<'a>(&'a self, member: &'a Member<Desired>) -> BoxFuture<'a, Result<(), Error>> {
+    fn converge<'a>(&'a self, member: &'a Member<Desired>) -> BoxFuture<'a, Result<(), Error>> {
         Box::pin(async move {
             let (name, profile) = (member.name(), &member.desired().profile);
             let members = &self.0.members;

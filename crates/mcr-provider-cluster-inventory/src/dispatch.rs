@@ -211,10 +211,10 @@ impl Dispatcher {
 
 impl Dispatch for Dispatcher {
     type Item = Result<Item, watcher::Error>;
-    type Reconcile = Connect;
+    type Converge = Connect;
 
     fn new(workers: Workers<Connect>) -> Self {
-        let shared = workers.reconciler().0.clone();
+        let shared = workers.converger().0.clone();
         let profile_watches = shared.opts.namespaces.watches().len();
         let secret_watches = match shared.opts.strategy {
             Strategy::Secret { .. } => profile_watches,

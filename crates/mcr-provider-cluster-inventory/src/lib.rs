@@ -65,7 +65,7 @@
 //! # RBAC on the hub
 //!
 //! `get`, `list`, `watch` on `clusterprofiles.multicluster.x-k8s.io` in the watched
-//! namespaces, and with the Secret strategy on `secrets` too (see the README for manifests).
+//! namespaces, and with the Secret strategy on `secrets` too (see the crate README for manifests).
 //!
 //! # Example
 //!

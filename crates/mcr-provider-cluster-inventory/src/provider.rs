@@ -101,7 +101,7 @@ fn watches(hub: &kube::Client, opts: &Options) -> Vec<Events> {
     }
     let mut streams: Vec<Events> = Vec::new();
     for (i, w) in scope.iter().enumerate() {
-        let stream = watcher(
+        let stream = mcr_core::watch(
             w.api_dynamic(hub.clone(), &ar),
             w.config(profile_config.clone()),
         )
@@ -114,7 +114,7 @@ fn watches(hub: &kube::Client, opts: &Options) -> Vec<Events> {
         let config = watcher::Config::default().labels(&selector);
         for (i, w) in scope.iter().enumerate() {
             let api: Api<Secret> = w.api(hub.clone());
-            let stream = watcher(api, w.config(config.clone()))
+            let stream = mcr_core::watch(api, w.config(config.clone()))
                 .default_backoff()
                 .map_ok(move |e| Item::Secret(i, e));
             streams.push(stream.boxed());

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use kube::config::Kubeconfig;
 use std::time::Duration;
 
-use mcr_core::members::{self, Connection, Ensured, Member, Members, Reconcile};
+use mcr_core::members::{self, Connection, Converge, Ensured, Member, Members};
 use mcr_core::{Aware, BoxFuture, ClusterName, kubeconfig};
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, error, info, info_span, warn};
@@ -249,11 +249,11 @@ async fn ensure(
 /// ([`Workers`](mcr_core::members::Workers)), so a member whose plugin or server hangs delays only itself.
 pub(crate) struct FileMembers;
 
-impl Reconcile for FileMembers {
+impl Converge for FileMembers {
     type Desired = Connection;
     type Error = Error;
 
-    fn reconcile<'a>(&'a self, member: &'a Member<Connection>) -> BoxFuture<'a, Result<(), Error>> {
+    fn converge<'a>(&'a self, member: &'a Member<Connection>) -> BoxFuture<'a, Result<(), Error>> {
         Box::pin(async move {
             let ensured = member
                 .ensure(member.desired())

@@ -5,35 +5,35 @@ use std::sync::Arc;
 
 use mcr_core::backoff::Backoff;
 use mcr_core::credentials::{self, RenewableClient};
+use mcr_core::members::Members;
 use mcr_core::{Aware, Cluster, ClusterName};
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
-use crate::Error;
-use crate::provider::Inner;
 use crate::request::ShootKubeconfig;
+use crate::{Error, Options};
 
 /// Requests a kubeconfig, builds the member and engages it, retrying with backoff until it
 /// works or the member is forgotten; then renews its credentials in place.
 pub(crate) async fn engage(
-    inner: Arc<Inner>,
+    engaged: Members,
+    opts: Arc<Options>,
     name: ClusterName,
     source: Arc<ShootKubeconfig>,
     token: CancellationToken,
     aware: Arc<dyn Aware>,
 ) {
-    let opts = &inner.opts;
     let mut backoff = Backoff::new(opts.retry_initial, opts.retry_max);
     loop {
-        match attempt(&inner, &name, &source, &token, &*aware).await {
-            Ok(()) => return inner.engaged.report_done(&name),
+        match attempt(&engaged, &opts, &name, &source, &token, &*aware).await {
+            Ok(()) => return engaged.report_done(&name),
             Err(err) => {
                 if token.is_cancelled() {
                     return;
                 }
                 let delay = backoff.next_delay();
                 warn!(error = %err, retry_in = ?delay, "could not engage the Shoot");
-                inner.engaged.report_failure(&name, &err, Some(delay));
+                engaged.report_failure(&name, &err, Some(delay));
                 tokio::select! {
                     _ = token.cancelled() => return,
                     _ = tokio::time::sleep(delay) => {}
@@ -44,7 +44,8 @@ pub(crate) async fn engage(
 }
 
 async fn attempt(
-    inner: &Inner,
+    engaged: &Members,
+    opts: &Options,
     name: &ClusterName,
     source: &Arc<ShootKubeconfig>,
     token: &CancellationToken,
@@ -57,9 +58,8 @@ async fn attempt(
             reason: e.to_string(),
         })?;
     let cluster = Cluster::new(name.clone(), client).with_credentials(handle.clone());
-    inner.engaged.clusters().add(token, cluster, aware).await?;
-    let cluster_token = inner
-        .engaged
+    engaged.clusters().add(token, cluster, aware).await?;
+    let cluster_token = engaged
         .clusters()
         .token(name)
         .unwrap_or_else(|| token.child_token());
@@ -67,7 +67,7 @@ async fn attempt(
         name.clone(),
         handle,
         source.clone(),
-        inner.opts.renewal.clone(),
+        opts.renewal.clone(),
         cluster_token,
     );
     info!("engaged; credentials are renewed in place");

@@ -1,7 +1,7 @@
 //! The [`GardenerProvider`]: one engaged cluster per ready Shoot.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use futures::{StreamExt, stream::BoxStream};
 use kube::ResourceExt;
@@ -9,6 +9,7 @@ use kube::api::DynamicObject;
 use kube::runtime::{WatchStreamExt, watcher};
 use mcr_core::members::{MemberProvider, Members, MembersOptions};
 use mcr_core::{Aware, ClusterName};
+use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, info, warn};
 
@@ -49,10 +50,10 @@ pub struct GardenerProvider {
     inner: Arc<Inner>,
 }
 
-pub(crate) struct Inner {
-    pub(crate) garden: kube::Client,
-    pub(crate) opts: Arc<Options>,
-    pub(crate) engaged: Members,
+struct Inner {
+    garden: kube::Client,
+    opts: Arc<Options>,
+    engaged: Members,
     members: Mutex<HashMap<ClusterName, Member>>,
 }
 
@@ -60,10 +61,6 @@ struct Member {
     namespace: String,
     server: Option<String>,
     token: CancellationToken,
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl GardenerProvider {
@@ -159,7 +156,7 @@ impl GardenerProvider {
                 Err(err) => warn!(error = %err, "watching Shoots failed; retrying"),
             }
         }
-        let names: Vec<ClusterName> = lock(&self.inner.members).keys().cloned().collect();
+        let names: Vec<ClusterName> = self.inner.members.lock().keys().cloned().collect();
         for name in names {
             self.forget(&name, "the provider stopped");
         }
@@ -207,14 +204,14 @@ impl GardenerProvider {
             return Some(name);
         }
         {
-            let members = lock(&self.inner.members);
+            let members = self.inner.members.lock();
             if members.get(&name).is_some_and(|m| m.server == server) {
                 return Some(name);
             }
         }
         self.forget(&name, "the advertised address changed");
         let member_token = token.child_token();
-        lock(&self.inner.members).insert(
+        self.inner.members.lock().insert(
             name.clone(),
             Member {
                 namespace: namespace.clone(),
@@ -232,7 +229,8 @@ impl GardenerProvider {
         let span = tracing::info_span!("engage_shoot", cluster = %name);
         tokio::spawn(
             engage(
-                self.inner.clone(),
+                self.inner.engaged.clone(),
+                self.inner.opts.clone(),
                 name.clone(),
                 source,
                 member_token,
@@ -245,7 +243,10 @@ impl GardenerProvider {
 
     /// Disengages members of a re-listed scope that the list no longer has.
     fn sweep(&self, namespace: Option<&str>, seen: &HashSet<ClusterName>) {
-        let gone: Vec<ClusterName> = lock(&self.inner.members)
+        let gone: Vec<ClusterName> = self
+            .inner
+            .members
+            .lock()
             .iter()
             .filter(|(name, m)| {
                 namespace.is_none_or(|ns| ns == m.namespace) && !seen.contains(*name)
@@ -258,7 +259,7 @@ impl GardenerProvider {
     }
 
     fn forget(&self, name: &ClusterName, reason: &str) {
-        let member = lock(&self.inner.members).remove(name);
+        let member = self.inner.members.lock().remove(name);
         if let Some(member) = member {
             member.token.cancel();
             self.inner.engaged.remove(name);

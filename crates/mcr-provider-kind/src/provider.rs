@@ -1,12 +1,13 @@
 //! The [`KindProvider`]: polls `kind get clusters` and keeps one engaged cluster per kind cluster.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::time::Duration;
 
 use mcr_core::backoff::Backoff;
 use mcr_core::members::{MemberProvider, Members};
 use mcr_core::{AddOutcome, Aware, ClusterName};
+use parking_lot::Mutex;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -59,10 +60,6 @@ struct Member {
     last_error: Option<String>,
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
 impl KindProvider {
     /// A provider with these options. Nothing runs until it is started.
     ///
@@ -109,7 +106,9 @@ impl KindProvider {
     /// assert!(mcr_provider_kind::KindProvider::new(Default::default()).failures().is_empty());
     /// ```
     pub fn failures(&self) -> BTreeMap<ClusterName, String> {
-        lock(&self.inner.members)
+        self.inner
+            .members
+            .lock()
             .iter()
             .filter_map(|(name, m)| Some((name.clone(), m.last_error.clone()?)))
             .collect()
@@ -129,7 +128,7 @@ impl KindProvider {
         tasks.close();
         tasks.wait().await;
         drop(guard);
-        lock(&self.inner.members).clear();
+        self.inner.members.lock().clear();
         info!("kind provider stopped");
         result
     }
@@ -188,7 +187,7 @@ impl KindProvider {
             .map(ClusterName::new)
             .collect();
         let now = Instant::now();
-        let mut members = lock(&inner.members);
+        let mut members = inner.members.lock();
         members.retain(|name, m| {
             m.gone = !listed.contains(name);
             !m.gone || m.busy
@@ -234,7 +233,7 @@ impl KindProvider {
             aware.as_ref(),
         )
         .await;
-        let mut members = lock(&inner.members);
+        let mut members = inner.members.lock();
         let Some(m) = members.get_mut(&name) else {
             return;
         };

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use mcr_core::members::{self, Connection, Member, ProviderShared, Reconcile};
+use mcr_core::members::{self, Connection, Converge, Member, ProviderShared};
 use mcr_core::{BoxFuture, ErrorChain};
 use tracing::{error, warn};
 
@@ -34,7 +34,7 @@ impl std::fmt::Debug for Desired {
 /// State shared by the provider handle, the dispatcher and the workers.
 pub(crate) type Shared = ProviderShared<Options, SecretRef, SecretStatus>;
 
-/// The [`Reconcile`] of the kubeconfig provider.
+/// The [`Converge`] of the kubeconfig provider.
 pub(crate) struct Connect(pub(crate) Arc<Shared>);
 
 impl Connect {
@@ -55,11 +55,11 @@ impl Connect {
     }
 }
 
-impl Reconcile for Connect {
+impl Converge for Connect {
     type Desired = Desired;
     type Error = Error;
 
-    fn reconcile<'a>(&'a self, member: &'a Member<Desired>) -> BoxFuture<'a, Result<(), Error>> {
+    fn converge<'a>(&'a self, member: &'a Member<Desired>) -> BoxFuture<'a, Result<(), Error>> {
         Box::pin(async move {
             let secret = &member.desired().secret;
             let Some(data) = &member.desired().data else {

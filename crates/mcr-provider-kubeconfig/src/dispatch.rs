@@ -14,19 +14,21 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Secret;
-use kube::runtime::watcher::Event;
+use kube::runtime::watcher::{self, Event};
 use mcr_core::ClusterName;
 use mcr_core::members::{Claims, Dispatch, FirstLists, Relists, Track, Workers};
 use tracing::{info, warn};
 
 use crate::connect::{Connect, Desired, Shared};
-use crate::provider::SecretEvent;
 use crate::{SecretRef, SecretState, SecretStatus};
 
 struct Seen {
     stream: usize,
     desired: Desired,
 }
+
+/// One event of the provider's Secret watches, with the index of its watch.
+pub(crate) type SecretEvent = (usize, Result<watcher::Event<Secret>, watcher::Error>);
 
 pub(crate) struct Dispatcher {
     shared: Arc<Shared>,
@@ -168,10 +170,10 @@ impl Track<Secret> for Dispatcher {
 
 impl Dispatch for Dispatcher {
     type Item = SecretEvent;
-    type Reconcile = Connect;
+    type Converge = Connect;
 
     fn new(workers: Workers<Connect>) -> Self {
-        let shared = workers.reconciler().0.clone();
+        let shared = workers.converger().0.clone();
         let streams = shared.opts.namespaces.watched().map_or(1, |ns| ns.len());
         Dispatcher {
             shared,

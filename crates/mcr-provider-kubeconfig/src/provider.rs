@@ -12,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::info;
 
 use crate::connect::{Connect, Shared};
-use crate::dispatch::Dispatcher;
+use crate::dispatch::{Dispatcher, SecretEvent};
 use crate::{Options, SecretRef, SecretStatus};
 
 /// Discovers member clusters from kubeconfig Secrets in a management ("host") cluster.
@@ -75,7 +75,6 @@ impl KubeconfigProvider {
     }
 }
 
-pub(crate) type SecretEvent = (usize, Result<watcher::Event<Secret>, watcher::Error>);
 type SecretEvents = futures::stream::BoxStream<'static, SecretEvent>;
 
 /// One label-selected watch per namespace, or one cluster-wide watch for `AllExcept`.
@@ -87,7 +86,7 @@ fn secret_watches(host: &kube::Client, opts: &Options) -> Vec<SecretEvents> {
             .enumerate()
             .map(|(i, ns)| {
                 let api: Api<Secret> = Api::namespaced(host.clone(), &ns);
-                watcher(api, config.clone())
+                mcr_core::watch(api, config.clone())
                     .default_backoff()
                     .map(move |e| (i, e))
                     .boxed()
@@ -96,7 +95,7 @@ fn secret_watches(host: &kube::Client, opts: &Options) -> Vec<SecretEvents> {
         None => {
             let api: Api<Secret> = Api::all(host.clone());
             vec![
-                watcher(api, config)
+                mcr_core::watch(api, config)
                     .default_backoff()
                     .map(|e| (0, e))
                     .boxed(),

@@ -1,10 +1,7 @@
 //! CRD conversion: one `/convert` route (as in controller-runtime) that hands each object of
 //! a `ConversionReview` to the converter registered for its group and kind.
 
-use std::{
-    collections::HashMap,
-    sync::{Arc, RwLock},
-};
+use std::{collections::HashMap, sync::Arc};
 
 use bytes::Bytes;
 use http::StatusCode;
@@ -13,6 +10,7 @@ use kube::core::{
     conversion::{ConversionRequest, ConversionResponse, ConversionReview},
 };
 use mcr_core::{BoxFuture, Cluster, ClusterNotFound};
+use parking_lot::RwLock;
 use serde_json::Value;
 
 use crate::{
@@ -34,10 +32,7 @@ pub(crate) struct ConversionHandle {
 impl ConversionHandle {
     /// Registers `converter` for `group`/`kind`; false if one was there already.
     pub(crate) fn insert(&self, group: String, kind: String, converter: Converter) -> bool {
-        let mut map = self
-            .converters
-            .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut map = self.converters.write();
         if map.contains_key(&(group.clone(), kind.clone())) {
             return false;
         }
@@ -48,7 +43,6 @@ impl ConversionHandle {
     fn converter(&self, group: &str, kind: &str) -> Option<Converter> {
         self.converters
             .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
             .get(&(group.to_owned(), kind.to_owned()))
             .cloned()
     }

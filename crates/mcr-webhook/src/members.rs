@@ -11,7 +11,7 @@ use kube::{
     Api, Client,
     api::{DeleteParams, Patch, PatchParams},
 };
-use mcr_core::{BoxFuture, Cluster, ClusterName, backoff::Backoff};
+use mcr_core::{Aware, BoxFuture, Cluster, ClusterName, backoff::Backoff};
 use mcr_manager::{BoxError, Runnable};
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, info, info_span, warn};
@@ -221,6 +221,12 @@ impl Runnable for MemberConfigurations {
         false
     }
 
+    fn aware(&self) -> Option<&dyn Aware> {
+        Some(self)
+    }
+}
+
+impl Aware for MemberConfigurations {
     fn engage(
         &self,
         token: CancellationToken,

@@ -3,11 +3,7 @@
 //! request only.
 
 use std::{
-    convert::Infallible,
-    net::SocketAddr,
-    panic::AssertUnwindSafe,
-    sync::{Arc, Mutex},
-    time::Duration,
+    convert::Infallible, net::SocketAddr, panic::AssertUnwindSafe, sync::Arc, time::Duration,
 };
 
 use bytes::Bytes;
@@ -21,6 +17,7 @@ use hyper_util::{
 };
 use mcr_core::BoxFuture;
 use mcr_manager::{BoxError, Runnable};
+use parking_lot::Mutex;
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
@@ -164,12 +161,7 @@ impl Server {
     /// # }
     /// ```
     pub async fn serve(&self, token: CancellationToken) -> Result<(), Error> {
-        let listener = self
-            .listener
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .take()
-            .ok_or(Error::AlreadyServing)?;
+        let listener = self.listener.lock().take().ok_or(Error::AlreadyServing)?;
         let mut tls = rustls::ServerConfig::builder_with_provider(Arc::new(
             rustls::crypto::ring::default_provider(),
         ))

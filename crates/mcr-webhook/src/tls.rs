@@ -8,13 +8,14 @@ use std::{
     fmt,
     path::{Path, PathBuf},
     sync::{
-        Arc, Mutex, RwLock,
+        Arc,
         atomic::{AtomicU64, Ordering},
     },
     time::Duration,
 };
 
 use notify::Watcher;
+use parking_lot::{Mutex, RwLock};
 use rustls::{
     crypto::CryptoProvider,
     pki_types::{CertificateDer, PrivateKeyDer},
@@ -114,7 +115,7 @@ impl CertificateReloader {
     pub fn reload(&self) -> Result<bool, Error> {
         let (cert_pem, key_pem) = read_pair(&self.cert_path, &self.key_path)?;
         {
-            let read = lock(&self.read);
+            let read = self.read.lock();
             if read.0 == cert_pem && read.1 == key_pem {
                 return Ok(false);
             }
@@ -126,11 +127,8 @@ impl CertificateReloader {
             &key_pem,
             &self.provider,
         )?;
-        *self
-            .current
-            .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(key);
-        *lock(&self.read) = (cert_pem, key_pem);
+        *self.current.write() = Arc::new(key);
+        *self.read.lock() = (cert_pem, key_pem);
         let generation = self.generation.fetch_add(1, Ordering::SeqCst) + 1;
         info!(cert = %self.cert_path.display(), generation, "serving certificate reloaded");
         Ok(true)
@@ -210,17 +208,8 @@ impl CertificateReloader {
 
 impl ResolvesServerCert for CertificateReloader {
     fn resolve(&self, _hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
-        Some(
-            self.current
-                .read()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .clone(),
-        )
+        Some(self.current.read().clone())
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 fn parent(path: &Path) -> PathBuf {

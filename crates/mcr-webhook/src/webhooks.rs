@@ -1,16 +1,12 @@
 //! [`Webhooks`]: the routes the server answers, and [`WebhookBuilder`], controller-runtime's
 //! `WebhookManagedBy(mgr).For(obj)` for mcr.
 
-use std::{
-    collections::BTreeMap,
-    future::Future,
-    marker::PhantomData,
-    sync::{Arc, RwLock},
-};
+use std::{collections::BTreeMap, future::Future, marker::PhantomData, sync::Arc};
 
 use kube::{Resource, core::admission::AdmissionResponse};
 use mcr_core::{BoxFuture, Cluster};
 use mcr_manager::{Fleet, Manager};
+use parking_lot::RwLock;
 use serde::{Serialize, de::DeserializeOwned};
 use serde_json::Value;
 
@@ -179,13 +175,7 @@ impl Webhooks {
     /// # }
     /// ```
     pub fn paths(&self) -> Vec<String> {
-        self.inner
-            .routes
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .keys()
-            .cloned()
-            .collect()
+        self.inner.routes.read().keys().cloned().collect()
     }
 
     /// The admission webhooks registered through [`for_`](Self::for_), in order.
@@ -196,11 +186,7 @@ impl Webhooks {
     /// # }
     /// ```
     pub fn registrations(&self) -> Vec<Registration> {
-        self.inner
-            .registrations
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone()
+        self.inner.registrations.read().clone()
     }
 
     pub(crate) fn fleet(&self) -> &Fleet {
@@ -208,12 +194,7 @@ impl Webhooks {
     }
 
     pub(crate) fn route(&self, path: &str) -> Option<Arc<dyn Handle>> {
-        self.inner
-            .routes
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .get(path)
-            .cloned()
+        self.inner.routes.read().get(path).cloned()
     }
 
     fn insert(&self, path: &str, handle: Arc<dyn Handle>) -> Result<(), Error> {
@@ -227,11 +208,7 @@ impl Webhooks {
         if path.starts_with(MEMBER_PREFIX) {
             return Err(invalid("`/clusters/` is where the members' routes live"));
         }
-        let mut routes = self
-            .inner
-            .routes
-            .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut routes = self.inner.routes.write();
         if routes.contains_key(path) {
             return Err(Error::DuplicatePath {
                 path: path.to_owned(),
@@ -402,7 +379,6 @@ where
                 .inner
                 .registrations
                 .write()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
                 .push(Registration {
                     path,
                     kind: hook_kind,

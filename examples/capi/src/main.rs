@@ -16,22 +16,14 @@ mod demo;
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
 
 use anyhow::{Context as _, Result};
 use clap::{Parser, ValueEnum};
+use example_support::stamp::{ANNOTATION, LABEL, error_policy, reconcile};
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::ResourceExt;
-use kube::api::{Api, Patch, PatchParams};
-use kube::runtime::controller::Action;
 use mcr_core::scope::Namespaces;
-use mcr_manager::{Context, Controller, Manager, WatchOptions};
+use mcr_manager::{Controller, Manager, WatchOptions};
 use mcr_provider_capi::{CapiProvider, CapiVersion, Options, WATCH_FILTER_LABEL};
-
-/// Only ConfigMaps with this label are touched.
-pub const LABEL: &str = "mcr.example/demo";
-/// The annotation the controller writes: its value is the cluster's name.
-pub const ANNOTATION: &str = "mcr.example/reconciled-by";
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
 enum Version {
@@ -63,34 +55,12 @@ struct Args {
     watch_filter: Option<String>,
 }
 
-async fn reconcile(cm: Arc<ConfigMap>, ctx: Context<()>) -> Result<Action, kube::Error> {
-    let cluster = ctx.cluster_name().as_str();
-    if cm.annotations().get(ANNOTATION).map(String::as_str) == Some(cluster) {
-        return Ok(Action::await_change());
-    }
-    tracing::info!(cluster, configmap = %cm.name_any(), "stamping");
-    let api: Api<ConfigMap> = Api::namespaced(ctx.client(), &cm.namespace().unwrap_or_default());
-    let patch = serde_json::json!({ "metadata": { "annotations": { ANNOTATION: cluster } } });
-    api.patch(
-        &cm.name_any(),
-        &PatchParams::default(),
-        &Patch::Merge(&patch),
-    )
-    .await?;
-    Ok(Action::await_change())
-}
-
-fn error_policy(_: Arc<ConfigMap>, err: &kube::Error, ctx: Context<()>) -> Action {
-    tracing::warn!(cluster = %ctx.cluster_name(), error = %err, "reconcile failed");
-    Action::requeue(Duration::from_secs(2))
-}
-
 /// The whole program: a Cluster API provider on `host`, one controller.
 pub fn manager(host: kube::Client, opts: Options) -> Result<Manager> {
     let provider = CapiProvider::new(host.clone(), opts);
     let mgr = Manager::new(host, Some(Arc::new(provider)));
     Controller::new(&mgr)
-        .for_with::<ConfigMap>((), WatchOptions::new().labels(format!("{LABEL}=true")))
+        .for_with::<ConfigMap>(WatchOptions::new().labels(format!("{LABEL}=true")))
         .register(reconcile, error_policy, Arc::new(()))?;
     Ok(mgr)
 }

@@ -44,7 +44,7 @@ pub async fn run(mgr: Manager) -> anyhow::Result<()> {
         client: cluster.client(),
     };
     Controller::new(&mgr)
-        .for_with::<ConfigMap>((), watcher::Config::default().labels(SELECTOR).into())
+        .for_with::<ConfigMap>(watcher::Config::default().labels(SELECTOR).into())
         .run(reconcile, error_policy, data)
         .for_each(|_| async {})
         .await;

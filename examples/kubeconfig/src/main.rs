@@ -8,6 +8,8 @@
 //! ```text
 //! cargo run -p example-kubeconfig                                  # embedded fleet, scripted demo
 //! cargo run -p example-kubeconfig -- --kubeconfig host.kubeconfig  # real host, until Ctrl-C
+//! example-kubeconfig --in-cluster --namespace mcr-system \
+//!     --leader-election-id example-kubeconfig --metrics-bind-address 0.0.0.0:8080  # in a Pod (deploy/)
 //! cargo run -p example-kubeconfig -- create-secret \
 //!     --member-kubeconfig member.kubeconfig --host-kubeconfig host.kubeconfig --name member-1
 //! ```
@@ -16,22 +18,14 @@ mod create_secret;
 mod demo;
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::time::Duration;
+use std::{sync::Arc, time::Duration};
 
 use anyhow::{Context as _, Result};
 use clap::{Parser, Subcommand};
+use example_support::stamp::{ANNOTATION, LABEL, error_policy, reconcile};
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::ResourceExt;
-use kube::api::{Api, Patch, PatchParams};
-use kube::runtime::controller::Action;
-use mcr_manager::{Context, Controller, Manager, WatchOptions};
+use mcr_manager::{Controller, LeaderElection, Manager, WatchOptions};
 use mcr_provider_kubeconfig::{KubeconfigProvider, Namespaces, Options};
-
-/// Only ConfigMaps with this label are touched.
-pub const LABEL: &str = "mcr.example/demo";
-/// The annotation the controller writes: its value is the cluster's name.
-pub const ANNOTATION: &str = "mcr.example/reconciled-by";
 
 /// One controller over every cluster whose kubeconfig is stored in a labelled Secret.
 ///
@@ -43,9 +37,22 @@ struct Args {
     /// Kubeconfig of the host cluster holding the Secrets. Runs until Ctrl-C.
     #[arg(long, value_name = "FILE")]
     kubeconfig: Option<PathBuf>,
+    /// Use the Pod's ServiceAccount (in-cluster config) for the host. Runs until stopped.
+    #[arg(long, conflicts_with = "kubeconfig")]
+    in_cluster: bool,
     /// Namespace of the Secrets in the host cluster.
     #[arg(long, default_value = "default")]
     namespace: String,
+    /// Lead through the Lease of this name (in --namespace) before running anything; replicas
+    /// without the Lease wait.
+    #[arg(long, value_name = "NAME")]
+    leader_election_id: Option<String>,
+    /// Lease duration in seconds (renew deadline 2/3 of it, retry period 1/5 of it).
+    #[arg(long, default_value_t = 15, value_parser = clap::value_parser!(u64).range(2..))]
+    lease_duration_seconds: u64,
+    /// Serve `/metrics`, `/healthz`, `/readyz` and `/clusters` on this address.
+    #[arg(long, value_name = "ADDR")]
+    metrics_bind_address: Option<std::net::SocketAddr>,
     #[command(subcommand)]
     command: Option<Command>,
 }
@@ -56,30 +63,22 @@ enum Command {
     CreateSecret(create_secret::Args),
 }
 
-async fn reconcile(cm: Arc<ConfigMap>, ctx: Context<()>) -> Result<Action, kube::Error> {
-    let cluster = ctx.cluster_name().as_str();
-    if cm.annotations().get(ANNOTATION).map(String::as_str) == Some(cluster) {
-        return Ok(Action::await_change());
-    }
-    tracing::info!(cluster, configmap = %cm.name_any(), "stamping");
-    let api: Api<ConfigMap> = Api::namespaced(ctx.client(), &cm.namespace().unwrap_or_default());
-    let patch = serde_json::json!({ "metadata": { "annotations": { ANNOTATION: cluster } } });
-    api.patch(
-        &cm.name_any(),
-        &PatchParams::default(),
-        &Patch::Merge(&patch),
-    )
-    .await?;
-    Ok(Action::await_change())
-}
-
-fn error_policy(_: Arc<ConfigMap>, err: &kube::Error, ctx: Context<()>) -> Action {
-    tracing::warn!(cluster = %ctx.cluster_name(), error = %err, "reconcile failed");
-    Action::requeue(Duration::from_secs(2))
-}
-
 /// The whole program: a kubeconfig-Secret provider on `host`, one controller.
 pub fn manager(host: kube::Client, namespace: &str) -> Result<Manager> {
+    manager_with(host, namespace, Deployment::default())
+}
+
+/// How the program runs when deployed (see `deploy/`): leader election and the HTTP endpoints.
+#[derive(Debug, Default)]
+pub struct Deployment {
+    /// Lead through this Lease (in the Secrets' namespace) before running anything.
+    pub leader_election: Option<LeaderElection>,
+    /// Serve `/metrics`, `/healthz`, `/readyz` and `/clusters` here.
+    pub metrics_address: Option<std::net::SocketAddr>,
+}
+
+/// [`manager`] with the deployment settings of `deploy`.
+pub fn manager_with(host: kube::Client, namespace: &str, deploy: Deployment) -> Result<Manager> {
     let provider = KubeconfigProvider::new(
         host.clone(),
         Options {
@@ -87,9 +86,16 @@ pub fn manager(host: kube::Client, namespace: &str) -> Result<Manager> {
             ..Options::default()
         },
     );
-    let mgr = Manager::new(host, Some(Arc::new(provider)));
+    let mut builder = Manager::builder(host).provider(Arc::new(provider));
+    if let Some(le) = deploy.leader_election {
+        builder = builder.leader_election(le);
+    }
+    if let Some(addr) = deploy.metrics_address {
+        builder = builder.metrics_address(addr);
+    }
+    let mgr = builder.build();
     Controller::new(&mgr)
-        .for_with::<ConfigMap>((), WatchOptions::new().labels(format!("{LABEL}=true")))
+        .for_with::<ConfigMap>(WatchOptions::new().labels(format!("{LABEL}=true")))
         .register(reconcile, error_policy, Arc::new(()))?;
     Ok(mgr)
 }
@@ -111,6 +117,27 @@ pub async fn client(kubeconfig: Option<&Path>, context: Option<&str>) -> Result<
     Ok(kube::Client::try_from(config)?)
 }
 
+/// Runs the manager on `host` until Ctrl-C / SIGTERM.
+async fn serve(host: kube::Client, args: &Args) -> Result<()> {
+    let lease = Duration::from_secs(args.lease_duration_seconds);
+    let leader_election = args.leader_election_id.as_ref().map(|id| {
+        LeaderElection::new(id.clone(), args.namespace.clone())
+            .lease_duration(lease)
+            .renew_deadline(lease * 2 / 3)
+            .retry_period(lease / 5)
+    });
+    let deploy = Deployment {
+        leader_election,
+        metrics_address: args.metrics_bind_address,
+    };
+    println!(
+        "watching kubeconfig Secrets in namespace {}; Ctrl-C to stop",
+        args.namespace
+    );
+    manager_with(host, &args.namespace, deploy)?.run().await?;
+    Ok(())
+}
+
 #[tokio::main]
 async fn main() -> Result<()> {
     tracing_subscriber::fmt()
@@ -118,17 +145,13 @@ async fn main() -> Result<()> {
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
         )
         .init();
-    let args = Args::parse();
-    match (args.command, args.kubeconfig) {
+    let mut args = Args::parse();
+    match (args.command.take(), args.kubeconfig.clone()) {
         (Some(Command::CreateSecret(cmd)), _) => create_secret::run(cmd).await,
-        (None, Some(path)) => {
-            let host = client(Some(&path), None).await?;
-            println!(
-                "watching kubeconfig Secrets in namespace {}; Ctrl-C to stop",
-                args.namespace
-            );
-            manager(host, &args.namespace)?.run().await?;
-            Ok(())
+        (None, Some(path)) => serve(client(Some(&path), None).await?, &args).await,
+        (None, None) if args.in_cluster => {
+            let config = kube::Config::incluster().context("reading the in-cluster config")?;
+            serve(kube::Client::try_from(config)?, &args).await
         }
         (None, None) => demo::run().await,
     }

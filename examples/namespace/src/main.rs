@@ -14,22 +14,14 @@ mod demo;
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
 
 use anyhow::{Context as _, Result};
 use clap::Parser;
+use example_support::stamp::{ANNOTATION, LABEL, error_policy, reconcile};
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::ResourceExt;
-use kube::api::{Api, Patch, PatchParams};
-use kube::runtime::controller::Action;
 use mcr_core::Cluster;
-use mcr_manager::{Context, Controller, Manager, WatchOptions};
+use mcr_manager::{Controller, Manager, WatchOptions};
 use mcr_provider_namespace::{NamespaceProvider, Options};
-
-/// Only ConfigMaps with this label are touched.
-pub const LABEL: &str = "mcr.example/demo";
-/// The annotation the controller writes: its value is the cluster's (namespace's) name.
-pub const ANNOTATION: &str = "mcr.example/reconciled-by";
 
 /// One controller over the namespaces of one cluster, each a virtual cluster.
 ///
@@ -43,29 +35,6 @@ struct Args {
     /// Only namespaces matching this label selector become clusters.
     #[arg(long)]
     selector: Option<String>,
-}
-
-async fn reconcile(cm: Arc<ConfigMap>, ctx: Context<()>) -> Result<Action, kube::Error> {
-    let cluster = ctx.cluster_name().as_str();
-    if cm.annotations().get(ANNOTATION).map(String::as_str) == Some(cluster) {
-        return Ok(Action::await_change());
-    }
-    tracing::info!(cluster, configmap = %cm.name_any(), "stamping");
-    // Inside a namespace cluster the object's namespace reads `default`.
-    let api: Api<ConfigMap> = Api::namespaced(ctx.client(), &cm.namespace().unwrap_or_default());
-    let patch = serde_json::json!({ "metadata": { "annotations": { ANNOTATION: cluster } } });
-    api.patch(
-        &cm.name_any(),
-        &PatchParams::default(),
-        &Patch::Merge(&patch),
-    )
-    .await?;
-    Ok(Action::await_change())
-}
-
-fn error_policy(_: Arc<ConfigMap>, err: &kube::Error, ctx: Context<()>) -> Action {
-    tracing::warn!(cluster = %ctx.cluster_name(), error = %err, "reconcile failed");
-    Action::requeue(Duration::from_secs(2))
 }
 
 /// The whole program: a namespace provider over `client`'s cluster, one controller.
@@ -83,7 +52,7 @@ pub fn manager(client: kube::Client, selector: Option<String>) -> Result<Manager
         .provider(Arc::new(provider))
         .build();
     Controller::new(&mgr)
-        .for_with::<ConfigMap>((), WatchOptions::new().labels(format!("{LABEL}=true")))
+        .for_with::<ConfigMap>(WatchOptions::new().labels(format!("{LABEL}=true")))
         .register(reconcile, error_policy, Arc::new(()))?;
     Ok(mgr)
 }

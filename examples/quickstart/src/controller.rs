@@ -4,7 +4,7 @@
 //! "reconciled" can be checked from outside, not just read in a log.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -12,6 +12,7 @@ use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use mcr_manager::{Context, Controller, Manager};
+use parking_lot::Mutex;
 
 /// The annotation the controller writes: its value is the cluster's name.
 pub const ANNOTATION: &str = "mcr.example/reconciled-by";
@@ -29,19 +30,19 @@ pub struct Stats {
 
 impl Stats {
     fn record(&self, cluster: &str, object: String) {
-        let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+        let mut seen = self.seen.lock();
         seen.entry(cluster.to_owned()).or_default().insert(object);
     }
 
     /// How many distinct objects were reconciled in `cluster`.
     pub fn count(&self, cluster: &str) -> usize {
-        let seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+        let seen = self.seen.lock();
         seen.get(cluster).map_or(0, BTreeSet::len)
     }
 
     /// Whether `namespace/name` was reconciled in `cluster`.
     pub fn contains(&self, cluster: &str, object: &str) -> bool {
-        let seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+        let seen = self.seen.lock();
         seen.get(cluster).is_some_and(|s| s.contains(object))
     }
 }

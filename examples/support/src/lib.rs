@@ -1,5 +1,5 @@
-//! Test helpers for the mcr examples: where the clusters come from, clients, waiting, and
-//! running an example binary in the background.
+//! Shared by the mcr examples: the [`stamp`] controller they all run, and test helpers (where
+//! the clusters come from, clients, waiting, and running an example binary in the background).
 //!
 //! By default [`Env::start`] starts emulated clusters (`mcr-envtest`, HTTPS, kubeconfig files
 //! on disk). With `MCR_E2E_KUBECONFIG_DIR` set (by `cargo xtask e2e`), it uses the real
@@ -19,6 +19,9 @@
 //! }
 //! # Ok(()) }
 //! ```
+
+pub mod rbac;
+pub mod stamp;
 
 use std::future::Future;
 use std::path::{Path, PathBuf};

@@ -1,7 +1,7 @@
 //! The sync controller. It reconciles one **ConfigMap key in one member** at a time — "make
 //! the copy `<namespace>/<name>` in this member equal to the labelled source of the same name
 //! in the host, or absent if there is none" — with a request-keyed reconciler
-//! (`register_request`), which runs for a key whether or not the copy exists:
+//! (`register with a `Request``), which runs for a key whether or not the copy exists:
 //!
 //! * a labelled ConfigMap changes or goes in the host → `watches_host_per_cluster` hands its
 //!   key to every engaged member (a member that joins later is handed every host source at
@@ -101,11 +101,11 @@ pub fn manager(host: kube::Client, dir: PathBuf) -> Result<Manager> {
     let mgr = Manager::new(host, Some(Arc::new(provider)));
     Controller::new(&mgr)
         .named("sync-local-to-remote")
-        .for_with::<ConfigMap>((), WatchOptions::new().labels(format!("{COPY_LABEL}=true")))
+        .for_with::<ConfigMap>(WatchOptions::new().labels(format!("{COPY_LABEL}=true")))
         .watches_host_per_cluster::<ConfigMap, _>(
             WatchOptions::new().labels(format!("{SYNC_LABEL}=true")),
             |source: Arc<ConfigMap>, _member| Some(ObjectRef::from_obj(source.as_ref())),
         )
-        .register_request(reconcile, error_policy, Arc::new(()))?;
+        .register(reconcile, error_policy, Arc::new(()))?;
     Ok(mgr)
 }

@@ -302,7 +302,7 @@ pub async fn child(mode: &str, quick: bool) -> Result<Value> {
         }
     }
     let (gaps, failed_rotations) = {
-        let r = rotations.lock().unwrap_or_else(|e| e.into_inner());
+        let r = rotations.lock();
         (r.gaps.clone(), r.failed)
     };
     if replace {

@@ -3,7 +3,7 @@
 //! watched type), on the same renewal schedule the in-place side uses.
 
 use std::hash::{BuildHasher, RandomState};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{Context as _, Result, anyhow};
@@ -13,6 +13,7 @@ use kube::api::{Api, DynamicObject, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::core::{ApiResource, GroupVersionKind};
 use mcr_core::{Cluster, providers::clusters::ClustersProvider};
+use parking_lot::Mutex;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -31,10 +32,6 @@ pub struct Rotations {
 
 /// Shared between the per-shoot rotation tasks.
 pub type Shared = Arc<Mutex<Rotations>>;
-
-fn lock(r: &Shared) -> std::sync::MutexGuard<'_, Rotations> {
-    r.lock().unwrap_or_else(|e| e.into_inner())
-}
 
 /// One `shoots/{name}/adminkubeconfig` request: a client for the shoot and when its
 /// certificate expires.
@@ -126,13 +123,13 @@ pub async fn run_shoot(
         };
         match added {
             Ok(()) => {
-                lock(&out).gaps.push(start.elapsed());
+                out.lock().gaps.push(start.elapsed());
                 expires = new_expiry;
                 installed = SystemTime::now();
             }
             Err(err) => {
                 tracing::warn!(cluster = %name, %err, "re-engaging failed; retrying");
-                lock(&out).failed += 1;
+                out.lock().failed += 1;
                 tokio::time::sleep(Duration::from_millis(200)).await;
                 installed = SystemTime::now() - lifetime;
             }

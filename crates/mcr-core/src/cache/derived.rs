@@ -12,7 +12,7 @@ use std::{fmt::Debug, hash::Hash, sync::Arc};
 use futures::{StreamExt, channel::mpsc::unbounded, stream};
 use kube::{Resource, api::ObjectMeta, runtime::watcher};
 
-use super::{Cache, CacheEvent, InformerOptions, lock, shared::EventStream};
+use super::{Cache, CacheEvent, InformerOptions, shared::EventStream};
 
 /// How a derived cache sees the objects of its parent cache (see [`Cache::derived`]).
 ///
@@ -81,7 +81,7 @@ where
         // Snapshot and registration under the subscriber lock: no event is missed or doubled.
         let (tx, rx) = unbounded::<CacheEvent<K>>();
         let snapshot = {
-            let mut subs = lock(&parent.subscribers);
+            let mut subs = parent.subscribers.lock();
             let snapshot = parent.store.state();
             if !subs.closed {
                 subs.senders.push(tx);

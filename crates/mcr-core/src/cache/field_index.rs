@@ -6,7 +6,7 @@ use std::{fmt::Debug, hash::Hash, sync::Arc};
 use kube::Resource;
 use serde::de::DeserializeOwned;
 
-use super::{Cache, Informer, InformerKey, InformerOptions, Shared, TypeTag, lock};
+use super::{Cache, Informer, InformerKey, InformerOptions, Shared, TypeTag};
 use crate::{Error, FieldIndex};
 
 impl Cache {
@@ -28,7 +28,7 @@ impl Cache {
     /// # Ok(()) }
     /// ```
     pub fn index_field(&self, index: &FieldIndex) -> Result<(), Error> {
-        let mut names = lock(&self.inner.index_names);
+        let mut names = self.inner.index_names.lock();
         match names.get(index.name()) {
             Some(tag) if tag == index.tag() => return Ok(()),
             Some(tag) => {
@@ -90,7 +90,7 @@ impl Cache {
             opts: InformerOptions::default(),
         };
         let shared = {
-            let state = lock(&self.inner.state);
+            let state = self.inner.state.lock();
             state
                 .informers
                 .get(&key)

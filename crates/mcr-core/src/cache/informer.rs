@@ -14,7 +14,7 @@ use kube::{
     runtime::reflector::{Lookup, ObjectRef, Store},
 };
 
-use super::{indexer::Extractor, lock, read, shared::Shared, write};
+use super::{indexer::Extractor, shared::Shared};
 use crate::Error;
 
 /// A change seen by an [`Informer`], delivered by [`Informer::subscribe`].
@@ -225,7 +225,7 @@ where
     /// ```
     pub fn subscribe(&self) -> BoxStream<'static, CacheEvent<K>> {
         let (tx, rx) = unbounded();
-        let mut subs = lock(&self.shared.subscribers);
+        let mut subs = self.shared.subscribers.lock();
         for obj in self.shared.store.state() {
             // The receiver is alive: it is in our hands.
             let _ = tx.unbounded_send(CacheEvent::Listed(obj));
@@ -247,7 +247,7 @@ where
     /// # Ok(()) }
     /// ```
     pub fn list_by_index(&self, index_name: &str, value: &str) -> Result<Vec<Arc<K>>, Error> {
-        let Some((keys, extract)) = read(&self.shared.indexes).lookup(index_name, value) else {
+        let Some((keys, extract)) = self.shared.indexes.read().lookup(index_name, value) else {
             return Err(Error::Index {
                 index: index_name.to_owned(),
                 reason: format!("no such index on {}", self.shared.resource),
@@ -278,6 +278,9 @@ where
 
     /// Registers a field index on this informer; false if one of that name exists (no-op).
     pub(crate) fn add_index(&self, name: &str, extract: Extractor<K>) -> bool {
-        write(&self.shared.indexes).add(name, extract, &self.shared.store)
+        self.shared
+            .indexes
+            .write()
+            .add(name, extract, &self.shared.store)
     }
 }

@@ -1,29 +1,12 @@
-//! How informers are told apart ([`InformerOptions`], the type tag and key) and small
-//! lock helpers that never panic on a poisoned lock.
+//! How informers are told apart ([`InformerOptions`], the type tag and key).
 
-use std::{
-    any::TypeId,
-    sync::{Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard},
-    time::Duration,
-};
+use std::{any::TypeId, time::Duration};
 
 use kube::{
     Resource,
     api::{ListParams, VersionMatch, WatchParams},
     runtime::watcher,
 };
-
-pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
-pub(crate) fn read<T>(m: &RwLock<T>) -> RwLockReadGuard<'_, T> {
-    m.read().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
-pub(crate) fn write<T>(m: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
-    m.write().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
 
 /// Selectors and list/watch settings of an informer. Informers with different options are
 /// different watches. Built from kube-runtime's `watcher::Config` with `From`, so every setting

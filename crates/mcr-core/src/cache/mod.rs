@@ -14,14 +14,7 @@ mod name;
 mod shared;
 mod watch;
 
-use std::{
-    any::Any,
-    collections::HashMap,
-    fmt::Debug,
-    hash::Hash,
-    sync::{Arc, Mutex},
-    time::Duration,
-};
+use std::{any::Any, collections::HashMap, fmt::Debug, hash::Hash, sync::Arc, time::Duration};
 
 use futures::StreamExt;
 use kube::{
@@ -29,6 +22,7 @@ use kube::{
     core::PartialObjectMeta,
     runtime::{WatchStreamExt, watcher},
 };
+use parking_lot::Mutex;
 use serde::de::DeserializeOwned;
 use tokio_util::sync::CancellationToken;
 
@@ -38,8 +32,9 @@ pub(crate) use indexer::Extractor;
 pub use informer::{CacheEvent, Informer};
 use key::InformerKey;
 pub use key::InformerOptions;
-pub(crate) use key::{TypeTag, lock, read, write};
+pub(crate) use key::TypeTag;
 use shared::{ErasedInformer, Shared};
+pub use watch::{watch, watch_metadata};
 
 use crate::{ClusterName, Error};
 
@@ -192,7 +187,7 @@ impl Cache {
     /// # }
     /// ```
     pub fn start(&self, token: CancellationToken) {
-        let mut state = lock(&self.inner.state);
+        let mut state = self.inner.state.lock();
         if state.token.is_some() {
             return;
         }
@@ -211,7 +206,7 @@ impl Cache {
     /// # }
     /// ```
     pub fn is_started(&self) -> bool {
-        lock(&self.inner.state).token.is_some()
+        self.inner.state.lock().token.is_some()
     }
 
     /// The shared informer for a typed resource (all namespaces, no selector). It is handed out
@@ -353,7 +348,7 @@ impl Cache {
         K: Resource + Clone + Debug + Send + Sync + 'static,
         K::DynamicType: Clone + Eq + Hash + Send + Sync + 'static,
     {
-        let mut state = lock(&self.inner.state);
+        let mut state = self.inner.state.lock();
         // The key holds the Rust type, so the downcast always succeeds.
         if let Some(Ok(shared)) = state
             .informers
@@ -384,7 +379,10 @@ impl Cache {
     /// instance of a cluster can list everything the running one watches before it takes over
     /// (see [`Clusters::add_or_replace`](crate::Clusters::add_or_replace)).
     pub(crate) fn open_informers_of(&self, other: &Cache) {
-        let reopens: Vec<Reopen> = lock(&other.inner.state)
+        let reopens: Vec<Reopen> = other
+            .inner
+            .state
+            .lock()
             .informers
             .values()
             .map(|e| e.reopen.clone())
@@ -395,7 +393,9 @@ impl Cache {
     }
 
     fn erased(&self) -> Vec<Arc<dyn ErasedInformer>> {
-        lock(&self.inner.state)
+        self.inner
+            .state
+            .lock()
             .informers
             .values()
             .map(|e| e.erased.clone())
@@ -449,6 +449,6 @@ impl Cache {
     /// # }
     /// ```
     pub fn informer_count(&self) -> usize {
-        lock(&self.inner.state).informers.len()
+        self.inner.state.lock().informers.len()
     }
 }

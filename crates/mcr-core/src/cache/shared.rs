@@ -5,7 +5,7 @@ use std::{
     fmt::Debug,
     hash::Hash,
     sync::{
-        Arc, Mutex, RwLock,
+        Arc,
         atomic::{AtomicU64, Ordering},
     },
 };
@@ -18,11 +18,12 @@ use kube::{
         watcher,
     },
 };
+use parking_lot::{Mutex, RwLock};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
-use super::{CacheEvent, indexer::IndexSet, lock, write};
+use super::{CacheEvent, indexer::IndexSet};
 use crate::ClusterName;
 
 #[derive(Clone, Copy, Default)]
@@ -140,7 +141,7 @@ where
 
     fn stop(&self) {
         self.state.send_modify(|s| s.stopped = true);
-        let mut subs = lock(&self.subscribers);
+        let mut subs = self.subscribers.lock();
         subs.closed = true;
         subs.senders.clear();
     }
@@ -164,7 +165,7 @@ where
                     return;
                 };
                 {
-                    let mut idx = write(&self.indexes);
+                    let mut idx = self.indexes.write();
                     if !idx.is_empty() {
                         idx.delete(&obj);
                     }
@@ -174,12 +175,12 @@ where
             }
             watcher::Event::Init => {
                 writer.apply_watcher_event(&watcher::Event::Init);
-                write(&self.indexes).init();
+                self.indexes.write().init();
                 tracing::debug!("relist started");
             }
             watcher::Event::InitApply(obj) => {
                 {
-                    let mut idx = write(&self.indexes);
+                    let mut idx = self.indexes.write();
                     if !idx.is_empty() {
                         idx.init_apply(&obj);
                     }
@@ -191,14 +192,14 @@ where
     }
 
     fn index_apply(&self, obj: &K) {
-        let mut idx = write(&self.indexes);
+        let mut idx = self.indexes.write();
         if !idx.is_empty() {
             idx.apply(obj);
         }
     }
 
     fn dispatch(&self, make: impl Fn() -> CacheEvent<K>) {
-        let mut subs = lock(&self.subscribers);
+        let mut subs = self.subscribers.lock();
         if subs.senders.is_empty() {
             return;
         }
@@ -208,7 +209,7 @@ where
     fn init_done(&self, writer: &mut Writer<K>) {
         // Hold the subscriber list across the swap so that every subscriber either saw the old
         // state (and gets the diff) or registers after the swap (and gets the new state).
-        let mut subs = lock(&self.subscribers);
+        let mut subs = self.subscribers.lock();
         let old = if subs.senders.is_empty() {
             Vec::new()
         } else {
@@ -217,7 +218,7 @@ where
         // The first list reports what exists, not what changed.
         let relist = self.state.borrow().synced;
         writer.apply_watcher_event(&watcher::Event::InitDone);
-        write(&self.indexes).init_done(&self.store);
+        self.indexes.write().init_done(&self.store);
         self.state
             .send_if_modified(|s| !std::mem::replace(&mut s.synced, true));
         tracing::debug!(objects = self.store.len(), "relist done");
@@ -265,7 +266,7 @@ where
     K::DynamicType: Clone + Eq + Hash + Send + Sync + 'static,
 {
     fn start(self: Arc<Self>, token: CancellationToken) {
-        let Some(PendingStart { writer, stream }) = lock(&self.pending).take() else {
+        let Some(PendingStart { writer, stream }) = self.pending.lock().take() else {
             return;
         };
         let span =

@@ -6,7 +6,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use super::{AddOutcome, Clusters, Pending, apply_index};
-use crate::{Aware, Cluster, ClusterName, Error, FieldIndex, cache::lock};
+use crate::{Aware, Cluster, ClusterName, Error, FieldIndex};
 
 impl Clusters {
     /// Adds and engages `cluster` under [`cluster.name()`](Cluster::name).
@@ -58,7 +58,7 @@ impl Clusters {
         }
         let token = parent.child_token();
         let indexes = {
-            let mut state = lock(&self.inner.state);
+            let mut state = self.inner.state.lock();
             if replacing.is_none() && self.live(&state, &name).is_some() {
                 return Err(Error::AlreadyEngaged(name));
             }
@@ -126,7 +126,7 @@ impl Clusters {
         cluster: &Cluster,
     ) -> Result<Option<CancellationToken>, Error> {
         let name = cluster.name();
-        let mut state = lock(&self.inner.state);
+        let mut state = self.inner.state.lock();
         match state.pending.get(name) {
             Some(p) if p.cluster.same_instance(cluster) => {
                 state.pending.remove(name);
@@ -193,7 +193,7 @@ impl Clusters {
 
     /// Forgets a cluster that failed to come up (if it is still the pending one).
     fn forget(&self, name: &ClusterName, cluster: &Cluster) {
-        let mut state = lock(&self.inner.state);
+        let mut state = self.inner.state.lock();
         if state
             .pending
             .get(name)
@@ -233,7 +233,7 @@ impl Clusters {
     ) -> Result<AddOutcome, Error> {
         let name = cluster.name().clone();
         let existing = {
-            let state = lock(&self.inner.state);
+            let state = self.inner.state.lock();
             self.live(&state, &name).map(|(cluster, _)| cluster)
         };
         let Some(old) = existing else {
@@ -269,7 +269,7 @@ impl Clusters {
     pub fn remove(&self, name: &ClusterName) -> bool {
         // A replacement may be coming up next to the running instance: both go.
         let (pending, active, parked) = {
-            let mut state = lock(&self.inner.state);
+            let mut state = self.inner.state.lock();
             let parked = self.unpark(&mut state, name);
             (
                 state.pending.remove(name),

@@ -1,11 +1,8 @@
 //! [`Clusters`]: the cluster lifecycle every provider uses (start, sync, index, engage, remove).
 
-use std::{
-    collections::HashMap,
-    sync::{Arc, Mutex},
-    time::Duration,
-};
+use std::{collections::HashMap, sync::Arc, time::Duration};
 
+use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
 
 mod engage;
@@ -13,7 +10,7 @@ mod shard;
 
 pub(crate) use shard::Gate;
 
-use crate::{Cluster, ClusterName, Error, FieldIndex, Registry, cache::lock};
+use crate::{Cluster, ClusterName, Error, FieldIndex, Registry};
 
 /// Options of [`Clusters`].
 ///
@@ -211,7 +208,7 @@ impl Clusters {
     /// ```
     pub async fn index_field(&self, index: &FieldIndex) -> Result<(), Error> {
         let clusters: Vec<Cluster> = {
-            let mut state = lock(&self.inner.state);
+            let mut state = self.inner.state.lock();
             match state.indexes.iter().find(|i| i.name() == index.name()) {
                 Some(known) if known.tag() == index.tag() => {}
                 Some(known) => {
@@ -250,7 +247,7 @@ impl Clusters {
     /// # }
     /// ```
     pub fn token(&self, name: &ClusterName) -> Option<CancellationToken> {
-        let state = lock(&self.inner.state);
+        let state = self.inner.state.lock();
         self.inner
             .active
             .token(name)

@@ -9,7 +9,7 @@ use tracing::{Instrument, info};
 
 use super::{Clusters, Inner, State};
 use crate::shard::{Ownership, Sharder};
-use crate::{Aware, Cluster, ClusterName, Error, cache::lock};
+use crate::{Aware, Cluster, ClusterName, Error};
 
 /// A cluster another replica owns, kept until this replica owns it.
 pub(super) struct Parked {
@@ -95,7 +95,7 @@ impl Clusters {
     ) -> bool {
         // Stopped because ownership moved while it came up: a new instance is parked already.
         if matches!(err, Error::Stopped(_))
-            && lock(&self.inner.state).parked.contains_key(cluster.name())
+            && self.inner.state.lock().parked.contains_key(cluster.name())
         {
             return true;
         }
@@ -115,7 +115,7 @@ impl Clusters {
         let name = cluster.name().clone();
         let fresh = cluster.fresh();
         {
-            let mut state = lock(&self.inner.state);
+            let mut state = self.inner.state.lock();
             let parked = Parked {
                 parent: parent.clone(),
                 cluster: fresh,
@@ -125,7 +125,7 @@ impl Clusters {
         info!(cluster = %name, "engagement refused, another replica owns the cluster: parked");
         // Owned again already (no change will come to wake the parked cluster): bring it in.
         if sharder.owner(&name).is_owned() {
-            let taken = lock(&self.inner.state).parked.remove(&name);
+            let taken = self.inner.state.lock().parked.remove(&name);
             if let Some(p) = taken {
                 let clusters = self.clone();
                 tokio::spawn(async move {
@@ -148,7 +148,7 @@ impl Clusters {
     /// assert!(mcr_core::Clusters::new().parked().is_empty());
     /// ```
     pub fn parked(&self) -> Vec<ClusterName> {
-        let mut names: Vec<ClusterName> = lock(&self.inner.state).parked.keys().cloned().collect();
+        let mut names: Vec<ClusterName> = self.inner.state.lock().parked.keys().cloned().collect();
         names.sort();
         names
     }
@@ -191,7 +191,7 @@ impl Clusters {
     /// clusters this replica no longer owns (parking a new instance of each), and returns the
     /// parked clusters it owns now, to be brought in.
     fn sweep(&self, sharder: &dyn Sharder) -> Vec<(CancellationToken, Cluster)> {
-        let mut state = lock(&self.inner.state);
+        let mut state = self.inner.state.lock();
         let state = &mut *state;
         state.parents.retain(|_, parent| !parent.is_cancelled());
         let mut release: Vec<(ClusterName, Cluster, CancellationToken)> = Vec::new();

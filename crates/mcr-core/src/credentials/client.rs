@@ -2,7 +2,7 @@
 //! [`CredentialHandle`].
 
 use std::fmt;
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::SystemTime;
 
@@ -14,6 +14,7 @@ use hyper_timeout::TimeoutConnector;
 use hyper_util::client::legacy::{Client as HyperClient, ResponseFuture, connect::HttpConnector};
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 use kube::client::{Body, ConfigExt};
+use parking_lot::{Mutex, RwLock};
 use rustls::client::ResolvesClientCert;
 use rustls::sign::CertifiedKey;
 use tower::ServiceBuilder;
@@ -22,6 +23,7 @@ use super::body::Compact;
 use super::material::Secret;
 use super::renew::State;
 use super::{CredentialStatus, Credentials, Error};
+use crate::Cluster;
 
 type Connector = TimeoutConnector<HttpsConnector<HttpConnector>>;
 type Http = HyperClient<Connector, Body>;
@@ -164,6 +166,33 @@ pub struct CredentialHandle {
     inner: Arc<Inner>,
 }
 
+impl Cluster {
+    /// Attaches the [`CredentialHandle`] of a client built by [`RenewableClient`], so
+    /// the credentials can be renewed in place and their status read from the cluster. Keeps the id.
+    ///
+    /// ```no_run
+    /// # fn f(client: kube::Client, handle: mcr_core::credentials::CredentialHandle) {
+    /// let c = mcr_core::Cluster::new("a", client).with_credentials(handle);
+    /// assert!(c.credentials().is_some());
+    /// # }
+    /// ```
+    pub fn with_credentials(self, handle: CredentialHandle) -> Cluster {
+        self.with_attachment(Arc::new(handle))
+    }
+
+    /// The renewable credentials of this cluster's client, if it has them (see
+    /// [`with_credentials`](Cluster::with_credentials)).
+    ///
+    /// ```no_run
+    /// # fn f(c: mcr_core::Cluster) {
+    /// let expired = c.credentials().is_some_and(|h| h.status().is_expired());
+    /// # let _ = expired; }
+    /// ```
+    pub fn credentials(&self) -> Option<&CredentialHandle> {
+        self.attachment()
+    }
+}
+
 struct Inner {
     http: RwLock<Http>,
     new_pool: Box<dyn Fn() -> Http + Send + Sync>,
@@ -178,18 +207,18 @@ struct Inner {
 impl CredentialHandle {
     fn install(&self, credentials: Credentials) {
         let expires_at = credentials.expires_at();
-        *lock(&self.inner.fingerprint) = Some(credentials.fingerprint().to_string());
+        *self.inner.fingerprint.lock() = Some(credentials.fingerprint().to_string());
         match credentials.secret {
             Secret::Token(value) => {
-                *write(&self.inner.token) = Some(value);
-                *write(&self.inner.cert.0) = None;
+                *self.inner.token.write() = Some(value);
+                *self.inner.cert.0.write() = None;
             }
             Secret::Certificate(key) => {
-                *write(&self.inner.cert.0) = Some(key);
-                *write(&self.inner.token) = None;
+                *self.inner.cert.0.write() = Some(key);
+                *self.inner.token.write() = None;
             }
         }
-        lock(&self.inner.state).installed(expires_at);
+        self.inner.state.lock().installed(expires_at);
     }
 
     /// Replaces the credentials in place: new requests carry them at once, and a new
@@ -197,36 +226,36 @@ impl CredentialHandle {
     /// close when their running requests end).
     pub fn replace(&self, credentials: Credentials) {
         self.install(credentials);
-        *write(&self.inner.http) = (self.inner.new_pool)();
+        *self.inner.http.write() = (self.inner.new_pool)();
     }
 
     /// The renewal status (expiry, renewals, failures), for health checks and metrics.
     pub fn status(&self) -> CredentialStatus {
-        lock(&self.inner.state).status()
+        self.inner.state.lock().status()
     }
 
     pub(crate) fn set_endpoint(&self, endpoint: String) {
-        *lock(&self.inner.endpoint) = Some(endpoint);
+        *self.inner.endpoint.lock() = Some(endpoint);
     }
 
     pub(crate) fn endpoint(&self) -> Option<String> {
-        lock(&self.inner.endpoint).clone()
+        self.inner.endpoint.lock().clone()
     }
 
     pub(crate) fn fingerprint(&self) -> Option<String> {
-        lock(&self.inner.fingerprint).clone()
+        self.inner.fingerprint.lock().clone()
     }
 
     pub(crate) fn record_failure(&self, at: SystemTime, error: String) {
-        lock(&self.inner.state).failed(at, error);
+        self.inner.state.lock().failed(at, error);
     }
 
     pub(crate) fn expires_at(&self) -> Option<SystemTime> {
-        lock(&self.inner.state).expires_at
+        self.inner.state.lock().expires_at
     }
 
     pub(crate) fn installed_at(&self) -> SystemTime {
-        lock(&self.inner.state).installed_at
+        self.inner.state.lock().installed_at
     }
 }
 
@@ -236,18 +265,6 @@ impl fmt::Debug for CredentialHandle {
             .field("status", &self.status())
             .finish_non_exhaustive()
     }
-}
-
-fn write<T>(lock: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
-    lock.write().unwrap_or_else(|e| e.into_inner())
-}
-
-fn read<T>(lock: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
-    lock.read().unwrap_or_else(|e| e.into_inner())
-}
-
-fn lock<T>(lock: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    lock.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Serves the current client certificate to every new TLS connection.
@@ -266,11 +283,11 @@ impl ResolvesClientCert for CertSlot {
         _root_hint_subjects: &[&[u8]],
         _sigschemes: &[rustls::SignatureScheme],
     ) -> Option<Arc<CertifiedKey>> {
-        read(&self.0).clone()
+        self.0.read().clone()
     }
 
     fn has_certs(&self) -> bool {
-        read(&self.0).is_some()
+        self.0.read().is_some()
     }
 }
 
@@ -289,10 +306,10 @@ impl tower::Service<Request<Body>> for Transport {
     }
 
     fn call(&mut self, mut req: Request<Body>) -> Self::Future {
-        if let Some(token) = read(&self.0.token).clone() {
+        if let Some(token) = self.0.token.read().clone() {
             req.headers_mut().insert(header::AUTHORIZATION, token);
         }
-        let http = read(&self.0.http).clone();
+        let http = self.0.http.read().clone();
         http.request(req).map_ok(|res| res.map(Compact))
     }
 }

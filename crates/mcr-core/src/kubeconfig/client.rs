@@ -13,8 +13,9 @@ use super::auth_provider::resolve_auth_provider;
 use super::exec::{DEFAULT_EXEC_TIMEOUT, resolve_exec};
 use super::exec_renew::ExecRenew;
 use super::policy::{apply_proxy, checked};
-use super::{ClientOptions, Error, Policy, hash::connection_hash, parse::resolve, redact};
+use super::{ClientOptions, Error, Policy, hash::connection_hash, parse::resolve};
 use crate::credentials::{CredentialHandle, Credentials, RenewableClient, RenewalOptions};
+use crate::redact;
 use crate::{Cluster, ClusterName};
 
 /// Builds a [`kube::Client`] for `context` (`None` = the current context).

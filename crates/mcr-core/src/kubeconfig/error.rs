@@ -160,3 +160,9 @@ impl Error {
         )
     }
 }
+
+impl From<Error> for crate::Error {
+    fn from(err: Error) -> Self {
+        crate::Error::Kubeconfig(Box::new(err))
+    }
+}

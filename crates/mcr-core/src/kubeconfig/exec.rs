@@ -14,8 +14,8 @@ use kube::config::{AuthInfo, ExecConfig, ExecInteractiveMode};
 use serde::{Deserialize, Serialize};
 use tokio::io::AsyncReadExt;
 
-use super::exec_policy::basename;
 use super::exec_rule::ExecEnv;
+use super::exec_rule::basename;
 
 /// How long a plugin may run when [`ClientOptions::exec_timeout`](super::ClientOptions::exec_timeout)
 /// is unset.

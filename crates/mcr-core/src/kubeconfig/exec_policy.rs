@@ -1,10 +1,8 @@
 //! Which credential plugins a kubeconfig may run, with which arguments, environment and servers.
 
-use std::path::Path;
-
 use kube::config::Kubeconfig;
 
-use super::exec_rule::{ExecEnv, ExecRule};
+use super::exec_rule::{ExecEnv, ExecRule, basename};
 use super::{Error, parse::resolve};
 
 /// Whether kubeconfigs may run commands to obtain credentials.
@@ -106,14 +104,6 @@ impl ExecPolicy {
     pub fn allows_auth_provider(&self) -> bool {
         matches!(self, ExecPolicy::AllowAll)
     }
-}
-
-/// The last path component of a command, for messages and basename matching.
-pub(crate) fn basename(command: &str) -> &str {
-    Path::new(command)
-        .file_name()
-        .and_then(|n| n.to_str())
-        .unwrap_or(command)
 }
 
 /// Refuses `exec` and `auth-provider` stanzas in the user the context uses, unless `policy`

@@ -2,8 +2,6 @@
 
 use kube::config::ExecConfig;
 
-use super::exec_policy::basename;
-
 /// The arguments an [`ExecRule`] accepts.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 enum Args {
@@ -277,6 +275,14 @@ impl ExecRule {
             ExecEnv::Clean(self.pass_env.clone())
         })
     }
+}
+
+/// The last path component of a command, for messages and basename matching.
+pub(crate) fn basename(command: &str) -> &str {
+    std::path::Path::new(command)
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or(command)
 }
 
 /// Whether `text` matches `pattern` (`*`: any run, `?`: one character), in time proportional

@@ -40,8 +40,8 @@ mod options;
 mod parse;
 pub(crate) mod policy;
 mod proxy;
-pub(crate) mod redact;
 
+pub use crate::redact::{redact_kube_error, redact_watcher_error};
 pub use client::{client_for_context, client_for_context_with_expiry, cluster_for_context};
 pub use error::Error;
 pub use exec::DEFAULT_EXEC_TIMEOUT;
@@ -55,7 +55,6 @@ pub use options::{
 pub use parse::{contexts, current_context, parse, read};
 pub use policy::{Policy, check_policy};
 pub use proxy::EnvProxy;
-pub use redact::{redact_kube_error, redact_watcher_error};
 
 /// The kube kubeconfig type, re-exported for convenience.
 pub use kube::config::Kubeconfig;

@@ -4,7 +4,8 @@ use std::path::Path;
 
 use kube::config::{AuthInfo, Cluster as ClusterEntry, Context, Kubeconfig};
 
-use super::{Error, redact};
+use super::Error;
+use crate::redact;
 
 /// Parses a kubeconfig from bytes (for instance the data key of a Secret).
 ///

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use futures::{Stream, StreamExt};
 use tokio_util::sync::CancellationToken;
 
-use super::{ProviderShared, Reconcile, Workers};
+use super::{Converge, ProviderShared, Workers};
 use crate::Aware;
 
 /// What a provider does with the items of its watch streams: turn each into statuses and
@@ -15,20 +15,20 @@ pub trait Dispatch: Sized {
     /// One item of the merged watch streams (an event, or a watch error to report).
     type Item;
     /// What the workers do with a member's desired state.
-    type Reconcile: Reconcile;
+    type Converge: Converge;
 
     /// The dispatcher of one run, handing desired states to `workers`.
-    fn new(workers: Workers<Self::Reconcile>) -> Self;
+    fn new(workers: Workers<Self::Converge>) -> Self;
 
     /// Handles one item.
     fn handle(&mut self, item: Self::Item);
 
     /// The workers, to shut down once no item comes any more.
-    fn into_workers(self) -> Workers<Self::Reconcile>;
+    fn into_workers(self) -> Workers<Self::Converge>;
 }
 
 impl<O, K: Ord + Clone, V: Clone> ProviderShared<O, K, V> {
-    /// Runs one discovery loop: [`Workers`] reconciling with `reconcile` (engaging through
+    /// Runs one discovery loop: [`Workers`] converging members with `converge` (engaging through
     /// `aware`) behind a dispatcher `D`, fed with `events` until `token` is cancelled or the
     /// streams end; then drops the streams, shuts the workers down (without waiting for builds
     /// in flight) and clears the statuses.
@@ -37,20 +37,20 @@ impl<O, K: Ord + Clone, V: Clone> ProviderShared<O, K, V> {
     /// # use std::sync::Arc;
     /// # use mcr_core::members::{Dispatch, ProviderShared};
     /// # async fn f<D: Dispatch<Item = u32>>(
-    /// #     shared: ProviderShared<(), String, ()>, reconcile: D::Reconcile, aware: Arc<dyn mcr_core::Aware>,
+    /// #     shared: ProviderShared<(), String, ()>, converge: D::Converge, aware: Arc<dyn mcr_core::Aware>,
     /// # ) {
     /// let token = tokio_util::sync::CancellationToken::new();
-    /// shared.drive::<D>(&token, aware, reconcile, futures::stream::iter([1, 2, 3])).await;
+    /// shared.drive::<D>(&token, aware, converge, futures::stream::iter([1, 2, 3])).await;
     /// # }
     /// ```
     pub async fn drive<D: Dispatch>(
         &self,
         token: &CancellationToken,
         aware: Arc<dyn Aware>,
-        reconcile: D::Reconcile,
+        converge: D::Converge,
         events: impl Stream<Item = D::Item>,
     ) {
-        let mut dispatcher = D::new(Workers::new(&self.members, token, aware, reconcile));
+        let mut dispatcher = D::new(Workers::new(&self.members, token, aware, converge));
         {
             let mut events = std::pin::pin!(events);
             loop {

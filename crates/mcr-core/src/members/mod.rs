@@ -43,7 +43,7 @@
 //! use std::time::Duration;
 //!
 //! use mcr_core::members::{
-//!     Connection, Member, MemberProvider, Members, MembersOptions, Reconcile, Workers,
+//!     Connection, Member, MemberProvider, Members, MembersOptions, Converge, Workers,
 //! };
 //! use mcr_core::{Aware, BoxFuture, ClusterName, Error};
 //! use tokio::sync::{Mutex, mpsc};
@@ -65,11 +65,11 @@
 //!     Member(#[from] mcr_core::members::Error),
 //! }
 //!
-//! impl Reconcile for Connect {
+//! impl Converge for Connect {
 //!     type Desired = Arc<[u8]>;
 //!     type Error = ConnectError;
 //!
-//!     fn reconcile<'a>(&'a self, member: &'a Member<Arc<[u8]>>) -> BoxFuture<'a, Result<(), Self::Error>> {
+//!     fn converge<'a>(&'a self, member: &'a Member<Arc<[u8]>>) -> BoxFuture<'a, Result<(), Self::Error>> {
 //!         Box::pin(async move {
 //!             let connection = Connection::parse(member.desired())?;
 //!             member.ensure(&connection).await?;
@@ -120,8 +120,10 @@
 //! ```
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
-use std::sync::{Arc, Mutex, MutexGuard};
+
+use parking_lot::{Mutex, MutexGuard};
 
 use crate::{ClusterId, ClusterName, Clusters, ClustersOptions};
 
@@ -147,7 +149,7 @@ pub use options::{MemberOptions, MembersOptions};
 pub use provider::MemberProvider;
 pub use relist::{FirstLists, Relists, Track};
 pub use status::{ProviderShared, StatusBook, StatusProvider};
-pub use workers::{Member, Reconcile, Workers};
+pub use workers::{Converge, Member, Workers};
 
 /// What [`Members::ensure`] did; each variant carries the id of the running instance.
 ///
@@ -277,7 +279,7 @@ impl Members {
     }
 
     fn renewed(&self) -> MutexGuard<'_, HashMap<ClusterName, (ClusterId, String)>> {
-        self.inner.renewed.lock().unwrap_or_else(|p| p.into_inner())
+        self.inner.renewed.lock()
     }
 
     /// Removes every member.

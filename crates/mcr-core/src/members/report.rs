@@ -9,8 +9,10 @@
 //! and [`Members::report_done`] itself, and removes members with [`Members::remove`].
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, MutexGuard};
+use std::sync::Arc;
 use std::time::Duration;
+
+use parking_lot::MutexGuard;
 
 use super::Members;
 use crate::{ClusterName, ErrorChain, MemberState, MemberStatus};
@@ -28,7 +30,7 @@ pub(super) struct Book {
 
 impl Members {
     fn book(&self) -> MutexGuard<'_, Book> {
-        self.inner.book.lock().unwrap_or_else(|p| p.into_inner())
+        self.inner.book.lock()
     }
 
     /// Names the provider in what the members report (done by [`start_run`](Self::start_run)).

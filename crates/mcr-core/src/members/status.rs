@@ -1,14 +1,14 @@
 //! [`StatusBook`]: what a provider made of each object of its source of truth.
 
 use std::collections::BTreeMap;
-use std::sync::{Mutex, MutexGuard};
+
+use parking_lot::{Mutex, MutexGuard};
 
 use super::Members;
 use crate::ClusterName;
 
 /// A provider's status per source object (a Secret, a file, a `Cluster`), for its `status` and
-/// `statuses` accessors. Locks recover from poisoning (each operation keeps the map
-/// consistent).
+/// `statuses` accessors.
 ///
 /// ```
 /// use mcr_core::members::StatusBook;
@@ -62,9 +62,7 @@ impl<K: Ord + Clone, V: Clone> StatusBook<K, V> {
 
     /// The map, locked (to check a condition and write under one lock).
     pub fn lock(&self) -> MutexGuard<'_, BTreeMap<K, V>> {
-        self.map
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.map.lock()
     }
 }
 

@@ -2,10 +2,11 @@
 
 use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::FutureExt;
+use parking_lot::{Mutex, MutexGuard};
 
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
@@ -22,7 +23,7 @@ use crate::{Aware, BoxFuture, ClusterName};
 /// [`Member::ensure`], and record the outcome.
 ///
 /// See the [module documentation](super) for a complete provider.
-pub trait Reconcile: Send + Sync + 'static {
+pub trait Converge: Send + Sync + 'static {
     /// What the provider wants under one name (e.g. the owning Secret and its kubeconfig).
     /// A new value that differs from the last one resets the member's backoff.
     type Desired: Clone + PartialEq + Send + Sync + 'static;
@@ -31,9 +32,9 @@ pub trait Reconcile: Send + Sync + 'static {
 
     /// One attempt for [`member.desired()`](Member::desired). `Ok` waits for the next desired
     /// state; an error is retried with the member's backoff when
-    /// [`is_retryable`](Reconcile::is_retryable), else waits for the next desired state. The
+    /// [`is_retryable`](Converge::is_retryable), else waits for the next desired state. The
     /// future is dropped when the provider stops.
-    fn reconcile<'a>(
+    fn converge<'a>(
         &'a self,
         member: &'a Member<Self::Desired>,
     ) -> BoxFuture<'a, Result<(), Self::Error>>;
@@ -56,8 +57,8 @@ pub trait Reconcile: Send + Sync + 'static {
     }
 }
 
-struct Shared<R: Reconcile> {
-    reconcile: R,
+struct Shared<R: Converge> {
+    converge: R,
     members: Members,
     token: CancellationToken,
     aware: Arc<dyn Aware>,
@@ -67,9 +68,9 @@ struct Shared<R: Reconcile> {
     slots: Mutex<HashMap<ClusterName, watch::Sender<Option<R::Desired>>>>,
 }
 
-impl<R: Reconcile> Shared<R> {
+impl<R: Converge> Shared<R> {
     fn slots(&self) -> MutexGuard<'_, HashMap<ClusterName, watch::Sender<Option<R::Desired>>>> {
-        self.slots.lock().unwrap_or_else(|p| p.into_inner())
+        self.slots.lock()
     }
 }
 
@@ -82,22 +83,22 @@ impl<R: Reconcile> Shared<R> {
 /// to `backoff_max`), so a slow, hung or failing member only delays itself.
 /// [`shutdown`](Workers::shutdown) stops every worker without waiting for attempts in flight.
 /// Every failed attempt is recorded for [`Members::member_statuses`] with its retry delay.
-pub struct Workers<R: Reconcile> {
+pub struct Workers<R: Converge> {
     shared: Arc<Shared<R>>,
 }
 
-impl<R: Reconcile> Workers<R> {
+impl<R: Converge> Workers<R> {
     /// Workers for `members`, stopped when `token` is cancelled (or by
     /// [`shutdown`](Workers::shutdown)); members are engaged with `aware`.
     pub fn new(
         members: &Members,
         token: &CancellationToken,
         aware: Arc<dyn Aware>,
-        reconcile: R,
+        converge: R,
     ) -> Self {
         Workers {
             shared: Arc::new(Shared {
-                reconcile,
+                converge,
                 members: members.clone(),
                 token: token.child_token(),
                 sharder: aware.sharder(),
@@ -108,9 +109,9 @@ impl<R: Reconcile> Workers<R> {
         }
     }
 
-    /// The reconciler.
-    pub fn reconciler(&self) -> &R {
-        &self.shared.reconcile
+    /// The [`Converge`] the workers run.
+    pub fn converger(&self) -> &R {
+        &self.shared.converge
     }
 
     /// `desired` should run under `name`: hands it to the name's worker, starting one if
@@ -195,7 +196,7 @@ impl<D> Member<D> {
 
 /// The worker loop of one name: returns once nothing is desired under it any more (after
 /// removing the member) or when the workers stop.
-async fn run<R: Reconcile>(
+async fn run<R: Converge>(
     shared: Arc<Shared<R>>,
     name: ClusterName,
     mut rx: watch::Receiver<Option<R::Desired>>,
@@ -211,7 +212,7 @@ async fn run<R: Reconcile>(
             if shared.members.remove(&name) {
                 info!("nothing desired under the name any more: member removed");
             }
-            shared.reconcile.removed(&name);
+            shared.converge.removed(&name);
             let mut slots = shared.slots();
             if rx.borrow().is_none() {
                 slots.remove(&name);
@@ -251,7 +252,7 @@ async fn run<R: Reconcile>(
         };
         // Shutdown never waits for an attempt in flight (a credential plugin is killed). A
         // panic in the provider's attempt costs this member one retry, not its worker.
-        let attempt = AssertUnwindSafe(shared.reconcile.reconcile(&member)).catch_unwind();
+        let attempt = AssertUnwindSafe(shared.converge.converge(&member)).catch_unwind();
         let outcome = tokio::select! {
             () = shared.token.cancelled() => return,
             // Ownership moved away mid-attempt: the attempt is dropped (whatever it brought
@@ -274,11 +275,11 @@ async fn run<R: Reconcile>(
             }
             Ok(Err(err)) => {
                 let retry_in = shared
-                    .reconcile
+                    .converge
                     .is_retryable(&err)
                     .then(|| backoff.next_delay());
                 shared.members.report_failure(&name, &err, retry_in);
-                shared.reconcile.failed(&member, &err, retry_in);
+                shared.converge.failed(&member, &err, retry_in);
                 retry_in
             }
         };
@@ -298,7 +299,7 @@ async fn run<R: Reconcile>(
 }
 
 /// Who owns `name` under the workers' sharder (this replica without one).
-fn owner_of<R: Reconcile>(shared: &Shared<R>, name: &ClusterName) -> Ownership {
+fn owner_of<R: Converge>(shared: &Shared<R>, name: &ClusterName) -> Ownership {
     shared
         .sharder
         .as_ref()

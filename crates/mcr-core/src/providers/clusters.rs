@@ -1,12 +1,13 @@
 //! [`ClustersProvider`]: pre-built clusters added and removed at runtime by code.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
+use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
 
 use crate::{
     AddOutcome, Aware, BoxFuture, Cluster, ClusterName, Clusters, ClustersOptions, Error,
-    FieldIndex, Provider, ProviderRunnable, cache::lock,
+    ProviderRunnable,
 };
 
 #[derive(Default)]
@@ -86,7 +87,7 @@ impl ClustersProvider {
     /// ```
     pub async fn add(&self, cluster: Cluster) -> Result<(), Error> {
         let (token, aware) = {
-            let mut state = lock(&self.state);
+            let mut state = self.state.lock();
             match &state.running {
                 Some((token, aware)) => (token.clone(), aware.clone()),
                 None => {
@@ -111,7 +112,7 @@ impl ClustersProvider {
     /// ```
     pub async fn add_or_replace(&self, cluster: Cluster) -> Result<AddOutcome, Error> {
         let (token, aware) = {
-            let mut state = lock(&self.state);
+            let mut state = self.state.lock();
             match &state.running {
                 Some((token, aware)) => (token.clone(), aware.clone()),
                 None => {
@@ -139,7 +140,7 @@ impl ClustersProvider {
     /// ```
     pub fn remove(&self, name: &ClusterName) -> bool {
         {
-            let mut state = lock(&self.state);
+            let mut state = self.state.lock();
             let before = state.pending.len();
             state.pending.retain(|c| c.name() != name);
             if state.pending.len() < before {
@@ -160,19 +161,7 @@ impl ClustersProvider {
     }
 }
 
-impl Provider for ClustersProvider {
-    fn get<'a>(&'a self, name: &'a ClusterName) -> BoxFuture<'a, Result<Cluster, Error>> {
-        Box::pin(async move { self.clusters.get(name) })
-    }
-
-    fn index_field<'a>(&'a self, index: &'a FieldIndex) -> BoxFuture<'a, Result<(), Error>> {
-        Box::pin(self.clusters.index_field(index))
-    }
-
-    fn runnable(&self) -> Option<&dyn ProviderRunnable> {
-        Some(self)
-    }
-}
+super::provider_over_clusters!(ClustersProvider);
 
 impl ProviderRunnable for ClustersProvider {
     fn start<'a>(
@@ -182,7 +171,7 @@ impl ProviderRunnable for ClustersProvider {
     ) -> BoxFuture<'a, Result<(), Error>> {
         Box::pin(async move {
             let pending = {
-                let mut state = lock(&self.state);
+                let mut state = self.state.lock();
                 state.running = Some((token.clone(), aware.clone()));
                 std::mem::take(&mut state.pending)
             };
@@ -193,7 +182,7 @@ impl ProviderRunnable for ClustersProvider {
                 }
             }
             token.cancelled().await;
-            lock(&self.state).running = None;
+            self.state.lock().running = None;
             Ok(())
         })
     }

@@ -10,6 +10,33 @@
 //! # }
 //! ```
 
+/// Implements [`Provider`](crate::Provider) for a provider that looks its clusters up in its
+/// `clusters: Clusters` field and runs itself as its [`ProviderRunnable`](crate::ProviderRunnable).
+macro_rules! provider_over_clusters {
+    ($provider:ty) => {
+        impl $crate::Provider for $provider {
+            fn get<'a>(
+                &'a self,
+                name: &'a $crate::ClusterName,
+            ) -> $crate::BoxFuture<'a, Result<$crate::Cluster, $crate::Error>> {
+                Box::pin(async move { self.clusters.get(name) })
+            }
+
+            fn index_field<'a>(
+                &'a self,
+                index: &'a $crate::FieldIndex,
+            ) -> $crate::BoxFuture<'a, Result<(), $crate::Error>> {
+                Box::pin(self.clusters.index_field(index))
+            }
+
+            fn runnable(&self) -> Option<&dyn $crate::ProviderRunnable> {
+                Some(self)
+            }
+        }
+    };
+}
+use provider_over_clusters;
+
 pub mod clusters;
 pub mod nop;
 pub mod single;

@@ -5,8 +5,7 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 use crate::{
-    Aware, BoxFuture, Cluster, ClusterName, Clusters, ClustersOptions, Error, FieldIndex, Provider,
-    ProviderRunnable,
+    Aware, BoxFuture, Cluster, ClusterName, Clusters, ClustersOptions, Error, ProviderRunnable,
 };
 
 /// A provider of exactly one cluster, built beforehand. Its discovery loop engages the cluster
@@ -97,19 +96,7 @@ impl SingleProvider {
     }
 }
 
-impl Provider for SingleProvider {
-    fn get<'a>(&'a self, name: &'a ClusterName) -> BoxFuture<'a, Result<Cluster, Error>> {
-        Box::pin(async move { self.clusters.get(name) })
-    }
-
-    fn index_field<'a>(&'a self, index: &'a FieldIndex) -> BoxFuture<'a, Result<(), Error>> {
-        Box::pin(self.clusters.index_field(index))
-    }
-
-    fn runnable(&self) -> Option<&dyn ProviderRunnable> {
-        Some(self)
-    }
-}
+super::provider_over_clusters!(SingleProvider);
 
 impl ProviderRunnable for SingleProvider {
     fn start<'a>(

@@ -17,7 +17,7 @@ async fn clusters_add_get_remove() {
     assert!(clusters.get(&"a".into()).unwrap().same_instance(&cluster));
     assert!(cluster.cache().is_started());
     let token = clusters.token(&"a".into()).unwrap();
-    let engaged = aware.engaged.lock().unwrap().clone();
+    let engaged = aware.engaged.lock().clone();
     assert_eq!(engaged.len(), 1);
     assert!(!engaged[0].1.is_cancelled());
 
@@ -71,7 +71,7 @@ async fn clusters_sync_timeout_leaves_nothing_behind() {
     assert!(err.to_string().contains("slow"));
     assert!(clusters.names().is_empty() && clusters.token(&"slow".into()).is_none());
     // Engaged in phase 1 (to open informers), then disengaged: its token fired.
-    let engaged = aware.engaged.lock().unwrap().clone();
+    let engaged = aware.engaged.lock().clone();
     assert_eq!(engaged.len(), 1);
     assert!(engaged.iter().all(|(_, token)| token.is_cancelled()));
     assert!(!parent.is_cancelled());
@@ -233,5 +233,5 @@ async fn no_member_can_be_the_host_or_nameless() {
         assert!(matches!(err, Error::InvalidName { .. }), "{err}");
     }
     assert!(clusters.is_empty() && registry.is_empty());
-    assert!(aware.engaged.lock().unwrap().is_empty());
+    assert!(aware.engaged.lock().is_empty());
 }

@@ -2,15 +2,12 @@
 //! requests never complete stands for an unreachable cluster). The behaviour against a real
 //! API server is covered by the integration tests in `tests/`.
 
-use std::{
-    convert::Infallible,
-    sync::{Arc, Mutex},
-    time::Duration,
-};
+use std::{convert::Infallible, sync::Arc, time::Duration};
 
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
 use mcr_envtest::wait::{DEFAULT_TIMEOUT, eventually};
+use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
 
 use crate::{
@@ -53,7 +50,7 @@ impl Aware for Recorder {
                 source: "refused by test".into(),
             });
         }
-        self.engaged.lock().unwrap().push((name, token));
+        self.engaged.lock().push((name, token));
         Ok(())
     }
 }

@@ -2,60 +2,14 @@
 
 use serde_json::{Value, json};
 
-use super::fields::schema;
-use super::managed;
+use super::managed::{self, Operation, scope_for};
 use super::meta::{meta_mut, meta_str, name_of, namespace_of, rv_of, uid_of};
 use super::patch::apply_patch;
-use super::registry::TypeInfo;
+use super::registry::scope;
 use super::state::{ObjKey, Store};
 use super::update::finish_update;
-use super::write::{check_body, check_subresource, create_locked, scope};
+use super::write::{check_body, check_subresource, create_locked};
 use super::{ApiError, Engine, PatchType, ResourceType, WriteOptions};
-
-/// What kind of write a `managedFields` entry records.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Operation {
-    /// A create, update or non-apply patch: ownership is recorded when the object is stored.
-    Update,
-    /// A server-side apply: the candidate already carries its `managedFields`.
-    Apply,
-}
-
-/// The field-ownership scope of a request: the type's schema (a CRD's from its stored
-/// definition), the request's version, and the fields its endpoint resets.
-pub(crate) fn scope_for<'a>(
-    store: &Store,
-    info: &TypeInfo,
-    subresource: Option<&'a str>,
-) -> managed::Scope<'a> {
-    let rt = &info.rt;
-    let schema = if rt.custom {
-        let crd_name = format!("{}.{}", rt.plural, rt.group);
-        let crd = store.get(
-            "customresourcedefinitions.apiextensions.k8s.io",
-            &(String::new(), crd_name),
-        );
-        let openapi = crd.and_then(|crd| {
-            crd["spec"]["versions"]
-                .as_array()?
-                .iter()
-                .find(|v| v["name"] == json!(rt.version))?
-                .pointer("/schema/openAPIV3Schema")
-                .cloned()
-        });
-        schema::custom(openapi.as_ref())
-    } else {
-        schema::builtin(&rt.kind)
-    };
-    managed::Scope {
-        schema,
-        api_version: rt.api_version(),
-        subresource,
-        reset: managed::reset_fields(rt.custom, rt.status_subresource, subresource),
-        empty: managed::empty_object(&rt.kind, rt.custom, &rt.api_version()),
-        custom_kind: rt.custom.then(|| (rt.kind.clone(), rt.group.clone())),
-    }
-}
 
 /// Parses an apply body: JSON or YAML, which must be an object.
 fn parse_applied(body: &[u8]) -> Result<Value, ApiError> {

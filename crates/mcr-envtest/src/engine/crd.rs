@@ -203,24 +203,3 @@ fn types_of(crd: &Value) -> Vec<TypeInfo> {
 pub(crate) fn serve(store: &mut Store, crd: &Value) {
     store.registry.replace_resource(&res_of(crd), types_of(crd));
 }
-
-/// Stops serving a CRD's types and removes all their objects (finalizers on custom objects are
-/// not waited for).
-pub(crate) fn unserve_and_purge(store: &mut Store, crd: &Value) {
-    let res = res_of(crd);
-    let keys: Vec<_> = store
-        .objects
-        .get(&res)
-        .map(|m| m.keys().cloned().collect())
-        .unwrap_or_default();
-    for key in keys {
-        if let Some(removed) = store.remove(&res, &key) {
-            super::gc::collect_dependents(store, super::meta::uid_of(&removed));
-            if !key.0.is_empty() {
-                super::delete::try_finalize_namespace(store, &key.0);
-            }
-        }
-    }
-    store.objects.remove(&res);
-    store.registry.replace_resource(&res, Vec::new());
-}

@@ -1,11 +1,16 @@
-//! Garbage collection by `ownerReferences`: when an owner goes away, dependents whose last live
+//! Removal and what it sets off: finalizers, namespace termination, a CRD's custom objects, and
+//! garbage collection by `ownerReferences` (when an owner goes away, dependents whose last live
 //! owner it was are deleted (background); dependents with other live owners, and orphaned
-//! dependents, lose the reference instead.
+//! dependents, lose the reference instead).
 
-use serde_json::Value;
+use std::sync::Arc;
 
-use super::meta::meta_mut;
-use super::state::Store;
+use serde_json::{Value, json};
+
+use super::crd;
+use super::meta::{finalizers_of, is_deleting, meta_mut, now, uid_of};
+use super::registry::{Special, TypeInfo};
+use super::state::{ObjKey, ResKey, Store};
 
 /// The dependents currently naming `owner_uid`.
 fn dependents_of(
@@ -62,7 +67,7 @@ pub(crate) fn collect_dependents(store: &mut Store, owner_uid: &str) {
             let updated = without_owner(&dep, owner_uid);
             store.put(&res, updated);
         } else {
-            super::delete::delete_object(store, &res, &key, None);
+            delete_object(store, &res, &key, None);
         }
     }
 }
@@ -77,4 +82,147 @@ pub(crate) fn orphan_dependents(store: &mut Store, owner_uid: &str) {
         let updated = without_owner(&dep, owner_uid);
         store.put(&res, updated);
     }
+}
+
+pub(crate) fn delete_object(
+    store: &mut Store,
+    res: &ResKey,
+    key: &ObjKey,
+    policy: Option<&str>,
+) -> Option<Arc<Value>> {
+    let obj = store.get(res, key)?.clone();
+    let info = store.registry.any_version(res);
+    let special = info.as_ref().map_or(Special::None, |i| i.special);
+    if special == Special::Namespace {
+        return delete_namespace(store, res, key);
+    }
+    if finalizers_of(&obj).is_empty() {
+        return final_remove(store, res, key, policy);
+    }
+    if is_deleting(&obj) {
+        return Some(obj);
+    }
+    let marked = mark_deleting(&obj, info.as_deref());
+    let stored = store.put(res, marked);
+    if policy == Some("Orphan") {
+        orphan_dependents(store, uid_of(&stored));
+    }
+    Some(stored)
+}
+
+/// Sets `deletionTimestamp` / `deletionGracePeriodSeconds` and bumps a tracked generation.
+fn mark_deleting(obj: &Value, info: Option<&TypeInfo>) -> Value {
+    let mut marked = obj.clone();
+    let meta = meta_mut(&mut marked);
+    meta.insert("deletionTimestamp".into(), json!(now()));
+    meta.insert("deletionGracePeriodSeconds".into(), json!(0));
+    if info.is_some_and(|i| i.generation)
+        && let Some(g) = meta.get("generation").and_then(Value::as_i64)
+    {
+        meta.insert("generation".into(), json!(g + 1));
+    }
+    marked
+}
+
+/// Removes the object for good, then handles its dependents, its namespace and (for a CRD) its
+/// types and custom objects.
+pub(crate) fn final_remove(
+    store: &mut Store,
+    res: &ResKey,
+    key: &ObjKey,
+    policy: Option<&str>,
+) -> Option<Arc<Value>> {
+    let special = store
+        .registry
+        .any_version(res)
+        .map_or(Special::None, |i| i.special);
+    if special == Special::Crd
+        && let Some(crd) = store.get(res, key).cloned()
+    {
+        purge(store, &crd::res_of(&crd));
+    }
+    let removed = store.remove(res, key)?;
+    if policy == Some("Orphan") {
+        orphan_dependents(store, uid_of(&removed));
+    } else {
+        collect_dependents(store, uid_of(&removed));
+    }
+    if !key.0.is_empty() {
+        try_finalize_namespace(store, &key.0);
+    }
+    Some(removed)
+}
+
+/// Whether a deleted object with no finalizers left may go now (a namespace waits until empty).
+pub(crate) fn may_remove(store: &Store, info: &TypeInfo, obj: &Value) -> bool {
+    info.special != Special::Namespace
+        || store
+            .ns_counts
+            .get(super::meta::name_of(obj))
+            .copied()
+            .unwrap_or(0)
+            == 0
+}
+
+/// Marks a namespace Terminating, deletes everything in it, and removes it once empty.
+fn delete_namespace(store: &mut Store, res: &ResKey, key: &ObjKey) -> Option<Arc<Value>> {
+    let obj = store.get(res, key)?.clone();
+    let marked = if is_deleting(&obj) {
+        obj
+    } else {
+        let mut marked = mark_deleting(&obj, None);
+        marked["status"] = json!({"phase": "Terminating"});
+        store.put(res, marked)
+    };
+    let ns = key.1.clone();
+    let mut content: Vec<(ResKey, ObjKey)> = Vec::new();
+    for (r, objects) in &store.objects {
+        content.extend(
+            objects
+                .range((ns.clone(), String::new())..)
+                .take_while(|((n, _), _)| *n == ns)
+                .map(|(k, _)| (r.clone(), k.clone())),
+        );
+    }
+    content.sort();
+    for (r, k) in content {
+        delete_object(store, &r, &k, None);
+    }
+    try_finalize_namespace(store, &ns);
+    Some(marked)
+}
+
+/// Removes a terminating namespace once nothing is left in it and its finalizers are gone.
+pub(crate) fn try_finalize_namespace(store: &mut Store, ns: &str) {
+    let res: ResKey = Arc::from("namespaces");
+    let key: ObjKey = (String::new(), ns.to_string());
+    let Some(obj) = store.get(&res, &key) else {
+        return;
+    };
+    if is_deleting(obj)
+        && finalizers_of(obj).is_empty()
+        && store.ns_counts.get(ns).copied().unwrap_or(0) == 0
+    {
+        final_remove(store, &res, &key, None);
+    }
+}
+
+/// Removes every object of a CRD's resource (finalizers on custom objects are not waited for),
+/// then stops serving its types.
+fn purge(store: &mut Store, res: &ResKey) {
+    let keys: Vec<_> = store
+        .objects
+        .get(res)
+        .map(|m| m.keys().cloned().collect())
+        .unwrap_or_default();
+    for key in keys {
+        if let Some(removed) = store.remove(res, &key) {
+            collect_dependents(store, uid_of(&removed));
+            if !key.0.is_empty() {
+                try_finalize_namespace(store, &key.0);
+            }
+        }
+    }
+    store.objects.remove(res);
+    store.registry.replace_resource(res, Vec::new());
 }

@@ -21,10 +21,12 @@ use std::sync::Arc;
 use serde_json::{Map, Value, json};
 
 use super::ApiError;
-use super::fields::schema::Schema;
+use super::fields::schema::{self, Schema};
 use super::fields::typed::{self, Comparison};
 use super::fields::{FieldSet, Pe, display_path};
 use super::meta::now;
+use super::registry::TypeInfo;
+use super::state::Store;
 
 /// The manager that owns the fields of an untracked object when it is first applied to.
 const BEFORE_FIRST_APPLY: &str = "before-first-apply";
@@ -647,5 +649,50 @@ pub(crate) fn empty_object(kind: &str, custom: bool, api_version: &str) -> Value
         "Namespace" => json!({"metadata": meta, "spec": {}, "status": {}}),
         "Lease" => json!({"metadata": meta, "spec": {}}),
         _ => json!({"metadata": meta}),
+    }
+}
+
+/// What kind of write a `managedFields` entry records.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Operation {
+    /// A create, update or non-apply patch: ownership is recorded when the object is stored.
+    Update,
+    /// A server-side apply: the candidate already carries its `managedFields`.
+    Apply,
+}
+
+/// The field-ownership scope of a request: the type's schema (a CRD's from its stored
+/// definition), the request's version, and the fields its endpoint resets.
+pub(crate) fn scope_for<'a>(
+    store: &Store,
+    info: &TypeInfo,
+    subresource: Option<&'a str>,
+) -> Scope<'a> {
+    let rt = &info.rt;
+    let schema = if rt.custom {
+        let crd_name = format!("{}.{}", rt.plural, rt.group);
+        let crd = store.get(
+            "customresourcedefinitions.apiextensions.k8s.io",
+            &(String::new(), crd_name),
+        );
+        let openapi = crd.and_then(|crd| {
+            crd["spec"]["versions"]
+                .as_array()?
+                .iter()
+                .find(|v| v["name"] == json!(rt.version))?
+                .pointer("/schema/openAPIV3Schema")
+                .cloned()
+        });
+        schema::custom(openapi.as_ref())
+    } else {
+        schema::builtin(&rt.kind)
+    };
+    Scope {
+        schema,
+        api_version: rt.api_version(),
+        subresource,
+        reset: reset_fields(rt.custom, rt.status_subresource, subresource),
+        empty: empty_object(&rt.kind, rt.custom, &rt.api_version()),
+        custom_kind: rt.custom.then(|| (rt.kind.clone(), rt.group.clone())),
     }
 }

@@ -3,10 +3,9 @@
 use base64::Engine as _;
 use serde_json::{Value, json};
 
-use super::registry::TypeInfo;
+use super::registry::{TypeInfo, present, scope};
 use super::selector::Selectors;
 use super::state::{ObjKey, Store};
-use super::write::{present, scope};
 use super::{ApiError, Engine, ListParams, ResourceType};
 
 const B64: base64::engine::GeneralPurpose = base64::engine::general_purpose::URL_SAFE_NO_PAD;

@@ -2,6 +2,8 @@
 
 use std::sync::Arc;
 
+use serde_json::Value;
+
 use super::{ApiError, ResourceType};
 
 /// Behaviour that only some types have.
@@ -247,4 +249,25 @@ pub(crate) fn builtins() -> Registry {
         });
     }
     registry
+}
+
+/// The namespace a request addresses: `ns` for namespaced types, `""` for cluster-scoped ones.
+pub(crate) fn scope(info: &TypeInfo, namespace: Option<&str>) -> Result<String, ApiError> {
+    match (info.rt.namespaced, namespace) {
+        (true, Some(ns)) if !ns.is_empty() => Ok(ns.to_string()),
+        (false, None) => Ok(String::new()),
+        _ => Err(ApiError::path_not_found()),
+    }
+}
+
+/// The object as served at `rt`'s version (CRD versions share storage; no conversion).
+pub(crate) fn present(obj: &Value, rt: &ResourceType) -> Value {
+    let mut out = obj.clone();
+    let api_version = rt.api_version();
+    if out.get("apiVersion").and_then(Value::as_str) != Some(api_version.as_str())
+        && let Some(map) = out.as_object_mut()
+    {
+        map.insert("apiVersion".into(), Value::String(api_version));
+    }
+    out
 }

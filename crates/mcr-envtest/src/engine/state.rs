@@ -4,8 +4,9 @@
 //! resourceVersion, keep the indexes right and append exactly one [`Change`] to the history.
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
-use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::Arc;
 
+use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 use serde_json::Value;
 
 use super::meta::{meta_mut, namespace_of, owner_uids, uid_of};
@@ -252,14 +253,14 @@ impl State {
         }
     }
 
-    /// Read access (a poisoned lock is still usable: every write leaves the store consistent).
+    /// Read access.
     pub(crate) fn read(&self) -> RwLockReadGuard<'_, Store> {
-        self.store.read().unwrap_or_else(|e| e.into_inner())
+        self.store.read()
     }
 
     /// Write access.
     pub(crate) fn write(&self) -> RwLockWriteGuard<'_, Store> {
-        self.store.write().unwrap_or_else(|e| e.into_inner())
+        self.store.write()
     }
 
     /// Wakes every watcher after a write (call with the lock released).

@@ -6,12 +6,11 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
 
-use super::apply::{Operation, scope_for};
+use super::managed::{Operation, scope_for};
 use super::meta::{finalizers_of, is_deleting, meta_mut, name_of, rv_of, spec_part};
-use super::registry::{Special, TypeInfo};
+use super::registry::{Special, TypeInfo, present};
 use super::state::Store;
-use super::write::present;
-use super::{ApiError, WriteOptions, crd, delete, special};
+use super::{ApiError, WriteOptions, crd, gc, special};
 
 /// Metadata the server owns: never taken from a request body on update.
 const SERVER_META: &[&str] = &[
@@ -114,10 +113,9 @@ pub(crate) fn finish_update(
         return Ok(present(&new, rt));
     }
     let key = super::state::key_of(&new);
-    if is_deleting(&new) && finalizers_of(&new).is_empty() && delete::may_remove(store, info, &new)
-    {
+    if is_deleting(&new) && finalizers_of(&new).is_empty() && gc::may_remove(store, info, &new) {
         // Like the real server: one DELETED event, no intermediate MODIFIED.
-        if let Some(removed) = delete::final_remove(store, &info.res, &key, None) {
+        if let Some(removed) = gc::final_remove(store, &info.res, &key, None) {
             meta_mut(&mut new).insert("resourceVersion".into(), json!(rv_of(&removed)));
         }
         return Ok(present(&new, rt));

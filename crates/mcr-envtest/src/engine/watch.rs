@@ -15,9 +15,9 @@ use serde_json::{Value, json};
 use tokio::time::Instant;
 
 use super::read::parse_rv;
+use super::registry::present;
 use super::selector::Selectors;
 use super::state::{Change, ResKey, State};
-use super::write::present;
 use super::{ApiError, Engine, ResourceType, WatchEvent, WatchEventType, WatchParams, WatchStream};
 
 /// How often a watch with `allowWatchBookmarks` gets a BOOKMARK.

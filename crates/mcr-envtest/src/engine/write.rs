@@ -2,36 +2,15 @@
 
 use serde_json::{Value, json};
 
-use super::apply::Operation;
+use super::managed::Operation;
 use super::meta::{
     is_deleting, meta_mut, meta_str, name_of, new_uid, now, random_suffix, rv_of, uid_of,
     validate_name,
 };
-use super::registry::{Special, TypeInfo};
+use super::registry::{Special, TypeInfo, present, scope};
 use super::state::{ObjKey, Store};
 use super::update::{finish_update, record_update};
 use super::{ApiError, Engine, ResourceType, WriteOptions, crd, special};
-
-/// The namespace a request addresses: `ns` for namespaced types, `""` for cluster-scoped ones.
-pub(crate) fn scope(info: &TypeInfo, namespace: Option<&str>) -> Result<String, ApiError> {
-    match (info.rt.namespaced, namespace) {
-        (true, Some(ns)) if !ns.is_empty() => Ok(ns.to_string()),
-        (false, None) => Ok(String::new()),
-        _ => Err(ApiError::path_not_found()),
-    }
-}
-
-/// The object as served at `rt`'s version (CRD versions share storage; no conversion).
-pub(crate) fn present(obj: &Value, rt: &ResourceType) -> Value {
-    let mut out = obj.clone();
-    let api_version = rt.api_version();
-    if out.get("apiVersion").and_then(Value::as_str) != Some(api_version.as_str())
-        && let Some(map) = out.as_object_mut()
-    {
-        map.insert("apiVersion".into(), Value::String(api_version));
-    }
-    out
-}
 
 /// Checks kind/apiVersion/namespace of a request body and fills them in from the path.
 pub(crate) fn check_body(info: &TypeInfo, ns: &str, mut body: Value) -> Result<Value, ApiError> {

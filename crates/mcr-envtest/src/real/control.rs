@@ -1,8 +1,10 @@
 //! One real control plane: a `kube-apiserver` on the shared etcd, behind a fault proxy.
 
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Instant;
+
+use parking_lot::Mutex;
 
 use super::apiserver::{ApiServerSpec, Probe, token_file};
 use super::assets::Assets;
@@ -125,10 +127,7 @@ impl ControlPlane {
     }
 
     fn take_process(&self) -> Option<Guarded> {
-        self.apiserver
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .take()
+        self.apiserver.lock().take()
     }
 
     /// Refuses connections, then stops the API server (SIGTERM, SIGKILL after a grace).
@@ -142,15 +141,11 @@ impl ControlPlane {
     /// Starts the API server again (same port, certificates, token and data) and, once it is
     /// ready, lets clients through.
     pub(crate) async fn restart(&self) -> Result<(), Error> {
-        let running = self
-            .apiserver
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .is_some();
+        let running = self.apiserver.lock().is_some();
         if !running {
             let process = self.spec.start(&self.probe).await?;
             let surplus = {
-                let mut slot = self.apiserver.lock().unwrap_or_else(|e| e.into_inner());
+                let mut slot = self.apiserver.lock();
                 // A concurrent restart may have won; then this process is surplus.
                 if slot.is_some() {
                     Some(process)

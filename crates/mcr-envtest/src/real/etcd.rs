@@ -2,9 +2,9 @@
 //! `--etcd-prefix`): one etcd costs ~1 s and tens of MiB, so a fleet pays for it once.
 
 use std::path::PathBuf;
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use parking_lot::Mutex;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::OnceCell;
 

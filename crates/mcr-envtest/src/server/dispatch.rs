@@ -92,6 +92,11 @@ fn serve(
         return Err(response::injected(code));
     }
     let output = Output::negotiate(req.headers())?;
+    if output != Output::Full {
+        shared
+            .counters
+            .record(&format!("{}-metadata", verb.as_str()), &resource);
+    }
 
     let engine = &shared.engine;
     let rt = engine

@@ -206,7 +206,7 @@ impl<T> Context<T> {
 
     /// The object `key` in this cluster's cache of the controller's reconciled type (the
     /// `for_` input, with its selectors), or `None` if it is not there: what a request-keyed
-    /// reconciler ([`register_request`](crate::Builder::register_request)) reads to tell "gone"
+    /// reconciler (one taking a [`Request`](crate::Request), see [`Builder::register`](crate::Builder::register)) reads to tell "gone"
     /// from "present". Also `None` when `K` is not the controller's reconciled type.
     ///
     /// ```no_run
@@ -226,7 +226,15 @@ impl<T> Context<T> {
         K: Resource + Clone + Debug + Send + Sync + 'static,
         K::DynamicType: Clone + Eq + Hash + Send + Sync + 'static,
     {
-        let informer = self.primary.as_ref()?.downcast_ref::<Informer<K>>()?;
+        let Some(informer) = self.primary.as_ref()?.downcast_ref::<Informer<K>>() else {
+            tracing::debug!(
+                cluster = %self.name,
+                asked = std::any::type_name::<K>(),
+                "Context::cached answers only for the controller's reconciled type (its `for_` \
+                 input); read other types through `current_cluster().cache()`"
+            );
+            return None;
+        };
         informer.get(key.namespace.as_deref(), &key.name)
     }
 

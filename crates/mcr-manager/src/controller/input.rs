@@ -14,7 +14,9 @@ use super::{
     request::{IntoRequest, Request},
     scope::ClusterScope,
 };
-use crate::controller::runner::{ClusterFilter, panic_message};
+use mcr_core::panic_message;
+
+use crate::controller::scope::ClusterFilter;
 
 /// Requests produced by one event: almost always exactly one, so that case does not allocate.
 pub(crate) enum Batch<K: Resource> {

@@ -32,6 +32,7 @@ mod recorder;
 mod request;
 mod runner;
 mod scope;
+mod target;
 
 pub use action::UnreadableAction;
 pub use builder::{Builder, Controller, RunError, Start, WatchOptions};
@@ -40,3 +41,4 @@ pub use outcome::{ReconcileOutcome, ReconcileResult};
 pub use recorder::{DEFAULT_PUBLISH_TIMEOUT, Recorder, RecorderError};
 pub use request::{IntoRequest, Request};
 pub use scope::ClusterScope;
+pub use target::Target;

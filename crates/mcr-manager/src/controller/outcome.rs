@@ -9,9 +9,9 @@ use kube::{
     Resource,
     runtime::{controller::Action, reflector::ObjectRef},
 };
-use mcr_core::ClusterName;
+use mcr_core::{ClusterName, panic_message};
 
-use super::{request::Request, runner::panic_message};
+use super::request::Request;
 
 /// How one reconcile ended.
 #[derive(Debug)]
@@ -65,16 +65,18 @@ impl<K: Resource> std::fmt::Debug for ReconcileOutcome<'_, K> {
 pub(crate) type OutcomeHook<K> = Arc<dyn Fn(&ReconcileOutcome<'_, K>) + Send + Sync>;
 
 /// Hands a finished reconcile to every hook; a panicking hook is logged, never fatal.
-pub(crate) fn report<K, E>(
+pub(crate) fn report<K>(
     hooks: &[OutcomeHook<K>],
     cluster: &ClusterName,
     key: &ObjectRef<K>,
-    result: &std::thread::Result<Result<Action, E>>,
+    result: Result<
+        Result<&Action, &(dyn std::error::Error + 'static)>,
+        &(dyn std::any::Any + Send),
+    >,
     elapsed: Duration,
 ) where
     K: Resource,
     K::DynamicType: Clone,
-    E: std::error::Error + 'static,
 {
     if hooks.is_empty() {
         return;
@@ -84,7 +86,7 @@ pub(crate) fn report<K, E>(
         Ok(Ok(action)) => ReconcileResult::Ok(action),
         Ok(Err(err)) => ReconcileResult::Err(err),
         Err(panic) => {
-            panicked = panic_message(panic.as_ref());
+            panicked = panic_message(panic);
             ReconcileResult::Panicked(&panicked)
         }
     };

@@ -1,10 +1,28 @@
-//! [`ClusterScope`]: which clusters one input of a controller watches.
+//! [`ClusterScope`]: which clusters one input of a controller watches, and the cluster filters
+//! that pick among the provider's clusters.
+
+use std::sync::Arc;
+
+use mcr_core::{Cluster, ClusterName};
+
+/// Decides whether a controller, or one of its inputs, engages a provider cluster.
+pub(crate) type ClusterFilter = Arc<dyn Fn(&ClusterName, &Cluster) -> bool + Send + Sync>;
+
+/// Whether `filter` lets a controller or input engage `cluster`: the host always passes (its
+/// scope decides), as does every cluster when there is no filter.
+pub(crate) fn passes(
+    filter: Option<&ClusterFilter>,
+    name: &ClusterName,
+    cluster: &Cluster,
+) -> bool {
+    name.is_host() || filter.is_none_or(|f| f(name, cluster))
+}
 
 /// Which clusters one input (`for_`, `owns`, `watches` and their variants) watches: the
 /// manager's host cluster, the provider's clusters, or both. Set per input with
 /// [`WatchOptions::scope`](crate::WatchOptions::scope); an input that sets none takes the
-/// controller's default (see [`Builder::include_host`](crate::Builder::include_host)):
-/// the provider clusters, or the host when the manager has no provider.
+/// controller's default (see [`Builder::scope`](crate::Builder::scope)): the provider
+/// clusters, or every cluster when the manager has no provider.
 ///
 /// The scope of the reconciled type (`for_*`) decides **where reconciles run**: a request is
 /// reconciled only in a cluster of that scope. Every other input may watch elsewhere and map
@@ -20,22 +38,22 @@
 /// # fn demo(mgr: mcr_manager::Manager) {
 /// // Reconcile ConfigMaps on the host, triggered by Secrets in every member.
 /// let b = Controller::new(&mgr)
-///     .for_with::<ConfigMap>((), WatchOptions::new().scope(ClusterScope::Host))
-///     .watches_with::<Secret, _>((), WatchOptions::new(), |s: Arc<Secret>, _member: &ClusterName| {
+///     .for_with::<ConfigMap>(WatchOptions::new().scope(ClusterScope::Host))
+///     .watches_with::<Secret, _>(WatchOptions::new(), |s: Arc<Secret>, _member: &ClusterName| {
 ///         Some(Request::new(ClusterName::host(), ObjectRef::new(&s.name_any()).within("default")))
 ///     });
 ///
 /// // Reconcile ConfigMaps in every member, triggered by Secrets on the host.
 /// let b = Controller::new(&mgr)
 ///     .for_::<ConfigMap>()
-///     .watches_with::<Secret, _>((), WatchOptions::new().scope(ClusterScope::Host), |s: Arc<Secret>, _host: &ClusterName| {
+///     .watches_with::<Secret, _>(WatchOptions::new().scope(ClusterScope::Host), |s: Arc<Secret>, _host: &ClusterName| {
 ///         vec![Request::new("member-1", ObjectRef::new(&s.name_any()).within("default"))]
 ///     });
 /// # }
 /// ```
 ///
-/// A [`cluster_filter`](crate::Builder::cluster_filter) applies to provider clusters in every
-/// scope; the host is filtered only with [`filter_host`](crate::Builder::filter_host).
+/// A [`cluster_filter`](crate::Builder::cluster_filter) picks among provider clusters in every
+/// scope; whether the host is watched is said by the scope alone.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum ClusterScope {

@@ -2,10 +2,11 @@
 
 use std::{
     net::SocketAddr,
-    sync::{Arc, Mutex, atomic::AtomicBool},
+    sync::{Arc, atomic::AtomicBool},
 };
 
 use mcr_core::{Cluster, ClusterName, Provider};
+use parking_lot::Mutex;
 
 use super::{Inner, Manager, State};
 #[cfg(feature = "leader-election")]
@@ -264,7 +265,7 @@ impl Manager {
 
     /// A [`ManagerBuilder`] around an existing host [`Cluster`], so that a provider which
     /// watches the host too (such as the namespace provider) shares the manager's host cache
-    /// and its watches instead of opening a second set. [`Manager::local`] returns this
+    /// and its watches instead of opening a second set. [`Manager::host`] returns this
     /// cluster; `cluster(ClusterName::host())` answers with it.
     ///
     /// ```no_run
@@ -272,7 +273,7 @@ impl Manager {
     /// let host = mcr_core::Cluster::new(mcr_core::ClusterName::host(), client);
     /// // e.g. NamespaceProvider::new(host.clone(), options) as the provider:
     /// let mgr = mcr_manager::Manager::builder_with_host(host.clone()).build();
-    /// assert!(mgr.local().same_instance(&host));
+    /// assert!(mgr.host().same_instance(&host));
     /// # }
     /// ```
     pub fn builder_with_host(host: Cluster) -> ManagerBuilder {

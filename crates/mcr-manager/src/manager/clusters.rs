@@ -117,16 +117,32 @@ impl Aware for Manager {
     /// Engages `cluster` under `name` with every controller and runnable (also those added
     /// later). The same instance again is a no-op; a new instance replaces the old one (the
     /// old one's watches stop, nothing is reconciled against it afterwards). The cluster is
-    /// forgotten when `token` fires. A cluster whose cache was not started yet (engaged by hand
-    /// rather than through [`Clusters::add`](mcr_core::Clusters::add)) gets it started for the
-    /// engagement's lifetime.
+    /// forgotten when `token` fires. The cluster's cache must be started: providers engage
+    /// through [`Clusters::add`](mcr_core::Clusters::add), which starts it (the one place that
+    /// does) and waits for it to sync (the one sync gate); a cache not started is refused with
+    /// [`Error::Engage`](mcr_core::Error::Engage).
     fn engage(
         &self,
         token: CancellationToken,
         name: ClusterName,
         cluster: Cluster,
     ) -> Result<(), mcr_core::Error> {
-        // Refuses the empty name and the host's (`Error::InvalidName`).
+        // Refuses the empty name and the host's (`Error::InvalidName`), and a cluster whose
+        // cache nobody started: nothing would ever list there.
+        if let Some(reason) = name.member_name_error() {
+            return Err(mcr_core::Error::InvalidName {
+                cluster: name,
+                reason,
+            });
+        }
+        if !cluster.cache().is_started() {
+            return Err(mcr_core::Error::Engage {
+                cluster: name,
+                source: "its cache is not started: engage clusters through `mcr_core::Clusters` \
+                         (`add` starts the cache and waits for it to sync), or start it first"
+                    .into(),
+            });
+        }
         let runnables = {
             // Lock order: state, then the fleet (so `add` sees each engagement exactly once).
             let state = self.state();
@@ -145,12 +161,12 @@ impl Aware for Manager {
         };
         // Known by the engaged name in the cache's logs and errors, and its informers'.
         cluster.cache().engaged_as(&name);
-        // Providers start the cache before engaging (`Clusters::add`); a cluster engaged by
-        // hand may not have: start it for the engagement's lifetime (a no-op if started).
-        cluster.cache().start(token.child_token());
         debug!(cluster = %name, "cluster engaged");
         for runnable in runnables {
-            if let Err(err) = runnable.engage(token.clone(), name.clone(), cluster.clone()) {
+            let Some(aware) = runnable.aware() else {
+                continue;
+            };
+            if let Err(err) = aware.engage(token.clone(), name.clone(), cluster.clone()) {
                 warn!(runnable = runnable.name(), cluster = %name, error = %ErrorChain(&err), "engage failed");
             }
         }

@@ -16,12 +16,13 @@ use std::{
     collections::HashSet,
     net::SocketAddr,
     sync::{
-        Arc, Mutex, MutexGuard,
+        Arc,
         atomic::{AtomicBool, Ordering},
     },
 };
 
 use mcr_core::{Cluster, Provider};
+use parking_lot::{Mutex, MutexGuard};
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 use tracing::warn;
 
@@ -100,20 +101,18 @@ impl std::fmt::Debug for Manager {
 
 impl Manager {
     fn state(&self) -> MutexGuard<'_, State> {
-        match self.inner.state.lock() {
-            Ok(guard) => guard,
-            Err(poisoned) => poisoned.into_inner(),
-        }
+        self.inner.state.lock()
     }
 
-    /// The host (local) cluster.
+    /// The host cluster: the one the manager runs against (what `Context::host` and
+    /// `Fleet::host` return too).
     ///
     /// ```no_run
     /// # fn demo(mgr: mcr_manager::Manager) {
-    /// let client = mgr.local().client();
+    /// let client = mgr.host().client();
     /// # }
     /// ```
-    pub fn local(&self) -> &Cluster {
+    pub fn host(&self) -> &Cluster {
         &self.inner.host
     }
 
@@ -203,7 +202,10 @@ impl Manager {
             (engaged, state.running.clone())
         };
         for (name, cluster, token) in engaged {
-            if let Err(err) = runnable.engage(token, name.clone(), cluster) {
+            let Some(aware) = runnable.aware() else {
+                continue;
+            };
+            if let Err(err) = aware.engage(token, name.clone(), cluster) {
                 warn!(runnable = runnable.name(), cluster = %name, error = %mcr_core::ErrorChain(&err), "engage failed");
             }
         }

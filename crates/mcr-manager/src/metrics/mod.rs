@@ -26,11 +26,9 @@ mod credentials;
 mod label;
 mod samples;
 
-use std::{
-    sync::{Arc, Mutex},
-    time::Duration,
-};
+use std::{sync::Arc, time::Duration};
 
+use parking_lot::Mutex;
 use prometheus_client::{
     encoding::text::encode,
     metrics::{
@@ -220,10 +218,7 @@ impl Metrics {
     /// ```
     pub fn encode(&self) -> String {
         let mut out = String::new();
-        let registry = match self.registry.lock() {
-            Ok(guard) => guard,
-            Err(poisoned) => poisoned.into_inner(),
-        };
+        let registry = self.registry.lock();
         // Writing into a String cannot fail.
         let _ = encode(&mut out, &registry);
         out
@@ -240,10 +235,7 @@ impl Metrics {
     /// assert!(metrics.encode().contains("my_things_total 1"));
     /// ```
     pub fn with_registry<T>(&self, f: impl FnOnce(&mut Registry) -> T) -> T {
-        let mut registry = match self.registry.lock() {
-            Ok(guard) => guard,
-            Err(poisoned) => poisoned.into_inner(),
-        };
+        let mut registry = self.registry.lock();
         f(&mut registry)
     }
 

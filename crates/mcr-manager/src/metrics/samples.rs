@@ -9,24 +9,19 @@
 use std::{
     collections::HashMap,
     sync::{
-        Arc, Mutex, MutexGuard,
+        Arc,
         atomic::{AtomicBool, Ordering},
     },
     time::Duration,
 };
+
+use parking_lot::Mutex;
 
 use super::ClusterLabels;
 
 /// At most this many samples are kept per (controller, cluster) between two takes; later ones
 /// are dropped (the histogram still counts them).
 pub(crate) const MAX_SAMPLES: usize = 1 << 20;
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    match m.lock() {
-        Ok(guard) => guard,
-        Err(poisoned) => poisoned.into_inner(),
-    }
-}
 
 /// The sample buffers of every (controller, cluster) of one [`Metrics`](super::Metrics).
 #[derive(Debug, Default)]
@@ -42,7 +37,8 @@ impl SampleStore {
 
     /// The buffer of one (controller, cluster), created on first use.
     pub(crate) fn lane(&self, labels: &ClusterLabels) -> Arc<SampleLane> {
-        lock(&self.lanes)
+        self.lanes
+            .lock()
             .entry(labels.clone())
             .or_insert_with(|| {
                 Arc::new(SampleLane {
@@ -55,13 +51,13 @@ impl SampleStore {
 
     /// Takes the samples of one (controller, cluster) recorded so far.
     pub(crate) fn take(&self, labels: &ClusterLabels) -> Vec<Duration> {
-        let lane = lock(&self.lanes).get(labels).cloned();
-        lane.map(|l| std::mem::take(&mut *lock(&l.buf)))
+        let lane = self.lanes.lock().get(labels).cloned();
+        lane.map(|l| std::mem::take(&mut *l.buf.lock()))
             .unwrap_or_default()
     }
 
     pub(crate) fn forget(&self, labels: &ClusterLabels) {
-        lock(&self.lanes).remove(labels);
+        self.lanes.lock().remove(labels);
     }
 }
 
@@ -76,7 +72,7 @@ impl SampleLane {
     /// Keeps `wait` if samples are switched on (and the buffer is not full).
     pub(crate) fn record(&self, wait: Duration) {
         if self.enabled.load(Ordering::Relaxed) {
-            let mut buf = lock(&self.buf);
+            let mut buf = self.buf.lock();
             if buf.len() < MAX_SAMPLES {
                 buf.push(wait);
             }

@@ -31,7 +31,7 @@ use std::{
     time::Duration,
 };
 
-use mcr_core::ClusterName;
+use mcr_core::{ClusterName, backoff::Backoff};
 use tokio::time::Instant;
 use tokio_util::time::{DelayQueue, delay_queue};
 
@@ -60,8 +60,7 @@ fn due(at: Instant, debounce: Duration, now: Instant) -> Instant {
 
 /// The exponential backoff after `failures` consecutive failures (1 = first failure).
 pub(crate) fn backoff(failures: u32) -> Duration {
-    let exp = failures.saturating_sub(1).min(20);
-    BACKOFF_BASE.saturating_mul(1 << exp).min(BACKOFF_MAX)
+    Backoff::new(BACKOFF_BASE, BACKOFF_MAX).delay_after(failures)
 }
 
 /// How a reconcile ended, as far as the queue is concerned.

@@ -130,7 +130,7 @@ pub(crate) fn start(
     parent: &tokio_util::sync::CancellationToken,
 ) -> Option<Running> {
     let coordinator = manager.shard()?.clone();
-    let host = manager.local().client();
+    let host = manager.host().client();
     let token = parent.child_token();
     let task = tokio::spawn(coordinator.clone().run(
         host.clone(),

@@ -1,13 +1,11 @@
 //! [`MultiProvider`]: several providers under name prefixes.
 
-use std::{
-    collections::BTreeMap,
-    sync::{Arc, Mutex, MutexGuard, PoisonError},
-};
+use std::{collections::BTreeMap, sync::Arc};
 
 use mcr_core::{
     Aware, BoxFuture, Cluster, ClusterName, FieldIndex, MemberStatus, Provider, ProviderRunnable,
 };
+use parking_lot::{Mutex, MutexGuard};
 use tokio_util::sync::CancellationToken;
 
 mod run;
@@ -125,10 +123,7 @@ impl MultiProvider {
     }
 
     fn state(&self) -> MutexGuard<'_, State> {
-        self.inner
-            .state
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
+        self.inner.state.lock()
     }
 
     /// The separator.

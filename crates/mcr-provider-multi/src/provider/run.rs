@@ -34,11 +34,7 @@ impl MultiProvider {
         let multi = self.clone();
         let name = name.to_owned();
         // (The caller may hold the state lock: the backoff has a lock of its own.)
-        let (initial, max) = *self
-            .inner
-            .restart_backoff
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let (initial, max) = *self.inner.restart_backoff.lock();
         tokio::spawn(
             async move {
                 let Some(runnable) = provider.runnable() else {

@@ -1,6 +1,6 @@
 //! Restarting failed children, and what [`MultiProvider::child_status`] reports about them.
 
-use std::{sync::PoisonError, time::Duration};
+use std::time::Duration;
 
 use super::MultiProvider;
 
@@ -47,11 +47,7 @@ impl MultiProvider {
     /// multi.set_restart_backoff(Duration::from_millis(100), Duration::from_secs(5));
     /// ```
     pub fn set_restart_backoff(&self, initial: Duration, max: Duration) {
-        *self
-            .inner
-            .restart_backoff
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner) = (initial, max);
+        *self.inner.restart_backoff.lock() = (initial, max);
     }
 
     /// Records that child `name` ended with `error` and will be restarted.

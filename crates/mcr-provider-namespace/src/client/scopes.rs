@@ -1,10 +1,9 @@
 //! Which resources are namespaced: the host's discovery documents, fetched once per
 //! group/version and shared by every namespace cluster of a provider.
 
-use std::{
-    collections::HashMap,
-    sync::{Mutex, PoisonError},
-};
+use std::collections::HashMap;
+
+use parking_lot::Mutex;
 
 /// Per group/version: plural -> namespaced.
 pub(crate) struct Scopes {
@@ -21,7 +20,7 @@ impl Scopes {
     }
 
     fn lookup(&self, group_version: &str, plural: &str) -> Option<bool> {
-        let known = self.known.lock().unwrap_or_else(PoisonError::into_inner);
+        let known = self.known.lock();
         known.get(group_version)?.get(plural).copied()
     }
 
@@ -54,7 +53,6 @@ impl Scopes {
         );
         self.known
             .lock()
-            .unwrap_or_else(PoisonError::into_inner)
             .insert(group_version.to_owned(), resources);
         Ok(self.lookup(group_version, plural))
     }

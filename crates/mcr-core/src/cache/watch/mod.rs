@@ -3,12 +3,11 @@
 //! [`stream`] yields what `kube_runtime::watcher` yields (`Init`, `InitApply`, `InitDone`,
 //! then `Apply` / `Delete`, and a `watcher::Error` for every failure, after which the caller
 //! backs off and polls again) and recovers the same way: a watch that ends or breaks resumes
-//! from the last resource version seen, `410 Gone` starts over with a fresh list. It exists for
-//! two differences:
-//! - **metadata-only informers ask for metadata only.** kube-runtime's `watcher` over an
-//!   `Api<PartialObjectMeta<K>>` requests whole objects and drops all but their metadata; here
-//!   lists and watches send `as=PartialObjectMetadata(List)`, so Secrets' data, for one, never
-//!   travel;
+//! from the last resource version seen, `410 Gone` starts over with a fresh list. Providers
+//! watch their source of truth with it too ([`watch`], [`watch_metadata`]), so every watch mcr
+//! opens runs this one loop. Metadata-only watches send `as=PartialObjectMetadata(List)`, so
+//! Secrets' data, for one, never travel (kube 5's `watcher` does so too over an
+//! `Api<PartialObjectMeta<K>>`). What it does that kube's does not:
 //! - **an idle watch holds no read buffer** ([`events::Events`] decodes events straight out of
 //!   the response's chunks; kube's watch keeps an 8 KiB line buffer per watch for its life).
 //!
@@ -22,7 +21,7 @@ use std::{collections::VecDeque, time::Duration};
 use futures::stream::{self, BoxStream, StreamExt};
 use kube::{
     Resource, ResourceExt,
-    core::{ObjectList, Request, Status, WatchEvent},
+    core::{ObjectList, PartialObjectMeta, Request, Status, WatchEvent},
     runtime::watcher::{self, Event},
 };
 use serde::de::DeserializeOwned;
@@ -39,6 +38,57 @@ const IDLE_MARGIN: Duration = Duration::from_secs(5);
 
 /// The annotation of the bookmark that ends a streaming list's initial events.
 const INITIAL_EVENTS_END: &str = "k8s.io/initial-events-end";
+
+/// A list-then-watch stream of `api`'s objects: kube-runtime's `watcher` with mcr's own loop,
+/// the one every informer uses. It yields the same events (`Init`, `InitApply`, `InitDone`,
+/// `Apply`, `Delete`) and errors, so kube-runtime's `WatchStreamExt` (`default_backoff`, ...)
+/// applies unchanged; providers watch their source of truth with it.
+///
+/// ```no_run
+/// use futures::StreamExt;
+/// use k8s_openapi::api::core::v1::Secret;
+/// use kube::runtime::{WatchStreamExt, watcher};
+/// # async fn f(client: kube::Client) {
+/// let api: kube::Api<Secret> = kube::Api::namespaced(client, "fleet");
+/// let mut events = mcr_core::watch(api, watcher::Config::default().labels("fleet=yes"))
+///     .default_backoff()
+///     .boxed();
+/// while let Some(event) = events.next().await { /* ... */ }
+/// # }
+/// ```
+pub fn watch<K>(
+    api: kube::Api<K>,
+    config: watcher::Config,
+) -> BoxStream<'static, watcher::Result<Event<K>>>
+where
+    K: Resource + Clone + DeserializeOwned + Send + 'static,
+{
+    let url = api.resource_url().to_owned();
+    stream(api.into_client(), url, config.into(), false)
+}
+
+/// [`watch`] of the metadata of `api`'s objects only: lists and watches ask the server for
+/// `PartialObjectMetadata`, so a Secret's data never travels.
+///
+/// ```no_run
+/// use k8s_openapi::api::core::v1::Secret;
+/// use kube::{api::PartialObjectMeta, runtime::watcher};
+/// # fn f(client: kube::Client) {
+/// let api: kube::Api<PartialObjectMeta<Secret>> = kube::Api::all(client);
+/// let events = mcr_core::watch_metadata(api, watcher::Config::default());
+/// # }
+/// ```
+pub fn watch_metadata<K>(
+    api: kube::Api<PartialObjectMeta<K>>,
+    config: watcher::Config,
+) -> BoxStream<'static, watcher::Result<Event<PartialObjectMeta<K>>>>
+where
+    K: Resource + Clone + DeserializeOwned + Send + 'static,
+    PartialObjectMeta<K>: Resource + DeserializeOwned,
+{
+    let url = api.resource_url().to_owned();
+    stream(api.into_client(), url, config.into(), true)
+}
 
 /// A list-then-watch stream of the objects at `url` (a collection path such as
 /// `/api/v1/configmaps`); `metadata`: ask for `PartialObjectMetadata` (then `K` must be a

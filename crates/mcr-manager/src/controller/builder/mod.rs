@@ -43,7 +43,7 @@ use super::runner::Limits;
 use super::{
     input::{Batch, Input, InputFn, PredicateFn, PrimaryFn, Scope, subscribe_filtered},
     request::{IntoRequest, Request},
-    runner::ClusterFilter,
+    scope::ClusterFilter,
 };
 use crate::Manager;
 
@@ -101,10 +101,9 @@ where
     triggers: Vec<futures::stream::BoxStream<'static, Request<K>>>,
     concurrency: usize,
     debounce: Duration,
-    include_host: bool,
-    include_provider: bool,
+    /// The controller's default scope (inputs without one of their own take it).
+    scope: super::ClusterScope,
     filter: Option<ClusterFilter>,
-    filter_host: bool,
     retry_when_gone: bool,
     live_first: bool,
     on_outcome: Vec<crate::controller::outcome::OutcomeHook<K>>,
@@ -144,10 +143,12 @@ where
             triggers: Vec::new(),
             concurrency: 16,
             debounce: Duration::ZERO,
-            include_host: !has_provider,
-            include_provider: true,
+            scope: if has_provider {
+                super::ClusterScope::Provider
+            } else {
+                super::ClusterScope::All
+            },
             filter: None,
-            filter_host: false,
             retry_when_gone: false,
             live_first: true,
             on_outcome: Vec::new(),

@@ -63,39 +63,26 @@ where
         self
     }
 
-    /// Whether the controller's default [scope](crate::ClusterScope) includes the manager's
-    /// host cluster (default: only when the manager has no provider). The default scope
-    /// applies to every input that does not choose one with
-    /// [`WatchOptions::scope`](crate::WatchOptions::scope).
+    /// The controller's default [scope](crate::ClusterScope): where every input that does not
+    /// choose one with [`WatchOptions::scope`](crate::WatchOptions::scope) watches, and so,
+    /// for the reconciled type, where reconciles run. Default: the provider's clusters, or,
+    /// when the manager has no provider, every cluster (the host and any engaged by hand).
     ///
     /// ```no_run
     /// # fn demo(b: mcr_manager::Builder<k8s_openapi::api::core::v1::ConfigMap>) {
-    /// let b = b.include_host(true);
+    /// use mcr_manager::ClusterScope;
+    /// let b = b.scope(ClusterScope::All); // the host too
     /// # }
     /// ```
     #[must_use]
-    pub fn include_host(mut self, include: bool) -> Self {
-        self.include_host = include;
-        self
-    }
-
-    /// Whether the controller's default [scope](crate::ClusterScope) includes the provider's
-    /// clusters (default: yes).
-    ///
-    /// ```no_run
-    /// # fn demo(b: mcr_manager::Builder<k8s_openapi::api::core::v1::ConfigMap>) {
-    /// let b = b.include_host(true).include_provider_clusters(false);
-    /// # }
-    /// ```
-    #[must_use]
-    pub fn include_provider_clusters(mut self, include: bool) -> Self {
-        self.include_provider = include;
+    pub fn scope(mut self, scope: crate::ClusterScope) -> Self {
+        self.scope = scope;
         self
     }
 
     /// Engage only the provider clusters for which `filter` returns true, for every input
-    /// whatever its [scope](crate::ClusterScope). The host cluster is not filtered unless
-    /// [`filter_host`](Self::filter_host) asks for it.
+    /// whatever its [scope](crate::ClusterScope). The filter picks among provider clusters;
+    /// whether the host is watched is said by the scope alone ([`scope`](Self::scope)).
     ///
     /// ```no_run
     /// # fn demo(b: mcr_manager::Builder<k8s_openapi::api::core::v1::ConfigMap>) {
@@ -108,23 +95,6 @@ where
         filter: impl Fn(&ClusterName, &Cluster) -> bool + Send + Sync + 'static,
     ) -> Self {
         self.filter = Some(Arc::new(filter));
-        self
-    }
-
-    /// Apply the [`cluster_filter`](Self::cluster_filter) to the host cluster too (default: the
-    /// filter sees only provider clusters).
-    ///
-    /// ```no_run
-    /// # fn demo(b: mcr_manager::Builder<k8s_openapi::api::core::v1::ConfigMap>) {
-    /// let b = b
-    ///     .include_host(true)
-    ///     .cluster_filter(|name, _| !name.is_host() && name.as_str() != "staging")
-    ///     .filter_host(true);
-    /// # }
-    /// ```
-    #[must_use]
-    pub fn filter_host(mut self, filter: bool) -> Self {
-        self.filter_host = filter;
         self
     }
 

@@ -12,8 +12,8 @@ use crate::{
         ClusterScope,
         context::Context,
         input::Scope,
-        request::Request,
-        runner::{ControllerTask, Data, Spec, Target},
+        runner::{ControllerTask, Data, Spec, erase},
+        target::Target,
     },
     error::BuilderError,
 };
@@ -27,79 +27,60 @@ where
     /// at once if the manager is already running) and receives every cluster engaged so far.
     ///
     /// `reconcile` and `error_policy` have kube-runtime's shapes, with [`Context`] in place of
-    /// `Arc<Ctx>`.
+    /// `Arc<Ctx>`. Their first argument chooses how keys are reconciled (see [`Target`]):
+    ///
+    /// - `Arc<K>`, kube-runtime's model: the cached object; a key whose object is not in the
+    ///   cache (deleted, or not created in that cluster yet) is skipped;
+    /// - [`Request<K>`](crate::Request), Go controller-runtime's model: the cluster and object
+    ///   reference, for **every** queued key, also when the object is gone. The reconciler reads
+    ///   the object with [`Context::cached`] (or the API): what sync-style controllers need to
+    ///   create copies and clean up after deleted sources.
     ///
     /// ```no_run
     /// # use std::sync::Arc;
     /// # use k8s_openapi::api::core::v1::ConfigMap;
     /// # use kube::runtime::controller::Action;
-    /// # use mcr_manager::Context;
-    /// # async fn reconcile(_: Arc<ConfigMap>, _: Context<()>) -> Result<Action, kube::Error> { Ok(Action::await_change()) }
-    /// # fn error_policy(_: Arc<ConfigMap>, _: &kube::Error, _: Context<()>) -> Action { Action::await_change() }
-    /// # fn demo(mgr: mcr_manager::Manager) -> Result<(), mcr_manager::Error> {
-    /// mcr_manager::Controller::new(&mgr)
-    ///     .for_::<ConfigMap>()
-    ///     .register(reconcile, error_policy, Arc::new(()))?;
-    /// # Ok(()) }
-    /// ```
-    pub fn register<Ctx, R, P, Fut, E>(
-        self,
-        reconcile: R,
-        error_policy: P,
-        data: Arc<Ctx>,
-    ) -> Result<(), Error>
-    where
-        Ctx: Send + Sync + 'static,
-        R: Fn(Arc<K>, Context<Ctx>) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = Result<Action, E>> + Send + 'static,
-        E: std::error::Error + Send + 'static,
-        P: Fn(Arc<K>, &E, Context<Ctx>) -> Action + Send + Sync + 'static,
-    {
-        self.hand_over(reconcile, error_policy, Data::Shared(data))
-    }
-
-    /// Like [`register`](Self::register), keyed on the request instead of the object: the
-    /// reconciler receives the [`Request`] (cluster and object reference) and runs for every
-    /// queued key, **also when the object is gone** from the cache (deleted, or no longer
-    /// matching the selectors). It reads the object itself with
-    /// [`Context::cached`] (or the API). This is Go controller-runtime's model, for sync-style
-    /// controllers that must see deletions (copy local → remote, clean up when the source
-    /// goes); [`register`](Self::register) keeps kube-runtime's (a key missing from the cache
-    /// is skipped).
+    /// use mcr_manager::{Context, Controller, Request};
     ///
-    /// ```no_run
-    /// # use std::sync::Arc;
-    /// # use k8s_openapi::api::core::v1::ConfigMap;
-    /// # use kube::runtime::controller::Action;
-    /// use mcr_manager::{Context, Request};
+    /// // kube-runtime's model: the object.
+    /// async fn reconcile(cm: Arc<ConfigMap>, ctx: Context<()>) -> Result<Action, kube::Error> {
+    ///     Ok(Action::await_change())
+    /// }
+    /// fn error_policy(_: Arc<ConfigMap>, _: &kube::Error, _: Context<()>) -> Action {
+    ///     Action::await_change()
+    /// }
     ///
-    /// async fn reconcile(req: Request<ConfigMap>, ctx: Context<()>) -> Result<Action, kube::Error> {
+    /// // The request, also when its object is gone.
+    /// async fn sync(req: Request<ConfigMap>, ctx: Context<()>) -> Result<Action, kube::Error> {
     ///     if ctx.cached(&req.object).is_none() {
     ///         tracing::info!(%req, "gone: cleaning up");
     ///     }
     ///     Ok(Action::await_change())
     /// }
-    /// fn error_policy(_: Request<ConfigMap>, _: &kube::Error, _: Context<()>) -> Action {
+    /// fn sync_policy(_: Request<ConfigMap>, _: &kube::Error, _: Context<()>) -> Action {
     ///     Action::requeue(std::time::Duration::from_secs(5))
     /// }
     /// # fn demo(mgr: mcr_manager::Manager) -> Result<(), mcr_manager::Error> {
-    /// mcr_manager::Controller::new(&mgr)
+    /// Controller::new(&mgr).for_::<ConfigMap>().register(reconcile, error_policy, Arc::new(()))?;
+    /// Controller::new(&mgr)
+    ///     .named("sync")
     ///     .for_::<ConfigMap>()
-    ///     .register_request(reconcile, error_policy, Arc::new(()))?;
+    ///     .register(sync, sync_policy, Arc::new(()))?;
     /// # Ok(()) }
     /// ```
-    pub fn register_request<Ctx, R, P, Fut, E>(
+    pub fn register<T, Ctx, R, P, Fut, E>(
         self,
         reconcile: R,
         error_policy: P,
         data: Arc<Ctx>,
     ) -> Result<(), Error>
     where
+        T: Target<K>,
         Ctx: Send + Sync + 'static,
-        R: Fn(Request<K>, Context<Ctx>) -> Fut + Send + Sync + 'static,
+        R: Fn(T, Context<Ctx>) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<Action, E>> + Send + 'static,
         E: std::error::Error + Send + 'static,
-        P: Fn(Request<K>, &E, Context<Ctx>) -> Action + Send + Sync + 'static,
+        P: Fn(T, &E, Context<Ctx>) -> Action + Send + Sync + 'static,
     {
         self.hand_over(reconcile, error_policy, Data::Shared(data))
     }
@@ -126,10 +107,7 @@ where
             return Err(BuilderError::NoWatches { controller }.into());
         }
         // Every input without a scope of its own takes the controller's default.
-        let Some(default) = ClusterScope::from_flags(self.include_host, self.include_provider)
-        else {
-            return Err(BuilderError::NoClusters { controller }.into());
-        };
+        let default = self.scope;
         let primary_scope = self.primary_scope.unwrap_or(default);
         let mut inputs = self.inputs;
         for input in &mut inputs {
@@ -141,7 +119,9 @@ where
         let wanted = |host: bool| {
             primary_scope.includes(host) || inputs.iter().any(|i| i.scope.watches(host, false))
         };
-        let (include_host, include_provider) = (wanted(true), wanted(false));
+        // The reconciled type's scope is in it, so the union is never empty.
+        let engaged =
+            ClusterScope::from_flags(wanted(true), wanted(false)).unwrap_or(primary_scope);
         let spec = Spec {
             name: self.name,
             primary: self.primary,
@@ -157,19 +137,17 @@ where
                 self.concurrency
             },
             debounce: self.debounce,
-            include_host,
-            include_provider,
+            engaged,
             filter: self.filter,
-            filter_host: self.filter_host,
             retry_when_gone: self.retry_when_gone,
             live_first: self.live_first,
             on_outcome: self.on_outcome,
             limits: self.limits,
-            host: self.mgr.local().clone(),
+            host: self.mgr.host().clone(),
             fleet: self.mgr.fleet().clone(),
             metrics: self.mgr.metrics().clone(),
         };
-        let task = ControllerTask::new(spec, reconcile, error_policy, data);
+        let task = ControllerTask::new(spec, erase(reconcile, error_policy), data);
         self.mgr.add_controller(Arc::new(task))
     }
 }

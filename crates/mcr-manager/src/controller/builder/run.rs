@@ -16,18 +16,34 @@ use crate::{
 };
 
 /// What [`Builder::run`] yields when a reconcile did not return an action, or when the
-/// manager stopped with an error. A reconciler's typed error goes to its error policy; here it
-/// is its message.
+/// manager stopped with an error. The reconciler's own error type `E` is kept (shared with the
+/// error policy, which saw it first), as kube-runtime's `controller::Error` keeps it.
+///
+/// ```
+/// use std::sync::Arc;
+/// use mcr_manager::RunError;
+///
+/// #[derive(Debug, thiserror::Error)]
+/// #[error("quota exceeded")]
+/// struct Quota;
+///
+/// let err = RunError::ReconcilerFailed { request: "cluster://east/ns/cm".into(), error: Arc::new(Quota) };
+/// if let RunError::ReconcilerFailed { error, .. } = &err {
+///     let typed: &Quota = error; // the reconciler's own type, not a string
+///     assert_eq!(typed.to_string(), "quota exceeded");
+/// }
+/// assert_eq!(err.to_string(), "reconcile of cluster://east/ns/cm failed: quota exceeded");
+/// ```
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
-pub enum RunError {
+pub enum RunError<E: std::error::Error + 'static> {
     /// The reconciler returned an error.
-    #[error("reconcile of {request} failed: {message}")]
+    #[error("reconcile of {request} failed: {error}")]
     ReconcilerFailed {
         /// The request (`cluster/namespace/name`).
         request: String,
-        /// The error's message.
-        message: String,
+        /// The reconciler's error, as it returned it.
+        error: Arc<E>,
     },
     /// The reconciler panicked.
     #[error("reconcile of {request} panicked: {message}")]
@@ -43,7 +59,28 @@ pub enum RunError {
 }
 
 type RunFuture = Pin<Box<dyn Future<Output = Result<(), Error>> + Send>>;
-type Item<K> = Result<(Request<K>, Action), RunError>;
+type Item<K, E> = Result<(Request<K>, Action), RunError<E>>;
+
+/// The reconciler's error, shared between the error policy and the stream of [`Builder::run`].
+struct Shared<E>(Arc<E>);
+
+impl<E: std::fmt::Debug> std::fmt::Debug for Shared<E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl<E: std::fmt::Display> std::fmt::Display for Shared<E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl<E: std::error::Error> std::error::Error for Shared<E> {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.0.source()
+    }
+}
 
 impl<K> Builder<K>
 where
@@ -131,25 +168,29 @@ where
         reconcile: R,
         error_policy: P,
         data: impl Fn(&Context) -> D + Send + Sync + 'static,
-    ) -> impl Stream<Item = Item<K>> + Send + 'static
+    ) -> impl Stream<Item = Item<K, E>> + Send + 'static
     where
         D: Send + Sync + 'static,
         R: Fn(Arc<K>, Arc<D>) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<Action, E>> + Send + 'static,
-        E: std::error::Error + Send + 'static,
+        E: std::error::Error + Send + Sync + 'static,
         P: Fn(Arc<K>, &E, Arc<D>) -> Action + Send + Sync + 'static,
     {
-        let (tx, rx) = mpsc::unbounded_channel::<Item<K>>();
+        let (tx, rx) = mpsc::unbounded_channel::<Item<K, E>>();
         let mgr = self.mgr.clone();
         let registered = self
             .on_outcome(move |o| {
                 let request = o.request.clone();
                 let item = match o.result {
                     ReconcileResult::Ok(action) => Ok((request, action.clone())),
-                    ReconcileResult::Err(err) => Err(RunError::ReconcilerFailed {
-                        request: request.to_string(),
-                        message: err.to_string(),
-                    }),
+                    ReconcileResult::Err(err) => match err.downcast_ref::<Shared<E>>() {
+                        Some(Shared(error)) => Err(RunError::ReconcilerFailed {
+                            request: request.to_string(),
+                            error: error.clone(),
+                        }),
+                        // Every error of this controller's reconciler is wrapped below.
+                        None => return,
+                    },
                     ReconcileResult::Panicked(message) => Err(RunError::Panicked {
                         request: request.to_string(),
                         message: message.to_owned(),
@@ -158,7 +199,14 @@ where
                 // The receiver is gone only when the stream was dropped.
                 let _ = tx.send(item);
             })
-            .register_per_cluster(reconcile, error_policy, data);
+            .register_per_cluster(
+                move |obj, data| {
+                    let reconciled = reconcile(obj, data);
+                    async move { reconciled.await.map_err(|e| Shared(Arc::new(e))) }
+                },
+                move |obj, err: &Shared<E>, data| error_policy(obj, &err.0, data),
+                data,
+            );
         let run: Option<RunFuture> = match registered {
             Ok(()) => Some(Box::pin(async move { mgr.run().await })),
             Err(err) => Some(Box::pin(async move { Err(err) })),

@@ -38,26 +38,29 @@ impl Start {
     where
         K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
     {
-        self.for_with((), WatchOptions::default())
+        self.for_with(WatchOptions::default())
     }
 
-    /// Like [`for_`](Self::for_), with a dynamic type (e.g. `DynamicObject` + `ApiResource`)
-    /// and selectors / a predicate / a [scope](crate::ClusterScope), which decides where
-    /// reconciles run.
+    /// Like [`for_`](Self::for_), with selectors / a predicate / a
+    /// [scope](crate::ClusterScope) (which decides where reconciles run), and for a dynamic
+    /// type (e.g. `DynamicObject` + `ApiResource`) its [`WatchOptions::dynamic`].
     ///
     /// ```no_run
+    /// use k8s_openapi::api::core::v1::Secret;
     /// use kube::{api::{ApiResource, DynamicObject, GroupVersionKind}};
+    /// use mcr_manager::{Controller, WatchOptions};
     /// # fn demo(mgr: mcr_manager::Manager) {
+    /// let b = Controller::new(&mgr).for_with(WatchOptions::<Secret>::new().labels("sync=true"));
     /// let ar = ApiResource::from_gvk(&GroupVersionKind::gvk("example.com", "v1", "Widget"));
-    /// let b = mcr_manager::Controller::new(&mgr)
-    ///     .for_with::<DynamicObject>(ar, mcr_manager::WatchOptions::new());
+    /// let b = Controller::new(&mgr).for_with(WatchOptions::<DynamicObject>::dynamic(ar));
     /// # }
     /// ```
-    pub fn for_with<K>(self, dyntype: K::DynamicType, opts: WatchOptions<K>) -> Builder<K>
+    pub fn for_with<K>(self, opts: WatchOptions<K>) -> Builder<K>
     where
         K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
         K::DynamicType: Clone + Eq + Hash + Debug + Send + Sync + 'static,
     {
+        let dyntype = opts.dyntype.clone();
         let informer = opts.informer.clone();
         let dt = dyntype.clone();
         let primary: PrimaryFn<K> =

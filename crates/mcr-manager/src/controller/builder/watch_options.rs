@@ -4,17 +4,22 @@ use std::fmt::Debug;
 
 use std::sync::Arc;
 
-use kube::runtime::{Predicate, watcher};
+use kube::{
+    Resource,
+    runtime::{Predicate, watcher},
+};
 use mcr_core::{Cluster, ClusterName, InformerOptions};
 
 use crate::controller::{
     input::{PredicateFn, erase_predicate},
-    runner::ClusterFilter,
+    scope::ClusterFilter,
     scope::ClusterScope,
 };
 
 /// kube-runtime's [`watcher::Config`] (selectors, timeout, page size, list semantic, ...), a
-/// predicate and the [clusters](ClusterScope) of one watched input. A `watcher::Config` converts into it, so a kube-runtime
+/// predicate and the [clusters](ClusterScope) of one watched input, and the input's dynamic
+/// type: none to give for a typed resource ([`new`](Self::new)), an `ApiResource` for a
+/// `DynamicObject` ([`dynamic`](Self::dynamic)). A `watcher::Config` converts into it, so a kube-runtime
 /// input's configuration ports unchanged:
 ///
 /// ```
@@ -34,16 +39,35 @@ use crate::controller::{
 ///     .labels("app=web")
 ///     .predicate(predicates::generation);
 /// ```
-pub struct WatchOptions<O> {
+pub struct WatchOptions<O: Resource> {
+    pub(super) dyntype: O::DynamicType,
     pub(super) informer: InformerOptions,
     pub(super) predicate: Option<PredicateFn<O>>,
     pub(super) scope: Option<ClusterScope>,
     pub(super) filter: Option<ClusterFilter>,
 }
 
-impl<O> Default for WatchOptions<O> {
+impl<O: Resource> Default for WatchOptions<O>
+where
+    O::DynamicType: Default,
+{
     fn default() -> Self {
+        Self::dynamic(O::DynamicType::default())
+    }
+}
+
+impl<O: Resource> WatchOptions<O> {
+    /// Options for a resource whose dynamic type must be given, such as `DynamicObject` with
+    /// its `ApiResource`; no selectors, no predicate.
+    ///
+    /// ```
+    /// use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
+    /// let ar = ApiResource::from_gvk(&GroupVersionKind::gvk("example.com", "v1", "Widget"));
+    /// let opts = mcr_manager::WatchOptions::<DynamicObject>::dynamic(ar).labels("sync=true");
+    /// ```
+    pub fn dynamic(dyntype: O::DynamicType) -> Self {
         Self {
+            dyntype,
             informer: InformerOptions::default(),
             predicate: None,
             scope: None,
@@ -52,7 +76,7 @@ impl<O> Default for WatchOptions<O> {
     }
 }
 
-impl<O> Debug for WatchOptions<O> {
+impl<O: Resource> Debug for WatchOptions<O> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("WatchOptions")
             .field("informer", &self.informer)
@@ -63,18 +87,22 @@ impl<O> Debug for WatchOptions<O> {
     }
 }
 
-impl<O> From<watcher::Config> for WatchOptions<O> {
+impl<O: Resource> From<watcher::Config> for WatchOptions<O>
+where
+    O::DynamicType: Default,
+{
     fn from(config: watcher::Config) -> Self {
         Self {
             informer: config.into(),
-            predicate: None,
-            scope: None,
-            filter: None,
+            ..Self::default()
         }
     }
 }
 
-impl<O> WatchOptions<O> {
+impl<O: Resource> WatchOptions<O>
+where
+    O::DynamicType: Default,
+{
     /// These watcher settings (every field of kube-runtime's `watcher::Config`), no predicate.
     ///
     /// ```
@@ -95,7 +123,9 @@ impl<O> WatchOptions<O> {
     pub fn new() -> Self {
         Self::default()
     }
+}
 
+impl<O: Resource> WatchOptions<O> {
     /// Watch only objects matching this label selector.
     ///
     /// ```

@@ -7,10 +7,7 @@ use mcr_core::{Cache, ClusterName};
 use serde::de::DeserializeOwned;
 
 use super::{
-    super::{
-        input::{Scope, mapped_requests, owner_requests},
-        scope::ClusterScope,
-    },
+    super::input::{Scope, mapped_requests, owner_requests},
     Builder, IntoRequest, WatchOptions,
 };
 
@@ -33,10 +30,11 @@ where
     where
         C: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
     {
-        self.owns_with::<C>((), WatchOptions::default())
+        self.owns_with::<C>(WatchOptions::default())
     }
 
-    /// [`owns`](Self::owns) with a dynamic type and selectors / a predicate.
+    /// [`owns`](Self::owns) with selectors / a predicate / a scope (and, for a dynamic type,
+    /// [`WatchOptions::dynamic`]).
     ///
     /// ```no_run
     /// # use k8s_openapi::api::{apps::v1::Deployment, core::v1::ConfigMap};
@@ -44,15 +42,16 @@ where
     /// # fn demo(mgr: mcr_manager::Manager) {
     /// let b = mcr_manager::Controller::new(&mgr)
     ///     .for_::<Deployment>()
-    ///     .owns_with::<ConfigMap>((), mcr_manager::WatchOptions::new().predicate(predicates::resource_version));
+    ///     .owns_with::<ConfigMap>(mcr_manager::WatchOptions::new().predicate(predicates::resource_version));
     /// # }
     /// ```
     #[must_use]
-    pub fn owns_with<C>(self, dyntype: C::DynamicType, opts: WatchOptions<C>) -> Self
+    pub fn owns_with<C>(self, opts: WatchOptions<C>) -> Self
     where
         C: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
         C::DynamicType: Clone + Eq + Hash + Send + Sync + 'static,
     {
+        let dyntype = opts.dyntype.clone();
         let owner = self.dyntype.clone();
         let informer = opts.informer;
         self.add_input(
@@ -123,10 +122,12 @@ where
         I: IntoIterator,
         I::Item: IntoRequest<K>,
     {
-        self.watches_with::<O, I>((), WatchOptions::default(), mapper)
+        self.watches_with::<O, I>(WatchOptions::default(), mapper)
     }
 
-    /// [`watches`](Self::watches) with a dynamic type and selectors / a predicate.
+    /// [`watches`](Self::watches) with selectors / a predicate / a
+    /// [scope](crate::ClusterScope) (for instance the host only: the sync-local-to-remote
+    /// pattern), and for a dynamic type its [`WatchOptions::dynamic`].
     ///
     /// ```no_run
     /// # use std::sync::Arc;
@@ -135,8 +136,7 @@ where
     /// # fn demo(mgr: mcr_manager::Manager) {
     /// let ar = ApiResource::from_gvk(&GroupVersionKind::gvk("example.com", "v1", "Widget"));
     /// let b = mcr_manager::Controller::new(&mgr).for_::<ConfigMap>().watches_with::<DynamicObject, _>(
-    ///     ar,
-    ///     mcr_manager::WatchOptions::new().labels("sync=true"),
+    ///     mcr_manager::WatchOptions::dynamic(ar).labels("sync=true"),
     ///     |w: Arc<DynamicObject>, _| Some(ObjectRef::<ConfigMap>::new(&w.name_any())),
     /// );
     /// # }
@@ -144,7 +144,6 @@ where
     #[must_use]
     pub fn watches_with<O, I>(
         self,
-        dyntype: O::DynamicType,
         opts: WatchOptions<O>,
         mapper: impl Fn(Arc<O>, &ClusterName) -> I + Send + Sync + 'static,
     ) -> Self
@@ -154,7 +153,7 @@ where
         I: IntoIterator,
         I::Item: IntoRequest<K>,
     {
-        let informer = opts.informer;
+        let (dyntype, informer) = (opts.dyntype, opts.informer);
         self.add_input(
             Scope::In(opts.scope),
             move |cache: &Cache| cache.informer_with::<O>(dyntype.clone(), informer.clone()),
@@ -197,51 +196,6 @@ where
             move |obj: &Arc<PartialObjectMeta<O>>, cluster: &ClusterName| {
                 mapped_requests(&mapper, obj, cluster)
             },
-        )
-    }
-
-    /// Watch `O` in the manager's host cluster only and reconcile what `mapper` returns,
-    /// typically [`Request`](crate::Request)s for provider clusters: the sync-local-to-remote
-    /// pattern. Short for [`watches_with`](Self::watches_with) with
-    /// [`WatchOptions::scope`]`(`[`ClusterScope::Host`]`)`.
-    ///
-    /// ```no_run
-    /// # use std::sync::Arc;
-    /// # use k8s_openapi::api::core::v1::ConfigMap;
-    /// # use kube::{ResourceExt, runtime::reflector::ObjectRef};
-    /// # use mcr_manager::Request;
-    /// # fn demo(mgr: mcr_manager::Manager, members: Vec<String>) {
-    /// let b = mcr_manager::Controller::new(&mgr).for_::<ConfigMap>().watches_host::<ConfigMap, _>(
-    ///     Default::default(),
-    ///     move |cm: Arc<ConfigMap>, _| {
-    ///         let name = cm.name_any();
-    ///         let ns = cm.namespace().unwrap_or_default();
-    ///         members
-    ///             .iter()
-    ///             .map(|m| Request::new(m.as_str(), ObjectRef::new(&name).within(&ns)))
-    ///             .collect::<Vec<_>>()
-    ///     },
-    /// );
-    /// # }
-    /// ```
-    #[must_use]
-    pub fn watches_host<O, I>(
-        self,
-        opts: WatchOptions<O>,
-        mapper: impl Fn(Arc<O>, &ClusterName) -> I + Send + Sync + 'static,
-    ) -> Self
-    where
-        O: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
-        I: IntoIterator,
-        I::Item: IntoRequest<K>,
-    {
-        let informer = opts.informer;
-        self.add_input(
-            Scope::In(Some(ClusterScope::Host)),
-            move |cache: &Cache| cache.informer_with::<O>((), informer.clone()),
-            opts.predicate,
-            opts.filter,
-            move |obj: &Arc<O>, cluster: &ClusterName| mapped_requests(&mapper, obj, cluster),
         )
     }
 

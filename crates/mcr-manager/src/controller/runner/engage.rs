@@ -1,29 +1,23 @@
 //! Cluster engagement: subscribing a cluster's inputs, following its cache sync, and dropping
 //! it (and its queued requests) when it leaves or is replaced.
 
-use std::{
-    fmt::Debug, future::Future, hash::Hash, panic::AssertUnwindSafe, sync::Arc, time::Duration,
-};
+use std::{fmt::Debug, hash::Hash, panic::AssertUnwindSafe, sync::Arc};
 
 use futures::StreamExt;
-use kube::{
-    Resource,
-    runtime::{controller::Action, reflector::ObjectRef},
-};
-use mcr_core::{BoxFuture, Cache, Cluster, ClusterId, ClusterName, Informer};
+use kube::{Resource, runtime::reflector::ObjectRef};
+use mcr_core::{BoxFuture, Cluster, ClusterId, ClusterName, Informer};
 use serde::de::DeserializeOwned;
 use tokio_util::sync::CancellationToken;
-use tracing::{debug, error, trace, warn};
+use tracing::{debug, error, trace};
 
-use super::{Data, Engagement, Loop, Target, panic_message, passes};
+use mcr_core::panic_message;
+
+use super::{Data, Engagement, Loop, passes};
 use crate::{
     Recorder,
     controller::{context::Context, input::Scope, request::Request},
     metrics::ClusterMetrics,
 };
-
-/// How long one wait for a cluster's caches to sync lasts before it is reported and retried.
-const SYNC_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// One engaged cluster, as the loop sees it.
 pub(super) struct Engaged<K, Ctx>
@@ -49,25 +43,14 @@ pub(super) struct Watched {
     pub(super) token: CancellationToken,
 }
 
-/// A sync check that ended: the cluster, its instance, the attempt, and the result (`None` if
-/// the cluster left meanwhile).
-pub(super) type SyncDone = (
-    ClusterName,
-    ClusterId,
-    u32,
-    Option<Result<(), mcr_core::Error>>,
-);
+/// A replacement instance whose primary cache has listed: the cluster and its instance.
+pub(super) type SyncDone = (ClusterName, ClusterId);
 
-impl<K, T, Ctx, R, P, Fut, E> Loop<'_, K, T, Ctx, R, P, Fut, E>
+impl<K, Ctx> Loop<'_, K, Ctx>
 where
     K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
     K::DynamicType: Clone + Eq + Hash + Debug + Send + Sync + 'static,
     Ctx: Send + Sync + 'static,
-    T: Target<K>,
-    R: Fn(T, Context<Ctx>) -> Fut + Send + Sync + 'static,
-    Fut: Future<Output = Result<Action, E>> + Send + 'static,
-    E: std::error::Error + Send + 'static,
-    P: Fn(T, &E, Context<Ctx>) -> Action + Send + Sync + 'static,
 {
     pub(super) fn engage(&mut self, e: Engagement) {
         if e.token.is_cancelled() {
@@ -104,13 +87,14 @@ where
             metrics.unwrap_or_else(|| self.spec.metrics.cluster(&self.spec.name, name.as_str()));
         let id = cluster.id();
         self.forget_when_gone(&name, id, &token);
-        self.syncs.push(sync_check(
-            cluster.cache().clone(),
-            name.clone(),
-            id,
-            0,
-            token.clone(),
-        ));
+        if !replaced.is_empty() {
+            // The objects the replaced instance had are compared once this one has listed:
+            // at once when it was engaged through `Clusters` (which syncs a replacement before
+            // engaging it, bounded by its sync timeout, the one sync gate); otherwise when its
+            // primary cache lists, for as long as the instance is engaged.
+            self.syncs
+                .push(listed(primary.clone(), name.clone(), id, token.clone()));
+        }
         debug!(controller = %self.spec.name, cluster = %name, "cluster engaged");
         let recorder = Recorder::new(name.clone(), cluster.client(), &self.spec.name);
         let ctx = Context::in_fleet(name.clone(), cluster.clone(), self.spec.fleet.clone(), data)
@@ -233,47 +217,29 @@ where
         self.engaged_gauge.set(self.engaged.len() as i64);
     }
 
-    pub(super) fn synced(&mut self, (name, id, attempt, result): SyncDone) {
-        let Some(e) = self.engaged.get_mut(&name).filter(|e| e.cluster.id() == id) else {
+    /// A replacement instance listed: the objects its predecessor had that it does not have
+    /// went away across the swap, and no watch event reported it, so they are queued.
+    pub(super) fn synced(&mut self, (name, id): SyncDone) {
+        let Some(e) = (self.engaged.get_mut(&name))
+            .filter(|e| e.cluster.id() == id && !e.token.is_cancelled() && e.primary.is_synced())
+        else {
             return;
         };
-        match result {
-            None => {}
-            Some(Ok(())) => {
-                debug!(controller = %self.spec.name, cluster = %name, "caches synced");
-                // Objects the replaced instance knew that are gone now: their deletion
-                // happened across the swap, so no watch event reported it.
-                let gone: Vec<ObjectRef<K>> = std::mem::take(&mut e.replaced)
-                    .iter()
-                    .filter(|o| {
-                        let meta = o.meta();
-                        let name = meta.name.as_deref().unwrap_or_default();
-                        e.primary.get(meta.namespace.as_deref(), name).is_none()
-                    })
-                    .map(|o| ObjectRef::from_obj_with(o.as_ref(), self.spec.dyntype.clone()))
-                    .collect();
-                if !gone.is_empty() {
-                    debug!(controller = %self.spec.name, cluster = %name, gone = gone.len(),
-                        "objects gone while the cluster's instance was replaced are queued");
-                    let at = tokio::time::Instant::now();
-                    for object in gone {
-                        self.push_one(Request::new(name.clone(), object), at);
-                    }
-                }
-            }
-            Some(Err(err)) => {
-                warn!(
-                    controller = %self.spec.name, cluster = %name, error = %err, attempt,
-                    "caches did not sync yet; the cluster stays engaged and is checked again"
-                );
-                let next = sync_check(
-                    e.cluster.cache().clone(),
-                    name,
-                    id,
-                    attempt.saturating_add(1),
-                    e.token.clone(),
-                );
-                self.syncs.push(next);
+        let gone: Vec<ObjectRef<K>> = std::mem::take(&mut e.replaced)
+            .iter()
+            .filter(|o| {
+                let meta = o.meta();
+                let name = meta.name.as_deref().unwrap_or_default();
+                e.primary.get(meta.namespace.as_deref(), name).is_none()
+            })
+            .map(|o| ObjectRef::from_obj_with(o.as_ref(), self.spec.dyntype.clone()))
+            .collect();
+        if !gone.is_empty() {
+            debug!(controller = %self.spec.name, cluster = %name, gone = gone.len(),
+                "objects gone while the cluster's instance was replaced are queued");
+            let at = tokio::time::Instant::now();
+            for object in gone {
+                self.push_one(Request::new(name.clone(), object), at);
             }
         }
     }
@@ -288,27 +254,22 @@ where
     }
 }
 
-/// Waits for a cluster's caches to sync (after a backoff when retrying); `None` if the cluster
-/// left meanwhile.
-fn sync_check(
-    cache: Cache,
+/// Resolves once `primary` has listed, or its instance left (its token fired).
+fn listed<K>(
+    primary: Informer<K>,
     name: ClusterName,
     id: ClusterId,
-    attempt: u32,
     token: CancellationToken,
-) -> BoxFuture<'static, SyncDone> {
+) -> BoxFuture<'static, SyncDone>
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K::DynamicType: Clone + Eq + Hash + Debug + Send + Sync + 'static,
+{
     Box::pin(async move {
-        let wait = async {
-            if attempt > 0 {
-                let backoff = Duration::from_secs(1 << attempt.min(6));
-                tokio::time::sleep(backoff).await;
-            }
-            cache.wait_for_sync(SYNC_TIMEOUT).await
-        };
-        let result = tokio::select! {
-            r = wait => Some(r),
-            () = token.cancelled() => None,
-        };
-        (name, id, attempt, result)
+        tokio::select! {
+            _ = primary.wait_for_sync(std::time::Duration::MAX) => {}
+            () = token.cancelled() => {}
+        }
+        (name, id)
     })
 }

@@ -1,31 +1,25 @@
 //! Event intake: turning watch events and raw triggers into queued requests.
 
-use std::{fmt::Debug, future::Future, hash::Hash};
+use std::{fmt::Debug, hash::Hash};
 
 use futures::StreamExt;
-use kube::{Resource, runtime::controller::Action};
+use kube::Resource;
 use serde::de::DeserializeOwned;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::trace;
 
-use super::{Loop, Target};
+use super::Loop;
 use crate::controller::{
-    context::Context,
     input::{Arrival, Batch},
     request::Request,
 };
 
-impl<K, T, Ctx, R, P, Fut, E> Loop<'_, K, T, Ctx, R, P, Fut, E>
+impl<K, Ctx> Loop<'_, K, Ctx>
 where
     K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
     K::DynamicType: Clone + Eq + Hash + Debug + Send + Sync + 'static,
     Ctx: Send + Sync + 'static,
-    T: Target<K>,
-    R: Fn(T, Context<Ctx>) -> Fut + Send + Sync + 'static,
-    Fut: Future<Output = Result<Action, E>> + Send + 'static,
-    E: std::error::Error + Send + 'static,
-    P: Fn(T, &E, Context<Ctx>) -> Action + Send + Sync + 'static,
 {
     /// Raw triggers live as long as the controller.
     pub(super) fn start_static_inputs(&mut self, stop: &CancellationToken) {

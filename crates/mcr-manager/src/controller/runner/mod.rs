@@ -17,32 +17,24 @@ mod engage;
 mod intake;
 mod limits;
 mod reconcile;
+mod reconciler;
 mod slots;
-mod target;
 
+pub(crate) use super::target::Target;
 pub(crate) use limits::Limits;
-pub(crate) use mcr_core::panic_message;
-pub(crate) use target::Target;
+pub(crate) use reconciler::{Reconciler, erase};
 
 use std::{
-    collections::HashMap,
-    fmt::Debug,
-    future::{Future, poll_fn},
-    hash::Hash,
-    marker::PhantomData,
-    sync::{Arc, Mutex},
-    time::Duration,
+    collections::HashMap, fmt::Debug, future::poll_fn, hash::Hash, sync::Arc, time::Duration,
 };
 
 use futures::{
     FutureExt, StreamExt,
     stream::{BoxStream, FuturesUnordered, SelectAll},
 };
-use kube::{
-    Resource,
-    runtime::{controller::Action, reflector::ObjectRef},
-};
-use mcr_core::{BoxFuture, Cluster, ClusterId, ClusterName};
+use kube::{Resource, runtime::reflector::ObjectRef};
+use mcr_core::{Aware, BoxFuture, Cluster, ClusterId, ClusterName};
+use parking_lot::Mutex;
 use serde::de::DeserializeOwned;
 use tokio::{
     sync::mpsc,
@@ -54,6 +46,7 @@ use tracing::{debug, warn};
 
 use self::engage::{Engaged, SyncDone, Watched};
 use self::slots::Slots;
+pub(crate) use super::scope::{ClusterFilter, passes};
 use super::{
     context::Context,
     input::{Arrival, Input, OpenFn, PrimaryFn, Scope},
@@ -63,18 +56,6 @@ use crate::{error::BoxError, metrics::Metrics, queue::WorkQueue, runnable::Runna
 
 /// How many queued watch events are taken in one go before the loop looks at other work.
 const BATCH: usize = 256;
-
-/// Decides whether a controller, or one of its inputs, engages a cluster.
-pub(crate) type ClusterFilter = Arc<dyn Fn(&ClusterName, &Cluster) -> bool + Send + Sync>;
-
-/// Whether a per-input `filter` lets the input watch `cluster`: the host always passes (its
-/// scope decides), as does every cluster when there is no filter.
-fn passes(filter: Option<&ClusterFilter>, name: &ClusterName, cluster: &Cluster) -> bool {
-    name.is_host() || filter.is_none_or(|f| f(name, cluster))
-}
-
-/// The types a task names only in its bounds.
-type Types<T, Fut, E> = fn() -> (T, Fut, E);
 
 /// Everything the builder decided.
 pub(crate) struct Spec<K>
@@ -94,12 +75,10 @@ where
     pub(crate) triggers: Vec<BoxStream<'static, Request<K>>>,
     pub(crate) concurrency: usize,
     pub(crate) debounce: Duration,
-    /// Whether the host is engaged at all (the reconciled type or an input is there).
-    pub(crate) include_host: bool,
-    /// Whether provider clusters are engaged at all.
-    pub(crate) include_provider: bool,
+    /// Where the controller engages at all: the union of its inputs' scopes.
+    pub(crate) engaged: crate::ClusterScope,
+    /// Which provider clusters the controller engages (`Builder::cluster_filter`).
     pub(crate) filter: Option<ClusterFilter>,
-    pub(crate) filter_host: bool,
     pub(crate) retry_when_gone: bool,
     /// Whether initial-list requests wait behind live changes (`Builder::live_changes_first`).
     pub(crate) live_first: bool,
@@ -127,7 +106,7 @@ struct Engagement {
 }
 
 /// A registered controller: the [`Runnable`] the manager starts.
-pub(crate) struct ControllerTask<K, T, Ctx, R, P, Fut, E>
+pub(crate) struct ControllerTask<K, Ctx>
 where
     K: Resource + Clone + 'static,
     K::DynamicType: Clone + Eq + Hash,
@@ -137,30 +116,21 @@ where
     /// Opens the informers a provider cluster needs, as it is engaged (see `Runnable::engage`),
     /// each where its input's cluster filter lets it.
     opens: Vec<(OpenFn, Option<ClusterFilter>)>,
-    include_host: bool,
-    include_provider: bool,
+    engaged: crate::ClusterScope,
     filter: Option<ClusterFilter>,
-    filter_host: bool,
-    reconcile: R,
-    error_policy: P,
+    reconciler: Reconciler<K, Ctx>,
     data: Data<Ctx>,
     tx: mpsc::UnboundedSender<Engagement>,
     rx: Mutex<Option<mpsc::UnboundedReceiver<Engagement>>>,
-    _types: PhantomData<Types<T, Fut, E>>,
 }
 
-impl<K, T, Ctx, R, P, Fut, E> ControllerTask<K, T, Ctx, R, P, Fut, E>
+impl<K, Ctx> ControllerTask<K, Ctx>
 where
     K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
     K::DynamicType: Clone + Eq + Hash + Debug + Send + Sync + 'static,
     Ctx: Send + Sync + 'static,
-    T: Target<K>,
-    R: Fn(T, Context<Ctx>) -> Fut + Send + Sync + 'static,
-    Fut: Future<Output = Result<Action, E>> + Send + 'static,
-    E: std::error::Error + Send + 'static,
-    P: Fn(T, &E, Context<Ctx>) -> Action + Send + Sync + 'static,
 {
-    pub(crate) fn new(spec: Spec<K>, reconcile: R, error_policy: P, data: Data<Ctx>) -> Self {
+    pub(crate) fn new(spec: Spec<K>, reconciler: Reconciler<K, Ctx>, data: Data<Ctx>) -> Self {
         let (tx, rx) = mpsc::unbounded_channel();
         // What a provider cluster needs open: the primary informer where reconciles run, and
         // the informers of the inputs that watch provider clusters.
@@ -180,36 +150,23 @@ where
         Self {
             name: spec.name.clone(),
             opens,
-            include_host: spec.include_host,
-            include_provider: spec.include_provider,
+            engaged: spec.engaged,
             filter: spec.filter.clone(),
-            filter_host: spec.filter_host,
             spec: Mutex::new(Some(spec)),
-            reconcile,
-            error_policy,
+            reconciler,
             data,
             tx,
             rx: Mutex::new(Some(rx)),
-            _types: PhantomData,
         }
     }
 
     fn wants(&self, name: &ClusterName, cluster: &Cluster) -> bool {
-        let kind_ok = if name.is_host() {
-            self.include_host
-        } else {
-            self.include_provider
-        };
-        // The host is filtered only when asked (`filter_host`).
-        let filtered = !name.is_host() || self.filter_host;
-        kind_ok && (!filtered || self.filter.as_ref().is_none_or(|f| f(name, cluster)))
+        // The scope says whether the host is engaged; the filter picks provider clusters.
+        self.engaged.includes(name.is_host()) && passes(self.filter.as_ref(), name, cluster)
     }
 
     async fn run(self: Arc<Self>, stop: CancellationToken) -> Result<(), BoxError> {
-        let taken = (
-            self.spec.lock().ok().and_then(|mut s| s.take()),
-            self.rx.lock().ok().and_then(|mut r| r.take()),
-        );
+        let taken = (self.spec.lock().take(), self.rx.lock().take());
         let (Some(spec), Some(mut rx)) = taken else {
             return Err(format!("controller {:?} was already started", self.name).into());
         };
@@ -322,16 +279,11 @@ where
     }
 }
 
-impl<K, T, Ctx, R, P, Fut, E> Runnable for ControllerTask<K, T, Ctx, R, P, Fut, E>
+impl<K, Ctx> Runnable for ControllerTask<K, Ctx>
 where
     K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
     K::DynamicType: Clone + Eq + Hash + Debug + Send + Sync + 'static,
     Ctx: Send + Sync + 'static,
-    T: Target<K>,
-    R: Fn(T, Context<Ctx>) -> Fut + Send + Sync + 'static,
-    Fut: Future<Output = Result<Action, E>> + Send + 'static,
-    E: std::error::Error + Send + 'static,
-    P: Fn(T, &E, Context<Ctx>) -> Action + Send + Sync + 'static,
 {
     fn name(&self) -> &str {
         &self.name
@@ -344,6 +296,17 @@ where
         Box::pin(self.run(token))
     }
 
+    fn aware(&self) -> Option<&dyn Aware> {
+        Some(self)
+    }
+}
+
+impl<K, Ctx> Aware for ControllerTask<K, Ctx>
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K::DynamicType: Clone + Eq + Hash + Debug + Send + Sync + 'static,
+    Ctx: Send + Sync + 'static,
+{
     fn engage(
         &self,
         token: CancellationToken,
@@ -351,7 +314,12 @@ where
         cluster: Cluster,
     ) -> Result<(), mcr_core::Error> {
         // The host cluster is engaged by the loop itself, with the controller's lifetime.
-        if name.is_host() || !self.wants(&name, &cluster) {
+        if name.is_host() {
+            return Ok(());
+        }
+        if !self.wants(&name, &cluster) {
+            debug!(controller = %self.name, cluster = %name,
+                "cluster not engaged by this controller: outside its cluster scope or filter");
             return Ok(());
         }
         // Open the informers now, so the engaging provider waits for them to sync before it
@@ -372,12 +340,12 @@ where
 }
 
 /// The state of one running controller, owned by its task (see the module docs).
-struct Loop<'t, K, T, Ctx, R, P, Fut, E>
+struct Loop<'t, K, Ctx>
 where
     K: Resource + Clone + 'static,
     K::DynamicType: Clone + Eq + Hash,
 {
-    task: &'t ControllerTask<K, T, Ctx, R, P, Fut, E>,
+    task: &'t ControllerTask<K, Ctx>,
     spec: Spec<K>,
     engaged: HashMap<ClusterName, Engaged<K, Ctx>>,
     /// Clusters only watched, outside the reconciled type's scope (see `ClusterScope`).

@@ -4,7 +4,6 @@
 
 use std::{
     fmt::{self, Debug},
-    future::Future,
     hash::Hash,
     panic::AssertUnwindSafe,
     sync::Arc,
@@ -12,20 +11,18 @@ use std::{
 };
 
 use futures::FutureExt;
-use kube::{
-    Resource,
-    runtime::{controller::Action, reflector::ObjectRef},
-};
+use kube::{Resource, runtime::reflector::ObjectRef};
 use mcr_core::{BoxFuture, ClusterName, ErrorChain, cluster_not_found};
 use serde::de::DeserializeOwned;
 use tokio::{task::JoinError, time::Instant};
 use tracing::{Instrument, debug, error, info_span, trace, warn};
 
-use super::{Loop, Target, limits::Cut, panic_message};
+use mcr_core::panic_message;
+
+use super::{Loop, limits::Cut, reconciler::Returned};
 use crate::{
     controller::{
         action::{UnreadableAction, requeue_after},
-        context::Context,
         outcome::report,
     },
     queue::{Outcome, after},
@@ -35,13 +32,11 @@ use crate::{
 const UNSYNCED_RETRY: Duration = Duration::from_millis(50);
 
 /// A reconcile that ended.
-pub(super) struct Finished<K: Resource, T, Ctx, E> {
+pub(super) struct Finished<K: Resource> {
     cluster: ClusterName,
     key: Arc<ObjectRef<K>>,
-    obj: T,
-    ctx: Context<Ctx>,
     /// What the reconciler returned (or its panic), unless the runtime cut it short.
-    result: Result<std::thread::Result<Result<Action, E>>, Cut>,
+    result: Result<std::thread::Result<Returned>, Cut>,
     elapsed: Duration,
 }
 
@@ -55,23 +50,18 @@ impl<K: Resource> fmt::Display for Shown<'_, K> {
     }
 }
 
-impl<K, T, Ctx, R, P, Fut, E> Loop<'_, K, T, Ctx, R, P, Fut, E>
+impl<K, Ctx> Loop<'_, K, Ctx>
 where
     K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
     K::DynamicType: Clone + Eq + Hash + Debug + Send + Sync + 'static,
     Ctx: Send + Sync + 'static,
-    T: Target<K>,
-    R: Fn(T, Context<Ctx>) -> Fut + Send + Sync + 'static,
-    Fut: Future<Output = Result<Action, E>> + Send + 'static,
-    E: std::error::Error + Send + 'static,
-    P: Fn(T, &E, Context<Ctx>) -> Action + Send + Sync + 'static,
 {
     pub(super) fn start_reconcile(
         &mut self,
         cluster: ClusterName,
         key: Arc<ObjectRef<K>>,
         due: Instant,
-    ) -> Option<BoxFuture<'static, Finished<K, T, Ctx, E>>> {
+    ) -> Option<BoxFuture<'static, Finished<K>>> {
         // A cluster that is leaving (its token fired, its removal not yet processed) gets no
         // new reconciles.
         let Some(e) = self
@@ -94,12 +84,16 @@ where
         e.metrics.wait.observe(due.elapsed());
         e.metrics.depth.set(self.queue.ready_len(&cluster) as i64);
         let cached = e.primary.get(key.namespace.as_deref(), &key.name);
-        let Some(obj) = T::target(&cluster, &key, cached) else {
-            trace!(controller = %self.spec.name, object = %Shown(&cluster, &key), "not in cache; skipped");
+        let ctx = e.ctx.clone();
+        let Some(created) = (self.task.reconciler)(&cluster, &key, cached, ctx) else {
+            debug!(
+                controller = %self.spec.name, object = %Shown(&cluster, &key),
+                "not in the cache (deleted, or not created in this cluster yet): skipped; \
+                 reconcilers that must see such keys (to create or clean up) take a `Request<K>`"
+            );
             self.queue.done(&cluster, &key, Outcome::Success(None));
             return None;
         };
-        let ctx = e.ctx.clone();
         let span = info_span!(
             "reconcile",
             controller = %self.spec.name,
@@ -109,9 +103,6 @@ where
         let left = e.token.clone();
         let timeout = self.spec.limits.reconcile_timeout;
         self.slots.started(&cluster, Instant::now());
-        let reconcile = &self.task.reconcile;
-        let created =
-            std::panic::catch_unwind(AssertUnwindSafe(|| reconcile(obj.clone(), ctx.clone())));
         // Boxed where it is built: the task that runs it then moves a pointer, not the whole
         // future (copies of it were a measurable part of the per-event cost).
         Some(Box::pin(
@@ -148,8 +139,6 @@ where
                 Finished {
                     cluster,
                     key,
-                    obj,
-                    ctx,
                     result,
                     elapsed: started.elapsed(),
                 }
@@ -171,7 +160,7 @@ where
     }
 
     /// Takes in a joined reconcile task.
-    pub(super) fn joined(&mut self, joined: Result<Finished<K, T, Ctx, E>, JoinError>) {
+    pub(super) fn joined(&mut self, joined: Result<Finished<K>, JoinError>) {
         match joined {
             Ok(f) => self.finish(f),
             // The loop aborts its reconcile tasks only when it stops, and a task catches
@@ -181,17 +170,20 @@ where
         }
     }
 
-    pub(super) fn finish(&mut self, f: Finished<K, T, Ctx, E>) {
+    pub(super) fn finish(&mut self, f: Finished<K>) {
         let Finished {
             cluster,
             key,
-            obj,
-            ctx,
             result,
             elapsed,
         } = f;
         // A reconcile cut short (timed out, or its cluster left) produced no result to report.
         if let Ok(finished) = &result {
+            let finished = match finished {
+                Ok(Ok(action)) => Ok(Ok(action)),
+                Ok(Err(failed)) => Ok(Err(failed.error())),
+                Err(panic) => Err(panic.as_ref()),
+            };
             report(&self.spec.on_outcome, &cluster, &key, finished, elapsed);
         }
         self.slots.finished(&cluster, Instant::now());
@@ -237,27 +229,27 @@ where
             }
             // Only the request's own cluster being gone ends it quietly; another cluster
             // missing is an error like any other.
-            Ok(Err(err))
-                if !self.spec.retry_when_gone && cluster_not_found(&err) == Some(&cluster) =>
+            Ok(Err(failed))
+                if !self.spec.retry_when_gone
+                    && cluster_not_found(failed.error()) == Some(&cluster) =>
             {
                 e.metrics.gone.inc();
                 debug!(
                     controller = %self.spec.name, object = %Shown(&cluster, &key),
-                    error = %ErrorChain(&err), "cluster not found; not retried"
+                    error = %ErrorChain(failed.error()), "cluster not found; not retried"
                 );
                 Outcome::Failure(None)
             }
-            Ok(Err(err)) => {
+            Ok(Err(failed)) => {
                 e.metrics.error.inc();
                 // Through `ErrorChain`: kube errors in the chain are redacted (a failed
                 // credential command's error carries its command line and output).
                 warn!(
                     controller = %self.spec.name, object = %Shown(&cluster, &key),
-                    error = %ErrorChain(&err), "reconcile failed"
+                    error = %ErrorChain(failed.error()), "reconcile failed"
                 );
                 // The error policy is user code too: a panic there must not stop the loop.
-                let policy = &self.task.error_policy;
-                match std::panic::catch_unwind(AssertUnwindSafe(|| policy(obj, &err, ctx))) {
+                match std::panic::catch_unwind(AssertUnwindSafe(|| failed.policy())) {
                     Ok(action) => match requeue_after(&action) {
                         Ok(delay) => Outcome::Failure(delay.map(|d| after(now, d))),
                         Err(err) => unreadable(&self.spec.name, &cluster, &key, &err),

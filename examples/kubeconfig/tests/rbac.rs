@@ -1,0 +1,258 @@
+//! The shipped `deploy/` manifests on a real kube-apiserver with RBAC authorization
+//! (`MCR_ENVTEST=real`, run by `cargo xtask e2e`; on the emulator, which does not authorize,
+//! the tests print that they are skipped). The loop is `example_support::rbac::prove`.
+//!
+//! - [`shipped_roles_are_enough_and_every_rule_is_needed`]: the host gets
+//!   `deploy/examples/kubeconfig` (base + the kubeconfig provider's component) and every
+//!   member `deploy/member`, applied with `kubectl apply -k`. The example controller runs with
+//!   leader election and ServiceAccount tokens from TokenRequests (`mcr-system/mcr-controller`
+//!   on the host, `mcr-system/mcr-member` in the members' kubeconfig Secrets), so it can do
+//!   only what those roles allow, and must complete its scenario. Then, for every verb of
+//!   every rule of those roles, the same scenario runs with just that verb removed: the API
+//!   server must refuse the controller that verb (seen in its log) and the scenario must not
+//!   complete.
+//! - [`every_base_passes_server_side_dry_run`]: `kubectl apply --dry-run=server -k` of every
+//!   overlay under `deploy/examples` and of `deploy/member`.
+//!
+//! The scenario (each step needs something the one before did not):
+//! 1. member `a` (a Secret made before the controller starts) has a labelled ConfigMap made
+//!    before the controller starts: stamped through the Lease (get, create, update), a list of
+//!    Secrets, a list of ConfigMaps and a patch;
+//! 2. a second ConfigMap made in `a` after that stamp: stamped only through a ConfigMap watch;
+//! 3. member `b` (the host itself, as a member) joins by a Secret made after that: engaged only
+//!    through a Secret watch, its ConfigMap stamped.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Result, ensure};
+use example_support::rbac::{self, Controller, Outcome};
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use kube::ResourceExt;
+use kube::api::{Api, DeleteParams, ObjectMeta, PostParams};
+use mcr_envtest::TestCluster;
+use serde_json::Value;
+
+const BIN: &str = env!("CARGO_BIN_EXE_example-kubeconfig");
+const NAMESPACE: &str = "mcr-system";
+const PROVIDER_LABEL: &str = "sigs.k8s.io/multicluster-runtime-kubeconfig";
+/// The rendered sets of roles: the host's overlay, and the members'.
+const HOST: usize = 0;
+const MEMBER: usize = 1;
+
+fn kubeconfig_secret(name: &str, kubeconfig: &str) -> Secret {
+    Secret {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            labels: Some(BTreeMap::from([(PROVIDER_LABEL.into(), "true".into())])),
+            ..ObjectMeta::default()
+        },
+        data: Some(BTreeMap::from([(
+            "kubeconfig".into(),
+            ByteString(kubeconfig.as_bytes().to_vec()),
+        )])),
+        ..Secret::default()
+    }
+}
+
+fn labelled(name: &str) -> ConfigMap {
+    ConfigMap {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            labels: Some(BTreeMap::from([("mcr.example/demo".into(), "true".into())])),
+            ..ObjectMeta::default()
+        },
+        ..ConfigMap::default()
+    }
+}
+
+/// Waits (at most `deadline`) until ConfigMap `name` is stamped by `cluster`.
+async fn stamped(api: &Api<ConfigMap>, name: &str, cluster: &str, deadline: Duration) -> bool {
+    let until = tokio::time::Instant::now() + deadline;
+    loop {
+        if let Ok(cm) = api.get(name).await
+            && cm
+                .annotations()
+                .get("mcr.example/reconciled-by")
+                .map(String::as_str)
+                == Some(cluster)
+        {
+            return true;
+        }
+        if tokio::time::Instant::now() > until {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// The clusters and credentials every run shares.
+struct World {
+    host: TestCluster,
+    member: TestCluster,
+    docs: [Vec<Value>; 2],
+    /// The controller's host kubeconfig (ServiceAccount token), on disk.
+    host_kubeconfig: PathBuf,
+    /// Member kubeconfigs (ServiceAccount tokens) for the Secrets: `a` (member), `b` (host).
+    member_a: String,
+    member_b: String,
+    dir: tempfile::TempDir,
+}
+
+impl World {
+    async fn start() -> Result<World> {
+        let host = TestCluster::start("host").await?;
+        let member = TestCluster::start("member").await?;
+        let dir = tempfile::tempdir()?;
+        let deploy = rbac::deploy_dir();
+        let (host_dir, member_dir) = (deploy.join("examples/kubeconfig"), deploy.join("member"));
+        rbac::apply_kustomization(&host, &host_dir, dir.path()).await?;
+        // The host is member `b` too, so it gets the member's identity and role.
+        rbac::apply_kustomization(&host, &member_dir, dir.path()).await?;
+        rbac::apply_kustomization(&member, &member_dir, dir.path()).await?;
+        let host_token = rbac::token(&host.client(), NAMESPACE, "mcr-controller").await?;
+        let host_kubeconfig = dir.path().join("host-controller.kubeconfig");
+        std::fs::write(&host_kubeconfig, rbac::kubeconfig_as(&host, &host_token)?)?;
+        let (member_client, host_client) = (member.client(), host.client());
+        let token_a = rbac::token(&member_client, NAMESPACE, "mcr-member").await?;
+        let token_b = rbac::token(&host_client, NAMESPACE, "mcr-member").await?;
+        let member_a = rbac::kubeconfig_as(&member, &token_a)?;
+        let member_b = rbac::kubeconfig_as(&host, &token_b)?;
+        Ok(World {
+            docs: [
+                rbac::render(&host_dir).await?,
+                rbac::render(&member_dir).await?,
+            ],
+            host,
+            member,
+            host_kubeconfig,
+            member_a,
+            member_b,
+            dir,
+        })
+    }
+
+    /// The shipped roles, without `removed`, on the host and the members.
+    async fn grant(&self, removed: Option<&rbac::Grant>) -> Result<()> {
+        let (host, member) = (self.host.client(), self.member.client());
+        rbac::apply_roles(&host, &self.docs[HOST], HOST, removed).await?;
+        rbac::apply_roles(&host, &self.docs[MEMBER], MEMBER, removed).await?;
+        rbac::apply_roles(&member, &self.docs[MEMBER], MEMBER, removed).await?;
+        Ok(())
+    }
+
+    fn log(&self, run: usize) -> PathBuf {
+        self.dir.path().join(format!("controller-{run}.log"))
+    }
+
+    /// Runs the scenario as run `run`, each step bounded by `deadline`.
+    async fn scenario(&self, run: usize, deadline: Duration) -> Result<Outcome> {
+        let secrets: Api<Secret> = Api::namespaced(self.host.client(), NAMESPACE);
+        let in_a: Api<ConfigMap> = Api::namespaced(self.member.client(), "default");
+        let in_b: Api<ConfigMap> = Api::namespaced(self.host.client(), "default");
+        let (a, b) = (format!("a-{run}"), format!("b-{run}"));
+        let cms = [1, 2, 3].map(|i| format!("cm{i}-{run}"));
+        let pp = PostParams::default();
+        secrets
+            .create(&pp, &kubeconfig_secret(&a, &self.member_a))
+            .await?;
+        in_a.create(&pp, &labelled(&cms[0])).await?;
+        let lease = format!("mcr-rbac-{run}");
+        let host_kc = self.host_kubeconfig.display().to_string();
+        let controller = Controller::start(
+            BIN,
+            &[
+                "--kubeconfig",
+                &host_kc,
+                "--namespace",
+                NAMESPACE,
+                "--leader-election-id",
+                &lease,
+                "--lease-duration-seconds",
+                "3",
+            ],
+            &self.log(run),
+        )?;
+        let failed = async {
+            if !stamped(&in_a, &cms[0], &a, deadline).await {
+                return Ok::<_, anyhow::Error>(Some(1));
+            }
+            in_a.create(&pp, &labelled(&cms[1])).await?;
+            if !stamped(&in_a, &cms[1], &a, deadline).await {
+                return Ok(Some(2));
+            }
+            secrets
+                .create(&pp, &kubeconfig_secret(&b, &self.member_b))
+                .await?;
+            in_b.create(&pp, &labelled(&cms[2])).await?;
+            if !stamped(&in_b, &cms[2], &b, deadline).await {
+                return Ok(Some(3));
+            }
+            Ok(None)
+        }
+        .await?;
+        let log = controller.stop().await?;
+        for name in [&a, &b] {
+            let _ = secrets.delete(name, &DeleteParams::default()).await;
+        }
+        Ok(Outcome { failed, log })
+    }
+}
+
+#[tokio::test]
+async fn shipped_roles_are_enough_and_every_rule_is_needed() -> Result<()> {
+    if !rbac::real_or_skip() {
+        return Ok(());
+    }
+    let world = World::start().await?;
+    let mut all = rbac::grants(&world.docs[HOST], HOST)?;
+    all.extend(rbac::grants(&world.docs[MEMBER], MEMBER)?);
+    let report = rbac::prove(
+        &all,
+        async |removed| world.grant(removed).await,
+        async |run, deadline| world.scenario(run, deadline).await,
+        |run| world.log(run),
+    )
+    .await?;
+    // Leases get/create/update, Secrets list/watch, member ConfigMaps list/watch/patch.
+    ensure!(report.len() == 8, "{report:#?}");
+    Ok(())
+}
+
+#[tokio::test]
+async fn every_base_passes_server_side_dry_run() -> Result<()> {
+    if !rbac::real_or_skip() {
+        return Ok(());
+    }
+    let cluster = TestCluster::start("dry-run").await?;
+    let dir = tempfile::tempdir()?;
+    let kc = dir.path().join("admin");
+    cluster.write_kubeconfig(&kc)?;
+    let kc = kc.display().to_string();
+    let deploy = rbac::deploy_dir();
+    // The namespace must exist for a server-side dry run of what lives in it.
+    let ns = deploy.join("base/namespace.yaml").display().to_string();
+    rbac::kubectl(&["--kubeconfig", &kc, "apply", "-f", &ns]).await?;
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(deploy.join("examples"))?
+        .map(|e| e.map(|e| e.path()))
+        .collect::<Result<_, _>>()?;
+    dirs.sort();
+    dirs.push(deploy.join("member"));
+    ensure!(
+        dirs.len() >= 7,
+        "expected an overlay per provider, found {dirs:?}"
+    );
+    for d in &dirs {
+        let d = d.display().to_string();
+        let out =
+            rbac::kubectl(&["--kubeconfig", &kc, "apply", "--dry-run=server", "-k", &d]).await?;
+        ensure!(out.contains("(server dry run)"), "{d}: {out}");
+        eprintln!(
+            "{d}: {} objects accepted (server dry run)",
+            out.lines().count()
+        );
+    }
+    Ok(())
+}

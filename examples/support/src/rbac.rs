@@ -1,0 +1,332 @@
+//! Proving the shipped `deploy/` RBAC on real API servers (`MCR_ENVTEST=real`): render a
+//! kustomization with kubectl, list every verb of every rule of its roles, apply the roles with
+//! one verb removed, get ServiceAccount tokens from TokenRequests, run an example binary with
+//! its log in a file, and see the API server refuse a verb in that log.
+//!
+//! [`prove`] is the loop the examples' `tests/rbac.rs` share: the scenario must complete with
+//! every shipped verb and the API server refusing nothing, and must not complete, with a
+//! refusal of that verb seen in the log, when any one verb is removed.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use anyhow::{Context as _, Result, ensure};
+use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+use k8s_openapi::api::core::v1::ServiceAccount;
+use k8s_openapi::api::rbac::v1::{ClusterRole, PolicyRule, Role};
+use kube::ResourceExt;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use mcr_envtest::TestCluster;
+use serde_json::Value;
+
+/// A step the controller should complete: generous, the machine may be slow and shared.
+pub const STEP_DEADLINE: Duration = Duration::from_secs(120);
+/// With a verb removed: how long each step gets to (wrongly) complete anyway. The steps
+/// before the one that needs the verb complete in seconds (the full run shows it).
+pub const REMOVED_STEP_DEADLINE: Duration = Duration::from_secs(30);
+
+/// The repository's `deploy/` directory.
+pub fn deploy_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy")
+}
+
+/// Whether the tests run on real control planes; prints the test as skipped if not (the
+/// emulator does not authorize).
+pub fn real_or_skip() -> bool {
+    if mcr_envtest::backend().is_real() {
+        return true;
+    }
+    eprintln!("skipped: RBAC needs a real kube-apiserver (MCR_ENVTEST=real, cargo xtask e2e)");
+    false
+}
+
+/// Runs the assets' kubectl with `args`, failing with its output. Async: the real clusters'
+/// proxies run on the test's runtime.
+pub async fn kubectl(args: &[&str]) -> Result<String> {
+    let bin = mcr_envtest::real::Assets::find()?
+        .kubectl
+        .context("no kubectl among the real assets (cargo xtask assets builds one)")?;
+    let out = tokio::process::Command::new(bin)
+        .args(args)
+        .kill_on_drop(true)
+        .output()
+        .await
+        .context("running kubectl")?;
+    ensure!(
+        out.status.success(),
+        "kubectl {} failed: {}{}",
+        args.join(" "),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// `kubectl apply -k dir` with the admin kubeconfig of `cluster` (written under `scratch`).
+pub async fn apply_kustomization(cluster: &TestCluster, dir: &Path, scratch: &Path) -> Result<()> {
+    let kc = scratch.join(format!("{}-admin.kubeconfig", cluster.name()));
+    cluster.write_kubeconfig(&kc)?;
+    let (kc, dir) = (kc.display().to_string(), dir.display().to_string());
+    kubectl(&["--kubeconfig", &kc, "apply", "-k", &dir]).await?;
+    Ok(())
+}
+
+/// The objects `kubectl kustomize dir` renders.
+pub async fn render(dir: &Path) -> Result<Vec<Value>> {
+    let yaml = kubectl(&["kustomize", &dir.display().to_string()]).await?;
+    serde_saphyr::from_multiple(&yaml).context("parsing kustomize output")
+}
+
+/// One verb of one rule of a shipped role.
+#[derive(Clone, Debug)]
+pub struct Grant {
+    /// Which rendered set of roles it comes from (the index given to [`grants`]).
+    pub set: usize,
+    /// `Role` or `ClusterRole`.
+    pub kind: String,
+    /// The role's name.
+    pub name: String,
+    /// The rule's index in the role.
+    pub rule: usize,
+    /// The verb.
+    pub verb: String,
+    /// The rule's one resource.
+    pub resource: String,
+}
+
+impl std::fmt::Display for Grant {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} on {} ({} {}, rule {})",
+            self.verb, self.resource, self.kind, self.name, self.rule
+        )
+    }
+}
+
+fn roles(docs: &[Value]) -> impl Iterator<Item = &Value> {
+    docs.iter()
+        .filter(|d| matches!(d["kind"].as_str(), Some("Role" | "ClusterRole")))
+}
+
+/// Every (role, rule, verb) of the roles among `docs`, tagged with `set`. Each rule must name
+/// one resource, so that each verb can be removed alone.
+pub fn grants(docs: &[Value], set: usize) -> Result<Vec<Grant>> {
+    let mut out = Vec::new();
+    for doc in roles(docs) {
+        let kind = doc["kind"].as_str().unwrap_or_default().to_owned();
+        let name = doc["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        let rules: Vec<PolicyRule> = serde_json::from_value(doc["rules"].clone())?;
+        for (i, rule) in rules.iter().enumerate() {
+            let resources = rule.resources.clone().unwrap_or_default();
+            ensure!(
+                resources.len() == 1,
+                "{kind} {name}: one resource per rule, so that each can be removed alone"
+            );
+            for verb in &rule.verbs {
+                out.push(Grant {
+                    set,
+                    kind: kind.clone(),
+                    name: name.clone(),
+                    rule: i,
+                    verb: verb.clone(),
+                    resource: resources[0].clone(),
+                });
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Server-side applies the roles among `docs` (set `set`) to `client`, without `removed` when
+/// it belongs to them (the rule goes when it has no verb left).
+pub async fn apply_roles(
+    client: &kube::Client,
+    docs: &[Value],
+    set: usize,
+    removed: Option<&Grant>,
+) -> Result<()> {
+    let pp = PatchParams::apply("mcr-rbac-test").force();
+    for doc in roles(docs) {
+        let mut doc = doc.clone();
+        let name = doc["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        let kind = doc["kind"].as_str().unwrap_or_default().to_owned();
+        if let Some(g) = removed.filter(|g| g.set == set && g.kind == kind && g.name == name) {
+            let mut rules: Vec<PolicyRule> = serde_json::from_value(doc["rules"].clone())?;
+            rules[g.rule].verbs.retain(|v| *v != g.verb);
+            rules.retain(|r| !r.verbs.is_empty());
+            doc["rules"] = serde_json::to_value(rules)?;
+        }
+        if kind == "Role" {
+            let role: Role = serde_json::from_value(doc)?;
+            let ns = role.namespace().context("a Role without namespace")?;
+            Api::<Role>::namespaced(client.clone(), &ns)
+                .patch(&name, &pp, &Patch::Apply(&role))
+                .await?;
+        } else {
+            let role: ClusterRole = serde_json::from_value(doc)?;
+            Api::<ClusterRole>::all(client.clone())
+                .patch(&name, &pp, &Patch::Apply(&role))
+                .await?;
+        }
+    }
+    Ok(())
+}
+
+/// A token for `ns/sa` from a TokenRequest (what a Pod's projected token is), valid 1 h.
+pub async fn token(client: &kube::Client, ns: &str, sa: &str) -> Result<String> {
+    let request = TokenRequest {
+        spec: Some(TokenRequestSpec {
+            expiration_seconds: Some(3600),
+            ..TokenRequestSpec::default()
+        }),
+        ..TokenRequest::default()
+    };
+    let answer = Api::<ServiceAccount>::namespaced(client.clone(), ns)
+        .create_token_request(sa, &PostParams::default(), &request)
+        .await
+        .with_context(|| format!("TokenRequest for {ns}/{sa}"))?;
+    answer
+        .status
+        .and_then(|s| s.token)
+        .filter(|t| !t.is_empty())
+        .with_context(|| format!("the TokenRequest for {ns}/{sa} returned no token"))
+}
+
+/// `cluster`'s kubeconfig with `token` instead of the admin token.
+pub fn kubeconfig_as(cluster: &TestCluster, token: &str) -> Result<String> {
+    let admin = cluster
+        .kubeconfig_yaml()
+        .context("real clusters serve HTTPS")?;
+    ensure!(
+        admin.contains(cluster.token()),
+        "the kubeconfig carries a token"
+    );
+    Ok(admin.replace(cluster.token(), token))
+}
+
+/// An example binary running with its stdout and stderr (tracing) in a file; killed when
+/// dropped.
+pub struct Controller {
+    child: tokio::process::Child,
+    log: PathBuf,
+}
+
+impl Controller {
+    /// Starts `bin args` with `RUST_LOG=info`, writing to `log`.
+    pub fn start(bin: &str, args: &[&str], log: &Path) -> Result<Controller> {
+        let file = std::fs::File::create(log)?;
+        let child = tokio::process::Command::new(bin)
+            .args(args)
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(file.try_clone()?)
+            .stderr(file)
+            .kill_on_drop(true)
+            .spawn()
+            .with_context(|| format!("starting {bin}"))?;
+        Ok(Controller {
+            child,
+            log: log.to_path_buf(),
+        })
+    }
+
+    /// What it wrote so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Stops it; fails (with the log) if it had exited by itself.
+    pub async fn stop(mut self) -> Result<String> {
+        if let Some(status) = self.child.try_wait()? {
+            anyhow::bail!("the controller exited ({status}); log:\n{}", self.log());
+        }
+        self.child.kill().await?;
+        Ok(self.log())
+    }
+}
+
+/// Whether `log` shows the API server refusing `verb` on `resource`.
+pub fn refused(log: &str, verb: &str, resource: &str) -> bool {
+    let escaped = format!("cannot {verb} resource \\\"{resource}\\\"");
+    let plain = format!("cannot {verb} resource \"{resource}\"");
+    log.lines()
+        .any(|l| l.contains("forbidden") && (l.contains(&escaped) || l.contains(&plain)))
+}
+
+/// What one run of a scenario did.
+pub struct Outcome {
+    /// The first step that did not complete in time, if any.
+    pub failed: Option<u8>,
+    /// The controller's log.
+    pub log: String,
+}
+
+/// The proof: `grant(None)` then `scenario(0, STEP_DEADLINE)` must complete with no refusal;
+/// then for each grant `g`, `grant(Some(g))` and `scenario(i, REMOVED_STEP_DEADLINE)` must
+/// stop at some step with a refusal of `g` in the log (`log(i)` names the file the scenario's
+/// controller writes, watched while it runs). Returns one line per grant.
+pub async fn prove(
+    all: &[Grant],
+    mut grant: impl AsyncFnMut(Option<&Grant>) -> Result<()>,
+    mut scenario: impl AsyncFnMut(usize, Duration) -> Result<Outcome>,
+    log: impl Fn(usize) -> PathBuf,
+) -> Result<Vec<String>> {
+    ensure!(!all.is_empty(), "no roles rendered");
+    grant(None).await?;
+    let full = scenario(0, STEP_DEADLINE).await?;
+    ensure!(
+        full.failed.is_none(),
+        "with every shipped rule the scenario stopped at step {:?}; log:\n{}",
+        full.failed,
+        full.log
+    );
+    ensure!(
+        !full.log.contains("forbidden"),
+        "with every shipped rule the API server still refused something; log:\n{}",
+        full.log
+    );
+    eprintln!("all {} grants: scenario complete", all.len());
+    let mut report = Vec::new();
+    for (i, g) in all.iter().enumerate() {
+        grant(Some(g)).await?;
+        let run = i + 1;
+        let path = log(run);
+        let watch = async {
+            let until = tokio::time::Instant::now() + STEP_DEADLINE;
+            while tokio::time::Instant::now() < until {
+                let text = std::fs::read_to_string(&path).unwrap_or_default();
+                if refused(&text, &g.verb, &g.resource) {
+                    return true;
+                }
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            false
+        };
+        let (outcome, seen) = tokio::join!(scenario(run, REMOVED_STEP_DEADLINE), watch);
+        let outcome = outcome?;
+        ensure!(
+            seen,
+            "without {g}: the API server never refused the controller; log:\n{}",
+            outcome.log
+        );
+        let Some(step) = outcome.failed else {
+            anyhow::bail!(
+                "without {g}: the scenario still completed, so the rule is not needed; log:\n{}",
+                outcome.log
+            );
+        };
+        let line = format!("without {g}: refused, scenario stopped at step {step}");
+        eprintln!("{line}");
+        report.push(line);
+    }
+    grant(None).await?;
+    Ok(report)
+}
