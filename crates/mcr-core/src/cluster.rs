@@ -154,6 +154,23 @@ impl Cluster {
         self
     }
 
+    /// A new instance of this cluster (new [`ClusterId`], a fresh cache that is not started,
+    /// the same client, connection hash and attachment, e.g. credentials), to engage again after this one was
+    /// stopped (an instance is engaged at most once in its life).
+    pub(crate) fn fresh(&self) -> Cluster {
+        Cluster {
+            inner: Arc::new(Inner {
+                name: self.inner.name.clone(),
+                client: self.inner.client.clone(),
+                cache: self.inner.cache.fresh(),
+                id: ClusterId(NEXT_ID.fetch_add(1, Ordering::Relaxed)),
+                connection_hash: self.inner.connection_hash.clone(),
+                attachment: self.inner.attachment.clone(),
+                stop_on_drop: self.inner.stop_on_drop.clone(),
+            }),
+        }
+    }
+
     /// Cancels `guard`'s token when the last handle to this cluster is dropped (used for the
     /// background renewal of its credentials).
     pub(crate) fn with_stop_on_drop(mut self, guard: tokio_util::sync::DropGuard) -> Cluster {
@@ -212,6 +229,22 @@ impl Cluster {
         self.inner.id
     }
 
+    /// A handle that does not keep this instance alive: [`Released::is_released`] says when
+    /// every clone of it is gone (its engagement's tasks, contexts and in-flight reconciles
+    /// dropped). Sharded mode waits on it before another replica may take the cluster over.
+    ///
+    /// ```no_run
+    /// # fn f(client: kube::Client) {
+    /// let c = mcr_core::Cluster::new("a", client);
+    /// let watch = c.released();
+    /// drop(c);
+    /// assert!(watch.is_released());
+    /// # }
+    /// ```
+    pub fn released(&self) -> Released {
+        Released(Arc::downgrade(&self.inner))
+    }
+
     /// Whether `other` is this very instance (or a clone of it), rather than an equal new one.
     ///
     /// ```no_run
@@ -246,5 +279,23 @@ impl fmt::Debug for Cluster {
             .field("id", &self.inner.id)
             .field("connection_hash", &self.inner.connection_hash)
             .finish_non_exhaustive()
+    }
+}
+
+/// Whether every clone of a [`Cluster`] instance is gone (see [`Cluster::released`]).
+#[derive(Clone, Debug)]
+pub struct Released(std::sync::Weak<Inner>);
+
+impl Released {
+    /// True once no clone of the instance is left.
+    ///
+    /// ```no_run
+    /// # fn f(c: mcr_core::Cluster) {
+    /// let r = c.released();
+    /// assert!(!r.is_released()); // `c` still lives
+    /// # }
+    /// ```
+    pub fn is_released(&self) -> bool {
+        self.0.strong_count() == 0
     }
 }

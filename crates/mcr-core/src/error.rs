@@ -21,6 +21,19 @@ pub enum Error {
     #[error("cluster \"{0}\" not found")]
     ClusterNotFound(ClusterName),
 
+    /// Another replica owns the cluster (the fleet is sharded across replicas, see
+    /// [`shard`](crate::shard)): this replica does not engage or reconcile it.
+    #[error("cluster \"{cluster}\" is {}", match owner {
+        Some(o) => format!("owned by replica {o}"),
+        None => "not owned by this replica".to_owned(),
+    })]
+    NotOwned {
+        /// The cluster.
+        cluster: ClusterName,
+        /// The replica that owns it, when known.
+        owner: Option<String>,
+    },
+
     /// A cluster of that name is already engaged (or being engaged).
     #[error("cluster \"{0}\" is already engaged")]
     AlreadyEngaged(ClusterName),

@@ -78,9 +78,10 @@ pub mod members;
 pub mod providers;
 pub mod sanitize;
 pub mod scope;
+pub mod shard;
 
 pub use cache::{Cache, CacheEvent, CacheView, Informer, InformerOptions, watch, watch_metadata};
-pub use cluster::{Cluster, ClusterId};
+pub use cluster::{Cluster, ClusterId, Released};
 pub use clusters::{AddOutcome, Clusters, ClustersOptions};
 pub use error::{
     BoxError, ClusterNotFound, Error, ErrorChain, cluster_not_found, is_cluster_not_found,

@@ -30,10 +30,16 @@ pub enum MemberState {
         /// denial, a kubeconfig that does not parse).
         retry_in: Option<Duration>,
     },
+    /// Another replica owns it (the fleet is sharded, see [`shard`](crate::shard)): this
+    /// replica keeps only its name and desired state.
+    Elsewhere {
+        /// The owning replica, when known.
+        owner: Option<String>,
+    },
 }
 
 impl MemberState {
-    /// `engaged`, `pending` or `failed`: the state's word in `/clusters` and in the
+    /// `engaged`, `pending`, `failed` or `elsewhere`: the state's word in `/clusters` and in the
     /// `mcr_members` gauge.
     ///
     /// ```
@@ -44,11 +50,12 @@ impl MemberState {
             MemberState::Engaged => "engaged",
             MemberState::Pending => "pending",
             MemberState::Failed { .. } => "failed",
+            MemberState::Elsewhere { .. } => "elsewhere",
         }
     }
 
     /// Every word [`as_str`](Self::as_str) returns.
-    pub const ALL: [&'static str; 3] = ["engaged", "pending", "failed"];
+    pub const ALL: [&'static str; 4] = ["engaged", "pending", "failed", "elsewhere"];
 }
 
 impl fmt::Display for MemberState {

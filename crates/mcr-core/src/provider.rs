@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::{Cluster, ClusterName, Error, FieldIndex, MemberStatus};
+use crate::{Cluster, ClusterName, Error, FieldIndex, MemberStatus, shard::Sharder};
 
 /// A boxed, `Send` future (re-exported from `futures` so providers need no extra import).
 pub type BoxFuture<'a, T> = futures::future::BoxFuture<'a, T>;
@@ -133,6 +133,21 @@ pub trait Aware: Send + Sync + 'static {
         name: ClusterName,
         cluster: Cluster,
     ) -> Result<(), Error>;
+
+    /// Which clusters this replica owns, when the fleet is sharded across replicas (see
+    /// [`shard`](crate::shard)). Providers ask it before building a member's client and
+    /// engage only owned clusters. Defaults to `None`: this replica owns every cluster.
+    fn sharder(&self) -> Option<Arc<dyn Sharder>> {
+        None
+    }
+
+    /// A shared handle on this `Aware`, through which a cluster parked because another
+    /// replica owned it is engaged once this replica owns it
+    /// ([`Clusters::add`](crate::Clusters::add) keeps it while the cluster is parked).
+    /// Defaults to `None`; an `Aware` with a [`sharder`](Aware::sharder) returns `Some`.
+    fn shared(&self) -> Option<Arc<dyn Aware>> {
+        None
+    }
 }
 
 impl<T: Aware + ?Sized> Aware for Arc<T> {
@@ -143,5 +158,13 @@ impl<T: Aware + ?Sized> Aware for Arc<T> {
         cluster: Cluster,
     ) -> Result<(), Error> {
         (**self).engage(token, name, cluster)
+    }
+
+    fn sharder(&self) -> Option<Arc<dyn Sharder>> {
+        (**self).sharder()
+    }
+
+    fn shared(&self) -> Option<Arc<dyn Aware>> {
+        (**self).shared()
     }
 }

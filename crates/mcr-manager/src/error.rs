@@ -107,6 +107,13 @@ pub enum Error {
         /// Which setting is wrong and why.
         reason: String,
     },
+    /// The sharding settings would let two replicas overlap, or name no valid Lease (see
+    /// [`Sharding::validate`](crate::Sharding::validate)).
+    #[error("invalid sharding settings: {reason}")]
+    InvalidSharding {
+        /// Which setting is wrong and why.
+        reason: String,
+    },
     /// Talking to the host cluster about the leader Lease failed for good.
     #[error("leader election on lease {lease:?} failed")]
     LeaderElection {

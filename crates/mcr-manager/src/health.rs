@@ -32,7 +32,8 @@ fn respond(status: StatusCode, content_type: &'static str, body: String) -> Resp
 /// `expired_for=<s>s`, and while renewal fails `renewal_failures=<n> last_error="<reason>"`
 /// (the redacted reason, never credentials); for a member the provider reports pending or
 /// failed `member=pending|failed`, and when failed `retry_in=<s>s` (if it is retried) and
-/// `reason="<reason>"`.
+/// `reason="<reason>"`; in sharded mode `owner=<replica>` (and `member=elsewhere` for a
+/// member another replica owns).
 fn cluster_line(s: &crate::ClusterStatus) -> String {
     let sync = if s.synced { "synced" } else { "unsynced" };
     let mut line = escaped(s.name.as_str());
@@ -54,6 +55,10 @@ fn cluster_line(s: &crate::ClusterStatus) -> String {
                 line.push_str(&format!(" last_error={err:?}"));
             }
         }
+    }
+    if let Some(owner) = &s.owner {
+        line.push_str(" owner=");
+        line.push_str(&escaped(owner));
     }
     if let Some(member) = &s.member {
         line.push_str(" member=");

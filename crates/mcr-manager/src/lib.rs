@@ -100,6 +100,7 @@ mod manager;
 mod metrics;
 mod queue;
 mod runnable;
+pub mod shard;
 
 pub use controller::{
     Builder, ClusterScope, Context, Controller, DEFAULT_PUBLISH_TIMEOUT, IntoRequest,
@@ -117,3 +118,4 @@ pub use leader::LeaderElection;
 pub use manager::{ClusterStatus, Fleet, Manager, ManagerBuilder};
 pub use metrics::Metrics;
 pub use runnable::Runnable;
+pub use shard::Sharding;

@@ -76,4 +76,67 @@ impl Aware for PrefixedAware {
         tracing::debug!(cluster = %full, "engaging child cluster");
         self.outer.engage(token, full, cluster)
     }
+
+    /// The outer sharder, asked about the prefixed name.
+    fn sharder(&self) -> Option<Arc<dyn mcr_core::shard::Sharder>> {
+        let outer = self.outer.sharder()?;
+        let prefix = self.prefix.clone();
+        Some(Arc::new(mcr_core::shard::Mapped::new(outer, move |name| {
+            ClusterName::from(format!("{prefix}{name}"))
+        })))
+    }
+
+    fn shared(&self) -> Option<Arc<dyn Aware>> {
+        Some(Arc::new(self.clone()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use mcr_core::shard::{Ownership, Sharder};
+    use tokio::sync::watch;
+
+    use super::*;
+
+    /// Owns `kind#a` only.
+    struct Outer(watch::Sender<u64>);
+
+    impl Sharder for Outer {
+        fn owner(&self, name: &ClusterName) -> Ownership {
+            if name.as_str() == "kind#a" {
+                Ownership::Owned
+            } else {
+                Ownership::Elsewhere {
+                    owner: Some("r2".into()),
+                }
+            }
+        }
+        fn changes(&self) -> watch::Receiver<u64> {
+            self.0.subscribe()
+        }
+    }
+
+    struct Sharded(Arc<Outer>);
+
+    impl Aware for Sharded {
+        fn engage(&self, _: CancellationToken, _: ClusterName, _: Cluster) -> Result<(), Error> {
+            Ok(())
+        }
+        fn sharder(&self) -> Option<Arc<dyn Sharder>> {
+            Some(self.0.clone())
+        }
+    }
+
+    #[test]
+    fn a_child_asks_the_outer_sharder_about_the_prefixed_name() {
+        let outer = Arc::new(Sharded(Arc::new(Outer(watch::channel(0).0))));
+        let child = PrefixedAware::new("kind", "#", outer);
+        let sharder = child.sharder().expect("the outer sharder, mapped");
+        assert!(sharder.owner(&"a".into()).is_owned());
+        assert_eq!(sharder.owner(&"b".into()).owner(), Some("r2"));
+        assert!(child.shared().is_some());
+        // Without an outer sharder, none.
+        let plain = PrefixedAware::new("kind", "#", Arc::new(mcr_core::Registry::new()));
+        assert!(plain.sharder().is_none());
+    }
 }

@@ -162,6 +162,21 @@ impl Cache {
         }
     }
 
+    /// A new, not yet started cache like this one (same cluster, client and, for a derived
+    /// cache, the same parent and view), for a new instance of the same cluster.
+    pub(crate) fn fresh(&self) -> Cache {
+        Cache {
+            inner: Arc::new(Inner {
+                cluster: self.inner.cluster.clone(),
+                engaged_as: std::sync::OnceLock::new(),
+                client: self.inner.client.clone(),
+                state: Mutex::new(State::default()),
+                index_names: Mutex::new(HashMap::new()),
+                derived: self.inner.derived.clone(),
+            }),
+        }
+    }
+
     /// Starts every informer requested so far, and any requested later, until `token` fires.
     /// Idempotent: later calls (and their tokens) are ignored.
     ///

@@ -70,6 +70,10 @@ impl Clusters {
             if let Some(superseded) = state.pending.insert(name.clone(), pending) {
                 superseded.token.cancel();
             }
+            // Ownership is checked with the cluster pending, so a release finds it.
+            if let Some(outcome) = self.gate(&mut state, parent, &cluster, aware) {
+                return outcome;
+            }
             state.indexes.clone()
         };
         // Dropped before the outcome is known (the provider's run ended mid-sync): nothing of
@@ -99,6 +103,9 @@ impl Clusters {
             Err(err) => {
                 token.cancel();
                 self.forget(&name, &cluster);
+                if self.refused(parent, &cluster, &err, aware) {
+                    return Ok(());
+                }
                 match &replacing {
                     Some(_) => tracing::warn!(cluster = %name, error = %err,
                         "new instance could not be engaged; the running one keeps serving"),
@@ -261,16 +268,21 @@ impl Clusters {
     /// ```
     pub fn remove(&self, name: &ClusterName) -> bool {
         // A replacement may be coming up next to the running instance: both go.
-        let (pending, active) = {
+        let (pending, active, parked) = {
             let mut state = self.inner.state.lock();
-            (state.pending.remove(name), self.inner.active.take(name))
+            let parked = self.unpark(&mut state, name);
+            (
+                state.pending.remove(name),
+                self.inner.active.take(name),
+                parked,
+            )
         };
         let tokens: Vec<CancellationToken> =
             pending.map(|p| p.token).into_iter().chain(active).collect();
         for token in &tokens {
             token.cancel();
         }
-        let removed = !tokens.is_empty();
+        let removed = !tokens.is_empty() || parked;
         if removed {
             tracing::info!(cluster = %name, "cluster removed");
         }

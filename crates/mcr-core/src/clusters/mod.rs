@@ -6,6 +6,9 @@ use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
 
 mod engage;
+mod shard;
+
+pub(crate) use shard::Gate;
 
 use crate::{Cluster, ClusterName, Error, FieldIndex, Registry};
 
@@ -58,10 +61,18 @@ struct State {
     /// Added, not yet active (informers opening or syncing).
     pending: HashMap<ClusterName, Pending>,
     indexes: Vec<FieldIndex>,
+    /// Clusters another replica owns, kept until this one does (see [`crate::shard`]).
+    parked: HashMap<ClusterName, shard::Parked>,
+    /// The provider token each cluster was added under, to engage it again after a release.
+    parents: HashMap<ClusterName, CancellationToken>,
+    /// Whether a task follows the sharder's changes.
+    watching: bool,
 }
 
 struct Inner {
     opts: ClustersOptions,
+    /// What happens to a cluster another replica owns.
+    gate: Gate,
     state: Mutex<State>,
     /// The active clusters: membership is kept by [`Registry`], which forgets a cluster when
     /// its token fires (the manager's fleet is a `Registry` too).
@@ -129,9 +140,15 @@ impl Clusters {
     /// let c = Clusters::with_options(ClustersOptions { sync_timeout: Duration::from_secs(5) });
     /// ```
     pub fn with_options(opts: ClustersOptions) -> Self {
+        Self::gated(opts, Gate::Park)
+    }
+
+    /// An empty set whose ownership gate does `gate` with clusters another replica owns.
+    pub(crate) fn gated(opts: ClustersOptions, gate: Gate) -> Self {
         Self {
             inner: Arc::new(Inner {
                 opts,
+                gate,
                 state: Mutex::new(State::default()),
                 active: Registry::new(),
             }),

@@ -228,9 +228,13 @@ impl Members {
     /// # let _ = members;
     /// ```
     pub fn new(opts: MembersOptions) -> Self {
-        let clusters = Clusters::with_options(ClustersOptions {
-            sync_timeout: opts.sync_timeout,
-        });
+        // The workers bring a member up again when this replica owns it (see `crate::shard`).
+        let clusters = Clusters::gated(
+            ClustersOptions {
+                sync_timeout: opts.sync_timeout,
+            },
+            crate::clusters::Gate::Refuse,
+        );
         Members {
             inner: Arc::new(Inner {
                 clusters,

@@ -45,6 +45,13 @@ impl Members {
             .insert(name.clone(), MemberState::Pending);
     }
 
+    /// Another replica owns `name`: nothing runs under it here.
+    pub(super) fn report_elsewhere(&self, name: &ClusterName, owner: Option<String>) {
+        self.book()
+            .states
+            .insert(name.clone(), MemberState::Elsewhere { owner });
+    }
+
     /// `name` runs as desired (or nothing is desired under it any more): its record goes.
     /// [`ensure`](Self::ensure), the workers and [`remove`](Self::remove) do it; a provider
     /// that engages members without them calls it when an attempt succeeded.

@@ -15,6 +15,7 @@ use tracing::{Instrument, error, info};
 
 use super::{Connection, Ensured, Error, Members};
 use crate::backoff::Backoff;
+use crate::shard::{Ownership, Sharder};
 use crate::{Aware, BoxFuture, ClusterName};
 
 /// What a provider does for one member name: turn its latest desired state (what the provider
@@ -61,6 +62,8 @@ struct Shared<R: Converge> {
     members: Members,
     token: CancellationToken,
     aware: Arc<dyn Aware>,
+    /// Which members this replica owns (all without one).
+    sharder: Option<Arc<dyn Sharder>>,
     tasks: TaskTracker,
     slots: Mutex<HashMap<ClusterName, watch::Sender<Option<R::Desired>>>>,
 }
@@ -98,6 +101,7 @@ impl<R: Converge> Workers<R> {
                 converge,
                 members: members.clone(),
                 token: token.child_token(),
+                sharder: aware.sharder(),
                 aware,
                 tasks: TaskTracker::new(),
                 slots: Mutex::new(HashMap::new()),
@@ -216,6 +220,24 @@ async fn run<R: Converge>(
             }
             continue;
         };
+        // A member another replica owns keeps only its name and desired state: stopped if it
+        // ran, brought up again once this replica owns it (see `crate::shard`).
+        if let Ownership::Elsewhere { owner } = owner_of(&shared, &name) {
+            if shared.members.remove(&name) {
+                info!(
+                    owner = owner.as_deref().unwrap_or("unknown"),
+                    "ownership moved to another replica: member stopped"
+                );
+            }
+            // After `remove`, which clears the member's record.
+            shared.members.report_elsewhere(&name, owner);
+            tokio::select! {
+                () = shared.token.cancelled() => return,
+                changed = rx.changed() => if changed.is_err() { return },
+                () = until_owned(shared.sharder.as_ref(), &name, true) => {}
+            }
+            continue;
+        }
         if last.as_ref() != Some(&desired) {
             backoff.reset();
             last = Some(desired.clone());
@@ -233,6 +255,9 @@ async fn run<R: Converge>(
         let attempt = AssertUnwindSafe(shared.converge.converge(&member)).catch_unwind();
         let outcome = tokio::select! {
             () = shared.token.cancelled() => return,
+            // Ownership moved away mid-attempt: the attempt is dropped (whatever it brought
+            // up is cancelled) and the member released at the top of the loop.
+            () = lost(shared.sharder.as_ref(), &name) => continue,
             outcome = attempt => outcome,
         };
         let retry = match outcome {
@@ -267,7 +292,39 @@ async fn run<R: Converge>(
         tokio::select! {
             () = shared.token.cancelled() => return,
             changed = rx.changed() => if changed.is_err() { return },
+            () = lost(shared.sharder.as_ref(), &name) => {}
             () = delay => {}
+        }
+    }
+}
+
+/// Who owns `name` under the workers' sharder (this replica without one).
+fn owner_of<R: Converge>(shared: &Shared<R>, name: &ClusterName) -> Ownership {
+    shared
+        .sharder
+        .as_ref()
+        .map_or(Ownership::Owned, |s| s.owner(name))
+}
+
+/// Returns once this replica no longer owns `name` (never without a sharder).
+async fn lost(sharder: Option<&Arc<dyn Sharder>>, name: &ClusterName) {
+    until_owned(sharder, name, false).await;
+}
+
+/// Returns once whether this replica owns `name` is `owned` (never without a sharder).
+/// Subscribes before it looks, so no change in between goes unseen.
+async fn until_owned(sharder: Option<&Arc<dyn Sharder>>, name: &ClusterName, owned: bool) {
+    let Some(s) = sharder else {
+        return std::future::pending::<()>().await;
+    };
+    let mut changes = s.changes();
+    loop {
+        changes.borrow_and_update();
+        if s.owner(name).is_owned() == owned {
+            return;
+        }
+        if changes.changed().await.is_err() {
+            return std::future::pending::<()>().await;
         }
     }
 }

@@ -299,6 +299,19 @@ impl<T> Context<T> {
         self.fleet.get(name)
     }
 
+    /// Like [`cluster`](Self::cluster), with a distinct error for a cluster another replica
+    /// owns in sharded mode: [`mcr_core::Error::NotOwned`], naming the owner when known (see
+    /// [`Fleet::lookup`]).
+    ///
+    /// ```no_run
+    /// # fn demo(ctx: mcr_manager::Context<()>) -> Result<(), mcr_core::Error> {
+    /// let west = ctx.lookup(&"west".into())?;
+    /// # Ok(()) }
+    /// ```
+    pub fn lookup(&self, name: &ClusterName) -> Result<Cluster, mcr_core::Error> {
+        self.fleet.lookup(name)
+    }
+
     /// The names of the clusters engaged right now (not the host), sorted.
     ///
     /// ```no_run

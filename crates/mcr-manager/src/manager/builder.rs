@@ -32,6 +32,7 @@ pub struct ManagerBuilder {
     endpoints: crate::health::Endpoints,
     #[cfg(feature = "leader-election")]
     leader_election: Option<LeaderElection>,
+    sharding: Option<crate::Sharding>,
 }
 
 impl std::fmt::Debug for ManagerBuilder {
@@ -107,6 +108,24 @@ impl ManagerBuilder {
     #[cfg(feature = "leader-election")]
     pub fn leader_election(mut self, config: LeaderElection) -> Self {
         self.leader_election = Some(config);
+        self
+    }
+
+    /// Shards the fleet with the other replicas of the same group: this replica engages and
+    /// reconciles only the clusters it owns (see [`shard`](crate::shard) for the protocol and
+    /// its guarantees). Off by default (this replica owns every cluster). Controllers run on
+    /// every replica: [`Manager::run_until`] refuses it together with leader election
+    /// ([`Error::InvalidSharding`](crate::Error::InvalidSharding)), as it does settings that
+    /// fail [`Sharding::validate`](crate::Sharding::validate).
+    ///
+    /// ```no_run
+    /// # fn demo(client: kube::Client) {
+    /// let sharding = mcr_manager::Sharding::new("my-controller").namespace("controllers");
+    /// let mgr = mcr_manager::Manager::builder(client).sharding(sharding).build();
+    /// # }
+    /// ```
+    pub fn sharding(mut self, sharding: crate::Sharding) -> Self {
+        self.sharding = Some(sharding);
         self
     }
 
@@ -187,18 +206,32 @@ impl ManagerBuilder {
     /// # }
     /// ```
     pub fn build(self) -> Manager {
+        let metrics = self.metrics.unwrap_or_default();
+        let shard = self.sharding.map(|opts| {
+            let coordinator = crate::shard::Coordinator::new(opts);
+            let m = crate::shard::ShardMetrics::new();
+            metrics.with_registry(|r| m.register(r));
+            coordinator.set_metrics(m);
+            Arc::new(coordinator)
+        });
         Manager {
             inner: Arc::new(Inner {
-                fleet: super::Fleet::new(self.host.clone()),
+                fleet: super::Fleet::sharded(
+                    self.host.clone(),
+                    shard
+                        .clone()
+                        .map(|c| c as Arc<dyn mcr_core::shard::Sharder>),
+                ),
                 host: self.host,
                 provider: self.provider,
-                metrics: self.metrics.unwrap_or_default(),
+                metrics,
                 metrics_addr: self.metrics_addr,
                 http_options: self.http_options,
                 endpoints: self.endpoints,
                 #[cfg(feature = "leader-election")]
                 leader_election: self.leader_election,
                 leader: AtomicBool::new(false),
+                shard,
                 state: Mutex::new(State::default()),
             }),
         }
@@ -253,6 +286,7 @@ impl Manager {
             endpoints: crate::health::Endpoints::default(),
             #[cfg(feature = "leader-election")]
             leader_election: None,
+            sharding: None,
         }
     }
 }

@@ -103,6 +103,17 @@ impl Manager {
 }
 
 impl Aware for Manager {
+    fn sharder(&self) -> Option<std::sync::Arc<dyn mcr_core::shard::Sharder>> {
+        self.inner
+            .shard
+            .clone()
+            .map(|c| c as std::sync::Arc<dyn mcr_core::shard::Sharder>)
+    }
+
+    fn shared(&self) -> Option<std::sync::Arc<dyn Aware>> {
+        Some(std::sync::Arc::new(self.clone()))
+    }
+
     /// Engages `cluster` under `name` with every controller and runnable (also those added
     /// later). The same instance again is a no-op; a new instance replaces the old one (the
     /// old one's watches stop, nothing is reconciled against it afterwards). The cluster is
@@ -136,12 +147,14 @@ impl Aware for Manager {
             // Lock order: state, then the fleet (so `add` sees each engagement exactly once).
             let state = self.state();
             // The fleet forgets the member when `token` fires.
-            if !self
-                .inner
-                .fleet
-                .members()
-                .record(token.clone(), name.clone(), cluster.clone())?
-            {
+            let record = || {
+                self.inner
+                    .fleet
+                    .members()
+                    .record(token.clone(), name.clone(), cluster.clone())
+            };
+            // Sharded: only a cluster this replica owns, atomically with the ownership check.
+            if !self.admit(&name, record)?? {
                 return Ok(()); // the same instance, already engaged
             }
             state.runnables.clone()
@@ -158,5 +171,36 @@ impl Aware for Manager {
             }
         }
         Ok(())
+    }
+}
+
+impl Manager {
+    /// Runs `record` if this replica owns `name` (always without sharding), else
+    /// [`mcr_core::Error::NotOwned`].
+    fn admit<R>(
+        &self,
+        name: &ClusterName,
+        record: impl FnOnce() -> R,
+    ) -> Result<R, mcr_core::Error> {
+        match &self.inner.shard {
+            None => Ok(record()),
+            Some(c) => c
+                .admit(name, record)
+                .map_err(|o| mcr_core::Error::NotOwned {
+                    cluster: name.clone(),
+                    owner: o.owner().map(str::to_owned),
+                }),
+        }
+    }
+
+    /// Who owns `name` in sharded mode (this replica, without sharding).
+    ///
+    /// ```no_run
+    /// # fn demo(mgr: mcr_manager::Manager) {
+    /// println!("{}", mgr.owner(&"east".into()));
+    /// # }
+    /// ```
+    pub fn owner(&self, name: &ClusterName) -> mcr_core::shard::Ownership {
+        self.inner.fleet.owner(name)
     }
 }

@@ -6,6 +6,9 @@
 //! reconcile reaches the host or another member without a `Manager` in its data (a `Fleet`
 //! holds no controllers, so there is no reference cycle).
 
+use std::sync::Arc;
+
+use mcr_core::shard::{Ownership, Sharder};
 use mcr_core::{Cluster, ClusterName, ClusterNotFound, Registry};
 
 /// The host cluster and the clusters engaged right now. Cheap to clone (clones share the
@@ -25,6 +28,8 @@ use mcr_core::{Cluster, ClusterName, ClusterNotFound, Registry};
 pub struct Fleet {
     host: Cluster,
     members: Registry,
+    /// Sharded mode: who owns what (see [`crate::shard`]).
+    sharder: Option<Arc<dyn Sharder>>,
 }
 
 impl Fleet {
@@ -33,7 +38,56 @@ impl Fleet {
         Self {
             host,
             members: Registry::new(),
+            sharder: None,
         }
+    }
+
+    /// A fleet of just `host` whose ownership `sharder` decides.
+    pub(crate) fn sharded(host: Cluster, sharder: Option<Arc<dyn Sharder>>) -> Self {
+        Self {
+            sharder,
+            ..Self::new(host)
+        }
+    }
+
+    /// Who owns `name`: this replica, unless the fleet is sharded across replicas (see
+    /// [`shard`](crate::shard)) and another one owns it. The host is always owned.
+    ///
+    /// ```no_run
+    /// # fn demo(fleet: mcr_manager::Fleet) {
+    /// if let Some(owner) = fleet.owner(&"east".into()).owner() { println!("east: {owner}"); }
+    /// # }
+    /// ```
+    pub fn owner(&self, name: &ClusterName) -> Ownership {
+        match &self.sharder {
+            Some(s) if !name.is_host() => s.owner(name),
+            _ => Ownership::Owned,
+        }
+    }
+
+    /// Like [`get`](Self::get), telling apart a cluster another replica owns:
+    /// [`mcr_core::Error::NotOwned`] (naming the owner when known) for it,
+    /// [`mcr_core::Error::ClusterNotFound`] for a cluster that is not engaged anywhere this
+    /// replica knows of. A non-owned cluster is never reachable from this replica: there is
+    /// no read-only opt-in.
+    ///
+    /// ```no_run
+    /// # fn demo(fleet: mcr_manager::Fleet) {
+    /// match fleet.lookup(&"east".into()) {
+    ///     Ok(east) => println!("engaged here: {}", east.name()),
+    ///     Err(mcr_core::Error::NotOwned { owner, .. }) => println!("owned by {owner:?}"),
+    ///     Err(other) => println!("{other}"),
+    /// }
+    /// # }
+    /// ```
+    pub fn lookup(&self, name: &ClusterName) -> Result<Cluster, mcr_core::Error> {
+        if let Ownership::Elsewhere { owner } = self.owner(name) {
+            return Err(mcr_core::Error::NotOwned {
+                cluster: name.clone(),
+                owner,
+            });
+        }
+        self.get(name).map_err(Into::into)
     }
 
     /// The manager's host cluster.

@@ -64,6 +64,8 @@ struct Inner {
     #[cfg(feature = "leader-election")]
     leader_election: Option<LeaderElection>,
     leader: AtomicBool,
+    /// Sharded mode: this replica's side of the protocol (see [`crate::shard`]).
+    shard: Option<Arc<crate::shard::Coordinator>>,
     state: Mutex<State>,
 }
 
@@ -226,5 +228,12 @@ impl Manager {
             return Err(BuilderError::DuplicateName { controller: name }.into());
         }
         self.add(controller)
+    }
+}
+
+impl Manager {
+    /// The coordinator of sharded mode, if on.
+    pub(crate) fn shard(&self) -> Option<&Arc<crate::shard::Coordinator>> {
+        self.inner.shard.as_ref()
     }
 }

@@ -99,6 +99,18 @@ impl Manager {
         if let Some(le) = &self.inner.leader_election {
             le.validate()?;
         }
+        if let Some(c) = &self.inner.shard {
+            c.options()
+                .validate()
+                .map_err(|reason| Error::InvalidSharding { reason })?;
+            // A standby would claim clusters it never engages: they would be left behind.
+            #[cfg(feature = "leader-election")]
+            if self.inner.leader_election.is_some() {
+                return Err(Error::InvalidSharding {
+                    reason: "sharding runs the controllers on every replica: it cannot be combined with leader election".into(),
+                });
+            }
+        }
         let watches = CancellationToken::new();
         let work = CancellationToken::new();
         let workers = TaskTracker::new();
@@ -120,6 +132,9 @@ impl Manager {
             state.running = Some(running.clone());
             state.runnables.clone()
         };
+        // Sharded: this replica's side of the protocol runs before the provider starts (it
+        // owns nothing until it has claimed) and stops after every member has.
+        let shard = crate::shard::start(self, &watches);
         let result = self
             .run_inner(&token, &watches, &work, &running, runnables, &mut errors_rx)
             .await;
@@ -132,6 +147,9 @@ impl Manager {
         watches.cancel();
         providers.close();
         providers.wait().await;
+        if let Some(shard) = shard {
+            shard.leave().await;
+        }
         self.inner.leader.store(false, Ordering::SeqCst);
         {
             let mut state = self.state();

@@ -25,6 +25,9 @@ pub struct ClusterStatus {
     /// built or synced) or failed, with the redacted reason. A member that is not engaged at
     /// all has `synced: false`; an engaged one keeps serving meanwhile. `None` otherwise.
     pub member: Option<MemberState>,
+    /// In sharded mode, the replica that owns the cluster (this one's identity for an
+    /// engaged cluster), when known; `None` without sharding.
+    pub owner: Option<String>,
 }
 
 impl ClusterStatus {
@@ -75,6 +78,7 @@ impl ClusterStatus {
             synced,
             credentials,
             member: None,
+            owner: None,
         }
     }
 
@@ -128,6 +132,16 @@ impl Manager {
             out.entry(m.name.clone())
                 .or_insert_with(|| ClusterStatus::new(m.name, false, None))
                 .member = Some(m.state);
+        }
+        if let Some(shard) = &self.inner.shard {
+            for s in out.values_mut() {
+                s.owner = match self.inner.fleet.owner(&s.name) {
+                    mcr_core::shard::Ownership::Owned => {
+                        Some(shard.options().identity_str().to_owned())
+                    }
+                    mcr_core::shard::Ownership::Elsewhere { owner } => owner,
+                };
+            }
         }
         let host = self.inner.host.cache();
         if host.is_started() {

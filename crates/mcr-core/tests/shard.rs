@@ -1,0 +1,198 @@
+//! The ownership gate (`mcr_core::shard`) against the emulator: a member another replica owns
+//! gets no client and no engagement; when ownership moves, the old member is stopped and the
+//! newly owned one engaged, on both paths (the per-name workers and `Clusters::add`).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use mcr_core::members::{Connection, Converge, Error, Member, Members, MembersOptions, Workers};
+use mcr_core::shard::{Ownership, Sharder};
+use mcr_core::{Aware, BoxFuture, Cluster, ClusterName, Clusters, Registry};
+use mcr_envtest::TestCluster;
+use mcr_envtest::wait::eventually;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+const DEADLINE: Duration = Duration::from_secs(30);
+
+/// The names this replica owns, set by the test.
+struct Owned {
+    names: Mutex<BTreeSet<String>>,
+    version: watch::Sender<u64>,
+}
+
+impl Owned {
+    fn new(names: &[&str]) -> Arc<Self> {
+        Arc::new(Owned {
+            names: Mutex::new(names.iter().map(|n| n.to_string()).collect()),
+            version: watch::channel(0).0,
+        })
+    }
+
+    fn set(&self, names: &[&str]) {
+        *self.names.lock().unwrap() = names.iter().map(|n| n.to_string()).collect();
+        self.version.send_modify(|v| *v += 1);
+    }
+}
+
+impl Sharder for Owned {
+    fn owner(&self, name: &ClusterName) -> Ownership {
+        if self.names.lock().unwrap().contains(name.as_str()) {
+            Ownership::Owned
+        } else {
+            Ownership::Elsewhere {
+                owner: Some("replica-2".into()),
+            }
+        }
+    }
+
+    fn changes(&self) -> watch::Receiver<u64> {
+        self.version.subscribe()
+    }
+}
+
+/// A registry behind the test's sharder (what the manager is in sharded mode).
+#[derive(Clone)]
+struct Gated {
+    registry: Registry,
+    owned: Arc<Owned>,
+}
+
+impl Aware for Gated {
+    fn engage(
+        &self,
+        token: CancellationToken,
+        name: ClusterName,
+        cluster: Cluster,
+    ) -> Result<(), mcr_core::Error> {
+        self.registry.engage(token, name, cluster)
+    }
+
+    fn sharder(&self) -> Option<Arc<dyn Sharder>> {
+        Some(self.owned.clone())
+    }
+
+    fn shared(&self) -> Option<Arc<dyn Aware>> {
+        Some(Arc::new(self.clone()))
+    }
+}
+
+/// Counts the attempts (each builds a client) per name.
+#[derive(Clone, Default)]
+struct Count(Arc<Mutex<BTreeMap<String, u32>>>);
+
+impl Count {
+    fn of(&self, name: &str) -> u32 {
+        self.0.lock().unwrap().get(name).copied().unwrap_or(0)
+    }
+}
+
+impl Converge for Count {
+    type Desired = Arc<str>;
+    type Error = Error;
+
+    fn converge<'a>(&'a self, member: &'a Member<Arc<str>>) -> BoxFuture<'a, Result<(), Error>> {
+        Box::pin(async move {
+            *self
+                .0
+                .lock()
+                .unwrap()
+                .entry(member.name().to_string())
+                .or_default() += 1;
+            let connection = Connection::parse(member.desired().as_bytes()).unwrap();
+            member.ensure(&connection).await.map(drop)
+        })
+    }
+
+    fn is_retryable(&self, error: &Error) -> bool {
+        error.is_retryable()
+    }
+
+    fn failed(&self, _: &Member<Arc<str>>, _: &Error, _: Option<Duration>) {}
+}
+
+#[tokio::test]
+async fn workers_build_only_owned_members_and_follow_ownership() {
+    let a = TestCluster::start_https("a").await.unwrap();
+    let b = TestCluster::start_https("b").await.unwrap();
+    let owned = Owned::new(&["a"]);
+    let aware = Gated {
+        registry: Registry::new(),
+        owned: owned.clone(),
+    };
+    let members = Members::new(MembersOptions::default());
+    let token = CancellationToken::new();
+    let count = Count::default();
+    let workers = Workers::new(&members, &token, Arc::new(aware.clone()), count.clone());
+    workers.ensure(&"a".into(), Arc::from(a.kubeconfig_yaml().unwrap()));
+    workers.ensure(&"b".into(), Arc::from(b.kubeconfig_yaml().unwrap()));
+    eventually("a engaged", DEADLINE, || aware.registry.names() == ["a"]).await;
+    assert_eq!(
+        count.of("b"),
+        0,
+        "no client is built for a member owned elsewhere"
+    );
+    assert_eq!(members.names(), ["a"]);
+    let a_token = aware.registry.engagements()[0].2.clone();
+
+    owned.set(&["b"]);
+    eventually("b engaged, a released", DEADLINE, || {
+        aware.registry.names() == ["b"] && members.names() == ["b"]
+    })
+    .await;
+    assert!(a_token.is_cancelled(), "a's engagement was stopped");
+
+    owned.set(&["a", "b"]);
+    eventually("a engaged again", DEADLINE, || {
+        aware.registry.names() == ["a", "b"]
+    })
+    .await;
+    workers.shutdown().await;
+    token.cancel();
+}
+
+#[tokio::test]
+async fn clusters_park_what_another_replica_owns_and_engage_it_when_owned() {
+    let _ = tracing_subscriber::fmt()
+        .with_test_writer()
+        .with_env_filter("mcr_core=debug")
+        .try_init();
+    let a = TestCluster::start_https("a").await.unwrap();
+    let b = TestCluster::start_https("b").await.unwrap();
+    let owned = Owned::new(&["a"]);
+    let aware = Gated {
+        registry: Registry::new(),
+        owned: owned.clone(),
+    };
+    let clusters = Clusters::new();
+    let token = CancellationToken::new();
+    let cb = Cluster::new("b", b.client());
+    clusters
+        .add(&token, Cluster::new("a", a.client()), &aware)
+        .await
+        .unwrap();
+    clusters.add(&token, cb.clone(), &aware).await.unwrap();
+    assert_eq!(clusters.names(), ["a"]);
+    assert_eq!(clusters.parked(), ["b"]);
+    assert!(!cb.cache().is_started(), "a parked cluster starts nothing");
+    assert_eq!(aware.registry.names(), ["a"]);
+    let a_token = clusters.token(&"a".into()).unwrap();
+
+    owned.set(&["b"]);
+    eventually("b engaged, a parked", DEADLINE, || {
+        aware.registry.names() == ["b"] && clusters.parked() == ["a"]
+    })
+    .await;
+    assert!(a_token.is_cancelled());
+
+    // Removing a parked cluster forgets it.
+    assert!(clusters.remove(&"a".into()));
+    assert!(clusters.parked().is_empty());
+    owned.set(&["a", "b"]);
+    eventually("nothing parked comes back", DEADLINE, || {
+        aware.registry.names() == ["b"]
+    })
+    .await;
+    token.cancel();
+}

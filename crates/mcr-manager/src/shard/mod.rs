@@ -1,0 +1,155 @@
+//! Sharding a fleet across replicas: each cluster is engaged and reconciled by exactly one
+//! replica of the controller, chosen by weighted rendezvous hashing over the live replicas.
+//!
+//! Turn it on with [`ManagerBuilder::sharding`](crate::ManagerBuilder::sharding). Every
+//! replica then runs the provider and the controllers (no leader election needed for them),
+//! and the engagement path ([`mcr_core::shard`]) lets through only the clusters this replica
+//! owns: a cluster owned by another replica keeps only its name and the provider's record,
+//! with no client, TLS connection or informer.
+//!
+//! # The protocol
+//!
+//! Each replica (a *peer*) keeps one `coordination.k8s.io/v1` Lease on the host cluster,
+//! `<group>-<identity>` in the configured namespace (default: the host client's namespace),
+//! labelled `mcr.sigs.k8s.io/shard-group=<group>`. Besides the holder identity, the lease
+//! duration and the renew time, it carries two annotations:
+//!
+//! - `mcr.sigs.k8s.io/shard-weight`: the peer's weight (its share of the fleet);
+//! - `mcr.sigs.k8s.io/shard-claim`: the peer set (`id=weight,…`) this peer has *applied*.
+//!   A peer's claim is a promise: it has engaged no cluster that rendezvous hashing over its
+//!   claimed set gives to another peer.
+//!
+//! A peer watches the group's Leases. A peer is *live* while its Lease keeps changing: it is
+//! taken for gone once its Lease has not changed for its lease duration *as measured on the
+//! observer's monotonic clock* from the moment the observer saw the last change (as client-go's
+//! leader election does), and at once when its Lease is deleted (a clean leave, after it
+//! released everything). The *view* is the sorted set of live peers and weights; weighted
+//! rendezvous hashing over it gives each cluster one owner (when a peer joins or leaves, only
+//! the clusters it gains or had move, about 1/N).
+//!
+//! When its view changes, a peer:
+//!
+//! 1. **releases** every cluster the new view gives to another peer: the member's token is
+//!    cancelled (informers close, controllers disengage, in-flight reconciles are cut at their
+//!    next poll) and the peer waits until the manager's fleet no longer holds any of them and
+//!    every instance released is gone ([`Cluster::released`](mcr_core::Cluster::released):
+//!    its contexts and in-flight reconciles dropped), bounded by `lease_duration -
+//!    renew_deadline` (a cluster still engaged then fails the step, which is retried; work
+//!    still running then is logged and left);
+//! 2. **claims** the new view: one Lease write, which is also its renewal;
+//! 3. **lists** the group's Leases with a consistent read (a quorum read on a real API
+//!    server);
+//! 4. **engages** a cluster only when the new view *and* its own claim give it the cluster,
+//!    and no other live peer's claim gives that peer the cluster (that peer has not released
+//!    it yet). As other peers release and re-claim, their Lease changes reach this peer through
+//!    the watch and the remaining clusters are engaged: no polling loop.
+//!
+//! The manager records an engagement only while this replica owns the cluster, under the same
+//! lock a new snapshot is published with ([`Manager`](crate::Manager)'s `Aware::engage`
+//! refuses others with `mcr_core::Error::NotOwned`), so a cluster coming up while ownership
+//! moves is either seen by the release or refused. A Lease version older than one already
+//! seen (a watch resumed after a partition replays what it missed) is ignored, so a peer's
+//! claim never appears to shrink back. The Lease of a peer found gone (by a consistent list)
+//! is deleted with a resourceVersion precondition, so a replica joining later does not wait
+//! a lease duration for it.
+//!
+//! In steady state a peer writes its Lease once per renew period and nothing else: the host's
+//! cost grows with the number of replicas, not of clusters. A change of the peer set costs
+//! each peer one more write and one list.
+//!
+//! **Self-fencing.** A peer that has not renewed its Lease for `renew_deadline` (counted from
+//! the start of its last successful write; every write is cut off at that deadline) owns
+//! nothing: all its clusters are released at once, before any other peer can take it for
+//! gone (they wait `lease_duration > renew_deadline` from a moment after that write started).
+//!
+//! # Why no two replicas reconcile one cluster
+//!
+//! Assumptions (those of leader election): the replicas' clocks run at the same rate (not
+//! necessarily in sync); a reconcile honours cancellation (it is dropped at its next poll when
+//! its cluster is released); a release completes within `lease_duration - renew_deadline`;
+//! the host API server is linearizable (a list after a write sees that write).
+//!
+//! Suppose peers P and Q both have cluster X engaged at time t. Each engaged X only while its
+//! own claim gave it X, so both Leases claimed X at t: P's claim was written at `w_P`, Q's at
+//! `w_Q`, and neither withdrew it before t (a peer withdraws a claim only by writing a new one
+//! after releasing). Say `w_P < w_Q`. Q engaged X after a consistent list that followed `w_Q`,
+//! so that list showed P's claim on X; Q ignores a claim only from a peer it takes for gone,
+//! i.e. whose Lease Q saw unchanged for the lease duration, confirmed by that list. Then P has
+//! not renewed since before Q's observation window opened, so P's own renew deadline (shorter,
+//! and counted from an earlier moment) passed earlier: P fenced itself and released X before Q
+//! engaged it. Contradiction either way: at no t are both engaged.
+//!
+//! # Why no cluster is left behind
+//!
+//! When a peer dies, its Lease stops changing; after the lease duration every other peer's
+//! view drops it, they release nothing (its clusters go only to them), claim the new view,
+//! list, and each engages its share: within lease duration + one list + the member's sync.
+//! When a peer joins, every peer sees its Lease through the watch, releases what the newcomer
+//! gains and re-claims; the newcomer sees those claims through the watch and engages: within
+//! about one renew period + sync. A peer that cannot make progress (release not finished,
+//! write failed) retries after a short delay; while the views disagree, a cluster may be
+//! unowned for a while, never doubly owned.
+//!
+//! # What this does not cover
+//!
+//! - Work that does not honour cancellation (a blocking call inside a reconcile) can run on
+//!   after release: the bound then is the controller's reconcile timeout, not this protocol.
+//! - A paused process (SIGSTOP) longer than the lease duration: on resume, ownership questions
+//!   (engagement, [`Fleet::lookup`](crate::Fleet::lookup)) are answered "not owned" at once,
+//!   as the renew deadline is checked on every question; but reconciles that were in flight
+//!   when it was paused run on until the coordinator's fence cancels them, a few polls later.
+//!   Not tested yet.
+//! - A cluster being *brought up* when ownership moves is cancelled with it; one engagement
+//!   attempt is wasted.
+//! - Leader election is refused together with sharding (a standby would claim clusters it
+//!   never engages); runnables that ask for leader election run on every replica in sharded
+//!   mode, as they do without leader election.
+//! - `mcr_shard_owned_clusters` and `mcr_shard_peers` are refreshed at every renewal.
+
+mod coordinator;
+mod hrw;
+mod metrics;
+mod options;
+
+pub(crate) use coordinator::Coordinator;
+pub(crate) use metrics::ShardMetrics;
+pub use options::Sharding;
+
+/// A running coordinator of one manager run.
+pub(crate) struct Running {
+    coordinator: std::sync::Arc<Coordinator>,
+    host: kube::Client,
+    token: tokio_util::sync::CancellationToken,
+    task: tokio::task::JoinHandle<()>,
+}
+
+/// Starts `manager`'s coordinator, if it is sharded, until [`Running::leave`] (or `parent`
+/// is cancelled).
+pub(crate) fn start(
+    manager: &crate::Manager,
+    parent: &tokio_util::sync::CancellationToken,
+) -> Option<Running> {
+    let coordinator = manager.shard()?.clone();
+    let host = manager.host().client();
+    let token = parent.child_token();
+    let task = tokio::spawn(coordinator.clone().run(
+        host.clone(),
+        manager.fleet().clone(),
+        token.clone(),
+    ));
+    Some(Running {
+        coordinator,
+        host,
+        token,
+        task,
+    })
+}
+
+impl Running {
+    /// Stops the protocol (every member has stopped) and deletes this replica's Lease.
+    pub(crate) async fn leave(self) {
+        self.token.cancel();
+        let _ = self.task.await;
+        self.coordinator.leave(self.host).await;
+    }
+}

@@ -1,0 +1,573 @@
+//! Sharded mode with several managers (replicas) in one process over one host and a fleet of
+//! member clusters: every cluster is owned by exactly one replica; a killed replica's
+//! clusters are re-owned, a new replica takes its share, a replica that stops hands its
+//! clusters over; and at no moment do two replicas reconcile one cluster (every reconcile's
+//! start and end is recorded and checked for overlaps).
+//!
+//! Each replica runs on its own tokio runtime, so killing it (shutting the runtime down)
+//! drops everything it runs at once, without any graceful step: its Lease just stops being
+//! renewed.
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use mcr_core::{Cluster, providers::clusters::ClustersProvider};
+use mcr_envtest::{Fleet, TestCluster};
+use mcr_manager::{Action, Context, Controller, Manager, Sharding};
+use tokio_util::sync::CancellationToken;
+
+use common::{create_cm, eventually, init_tracing};
+
+/// Generous: a handoff takes about the lease duration (2 s here) plus a sync.
+const DEADLINE: Duration = Duration::from_secs(60);
+
+/// One reconcile: which replica, which cluster, when it started and ended.
+#[derive(Clone, Debug)]
+struct Span {
+    replica: String,
+    cluster: String,
+    start: Instant,
+    end: Option<Instant>,
+}
+
+/// Every reconcile of every replica.
+#[derive(Clone, Default)]
+struct Recorder(Arc<Mutex<Vec<Span>>>);
+
+impl Recorder {
+    fn start(&self, replica: &str, cluster: &str) -> usize {
+        let mut spans = self.0.lock().unwrap();
+        spans.push(Span {
+            replica: replica.into(),
+            cluster: cluster.into(),
+            start: Instant::now(),
+            end: None,
+        });
+        spans.len() - 1
+    }
+
+    fn end(&self, i: usize) {
+        self.0.lock().unwrap()[i].end = Some(Instant::now());
+    }
+
+    fn count(&self) -> usize {
+        self.0.lock().unwrap().len()
+    }
+
+    /// Two replicas reconciling one cluster at overlapping times (a span not ended yet
+    /// lasts until now).
+    fn overlaps(&self) -> Vec<String> {
+        let now = Instant::now();
+        let spans = self.0.lock().unwrap().clone();
+        let mut by_cluster: BTreeMap<String, Vec<Span>> = BTreeMap::new();
+        for s in spans {
+            by_cluster.entry(s.cluster.clone()).or_default().push(s);
+        }
+        let mut found = Vec::new();
+        for (cluster, mut spans) in by_cluster {
+            spans.sort_by_key(|s| s.start);
+            // The latest end so far, and whose.
+            let mut open: Option<(Instant, String)> = None;
+            for s in spans {
+                if let Some((end, who)) = &open
+                    && *end > s.start
+                    && *who != s.replica
+                {
+                    found.push(format!(
+                        "{cluster}: {who} until {:?} after {} started",
+                        *end - s.start,
+                        s.replica
+                    ));
+                }
+                let end = s.end.unwrap_or(now);
+                if open.as_ref().is_none_or(|(e, _)| end > *e) {
+                    open = Some((end, s.replica.clone()));
+                }
+            }
+        }
+        found
+    }
+}
+
+struct Data {
+    replica: String,
+    recorder: Recorder,
+}
+
+/// Records its span; the end is recorded when the future ends or is dropped (cut short).
+struct Guard(Recorder, usize);
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        self.0.end(self.1);
+    }
+}
+
+async fn reconcile(_cm: Arc<ConfigMap>, ctx: Context<Data>) -> Result<Action, mcr_core::Error> {
+    let data = ctx.data();
+    let i = data
+        .recorder
+        .start(&data.replica, ctx.cluster_name().as_str());
+    let _guard = Guard(data.recorder.clone(), i);
+    // Some work, so reconciles are in flight when ownership moves.
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    // Reconciled over and over: any overlap would show.
+    Ok(Action::requeue(Duration::from_millis(20)))
+}
+
+fn error_policy(_: Arc<ConfigMap>, _: &mcr_core::Error, _: Context<Data>) -> Action {
+    Action::requeue(Duration::from_millis(50))
+}
+
+/// A replica on its own runtime.
+struct Replica {
+    id: String,
+    mgr: Manager,
+    token: CancellationToken,
+    runtime: Option<tokio::runtime::Runtime>,
+    run: tokio::task::JoinHandle<Result<(), mcr_manager::Error>>,
+}
+
+fn sharding(id: &str) -> Sharding {
+    Sharding::new("shard-test")
+        .identity(id)
+        .lease_duration(Duration::from_secs(2))
+        .renew_deadline(Duration::from_millis(1500))
+        .renew_period(Duration::from_millis(500))
+}
+
+async fn start(id: &str, host: &TestCluster, fleet: &Fleet, recorder: &Recorder) -> Replica {
+    start_with(id, host, None, fleet, recorder).await
+}
+
+/// A replica whose host client uses `host_kubeconfig` when given (e.g. through a proxy).
+async fn start_with(
+    id: &str,
+    host: &TestCluster,
+    host_kubeconfig: Option<String>,
+    fleet: &Fleet,
+    recorder: &Recorder,
+) -> Replica {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name(id)
+        .enable_all()
+        .build()
+        .unwrap();
+    // Clients are built on the replica's runtime (their connection tasks die with it).
+    let members: Vec<(String, TestCluster)> = fleet
+        .clusters()
+        .iter()
+        .map(|c| (c.name().to_string(), c.clone()))
+        .collect();
+    let host = host.clone();
+    let (id2, recorder) = (id.to_owned(), recorder.clone());
+    let mgr = runtime
+        .spawn(async move {
+            let provider = Arc::new(ClustersProvider::new());
+            for (name, c) in &members {
+                provider
+                    .add(Cluster::new(name.as_str(), c.client()))
+                    .await
+                    .unwrap();
+            }
+            let host_client = match host_kubeconfig {
+                None => host.client(),
+                Some(yaml) => {
+                    let kc = kube::config::Kubeconfig::from_yaml(&yaml).unwrap();
+                    let config = kube::Config::from_custom_kubeconfig(kc, &Default::default())
+                        .await
+                        .unwrap();
+                    kube::Client::try_from(config).unwrap()
+                }
+            };
+            let mgr = Manager::builder(host_client)
+                .provider(provider)
+                .sharding(sharding(&id2))
+                .build();
+            let data = Data {
+                replica: id2,
+                recorder,
+            };
+            Controller::new(&mgr)
+                .for_::<ConfigMap>()
+                .register(reconcile, error_policy, Arc::new(data))
+                .unwrap();
+            mgr
+        })
+        .await
+        .unwrap();
+    let token = CancellationToken::new();
+    let run = {
+        let (mgr, token) = (mgr.clone(), token.clone());
+        runtime.spawn(async move { mgr.run_until(token).await })
+    };
+    Replica {
+        id: id.to_owned(),
+        mgr,
+        token,
+        runtime: Some(runtime),
+        run,
+    }
+}
+
+impl Replica {
+    /// Killed: everything it runs is dropped at once, nothing graceful.
+    fn kill(mut self) {
+        if let Some(rt) = self.runtime.take() {
+            rt.shutdown_background();
+        }
+    }
+
+    /// Stopped gracefully (it releases its clusters and deletes its Lease).
+    async fn stop(mut self) {
+        self.token.cancel();
+        let run = &mut self.run;
+        tokio::time::timeout(DEADLINE, run)
+            .await
+            .expect("replica stops in time")
+            .unwrap()
+            .unwrap();
+        if let Some(rt) = self.runtime.take() {
+            rt.shutdown_background();
+        }
+    }
+}
+
+impl Drop for Replica {
+    fn drop(&mut self) {
+        if let Some(rt) = self.runtime.take() {
+            rt.shutdown_background();
+        }
+    }
+}
+
+/// Every cluster engaged by exactly one of `replicas`.
+fn partitioned(replicas: &[&Replica], all: &BTreeSet<String>) -> bool {
+    let mut seen = BTreeSet::new();
+    for r in replicas {
+        for name in r.mgr.engaged_clusters() {
+            if !seen.insert(name.to_string()) {
+                return false;
+            }
+        }
+    }
+    &seen == all
+}
+
+/// `r` has engaged exactly what it owns, and takes every other cluster for one of `others`'.
+fn settled(r: &Replica, all: &BTreeSet<String>, others: &[&str]) -> bool {
+    let engaged: BTreeSet<String> = r
+        .mgr
+        .engaged_clusters()
+        .iter()
+        .map(|n| n.to_string())
+        .collect();
+    all.iter().all(|n| match r.mgr.owner(&n.as_str().into()) {
+        mcr_core::shard::Ownership::Owned => engaged.contains(n),
+        mcr_core::shard::Ownership::Elsewhere { owner } => {
+            !engaged.contains(n) && owner.is_some_and(|o| others.contains(&o.as_str()))
+        }
+    })
+}
+
+/// `mcr_shard_lease_writes_total` of `r`: its writes to the host.
+fn writes(r: &Replica) -> u64 {
+    r.mgr
+        .metrics()
+        .encode()
+        .lines()
+        .find_map(|l| l.strip_prefix("mcr_shard_lease_writes_total "))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+fn show(replicas: &[&Replica]) -> String {
+    replicas
+        .iter()
+        .map(|r| {
+            let engaged = r.mgr.engaged_clusters();
+            if engaged.len() > 12 {
+                format!("{}: {} clusters", r.id, engaged.len())
+            } else {
+                format!("{}: {:?}", r.id, engaged)
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicas_share_the_fleet_take_over_and_never_overlap() {
+    init_tracing();
+    let host = TestCluster::start("host").await.unwrap();
+    // Real control planes are heavy: fewer of them.
+    let real = std::env::var("MCR_ENVTEST").is_ok_and(|v| v == "real");
+    // MCR_SHARD_CLUSTERS: a larger fleet, for a figure (the default keeps the test quick).
+    let n = std::env::var("MCR_SHARD_CLUSTERS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(if real { 5 } else { 12 });
+    let fleet = Fleet::start(n).await.unwrap();
+    let all: BTreeSet<String> = fleet
+        .clusters()
+        .iter()
+        .map(|c| c.name().to_string())
+        .collect();
+    for c in fleet.clusters() {
+        create_cm(c.client(), "work", "1").await;
+    }
+    let recorder = Recorder::default();
+    let a = start("r1", &host, &fleet, &recorder).await;
+    let b = start("r2", &host, &fleet, &recorder).await;
+    let c = start("r3", &host, &fleet, &recorder).await;
+
+    // (Replicas that started first may share the fleet for a moment before the last one's
+    // Lease appears: wait until each sees the other two.)
+    eventually("three replicas share the fleet", DEADLINE, || {
+        partitioned(&[&a, &b, &c], &all)
+            && settled(&a, &all, &["r2", "r3"])
+            && settled(&b, &all, &["r1", "r3"])
+            && settled(&c, &all, &["r1", "r2"])
+    })
+    .await;
+    println!("3 replicas: {}", show(&[&a, &b, &c]));
+    if !real {
+        assert!(
+            [&a, &b, &c]
+                .iter()
+                .all(|r| !r.mgr.engaged_clusters().is_empty()),
+            "each replica has a share: {}",
+            show(&[&a, &b, &c])
+        );
+    }
+    // Visible: `/clusters`' statuses name the owner, the metrics count the peers.
+    for status in a.mgr.cluster_statuses() {
+        if a.mgr.engaged_clusters().contains(&status.name) {
+            assert_eq!(status.owner.as_deref(), Some("r1"), "{status:?}");
+        }
+    }
+    eventually("mcr_shard_peers 3", DEADLINE, || {
+        a.mgr.metrics().encode().contains("mcr_shard_peers 3\n")
+    })
+    .await;
+
+    // Steady state: the host sees one write per replica per renew period, whatever the
+    // number of clusters (a slow machine only makes fewer).
+    let total = || writes(&a) + writes(&b) + writes(&c);
+    let (w0, t0) = (total(), Instant::now());
+    eventually("a few renewals", DEADLINE, || total() >= w0 + 12).await;
+    let (w, secs) = (total() - w0, t0.elapsed().as_secs_f64());
+    println!(
+        "steady state: {w} lease writes in {secs:.2}s = {:.2}/s for 3 replicas, {} clusters",
+        w as f64 / secs,
+        all.len()
+    );
+    let periods = (secs / 0.5).ceil() as u64 + 2;
+    assert!(w <= 3 * periods, "{w} writes in {secs:.2}s");
+
+    // Another replica's cluster is refused by name, with its owner.
+    for (r, id) in [(&b, "r2"), (&c, "r3")] {
+        for theirs in r.mgr.engaged_clusters() {
+            let owner = a.mgr.owner(&theirs);
+            assert_eq!(owner.owner(), Some(id), "{owner}");
+            let err = a.mgr.fleet().lookup(&theirs).unwrap_err();
+            assert_eq!(
+                err.to_string(),
+                format!("cluster \"{theirs}\" is owned by replica {id}")
+            );
+        }
+    }
+
+    // Kill r3: its clusters are re-owned by r1 and r2.
+    let reconciles = recorder.count();
+    let killed_at = Instant::now();
+    let c_had = c.mgr.engaged_clusters();
+    c.kill();
+    eventually("r1 and r2 re-own r3's clusters", DEADLINE, || {
+        partitioned(&[&a, &b], &all) && settled(&a, &all, &["r2"]) && settled(&b, &all, &["r1"])
+    })
+    .await;
+    println!(
+        "r3 killed ({} clusters): re-owned after {:?}; {}",
+        c_had.len(),
+        killed_at.elapsed(),
+        show(&[&a, &b])
+    );
+    assert!(recorder.count() > reconciles, "reconciles go on");
+
+    // A new replica takes its share.
+    let joined_at = Instant::now();
+    let d = start("r4", &host, &fleet, &recorder).await;
+    eventually("r4 takes its share", DEADLINE, || {
+        partitioned(&[&a, &b, &d], &all)
+            && settled(&a, &all, &["r2", "r4"])
+            && settled(&b, &all, &["r1", "r4"])
+            && settled(&d, &all, &["r1", "r2"])
+    })
+    .await;
+    if !real {
+        assert!(!d.mgr.engaged_clusters().is_empty(), "r4 has a share");
+    }
+    println!(
+        "r4 joined: share taken after {:?}; {}",
+        joined_at.elapsed(),
+        show(&[&a, &b, &d])
+    );
+
+    // A replica that stops hands its clusters over at once (it deletes its Lease).
+    let stopped_at = Instant::now();
+    b.stop().await;
+    eventually("r1 and r4 own everything", DEADLINE, || {
+        partitioned(&[&a, &d], &all) && settled(&a, &all, &["r4"]) && settled(&d, &all, &["r1"])
+    })
+    .await;
+    println!(
+        "r2 stopped: handed over after {:?}; {}",
+        stopped_at.elapsed(),
+        show(&[&a, &d])
+    );
+
+    let overlaps = recorder.overlaps();
+    assert!(overlaps.is_empty(), "overlapping reconciles: {overlaps:#?}");
+    println!("{} reconciles, no overlap", recorder.count());
+    a.stop().await;
+    d.stop().await;
+}
+
+/// A TCP proxy in front of the host: cutting it partitions the replica behind it from the
+/// host (open connections are dropped, new ones hang).
+struct Proxy {
+    addr: std::net::SocketAddr,
+    cut: Arc<std::sync::atomic::AtomicBool>,
+    open: Arc<Mutex<Vec<tokio::task::AbortHandle>>>,
+}
+
+impl Proxy {
+    async fn start(target: std::net::SocketAddr) -> Proxy {
+        use std::sync::atomic::Ordering;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let cut = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let open: Arc<Mutex<Vec<tokio::task::AbortHandle>>> = Arc::default();
+        let (cut2, open2) = (cut.clone(), open.clone());
+        tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((mut inbound, _)) = listener.accept().await {
+                if cut2.load(Ordering::SeqCst) {
+                    held.push(inbound); // hangs
+                    continue;
+                }
+                let task = tokio::spawn(async move {
+                    if let Ok(mut outbound) = tokio::net::TcpStream::connect(target).await {
+                        let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+                    }
+                });
+                open2.lock().unwrap().push(task.abort_handle());
+            }
+        });
+        Proxy { addr, cut, open }
+    }
+
+    fn cut(&self, cut: bool) {
+        self.cut.store(cut, std::sync::atomic::Ordering::SeqCst);
+        if cut {
+            for task in self.open.lock().unwrap().drain(..) {
+                task.abort();
+            }
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_cut_off_from_the_host_stops_before_another_takes_over() {
+    // Each replica's runtime threads carry its name: the logs say which replica speaks.
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
+        )
+        .with_thread_names(true)
+        .with_test_writer()
+        .try_init();
+    let host = TestCluster::start_https("host").await.unwrap();
+    let real = std::env::var("MCR_ENVTEST").is_ok_and(|v| v == "real");
+    let fleet = Fleet::start(if real { 4 } else { 8 }).await.unwrap();
+    let all: BTreeSet<String> = fleet
+        .clusters()
+        .iter()
+        .map(|c| c.name().to_string())
+        .collect();
+    for c in fleet.clusters() {
+        create_cm(c.client(), "work", "1").await;
+    }
+    // r1 reaches the host through a proxy that the test cuts.
+    let url = host.url().unwrap();
+    let target: std::net::SocketAddr = url
+        .trim_start_matches("https://")
+        .trim_end_matches('/')
+        .parse()
+        .unwrap();
+    let proxy = Proxy::start(target).await;
+    let yaml = host.kubeconfig_yaml().unwrap().replace(
+        url.trim_end_matches('/'),
+        &format!("https://{}", proxy.addr),
+    );
+    let recorder = Recorder::default();
+    let a = start_with("r1", &host, Some(yaml), &fleet, &recorder).await;
+    let b = start("r2", &host, &fleet, &recorder).await;
+    eventually("two replicas share the fleet", DEADLINE, || {
+        partitioned(&[&a, &b], &all) && settled(&a, &all, &["r2"]) && settled(&b, &all, &["r1"])
+    })
+    .await;
+    let had = a.mgr.engaged_clusters().len();
+    println!("2 replicas: {}", show(&[&a, &b]));
+
+    // Cut r1 off the host: it fences itself (stops everything), then r2 takes over.
+    let cut_at = Instant::now();
+    proxy.cut(true);
+    eventually("r1 stops every cluster", DEADLINE, || {
+        a.mgr.engaged_clusters().is_empty()
+    })
+    .await;
+    let fenced = cut_at.elapsed();
+    eventually("r2 owns everything", DEADLINE, || partitioned(&[&b], &all)).await;
+    println!(
+        "r1 cut off with {had} clusters: fenced after {fenced:?}, r2 took over after {:?}",
+        cut_at.elapsed()
+    );
+
+    // Healed: r1 comes back and takes its share again.
+    proxy.cut(false);
+    eventually("r1 back with its share", DEADLINE, || {
+        partitioned(&[&a, &b], &all) && settled(&a, &all, &["r2"]) && settled(&b, &all, &["r1"])
+    })
+    .await;
+    println!("healed: {}", show(&[&a, &b]));
+    let overlaps = recorder.overlaps();
+    assert!(overlaps.is_empty(), "overlapping reconciles: {overlaps:#?}");
+    println!("{} reconciles, no overlap", recorder.count());
+    a.stop().await;
+    b.stop().await;
+}
+
+#[tokio::test]
+async fn bad_settings_and_leader_election_are_refused() {
+    let host = TestCluster::start("host").await.unwrap();
+    let bad = Sharding::new("g")
+        .identity("r1")
+        .renew_deadline(Duration::from_secs(30));
+    let mgr = Manager::builder(host.client()).sharding(bad).build();
+    let err = mgr.run_until(CancellationToken::new()).await.unwrap_err();
+    assert!(err.to_string().contains("lease_duration"), "{err}");
+
+    let both = Manager::builder(host.client())
+        .sharding(Sharding::new("g").identity("r1"))
+        .leader_election(mcr_manager::LeaderElection::new("g", "default"))
+        .build();
+    let err = both.run_until(CancellationToken::new()).await.unwrap_err();
+    assert!(err.to_string().contains("leader election"), "{err}");
+}

@@ -1,0 +1,305 @@
+//! Three replicas of one controller sharing an embedded fleet (sharded mode).
+//!
+//! ```text
+//! cargo run -p example-sharded                    # 6 clusters, 3 replicas, one killed
+//! cargo run -p example-sharded -- --clusters 9
+//! RUST_LOG=info cargo run -p example-sharded      # the runtime's logs, handoffs included
+//! ```
+//!
+//! `mcr-envtest` starts the clusters and writes one kubeconfig file per cluster; every
+//! replica runs the **file provider** over that directory and the same controller, which
+//! stamps each ConfigMap with `mcr.example/reconciled-by: <replica>`. The replicas announce
+//! themselves with Leases on the host cluster and split the fleet by rendezvous hashing: the
+//! example prints who owns what, kills one replica (its runtime is shut down: no goodbye, its
+//! Lease just stops being renewed) and shows the other two take its clusters over once its
+//! Lease has expired, and reconcile a ConfigMap written in every cluster afterwards.
+
+use std::collections::BTreeMap;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, Result, bail};
+use clap::Parser;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::ResourceExt;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::runtime::controller::Action;
+use mcr_core::shard::Ownership;
+use mcr_envtest::{Fleet, TestCluster};
+use mcr_manager::{Context, Controller, Manager, Sharding};
+use mcr_provider_file::{FileProvider, Options};
+use tokio_util::sync::CancellationToken;
+
+/// The annotation the controller writes: the replica that reconciled the object.
+const ANNOTATION: &str = "mcr.example/reconciled-by";
+
+/// Three replicas sharing an embedded fleet; one is killed.
+#[derive(Parser, Debug)]
+#[command(name = "example-sharded", version, about, long_about = None)]
+struct Args {
+    /// How many member clusters.
+    #[arg(long, default_value_t = 6, value_parser = clap::value_parser!(u16).range(1..=30))]
+    clusters: u16,
+    /// How long each step may take before the example fails.
+    #[arg(long, value_name = "SECONDS", default_value_t = 60)]
+    step_timeout: u64,
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let args = Args::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| "error".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    match run(args).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("example-sharded failed: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// The short name of a file-provider cluster: `<path>+<context>` shows as `<context>`.
+fn short(cluster: &str) -> &str {
+    cluster.rsplit('+').next().unwrap_or(cluster)
+}
+
+async fn reconcile(cm: Arc<ConfigMap>, ctx: Context<String>) -> Result<Action, kube::Error> {
+    let replica = ctx.data().as_str();
+    if cm.annotations().get(ANNOTATION).map(String::as_str) == Some(replica) {
+        return Ok(Action::await_change());
+    }
+    let api: Api<ConfigMap> = Api::namespaced(ctx.client(), &cm.namespace().unwrap_or_default());
+    let patch = serde_json::json!({ "metadata": { "annotations": { ANNOTATION: replica } } });
+    api.patch(
+        &cm.name_any(),
+        &PatchParams::default(),
+        &Patch::Merge(&patch),
+    )
+    .await?;
+    Ok(Action::await_change())
+}
+
+fn error_policy(_: Arc<ConfigMap>, err: &kube::Error, ctx: Context<String>) -> Action {
+    tracing::warn!(cluster = %ctx.cluster_name(), error = %err, "reconcile failed");
+    Action::requeue(Duration::from_secs(1))
+}
+
+/// One replica, on its own runtime (killing it shuts the runtime down).
+struct Replica {
+    id: String,
+    mgr: Manager,
+    token: CancellationToken,
+    runtime: Option<tokio::runtime::Runtime>,
+}
+
+impl Replica {
+    async fn start(id: &str, host: &TestCluster, dir: &std::path::Path) -> Result<Replica> {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name(id)
+            .enable_all()
+            .build()?;
+        let (host, dir, id2) = (host.clone(), dir.to_path_buf(), id.to_owned());
+        // Built on the replica's runtime, so its clients' tasks die with it.
+        let mgr = runtime
+            .spawn(async move {
+                let provider = FileProvider::new(Options {
+                    dirs: vec![dir],
+                    ..Options::default()
+                });
+                let sharding = Sharding::new("example")
+                    .identity(&id2)
+                    .lease_duration(Duration::from_secs(4))
+                    .renew_deadline(Duration::from_secs(3))
+                    .renew_period(Duration::from_secs(1));
+                let mgr = Manager::builder(host.client())
+                    .provider(Arc::new(provider))
+                    .sharding(sharding)
+                    .build();
+                Controller::new(&mgr)
+                    .named("stamp")
+                    .for_::<ConfigMap>()
+                    .register(reconcile, error_policy, Arc::new(id2))
+                    .map(|()| mgr)
+            })
+            .await??;
+        let token = CancellationToken::new();
+        runtime.spawn({
+            let (mgr, token) = (mgr.clone(), token.clone());
+            async move { mgr.run_until(token).await }
+        });
+        Ok(Replica {
+            id: id.to_owned(),
+            mgr,
+            token,
+            runtime: Some(runtime),
+        })
+    }
+
+    /// Killed: everything it runs is dropped at once.
+    fn kill(mut self) {
+        if let Some(rt) = self.runtime.take() {
+            rt.shutdown_background();
+        }
+    }
+}
+
+impl Drop for Replica {
+    fn drop(&mut self) {
+        self.token.cancel();
+        if let Some(rt) = self.runtime.take() {
+            rt.shutdown_background();
+        }
+    }
+}
+
+/// Who engaged what, if every cluster is engaged by exactly one replica.
+fn ownership(replicas: &[&Replica], names: &[String]) -> Option<BTreeMap<String, String>> {
+    let mut owners = BTreeMap::new();
+    for r in replicas {
+        for name in r.mgr.engaged_clusters() {
+            if owners
+                .insert(short(name.as_str()).to_owned(), r.id.clone())
+                .is_some()
+            {
+                return None;
+            }
+        }
+    }
+    (owners.len() == names.len()).then_some(owners)
+}
+
+/// Waits until every cluster is engaged by exactly one replica and each replica has engaged
+/// just what it owns and takes every other cluster for one of the others' (so every replica
+/// sees all the others); returns who owns what.
+async fn settled(
+    replicas: &[&Replica],
+    names: &[String],
+    deadline: Duration,
+) -> Result<BTreeMap<String, String>> {
+    let ids: Vec<&str> = replicas.iter().map(|r| r.id.as_str()).collect();
+    let until = Instant::now() + deadline;
+    loop {
+        let agreed = replicas.iter().all(|r| {
+            let engaged: Vec<String> = r
+                .mgr
+                .engaged_clusters()
+                .iter()
+                .map(|e| short(e.as_str()).to_owned())
+                .collect();
+            names.iter().all(|n| {
+                // The file provider engages `<path>+<context>`: ask by the engaged name.
+                let full = r
+                    .mgr
+                    .member_statuses()
+                    .into_iter()
+                    .map(|m| m.name)
+                    .chain(r.mgr.engaged_clusters())
+                    .find(|e| short(e.as_str()) == n);
+                let Some(full) = full else { return false };
+                match r.mgr.owner(&full) {
+                    Ownership::Owned => engaged.contains(n),
+                    Ownership::Elsewhere { owner } => {
+                        !engaged.contains(n)
+                            && owner.is_some_and(|o| o != r.id && ids.contains(&o.as_str()))
+                    }
+                }
+            })
+        });
+        if agreed && let Some(owners) = ownership(replicas, names) {
+            return Ok(owners);
+        }
+        if Instant::now() > until {
+            bail!("the replicas did not settle within {deadline:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn print_owners(owners: &BTreeMap<String, String>) {
+    for (cluster, owner) in owners {
+        println!("      {cluster:<12} owned by {owner}");
+    }
+}
+
+async fn run(args: Args) -> Result<()> {
+    let n = usize::from(args.clusters);
+    let deadline = Duration::from_secs(args.step_timeout);
+    println!("mcr sharded: 3 replicas of one controller share {n} clusters");
+    let dir = tempfile::tempdir().context("creating a temporary directory")?;
+    let fleet = Fleet::builder()
+        .clusters(n)
+        .kubeconfig_dir(dir.path())
+        .start()
+        .await
+        .context("starting the fleet")?;
+    let names: Vec<String> = fleet.names();
+    let host = TestCluster::start("host").await?;
+    println!("[1/4] started {n} clusters and a host cluster for the replicas' Leases");
+
+    let mut replicas = Vec::new();
+    for id in ["replica-1", "replica-2", "replica-3"] {
+        replicas.push(Replica::start(id, &host, dir.path()).await?);
+    }
+    let owners = settled(&replicas.iter().collect::<Vec<_>>(), &names, deadline).await?;
+    println!("[2/4] every cluster is owned by exactly one replica:");
+    print_owners(&owners);
+
+    // The replica that owns the most clusters.
+    let count = |id: &str| owners.values().filter(|o| *o == id).count();
+    let victim = (0..replicas.len())
+        .max_by_key(|&i| count(&replicas[i].id))
+        .unwrap_or(0);
+    let victim = replicas.remove(victim);
+    let (lost, id) = (count(&victim.id), victim.id.clone());
+    let killed = Instant::now();
+    victim.kill();
+    println!("[3/4] killed {id} (it owned {lost} clusters); waiting for its Lease to expire");
+    let owners = settled(&replicas.iter().collect::<Vec<_>>(), &names, deadline).await?;
+    println!(
+        "      {} and {} took over after {:.1}s:",
+        replicas[0].id,
+        replicas[1].id,
+        killed.elapsed().as_secs_f64()
+    );
+    print_owners(&owners);
+
+    println!("[4/4] a ConfigMap in every cluster, reconciled by its owner");
+    for c in fleet.clusters() {
+        let api: Api<ConfigMap> = Api::default_namespaced(c.client());
+        let cm = ConfigMap {
+            metadata: kube::api::ObjectMeta {
+                name: Some("after-the-kill".into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        api.create(&PostParams::default(), &cm).await?;
+    }
+    let until = Instant::now() + deadline;
+    for c in fleet.clusters() {
+        let api: Api<ConfigMap> = Api::default_namespaced(c.client());
+        let want = &owners[c.name()];
+        loop {
+            let cm = api.get("after-the-kill").await?;
+            if cm.annotations().get(ANNOTATION) == Some(want) {
+                println!("      {:<12} reconciled by {want}", c.name());
+                break;
+            }
+            if Instant::now() > until {
+                bail!("{}: not reconciled by {want}", c.name());
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    println!("example-sharded finished: no cluster left behind.");
+    drop(replicas);
+    Ok(())
+}
