@@ -375,7 +375,7 @@ async fn replicas_share_the_fleet_take_over_and_never_overlap() {
         for theirs in r.mgr.engaged_clusters() {
             let owner = a.mgr.owner(&theirs);
             assert_eq!(owner.owner(), Some(id), "{owner}");
-            let err = a.mgr.fleet().lookup(&theirs).unwrap_err();
+            let err = a.mgr.fleet().get(&theirs).unwrap_err();
             assert_eq!(
                 err.to_string(),
                 format!("cluster \"{theirs}\" is owned by replica {id}")

@@ -13,7 +13,7 @@ use kube::{
         admission::{AdmissionRequest, AdmissionResponse, AdmissionReview},
     },
 };
-use mcr_core::{BoxFuture, Cluster, ClusterNotFound};
+use mcr_core::{BoxFuture, Cluster};
 use serde::{Serialize, de::DeserializeOwned};
 
 use crate::review::{Reply, ReviewKind, uid_of};
@@ -179,7 +179,7 @@ pub(crate) trait Handle: Send + Sync + 'static {
     fn handle(
         self: Arc<Self>,
         body: Bytes,
-        cluster: Result<Cluster, ClusterNotFound>,
+        cluster: Result<Cluster, mcr_core::Error>,
     ) -> BoxFuture<'static, Reply>;
 }
 
@@ -209,7 +209,7 @@ where
     fn handle(
         self: Arc<Self>,
         body: Bytes,
-        cluster: Result<Cluster, ClusterNotFound>,
+        cluster: Result<Cluster, mcr_core::Error>,
     ) -> BoxFuture<'static, Reply> {
         Box::pin(async move {
             let refuse = |code: u16, reason: &str, message: &str| {
@@ -227,15 +227,9 @@ where
             };
             let cluster = match cluster {
                 Ok(cluster) => cluster,
-                Err(ClusterNotFound(name)) => {
-                    return refuse(
-                        404,
-                        "NotFound",
-                        &format!(
-                            "cluster \"{name}\" is not engaged in this fleet: the webhook refuses requests for clusters it does not serve"
-                        ),
-                    );
-                }
+                // Not engaged here, or owned by another replica (named): the webhook refuses
+                // requests for clusters it does not serve.
+                Err(err) => return refuse(404, "NotFound", &err.to_string()),
             };
             let request: AdmissionRequest<K> = match review.try_into() {
                 Ok(request) => request,

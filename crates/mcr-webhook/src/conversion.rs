@@ -9,7 +9,7 @@ use kube::core::{
     Status,
     conversion::{ConversionRequest, ConversionResponse, ConversionReview},
 };
-use mcr_core::{BoxFuture, Cluster, ClusterNotFound};
+use mcr_core::{BoxFuture, Cluster};
 use parking_lot::RwLock;
 use serde_json::Value;
 
@@ -89,7 +89,7 @@ impl Handle for ConversionHandle {
     fn handle(
         self: Arc<Self>,
         body: Bytes,
-        cluster: Result<Cluster, ClusterNotFound>,
+        cluster: Result<Cluster, mcr_core::Error>,
     ) -> BoxFuture<'static, Reply> {
         Box::pin(async move {
             let refuse = |code: u16, reason: &str, message: &str| {
@@ -109,13 +109,8 @@ impl Handle for ConversionHandle {
             };
             let cluster = match cluster {
                 Ok(cluster) => cluster,
-                Err(ClusterNotFound(name)) => {
-                    return refuse(
-                        404,
-                        "NotFound",
-                        &format!("cluster \"{name}\" is not engaged in this fleet"),
-                    );
-                }
+                // Not engaged here, or owned by another replica (named).
+                Err(err) => return refuse(404, "NotFound", &err.to_string()),
             };
             let request = match ConversionRequest::from_review(review) {
                 Ok(request) => request,

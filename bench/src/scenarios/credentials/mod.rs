@@ -23,9 +23,7 @@ use futures::{StreamExt, stream};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
 use kube::runtime::controller::Action;
-use mcr_core::{
-    Cluster, ClusterName, ClusterNotFound, Provider, providers::clusters::ClustersProvider,
-};
+use mcr_core::{Cluster, ClusterName, Provider, providers::clusters::ClustersProvider};
 use mcr_envtest::{TestCluster, garden::Garden};
 use mcr_manager::{Context, Controller, Manager};
 use mcr_provider_gardener::{GardenerProvider, Namespaces, Options};
@@ -86,7 +84,7 @@ struct Data {
     failed: AtomicU64,
 }
 
-async fn reconcile(cm: Arc<ConfigMap>, ctx: Context<Data>) -> Result<Action, ClusterNotFound> {
+async fn reconcile(cm: Arc<ConfigMap>, ctx: Context<Data>) -> Result<Action, mcr_core::Error> {
     if let Err(err) = ctx.cluster(ctx.cluster_name()) {
         ctx.data().failed.fetch_add(1, Ordering::Relaxed);
         return Err(err);
@@ -95,7 +93,7 @@ async fn reconcile(cm: Arc<ConfigMap>, ctx: Context<Data>) -> Result<Action, Clu
     Ok(Action::await_change())
 }
 
-fn error_policy(_: Arc<ConfigMap>, _: &ClusterNotFound, _: Context<Data>) -> Action {
+fn error_policy(_: Arc<ConfigMap>, _: &mcr_core::Error, _: Context<Data>) -> Action {
     Action::requeue(Duration::from_millis(100))
 }
 

@@ -3,7 +3,7 @@
 use std::{any::Any, fmt::Debug, hash::Hash, sync::Arc};
 
 use kube::{Resource, runtime::reflector::ObjectRef};
-use mcr_core::{Cluster, ClusterName, ClusterNotFound, Informer};
+use mcr_core::{Cluster, ClusterName, Informer};
 use tokio_util::sync::CancellationToken;
 
 use crate::{Fleet, Recorder};
@@ -77,11 +77,12 @@ impl<T> Context<T> {
     }
 
     /// A context for a reconcile in the cluster engaged under `name` in `fleet` (e.g. a
-    /// manager's [`fleet`](crate::Manager::fleet)); [`ClusterNotFound`] if none is.
+    /// manager's [`fleet`](crate::Manager::fleet)); the error of [`Fleet::get`](crate::Fleet::get)
+    /// if none is.
     ///
     /// ```no_run
     /// # use std::sync::Arc;
-    /// # fn demo(mgr: mcr_manager::Manager) -> Result<(), mcr_core::ClusterNotFound> {
+    /// # fn demo(mgr: mcr_manager::Manager) -> Result<(), mcr_core::Error> {
     /// let ctx = mcr_manager::Context::engaged_as(mgr.fleet(), "kind#dev".into(), Arc::new(()))?;
     /// assert_eq!(ctx.cluster_name().as_str(), "kind#dev");
     /// # Ok(()) }
@@ -90,7 +91,7 @@ impl<T> Context<T> {
         fleet: &Fleet,
         name: ClusterName,
         data: Arc<T>,
-    ) -> Result<Self, ClusterNotFound> {
+    ) -> Result<Self, mcr_core::Error> {
         let cluster = fleet.get(&name)?;
         Ok(Self::in_fleet(name, cluster, fleet.clone(), data))
     }
@@ -285,31 +286,19 @@ impl<T> Context<T> {
         self.fleet.host()
     }
 
-    /// The cluster engaged under `name` right now (the host for [`ClusterName::host`]), or
-    /// [`ClusterNotFound`]; returning that error (through `?` and your error type) ends the
-    /// reconcile quietly, like any cluster-not-found failure.
+    /// The cluster engaged under `name` right now (the host for [`ClusterName::host`]), or the
+    /// error of [`Fleet::get`](crate::Fleet::get): [`mcr_core::Error::NotOwned`], naming the
+    /// owner, for a cluster another replica owns in sharded mode, else
+    /// [`mcr_core::Error::ClusterNotFound`].
     ///
     /// ```no_run
-    /// # fn demo(ctx: mcr_manager::Context<()>) -> Result<(), mcr_core::ClusterNotFound> {
+    /// # fn demo(ctx: mcr_manager::Context<()>) -> Result<(), mcr_core::Error> {
     /// let west = ctx.cluster(&"west".into())?;
     /// let client = west.client();
     /// # Ok(()) }
     /// ```
-    pub fn cluster(&self, name: &ClusterName) -> Result<Cluster, ClusterNotFound> {
+    pub fn cluster(&self, name: &ClusterName) -> Result<Cluster, mcr_core::Error> {
         self.fleet.get(name)
-    }
-
-    /// Like [`cluster`](Self::cluster), with a distinct error for a cluster another replica
-    /// owns in sharded mode: [`mcr_core::Error::NotOwned`], naming the owner when known (see
-    /// [`Fleet::lookup`]).
-    ///
-    /// ```no_run
-    /// # fn demo(ctx: mcr_manager::Context<()>) -> Result<(), mcr_core::Error> {
-    /// let west = ctx.lookup(&"west".into())?;
-    /// # Ok(()) }
-    /// ```
-    pub fn lookup(&self, name: &ClusterName) -> Result<Cluster, mcr_core::Error> {
-        self.fleet.lookup(name)
     }
 
     /// The names of the clusters engaged right now (not the host), sorted.

@@ -9,13 +9,13 @@
 use std::sync::Arc;
 
 use mcr_core::shard::{Ownership, Sharder};
-use mcr_core::{Cluster, ClusterName, ClusterNotFound, Registry};
+use mcr_core::{Cluster, ClusterName, Registry};
 
 /// The host cluster and the clusters engaged right now. Cheap to clone (clones share the
 /// membership); every lookup is synchronous and takes a read lock only.
 ///
 /// ```no_run
-/// # fn demo(mgr: mcr_manager::Manager) -> Result<(), mcr_core::ClusterNotFound> {
+/// # fn demo(mgr: mcr_manager::Manager) -> Result<(), mcr_core::Error> {
 /// let fleet = mgr.fleet().clone();
 /// let host_client = fleet.host().client();
 /// for name in fleet.names() {
@@ -65,31 +65,6 @@ impl Fleet {
         }
     }
 
-    /// Like [`get`](Self::get), telling apart a cluster another replica owns:
-    /// [`mcr_core::Error::NotOwned`] (naming the owner when known) for it,
-    /// [`mcr_core::Error::ClusterNotFound`] for a cluster that is not engaged anywhere this
-    /// replica knows of. A non-owned cluster is never reachable from this replica: there is
-    /// no read-only opt-in.
-    ///
-    /// ```no_run
-    /// # fn demo(fleet: mcr_manager::Fleet) {
-    /// match fleet.lookup(&"east".into()) {
-    ///     Ok(east) => println!("engaged here: {}", east.name()),
-    ///     Err(mcr_core::Error::NotOwned { owner, .. }) => println!("owned by {owner:?}"),
-    ///     Err(other) => println!("{other}"),
-    /// }
-    /// # }
-    /// ```
-    pub fn lookup(&self, name: &ClusterName) -> Result<Cluster, mcr_core::Error> {
-        if let Ownership::Elsewhere { owner } = self.owner(name) {
-            return Err(mcr_core::Error::NotOwned {
-                cluster: name.clone(),
-                owner,
-            });
-        }
-        self.get(name).map_err(Into::into)
-    }
-
     /// The manager's host cluster.
     ///
     /// ```no_run
@@ -101,24 +76,34 @@ impl Fleet {
         &self.host
     }
 
-    /// The cluster engaged under `name` (the host for [`ClusterName::host`]), or
-    /// [`ClusterNotFound`] if none is engaged under that name right now.
+    /// The cluster engaged under `name` (the host for [`ClusterName::host`]). Otherwise
+    /// [`mcr_core::Error::NotOwned`] for a cluster another replica owns (the fleet is sharded
+    /// across replicas, see [`shard`](crate::shard); the error names the owner when known: a
+    /// non-owned cluster is never reachable from this replica, there is no read-only opt-in),
+    /// and [`mcr_core::Error::ClusterNotFound`] for a cluster not engaged here right now.
     ///
     /// ```no_run
     /// # fn demo(fleet: mcr_manager::Fleet) {
     /// match fleet.get(&"east".into()) {
     ///     Ok(east) => println!("east is engaged: {}", east.name()),
+    ///     Err(mcr_core::Error::NotOwned { owner, .. }) => println!("east is {owner:?}'s"),
     ///     Err(gone) => println!("{gone}"),
     /// }
     /// # }
     /// ```
-    pub fn get(&self, name: &ClusterName) -> Result<Cluster, ClusterNotFound> {
+    pub fn get(&self, name: &ClusterName) -> Result<Cluster, mcr_core::Error> {
         if name.is_host() {
             return Ok(self.host.clone());
         }
+        if let Ownership::Elsewhere { owner } = self.owner(name) {
+            return Err(mcr_core::Error::NotOwned {
+                cluster: name.clone(),
+                owner,
+            });
+        }
         self.members
             .get(name)
-            .map_err(|_| ClusterNotFound(name.clone()))
+            .map_err(|_| mcr_core::Error::ClusterNotFound(name.clone()))
     }
 
     /// The names of the engaged clusters (not the host), sorted.
