@@ -173,6 +173,17 @@ pub(crate) fn deny(response: AdmissionResponse, denied: &Denied) -> AdmissionRes
     response
 }
 
+/// Why a request for a cluster is refused: not engaged here, or owned by another replica in
+/// sharded mode (named).
+pub(crate) fn not_served(err: &mcr_core::Error) -> String {
+    match err {
+        mcr_core::Error::ClusterNotFound(name) => format!(
+            "cluster \"{name}\" is not engaged in this fleet: the webhook refuses requests for clusters it does not serve"
+        ),
+        other => format!("{other}: the webhook refuses requests for clusters it does not serve"),
+    }
+}
+
 /// What a route calls: parse the body, find the cluster, answer.
 pub(crate) trait Handle: Send + Sync + 'static {
     fn kind(&self) -> ReviewKind;
@@ -227,9 +238,7 @@ where
             };
             let cluster = match cluster {
                 Ok(cluster) => cluster,
-                // Not engaged here, or owned by another replica (named): the webhook refuses
-                // requests for clusters it does not serve.
-                Err(err) => return refuse(404, "NotFound", &err.to_string()),
+                Err(err) => return refuse(404, "NotFound", &not_served(&err)),
             };
             let request: AdmissionRequest<K> = match review.try_into() {
                 Ok(request) => request,

@@ -109,8 +109,7 @@ impl Handle for ConversionHandle {
             };
             let cluster = match cluster {
                 Ok(cluster) => cluster,
-                // Not engaged here, or owned by another replica (named).
-                Err(err) => return refuse(404, "NotFound", &err.to_string()),
+                Err(err) => return refuse(404, "NotFound", &crate::admission::not_served(&err)),
             };
             let request = match ConversionRequest::from_review(review) {
                 Ok(request) => request,
