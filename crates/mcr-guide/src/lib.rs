@@ -62,7 +62,16 @@ pub mod ch20_security {
 }
 pub mod ch21_reliability {
     #![doc = include_str!("../chapters/21-reliability.md")]
+    // The chart is inlined as SVG (rustdoc passes HTML through), so it shows wherever the
+    // page is served, with no image file beside it.
+    #![doc = include_str!("../../../bench/charts/chaos-recovery.svg")]
 }
 pub mod ch22_performance {
     #![doc = include_str!("../chapters/22-performance.md")]
+    #![doc = include_str!("../../../bench/charts/b4-scale.svg")]
+    #![doc = ""]
+    #![doc = include_str!("../../../bench/charts/peer-ratios.svg")]
+}
+pub mod ch23_deploying {
+    #![doc = include_str!("../chapters/23-deploying.md")]
 }
