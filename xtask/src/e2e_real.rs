@@ -8,8 +8,10 @@
 //! of the default size (120 sequences of 80 requests, about 10,000 requests per server, about
 //! a minute) with a fixed seed.
 //!
-//! Among the examples' tests, `examples/kubeconfig/tests/rbac.rs` proves the shipped
-//! `deploy/` RBAC on these real API servers (RBAC authorization; kubectl from the same assets).
+//! Among the examples' tests, `tests/rbac.rs` of example-kubeconfig, example-namespace,
+//! example-capi and example-cluster-inventory prove the shipped `deploy/` RBAC on these real API
+//! servers (RBAC authorization; kubectl from the same assets). Those packages are in
+//! `e2e::PACKAGES`; on the emulator the same tests say they are skipped.
 
 use anyhow::{Context, Result};
 

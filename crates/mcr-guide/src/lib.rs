@@ -62,7 +62,18 @@ pub mod ch20_security {
 }
 pub mod ch21_reliability {
     #![doc = include_str!("../chapters/21-reliability.md")]
+    // The charts are inlined as SVG (rustdoc passes HTML through), so they show wherever the
+    // pages are served (docs.rs included), with no image file beside them and no URL to keep
+    // alive. Reading them from `bench/charts/`, outside this crate, is fine because the guide
+    // is not published (`cargo package` would refuse it).
+    #![doc = include_str!("../../../bench/charts/chaos-recovery.svg")]
 }
 pub mod ch22_performance {
     #![doc = include_str!("../chapters/22-performance.md")]
+    #![doc = include_str!("../../../bench/charts/b4-scale.svg")]
+    #![doc = ""]
+    #![doc = include_str!("../../../bench/charts/peer-ratios.svg")]
+}
+pub mod ch23_deploying {
+    #![doc = include_str!("../chapters/23-deploying.md")]
 }

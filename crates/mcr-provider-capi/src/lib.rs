@@ -62,9 +62,11 @@
 //!
 //! # RBAC on the management cluster
 //!
-//! `get`, `list`, `watch` on `clusters.cluster.x-k8s.io` and on `secrets`, in the watched
-//! namespaces (a `Role` + `RoleBinding` per namespace for `One` / `List`; a `ClusterRole` +
-//! `ClusterRoleBinding` for `AllExcept`, whose watch is cluster-wide):
+//! `list`, `watch` on `clusters.cluster.x-k8s.io`, and `get`, `list`, `watch` on `secrets`, in
+//! the watched namespaces (a `Role` + `RoleBinding` per namespace for `One` / `List`; a
+//! `ClusterRole` + `ClusterRoleBinding` for `AllExcept`, whose watch is cluster-wide). Each
+//! verb is shown to be needed, and these to be enough, on a real kube-apiserver by
+//! `examples/capi/tests/rbac.rs` (the repository's `deploy/components/rbac-capi`):
 //!
 //! ```yaml
 //! apiVersion: rbac.authorization.k8s.io/v1
@@ -73,7 +75,7 @@
 //! rules:
 //! - apiGroups: ["cluster.x-k8s.io"]
 //!   resources: ["clusters"]
-//!   verbs: ["get", "list", "watch"]
+//!   verbs: ["list", "watch"]
 //! - apiGroups: [""]
 //!   resources: ["secrets"]
 //!   verbs: ["get", "list", "watch"]

@@ -64,8 +64,11 @@
 //!
 //! # RBAC on the hub
 //!
-//! `get`, `list`, `watch` on `clusterprofiles.multicluster.x-k8s.io` in the watched
-//! namespaces, and with the Secret strategy on `secrets` too (see the crate README for manifests).
+//! `list`, `watch` on `clusterprofiles.multicluster.x-k8s.io` in the watched namespaces, and
+//! with the Secret strategy `list`, `watch` on `secrets` too. The access-provider strategy's
+//! rule is shown to be needed and enough on a real kube-apiserver by
+//! `examples/cluster-inventory/tests/rbac.rs` (the repository's
+//! `deploy/components/rbac-cluster-inventory`).
 //!
 //! # Example
 //!

@@ -55,7 +55,8 @@
 //!
 //! # RBAC on the management cluster
 //!
-//! The provider only needs `get`, `list` and `watch` on Secrets in the watched namespaces. For
+//! The provider only needs `list` and `watch` on Secrets in the watched namespaces (shown on a
+//! real kube-apiserver by `examples/kubeconfig/tests/rbac.rs`). For
 //! one namespace (repeat the Role and RoleBinding per namespace for a list):
 //!
 //! ```yaml
@@ -65,7 +66,7 @@
 //! rules:
 //! - apiGroups: [""]
 //!   resources: ["secrets"]
-//!   verbs: ["get", "list", "watch"]
+//!   verbs: ["list", "watch"]
 //! ---
 //! apiVersion: rbac.authorization.k8s.io/v1
 //! kind: RoleBinding

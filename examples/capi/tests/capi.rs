@@ -1,6 +1,8 @@
 //! example-capi: `--help`, and the scripted demo against its embedded management cluster in
 //! both Cluster API versions.
 
+mod common;
+
 use example_support::run_to_end;
 
 const BIN: &str = env!("CARGO_BIN_EXE_example-capi");
@@ -62,29 +64,13 @@ async fn runs_against_a_management_cluster_from_its_kubeconfig() -> anyhow::Resu
     use example_support::{Env, Running, client, unique, wait_for};
     use k8s_openapi::ByteString;
     use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
-    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
     use kube::ResourceExt;
-    use kube::api::{Api, DeleteParams, DynamicObject, PostParams};
-    use mcr_provider_capi::CapiVersion;
+    use kube::api::{Api, DeleteParams, PostParams};
     use serde_json::json;
 
     let env = Env::start(1).await?;
     let host = env.host_client().await?;
     let member = &env.members()[0];
-    let schema = json!({"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}});
-    let crd: CustomResourceDefinition = serde_json::from_value(json!({
-        "metadata": {"name": "clusters.cluster.x-k8s.io"},
-        "spec": {
-            "group": "cluster.x-k8s.io", "scope": "Namespaced",
-            "names": {"plural": "clusters", "singular": "cluster", "kind": "Cluster", "listKind": "ClusterList"},
-            "versions": [{"name": "v1beta2", "served": true, "storage": true, "schema": schema}],
-        },
-    }))?;
-    // Already installed (a real management cluster) is fine.
-    let _ = Api::<CustomResourceDefinition>::all(host.clone())
-        .create(&PostParams::default(), &crd)
-        .await;
-
     let ns = unique("capi");
     let mut namespace = Namespace::default();
     namespace.metadata.name = Some(ns.clone());
@@ -109,17 +95,13 @@ async fn runs_against_a_management_cluster_from_its_kubeconfig() -> anyhow::Resu
     Api::<Secret>::namespaced(host.clone(), &ns)
         .create(&PostParams::default(), &secret)
         .await?;
-    let obj: DynamicObject = serde_json::from_value(json!({
-        "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster",
-        "metadata": {"name": member.name},
-        "status": {"initialization": {"controlPlaneInitialized": true}},
-    }))?;
-    let clusters: Api<DynamicObject> =
-        Api::namespaced_with(host.clone(), &ns, &CapiVersion::V1Beta2.api_resource());
-    wait_for("the Cluster CRD to be served", || async {
-        clusters.create(&PostParams::default(), &obj).await.is_ok()
-    })
-    .await?;
+    common::install_cluster_crd(&host, &ns).await?;
+    common::clusters(&host, &ns)
+        .create(
+            &PostParams::default(),
+            &common::ready_cluster(&member.name)?,
+        )
+        .await?;
 
     let host_kubeconfig = env.host_kubeconfig().to_string_lossy().into_owned();
     let mut example = Running::start(BIN, &["--kubeconfig", &host_kubeconfig, "--namespace", &ns])?;

@@ -27,10 +27,9 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Result, ensure};
-use example_support::rbac::{self, Controller, Outcome};
+use example_support::rbac::{self, Controller, Outcome, labelled, stamped};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
-use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, ObjectMeta, PostParams};
 use mcr_envtest::TestCluster;
 use serde_json::Value;
@@ -54,37 +53,6 @@ fn kubeconfig_secret(name: &str, kubeconfig: &str) -> Secret {
             ByteString(kubeconfig.as_bytes().to_vec()),
         )])),
         ..Secret::default()
-    }
-}
-
-fn labelled(name: &str) -> ConfigMap {
-    ConfigMap {
-        metadata: ObjectMeta {
-            name: Some(name.into()),
-            labels: Some(BTreeMap::from([("mcr.example/demo".into(), "true".into())])),
-            ..ObjectMeta::default()
-        },
-        ..ConfigMap::default()
-    }
-}
-
-/// Waits (at most `deadline`) until ConfigMap `name` is stamped by `cluster`.
-async fn stamped(api: &Api<ConfigMap>, name: &str, cluster: &str, deadline: Duration) -> bool {
-    let until = tokio::time::Instant::now() + deadline;
-    loop {
-        if let Ok(cm) = api.get(name).await
-            && cm
-                .annotations()
-                .get("mcr.example/reconciled-by")
-                .map(String::as_str)
-                == Some(cluster)
-        {
-            return true;
-        }
-        if tokio::time::Instant::now() > until {
-            return false;
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
 

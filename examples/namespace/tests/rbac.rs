@@ -12,14 +12,12 @@
 //! 2. a second ConfigMap made in `a` after that stamp: stamped only through a ConfigMap watch;
 //! 3. namespace `b` made after that, with a ConfigMap: a cluster only through a Namespace watch.
 
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Result, ensure};
-use example_support::rbac::{self, Controller, Outcome};
+use example_support::rbac::{self, Controller, Outcome, labelled, stamped};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
-use kube::ResourceExt;
 use kube::api::{Api, ObjectMeta, PostParams};
 use mcr_envtest::TestCluster;
 use serde_json::Value;
@@ -28,17 +26,6 @@ const BIN: &str = env!("CARGO_BIN_EXE_example-namespace");
 /// The component's role; the base's Lease role is not used by this example.
 const ROLE: &str = "mcr-namespace-provider";
 
-fn labelled(name: &str) -> ConfigMap {
-    ConfigMap {
-        metadata: ObjectMeta {
-            name: Some(name.into()),
-            labels: Some(BTreeMap::from([("mcr.example/demo".into(), "true".into())])),
-            ..ObjectMeta::default()
-        },
-        ..ConfigMap::default()
-    }
-}
-
 fn namespace(name: &str) -> Namespace {
     Namespace {
         metadata: ObjectMeta {
@@ -46,26 +33,6 @@ fn namespace(name: &str) -> Namespace {
             ..ObjectMeta::default()
         },
         ..Namespace::default()
-    }
-}
-
-/// Waits (at most `deadline`) until ConfigMap `name` is stamped by `cluster`.
-async fn stamped(api: &Api<ConfigMap>, name: &str, cluster: &str, deadline: Duration) -> bool {
-    let until = tokio::time::Instant::now() + deadline;
-    loop {
-        if let Ok(cm) = api.get(name).await
-            && cm
-                .annotations()
-                .get("mcr.example/reconciled-by")
-                .map(String::as_str)
-                == Some(cluster)
-        {
-            return true;
-        }
-        if tokio::time::Instant::now() > until {
-            return false;
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
 

@@ -13,10 +13,10 @@ use std::time::Duration;
 
 use anyhow::{Context as _, Result, ensure};
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
-use k8s_openapi::api::core::v1::ServiceAccount;
+use k8s_openapi::api::core::v1::{ConfigMap, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{ClusterRole, PolicyRule, Role};
 use kube::ResourceExt;
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
 use mcr_envtest::TestCluster;
 use serde_json::Value;
 
@@ -250,6 +250,38 @@ impl Controller {
         }
         self.child.kill().await?;
         Ok(self.log())
+    }
+}
+
+/// A ConfigMap named `name` with the label the example controllers watch.
+pub fn labelled(name: &str) -> ConfigMap {
+    ConfigMap {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            labels: Some([(crate::stamp::LABEL.to_owned(), "true".to_owned())].into()),
+            ..ObjectMeta::default()
+        },
+        ..ConfigMap::default()
+    }
+}
+
+/// Waits (at most `deadline`) until ConfigMap `name` is stamped by `cluster`.
+pub async fn stamped(api: &Api<ConfigMap>, name: &str, cluster: &str, deadline: Duration) -> bool {
+    let until = tokio::time::Instant::now() + deadline;
+    loop {
+        if let Ok(cm) = api.get(name).await
+            && cm
+                .annotations()
+                .get(crate::stamp::ANNOTATION)
+                .map(String::as_str)
+                == Some(cluster)
+        {
+            return true;
+        }
+        if tokio::time::Instant::now() > until {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
 
