@@ -58,6 +58,11 @@ impl Recorder {
         self.0.lock().unwrap().len()
     }
 
+    /// Whether a reconcile of `cluster` started after `since`.
+    fn reconciled_since(&self, cluster: &str, since: Instant) -> bool {
+        (self.0.lock().unwrap().iter()).any(|s| s.cluster == cluster && s.start > since)
+    }
+
     /// Two replicas reconciling one cluster at overlapping times (a span not ended yet
     /// lasts until now).
     fn overlaps(&self) -> Vec<String> {
@@ -141,7 +146,27 @@ fn sharding(id: &str) -> Sharding {
 }
 
 async fn start(id: &str, host: &TestCluster, fleet: &Fleet, recorder: &Recorder) -> Replica {
-    start_with(id, host, None, fleet, recorder).await
+    start_with(id, host, None, fleet, recorder, None).await
+}
+
+/// A runnable that needs a leader: counts the replicas running it right now.
+struct LeaderOnly(Arc<std::sync::atomic::AtomicUsize>);
+
+impl mcr_manager::Runnable for LeaderOnly {
+    fn name(&self) -> &str {
+        "leader-only"
+    }
+    fn start(
+        self: Arc<Self>,
+        token: CancellationToken,
+    ) -> mcr_core::BoxFuture<'static, Result<(), mcr_manager::BoxError>> {
+        Box::pin(async move {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            token.cancelled().await;
+            self.0.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+            Ok(())
+        })
+    }
 }
 
 /// A replica whose host client uses `host_kubeconfig` when given (e.g. through a proxy).
@@ -151,6 +176,7 @@ async fn start_with(
     host_kubeconfig: Option<String>,
     fleet: &Fleet,
     recorder: &Recorder,
+    leader_only: Option<Arc<std::sync::atomic::AtomicUsize>>,
 ) -> Replica {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -185,10 +211,22 @@ async fn start_with(
                     kube::Client::try_from(config).unwrap()
                 }
             };
-            let mgr = Manager::builder(host_client)
+            let mut builder = Manager::builder(host_client)
                 .provider(provider)
-                .sharding(sharding(&id2))
-                .build();
+                .sharding(sharding(&id2));
+            if leader_only.is_some() {
+                builder = builder.leader_election(
+                    mcr_manager::LeaderElection::new("shard-test-leader", "default")
+                        .identity(&id2)
+                        .lease_duration(Duration::from_secs(2))
+                        .renew_deadline(Duration::from_millis(1500))
+                        .retry_period(Duration::from_millis(300)),
+                );
+            }
+            let mgr = builder.build();
+            if let Some(count) = leader_only {
+                mgr.add(Arc::new(LeaderOnly(count))).unwrap();
+            }
             let data = Data {
                 replica: id2,
                 recorder,
@@ -517,7 +555,7 @@ async fn a_replica_cut_off_from_the_host_stops_before_another_takes_over() {
         &format!("https://{}", proxy.addr),
     );
     let recorder = Recorder::default();
-    let a = start_with("r1", &host, Some(yaml), &fleet, &recorder).await;
+    let a = start_with("r1", &host, Some(yaml), &fleet, &recorder, None).await;
     let b = start("r2", &host, &fleet, &recorder).await;
     eventually("two replicas share the fleet", DEADLINE, || {
         partitioned(&[&a, &b], &all) && settled(&a, &all, &["r2"]) && settled(&b, &all, &["r1"])
@@ -554,8 +592,51 @@ async fn a_replica_cut_off_from_the_host_stops_before_another_takes_over() {
     b.stop().await;
 }
 
+/// Sharded mode with leader election: the controllers run on every replica (each on the
+/// clusters it owns, every cluster covered), a runnable that needs a leader on one replica.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leader_only_runnables_run_once_while_every_replica_reconciles() {
+    init_tracing();
+    let host = TestCluster::start("host").await.unwrap();
+    let fleet = Fleet::start(6).await.unwrap();
+    let all: BTreeSet<String> = fleet
+        .clusters()
+        .iter()
+        .map(|c| c.name().to_string())
+        .collect();
+    let recorder = Recorder::default();
+    let leading = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let a = start_with("r1", &host, None, &fleet, &recorder, Some(leading.clone())).await;
+    let b = start_with("r2", &host, None, &fleet, &recorder, Some(leading.clone())).await;
+    eventually(
+        "the fleet split over both replicas, one leader",
+        DEADLINE,
+        || {
+            partitioned(&[&a, &b], &all)
+                && !a.mgr.engaged_clusters().is_empty()
+                && !b.mgr.engaged_clusters().is_empty()
+                && leading.load(std::sync::atomic::Ordering::SeqCst) == 1
+        },
+    )
+    .await;
+    assert_eq!(a.mgr.is_leader() as u8 + b.mgr.is_leader() as u8, 1);
+    let since = Instant::now();
+    for c in fleet.clusters() {
+        create_cm(c.client(), "after-split", "1").await;
+    }
+    eventually("every cluster reconciled by its owner", DEADLINE, || {
+        all.iter().all(|n| recorder.reconciled_since(n, since))
+    })
+    .await;
+    assert_eq!(leading.load(std::sync::atomic::Ordering::SeqCst), 1);
+    let overlaps = recorder.overlaps();
+    assert!(overlaps.is_empty(), "overlapping reconciles: {overlaps:#?}");
+    a.stop().await;
+    b.stop().await;
+}
+
 #[tokio::test]
-async fn bad_settings_and_leader_election_are_refused() {
+async fn bad_settings_are_refused() {
     let host = TestCluster::start("host").await.unwrap();
     let bad = Sharding::new("g")
         .identity("r1")
@@ -563,11 +644,4 @@ async fn bad_settings_and_leader_election_are_refused() {
     let mgr = Manager::builder(host.client()).sharding(bad).build();
     let err = mgr.run_until(CancellationToken::new()).await.unwrap_err();
     assert!(err.to_string().contains("lease_duration"), "{err}");
-
-    let both = Manager::builder(host.client())
-        .sharding(Sharding::new("g").identity("r1"))
-        .leader_election(mcr_manager::LeaderElection::new("g", "default"))
-        .build();
-    let err = both.run_until(CancellationToken::new()).await.unwrap_err();
-    assert!(err.to_string().contains("leader election"), "{err}");
 }

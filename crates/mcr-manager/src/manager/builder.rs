@@ -113,10 +113,11 @@ impl ManagerBuilder {
 
     /// Shards the fleet with the other replicas of the same group: this replica engages and
     /// reconciles only the clusters it owns (see [`shard`](crate::shard) for the protocol and
-    /// its guarantees). Off by default (this replica owns every cluster). Controllers run on
-    /// every replica: [`Manager::run_until`] refuses it together with leader election
-    /// ([`Error::InvalidSharding`](crate::Error::InvalidSharding)), as it does settings that
-    /// fail [`Sharding::validate`](crate::Sharding::validate).
+    /// its guarantees). Off by default (this replica owns every cluster). Controllers and the
+    /// provider run on every replica; with [`leader_election`](Self::leader_election) too,
+    /// runnables that need a leader run on the elected replica only. [`Manager::run_until`]
+    /// refuses settings that fail [`Sharding::validate`](crate::Sharding::validate)
+    /// ([`Error::InvalidSharding`](crate::Error::InvalidSharding)).
     ///
     /// ```no_run
     /// # fn demo(client: kube::Client) {

@@ -103,13 +103,6 @@ impl Manager {
             c.options()
                 .validate()
                 .map_err(|reason| Error::InvalidSharding { reason })?;
-            // A standby would claim clusters it never engages: they would be left behind.
-            #[cfg(feature = "leader-election")]
-            if self.inner.leader_election.is_some() {
-                return Err(Error::InvalidSharding {
-                    reason: "sharding runs the controllers on every replica: it cannot be combined with leader election".into(),
-                });
-            }
         }
         let watches = CancellationToken::new();
         let work = CancellationToken::new();
@@ -187,6 +180,12 @@ impl Manager {
         for r in runnables.iter().filter(|r| !r.needs_leader_election()) {
             spawn_runnable(running, r.clone(), work.child_token());
         }
+        // Sharded, the controllers (which then need no leader) and the provider run on every
+        // replica, leader or not; leader election, if set, gates only leader-only runnables.
+        let sharded = self.inner.shard.is_some();
+        if sharded {
+            self.start_provider(watches.child_token(), running);
+        }
 
         #[cfg(feature = "leader-election")]
         let mut elector = self
@@ -215,7 +214,9 @@ impl Manager {
         for r in runnables.iter().filter(|r| r.needs_leader_election()) {
             spawn_runnable(running, r.clone(), leading.child_token());
         }
-        self.start_provider(watches.child_token(), running);
+        if !sharded {
+            self.start_provider(watches.child_token(), running);
+        }
 
         #[cfg(feature = "leader-election")]
         if let Some(mut elector) = elector {

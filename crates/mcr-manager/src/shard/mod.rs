@@ -101,9 +101,10 @@
 //!   Not tested yet.
 //! - A cluster being *brought up* when ownership moves is cancelled with it; one engagement
 //!   attempt is wasted.
-//! - Leader election is refused together with sharding (a standby would claim clusters it
-//!   never engages); runnables that ask for leader election run on every replica in sharded
-//!   mode, as they do without leader election.
+//! - Controllers and the provider run on every replica in sharded mode, leader or not. With
+//!   leader election configured as well, it gates only the runnables that need a leader
+//!   (they run on the elected replica alone); without it they run on every replica, as they
+//!   do without sharding. Losing the leader Lease stops the replica, as it does unsharded.
 //! - `mcr_shard_owned_clusters` and `mcr_shard_peers` are refreshed at every renewal.
 
 mod coordinator;

@@ -139,6 +139,7 @@ where
             debounce: self.debounce,
             engaged,
             filter: self.filter,
+            sharded: self.mgr.shard().is_some(),
             retry_when_gone: self.retry_when_gone,
             live_first: self.live_first,
             on_outcome: self.on_outcome,

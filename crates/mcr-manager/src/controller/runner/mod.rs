@@ -79,6 +79,8 @@ where
     pub(crate) engaged: crate::ClusterScope,
     /// Which provider clusters the controller engages (`Builder::cluster_filter`).
     pub(crate) filter: Option<ClusterFilter>,
+    /// Whether the manager shards the fleet across replicas (then it needs no leader).
+    pub(crate) sharded: bool,
     pub(crate) retry_when_gone: bool,
     /// Whether initial-list requests wait behind live changes (`Builder::live_changes_first`).
     pub(crate) live_first: bool,
@@ -118,6 +120,8 @@ where
     opens: Vec<(OpenFn, Option<ClusterFilter>)>,
     engaged: crate::ClusterScope,
     filter: Option<ClusterFilter>,
+    /// Whether the manager shards the fleet across replicas.
+    sharded: bool,
     reconciler: Reconciler<K, Ctx>,
     data: Data<Ctx>,
     tx: mpsc::UnboundedSender<Engagement>,
@@ -152,6 +156,7 @@ where
             opens,
             engaged: spec.engaged,
             filter: spec.filter.clone(),
+            sharded: spec.sharded,
             spec: Mutex::new(Some(spec)),
             reconciler,
             data,
@@ -298,6 +303,12 @@ where
 
     fn aware(&self) -> Option<&dyn Aware> {
         Some(self)
+    }
+
+    /// Sharded, a controller runs on every replica (each on the clusters it owns); otherwise
+    /// only on the leader.
+    fn needs_leader_election(&self) -> bool {
+        !self.sharded
     }
 }
 
