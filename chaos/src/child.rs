@@ -27,6 +27,16 @@ impl Manager {
     /// Starts `mcr-chaos --serve-manager dir --host-kubeconfig host` (with
     /// `--default-settings` when asked) and waits until it is ready (at most 60 s).
     pub async fn start(dir: &Path, host: &Path, default_settings: bool) -> Result<Manager> {
+        Self::start_with(dir, host, default_settings, &[]).await
+    }
+
+    /// [`start`](Self::start) with `extra` arguments (a replica of the sharded suite).
+    pub async fn start_with(
+        dir: &Path,
+        host: &Path,
+        default_settings: bool,
+        extra: &[String],
+    ) -> Result<Manager> {
         let exe = std::env::current_exe().context("this program's path")?;
         let mut command = Command::new(exe);
         command
@@ -37,6 +47,7 @@ impl Manager {
         if default_settings {
             command.arg("--default-settings");
         }
+        command.args(extra);
         let mut child = command
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -104,6 +115,27 @@ impl Manager {
             Err(err) => Err(err),
         }
     }
+
+    /// Kills the process with SIGKILL and reaps it.
+    pub async fn kill(&mut self) -> Result<()> {
+        self.child.start_kill().context("kill -9")?;
+        tokio::time::timeout(Duration::from_secs(10), self.child.wait())
+            .await
+            .context("the killed process was not reaped within 10 s")??;
+        Ok(())
+    }
+}
+
+/// Sends `signal` (`STOP`, `CONT`) to process `pid` with `kill(1)`.
+pub fn signal(pid: Option<u32>, signal: &str) -> Result<()> {
+    let pid = pid.context("no process id")?;
+    let status = std::process::Command::new("kill")
+        .arg(format!("-{signal}"))
+        .arg(pid.to_string())
+        .status()
+        .context("running kill")?;
+    anyhow::ensure!(status.success(), "kill -{signal} {pid}: {status}");
+    Ok(())
 }
 
 /// Resident set size of process `pid` (bytes), from `/proc/<pid>/status`.

@@ -57,6 +57,8 @@ mod report;
 mod rng;
 mod round;
 mod run;
+mod sharded;
+mod spans;
 mod trim;
 mod world;
 
@@ -90,6 +92,20 @@ pub struct Args {
     /// `<target>/chaos/report.json`, which `cargo xtask bench` charts).
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
+    /// Sharded suite: this many replicas of the manager in sharded mode, each a child
+    /// process, under replica faults (kill -9, SIGSTOP/SIGCONT, partition from the host,
+    /// added, removed, weight changed); checks overlaps and orphans (see `sharded.rs`).
+    #[arg(long, value_parser = clap::value_parser!(u16).range(2..=8))]
+    pub replicas: Option<u16>,
+    /// Internal: this manager is replica ID of the sharded suite.
+    #[arg(long, hide = true, requires = "spans")]
+    pub replica_id: Option<String>,
+    /// Internal: the replica's weight.
+    #[arg(long, hide = true, default_value_t = 1)]
+    pub weight: u32,
+    /// Internal: the replica's span file.
+    #[arg(long, hide = true)]
+    pub spans: Option<PathBuf>,
     /// Internal: be the manager process, over the kubeconfig files in this directory.
     #[arg(long, hide = true, requires = "host_kubeconfig")]
     pub serve_manager: Option<PathBuf>,
@@ -102,8 +118,27 @@ fn panics() -> u64 {
     PANICS.load(Ordering::SeqCst)
 }
 
-/// The manager process (see `manager`).
-fn serve(dir: PathBuf, host: PathBuf, default_settings: bool) -> ExitCode {
+/// The manager process (see `manager`); a replica of the sharded suite when `replica` is
+/// given.
+fn serve(
+    dir: PathBuf,
+    host: PathBuf,
+    default_settings: bool,
+    replica: Option<(String, u32, PathBuf)>,
+) -> ExitCode {
+    let replica = match replica {
+        None => None,
+        Some((id, weight, path)) => match spans::Spans::create(&path) {
+            Ok(spans) => Some(manager::Replica {
+                sharding: sharded::sharding(&id, weight),
+                spans,
+            }),
+            Err(err) => {
+                eprintln!("chaos replica {id}: {}: {err}", path.display());
+                return ExitCode::FAILURE;
+            }
+        },
+    };
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -115,10 +150,45 @@ fn serve(dir: PathBuf, host: PathBuf, default_settings: bool) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match rt.block_on(manager::serve(dir, host, default_settings, panics)) {
+    match rt.block_on(manager::serve(dir, host, default_settings, replica, panics)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
             eprintln!("chaos manager: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// The sharded suite (`--replicas`).
+fn sharded_main(args: &Args, replicas: usize, seed: u64) -> ExitCode {
+    println!(
+        "mcr chaos (sharded): {} clusters, {replicas} replicas, {} min, seed {seed} (repeat the plan with --seed {seed})",
+        args.clusters, args.minutes
+    );
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(err) => {
+            eprintln!("chaos: no tokio runtime: {err}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = rt.block_on(sharded::run(args, replicas, seed));
+    rt.shutdown_timeout(std::time::Duration::from_secs(5));
+    let own = panics();
+    match result {
+        Ok(failures) if failures.is_empty() && own == 0 => ExitCode::SUCCESS,
+        Ok(_) => {
+            if own > 0 {
+                println!("FAIL: {own} panics in the suite's process");
+            }
+            ExitCode::FAILURE
+        }
+        Err(err) => {
+            println!("FAIL: the run could not complete: {err:#}");
             ExitCode::FAILURE
         }
     }
@@ -139,12 +209,21 @@ fn main() -> ExitCode {
     let default_hook = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
         PANICS.fetch_add(1, Ordering::SeqCst);
+        spans::panicked();
         default_hook(info);
     }));
     if let (Some(dir), Some(host)) = (args.serve_manager.take(), args.host_kubeconfig.take()) {
-        return serve(dir, host, args.default_settings);
+        let replica = args
+            .replica_id
+            .take()
+            .zip(args.spans.take())
+            .map(|(id, spans)| (id, args.weight, spans));
+        return serve(dir, host, args.default_settings, replica);
     }
     let seed = *args.seed.get_or_insert_with(rng::clock_seed);
+    if let Some(replicas) = args.replicas {
+        return sharded_main(&args, usize::from(replicas), seed);
+    }
     let settings = if args.default_settings {
         "default controller settings (no reconcile timeout)"
     } else {

@@ -15,13 +15,14 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
-use mcr_manager::{Context, Controller, Manager, WatchOptions};
+use mcr_manager::{Context, Controller, Manager, Sharding, WatchOptions};
 use mcr_provider_file::{FileProvider, MemberOptions, Options};
 use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio_util::sync::CancellationToken;
 
 use crate::check::{SEEN_A, SEEN_B};
+use crate::spans::Spans;
 use crate::world::{LABEL, NAMESPACE};
 
 /// A reconcile that takes longer is cancelled (and retried through the error policy), unless
@@ -38,11 +39,25 @@ const REQUEUE_B: Duration = Duration::from_secs(15);
 struct Data {
     annotation: &'static str,
     requeue: Option<Duration>,
+    /// Sharded suite: every reconcile's span is recorded here.
+    spans: Option<Arc<Spans>>,
 }
+
+/// Sharded suite: how long a reconcile works (a sleep, honouring cancellation) before it
+/// writes, so that reconciles are in flight when ownership moves.
+const SHARDED_WORK: Duration = Duration::from_millis(20);
 
 /// Copies `data.v` into the controller's annotation when they differ.
 async fn reconcile(cm: Arc<ConfigMap>, ctx: Context<Data>) -> Result<Action, kube::Error> {
     let data = ctx.data();
+    let _span = match &data.spans {
+        Some(spans) => {
+            let span = spans.start(ctx.cluster_name().as_str());
+            tokio::time::sleep(SHARDED_WORK).await;
+            Some(span)
+        }
+        None => None,
+    };
     let done = match data.requeue {
         Some(after) => Action::requeue(after),
         None => Action::await_change(),
@@ -64,9 +79,23 @@ fn error_policy(_: Arc<ConfigMap>, _: &kube::Error, _: Context<Data>) -> Action 
     Action::requeue(Duration::from_millis(500))
 }
 
+/// A replica of the sharded suite: its settings and where its spans go.
+pub struct Replica {
+    /// Sharded mode (identity, weight, the suite's short lease settings).
+    pub sharding: Sharding,
+    /// The span file.
+    pub spans: Arc<Spans>,
+}
+
 /// Builds the manager (host: `host`, members: the kubeconfig files in `dir`) with
-/// controllers A and B (with [`RECONCILE_TIMEOUT`] unless `default_settings`).
-fn build(host: kube::Client, dir: PathBuf, default_settings: bool) -> Result<Manager> {
+/// controllers A and B (with [`RECONCILE_TIMEOUT`] unless `default_settings`); sharded when
+/// `replica` is given.
+fn build(
+    host: kube::Client,
+    dir: PathBuf,
+    default_settings: bool,
+    replica: Option<Replica>,
+) -> Result<Manager> {
     let provider = FileProvider::new(Options {
         dirs: vec![dir],
         globs: vec!["*.kubeconfig".into()],
@@ -80,10 +109,15 @@ fn build(host: kube::Client, dir: PathBuf, default_settings: bool) -> Result<Man
         ..Options::default()
     });
     let addr = "127.0.0.1:0".parse().context("metrics address")?;
-    let mgr = Manager::builder(host)
+    let mut builder = Manager::builder(host)
         .provider(Arc::new(provider))
-        .metrics_address(addr)
-        .build();
+        .metrics_address(addr);
+    let mut spans = None;
+    if let Some(replica) = replica {
+        builder = builder.sharding(replica.sharding);
+        spans = Some(replica.spans);
+    }
+    let mgr = builder.build();
     for (name, annotation, requeue) in [
         ("chaos-a", SEEN_A, None),
         ("chaos-b", SEEN_B, Some(REQUEUE_B)),
@@ -102,6 +136,7 @@ fn build(host: kube::Client, dir: PathBuf, default_settings: bool) -> Result<Man
             Arc::new(Data {
                 annotation,
                 requeue,
+                spans: spans.clone(),
             }),
         )?;
     }
@@ -152,6 +187,7 @@ pub async fn serve(
     dir: PathBuf,
     host_kubeconfig: PathBuf,
     default_settings: bool,
+    replica: Option<Replica>,
     panics: fn() -> u64,
 ) -> Result<()> {
     let kubeconfig = kube::config::Kubeconfig::read_from(&host_kubeconfig)
@@ -159,7 +195,12 @@ pub async fn serve(
     let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
         .await
         .context("the host kubeconfig")?;
-    let mgr = build(kube::Client::try_from(config)?, dir, default_settings)?;
+    let mgr = build(
+        kube::Client::try_from(config)?,
+        dir,
+        default_settings,
+        replica,
+    )?;
     let stop = CancellationToken::new();
     let mut run = tokio::spawn({
         let (mgr, stop) = (mgr.clone(), stop.clone());

@@ -4,6 +4,9 @@
 //! - `cargo xtask chaos --clusters 100 --minutes 10`: the emulated fleet (what the figures in
 //!   `chaos/README.md` come from); CI runs `--clusters 12 --minutes 2`, then the same with
 //!   `--default-settings` (controllers without a reconcile timeout).
+//! - `cargo xtask chaos --replicas 3`: the sharded suite, three manager replicas (child
+//!   processes) in sharded mode under replica faults; 12 clusters by default (CI runs it
+//!   for 2 minutes).
 //! - `cargo xtask chaos --real`: real `kube-apiserver` + `etcd` control planes
 //!   (`MCR_ENVTEST=real`, binaries from `cargo xtask assets`), 5 clusters by default, only
 //!   stop/restart and the proxy's partitions (the emulator-only hooks are not used).
@@ -26,6 +29,8 @@ pub struct Chaos {
     pub real: bool,
     /// Controllers with default settings (no reconcile timeout).
     pub default_settings: bool,
+    /// The sharded suite with this many replicas (child processes).
+    pub replicas: Option<u16>,
 }
 
 /// Builds and runs `mcr-chaos`.
@@ -51,7 +56,13 @@ pub fn run(opts: Chaos) -> Result<()> {
         .to_string();
     let clusters = opts
         .clusters
-        .unwrap_or(if opts.real { 5 } else { 20 })
+        .unwrap_or(if opts.real {
+            5
+        } else if opts.replicas.is_some() {
+            12
+        } else {
+            20
+        })
         .to_string();
     let minutes = opts
         .minutes
@@ -71,6 +82,10 @@ pub fn run(opts: Chaos) -> Result<()> {
     }
     if opts.default_settings {
         args.push("--default-settings");
+    }
+    let replicas = opts.replicas.map(|r| r.to_string());
+    if let Some(replicas) = &replicas {
+        args.extend(["--replicas", replicas]);
     }
     let mut envs = Vec::new();
     let assets;

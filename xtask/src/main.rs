@@ -96,6 +96,10 @@ enum Cmd {
         /// Real kube-apiserver + etcd (MCR_ENVTEST=real): stop/restart and partitions only.
         #[arg(long)]
         real: bool,
+        /// Sharded suite: this many manager replicas (child processes) in sharded mode, under
+        /// replica faults (kill -9, SIGSTOP, partition from the host, added/removed, weight).
+        #[arg(long)]
+        replicas: Option<u16>,
         /// Controllers with default settings (no reconcile timeout).
         #[arg(long)]
         default_settings: bool,
@@ -141,12 +145,14 @@ fn main() -> ExitCode {
             minutes,
             seed,
             real,
+            replicas,
             default_settings,
         } => chaos::run(chaos::Chaos {
             clusters,
             minutes,
             seed,
             real,
+            replicas,
             default_settings,
         }),
         Cmd::Fidelity {
@@ -211,6 +217,7 @@ fn ci() -> Result<()> {
             minutes: Some(2.0),
             seed: None,
             real: false,
+            replicas: None,
             default_settings,
         })?;
     }

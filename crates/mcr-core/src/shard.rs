@@ -121,6 +121,15 @@ pub trait Sharder: Send + Sync + 'static {
 
     /// A receiver whose value changes every time ownership may have changed.
     fn changes(&self) -> watch::Receiver<u64>;
+
+    /// Whether this replica's hold on its clusters has lapsed (its renew deadline passed):
+    /// its reconciles stop at their next poll, before the gates have even seen a change
+    /// (a process resumed after a pause runs no reconcile code for a cluster another replica
+    /// may own by now). A lookup in memory, asked on every poll of a reconcile. Default:
+    /// never.
+    fn lapsed(&self) -> bool {
+        false
+    }
 }
 
 impl<T: Sharder + ?Sized> Sharder for Arc<T> {
@@ -130,6 +139,10 @@ impl<T: Sharder + ?Sized> Sharder for Arc<T> {
 
     fn changes(&self) -> watch::Receiver<u64> {
         (**self).changes()
+    }
+
+    fn lapsed(&self) -> bool {
+        (**self).lapsed()
     }
 }
 
@@ -181,5 +194,9 @@ impl Sharder for Mapped {
 
     fn changes(&self) -> watch::Receiver<u64> {
         self.outer.changes()
+    }
+
+    fn lapsed(&self) -> bool {
+        self.outer.lapsed()
     }
 }

@@ -32,6 +32,8 @@ struct Span {
     cluster: String,
     start: Instant,
     end: Option<Instant>,
+    /// When the reconcile got past its work (its await point).
+    progressed: Option<Instant>,
 }
 
 /// Every reconcile of every replica.
@@ -46,12 +48,26 @@ impl Recorder {
             cluster: cluster.into(),
             start: Instant::now(),
             end: None,
+            progressed: None,
         });
         spans.len() - 1
     }
 
     fn end(&self, i: usize) {
         self.0.lock().unwrap()[i].end = Some(Instant::now());
+    }
+
+    fn progress(&self, i: usize) {
+        self.0.lock().unwrap()[i].progressed = Some(Instant::now());
+    }
+
+    fn spans(&self, replica: &str) -> Vec<Span> {
+        let spans = self.0.lock().unwrap();
+        spans
+            .iter()
+            .filter(|s| s.replica == replica)
+            .cloned()
+            .collect()
     }
 
     fn count(&self) -> usize {
@@ -118,8 +134,9 @@ async fn reconcile(_cm: Arc<ConfigMap>, ctx: Context<Data>) -> Result<Action, mc
         .recorder
         .start(&data.replica, ctx.cluster_name().as_str());
     let _guard = Guard(data.recorder.clone(), i);
-    // Some work, so reconciles are in flight when ownership moves.
-    tokio::time::sleep(Duration::from_millis(5)).await;
+    // Some work, so reconciles are in flight when ownership moves (or the process pauses).
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    data.recorder.progress(i);
     // Reconciled over and over: any overlap would show.
     Ok(Action::requeue(Duration::from_millis(20)))
 }
@@ -631,6 +648,80 @@ async fn leader_only_runnables_run_once_while_every_replica_reconciles() {
     assert_eq!(leading.load(std::sync::atomic::Ordering::SeqCst), 1);
     let overlaps = recorder.overlaps();
     assert!(overlaps.is_empty(), "overlapping reconciles: {overlaps:#?}");
+    a.stop().await;
+    b.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_replica_runs_no_reconcile_code_after_its_renew_deadline() {
+    // A process paused (SIGSTOP) past its renew deadline: while it is stopped, another
+    // replica takes its clusters over. When it resumes, the reconciles it had in flight must
+    // not run on, not even for one poll: the new owner may be reconciling the same cluster.
+    // The pause is both worker threads of r1's runtime blocked at once (nothing of r1 runs,
+    // timers included, as under SIGSTOP).
+    init_tracing();
+    let host = TestCluster::start("host").await.unwrap();
+    let fleet = Fleet::start(8).await.unwrap();
+    let all: BTreeSet<String> = fleet
+        .clusters()
+        .iter()
+        .map(|c| c.name().to_string())
+        .collect();
+    for c in fleet.clusters() {
+        create_cm(c.client(), "work", "1").await;
+    }
+    let recorder = Recorder::default();
+    let a = start("r1", &host, &fleet, &recorder).await;
+    let b = start("r2", &host, &fleet, &recorder).await;
+    let pause = Duration::from_secs(4); // > lease duration (2 s) > renew deadline (1.5 s)
+    let mut straddled = 0;
+    // Three pauses: whether a reconcile runs on after one is a race (which task the runtime
+    // polls first on resume), lost by the old code in about one pause of three.
+    for attempt in 1..=3 {
+        eventually("two replicas share the fleet", DEADLINE, || {
+            partitioned(&[&a, &b], &all) && settled(&a, &all, &["r2"]) && settled(&b, &all, &["r1"])
+        })
+        .await;
+        let window: Arc<Mutex<Vec<(Instant, Instant)>>> = Arc::default();
+        let barrier = Arc::new(std::sync::Barrier::new(2));
+        let rt = a.runtime.as_ref().unwrap();
+        for _ in 0..2 {
+            let (barrier, window) = (barrier.clone(), window.clone());
+            rt.spawn(async move {
+                barrier.wait();
+                let from = Instant::now();
+                std::thread::sleep(pause);
+                window.lock().unwrap().push((from, Instant::now()));
+            });
+        }
+        eventually("r1 paused and resumed", DEADLINE, || {
+            window.lock().unwrap().len() == 2
+        })
+        .await;
+        let w = window.lock().unwrap().clone();
+        let paused = w.iter().map(|(f, _)| *f).max().unwrap();
+        let resumed = w.iter().map(|(_, t)| *t).min().unwrap();
+        let r1 = recorder.spans("r1");
+        let across: Vec<&Span> = r1
+            .iter()
+            .filter(|s| s.start < paused && s.end.is_none_or(|e| e > resumed))
+            .collect();
+        let ran_on: Vec<&Span> = across
+            .iter()
+            .copied()
+            .filter(|s| s.progressed.is_some_and(|p| p > resumed))
+            .collect();
+        assert!(
+            ran_on.is_empty(),
+            "reconciles of r1 ran on after a pause past its renew deadline: {ran_on:#?}"
+        );
+        straddled += across.len();
+        println!(
+            "pause {attempt}: {} reconciles in flight across it, none ran on",
+            across.len()
+        );
+    }
+    assert!(straddled > 0, "no reconcile was in flight across any pause");
     a.stop().await;
     b.stop().await;
 }

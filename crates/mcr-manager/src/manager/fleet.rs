@@ -65,6 +65,20 @@ impl Fleet {
         }
     }
 
+    /// Whether ownership here is decided by a sharder (sharded mode).
+    pub(crate) fn is_sharded(&self) -> bool {
+        self.sharder.is_some()
+    }
+
+    /// Whether this replica's hold on `name` has lapsed (sharded mode, past the renew
+    /// deadline: see [`Sharder::lapsed`]); never for the host or without sharding.
+    pub(crate) fn lapsed(&self, name: &ClusterName) -> bool {
+        match &self.sharder {
+            Some(s) if !name.is_host() => s.lapsed(),
+            _ => false,
+        }
+    }
+
     /// The manager's host cluster.
     ///
     /// ```no_run

@@ -119,6 +119,13 @@ impl Sharder for Coordinator {
     fn changes(&self) -> watch::Receiver<u64> {
         self.version.subscribe()
     }
+
+    /// Past the renew deadline of the last successful write (or before the first): this
+    /// replica owns nothing, whether or not its coordinator has run since.
+    fn lapsed(&self) -> bool {
+        self.valid_until()
+            .is_none_or(|until| Instant::now() >= until)
+    }
 }
 
 impl Coordinator {

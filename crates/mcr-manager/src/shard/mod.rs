@@ -95,10 +95,14 @@
 //! - Work that does not honour cancellation (a blocking call inside a reconcile) can run on
 //!   after release: the bound then is the controller's reconcile timeout, not this protocol.
 //! - A paused process (SIGSTOP) longer than the lease duration: on resume, ownership questions
-//!   (engagement, [`Fleet::lookup`](crate::Fleet::lookup)) are answered "not owned" at once,
-//!   as the renew deadline is checked on every question; but reconciles that were in flight
-//!   when it was paused run on until the coordinator's fence cancels them, a few polls later.
-//!   Not tested yet.
+//!   (engagement, [`Fleet::get`](crate::Fleet::get)) are answered "not owned" at once,
+//!   as the renew deadline is checked on every question, and so is every poll of a reconcile
+//!   ([`Sharder::lapsed`](mcr_core::shard::Sharder::lapsed)): a reconcile in flight when the
+//!   process paused is dropped at its first poll after resume, and none starts, before the
+//!   coordinator has run (test `a_paused_replica_runs_no_reconcile_code_after_its_renew_deadline`;
+//!   `cargo xtask chaos --replicas 3` checks it across processes). A request the reconcile
+//!   had sent before the pause may still reach the API server: as with leader election,
+//!   nothing on this side can fence that.
 //! - A cluster being *brought up* when ownership moves is cancelled with it; one engagement
 //!   attempt is wasted.
 //! - Controllers and the provider run on every replica in sharded mode, leader or not. With

@@ -72,6 +72,14 @@ where
             self.queue.done(&cluster, &key, Outcome::Success(None));
             return None;
         };
+        if self.spec.fleet.lapsed(&cluster) {
+            // Sharded, past the renew deadline: nothing starts (the release follows; if the
+            // replica renews first after all, the key runs then). Held back, not dropped.
+            trace!(controller = %self.spec.name, object = %Shown(&cluster, &key), "ownership lapsed; held");
+            let at = after(Instant::now(), UNSYNCED_RETRY);
+            self.queue.done(&cluster, &key, Outcome::Success(Some(at)));
+            return None;
+        }
         if !e.primary.is_synced() {
             // Not active until the primary cache has synced: read from a cache still listing,
             // an existing object would look gone. Held back briefly, not dropped.
@@ -101,6 +109,14 @@ where
             object = %Shown(&cluster, &key),
         );
         let left = e.token.clone();
+        // Sharded: checked on every poll, before the reconciler's future, so a process that
+        // resumes past its renew deadline runs no more of it (the coordinator's release, which
+        // cancels `left`, comes a few polls later).
+        let fence = self
+            .spec
+            .fleet
+            .is_sharded()
+            .then(|| (self.spec.fleet.clone(), cluster.clone()));
         let timeout = self.spec.limits.reconcile_timeout;
         self.slots.started(&cluster, Instant::now());
         // Boxed where it is built: the task that runs it then moves a pointer, not the whole
@@ -123,9 +139,14 @@ where
                     }
                 };
                 // A reconcile of a cluster that left is dropped: its cluster is gone.
+                let lapsed = std::future::poll_fn(|_| match &fence {
+                    Some((fleet, name)) if fleet.lapsed(name) => std::task::Poll::Ready(()),
+                    _ => std::task::Poll::Pending,
+                });
                 let cut_short = async {
                     tokio::select! {
                         biased;
+                        () = lapsed => Err(Cut::ClusterLeft),
                         r = bounded => r,
                         () = left.cancelled() => Err(Cut::ClusterLeft),
                     }
