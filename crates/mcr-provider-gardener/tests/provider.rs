@@ -78,8 +78,11 @@ async fn shoots_engage_and_renew_in_place_without_relist() {
         options(Duration::from_secs(3600)),
     );
     let (registry, token) = start(&provider);
-    eventually("both shoots to engage", DEADLINE, || registry.len() == 2).await;
-    assert_eq!(names(&provider), ["garden-dev/a", "garden-dev/b"]);
+    // Engaged (the registry), then active in the provider once synced.
+    eventually("both shoots to engage", DEADLINE, || {
+        registry.len() == 2 && names(&provider) == ["garden-dev/a", "garden-dev/b"]
+    })
+    .await;
 
     let name = ClusterName::from("garden-dev/a");
     let cluster = provider.get(&name).await.unwrap();

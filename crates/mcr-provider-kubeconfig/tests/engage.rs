@@ -54,11 +54,12 @@ async fn engages_secrets_and_serves_their_clusters() {
         .await
         .unwrap();
     let run = Running::start_provider(provider);
-    eventually("both clusters engaged", DEADLINE, || {
-        run.names() == ["one", "two"]
+    // Engaged with the manager first (the registry), then activated once synced (the
+    // provider's own names): wait for both.
+    eventually("both clusters engaged and active", DEADLINE, || {
+        run.names() == ["one", "two"] && run.provider.names() == run.registry.names()
     })
     .await;
-    assert_eq!(run.provider.names(), run.registry.names());
 
     // Existing objects, through the member's own client and its cache.
     let one = run.provider.get(&ClusterName::new("one")).await.unwrap();

@@ -30,7 +30,11 @@ async fn credential_only_rotation_renews_in_place_without_relist() {
     )
     .await;
     let run = Running::start(&host, opts(Namespaces::default()));
-    eventually("engaged", DEADLINE, || run.names() == ["one"]).await;
+    // Engaged (the registry), then active in the provider once synced.
+    eventually("engaged and active", DEADLINE, || {
+        run.names() == ["one"] && run.provider.names() == run.registry.names()
+    })
+    .await;
     let cluster = run.provider.get(&ClusterName::new("one")).await.unwrap();
     let informer = cluster.cache().informer::<ConfigMap>();
     informer.wait_for_sync(DEADLINE).await.unwrap();

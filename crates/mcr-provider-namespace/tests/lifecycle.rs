@@ -19,8 +19,10 @@ async fn namespaces_are_listed_added_and_removed() {
     let run = Running::start(env, test_opts());
 
     // Existing namespaces, without the excluded system namespaces.
+    // Engaged (the registry), then active in the provider once synced.
     eventually("initial namespaces", DEADLINE, || {
         run.names() == ["default", "team-a", "team-b"]
+            && run.provider.names() == run.registry.names()
     })
     .await;
     assert_eq!(
