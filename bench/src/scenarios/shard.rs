@@ -1,7 +1,7 @@
 //! B11: one fleet over 1 and then 3 replicas in sharded mode (`ManagerBuilder::sharding`).
 //!
-//! A fresh `mcr-envtest` server process serves the fleet (one ConfigMap per cluster) over
-//! HTTPS; the host cluster, where the replicas keep their Leases, is an emulated cluster in
+//! Fresh `mcr-envtest` server processes (one per 2,500 clusters) serve the fleet (one
+//! ConfigMap per cluster) over HTTPS; the host cluster, where the replicas keep their Leases, is an emulated cluster in
 //! the bench runner itself (HTTPS, kubeconfig `b11-host.kubeconfig` next to the fleet's
 //! directory), so the runner reads its request counters: the coordination writes (Lease
 //! create, update, patch, delete). Each replica is a child process (`mcr-bench run-one
@@ -70,6 +70,24 @@ fn renew_period(quick: bool) -> Duration {
     Duration::from_secs(if quick { 1 } else { 5 })
 }
 
+/// Clusters per `mcr-envtest` server process: each cluster holds a listener and the
+/// replicas' and the loader's connections, within a file-descriptor limit of 20,000 (as B4).
+const PER_SERVER: usize = 2500;
+
+/// The kubeconfigs of the fleet: those of every `shard-<i>` directory of `dir`, one per
+/// server.
+fn fleet_files(dir: &Path) -> Result<Vec<PathBuf>> {
+    let mut out = Vec::new();
+    for i in 0.. {
+        let shard = dir.join(format!("shard-{i}"));
+        if !shard.is_dir() {
+            break;
+        }
+        out.extend(remote::kubeconfigs(&shard)?);
+    }
+    Ok(out)
+}
+
 /// The host's kubeconfig, next to the fleet's directory (not in it: the file provider reads
 /// every kubeconfig there).
 fn host_kubeconfig(fleet: &Path) -> PathBuf {
@@ -97,7 +115,7 @@ fn error_policy(_: Arc<ConfigMap>, _: &std::convert::Infallible, _: Context<()>)
 /// closes its stdin.
 pub async fn child(identity: &str, quick: bool, dir: &Path) -> Result<Value> {
     let provider = FileProvider::new(Options {
-        files: remote::kubeconfigs(dir)?,
+        files: fleet_files(dir)?,
         ..Options::default()
     });
     let host = remote::client_for(&host_kubeconfig(dir)).await?;
@@ -169,7 +187,7 @@ impl Fleet {
     }
 }
 
-/// The `member-<n>` of a file-provider cluster name `<path>+<context>` (the file stem).
+/// The file stem (`s<i>-<n>`) of a file-provider cluster name `<path>+<context>`.
 fn member(cluster: &str) -> &str {
     let path = cluster.rsplit_once('+').map_or(cluster, |(p, _)| p);
     let file = path.rsplit('/').next().unwrap_or(path);
@@ -316,11 +334,22 @@ async fn write_all(paths: &[PathBuf]) -> Result<HashMap<String, u128>> {
 fn one_run(quick: bool, replicas: usize, envtest: &Path, work: &Path) -> Result<Value> {
     let n = clusters(quick);
     let dir = work.join("b11-fleet");
-    let server = Server::start(envtest, n, &dir)?;
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut servers = Vec::new();
+    for (i, first) in (0..n).step_by(PER_SERVER).enumerate() {
+        let count = PER_SERVER.min(n - first);
+        let shard = dir.join(format!("shard-{i}"));
+        servers.push(Server::start_named(
+            envtest,
+            count,
+            &shard,
+            &format!("s{i}"),
+        )?);
+    }
     let rt = tokio::runtime::Runtime::new()?;
     let host = rt.block_on(TestCluster::start_https("b11-host"))?;
     host.write_kubeconfig(&host_kubeconfig(&dir))?;
-    let paths = remote::kubeconfigs(server.dir())?;
+    let paths = fleet_files(&dir)?;
     rt.block_on(async {
         let mut clients = Vec::new();
         for p in &paths {
@@ -434,7 +463,7 @@ fn one_run(quick: bool, replicas: usize, envtest: &Path, work: &Path) -> Result<
     for r in run.replicas.iter_mut().filter(|r| r.alive) {
         let _ = r.session.kill();
     }
-    drop(server);
+    drop(servers);
     Ok(out)
 }
 
