@@ -7,7 +7,9 @@
 //
 //	READY         every object of every cluster was reconciled at least once
 //	DONE          every object was seen at the value given by -rounds
-//	RESULT {json} peak RSS, RSS and CPU seconds (user+sys) at READY and at DONE
+//	RESULT {json} peak RSS, RSS and CPU seconds (user+sys) at READY and at DONE, and
+//	              "rises": when each object's highest value rose after READY
+//	              ([[cluster, object, [[value, "unix nanos"], ...]], ...])
 //
 // The bench runner starts its loader after READY and times until DONE.
 package main
@@ -48,7 +50,14 @@ type probe struct {
 	expected int
 	done     int
 	reached  chan struct{}
+	// record: whether observe records when each object's highest value rose (wall-clock
+	// nanoseconds, the clock the bench runner stamps write acknowledgements with).
+	record bool
+	rises  map[rise][][2]any
 }
+
+// rise names one object of one cluster in probe.rises.
+type rise struct{ cluster, object string }
 
 func (p *probe) expect(target uint64, expected int) chan struct{} {
 	p.mu.Lock()
@@ -66,12 +75,17 @@ func (p *probe) expect(target uint64, expected int) chan struct{} {
 	return p.reached
 }
 
-func (p *probe) observe(key string, v uint64) {
+func (p *probe) observe(cluster, object string, v uint64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	key := cluster + "/" + object
 	old, known := p.seen[key]
 	if known && old >= v {
 		return
+	}
+	if p.record {
+		r := rise{cluster, object}
+		p.rises[r] = append(p.rises[r], [2]any{v, strconv.FormatInt(time.Now().UnixNano(), 10)})
 	}
 	p.seen[key] = v
 	if v >= p.target && (!known || old < p.target) {
@@ -158,7 +172,7 @@ func main() {
 		fail("manager: %v", err)
 	}
 
-	p := &probe{seen: map[string]uint64{}}
+	p := &probe{seen: map[string]uint64{}, rises: map[rise][][2]any{}}
 	initial := p.expect(0, len(members)**objects)
 	reconciler := mcreconcile.Func(func(ctx context.Context, req mcreconcile.Request) (ctrl.Result, error) {
 		cl, err := mgr.GetCluster(ctx, req.ClusterName)
@@ -170,7 +184,7 @@ func main() {
 			return ctrl.Result{}, nil // deleted: nothing to record
 		}
 		v, _ := strconv.ParseUint(cm.Data["v"], 10, 64)
-		p.observe(string(req.ClusterName)+"/"+req.Namespace+"/"+req.Name, v)
+		p.observe(string(req.ClusterName), req.Name, v)
 		return ctrl.Result{}, nil
 	})
 	err = mcbuilder.ControllerManagedBy(mgr).
@@ -197,6 +211,9 @@ func main() {
 		}
 	}
 	wait("the initial sync", initial)
+	p.mu.Lock()
+	p.record = true
+	p.mu.Unlock()
 	last := p.expect(*rounds, len(members)**objects)
 	rssReady, _ := memory()
 	cpuReady := cpuSeconds()
@@ -205,8 +222,15 @@ func main() {
 	fmt.Println("DONE")
 	cpuDone := cpuSeconds()
 	rssDone, hwm := memory()
+	p.mu.Lock()
+	rises := make([]any, 0, len(p.rises))
+	for r, list := range p.rises {
+		rises = append(rises, []any{r.cluster, r.object, list})
+	}
+	p.mu.Unlock()
 	out, _ := json.Marshal(map[string]any{
-		"side": "go", "clusters": len(members), "objects": *objects, "rounds": *rounds,
+		"rises": rises,
+		"side":  "go", "clusters": len(members), "objects": *objects, "rounds": *rounds,
 		"rss_kib_ready": rssReady, "rss_kib_done": rssDone, "vm_rss_kib": rssDone, "vm_hwm_kib": hwm,
 		"cpu_s_ready": cpuReady, "cpu_s_done": cpuDone,
 	})

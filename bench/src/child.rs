@@ -15,12 +15,14 @@ use serde_json::Value;
 /// The line prefix a child prints its result with.
 pub const RESULT: &str = "RESULT ";
 
-/// Prints a child's result (with its own `VmHWM`/`VmRSS` added) for the parent to read.
+/// Prints a child's result (with its own `VmHWM`/`VmRSS` added unless it holds them) for the
+/// parent to read.
 pub fn report(mut result: Value) {
     let (rss, hwm) = crate::machine::own_memory();
     if let Value::Object(map) = &mut result {
-        map.insert("vm_rss_kib".into(), rss.into());
-        map.insert("vm_hwm_kib".into(), hwm.into());
+        // A child may have read them itself before building a large result (B8's `rises`).
+        map.entry("vm_rss_kib").or_insert(rss.into());
+        map.entry("vm_hwm_kib").or_insert(hwm.into());
     }
     println!("{RESULT}{result}");
 }
@@ -174,6 +176,34 @@ impl Session {
                 None => {}
             }
         }
+    }
+
+    /// The lines the child printed so far, each stamped when the parent received it: waits up
+    /// to `wait` for the first, then takes whatever else is there without waiting.
+    pub fn lines(&mut self, wait: Duration) -> Result<Vec<(Instant, String)>> {
+        let mut out = Vec::new();
+        let first = match self.lines.recv_timeout(wait) {
+            Ok(got) => Some(got),
+            Err(RecvTimeoutError::Timeout) => None,
+            Err(RecvTimeoutError::Disconnected) => bail!("`{}` exited", self.args),
+        };
+        let mut got: Vec<(Instant, String)> = first.into_iter().collect();
+        while let Ok(next) = self.lines.try_recv() {
+            got.push(next);
+        }
+        for (at, line) in got {
+            if let Some(line) = self.take(line)? {
+                out.push((at, line));
+            }
+        }
+        Ok(out)
+    }
+
+    /// Kills the child at once (SIGKILL: no goodbye) and reaps it.
+    pub fn kill(&mut self) -> Result<()> {
+        self.child.kill().context("killing child")?;
+        self.child.wait().context("waiting for child")?;
+        Ok(())
     }
 
     /// Sends one line to the child's stdin.

@@ -96,6 +96,68 @@ pub async fn load_cluster(
     Ok(counts.into_iter().sum())
 }
 
+/// One acknowledged write of [`load_fleet_acked`]: the object, the value written, and the
+/// wall-clock time (see [`crate::stamp::now_nanos`]) at which the API server's answer arrived.
+#[derive(Clone, Debug)]
+pub struct Ack {
+    /// The object's name.
+    pub object: String,
+    /// The value written.
+    pub value: u64,
+    /// Nanoseconds since the Unix epoch when the write was acknowledged.
+    pub at: u128,
+}
+
+/// [`load_cluster`] that also returns the acknowledgement time of every write.
+async fn load_cluster_acked(
+    client: kube::Client,
+    objects: usize,
+    rounds: u64,
+    writers: usize,
+) -> Result<Vec<Ack>> {
+    let api: Api<ConfigMap> = Api::namespaced(client, NS);
+    let writers = writers.clamp(1, objects.max(1));
+    let tasks = (0..writers).map(|w| {
+        let api = api.clone();
+        async move {
+            let mine: Vec<String> = (w..objects).step_by(writers).map(object_name).collect();
+            let mut acks = Vec::with_capacity(mine.len() * rounds as usize);
+            for value in 1..=rounds {
+                for name in &mine {
+                    write(&api, name, value).await?;
+                    let at = crate::stamp::now_nanos();
+                    acks.push(Ack {
+                        object: name.clone(),
+                        value,
+                        at,
+                    });
+                }
+            }
+            Ok::<Vec<Ack>, anyhow::Error>(acks)
+        }
+    });
+    let acks = futures::future::try_join_all(tasks).await?;
+    Ok(acks.into_iter().flatten().collect())
+}
+
+/// [`load_fleet`] that also returns, per client (in order), the acknowledgement time of every
+/// write: the write side of a per-update latency measured across processes (B8).
+pub async fn load_fleet_acked(
+    clients: Vec<kube::Client>,
+    objects: usize,
+    rounds: u64,
+    writers: usize,
+) -> Result<Vec<Vec<Ack>>> {
+    let tasks = clients
+        .into_iter()
+        .map(|c| tokio::spawn(load_cluster_acked(c, objects, rounds, writers)));
+    let mut out = Vec::new();
+    for joined in futures::future::join_all(tasks).await {
+        out.push(joined.context("loader task panicked")??);
+    }
+    Ok(out)
+}
+
 /// [`load_cluster`] on every client at once. Returns the total number of writes.
 pub async fn load_fleet(
     clients: Vec<kube::Client>,

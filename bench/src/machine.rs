@@ -75,6 +75,18 @@ pub fn own_cpu_seconds() -> f64 {
     cpu_seconds_of(&stat).unwrap_or(0.0)
 }
 
+/// CPU time (user + system) of process `pid` so far, in seconds; 0 when unreadable.
+pub fn pid_cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    cpu_seconds_of(&stat).unwrap_or(0.0)
+}
+
+/// `VmRSS` of process `pid` in KiB; 0 when unreadable.
+pub fn pid_rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    kib_field(&status, "VmRSS:").unwrap_or(0)
+}
+
 /// `utime + stime` of a `/proc/<pid>/stat` line, in seconds.
 fn cpu_seconds_of(stat: &str) -> Option<f64> {
     // The command name may hold spaces and parentheses: count fields after the last ')'.

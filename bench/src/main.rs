@@ -73,7 +73,7 @@ enum Cmd {
     },
     /// Run one measurement in this process and print `RESULT <json>` (used by `all`).
     RunOne {
-        /// b1, b2 (in-process emulator), b2r, b2m, b3, b3b, b4, b5, b5r, b6, b8:CLUSTERS:ROUNDS, b9:OBJECTS:ROUNDS, b10, c1, e1, e2.
+        /// b1, b2 (in-process emulator), b2r, b2m, b3, b3b, b4, b5, b5r, b6, b8:CLUSTERS:ROUNDS, b9:OBJECTS:ROUNDS, b10, b11 (side: replica identity), c1, e1, e2.
         scenario: String,
         /// mcr | kube-runtime | none (b1, b2, b2r, b2m); calm | flood (b5, b5r); raw | kube
         /// (e1); in-place | replace (c1); else ignored.
@@ -171,6 +171,7 @@ fn run_one(
                 go_peer::child(clusters, rounds, dir()?).await
             }
             "b10" => multicore::child(side, quick, dir()?).await,
+            "b11" => shard::child(side, quick, dir()?).await,
             "c1" => credentials::child(side, quick).await,
             b9 if b9.starts_with("b9:") => instructions::child(&b9[3..], side, dir()?).await,
             "e1" => envtest::e1(side, quick).await,
@@ -225,8 +226,8 @@ fn all(quick: bool, out: PathBuf, bins: go_peer::Bins, only: Vec<String>) -> Res
         .unwrap_or_else(|| PathBuf::from("."));
     let suite_start = Instant::now();
     let ids: Vec<&str> = [
-        "b1", "b2", "b2m", "b3", "b3b", "b4", "b5", "b5r", "b6", "b8", "b9", "b10", "c1", "e1",
-        "e2",
+        "b1", "b2", "b2m", "b3", "b3b", "b4", "b5", "b5r", "b6", "b8", "b9", "b10", "b11", "c1",
+        "e1", "e2",
     ]
     .into_iter()
     .filter(|id| wanted(id))
@@ -265,6 +266,9 @@ fn all(quick: bool, out: PathBuf, bins: go_peer::Bins, only: Vec<String>) -> Res
             "b10" => report
                 .scenarios
                 .push(multicore::run(quick, &envtest_bin, &work)),
+            "b11" => report
+                .scenarios
+                .push(shard::run(quick, &envtest_bin, &work)),
             "c1" => report.scenarios.push(credentials::run(quick)),
             "e1" => report.scenarios.push(envtest::run_e1(quick)),
             _ => report.scenarios.push(envtest::run_e2(quick)),

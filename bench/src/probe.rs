@@ -60,6 +60,10 @@ struct State {
     stamped: HashMap<String, HashMap<u64, Duration>>,
     /// How many times [`Probe::observe`] ran (reconciles).
     calls: u64,
+    /// Whether [`Probe::observe`] records when each object's highest value rose (B8).
+    record_rises: bool,
+    /// cluster -> object -> (value, wall-clock nanoseconds) each time its highest value rose.
+    rises: HashMap<String, HashMap<String, Vec<(u64, u128)>>>,
 }
 
 /// Shared record of what reconcilers saw. Cheap to clone.
@@ -135,6 +139,11 @@ impl Probe {
                 Some(s) => s,
                 None => objects.entry(name).or_default(),
             };
+            if v > slot.max && state.record_rises {
+                let at = stamp::now_nanos();
+                let per = state.rises.entry(cluster.to_string()).or_default();
+                per.entry(cm.name_any()).or_default().push((v, at));
+            }
             slot.max = slot.max.max(v);
             // An object counts once per phase, the first time it is seen at the target.
             if slot.phase != state.phase && slot.max >= state.target {
@@ -186,6 +195,30 @@ impl Probe {
     /// time: 1 when a side runs its reconciles one at a time, however many cores it has.
     pub fn max_spinning(&self) -> u64 {
         self.max_spinning.load(Ordering::SeqCst)
+    }
+
+    /// From now on, records the wall-clock time (see [`crate::stamp::now_nanos`]) at which a
+    /// reconcile first saw each new highest value of each object: the reconcile side of a
+    /// per-update latency measured across processes (B8).
+    pub fn record_rises(&self) {
+        self.lock().record_rises = true;
+    }
+
+    /// What [`Probe::record_rises`] recorded, as JSON: `[[cluster, object, [[value, nanos],
+    /// ...]], ...]` (nanoseconds as strings), the format the Go peer prints too.
+    pub fn rises_json(&self) -> serde_json::Value {
+        let state = self.lock();
+        let mut out = Vec::new();
+        for (cluster, objects) in &state.rises {
+            for (name, rises) in objects {
+                let rises: Vec<serde_json::Value> = rises
+                    .iter()
+                    .map(|(v, t)| serde_json::json!([v, t.to_string()]))
+                    .collect();
+                out.push(serde_json::json!([cluster, name, rises]));
+            }
+        }
+        serde_json::Value::Array(out)
     }
 
     /// How many reconciles recorded something so far.

@@ -14,4 +14,5 @@ pub mod https;
 pub mod instructions;
 pub mod multicore;
 pub mod priority;
+pub mod shard;
 pub mod watches;

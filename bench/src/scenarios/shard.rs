@@ -1,0 +1,578 @@
+//! B11: one fleet over 1 and then 3 replicas in sharded mode (`ManagerBuilder::sharding`).
+//!
+//! Fresh `mcr-envtest` server processes (one per 2,500 clusters) serve the fleet (one
+//! ConfigMap per cluster) over HTTPS; the host cluster, where the replicas keep their Leases, is an emulated cluster in
+//! the bench runner itself (HTTPS, kubeconfig `b11-host.kubeconfig` next to the fleet's
+//! directory), so the runner reads its request counters: the coordination writes (Lease
+//! create, update, patch, delete). Each replica is a child process (`mcr-bench run-one
+//! b11 <identity>`) with the file provider over the fleet and one ConfigMap controller; it
+//! prints `SEEN <cluster> <value> <unix nanos>` for every reconcile and `OWNED <n>` whenever
+//! the number of clusters it has engaged changes. Killing a replica is SIGKILL.
+//!
+//! With 1 replica, then with 3: time from starting the replicas until every cluster's object
+//! was reconciled, each replica's RSS once settled, Lease writes per second over a steady
+//! window, and per-update latency (a write to every object, acknowledged in the runner, to
+//! the first reconcile that saw it) with the replicas' CPU per update. With 3: a fourth
+//! replica joins (clusters it takes over) and then the replica owning most clusters is killed
+//! (time until every cluster it owned was reconciled by a live replica).
+
+use std::{
+    collections::HashMap,
+    path::{Path, PathBuf},
+    sync::Arc,
+    time::{Duration, Instant},
+};
+
+use anyhow::{Result, bail};
+use futures::{StreamExt, TryStreamExt, stream};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::{Api, runtime::controller::Action};
+use mcr_envtest::TestCluster;
+use mcr_manager::{Context, Controller, Manager, Sharding};
+use mcr_provider_file::{FileProvider, Options};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use crate::{
+    child::Session,
+    load,
+    machine::{pid_cpu_seconds, pid_rss_kib},
+    probe,
+    remote::{self, Server},
+    report::Scenario,
+    sides::CONCURRENCY,
+    stamp, stats,
+};
+
+/// The shard group of the replicas.
+const GROUP: &str = "b11";
+
+/// Member clusters of the fleet.
+fn clusters(quick: bool) -> usize {
+    if quick { 12 } else { 10_000 }
+}
+
+/// Lease timings: mcr's defaults (15 s / 10 s / 5 s) in the full run; short ones in the
+/// quick smoke run, so that a kill is noticed within seconds.
+fn sharding(identity: &str, quick: bool) -> Sharding {
+    let s = Sharding::new(GROUP).identity(identity);
+    if quick {
+        s.lease_duration(Duration::from_secs(4))
+            .renew_deadline(Duration::from_secs(3))
+            .renew_period(Duration::from_secs(1))
+    } else {
+        s
+    }
+}
+
+/// The renew period of [`sharding`].
+fn renew_period(quick: bool) -> Duration {
+    Duration::from_secs(if quick { 1 } else { 5 })
+}
+
+/// Clusters per `mcr-envtest` server process: each cluster holds a listener and the
+/// replicas' and the loader's connections, within a file-descriptor limit of 20,000 (as B4).
+const PER_SERVER: usize = 2500;
+
+/// The kubeconfigs of the fleet: those of every `shard-<i>` directory of `dir`, one per
+/// server.
+fn fleet_files(dir: &Path) -> Result<Vec<PathBuf>> {
+    let mut out = Vec::new();
+    for i in 0.. {
+        let shard = dir.join(format!("shard-{i}"));
+        if !shard.is_dir() {
+            break;
+        }
+        out.extend(remote::kubeconfigs(&shard)?);
+    }
+    Ok(out)
+}
+
+/// The host's kubeconfig, next to the fleet's directory (not in it: the file provider reads
+/// every kubeconfig there).
+fn host_kubeconfig(fleet: &Path) -> PathBuf {
+    fleet.with_file_name("b11-host.kubeconfig")
+}
+
+async fn reconcile(
+    cm: Arc<ConfigMap>,
+    ctx: Context<()>,
+) -> Result<Action, std::convert::Infallible> {
+    println!(
+        "SEEN {} {} {}",
+        ctx.cluster_name().as_str(),
+        probe::value(&cm),
+        stamp::now_nanos()
+    );
+    Ok(Action::await_change())
+}
+
+fn error_policy(_: Arc<ConfigMap>, _: &std::convert::Infallible, _: Context<()>) -> Action {
+    Action::await_change()
+}
+
+/// Child: one replica (`identity`) over the fleet in `dir`, until the runner kills it or
+/// closes its stdin.
+pub async fn child(identity: &str, quick: bool, dir: &Path) -> Result<Value> {
+    let provider = FileProvider::new(Options {
+        files: fleet_files(dir)?,
+        ..Options::default()
+    });
+    let host = remote::client_for(&host_kubeconfig(dir)).await?;
+    let mgr = Manager::builder(host)
+        .provider(Arc::new(provider))
+        .sharding(sharding(identity, quick))
+        .build();
+    Controller::new(&mgr)
+        .named("b11")
+        .for_::<ConfigMap>()
+        .concurrency(CONCURRENCY.into())
+        .register(reconcile, error_policy, Arc::new(()))?;
+    let token = CancellationToken::new();
+    let run = {
+        let (mgr, token) = (mgr.clone(), token.clone());
+        tokio::spawn(async move { mgr.run_until(token).await })
+    };
+    let mut stdin = tokio::spawn(crate::child::read_command());
+    let mut owned = usize::MAX;
+    loop {
+        let n = mgr.engaged_clusters().len();
+        if n != owned {
+            owned = n;
+            println!("OWNED {n}");
+        }
+        tokio::select! {
+            _ = &mut stdin => break,
+            () = tokio::time::sleep(Duration::from_millis(100)) => {}
+        }
+    }
+    token.cancel();
+    run.abort();
+    Ok(json!({ "identity": identity, "owned": owned }))
+}
+
+/// A running replica and what the runner learnt from its lines.
+struct Replica {
+    session: Session,
+    owned: usize,
+    alive: bool,
+}
+
+/// What the runner knows of the fleet: per cluster, the last reconcile (replica, when) and
+/// every (value, unix nanos) first seen.
+#[derive(Default)]
+struct Fleet {
+    last: HashMap<String, (usize, Instant)>,
+    seen: HashMap<String, Vec<(u64, u128)>>,
+}
+
+impl Fleet {
+    fn absorb(&mut self, replica: usize, at: Instant, line: &str) {
+        let mut words = line.split_whitespace();
+        let (Some("SEEN"), Some(cluster)) = (words.next(), words.next()) else {
+            return;
+        };
+        let key = member(cluster).to_owned();
+        let (v, t) = (words.next(), words.next());
+        if let (Some(v), Some(t)) = (
+            v.and_then(|v| v.parse().ok()),
+            t.and_then(|t| t.parse().ok()),
+        ) {
+            let list = self.seen.entry(key.clone()).or_default();
+            if list.last().is_none_or(|(last, _)| *last < v) {
+                list.push((v, t));
+            }
+        }
+        self.last.insert(key, (replica, at));
+    }
+}
+
+/// The file stem (`s<i>-<n>`) of a file-provider cluster name `<path>+<context>`.
+fn member(cluster: &str) -> &str {
+    let path = cluster.rsplit_once('+').map_or(cluster, |(p, _)| p);
+    let file = path.rsplit('/').next().unwrap_or(path);
+    file.strip_suffix(".kubeconfig").unwrap_or(file)
+}
+
+/// The replicas, their lines read into `fleet`.
+struct Run {
+    replicas: Vec<Replica>,
+    fleet: Fleet,
+    names: Vec<String>,
+}
+
+impl Run {
+    fn start(&mut self, quick: bool, dir: &Path) -> Result<()> {
+        let i = self.replicas.len();
+        let mut args = vec![
+            "b11".to_string(),
+            format!("replica-{}", i + 1),
+            "--kubeconfig-dir".into(),
+            dir.display().to_string(),
+        ];
+        if quick {
+            args.push("--quick".into());
+        }
+        self.replicas.push(Replica {
+            session: Session::start(&args)?,
+            owned: 0,
+            alive: true,
+        });
+        Ok(())
+    }
+
+    /// Reads every replica's lines (waiting up to 50 ms for the first one's).
+    fn poll(&mut self) -> Result<()> {
+        for (i, r) in self
+            .replicas
+            .iter_mut()
+            .enumerate()
+            .filter(|(_, r)| r.alive)
+        {
+            let wait = if i == 0 {
+                Duration::from_millis(50)
+            } else {
+                Duration::ZERO
+            };
+            for (at, line) in r.session.lines(wait)? {
+                if let Some(n) = line.strip_prefix("OWNED ") {
+                    r.owned = n.parse().unwrap_or(0);
+                } else {
+                    self.fleet.absorb(i, at, &line);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Polls until `cond` holds; fails after `deadline`.
+    fn until(
+        &mut self,
+        what: &str,
+        deadline: Duration,
+        cond: impl Fn(&Run) -> bool,
+    ) -> Result<Instant> {
+        let end = Instant::now() + deadline;
+        loop {
+            self.poll()?;
+            if cond(self) {
+                return Ok(Instant::now());
+            }
+            if Instant::now() > end {
+                bail!("B11: {what} not within {deadline:?}");
+            }
+        }
+    }
+
+    fn owned_total(&self) -> usize {
+        self.replicas
+            .iter()
+            .filter(|r| r.alive)
+            .map(|r| r.owned)
+            .sum()
+    }
+
+    /// Waits until the live replicas own every cluster between them and no count changed for
+    /// three renew periods; returns when it settled.
+    fn settle(&mut self, quick: bool, deadline: Duration) -> Result<Instant> {
+        let quiet = renew_period(quick) * 3;
+        let end = Instant::now() + deadline;
+        let mut last = (Vec::new(), Instant::now());
+        loop {
+            self.poll()?;
+            let counts: Vec<usize> = self
+                .replicas
+                .iter()
+                .map(|r| if r.alive { r.owned } else { 0 })
+                .collect();
+            if counts != last.0 {
+                last = (counts, Instant::now());
+            } else if self.owned_total() == self.names.len() && last.1.elapsed() >= quiet {
+                return Ok(last.1);
+            }
+            if Instant::now() > end {
+                bail!(
+                    "B11: the replicas did not settle within {deadline:?} (owned {:?})",
+                    last.0
+                );
+            }
+        }
+    }
+
+    fn pids(&self) -> Vec<u32> {
+        self.replicas
+            .iter()
+            .filter(|r| r.alive)
+            .map(|r| r.session.pid())
+            .collect()
+    }
+}
+
+/// A write to every cluster's object (value 1), 16 clusters at a time; returns the
+/// acknowledgement time of each, by cluster.
+async fn write_all(paths: &[PathBuf]) -> Result<HashMap<String, u128>> {
+    let acks = stream::iter(paths.iter().cloned())
+        .map(|path| async move {
+            let client = remote::client_for(&path).await?;
+            let api: Api<ConfigMap> = Api::namespaced(client, load::NS);
+            load::write(&api, &load::object_name(0), 1).await?;
+            let at = stamp::now_nanos();
+            let name = path
+                .file_stem()
+                .and_then(|s| s.to_str())
+                .unwrap_or_default()
+                .to_owned();
+            Ok::<_, anyhow::Error>((name, at))
+        })
+        .buffer_unordered(16)
+        .try_collect::<Vec<_>>()
+        .await?;
+    Ok(acks.into_iter().collect())
+}
+
+/// One fleet over `n` replicas (and with 3, a join and a kill).
+fn one_run(quick: bool, replicas: usize, envtest: &Path, work: &Path) -> Result<Value> {
+    let n = clusters(quick);
+    let dir = work.join("b11-fleet");
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut servers = Vec::new();
+    for (i, first) in (0..n).step_by(PER_SERVER).enumerate() {
+        let count = PER_SERVER.min(n - first);
+        let shard = dir.join(format!("shard-{i}"));
+        servers.push(Server::start_named(
+            envtest,
+            count,
+            &shard,
+            &format!("s{i}"),
+        )?);
+    }
+    let rt = tokio::runtime::Runtime::new()?;
+    let host = rt.block_on(TestCluster::start_https("b11-host"))?;
+    host.write_kubeconfig(&host_kubeconfig(&dir))?;
+    let paths = fleet_files(&dir)?;
+    rt.block_on(async {
+        let mut clients = Vec::new();
+        for p in &paths {
+            clients.push(remote::client_for(p).await?);
+        }
+        remote::populate_fleet(clients, 1).await
+    })?;
+    let names: Vec<String> = paths
+        .iter()
+        .filter_map(|p| p.file_stem()?.to_str().map(str::to_owned))
+        .collect();
+    let mut run = Run {
+        replicas: Vec::new(),
+        fleet: Fleet::default(),
+        names,
+    };
+    let deadline = Duration::from_secs(if quick { 120 } else { 1200 });
+    let started = Instant::now();
+    for _ in 0..replicas {
+        run.start(quick, &dir)?;
+    }
+    let all = run.until("every object reconciled", deadline, |r| {
+        r.fleet.last.len() == r.names.len()
+    })?;
+    let mut out = json!({
+        "scenario": "b11", "clusters": n, "replicas": replicas,
+        "all_reconciled_s": all.duration_since(started).as_secs_f64(),
+    });
+    run.settle(quick, deadline)?;
+    out["rss_kib"] = run
+        .pids()
+        .iter()
+        .map(|&p| pid_rss_kib(p))
+        .collect::<Vec<_>>()
+        .into();
+    out["owned"] = run
+        .replicas
+        .iter()
+        .map(|r| r.owned)
+        .collect::<Vec<_>>()
+        .into();
+    // Steady state: the host's Lease writes over a window of several renew periods.
+    let window = renew_period(quick) * if quick { 3 } else { 6 };
+    let writes = |h: &TestCluster| {
+        ["create", "update", "patch", "delete"]
+            .iter()
+            .map(|v| h.request_count(v, "leases"))
+            .sum::<u64>()
+    };
+    let before = writes(&host);
+    let t0 = Instant::now();
+    while t0.elapsed() < window {
+        run.poll()?;
+    }
+    let per_s = (writes(&host) - before) as f64 / t0.elapsed().as_secs_f64();
+    out["lease_writes_per_s"] = per_s.into();
+    // Per-update latency: one write to every object.
+    let cpu0: f64 = run.pids().iter().map(|&p| pid_cpu_seconds(p)).sum();
+    let acks = rt.block_on(write_all(&paths))?;
+    run.until("every write reconciled", deadline, |r| {
+        r.names.iter().all(|c| {
+            r.fleet
+                .seen
+                .get(c)
+                .is_some_and(|l| l.iter().any(|(v, _)| *v >= 1))
+        })
+    })?;
+    let cpu1: f64 = run.pids().iter().map(|&p| pid_cpu_seconds(p)).sum();
+    let lat: Vec<Duration> = acks
+        .iter()
+        .filter_map(|(c, &ack)| {
+            let seen = run.fleet.seen.get(c)?.iter().find(|(v, _)| *v >= 1)?.1;
+            Some(stamp::since(ack, seen))
+        })
+        .collect();
+    out["latency_ms_p50"] = stats::percentile(&lat, 50.0).map(stats::ms).into();
+    out["latency_ms_p99"] = stats::percentile(&lat, 99.0).map(stats::ms).into();
+    out["cpu_us_per_update"] = ((cpu1 - cpu0) * 1e6 / acks.len().max(1) as f64).into();
+    if replicas == 3 {
+        // A fourth replica joins: the clusters it takes over are the ones that moved.
+        run.start(quick, &dir)?;
+        run.settle(quick, deadline)?;
+        out["moved_on_join"] = run.replicas[3].owned.into();
+        // The replica owning most clusters is killed.
+        let victim = (0..3).max_by_key(|&i| run.replicas[i].owned).unwrap_or(0);
+        let lost: Vec<String> = run
+            .fleet
+            .last
+            .iter()
+            .filter(|(_, (r, _))| *r == victim)
+            .map(|(c, _)| c.clone())
+            .collect();
+        let killed = Instant::now();
+        run.replicas[victim].session.kill()?;
+        run.replicas[victim].alive = false;
+        let back = run.until(
+            "every cluster of the killed replica re-owned",
+            deadline,
+            |r| {
+                lost.iter().all(|c| {
+                    r.fleet
+                        .last
+                        .get(c)
+                        .is_some_and(|(i, at)| *i != victim && *at > killed)
+                })
+            },
+        )?;
+        out["killed_owned"] = lost.len().into();
+        out["reown_s"] = back.duration_since(killed).as_secs_f64().into();
+    }
+    for r in run.replicas.iter_mut().filter(|r| r.alive) {
+        let _ = r.session.kill();
+    }
+    drop(servers);
+    Ok(out)
+}
+
+/// Parent: 1 replica, then 3.
+pub fn run(quick: bool, envtest: &Path, work: &Path) -> Scenario {
+    let n = clusters(quick);
+    let mut s = Scenario::new(
+        "B11",
+        format!(
+            "sharded mode: {n} clusters (1 ConfigMap each, emulator in a separate mcr-envtest \
+             process over HTTPS) over 1 then 3 replicas (child processes, file provider, one \
+             ConfigMap controller, Lease timings {}); host = an emulated cluster in the runner \
+             (its request counters)",
+            if quick {
+                "4 s / 3 s / 1 s"
+            } else {
+                "15 s / 10 s / 5 s (defaults)"
+            }
+        ),
+        "<= 1 coordination write per replica per renew period; a fourth replica takes about \
+         1/4 of the clusters; everything re-owned within lease duration + sync after a kill",
+    );
+    let mut met = true;
+    for replicas in [1, 3] {
+        match one_run(quick, replicas, envtest, work) {
+            Ok(v) => {
+                let at = format!("{replicas} replica(s): ");
+                let f = |k: &str| v[k].as_f64();
+                s.metric(
+                    &format!("{at}time until every object reconciled"),
+                    f("all_reconciled_s"),
+                    "s",
+                );
+                let rss: Vec<f64> = v["rss_kib"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(Value::as_f64)
+                    .collect();
+                s.metric(
+                    &format!("{at}RSS per replica (max)"),
+                    rss.iter().copied().reduce(f64::max).map(|k| k / 1024.0),
+                    "MiB",
+                );
+                let w = f("lease_writes_per_s");
+                s.metric(&format!("{at}Lease writes on the host"), w, "/s");
+                let budget = replicas as f64 / renew_period(quick).as_secs_f64();
+                met &= w.is_some_and(|w| w <= budget * 1.05);
+                s.metric(
+                    &format!("{at}per-update latency p50"),
+                    f("latency_ms_p50"),
+                    "ms",
+                );
+                s.metric(
+                    &format!("{at}per-update latency p99"),
+                    f("latency_ms_p99"),
+                    "ms",
+                );
+                s.metric(
+                    &format!("{at}CPU per update (all replicas)"),
+                    f("cpu_us_per_update"),
+                    "us",
+                );
+                if replicas == 3 {
+                    let moved = f("moved_on_join");
+                    s.metric(&format!("{at}clusters moved when a 4th joins"), moved, "");
+                    met &= moved.is_some_and(|m| m <= n as f64 / 4.0 * 1.5);
+                    s.metric(
+                        &format!("{at}clusters the killed replica owned"),
+                        f("killed_owned"),
+                        "",
+                    );
+                    s.metric(
+                        &format!("{at}time to re-own them after kill -9"),
+                        f("reown_s"),
+                        "s",
+                    );
+                }
+                s.runs.push(v);
+            }
+            Err(err) => {
+                s.error = Some(format!("{err:#}"));
+                met = false;
+                break;
+            }
+        }
+    }
+    s.goal_met = Some(met);
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn file_provider_names_map_to_the_kubeconfig_stem() {
+        assert_eq!(
+            member("/tmp/b11-fleet/member-7.kubeconfig+member-7"),
+            "member-7"
+        );
+        assert_eq!(member("member-7"), "member-7");
+        let mut f = Fleet::default();
+        let t = Instant::now();
+        f.absorb(2, t, "SEEN /d/member-3.kubeconfig+member-3 1 500");
+        f.absorb(1, t, "SEEN /d/member-3.kubeconfig+member-3 0 600");
+        f.absorb(1, t, "OWNED 4");
+        assert_eq!(f.seen["member-3"], vec![(1, 500)]);
+        assert_eq!(f.last["member-3"].0, 1);
+        assert_eq!(f.last.len(), 1);
+    }
+}
