@@ -21,18 +21,16 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result, bail};
 use clap::Parser;
+use example_support::stamp::{ANNOTATION, stamp};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::ResourceExt;
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::api::{Api, PostParams};
 use kube::runtime::controller::Action;
 use mcr_core::shard::Ownership;
 use mcr_envtest::{Fleet, TestCluster};
 use mcr_manager::{Context, Controller, Manager, Sharding};
 use mcr_provider_file::{FileProvider, Options};
 use tokio_util::sync::CancellationToken;
-
-/// The annotation the controller writes: the replica that reconciled the object.
-const ANNOTATION: &str = "mcr.example/reconciled-by";
 
 /// Three replicas sharing an embedded fleet; one is killed.
 #[derive(Parser, Debug)]
@@ -70,20 +68,9 @@ fn short(cluster: &str) -> &str {
     cluster.rsplit('+').next().unwrap_or(cluster)
 }
 
+/// Stamps the ConfigMap with the name of the replica that reconciled it.
 async fn reconcile(cm: Arc<ConfigMap>, ctx: Context<String>) -> Result<Action, kube::Error> {
-    let replica = ctx.data().as_str();
-    if cm.annotations().get(ANNOTATION).map(String::as_str) == Some(replica) {
-        return Ok(Action::await_change());
-    }
-    let api: Api<ConfigMap> = Api::namespaced(ctx.client(), &cm.namespace().unwrap_or_default());
-    let patch = serde_json::json!({ "metadata": { "annotations": { ANNOTATION: replica } } });
-    api.patch(
-        &cm.name_any(),
-        &PatchParams::default(),
-        &Patch::Merge(&patch),
-    )
-    .await?;
-    Ok(Action::await_change())
+    stamp(&cm, &ctx, ctx.data()).await
 }
 
 fn error_policy(_: Arc<ConfigMap>, err: &kube::Error, ctx: Context<String>) -> Action {

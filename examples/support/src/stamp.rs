@@ -32,13 +32,21 @@ pub const ANNOTATION: &str = "mcr.example/reconciled-by";
 /// Writes the cluster's name into [`ANNOTATION`] unless it is there already. Inside a
 /// namespace provider's cluster the object's namespace reads `default`.
 pub async fn reconcile(cm: Arc<ConfigMap>, ctx: Context<()>) -> Result<Action, kube::Error> {
-    let cluster = ctx.cluster_name().as_str();
-    if cm.annotations().get(ANNOTATION).map(String::as_str) == Some(cluster) {
+    stamp(&cm, &ctx, ctx.cluster_name().as_str()).await
+}
+
+/// Writes `value` into [`ANNOTATION`] of `cm`, in its cluster, unless it is there already.
+pub async fn stamp<T>(
+    cm: &ConfigMap,
+    ctx: &Context<T>,
+    value: &str,
+) -> Result<Action, kube::Error> {
+    if cm.annotations().get(ANNOTATION).map(String::as_str) == Some(value) {
         return Ok(Action::await_change());
     }
-    tracing::info!(cluster, configmap = %cm.name_any(), "stamping");
+    tracing::info!(cluster = %ctx.cluster_name(), configmap = %cm.name_any(), value, "stamping");
     let api: Api<ConfigMap> = Api::namespaced(ctx.client(), &cm.namespace().unwrap_or_default());
-    let patch = serde_json::json!({ "metadata": { "annotations": { ANNOTATION: cluster } } });
+    let patch = serde_json::json!({ "metadata": { "annotations": { ANNOTATION: value } } });
     api.patch(
         &cm.name_any(),
         &PatchParams::default(),
