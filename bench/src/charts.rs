@@ -149,7 +149,7 @@ fn b4_scale(report: &Value, path: &Path) -> Result<bool> {
     Ok(true)
 }
 
-/// Every "ratio mcr / <peer>" metric of B1, B2, B2m, B8, B10, B11, B12: horizontal bars, the
+/// Every `ratio mcr / <peer>` metric of B1, B2, B2m, B8, B10, B11, B12: horizontal bars, the
 /// line at 1 is parity (below: mcr needs less).
 fn peer_ratios(report: &Value, path: &Path) -> Result<bool> {
     let mut bars: Vec<(String, f64)> = Vec::new();
