@@ -27,15 +27,17 @@ impl Manager {
     /// Starts `mcr-chaos --serve-manager dir --host-kubeconfig host` (with
     /// `--default-settings` when asked) and waits until it is ready (at most 60 s).
     pub async fn start(dir: &Path, host: &Path, default_settings: bool) -> Result<Manager> {
-        Self::start_with(dir, host, default_settings, &[]).await
+        Self::start_with(dir, host, default_settings, &[], None).await
     }
 
-    /// [`start`](Self::start) with `extra` arguments (a replica of the sharded suite).
+    /// [`start`](Self::start) with `extra` arguments (a replica of the sharded suite), its
+    /// stderr (its logs) written to `log` when given instead of this process's.
     pub async fn start_with(
         dir: &Path,
         host: &Path,
         default_settings: bool,
         extra: &[String],
+        log: Option<&Path>,
     ) -> Result<Manager> {
         let exe = std::env::current_exe().context("this program's path")?;
         let mut command = Command::new(exe);
@@ -48,10 +50,17 @@ impl Manager {
             command.arg("--default-settings");
         }
         command.args(extra);
+        let stderr = match log {
+            Some(path) => Stdio::from(
+                std::fs::File::create(path)
+                    .with_context(|| format!("creating {}", path.display()))?,
+            ),
+            None => Stdio::inherit(),
+        };
         let mut child = command
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
+            .stderr(stderr)
             .kill_on_drop(true)
             .spawn()
             .context("starting the manager process")?;

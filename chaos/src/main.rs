@@ -204,6 +204,8 @@ fn main() -> ExitCode {
         )
         // Logs go to stderr: the manager child's stdout carries its line protocol.
         .with_writer(std::io::stderr)
+        // Stamped on the spans' clock, so a replica's log lines up with every span file.
+        .with_timer(spans::Monotonic)
         .with_ansi(false)
         .init();
     let default_hook = std::panic::take_hook();

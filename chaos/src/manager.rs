@@ -47,17 +47,24 @@ struct Data {
 /// writes, so that reconciles are in flight when ownership moves.
 const SHARDED_WORK: Duration = Duration::from_millis(20);
 
-/// Copies `data.v` into the controller's annotation when they differ.
+/// Copies `data.v` into the controller's annotation when they differ (the sharded suite:
+/// after [`SHARDED_WORK`], recording the span).
 async fn reconcile(cm: Arc<ConfigMap>, ctx: Context<Data>) -> Result<Action, kube::Error> {
-    let data = ctx.data();
-    let _span = match &data.spans {
+    match ctx.data().spans.clone() {
         Some(spans) => {
-            let span = spans.start(ctx.cluster_name().as_str());
-            tokio::time::sleep(SHARDED_WORK).await;
-            Some(span)
+            let cluster = ctx.cluster_name().to_string();
+            let work = async {
+                tokio::time::sleep(SHARDED_WORK).await;
+                copy(cm, ctx).await
+            };
+            spans.record(&cluster, work).await
         }
-        None => None,
-    };
+        None => copy(cm, ctx).await,
+    }
+}
+
+async fn copy(cm: Arc<ConfigMap>, ctx: Context<Data>) -> Result<Action, kube::Error> {
+    let data = ctx.data();
     let done = match data.requeue {
         Some(after) => Action::requeue(after),
         None => Action::await_change(),

@@ -18,7 +18,18 @@
 //! opened for appending, so a process killed with SIGKILL loses at most the line it had not
 //! written yet: a start without an end, which the parent ends at the moment of the kill.
 //!
-//! Lines: `S <seq> <ns> <cluster>` (start), `E <seq> <ns>` (end), `P <ns>` (a panic).
+//! # Runs, not only spans
+//!
+//! A reconcile runs only while its future is polled. [`Spans::record`] also notes when the
+//! last poll of the reconcile ended, and writes it with the end. The parent needs it for a
+//! replica resumed after a SIGSTOP: a reconcile in flight at the stop is dropped at its first
+//! poll after the resume, when its replica's hold has lapsed (the runner checks that before
+//! polling the reconciler), so it runs none of its code after the resume. Its end is still
+//! written after the resume, but what came after the SIGCONT is a drop, not a reconcile, and
+//! the overlap check can tell the two apart (see `sharded.rs`).
+//!
+//! Lines: `S <seq> <ns> <cluster>` (start), `E <seq> <ns> <last poll ns>` (end),
+//! `P <ns>` (a panic).
 
 use std::fs::File;
 use std::io::Write as _;
@@ -37,6 +48,17 @@ pub fn now_ns() -> u64 {
     let rc = unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
     assert_eq!(rc, 0, "clock_gettime(CLOCK_MONOTONIC)");
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// A log timestamp on the spans' clock ([`now_ns`], in seconds), so that the logs of every
+/// process of a run line up with each other and with the span files.
+pub struct Monotonic;
+
+impl tracing_subscriber::fmt::time::FormatTime for Monotonic {
+    fn format_time(&self, w: &mut tracing_subscriber::fmt::format::Writer<'_>) -> std::fmt::Result {
+        let ns = now_ns();
+        write!(w, "{}.{:09}", ns / 1_000_000_000, ns % 1_000_000_000)
+    }
 }
 
 /// The span file of this replica process.
@@ -70,26 +92,40 @@ impl Spans {
         let _ = file.write_all(line.as_bytes());
     }
 
-    /// Records a reconcile of `cluster` starting now; the span ends when the guard drops.
-    pub fn start(self: &Arc<Self>, cluster: &str) -> SpanGuard {
+    /// Runs `reconcile` of `cluster`, recording its span: the start at its first poll, and
+    /// at its end (it returned or was dropped) the end of its last poll too.
+    pub async fn record<F: Future>(self: Arc<Self>, cluster: &str, reconcile: F) -> F::Output {
         let seq = self.seq.fetch_add(1, Ordering::Relaxed);
         self.line(format!("S {seq} {} {cluster}\n", now_ns()));
-        SpanGuard {
-            spans: self.clone(),
+        let mut guard = SpanGuard {
+            spans: self,
             seq,
-        }
+            last_poll: 0,
+        };
+        let mut reconcile = std::pin::pin!(reconcile);
+        std::future::poll_fn(move |cx| {
+            // The whole guard moves in (it is dropped with the future), not a copy of a field.
+            let guard = &mut guard;
+            let polled = reconcile.as_mut().poll(cx);
+            guard.last_poll = now_ns();
+            polled
+        })
+        .await
     }
 }
 
-/// Records the end of a span when dropped: the reconcile returned or was dropped.
-pub struct SpanGuard {
+/// Records the end of a span when dropped (the reconcile returned or was dropped), with the
+/// end of its last poll.
+struct SpanGuard {
     spans: Arc<Spans>,
     seq: u64,
+    last_poll: u64,
 }
 
 impl Drop for SpanGuard {
     fn drop(&mut self) {
-        self.spans.line(format!("E {} {}\n", self.seq, now_ns()));
+        let line = format!("E {} {} {}\n", self.seq, now_ns(), self.last_poll);
+        self.spans.line(line);
     }
 }
 
@@ -110,6 +146,8 @@ pub struct Span {
     pub start: u64,
     /// End (`None`: the process ended without recording it).
     pub end: Option<u64>,
+    /// When its last poll ended (with `end`): after it, none of its code ran.
+    pub last_poll: Option<u64>,
 }
 
 /// Reads a span file: the spans in order of start, and the panics recorded.
@@ -128,14 +166,17 @@ pub fn read(path: &Path) -> std::io::Result<(Vec<Span>, u64)> {
                         cluster: cluster.to_owned(),
                         start: ns,
                         end: None,
+                        last_poll: None,
                     });
                 }
             }
-            (Some("E"), Some(seq), Some(ns), None) => {
-                if let (Ok(seq), Ok(ns)) = (seq.parse::<u64>(), ns.parse())
+            (Some("E"), Some(seq), Some(ns), Some(polled)) => {
+                if let (Ok(seq), Ok(ns), Ok(polled)) =
+                    (seq.parse::<u64>(), ns.parse(), polled.parse())
                     && let Some(&i) = by_seq.get(&seq)
                 {
                     spans[i].end = Some(ns);
+                    spans[i].last_poll = Some(polled);
                 }
             }
             (Some("P"), Some(_), None, None) => panics += 1,

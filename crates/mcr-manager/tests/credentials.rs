@@ -2,9 +2,8 @@
 //! is renewed in place, renewal failing before and past expiry, then recovering, read over
 //! HTTP from `/clusters`, `/metrics` and `/readyz`, and from the log.
 
-use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Namespace;
@@ -19,38 +18,11 @@ use mcr_manager::Manager;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio_util::sync::CancellationToken;
 
+mod common;
+
+use common::Logs;
+
 const DEADLINE: Duration = Duration::from_secs(60);
-
-/// Everything logged by this test binary (one subscriber for the process).
-#[derive(Clone, Default)]
-struct Logs(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Logs {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Logs {
-    fn install() -> Logs {
-        let logs = Logs::default();
-        let writer = logs.clone();
-        tracing_subscriber::fmt()
-            .with_env_filter("warn")
-            .with_ansi(false)
-            .with_writer(move || writer.clone())
-            .init();
-        logs
-    }
-
-    fn text(&self) -> String {
-        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
-    }
-}
 
 /// Mints client certificates from the member's CA unless told to fail.
 struct Minter {
@@ -143,7 +115,7 @@ async fn expiring_and_expired_credentials_reach_clusters_metrics_and_logs() {
     if !mcr_envtest::require_emulator("client certificates are minted by the emulator") {
         return;
     }
-    let logs = Logs::install();
+    let logs = Logs::install("warn");
     let host = TestCluster::start("host").await.unwrap();
     let member = TestCluster::start_https("lapsing").await.unwrap();
     // Renewal starts at 5 % of a 10 s lifetime and fails from the start: the credentials are

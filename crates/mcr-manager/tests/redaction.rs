@@ -4,49 +4,17 @@
 
 mod common;
 
-use std::io::Write;
 use std::os::unix::process::ExitStatusExt;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
-use common::{DEADLINE, Env, create_cm, eventually};
+use common::{DEADLINE, Env, Logs, create_cm, eventually};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::client::AuthError;
 use kube::runtime::controller::Action;
 use mcr_manager::Controller;
 
 const PLANTED: &str = "planted-secret-7f3a";
-
-/// Everything logged by this test binary (one subscriber for the process).
-#[derive(Clone, Default)]
-struct Logs(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Logs {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Logs {
-    fn install() -> Logs {
-        let logs = Logs::default();
-        let writer = logs.clone();
-        tracing_subscriber::fmt()
-            .with_env_filter("debug")
-            .with_ansi(false)
-            .with_writer(move || writer.clone())
-            .init();
-        logs
-    }
-
-    fn text(&self) -> String {
-        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
-    }
-}
 
 /// What a token refresh through a failing credential command returns inside kube.
 fn auth_exec_run() -> kube::Error {
@@ -67,7 +35,7 @@ struct ReconcileError(#[source] kube::Error);
 
 #[tokio::test]
 async fn reconcile_errors_are_logged_redacted() {
-    let logs = Logs::install();
+    let logs = Logs::install("debug");
     let env = Env::start(1).await;
     create_cm(env.member("cluster-1").client(), "cm", "1").await;
     // Both shapes: the reconciler's error wrapping kube's, and kube's error itself.

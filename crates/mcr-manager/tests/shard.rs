@@ -20,7 +20,13 @@ use mcr_envtest::{Fleet, TestCluster};
 use mcr_manager::{Action, Context, Controller, Manager, Sharding};
 use tokio_util::sync::CancellationToken;
 
-use common::{create_cm, eventually, init_tracing};
+use common::{Logs, create_cm, eventually};
+
+/// The logs of this test binary (handoffs included), captured from the first test on.
+fn logs() -> &'static Logs {
+    static LOGS: std::sync::OnceLock<Logs> = std::sync::OnceLock::new();
+    LOGS.get_or_init(|| Logs::install("warn,mcr_manager=info"))
+}
 
 /// Generous: a handoff takes about the lease duration (2 s here) plus a sync.
 const DEADLINE: Duration = Duration::from_secs(60);
@@ -314,8 +320,14 @@ fn partitioned(replicas: &[&Replica], all: &BTreeSet<String>) -> bool {
     &seen == all
 }
 
-/// `r` has engaged exactly what it owns, and takes every other cluster for one of `others`'.
+/// `r` sees itself and `others` as the peers, has engaged exactly what it owns, and takes
+/// every other cluster for one of `others`'. (Without the first check, the moment a replica
+/// that started alone still claims everything, before it has seen the others, passes too.)
 fn settled(r: &Replica, all: &BTreeSet<String>, others: &[&str]) -> bool {
+    let peers = format!("mcr_shard_peers {}\n", others.len() + 1);
+    if !r.mgr.metrics().encode().contains(&peers) {
+        return false;
+    }
     let engaged: BTreeSet<String> = r
         .mgr
         .engaged_clusters()
@@ -358,7 +370,7 @@ fn show(replicas: &[&Replica]) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replicas_share_the_fleet_take_over_and_never_overlap() {
-    init_tracing();
+    logs();
     let host = TestCluster::start("host").await.unwrap();
     // Real control planes are heavy: fewer of them.
     let real = std::env::var("MCR_ENVTEST").is_ok_and(|v| v == "real");
@@ -453,6 +465,17 @@ async fn replicas_share_the_fleet_take_over_and_never_overlap() {
         killed_at.elapsed(),
         show(&[&a, &b])
     );
+    // The replicas that took r3's clusters over say so, naming the old and the new owner.
+    let text = logs().text();
+    for name in &c_had {
+        let logged = text.lines().any(|l| {
+            l.contains("handoff: cluster taken over")
+                && l.contains(&format!("cluster={name} "))
+                && l.contains("from=r3 ")
+                && (l.ends_with("to=r1") || l.ends_with("to=r2"))
+        });
+        assert!(logged, "no handoff of {name} from r3 logged:\n{text}");
+    }
     assert!(recorder.count() > reconciles, "reconciles go on");
 
     // A new replica takes its share.
@@ -541,13 +564,7 @@ impl Proxy {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_replica_cut_off_from_the_host_stops_before_another_takes_over() {
     // Each replica's runtime threads carry its name: the logs say which replica speaks.
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
-        )
-        .with_thread_names(true)
-        .with_test_writer()
-        .try_init();
+    logs();
     let host = TestCluster::start_https("host").await.unwrap();
     let real = std::env::var("MCR_ENVTEST").is_ok_and(|v| v == "real");
     let fleet = Fleet::start(if real { 4 } else { 8 }).await.unwrap();
@@ -613,7 +630,7 @@ async fn a_replica_cut_off_from_the_host_stops_before_another_takes_over() {
 /// clusters it owns, every cluster covered), a runnable that needs a leader on one replica.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn leader_only_runnables_run_once_while_every_replica_reconciles() {
-    init_tracing();
+    logs();
     let host = TestCluster::start("host").await.unwrap();
     let fleet = Fleet::start(6).await.unwrap();
     let all: BTreeSet<String> = fleet
@@ -659,7 +676,7 @@ async fn a_paused_replica_runs_no_reconcile_code_after_its_renew_deadline() {
     // not run on, not even for one poll: the new owner may be reconciling the same cluster.
     // The pause is both worker threads of r1's runtime blocked at once (nothing of r1 runs,
     // timers included, as under SIGSTOP).
-    init_tracing();
+    logs();
     let host = TestCluster::start("host").await.unwrap();
     let fleet = Fleet::start(8).await.unwrap();
     let all: BTreeSet<String> = fleet

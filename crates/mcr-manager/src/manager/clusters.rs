@@ -3,7 +3,7 @@
 
 use mcr_core::{Aware, Cluster, ClusterName, ErrorChain, FieldIndex};
 use tokio_util::sync::CancellationToken;
-use tracing::{debug, warn};
+use tracing::{debug, info, warn};
 
 use super::Manager;
 use crate::Error;
@@ -161,7 +161,13 @@ impl Aware for Manager {
         };
         // Known by the engaged name in the cache's logs and errors, and its informers'.
         cluster.cache().engaged_as(&name);
-        debug!(cluster = %name, "cluster engaged");
+        match self.inner.shard.as_ref().map(|c| (c, c.taken_from(&name))) {
+            Some((c, Some(from))) => {
+                info!(cluster = %name, from = %from, to = %c.options().identity,
+                    "handoff: cluster taken over");
+            }
+            _ => debug!(cluster = %name, "cluster engaged"),
+        }
         for runnable in runnables {
             let Some(aware) = runnable.aware() else {
                 continue;

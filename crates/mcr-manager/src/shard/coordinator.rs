@@ -41,6 +41,9 @@ struct Snapshot {
     applied: Vec<Peer>,
     /// The other live peers and the peer set each claims by.
     others: Vec<(String, Vec<Peer>)>,
+    /// The peer set this replica applied before `applied` (empty before its first): who
+    /// owned a cluster before the last change, for the handoff log.
+    previous: Vec<Peer>,
 }
 
 /// One peer's Lease as this replica last saw it.
@@ -159,6 +162,15 @@ impl Coordinator {
         }
     }
 
+    /// The peer that owned `name` under the assignment before the current one, if that was
+    /// another peer: a cluster engaged now was handed over from it.
+    pub(crate) fn taken_from(&self, name: &ClusterName) -> Option<String> {
+        let snap = self.snapshot.read().unwrap_or_else(|p| p.into_inner());
+        hrw::owner(&snap.previous, name)
+            .filter(|p| p.id != self.opts.identity)
+            .map(|p| p.id.clone())
+    }
+
     fn valid_until(&self) -> Option<Instant> {
         *self.valid_until.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -203,6 +215,8 @@ struct Run {
     /// The start of the last successful write.
     renewed: Option<Instant>,
     applied: Vec<Peer>,
+    /// The peer set applied before `applied`.
+    previous: Vec<Peer>,
 }
 
 fn seconds(d: Duration) -> i32 {
@@ -264,6 +278,7 @@ impl Run {
             mine: None,
             renewed: None,
             applied: Vec::new(),
+            previous: Vec::new(),
         }
     }
 
@@ -387,6 +402,7 @@ impl Run {
             view,
             applied: self.applied.clone(),
             others,
+            previous: self.previous.clone(),
         }
     }
 
@@ -620,6 +636,9 @@ impl Run {
             // claims at least what the published snapshot lets this replica own).
             self.applied = previous;
             return false;
+        }
+        if previous != self.applied {
+            self.previous = previous.clone();
         }
         let now = Instant::now();
         let view = self.view(now);
@@ -873,6 +892,7 @@ mod tests {
             view: ab.clone(),
             applied: ab.clone(),
             others: vec![("b".into(), ab.clone())],
+            previous: Vec::new(),
         };
         let valid = Some(Instant::now() + Duration::from_secs(60));
         for n in &names {

@@ -1,6 +1,6 @@
 //! Shared helpers of the integration tests: an envtest fleet fed to a manager through
 //! `ClustersProvider`, condition polling, and a reconcile log.
-#![allow(dead_code, missing_docs)]
+#![allow(dead_code, missing_docs, unused_imports)]
 
 use std::{
     collections::BTreeMap,
@@ -22,6 +22,40 @@ use tokio_util::sync::CancellationToken;
 pub const DEADLINE: Duration = Duration::from_secs(30);
 
 pub use mcr_envtest::wait::eventually;
+
+/// Everything logged by a test binary (one subscriber for the process: install it once).
+#[derive(Clone, Default)]
+pub struct Logs(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for Logs {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Logs {
+    /// Makes the process's subscriber write into a new `Logs`, at `filter`.
+    pub fn install(filter: &str) -> Logs {
+        let logs = Logs::default();
+        let writer = logs.clone();
+        tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_ansi(false)
+            .with_thread_names(true)
+            .with_writer(move || writer.clone())
+            .init();
+        logs
+    }
+
+    /// What was logged so far.
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
+    }
+}
 
 pub fn init_tracing() {
     let _ = tracing_subscriber::fmt()
