@@ -19,12 +19,13 @@
 //!
 //! `example-sharded replica` runs one replica, the way it is deployed: start one per process
 //! (or Pod), each with its own `--id`, the same `--group`, a host for the Leases and the same
-//! fleet directory (one kubeconfig file per member, e.g. from
-//! `cargo run -p mcr-envtest --features cli -- --clusters 6 --kubeconfig-dir ./fleet`):
+//! fleet directory (one kubeconfig file per member):
 //!
 //! ```text
-//! example-sharded replica --id replica-1 --host-kubeconfig host.kubeconfig --fleet-dir ./fleet
-//! example-sharded replica --id replica-2 --host-kubeconfig host.kubeconfig --fleet-dir ./fleet --weight 2
+//! cargo run -p mcr-envtest --features cli -- --clusters 1 --name-prefix host --kubeconfig-dir ./host
+//! cargo run -p mcr-envtest --features cli -- --clusters 6 --kubeconfig-dir ./fleet
+//! example-sharded replica --id replica-1 --host-kubeconfig host/host-1.kubeconfig --fleet-dir ./fleet
+//! example-sharded replica --id replica-2 --host-kubeconfig host/host-1.kubeconfig --fleet-dir ./fleet --weight 2
 //! ```
 //!
 //! It runs until SIGTERM or Ctrl-C (or, with `--stop-on-stdin-close`, until its standard input
