@@ -38,6 +38,7 @@ pub const PACKAGES: &[&str] = &[
     "example-multi",
     "example-capi",
     "example-cluster-inventory",
+    "example-sharded",
 ];
 
 /// What is missing to run kind clusters, in words (empty: nothing).

@@ -1,4 +1,5 @@
-//! Three replicas of one controller sharing an embedded fleet (sharded mode).
+//! Three replicas of one controller sharing an embedded fleet (sharded mode), or one replica
+//! per process, as deployed.
 //!
 //! ```text
 //! cargo run -p example-sharded                    # 6 clusters, 3 replicas, one killed
@@ -13,14 +14,36 @@
 //! example prints who owns what, kills one replica (its runtime is shut down: no goodbye, its
 //! Lease just stops being renewed) and shows the other two take its clusters over once its
 //! Lease has expired, and reconcile a ConfigMap written in every cluster afterwards.
+//!
+//! # One replica per process
+//!
+//! `example-sharded replica` runs one replica, the way it is deployed: start one per process
+//! (or Pod), each with its own `--id`, the same `--group`, a host for the Leases and the same
+//! fleet directory (one kubeconfig file per member):
+//!
+//! ```text
+//! cargo run -p mcr-envtest --features cli -- --clusters 1 --name-prefix host --kubeconfig-dir ./host
+//! cargo run -p mcr-envtest --features cli -- --clusters 6 --kubeconfig-dir ./fleet
+//! example-sharded replica --id replica-1 --host-kubeconfig host/host-1.kubeconfig --fleet-dir ./fleet
+//! example-sharded replica --id replica-2 --host-kubeconfig host/host-1.kubeconfig --fleet-dir ./fleet --weight 2
+//! ```
+//!
+//! It runs until SIGTERM or Ctrl-C (or, with `--stop-on-stdin-close`, until its standard input
+//! closes), then stops cleanly: it releases its clusters and deletes its Lease, so the others
+//! take them over at once. A replica killed instead (`kill -9`) is taken over after the lease
+//! duration (`--lease-duration`, default 15 s). `tests/processes.rs` runs three replica
+//! processes this way, on the emulator and on real control planes (`MCR_ENVTEST=real`).
+
+mod replica;
 
 use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result, bail};
-use clap::Parser;
+use clap::{Parser, Subcommand};
 use example_support::stamp::{ANNOTATION, stamp};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::ResourceExt;
@@ -32,16 +55,25 @@ use mcr_manager::{Context, Controller, Manager, Sharding};
 use mcr_provider_file::{FileProvider, Options};
 use tokio_util::sync::CancellationToken;
 
-/// Three replicas sharing an embedded fleet; one is killed.
+/// Three replicas sharing an embedded fleet; one is killed. `replica`: one replica, in this
+/// process.
 #[derive(Parser, Debug)]
 #[command(name = "example-sharded", version, about, long_about = None)]
 struct Args {
+    #[command(subcommand)]
+    command: Option<Command>,
     /// How many member clusters.
     #[arg(long, default_value_t = 6, value_parser = clap::value_parser!(u16).range(1..=30))]
     clusters: u16,
     /// How long each step may take before the example fails.
     #[arg(long, value_name = "SECONDS", default_value_t = 60)]
     step_timeout: u64,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Run one replica over a fleet directory until SIGTERM or Ctrl-C.
+    Replica(replica::Args),
 }
 
 #[tokio::main]
@@ -54,7 +86,11 @@ async fn main() -> ExitCode {
         )
         .with_writer(std::io::stderr)
         .init();
-    match run(args).await {
+    let result = match args.command {
+        Some(Command::Replica(replica)) => replica::run(replica).await,
+        None => run(args).await,
+    };
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
             eprintln!("example-sharded failed: {err:#}");
@@ -78,6 +114,25 @@ fn error_policy(_: Arc<ConfigMap>, err: &kube::Error, ctx: Context<String>) -> A
     Action::requeue(Duration::from_secs(1))
 }
 
+/// One replica: the file provider over the kubeconfig files in `dir`, and the controller that
+/// stamps every ConfigMap with the replica's identity, sharded by `sharding`.
+fn manager(host: kube::Client, dir: PathBuf, sharding: Sharding) -> Result<Manager> {
+    let id = sharding.identity_str().to_owned();
+    let provider = FileProvider::new(Options {
+        dirs: vec![dir],
+        ..Options::default()
+    });
+    let mgr = Manager::builder(host)
+        .provider(Arc::new(provider))
+        .sharding(sharding)
+        .build();
+    Controller::new(&mgr)
+        .named("stamp")
+        .for_::<ConfigMap>()
+        .register(reconcile, error_policy, Arc::new(id))?;
+    Ok(mgr)
+}
+
 /// One replica, on its own runtime (killing it shuts the runtime down).
 struct Replica {
     id: String,
@@ -87,7 +142,7 @@ struct Replica {
 }
 
 impl Replica {
-    async fn start(id: &str, host: &TestCluster, dir: &std::path::Path) -> Result<Replica> {
+    async fn start(id: &str, host: &TestCluster, dir: &Path) -> Result<Replica> {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .thread_name(id)
@@ -97,24 +152,12 @@ impl Replica {
         // Built on the replica's runtime, so its clients' tasks die with it.
         let mgr = runtime
             .spawn(async move {
-                let provider = FileProvider::new(Options {
-                    dirs: vec![dir],
-                    ..Options::default()
-                });
                 let sharding = Sharding::new("example")
                     .identity(&id2)
                     .lease_duration(Duration::from_secs(4))
                     .renew_deadline(Duration::from_secs(3))
                     .renew_period(Duration::from_secs(1));
-                let mgr = Manager::builder(host.client())
-                    .provider(Arc::new(provider))
-                    .sharding(sharding)
-                    .build();
-                Controller::new(&mgr)
-                    .named("stamp")
-                    .for_::<ConfigMap>()
-                    .register(reconcile, error_policy, Arc::new(id2))
-                    .map(|()| mgr)
+                manager(host.client(), dir, sharding)
             })
             .await??;
         let token = CancellationToken::new();
