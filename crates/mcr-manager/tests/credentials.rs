@@ -2,8 +2,8 @@
 //! is renewed in place, renewal failing before and past expiry, then recovering, read over
 //! HTTP from `/clusters`, `/metrics` and `/readyz`, and from the log.
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Namespace;

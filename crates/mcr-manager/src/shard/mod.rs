@@ -110,6 +110,13 @@
 //!   (they run on the elected replica alone); without it they run on every replica, as they
 //!   do without sharding. Losing the leader Lease stops the replica, as it does unsharded.
 //! - `mcr_shard_owned_clusters` and `mcr_shard_peers` are refreshed at every renewal.
+//!
+//! # Handoffs in the log
+//!
+//! Both sides log a handoff at INFO with `cluster`, `from` and `to`: `handoff: cluster
+//! released` when this replica gives a cluster up (`to` is the new owner when known), and
+//! `handoff: cluster taken over` when it engages a cluster that the assignment before the
+//! current one gave to another replica (`from`; a replica that died is named too).
 
 mod coordinator;
 mod hrw;
