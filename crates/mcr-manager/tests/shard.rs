@@ -307,6 +307,26 @@ impl Drop for Replica {
     }
 }
 
+/// The names of `fleet`'s clusters, each given a ConfigMap `work` to reconcile.
+async fn members(fleet: &Fleet) -> BTreeSet<String> {
+    for c in fleet.clusters() {
+        create_cm(c.client(), "work", "1").await;
+    }
+    fleet
+        .clusters()
+        .iter()
+        .map(|c| c.name().to_string())
+        .collect()
+}
+
+/// Waits until replicas `a` (r1) and `b` (r2) split the fleet, each seeing the other.
+async fn split(a: &Replica, b: &Replica, all: &BTreeSet<String>) {
+    eventually("two replicas share the fleet", DEADLINE, || {
+        partitioned(&[a, b], all) && settled(a, all, &["r2"]) && settled(b, all, &["r1"])
+    })
+    .await;
+}
+
 /// Every cluster engaged by exactly one of `replicas`.
 fn partitioned(replicas: &[&Replica], all: &BTreeSet<String>) -> bool {
     let mut seen = BTreeSet::new();
@@ -380,14 +400,7 @@ async fn replicas_share_the_fleet_take_over_and_never_overlap() {
         .and_then(|n| n.parse().ok())
         .unwrap_or(if real { 5 } else { 12 });
     let fleet = Fleet::start(n).await.unwrap();
-    let all: BTreeSet<String> = fleet
-        .clusters()
-        .iter()
-        .map(|c| c.name().to_string())
-        .collect();
-    for c in fleet.clusters() {
-        create_cm(c.client(), "work", "1").await;
-    }
+    let all = members(&fleet).await;
     let recorder = Recorder::default();
     let a = start("r1", &host, &fleet, &recorder).await;
     let b = start("r2", &host, &fleet, &recorder).await;
@@ -455,10 +468,7 @@ async fn replicas_share_the_fleet_take_over_and_never_overlap() {
     let killed_at = Instant::now();
     let c_had = c.mgr.engaged_clusters();
     c.kill();
-    eventually("r1 and r2 re-own r3's clusters", DEADLINE, || {
-        partitioned(&[&a, &b], &all) && settled(&a, &all, &["r2"]) && settled(&b, &all, &["r1"])
-    })
-    .await;
+    split(&a, &b, &all).await; // r1 and r2 re-own r3's clusters
     println!(
         "r3 killed ({} clusters): re-owned after {:?}; {}",
         c_had.len(),
@@ -568,14 +578,7 @@ async fn a_replica_cut_off_from_the_host_stops_before_another_takes_over() {
     let host = TestCluster::start_https("host").await.unwrap();
     let real = std::env::var("MCR_ENVTEST").is_ok_and(|v| v == "real");
     let fleet = Fleet::start(if real { 4 } else { 8 }).await.unwrap();
-    let all: BTreeSet<String> = fleet
-        .clusters()
-        .iter()
-        .map(|c| c.name().to_string())
-        .collect();
-    for c in fleet.clusters() {
-        create_cm(c.client(), "work", "1").await;
-    }
+    let all = members(&fleet).await;
     // r1 reaches the host through a proxy that the test cuts.
     let url = host.url().unwrap();
     let target: std::net::SocketAddr = url
@@ -591,10 +594,7 @@ async fn a_replica_cut_off_from_the_host_stops_before_another_takes_over() {
     let recorder = Recorder::default();
     let a = start_with("r1", &host, Some(yaml), &fleet, &recorder, None).await;
     let b = start("r2", &host, &fleet, &recorder).await;
-    eventually("two replicas share the fleet", DEADLINE, || {
-        partitioned(&[&a, &b], &all) && settled(&a, &all, &["r2"]) && settled(&b, &all, &["r1"])
-    })
-    .await;
+    split(&a, &b, &all).await;
     let had = a.mgr.engaged_clusters().len();
     println!("2 replicas: {}", show(&[&a, &b]));
 
@@ -614,10 +614,7 @@ async fn a_replica_cut_off_from_the_host_stops_before_another_takes_over() {
 
     // Healed: r1 comes back and takes its share again.
     proxy.cut(false);
-    eventually("r1 back with its share", DEADLINE, || {
-        partitioned(&[&a, &b], &all) && settled(&a, &all, &["r2"]) && settled(&b, &all, &["r1"])
-    })
-    .await;
+    split(&a, &b, &all).await; // r1 back with its share
     println!("healed: {}", show(&[&a, &b]));
     let overlaps = recorder.overlaps();
     assert!(overlaps.is_empty(), "overlapping reconciles: {overlaps:#?}");
@@ -633,11 +630,7 @@ async fn leader_only_runnables_run_once_while_every_replica_reconciles() {
     logs();
     let host = TestCluster::start("host").await.unwrap();
     let fleet = Fleet::start(6).await.unwrap();
-    let all: BTreeSet<String> = fleet
-        .clusters()
-        .iter()
-        .map(|c| c.name().to_string())
-        .collect();
+    let all = members(&fleet).await;
     let recorder = Recorder::default();
     let leading = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let a = start_with("r1", &host, None, &fleet, &recorder, Some(leading.clone())).await;
@@ -679,14 +672,7 @@ async fn a_paused_replica_runs_no_reconcile_code_after_its_renew_deadline() {
     logs();
     let host = TestCluster::start("host").await.unwrap();
     let fleet = Fleet::start(8).await.unwrap();
-    let all: BTreeSet<String> = fleet
-        .clusters()
-        .iter()
-        .map(|c| c.name().to_string())
-        .collect();
-    for c in fleet.clusters() {
-        create_cm(c.client(), "work", "1").await;
-    }
+    let all = members(&fleet).await;
     let recorder = Recorder::default();
     let a = start("r1", &host, &fleet, &recorder).await;
     let b = start("r2", &host, &fleet, &recorder).await;
@@ -695,10 +681,7 @@ async fn a_paused_replica_runs_no_reconcile_code_after_its_renew_deadline() {
     // Three pauses: whether a reconcile runs on after one is a race (which task the runtime
     // polls first on resume), lost by the old code in about one pause of three.
     for attempt in 1..=3 {
-        eventually("two replicas share the fleet", DEADLINE, || {
-            partitioned(&[&a, &b], &all) && settled(&a, &all, &["r2"]) && settled(&b, &all, &["r1"])
-        })
-        .await;
+        split(&a, &b, &all).await;
         let window: Arc<Mutex<Vec<(Instant, Instant)>>> = Arc::default();
         let barrier = Arc::new(std::sync::Barrier::new(2));
         let rt = a.runtime.as_ref().unwrap();
