@@ -57,6 +57,9 @@ struct Seen {
     duration: Duration,
     weight: u32,
     claim: Vec<Peer>,
+    /// A consistent list showed this version after the lease duration had passed since `at`:
+    /// the peer is gone for good, and only now is its claim disregarded.
+    gone: bool,
 }
 
 /// This replica in the sharded group; the manager's [`Sharder`].
@@ -325,6 +328,7 @@ impl Run {
                     duration,
                     weight,
                     claim,
+                    gone: false,
                 };
                 changed
             }
@@ -338,6 +342,7 @@ impl Run {
                         duration,
                         weight,
                         claim,
+                        gone: false,
                     },
                 );
                 true
@@ -391,10 +396,14 @@ impl Run {
 
     fn snapshot(&self, view: Vec<Peer>, now: Instant, active: bool) -> Snapshot {
         let me = self.me();
+        // Every other peer's claim holds until a consistent list confirmed the peer gone: a
+        // peer that only *looks* silent (this replica's watch lags, or this process was
+        // paused) may still hold what it claims. The view may drop it earlier; that only
+        // makes this replica release or wait, never engage.
         let others = self
             .peers
             .iter()
-            .filter(|(id, s)| id.as_str() != me && now.duration_since(s.at) < s.duration)
+            .filter(|(id, s)| id.as_str() != me && !s.gone)
             .map(|(id, s)| (id.clone(), s.claim.clone()))
             .collect();
         Snapshot {
@@ -414,9 +423,17 @@ impl Run {
         let list = tokio::time::timeout(timeout, self.api.list(&params))
             .await
             .map_err(|_| kube::Error::Service("listing peer leases timed out".into()))??;
-        let now = Instant::now();
+        self.listed(&list.items, Instant::now());
+        self.collect().await;
+        Ok(())
+    }
+
+    /// Takes in a consistent list of the group's Leases read at `now`: every Lease observed,
+    /// peers without one forgotten, and peers whose Lease is unchanged for their lease
+    /// duration confirmed gone.
+    fn listed(&mut self, leases: &[Lease], now: Instant) {
         let mut present = Vec::new();
-        for lease in &list.items {
+        for lease in leases {
             self.observe(lease, now);
             if let Some(id) = lease.spec.as_ref().and_then(|s| s.holder_identity.clone()) {
                 present.push(id);
@@ -424,19 +441,22 @@ impl Run {
         }
         let me = self.me().to_owned();
         self.peers.retain(|id, _| *id == me || present.contains(id));
-        self.collect(now).await;
-        Ok(())
+        for (id, s) in &mut self.peers {
+            if *id != me && now.duration_since(s.at) >= s.duration {
+                s.gone = true;
+            }
+        }
     }
 
     /// Deletes the Leases of peers gone for good (unchanged for their lease duration, as just
     /// confirmed by a consistent list), so that a replica joining later does not wait a lease
     /// duration for them. Only if unchanged since (a precondition on the resourceVersion).
-    async fn collect(&mut self, now: Instant) {
+    async fn collect(&mut self) {
         let me = self.me().to_owned();
         let gone: Vec<(String, String, String)> = self
             .peers
             .iter()
-            .filter(|(id, s)| **id != me && now.duration_since(s.at) >= s.duration)
+            .filter(|(id, s)| **id != me && s.gone)
             .map(|(id, s)| (id.clone(), s.name.clone(), s.resource_version.clone()))
             .collect();
         for (id, name, rv) in gone {
@@ -869,6 +889,41 @@ mod tests {
         assert!(run.peers.contains_key("r2"), "an older deletion: ignored");
         run.forget(&lease("21", "r1=1,r2=1"));
         assert!(!run.peers.contains_key("r2"), "a newer one: taken");
+    }
+
+    #[tokio::test]
+    async fn a_silent_peer_keeps_its_claim_until_a_consistent_list_confirms_it_gone() {
+        // Seen through the watch alone, a peer silent for longer than its lease may be alive
+        // (the watch lags, or this process was paused): it leaves the view, but its claim
+        // holds until a consistent list shows its Lease unchanged.
+        let service = tower::service_fn(|_req: http::Request<kube::client::Body>| {
+            futures::future::pending::<
+                Result<http::Response<kube::client::Body>, std::convert::Infallible>,
+            >()
+        });
+        let client = kube::Client::new(service, "default");
+        let host = mcr_core::Cluster::new(ClusterName::host(), client.clone());
+        let c = Arc::new(Coordinator::new(Sharding::new("g").identity("r1")));
+        let mut run = Run::new(c, client, Fleet::new(host));
+        let now = Instant::now();
+        let long_ago = now.checked_sub(Duration::from_secs(60)).unwrap();
+        run.observe(&lease("12", "r1=1,r2=1"), long_ago);
+        let claims = |run: &Run| -> Vec<String> {
+            let snap = run.snapshot(run.view(now), now, true);
+            snap.others.into_iter().map(|(id, _)| id).collect()
+        };
+        assert!(
+            run.view(now).iter().all(|p| p.id != "r2"),
+            "out of the view"
+        );
+        assert_eq!(claims(&run), ["r2"], "its claim holds");
+        // A consistent list shows the same version: gone, its claim disregarded.
+        run.listed(&[lease("12", "r1=1,r2=1")], now);
+        assert!(claims(&run).is_empty());
+        // Renewed since (a newer version): back, claim and all.
+        run.listed(&[lease("14", "r1=1,r2=1")], now);
+        assert_eq!(claims(&run), ["r2"]);
+        assert!(run.view(now).iter().any(|p| p.id == "r2"));
     }
 
     #[test]

@@ -40,8 +40,11 @@
 //! 3. **lists** the group's Leases with a consistent read (a quorum read on a real API
 //!    server);
 //! 4. **engages** a cluster only when the new view *and* its own claim give it the cluster,
-//!    and no other live peer's claim gives that peer the cluster (that peer has not released
-//!    it yet). As other peers release and re-claim, their Lease changes reach this peer through
+//!    and no other peer's claim gives that peer the cluster (that peer has not released it
+//!    yet). A peer's claim is disregarded only once a consistent list has shown its Lease
+//!    unchanged for its lease duration: a peer that merely looks silent through the watch
+//!    (a lagging watch, or this process paused) leaves the view, so this replica releases or
+//!    waits, but its claim still holds. As other peers release and re-claim, their Lease changes reach this peer through
 //!    the watch and the remaining clusters are engaged: no polling loop.
 //!
 //! The manager records an engagement only while this replica owns the cluster, under the same
