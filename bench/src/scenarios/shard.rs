@@ -212,6 +212,7 @@ pub(crate) enum Side {
 /// The replicas, their lines read into `fleet`.
 struct Run {
     side: Side,
+    identities: Vec<String>,
     dir: PathBuf,
     replicas: Vec<Replica>,
     fleet: Fleet,
@@ -220,7 +221,12 @@ struct Run {
 
 impl Run {
     fn start(&mut self) -> Result<()> {
-        let identity = format!("replica-{}", self.replicas.len() + 1);
+        let i = self.replicas.len();
+        let identity = self
+            .identities
+            .get(i)
+            .cloned()
+            .unwrap_or_else(|| format!("replica-{}", i + 1));
         let dir = self.dir.display().to_string();
         let session = match &self.side {
             Side::Mcr { quick } => {
@@ -437,6 +443,8 @@ pub(crate) struct Plan {
     pub window: Duration,
     /// The bound on every wait.
     pub deadline: Duration,
+    /// The replicas' identities in start order (`replica-<n>` past the end).
+    pub identities: Vec<String>,
 }
 
 /// The host's Lease writes so far (create, update, patch, delete).
@@ -459,6 +467,7 @@ pub(crate) fn measure(
     host.write_kubeconfig(&host_kubeconfig(&fleet.dir))?;
     let mut run = Run {
         side,
+        identities: plan.identities.clone(),
         dir: fleet.dir.clone(),
         replicas: Vec::new(),
         fleet: Fleet::default(),
@@ -577,6 +586,7 @@ fn one_run(quick: bool, replicas: usize, envtest: &Path, work: &Path) -> Result<
         quiet: renew_period(quick) * 3,
         window: renew_period(quick) * if quick { 3 } else { 6 },
         deadline: Duration::from_secs(if quick { 120 } else { 1200 }),
+        identities: Vec::new(),
     };
     let mut out = measure(&rt, Side::Mcr { quick }, &plan, &fleet)?;
     out["scenario"] = "b11".into();
