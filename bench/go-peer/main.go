@@ -12,6 +12,15 @@
 //	              ([[cluster, object, [[value, "unix nanos"], ...]], ...])
 //
 // The bench runner starts its loader after READY and times until DONE.
+//
+// With -sharded (B12) it is one replica of a sharded fleet instead: the same controller
+// under multicluster-runtime's sharded coordinator (pkg/manager/coordinator/sharded: a peer
+// Lease per replica, HRW assignment, a fence Lease per cluster, all at their defaults) with
+// the peer identity -identity, and it speaks B11's protocol until its stdin closes:
+//
+//	OWNED <n>                            the clusters the coordinator has engaged here,
+//	                                     whenever that number changes
+//	SEEN <cluster> <value> <unix nanos>  every reconcile
 package main
 
 import (
@@ -25,18 +34,26 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/cluster"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	mcbuilder "sigs.k8s.io/multicluster-runtime/pkg/builder"
 	mcmanager "sigs.k8s.io/multicluster-runtime/pkg/manager"
+	"sigs.k8s.io/multicluster-runtime/pkg/manager/coordinator/sharded"
+	"sigs.k8s.io/multicluster-runtime/pkg/manager/coordinator/sharded/peers"
+	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
 	mcreconcile "sigs.k8s.io/multicluster-runtime/pkg/reconcile"
 	"sigs.k8s.io/multicluster-runtime/providers/file"
 )
@@ -141,8 +158,23 @@ func main() {
 	rounds := flag.Uint64("rounds", 20, "the last value the loader writes")
 	concurrency := flag.Int("concurrency", 16, "MaxConcurrentReconciles")
 	timeout := flag.Duration("timeout", 10*time.Minute, "give up after this long")
+	shardedMode := flag.Bool("sharded", false, "run as one replica under the sharded coordinator (B12)")
+	identity := flag.String("identity", "", "-sharded: this replica's peer identity (default: the hostname, as the coordinator's own default)")
+	hostKubeconfig := flag.String("host-kubeconfig", "", "-sharded: the host cluster's kubeconfig (where the Leases live); -kubeconfig-dir and its subdirectories hold only fleet members")
+	verbose := flag.Bool("log", false, "-sharded: log the manager and the coordinator to stderr (debugging)")
 	flag.Parse()
 	ctrllog.SetLogger(logr.Discard())
+	if *shardedMode {
+		log := logr.Discard()
+		if *verbose {
+			log = funcr.New(func(prefix, args string) {
+				fmt.Fprintln(os.Stderr, prefix, args)
+			}, funcr.Options{Verbosity: 1})
+			ctrllog.SetLogger(log)
+		}
+		runSharded(*dir, *hostKubeconfig, *identity, *concurrency, log)
+		return
+	}
 
 	matches, err := filepath.Glob(filepath.Join(*dir, "*.kubeconfig"))
 	if err != nil || len(matches) == 0 {
@@ -235,5 +267,132 @@ func main() {
 		"cpu_s_ready": cpuReady, "cpu_s_done": cpuDone,
 	})
 	fmt.Printf("RESULT %s\n", out)
+	os.Exit(0)
+}
+
+// countingAware counts the clusters the coordinator has engaged in this replica (each
+// engagement's context ends when the coordinator stops the cluster here).
+type countingAware struct{ n atomic.Int64 }
+
+func (a *countingAware) Start(ctx context.Context) error {
+	<-ctx.Done()
+	return nil
+}
+
+func (a *countingAware) Engage(ctx context.Context, _ multicluster.ClusterName, _ cluster.Cluster) error {
+	a.n.Add(1)
+	go func() {
+		<-ctx.Done()
+		a.n.Add(-1)
+	}()
+	return nil
+}
+
+// runSharded is the -sharded mode (see the package docs); it returns never: the process
+// exits when its stdin closes, or is killed.
+func runSharded(dir, hostPath, identity string, concurrency int, log logr.Logger) {
+	if hostPath == "" {
+		fail("-sharded needs -host-kubeconfig")
+	}
+	var members []string
+	for _, pattern := range []string{"*.kubeconfig", "*/*.kubeconfig"} {
+		m, err := filepath.Glob(filepath.Join(dir, pattern))
+		if err != nil {
+			fail("listing %q: %v", dir, err)
+		}
+		members = append(members, m...)
+	}
+	if len(members) == 0 {
+		fail("no kubeconfig in %q or its subdirectories", dir)
+	}
+	sort.Strings(members)
+	hostCfg, err := clientcmd.BuildConfigFromFlags("", hostPath)
+	if err != nil {
+		fail("host kubeconfig %s: %v", hostPath, err)
+	}
+	// No client-side rate limit on the host, as ctrl.GetConfig sets it (QPS -1): the
+	// coordinator renews one fence Lease per owned cluster, which client-go's default 5 QPS
+	// could not keep up with at this fleet's size.
+	hostCfg.QPS = -1
+	// JSON for the Leases: client-go sends built-in types as protobuf, which the emulator
+	// decodes only for a few kinds, not Lease.
+	leaseCfg := rest.CopyConfig(hostCfg)
+	leaseCfg.ContentType = "application/json"
+	leaseCfg.AcceptContentTypes = "application/json"
+	kube, err := client.New(leaseCfg, client.Options{})
+	if err != nil {
+		fail("host client: %v", err)
+	}
+	// The default peer registry with an explicit identity (the coordinator's own default is
+	// the hostname, the same for every replica on one machine); namespace, prefix and weight
+	// are the coordinator's defaults.
+	registry := peers.NewLeaseRegistry(kube, "kube-system", "mcr-peer", identity, 1, log)
+	coordinator := sharded.New(kube, log, sharded.WithPeerRegistry(registry))
+	provider, err := file.New(file.Options{KubeconfigFiles: members})
+	if err != nil {
+		fail("file provider: %v", err)
+	}
+	mgr, err := mcmanager.New(hostCfg, provider, ctrl.Options{
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+	}, mcmanager.WithCoordinator(coordinator))
+	if err != nil {
+		fail("manager: %v", err)
+	}
+	var stdout sync.Mutex
+	reconciler := mcreconcile.Func(func(ctx context.Context, req mcreconcile.Request) (ctrl.Result, error) {
+		cl, err := mgr.GetCluster(ctx, req.ClusterName)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		cm := &corev1.ConfigMap{}
+		if err := cl.GetClient().Get(ctx, req.NamespacedName, cm); err != nil {
+			return ctrl.Result{}, nil // deleted: nothing to record
+		}
+		v, _ := strconv.ParseUint(cm.Data["v"], 10, 64)
+		stdout.Lock()
+		fmt.Printf("SEEN %s %d %d\n", req.ClusterName, v, time.Now().UnixNano())
+		stdout.Unlock()
+		return ctrl.Result{}, nil
+	})
+	err = mcbuilder.ControllerManagedBy(mgr).
+		Named("b12").
+		For(&corev1.ConfigMap{}).
+		WithOptions(controller.TypedOptions[mcreconcile.Request]{MaxConcurrentReconciles: concurrency}).
+		Complete(reconciler)
+	if err != nil {
+		fail("controller: %v", err)
+	}
+	owned := &countingAware{}
+	if err := mgr.Add(owned); err != nil {
+		fail("counting aware: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		if err := mgr.Start(ctx); err != nil && ctx.Err() == nil {
+			fail("manager stopped: %v", err)
+		}
+	}()
+	// Until stdin closes (the runner is done with this replica).
+	go func() {
+		buf := make([]byte, 64)
+		for {
+			if _, err := os.Stdin.Read(buf); err != nil {
+				cancel()
+				return
+			}
+		}
+	}()
+	last := int64(-1)
+	for ctx.Err() == nil {
+		if n := owned.n.Load(); n != last {
+			last = n
+			stdout.Lock()
+			fmt.Printf("OWNED %d\n", n)
+			stdout.Unlock()
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 	os.Exit(0)
 }

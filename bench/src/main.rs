@@ -43,11 +43,11 @@ enum Cmd {
         /// The `mcr-envtest` server binary (built with `--features cli`), for B2, B2m, B4, B5r.
         #[arg(long, default_value = "target/release/mcr-envtest")]
         envtest_bin: PathBuf,
-        /// The Go peer (`bench/go-peer`, built by `cargo xtask bench`), for B8.
+        /// The Go peer (`bench/go-peer`, built by `cargo xtask bench`), for B8 and B12.
         #[arg(long, default_value = "target/release/mcr-bench-go-peer")]
         go_peer_bin: PathBuf,
-        /// Only these scenario ids (e.g. `--only b1,b6`). B8 (the Go peer) runs in the full
-        /// suite, and with `--quick` only when named here.
+        /// Only these scenario ids (e.g. `--only b1,b6`). B8 and B12 (the Go peer) and B9
+        /// (valgrind) run in the full suite, and with `--quick` only when named here.
         #[arg(long, value_delimiter = ',')]
         only: Vec<String>,
         /// B8 against real kube-apiserver + etcd control planes (`MCR_ENVTEST=real`, 3 control
@@ -206,9 +206,9 @@ fn write_charts(
 /// Runs the suite, writes the JSON report to `out` and returns its path.
 fn all(quick: bool, out: PathBuf, bins: go_peer::Bins, only: Vec<String>) -> Result<PathBuf> {
     let named = |id: &str| only.iter().any(|o| o.eq_ignore_ascii_case(id));
-    // B8 needs the Go peer built (minutes from a cold Go cache) and B9 valgrind: neither is
-    // part of the quick smoke unless named.
-    let heavy = |id: &str| matches!(id, "b8" | "b9");
+    // B8 and B12 need the Go peer built (minutes from a cold Go cache) and B9 valgrind: none
+    // is part of the quick smoke unless named.
+    let heavy = |id: &str| matches!(id, "b8" | "b9" | "b12");
     let wanted = |id: &str| named(id) || (only.is_empty() && !(quick && heavy(id)));
     let envtest_bin = bins.envtest.clone();
     let mut report = Report {
@@ -226,8 +226,8 @@ fn all(quick: bool, out: PathBuf, bins: go_peer::Bins, only: Vec<String>) -> Res
         .unwrap_or_else(|| PathBuf::from("."));
     let suite_start = Instant::now();
     let ids: Vec<&str> = [
-        "b1", "b2", "b2m", "b3", "b3b", "b4", "b5", "b5r", "b6", "b8", "b9", "b10", "b11", "c1",
-        "e1", "e2",
+        "b1", "b2", "b2m", "b3", "b3b", "b4", "b5", "b5r", "b6", "b8", "b9", "b10", "b11", "b12",
+        "c1", "e1", "e2",
     ]
     .into_iter()
     .filter(|id| wanted(id))
@@ -269,6 +269,7 @@ fn all(quick: bool, out: PathBuf, bins: go_peer::Bins, only: Vec<String>) -> Res
             "b11" => report
                 .scenarios
                 .push(shard::run(quick, &envtest_bin, &work)),
+            "b12" => report.scenarios.push(shard_peer::run(quick, &bins, &work)),
             "c1" => report.scenarios.push(credentials::run(quick)),
             "e1" => report.scenarios.push(envtest::run_e1(quick)),
             _ => report.scenarios.push(envtest::run_e2(quick)),

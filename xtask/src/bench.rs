@@ -2,12 +2,12 @@
 //! mode and runs the suite; the report goes to `target/bench/report.json`, SVG charts of it
 //! (and of the last `cargo xtask chaos` run's recovery times) to `target/bench/charts/`.
 //!
-//! The full suite also builds the Go peer of B8 (`bench/go-peer`): its `go.mod` and `main.go`
+//! The full suite also builds the Go peer of B8 and B12 (`bench/go-peer`): its `go.mod` and `main.go`
 //! are copied into `<target>/go-peer/build`, where `go mod tidy` writes the `go.sum` (nothing
 //! generated lands in the repository) and `go build` (`GOTOOLCHAIN=local`, `CGO_ENABLED=0`)
 //! writes `<target>/release/mcr-bench-go-peer`. Go's module and build caches stay where `go
-//! env` puts them. `--quick` skips B8 (a cold Go build takes minutes) unless `--only` names
-//! it. `--real` runs B8 against real control planes (`MCR_ENVTEST=real`).
+//! env` puts them. `--quick` skips B8 and B12 (a cold Go build takes minutes) unless `--only`
+//! names them. `--real` runs B8 against real control planes (`MCR_ENVTEST=real`).
 
 use std::{path::Path, path::PathBuf, process::Command};
 
@@ -49,9 +49,9 @@ pub fn run(quick: bool, only: &[String], real: bool) -> Result<()> {
     ])?;
     let release = target.join("release");
     let named = |id: &str| only.iter().any(|o| o.eq_ignore_ascii_case(id));
-    let b8 = named("b8") || (only.is_empty() && !quick);
-    if b8 && let Err(err) = build_go_peer(&root, &target, &release.join("mcr-bench-go-peer")) {
-        eprintln!("xtask: B8 will fail, the Go peer was not built: {err:#}");
+    let go = named("b8") || named("b12") || (only.is_empty() && !quick);
+    if go && let Err(err) = build_go_peer(&root, &target, &release.join("mcr-bench-go-peer")) {
+        eprintln!("xtask: B8 and B12 will fail, the Go peer was not built: {err:#}");
     }
     let bench = release.join("mcr-bench");
     let envtest = release.join("mcr-envtest");

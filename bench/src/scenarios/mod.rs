@@ -15,4 +15,5 @@ pub mod instructions;
 pub mod multicore;
 pub mod priority;
 pub mod shard;
+pub mod shard_peer;
 pub mod watches;

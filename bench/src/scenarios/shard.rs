@@ -88,7 +88,7 @@ fn fleet_files(dir: &Path) -> Result<Vec<PathBuf>> {
     Ok(out)
 }
 
-/// The host's kubeconfig, next to the fleet's directory (not in it: the file provider reads
+/// The host's kubeconfig, next to the fleet's directory (not in it: the file providers read
 /// every kubeconfig there).
 fn host_kubeconfig(fleet: &Path) -> PathBuf {
     fleet.with_file_name("b11-host.kubeconfig")
@@ -194,42 +194,82 @@ fn member(cluster: &str) -> &str {
     file.strip_suffix(".kubeconfig").unwrap_or(file)
 }
 
+/// How the replicas of a run are started.
+#[derive(Clone, Debug)]
+pub(crate) enum Side {
+    /// `mcr-bench run-one b11 <identity>` (mcr's sharded mode, [`child`]).
+    Mcr {
+        /// The quick smoke run's short Lease timings.
+        quick: bool,
+    },
+    /// The Go peer in `-sharded` mode (multicluster-runtime's sharded coordinator, B12).
+    Go {
+        /// The Go peer binary.
+        bin: PathBuf,
+    },
+}
+
 /// The replicas, their lines read into `fleet`.
 struct Run {
+    side: Side,
+    identities: Vec<String>,
+    dir: PathBuf,
     replicas: Vec<Replica>,
     fleet: Fleet,
     names: Vec<String>,
 }
 
 impl Run {
-    fn start(&mut self, quick: bool, dir: &Path) -> Result<()> {
+    fn start(&mut self) -> Result<()> {
         let i = self.replicas.len();
-        let mut args = vec![
-            "b11".to_string(),
-            format!("replica-{}", i + 1),
-            "--kubeconfig-dir".into(),
-            dir.display().to_string(),
-        ];
-        if quick {
-            args.push("--quick".into());
-        }
+        let identity = self
+            .identities
+            .get(i)
+            .cloned()
+            .unwrap_or_else(|| format!("replica-{}", i + 1));
+        let dir = self.dir.display().to_string();
+        let session = match &self.side {
+            Side::Mcr { quick } => {
+                let mut args = vec!["b11".to_string(), identity, "--kubeconfig-dir".into(), dir];
+                if *quick {
+                    args.push("--quick".into());
+                }
+                Session::start(&args)?
+            }
+            Side::Go { bin } => Session::start_program(
+                bin,
+                &[
+                    "-sharded".into(),
+                    "-identity".into(),
+                    identity,
+                    "-kubeconfig-dir".into(),
+                    dir,
+                    "-host-kubeconfig".into(),
+                    host_kubeconfig(&self.dir).display().to_string(),
+                    "-concurrency".into(),
+                    CONCURRENCY.to_string(),
+                ],
+            )?,
+        };
         self.replicas.push(Replica {
-            session: Session::start(&args)?,
+            session,
             owned: 0,
             alive: true,
         });
         Ok(())
     }
 
-    /// Reads every replica's lines (waiting up to 50 ms for the first one's).
+    /// Reads every replica's lines (waiting up to 50 ms for the first live one's, so that a
+    /// dead first replica does not turn this into a busy loop).
     fn poll(&mut self) -> Result<()> {
+        let first = self.replicas.iter().position(|r| r.alive);
         for (i, r) in self
             .replicas
             .iter_mut()
             .enumerate()
             .filter(|(_, r)| r.alive)
         {
-            let wait = if i == 0 {
+            let wait = if Some(i) == first {
                 Duration::from_millis(50)
             } else {
                 Duration::ZERO
@@ -259,7 +299,7 @@ impl Run {
                 return Ok(Instant::now());
             }
             if Instant::now() > end {
-                bail!("B11: {what} not within {deadline:?}");
+                bail!("{what} not within {deadline:?}");
             }
         }
     }
@@ -273,9 +313,8 @@ impl Run {
     }
 
     /// Waits until the live replicas own every cluster between them and no count changed for
-    /// three renew periods; returns when it settled.
-    fn settle(&mut self, quick: bool, deadline: Duration) -> Result<Instant> {
-        let quiet = renew_period(quick) * 3;
+    /// `quiet`; returns when it settled.
+    fn settle(&mut self, quiet: Duration, deadline: Duration) -> Result<Instant> {
         let end = Instant::now() + deadline;
         let mut last = (Vec::new(), Instant::now());
         loop {
@@ -292,7 +331,7 @@ impl Run {
             }
             if Instant::now() > end {
                 bail!(
-                    "B11: the replicas did not settle within {deadline:?} (owned {:?})",
+                    "the replicas did not settle within {deadline:?} (owned {:?})",
                     last.0
                 );
             }
@@ -308,14 +347,14 @@ impl Run {
     }
 }
 
-/// A write to every cluster's object (value 1), 16 clusters at a time; returns the
+/// A write of `value` to every cluster's object, 16 clusters at a time; returns the
 /// acknowledgement time of each, by cluster.
-async fn write_all(paths: &[PathBuf]) -> Result<HashMap<String, u128>> {
+async fn write_all(paths: &[PathBuf], value: u64) -> Result<HashMap<String, u128>> {
     let acks = stream::iter(paths.iter().cloned())
         .map(|path| async move {
             let client = remote::client_for(&path).await?;
             let api: Api<ConfigMap> = Api::namespaced(client, load::NS);
-            load::write(&api, &load::object_name(0), 1).await?;
+            load::write(&api, &load::object_name(0), value).await?;
             let at = stamp::now_nanos();
             let name = path
                 .file_stem()
@@ -330,55 +369,124 @@ async fn write_all(paths: &[PathBuf]) -> Result<HashMap<String, u128>> {
     Ok(acks.into_iter().collect())
 }
 
-/// One fleet over `n` replicas (and with 3, a join and a kill).
-fn one_run(quick: bool, replicas: usize, envtest: &Path, work: &Path) -> Result<Value> {
-    let n = clusters(quick);
-    let dir = work.join("b11-fleet");
-    let _ = std::fs::remove_dir_all(&dir);
-    let mut servers = Vec::new();
-    for (i, first) in (0..n).step_by(PER_SERVER).enumerate() {
-        let count = PER_SERVER.min(n - first);
-        let shard = dir.join(format!("shard-{i}"));
-        servers.push(Server::start_named(
-            envtest,
-            count,
-            &shard,
-            &format!("s{i}"),
-        )?);
-    }
-    let rt = tokio::runtime::Runtime::new()?;
-    let host = rt.block_on(TestCluster::start_https("b11-host"))?;
-    host.write_kubeconfig(&host_kubeconfig(&dir))?;
-    let paths = fleet_files(&dir)?;
-    rt.block_on(async {
-        let mut clients = Vec::new();
-        for p in &paths {
-            clients.push(remote::client_for(p).await?);
+/// A fleet of `n` clusters (one ConfigMap each) served by `mcr-envtest` processes, its
+/// kubeconfigs under `dir`; the servers stop when it is dropped.
+pub(crate) struct FleetSetup {
+    _servers: Vec<Server>,
+    dir: PathBuf,
+    paths: Vec<PathBuf>,
+    names: Vec<String>,
+}
+
+impl FleetSetup {
+    /// Starts the servers of `n` clusters under `work/<name>` and creates every object.
+    pub(crate) fn start(
+        rt: &tokio::runtime::Runtime,
+        n: usize,
+        envtest: &Path,
+        work: &Path,
+        name: &str,
+    ) -> Result<FleetSetup> {
+        let dir = work.join(name);
+        let _ = std::fs::remove_dir_all(&dir);
+        let mut servers = Vec::new();
+        for (i, first) in (0..n).step_by(PER_SERVER).enumerate() {
+            let count = PER_SERVER.min(n - first);
+            let shard = dir.join(format!("shard-{i}"));
+            servers.push(Server::start_named(
+                envtest,
+                count,
+                &shard,
+                &format!("s{i}"),
+            )?);
         }
-        remote::populate_fleet(clients, 1).await
-    })?;
-    let names: Vec<String> = paths
+        let paths = fleet_files(&dir)?;
+        rt.block_on(async {
+            let mut clients = Vec::new();
+            for p in &paths {
+                clients.push(remote::client_for(p).await?);
+            }
+            remote::populate_fleet(clients, 1).await
+        })?;
+        let names = paths
+            .iter()
+            .filter_map(|p| p.file_stem()?.to_str().map(str::to_owned))
+            .collect();
+        Ok(FleetSetup {
+            _servers: servers,
+            dir,
+            paths,
+            names,
+        })
+    }
+
+    /// Member clusters.
+    pub(crate) fn len(&self) -> usize {
+        self.names.len()
+    }
+}
+
+/// What one run over a fleet does.
+#[derive(Clone, Debug)]
+pub(crate) struct Plan {
+    /// Replicas started at once.
+    pub replicas: usize,
+    /// The value the latency phase writes into every object (above any earlier run's).
+    pub value: u64,
+    /// A replica more joins once settled (clusters it takes = clusters moved).
+    pub join: bool,
+    /// The replica owning most (of the first `replicas`) is killed with SIGKILL.
+    pub kill: bool,
+    /// No owned count may change for this long before the replicas count as settled.
+    pub quiet: Duration,
+    /// The steady-state window over which the host's Lease writes are counted.
+    pub window: Duration,
+    /// The bound on every wait.
+    pub deadline: Duration,
+    /// The replicas' identities in start order (`replica-<n>` past the end).
+    pub identities: Vec<String>,
+}
+
+/// The host's Lease writes so far (create, update, patch, delete).
+fn lease_writes(host: &TestCluster) -> u64 {
+    ["create", "update", "patch", "delete"]
         .iter()
-        .filter_map(|p| p.file_stem()?.to_str().map(str::to_owned))
-        .collect();
+        .map(|v| host.request_count(v, "leases"))
+        .sum()
+}
+
+/// One run of `side` over `fleet` with a fresh host cluster (in this process, HTTPS).
+pub(crate) fn measure(
+    rt: &tokio::runtime::Runtime,
+    side: Side,
+    plan: &Plan,
+    fleet: &FleetSetup,
+) -> Result<Value> {
+    let n = fleet.len();
+    let host = rt.block_on(TestCluster::start_https("b11-host"))?;
+    host.write_kubeconfig(&host_kubeconfig(&fleet.dir))?;
     let mut run = Run {
+        side,
+        identities: plan.identities.clone(),
+        dir: fleet.dir.clone(),
         replicas: Vec::new(),
         fleet: Fleet::default(),
-        names,
+        names: fleet.names.clone(),
     };
-    let deadline = Duration::from_secs(if quick { 120 } else { 1200 });
+    let deadline = plan.deadline;
     let started = Instant::now();
-    for _ in 0..replicas {
-        run.start(quick, &dir)?;
+    for _ in 0..plan.replicas {
+        run.start()?;
     }
     let all = run.until("every object reconciled", deadline, |r| {
         r.fleet.last.len() == r.names.len()
     })?;
     let mut out = json!({
-        "scenario": "b11", "clusters": n, "replicas": replicas,
+        "clusters": n, "replicas": plan.replicas,
         "all_reconciled_s": all.duration_since(started).as_secs_f64(),
     });
-    run.settle(quick, deadline)?;
+    run.settle(plan.quiet, deadline)?;
+    out["settled_s"] = started.elapsed().as_secs_f64().into();
     out["rss_kib"] = run
         .pids()
         .iter()
@@ -391,50 +499,48 @@ fn one_run(quick: bool, replicas: usize, envtest: &Path, work: &Path) -> Result<
         .map(|r| r.owned)
         .collect::<Vec<_>>()
         .into();
-    // Steady state: the host's Lease writes over a window of several renew periods.
-    let window = renew_period(quick) * if quick { 3 } else { 6 };
-    let writes = |h: &TestCluster| {
-        ["create", "update", "patch", "delete"]
-            .iter()
-            .map(|v| h.request_count(v, "leases"))
-            .sum::<u64>()
-    };
-    let before = writes(&host);
+    // Steady state: the host's Lease writes over the window.
+    let before = lease_writes(&host);
     let t0 = Instant::now();
-    while t0.elapsed() < window {
+    while t0.elapsed() < plan.window {
         run.poll()?;
     }
-    let per_s = (writes(&host) - before) as f64 / t0.elapsed().as_secs_f64();
+    let per_s = (lease_writes(&host) - before) as f64 / t0.elapsed().as_secs_f64();
     out["lease_writes_per_s"] = per_s.into();
     // Per-update latency: one write to every object.
     let cpu0: f64 = run.pids().iter().map(|&p| pid_cpu_seconds(p)).sum();
-    let acks = rt.block_on(write_all(&paths))?;
+    let value = plan.value;
+    let acks = rt.block_on(write_all(&fleet.paths, value))?;
     run.until("every write reconciled", deadline, |r| {
         r.names.iter().all(|c| {
             r.fleet
                 .seen
                 .get(c)
-                .is_some_and(|l| l.iter().any(|(v, _)| *v >= 1))
+                .is_some_and(|l| l.iter().any(|(v, _)| *v >= value))
         })
     })?;
     let cpu1: f64 = run.pids().iter().map(|&p| pid_cpu_seconds(p)).sum();
     let lat: Vec<Duration> = acks
         .iter()
         .filter_map(|(c, &ack)| {
-            let seen = run.fleet.seen.get(c)?.iter().find(|(v, _)| *v >= 1)?.1;
+            let seen = run.fleet.seen.get(c)?.iter().find(|(v, _)| *v >= value)?.1;
             Some(stamp::since(ack, seen))
         })
         .collect();
     out["latency_ms_p50"] = stats::percentile(&lat, 50.0).map(stats::ms).into();
     out["latency_ms_p99"] = stats::percentile(&lat, 99.0).map(stats::ms).into();
     out["cpu_us_per_update"] = ((cpu1 - cpu0) * 1e6 / acks.len().max(1) as f64).into();
-    if replicas == 3 {
-        // A fourth replica joins: the clusters it takes over are the ones that moved.
-        run.start(quick, &dir)?;
-        run.settle(quick, deadline)?;
-        out["moved_on_join"] = run.replicas[3].owned.into();
+    if plan.join {
+        // One more replica joins: the clusters it takes over are the ones that moved.
+        run.start()?;
+        run.settle(plan.quiet, deadline)?;
+        out["moved_on_join"] = run.replicas[plan.replicas].owned.into();
+    }
+    if plan.kill {
         // The replica owning most clusters is killed.
-        let victim = (0..3).max_by_key(|&i| run.replicas[i].owned).unwrap_or(0);
+        let victim = (0..plan.replicas)
+            .max_by_key(|&i| run.replicas[i].owned)
+            .unwrap_or(0);
         let lost: Vec<String> = run
             .fleet
             .last
@@ -442,6 +548,7 @@ fn one_run(quick: bool, replicas: usize, envtest: &Path, work: &Path) -> Result<
             .filter(|(_, (r, _))| *r == victim)
             .map(|(c, _)| c.clone())
             .collect();
+        let writes = lease_writes(&host);
         let killed = Instant::now();
         run.replicas[victim].session.kill()?;
         run.replicas[victim].alive = false;
@@ -459,11 +566,30 @@ fn one_run(quick: bool, replicas: usize, envtest: &Path, work: &Path) -> Result<
         )?;
         out["killed_owned"] = lost.len().into();
         out["reown_s"] = back.duration_since(killed).as_secs_f64().into();
+        out["reown_lease_writes"] = (lease_writes(&host) - writes).into();
     }
     for r in run.replicas.iter_mut().filter(|r| r.alive) {
         let _ = r.session.kill();
     }
-    drop(servers);
+    Ok(out)
+}
+
+/// One fleet over `n` replicas (and with 3, a join and a kill).
+fn one_run(quick: bool, replicas: usize, envtest: &Path, work: &Path) -> Result<Value> {
+    let rt = tokio::runtime::Runtime::new()?;
+    let fleet = FleetSetup::start(&rt, clusters(quick), envtest, work, "b11-fleet")?;
+    let plan = Plan {
+        replicas,
+        value: 1,
+        join: replicas == 3,
+        kill: replicas == 3,
+        quiet: renew_period(quick) * 3,
+        window: renew_period(quick) * if quick { 3 } else { 6 },
+        deadline: Duration::from_secs(if quick { 120 } else { 1200 }),
+        identities: Vec::new(),
+    };
+    let mut out = measure(&rt, Side::Mcr { quick }, &plan, &fleet)?;
+    out["scenario"] = "b11".into();
     Ok(out)
 }
 
