@@ -146,6 +146,24 @@ func cpuSeconds() float64 {
 	return float64(utime+stime) / 100
 }
 
+// valueReconciler reads each ConfigMap's "v" and hands it to record with the cluster and
+// the object's name (a deleted object records nothing).
+func valueReconciler(mgr mcmanager.Manager, record func(cluster, name string, v uint64)) mcreconcile.Func {
+	return func(ctx context.Context, req mcreconcile.Request) (ctrl.Result, error) {
+		cl, err := mgr.GetCluster(ctx, req.ClusterName)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		cm := &corev1.ConfigMap{}
+		if err := cl.GetClient().Get(ctx, req.NamespacedName, cm); err != nil {
+			return ctrl.Result{}, nil // deleted: nothing to record
+		}
+		v, _ := strconv.ParseUint(cm.Data["v"], 10, 64)
+		record(string(req.ClusterName), req.Name, v)
+		return ctrl.Result{}, nil
+	}
+}
+
 func fail(format string, args ...any) {
 	fmt.Fprintf(os.Stderr, "go-peer: "+format+"\n", args...)
 	os.Exit(1)
@@ -206,18 +224,8 @@ func main() {
 
 	p := &probe{seen: map[string]uint64{}, rises: map[rise][][2]any{}}
 	initial := p.expect(0, len(members)**objects)
-	reconciler := mcreconcile.Func(func(ctx context.Context, req mcreconcile.Request) (ctrl.Result, error) {
-		cl, err := mgr.GetCluster(ctx, req.ClusterName)
-		if err != nil {
-			return ctrl.Result{}, err
-		}
-		cm := &corev1.ConfigMap{}
-		if err := cl.GetClient().Get(ctx, req.NamespacedName, cm); err != nil {
-			return ctrl.Result{}, nil // deleted: nothing to record
-		}
-		v, _ := strconv.ParseUint(cm.Data["v"], 10, 64)
-		p.observe(string(req.ClusterName), req.Name, v)
-		return ctrl.Result{}, nil
+	reconciler := valueReconciler(mgr, func(cluster, name string, v uint64) {
+		p.observe(cluster, name, v)
 	})
 	err = mcbuilder.ControllerManagedBy(mgr).
 		Named("bench-0").
@@ -340,20 +348,10 @@ func runSharded(dir, hostPath, identity string, concurrency int, log logr.Logger
 		fail("manager: %v", err)
 	}
 	var stdout sync.Mutex
-	reconciler := mcreconcile.Func(func(ctx context.Context, req mcreconcile.Request) (ctrl.Result, error) {
-		cl, err := mgr.GetCluster(ctx, req.ClusterName)
-		if err != nil {
-			return ctrl.Result{}, err
-		}
-		cm := &corev1.ConfigMap{}
-		if err := cl.GetClient().Get(ctx, req.NamespacedName, cm); err != nil {
-			return ctrl.Result{}, nil // deleted: nothing to record
-		}
-		v, _ := strconv.ParseUint(cm.Data["v"], 10, 64)
+	reconciler := valueReconciler(mgr, func(cluster, _ string, v uint64) {
 		stdout.Lock()
-		fmt.Printf("SEEN %s %d %d\n", req.ClusterName, v, time.Now().UnixNano())
+		fmt.Printf("SEEN %s %d %d\n", cluster, v, time.Now().UnixNano())
 		stdout.Unlock()
-		return ctrl.Result{}, nil
 	})
 	err = mcbuilder.ControllerManagedBy(mgr).
 		Named("b12").

@@ -833,6 +833,19 @@ mod tests {
         );
     }
 
+    /// Replica r1's protocol state over a host that never answers (these tests call no API).
+    fn idle_run() -> Run {
+        let service = tower::service_fn(|_req: http::Request<kube::client::Body>| {
+            futures::future::pending::<
+                Result<http::Response<kube::client::Body>, std::convert::Infallible>,
+            >()
+        });
+        let client = kube::Client::new(service, "default");
+        let host = mcr_core::Cluster::new(ClusterName::host(), client.clone());
+        let c = Arc::new(Coordinator::new(Sharding::new("g").identity("r1")));
+        Run::new(c, client, Fleet::new(host))
+    }
+
     fn lease(rv: &str, claim: &str) -> Lease {
         Lease {
             metadata: ObjectMeta {
@@ -854,15 +867,7 @@ mod tests {
         // A watch that resumes after a partition replays the events it missed, in order:
         // older versions of a peer's Lease can arrive after a consistent list showed a newer
         // one. Taking them would regress the peer's claim to one it has since widened.
-        let service = tower::service_fn(|_req: http::Request<kube::client::Body>| {
-            futures::future::pending::<
-                Result<http::Response<kube::client::Body>, std::convert::Infallible>,
-            >()
-        });
-        let client = kube::Client::new(service, "default");
-        let host = mcr_core::Cluster::new(ClusterName::host(), client.clone());
-        let c = Arc::new(Coordinator::new(Sharding::new("g").identity("r1")));
-        let mut run = Run::new(c, client, Fleet::new(host));
+        let mut run = idle_run();
         let now = Instant::now();
         assert!(run.observe(&lease("12", "r1=1,r2=1"), now));
         assert!(!run.observe(&lease("9", "r2=1"), now), "older: ignored");
@@ -875,15 +880,7 @@ mod tests {
     async fn a_replayed_deletion_of_an_older_lease_is_ignored() {
         // A resumed watch replays the deletion of a peer's old Lease after a consistent list
         // showed the Lease it created since: the peer is still there, with its claim.
-        let service = tower::service_fn(|_req: http::Request<kube::client::Body>| {
-            futures::future::pending::<
-                Result<http::Response<kube::client::Body>, std::convert::Infallible>,
-            >()
-        });
-        let client = kube::Client::new(service, "default");
-        let host = mcr_core::Cluster::new(ClusterName::host(), client.clone());
-        let c = Arc::new(Coordinator::new(Sharding::new("g").identity("r1")));
-        let mut run = Run::new(c, client, Fleet::new(host));
+        let mut run = idle_run();
         assert!(run.observe(&lease("20", "r1=1,r2=1"), Instant::now()));
         run.forget(&lease("15", "r2=1"));
         assert!(run.peers.contains_key("r2"), "an older deletion: ignored");
@@ -896,15 +893,7 @@ mod tests {
         // Seen through the watch alone, a peer silent for longer than its lease may be alive
         // (the watch lags, or this process was paused): it leaves the view, but its claim
         // holds until a consistent list shows its Lease unchanged.
-        let service = tower::service_fn(|_req: http::Request<kube::client::Body>| {
-            futures::future::pending::<
-                Result<http::Response<kube::client::Body>, std::convert::Infallible>,
-            >()
-        });
-        let client = kube::Client::new(service, "default");
-        let host = mcr_core::Cluster::new(ClusterName::host(), client.clone());
-        let c = Arc::new(Coordinator::new(Sharding::new("g").identity("r1")));
-        let mut run = Run::new(c, client, Fleet::new(host));
+        let mut run = idle_run();
         let now = Instant::now();
         let long_ago = now.checked_sub(Duration::from_secs(60)).unwrap();
         run.observe(&lease("12", "r1=1,r2=1"), long_ago);
