@@ -146,6 +146,23 @@ func cpuSeconds() float64 {
 	return float64(utime+stime) / 100
 }
 
+// newManager runs the file provider over the members' kubeconfig files, with no metrics or
+// health endpoints; it exits on an error.
+func newManager(hostCfg *rest.Config, members []string, opts ...mcmanager.Option) mcmanager.Manager {
+	provider, err := file.New(file.Options{KubeconfigFiles: members})
+	if err != nil {
+		fail("file provider: %v", err)
+	}
+	mgr, err := mcmanager.New(hostCfg, provider, ctrl.Options{
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+	}, opts...)
+	if err != nil {
+		fail("manager: %v", err)
+	}
+	return mgr
+}
+
 // valueReconciler reads each ConfigMap's "v" and hands it to record with the cluster and
 // the object's name (a deleted object records nothing).
 func valueReconciler(mgr mcmanager.Manager, record func(cluster, name string, v uint64)) mcreconcile.Func {
@@ -210,17 +227,7 @@ func main() {
 	if err != nil {
 		fail("host kubeconfig %s: %v", hostPath, err)
 	}
-	provider, err := file.New(file.Options{KubeconfigFiles: members})
-	if err != nil {
-		fail("file provider: %v", err)
-	}
-	mgr, err := mcmanager.New(hostCfg, provider, ctrl.Options{
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-	})
-	if err != nil {
-		fail("manager: %v", err)
-	}
+	mgr := newManager(hostCfg, members)
 
 	p := &probe{seen: map[string]uint64{}, rises: map[rise][][2]any{}}
 	initial := p.expect(0, len(members)**objects)
@@ -336,17 +343,7 @@ func runSharded(dir, hostPath, identity string, concurrency int, log logr.Logger
 	// are the coordinator's defaults.
 	registry := peers.NewLeaseRegistry(kube, "kube-system", "mcr-peer", identity, 1, log)
 	coordinator := sharded.New(kube, log, sharded.WithPeerRegistry(registry))
-	provider, err := file.New(file.Options{KubeconfigFiles: members})
-	if err != nil {
-		fail("file provider: %v", err)
-	}
-	mgr, err := mcmanager.New(hostCfg, provider, ctrl.Options{
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-	}, mcmanager.WithCoordinator(coordinator))
-	if err != nil {
-		fail("manager: %v", err)
-	}
+	mgr := newManager(hostCfg, members, mcmanager.WithCoordinator(coordinator))
 	var stdout sync.Mutex
 	reconciler := valueReconciler(mgr, func(cluster, _ string, v uint64) {
 		stdout.Lock()

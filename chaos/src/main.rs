@@ -139,16 +139,8 @@ fn serve(
             }
         },
     };
-    let rt = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(err) => {
-            eprintln!("chaos manager: no tokio runtime: {err}");
-            return ExitCode::FAILURE;
-        }
+    let Some(rt) = runtime() else {
+        return ExitCode::FAILURE;
     };
     match rt.block_on(manager::serve(dir, host, default_settings, replica, panics)) {
         Ok(()) => ExitCode::SUCCESS,
@@ -159,22 +151,29 @@ fn serve(
     }
 }
 
+/// The suite's runtime (two workers, as the machine has); `None` after saying why not.
+fn runtime() -> Option<tokio::runtime::Runtime> {
+    match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => Some(rt),
+        Err(err) => {
+            eprintln!("chaos: no tokio runtime: {err}");
+            None
+        }
+    }
+}
+
 /// The sharded suite (`--replicas`).
 fn sharded_main(args: &Args, replicas: usize, seed: u64) -> ExitCode {
     println!(
         "mcr chaos (sharded): {} clusters, {replicas} replicas, {} min, seed {seed} (repeat the plan with --seed {seed})",
         args.clusters, args.minutes
     );
-    let rt = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(err) => {
-            eprintln!("chaos: no tokio runtime: {err}");
-            return ExitCode::FAILURE;
-        }
+    let Some(rt) = runtime() else {
+        return ExitCode::FAILURE;
     };
     let result = rt.block_on(sharded::run(args, replicas, seed));
     rt.shutdown_timeout(std::time::Duration::from_secs(5));
@@ -235,16 +234,8 @@ fn main() -> ExitCode {
         "mcr chaos: {} clusters, {} min, {settings}, seed {seed} (repeat the plan with --seed {seed})",
         args.clusters, args.minutes
     );
-    let world_rt = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(err) => {
-            eprintln!("chaos: no tokio runtime: {err}");
-            return ExitCode::FAILURE;
-        }
+    let Some(world_rt) = runtime() else {
+        return ExitCode::FAILURE;
     };
     let mut report = report::Report {
         seed,
