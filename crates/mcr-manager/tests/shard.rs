@@ -169,7 +169,44 @@ fn sharding(id: &str) -> Sharding {
 }
 
 async fn start(id: &str, host: &TestCluster, fleet: &Fleet, recorder: &Recorder) -> Replica {
-    start_with(id, host, None, fleet, recorder, None).await
+    start_with(id, host, HostVia::Direct, fleet, recorder, None).await
+}
+
+/// How a replica reaches the host.
+enum HostVia {
+    /// The host's own client.
+    Direct,
+    /// A kubeconfig (e.g. through a proxy).
+    Kubeconfig(String),
+    /// The host's client, with every list and watch of Leases refused with 403, as a Role
+    /// without `list` and `watch` on Leases would have it (gets and writes go through).
+    NoLeaseList,
+}
+
+/// The host's client, answering a list or watch of Leases with 403 Forbidden itself.
+fn refusing_lease_lists(inner: kube::Client) -> kube::Client {
+    let service = tower::service_fn(move |req: http::Request<kube::client::Body>| {
+        let inner = inner.clone();
+        async move {
+            if req.method() == http::Method::GET && req.uri().path().ends_with("/leases") {
+                let status = serde_json::json!({
+                    "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                    "message": "leases.coordination.k8s.io is forbidden: cannot list resource \"leases\"",
+                    "reason": "Forbidden", "code": 403
+                });
+                let body = kube::client::Body::from(serde_json::to_vec(&status).unwrap());
+                let mut resp = http::Response::new(body);
+                *resp.status_mut() = http::StatusCode::FORBIDDEN;
+                resp.headers_mut().insert(
+                    http::header::CONTENT_TYPE,
+                    http::HeaderValue::from_static("application/json"),
+                );
+                return Ok::<_, kube::Error>(resp);
+            }
+            inner.send(req).await
+        }
+    });
+    kube::Client::new(service, "default")
 }
 
 /// A runnable that needs a leader: counts the replicas running it right now.
@@ -196,7 +233,7 @@ impl mcr_manager::Runnable for LeaderOnly {
 async fn start_with(
     id: &str,
     host: &TestCluster,
-    host_kubeconfig: Option<String>,
+    host_via: HostVia,
     fleet: &Fleet,
     recorder: &Recorder,
     leader_only: Option<Arc<std::sync::atomic::AtomicUsize>>,
@@ -224,9 +261,10 @@ async fn start_with(
                     .await
                     .unwrap();
             }
-            let host_client = match host_kubeconfig {
-                None => host.client(),
-                Some(yaml) => {
+            let host_client = match host_via {
+                HostVia::Direct => host.client(),
+                HostVia::NoLeaseList => refusing_lease_lists(host.client()),
+                HostVia::Kubeconfig(yaml) => {
                     let kc = kube::config::Kubeconfig::from_yaml(&yaml).unwrap();
                     let config = kube::Config::from_custom_kubeconfig(kc, &Default::default())
                         .await
@@ -592,7 +630,7 @@ async fn a_replica_cut_off_from_the_host_stops_before_another_takes_over() {
         &format!("https://{}", proxy.addr),
     );
     let recorder = Recorder::default();
-    let a = start_with("r1", &host, Some(yaml), &fleet, &recorder, None).await;
+    let a = start_with("r1", &host, HostVia::Kubeconfig(yaml), &fleet, &recorder, None).await;
     let b = start("r2", &host, &fleet, &recorder).await;
     split(&a, &b, &all).await;
     let had = a.mgr.engaged_clusters().len();
@@ -633,8 +671,8 @@ async fn leader_only_runnables_run_once_while_every_replica_reconciles() {
     let all = members(&fleet).await;
     let recorder = Recorder::default();
     let leading = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let a = start_with("r1", &host, None, &fleet, &recorder, Some(leading.clone())).await;
-    let b = start_with("r2", &host, None, &fleet, &recorder, Some(leading.clone())).await;
+    let a = start_with("r1", &host, HostVia::Direct, &fleet, &recorder, Some(leading.clone())).await;
+    let b = start_with("r2", &host, HostVia::Direct, &fleet, &recorder, Some(leading.clone())).await;
     eventually(
         "the fleet split over both replicas, one leader",
         DEADLINE,
@@ -735,4 +773,181 @@ async fn bad_settings_are_refused() {
     let mgr = Manager::builder(host.client()).sharding(bad).build();
     let err = mgr.run_until(CancellationToken::new()).await.unwrap_err();
     assert!(err.to_string().contains("lease_duration"), "{err}");
+}
+
+/// Which replica engaged each cluster, and which instance (a cluster released and engaged
+/// again is a new instance).
+fn instances(replicas: &[&Replica]) -> BTreeMap<String, (String, mcr_core::ClusterId)> {
+    let mut out = BTreeMap::new();
+    for r in replicas {
+        for name in r.mgr.engaged_clusters() {
+            if let Ok(c) = r.mgr.fleet().get(&name) {
+                out.insert(name.to_string(), (r.id.clone(), c.id()));
+            }
+        }
+    }
+    out
+}
+
+/// The clusters of `before` that kept their replica but were engaged again (a new instance),
+/// and how many changed replica.
+fn reengaged(
+    before: &BTreeMap<String, (String, mcr_core::ClusterId)>,
+    after: &BTreeMap<String, (String, mcr_core::ClusterId)>,
+) -> (Vec<String>, usize) {
+    let mut again = Vec::new();
+    let mut moved = 0;
+    for (name, (owner, id)) in before {
+        match after.get(name) {
+            Some((o, i)) if o == owner && i != id => again.push(name.clone()),
+            Some((o, _)) if o != owner => moved += 1,
+            _ => {}
+        }
+    }
+    (again, moved)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_joining_replica_moves_only_its_share() {
+    // A replica that starts lists its peers before it claims anything: the replicas already
+    // there keep every cluster the newcomer does not take, engaged as it was (same instance).
+    logs();
+    let host = TestCluster::start("host").await.unwrap();
+    let fleet = Fleet::start(12).await.unwrap();
+    let all = members(&fleet).await;
+    let recorder = Recorder::default();
+    let a = start("r1", &host, &fleet, &recorder).await;
+    let b = start("r2", &host, &fleet, &recorder).await;
+    split(&a, &b, &all).await;
+    let before = instances(&[&a, &b]);
+
+    // Manager::cluster answers NotOwned for another replica's cluster, naming the owner
+    // (it does not fall back to the provider, which holds every cluster).
+    for theirs in b.mgr.engaged_clusters() {
+        match a.mgr.cluster(theirs.clone()).await {
+            Err(mcr_core::Error::NotOwned { owner, .. }) => {
+                assert_eq!(owner.as_deref(), Some("r2"), "{theirs}")
+            }
+            Err(other) => panic!("{theirs}: {other}"),
+            Ok(_) => panic!("{theirs}: r1 handed out r2's cluster"),
+        }
+    }
+
+    let c = start("r3", &host, &fleet, &recorder).await;
+    eventually("three replicas share the fleet", DEADLINE, || {
+        partitioned(&[&a, &b, &c], &all)
+            && settled(&a, &all, &["r2", "r3"])
+            && settled(&b, &all, &["r1", "r3"])
+            && settled(&c, &all, &["r1", "r2"])
+    })
+    .await;
+    let (again, moved) = reengaged(&before, &instances(&[&a, &b, &c]));
+    println!("r3 joined: {moved} clusters moved; {}", show(&[&a, &b, &c]));
+    assert!(moved > 0, "r3 took no share");
+    assert!(
+        again.is_empty(),
+        "clusters that kept their replica were released and engaged again: {again:?}"
+    );
+    let overlaps = recorder.overlaps();
+    assert!(overlaps.is_empty(), "overlapping reconciles: {overlaps:#?}");
+    a.stop().await;
+    b.stop().await;
+    c.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_that_cannot_list_its_peers_claims_nothing() {
+    // r3's Role lacks list and watch on Leases: it never learns its peers, so it must never
+    // claim (its claim would be "everything", and renewed forever: the fleet orphaned). r1 and
+    // r2 keep their clusters engaged as they were, and r3 says why at WARN.
+    logs();
+    let host = TestCluster::start("host").await.unwrap();
+    let fleet = Fleet::start(8).await.unwrap();
+    let all = members(&fleet).await;
+    let recorder = Recorder::default();
+    let a = start("r1", &host, &fleet, &recorder).await;
+    let b = start("r2", &host, &fleet, &recorder).await;
+    split(&a, &b, &all).await;
+    let before = instances(&[&a, &b]);
+    let c = start_with("r3", &host, HostVia::NoLeaseList, &fleet, &recorder, None).await;
+    // r1 renews 8 times (4 s, two lease durations): time for r3 to have done harm.
+    let w0 = writes(&a);
+    eventually("r1 renews 8 times", DEADLINE, || writes(&a) >= w0 + 8).await;
+    let leases: kube::Api<k8s_openapi::api::coordination::v1::Lease> =
+        kube::Api::namespaced(host.client(), "default");
+    let r3_lease = leases.get_opt("shard-test-r3").await.unwrap();
+    assert!(
+        r3_lease.is_none(),
+        "r3 wrote a Lease without knowing its peers: {:?}",
+        r3_lease.and_then(|l| l.metadata.annotations)
+    );
+    assert!(c.mgr.engaged_clusters().is_empty(), "{}", show(&[&c]));
+    let (again, moved) = reengaged(&before, &instances(&[&a, &b]));
+    assert!(
+        again.is_empty() && moved == 0 && partitioned(&[&a, &b], &all),
+        "r1 and r2 gave clusters up: {again:?}, {moved} moved; {}",
+        show(&[&a, &b])
+    );
+    let text = logs().text();
+    assert!(
+        text.lines()
+            .any(|l| l.contains(" WARN ") && l.contains("r3") && l.contains("peer lease")
+                && l.contains("list")),
+        "r3 did not warn that it cannot list its peers:\n{text}"
+    );
+    a.stop().await;
+    b.stop().await;
+    drop(c);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_deleted_or_relabelled_by_hand_moves_nothing() {
+    // A peer Lease is an ordinary host object: `kubectl delete lease`, a GitOps prune or a
+    // removed label must not make another replica take a live peer's clusters. r2 writes its
+    // Lease again at its next renewal; meanwhile r1 keeps to its own share.
+    logs();
+    let host = TestCluster::start("host").await.unwrap();
+    let fleet = Fleet::start(8).await.unwrap();
+    let all = members(&fleet).await;
+    let recorder = Recorder::default();
+    let a = start("r1", &host, &fleet, &recorder).await;
+    let b = start("r2", &host, &fleet, &recorder).await;
+    split(&a, &b, &all).await;
+    let before = instances(&[&a, &b]);
+    let leases: kube::Api<k8s_openapi::api::coordination::v1::Lease> =
+        kube::Api::namespaced(host.client(), "default");
+    for how in ["deleted", "relabelled"] {
+        match how {
+            "deleted" => {
+                leases
+                    .delete("shard-test-r2", &Default::default())
+                    .await
+                    .unwrap();
+            }
+            _ => {
+                let patch = serde_json::json!({"metadata": {"labels": {"mcr.sigs.k8s.io/shard-group": null}}});
+                leases
+                    .patch(
+                        "shard-test-r2",
+                        &kube::api::PatchParams::default(),
+                        &kube::api::Patch::Merge(&patch),
+                    )
+                    .await
+                    .unwrap();
+            }
+        }
+        // Two lease durations of r1's renewals: r1 would have acted by then.
+        let w0 = writes(&a);
+        eventually("r1 renews 8 times", DEADLINE, || writes(&a) >= w0 + 8).await;
+        let (again, moved) = reengaged(&before, &instances(&[&a, &b]));
+        assert!(
+            again.is_empty() && moved == 0 && partitioned(&[&a, &b], &all),
+            "r2's Lease {how} by hand: clusters moved: {again:?}, {moved} moved; {}",
+            show(&[&a, &b])
+        );
+    }
+    let overlaps = recorder.overlaps();
+    assert!(overlaps.is_empty(), "overlapping reconciles: {overlaps:#?}");
+    a.stop().await;
+    b.stop().await;
 }

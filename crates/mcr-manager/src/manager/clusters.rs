@@ -10,7 +10,9 @@ use crate::Error;
 
 impl Manager {
     /// The cluster of that name: the host cluster for [`ClusterName::host`], otherwise an
-    /// engaged cluster or the provider's; `Error::ClusterNotFound` if there is none.
+    /// engaged cluster or the provider's; `Error::NotOwned` (naming the owner when known) for
+    /// a cluster another replica of a sharded fleet owns, and `Error::ClusterNotFound` if
+    /// there is none.
     ///
     /// ```no_run
     /// # async fn demo(mgr: mcr_manager::Manager) -> Result<(), mcr_core::Error> {
@@ -23,8 +25,11 @@ impl Manager {
         if name.is_host() {
             return Ok(self.inner.host.clone());
         }
-        if let Ok(cluster) = self.inner.fleet.get(&name) {
-            return Ok(cluster);
+        match self.inner.fleet.get(&name) {
+            Ok(cluster) => return Ok(cluster),
+            // Another replica's: say whose, never hand it out through the provider.
+            Err(err @ mcr_core::Error::NotOwned { .. }) => return Err(err),
+            Err(_) => {}
         }
         match &self.inner.provider {
             Some(provider) => provider.get(&name).await,

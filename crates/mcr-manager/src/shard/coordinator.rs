@@ -28,6 +28,11 @@ pub(crate) const GROUP_LABEL: &str = "mcr.sigs.k8s.io/shard-group";
 pub(crate) const WEIGHT: &str = "mcr.sigs.k8s.io/shard-weight";
 /// The annotation with the peer set a peer has applied (its claim): `id=weight,…`.
 pub(crate) const CLAIM: &str = "mcr.sigs.k8s.io/shard-claim";
+/// The annotation a peer writes on its Lease when it leaves cleanly (it has released every
+/// cluster and claims nothing), right before it deletes the Lease: the others take it for
+/// gone at once. A Lease deleted or relabelled without it (by hand, by a GitOps prune) says
+/// nothing about its peer, who is then gone only by the lease-duration rule.
+pub(crate) const LEFT: &str = "mcr.sigs.k8s.io/shard-left";
 
 /// What this replica knows, published to the gates as one value.
 #[derive(Clone, Debug, Default)]
@@ -220,6 +225,8 @@ struct Run {
     applied: Vec<Peer>,
     /// The peer set applied before `applied`.
     previous: Vec<Peer>,
+    /// The namespace of the Leases (for the logs).
+    namespace: String,
 }
 
 fn seconds(d: Duration) -> i32 {
@@ -282,6 +289,7 @@ impl Run {
             renewed: None,
             applied: Vec::new(),
             previous: Vec::new(),
+            namespace: ns,
         }
     }
 
@@ -315,12 +323,14 @@ impl Run {
         let duration = Duration::from_secs(
             u64::try_from(spec.lease_duration_seconds.unwrap_or(15)).unwrap_or(15),
         );
+        // Left cleanly: gone at once, claiming nothing.
+        let gone = annotations.contains_key(LEFT);
         match self.peers.get_mut(&id) {
             Some(seen) if seen.resource_version == rv => false,
             // An older version (a resumed watch replaying what it missed) after a newer one.
             Some(seen) if older(&rv, &seen.resource_version) => false,
             Some(seen) => {
-                let changed = seen.weight != weight || seen.claim != claim;
+                let changed = seen.weight != weight || seen.claim != claim || seen.gone != gone;
                 *seen = Seen {
                     name,
                     resource_version: rv,
@@ -328,7 +338,7 @@ impl Run {
                     duration,
                     weight,
                     claim,
-                    gone: false,
+                    gone,
                 };
                 changed
             }
@@ -342,7 +352,7 @@ impl Run {
                         duration,
                         weight,
                         claim,
-                        gone: false,
+                        gone,
                     },
                 );
                 true
@@ -350,8 +360,12 @@ impl Run {
         }
     }
 
-    /// A peer Lease was deleted: the peer left cleanly (after releasing everything), or it was
-    /// found gone by a peer (after it fenced itself).
+    /// A peer Lease left the watch (deleted, or no longer labelled for the group). Only a
+    /// peer that said it left ([`LEFT`], written after it released everything) is gone at
+    /// once. Any other deletion, by hand or by a peer that found this one gone, changes
+    /// nothing: the peer is gone only by the rule of the module docs (its Lease unchanged,
+    /// here absent, for its lease duration, confirmed by a consistent list), so a live peer
+    /// whose Lease someone deleted keeps its claim until it writes the Lease again.
     fn forget(&mut self, lease: &Lease) {
         let Some(id) = lease.spec.as_ref().and_then(|s| s.holder_identity.clone()) else {
             return;
@@ -359,16 +373,14 @@ impl Run {
         if id == self.me() {
             return;
         }
-        let rv = lease.metadata.resource_version.clone().unwrap_or_default();
-        // An older deletion (a resumed watch replaying) after a newer Lease of that peer.
-        if self
-            .peers
-            .get(&id)
-            .is_some_and(|seen| older(&rv, &seen.resource_version))
-        {
-            return;
+        let left = lease
+            .metadata
+            .annotations
+            .as_ref()
+            .is_some_and(|a| a.contains_key(LEFT));
+        if left {
+            self.observe(lease, Instant::now());
         }
-        self.peers.remove(&id);
     }
 
     /// The live peers: this one (if it renewed in time) and every other whose Lease changed
@@ -378,7 +390,9 @@ impl Run {
         let mut view: Vec<Peer> = self
             .peers
             .iter()
-            .filter(|(id, s)| id.as_str() != me && now.duration_since(s.at) < s.duration)
+            .filter(|(id, s)| {
+                id.as_str() != me && !s.gone && now.duration_since(s.at) < s.duration
+            })
             .map(|(id, s)| Peer::new(id.clone(), s.weight))
             .collect();
         if self.fresh(now) {
@@ -429,8 +443,10 @@ impl Run {
     }
 
     /// Takes in a consistent list of the group's Leases read at `now`: every Lease observed,
-    /// peers without one forgotten, and peers whose Lease is unchanged for their lease
-    /// duration confirmed gone.
+    /// and peers whose Lease is unchanged for their lease duration confirmed gone. A peer
+    /// whose Lease is missing from the list is forgotten only once its lease duration has
+    /// passed since its last change: a missing Lease may have been deleted by hand under a
+    /// live peer, who writes it again at its next renewal.
     fn listed(&mut self, leases: &[Lease], now: Instant) {
         let mut present = Vec::new();
         for lease in leases {
@@ -440,7 +456,9 @@ impl Run {
             }
         }
         let me = self.me().to_owned();
-        self.peers.retain(|id, _| *id == me || present.contains(id));
+        self.peers.retain(|id, s| {
+            *id == me || present.contains(id) || now.duration_since(s.at) < s.duration
+        });
         for (id, s) in &mut self.peers {
             if *id != me && now.duration_since(s.at) >= s.duration {
                 s.gone = true;
@@ -613,11 +631,51 @@ impl Run {
         }
     }
 
-    /// Releases what this replica no longer owns under `view`, then claims `view`, lists the
-    /// peers and publishes. Returns whether the claim was written.
-    async fn apply(&mut self, view: Vec<Peer>) -> bool {
+    /// The peer set to claim now: the live peers and, trying to stay alive, this one.
+    fn claim(&self, now: Instant) -> Vec<Peer> {
+        let mut claim = self.view(now);
+        claim.push(Peer::new(self.me(), self.c.opts.weight));
+        claim.sort();
+        claim.dedup_by(|a, b| a.id == b.id);
+        claim
+    }
+
+    /// Lists the peers (a consistent read), then releases what this replica no longer owns
+    /// under the live peers, claims them, lists again and publishes. Returns whether the
+    /// claim was written.
+    ///
+    /// A claim is made only from a successful list: a replica that claimed before it knew
+    /// its peers (starting, restarting, back from a fence) would claim every cluster and make
+    /// every other replica release its whole share. When the list fails, nothing new is
+    /// claimed; a replica that holds clusters renews the claim it has, which stays true.
+    async fn apply(&mut self) -> bool {
         let started = Instant::now();
+        if let Err(err) = self.list().await {
+            warn!(
+                error = %mcr_core::ErrorChain(&err),
+                namespace = %self.namespace,
+                "could not list the peer leases, so no new claim is made (the replica's Role needs list and watch on leases in this namespace)"
+            );
+            if self.c.current().active && !self.applied.is_empty() {
+                let claim = self.applied.clone();
+                if let Err(err) = self.write(&claim).await {
+                    warn!(error = %mcr_core::ErrorChain(&err), "could not renew the peer lease");
+                }
+            }
+            return false;
+        }
         let now = Instant::now();
+        let view = self.claim(now);
+        if view == self.applied && self.c.current().active {
+            // The list showed nothing new: a renewal.
+            return match self.write(&view).await {
+                Ok(()) => true,
+                Err(err) => {
+                    warn!(error = %mcr_core::ErrorChain(&err), "could not renew the peer lease");
+                    false
+                }
+            };
+        }
         let previous = self.applied.clone();
         // 1. Release: publish the new view with the old claim. Nothing new is owned (a name
         //    is owned only if both claim and view give it to this replica).
@@ -681,7 +739,6 @@ impl Run {
         let mut next_renew = Instant::now();
         // After a failed step, nothing is tried again before this.
         let mut retry_at = Instant::now();
-        let mut relisting: Vec<String> = Vec::new();
         loop {
             let now = Instant::now();
             // Self-fencing: not renewed within the renew deadline → own nothing, before any
@@ -694,13 +751,9 @@ impl Run {
             let active = self.c.current().active;
             let changed = self.fresh(now) && (view != self.applied || !active);
             if now >= next_renew || (changed && now >= retry_at) {
-                // The set to claim: the live peers and, trying to stay alive, this one.
-                let mut claim = view;
-                claim.push(Peer::new(self.me(), opts.weight));
-                claim.sort();
-                claim.dedup_by(|a, b| a.id == b.id);
+                let claim = self.claim(now);
                 let ok = if claim != self.applied || !active {
-                    self.apply(claim).await
+                    self.apply().await
                 } else {
                     match self.write(&claim).await {
                         Ok(()) => true,
@@ -742,34 +795,49 @@ impl Run {
                     // lag) before it is taken for gone.
                     if self.view(Instant::now()) != self.applied
                         && let Err(err) = self.list().await {
-                        debug!(error = %mcr_core::ErrorChain(&err), "could not list the peer leases");
+                        warn!(error = %mcr_core::ErrorChain(&err), namespace = %self.namespace,
+                            "could not list the peer leases (the replica's Role needs list and watch on leases in this namespace)");
                     }
                 }
                 event = events.next() => match event {
-                    Some(Ok(watcher::Event::Apply(lease) | watcher::Event::InitApply(lease))) => {
-                        if let Some(id) = lease.spec.as_ref().and_then(|s| s.holder_identity.clone()) {
-                            relisting.push(id);
-                        }
-                        if self.observe(&lease, Instant::now()) {
-                            // A claim released: gates may engage now.
-                            let now = Instant::now();
-                            let view = self.view(now);
-                            if view == self.applied {
-                                self.c.publish(self.snapshot(view, now, self.c.current().active));
-                            }
-                        }
-                    }
-                    Some(Ok(watcher::Event::Delete(lease))) => self.forget(&lease),
-                    Some(Ok(watcher::Event::Init)) => relisting.clear(),
-                    Some(Ok(watcher::Event::InitDone)) => {
-                        let me = self.me().to_owned();
-                        self.peers.retain(|id, _| *id == me || relisting.contains(id));
-                    }
-                    Some(Err(err)) => debug!(error = %mcr_core::ErrorChain(&err), "peer lease watch failed; retrying"),
+                    Some(event) => self.on_event(event),
                     None => break,
                 },
             }
         }
+    }
+
+    /// Takes in one event of the peer Lease watch.
+    fn on_event(&mut self, event: Result<watcher::Event<Lease>, watcher::Error>) {
+        match event {
+            Ok(watcher::Event::Apply(lease) | watcher::Event::InitApply(lease)) => {
+                if self.observe(&lease, Instant::now()) {
+                    // A claim released: gates may engage now.
+                    let now = Instant::now();
+                    let view = self.view(now);
+                    if view == self.applied {
+                        self.c
+                            .publish(self.snapshot(view, now, self.c.current().active));
+                    }
+                }
+            }
+            Ok(watcher::Event::Delete(lease)) => self.forget(&lease),
+            // A relist of the watch is not a consistent list: peers missing from it are not
+            // taken for gone (only `listed` does that, by the lease-duration rule).
+            Ok(watcher::Event::Init | watcher::Event::InitDone) => {}
+            Err(err) => warn!(
+                error = %mcr_core::ErrorChain(&err),
+                namespace = %self.namespace,
+                "peer lease watch failed; retrying (the replica's Role needs get, list, watch, create, update and delete on leases in this namespace)"
+            ),
+        }
+    }
+
+    /// How many entries this run's state holds: bounded by the number of peers, however
+    /// long the run.
+    #[cfg(test)]
+    fn tracked(&self) -> usize {
+        self.peers.len()
     }
 
     fn report(&self) {
@@ -795,13 +863,24 @@ impl Coordinator {
         let ns = self.opts.namespace_or(host.default_namespace());
         let api: Api<Lease> = Api::namespaced(host, &ns);
         let name = self.opts.lease_name();
-        match tokio::time::timeout(
-            self.opts.renew_deadline,
-            api.delete(&name, &DeleteParams::default()),
-        )
-        .await
-        {
-            Ok(Ok(_)) => info!(lease = %name, "left the shard group"),
+        // Say so first (claiming nothing): the peers take this replica for gone at once. A
+        // Lease deleted without it would make them wait the lease duration.
+        let leave = async {
+            let mut params = DeleteParams::default();
+            if let Some(mut lease) = api.get_opt(&name).await? {
+                let annotations = lease.metadata.annotations.get_or_insert_default();
+                annotations.insert(CLAIM.to_owned(), String::new());
+                annotations.insert(LEFT.to_owned(), "true".to_owned());
+                let left = api.replace(&name, &PostParams::default(), &lease).await?;
+                params.preconditions = Some(kube::api::Preconditions {
+                    resource_version: left.metadata.resource_version,
+                    uid: None,
+                });
+            }
+            api.delete(&name, &params).await.map(|_| ())
+        };
+        match tokio::time::timeout(self.opts.renew_deadline, leave).await {
+            Ok(Ok(())) => info!(lease = %name, "left the shard group"),
             Ok(Err(kube::Error::Api(s))) if s.is_not_found() => {}
             Ok(Err(err)) => {
                 warn!(lease = %name, error = %mcr_core::ErrorChain(&err), "could not delete the peer lease")
@@ -876,16 +955,49 @@ mod tests {
         assert_eq!(run.peers["r2"].claim, decode("r2=1"));
     }
 
+    fn left(rv: &str) -> Lease {
+        let mut lease = lease(rv, "");
+        lease
+            .metadata
+            .annotations
+            .get_or_insert_default()
+            .insert(LEFT.to_owned(), "true".to_owned());
+        lease
+    }
+
     #[tokio::test]
-    async fn a_replayed_deletion_of_an_older_lease_is_ignored() {
-        // A resumed watch replays the deletion of a peer's old Lease after a consistent list
-        // showed the Lease it created since: the peer is still there, with its claim.
+    async fn only_a_peer_that_said_it_left_is_gone_when_its_lease_is_deleted() {
         let mut run = idle_run();
-        assert!(run.observe(&lease("20", "r1=1,r2=1"), Instant::now()));
-        run.forget(&lease("15", "r2=1"));
-        assert!(run.peers.contains_key("r2"), "an older deletion: ignored");
+        let now = Instant::now();
+        assert!(run.observe(&lease("20", "r1=1,r2=1"), now));
+        let claims = |run: &Run| -> Vec<String> {
+            let snap = run.snapshot(run.view(now), now, true);
+            snap.others.into_iter().map(|(id, _)| id).collect()
+        };
+        // Deleted (or relabelled) by hand: nothing changes, the peer may be alive.
         run.forget(&lease("21", "r1=1,r2=1"));
-        assert!(!run.peers.contains_key("r2"), "a newer one: taken");
+        assert_eq!(claims(&run), ["r2"]);
+        assert!(run.view(now).iter().any(|p| p.id == "r2"));
+        // A replayed deletion of an older Lease that left: ignored.
+        run.forget(&left("15"));
+        assert_eq!(claims(&run), ["r2"]);
+        // It left (released everything, claims nothing): gone at once.
+        run.forget(&left("22"));
+        assert!(claims(&run).is_empty());
+        assert!(run.view(now).iter().all(|p| p.id != "r2"));
+    }
+
+    #[tokio::test]
+    async fn a_lease_missing_from_a_list_is_forgotten_only_after_the_lease_duration() {
+        let mut run = idle_run();
+        let now = Instant::now();
+        run.observe(&lease("12", "r1=1,r2=1"), now);
+        // Deleted by hand a moment ago: the list misses it, the peer stays.
+        run.listed(&[], now + Duration::from_secs(1));
+        assert!(run.peers.contains_key("r2"));
+        // Still missing after its lease duration (15 s): forgotten.
+        run.listed(&[], now + Duration::from_secs(16));
+        assert!(!run.peers.contains_key("r2"));
     }
 
     #[tokio::test]
@@ -913,6 +1025,17 @@ mod tests {
         run.listed(&[lease("14", "r1=1,r2=1")], now);
         assert_eq!(claims(&run), ["r2"]);
         assert!(run.view(now).iter().any(|p| p.id == "r2"));
+    }
+
+    #[tokio::test]
+    async fn the_state_stays_bounded_however_often_peers_renew() {
+        // A day of renewals of one peer (every 2 s): the state holds that peer, not its
+        // renewals.
+        let mut run = idle_run();
+        for rv in 1..=43_200u64 {
+            run.on_event(Ok(watcher::Event::Apply(lease(&rv.to_string(), "r1=1,r2=1"))));
+        }
+        assert!(run.tracked() <= 2, "{} entries for one peer", run.tracked());
     }
 
     #[test]

@@ -22,13 +22,22 @@
 //! A peer watches the group's Leases. A peer is *live* while its Lease keeps changing: it is
 //! taken for gone once its Lease has not changed for its lease duration *as measured on the
 //! observer's monotonic clock* from the moment the observer saw the last change (as client-go's
-//! leader election does), and at once when its Lease is deleted (a clean leave, after it
-//! released everything). The *view* is the sorted set of live peers and weights; weighted
-//! rendezvous hashing over it gives each cluster one owner (when a peer joins or leaves, only
-//! the clusters it gains or had move, about 1/N).
+//! leader election does), confirmed by a consistent list. A Lease that disappears (deleted by
+//! hand, pruned by GitOps, or relabelled out of the group) counts as unchanged: the peer is
+//! still live until its lease duration has passed, and writes its Lease again at its next
+//! renewal. Only a peer that *said* it left is gone at once: on a clean stop, after it
+//! released everything, a peer writes `mcr.sigs.k8s.io/shard-left` on its Lease (claiming
+//! nothing) and then deletes it. The *view* is the sorted set of live peers and weights;
+//! weighted rendezvous hashing over it gives each cluster one owner (when a peer joins or
+//! leaves, only the clusters it gains or had move, about 1/N).
 //!
 //! When its view changes, a peer:
 //!
+//! 0. **lists** the group's Leases with a consistent read, and computes the view from it. A
+//!    peer never claims before it has listed its peers: a replica starting, restarting or
+//!    back from a fence would otherwise claim every cluster, and every other replica would
+//!    release its whole share. If the list fails (a Role without `list`, a 429), no new claim
+//!    is written; a peer that holds clusters renews the claim it has, which stays true;
 //! 1. **releases** every cluster the new view gives to another peer: the member's token is
 //!    cancelled (informers close, controllers disengage, in-flight reconciles are cut at their
 //!    next poll) and the peer waits until the manager's fleet no longer holds any of them and
@@ -58,7 +67,18 @@
 //!
 //! In steady state a peer writes its Lease once per renew period and nothing else: the host's
 //! cost grows with the number of replicas, not of clusters. A change of the peer set costs
-//! each peer one more write and one list.
+//! each peer one more write and two lists.
+//!
+//! The peer table holds one entry per peer, whatever the uptime: a watch relist does not
+//! forget anyone (it is not a consistent read); a peer is forgotten by a consistent list
+//! that misses its Lease after its lease duration.
+//!
+//! # Permissions
+//!
+//! Each replica's Role in the Leases' namespace needs `get`, `list`, `watch`, `create`,
+//! `update` and `delete` on `coordination.k8s.io` `leases` (`deploy/components/sharding`).
+//! Without `list` and `watch` a replica never learns its peers, so it never claims anything
+//! (and says so at WARN), and the other replicas keep the fleet.
 //!
 //! **Self-fencing.** A peer that has not renewed its Lease for `renew_deadline` (counted from
 //! the start of its last successful write; every write is cut off at that deadline) owns
