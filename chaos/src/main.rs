@@ -106,6 +106,9 @@ pub struct Args {
     /// Internal: the replica's span file.
     #[arg(long, hide = true)]
     pub spans: Option<PathBuf>,
+    /// Internal: the replica's host client refuses to list and watch Leases.
+    #[arg(long, hide = true)]
+    pub no_lease_lists: bool,
     /// Internal: be the manager process, over the kubeconfig files in this directory.
     #[arg(long, hide = true, requires = "host_kubeconfig")]
     pub serve_manager: Option<PathBuf>,
@@ -125,6 +128,7 @@ fn serve(
     host: PathBuf,
     default_settings: bool,
     replica: Option<(String, u32, PathBuf)>,
+    no_lease_lists: bool,
 ) -> ExitCode {
     let replica = match replica {
         None => None,
@@ -132,6 +136,7 @@ fn serve(
             Ok(spans) => Some(manager::Replica {
                 sharding: sharded::sharding(&id, weight),
                 spans,
+                no_lease_lists,
             }),
             Err(err) => {
                 eprintln!("chaos replica {id}: {}: {err}", path.display());
@@ -219,7 +224,13 @@ fn main() -> ExitCode {
             .take()
             .zip(args.spans.take())
             .map(|(id, spans)| (id, args.weight, spans));
-        return serve(dir, host, args.default_settings, replica);
+        return serve(
+            dir,
+            host,
+            args.default_settings,
+            replica,
+            args.no_lease_lists,
+        );
     }
     let seed = *args.seed.get_or_insert_with(rng::clock_seed);
     if let Some(replicas) = args.replicas {

@@ -92,6 +92,9 @@ pub struct Replica {
     pub sharding: Sharding,
     /// The span file.
     pub spans: Arc<Spans>,
+    /// Its host client refuses to list and watch Leases (403), as a Role without those
+    /// verbs would: it must never claim anything.
+    pub no_lease_lists: bool,
 }
 
 /// Builds the manager (host: `host`, members: the kubeconfig files in `dir`) with
@@ -202,12 +205,11 @@ pub async fn serve(
     let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
         .await
         .context("the host kubeconfig")?;
-    let mgr = build(
-        kube::Client::try_from(config)?,
-        dir,
-        default_settings,
-        replica,
-    )?;
+    let mut host = kube::Client::try_from(config)?;
+    if replica.as_ref().is_some_and(|r| r.no_lease_lists) {
+        host = mcr_test_support::without_lease_lists(host);
+    }
+    let mgr = build(host, dir, default_settings, replica)?;
     let stop = CancellationToken::new();
     let mut run = tokio::spawn({
         let (mgr, stop) = (mgr.clone(), stop.clone());

@@ -3,8 +3,12 @@
 //! while faults hit the replicas one at a time: kill -9, SIGSTOP then SIGCONT after more
 //! than the lease duration, a partition from the host (each replica reaches the host
 //! through a TCP proxy of its own, which the suite cuts), a replica added, a replica
-//! removed (a clean stop), and a weight changed (the replica restarted with another weight,
-//! as a rolling update would).
+//! removed (a clean stop), a weight changed (the replica restarted with another weight,
+//! as a rolling update would), a replica's Lease deleted or relabelled by hand, a replica
+//! killed and restarted at once with the same identity, and a replica added whose Role
+//! cannot list its peers (it must write no Lease). The faults come in rounds of every kind
+//! in a shuffled order, so every run injects every kind (SIGSTOP included); the first round
+//! is finished even when the run's minutes are up.
 //!
 //! Every reconcile's start and end is recorded by the replica on the machine's shared
 //! monotonic clock (see [`crate::spans`]). The run fails on:
@@ -153,12 +157,47 @@ struct Proc {
 /// The faults of the sharded suite.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum Fault {
+    /// kill -9 of a replica.
     Kill,
+    /// SIGSTOP for longer than the lease duration, then SIGCONT.
     Pause,
+    /// The replica cut off the host for longer than the lease duration.
     Partition,
+    /// A replica added.
     Add,
+    /// A replica stopped cleanly (it leaves the group).
     Remove,
+    /// A replica restarted with another weight.
     Weight,
+    /// A replica's Lease deleted or relabelled out of the group by hand (`kubectl delete
+    /// lease`, a GitOps prune): nothing may move.
+    LeaseDeleted,
+    /// A replica killed and started again at once with the same identity (a container
+    /// restart): its old Lease is still there.
+    Restart,
+    /// A replica added whose Role lacks list and watch on Leases: it must never claim, and
+    /// the others keep the fleet; removed after a while.
+    NoList,
+}
+
+impl Fault {
+    /// Every kind: each run injects each of them, in rounds of all kinds in a shuffled order.
+    const ALL: [Fault; 9] = [
+        Fault::Kill,
+        Fault::Pause,
+        Fault::Partition,
+        Fault::Add,
+        Fault::Remove,
+        Fault::Weight,
+        Fault::LeaseDeleted,
+        Fault::Restart,
+        Fault::NoList,
+    ];
+
+    /// Whether the kind needs two live replicas (one may go, or stop, while another holds).
+    fn needs_two(self) -> bool {
+        !matches!(self, Fault::Add | Fault::NoList)
+    }
 }
 
 struct Suite {
@@ -181,6 +220,12 @@ impl Suite {
 
     /// Starts a replica process with identity `id` and `weight`.
     async fn spawn(&mut self, id: &str, weight: u32) -> Result<()> {
+        self.spawn_with(id, weight, false).await
+    }
+
+    /// Starts a replica process; `no_lease_lists`: its host client refuses to list and watch
+    /// Leases.
+    async fn spawn_with(&mut self, id: &str, weight: u32, no_lease_lists: bool) -> Result<()> {
         self.incarnation += 1;
         let label = format!("{id}.{}", self.incarnation);
         let proxy = Proxy::start(self.target).await?;
@@ -196,7 +241,7 @@ impl Suite {
         let kubeconfig = self.dir.join(format!("host-{label}.yaml"));
         std::fs::write(&kubeconfig, yaml)?;
         let spans = self.dir.join(format!("spans-{label}.txt"));
-        let extra = vec![
+        let mut extra = vec![
             "--replica-id".to_owned(),
             id.to_owned(),
             "--weight".to_owned(),
@@ -204,6 +249,9 @@ impl Suite {
             "--spans".to_owned(),
             spans.display().to_string(),
         ];
+        if no_lease_lists {
+            extra.push("--no-lease-lists".to_owned());
+        }
         let log = self.dir.join(format!("log-{label}.txt"));
         let mgr = child::Manager::start_with(
             &self.world.members_dir(),
@@ -332,25 +380,34 @@ pub async fn run(args: &crate::Args, replicas: usize, seed: u64) -> Result<Vec<S
     let mut injected: std::collections::BTreeMap<Fault, u64> = Default::default();
     let hold = |rng: &mut Rng| LEASE + Duration::from_millis(1000 + rng.below(2000));
     let mut n = 0;
-    while Instant::now() < until {
+    // Rounds of every kind in a shuffled order, so that no run can pass without any one of
+    // them (a SIGSTOP included); the first round is finished even past `until`.
+    let mut round: Vec<Fault> = Vec::new();
+    let mut rounds = 0;
+    while Instant::now() < until || !round.is_empty() || rounds == 0 {
+        if round.is_empty() {
+            round = rng.shuffled(&Fault::ALL);
+            rounds += 1;
+        }
+        let kind = round.remove(0);
+        // Make the kind possible, or the replica count sane, with an added replica first.
+        while (kind.needs_two() && s.live.len() < 2) || s.live.len() + 1 < replicas {
+            let id = s.add(1).await?;
+            n += 1;
+            *injected.entry(Fault::Add).or_default() += 1;
+            println!(
+                "fault {n} at {:.0} s (clock {:.3} s): added {id} (towards {replicas} replicas)",
+                started.elapsed().as_secs_f64(),
+                now_ns() as f64 / 1e9
+            );
+            tokio::time::sleep(Duration::from_millis(1000 + rng.below(2000))).await;
+        }
+        if kind == Fault::Add && s.live.len() >= replicas + EXTRA {
+            let label = s.live[0].label.clone();
+            s.remove(0).await;
+            println!("removed {label} (clean stop) to make room for an added replica");
+        }
         let live = s.live.len();
-        let mut kinds = Vec::new();
-        if live >= 2 {
-            kinds.extend([
-                Fault::Kill,
-                Fault::Pause,
-                Fault::Partition,
-                Fault::Remove,
-                Fault::Weight,
-            ]);
-        }
-        if live < replicas + EXTRA {
-            kinds.push(Fault::Add);
-            if live < replicas {
-                kinds.push(Fault::Add); // back towards `replicas` more often
-            }
-        }
-        let kind = kinds[rng.below(kinds.len() as u64) as usize];
         let i = rng.below(live as u64) as usize;
         n += 1;
         let t = started.elapsed().as_secs_f64();
@@ -402,6 +459,63 @@ pub async fn run(args: &crate::Args, replicas: usize, seed: u64) -> Result<Vec<S
                 s.spawn(&id, weight).await?;
                 format!("{id} weight {old} -> {weight} (restarted)")
             }
+            Fault::LeaseDeleted => {
+                let p = &s.live[i];
+                let name = sharding(&p.id, p.weight).lease_name();
+                let leases: kube::Api<k8s_openapi::api::coordination::v1::Lease> =
+                    kube::Api::default_namespaced(s.host.client());
+                let how = if rng.chance(0.5) {
+                    leases
+                        .delete(&name, &Default::default())
+                        .await
+                        .map(|_| "deleted")
+                } else {
+                    let patch = serde_json::json!({"metadata": {"labels": {"mcr.sigs.k8s.io/shard-group": null}}});
+                    let params = kube::api::PatchParams::default();
+                    leases
+                        .patch(&name, &params, &kube::api::Patch::Merge(&patch))
+                        .await
+                        .map(|_| "relabelled out of the group")
+                };
+                match how {
+                    Ok(how) => format!("{} Lease {name} {how} by hand", p.label),
+                    // Not there right now (e.g. the replica is between writes): still a
+                    // fault of this kind tried; say so.
+                    Err(err) => format!("{} Lease {name}: by-hand change refused ({err})", p.label),
+                }
+            }
+            Fault::Restart => {
+                let (id, weight, label) = (
+                    s.live[i].id.clone(),
+                    s.live[i].weight,
+                    s.live[i].label.clone(),
+                );
+                s.kill(i).await?;
+                s.spawn(&id, weight).await?;
+                format!("kill -9 {label}, started again as {id} at once")
+            }
+            Fault::NoList => {
+                s.next_id += 1;
+                let id = format!("r{}", s.next_id);
+                s.spawn_with(&id, 1, true).await?;
+                let d = hold(&mut rng);
+                tokio::time::sleep(d).await;
+                let name = sharding(&id, 1).lease_name();
+                let leases: kube::Api<k8s_openapi::api::coordination::v1::Lease> =
+                    kube::Api::default_namespaced(s.host.client());
+                if let Ok(Some(lease)) = leases.get_opt(&name).await {
+                    let claim = lease.metadata.annotations.unwrap_or_default();
+                    s.fail(format!(
+                        "replica {id}, unable to list its peers, wrote a Lease: {claim:?}"
+                    ));
+                }
+                let j = s.live.len() - 1;
+                s.remove(j).await;
+                format!(
+                    "added {id} without list/watch on Leases for {:.1} s (no Lease written), removed",
+                    d.as_secs_f64()
+                )
+            }
         };
         *injected.entry(kind).or_default() += 1;
         println!(
@@ -409,6 +523,11 @@ pub async fn run(args: &crate::Args, replicas: usize, seed: u64) -> Result<Vec<S
             now_ns() as f64 / 1e9
         );
         tokio::time::sleep(Duration::from_millis(1000 + rng.below(2000))).await;
+    }
+    for kind in Fault::ALL {
+        if !injected.contains_key(&kind) {
+            s.fail(format!("fault kind {kind:?} was never injected"));
+        }
     }
     let faults_end = now_ns();
     load_stop.cancel();

@@ -96,6 +96,7 @@ mod error;
 mod health;
 #[cfg(feature = "leader-election")]
 mod leader;
+mod lease;
 mod manager;
 mod metrics;
 mod queue;

@@ -183,32 +183,6 @@ enum HostVia {
     NoLeaseList,
 }
 
-/// The host's client, answering a list or watch of Leases with 403 Forbidden itself.
-fn refusing_lease_lists(inner: kube::Client) -> kube::Client {
-    let service = tower::service_fn(move |req: http::Request<kube::client::Body>| {
-        let inner = inner.clone();
-        async move {
-            if req.method() == http::Method::GET && req.uri().path().ends_with("/leases") {
-                let status = serde_json::json!({
-                    "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-                    "message": "leases.coordination.k8s.io is forbidden: cannot list resource \"leases\"",
-                    "reason": "Forbidden", "code": 403
-                });
-                let body = kube::client::Body::from(serde_json::to_vec(&status).unwrap());
-                let mut resp = http::Response::new(body);
-                *resp.status_mut() = http::StatusCode::FORBIDDEN;
-                resp.headers_mut().insert(
-                    http::header::CONTENT_TYPE,
-                    http::HeaderValue::from_static("application/json"),
-                );
-                return Ok::<_, kube::Error>(resp);
-            }
-            inner.send(req).await
-        }
-    });
-    kube::Client::new(service, "default")
-}
-
 /// A runnable that needs a leader: counts the replicas running it right now.
 struct LeaderOnly(Arc<std::sync::atomic::AtomicUsize>);
 
@@ -263,7 +237,7 @@ async fn start_with(
             }
             let host_client = match host_via {
                 HostVia::Direct => host.client(),
-                HostVia::NoLeaseList => refusing_lease_lists(host.client()),
+                HostVia::NoLeaseList => mcr_test_support::without_lease_lists(host.client()),
                 HostVia::Kubeconfig(yaml) => {
                     let kc = kube::config::Kubeconfig::from_yaml(&yaml).unwrap();
                     let config = kube::Config::from_custom_kubeconfig(kc, &Default::default())
@@ -630,7 +604,15 @@ async fn a_replica_cut_off_from_the_host_stops_before_another_takes_over() {
         &format!("https://{}", proxy.addr),
     );
     let recorder = Recorder::default();
-    let a = start_with("r1", &host, HostVia::Kubeconfig(yaml), &fleet, &recorder, None).await;
+    let a = start_with(
+        "r1",
+        &host,
+        HostVia::Kubeconfig(yaml),
+        &fleet,
+        &recorder,
+        None,
+    )
+    .await;
     let b = start("r2", &host, &fleet, &recorder).await;
     split(&a, &b, &all).await;
     let had = a.mgr.engaged_clusters().len();
@@ -671,8 +653,24 @@ async fn leader_only_runnables_run_once_while_every_replica_reconciles() {
     let all = members(&fleet).await;
     let recorder = Recorder::default();
     let leading = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let a = start_with("r1", &host, HostVia::Direct, &fleet, &recorder, Some(leading.clone())).await;
-    let b = start_with("r2", &host, HostVia::Direct, &fleet, &recorder, Some(leading.clone())).await;
+    let a = start_with(
+        "r1",
+        &host,
+        HostVia::Direct,
+        &fleet,
+        &recorder,
+        Some(leading.clone()),
+    )
+    .await;
+    let b = start_with(
+        "r2",
+        &host,
+        HostVia::Direct,
+        &fleet,
+        &recorder,
+        Some(leading.clone()),
+    )
+    .await;
     eventually(
         "the fleet split over both replicas, one leader",
         DEADLINE,
@@ -890,9 +888,10 @@ async fn a_replica_that_cannot_list_its_peers_claims_nothing() {
     );
     let text = logs().text();
     assert!(
-        text.lines()
-            .any(|l| l.contains(" WARN ") && l.contains("r3") && l.contains("peer lease")
-                && l.contains("list")),
+        text.lines().any(|l| l.contains(" WARN ")
+            && l.contains("r3")
+            && l.contains("peer lease")
+            && l.contains("list")),
         "r3 did not warn that it cannot list its peers:\n{text}"
     );
     a.stop().await;

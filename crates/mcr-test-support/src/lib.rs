@@ -17,10 +17,12 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 mod objects;
+mod refuse;
 
 pub use objects::{
     animal_index, assert_watch_kept, configmap, label_index, minted_kubeconfig, wait_renewals,
 };
+pub use refuse::without_lease_lists;
 
 /// How long [`Running::wait_for`] waits for a cluster to be engaged.
 pub const WAIT: Duration = Duration::from_secs(60);

@@ -1,11 +1,8 @@
 //! One candidate's side of the Lease: acquiring, renewing within the deadline, releasing.
 
-use std::time::Duration;
-
 use k8s_openapi::{
     api::coordination::v1::{Lease, LeaseSpec},
-    apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta},
-    jiff::Timestamp,
+    apimachinery::pkg::apis::meta::v1::ObjectMeta,
 };
 use kube::{Api, api::PostParams};
 use tokio::time::Instant;
@@ -13,6 +10,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
 use super::LeaderElection;
+use crate::lease::{now, seconds};
 
 /// Why the leader stopped leading.
 #[derive(Debug)]
@@ -34,17 +32,6 @@ pub(crate) struct Elector {
     /// When this candidate, not leading yet, created a missing Lease: it leads only once
     /// `lease_duration` has passed since, when any leader of a deleted Lease has stopped.
     created: Option<Instant>,
-}
-
-fn now() -> MicroTime {
-    MicroTime(Timestamp::now())
-}
-
-/// Whole seconds for `leaseDurationSeconds`, rounded *up*: a standby honours what is written,
-/// which must never be shorter than what the leader counts with.
-fn seconds(d: Duration) -> i32 {
-    let secs = d.as_secs() + u64::from(d.subsec_nanos() > 0);
-    i32::try_from(secs.max(1)).unwrap_or(i32::MAX)
 }
 
 impl Elector {
@@ -210,9 +197,7 @@ impl Elector {
         let holder = spec.holder_identity.clone().filter(|h| !h.is_empty());
         let mine = holder.as_deref() == Some(me.as_str());
         if holder.is_some() && !mine {
-            let duration = Duration::from_secs(
-                u64::try_from(spec.lease_duration_seconds.unwrap_or(15)).unwrap_or(15),
-            );
+            let duration = crate::lease::duration(spec);
             match &self.observed {
                 Some((seen, at)) if *seen == rv => {
                     if at.elapsed() < duration {
@@ -253,17 +238,5 @@ impl Elector {
             Err(kube::Error::Api(s)) if s.is_conflict() => Ok(false),
             Err(err) => Err(err),
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn lease_seconds_are_rounded_up() {
-        assert_eq!(seconds(Duration::from_millis(3_900)), 4);
-        assert_eq!(seconds(Duration::from_secs(15)), 15);
-        assert_eq!(seconds(Duration::from_millis(100)), 1);
     }
 }

@@ -141,10 +141,14 @@
 //! `handoff: cluster taken over` when it engages a cluster that the assignment before the
 //! current one gave to another replica (`from`; a replica that died is named too).
 
+mod claim;
 mod coordinator;
+mod handoff;
 mod hrw;
 mod metrics;
 mod options;
+mod peers;
+mod run;
 
 pub(crate) use coordinator::Coordinator;
 pub(crate) use metrics::ShardMetrics;

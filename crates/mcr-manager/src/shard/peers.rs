@@ -1,0 +1,292 @@
+//! The peer table: each other peer's Lease as this replica last saw it, and the rules of the
+//! [module docs](super) that make a peer live, gone, or still a claimant.
+
+use std::collections::HashMap;
+
+use k8s_openapi::api::coordination::v1::Lease;
+use tokio::time::Instant;
+
+use super::claim::{self, PeerLease};
+use super::hrw::Peer;
+use crate::lease::older;
+
+/// One peer's Lease as this replica last saw it.
+#[derive(Clone, Debug)]
+struct Seen {
+    lease: PeerLease,
+    /// When this replica saw the Lease change (local monotonic clock).
+    at: Instant,
+    /// Gone for good: a consistent list showed this version after the lease duration had
+    /// passed since `at`, or the peer left cleanly. Only now is its claim disregarded.
+    gone: bool,
+}
+
+impl Seen {
+    fn expired(&self, now: Instant) -> bool {
+        now.duration_since(self.at) >= self.lease.duration
+    }
+}
+
+/// The other peers of the group (this replica's own Lease is not kept here), one entry per
+/// peer however long the run.
+#[derive(Debug)]
+pub(super) struct Peers {
+    me: String,
+    seen: HashMap<String, Seen>,
+}
+
+impl Peers {
+    /// An empty table for replica `me`.
+    pub(super) fn new(me: impl Into<String>) -> Self {
+        Peers {
+            me: me.into(),
+            seen: HashMap::new(),
+        }
+    }
+
+    /// Records a peer Lease seen at `now`; `true` when the peer is new or its weight, claim or
+    /// leaving changed. A version older than one already seen (a resumed watch replaying what
+    /// it missed) is ignored, so a peer's claim never appears to shrink back.
+    pub(super) fn observe(&mut self, lease: &Lease, now: Instant) -> bool {
+        let Some(read) = claim::read(lease) else {
+            return false;
+        };
+        if read.id == self.me {
+            return false;
+        }
+        let gone = read.left;
+        match self.seen.get_mut(&read.id) {
+            Some(seen) if seen.lease.resource_version == read.resource_version => false,
+            Some(seen) if older(&read.resource_version, &seen.lease.resource_version) => false,
+            Some(seen) => {
+                let changed = seen.lease.weight != read.weight
+                    || seen.lease.claim != read.claim
+                    || seen.gone != gone;
+                *seen = Seen {
+                    lease: read,
+                    at: now,
+                    gone,
+                };
+                changed
+            }
+            None => {
+                self.seen.insert(
+                    read.id.clone(),
+                    Seen {
+                        lease: read,
+                        at: now,
+                        gone,
+                    },
+                );
+                true
+            }
+        }
+    }
+
+    /// A peer Lease left the watch (deleted, or no longer labelled for the group). Only a
+    /// peer that said it left ([`claim::LEFT`], written after it released everything) is gone
+    /// at once. Any other deletion, by hand or by a peer that found this one gone, changes
+    /// nothing: the peer is gone only by the lease-duration rule, so a live peer whose Lease
+    /// someone deleted keeps its claim until it writes the Lease again.
+    pub(super) fn forget(&mut self, lease: &Lease, now: Instant) {
+        if claim::read(lease).is_some_and(|l| l.left) {
+            self.observe(lease, now);
+        }
+    }
+
+    /// Takes in a consistent list of the group's Leases read at `now`: every Lease observed,
+    /// and peers whose Lease is unchanged for their lease duration confirmed gone. A peer
+    /// whose Lease is missing from the list is forgotten only once its lease duration has
+    /// passed since its last change: a missing Lease may have been deleted by hand under a
+    /// live peer, who writes it again at its next renewal.
+    pub(super) fn listed(&mut self, leases: &[Lease], now: Instant) {
+        let mut present = Vec::new();
+        for lease in leases {
+            self.observe(lease, now);
+            if let Some(read) = claim::read(lease) {
+                present.push(read.id);
+            }
+        }
+        self.seen
+            .retain(|id, s| present.contains(id) || !s.expired(now));
+        for s in self.seen.values_mut() {
+            if s.expired(now) {
+                s.gone = true;
+            }
+        }
+    }
+
+    /// The other live peers: those whose Lease changed within its duration, as seen here.
+    pub(super) fn live(&self, now: Instant) -> Vec<Peer> {
+        self.seen
+            .iter()
+            .filter(|(_, s)| !s.gone && !s.expired(now))
+            .map(|(id, s)| Peer::new(id.clone(), s.lease.weight))
+            .collect()
+    }
+
+    /// Every other peer's claim, until a consistent list confirmed the peer gone (or it
+    /// left): a peer that only *looks* silent (this replica's watch lags, or this process was
+    /// paused) may still hold what it claims.
+    pub(super) fn claims(&self) -> Vec<(String, Vec<Peer>)> {
+        self.seen
+            .iter()
+            .filter(|(_, s)| !s.gone)
+            .map(|(id, s)| (id.clone(), s.lease.claim.clone()))
+            .collect()
+    }
+
+    /// The peers gone for good, with their Lease's name and version: `(id, name, version)`.
+    pub(super) fn gone(&self) -> Vec<(String, String, String)> {
+        self.seen
+            .iter()
+            .filter(|(_, s)| s.gone && !s.lease.left)
+            .map(|(id, s)| {
+                let l = &s.lease;
+                (id.clone(), l.name.clone(), l.resource_version.clone())
+            })
+            .collect()
+    }
+
+    /// Forgets peer `id` (its Lease was collected).
+    pub(super) fn remove(&mut self, id: &str) {
+        self.seen.remove(id);
+    }
+
+    /// When the next live peer's Lease expires, as seen here.
+    pub(super) fn next_expiry(&self, now: Instant) -> Option<Instant> {
+        self.seen
+            .values()
+            .filter(|s| !s.gone && !s.expired(now))
+            .map(|s| s.at + s.lease.duration)
+            .min()
+    }
+
+    /// How many peers the table holds.
+    #[cfg(test)]
+    pub(super) fn len(&self) -> usize {
+        self.seen.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::time::Duration;
+
+    use k8s_openapi::api::coordination::v1::LeaseSpec;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+    use super::*;
+
+    fn lease(rv: &str, claim: &str) -> Lease {
+        Lease {
+            metadata: ObjectMeta {
+                name: Some("g-r2".into()),
+                resource_version: Some(rv.into()),
+                annotations: Some(BTreeMap::from([(
+                    claim::CLAIM.to_owned(),
+                    claim.to_owned(),
+                )])),
+                ..ObjectMeta::default()
+            },
+            spec: Some(LeaseSpec {
+                holder_identity: Some("r2".into()),
+                lease_duration_seconds: Some(15),
+                ..LeaseSpec::default()
+            }),
+        }
+    }
+
+    fn left(rv: &str) -> Lease {
+        let mut lease = lease(rv, "");
+        claim::mark_left(&mut lease);
+        lease
+    }
+
+    fn claimants(peers: &Peers) -> Vec<String> {
+        peers.claims().into_iter().map(|(id, _)| id).collect()
+    }
+
+    fn is_live(peers: &Peers, now: Instant) -> bool {
+        peers.live(now).iter().any(|p| p.id == "r2")
+    }
+
+    #[test]
+    fn an_older_lease_version_never_replaces_a_newer_one() {
+        // A watch that resumes after a partition replays the events it missed, in order:
+        // older versions of a peer's Lease can arrive after a consistent list showed a newer
+        // one. Taking them would regress the peer's claim to one it has since widened.
+        let mut peers = Peers::new("r1");
+        let now = Instant::now();
+        assert!(peers.observe(&lease("12", "r1=1,r2=1"), now));
+        assert!(!peers.observe(&lease("9", "r2=1"), now), "older: ignored");
+        assert_eq!(peers.claims()[0].1, claim::decode("r1=1,r2=1"));
+        assert!(peers.observe(&lease("13", "r2=1"), now), "newer: taken");
+        assert_eq!(peers.claims()[0].1, claim::decode("r2=1"));
+    }
+
+    #[test]
+    fn only_a_peer_that_said_it_left_is_gone_when_its_lease_is_deleted() {
+        let mut peers = Peers::new("r1");
+        let now = Instant::now();
+        assert!(peers.observe(&lease("20", "r1=1,r2=1"), now));
+        // Deleted (or relabelled) by hand: nothing changes, the peer may be alive.
+        peers.forget(&lease("21", "r1=1,r2=1"), now);
+        assert_eq!(claimants(&peers), ["r2"]);
+        assert!(is_live(&peers, now));
+        // A replayed deletion of an older Lease that left: ignored.
+        peers.forget(&left("15"), now);
+        assert_eq!(claimants(&peers), ["r2"]);
+        // It left (released everything, claims nothing): gone at once.
+        peers.forget(&left("22"), now);
+        assert!(claimants(&peers).is_empty());
+        assert!(!is_live(&peers, now));
+    }
+
+    #[test]
+    fn a_lease_missing_from_a_list_is_forgotten_only_after_the_lease_duration() {
+        let mut peers = Peers::new("r1");
+        let now = Instant::now();
+        peers.observe(&lease("12", "r1=1,r2=1"), now);
+        // Deleted by hand a moment ago: the list misses it, the peer stays, claim and all.
+        peers.listed(&[], now + Duration::from_secs(1));
+        assert_eq!(claimants(&peers), ["r2"]);
+        // Still missing after its lease duration (15 s): forgotten.
+        peers.listed(&[], now + Duration::from_secs(16));
+        assert_eq!(peers.len(), 0);
+    }
+
+    #[test]
+    fn a_silent_peer_keeps_its_claim_until_a_consistent_list_confirms_it_gone() {
+        // Seen through the watch alone, a peer silent for longer than its lease may be alive
+        // (the watch lags, or this process was paused): it leaves the view, but its claim
+        // holds until a consistent list shows its Lease unchanged.
+        let mut peers = Peers::new("r1");
+        let now = Instant::now();
+        let long_ago = now.checked_sub(Duration::from_secs(60)).unwrap();
+        peers.observe(&lease("12", "r1=1,r2=1"), long_ago);
+        assert!(!is_live(&peers, now), "out of the view");
+        assert_eq!(claimants(&peers), ["r2"], "its claim holds");
+        // A consistent list shows the same version: gone, its claim disregarded.
+        peers.listed(&[lease("12", "r1=1,r2=1")], now);
+        assert!(claimants(&peers).is_empty());
+        assert_eq!(peers.gone().len(), 1, "its Lease is collected");
+        // Renewed since (a newer version): back, claim and all.
+        peers.listed(&[lease("14", "r1=1,r2=1")], now);
+        assert_eq!(claimants(&peers), ["r2"]);
+        assert!(is_live(&peers, now));
+    }
+
+    #[test]
+    fn the_table_stays_bounded_however_often_peers_renew() {
+        // A day of renewals of one peer (every 2 s): the table holds that peer, not its
+        // renewals.
+        let mut peers = Peers::new("r1");
+        let now = Instant::now();
+        for rv in 1..=43_200u64 {
+            peers.observe(&lease(&rv.to_string(), "r1=1,r2=1"), now);
+        }
+        assert_eq!(peers.len(), 1);
+    }
+}
