@@ -24,7 +24,7 @@ use anyhow::{Context as _, Result};
 use clap::{Parser, Subcommand};
 use example_support::stamp::{ANNOTATION, LABEL, error_policy, reconcile};
 use k8s_openapi::api::core::v1::ConfigMap;
-use mcr_manager::{Controller, LeaderElection, Manager, WatchOptions};
+use mcr_manager::{Controller, LeaderElection, Manager, Sharding, WatchOptions};
 use mcr_provider_kubeconfig::{KubeconfigProvider, Namespaces, Options};
 
 /// One controller over every cluster whose kubeconfig is stored in a labelled Secret.
@@ -47,7 +47,16 @@ struct Args {
     /// without the Lease wait.
     #[arg(long, value_name = "NAME")]
     leader_election_id: Option<String>,
-    /// Lease duration in seconds (renew deadline 2/3 of it, retry period 1/5 of it).
+    /// Shard the fleet with the other replicas of this group (peer Leases in --namespace):
+    /// each member is engaged by one replica. See `deploy/components/sharding`.
+    #[arg(long, value_name = "GROUP")]
+    shard_group: Option<String>,
+    /// This replica's identity in the shard group (default: `$POD_NAME` or `$HOSTNAME` plus a
+    /// random suffix).
+    #[arg(long, value_name = "ID", requires = "shard_group")]
+    shard_identity: Option<String>,
+    /// Lease duration in seconds, for leader election and sharding (renew deadline 2/3 of
+    /// it, retry and renew period 1/5 of it).
     #[arg(long, default_value_t = 15, value_parser = clap::value_parser!(u64).range(2..))]
     lease_duration_seconds: u64,
     /// Serve `/metrics`, `/healthz`, `/readyz` and `/clusters` on this address.
@@ -73,6 +82,8 @@ pub fn manager(host: kube::Client, namespace: &str) -> Result<Manager> {
 pub struct Deployment {
     /// Lead through this Lease (in the Secrets' namespace) before running anything.
     pub leader_election: Option<LeaderElection>,
+    /// Shard the fleet with the other replicas of a group.
+    pub sharding: Option<Sharding>,
     /// Serve `/metrics`, `/healthz`, `/readyz` and `/clusters` here.
     pub metrics_address: Option<std::net::SocketAddr>,
 }
@@ -89,6 +100,9 @@ pub fn manager_with(host: kube::Client, namespace: &str, deploy: Deployment) -> 
     let mut builder = Manager::builder(host).provider(Arc::new(provider));
     if let Some(le) = deploy.leader_election {
         builder = builder.leader_election(le);
+    }
+    if let Some(sharding) = deploy.sharding {
+        builder = builder.sharding(sharding);
     }
     if let Some(addr) = deploy.metrics_address {
         builder = builder.metrics_address(addr);
@@ -126,8 +140,20 @@ async fn serve(host: kube::Client, args: &Args) -> Result<()> {
             .renew_deadline(lease * 2 / 3)
             .retry_period(lease / 5)
     });
+    let sharding = args.shard_group.as_ref().map(|group| {
+        let sharding = Sharding::new(group.clone())
+            .namespace(args.namespace.clone())
+            .lease_duration(lease)
+            .renew_deadline(lease * 2 / 3)
+            .renew_period(lease / 5);
+        match &args.shard_identity {
+            Some(id) => sharding.identity(id.clone()),
+            None => sharding,
+        }
+    });
     let deploy = Deployment {
         leader_election,
+        sharding,
         metrics_address: args.metrics_bind_address,
     };
     println!(

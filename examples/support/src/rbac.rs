@@ -245,6 +245,24 @@ impl Controller {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
+    /// Stops it cleanly: SIGTERM, then waits up to `deadline` for it to exit (killed after
+    /// that). Fails (with the log) if it had exited by itself.
+    pub async fn terminate(mut self, deadline: Duration) -> Result<String> {
+        if let Some(status) = self.child.try_wait()? {
+            anyhow::bail!("the controller exited ({status}); log:\n{}", self.log());
+        }
+        let pid = self.child.id().context("the controller has no pid")?;
+        let sent = tokio::process::Command::new("kill")
+            .args(["-TERM", &pid.to_string()])
+            .status()
+            .await?;
+        ensure!(sent.success(), "kill -TERM {pid} failed");
+        if tokio::time::timeout(deadline, self.child.wait()).await.is_err() {
+            self.child.kill().await?;
+        }
+        Ok(self.log())
+    }
+
     /// Stops it; fails (with the log) if it had exited by itself.
     pub async fn stop(mut self) -> Result<String> {
         if let Some(status) = self.child.try_wait()? {
