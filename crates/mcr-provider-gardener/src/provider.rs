@@ -107,7 +107,7 @@ impl GardenerProvider {
             .into_iter()
             .map(|w| {
                 let api = w.api_dynamic(self.inner.garden.clone(), &resource);
-                let stream = watcher(api, w.config(watcher::Config::default()))
+                let stream = mcr_core::watch(api, w.config(watcher::Config::default()))
                     .default_backoff()
                     .boxed();
                 (w.namespace, stream)
