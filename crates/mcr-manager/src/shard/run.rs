@@ -237,7 +237,8 @@ impl Run {
     pub(super) async fn run(&mut self, token: &CancellationToken) {
         let selector = self.selector();
         let config = watcher::Config::default().labels(&selector);
-        let mut events = std::pin::pin!(watcher(self.api.clone(), config).default_backoff());
+        let mut events =
+            std::pin::pin!(mcr_core::watch(self.api.clone(), config).default_backoff());
         let opts = self.c.opts.clone();
         let mut next_renew = Instant::now();
         // After a failed step, nothing is tried again before this.
