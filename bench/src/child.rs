@@ -206,6 +206,14 @@ impl Session {
         Ok(())
     }
 
+    /// Stops the child cleanly: closes its stdin (the children end their run on that) and
+    /// waits for it to exit.
+    pub fn stop(&mut self) -> Result<()> {
+        drop(self.stdin.take());
+        self.child.wait().context("waiting for child")?;
+        Ok(())
+    }
+
     /// Sends one line to the child's stdin.
     pub fn send(&mut self, line: &str) -> Result<()> {
         let stdin = self.stdin.as_mut().context("child stdin closed")?;

@@ -14,7 +14,9 @@
 //! window, and per-update latency (a write to every object, acknowledged in the runner, to
 //! the first reconcile that saw it) with the replicas' CPU per update. With 3: a fourth
 //! replica joins (clusters it takes over) and then the replica owning most clusters is killed
-//! (time until every cluster it owned was reconciled by a live replica).
+//! (time until every cluster it owned was reconciled by a live replica). Then a rolling
+//! restart of the three left, one at a time as a Deployment does it: the clusters engaged
+//! (`mcr_engagements_total` of every replica) against the clusters that changed owner.
 
 use std::{
     collections::HashMap,
@@ -135,19 +137,31 @@ pub async fn child(identity: &str, quick: bool, dir: &Path) -> Result<Value> {
     };
     let mut stdin = tokio::spawn(crate::child::read_command());
     let mut owned = usize::MAX;
+    let mut engagements = u64::MAX;
     loop {
         let n = mgr.engaged_clusters().len();
         if n != owned {
             owned = n;
             println!("OWNED {n}");
         }
+        let e = mgr.metrics().engagements();
+        if e != engagements {
+            engagements = e;
+            println!("ENGAGEMENTS {e}");
+        }
         tokio::select! {
             _ = &mut stdin => break,
             () = tokio::time::sleep(Duration::from_millis(100)) => {}
         }
     }
+    // A clean stop, as a Pod's: every member stopped, the Lease marked left and deleted.
     token.cancel();
-    run.abort();
+    if tokio::time::timeout(Duration::from_secs(60), run)
+        .await
+        .is_err()
+    {
+        bail!("replica {identity} did not stop within 60 s");
+    }
     Ok(json!({ "identity": identity, "owned": owned }))
 }
 
@@ -155,6 +169,8 @@ pub async fn child(identity: &str, quick: bool, dir: &Path) -> Result<Value> {
 struct Replica {
     session: Session,
     owned: usize,
+    /// Clusters it engaged so far (`mcr_engagements_total`; mcr's side only).
+    engagements: u64,
     alive: bool,
 }
 
@@ -254,6 +270,7 @@ impl Run {
         self.replicas.push(Replica {
             session,
             owned: 0,
+            engagements: 0,
             alive: true,
         });
         Ok(())
@@ -277,6 +294,8 @@ impl Run {
             for (at, line) in r.session.lines(wait)? {
                 if let Some(n) = line.strip_prefix("OWNED ") {
                     r.owned = n.parse().unwrap_or(0);
+                } else if let Some(n) = line.strip_prefix("ENGAGEMENTS ") {
+                    r.engagements = n.parse().unwrap_or(0);
                 } else {
                     self.fleet.absorb(i, at, &line);
                 }
@@ -437,6 +456,11 @@ pub(crate) struct Plan {
     pub join: bool,
     /// The replica owning most (of the first `replicas`) is killed with SIGKILL.
     pub kill: bool,
+    /// Then a rolling restart, one replica at a time as a Deployment does it (a new replica
+    /// starts, and once settled the old one stops cleanly): the clusters engaged per restart
+    /// against the clusters that changed owner (mcr's side only: its replicas count their
+    /// engagements).
+    pub rolling: bool,
     /// No owned count may change for this long before the replicas count as settled.
     pub quiet: Duration,
     /// The steady-state window over which the host's Lease writes are counted.
@@ -568,13 +592,44 @@ pub(crate) fn measure(
         out["reown_s"] = back.duration_since(killed).as_secs_f64().into();
         out["reown_lease_writes"] = (lease_writes(&host) - writes).into();
     }
+    if plan.rolling {
+        let (engaged, moved) = rolling_restart(&mut run, plan)?;
+        out["rolling_engaged"] = engaged.into();
+        out["rolling_moved"] = moved.into();
+    }
     for r in run.replicas.iter_mut().filter(|r| r.alive) {
         let _ = r.session.kill();
     }
     Ok(out)
 }
 
-/// One fleet over `n` replicas (and with 3, a join and a kill).
+/// Replaces every live replica, one at a time, as a Deployment's rolling update does (one
+/// surge replica, none unavailable): a new replica starts and takes its share, then the old
+/// one stops cleanly and hands its clusters over. Returns the clusters engaged during the
+/// restarts (by every replica) and the clusters that changed owner (the new replicas' shares
+/// as they joined, and the old ones' as they left).
+fn rolling_restart(run: &mut Run, plan: &Plan) -> Result<(u64, u64)> {
+    let old: Vec<usize> = (0..run.replicas.len())
+        .filter(|&i| run.replicas[i].alive)
+        .collect();
+    let (mut engaged, mut moved) = (0, 0);
+    for i in old {
+        let before: u64 = run.replicas.iter().map(|r| r.engagements).sum();
+        run.start()?;
+        run.settle(plan.quiet, plan.deadline)?;
+        let new = run.replicas.len() - 1;
+        moved += run.replicas[new].owned as u64;
+        moved += run.replicas[i].owned as u64;
+        run.replicas[i].session.stop()?;
+        run.replicas[i].alive = false;
+        run.settle(plan.quiet, plan.deadline)?;
+        let after: u64 = run.replicas.iter().map(|r| r.engagements).sum();
+        engaged += after - before;
+    }
+    Ok((engaged, moved))
+}
+
+/// One fleet over `n` replicas (and with 3, a join, a kill and a rolling restart).
 fn one_run(quick: bool, replicas: usize, envtest: &Path, work: &Path) -> Result<Value> {
     let rt = tokio::runtime::Runtime::new()?;
     let fleet = FleetSetup::start(&rt, clusters(quick), envtest, work, "b11-fleet")?;
@@ -583,6 +638,7 @@ fn one_run(quick: bool, replicas: usize, envtest: &Path, work: &Path) -> Result<
         value: 1,
         join: replicas == 3,
         kill: replicas == 3,
+        rolling: replicas == 3,
         quiet: renew_period(quick) * 3,
         window: renew_period(quick) * if quick { 3 } else { 6 },
         deadline: Duration::from_secs(if quick { 120 } else { 1200 }),
@@ -610,7 +666,8 @@ pub fn run(quick: bool, envtest: &Path, work: &Path) -> Scenario {
             }
         ),
         "<= 1 coordination write per replica per renew period; a fourth replica takes about \
-         1/4 of the clusters; everything re-owned within lease duration + sync after a kill",
+         1/4 of the clusters; everything re-owned within lease duration + sync after a kill; \
+         a rolling restart engages <= 1.1 clusters per cluster that changed owner",
     );
     let mut met = true;
     for replicas in [1, 3] {
@@ -667,6 +724,24 @@ pub fn run(quick: bool, envtest: &Path, work: &Path) -> Scenario {
                         f("reown_s"),
                         "s",
                     );
+                    let (engaged, moved) = (f("rolling_engaged"), f("rolling_moved"));
+                    s.metric(
+                        &format!("{at}rolling restart: clusters that changed owner"),
+                        moved,
+                        "",
+                    );
+                    s.metric(
+                        &format!("{at}rolling restart: clusters engaged"),
+                        engaged,
+                        "",
+                    );
+                    let ratio = engaged.zip(moved).map(|(e, m)| e / m.max(1.0));
+                    s.metric(
+                        &format!("{at}rolling restart: engaged per owner change"),
+                        ratio,
+                        "x",
+                    );
+                    met &= ratio.is_some_and(|r| r <= 1.1);
                 }
                 s.runs.push(v);
             }

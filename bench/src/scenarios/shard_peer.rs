@@ -53,6 +53,7 @@ fn plan(value: u64) -> Plan {
         value,
         join: false,
         kill: true,
+        rolling: false,
         quiet: Duration::from_secs(15),
         window: Duration::from_secs(30),
         deadline: Duration::from_secs(300),

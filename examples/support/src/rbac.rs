@@ -257,7 +257,10 @@ impl Controller {
             .status()
             .await?;
         ensure!(sent.success(), "kill -TERM {pid} failed");
-        if tokio::time::timeout(deadline, self.child.wait()).await.is_err() {
+        if tokio::time::timeout(deadline, self.child.wait())
+            .await
+            .is_err()
+        {
             self.child.kill().await?;
         }
         Ok(self.log())

@@ -164,6 +164,7 @@ impl Aware for Manager {
             }
             state.runnables.clone()
         };
+        self.metrics().engaged_one();
         // Known by the engaged name in the cache's logs and errors, and its informers'.
         cluster.cache().engaged_as(&name);
         match self.inner.shard.as_ref().map(|c| (c, c.taken_from(&name))) {

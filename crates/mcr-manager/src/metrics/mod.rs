@@ -7,6 +7,7 @@
 //! | `mcr_queue_wait_seconds` | histogram | controller, cluster (time from a request becoming due to its reconcile starting) |
 //! | `mcr_queue_depth` | gauge | controller, cluster (keys ready to run) |
 //! | `mcr_engaged_clusters` | gauge | controller |
+//! | `mcr_engagements_total` | counter | (none): clusters engaged with the manager since it started, a cluster engaged again (released and re-engaged, or a new instance) counted each time; churn shows here |
 //! | `mcr_watch_restarts` | gauge | controller, cluster (watch errors seen by its informers) |
 //! | `mcr_cluster_synced` | gauge | cluster (caches synced, 0 for a member not engaged; host: `cluster="<host>"`) |
 //! | `mcr_members` | gauge | provider, state (`engaged`, `pending`, `failed`): the provider's members |
@@ -94,6 +95,7 @@ pub struct Metrics {
     samples: Arc<SampleStore>,
     depth: Family<ClusterLabels, Gauge>,
     engaged: Family<ControllerLabels, Gauge>,
+    engagements: Counter,
     restarts: Family<ClusterLabels, Gauge>,
     synced: Family<ControllerLabels, Gauge>,
     members: Family<MemberLabels, Gauge>,
@@ -151,6 +153,12 @@ impl Metrics {
         );
         registry.register("mcr_queue_depth", "Keys ready to reconcile", depth.clone());
         registry.register("mcr_engaged_clusters", "Clusters engaged", engaged.clone());
+        let engagements = Counter::default();
+        registry.register(
+            "mcr_engagements",
+            "Clusters engaged with the manager (each new engagement of a cluster counted)",
+            engagements.clone(),
+        );
         registry.register(
             "mcr_watch_restarts",
             "Watch errors seen by the cluster's informers",
@@ -165,11 +173,28 @@ impl Metrics {
             samples: Arc::default(),
             depth,
             engaged,
+            engagements,
             restarts,
             synced,
             members,
             credentials,
         }
+    }
+
+    /// Counts one engagement of a cluster with the manager.
+    pub(crate) fn engaged_one(&self) {
+        self.engagements.inc();
+    }
+
+    /// Clusters engaged with the manager since it started (`mcr_engagements_total`): a
+    /// cluster released and engaged again counts again, so a rollout's churn is the growth of
+    /// this number.
+    ///
+    /// ```
+    /// assert_eq!(mcr_manager::Metrics::new().engagements(), 0);
+    /// ```
+    pub fn engagements(&self) -> u64 {
+        self.engagements.get()
     }
 
     /// Replaces the `mcr_cluster_synced` series with `states` (departed clusters vanish).
