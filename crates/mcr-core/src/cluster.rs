@@ -298,4 +298,36 @@ impl Released {
     pub fn is_released(&self) -> bool {
         self.0.strong_count() == 0
     }
+
+    /// Waits until no clone of the instance is left. Woken by the drop of an instance (one
+    /// process-wide signal, so an instance carries nothing for it), not by polling.
+    ///
+    /// ```no_run
+    /// # async fn f(c: mcr_core::Cluster) {
+    /// let r = c.released();
+    /// drop(c);
+    /// r.wait().await;
+    /// # }
+    /// ```
+    pub async fn wait(&self) {
+        loop {
+            let dropped = INSTANCE_DROPPED.notified();
+            let mut dropped = std::pin::pin!(dropped);
+            dropped.as_mut().enable();
+            if self.is_released() {
+                return;
+            }
+            dropped.await;
+        }
+    }
+}
+
+/// Signalled whenever a [`Cluster`] instance is dropped (its last clone gone): what
+/// [`Released::wait`] waits on.
+static INSTANCE_DROPPED: tokio::sync::Notify = tokio::sync::Notify::const_new();
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        INSTANCE_DROPPED.notify_waiters();
+    }
 }

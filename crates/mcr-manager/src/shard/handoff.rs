@@ -15,50 +15,61 @@ use super::run::{Run, epoch};
 impl Run {
     /// Waits until no cluster this replica does not own under the published snapshot is
     /// engaged any more (the gates stop them as they see the change) and every instance of
-    /// them in `before` is gone (its contexts and in-flight reconciles dropped), bounded by
-    /// `limit`. `false` if some cluster is still engaged then; in-flight work that outlives
+    /// them is gone (its contexts and in-flight reconciles dropped), bounded by `limit`.
+    /// Driven by the instances' drops ([`Released::wait`](mcr_core::Released::wait)), not by
+    /// polling. `false` if some cluster is still engaged then; in-flight work that outlives
     /// the limit (a reconcile that does not honour cancellation) is logged and left.
-    async fn released(
+    pub(super) async fn released(
         &self,
         before: Vec<(ClusterName, mcr_core::Cluster)>,
         limit: Duration,
     ) -> bool {
         let deadline = Instant::now() + limit;
-        let draining: Vec<(ClusterName, mcr_core::Released)> = before
-            .into_iter()
-            .filter(|(n, _)| !self.c.owner(n).is_owned())
-            .map(|(n, c)| (n, c.released()))
-            .collect();
+        let mut draining: Vec<(ClusterName, mcr_core::ClusterId, mcr_core::Released)> = Vec::new();
+        let add = |draining: &mut Vec<_>, name: ClusterName, cluster: mcr_core::Cluster| {
+            let id = cluster.id();
+            if !self.c.owner(&name).is_owned() && draining.iter().all(|(_, i, _)| *i != id) {
+                draining.push((name, id, cluster.released()));
+            }
+        };
+        for (name, cluster) in before {
+            add(&mut draining, name, cluster);
+        }
         loop {
+            // Engaged since `before` was taken, and not owned any more: drained too.
+            for (name, cluster, _) in self.fleet.members().engagements() {
+                add(&mut draining, name, cluster);
+            }
+            let Some((_, _, running)) = draining.iter().find(|(_, _, r)| !r.is_released()) else {
+                return true;
+            };
+            if tokio::time::timeout_at(deadline, running.wait())
+                .await
+                .is_ok()
+            {
+                continue;
+            }
             let held: Vec<ClusterName> = self
                 .fleet
                 .names()
                 .into_iter()
                 .filter(|n| !self.c.owner(n).is_owned())
                 .collect();
+            if !held.is_empty() {
+                warn!(
+                    clusters = held.len(),
+                    "clusters not released within the grace period"
+                );
+                return false;
+            }
             let running: Vec<&ClusterName> = draining
                 .iter()
-                .filter(|(_, r)| !r.is_released())
-                .map(|(n, _)| n)
+                .filter(|(_, _, r)| !r.is_released())
+                .map(|(n, _, _)| n)
                 .collect();
-            if held.is_empty() && running.is_empty() {
-                return true;
-            }
-            if Instant::now() >= deadline {
-                if !held.is_empty() {
-                    warn!(
-                        clusters = held.len(),
-                        "clusters not released within the grace period"
-                    );
-                    return false;
-                }
-                warn!(clusters = ?running, grace = ?limit,
-                    "work of released clusters still running after the grace period (does a reconcile ignore cancellation?)");
-                return true;
-            }
-            // Local and bounded: the members' tokens fire at once, their registry entries and
-            // in-flight reconciles go a few polls later.
-            tokio::time::sleep(Duration::from_millis(5)).await;
+            warn!(clusters = ?running, grace = ?limit,
+                "work of released clusters still running after the grace period (does a reconcile ignore cancellation?)");
+            return true;
         }
     }
 

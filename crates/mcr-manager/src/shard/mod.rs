@@ -44,7 +44,8 @@
 //!    every instance released is gone ([`Cluster::released`](mcr_core::Cluster::released):
 //!    its contexts and in-flight reconciles dropped), bounded by `lease_duration -
 //!    renew_deadline` (a cluster still engaged then fails the step, which is retried; work
-//!    still running then is logged and left);
+//!    still running then is logged and left). The wait is woken by the instances' drops
+//!    ([`Released::wait`](mcr_core::Released::wait)), not by polling;
 //! 2. **claims** the new view: one Lease write, which is also its renewal;
 //! 3. **lists** the group's Leases with a consistent read (a quorum read on a real API
 //!    server);
