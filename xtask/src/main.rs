@@ -1,7 +1,6 @@
 //! `cargo xtask`: project automation for mcr.
 //!
-//! - `cargo xtask ci`: everything CI checks (fmt, clippy, tests, the 2-minute chaos suite, docs,
-//!   cargo-deny when installed).
+//! - `cargo xtask ci`: the CI sequence: runs `.ci/run`, the one definition of CI.
 //! - `cargo xtask assets`: builds `kube-apiserver`, `etcd` and `kubectl` from Go modules.
 //! - `cargo xtask e2e`: the examples and cross-crate tests against real control planes
 //!   (`--kind`: against kind clusters, needs `docker` and `kind`).
@@ -25,7 +24,7 @@ use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
 
 /// Library crates in the order they must be published (each depends only on earlier ones).
-const PUBLISH_ORDER: &[&str] = &[
+const PUBLISHED: &[&str] = &[
     "mcr-envtest",
     "mcr-core",
     "mcr-manager",
@@ -48,7 +47,9 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Cmd {
-    /// fmt check, clippy -D warnings, tests, rustdoc with warnings denied, cargo-deny if installed.
+    /// The CI sequence: runs `.ci/run` (fmt, clippy, cargo-deny, feature combinations,
+    /// benchmark smoke run, tests, chaos suites, rustdoc, real control planes when Go is
+    /// installed).
     Ci,
     /// Build kube-apiserver, etcd and kubectl from Go modules (cached) and print their directory.
     Assets {
@@ -200,42 +201,11 @@ fn on_path(program: &str) -> bool {
         .unwrap_or(false)
 }
 
+/// `.ci/run`, the one definition of CI.
 fn ci() -> Result<()> {
-    cargo(&["fmt", "--all", "--", "--check"])?;
-    cargo(&[
-        "clippy",
-        "--workspace",
-        "--all-targets",
-        "--",
-        "-D",
-        "warnings",
-    ])?;
-    cargo(&["test", "--workspace"])?;
-    for default_settings in [false, true] {
-        chaos::run(chaos::Chaos {
-            clusters: Some(12),
-            minutes: Some(2.0),
-            seed: None,
-            real: false,
-            replicas: None,
-            default_settings,
-        })?;
-    }
-    run(
-        "cargo",
-        &["doc", "--workspace", "--no-deps"],
-        &[("RUSTDOCFLAGS", "-D warnings")],
-    )?;
-    if on_path("cargo-deny") {
-        cargo(&["deny", "check", "bans", "licenses", "sources"])?;
-        // The advisory database is fetched from the network; without one, say so and go on.
-        if let Err(err) = cargo(&["deny", "check", "advisories"]) {
-            eprintln!("cargo deny check advisories did not pass (offline?): {err:#}");
-        }
-    } else {
-        eprintln!("cargo-deny is not installed: skipped (cargo install cargo-deny)");
-    }
-    Ok(())
+    let script = workspace_root().join(".ci").join("run");
+    let script = script.to_str().context("the workspace path is not UTF-8")?;
+    run("bash", &[script], &[])
 }
 
 /// The workspace root (xtask lives one level below it).
@@ -251,7 +221,7 @@ fn package() -> Result<()> {
     // One invocation: cargo packages interdependent workspace crates that are not yet on
     // crates.io by resolving them against each other, in dependency order.
     let mut args = vec!["package", "--no-verify", "--allow-dirty"];
-    for krate in PUBLISH_ORDER {
+    for krate in PUBLISHED {
         args.extend(["-p", krate]);
     }
     cargo(&args)
