@@ -1,14 +1,33 @@
 //! [`ClusterName`]: the name a cluster is engaged under.
 
-use std::{borrow::Borrow, cmp::Ordering, fmt, hash::Hash, sync::Arc};
+use std::{
+    borrow::{Borrow, Cow},
+    cmp::Ordering,
+    fmt,
+    hash::Hash,
+    sync::Arc,
+};
+
+use sha2::{Digest, Sha256};
 
 /// The text of the host cluster's name: in `Display`, logs, errors and the `cluster` label of
 /// metrics. No member can be engaged under it (nor under the empty name), so a line that names
 /// `<host>` is always about the host.
 pub const HOST: &str = "<host>";
 
+/// The longest [`ClusterName::key`]: the limit of a label value.
+pub const KEY_MAX_LEN: usize = 63;
+
+/// Hex digits of the name's SHA-256 at the end of a key that is not the name itself.
+const KEY_HASH_LEN: usize = 12;
+
 /// The name of a cluster in the fleet: the host (the cluster the manager runs against) or a
 /// member, known by the name its provider engaged it under.
+///
+/// A name is opaque: each provider makes its own (the file provider `<path>+<context>`, the
+/// multi provider `<prefix><separator><name>`, ...), so do not parse it. Where it must fit
+/// Kubernetes' rules, as a ConfigMap key, a label value or a line of a table, use
+/// [`ClusterName::key`].
 ///
 /// Cheap to clone (an `Arc<str>` inside). The host is its own variant, [`ClusterName::host`],
 /// written [`HOST`] (`<host>`); [`ClusterName::default`] is the host. Every other string is a
@@ -115,6 +134,81 @@ impl ClusterName {
             Repr::Member(s) => s,
         }
     }
+}
+
+impl ClusterName {
+    /// The name in a form that is a valid ConfigMap or Secret data key, label value and
+    /// annotation value, and reads well in a table: at most [`KEY_MAX_LEN`] (63) letters,
+    /// digits, `-`, `_` and `.`, starting and ending with a letter or digit.
+    ///
+    /// A name that already is one is returned as is (`member-1`, a namespace, a kind cluster).
+    /// Any other name, the host's `<host>` included, becomes its last 50 characters with every
+    /// run of other characters replaced by one `-`, then `-` and the first 12 hex digits of
+    /// the SHA-256 of the whole name. The end is kept because providers put the most specific
+    /// part of a name last (the file provider's context, the multi provider's inner name).
+    ///
+    /// Two different names give two different keys (barring a 48-bit hash collision), and a
+    /// name always gives the same key, in every process and release: a key can be written to
+    /// a cluster and looked up again later, e.g. one entry per member in a summary ConfigMap.
+    /// The key is not a DNS-1123 name (it keeps upper case and `_`): for object names use
+    /// [`sanitize::dns1123`](crate::sanitize::dns1123).
+    ///
+    /// ```
+    /// use mcr_core::ClusterName;
+    ///
+    /// // Already a key: unchanged.
+    /// assert_eq!(ClusterName::new("member-1").key(), "member-1");
+    ///
+    /// // A file provider name: readable end, hash of the whole name.
+    /// let name = ClusterName::new("/etc/fleet/prod.kubeconfig+eu-west");
+    /// let key = name.key();
+    /// assert!(key.starts_with("etc-fleet-prod.kubeconfig-eu-west-"), "{key}");
+    /// assert_eq!(key.len(), "etc-fleet-prod.kubeconfig-eu-west-".len() + 12);
+    ///
+    /// // Different names, different keys, even when they read alike.
+    /// assert_ne!(ClusterName::new("a/b").key(), ClusterName::new("a+b").key());
+    /// assert!(ClusterName::host().key().starts_with("host-"));
+    /// ```
+    pub fn key(&self) -> Cow<'_, str> {
+        let name = self.as_str();
+        if is_key(name) {
+            return Cow::Borrowed(name);
+        }
+        // One `-` for every run of characters a key may not hold.
+        let mut mapped = String::with_capacity(name.len());
+        for c in name.chars() {
+            if is_key_char(c) {
+                mapped.push(c);
+            } else if !mapped.ends_with('-') {
+                mapped.push('-');
+            }
+        }
+        let room = KEY_MAX_LEN - KEY_HASH_LEN - 1;
+        // All ASCII now, so any byte index is a character boundary.
+        let tail = &mapped[mapped.len().saturating_sub(room)..];
+        let tail = tail.trim_matches(|c: char| !c.is_ascii_alphanumeric());
+        let digest = hex::encode(Sha256::digest(name.as_bytes()));
+        let hash = &digest[..KEY_HASH_LEN];
+        Cow::Owned(if tail.is_empty() {
+            hash.to_owned()
+        } else {
+            format!("{tail}-{hash}")
+        })
+    }
+}
+
+/// A character a ConfigMap key and a label value may hold.
+fn is_key_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')
+}
+
+/// Whether `s` is its own key (see [`ClusterName::key`]).
+fn is_key(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= KEY_MAX_LEN
+        && s.chars().all(is_key_char)
+        && s.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && s.ends_with(|c: char| c.is_ascii_alphanumeric())
 }
 
 impl Default for ClusterName {
@@ -250,6 +344,68 @@ mod tests {
         assert_eq!(a.as_ref(), "a");
         assert_eq!(format!("{a}"), "a");
         assert_eq!(format!("{a:?}"), "ClusterName(\"a\")");
+    }
+
+    /// What Kubernetes accepts as a label value (and, within 253 characters, as a ConfigMap
+    /// key): written out here from the API server's rules, not from `is_key`.
+    fn valid_label_value(s: &str) -> bool {
+        let b = s.as_bytes();
+        s.len() <= 63
+            && (s.is_empty()
+                || (b[0].is_ascii_alphanumeric()
+                    && b[b.len() - 1].is_ascii_alphanumeric()
+                    && b.iter()
+                        .all(|c| c.is_ascii_alphanumeric() || b"-_.".contains(c))))
+    }
+
+    #[test]
+    fn keys_are_valid_stable_and_distinct() {
+        let long = format!("/tmp/{}/member-7.kubeconfig+member-7", "d".repeat(80));
+        let (x63, x64) = ("x".repeat(63), "x".repeat(64));
+        let names = [
+            "member-1",
+            "Team_A.prod",
+            "/etc/fleet/a.kubeconfig+dev",
+            "/etc/fleet/a.kubeconfig+b.kubeconfig+c",
+            "/etc/fleet/a.kubeconfig+b.kubeconfig/c",
+            "kind#dev",
+            "kind/dev",
+            "-leading",
+            "trailing.",
+            "///",
+            "",
+            "caf\u{e9}",
+            x63.as_str(),
+            x64.as_str(),
+            long.as_str(),
+            HOST,
+        ];
+        let mut seen = BTreeSet::new();
+        for n in names {
+            let key = ClusterName::new(n).key().into_owned();
+            assert!(!key.is_empty(), "{n:?}");
+            assert!(valid_label_value(&key), "{n:?} -> {key:?}");
+            assert_eq!(ClusterName::new(n).key(), key, "stable: {n:?}");
+            assert!(seen.insert(key.clone()), "{n:?} -> {key:?} given twice");
+        }
+        // Valid names are their own keys, borrowed; others end with the hash.
+        assert!(matches!(
+            ClusterName::new("member-1").key(),
+            Cow::Borrowed("member-1")
+        ));
+        assert_eq!(ClusterName::new(x63.as_str()).key(), x63);
+        let long_name = ClusterName::new(long.as_str());
+        let long_key = long_name.key();
+        assert_eq!(long_key.len(), KEY_MAX_LEN, "{long_key}");
+        assert!(
+            long_key.contains("member-7.kubeconfig-member-7-"),
+            "{long_key}"
+        );
+        assert_eq!(ClusterName::new("///").key().len(), KEY_HASH_LEN);
+        assert!(ClusterName::new("-leading").key().starts_with("leading-"));
+        // A fixed value: the key must not change between releases (keys written to a cluster
+        // are looked up again by later versions).
+        assert_eq!(ClusterName::new("a/b").key(), "a-b-c14cddc033f6");
     }
 
     #[test]

@@ -77,3 +77,6 @@ pub mod ch22_performance {
 pub mod ch23_deploying {
     #![doc = include_str!("../chapters/23-deploying.md")]
 }
+pub mod ch24_recipe_fleet_summary {
+    #![doc = include_str!("../chapters/24-recipe-fleet-summary.md")]
+}

@@ -36,7 +36,7 @@
 
 mod replica;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -49,6 +49,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::ResourceExt;
 use kube::api::{Api, PostParams};
 use kube::runtime::controller::Action;
+use mcr_core::ClusterName;
 use mcr_core::shard::Ownership;
 use mcr_envtest::{Fleet, TestCluster};
 use mcr_manager::{Context, Controller, Manager, Sharding};
@@ -97,11 +98,6 @@ async fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
-}
-
-/// The short name of a file-provider cluster: `<path>+<context>` shows as `<context>`.
-fn short(cluster: &str) -> &str {
-    cluster.rsplit('+').next().unwrap_or(cluster)
 }
 
 /// Stamps the ConfigMap with the name of the replica that reconciled it.
@@ -190,60 +186,52 @@ impl Drop for Replica {
     }
 }
 
-/// Who engaged what, if every cluster is engaged by exactly one replica.
-fn ownership(replicas: &[&Replica], names: &[String]) -> Option<BTreeMap<String, String>> {
+/// Who engaged what, if each of the `n` members is engaged by exactly one replica. Keyed by
+/// the name the provider engaged each member under: opaque (the file provider's is
+/// `<path>+<context>`), compared whole and printed with [`ClusterName::key`].
+fn ownership(replicas: &[&Replica], n: usize) -> Option<BTreeMap<ClusterName, String>> {
     let mut owners = BTreeMap::new();
     for r in replicas {
         for name in r.mgr.engaged_clusters() {
-            if owners
-                .insert(short(name.as_str()).to_owned(), r.id.clone())
-                .is_some()
-            {
+            if owners.insert(name, r.id.clone()).is_some() {
                 return None;
             }
         }
     }
-    (owners.len() == names.len()).then_some(owners)
+    (owners.len() == n).then_some(owners)
 }
 
-/// Waits until every cluster is engaged by exactly one replica and each replica has engaged
-/// just what it owns and takes every other cluster for one of the others' (so every replica
-/// sees all the others); returns who owns what.
+/// Waits until every member is engaged by exactly one replica and each replica knows all `n`
+/// members, has engaged just what it owns and takes every other member for one of the
+/// others' (so every replica sees all the others); returns who owns what.
 async fn settled(
     replicas: &[&Replica],
-    names: &[String],
+    n: usize,
     deadline: Duration,
-) -> Result<BTreeMap<String, String>> {
+) -> Result<BTreeMap<ClusterName, String>> {
     let ids: Vec<&str> = replicas.iter().map(|r| r.id.as_str()).collect();
     let until = Instant::now() + deadline;
     loop {
         let agreed = replicas.iter().all(|r| {
-            let engaged: Vec<String> = r
+            let engaged: BTreeSet<ClusterName> = r.mgr.engaged_clusters().into_iter().collect();
+            // The members this replica knows: engaged here, or reported by its provider.
+            let known: BTreeSet<ClusterName> = r
                 .mgr
-                .engaged_clusters()
-                .iter()
-                .map(|e| short(e.as_str()).to_owned())
+                .member_statuses()
+                .into_iter()
+                .map(|m| m.name)
+                .chain(engaged.iter().cloned())
                 .collect();
-            names.iter().all(|n| {
-                // The file provider engages `<path>+<context>`: ask by the engaged name.
-                let full = r
-                    .mgr
-                    .member_statuses()
-                    .into_iter()
-                    .map(|m| m.name)
-                    .chain(r.mgr.engaged_clusters())
-                    .find(|e| short(e.as_str()) == n);
-                let Some(full) = full else { return false };
-                match r.mgr.owner(&full) {
-                    Ownership::Owned => engaged.contains(n),
+            known.len() == n
+                && known.iter().all(|name| match r.mgr.owner(name) {
+                    Ownership::Owned => engaged.contains(name),
                     Ownership::Elsewhere { owner } => {
-                        !engaged.contains(n)
+                        !engaged.contains(name)
                             && owner.is_some_and(|o| o != r.id && ids.contains(&o.as_str()))
                     }
-                }
-            })
+                })
         });
-        if agreed && let Some(owners) = ownership(replicas, names) {
+        if agreed && let Some(owners) = ownership(replicas, n) {
             return Ok(owners);
         }
         if Instant::now() > until {
@@ -253,9 +241,9 @@ async fn settled(
     }
 }
 
-fn print_owners(owners: &BTreeMap<String, String>) {
+fn print_owners(owners: &BTreeMap<ClusterName, String>) {
     for (cluster, owner) in owners {
-        println!("      {cluster:<12} owned by {owner}");
+        println!("      {:<44} owned by {owner}", cluster.key());
     }
 }
 
@@ -270,7 +258,6 @@ async fn run(args: Args) -> Result<()> {
         .start()
         .await
         .context("starting the fleet")?;
-    let names: Vec<String> = fleet.names();
     let host = TestCluster::start("host").await?;
     println!("[1/4] started {n} clusters and a host cluster for the replicas' Leases");
 
@@ -278,7 +265,7 @@ async fn run(args: Args) -> Result<()> {
     for id in ["replica-1", "replica-2", "replica-3"] {
         replicas.push(Replica::start(id, &host, dir.path()).await?);
     }
-    let owners = settled(&replicas.iter().collect::<Vec<_>>(), &names, deadline).await?;
+    let owners = settled(&replicas.iter().collect::<Vec<_>>(), n, deadline).await?;
     println!("[2/4] every cluster is owned by exactly one replica:");
     print_owners(&owners);
 
@@ -292,7 +279,7 @@ async fn run(args: Args) -> Result<()> {
     let killed = Instant::now();
     victim.kill();
     println!("[3/4] killed {id} (it owned {lost} clusters); waiting for its Lease to expire");
-    let owners = settled(&replicas.iter().collect::<Vec<_>>(), &names, deadline).await?;
+    let owners = settled(&replicas.iter().collect::<Vec<_>>(), n, deadline).await?;
     println!(
         "      {} and {} took over after {:.1}s:",
         replicas[0].id,
@@ -303,7 +290,7 @@ async fn run(args: Args) -> Result<()> {
 
     println!("[4/4] a ConfigMap in every cluster, reconciled by its owner");
     for c in fleet.clusters() {
-        let api: Api<ConfigMap> = Api::default_namespaced(c.client());
+        let api: Api<ConfigMap> = Api::namespaced(c.client(), "default");
         let cm = ConfigMap {
             metadata: kube::api::ObjectMeta {
                 name: Some("after-the-kill".into()),
@@ -313,18 +300,23 @@ async fn run(args: Args) -> Result<()> {
         };
         api.create(&PostParams::default(), &cm).await?;
     }
+    // Read back through each member's owner: the manager hands out the clusters it engaged.
     let until = Instant::now() + deadline;
-    for c in fleet.clusters() {
-        let api: Api<ConfigMap> = Api::default_namespaced(c.client());
-        let want = &owners[c.name()];
+    for (name, want) in &owners {
+        let owner = replicas
+            .iter()
+            .find(|r| &r.id == want)
+            .context("an owner that is not running")?;
+        let cluster = owner.mgr.cluster(name).await?;
+        let api: Api<ConfigMap> = Api::namespaced(cluster.client(), "default");
         loop {
             let cm = api.get("after-the-kill").await?;
             if cm.annotations().get(ANNOTATION) == Some(want) {
-                println!("      {:<12} reconciled by {want}", c.name());
+                println!("      {:<44} reconciled by {want}", name.key());
                 break;
             }
             if Instant::now() > until {
-                bail!("{}: not reconciled by {want}", c.name());
+                bail!("{}: not reconciled by {want}", name.key());
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
