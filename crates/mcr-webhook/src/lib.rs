@@ -10,8 +10,9 @@
 //!   not engaged is refused, naming it.
 //! - [`Server`] serves them over HTTPS (rustls) with a [`CertificateReloader`]: the
 //!   certificate files are followed and swapped in on change, without a restart or a dropped
-//!   connection. Bodies are capped, header, handshake and handler time bounded, a panicking
-//!   handler answers 500 for its request only, and a request that cannot be handled gets the
+//!   connection. Bodies are capped, every phase of a connection has a deadline (handshake,
+//!   protocol detection, request heads, handler, idle keep-alive), connections are capped, a
+//!   panicking handler answers 500 for its request only, and a request that cannot be handled gets the
 //!   review shape kube-apiserver reads (`allowed: false`, a status message, the request's uid
 //!   when it could be read).
 //! - [`MemberConfigurations`] (opt-in) writes the webhook configurations into each member as
@@ -44,6 +45,7 @@
 
 mod admission;
 mod config;
+mod connection;
 mod conversion;
 mod error;
 mod members;
