@@ -119,9 +119,11 @@ async fn members_get_the_configuration_on_engage_and_lose_it_when_they_leave() {
             .await
             .unwrap();
         let hook = &validating.webhooks.unwrap()[0];
+        // Pinned: a webhook's name must not change between releases (its hash is the first
+        // 8 hex digits of sha256("/validate--v1-configmap")).
         assert_eq!(
             hook.name,
-            "validate--v1-configmap.configmaps.webhooks.mcr.test"
+            "validate--v1-configmap-62231f71.configmaps.webhooks.mcr.test"
         );
         assert_eq!(hook.client_config.ca_bundle.as_ref().unwrap().0, ca);
         assert_eq!(hook.side_effects, "None");
@@ -289,4 +291,93 @@ async fn real_apiservers_call_the_webhook_for_the_host_and_two_members() {
         );
         assert!(api.get_opt("invalid").await.unwrap().is_none());
     }
+}
+
+mod kubeadm {
+    use kube::CustomResource;
+    use serde::{Deserialize, Serialize};
+
+    #[derive(CustomResource, Deserialize, Serialize, Clone, Debug)]
+    #[kube(
+        group = "controlplane.cluster.x-k8s.io",
+        version = "v1beta1",
+        kind = "KubeadmControlPlane",
+        namespaced,
+        schema = "disabled"
+    )]
+    pub struct KubeadmControlPlaneSpec {
+        pub replicas: Option<i32>,
+    }
+
+    #[derive(CustomResource, Deserialize, Serialize, Clone, Debug)]
+    #[kube(
+        group = "controlplane.cluster.x-k8s.io",
+        version = "v1beta1",
+        kind = "KubeadmControlPlaneTemplate",
+        namespaced,
+        schema = "disabled"
+    )]
+    pub struct KubeadmControlPlaneTemplateSpec {
+        pub template: Option<serde_json::Value>,
+    }
+}
+
+#[tokio::test]
+async fn webhook_names_are_unique_stable_and_at_most_63_characters() {
+    let env = Env::start(0).await;
+    let webhooks = Webhooks::new(&env.mgr);
+    for register in [
+        webhooks
+            .for_::<kubeadm::KubeadmControlPlane>()
+            .with_validator(|_req| async { Ok(()) })
+            .with_defaulter(|o, _req| async { Ok(o) })
+            .register(),
+        webhooks
+            .for_::<kubeadm::KubeadmControlPlaneTemplate>()
+            .with_validator(|_req| async { Ok(()) })
+            .with_defaulter(|o, _req| async { Ok(o) })
+            .register(),
+    ] {
+        register.unwrap();
+    }
+    let ca = b"ca".to_vec();
+    let validating =
+        mcr_webhook::validating_configuration(&webhooks, "https://x", &ca, &options()).unwrap();
+    let mutating =
+        mcr_webhook::mutating_configuration(&webhooks, "https://x", &ca, &options()).unwrap();
+    let mut names: Vec<String> = validating
+        .webhooks
+        .unwrap()
+        .into_iter()
+        .map(|h| h.name)
+        .chain(mutating.webhooks.unwrap().into_iter().map(|h| h.name))
+        .collect();
+    for name in &names {
+        let (label, suffix) = name.split_once('.').unwrap();
+        assert_eq!(suffix, NAME, "{name}");
+        assert!(label.len() <= 63, "{label} has {} characters", label.len());
+        assert!(
+            label.starts_with("validate-controlplane-cluster-x-k8s-io-v1beta1-kubeadm")
+                || label.starts_with("mutate-controlplane-cluster-x-k8s-io-v1beta1-kubeadm"),
+            "the name keeps a readable prefix: {label}"
+        );
+        assert!(
+            label
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+                && !label.starts_with('-')
+                && !label.ends_with('-'),
+            "{label} is not a DNS label"
+        );
+    }
+    let all = names.len();
+    names.sort();
+    names.dedup();
+    assert_eq!(names.len(), all, "webhook names collide: {names:?}");
+    // Stable: the same path gives the same name whatever the URL (every replica, every
+    // member); the exact form is pinned in the test above.
+    let again =
+        mcr_webhook::validating_configuration(&webhooks, "https://y", &ca, &options()).unwrap();
+    let first = &again.webhooks.unwrap()[0].name;
+    assert!(names.contains(first));
 }
