@@ -173,15 +173,29 @@ pub(crate) fn deny(response: AdmissionResponse, denied: &Denied) -> AdmissionRes
     response
 }
 
-/// Why a request for a cluster is refused: not engaged here, or owned by another replica in
-/// sharded mode (named).
-pub(crate) fn not_served(err: &mcr_core::Error) -> String {
-    match err {
-        mcr_core::Error::ClusterNotFound(name) => format!(
-            "cluster \"{name}\" is not engaged in this fleet: the webhook refuses requests for clusters it does not serve"
+/// The answer to a review for a cluster this replica cannot serve: not engaged here (unknown,
+/// left, not engaged yet) or owned by another replica (sharded mode, [`NotOwned`]). It is a
+/// *failed call* (HTTP 503, with a review body naming the cluster for whoever reads it), never
+/// a denial: kube-apiserver then applies the webhook's `failurePolicy` (`Fail` refuses the
+/// write, `Ignore` lets it through), which an answered `allowed: false` would bypass.
+///
+/// [`NotOwned`]: mcr_core::Error::NotOwned
+pub(crate) fn not_served(kind: ReviewKind, uid: Option<String>, err: &mcr_core::Error) -> Reply {
+    let why = match err {
+        mcr_core::Error::ClusterNotFound(name) => {
+            format!("cluster \"{name}\" is not engaged by this replica")
+        }
+        other => other.to_string(),
+    };
+    kind.refuse(
+        StatusCode::SERVICE_UNAVAILABLE,
+        uid,
+        503,
+        "ServiceUnavailable",
+        &format!(
+            "{why}: this webhook cannot serve it; the call fails and the failurePolicy decides"
         ),
-        other => format!("{other}: the webhook refuses requests for clusters it does not serve"),
-    }
+    )
 }
 
 /// What a route calls: parse the body, find the cluster, answer.
@@ -238,7 +252,7 @@ where
             };
             let cluster = match cluster {
                 Ok(cluster) => cluster,
-                Err(err) => return refuse(404, "NotFound", &not_served(&err)),
+                Err(err) => return not_served(ReviewKind::Admission, uid_of(&body), &err),
             };
             let request: AdmissionRequest<K> = match review.try_into() {
                 Ok(request) => request,

@@ -109,7 +109,13 @@ impl Handle for ConversionHandle {
             };
             let cluster = match cluster {
                 Ok(cluster) => cluster,
-                Err(err) => return refuse(404, "NotFound", &crate::admission::not_served(&err)),
+                Err(err) => {
+                    return crate::admission::not_served(
+                        ReviewKind::Conversion,
+                        uid_of(&body),
+                        &err,
+                    );
+                }
             };
             let request = match ConversionRequest::from_review(review) {
                 Ok(request) => request,

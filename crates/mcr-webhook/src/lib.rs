@@ -6,8 +6,9 @@
 //!   a converter, on the conventional paths `/mutate-<group>-<version>-<kind>`,
 //!   `/validate-<group>-<version>-<kind>` and `/convert`.
 //! - Every route is also served under `/clusters/{name}/...` for the engaged member `name`:
-//!   the handler's [`Request::cluster`] is that member (its client and cache). A name that is
-//!   not engaged is refused, naming it.
+//!   the handler's [`Request::cluster`] is that member (its client and cache). A review for a
+//!   member this replica cannot serve (owned by another replica, not engaged, unknown) fails
+//!   with HTTP 503, so kube-apiserver applies the webhook's `failurePolicy`; it is never denied.
 //! - [`Server`] serves them over HTTPS (rustls) with a [`CertificateReloader`]: the
 //!   certificate files are followed and swapped in on change, without a restart or a dropped
 //!   connection. Bodies are capped, every phase of a connection has a deadline (handshake,

@@ -87,8 +87,9 @@ impl Default for ServerOptions {
 
 /// The webhook server: HTTPS (HTTP/1.1 and HTTP/2) with the certificate of a
 /// [`CertificateReloader`], answering the routes of [`Webhooks`] for the host and, under
-/// `/clusters/{name}`, for every engaged member (a name not engaged is refused in the review,
-/// naming it).
+/// `/clusters/{name}`, for every member this replica engages. A review for a member it
+/// cannot serve (another replica owns it, it is not engaged, no such member) fails with HTTP
+/// 503, so that kube-apiserver applies the webhook's `failurePolicy`: it is never denied.
 ///
 /// It is a [`Runnable`] that needs no leader (every replica serves, as in
 /// controller-runtime): add it to the manager, or call [`serve`](Self::serve).

@@ -293,7 +293,7 @@ async fn conversion_converts_every_object_in_order_or_fails_the_review() {
 }
 
 #[tokio::test]
-async fn member_routes_hand_the_member_to_the_handler_and_refuse_strangers() {
+async fn member_routes_hand_the_member_to_the_handler_and_fail_for_strangers() {
     let env = Env::start(2).await;
     let webhooks = Webhooks::new(&env.mgr);
     configmap_webhooks(&webhooks);
@@ -346,13 +346,13 @@ async fn member_routes_hand_the_member_to_the_handler_and_refuse_strangers() {
     let (status, review) = conn
         .post(&format!("/clusters/member-9{VALIDATE}"), create.clone())
         .await;
-    assert_eq!(status, 200);
-    assert_eq!(review["response"]["allowed"], false);
+    // Not served here: the call fails (503) so the failurePolicy decides; never a denial.
+    assert_eq!(status, 503, "{review}");
     assert_eq!(
         review["response"]["uid"],
         "0df28fbd-5f5f-4f6e-a2c2-1c3a4a9c0e01"
     );
-    assert_eq!(review["response"]["status"]["code"], 404);
+    assert_eq!(review["response"]["status"]["code"], 503);
     let message = review["response"]["status"]["message"].as_str().unwrap();
     assert!(
         message.contains("cluster \"member-9\" is not engaged"),
@@ -366,10 +366,10 @@ async fn member_routes_hand_the_member_to_the_handler_and_refuse_strangers() {
         fleet.get(&"member-2".into()).is_err()
     })
     .await;
-    let (_, review) = conn
+    let (status, review) = conn
         .post(&format!("/clusters/member-2{VALIDATE}"), create)
         .await;
-    assert_eq!(review["response"]["allowed"], false, "{review}");
+    assert_eq!(status, 503, "{review}");
     let _ = &s.server;
 }
 

@@ -1,0 +1,155 @@
+//! Webhooks of a sharded fleet: several replicas over one host and one set of members, each
+//! replica engaging only the members it owns. A review for a member a replica cannot serve
+//! must fail (HTTP 503, so the webhook's `failurePolicy` decides), never be denied; and a
+//! member handed from one replica to another keeps its webhook configuration throughout.
+
+mod common;
+
+use std::{collections::BTreeSet, sync::Arc, time::Duration};
+
+use common::{DEADLINE, Running, body, configmap_webhooks, connect, fixture, serve};
+use mcr_core::{Cluster, providers::clusters::ClustersProvider};
+use mcr_envtest::{Fleet, TestCluster};
+use mcr_manager::{Manager, Sharding};
+use mcr_webhook::{ServerOptions, Webhooks};
+use tokio_util::sync::CancellationToken;
+
+const VALIDATE: &str = "/validate--v1-configmap";
+
+/// One replica: a sharded manager over every member, its webhooks and their server.
+struct Replica {
+    id: String,
+    mgr: Manager,
+    webhooks: Webhooks,
+    server: Running,
+    token: CancellationToken,
+    run: tokio::task::JoinHandle<Result<(), mcr_manager::Error>>,
+}
+
+impl Drop for Replica {
+    fn drop(&mut self) {
+        self.token.cancel();
+    }
+}
+
+fn sharding(id: &str) -> Sharding {
+    Sharding::new("webhook-test")
+        .identity(id)
+        .lease_duration(Duration::from_secs(2))
+        .renew_deadline(Duration::from_millis(1500))
+        .renew_period(Duration::from_millis(500))
+}
+
+/// Starts replica `id`; `extra` is added to its manager before it runs.
+async fn replica(
+    id: &str,
+    host: &TestCluster,
+    fleet: &Fleet,
+    extra: impl FnOnce(&Manager, &Webhooks, &Running),
+) -> Replica {
+    let provider = Arc::new(ClustersProvider::new());
+    for c in fleet.clusters() {
+        provider
+            .add(Cluster::new(c.name(), c.client()))
+            .await
+            .unwrap();
+    }
+    let mgr = Manager::builder(host.client())
+        .provider(provider)
+        .sharding(sharding(id))
+        .build();
+    let webhooks = Webhooks::new(&mgr);
+    configmap_webhooks(&webhooks);
+    let server = serve(webhooks.clone(), ServerOptions::default()).await;
+    extra(&mgr, &webhooks, &server);
+    let token = CancellationToken::new();
+    let run = {
+        let (mgr, token) = (mgr.clone(), token.clone());
+        tokio::spawn(async move { mgr.run_until(token).await })
+    };
+    Replica {
+        id: id.to_owned(),
+        mgr,
+        webhooks,
+        server,
+        token,
+        run,
+    }
+}
+
+/// The members engaged by each replica, once every member is engaged by exactly one and every
+/// replica engages some (with these names and identities, the split is fixed).
+async fn settled(replicas: &[&Replica], all: &BTreeSet<String>) -> Vec<BTreeSet<String>> {
+    let mut split = Vec::new();
+    mcr_envtest::wait::eventually(
+        "every member engaged by exactly one replica, every replica by some",
+        DEADLINE,
+        || {
+            split = replicas
+                .iter()
+                .map(|r| {
+                    r.mgr
+                        .fleet()
+                        .names()
+                        .into_iter()
+                        .map(|n| n.to_string())
+                        .collect::<BTreeSet<_>>()
+                })
+                .collect();
+            let total: usize = split.iter().map(BTreeSet::len).sum();
+            let union: BTreeSet<String> = split.iter().flatten().cloned().collect();
+            total == all.len() && union == *all && split.iter().all(|s| !s.is_empty())
+        },
+    )
+    .await;
+    split
+}
+
+fn names(fleet: &Fleet) -> BTreeSet<String> {
+    fleet.names().into_iter().map(|n| n.to_string()).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_fails_reviews_of_members_it_does_not_own_and_never_denies_them() {
+    common::init_tracing();
+    let host = TestCluster::start("host").await.unwrap();
+    let fleet = Fleet::builder()
+        .clusters(4)
+        .name_prefix("member")
+        .start()
+        .await
+        .unwrap();
+    let all = names(&fleet);
+    let r1 = replica("r1", &host, &fleet, |_, _, _| {}).await;
+    let r2 = replica("r2", &host, &fleet, |_, _, _| {}).await;
+    let split = settled(&[&r1, &r2], &all).await;
+
+    let create = body(&fixture("configmap-create.json"));
+    for (r, owned) in [(&r1, &split[0]), (&r2, &split[1])] {
+        let mut conn = connect(r.server.addr, &r.server.pki.ca_pem).await;
+        for member in &all {
+            let path = format!("/clusters/{member}{VALIDATE}");
+            let (status, review) = conn.post(&path, create.clone()).await;
+            if owned.contains(member) {
+                assert_eq!(status, 200, "{}: {member}: {review}", r.id);
+                assert_eq!(review["response"]["allowed"], true, "{}: {review}", r.id);
+            } else {
+                assert_eq!(
+                    status, 503,
+                    "{} does not own {member}: the review must fail so the failurePolicy decides, not be answered: {review}",
+                    r.id
+                );
+                let message = review["response"]["status"]["message"]
+                    .as_str()
+                    .unwrap_or_default();
+                assert!(message.contains(member.as_str()), "{message}");
+            }
+        }
+        // A member no replica knows fails the same way.
+        let (status, review) = conn
+            .post(&format!("/clusters/member-9{VALIDATE}"), create.clone())
+            .await;
+        assert_eq!(status, 503, "{review}");
+    }
+    let _ = (&r1.webhooks, &r1.run, &r2.run);
+}
