@@ -59,7 +59,7 @@ mod webhooks;
 pub use admission::{Denied, Request};
 pub use config::{ConfigOptions, mutating_configuration, validating_configuration};
 pub use error::Error;
-pub use members::MemberConfigurations;
+pub use members::{MemberConfigurations, WRITTEN_BY_ANNOTATION};
 pub use route::{MEMBER_PREFIX, default_path, member_path};
 pub use server::{Server, ServerOptions};
 pub use tls::CertificateReloader;

@@ -1,18 +1,31 @@
 //! [`MemberConfigurations`]: opt-in; writes the webhook configurations into each member as it
-//! is engaged (its apiserver then calls `{base_url}/clusters/{name}/...`) and removes them
-//! when the member leaves.
+//! is engaged (its apiserver then calls `{base_url}/clusters/{name}/...`), keeps them when the
+//! member is handed to another replica, and removes them when the member leaves the fleet,
+//! retrying until it can, never over a newer write.
 
-use std::{sync::Arc, time::Duration};
+use std::{
+    collections::BTreeMap,
+    sync::{
+        Arc,
+        atomic::{AtomicU64, Ordering},
+    },
+    time::Duration,
+};
 
 use k8s_openapi::api::admissionregistration::v1::{
     MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
 };
 use kube::{
-    Api, Client,
-    api::{DeleteParams, Patch, PatchParams},
+    Api, Client, Resource,
+    api::{DeleteParams, Patch, PatchParams, Preconditions},
 };
-use mcr_core::{Aware, BoxFuture, Cluster, ClusterName, backoff::Backoff};
-use mcr_manager::{BoxError, Runnable};
+use mcr_core::{
+    Aware, BoxFuture, Cluster, ClusterName, MemberState, MemberStatus, backoff::Backoff,
+    shard::Ownership,
+};
+use mcr_manager::{BoxError, Fleet, Runnable};
+use parking_lot::Mutex;
+use serde::{Serialize, de::DeserializeOwned};
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, info, info_span, warn};
 
@@ -23,13 +36,33 @@ use crate::{
 /// The field manager of the writes.
 const FIELD_MANAGER: &str = "mcr-webhook";
 
+/// The annotation each write carries: which writer and engagement wrote it. Every engagement
+/// writes a new value, so its write always changes the object's `resourceVersion`, and a
+/// delete conditioned on an older one fails.
+pub const WRITTEN_BY_ANNOTATION: &str = "webhook.mcr.sigs.k8s.io/written-by";
+
+/// The provider name of [`MemberConfigurations::member_statuses`].
+const STATUS_PROVIDER: &str = "webhook-configurations";
+
 /// Writes the configurations of the registered defaulters and validators into every engaged
 /// member, calling `{base_url}/clusters/{name}/{path}` with `ca_bundle`, by server-side apply.
 /// A write is bounded by `write_timeout` and retried with backoff until it succeeds or the
-/// member leaves; each member has its own task, so one unreachable member delays nobody.
-/// When a member leaves while the manager runs, its configurations are deleted (one bounded
-/// attempt: a member that left may be unreachable). Shutting the manager down leaves them in
-/// place, so a restart or a standby replica keeps serving them.
+/// member is disengaged; each member has its own task, so one unreachable member delays
+/// nobody.
+///
+/// When a member is disengaged:
+/// - **handed to another replica** (sharded mode: the fleet says another replica owns it), its
+///   configurations stay: the new owner's write replaces them (with its own URL when each
+///   replica has one), so the member is never left without them;
+/// - **replaced** by a new instance under the same name, the new engagement writes them;
+/// - **gone from the fleet**, they are deleted, retried with backoff until the delete succeeds
+///   (shown meanwhile in [`member_statuses`](Self::member_statuses)), the member comes back,
+///   or the manager stops. Each delete is conditioned on the `resourceVersion` of this
+///   engagement's own write (every write carries a fresh [`WRITTEN_BY_ANNOTATION`]), so a
+///   late delete never removes what another replica or a later engagement wrote since.
+///
+/// Shutting the manager down leaves them in place, so a restart or another replica keeps
+/// serving them.
 ///
 /// Add it to the manager; register the webhooks first (a member engaged before registration
 /// gets what was registered then).
@@ -55,6 +88,11 @@ pub struct MemberConfigurations {
     options: ConfigOptions,
     write_timeout: Duration,
     stopping: CancellationToken,
+    /// Where each member stands, with the engagement that set it.
+    statuses: Arc<Mutex<BTreeMap<ClusterName, (u64, MemberState)>>>,
+    engagements: AtomicU64,
+    /// Tells this writer's writes from others' in [`WRITTEN_BY_ANNOTATION`].
+    writer: String,
 }
 
 impl std::fmt::Debug for MemberConfigurations {
@@ -90,6 +128,9 @@ impl MemberConfigurations {
             options,
             write_timeout: Duration::from_secs(10),
             stopping: CancellationToken::new(),
+            statuses: Arc::default(),
+            engagements: AtomicU64::new(0),
+            writer: writer_id(),
         }
     }
 
@@ -106,6 +147,28 @@ impl MemberConfigurations {
         self
     }
 
+    /// Where each member's configurations stand: `pending` while the first write is on its
+    /// way, `engaged` once written, `failed` (with the reason and the retry delay) while a
+    /// write or, for a member that left the fleet, the removal keeps failing, `elsewhere` once
+    /// handed to another replica. A member whose configurations were removed is not listed.
+    ///
+    /// ```no_run
+    /// # fn demo(writer: mcr_webhook::MemberConfigurations) {
+    /// for s in writer.member_statuses() {
+    ///     println!("{}: {}", s.name, s.state);
+    /// }
+    /// # }
+    /// ```
+    pub fn member_statuses(&self) -> Vec<MemberStatus> {
+        self.statuses
+            .lock()
+            .iter()
+            .map(|(name, (_, state))| {
+                MemberStatus::new(STATUS_PROVIDER, name.clone(), state.clone())
+            })
+            .collect()
+    }
+
     fn configurations(
         &self,
         name: &ClusterName,
@@ -118,6 +181,48 @@ impl MemberConfigurations {
             validating_configuration(&self.webhooks, &base, &self.ca_bundle, &self.options),
             mutating_configuration(&self.webhooks, &base, &self.ca_bundle, &self.options),
         )
+    }
+}
+
+/// A value no other writer (process, or `MemberConfigurations` in it) uses.
+fn writer_id() -> String {
+    static WRITERS: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    format!(
+        "{}-{nanos:x}-{}",
+        std::process::id(),
+        WRITERS.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// Records the state of `name` for engagement `generation`, unless a later engagement
+/// recorded one already.
+fn set_status(
+    statuses: &Mutex<BTreeMap<ClusterName, (u64, MemberState)>>,
+    name: &ClusterName,
+    generation: u64,
+    state: MemberState,
+) {
+    let mut statuses = statuses.lock();
+    match statuses.get(name) {
+        Some((g, _)) if *g > generation => {}
+        _ => {
+            statuses.insert(name.clone(), (generation, state));
+        }
+    }
+}
+
+/// Forgets `name`, if engagement `generation` recorded its state last.
+fn clear_status(
+    statuses: &Mutex<BTreeMap<ClusterName, (u64, MemberState)>>,
+    name: &ClusterName,
+    generation: u64,
+) {
+    let mut statuses = statuses.lock();
+    if statuses.get(name).is_some_and(|(g, _)| *g == generation) {
+        statuses.remove(name);
     }
 }
 
@@ -136,66 +241,233 @@ async fn bounded<T>(
     }
 }
 
-async fn apply(
-    client: &Client,
-    timeout: Duration,
-    validating: &Option<ValidatingWebhookConfiguration>,
-    mutating: &Option<MutatingWebhookConfiguration>,
-    name: &str,
-) -> Result<(), String> {
-    let params = PatchParams::apply(FIELD_MANAGER).force();
-    if let Some(config) = validating {
-        let api: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
-        bounded(
-            timeout,
-            "writing the ValidatingWebhookConfiguration",
-            api.patch(name, &params, &Patch::Apply(config)),
-        )
-        .await?;
-    }
-    if let Some(config) = mutating {
-        let api: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
-        bounded(
-            timeout,
-            "writing the MutatingWebhookConfiguration",
-            api.patch(name, &params, &Patch::Apply(config)),
-        )
-        .await?;
-    }
-    Ok(())
+/// A webhook configuration object: cluster-scoped, written whole.
+trait Configuration:
+    Resource<DynamicType = (), Scope = k8s_openapi::ClusterResourceScope>
+    + Clone
+    + Serialize
+    + DeserializeOwned
+    + std::fmt::Debug
+    + Send
+    + Sync
+    + 'static
+{
 }
 
-/// A delete that found nothing is done.
-fn gone<T>(r: Result<T, kube::Error>) -> Result<(), kube::Error> {
-    match r {
-        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
-        other => other.map(|_| ()),
-    }
+impl Configuration for ValidatingWebhookConfiguration {}
+impl Configuration for MutatingWebhookConfiguration {}
+
+/// One configuration of an engagement: what to write, and the `resourceVersion` its write
+/// returned (what a later delete is conditioned on).
+struct Written<K> {
+    config: Option<K>,
+    resource_version: Option<String>,
+    /// Removed, found gone, or found rewritten by someone else: nothing left to delete.
+    done: bool,
 }
 
-async fn remove(client: &Client, timeout: Duration, validating: bool, mutating: bool, name: &str) {
-    if validating {
-        let api: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
-        if let Err(err) = bounded(
-            timeout,
-            "deleting the ValidatingWebhookConfiguration",
-            async { gone(api.delete(name, &DeleteParams::default()).await) },
-        )
-        .await
-        {
-            warn!(error = %err, "the member keeps its webhook configuration");
+impl<K: Configuration> Written<K> {
+    fn new(config: Option<K>) -> Self {
+        Self {
+            done: config.is_none(),
+            config,
+            resource_version: None,
         }
     }
-    if mutating {
-        let api: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
-        if let Err(err) = bounded(
+
+    fn kind() -> String {
+        K::kind(&()).into_owned()
+    }
+
+    /// Writes it (if there is one and it was not written yet).
+    async fn apply(
+        &mut self,
+        client: &Client,
+        timeout: Duration,
+        name: &str,
+    ) -> Result<(), String> {
+        let Some(config) = &self.config else {
+            return Ok(());
+        };
+        if self.resource_version.is_some() {
+            return Ok(());
+        }
+        let api: Api<K> = Api::all(client.clone());
+        let params = PatchParams::apply(FIELD_MANAGER).force();
+        let written = bounded(
             timeout,
-            "deleting the MutatingWebhookConfiguration",
-            async { gone(api.delete(name, &DeleteParams::default()).await) },
+            &format!("writing the {}", Self::kind()),
+            api.patch(name, &params, &Patch::Apply(config)),
         )
-        .await
+        .await?;
+        // A write always returns its resourceVersion; without one, a delete would be
+        // unconditional, so keep a value no object has.
+        self.resource_version = Some(written.meta().resource_version.clone().unwrap_or_default());
+        Ok(())
+    }
+
+    /// Deletes what this engagement wrote, unless it was rewritten since.
+    async fn remove(
+        &mut self,
+        client: &Client,
+        timeout: Duration,
+        name: &str,
+    ) -> Result<(), String> {
+        if self.done {
+            return Ok(());
+        }
+        let Some(resource_version) = self.resource_version.clone() else {
+            // Never written by this engagement: not ours to delete.
+            self.done = true;
+            return Ok(());
+        };
+        let api: Api<K> = Api::all(client.clone());
+        let params = DeleteParams {
+            preconditions: Some(Preconditions {
+                resource_version: Some(resource_version),
+                uid: None,
+            }),
+            ..DeleteParams::default()
+        };
+        let what = format!("removing the {}", Self::kind());
+        match tokio::time::timeout(timeout, api.delete(name, &params)).await {
+            Ok(Ok(_)) => {
+                debug!(kind = %Self::kind(), "webhook configuration removed");
+            }
+            Ok(Err(kube::Error::Api(s))) if s.code == 404 => {}
+            Ok(Err(kube::Error::Api(s))) if s.code == 409 => {
+                info!(kind = %Self::kind(), "webhook configuration rewritten since this replica wrote it: kept");
+            }
+            Ok(Err(err)) => {
+                return Err(format!(
+                    "{what}: {}",
+                    mcr_core::kubeconfig::redact_kube_error(&err)
+                ));
+            }
+            Err(_) => return Err(format!("{what}: no answer within {timeout:?}")),
+        }
+        self.done = true;
+        Ok(())
+    }
+}
+
+/// What an engagement task needs.
+struct Engagement {
+    name: ClusterName,
+    cluster: Cluster,
+    generation: u64,
+    config_name: String,
+    timeout: Duration,
+    validating: Written<ValidatingWebhookConfiguration>,
+    mutating: Written<MutatingWebhookConfiguration>,
+    fleet: Fleet,
+    stopping: CancellationToken,
+    statuses: Arc<Mutex<BTreeMap<ClusterName, (u64, MemberState)>>>,
+}
+
+impl Engagement {
+    fn set(&self, state: MemberState) {
+        set_status(&self.statuses, &self.name, self.generation, state);
+    }
+
+    async fn apply(&mut self, client: &Client) -> Result<(), String> {
+        self.validating
+            .apply(client, self.timeout, &self.config_name)
+            .await?;
+        self.mutating
+            .apply(client, self.timeout, &self.config_name)
+            .await
+    }
+
+    async fn remove(&mut self, client: &Client) -> Result<(), String> {
+        let validating = self
+            .validating
+            .remove(client, self.timeout, &self.config_name)
+            .await;
+        let mutating = self
+            .mutating
+            .remove(client, self.timeout, &self.config_name)
+            .await;
+        validating.and(mutating)
+    }
+
+    /// Writes the configurations until done or disengaged, then keeps or removes them.
+    async fn run(mut self, token: CancellationToken) {
+        let client = self.cluster.client();
+        let mut backoff = Backoff::new(Duration::from_millis(500), Duration::from_secs(60));
+        loop {
+            match self.apply(&client).await {
+                Ok(()) => {
+                    info!(name = %self.config_name, "webhook configuration written");
+                    self.set(MemberState::Engaged);
+                    break;
+                }
+                Err(err) => {
+                    let delay = backoff.next_delay();
+                    warn!(error = %err, retry_in = ?delay, "webhook configuration not written");
+                    self.set(MemberState::Failed {
+                        reason: err,
+                        retry_in: Some(delay),
+                    });
+                    tokio::select! {
+                        () = token.cancelled() => break,
+                        () = self.stopping.cancelled() => return,
+                        () = tokio::time::sleep(delay) => {}
+                    }
+                }
+            }
+        }
+        tokio::select! {
+            () = token.cancelled() => {}
+            () = self.stopping.cancelled() => return,
+        }
+        if self.stopping.is_cancelled() {
+            return;
+        }
+        // Replaced by a new instance under the same name (new credentials, new server): that
+        // instance's engagement writes the configuration; keep it.
+        if self
+            .fleet
+            .get(&self.name)
+            .is_ok_and(|now| !now.same_instance(&self.cluster))
         {
-            warn!(error = %err, "the member keeps its webhook configuration");
+            return;
+        }
+        // Handed to another replica: it writes its own configuration over this one; deleting
+        // would leave the member unguarded until then, or for good if the delete came last.
+        if let Ownership::Elsewhere { owner } = self.fleet.owner(&self.name) {
+            info!(
+                owner = owner.as_deref().unwrap_or("unknown"),
+                "member handed to another replica: its webhook configuration stays"
+            );
+            self.set(MemberState::Elsewhere { owner });
+            return;
+        }
+        debug!("member left the fleet: removing its webhook configuration");
+        let mut backoff = Backoff::new(Duration::from_millis(500), Duration::from_secs(60));
+        loop {
+            match self.remove(&client).await {
+                Ok(()) => {
+                    clear_status(&self.statuses, &self.name, self.generation);
+                    return;
+                }
+                Err(err) => {
+                    let delay = backoff.next_delay();
+                    warn!(error = %err, retry_in = ?delay, "the departed member keeps its webhook configuration for now");
+                    self.set(MemberState::Failed {
+                        reason: format!("member left the fleet; {err}"),
+                        retry_in: Some(delay),
+                    });
+                    tokio::select! {
+                        () = self.stopping.cancelled() => return,
+                        () = tokio::time::sleep(delay) => {}
+                    }
+                    // Back in the fleet here: the new engagement writes; stop removing.
+                    if self.fleet.get(&self.name).is_ok() {
+                        return;
+                    }
+                }
+            }
         }
     }
 }
@@ -233,53 +505,38 @@ impl Aware for MemberConfigurations {
         name: ClusterName,
         cluster: Cluster,
     ) -> Result<(), mcr_core::Error> {
-        let (validating, mutating) = self.configurations(&name);
+        let (mut validating, mut mutating) = self.configurations(&name);
         if validating.is_none() && mutating.is_none() {
             return Ok(());
         }
-        let client = cluster.client();
-        let timeout = self.write_timeout;
-        let config_name = self.options.name.clone();
-        let stopping = self.stopping.clone();
-        let fleet = self.webhooks.fleet().clone();
+        let generation = self.engagements.fetch_add(1, Ordering::SeqCst) + 1;
+        let written_by = format!("{}/{generation}", self.writer);
+        for meta in [
+            validating.as_mut().map(|c| &mut c.metadata),
+            mutating.as_mut().map(|c| &mut c.metadata),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            meta.annotations
+                .get_or_insert_default()
+                .insert(WRITTEN_BY_ANNOTATION.into(), written_by.clone());
+        }
+        set_status(&self.statuses, &name, generation, MemberState::Pending);
         let span = info_span!("webhook_configuration", cluster = %name);
-        tokio::spawn(
-            async move {
-                let mut backoff = Backoff::new(Duration::from_millis(500), Duration::from_secs(60));
-                loop {
-                    match apply(&client, timeout, &validating, &mutating, &config_name).await {
-                        Ok(()) => {
-                            info!(name = %config_name, "webhook configuration written");
-                            break;
-                        }
-                        Err(err) => {
-                            let delay = backoff.next_delay();
-                            warn!(error = %err, retry_in = ?delay, "webhook configuration not written");
-                            tokio::select! {
-                                () = token.cancelled() => break,
-                                () = stopping.cancelled() => return,
-                                () = tokio::time::sleep(delay) => {}
-                            }
-                        }
-                    }
-                }
-                tokio::select! {
-                    () = token.cancelled() => {}
-                    () = stopping.cancelled() => return,
-                }
-                if stopping.is_cancelled() {
-                    return;
-                }
-                // Replaced by a new instance under the same name (new credentials, new
-                // server): that instance's engagement wrote the configuration; keep it.
-                if fleet.get(&name).is_ok_and(|now| !now.same_instance(&cluster)) {
-                    return;
-                }
-                debug!("member left: removing its webhook configuration");
-                remove(&client, timeout, validating.is_some(), mutating.is_some(), &config_name).await;
-            }
-            .instrument(span),
-        );
+        let engagement = Engagement {
+            name,
+            cluster,
+            generation,
+            config_name: self.options.name.clone(),
+            timeout: self.write_timeout,
+            validating: Written::new(validating),
+            mutating: Written::new(mutating),
+            fleet: self.webhooks.fleet().clone(),
+            stopping: self.stopping.clone(),
+            statuses: self.statuses.clone(),
+        };
+        tokio::spawn(engagement.run(token).instrument(span));
         Ok(())
     }
 }

@@ -5,7 +5,7 @@ mod common;
 
 use std::{collections::BTreeMap, sync::Arc};
 
-use common::{DEADLINE, Env, configmap_webhooks, serve};
+use common::{DEADLINE, Env, admission_types, configmap_webhooks, serve};
 use k8s_openapi::{
     api::{
         admissionregistration::v1::{MutatingWebhookConfiguration, ValidatingWebhookConfiguration},
@@ -19,56 +19,9 @@ use kube::{
 };
 use mcr_envtest::wait::eventually_async;
 use mcr_webhook::{ConfigOptions, MemberConfigurations, ServerOptions, Webhooks};
-use serde_json::json;
 
 const NAME: &str = "configmaps.webhooks.mcr.test";
 const LABEL: &str = "mcr-webhook-test";
-
-/// The emulator does not serve admissionregistration.k8s.io: give it the two types as CRDs so
-/// the writes can be checked there too (a real apiserver has them built in).
-async fn admission_types(client: &Client) {
-    if mcr_envtest::backend().is_real() {
-        return;
-    }
-    let crds: Api<kube::api::DynamicObject> = Api::all_with(
-        client.clone(),
-        &kube::api::ApiResource::from_gvk_with_plural(
-            &kube::api::GroupVersionKind::gvk(
-                "apiextensions.k8s.io",
-                "v1",
-                "CustomResourceDefinition",
-            ),
-            "customresourcedefinitions",
-        ),
-    );
-    for (kind, plural) in [
-        (
-            "ValidatingWebhookConfiguration",
-            "validatingwebhookconfigurations",
-        ),
-        (
-            "MutatingWebhookConfiguration",
-            "mutatingwebhookconfigurations",
-        ),
-    ] {
-        let crd: kube::api::DynamicObject = serde_json::from_value(json!({
-            "apiVersion": "apiextensions.k8s.io/v1",
-            "kind": "CustomResourceDefinition",
-            "metadata": { "name": format!("{plural}.admissionregistration.k8s.io") },
-            "spec": {
-                "group": "admissionregistration.k8s.io",
-                "scope": "Cluster",
-                "names": { "kind": kind, "plural": plural, "singular": kind.to_lowercase() },
-                "versions": [{
-                    "name": "v1", "served": true, "storage": true,
-                    "schema": { "openAPIV3Schema": { "type": "object", "x-kubernetes-preserve-unknown-fields": true } }
-                }]
-            }
-        }))
-        .unwrap();
-        crds.create(&PostParams::default(), &crd).await.unwrap();
-    }
-}
 
 fn options() -> ConfigOptions {
     let mut options = ConfigOptions::new(NAME);
@@ -380,4 +333,78 @@ async fn webhook_names_are_unique_stable_and_at_most_63_characters() {
         mcr_webhook::validating_configuration(&webhooks, "https://y", &ca, &options()).unwrap();
     let first = &again.webhooks.unwrap()[0].name;
     assert!(names.contains(first));
+}
+
+#[tokio::test]
+async fn a_departed_members_cleanup_is_retried_and_never_deletes_a_newer_configuration() {
+    let env = Env::start(2).await;
+    for member in env.fleet.clusters() {
+        admission_types(&member.client()).await;
+    }
+    let webhooks = Webhooks::new(&env.mgr);
+    configmap_webhooks(&webhooks);
+    let writer = Arc::new(MemberConfigurations::new(
+        webhooks,
+        "https://webhooks.example.test:9443",
+        b"ca".to_vec(),
+        options(),
+    ));
+    env.mgr.add(writer.clone()).unwrap();
+    let _manager = env.run().await;
+    let member2 = env.fleet.get("member-2").unwrap().clone();
+    let client = member2.client();
+    eventually_async("member-2's configuration", DEADLINE, || {
+        let client = client.clone();
+        async move { config_url(&client).await.is_some() }
+    })
+    .await;
+
+    // member-2 leaves while its apiserver fails every delete of the configuration.
+    member2.inject_error(
+        mcr_envtest::ErrorRule::new(503)
+            .verb("delete")
+            .resource("validatingwebhookconfigurations"),
+    );
+    env.provider.remove(&"member-2".into());
+    mcr_envtest::wait::eventually("the failing cleanup to be retried", DEADLINE, || {
+        member2.request_count("delete", "validatingwebhookconfigurations") >= 2
+    })
+    .await;
+    mcr_envtest::wait::eventually(
+        "the pending cleanup to show in member_statuses",
+        DEADLINE,
+        || {
+            writer.member_statuses().iter().any(|s| {
+                s.name == "member-2"
+                    && matches!(&s.state, mcr_core::MemberState::Failed { reason, retry_in: Some(_) }
+                        if reason.contains("removing"))
+            })
+        },
+    )
+    .await;
+
+    // Meanwhile a newer configuration is written (by the member's next owner).
+    let newer = "https://elsewhere.example.test/clusters/member-2/validate--v1-configmap";
+    let api: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
+    let mut config = api.get(NAME).await.unwrap();
+    config.webhooks.as_mut().unwrap()[0].client_config.url = Some(newer.into());
+    config.metadata.managed_fields = None;
+    api.replace(NAME, &PostParams::default(), &config)
+        .await
+        .unwrap();
+
+    // The member answers again: the late delete must not win over the newer write.
+    member2.clear_faults();
+    mcr_envtest::wait::eventually("the cleanup to end", DEADLINE, || {
+        !writer
+            .member_statuses()
+            .iter()
+            .any(|s| s.name == "member-2")
+    })
+    .await;
+    assert_eq!(
+        config_url(&client).await.as_deref(),
+        Some(newer),
+        "a late delete removed a newer configuration"
+    );
 }

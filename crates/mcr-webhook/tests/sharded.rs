@@ -8,10 +8,11 @@ mod common;
 use std::{collections::BTreeSet, sync::Arc, time::Duration};
 
 use common::{DEADLINE, Running, body, configmap_webhooks, connect, fixture, serve};
+use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use mcr_core::{Cluster, providers::clusters::ClustersProvider};
 use mcr_envtest::{Fleet, TestCluster};
 use mcr_manager::{Manager, Sharding};
-use mcr_webhook::{ServerOptions, Webhooks};
+use mcr_webhook::{ConfigOptions, MemberConfigurations, ServerOptions, Webhooks};
 use tokio_util::sync::CancellationToken;
 
 const VALIDATE: &str = "/validate--v1-configmap";
@@ -22,6 +23,8 @@ struct Replica {
     mgr: Manager,
     webhooks: Webhooks,
     server: Running,
+    /// Its member configurations writer, if it has one.
+    writer: Option<Arc<MemberConfigurations>>,
     token: CancellationToken,
     run: tokio::task::JoinHandle<Result<(), mcr_manager::Error>>,
 }
@@ -45,7 +48,7 @@ async fn replica(
     id: &str,
     host: &TestCluster,
     fleet: &Fleet,
-    extra: impl FnOnce(&Manager, &Webhooks, &Running),
+    extra: impl FnOnce(&Manager, &Webhooks, &Running) -> Option<Arc<MemberConfigurations>>,
 ) -> Replica {
     let provider = Arc::new(ClustersProvider::new());
     for c in fleet.clusters() {
@@ -61,7 +64,7 @@ async fn replica(
     let webhooks = Webhooks::new(&mgr);
     configmap_webhooks(&webhooks);
     let server = serve(webhooks.clone(), ServerOptions::default()).await;
-    extra(&mgr, &webhooks, &server);
+    let writer = extra(&mgr, &webhooks, &server);
     let token = CancellationToken::new();
     let run = {
         let (mgr, token) = (mgr.clone(), token.clone());
@@ -72,6 +75,7 @@ async fn replica(
         mgr,
         webhooks,
         server,
+        writer,
         token,
         run,
     }
@@ -120,8 +124,8 @@ async fn a_replica_fails_reviews_of_members_it_does_not_own_and_never_denies_the
         .await
         .unwrap();
     let all = names(&fleet);
-    let r1 = replica("r1", &host, &fleet, |_, _, _| {}).await;
-    let r2 = replica("r2", &host, &fleet, |_, _, _| {}).await;
+    let r1 = replica("r1", &host, &fleet, |_, _, _| None).await;
+    let r2 = replica("r2", &host, &fleet, |_, _, _| None).await;
     let split = settled(&[&r1, &r2], &all).await;
 
     let create = body(&fixture("configmap-create.json"));
@@ -152,4 +156,95 @@ async fn a_replica_fails_reviews_of_members_it_does_not_own_and_never_denies_the
         assert_eq!(status, 503, "{review}");
     }
     let _ = (&r1.webhooks, &r1.run, &r2.run);
+}
+
+const CONFIG: &str = "configmaps.webhooks.mcr.test";
+
+/// The URL of the first validating webhook in `client`'s cluster, if configured.
+async fn config_url(client: &kube::Client) -> Option<String> {
+    let api: kube::Api<ValidatingWebhookConfiguration> = kube::Api::all(client.clone());
+    let config = api.get_opt(CONFIG).await.ok()??;
+    config.webhooks?.first()?.client_config.url.clone()
+}
+
+/// Each replica writes its own URL into the members it owns (the per-replica design).
+fn writer(
+    id: &str,
+) -> impl FnOnce(&Manager, &Webhooks, &Running) -> Option<Arc<MemberConfigurations>> {
+    let base = format!("https://{id}.webhooks.example.test:9443");
+    move |mgr: &Manager, webhooks: &Webhooks, _: &Running| {
+        let writer = Arc::new(MemberConfigurations::new(
+            webhooks.clone(),
+            base,
+            b"ca".to_vec(),
+            ConfigOptions::new(CONFIG),
+        ));
+        mgr.add(writer.clone()).unwrap();
+        Some(writer)
+    }
+}
+
+/// Waits until every member in `split[i]` has replica `ids[i]`'s URL.
+async fn urls_follow_owners(fleet: &Fleet, ids: &[&str], split: &[BTreeSet<String>]) {
+    for (id, owned) in ids.iter().zip(split) {
+        for member in owned {
+            let client = fleet.get(member).unwrap().client();
+            let want =
+                format!("https://{id}.webhooks.example.test:9443/clusters/{member}{VALIDATE}");
+            mcr_envtest::wait::eventually_async(
+                &format!("{member}'s configuration to call its owner {id}"),
+                DEADLINE,
+                || {
+                    let (client, want) = (client.clone(), want.clone());
+                    async move { config_url(&client).await.as_deref() == Some(want.as_str()) }
+                },
+            )
+            .await;
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handoff_swaps_the_url_and_never_deletes_the_configuration() {
+    common::init_tracing();
+    let host = TestCluster::start("host").await.unwrap();
+    let fleet = Fleet::builder()
+        .clusters(4)
+        .name_prefix("member")
+        .start()
+        .await
+        .unwrap();
+    for c in fleet.clusters() {
+        common::admission_types(&c.client()).await;
+    }
+    let all = names(&fleet);
+    let r1 = replica("r1", &host, &fleet, writer("r1")).await;
+    let split = settled(&[&r1], &all).await;
+    urls_follow_owners(&fleet, &["r1"], &split).await;
+
+    // r2 joins: the members it takes over get its URL; none loses its configuration.
+    let r2 = replica("r2", &host, &fleet, writer("r2")).await;
+    let split = settled(&[&r1, &r2], &all).await;
+    urls_follow_owners(&fleet, &["r1", "r2"], &split).await;
+    // r1 has decided about every member it handed over (so any delete it would send is sent).
+    let r1_writer = r1.writer.clone().unwrap();
+    mcr_envtest::wait::eventually("r1 to record the members it handed to r2", DEADLINE, || {
+        let statuses = r1_writer.member_statuses();
+        split[1].iter().all(|member| {
+            statuses.iter().any(|s| {
+                s.name.as_str() == member
+                    && matches!(s.state, mcr_core::MemberState::Elsewhere { .. })
+            })
+        })
+    })
+    .await;
+    for c in fleet.clusters() {
+        assert_eq!(
+            c.request_count("delete", "validatingwebhookconfigurations"),
+            0,
+            "{}: a handoff deleted the configuration",
+            c.name()
+        );
+        assert!(config_url(&c.client()).await.is_some(), "{}", c.name());
+    }
 }

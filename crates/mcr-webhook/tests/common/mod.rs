@@ -328,3 +328,51 @@ pub fn configmap_webhooks(webhooks: &Webhooks) {
         .register()
         .unwrap();
 }
+
+/// The emulator does not serve admissionregistration.k8s.io: give it the two types as CRDs so
+/// the writes can be checked there too (a real apiserver has them built in).
+pub async fn admission_types(client: &kube::Client) {
+    if mcr_envtest::backend().is_real() {
+        return;
+    }
+    let crds: Api<kube::api::DynamicObject> = Api::all_with(
+        client.clone(),
+        &kube::api::ApiResource::from_gvk_with_plural(
+            &kube::api::GroupVersionKind::gvk(
+                "apiextensions.k8s.io",
+                "v1",
+                "CustomResourceDefinition",
+            ),
+            "customresourcedefinitions",
+        ),
+    );
+    for (kind, plural) in [
+        (
+            "ValidatingWebhookConfiguration",
+            "validatingwebhookconfigurations",
+        ),
+        (
+            "MutatingWebhookConfiguration",
+            "mutatingwebhookconfigurations",
+        ),
+    ] {
+        let crd: kube::api::DynamicObject = serde_json::from_value(serde_json::json!({
+            "apiVersion": "apiextensions.k8s.io/v1",
+            "kind": "CustomResourceDefinition",
+            "metadata": { "name": format!("{plural}.admissionregistration.k8s.io") },
+            "spec": {
+                "group": "admissionregistration.k8s.io",
+                "scope": "Cluster",
+                "names": { "kind": kind, "plural": plural, "singular": kind.to_lowercase() },
+                "versions": [{
+                    "name": "v1", "served": true, "storage": true,
+                    "schema": { "openAPIV3Schema": { "type": "object", "x-kubernetes-preserve-unknown-fields": true } }
+                }]
+            }
+        }))
+        .unwrap();
+        crds.create(&kube::api::PostParams::default(), &crd)
+            .await
+            .unwrap();
+    }
+}
