@@ -1,5 +1,7 @@
 //! CRD conversion: one `/convert` route (as in controller-runtime) that hands each object of
-//! a `ConversionReview` to the converter registered for its group and kind.
+//! a `ConversionReview` to the converter registered for its group and kind, on tokio's
+//! blocking pool (a converter is a synchronous function: the server's handler timeout must be
+//! able to answer while it runs).
 
 use std::{collections::HashMap, sync::Arc};
 
@@ -121,11 +123,36 @@ impl Handle for ConversionHandle {
                 Ok(request) => request,
                 Err(_) => return refuse(400, "BadRequest", "the ConversionReview has no request"),
             };
-            let outcome = self.convert(&request, &cluster);
-            let response = ConversionResponse::for_request(request);
+            // Converters are plain functions that may take long (large lists, heavy
+            // transformations): run them on the blocking pool, so the server's
+            // `handler_timeout` can answer 504 in time (the thread finishes on its own).
+            let this = self.clone();
+            let outcome = tokio::task::spawn_blocking(move || {
+                let outcome = this.convert(&request, &cluster);
+                (request, outcome)
+            })
+            .await;
             let response = match outcome {
-                Ok(objects) => response.success(objects),
-                Err(message) => response.failure(Status::failure(&message, "ConversionFailed")),
+                Ok((request, Ok(objects))) => {
+                    ConversionResponse::for_request(request).success(objects)
+                }
+                Ok((request, Err(message))) => ConversionResponse::for_request(request)
+                    .failure(Status::failure(&message, "ConversionFailed")),
+                Err(err) => {
+                    let why = if err.is_panic() {
+                        "the converter panicked"
+                    } else {
+                        "the converter was cancelled"
+                    };
+                    tracing::error!("{why}; answered 500 for this request only");
+                    return ReviewKind::Conversion.refuse(
+                        StatusCode::INTERNAL_SERVER_ERROR,
+                        uid_of(&body),
+                        500,
+                        "InternalError",
+                        why,
+                    );
+                }
             };
             match serde_json::to_vec(&response.into_review()) {
                 Ok(body) => Reply::ok(body),

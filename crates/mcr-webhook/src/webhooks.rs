@@ -285,7 +285,9 @@ where
 
     /// A converter for `K`'s group and kind, served on [`CONVERT_PATH`] (one route for every
     /// kind, as in controller-runtime): gets an object as stored and the `apiVersion` asked
-    /// for, returns the object in that version. An error fails the whole review.
+    /// for, returns the object in that version. An error fails the whole review. It runs on
+    /// tokio's blocking pool, so it may take time without stalling the server, and the
+    /// server's `handler_timeout` answers 504 when it takes too long.
     ///
     /// ```no_run
     /// # fn demo<K>(webhooks: mcr_webhook::Webhooks) -> Result<(), mcr_webhook::Error>

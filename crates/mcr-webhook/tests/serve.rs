@@ -491,3 +491,47 @@ async fn stalled_handshakes_and_headers_are_cut_off() {
         .await;
     assert_eq!(status, 200);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_blocking_converter_is_cut_by_the_handler_timeout() {
+    let env = Env::start(0).await;
+    let webhooks = Webhooks::new(&env.mgr);
+    // The converter blocks its thread until the test lets it go (drops the sender).
+    let (release, held) = std::sync::mpsc::channel::<()>();
+    let held = std::sync::Mutex::new(held);
+    webhooks
+        .for_::<Widget>()
+        .with_converter(move |mut obj, to, _cluster| {
+            let _ = held.lock().map(|rx| rx.recv());
+            obj["apiVersion"] = to.into();
+            Ok(obj)
+        })
+        .register()
+        .unwrap();
+    let mut options = ServerOptions::default();
+    options.handler_timeout = Duration::from_millis(300);
+    let s = serve(webhooks, options).await;
+    let mut conn = connect(s.addr, &s.pki.ca_pem).await;
+    // 100 times the handler timeout: only the handler timeout can answer within it.
+    let answer = tokio::time::timeout(
+        Duration::from_secs(30),
+        conn.post("/convert", body(&fixture("conversion-review.json"))),
+    )
+    .await;
+    drop(release);
+    let (status, review) =
+        answer.expect("a blocking converter held the answer past the handler timeout");
+    assert_eq!(status, 504, "{review}");
+    assert_eq!(review["kind"], "ConversionReview");
+
+    // Released, the converter answers again.
+    let mut conn = connect(s.addr, &s.pki.ca_pem).await;
+    let (status, review) = conn
+        .post("/convert", body(&fixture("conversion-review.json")))
+        .await;
+    assert_eq!(status, 200, "{review}");
+    assert_eq!(
+        review["response"]["result"]["status"], "Success",
+        "{review}"
+    );
+}
