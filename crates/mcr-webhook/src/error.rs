@@ -60,6 +60,13 @@ pub enum Error {
         /// Why.
         reason: &'static str,
     },
+    /// A CA bundle offered to [`MemberConfigurations`](crate::MemberConfigurations) is not a
+    /// bundle of PEM certificates.
+    #[error("the CA bundle {reason}")]
+    CaBundle {
+        /// Why.
+        reason: String,
+    },
     /// [`Server::serve`](crate::Server::serve) was called twice.
     #[error("the webhook server is already serving")]
     AlreadyServing,

@@ -45,6 +45,7 @@
 //! ```
 
 mod admission;
+mod ca_bundle;
 mod config;
 mod connection;
 mod conversion;

@@ -5,6 +5,7 @@
 
 use std::{
     collections::BTreeMap,
+    path::PathBuf,
     sync::{
         Arc,
         atomic::{AtomicU64, Ordering},
@@ -26,11 +27,13 @@ use mcr_core::{
 use mcr_manager::{BoxError, Fleet, Runnable};
 use parking_lot::Mutex;
 use serde::{Serialize, de::DeserializeOwned};
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, info, info_span, warn};
 
 use crate::{
-    ConfigOptions, Webhooks, member_path, mutating_configuration, validating_configuration,
+    ConfigOptions, Error, Webhooks, ca_bundle, member_path, mutating_configuration,
+    validating_configuration,
 };
 
 /// The field manager of the writes.
@@ -82,24 +85,65 @@ const STATUS_PROVIDER: &str = "webhook-configurations";
 /// # Ok(()) }
 /// ```
 pub struct MemberConfigurations {
-    webhooks: Webhooks,
-    base_url: String,
-    ca_bundle: Vec<u8>,
-    options: ConfigOptions,
+    source: Arc<Source>,
+    /// The CA bundle file followed, and how often it is read.
+    ca_file: Option<(PathBuf, Duration)>,
     write_timeout: Duration,
     stopping: CancellationToken,
     /// Where each member stands, with the engagement that set it.
     statuses: Arc<Mutex<BTreeMap<ClusterName, (u64, MemberState)>>>,
     engagements: AtomicU64,
+}
+
+/// What a configuration is built from, shared with the engagement tasks.
+struct Source {
+    webhooks: Webhooks,
+    base_url: String,
+    options: ConfigOptions,
+    /// The CA bundle of the moment: a change rewrites every engaged member's configurations.
+    ca_bundle: watch::Sender<Vec<u8>>,
     /// Tells this writer's writes from others' in [`WRITTEN_BY_ANNOTATION`].
     writer: String,
+}
+
+impl Source {
+    /// The configurations for member `name`, trusting `ca_bundle`, marked as written by
+    /// engagement `generation`.
+    fn configurations(
+        &self,
+        name: &ClusterName,
+        ca_bundle: &[u8],
+        generation: u64,
+    ) -> (
+        Option<ValidatingWebhookConfiguration>,
+        Option<MutatingWebhookConfiguration>,
+    ) {
+        let base = format!("{}{}", self.base_url, member_path(name, ""));
+        let mut validating =
+            validating_configuration(&self.webhooks, &base, ca_bundle, &self.options);
+        let mut mutating = mutating_configuration(&self.webhooks, &base, ca_bundle, &self.options);
+        let written_by = format!("{}/{generation}", self.writer);
+        for meta in [
+            validating.as_mut().map(|c| &mut c.metadata),
+            mutating.as_mut().map(|c| &mut c.metadata),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            meta.annotations
+                .get_or_insert_default()
+                .insert(WRITTEN_BY_ANNOTATION.into(), written_by.clone());
+        }
+        (validating, mutating)
+    }
 }
 
 impl std::fmt::Debug for MemberConfigurations {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("MemberConfigurations")
-            .field("base_url", &self.base_url)
-            .field("name", &self.options.name)
+            .field("base_url", &self.source.base_url)
+            .field("name", &self.source.options.name)
+            .field("ca_file", &self.ca_file)
             .finish_non_exhaustive()
     }
 }
@@ -122,16 +166,53 @@ impl MemberConfigurations {
         options: ConfigOptions,
     ) -> Self {
         Self {
-            webhooks,
-            base_url: base_url.into().trim_end_matches('/').to_owned(),
-            ca_bundle,
-            options,
+            source: Arc::new(Source {
+                webhooks,
+                base_url: base_url.into().trim_end_matches('/').to_owned(),
+                options,
+                ca_bundle: watch::Sender::new(ca_bundle),
+                writer: writer_id(),
+            }),
+            ca_file: None,
             write_timeout: Duration::from_secs(10),
             stopping: CancellationToken::new(),
             statuses: Arc::default(),
             engagements: AtomicU64::new(0),
-            writer: writer_id(),
         }
+    }
+
+    /// Follows the CA bundle in `path` (PEM, e.g. the `ca.crt` of the serving certificate's
+    /// Secret), read every `poll` once the manager runs: a new bundle is written into every
+    /// engaged member's configurations, without a restart. A file that is missing or not a
+    /// bundle of certificates (a half-written file) keeps the bundle in use, and is logged.
+    ///
+    /// To rotate the serving CA without refusing a write, trust both first: put the old and
+    /// the new CA in the bundle, wait until the members have it
+    /// ([`member_statuses`](Self::member_statuses) all `engaged`), switch the serving
+    /// certificate, then drop the old CA from the bundle.
+    ///
+    /// ```no_run
+    /// # fn demo(writer: mcr_webhook::MemberConfigurations) {
+    /// let writer = writer.ca_bundle_file("/tls/ca.crt", std::time::Duration::from_secs(30));
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn ca_bundle_file(mut self, path: impl Into<PathBuf>, poll: Duration) -> Self {
+        self.ca_file = Some((path.into(), poll));
+        self
+    }
+
+    /// Replaces the CA bundle (PEM): every engaged member's configurations are rewritten with
+    /// it. `Ok(false)` if it is the bundle in use; an error, and nothing written, if it holds
+    /// no certificate or anything unreadable.
+    ///
+    /// ```no_run
+    /// # fn demo(writer: mcr_webhook::MemberConfigurations, old_and_new: Vec<u8>) -> Result<(), mcr_webhook::Error> {
+    /// writer.set_ca_bundle(old_and_new)?;
+    /// # Ok(()) }
+    /// ```
+    pub fn set_ca_bundle(&self, pem: Vec<u8>) -> Result<bool, Error> {
+        ca_bundle::offer(&self.source.ca_bundle, pem).map_err(|reason| Error::CaBundle { reason })
     }
 
     /// Bounds each write (default 10 s).
@@ -147,10 +228,11 @@ impl MemberConfigurations {
         self
     }
 
-    /// Where each member's configurations stand: `pending` while the first write is on its
-    /// way, `engaged` once written, `failed` (with the reason and the retry delay) while a
-    /// write or, for a member that left the fleet, the removal keeps failing, `elsewhere` once
-    /// handed to another replica. A member whose configurations were removed is not listed.
+    /// Where each member's configurations stand: `pending` while a write is on its way (the
+    /// first one, or a rewrite with a new CA bundle), `engaged` once written, `failed` (with
+    /// the reason and the retry delay) while a write or, for a member that left the fleet, the
+    /// removal keeps failing, `elsewhere` once handed to another replica. A member whose
+    /// configurations were removed is not listed.
     ///
     /// ```no_run
     /// # fn demo(writer: mcr_webhook::MemberConfigurations) {
@@ -167,20 +249,6 @@ impl MemberConfigurations {
                 MemberStatus::new(STATUS_PROVIDER, name.clone(), state.clone())
             })
             .collect()
-    }
-
-    fn configurations(
-        &self,
-        name: &ClusterName,
-    ) -> (
-        Option<ValidatingWebhookConfiguration>,
-        Option<MutatingWebhookConfiguration>,
-    ) {
-        let base = format!("{}{}", self.base_url, member_path(name, ""));
-        (
-            validating_configuration(&self.webhooks, &base, &self.ca_bundle, &self.options),
-            mutating_configuration(&self.webhooks, &base, &self.ca_bundle, &self.options),
-        )
     }
 }
 
@@ -257,21 +325,21 @@ trait Configuration:
 impl Configuration for ValidatingWebhookConfiguration {}
 impl Configuration for MutatingWebhookConfiguration {}
 
-/// One configuration of an engagement: what to write, and the `resourceVersion` its write
-/// returned (what a later delete is conditioned on).
+/// One configuration of an engagement: the `resourceVersion` its last write returned (what a
+/// later delete is conditioned on).
 struct Written<K> {
-    config: Option<K>,
     resource_version: Option<String>,
     /// Removed, found gone, or found rewritten by someone else: nothing left to delete.
     done: bool,
+    _k: std::marker::PhantomData<fn() -> K>,
 }
 
 impl<K: Configuration> Written<K> {
-    fn new(config: Option<K>) -> Self {
+    fn new() -> Self {
         Self {
-            done: config.is_none(),
-            config,
             resource_version: None,
+            done: true,
+            _k: std::marker::PhantomData,
         }
     }
 
@@ -279,19 +347,17 @@ impl<K: Configuration> Written<K> {
         K::kind(&()).into_owned()
     }
 
-    /// Writes it (if there is one and it was not written yet).
+    /// Writes `config`, if there is one.
     async fn apply(
         &mut self,
         client: &Client,
         timeout: Duration,
         name: &str,
+        config: Option<&K>,
     ) -> Result<(), String> {
-        let Some(config) = &self.config else {
+        let Some(config) = config else {
             return Ok(());
         };
-        if self.resource_version.is_some() {
-            return Ok(());
-        }
         let api: Api<K> = Api::all(client.clone());
         let params = PatchParams::apply(FIELD_MANAGER).force();
         let written = bounded(
@@ -303,6 +369,7 @@ impl<K: Configuration> Written<K> {
         // A write always returns its resourceVersion; without one, a delete would be
         // unconditional, so keep a value no object has.
         self.resource_version = Some(written.meta().resource_version.clone().unwrap_or_default());
+        self.done = false;
         Ok(())
     }
 
@@ -357,6 +424,7 @@ struct Engagement {
     cluster: Cluster,
     generation: u64,
     config_name: String,
+    source: Arc<Source>,
     timeout: Duration,
     validating: Written<ValidatingWebhookConfiguration>,
     mutating: Written<MutatingWebhookConfiguration>,
@@ -370,12 +438,17 @@ impl Engagement {
         set_status(&self.statuses, &self.name, self.generation, state);
     }
 
-    async fn apply(&mut self, client: &Client) -> Result<(), String> {
+    async fn apply(
+        &mut self,
+        client: &Client,
+        validating: Option<&ValidatingWebhookConfiguration>,
+        mutating: Option<&MutatingWebhookConfiguration>,
+    ) -> Result<(), String> {
         self.validating
-            .apply(client, self.timeout, &self.config_name)
+            .apply(client, self.timeout, &self.config_name, validating)
             .await?;
         self.mutating
-            .apply(client, self.timeout, &self.config_name)
+            .apply(client, self.timeout, &self.config_name, mutating)
             .await
     }
 
@@ -391,35 +464,57 @@ impl Engagement {
         validating.and(mutating)
     }
 
-    /// Writes the configurations until done or disengaged, then keeps or removes them.
+    /// Writes the configurations until disengaged (again whenever the CA bundle changes),
+    /// then keeps or removes them.
     async fn run(mut self, token: CancellationToken) {
         let client = self.cluster.client();
-        let mut backoff = Backoff::new(Duration::from_millis(500), Duration::from_secs(60));
-        loop {
-            match self.apply(&client).await {
-                Ok(()) => {
-                    info!(name = %self.config_name, "webhook configuration written");
-                    self.set(MemberState::Engaged);
-                    break;
-                }
-                Err(err) => {
-                    let delay = backoff.next_delay();
-                    warn!(error = %err, retry_in = ?delay, "webhook configuration not written");
-                    self.set(MemberState::Failed {
-                        reason: err,
-                        retry_in: Some(delay),
-                    });
-                    tokio::select! {
-                        () = token.cancelled() => break,
-                        () = self.stopping.cancelled() => return,
-                        () = tokio::time::sleep(delay) => {}
+        let mut ca_bundle = self.source.ca_bundle.subscribe();
+        'engaged: loop {
+            let bundle = ca_bundle.borrow_and_update().clone();
+            let (validating, mutating) =
+                self.source
+                    .configurations(&self.name, &bundle, self.generation);
+            let mut backoff = Backoff::new(Duration::from_millis(500), Duration::from_secs(60));
+            loop {
+                match self
+                    .apply(&client, validating.as_ref(), mutating.as_ref())
+                    .await
+                {
+                    Ok(()) => {
+                        info!(name = %self.config_name, "webhook configuration written");
+                        self.set(MemberState::Engaged);
+                        break;
+                    }
+                    Err(err) => {
+                        let delay = backoff.next_delay();
+                        warn!(error = %err, retry_in = ?delay, "webhook configuration not written");
+                        self.set(MemberState::Failed {
+                            reason: err,
+                            retry_in: Some(delay),
+                        });
+                        tokio::select! {
+                            () = token.cancelled() => break 'engaged,
+                            () = self.stopping.cancelled() => return,
+                            _ = ca_bundle.changed() => continue 'engaged,
+                            () = tokio::time::sleep(delay) => {}
+                        }
                     }
                 }
             }
-        }
-        tokio::select! {
-            () = token.cancelled() => {}
-            () = self.stopping.cancelled() => return,
+            tokio::select! {
+                () = token.cancelled() => break 'engaged,
+                () = self.stopping.cancelled() => return,
+                changed = ca_bundle.changed() => {
+                    if changed.is_err() {
+                        // The bundle can no longer change: wait for the end.
+                        tokio::select! {
+                            () = token.cancelled() => break 'engaged,
+                            () = self.stopping.cancelled() => return,
+                        }
+                    }
+                    self.set(MemberState::Pending);
+                }
+            }
         }
         if self.stopping.is_cancelled() {
             return;
@@ -482,7 +577,12 @@ impl Runnable for MemberConfigurations {
         token: CancellationToken,
     ) -> BoxFuture<'static, Result<(), BoxError>> {
         Box::pin(async move {
-            token.cancelled().await;
+            match &self.ca_file {
+                Some((path, poll)) => {
+                    ca_bundle::follow(path, *poll, &self.source.ca_bundle, token.clone()).await;
+                }
+                None => token.cancelled().await,
+            }
             // The manager stops: members keep their configurations.
             self.stopping.cancel();
             Ok(())
@@ -505,34 +605,22 @@ impl Aware for MemberConfigurations {
         name: ClusterName,
         cluster: Cluster,
     ) -> Result<(), mcr_core::Error> {
-        let (mut validating, mut mutating) = self.configurations(&name);
-        if validating.is_none() && mutating.is_none() {
+        if self.source.webhooks.registrations().is_empty() {
             return Ok(());
         }
         let generation = self.engagements.fetch_add(1, Ordering::SeqCst) + 1;
-        let written_by = format!("{}/{generation}", self.writer);
-        for meta in [
-            validating.as_mut().map(|c| &mut c.metadata),
-            mutating.as_mut().map(|c| &mut c.metadata),
-        ]
-        .into_iter()
-        .flatten()
-        {
-            meta.annotations
-                .get_or_insert_default()
-                .insert(WRITTEN_BY_ANNOTATION.into(), written_by.clone());
-        }
         set_status(&self.statuses, &name, generation, MemberState::Pending);
         let span = info_span!("webhook_configuration", cluster = %name);
         let engagement = Engagement {
             name,
             cluster,
             generation,
-            config_name: self.options.name.clone(),
+            config_name: self.source.options.name.clone(),
+            source: self.source.clone(),
             timeout: self.write_timeout,
-            validating: Written::new(validating),
-            mutating: Written::new(mutating),
-            fleet: self.webhooks.fleet().clone(),
+            validating: Written::new(),
+            mutating: Written::new(),
+            fleet: self.source.webhooks.fleet().clone(),
             stopping: self.stopping.clone(),
             statuses: self.statuses.clone(),
         };

@@ -408,3 +408,94 @@ async fn a_departed_members_cleanup_is_retried_and_never_deletes_a_newer_configu
         "a late delete removed a newer configuration"
     );
 }
+
+/// The caBundle of both configurations in `client`'s cluster, if both are there.
+async fn ca_bundles(client: &Client) -> Option<(Vec<u8>, Vec<u8>)> {
+    let validating = Api::<ValidatingWebhookConfiguration>::all(client.clone())
+        .get_opt(NAME)
+        .await
+        .ok()??;
+    let mutating = Api::<MutatingWebhookConfiguration>::all(client.clone())
+        .get_opt(NAME)
+        .await
+        .ok()??;
+    let ca = |c: &k8s_openapi::api::admissionregistration::v1::WebhookClientConfig| {
+        c.ca_bundle
+            .as_ref()
+            .map(|b| b.0.clone())
+            .unwrap_or_default()
+    };
+    Some((
+        ca(&validating.webhooks?.first()?.client_config),
+        ca(&mutating.webhooks?.first()?.client_config),
+    ))
+}
+
+async fn every_member_trusts(env: &Env, bundle: &str, what: &str) {
+    for member in env.fleet.clusters() {
+        let client = member.client();
+        let want = bundle.as_bytes().to_vec();
+        eventually_async(&format!("{}: {what}", member.name()), DEADLINE, || {
+            let (client, want) = (client.clone(), want.clone());
+            async move { ca_bundles(&client).await == Some((want.clone(), want)) }
+        })
+        .await;
+    }
+}
+
+fn replace_file(path: &std::path::Path, bytes: &[u8]) {
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, bytes).unwrap();
+    std::fs::rename(&tmp, path).unwrap();
+}
+
+#[tokio::test]
+async fn a_rotated_ca_bundle_reaches_every_member_without_a_restart() {
+    let env = Env::start(2).await;
+    for member in env.fleet.clusters() {
+        admission_types(&member.client()).await;
+    }
+    let webhooks = Webhooks::new(&env.mgr);
+    configmap_webhooks(&webhooks);
+    let (old, new) = (common::Pki::new(), common::Pki::new());
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ca.crt");
+    replace_file(&path, old.ca_pem.as_bytes());
+    let writer = Arc::new(
+        MemberConfigurations::new(
+            webhooks,
+            "https://webhooks.example.test:9443",
+            old.ca_pem.clone().into_bytes(),
+            options(),
+        )
+        .ca_bundle_file(&path, std::time::Duration::from_millis(50)),
+    );
+    env.mgr.add(writer.clone()).unwrap();
+    let _manager = env.run().await;
+    every_member_trusts(&env, &old.ca_pem, "the first CA").await;
+
+    // A rotation, step 1: trust both CAs (the server still presents the old certificate).
+    let both = format!("{}{}", old.ca_pem, new.ca_pem);
+    replace_file(&path, both.as_bytes());
+    every_member_trusts(&env, &both, "both CAs").await;
+
+    // Something that is not a CA bundle is refused, and never written.
+    assert!(writer.set_ca_bundle(b"not a certificate".to_vec()).is_err());
+    assert!(
+        writer
+            .set_ca_bundle(b"-----BEGIN CERTIFICATE-----\ntruncated".to_vec())
+            .is_err()
+    );
+
+    // Step 2, once the server presents the new certificate: the new CA only.
+    replace_file(&path, new.ca_pem.as_bytes());
+    every_member_trusts(&env, &new.ca_pem, "the new CA only").await;
+    assert!(
+        writer
+            .member_statuses()
+            .iter()
+            .all(|s| s.state == mcr_core::MemberState::Engaged),
+        "{:?}",
+        writer.member_statuses()
+    );
+}
