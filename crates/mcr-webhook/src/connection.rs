@@ -124,6 +124,15 @@ pub(crate) async fn serve(
             return;
         }
     };
+    // The caller, when the server authenticates callers (the certificate was verified in the
+    // handshake).
+    let caller: Option<Arc<str>> = tls
+        .get_ref()
+        .1
+        .peer_certificates()
+        .and_then(|chain| chain.first())
+        .and_then(crate::auth::common_name)
+        .map(Arc::from);
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder
         .http1()
@@ -141,10 +150,10 @@ pub(crate) async fn serve(
     });
     let activity = Arc::new(activity);
     let service = hyper::service::service_fn(move |req| {
-        let state = state.clone();
+        let (state, caller) = (state.clone(), caller.clone());
         let in_flight = InFlight::start(activity.clone());
         async move {
-            let response = respond(&state, req).await;
+            let response = respond(&state, req, caller.as_deref()).await;
             drop(in_flight);
             Ok::<_, Infallible>(response)
         }

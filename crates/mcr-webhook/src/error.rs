@@ -67,6 +67,12 @@ pub enum Error {
         /// Why.
         reason: String,
     },
+    /// The client CA of [`ClientAuth`](crate::ClientAuth) is not usable.
+    #[error("the client CA {reason}")]
+    ClientCa {
+        /// Why.
+        reason: String,
+    },
     /// [`Server::serve`](crate::Server::serve) was called twice.
     #[error("the webhook server is already serving")]
     AlreadyServing,

@@ -45,6 +45,7 @@
 //! ```
 
 mod admission;
+mod auth;
 mod ca_bundle;
 mod config;
 mod connection;
@@ -58,6 +59,7 @@ mod tls;
 mod webhooks;
 
 pub use admission::{Denied, Request};
+pub use auth::ClientAuth;
 pub use config::{ConfigOptions, mutating_configuration, validating_configuration};
 pub use error::Error;
 pub use members::{MemberConfigurations, WRITTEN_BY_ANNOTATION};

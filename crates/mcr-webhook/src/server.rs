@@ -18,7 +18,7 @@ use tokio_rustls::TlsAcceptor;
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 use tracing::{Instrument, debug, error, info, info_span, warn};
 
-use crate::{CertificateReloader, Error, Webhooks, connection, route};
+use crate::{CertificateReloader, ClientAuth, Error, Webhooks, connection, route};
 
 /// Limits and timings of the [`Server`]: every phase of a connection has a deadline and the
 /// number of connections is capped, so no client can hold the server's resources for long.
@@ -66,6 +66,10 @@ pub struct ServerOptions {
     pub certificate_poll_interval: Duration,
     /// On shutdown, how long open requests may still finish. Default 15 s.
     pub shutdown_grace: Duration,
+    /// Caller authentication: each member's route answers only that member's client
+    /// certificate (see [`ClientAuth`]). Default `None`: any caller that reaches the server
+    /// may call any route.
+    pub client_auth: Option<ClientAuth>,
 }
 
 impl Default for ServerOptions {
@@ -81,6 +85,7 @@ impl Default for ServerOptions {
             max_connections: 4096,
             certificate_poll_interval: Duration::from_secs(30),
             shutdown_grace: Duration::from_secs(15),
+            client_auth: None,
         }
     }
 }
@@ -181,13 +186,16 @@ impl Server {
     /// ```
     pub async fn serve(&self, token: CancellationToken) -> Result<(), Error> {
         let listener = self.listener.lock().take().ok_or(Error::AlreadyServing)?;
-        let mut tls = rustls::ServerConfig::builder_with_provider(Arc::new(
+        let builder = rustls::ServerConfig::builder_with_provider(Arc::new(
             rustls::crypto::ring::default_provider(),
         ))
         .with_safe_default_protocol_versions()
-        .map_err(Error::Tls)?
-        .with_no_client_auth()
-        .with_cert_resolver(self.certs.clone());
+        .map_err(Error::Tls)?;
+        let builder = match &self.options.client_auth {
+            Some(auth) => builder.with_client_cert_verifier(auth.verifier()?),
+            None => builder.with_no_client_auth(),
+        };
+        let mut tls = builder.with_cert_resolver(self.certs.clone());
         tls.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
         let acceptor = TlsAcceptor::from(Arc::new(tls));
         let tracker = TaskTracker::new();
@@ -283,7 +291,12 @@ fn plain(status: StatusCode, text: String) -> Response<Full<Bytes>> {
     response
 }
 
-pub(crate) async fn respond(state: &State, req: Request<Incoming>) -> Response<Full<Bytes>> {
+/// Answers one request; `caller` is the common name of the client's verified certificate.
+pub(crate) async fn respond(
+    state: &State,
+    req: Request<Incoming>,
+    caller: Option<&str>,
+) -> Response<Full<Bytes>> {
     let path = req.uri().path().to_owned();
     if req.method() != Method::POST {
         return plain(
@@ -295,6 +308,12 @@ pub(crate) async fn respond(state: &State, req: Request<Incoming>) -> Response<F
         Ok(split) => split,
         Err(why) => return plain(StatusCode::NOT_FOUND, format!("{why}\n")),
     };
+    if let Some(auth) = &state.options.client_auth
+        && let Err(why) = auth.check(&cluster_name, caller)
+    {
+        debug!(cluster = %cluster_name, path = %sub, "webhook caller refused: {why}");
+        return plain(StatusCode::FORBIDDEN, format!("{path}: {why}\n"));
+    }
     let Some(handle) = state.webhooks.route(sub) else {
         return plain(StatusCode::NOT_FOUND, format!("no webhook at {path}\n"));
     };
