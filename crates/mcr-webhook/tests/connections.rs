@@ -137,8 +137,11 @@ async fn an_http2_client_that_never_ends_its_headers_is_closed() {
 
 #[tokio::test]
 async fn an_idle_keep_alive_connection_is_closed() {
-    let mut options = short_limits();
+    let mut options = ServerOptions::default();
     options.idle_timeout = Duration::from_millis(200);
+    // Longer than CLOSE_DEADLINE: only the idle timeout can close the connection in time
+    // (hyper's HTTP/1 header timer also runs between requests).
+    options.header_read_timeout = Duration::from_secs(120);
     let (_env, s) = server(options).await;
     let mut stream = tls(&s, &[b"http/1.1"]).await;
     let review = body(&fixture("configmap-create.json"));
