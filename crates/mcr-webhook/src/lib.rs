@@ -17,8 +17,11 @@
 //!   review shape kube-apiserver reads (`allowed: false`, a status message, the request's uid
 //!   when it could be read).
 //! - [`MemberConfigurations`] (opt-in) writes the webhook configurations into each member as
-//!   it is engaged, pointing at a base URL the operator gives, and removes them when the member
-//!   leaves.
+//!   it is engaged, pointing at a base URL the operator gives (in a sharded fleet, each
+//!   replica's own), rewrites them when the CA bundle changes, keeps them when the member is
+//!   handed to another replica, and removes them when the member leaves the fleet.
+//! - [`ClientAuth`] (opt-in) authenticates callers: a member's routes answer only that
+//!   member's client certificate.
 //!
 //! ```no_run
 //! use std::sync::Arc;
