@@ -91,6 +91,7 @@ impl Handle for ConversionHandle {
     fn handle(
         self: Arc<Self>,
         body: Bytes,
+        _name: mcr_core::ClusterName,
         cluster: Result<Cluster, mcr_core::Error>,
     ) -> BoxFuture<'static, Reply> {
         Box::pin(async move {

@@ -5,6 +5,9 @@
 //!   `WebhookManagedBy(mgr).For(obj)`: a defaulter (answered with a JSON patch), a validator,
 //!   a converter, on the conventional paths `/mutate-<group>-<version>-<kind>`,
 //!   `/validate-<group>-<version>-<kind>` and `/convert`.
+//! - A handler that decides from the review alone ([`WebhookBuilder::with_review_validator`],
+//!   [`WebhookBuilder::with_review_defaulter`], given a [`Review`]) is answered by any replica
+//!   for any member: in a sharded fleet behind one address its reviews never fail.
 //! - Every route is also served under `/clusters/{name}/...` for the engaged member `name`:
 //!   the handler's [`Request::cluster`] is that member (its client and cache). A review for a
 //!   member this replica cannot serve (owned by another replica, not engaged, unknown) fails
@@ -61,7 +64,7 @@ mod server;
 mod tls;
 mod webhooks;
 
-pub use admission::{Denied, Request};
+pub use admission::{Denied, Request, Review};
 pub use auth::ClientAuth;
 pub use config::{ConfigOptions, mutating_configuration, validating_configuration};
 pub use error::Error;

@@ -363,7 +363,7 @@ pub(crate) async fn respond(
             }
         };
         let cluster = state.webhooks.fleet().get(&cluster_name);
-        match AssertUnwindSafe(handle.clone().handle(body, cluster))
+        match AssertUnwindSafe(handle.clone().handle(body, cluster_name.clone(), cluster))
             .catch_unwind()
             .await
         {

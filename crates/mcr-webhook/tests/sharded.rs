@@ -16,6 +16,32 @@ use mcr_webhook::{ConfigOptions, MemberConfigurations, ServerOptions, Webhooks};
 use tokio_util::sync::CancellationToken;
 
 const VALIDATE: &str = "/validate--v1-configmap";
+/// The review-only validator: any replica answers it.
+const CHECK: &str = "/check--v1-configmap";
+
+/// A validator that needs only the review: `data.size` must be a number.
+fn review_only_webhooks(webhooks: &Webhooks) {
+    webhooks
+        .for_::<k8s_openapi::api::core::v1::ConfigMap>()
+        .validate_path(CHECK)
+        .with_review_validator(|req| async move {
+            let size = req
+                .object
+                .as_ref()
+                .and_then(|cm| cm.data.as_ref())
+                .and_then(|d| d.get("size"));
+            match size {
+                Some(size) if size.parse::<u32>().is_err() => Err(format!(
+                    "data.size must be a number, not {size:?} (cluster {})",
+                    req.cluster_name()
+                )
+                .into()),
+                _ => Ok(()),
+            }
+        })
+        .register()
+        .unwrap();
+}
 
 /// One replica: a sharded manager over every member, its webhooks and their server.
 struct Replica {
@@ -63,6 +89,7 @@ async fn replica(
         .build();
     let webhooks = Webhooks::new(&mgr);
     configmap_webhooks(&webhooks);
+    review_only_webhooks(&webhooks);
     let server = serve(webhooks.clone(), ServerOptions::default()).await;
     let writer = extra(&mgr, &webhooks, &server);
     let token = CancellationToken::new();
@@ -114,7 +141,7 @@ fn names(fleet: &Fleet) -> BTreeSet<String> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_replica_fails_reviews_of_members_it_does_not_own_and_never_denies_them() {
+async fn a_replica_fails_reviews_of_members_it_does_not_own_and_answers_review_only_ones() {
     common::init_tracing();
     let host = TestCluster::start("host").await.unwrap();
     let fleet = Fleet::builder()
@@ -148,6 +175,24 @@ async fn a_replica_fails_reviews_of_members_it_does_not_own_and_never_denies_the
                     .unwrap_or_default();
                 assert!(message.contains(member.as_str()), "{message}");
             }
+        }
+        // The review-only validator: this replica answers for every member, owned or not,
+        // and decides right.
+        let invalid = body(&fixture("configmap-create-invalid.json"));
+        for member in &all {
+            let path = format!("/clusters/{member}{CHECK}");
+            let (status, review) = conn.post(&path, create.clone()).await;
+            assert_eq!(status, 200, "{}: {member}: {review}", r.id);
+            assert_eq!(review["response"]["allowed"], true, "{}: {review}", r.id);
+            let (status, review) = conn.post(&path, invalid.clone()).await;
+            assert_eq!(status, 200, "{}: {member}: {review}", r.id);
+            assert_eq!(review["response"]["allowed"], false, "{}: {review}", r.id);
+            assert_eq!(
+                review["response"]["status"]["message"],
+                format!("data.size must be a number, not \"large\" (cluster {member})"),
+                "{}",
+                r.id
+            );
         }
         // A member no replica knows fails the same way.
         let (status, review) = conn
