@@ -7,6 +7,7 @@ mod common;
 use std::{sync::Arc, time::Duration};
 
 use common::{Env, Running, body, configmap_webhooks, connect, fixture, serve};
+use futures::StreamExt;
 use mcr_webhook::{ServerOptions, Webhooks};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -242,4 +243,45 @@ async fn an_http2_client_is_answered_on_one_connection() {
         let review: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
         assert_eq!(review["response"]["allowed"], true, "{review}");
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flood_of_silent_tls_connections_is_closed_and_reviews_still_answered() {
+    const SILENT: usize = 1000;
+    let mut options = ServerOptions::default();
+    // Long enough that the flood is still open while the review below is answered.
+    options.header_read_timeout = Duration::from_secs(3);
+    let (_env, s) = server(options).await;
+    let connector = tls_connector(&s.pki.ca_pem, &[]);
+    let opened = futures::stream::iter(0..SILENT)
+        .map(|_| {
+            let connector = connector.clone();
+            let addr = s.addr;
+            async move {
+                let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+                connector
+                    .connect(
+                        rustls::pki_types::ServerName::try_from("127.0.0.1").unwrap(),
+                        tcp,
+                    )
+                    .await
+                    .unwrap()
+            }
+        })
+        .buffer_unordered(50)
+        .collect::<Vec<_>>()
+        .await;
+    assert_eq!(opened.len(), SILENT);
+
+    // The flood holds a thousand connections: a review is still answered.
+    answered(&s).await;
+
+    // Every silent connection is closed by the server.
+    let closed = futures::stream::iter(opened)
+        .map(|stream| closed_by_server(stream, "a silent connection of the flood"))
+        .buffer_unordered(SILENT)
+        .count()
+        .await;
+    assert_eq!(closed, SILENT);
+    answered(&s).await;
 }
