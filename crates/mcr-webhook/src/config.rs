@@ -209,3 +209,34 @@ pub fn mutating_configuration(
         webhooks: Some(hooks),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::hook_name;
+
+    #[test]
+    fn names_are_dns_labels_whatever_the_path() {
+        let long = format!("/validate-{}-v1-widget", "a.very.long.group".repeat(8));
+        for path in [
+            "/validate--v1-configmap",
+            "/---",
+            "/",
+            long.as_str(),
+            "/Ünïcode-X",
+        ] {
+            let name = hook_name(path, "x.example.com");
+            let (label, suffix) = name.split_once('.').unwrap();
+            assert_eq!(suffix, "x.example.com", "{name}");
+            assert!(!label.is_empty() && label.len() <= 63, "{label}");
+            assert!(
+                label
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-'),
+                "{label}"
+            );
+            assert!(!label.starts_with('-') && !label.ends_with('-'), "{label}");
+        }
+        assert_ne!(hook_name("/a.b", "s"), hook_name("/a-b", "s"));
+        assert_eq!(hook_name("/---", "s").len(), 8 + 2);
+    }
+}

@@ -5,20 +5,20 @@
 //!   `WebhookManagedBy(mgr).For(obj)`: a defaulter (answered with a JSON patch), a validator,
 //!   a converter, on the conventional paths `/mutate-<group>-<version>-<kind>`,
 //!   `/validate-<group>-<version>-<kind>` and `/convert`.
-//! - A handler that decides from the review alone ([`WebhookBuilder::with_review_validator`],
-//!   [`WebhookBuilder::with_review_defaulter`], given a [`Review`]) is answered by any replica
-//!   for any member: in a sharded fleet behind one address its reviews never fail.
 //! - Every route is also served under `/clusters/{name}/...` for the engaged member `name`:
 //!   the handler's [`Request::cluster`] is that member (its client and cache). A review for a
 //!   member this replica cannot serve (owned by another replica, not engaged, unknown) fails
 //!   with HTTP 503, so kube-apiserver applies the webhook's `failurePolicy`; it is never denied.
+//! - A handler that decides from the review alone ([`WebhookBuilder::with_review_validator`],
+//!   [`WebhookBuilder::with_review_defaulter`], given a [`Review`]) is answered by any replica
+//!   for any member: in a sharded fleet behind one address its reviews never fail.
 //! - [`Server`] serves them over HTTPS (rustls) with a [`CertificateReloader`]: the
 //!   certificate files are followed and swapped in on change, without a restart or a dropped
 //!   connection. Bodies are capped, every phase of a connection has a deadline (handshake,
 //!   protocol detection, request heads, handler, idle keep-alive), connections are capped, a
-//!   panicking handler answers 500 for its request only, and a request that cannot be handled gets the
-//!   review shape kube-apiserver reads (`allowed: false`, a status message, the request's uid
-//!   when it could be read).
+//!   panicking handler answers 500 for its request only, and a request that cannot be handled
+//!   gets the review shape kube-apiserver reads (`allowed: false`, a status message, the
+//!   request's uid when it could be read).
 //! - [`MemberConfigurations`] (opt-in) writes the webhook configurations into each member as
 //!   it is engaged, pointing at a base URL the operator gives (in a sharded fleet, each
 //!   replica's own), rewrites them when the CA bundle changes, keeps them when the member is
