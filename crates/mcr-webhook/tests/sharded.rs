@@ -268,7 +268,7 @@ async fn a_handoff_swaps_the_url_and_never_deletes_the_configuration() {
     urls_follow_owners(&fleet, &["r1"], &split).await;
 
     // r2 joins: the members it takes over get its URL; none loses its configuration.
-    let r2 = replica("r2", &host, &fleet, writer("r2")).await;
+    let mut r2 = replica("r2", &host, &fleet, writer("r2")).await;
     let split = settled(&[&r1, &r2], &all).await;
     urls_follow_owners(&fleet, &["r1", "r2"], &split).await;
     // r1 has decided about every member it handed over (so any delete it would send is sent).
@@ -291,5 +291,24 @@ async fn a_handoff_swaps_the_url_and_never_deletes_the_configuration() {
             c.name()
         );
         assert!(config_url(&c.client()).await.is_some(), "{}", c.name());
+    }
+
+    // r2 stops: its members go back to r1, again without a delete.
+    r2.token.cancel();
+    tokio::time::timeout(DEADLINE, &mut r2.run)
+        .await
+        .expect("r2 stops in time")
+        .unwrap()
+        .unwrap();
+    let split = settled(&[&r1], &all).await;
+    urls_follow_owners(&fleet, &["r1"], &split).await;
+    for c in fleet.clusters() {
+        assert_eq!(
+            c.request_count("delete", "validatingwebhookconfigurations")
+                + c.request_count("delete", "mutatingwebhookconfigurations"),
+            0,
+            "{}: a replica that stopped deleted the configuration",
+            c.name()
+        );
     }
 }
