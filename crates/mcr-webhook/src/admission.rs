@@ -311,7 +311,7 @@ pub(crate) fn not_served(kind: ReviewKind, uid: Option<String>, err: &mcr_core::
         503,
         "ServiceUnavailable",
         &format!(
-            "{why}: this webhook cannot serve it; the call fails and the failurePolicy decides"
+            "{why}: this replica cannot serve it, so the call fails (for admission, the webhook's failurePolicy decides)"
         ),
     )
 }

@@ -10,7 +10,8 @@
 //!   member this replica cannot serve (owned by another replica, not engaged, unknown) fails
 //!   with HTTP 503, so kube-apiserver applies the webhook's `failurePolicy`; it is never denied.
 //! - A handler that decides from the review alone ([`WebhookBuilder::with_review_validator`],
-//!   [`WebhookBuilder::with_review_defaulter`], given a [`Review`]) is answered by any replica
+//!   [`WebhookBuilder::with_review_defaulter`], given a [`Review`];
+//!   [`WebhookBuilder::with_review_converter`], given the object) is answered by any replica
 //!   for any member: in a sharded fleet behind one address its reviews never fail.
 //! - [`Server`] serves them over HTTPS (rustls) with a [`CertificateReloader`]: the
 //!   certificate files are followed and swapped in on change, without a restart or a dropped

@@ -13,7 +13,7 @@ use serde_json::Value;
 use crate::{
     Denied, Error, Request, Review,
     admission::{AdmissionHandle, Handle, defaulter, validator},
-    conversion::ConversionHandle,
+    conversion::{ConversionHandle, Converter},
     route::{MEMBER_PREFIX, default_path},
 };
 
@@ -222,8 +222,6 @@ impl Webhooks {
     }
 }
 
-type ConvertFn = Arc<dyn Fn(Value, &str, &Cluster) -> Result<Value, String> + Send + Sync>;
-
 /// The webhooks of one kind `K`, from [`Webhooks::for_`]: a defaulter (mutating), a validator
 /// and a converter, each optional, on controller-runtime's default paths unless told otherwise.
 #[must_use = "nothing is served until `register` is called"]
@@ -231,7 +229,7 @@ pub struct WebhookBuilder<K: Resource> {
     webhooks: Webhooks,
     defaulter: Option<Arc<dyn Handle>>,
     validator: Option<Arc<dyn Handle>>,
-    converter: Option<ConvertFn>,
+    converter: Option<Converter>,
     mutate_path: Option<String>,
     validate_path: Option<String>,
     operations: Vec<String>,
@@ -362,7 +360,30 @@ where
     where
         C: Fn(Value, &str, &Cluster) -> Result<Value, String> + Send + Sync + 'static,
     {
-        self.converter = Some(Arc::new(c));
+        self.converter = Some(Converter::WithCluster(Arc::new(c)));
+        self
+    }
+
+    /// A converter that needs only the object (most do): gets an object as stored and the
+    /// `apiVersion` asked for. Any replica converts for any member, engaged there or not: in a
+    /// sharded fleet behind one address, conversions (which kube-apiserver needs to serve
+    /// every read of another version, with no failure policy) never fail for want of the
+    /// owner. Otherwise as [`with_converter`](Self::with_converter).
+    ///
+    /// ```no_run
+    /// # fn demo<K>(webhooks: mcr_webhook::Webhooks) -> Result<(), mcr_webhook::Error>
+    /// # where K: kube::Resource<DynamicType = ()> + serde::Serialize + serde::de::DeserializeOwned + Send + Sync + 'static {
+    /// webhooks.for_::<K>().with_review_converter(|mut obj, to| {
+    ///     obj["apiVersion"] = to.into();
+    ///     Ok(obj)
+    /// }).register()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn with_review_converter<C>(mut self, c: C) -> Self
+    where
+        C: Fn(Value, &str) -> Result<Value, String> + Send + Sync + 'static,
+    {
+        self.converter = Some(Converter::ReviewOnly(Arc::new(c)));
         self
     }
 

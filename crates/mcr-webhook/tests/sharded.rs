@@ -19,8 +19,51 @@ const VALIDATE: &str = "/validate--v1-configmap";
 /// The review-only validator: any replica answers it.
 const CHECK: &str = "/check--v1-configmap";
 
-/// A validator that needs only the review: `data.size` must be a number.
+#[derive(kube::CustomResource, serde::Deserialize, serde::Serialize, Clone, Debug)]
+#[kube(
+    group = "example.com",
+    version = "v1",
+    kind = "Widget",
+    namespaced,
+    schema = "disabled"
+)]
+struct WidgetSpec {
+    size: i64,
+}
+
+#[derive(kube::CustomResource, serde::Deserialize, serde::Serialize, Clone, Debug)]
+#[kube(
+    group = "example.com",
+    version = "v1",
+    kind = "Gadget",
+    namespaced,
+    schema = "disabled"
+)]
+struct GadgetSpec {
+    size: i64,
+}
+
+/// `spec.size` moves to `spec.dimensions.size` in v2.
+fn to_v2(mut obj: serde_json::Value, to: &str) -> Result<serde_json::Value, String> {
+    let size = obj["spec"]["size"].as_i64().ok_or("spec.size is missing")?;
+    obj["spec"] = serde_json::json!({ "dimensions": { "size": size } });
+    obj["apiVersion"] = to.into();
+    Ok(obj)
+}
+
+/// A validator that needs only the review (`data.size` must be a number), a converter that
+/// needs only the object (Widgets), and one that is handed the member (Gadgets).
 fn review_only_webhooks(webhooks: &Webhooks) {
+    webhooks
+        .for_::<Widget>()
+        .with_review_converter(to_v2)
+        .register()
+        .unwrap();
+    webhooks
+        .for_::<Gadget>()
+        .with_converter(|obj, to, _cluster| to_v2(obj, to))
+        .register()
+        .unwrap();
     webhooks
         .for_::<k8s_openapi::api::core::v1::ConfigMap>()
         .validate_path(CHECK)
@@ -193,6 +236,33 @@ async fn a_replica_fails_reviews_of_members_it_does_not_own_and_answers_review_o
                 "{}",
                 r.id
             );
+        }
+        // Conversion: Widgets need only the object, so every replica converts them for every
+        // member; Gadgets are handed the member, so only its owner converts them.
+        let widgets = body(&fixture("conversion-review.json"));
+        let mut gadgets = fixture("conversion-review.json");
+        for object in gadgets["request"]["objects"].as_array_mut().unwrap() {
+            object["kind"] = "Gadget".into();
+        }
+        let gadgets = body(&gadgets);
+        for member in &all {
+            let path = format!("/clusters/{member}/convert");
+            let (status, review) = conn.post(&path, widgets.clone()).await;
+            assert_eq!(status, 200, "{}: {member}: {review}", r.id);
+            assert_eq!(
+                review["response"]["result"]["status"], "Success",
+                "{review}"
+            );
+            let (status, review) = conn.post(&path, gadgets.clone()).await;
+            if owned.contains(member) {
+                assert_eq!(status, 200, "{}: {member}: {review}", r.id);
+                assert_eq!(
+                    review["response"]["result"]["status"], "Success",
+                    "{review}"
+                );
+            } else {
+                assert_eq!(status, 503, "{}: {member}: {review}", r.id);
+            }
         }
         // A member no replica knows fails the same way.
         let (status, review) = conn
