@@ -13,7 +13,7 @@ use kube::{
         admission::{AdmissionRequest, AdmissionResponse, AdmissionReview},
     },
 };
-use mcr_core::{BoxFuture, Cluster};
+use mcr_core::{BoxFuture, Cluster, ClusterName};
 use serde::{Serialize, de::DeserializeOwned};
 
 use crate::review::{Reply, ReviewKind, uid_of};
@@ -78,6 +78,124 @@ impl<K: Resource + std::fmt::Debug> std::fmt::Debug for Request<K> {
             .field("name", &self.inner.name)
             .field("namespace", &self.inner.namespace)
             .finish_non_exhaustive()
+    }
+}
+
+/// An admission request for a `K` and the *name* of the cluster it was made in, for handlers
+/// that decide from the review alone ([`with_review_validator`] and
+/// [`with_review_defaulter`]): such a route is answered by any replica, for any member name,
+/// whether or not this replica engages the member, so in a sharded fleet behind one Service
+/// no review for it fails. Derefs to kube's [`AdmissionRequest`].
+///
+/// [`with_review_validator`]: crate::WebhookBuilder::with_review_validator
+/// [`with_review_defaulter`]: crate::WebhookBuilder::with_review_defaulter
+///
+/// ```no_run
+/// use k8s_openapi::api::core::v1::ConfigMap;
+/// use mcr_webhook::Review;
+///
+/// fn describe(req: &Review<ConfigMap>) -> String {
+///     format!("{} in {}", req.name, req.cluster_name())
+/// }
+/// ```
+pub struct Review<K: Resource> {
+    inner: AdmissionRequest<K>,
+    cluster: ClusterName,
+}
+
+impl<K: Resource> Review<K> {
+    /// The name of the cluster the request was made in (the host, or the member named in the
+    /// path).
+    ///
+    /// ```no_run
+    /// # fn demo(req: mcr_webhook::Review<k8s_openapi::api::core::v1::ConfigMap>) {
+    /// let from_host = req.cluster_name().is_host();
+    /// # }
+    /// ```
+    pub fn cluster_name(&self) -> &ClusterName {
+        &self.cluster
+    }
+
+    /// kube's request, by value.
+    ///
+    /// ```no_run
+    /// # fn demo(req: mcr_webhook::Review<k8s_openapi::api::core::v1::ConfigMap>) {
+    /// let raw = req.into_inner();
+    /// # }
+    /// ```
+    pub fn into_inner(self) -> AdmissionRequest<K> {
+        self.inner
+    }
+}
+
+impl<K: Resource> Deref for Review<K> {
+    type Target = AdmissionRequest<K>;
+    fn deref(&self) -> &AdmissionRequest<K> {
+        &self.inner
+    }
+}
+
+impl<K: Resource + std::fmt::Debug> std::fmt::Debug for Review<K> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Review")
+            .field("cluster", &self.cluster)
+            .field("uid", &self.inner.uid)
+            .field("operation", &self.inner.operation)
+            .field("name", &self.inner.name)
+            .field("namespace", &self.inner.namespace)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What an admission handler is given: a [`Request`] (needs the cluster engaged here) or a
+/// [`Review`] (needs only its name).
+pub(crate) trait Incoming<K: Resource>: Sized + Send + 'static {
+    /// The handler's argument for `request` made in cluster `name`, or why this replica
+    /// cannot serve it.
+    fn build(
+        request: AdmissionRequest<K>,
+        name: ClusterName,
+        cluster: Result<Cluster, mcr_core::Error>,
+    ) -> Result<Self, mcr_core::Error>;
+    fn admission(&self) -> &AdmissionRequest<K>;
+    fn admission_mut(&mut self) -> &mut AdmissionRequest<K>;
+}
+
+impl<K: Resource + Send + 'static> Incoming<K> for Request<K> {
+    fn build(
+        request: AdmissionRequest<K>,
+        _name: ClusterName,
+        cluster: Result<Cluster, mcr_core::Error>,
+    ) -> Result<Self, mcr_core::Error> {
+        Ok(Request {
+            inner: request,
+            cluster: cluster?,
+        })
+    }
+    fn admission(&self) -> &AdmissionRequest<K> {
+        &self.inner
+    }
+    fn admission_mut(&mut self) -> &mut AdmissionRequest<K> {
+        &mut self.inner
+    }
+}
+
+impl<K: Resource + Send + 'static> Incoming<K> for Review<K> {
+    fn build(
+        request: AdmissionRequest<K>,
+        name: ClusterName,
+        _cluster: Result<Cluster, mcr_core::Error>,
+    ) -> Result<Self, mcr_core::Error> {
+        Ok(Review {
+            inner: request,
+            cluster: name,
+        })
+    }
+    fn admission(&self) -> &AdmissionRequest<K> {
+        &self.inner
+    }
+    fn admission_mut(&mut self) -> &mut AdmissionRequest<K> {
+        &mut self.inner
     }
 }
 
@@ -173,44 +291,61 @@ pub(crate) fn deny(response: AdmissionResponse, denied: &Denied) -> AdmissionRes
     response
 }
 
-/// Why a request for a cluster is refused: not engaged here, or owned by another replica in
-/// sharded mode (named).
-pub(crate) fn not_served(err: &mcr_core::Error) -> String {
-    match err {
-        mcr_core::Error::ClusterNotFound(name) => format!(
-            "cluster \"{name}\" is not engaged in this fleet: the webhook refuses requests for clusters it does not serve"
+/// The answer to a review for a cluster this replica cannot serve: not engaged here (unknown,
+/// left, not engaged yet) or owned by another replica (sharded mode, [`NotOwned`]). It is a
+/// *failed call* (HTTP 503, with a review body naming the cluster for whoever reads it), never
+/// a denial: kube-apiserver then applies the webhook's `failurePolicy` (`Fail` refuses the
+/// write, `Ignore` lets it through), which an answered `allowed: false` would bypass.
+///
+/// [`NotOwned`]: mcr_core::Error::NotOwned
+pub(crate) fn not_served(kind: ReviewKind, uid: Option<String>, err: &mcr_core::Error) -> Reply {
+    let why = match err {
+        mcr_core::Error::ClusterNotFound(name) => {
+            format!("cluster \"{name}\" is not engaged by this replica")
+        }
+        other => other.to_string(),
+    };
+    kind.refuse(
+        StatusCode::SERVICE_UNAVAILABLE,
+        uid,
+        503,
+        "ServiceUnavailable",
+        &format!(
+            "{why}: this replica cannot serve it, so the call fails (for admission, the webhook's failurePolicy decides)"
         ),
-        other => format!("{other}: the webhook refuses requests for clusters it does not serve"),
-    }
+    )
 }
 
 /// What a route calls: parse the body, find the cluster, answer.
 pub(crate) trait Handle: Send + Sync + 'static {
     fn kind(&self) -> ReviewKind;
+    /// Answers `body`, a review for cluster `name`, which this replica engages (`Ok`) or not.
     fn handle(
         self: Arc<Self>,
         body: Bytes,
+        name: ClusterName,
         cluster: Result<Cluster, mcr_core::Error>,
     ) -> BoxFuture<'static, Reply>;
 }
 
-/// The raw admission route for `K`: the user's function gets the typed request and returns
-/// kube's [`AdmissionResponse`].
-pub(crate) struct AdmissionHandle<K, F> {
+/// The raw admission route for `K`: the user's function gets the typed request (an `R`:
+/// [`Request`] or [`Review`]) and returns kube's [`AdmissionResponse`].
+pub(crate) struct AdmissionHandle<K, R, F> {
     f: F,
-    _k: PhantomData<fn() -> K>,
+    _k: PhantomData<fn() -> (K, R)>,
 }
 
-impl<K, F> AdmissionHandle<K, F> {
+impl<K, R, F> AdmissionHandle<K, R, F> {
     pub(crate) fn new(f: F) -> Self {
         Self { f, _k: PhantomData }
     }
 }
 
-impl<K, F, Fut> Handle for AdmissionHandle<K, F>
+impl<K, R, F, Fut> Handle for AdmissionHandle<K, R, F>
 where
     K: Resource + DeserializeOwned + Send + Sync + 'static,
-    F: Fn(Request<K>) -> Fut + Send + Sync + 'static,
+    R: Incoming<K>,
+    F: Fn(R) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = AdmissionResponse> + Send + 'static,
 {
     fn kind(&self) -> ReviewKind {
@@ -220,6 +355,7 @@ where
     fn handle(
         self: Arc<Self>,
         body: Bytes,
+        name: ClusterName,
         cluster: Result<Cluster, mcr_core::Error>,
     ) -> BoxFuture<'static, Reply> {
         Box::pin(async move {
@@ -236,20 +372,16 @@ where
                     );
                 }
             };
-            let cluster = match cluster {
-                Ok(cluster) => cluster,
-                Err(err) => return refuse(404, "NotFound", &not_served(&err)),
-            };
             let request: AdmissionRequest<K> = match review.try_into() {
                 Ok(request) => request,
                 Err(_) => return refuse(400, "BadRequest", "the AdmissionReview has no request"),
             };
             let uid = request.uid.clone();
-            let mut response = (self.f)(Request {
-                inner: request,
-                cluster,
-            })
-            .await;
+            let incoming = match R::build(request, name, cluster) {
+                Ok(incoming) => incoming,
+                Err(err) => return not_served(ReviewKind::Admission, uid_of(&body), &err),
+            };
+            let mut response = (self.f)(incoming).await;
             // The apiserver rejects an answer for another uid; the request's uid is the only
             // right one.
             response.uid = uid;
@@ -272,20 +404,21 @@ where
 /// The raw handler of a defaulter: it gets the object (and the request without it), returns
 /// the defaulted object, and the difference becomes a JSON patch. Requests without an object
 /// (DELETE) are allowed unchanged.
-pub(crate) fn defaulter<K, D, Fut>(
+pub(crate) fn defaulter<K, R, D, Fut>(
     d: D,
-) -> impl Fn(Request<K>) -> BoxFuture<'static, AdmissionResponse> + Send + Sync + 'static
+) -> impl Fn(R) -> BoxFuture<'static, AdmissionResponse> + Send + Sync + 'static
 where
     K: Resource + Serialize + Send + Sync + 'static,
-    D: Fn(K, Request<K>) -> Fut + Send + Sync + 'static,
+    R: Incoming<K>,
+    D: Fn(K, R) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = Result<K, Denied>> + Send + 'static,
 {
     let d = Arc::new(d);
-    move |mut req: Request<K>| {
+    move |mut req: R| {
         let d = d.clone();
         Box::pin(async move {
-            let response = AdmissionResponse::from(&req.inner);
-            let Some(object) = req.inner.object.take() else {
+            let response = AdmissionResponse::from(req.admission());
+            let Some(object) = req.admission_mut().object.take() else {
                 return response;
             };
             let before = match serde_json::to_value(&object) {
@@ -326,19 +459,20 @@ where
 }
 
 /// The raw handler of a validator: allowed on `Ok`, refused with the message on `Err`.
-pub(crate) fn validator<K, V, Fut>(
+pub(crate) fn validator<K, R, V, Fut>(
     v: V,
-) -> impl Fn(Request<K>) -> BoxFuture<'static, AdmissionResponse> + Send + Sync + 'static
+) -> impl Fn(R) -> BoxFuture<'static, AdmissionResponse> + Send + Sync + 'static
 where
     K: Resource + Send + Sync + 'static,
-    V: Fn(Request<K>) -> Fut + Send + Sync + 'static,
+    R: Incoming<K>,
+    V: Fn(R) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = Result<(), Denied>> + Send + 'static,
 {
     let v = Arc::new(v);
-    move |req: Request<K>| {
+    move |req: R| {
         let v = v.clone();
         Box::pin(async move {
-            let response = AdmissionResponse::from(&req.inner);
+            let response = AdmissionResponse::from(req.admission());
             match v(req).await {
                 Ok(()) => response,
                 Err(denied) => deny(response, &denied),

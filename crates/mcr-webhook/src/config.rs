@@ -25,7 +25,10 @@ use crate::{HookKind, Registration, Webhooks};
 #[non_exhaustive]
 pub struct ConfigOptions {
     /// The name of both configuration objects, and the suffix of each webhook's name (which
-    /// kube-apiserver wants fully qualified, at least three dot-separated parts).
+    /// kube-apiserver wants fully qualified, at least three dot-separated parts). A webhook is
+    /// named `{path, readable, cut to fit}-{8 hex digits of the path's SHA-256}.{name}`: unique
+    /// per path, the same on every replica and in every release, its first label at most 63
+    /// characters.
     pub name: String,
     /// `Fail` (the default) or `Ignore`.
     pub failure_policy: String,
@@ -56,9 +59,26 @@ impl ConfigOptions {
     }
 }
 
+/// The longest DNS label, the first part of a webhook's name.
+const MAX_LABEL: usize = 63;
+/// Hex digits of the path's hash in a webhook's name (32 bits).
+const HASH_DIGITS: usize = 8;
+
+/// A webhook's name: `{readable}-{hash}.{suffix}`. `readable` is the path lower-cased, every
+/// other character a dash, cut so the label fits 63 characters; `hash` is the first
+/// [`HASH_DIGITS`] hex digits of the SHA-256 of the whole path, so two paths that read alike
+/// once cut (`...-kubeadmcontrolplane` and `...-kubeadmcontrolplanetemplate`) still get two
+/// names, and a path gets the same name in every release and on every replica.
 fn hook_name(path: &str, suffix: &str) -> String {
-    let mut label: String = path
-        .trim_start_matches('/')
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::digest(path.as_bytes());
+    let hash: String = digest
+        .iter()
+        .flat_map(|b| [b >> 4, b & 0xf])
+        .take(HASH_DIGITS)
+        .map(|n| char::from_digit(u32::from(n), 16).unwrap_or('0'))
+        .collect();
+    let readable: String = path
         .chars()
         .map(|c| {
             if c.is_ascii_alphanumeric() {
@@ -67,12 +87,20 @@ fn hook_name(path: &str, suffix: &str) -> String {
                 '-'
             }
         })
-        .take(63)
+        .collect();
+    let mut label: String = readable
+        .trim_start_matches('-')
+        .chars()
+        .take(MAX_LABEL - HASH_DIGITS - 1)
         .collect();
     while label.ends_with('-') {
         label.pop();
     }
-    format!("{label}.{suffix}")
+    if label.is_empty() {
+        format!("{hash}.{suffix}")
+    } else {
+        format!("{label}-{hash}.{suffix}")
+    }
 }
 
 fn rules(r: &Registration) -> Option<Vec<RuleWithOperations>> {
@@ -180,4 +208,35 @@ pub fn mutating_configuration(
         },
         webhooks: Some(hooks),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::hook_name;
+
+    #[test]
+    fn names_are_dns_labels_whatever_the_path() {
+        let long = format!("/validate-{}-v1-widget", "a.very.long.group".repeat(8));
+        for path in [
+            "/validate--v1-configmap",
+            "/---",
+            "/",
+            long.as_str(),
+            "/Ünïcode-X",
+        ] {
+            let name = hook_name(path, "x.example.com");
+            let (label, suffix) = name.split_once('.').unwrap();
+            assert_eq!(suffix, "x.example.com", "{name}");
+            assert!(!label.is_empty() && label.len() <= 63, "{label}");
+            assert!(
+                label
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-'),
+                "{label}"
+            );
+            assert!(!label.starts_with('-') && !label.ends_with('-'), "{label}");
+        }
+        assert_ne!(hook_name("/a.b", "s"), hook_name("/a-b", "s"));
+        assert_eq!(hook_name("/---", "s").len(), 8 + 2);
+    }
 }

@@ -1,5 +1,7 @@
 //! CRD conversion: one `/convert` route (as in controller-runtime) that hands each object of
-//! a `ConversionReview` to the converter registered for its group and kind.
+//! a `ConversionReview` to the converter registered for its group and kind, on tokio's
+//! blocking pool (a converter is a synchronous function: the server's handler timeout must be
+//! able to answer while it runs).
 
 use std::{collections::HashMap, sync::Arc};
 
@@ -18,10 +20,33 @@ use crate::{
     review::{Reply, ReviewKind, uid_of},
 };
 
-/// A converter: the object as stored, the `apiVersion` asked for, and the cluster; returns the
-/// object in that version, or why it cannot.
-pub(crate) type Converter =
-    Arc<dyn Fn(Value, &str, &Cluster) -> Result<Value, String> + Send + Sync + 'static>;
+/// A converter: the object as stored, the `apiVersion` asked for (and the cluster, for one
+/// that is handed it); returns the object in that version, or why it cannot.
+#[derive(Clone)]
+pub(crate) enum Converter {
+    /// Handed the member's `Cluster`: only a replica that engages the member converts.
+    WithCluster(Arc<ClusterConvertFn>),
+    /// Needs only the object: any replica converts, for any member.
+    ReviewOnly(Arc<ObjectConvertFn>),
+}
+
+/// A converter handed the cluster.
+pub(crate) type ClusterConvertFn =
+    dyn Fn(Value, &str, &Cluster) -> Result<Value, String> + Send + Sync + 'static;
+/// A converter of the object alone.
+pub(crate) type ObjectConvertFn =
+    dyn Fn(Value, &str) -> Result<Value, String> + Send + Sync + 'static;
+
+/// The group and kind of a stored object.
+fn group_kind(object: &Value) -> (&str, &str) {
+    let api_version = object
+        .get("apiVersion")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let kind = object.get("kind").and_then(Value::as_str).unwrap_or("");
+    let group = api_version.rsplit_once('/').map_or("", |(g, _)| g);
+    (group, kind)
+}
 
 /// The `/convert` route: converters by (group, kind).
 #[derive(Default)]
@@ -47,10 +72,19 @@ impl ConversionHandle {
             .cloned()
     }
 
+    /// Whether converting `request` needs the member's `Cluster` (a converter of one of its
+    /// objects is handed it).
+    fn needs_cluster(&self, request: &ConversionRequest) -> bool {
+        request.objects.iter().any(|object| {
+            let (group, kind) = group_kind(object);
+            matches!(self.converter(group, kind), Some(Converter::WithCluster(_)))
+        })
+    }
+
     fn convert(
         &self,
         request: &ConversionRequest,
-        cluster: &Cluster,
+        cluster: Option<&Cluster>,
     ) -> Result<Vec<Value>, String> {
         let desired = request.desired_api_version.as_str();
         request
@@ -58,17 +92,22 @@ impl ConversionHandle {
             .iter()
             .enumerate()
             .map(|(i, object)| {
-                let api_version = object
-                    .get("apiVersion")
-                    .and_then(Value::as_str)
-                    .unwrap_or("");
-                let kind = object.get("kind").and_then(Value::as_str).unwrap_or("");
-                let group = api_version.rsplit_once('/').map_or("", |(g, _)| g);
+                let (group, kind) = group_kind(object);
                 let converter = self.converter(group, kind).ok_or_else(|| {
                     format!("object {i}: no converter for kind {kind:?} of group {group:?}")
                 })?;
-                let converted = converter(object.clone(), desired, cluster)
-                    .map_err(|e| format!("object {i} ({kind}): {e}"))?;
+                let converted = match (&converter, cluster) {
+                    (Converter::ReviewOnly(f), _) => f(object.clone(), desired),
+                    (Converter::WithCluster(f), Some(cluster)) => {
+                        f(object.clone(), desired, cluster)
+                    }
+                    // `handle` answers 503 before converting when the cluster is needed and
+                    // not served here.
+                    (Converter::WithCluster(_), None) => {
+                        Err("the cluster is not served by this replica".to_owned())
+                    }
+                }
+                .map_err(|e| format!("object {i} ({kind}): {e}"))?;
                 let got = converted.get("apiVersion").and_then(Value::as_str);
                 if got != Some(desired) {
                     return Err(format!(
@@ -89,6 +128,7 @@ impl Handle for ConversionHandle {
     fn handle(
         self: Arc<Self>,
         body: Bytes,
+        _name: mcr_core::ClusterName,
         cluster: Result<Cluster, mcr_core::Error>,
     ) -> BoxFuture<'static, Reply> {
         Box::pin(async move {
@@ -107,19 +147,52 @@ impl Handle for ConversionHandle {
                     );
                 }
             };
-            let cluster = match cluster {
-                Ok(cluster) => cluster,
-                Err(err) => return refuse(404, "NotFound", &crate::admission::not_served(&err)),
-            };
             let request = match ConversionRequest::from_review(review) {
                 Ok(request) => request,
                 Err(_) => return refuse(400, "BadRequest", "the ConversionReview has no request"),
             };
-            let outcome = self.convert(&request, &cluster);
-            let response = ConversionResponse::for_request(request);
+            let cluster = match cluster {
+                Ok(cluster) => Some(cluster),
+                Err(err) if self.needs_cluster(&request) => {
+                    return crate::admission::not_served(
+                        ReviewKind::Conversion,
+                        uid_of(&body),
+                        &err,
+                    );
+                }
+                // Every converter needs only the objects: any replica converts.
+                Err(_) => None,
+            };
+            // Converters are plain functions that may take long (large lists, heavy
+            // transformations): run them on the blocking pool, so the server's
+            // `handler_timeout` can answer 504 in time (the thread finishes on its own).
+            let this = self.clone();
+            let outcome = tokio::task::spawn_blocking(move || {
+                let outcome = this.convert(&request, cluster.as_ref());
+                (request, outcome)
+            })
+            .await;
             let response = match outcome {
-                Ok(objects) => response.success(objects),
-                Err(message) => response.failure(Status::failure(&message, "ConversionFailed")),
+                Ok((request, Ok(objects))) => {
+                    ConversionResponse::for_request(request).success(objects)
+                }
+                Ok((request, Err(message))) => ConversionResponse::for_request(request)
+                    .failure(Status::failure(&message, "ConversionFailed")),
+                Err(err) => {
+                    let why = if err.is_panic() {
+                        "the converter panicked"
+                    } else {
+                        "the converter was cancelled"
+                    };
+                    tracing::error!("{why}; answered 500 for this request only");
+                    return ReviewKind::Conversion.refuse(
+                        StatusCode::INTERNAL_SERVER_ERROR,
+                        uid_of(&body),
+                        500,
+                        "InternalError",
+                        why,
+                    );
+                }
             };
             match serde_json::to_vec(&response.into_review()) {
                 Ok(body) => Reply::ok(body),

@@ -60,6 +60,19 @@ pub enum Error {
         /// Why.
         reason: &'static str,
     },
+    /// A CA bundle offered to [`MemberConfigurations`](crate::MemberConfigurations) is not a
+    /// bundle of PEM certificates.
+    #[error("the CA bundle {reason}")]
+    CaBundle {
+        /// Why.
+        reason: String,
+    },
+    /// The client CA of [`ClientAuth`](crate::ClientAuth) is not usable.
+    #[error("the client CA {reason}")]
+    ClientCa {
+        /// Why.
+        reason: String,
+    },
     /// [`Server::serve`](crate::Server::serve) was called twice.
     #[error("the webhook server is already serving")]
     AlreadyServing,

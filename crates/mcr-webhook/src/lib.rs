@@ -6,17 +6,26 @@
 //!   a converter, on the conventional paths `/mutate-<group>-<version>-<kind>`,
 //!   `/validate-<group>-<version>-<kind>` and `/convert`.
 //! - Every route is also served under `/clusters/{name}/...` for the engaged member `name`:
-//!   the handler's [`Request::cluster`] is that member (its client and cache). A name that is
-//!   not engaged is refused, naming it.
+//!   the handler's [`Request::cluster`] is that member (its client and cache). A review for a
+//!   member this replica cannot serve (owned by another replica, not engaged, unknown) fails
+//!   with HTTP 503, so kube-apiserver applies the webhook's `failurePolicy`; it is never denied.
+//! - A handler that decides from the review alone ([`WebhookBuilder::with_review_validator`],
+//!   [`WebhookBuilder::with_review_defaulter`], given a [`Review`];
+//!   [`WebhookBuilder::with_review_converter`], given the object) is answered by any replica
+//!   for any member: in a sharded fleet behind one address its reviews never fail.
 //! - [`Server`] serves them over HTTPS (rustls) with a [`CertificateReloader`]: the
 //!   certificate files are followed and swapped in on change, without a restart or a dropped
-//!   connection. Bodies are capped, header, handshake and handler time bounded, a panicking
-//!   handler answers 500 for its request only, and a request that cannot be handled gets the
-//!   review shape kube-apiserver reads (`allowed: false`, a status message, the request's uid
-//!   when it could be read).
+//!   connection. Bodies are capped, every phase of a connection has a deadline (handshake,
+//!   protocol detection, request heads, handler, idle keep-alive), connections are capped, a
+//!   panicking handler answers 500 for its request only, and a request that cannot be handled
+//!   gets the review shape kube-apiserver reads (`allowed: false`, a status message, the
+//!   request's uid when it could be read).
 //! - [`MemberConfigurations`] (opt-in) writes the webhook configurations into each member as
-//!   it is engaged, pointing at a base URL the operator gives, and removes them when the member
-//!   leaves.
+//!   it is engaged, pointing at a base URL the operator gives (in a sharded fleet, each
+//!   replica's own), rewrites them when the CA bundle changes, keeps them when the member is
+//!   handed to another replica, and removes them when the member leaves the fleet.
+//! - [`ClientAuth`] (opt-in) authenticates callers: a member's routes answer only that
+//!   member's client certificate.
 //!
 //! ```no_run
 //! use std::sync::Arc;
@@ -43,7 +52,10 @@
 //! ```
 
 mod admission;
+mod auth;
+mod ca_bundle;
 mod config;
+mod connection;
 mod conversion;
 mod error;
 mod members;
@@ -53,10 +65,11 @@ mod server;
 mod tls;
 mod webhooks;
 
-pub use admission::{Denied, Request};
+pub use admission::{Denied, Request, Review};
+pub use auth::ClientAuth;
 pub use config::{ConfigOptions, mutating_configuration, validating_configuration};
 pub use error::Error;
-pub use members::MemberConfigurations;
+pub use members::{MemberConfigurations, WRITTEN_BY_ANNOTATION};
 pub use route::{MEMBER_PREFIX, default_path, member_path};
 pub use server::{Server, ServerOptions};
 pub use tls::CertificateReloader;

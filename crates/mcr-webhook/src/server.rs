@@ -1,37 +1,34 @@
-//! [`Server`]: HTTPS on rustls, routing each request to its webhook and its cluster, with a
-//! bounded body, bounded header and handler time, and a panic answered with a 500 for that
-//! request only.
+//! [`Server`]: HTTPS on rustls, accepting up to a cap of connections (each served by
+//! [`connection`](crate::connection), which bounds its every phase) and routing each request to
+//! its webhook and its cluster, with a bounded body and handler time, and a panic answered with
+//! a 500 for that request only.
 
-use std::{
-    convert::Infallible, net::SocketAddr, panic::AssertUnwindSafe, sync::Arc, time::Duration,
-};
+use std::{net::SocketAddr, panic::AssertUnwindSafe, sync::Arc, time::Duration};
 
 use bytes::Bytes;
 use futures::FutureExt;
 use http::{Method, Request, Response, StatusCode, header};
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
-use hyper_util::{
-    rt::{TokioExecutor, TokioIo, TokioTimer},
-    server::conn::auto,
-};
 use mcr_core::BoxFuture;
 use mcr_manager::{BoxError, Runnable};
 use parking_lot::Mutex;
-use tokio::net::TcpListener;
+use tokio::{net::TcpListener, sync::Semaphore};
 use tokio_rustls::TlsAcceptor;
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 use tracing::{Instrument, debug, error, info, info_span, warn};
 
-use crate::{CertificateReloader, Error, Webhooks, route};
+use crate::{CertificateReloader, ClientAuth, Error, Webhooks, connection, route};
 
-/// Limits and timings of the [`Server`]. `#[non_exhaustive]`: start from `default()` and set
-/// fields.
+/// Limits and timings of the [`Server`]: every phase of a connection has a deadline and the
+/// number of connections is capped, so no client can hold the server's resources for long.
+/// `#[non_exhaustive]`: start from `default()` and set fields.
 ///
 /// ```
 /// let mut options = mcr_webhook::ServerOptions::default();
 /// options.max_body_bytes = 1 << 20;
 /// options.handler_timeout = std::time::Duration::from_secs(5);
+/// options.max_connections = 512;
 /// ```
 #[derive(Clone, Debug)]
 #[non_exhaustive]
@@ -40,37 +37,64 @@ pub struct ServerOptions {
     /// handler runs. Default 7 MiB, as controller-runtime: a review carries the object and
     /// the old object, each up to etcd's 1.5 MiB, in JSON.
     pub max_body_bytes: usize,
-    /// Time allowed for a request's headers to arrive (HTTP/1). Default 10 s.
-    pub header_read_timeout: Duration,
     /// Time allowed for the TLS handshake. Default 10 s.
     pub handshake_timeout: Duration,
+    /// Time allowed, from the end of the TLS handshake, for the first complete request head:
+    /// protocol detection, an HTTP/1 head, or HTTP/2's preface, settings and first header
+    /// block; on HTTP/1 also for the head of every later request. A connection still without
+    /// a request by then is closed. Default 10 s.
+    pub header_read_timeout: Duration,
     /// Time allowed to read the body and answer; past it the request gets a 504 (the
     /// apiserver then applies the webhook's `failurePolicy`). Default 10 s, kube-apiserver's
     /// default `timeoutSeconds` (it allows at most 30).
     pub handler_timeout: Duration,
+    /// A keep-alive connection with no request in flight is closed this long after its last
+    /// answer (gracefully: HTTP/2 GOAWAY). On HTTP/2 this also bounds the header block of a
+    /// later request. Default 120 s: longer than the 90 s after which kube-apiserver's client
+    /// drops idle connections itself, so it is the client that closes, not racing a request.
+    pub idle_timeout: Duration,
+    /// HTTP/2: how often the server pings the client. Default 30 s.
+    pub http2_keep_alive_interval: Duration,
+    /// HTTP/2: a ping not acknowledged within this closes the connection. Default 10 s.
+    pub http2_keep_alive_timeout: Duration,
+    /// The most connections served at once (at least 1); a connection accepted past it is
+    /// closed at once, before its handshake, while the open ones keep being answered.
+    /// Default 4096 (kube-apiserver keeps a few connections per webhook host; mind the
+    /// process's file-descriptor limit).
+    pub max_connections: usize,
     /// How often the certificate files are re-read besides on file events. Default 30 s.
     pub certificate_poll_interval: Duration,
     /// On shutdown, how long open requests may still finish. Default 15 s.
     pub shutdown_grace: Duration,
+    /// Caller authentication: each member's route answers only that member's client
+    /// certificate (see [`ClientAuth`]). Default `None`: any caller that reaches the server
+    /// may call any route.
+    pub client_auth: Option<ClientAuth>,
 }
 
 impl Default for ServerOptions {
     fn default() -> Self {
         Self {
             max_body_bytes: 7 * 1024 * 1024,
-            header_read_timeout: Duration::from_secs(10),
             handshake_timeout: Duration::from_secs(10),
+            header_read_timeout: Duration::from_secs(10),
             handler_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(120),
+            http2_keep_alive_interval: Duration::from_secs(30),
+            http2_keep_alive_timeout: Duration::from_secs(10),
+            max_connections: 4096,
             certificate_poll_interval: Duration::from_secs(30),
             shutdown_grace: Duration::from_secs(15),
+            client_auth: None,
         }
     }
 }
 
 /// The webhook server: HTTPS (HTTP/1.1 and HTTP/2) with the certificate of a
 /// [`CertificateReloader`], answering the routes of [`Webhooks`] for the host and, under
-/// `/clusters/{name}`, for every engaged member (a name not engaged is refused in the review,
-/// naming it).
+/// `/clusters/{name}`, for every member this replica engages. A review for a member it
+/// cannot serve (another replica owns it, it is not engaged, no such member) fails with HTTP
+/// 503, so that kube-apiserver applies the webhook's `failurePolicy`: it is never denied.
 ///
 /// It is a [`Runnable`] that needs no leader (every replica serves, as in
 /// controller-runtime): add it to the manager, or call [`serve`](Self::serve).
@@ -162,13 +186,16 @@ impl Server {
     /// ```
     pub async fn serve(&self, token: CancellationToken) -> Result<(), Error> {
         let listener = self.listener.lock().take().ok_or(Error::AlreadyServing)?;
-        let mut tls = rustls::ServerConfig::builder_with_provider(Arc::new(
+        let builder = rustls::ServerConfig::builder_with_provider(Arc::new(
             rustls::crypto::ring::default_provider(),
         ))
         .with_safe_default_protocol_versions()
-        .map_err(Error::Tls)?
-        .with_no_client_auth()
-        .with_cert_resolver(self.certs.clone());
+        .map_err(Error::Tls)?;
+        let builder = match &self.options.client_auth {
+            Some(auth) => builder.with_client_cert_verifier(auth.verifier()?),
+            None => builder.with_no_client_auth(),
+        };
+        let mut tls = builder.with_cert_resolver(self.certs.clone());
         tls.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
         let acceptor = TlsAcceptor::from(Arc::new(tls));
         let tracker = TaskTracker::new();
@@ -182,6 +209,8 @@ impl Server {
             webhooks: self.webhooks.clone(),
             options: self.options.clone(),
         });
+        let slots = Arc::new(Semaphore::new(self.options.max_connections.max(1)));
+        let mut saturated = false;
         info!(addr = %self.addr, paths = ?self.webhooks.paths(), "webhook server listening");
         loop {
             let (tcp, peer) = tokio::select! {
@@ -196,13 +225,26 @@ impl Server {
                     }
                 },
             };
-            tracker.spawn(connection(
-                acceptor.clone(),
-                tcp,
-                peer,
-                state.clone(),
-                token.clone(),
-            ));
+            let Ok(slot) = slots.clone().try_acquire_owned() else {
+                // Past the cap: close it now (before its handshake) rather than leave it in the
+                // backlog; the connections open are served as before.
+                if !saturated {
+                    warn!(
+                        max = self.options.max_connections,
+                        "webhook connection cap reached: refusing new connections"
+                    );
+                }
+                saturated = true;
+                debug!(%peer, "webhook connection refused: too many open");
+                drop(tcp);
+                continue;
+            };
+            saturated = false;
+            let (acceptor, state, token) = (acceptor.clone(), state.clone(), token.clone());
+            tracker.spawn(async move {
+                connection::serve(acceptor, tcp, peer, state, token).await;
+                drop(slot);
+            });
         }
         drop(listener);
         watch.cancel();
@@ -234,53 +276,9 @@ impl Runnable for Server {
     }
 }
 
-struct State {
-    webhooks: Webhooks,
-    options: ServerOptions,
-}
-
-async fn connection(
-    acceptor: TlsAcceptor,
-    tcp: tokio::net::TcpStream,
-    peer: SocketAddr,
-    state: Arc<State>,
-    token: CancellationToken,
-) {
-    let tls =
-        match tokio::time::timeout(state.options.handshake_timeout, acceptor.accept(tcp)).await {
-            Ok(Ok(tls)) => tls,
-            Ok(Err(err)) => {
-                debug!(%peer, error = %err, "webhook TLS handshake failed");
-                return;
-            }
-            Err(_) => {
-                debug!(%peer, "webhook TLS handshake timed out");
-                return;
-            }
-        };
-    let mut builder = auto::Builder::new(TokioExecutor::new());
-    builder
-        .http1()
-        .timer(TokioTimer::new())
-        .header_read_timeout(state.options.header_read_timeout);
-    builder.http2().timer(TokioTimer::new());
-    let service = hyper::service::service_fn(move |req| {
-        let state = state.clone();
-        async move { Ok::<_, Infallible>(respond(&state, req).await) }
-    });
-    let conn = builder.serve_connection(TokioIo::new(tls), service);
-    tokio::pin!(conn);
-    tokio::select! {
-        result = conn.as_mut() => {
-            if let Err(err) = result {
-                debug!(%peer, error = %err, "webhook connection ended");
-            }
-        }
-        () = token.cancelled() => {
-            conn.as_mut().graceful_shutdown();
-            let _ = conn.await;
-        }
-    }
+pub(crate) struct State {
+    pub(crate) webhooks: Webhooks,
+    pub(crate) options: ServerOptions,
 }
 
 fn plain(status: StatusCode, text: String) -> Response<Full<Bytes>> {
@@ -293,7 +291,12 @@ fn plain(status: StatusCode, text: String) -> Response<Full<Bytes>> {
     response
 }
 
-async fn respond(state: &State, req: Request<Incoming>) -> Response<Full<Bytes>> {
+/// Answers one request; `caller` is the common name of the client's verified certificate.
+pub(crate) async fn respond(
+    state: &State,
+    req: Request<Incoming>,
+    caller: Option<&str>,
+) -> Response<Full<Bytes>> {
     let path = req.uri().path().to_owned();
     if req.method() != Method::POST {
         return plain(
@@ -305,6 +308,12 @@ async fn respond(state: &State, req: Request<Incoming>) -> Response<Full<Bytes>>
         Ok(split) => split,
         Err(why) => return plain(StatusCode::NOT_FOUND, format!("{why}\n")),
     };
+    if let Some(auth) = &state.options.client_auth
+        && let Err(why) = auth.check(&cluster_name, caller)
+    {
+        debug!(cluster = %cluster_name, path = %sub, "webhook caller refused: {why}");
+        return plain(StatusCode::FORBIDDEN, format!("{path}: {why}\n"));
+    }
     let Some(handle) = state.webhooks.route(sub) else {
         return plain(StatusCode::NOT_FOUND, format!("no webhook at {path}\n"));
     };
@@ -354,7 +363,7 @@ async fn respond(state: &State, req: Request<Incoming>) -> Response<Full<Bytes>>
             }
         };
         let cluster = state.webhooks.fleet().get(&cluster_name);
-        match AssertUnwindSafe(handle.clone().handle(body, cluster))
+        match AssertUnwindSafe(handle.clone().handle(body, cluster_name.clone(), cluster))
             .catch_unwind()
             .await
         {

@@ -4,16 +4,16 @@
 use std::{collections::BTreeMap, future::Future, marker::PhantomData, sync::Arc};
 
 use kube::{Resource, core::admission::AdmissionResponse};
-use mcr_core::{BoxFuture, Cluster};
+use mcr_core::Cluster;
 use mcr_manager::{Fleet, Manager};
 use parking_lot::RwLock;
 use serde::{Serialize, de::DeserializeOwned};
 use serde_json::Value;
 
 use crate::{
-    Denied, Error, Request,
+    Denied, Error, Request, Review,
     admission::{AdmissionHandle, Handle, defaulter, validator},
-    conversion::ConversionHandle,
+    conversion::{ConversionHandle, Converter},
     route::{MEMBER_PREFIX, default_path},
 };
 
@@ -164,7 +164,10 @@ impl Webhooks {
         F: Fn(Request<K>) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = AdmissionResponse> + Send + 'static,
     {
-        self.insert(path, Arc::new(AdmissionHandle::<K, F>::new(handler)))
+        self.insert(
+            path,
+            Arc::new(AdmissionHandle::<K, Request<K>, F>::new(handler)),
+        )
     }
 
     /// The served paths (host form), sorted.
@@ -219,17 +222,14 @@ impl Webhooks {
     }
 }
 
-type RawHandler<K> = Box<dyn Fn(Request<K>) -> BoxFuture<'static, AdmissionResponse> + Send + Sync>;
-type ConvertFn = Arc<dyn Fn(Value, &str, &Cluster) -> Result<Value, String> + Send + Sync>;
-
 /// The webhooks of one kind `K`, from [`Webhooks::for_`]: a defaulter (mutating), a validator
 /// and a converter, each optional, on controller-runtime's default paths unless told otherwise.
 #[must_use = "nothing is served until `register` is called"]
 pub struct WebhookBuilder<K: Resource> {
     webhooks: Webhooks,
-    defaulter: Option<RawHandler<K>>,
-    validator: Option<RawHandler<K>>,
-    converter: Option<ConvertFn>,
+    defaulter: Option<Arc<dyn Handle>>,
+    validator: Option<Arc<dyn Handle>>,
+    converter: Option<Converter>,
     mutate_path: Option<String>,
     validate_path: Option<String>,
     operations: Vec<String>,
@@ -259,7 +259,35 @@ where
         D: Fn(K, Request<K>) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<K, Denied>> + Send + 'static,
     {
-        self.defaulter = Some(Box::new(defaulter(d)));
+        self.defaulter = Some(Arc::new(AdmissionHandle::<K, Request<K>, _>::new(
+            defaulter::<K, Request<K>, _, _>(d),
+        )));
+        self
+    }
+
+    /// A defaulter that decides from the review alone (the object, the request, the cluster's
+    /// name; not the cluster's client or cache). Any replica answers it for any member, engaged
+    /// here or not: in a sharded fleet behind one address, its reviews never fail for want of
+    /// the owner. Otherwise as [`with_defaulter`](Self::with_defaulter).
+    ///
+    /// ```no_run
+    /// # fn demo(webhooks: mcr_webhook::Webhooks) -> Result<(), mcr_webhook::Error> {
+    /// use k8s_openapi::api::core::v1::ConfigMap;
+    /// webhooks.for_::<ConfigMap>().with_review_defaulter(|mut cm: ConfigMap, req| async move {
+    ///     cm.data.get_or_insert_default().entry("cluster".into())
+    ///         .or_insert_with(|| req.cluster_name().to_string());
+    ///     Ok(cm)
+    /// }).register()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn with_review_defaulter<D, Fut>(mut self, d: D) -> Self
+    where
+        D: Fn(K, Review<K>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<K, Denied>> + Send + 'static,
+    {
+        self.defaulter = Some(Arc::new(AdmissionHandle::<K, Review<K>, _>::new(
+            defaulter::<K, Review<K>, _, _>(d),
+        )));
         self
     }
 
@@ -279,13 +307,45 @@ where
         V: Fn(Request<K>) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<(), Denied>> + Send + 'static,
     {
-        self.validator = Some(Box::new(validator(v)));
+        self.validator = Some(Arc::new(AdmissionHandle::<K, Request<K>, _>::new(
+            validator::<K, Request<K>, _, _>(v),
+        )));
+        self
+    }
+
+    /// A validator that decides from the review alone (the object, the old object, the
+    /// request, the cluster's name; not the cluster's client or cache). Any replica answers it
+    /// for any member, engaged here or not: in a sharded fleet behind one address, its reviews
+    /// never fail for want of the owner. Otherwise as [`with_validator`](Self::with_validator).
+    ///
+    /// ```no_run
+    /// # fn demo(webhooks: mcr_webhook::Webhooks) -> Result<(), mcr_webhook::Error> {
+    /// use k8s_openapi::api::core::v1::ConfigMap;
+    /// webhooks.for_::<ConfigMap>().with_review_validator(|req| async move {
+    ///     if req.name.starts_with("forbidden-") {
+    ///         Err(format!("that name is taken in {}", req.cluster_name()).into())
+    ///     } else {
+    ///         Ok(())
+    ///     }
+    /// }).register()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn with_review_validator<V, Fut>(mut self, v: V) -> Self
+    where
+        V: Fn(Review<K>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<(), Denied>> + Send + 'static,
+    {
+        self.validator = Some(Arc::new(AdmissionHandle::<K, Review<K>, _>::new(
+            validator::<K, Review<K>, _, _>(v),
+        )));
         self
     }
 
     /// A converter for `K`'s group and kind, served on [`CONVERT_PATH`] (one route for every
     /// kind, as in controller-runtime): gets an object as stored and the `apiVersion` asked
-    /// for, returns the object in that version. An error fails the whole review.
+    /// for, returns the object in that version. An error fails the whole review. It runs on
+    /// tokio's blocking pool, so it may take time without stalling the server, and the
+    /// server's `handler_timeout` answers 504 when it takes too long.
     ///
     /// ```no_run
     /// # fn demo<K>(webhooks: mcr_webhook::Webhooks) -> Result<(), mcr_webhook::Error>
@@ -300,7 +360,30 @@ where
     where
         C: Fn(Value, &str, &Cluster) -> Result<Value, String> + Send + Sync + 'static,
     {
-        self.converter = Some(Arc::new(c));
+        self.converter = Some(Converter::WithCluster(Arc::new(c)));
+        self
+    }
+
+    /// A converter that needs only the object (most do): gets an object as stored and the
+    /// `apiVersion` asked for. Any replica converts for any member, engaged there or not: in a
+    /// sharded fleet behind one address, conversions (which kube-apiserver needs to serve
+    /// every read of another version, with no failure policy) never fail for want of the
+    /// owner. Otherwise as [`with_converter`](Self::with_converter).
+    ///
+    /// ```no_run
+    /// # fn demo<K>(webhooks: mcr_webhook::Webhooks) -> Result<(), mcr_webhook::Error>
+    /// # where K: kube::Resource<DynamicType = ()> + serde::Serialize + serde::de::DeserializeOwned + Send + Sync + 'static {
+    /// webhooks.for_::<K>().with_review_converter(|mut obj, to| {
+    ///     obj["apiVersion"] = to.into();
+    ///     Ok(obj)
+    /// }).register()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn with_review_converter<C>(mut self, c: C) -> Self
+    where
+        C: Fn(Value, &str) -> Result<Value, String> + Send + Sync + 'static,
+    {
+        self.converter = Some(Converter::ReviewOnly(Arc::new(c)));
         self
     }
 
@@ -373,8 +456,7 @@ where
         for (hook_kind, verb, path, handler) in hooks {
             let Some(handler) = handler else { continue };
             let path = path.unwrap_or_else(|| default_path(verb, &group, &version, &kind));
-            self.webhooks
-                .insert(&path, Arc::new(AdmissionHandle::<K, _>::new(handler)))?;
+            self.webhooks.insert(&path, handler)?;
             self.webhooks
                 .inner
                 .registrations

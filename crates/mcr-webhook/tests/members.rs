@@ -5,7 +5,7 @@ mod common;
 
 use std::{collections::BTreeMap, sync::Arc};
 
-use common::{DEADLINE, Env, configmap_webhooks, serve};
+use common::{DEADLINE, Env, admission_types, configmap_webhooks, serve};
 use k8s_openapi::{
     api::{
         admissionregistration::v1::{MutatingWebhookConfiguration, ValidatingWebhookConfiguration},
@@ -19,56 +19,9 @@ use kube::{
 };
 use mcr_envtest::wait::eventually_async;
 use mcr_webhook::{ConfigOptions, MemberConfigurations, ServerOptions, Webhooks};
-use serde_json::json;
 
 const NAME: &str = "configmaps.webhooks.mcr.test";
 const LABEL: &str = "mcr-webhook-test";
-
-/// The emulator does not serve admissionregistration.k8s.io: give it the two types as CRDs so
-/// the writes can be checked there too (a real apiserver has them built in).
-async fn admission_types(client: &Client) {
-    if mcr_envtest::backend().is_real() {
-        return;
-    }
-    let crds: Api<kube::api::DynamicObject> = Api::all_with(
-        client.clone(),
-        &kube::api::ApiResource::from_gvk_with_plural(
-            &kube::api::GroupVersionKind::gvk(
-                "apiextensions.k8s.io",
-                "v1",
-                "CustomResourceDefinition",
-            ),
-            "customresourcedefinitions",
-        ),
-    );
-    for (kind, plural) in [
-        (
-            "ValidatingWebhookConfiguration",
-            "validatingwebhookconfigurations",
-        ),
-        (
-            "MutatingWebhookConfiguration",
-            "mutatingwebhookconfigurations",
-        ),
-    ] {
-        let crd: kube::api::DynamicObject = serde_json::from_value(json!({
-            "apiVersion": "apiextensions.k8s.io/v1",
-            "kind": "CustomResourceDefinition",
-            "metadata": { "name": format!("{plural}.admissionregistration.k8s.io") },
-            "spec": {
-                "group": "admissionregistration.k8s.io",
-                "scope": "Cluster",
-                "names": { "kind": kind, "plural": plural, "singular": kind.to_lowercase() },
-                "versions": [{
-                    "name": "v1", "served": true, "storage": true,
-                    "schema": { "openAPIV3Schema": { "type": "object", "x-kubernetes-preserve-unknown-fields": true } }
-                }]
-            }
-        }))
-        .unwrap();
-        crds.create(&PostParams::default(), &crd).await.unwrap();
-    }
-}
 
 fn options() -> ConfigOptions {
     let mut options = ConfigOptions::new(NAME);
@@ -119,9 +72,11 @@ async fn members_get_the_configuration_on_engage_and_lose_it_when_they_leave() {
             .await
             .unwrap();
         let hook = &validating.webhooks.unwrap()[0];
+        // Pinned: a webhook's name must not change between releases (its hash is the first
+        // 8 hex digits of sha256("/validate--v1-configmap")).
         assert_eq!(
             hook.name,
-            "validate--v1-configmap.configmaps.webhooks.mcr.test"
+            "validate--v1-configmap-62231f71.configmaps.webhooks.mcr.test"
         );
         assert_eq!(hook.client_config.ca_bundle.as_ref().unwrap().0, ca);
         assert_eq!(hook.side_effects, "None");
@@ -289,4 +244,258 @@ async fn real_apiservers_call_the_webhook_for_the_host_and_two_members() {
         );
         assert!(api.get_opt("invalid").await.unwrap().is_none());
     }
+}
+
+mod kubeadm {
+    use kube::CustomResource;
+    use serde::{Deserialize, Serialize};
+
+    #[derive(CustomResource, Deserialize, Serialize, Clone, Debug)]
+    #[kube(
+        group = "controlplane.cluster.x-k8s.io",
+        version = "v1beta1",
+        kind = "KubeadmControlPlane",
+        namespaced,
+        schema = "disabled"
+    )]
+    pub struct KubeadmControlPlaneSpec {
+        pub replicas: Option<i32>,
+    }
+
+    #[derive(CustomResource, Deserialize, Serialize, Clone, Debug)]
+    #[kube(
+        group = "controlplane.cluster.x-k8s.io",
+        version = "v1beta1",
+        kind = "KubeadmControlPlaneTemplate",
+        namespaced,
+        schema = "disabled"
+    )]
+    pub struct KubeadmControlPlaneTemplateSpec {
+        pub template: Option<serde_json::Value>,
+    }
+}
+
+#[tokio::test]
+async fn webhook_names_are_unique_stable_and_at_most_63_characters() {
+    let env = Env::start(0).await;
+    let webhooks = Webhooks::new(&env.mgr);
+    for register in [
+        webhooks
+            .for_::<kubeadm::KubeadmControlPlane>()
+            .with_validator(|_req| async { Ok(()) })
+            .with_defaulter(|o, _req| async { Ok(o) })
+            .register(),
+        webhooks
+            .for_::<kubeadm::KubeadmControlPlaneTemplate>()
+            .with_validator(|_req| async { Ok(()) })
+            .with_defaulter(|o, _req| async { Ok(o) })
+            .register(),
+    ] {
+        register.unwrap();
+    }
+    let ca = b"ca".to_vec();
+    let validating =
+        mcr_webhook::validating_configuration(&webhooks, "https://x", &ca, &options()).unwrap();
+    let mutating =
+        mcr_webhook::mutating_configuration(&webhooks, "https://x", &ca, &options()).unwrap();
+    let mut names: Vec<String> = validating
+        .webhooks
+        .unwrap()
+        .into_iter()
+        .map(|h| h.name)
+        .chain(mutating.webhooks.unwrap().into_iter().map(|h| h.name))
+        .collect();
+    for name in &names {
+        let (label, suffix) = name.split_once('.').unwrap();
+        assert_eq!(suffix, NAME, "{name}");
+        assert!(label.len() <= 63, "{label} has {} characters", label.len());
+        assert!(
+            label.starts_with("validate-controlplane-cluster-x-k8s-io-v1beta1-kubeadm")
+                || label.starts_with("mutate-controlplane-cluster-x-k8s-io-v1beta1-kubeadm"),
+            "the name keeps a readable prefix: {label}"
+        );
+        assert!(
+            label
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+                && !label.starts_with('-')
+                && !label.ends_with('-'),
+            "{label} is not a DNS label"
+        );
+    }
+    let all = names.len();
+    names.sort();
+    names.dedup();
+    assert_eq!(names.len(), all, "webhook names collide: {names:?}");
+    // Stable: the same path gives the same name whatever the URL (every replica, every
+    // member); the exact form is pinned in the test above.
+    let again =
+        mcr_webhook::validating_configuration(&webhooks, "https://y", &ca, &options()).unwrap();
+    let first = &again.webhooks.unwrap()[0].name;
+    assert!(names.contains(first));
+}
+
+#[tokio::test]
+async fn a_departed_members_cleanup_is_retried_and_never_deletes_a_newer_configuration() {
+    let env = Env::start(2).await;
+    for member in env.fleet.clusters() {
+        admission_types(&member.client()).await;
+    }
+    let webhooks = Webhooks::new(&env.mgr);
+    configmap_webhooks(&webhooks);
+    let writer = Arc::new(MemberConfigurations::new(
+        webhooks,
+        "https://webhooks.example.test:9443",
+        b"ca".to_vec(),
+        options(),
+    ));
+    env.mgr.add(writer.clone()).unwrap();
+    let _manager = env.run().await;
+    let member2 = env.fleet.get("member-2").unwrap().clone();
+    let client = member2.client();
+    eventually_async("member-2's configuration", DEADLINE, || {
+        let client = client.clone();
+        async move { config_url(&client).await.is_some() }
+    })
+    .await;
+
+    // member-2 leaves while its apiserver fails every delete of the configuration.
+    member2.inject_error(
+        mcr_envtest::ErrorRule::new(503)
+            .verb("delete")
+            .resource("validatingwebhookconfigurations"),
+    );
+    env.provider.remove(&"member-2".into());
+    mcr_envtest::wait::eventually("the failing cleanup to be retried", DEADLINE, || {
+        member2.request_count("delete", "validatingwebhookconfigurations") >= 2
+    })
+    .await;
+    mcr_envtest::wait::eventually(
+        "the pending cleanup to show in member_statuses",
+        DEADLINE,
+        || {
+            writer.member_statuses().iter().any(|s| {
+                s.name == "member-2"
+                    && matches!(&s.state, mcr_core::MemberState::Failed { reason, retry_in: Some(_) }
+                        if reason.contains("removing"))
+            })
+        },
+    )
+    .await;
+
+    // Meanwhile a newer configuration is written (by the member's next owner).
+    let newer = "https://elsewhere.example.test/clusters/member-2/validate--v1-configmap";
+    let api: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
+    let mut config = api.get(NAME).await.unwrap();
+    config.webhooks.as_mut().unwrap()[0].client_config.url = Some(newer.into());
+    config.metadata.managed_fields = None;
+    api.replace(NAME, &PostParams::default(), &config)
+        .await
+        .unwrap();
+
+    // The member answers again: the late delete must not win over the newer write.
+    member2.clear_faults();
+    mcr_envtest::wait::eventually("the cleanup to end", DEADLINE, || {
+        !writer
+            .member_statuses()
+            .iter()
+            .any(|s| s.name == "member-2")
+    })
+    .await;
+    assert_eq!(
+        config_url(&client).await.as_deref(),
+        Some(newer),
+        "a late delete removed a newer configuration"
+    );
+}
+
+/// The caBundle of both configurations in `client`'s cluster, if both are there.
+async fn ca_bundles(client: &Client) -> Option<(Vec<u8>, Vec<u8>)> {
+    let validating = Api::<ValidatingWebhookConfiguration>::all(client.clone())
+        .get_opt(NAME)
+        .await
+        .ok()??;
+    let mutating = Api::<MutatingWebhookConfiguration>::all(client.clone())
+        .get_opt(NAME)
+        .await
+        .ok()??;
+    let ca = |c: &k8s_openapi::api::admissionregistration::v1::WebhookClientConfig| {
+        c.ca_bundle
+            .as_ref()
+            .map(|b| b.0.clone())
+            .unwrap_or_default()
+    };
+    Some((
+        ca(&validating.webhooks?.first()?.client_config),
+        ca(&mutating.webhooks?.first()?.client_config),
+    ))
+}
+
+async fn every_member_trusts(env: &Env, bundle: &str, what: &str) {
+    for member in env.fleet.clusters() {
+        let client = member.client();
+        let want = bundle.as_bytes().to_vec();
+        eventually_async(&format!("{}: {what}", member.name()), DEADLINE, || {
+            let (client, want) = (client.clone(), want.clone());
+            async move { ca_bundles(&client).await == Some((want.clone(), want)) }
+        })
+        .await;
+    }
+}
+
+fn replace_file(path: &std::path::Path, bytes: &[u8]) {
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, bytes).unwrap();
+    std::fs::rename(&tmp, path).unwrap();
+}
+
+#[tokio::test]
+async fn a_rotated_ca_bundle_reaches_every_member_without_a_restart() {
+    let env = Env::start(2).await;
+    for member in env.fleet.clusters() {
+        admission_types(&member.client()).await;
+    }
+    let webhooks = Webhooks::new(&env.mgr);
+    configmap_webhooks(&webhooks);
+    let (old, new) = (common::Pki::new(), common::Pki::new());
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ca.crt");
+    replace_file(&path, old.ca_pem.as_bytes());
+    let writer = Arc::new(
+        MemberConfigurations::new(
+            webhooks,
+            "https://webhooks.example.test:9443",
+            old.ca_pem.clone().into_bytes(),
+            options(),
+        )
+        .ca_bundle_file(&path, std::time::Duration::from_millis(50)),
+    );
+    env.mgr.add(writer.clone()).unwrap();
+    let _manager = env.run().await;
+    every_member_trusts(&env, &old.ca_pem, "the first CA").await;
+
+    // A rotation, step 1: trust both CAs (the server still presents the old certificate).
+    let both = format!("{}{}", old.ca_pem, new.ca_pem);
+    replace_file(&path, both.as_bytes());
+    every_member_trusts(&env, &both, "both CAs").await;
+
+    // Something that is not a CA bundle is refused, and never written.
+    assert!(writer.set_ca_bundle(b"not a certificate".to_vec()).is_err());
+    assert!(
+        writer
+            .set_ca_bundle(b"-----BEGIN CERTIFICATE-----\ntruncated".to_vec())
+            .is_err()
+    );
+
+    // Step 2, once the server presents the new certificate: the new CA only.
+    replace_file(&path, new.ca_pem.as_bytes());
+    every_member_trusts(&env, &new.ca_pem, "the new CA only").await;
+    assert!(
+        writer
+            .member_statuses()
+            .iter()
+            .all(|s| s.state == mcr_core::MemberState::Engaged),
+        "{:?}",
+        writer.member_statuses()
+    );
 }

@@ -293,7 +293,7 @@ async fn conversion_converts_every_object_in_order_or_fails_the_review() {
 }
 
 #[tokio::test]
-async fn member_routes_hand_the_member_to_the_handler_and_refuse_strangers() {
+async fn member_routes_hand_the_member_to_the_handler_and_fail_for_strangers() {
     let env = Env::start(2).await;
     let webhooks = Webhooks::new(&env.mgr);
     configmap_webhooks(&webhooks);
@@ -346,13 +346,13 @@ async fn member_routes_hand_the_member_to_the_handler_and_refuse_strangers() {
     let (status, review) = conn
         .post(&format!("/clusters/member-9{VALIDATE}"), create.clone())
         .await;
-    assert_eq!(status, 200);
-    assert_eq!(review["response"]["allowed"], false);
+    // Not served here: the call fails (503) so the failurePolicy decides; never a denial.
+    assert_eq!(status, 503, "{review}");
     assert_eq!(
         review["response"]["uid"],
         "0df28fbd-5f5f-4f6e-a2c2-1c3a4a9c0e01"
     );
-    assert_eq!(review["response"]["status"]["code"], 404);
+    assert_eq!(review["response"]["status"]["code"], 503);
     let message = review["response"]["status"]["message"].as_str().unwrap();
     assert!(
         message.contains("cluster \"member-9\" is not engaged"),
@@ -366,10 +366,10 @@ async fn member_routes_hand_the_member_to_the_handler_and_refuse_strangers() {
         fleet.get(&"member-2".into()).is_err()
     })
     .await;
-    let (_, review) = conn
+    let (status, review) = conn
         .post(&format!("/clusters/member-2{VALIDATE}"), create)
         .await;
-    assert_eq!(review["response"]["allowed"], false, "{review}");
+    assert_eq!(status, 503, "{review}");
     let _ = &s.server;
 }
 
@@ -490,4 +490,48 @@ async fn stalled_handshakes_and_headers_are_cut_off() {
         .post(VALIDATE, body(&fixture("configmap-create.json")))
         .await;
     assert_eq!(status, 200);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_blocking_converter_is_cut_by_the_handler_timeout() {
+    let env = Env::start(0).await;
+    let webhooks = Webhooks::new(&env.mgr);
+    // The converter blocks its thread until the test lets it go (drops the sender).
+    let (release, held) = std::sync::mpsc::channel::<()>();
+    let held = std::sync::Mutex::new(held);
+    webhooks
+        .for_::<Widget>()
+        .with_converter(move |mut obj, to, _cluster| {
+            let _ = held.lock().map(|rx| rx.recv());
+            obj["apiVersion"] = to.into();
+            Ok(obj)
+        })
+        .register()
+        .unwrap();
+    let mut options = ServerOptions::default();
+    options.handler_timeout = Duration::from_millis(300);
+    let s = serve(webhooks, options).await;
+    let mut conn = connect(s.addr, &s.pki.ca_pem).await;
+    // 100 times the handler timeout: only the handler timeout can answer within it.
+    let answer = tokio::time::timeout(
+        Duration::from_secs(30),
+        conn.post("/convert", body(&fixture("conversion-review.json"))),
+    )
+    .await;
+    drop(release);
+    let (status, review) =
+        answer.expect("a blocking converter held the answer past the handler timeout");
+    assert_eq!(status, 504, "{review}");
+    assert_eq!(review["kind"], "ConversionReview");
+
+    // Released, the converter answers again.
+    let mut conn = connect(s.addr, &s.pki.ca_pem).await;
+    let (status, review) = conn
+        .post("/convert", body(&fixture("conversion-review.json")))
+        .await;
+    assert_eq!(status, 200, "{review}");
+    assert_eq!(
+        review["response"]["result"]["status"], "Success",
+        "{review}"
+    );
 }

@@ -6,6 +6,7 @@
 //! MCR_ENVTEST=real KUBEBUILDER_ASSETS=... \
 //!     cargo run -p example-webhook                # real kube-apiservers call the webhook
 //! cargo run -p example-webhook -- --clusters 3
+//! cargo run -p example-webhook -- --clusters 4 --replicas 2   # a sharded fleet
 //! ```
 //!
 //! What happens: `mcr-envtest` starts a host cluster and N members; a manager engages the
@@ -20,6 +21,12 @@
 //! engaged; then an invalid ConfigMap is created in every cluster and refused by its own
 //! kube-apiserver. The emulator does not call webhooks, so there the example sends each
 //! cluster's route the `AdmissionReview` kube-apiserver would send.
+//!
+//! With `--replicas R` (R > 1) the fleet is sharded across R managers, each with its own
+//! server (its own URL, as a per-pod DNS name would be in a cluster): each replica writes its
+//! own URL into the members it owns, so every member's apiserver calls the member's owner. On
+//! the emulator the example reads the URL from each member's configuration and sends the review
+//! there, as the apiserver would.
 
 mod review;
 
@@ -36,7 +43,7 @@ use kube::{
 };
 use mcr_core::{Cluster, providers::clusters::ClustersProvider};
 use mcr_envtest::{Fleet, TestCluster};
-use mcr_manager::Manager;
+use mcr_manager::{Manager, Sharding};
 use mcr_webhook::{
     CertificateReloader, ConfigOptions, Denied, MemberConfigurations, Server, ServerOptions,
     Webhooks,
@@ -50,6 +57,9 @@ struct Args {
     /// How many member clusters to start.
     #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..=10))]
     clusters: u16,
+    /// How many replicas share the fleet (sharded when more than one).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=5))]
+    replicas: u16,
     /// How long each step may take before the example fails.
     #[arg(long, value_name = "SECONDS", default_value_t = 60)]
     step_timeout: u64,
@@ -138,32 +148,14 @@ async fn run(args: Args) -> Result<()> {
         .start()
         .await
         .context("starting the members")?;
-    let provider = Arc::new(ClustersProvider::new());
-    for member in fleet.clusters() {
-        provider
-            .add(Cluster::new(member.name(), member.client()))
-            .await
-            .with_context(|| format!("engaging {}", member.name()))?;
-    }
-    let mgr = Manager::new(host.client(), Some(provider));
+    let replicas = usize::from(args.replicas);
+    let sharded = replicas > 1;
     println!("[1/4] started the host and {}", fleet.names().join(", "));
 
-    // [2] The webhook server: certificate files, the validator, HTTPS on 127.0.0.1.
+    // [2] The webhook servers: certificate files, the validator, HTTPS on 127.0.0.1; one per
+    // replica.
     let dir = tempfile::tempdir().context("creating a temporary directory")?;
     let ca_pem = review::write_certificate(dir.path())?;
-    let webhooks = Webhooks::new(&mgr);
-    register(&webhooks)?;
-    let certs =
-        CertificateReloader::from_files(dir.path().join("tls.crt"), dir.path().join("tls.key"))?;
-    let server = Server::bind(
-        ([127, 0, 0, 1], 0).into(),
-        webhooks.clone(),
-        certs,
-        ServerOptions::default(),
-    )
-    .await?;
-    let base = format!("https://{}", server.local_addr());
-    mgr.add(Arc::new(server))?;
     let mut options = ConfigOptions::new(CONFIG_NAME);
     options.object_selector = Some(
         k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector {
@@ -171,31 +163,83 @@ async fn run(args: Args) -> Result<()> {
             ..Default::default()
         },
     );
-    if real {
-        // Members get their configuration when engaged; the host's is applied here.
-        mgr.add(Arc::new(MemberConfigurations::new(
-            webhooks.clone(),
-            base.clone(),
-            ca_pem.clone().into_bytes(),
-            options.clone(),
-        )))?;
-        let config =
-            mcr_webhook::validating_configuration(&webhooks, &base, ca_pem.as_bytes(), &options)
-                .context("a validator is registered")?;
-        Api::<ValidatingWebhookConfiguration>::all(host.client())
-            .create(&PostParams::default(), &config)
-            .await
-            .context("creating the host's ValidatingWebhookConfiguration")?;
+    if sharded && !real {
+        // The emulator has no admissionregistration.k8s.io: serve the two types as CRDs so
+        // the configurations can be written and read back.
+        for member in fleet.clusters() {
+            review::admission_types(&member.client()).await?;
+        }
     }
     let token = CancellationToken::new();
-    let running = {
+    let mut running = Vec::new();
+    let mut bases = Vec::new();
+    for i in 1..=replicas {
+        let provider = Arc::new(ClustersProvider::new());
+        for member in fleet.clusters() {
+            provider
+                .add(Cluster::new(member.name(), member.client()))
+                .await
+                .with_context(|| format!("engaging {}", member.name()))?;
+        }
+        let mut builder = Manager::builder(host.client()).provider(provider);
+        if sharded {
+            builder = builder.sharding(
+                Sharding::new("example-webhook")
+                    .identity(format!("replica-{i}"))
+                    .lease_duration(Duration::from_secs(4))
+                    .renew_deadline(Duration::from_secs(3))
+                    .renew_period(Duration::from_secs(1)),
+            );
+        }
+        let mgr = builder.build();
+        let webhooks = Webhooks::new(&mgr);
+        register(&webhooks)?;
+        let certs = CertificateReloader::from_files(
+            dir.path().join("tls.crt"),
+            dir.path().join("tls.key"),
+        )?;
+        let server = Server::bind(
+            ([127, 0, 0, 1], 0).into(),
+            webhooks.clone(),
+            certs,
+            ServerOptions::default(),
+        )
+        .await?;
+        // This replica's own URL: members it owns call it.
+        let base = format!("https://{}", server.local_addr());
+        mgr.add(Arc::new(server))?;
+        if real || sharded {
+            // Members get their configuration when engaged by their owner.
+            mgr.add(Arc::new(MemberConfigurations::new(
+                webhooks.clone(),
+                base.clone(),
+                ca_pem.clone().into_bytes(),
+                options.clone(),
+            )))?;
+        }
+        if real && i == 1 {
+            // The host's configuration (every replica serves the host): applied here.
+            let config = mcr_webhook::validating_configuration(
+                &webhooks,
+                &base,
+                ca_pem.as_bytes(),
+                &options,
+            )
+            .context("a validator is registered")?;
+            Api::<ValidatingWebhookConfiguration>::all(host.client())
+                .create(&PostParams::default(), &config)
+                .await
+                .context("creating the host's ValidatingWebhookConfiguration")?;
+        }
+        println!(
+            "[2/4] replica-{i}: webhook server on {base}, paths {}",
+            webhooks.paths().join(", ")
+        );
         let (mgr, token) = (mgr.clone(), token.clone());
-        tokio::spawn(async move { mgr.run_until(token).await })
-    };
-    println!(
-        "[2/4] webhook server on {base}, paths {}",
-        webhooks.paths().join(", ")
-    );
+        running.push(tokio::spawn(async move { mgr.run_until(token).await }));
+        bases.push(base);
+    }
+    let base = bases[0].clone();
 
     // [3] Every cluster, one by one: an invalid ConfigMap is refused, a valid one accepted.
     let mut clusters: Vec<(String, Client)> = vec![("<host>".into(), host.client())];
@@ -214,6 +258,29 @@ async fn run(args: Args) -> Result<()> {
             };
             let (refused, allowed) = if real {
                 review::through_apiserver(client, step, config_map).await?
+            } else if sharded && name != "<host>" {
+                // Where the member's apiserver would send the review: the URL its owner wrote.
+                // While the replicas share the members out, a call can land on a replica that
+                // just handed the member over: it fails (503), and is tried again at the URL
+                // the new owner writes, as a client retries a write refused under `Fail`.
+                let deadline = tokio::time::Instant::now() + step;
+                loop {
+                    let url = review::configured_url(client, CONFIG_NAME, step).await?;
+                    let (owner, path) = review::split_url(&url)?;
+                    match review::by_hand(&owner, &ca_pem, &path, config_map).await {
+                        Ok(answer) => {
+                            let replica =
+                                bases.iter().position(|b| *b == owner).map_or(0, |i| i + 1);
+                            println!("{name}: configured to call replica-{replica} ({url})");
+                            break answer;
+                        }
+                        Err(err) if tokio::time::Instant::now() < deadline => {
+                            tracing::info!(cluster = %name, error = %err, "retrying the call");
+                            tokio::time::sleep(Duration::from_millis(200)).await;
+                        }
+                        Err(err) => return Err(err.context(format!("{name}: calling {url}"))),
+                    }
+                }
             } else {
                 review::by_hand(&base, &ca_pem, &path, config_map).await?
             };
@@ -232,7 +299,9 @@ async fn run(args: Args) -> Result<()> {
 
     // [4] Shut down.
     token.cancel();
-    running.await.context("the manager task")??;
+    for run in running {
+        run.await.context("a manager task")??;
+    }
     outcome?;
     println!("[3/4] every cluster refused the invalid ConfigMap through its own route");
     println!("[4/4] webhook example finished: every cluster refused the invalid ConfigMap.");

@@ -157,6 +157,100 @@ async fn post(base: &str, ca_pem: &str, path: &str, body: &Value) -> Result<Valu
         .header("content-type", "application/json")
         .body(Full::new(Bytes::from(serde_json::to_vec(body)?)))?;
     let response = sender.send_request(request).await?;
+    let status = response.status();
     let bytes = response.into_body().collect().await?.to_bytes();
-    Ok(serde_json::from_slice(&bytes)?)
+    let answer: Value = serde_json::from_slice(&bytes)?;
+    if !status.is_success() {
+        // A failed call (kube-apiserver applies the webhook's failurePolicy), e.g. 503 from a
+        // replica that does not serve the member (any more).
+        bail!(
+            "the webhook call failed with HTTP {status}: {}",
+            answer["response"]["status"]["message"]
+                .as_str()
+                .unwrap_or_default()
+        );
+    }
+    Ok(answer)
+}
+
+/// Serves `ValidatingWebhookConfiguration` and `MutatingWebhookConfiguration` as CRDs (the
+/// emulator has no admissionregistration.k8s.io; a real apiserver has them built in).
+pub async fn admission_types(client: &Client) -> Result<()> {
+    let crds: Api<kube::api::DynamicObject> = Api::all_with(
+        client.clone(),
+        &kube::api::ApiResource::from_gvk_with_plural(
+            &kube::api::GroupVersionKind::gvk(
+                "apiextensions.k8s.io",
+                "v1",
+                "CustomResourceDefinition",
+            ),
+            "customresourcedefinitions",
+        ),
+    );
+    for (kind, plural) in [
+        (
+            "ValidatingWebhookConfiguration",
+            "validatingwebhookconfigurations",
+        ),
+        (
+            "MutatingWebhookConfiguration",
+            "mutatingwebhookconfigurations",
+        ),
+    ] {
+        let crd: kube::api::DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "apiextensions.k8s.io/v1",
+            "kind": "CustomResourceDefinition",
+            "metadata": { "name": format!("{plural}.admissionregistration.k8s.io") },
+            "spec": {
+                "group": "admissionregistration.k8s.io",
+                "scope": "Cluster",
+                "names": { "kind": kind, "plural": plural, "singular": kind.to_lowercase() },
+                "versions": [{
+                    "name": "v1", "served": true, "storage": true,
+                    "schema": { "openAPIV3Schema": { "type": "object", "x-kubernetes-preserve-unknown-fields": true } }
+                }]
+            }
+        }))?;
+        crds.create(&PostParams::default(), &crd)
+            .await
+            .with_context(|| format!("serving {kind} as a CRD"))?;
+    }
+    Ok(())
+}
+
+/// The URL of the first webhook of the `ValidatingWebhookConfiguration` `name` in `client`'s
+/// cluster, once its owner has written it (within `timeout`).
+pub async fn configured_url(client: &Client, name: &str, timeout: Duration) -> Result<String> {
+    let api: Api<k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration> =
+        Api::all(client.clone());
+    let find = async {
+        let mut every = tokio::time::interval(Duration::from_millis(100));
+        loop {
+            every.tick().await;
+            let url = api
+                .get_opt(name)
+                .await?
+                .and_then(|c| c.webhooks)
+                .and_then(|w| w.into_iter().next())
+                .and_then(|w| w.client_config.url);
+            if let Some(url) = url {
+                return Ok::<_, anyhow::Error>(url);
+            }
+        }
+    };
+    tokio::time::timeout(timeout, find)
+        .await
+        .with_context(|| format!("no webhook configuration {name} within {timeout:?}"))?
+}
+
+/// `https://host:port/path` as (`https://host:port`, `/path`).
+pub fn split_url(url: &str) -> Result<(String, String)> {
+    let Some(rest) = url.strip_prefix("https://") else {
+        bail!("{url} is not an https URL");
+    };
+    let slash = rest.find('/').unwrap_or(rest.len());
+    Ok((
+        format!("https://{}", &rest[..slash]),
+        rest[slash..].to_string(),
+    ))
 }

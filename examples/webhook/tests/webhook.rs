@@ -37,3 +37,39 @@ fn every_cluster_refuses_the_invalid_config_map() {
     assert!(stdout.contains("webhook example finished"), "{stdout}");
     assert!(stderr.trim().is_empty(), "quiet by default, got:\n{stderr}");
 }
+
+#[test]
+fn a_sharded_fleet_calls_each_members_owner() {
+    let out = Command::new(env!("CARGO_BIN_EXE_example-webhook"))
+        .args(["--clusters", "4", "--replicas", "2"])
+        .env_remove("RUST_LOG")
+        .output()
+        .expect("the example binary starts");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "example-webhook failed ({})\nstdout:\n{stdout}\nstderr:\n{stderr}",
+        out.status
+    );
+    for member in ["member-1", "member-2", "member-3", "member-4"] {
+        assert!(
+            stdout.contains(&format!("{member}: configured to call replica-")),
+            "{member} has no owner's URL in:\n{stdout}"
+        );
+        assert!(
+            stdout.contains(&format!(
+                "{member}: replicas=\"eleven\" refused: data.replicas must be a number from 0 to 10, not \"eleven\" (cluster {member})"
+            )),
+            "{stdout}"
+        );
+    }
+    // Each replica owns some of the four members (the split of these names is fixed).
+    for replica in ["replica-1 (", "replica-2 ("] {
+        assert!(
+            stdout.contains(&format!("configured to call {replica}")),
+            "no member calls {replica} in:\n{stdout}"
+        );
+    }
+    assert!(stderr.trim().is_empty(), "quiet by default, got:\n{stderr}");
+}

@@ -91,6 +91,16 @@ impl Pki {
         cert.der().to_vec()
     }
 
+    /// Signs a client certificate with common name `cn`: (certificate PEM, key PEM).
+    pub fn issue_client(&self, cn: &str) -> (String, String) {
+        let key = KeyPair::generate().unwrap();
+        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.distinguished_name.push(DnType::CommonName, cn);
+        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+        let cert = params.signed_by(&key, &self.issuer).unwrap();
+        (cert.pem(), key.serialize_pem())
+    }
+
     pub fn reloader(&self) -> mcr_webhook::CertificateReloader {
         mcr_webhook::CertificateReloader::from_files(self.cert_path(), self.key_path()).unwrap()
     }
@@ -110,23 +120,43 @@ pub struct Conn {
 }
 
 pub async fn connect(addr: SocketAddr, ca_pem: &str) -> Conn {
+    connect_as(addr, ca_pem, None).await.unwrap()
+}
+
+/// Connects presenting `client` (certificate PEM, key PEM) when given; `Err` if the TLS
+/// handshake fails.
+pub async fn connect_as(
+    addr: SocketAddr,
+    ca_pem: &str,
+    client: Option<&(String, String)>,
+) -> Result<Conn, std::io::Error> {
     let mut roots = rustls::RootCertStore::empty();
     for cert in rustls_pemfile::certs(&mut ca_pem.as_bytes()) {
         roots.add(cert.unwrap()).unwrap();
     }
-    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+    let builder = rustls::ClientConfig::builder_with_provider(Arc::new(
         rustls::crypto::ring::default_provider(),
     ))
     .with_safe_default_protocol_versions()
     .unwrap()
-    .with_root_certificates(roots)
-    .with_no_client_auth();
+    .with_root_certificates(roots);
+    let config = match client {
+        None => builder.with_no_client_auth(),
+        Some((cert, key)) => {
+            let chain = rustls_pemfile::certs(&mut cert.as_bytes())
+                .collect::<Result<Vec<_>, _>>()
+                .unwrap();
+            let key = rustls_pemfile::private_key(&mut key.as_bytes())
+                .unwrap()
+                .unwrap();
+            builder.with_client_auth_cert(chain, key).unwrap()
+        }
+    };
     let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
     let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
     let tls = connector
         .connect(ServerName::try_from("127.0.0.1").unwrap(), tcp)
-        .await
-        .unwrap();
+        .await?;
     let peer = tls
         .get_ref()
         .1
@@ -135,9 +165,9 @@ pub async fn connect(addr: SocketAddr, ca_pem: &str) -> Conn {
         .unwrap();
     let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
         .await
-        .unwrap();
+        .map_err(std::io::Error::other)?;
     tokio::spawn(conn);
-    Conn { sender, peer }
+    Ok(Conn { sender, peer })
 }
 
 impl Conn {
@@ -327,4 +357,52 @@ pub fn configmap_webhooks(webhooks: &Webhooks) {
         })
         .register()
         .unwrap();
+}
+
+/// The emulator does not serve admissionregistration.k8s.io: give it the two types as CRDs so
+/// the writes can be checked there too (a real apiserver has them built in).
+pub async fn admission_types(client: &kube::Client) {
+    if mcr_envtest::backend().is_real() {
+        return;
+    }
+    let crds: Api<kube::api::DynamicObject> = Api::all_with(
+        client.clone(),
+        &kube::api::ApiResource::from_gvk_with_plural(
+            &kube::api::GroupVersionKind::gvk(
+                "apiextensions.k8s.io",
+                "v1",
+                "CustomResourceDefinition",
+            ),
+            "customresourcedefinitions",
+        ),
+    );
+    for (kind, plural) in [
+        (
+            "ValidatingWebhookConfiguration",
+            "validatingwebhookconfigurations",
+        ),
+        (
+            "MutatingWebhookConfiguration",
+            "mutatingwebhookconfigurations",
+        ),
+    ] {
+        let crd: kube::api::DynamicObject = serde_json::from_value(serde_json::json!({
+            "apiVersion": "apiextensions.k8s.io/v1",
+            "kind": "CustomResourceDefinition",
+            "metadata": { "name": format!("{plural}.admissionregistration.k8s.io") },
+            "spec": {
+                "group": "admissionregistration.k8s.io",
+                "scope": "Cluster",
+                "names": { "kind": kind, "plural": plural, "singular": kind.to_lowercase() },
+                "versions": [{
+                    "name": "v1", "served": true, "storage": true,
+                    "schema": { "openAPIV3Schema": { "type": "object", "x-kubernetes-preserve-unknown-fields": true } }
+                }]
+            }
+        }))
+        .unwrap();
+        crds.create(&kube::api::PostParams::default(), &crd)
+            .await
+            .unwrap();
+    }
 }

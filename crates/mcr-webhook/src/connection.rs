@@ -1,0 +1,180 @@
+//! One connection of the [`Server`](crate::Server): the TLS handshake, HTTP/1.1 or HTTP/2 (chosen
+//! by the client's first bytes), and the deadlines that close a connection stalled in any
+//! phase.
+//!
+//! hyper bounds an HTTP/1 request head and (with keep-alive pings) a silent HTTP/2 peer, but
+//! nothing in it bounds protocol detection, an HTTP/2 header block that never ends, or an idle
+//! keep-alive connection. A watchdog here does: it counts the requests the connection handed
+//! to the service and closes the connection when none is in flight and
+//!
+//! - no request arrived within [`header_read_timeout`](crate::ServerOptions::header_read_timeout)
+//!   of the handshake (a client silent after TLS, a partial HTTP/1 head, an HTTP/2 preface or
+//!   header block never finished), or
+//! - the last request ended [`idle_timeout`](crate::ServerOptions::idle_timeout) ago.
+//!
+//! Closing is graceful first (HTTP/2 GOAWAY, so a client retries on a new connection what it
+//! had not sent yet), then forced after [`CLOSE_GRACE`].
+
+use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
+
+use hyper_util::{
+    rt::{TokioExecutor, TokioIo, TokioTimer},
+    server::conn::auto,
+};
+use tokio::{sync::watch, time::Instant};
+use tokio_rustls::TlsAcceptor;
+use tokio_util::sync::CancellationToken;
+use tracing::debug;
+
+use crate::server::{State, respond};
+
+/// How long a connection closed for a stall may take to close gracefully before it is
+/// dropped.
+pub(crate) const CLOSE_GRACE: Duration = Duration::from_secs(1);
+
+/// The requests of one connection, as the watchdog sees them.
+#[derive(Clone, Copy, Debug)]
+struct Activity {
+    /// Requests handed to the service and not answered yet.
+    in_flight: usize,
+    /// Requests handed to the service so far.
+    requests: u64,
+    /// When `in_flight` last changed (or the handshake ended).
+    since: Instant,
+}
+
+/// A request in flight: counted from the service call to its answer (or its drop).
+struct InFlight(Arc<watch::Sender<Activity>>);
+
+impl InFlight {
+    fn start(activity: Arc<watch::Sender<Activity>>) -> InFlight {
+        activity.send_modify(|a| {
+            a.in_flight += 1;
+            a.requests += 1;
+            a.since = Instant::now();
+        });
+        InFlight(activity)
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.send_modify(|a| {
+            a.in_flight = a.in_flight.saturating_sub(1);
+            a.since = Instant::now();
+        });
+    }
+}
+
+/// Why the watchdog closes a connection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Stall {
+    /// No complete request within the header deadline of the handshake.
+    NoRequest,
+    /// No request for the idle timeout since the last one.
+    Idle,
+}
+
+/// Resolves when the connection has stalled; never while a request is in flight.
+async fn stalled(
+    mut activity: watch::Receiver<Activity>,
+    header_read_timeout: Duration,
+    idle_timeout: Duration,
+) -> Stall {
+    loop {
+        let a = *activity.borrow_and_update();
+        let deadline = match (a.in_flight, a.requests) {
+            (0, 0) => Some((a.since + header_read_timeout, Stall::NoRequest)),
+            (0, _) => Some((a.since + idle_timeout, Stall::Idle)),
+            _ => None,
+        };
+        let changed = async {
+            if activity.changed().await.is_err() {
+                // The service is gone, so is the connection: the caller's select ends first.
+                std::future::pending::<()>().await;
+            }
+        };
+        match deadline {
+            None => changed.await,
+            Some((at, why)) => tokio::select! {
+                () = changed => {}
+                () = tokio::time::sleep_until(at) => return why,
+            },
+        }
+    }
+}
+
+/// Serves one accepted TCP connection until it ends, stalls, or `token` fires.
+pub(crate) async fn serve(
+    acceptor: TlsAcceptor,
+    tcp: tokio::net::TcpStream,
+    peer: SocketAddr,
+    state: Arc<State>,
+    token: CancellationToken,
+) {
+    let options = state.options.clone();
+    let tls = match tokio::time::timeout(options.handshake_timeout, acceptor.accept(tcp)).await {
+        Ok(Ok(tls)) => tls,
+        Ok(Err(err)) => {
+            debug!(%peer, error = %err, "webhook TLS handshake failed");
+            return;
+        }
+        Err(_) => {
+            debug!(%peer, "webhook TLS handshake timed out");
+            return;
+        }
+    };
+    // The caller, when the server authenticates callers (the certificate was verified in the
+    // handshake).
+    let caller: Option<Arc<str>> = tls
+        .get_ref()
+        .1
+        .peer_certificates()
+        .and_then(|chain| chain.first())
+        .and_then(crate::auth::common_name)
+        .map(Arc::from);
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(options.header_read_timeout);
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .keep_alive_interval(options.http2_keep_alive_interval)
+        .keep_alive_timeout(options.http2_keep_alive_timeout);
+    let (activity, watched) = watch::channel(Activity {
+        in_flight: 0,
+        requests: 0,
+        since: Instant::now(),
+    });
+    let activity = Arc::new(activity);
+    let service = hyper::service::service_fn(move |req| {
+        let (state, caller) = (state.clone(), caller.clone());
+        let in_flight = InFlight::start(activity.clone());
+        async move {
+            let response = respond(&state, req, caller.as_deref()).await;
+            drop(in_flight);
+            Ok::<_, Infallible>(response)
+        }
+    });
+    let conn = builder.serve_connection(TokioIo::new(tls), service);
+    tokio::pin!(conn);
+    let grace = tokio::select! {
+        result = conn.as_mut() => {
+            if let Err(err) = result {
+                debug!(%peer, error = %err, "webhook connection ended");
+            }
+            return;
+        }
+        why = stalled(watched, options.header_read_timeout, options.idle_timeout) => {
+            debug!(%peer, reason = ?why, "closing a stalled webhook connection");
+            CLOSE_GRACE
+        }
+        () = token.cancelled() => options.shutdown_grace,
+    };
+    conn.as_mut().graceful_shutdown();
+    if tokio::time::timeout(grace, conn).await.is_err() {
+        debug!(%peer, "the webhook connection did not close in time: dropped");
+    }
+}

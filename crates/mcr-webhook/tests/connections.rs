@@ -1,0 +1,287 @@
+//! The bounds on connections: every phase of a connection has a deadline (handshake, protocol
+//! detection, HTTP/1 and HTTP/2 request heads, idle keep-alive), and past the connection cap
+//! new connections are refused while the open ones are still answered.
+
+mod common;
+
+use std::{sync::Arc, time::Duration};
+
+use common::{Env, Running, body, configmap_webhooks, connect, fixture, serve};
+use futures::StreamExt;
+use mcr_webhook::{ServerOptions, Webhooks};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+const VALIDATE: &str = "/validate--v1-configmap";
+
+/// How long a test waits for the server to close a connection: 100 times the 200 ms limits
+/// the tests configure, and shorter than any default limit (hyper's own 30 s header timeout,
+/// the server's 120 s idle timeout), so only the configured limit can pass it.
+const CLOSE_DEADLINE: Duration = Duration::from_secs(20);
+
+/// Reads until the server closes the stream (EOF or reset) within [`CLOSE_DEADLINE`]; returns
+/// what it sent.
+async fn closed_by_server(mut stream: impl tokio::io::AsyncRead + Unpin, what: &str) -> Vec<u8> {
+    let mut got = Vec::new();
+    let read = tokio::time::timeout(CLOSE_DEADLINE, async {
+        let mut buf = [0u8; 1024];
+        loop {
+            match stream.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => got.extend_from_slice(&buf[..n]),
+            }
+        }
+    })
+    .await;
+    assert!(
+        read.is_ok(),
+        "the server kept {what} open for {CLOSE_DEADLINE:?}"
+    );
+    got
+}
+
+/// A TLS client trusting the test CA, offering `alpn`.
+fn tls_connector(ca_pem: &str, alpn: &[&[u8]]) -> tokio_rustls::TlsConnector {
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in rustls_pemfile::certs(&mut ca_pem.as_bytes()) {
+        roots.add(cert.unwrap()).unwrap();
+    }
+    let mut config = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+    tokio_rustls::TlsConnector::from(Arc::new(config))
+}
+
+async fn tls(
+    s: &Running,
+    alpn: &[&[u8]],
+) -> tokio_rustls::client::TlsStream<tokio::net::TcpStream> {
+    let tcp = tokio::net::TcpStream::connect(s.addr).await.unwrap();
+    tls_connector(&s.pki.ca_pem, alpn)
+        .connect(
+            rustls::pki_types::ServerName::try_from("127.0.0.1").unwrap(),
+            tcp,
+        )
+        .await
+        .unwrap()
+}
+
+async fn server(options: ServerOptions) -> (Env, Running) {
+    let env = Env::start(0).await;
+    let webhooks = Webhooks::new(&env.mgr);
+    configmap_webhooks(&webhooks);
+    let s = serve(webhooks, options).await;
+    (env, s)
+}
+
+fn short_limits() -> ServerOptions {
+    let mut options = ServerOptions::default();
+    options.handshake_timeout = Duration::from_millis(200);
+    options.header_read_timeout = Duration::from_millis(200);
+    options
+}
+
+/// A well-behaved client is answered.
+async fn answered(s: &Running) {
+    let mut conn = connect(s.addr, &s.pki.ca_pem).await;
+    let (status, review) = conn
+        .post(VALIDATE, body(&fixture("configmap-create.json")))
+        .await;
+    assert_eq!(status, 200, "{review}");
+    assert_eq!(review["response"]["allowed"], true, "{review}");
+}
+
+#[tokio::test]
+async fn a_client_silent_after_the_tls_handshake_is_closed() {
+    let (_env, s) = server(short_limits()).await;
+    for alpn in [&[][..], &[&b"http/1.1"[..]][..], &[&b"h2"[..]][..]] {
+        let stream = tls(&s, alpn).await;
+        closed_by_server(
+            stream,
+            &format!("a connection silent after its TLS handshake (ALPN {alpn:?})"),
+        )
+        .await;
+    }
+    answered(&s).await;
+}
+
+/// The HTTP/2 connection preface, an empty SETTINGS frame, and a HEADERS frame for stream 1
+/// without END_HEADERS: the header block is never finished.
+fn http2_unfinished_headers() -> Vec<u8> {
+    let mut bytes = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
+    // SETTINGS: length 0, type 0x4, flags 0, stream 0.
+    bytes.extend_from_slice(&[0, 0, 0, 0x4, 0, 0, 0, 0, 0]);
+    // HEADERS: length 2, type 0x1, flags 0 (neither END_HEADERS nor END_STREAM), stream 1;
+    // HPACK `:method: POST` (static index 3) and `:scheme: https` (index 7).
+    bytes.extend_from_slice(&[0, 0, 2, 0x1, 0, 0, 0, 0, 1, 0x83, 0x87]);
+    bytes
+}
+
+#[tokio::test]
+async fn an_http2_client_that_never_ends_its_headers_is_closed() {
+    let (_env, s) = server(short_limits()).await;
+    let mut stream = tls(&s, &[b"h2"]).await;
+    assert_eq!(stream.get_ref().1.alpn_protocol(), Some(&b"h2"[..]));
+    stream.write_all(&http2_unfinished_headers()).await.unwrap();
+    stream.flush().await.unwrap();
+    closed_by_server(
+        stream,
+        "an HTTP/2 connection with an unfinished header block",
+    )
+    .await;
+    answered(&s).await;
+}
+
+#[tokio::test]
+async fn an_idle_keep_alive_connection_is_closed() {
+    let mut options = ServerOptions::default();
+    options.idle_timeout = Duration::from_millis(200);
+    // Longer than CLOSE_DEADLINE: only the idle timeout can close the connection in time
+    // (hyper's HTTP/1 header timer also runs between requests).
+    options.header_read_timeout = Duration::from_secs(120);
+    let (_env, s) = server(options).await;
+    let mut stream = tls(&s, &[b"http/1.1"]).await;
+    let review = body(&fixture("configmap-create.json"));
+    let mut request = format!(
+        "POST {VALIDATE} HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+        review.len()
+    )
+    .into_bytes();
+    request.extend_from_slice(&review);
+    stream.write_all(&request).await.unwrap();
+    stream.flush().await.unwrap();
+    // The answer, then (keep-alive, nothing more asked) the close.
+    let got = closed_by_server(stream, "an idle keep-alive connection").await;
+    let got = String::from_utf8_lossy(&got);
+    assert!(got.starts_with("HTTP/1.1 200"), "{got}");
+    assert!(got.contains("\"allowed\":true"), "{got}");
+}
+
+#[tokio::test]
+async fn past_the_connection_cap_new_connections_are_refused_and_open_ones_answered() {
+    let mut options = ServerOptions::default();
+    options.max_connections = 2;
+    // Long enough that only the cap can close the refused connection within CLOSE_DEADLINE.
+    options.handshake_timeout = Duration::from_secs(120);
+    options.header_read_timeout = Duration::from_secs(120);
+    let (_env, s) = server(options).await;
+
+    let mut open = connect(s.addr, &s.pki.ca_pem).await;
+    let silent = tokio::net::TcpStream::connect(s.addr).await.unwrap();
+    // Both slots are taken once the server accepted both; the well-behaved one is answered.
+    let (status, _) = open
+        .post(VALIDATE, body(&fixture("configmap-create.json")))
+        .await;
+    assert_eq!(status, 200);
+
+    let refused = tokio::net::TcpStream::connect(s.addr).await.unwrap();
+    closed_by_server(refused, "a connection past the cap").await;
+
+    // The open connection is still answered.
+    let (status, review) = open
+        .post(VALIDATE, body(&fixture("configmap-create.json")))
+        .await;
+    assert_eq!(status, 200);
+    assert_eq!(review["response"]["allowed"], true, "{review}");
+
+    // Once a slot frees, new connections are accepted again.
+    drop(silent);
+    let (addr, ca) = (s.addr, s.pki.ca_pem.clone());
+    mcr_envtest::wait::eventually_async("a new connection to be served", CLOSE_DEADLINE, || {
+        let ca = ca.clone();
+        async move {
+            let Ok(tcp) = tokio::net::TcpStream::connect(addr).await else {
+                return false;
+            };
+            tls_connector(&ca, &[])
+                .connect(
+                    rustls::pki_types::ServerName::try_from("127.0.0.1").unwrap(),
+                    tcp,
+                )
+                .await
+                .is_ok()
+        }
+    })
+    .await;
+    answered(&s).await;
+}
+
+#[tokio::test]
+async fn an_http2_client_is_answered_on_one_connection() {
+    let mut options = short_limits();
+    options.http2_keep_alive_interval = Duration::from_millis(50);
+    let (_env, s) = server(options).await;
+    let stream = tls(&s, &[b"h2"]).await;
+    let (mut sender, conn) = hyper::client::conn::http2::handshake(
+        hyper_util::rt::TokioExecutor::new(),
+        hyper_util::rt::TokioIo::new(stream),
+    )
+    .await
+    .unwrap();
+    tokio::spawn(conn);
+    for _ in 0..3 {
+        let req = http::Request::builder()
+            .method("POST")
+            .uri(format!("https://127.0.0.1{VALIDATE}"))
+            .header("content-type", "application/json")
+            .body(http_body_util::Full::new(body(&fixture(
+                "configmap-create.json",
+            ))))
+            .unwrap();
+        sender.ready().await.unwrap();
+        let resp = sender.send_request(req).await.unwrap();
+        assert_eq!(resp.status(), 200);
+        assert_eq!(resp.version(), http::Version::HTTP_2);
+        let bytes = http_body_util::BodyExt::collect(resp.into_body())
+            .await
+            .unwrap()
+            .to_bytes();
+        let review: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+        assert_eq!(review["response"]["allowed"], true, "{review}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flood_of_silent_tls_connections_is_closed_and_reviews_still_answered() {
+    const SILENT: usize = 1000;
+    let mut options = ServerOptions::default();
+    // Long enough that the flood is still open while the review below is answered.
+    options.header_read_timeout = Duration::from_secs(3);
+    let (_env, s) = server(options).await;
+    let connector = tls_connector(&s.pki.ca_pem, &[]);
+    let opened = futures::stream::iter(0..SILENT)
+        .map(|_| {
+            let connector = connector.clone();
+            let addr = s.addr;
+            async move {
+                let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+                connector
+                    .connect(
+                        rustls::pki_types::ServerName::try_from("127.0.0.1").unwrap(),
+                        tcp,
+                    )
+                    .await
+                    .unwrap()
+            }
+        })
+        .buffer_unordered(50)
+        .collect::<Vec<_>>()
+        .await;
+    assert_eq!(opened.len(), SILENT);
+
+    // The flood holds a thousand connections: a review is still answered.
+    answered(&s).await;
+
+    // Every silent connection is closed by the server.
+    let closed = futures::stream::iter(opened)
+        .map(|stream| closed_by_server(stream, "a silent connection of the flood"))
+        .buffer_unordered(SILENT)
+        .count()
+        .await;
+    assert_eq!(closed, SILENT);
+    answered(&s).await;
+}
