@@ -115,6 +115,30 @@ pub(crate) fn group(types: &[ResourceType], group: &str) -> Option<Value> {
     Some(doc)
 }
 
+/// The verbs a subresource takes.
+pub(crate) fn subresource_verbs(sub: &str) -> &'static [&'static str] {
+    match sub {
+        "token" | "eviction" | "binding" => &["create"],
+        "finalize" => &["update"],
+        _ => &["get", "patch", "update"],
+    }
+}
+
+/// The kind a subresource reads and writes: `(group, version)` when it is not the parent's
+/// own group-version, and the kind.
+pub(crate) fn subresource_kind(
+    rt: &ResourceType,
+    sub: &str,
+) -> (Option<&'static str>, &'static str, String) {
+    match sub {
+        "scale" => (Some("autoscaling"), "v1", "Scale".into()),
+        "token" => (Some("authentication.k8s.io"), "v1", "TokenRequest".into()),
+        "eviction" => (Some("policy"), "v1", "Eviction".into()),
+        "binding" => (None, "", "Binding".into()),
+        _ => (None, "", rt.kind.clone()),
+    }
+}
+
 /// `/api/{version}` (group `""`) or `/apis/{group}/{version}`; `None` if nothing is served there.
 pub(crate) fn resource_list(types: &[ResourceType], group: &str, version: &str) -> Option<Value> {
     let mut resources = Vec::new();
@@ -127,18 +151,24 @@ pub(crate) fn resource_list(types: &[ResourceType], group: &str, version: &str) 
             "singularName": rt.singular,
             "namespaced": rt.namespaced,
             "kind": rt.kind,
-            "verbs": ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"],
+            "verbs": rt.verbs,
             "shortNames": rt.short_names,
             "categories": rt.categories,
         }));
-        if rt.status_subresource {
-            resources.push(json!({
-                "name": format!("{}/status", rt.plural),
+        for sub in rt.subresources {
+            let (group, version, kind) = subresource_kind(rt, sub);
+            let mut doc = json!({
+                "name": format!("{}/{sub}", rt.plural),
                 "singularName": "",
                 "namespaced": rt.namespaced,
-                "kind": rt.kind,
-                "verbs": ["get", "patch", "update"],
-            }));
+                "kind": kind,
+                "verbs": subresource_verbs(sub),
+            });
+            if let Some(group) = group {
+                doc["group"] = json!(group);
+                doc["version"] = json!(version);
+            }
+            resources.push(doc);
         }
     }
     if resources.is_empty() {
@@ -172,6 +202,8 @@ mod tests {
             short_names: vec!["th".into()],
             categories: vec![],
             status_subresource: status,
+            subresources: if status { &["status"] } else { &[] },
+            verbs: &["create", "get"],
             custom: false,
         }
     }

@@ -107,6 +107,11 @@ pub struct ResourceType {
     pub categories: Vec<String>,
     /// Whether the `/status` subresource is served.
     pub status_subresource: bool,
+    /// Every served subresource, `status` included (e.g. `scale`, `token`, `eviction`).
+    pub subresources: &'static [&'static str],
+    /// The verbs of the resource itself (discovery): all eight, or only `create` for the
+    /// kinds that are posted and answered (reviews, bindings).
+    pub verbs: &'static [&'static str],
     /// Whether this type comes from a CustomResourceDefinition.
     pub custom: bool,
 }

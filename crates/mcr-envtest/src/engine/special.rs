@@ -21,7 +21,7 @@ pub(crate) fn defaults(info: &TypeInfo, obj: &mut Value) -> Result<(), ApiError>
             name_label(obj);
             Ok(())
         }
-        Special::None | Special::Crd => Ok(()),
+        _ => Ok(()),
     }
 }
 

@@ -113,11 +113,20 @@ fn serve(
     };
     let sub_ok = match path.subresource.as_deref() {
         None => true,
-        Some("status") => rt.status_subresource,
-        Some(_) => false,
+        Some(sub) => rt.subresources.contains(&sub),
     };
     if !scope_ok || !sub_ok {
         return Err(ApiError::path_not_found());
+    }
+    let allowed = match path.subresource.as_deref() {
+        None => rt.verbs,
+        Some(sub) => crate::discovery::subresource_verbs(sub),
+    };
+    if !allowed.contains(&verb.as_str()) {
+        return Err(ApiError::method_not_allowed(format!(
+            "the server does not allow this method on the requested resource ({})",
+            req.method()
+        )));
     }
     let ns = path.namespace.as_deref();
     let name = path.name.as_deref().unwrap_or_default();
