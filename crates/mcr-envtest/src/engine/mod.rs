@@ -287,8 +287,10 @@ pub struct Engine {
     inner: Arc<state::State>,
 }
 
+mod answered;
 mod apply;
 mod crd;
+mod defaults;
 mod delete;
 mod fields;
 mod gc;
@@ -300,6 +302,8 @@ mod registry;
 pub(crate) mod selector;
 mod special;
 mod state;
+mod subresource;
+pub use subresource::SubresourceWrite;
 mod update;
 mod watch;
 mod write;

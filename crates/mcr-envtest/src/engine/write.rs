@@ -221,6 +221,9 @@ pub(crate) fn create_locked(
     operation: Operation,
 ) -> Result<Value, ApiError> {
     let rt = &info.rt;
+    if info.special == Special::Answered {
+        return super::answered::answer(store, info, ns, body, opts);
+    }
     let mut obj = check_body(info, ns, body)?;
     let sent_managed = obj.pointer("/metadata/managedFields").cloned();
     if !ns.is_empty() {
@@ -282,7 +285,9 @@ pub(crate) fn create_locked(
     if info.generation {
         meta.insert("generation".into(), json!(1));
     }
+    // A Node is registered with its status; every other kind starts without one.
     if rt.status_subresource
+        && (rt.custom || rt.kind != "Node")
         && let Some(map) = obj.as_object_mut()
     {
         map.remove("status");
@@ -302,6 +307,7 @@ pub(crate) fn create_locked(
         );
     }
     special::normalize(info, &mut obj, None);
+    super::defaults::on_create(store, info, &mut obj);
     if info.special == Special::Crd {
         crd::on_create(&mut obj)?;
     }
