@@ -124,6 +124,19 @@ pub(crate) fn on_create(store: &Store, info: &TypeInfo, obj: &mut Value) {
                 meta.insert("labels".into(), template_labels);
             }
         }
+        Special::None
+            if !info.rt.custom
+                && info.rt.kind == "APIService"
+                && obj["spec"]["service"].is_null() =>
+        {
+            // A local APIService is served by this server, hence available.
+            if let Some(map) = obj.as_object_mut() {
+                map.insert(
+                    "status".into(),
+                    super::bootstrap::local_api_service_status(),
+                );
+            }
+        }
         _ => {}
     }
 }

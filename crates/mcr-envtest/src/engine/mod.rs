@@ -289,6 +289,7 @@ pub struct Engine {
 
 mod answered;
 mod apply;
+mod bootstrap;
 mod crd;
 mod defaults;
 mod delete;
@@ -374,11 +375,10 @@ impl Engine {
     /// assert_eq!(rt.kind, "Secret");
     /// ```
     pub fn resolve(&self, group: &str, version: &str, plural: &str) -> Option<ResourceType> {
-        self.inner
-            .read()
-            .registry
-            .resolve(group, version, plural)
-            .map(|t| t.rt.clone())
+        let info = self.inner.read().registry.resolve(group, version, plural)?;
+        // The objects kube-apiserver creates at start, written when first addressed.
+        self.seed(&info);
+        Some(info.rt.clone())
     }
 
     /// Forgets all history up to now: watching or listing from an older resourceVersion gives

@@ -342,6 +342,11 @@ static BUILTIN_TYPES: LazyLock<Vec<Arc<TypeInfo>>> = LazyLock::new(|| {
         .collect()
 });
 
+/// The shared built-in types, in table order.
+pub(crate) fn builtin_types() -> &'static [Arc<TypeInfo>] {
+    &BUILTIN_TYPES
+}
+
 /// A registry serving the built-in types (shared) and no CRDs yet.
 pub(crate) fn builtins() -> Registry {
     Registry::default()

@@ -4,7 +4,7 @@ use serde_json::{Value, json};
 
 use super::managed::Operation;
 use super::meta::{
-    is_deleting, meta_mut, meta_str, name_of, new_uid, now, random_suffix, rv_of, uid_of,
+    NameRule, is_deleting, meta_mut, meta_str, name_of, new_uid, now, random_suffix, rv_of, uid_of,
     validate_name,
 };
 use super::registry::{Special, TypeInfo, present, scope};
@@ -259,7 +259,7 @@ pub(crate) fn create_locked(
             }
         }
     }
-    validate_name(&rt.kind, &name, info.special == Special::Namespace)?;
+    validate_name(&rt.kind, &name, NameRule::of(&rt.kind, rt.custom))?;
     let key: ObjKey = (ns.to_string(), name.clone());
     if let Some(existing) = store.get(&info.res, &key) {
         let mut err = ApiError::already_exists(&rt.group, &rt.plural, &name);
