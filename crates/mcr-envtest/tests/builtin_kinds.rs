@@ -219,3 +219,42 @@ async fn discovery_finds_the_builtin_groups() {
         );
     }
 }
+
+#[tokio::test]
+async fn aggregated_discovery_matches_the_legacy_documents() {
+    let cluster = TestCluster::start("discovery-aggregated").await.unwrap();
+    let legacy = Discovery::new(cluster.client()).run().await.unwrap();
+    let aggregated = Discovery::new(cluster.client())
+        .run_aggregated()
+        .await
+        .unwrap();
+    let summary = |d: &Discovery| {
+        let mut rows: Vec<String> = Vec::new();
+        for group in d.groups() {
+            for (ar, caps) in group.recommended_resources() {
+                let mut subs: Vec<String> = caps
+                    .subresources
+                    .iter()
+                    .map(|(r, c)| format!("{}:{:?}", r.plural, c.operations))
+                    .collect();
+                subs.sort();
+                let mut ops = caps.operations.clone();
+                ops.sort();
+                rows.push(format!(
+                    "{}/{} {} {:?} {:?} {subs:?}",
+                    ar.group, ar.version, ar.plural, caps.scope, ops
+                ));
+            }
+        }
+        rows.sort();
+        rows
+    };
+    let (a, b) = (summary(&legacy), summary(&aggregated));
+    assert!(a.iter().any(|r| r.starts_with("batch/v1 jobs")), "{a:#?}");
+    assert!(
+        a.iter()
+            .any(|r| r.starts_with("apiregistration.k8s.io/v1 apiservices")),
+        "{a:#?}"
+    );
+    assert_eq!(a, b);
+}
