@@ -160,3 +160,42 @@ async fn pods_get_defaults_and_need_containers() {
         .unwrap_err();
     assert_eq!(api_code(&err), Some(422), "{err}");
 }
+
+#[tokio::test]
+async fn invalid_labels_and_configmap_keys_are_422() {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    let cluster = TestCluster::start("validation").await.unwrap();
+    let cms: Api<ConfigMap> = Api::namespaced(cluster.client(), "default");
+    let bad_key: ConfigMap = serde_json::from_value(json!({
+        "metadata": { "name": "bad-key" },
+        "data": { "a/b": "x" },
+    }))
+    .unwrap();
+    let err = cms
+        .create(&PostParams::default(), &bad_key)
+        .await
+        .unwrap_err();
+    assert_eq!(api_code(&err), Some(422), "{err}");
+    let bad_label: ConfigMap = serde_json::from_value(json!({
+        "metadata": { "name": "bad-label", "labels": { "app": "bad value!" } },
+    }))
+    .unwrap();
+    let err = cms
+        .create(&PostParams::default(), &bad_label)
+        .await
+        .unwrap_err();
+    assert_eq!(api_code(&err), Some(422), "{err}");
+    let bad_name: ConfigMap =
+        serde_json::from_value(json!({ "metadata": { "name": "Bad_Name" } })).unwrap();
+    let err = cms
+        .create(&PostParams::default(), &bad_name)
+        .await
+        .unwrap_err();
+    assert_eq!(api_code(&err), Some(422), "{err}");
+    let good: ConfigMap = serde_json::from_value(json!({
+        "metadata": { "name": "good", "labels": { "example.com/app": "web_1.0" } },
+        "data": { "config.yaml": "x" },
+    }))
+    .unwrap();
+    cms.create(&PostParams::default(), &good).await.unwrap();
+}

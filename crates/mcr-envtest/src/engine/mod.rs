@@ -320,6 +320,7 @@ mod state;
 mod subresource;
 pub use subresource::SubresourceWrite;
 mod update;
+mod validate;
 mod watch;
 mod write;
 

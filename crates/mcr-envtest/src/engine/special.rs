@@ -16,6 +16,7 @@ pub(crate) const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
 pub(crate) fn defaults(info: &TypeInfo, obj: &mut Value) -> Result<(), ApiError> {
     omit_empty(info, obj);
     super::defaults::apply(info, obj)?;
+    super::validate::check(info, obj)?;
     match info.special {
         Special::Secret => normalize_secret(obj),
         Special::Namespace => {
