@@ -348,3 +348,49 @@ async fn job_status_subresource() {
 
 /// A PKCS#10 certificate request for `CN=mcr-test` (EC P-256), base64 of its PEM.
 const CSR_PEM_BASE64: &str = "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURSBSRVFVRVNULS0tLS0KTUlITk1IVUNBUUF3RXpFUk1BOEdBMVVFQXd3SWJXTnlMWFJsYzNRd1dUQVRCZ2NxaGtqT1BRSUJCZ2dxaGtqTwpQUU1CQndOQ0FBUkplZkxKMW5JazU4M3ZDczZ0S3FHNEpJUThjc1U1WnpkNVFlcjloRUQrcGcvL0VLYWtFVUl5Clh2aXlxajZOaUtKbkRlNkxGWStqNWVXR0dVTDU4emVJb0FBd0NnWUlLb1pJemowRUF3SURTQUF3UlFJZ01CNTIKa2Y2UlNpcUYvcEx5b210ZzhHTUgyUk9BSWxKQUI0bmpiRjI4RENnQ0lRQytyMHkvZVJuRkM5REh1b240REZBTgo0dHd0cURJdzNIeVMyL0YyWXZkQmpBPT0KLS0tLS1FTkQgQ0VSVElGSUNBVEUgUkVRVUVTVC0tLS0tCg==";
+
+#[tokio::test]
+async fn eviction_respects_the_disruption_budget() {
+    use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+    let cluster = TestCluster::start("eviction-pdb").await.unwrap();
+    let pods: Api<Pod> = Api::namespaced(cluster.client(), "default");
+    let mut guarded = pod("guarded");
+    guarded.metadata.labels = Some([("app".to_string(), "db".to_string())].into());
+    pods.create(&PostParams::default(), &guarded).await.unwrap();
+    let running = json!({ "status": { "phase": "Running" } });
+    pods.patch_status("guarded", &PatchParams::default(), &Patch::Merge(&running))
+        .await
+        .unwrap();
+    let pdbs: Api<PodDisruptionBudget> = Api::namespaced(cluster.client(), "default");
+    let pdb: PodDisruptionBudget = serde_json::from_value(json!({
+        "metadata": { "name": "db" },
+        "spec": { "minAvailable": 1, "selector": { "matchLabels": { "app": "db" } } },
+    }))
+    .unwrap();
+    pdbs.create(&PostParams::default(), &pdb).await.unwrap();
+
+    // No disruption controller has processed the budget: the eviction is refused.
+    let err = pods
+        .evict("guarded", &EvictParams::default())
+        .await
+        .unwrap_err();
+    assert_eq!(api_code(&err), Some(429), "{err}");
+    assert!(pods.get_opt("guarded").await.unwrap().is_some());
+
+    let allow = json!({ "status": {
+        "observedGeneration": 1, "disruptionsAllowed": 1,
+        "currentHealthy": 1, "desiredHealthy": 1, "expectedPods": 1,
+    } });
+    pdbs.patch_status("db", &PatchParams::default(), &Patch::Merge(&allow))
+        .await
+        .unwrap();
+    pods.evict("guarded", &EvictParams::default())
+        .await
+        .unwrap();
+    let charged = pdbs.get("db").await.unwrap().status.unwrap();
+    assert_eq!(charged.disruptions_allowed, Some(0));
+    eventually_async("the evicted pod to be gone", DEADLINE, || async {
+        matches!(pods.get_opt("guarded").await, Ok(None))
+    })
+    .await;
+}

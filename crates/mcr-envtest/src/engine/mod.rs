@@ -64,8 +64,8 @@
 //!   OpenAPI schema validation and defaulting of custom resources, CRD conversion webhooks,
 //!   protobuf and table output, `dryRun` beyond "do not store".
 //! - Controllers: nothing reconciles Deployments/ReplicaSets/StatefulSets/Jobs, no Pod runs
-//!   (an unscheduled or bound Pod is deleted at once, without graceful termination), an
-//!   eviction checks no PodDisruptionBudget; namespace termination and garbage
+//!   (an unscheduled or bound Pod is deleted at once, without graceful termination), no
+//!   PodDisruptionBudget gets a status unless written; namespace termination and garbage
 //!   collection run synchronously inside the delete call. Foreground deletion behaves like
 //!   Background (no `foregroundDeletion` finalizer; the owner goes, then its dependents);
 //!   Orphan on an object with finalizers orphans its dependents at once. Objects created with owner references to absent owners are not

@@ -459,6 +459,18 @@ fn post_locked(
                     ),
                 ));
             }
+            if let Some(pdb) = blocking_budget(store, &existing)? {
+                let mut err = ApiError::new(
+                    429,
+                    "TooManyRequests",
+                    "Cannot evict pod as it would violate the pod's disruption budget.",
+                );
+                err.details = Some(json!({"causes": [{
+                    "reason": "DisruptionBudget",
+                    "message": format!("The disruption budget {pdb} does not allow this eviction now"),
+                }]}));
+                return Err(err);
+            }
             let key = super::state::key_of(&existing);
             let policy = delete_opts["propagationPolicy"].as_str();
             gc::delete_object(store, &info.res, &key, policy);
@@ -467,6 +479,67 @@ fn post_locked(
         "binding" => bind(store, &info, &existing, &body, opts).map(|_| success(201)),
         _ => Err(ApiError::path_not_found()),
     }
+}
+
+/// The name of the PodDisruptionBudget that forbids evicting `pod` now, if one does; on
+/// `Ok(None)` the budget that allowed it (if any) has been charged one disruption.
+///
+/// Pods that are not running (`Pending`, `Succeeded`, `Failed`) are evicted whatever the
+/// budgets say, as kube-apiserver does; a running Pod needs its one budget to have been
+/// processed at its current generation (`status.observedGeneration`, set by the disruption
+/// controller, which the emulator does not run) with `status.disruptionsAllowed` above 0.
+fn blocking_budget(store: &mut Store, pod: &Value) -> Result<Option<String>, ApiError> {
+    if matches!(
+        pod["status"]["phase"].as_str(),
+        None | Some("Pending" | "Succeeded" | "Failed")
+    ) {
+        return Ok(None);
+    }
+    let ns = pod["metadata"]["namespace"].as_str().unwrap_or_default();
+    let res = "poddisruptionbudgets.policy";
+    let mut matching: Vec<Arc<Value>> = Vec::new();
+    for pdb in store
+        .objects
+        .get(res)
+        .into_iter()
+        .flat_map(|all| all.range((ns.to_string(), String::new())..))
+        .take_while(|((n, _), _)| n == ns)
+        .map(|(_, v)| v)
+    {
+        let selector = &pdb["spec"]["selector"];
+        if selector.is_null() {
+            continue;
+        }
+        let text = selector_string(selector);
+        let parsed = super::selector::Selectors::parse(Some(&text), None)?;
+        if parsed.matches(pod) {
+            matching.push(pdb.clone());
+        }
+    }
+    let Some(pdb) = matching.first().cloned() else {
+        return Ok(None);
+    };
+    if matching.len() > 1 {
+        return Err(ApiError::internal(
+            "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support.",
+        ));
+    }
+    let name = name_of(&pdb).to_string();
+    let generation = pdb["metadata"]["generation"].as_i64().unwrap_or(0);
+    let observed = pdb["status"]["observedGeneration"].as_i64().unwrap_or(0);
+    let allowed = pdb["status"]["disruptionsAllowed"].as_i64().unwrap_or(0);
+    if observed < generation || allowed <= 0 {
+        return Ok(Some(name));
+    }
+    let mut charged = (*pdb).clone();
+    charged["status"]["disruptionsAllowed"] = json!(allowed - 1);
+    let pod_name = name_of(pod).to_string();
+    if !charged["status"]["disruptedPods"].is_object() {
+        charged["status"]["disruptedPods"] = json!({});
+    }
+    charged["status"]["disruptedPods"][pod_name] = json!(now());
+    store.put(&Arc::from(res), charged);
+    Ok(None)
 }
 
 /// Assigns a Pod to the node a `Binding` names (`pods/binding` and the `bindings` resource).
