@@ -26,7 +26,7 @@
 //! preferred GA version and scope (Pods, Services, Nodes, workloads, Jobs, RBAC, networking,
 //! storage, policy, certificates, admission configuration, ...: one table shared by every
 //! cluster, checked against k8s-openapi), with their `status`, `scale`, `token`, `eviction`,
-//! `binding`, `ephemeralcontainers` and `approval` subresources, and every CRD created at
+//! `binding`, `ephemeralcontainers`, `resize`, `finalize` and `approval` subresources, and every CRD created at
 //! runtime (with `status` and `scale`). New clusters have the namespaces `default`,
 //! `kube-system`, `kube-public` and `kube-node-lease`; the `kubernetes` Service, its
 //! endpoints, the built-in PriorityClasses, the common bootstrap ClusterRoles and bindings and

@@ -394,3 +394,70 @@ async fn eviction_respects_the_disruption_budget() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn pod_resize_and_namespace_finalize() {
+    use k8s_openapi::api::core::v1::Namespace;
+    let cluster = TestCluster::start("resize").await.unwrap();
+    let pods: Api<Pod> = Api::namespaced(cluster.client(), "default");
+    let mut sized = pod("sized");
+    sized.spec.as_mut().unwrap().containers[0].resources = Some(
+        serde_json::from_value(
+            json!({ "requests": { "cpu": "100m" }, "limits": { "cpu": "100m" } }),
+        )
+        .unwrap(),
+    );
+    pods.create(&PostParams::default(), &sized).await.unwrap();
+    // Dropping every request and limit would make the Pod BestEffort: its QoS class is fixed.
+    let best_effort = json!({ "spec": { "containers": [{ "name": "main", "resources": null }] } });
+    let err = pods
+        .patch_resize(
+            "sized",
+            &PatchParams::default(),
+            &Patch::Strategic(&best_effort),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(api_code(&err), Some(422), "{err}");
+    let resize = json!({ "spec": { "containers": [{
+        "name": "main",
+        "resources": { "requests": { "cpu": "100m" }, "limits": { "cpu": "200m" } },
+    }] } });
+    let resized = pods
+        .patch_resize("sized", &PatchParams::default(), &Patch::Strategic(&resize))
+        .await
+        .unwrap();
+    let resources = resized.spec.unwrap().containers[0]
+        .resources
+        .clone()
+        .unwrap();
+    assert_eq!(
+        resources.limits.unwrap()["cpu"],
+        k8s_openapi::apimachinery::pkg::api::resource::Quantity("200m".into())
+    );
+
+    let namespaces: Api<Namespace> = Api::all(cluster.client());
+    let ns: Namespace = serde_json::from_value(json!({ "metadata": { "name": "fin" } })).unwrap();
+    let created = namespaces
+        .create(&PostParams::default(), &ns)
+        .await
+        .unwrap();
+    assert_eq!(
+        created.spec.as_ref().unwrap().finalizers.as_deref(),
+        Some(&["kubernetes".to_string()][..])
+    );
+    let mut cleared = created.clone();
+    cleared.spec.as_mut().unwrap().finalizers = Some(vec![]);
+    let finalized: Namespace = namespaces
+        .replace_subresource("finalize", "fin", &PostParams::default(), &cleared)
+        .await
+        .unwrap();
+    assert!(
+        finalized
+            .spec
+            .unwrap()
+            .finalizers
+            .unwrap_or_default()
+            .is_empty()
+    );
+}

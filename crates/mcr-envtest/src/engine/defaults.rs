@@ -205,7 +205,7 @@ fn latest(image: &str) -> bool {
 }
 
 /// The QoS class of a Pod from its containers' requests and limits.
-fn qos_class(spec: &Value) -> &'static str {
+pub(crate) fn qos_class(spec: &Value) -> &'static str {
     let containers: Vec<&Value> = ["initContainers", "containers"]
         .iter()
         .flat_map(|l| spec[*l].as_array().into_iter().flatten())

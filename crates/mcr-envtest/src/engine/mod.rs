@@ -18,7 +18,8 @@
 //!   conversion strategy does).
 //! - Subresources: `status` (split from the rest as upstream), `scale` (built-in workloads and
 //!   CRDs), `serviceaccounts/token`, `pods/eviction`, `pods/binding`,
-//!   `pods/ephemeralcontainers`, `certificatesigningrequests/approval`
+//!   `pods/ephemeralcontainers`, `pods/resize`, `namespaces/finalize`,
+//!   `certificatesigningrequests/approval`
 //!   ([`Engine::get_subresource`], [`Engine::write_subresource`],
 //!   [`Engine::post_subresource`]).
 //! - What kube-apiserver creates at start (`bootstrap`: the `kubernetes` Service and its

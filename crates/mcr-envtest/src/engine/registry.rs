@@ -228,14 +228,14 @@ const BUILTINS: &[Builtin] = &[
     row("", "v1", "Event", "events", NS, &["ev"], &[], &[], NO_GEN),
     row("", "v1", "LimitRange", "limitranges", NS, &["limits"], &[], &[], NO_GEN),
     special(
-        row("", "v1", "Namespace", "namespaces", CLUSTER, &["ns"], &[], STATUS, NO_GEN),
+        row("", "v1", "Namespace", "namespaces", CLUSTER, &["ns"], &[], &["status", "finalize"], NO_GEN),
         Special::Namespace,
     ),
     row("", "v1", "Node", "nodes", CLUSTER, &["no"], &[], STATUS, NO_GEN),
     row("", "v1", "PersistentVolumeClaim", "persistentvolumeclaims", NS, &["pvc"], &[], STATUS, NO_GEN),
     row("", "v1", "PersistentVolume", "persistentvolumes", CLUSTER, &["pv"], &[], STATUS, NO_GEN),
     special(
-        row("", "v1", "Pod", "pods", NS, &["po"], ALL, &["status", "binding", "eviction", "ephemeralcontainers"], GEN),
+        row("", "v1", "Pod", "pods", NS, &["po"], ALL, &["status", "binding", "eviction", "ephemeralcontainers", "resize"], GEN),
         Special::Pod,
     ),
     row("", "v1", "PodTemplate", "podtemplates", NS, &[], &[], &[], NO_GEN),

@@ -63,7 +63,8 @@ impl Engine {
         }
     }
 
-    /// Writes `scale`, `ephemeralcontainers` or `approval` (the `status` subresource goes
+    /// Writes `scale`, `ephemeralcontainers`, `resize`, `approval` or a namespace's `finalize`
+    /// (the `status` subresource goes
     /// through [`Engine::update`] and [`Engine::patch`]). Returns what the subresource reads
     /// back.
     ///
@@ -363,6 +364,70 @@ fn write_locked(
             candidate["spec"]["ephemeralContainers"] =
                 desired["spec"]["ephemeralContainers"].clone();
             Some("ephemeralcontainers")
+        }
+        "resize" => {
+            // Only the containers' resources (and resize policies) change.
+            let wanted = desired["spec"]["containers"].as_array();
+            let Some(stored) = candidate["spec"]["containers"].as_array_mut() else {
+                return Err(ApiError::invalid(
+                    "Pod",
+                    name,
+                    "spec.containers: Required value",
+                ));
+            };
+            if wanted.map_or(0, Vec::len) != stored.len() {
+                return Err(ApiError::invalid(
+                    "Pod",
+                    name,
+                    "spec: Forbidden: only cpu and memory resources of existing containers may be changed",
+                ));
+            }
+            for c in stored.iter_mut() {
+                let Some(w) = wanted
+                    .into_iter()
+                    .flatten()
+                    .find(|w| w["name"] == c["name"])
+                else {
+                    return Err(ApiError::invalid(
+                        "Pod",
+                        name,
+                        format!(
+                            "spec.containers: Forbidden: container {} may not be added or removed by a resize",
+                            c["name"]
+                        ),
+                    ));
+                };
+                for field in ["resources", "resizePolicy"] {
+                    match w.get(field) {
+                        Some(v) => c[field] = v.clone(),
+                        None => {
+                            if let Some(m) = c.as_object_mut() {
+                                m.remove(field);
+                            }
+                        }
+                    }
+                }
+            }
+            let qos = super::defaults::qos_class(&candidate["spec"]);
+            if existing["status"]["qosClass"]
+                .as_str()
+                .is_some_and(|before| before != qos)
+            {
+                return Err(ApiError::invalid(
+                    "Pod",
+                    name,
+                    "spec: Forbidden: Pod QoS is immutable",
+                ));
+            }
+            Some("resize")
+        }
+        "finalize" => {
+            // Only the namespace's `spec.finalizers` change.
+            if !candidate["spec"].is_object() {
+                candidate["spec"] = json!({});
+            }
+            candidate["spec"]["finalizers"] = desired["spec"]["finalizers"].clone();
+            Some("finalize")
         }
         "approval" => {
             let conditions = desired["status"]["conditions"].clone();
