@@ -333,7 +333,7 @@ async fn job_status_subresource() {
     .unwrap();
     let created = jobs.create(&PostParams::default(), &job).await.unwrap();
     assert_eq!(created.metadata.generation, Some(1));
-    let status = json!({ "status": { "active": 1 } });
+    let status = json!({ "status": { "active": 1, "startTime": "2026-01-01T00:00:00Z" } });
     let patched = jobs
         .patch_status("once", &PatchParams::default(), &Patch::Merge(&status))
         .await
