@@ -374,6 +374,21 @@ async fn kubectl_pods_services_and_rbac() {
     let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(cluster.client(), "default");
     let pod = pods.get("web").await.unwrap();
     assert_eq!(pod.metadata.labels.unwrap()["tier"], "front");
+    // `kubectl run`, with its own defaults (`--restart=Never`).
+    let out = kubectl
+        .run(&[
+            "run",
+            "tool",
+            "--image=busybox:1.36",
+            "--restart=Never",
+            "--labels=app=tool",
+        ])
+        .await;
+    assert!(out.contains("pod/tool created"), "{out}");
+    let tool = pods.get("tool").await.unwrap();
+    let spec = tool.spec.unwrap();
+    assert_eq!(spec.restart_policy.as_deref(), Some("Never"));
+    assert_eq!(spec.containers[0].image.as_deref(), Some("busybox:1.36"));
     let deleted = kubectl.run(&["delete", "-f", &file, "--wait=false"]).await;
     assert!(deleted.contains("deleted"), "{deleted}");
 }
