@@ -264,3 +264,38 @@ pub(crate) fn local_api_service_status() -> Value {
         "lastTransitionTime": super::meta::now(),
     }]})
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bootstrap_objects_appear_when_first_addressed() {
+        let engine = Engine::new();
+        let untouched = |res: &str| !engine.inner.read().objects.contains_key(res);
+        assert!(untouched("services"), "nothing before the first request");
+        assert!(untouched("clusterroles.rbac.authorization.k8s.io"));
+        let rv = engine.resource_version();
+        let svc = engine.resolve("", "v1", "services").unwrap();
+        assert!(engine.resource_version() > rv);
+        let kubernetes = engine.get(&svc, Some("default"), "kubernetes").unwrap();
+        assert_eq!(kubernetes["spec"]["clusterIP"], "10.96.0.1");
+        assert!(untouched("clusterroles.rbac.authorization.k8s.io"));
+        // Seeded once: resolving again writes nothing.
+        let rv = engine.resource_version();
+        engine.resolve("", "v1", "services").unwrap();
+        assert_eq!(engine.resource_version(), rv);
+        // A deleted bootstrap object stays deleted.
+        engine
+            .delete(&svc, Some("default"), "kubernetes", &Default::default())
+            .unwrap();
+        engine.resolve("", "v1", "services").unwrap();
+        assert_eq!(
+            engine
+                .get(&svc, Some("default"), "kubernetes")
+                .unwrap_err()
+                .code,
+            404
+        );
+    }
+}
