@@ -119,6 +119,34 @@ async fn services_get_defaults_and_a_cluster_ip() {
     assert_eq!(spec.cluster_ips.unwrap(), [ip.to_string()]);
     let all = services.list(&ListParams::default()).await.unwrap();
     assert_eq!(all.items.len(), 2, "web and kubernetes");
+
+    let node_port: Service = serde_json::from_value(json!({
+        "metadata": { "name": "edge" },
+        "spec": { "type": "NodePort", "selector": { "app": "web" }, "ports": [{ "port": 80 }, { "port": 443, "name": "https" }] },
+    }))
+    .unwrap();
+    let mut ports = node_port.spec.clone().unwrap().ports.unwrap();
+    ports[0].name = Some("http".into());
+    let mut node_port = node_port;
+    node_port.spec.as_mut().unwrap().ports = Some(ports);
+    let created = services
+        .create(&PostParams::default(), &node_port)
+        .await
+        .unwrap();
+    let spec = created.spec.unwrap();
+    assert_eq!(spec.external_traffic_policy.as_deref(), Some("Cluster"));
+    let node_ports: Vec<i32> = spec
+        .ports
+        .unwrap()
+        .iter()
+        .filter_map(|p| p.node_port)
+        .collect();
+    assert_eq!(node_ports.len(), 2, "{node_ports:?}");
+    assert_ne!(node_ports[0], node_ports[1]);
+    assert!(
+        node_ports.iter().all(|p| (30000..=32767).contains(p)),
+        "{node_ports:?}"
+    );
 }
 
 #[tokio::test]

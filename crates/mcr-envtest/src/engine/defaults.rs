@@ -9,7 +9,8 @@
 //! `schedulerName`, `securityContext`, `enableServiceLinks`, containers'
 //! `terminationMessagePath`/`Policy`, `imagePullPolicy`, `resources`, and the same inside a
 //! Job's template), Service (`type`, `sessionAffinity`, ports' `protocol` and `targetPort`,
-//! IP families, `internalTrafficPolicy`; a cluster IP from `10.96.0.0/12`), Job
+//! IP families, `internalTrafficPolicy`; a cluster IP from `10.96.0.0/12`, node ports from
+//! `30000-32767`), Job
 //! (`completions`, `parallelism`, `backoffLimit`, `completionMode`, `suspend`, the
 //! controller-uid selector and labels).
 
@@ -245,6 +246,10 @@ fn service(obj: &mut Value) {
         spec.entry("externalTrafficPolicy")
             .or_insert(json!("Cluster"));
     }
+    if kind == "LoadBalancer" {
+        spec.entry("allocateLoadBalancerNodePorts")
+            .or_insert(json!(true));
+    }
     for port in spec
         .get_mut("ports")
         .and_then(Value::as_array_mut)
@@ -262,7 +267,10 @@ fn service(obj: &mut Value) {
 /// Gives a `ClusterIP`, `NodePort` or `LoadBalancer` Service without one the lowest free
 /// address of the service range, with its IP family fields.
 fn allocate_cluster_ip(store: &Store, obj: &mut Value) {
-    let kind = obj["spec"]["type"].as_str().unwrap_or("ClusterIP");
+    let kind = obj["spec"]["type"]
+        .as_str()
+        .unwrap_or("ClusterIP")
+        .to_string();
     if kind == "ExternalName" {
         return;
     }
@@ -287,12 +295,44 @@ fn allocate_cluster_ip(store: &Store, obj: &mut Value) {
         requested.to_string()
     };
     let headless = ip == "None";
+    if kind == "NodePort"
+        || (kind == "LoadBalancer"
+            && obj["spec"]["allocateLoadBalancerNodePorts"].as_bool() != Some(false))
+    {
+        allocate_node_ports(store, obj);
+    }
     let spec = object_at(obj, "spec");
     spec.insert("clusterIP".into(), json!(ip));
     spec.entry("clusterIPs").or_insert(json!([ip]));
     if !headless || spec.contains_key("selector") {
         spec.entry("ipFamilies").or_insert(json!(["IPv4"]));
         spec.entry("ipFamilyPolicy").or_insert(json!("SingleStack"));
+    }
+}
+
+/// The node ports Services get (kube-apiserver's default range).
+const NODE_PORTS: std::ops::RangeInclusive<i64> = 30000..=32767;
+
+/// Gives each port of a `NodePort` or `LoadBalancer` Service without a `nodePort` the lowest
+/// one no Service of the cluster uses.
+fn allocate_node_ports(store: &Store, obj: &mut Value) {
+    let mut used: HashSet<i64> = store
+        .objects
+        .get("services")
+        .into_iter()
+        .flat_map(|all| all.values())
+        .flat_map(|svc| svc["spec"]["ports"].as_array().cloned().unwrap_or_default())
+        .filter_map(|p| p["nodePort"].as_i64())
+        .collect();
+    for port in obj["spec"]["ports"].as_array_mut().into_iter().flatten() {
+        if let Some(taken) = port["nodePort"].as_i64() {
+            used.insert(taken);
+            continue;
+        }
+        if let Some(free) = NODE_PORTS.clone().find(|p| !used.contains(p)) {
+            used.insert(free);
+            port["nodePort"] = json!(free);
+        }
     }
 }
 
