@@ -10,18 +10,18 @@ use serde_json::{Value, json};
 use crate::engine::ResourceType;
 
 /// The Kubernetes version the emulated servers claim to be.
-pub(crate) const GIT_VERSION: &str = "v1.34.0";
+pub(crate) const GIT_VERSION: &str = "v1.36.0";
 
 /// `/version`
 pub(crate) fn version() -> Value {
     json!({
         "major": "1",
-        "minor": "34",
+        "minor": "36",
         "gitVersion": GIT_VERSION,
         "gitCommit": "0000000000000000000000000000000000000000",
         "gitTreeState": "clean",
-        "buildDate": "2025-08-27T00:00:00Z",
-        "goVersion": "go1.24.6",
+        "buildDate": "2026-04-22T00:00:00Z",
+        "goVersion": "go1.26.2",
         "compiler": "gc",
         "platform": "linux/amd64",
         "emulator": "mcr-envtest",
@@ -115,6 +115,30 @@ pub(crate) fn group(types: &[ResourceType], group: &str) -> Option<Value> {
     Some(doc)
 }
 
+/// The verbs a subresource takes.
+pub(crate) fn subresource_verbs(sub: &str) -> &'static [&'static str] {
+    match sub {
+        "token" | "eviction" | "binding" => &["create"],
+        "finalize" => &["update"],
+        _ => &["get", "patch", "update"],
+    }
+}
+
+/// The kind a subresource reads and writes: `(group, version)` when it is not the parent's
+/// own group-version, and the kind.
+pub(crate) fn subresource_kind(
+    rt: &ResourceType,
+    sub: &str,
+) -> (Option<&'static str>, &'static str, String) {
+    match sub {
+        "scale" => (Some("autoscaling"), "v1", "Scale".into()),
+        "token" => (Some("authentication.k8s.io"), "v1", "TokenRequest".into()),
+        "eviction" => (Some("policy"), "v1", "Eviction".into()),
+        "binding" => (None, "", "Binding".into()),
+        _ => (None, "", rt.kind.clone()),
+    }
+}
+
 /// `/api/{version}` (group `""`) or `/apis/{group}/{version}`; `None` if nothing is served there.
 pub(crate) fn resource_list(types: &[ResourceType], group: &str, version: &str) -> Option<Value> {
     let mut resources = Vec::new();
@@ -127,18 +151,24 @@ pub(crate) fn resource_list(types: &[ResourceType], group: &str, version: &str) 
             "singularName": rt.singular,
             "namespaced": rt.namespaced,
             "kind": rt.kind,
-            "verbs": ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"],
+            "verbs": rt.verbs,
             "shortNames": rt.short_names,
             "categories": rt.categories,
         }));
-        if rt.status_subresource {
-            resources.push(json!({
-                "name": format!("{}/status", rt.plural),
+        for sub in rt.subresources {
+            let (group, version, kind) = subresource_kind(rt, sub);
+            let mut doc = json!({
+                "name": format!("{}/{sub}", rt.plural),
                 "singularName": "",
                 "namespaced": rt.namespaced,
-                "kind": rt.kind,
-                "verbs": ["get", "patch", "update"],
-            }));
+                "kind": kind,
+                "verbs": subresource_verbs(sub),
+            });
+            if let Some(group) = group {
+                doc["group"] = json!(group);
+                doc["version"] = json!(version);
+            }
+            resources.push(doc);
         }
     }
     if resources.is_empty() {
@@ -157,6 +187,113 @@ pub(crate) fn resource_list(types: &[ResourceType], group: &str, version: &str) 
     }))
 }
 
+/// The media type of aggregated discovery (`apidiscovery.k8s.io/v2`).
+pub(crate) const AGGREGATED_MEDIA_TYPE: &str =
+    "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
+
+/// Whether an `Accept` header asks for aggregated discovery (`apidiscovery.k8s.io/v2`) before
+/// any plain JSON it also accepts.
+pub(crate) fn wants_aggregated(accept: &str) -> bool {
+    for offer in accept.split(',') {
+        let params: Vec<String> = offer
+            .split(';')
+            .map(|p| p.trim().to_ascii_lowercase().replace(' ', ""))
+            .collect();
+        let has = |p: &str| params.iter().any(|q| q == p);
+        if has("as=apigroupdiscoverylist") && has("g=apidiscovery.k8s.io") && has("v=v2") {
+            return true;
+        }
+        if params
+            .first()
+            .is_some_and(|m| m == "application/json" || m == "*/*")
+            && params.len() == 1
+        {
+            return false;
+        }
+    }
+    false
+}
+
+/// `/api` (`core` true: the core group) or `/apis` (every other group) as an aggregated
+/// `APIGroupDiscoveryList`.
+pub(crate) fn aggregated(types: &[ResourceType], core: bool) -> Value {
+    let mut names: Vec<String> = Vec::new();
+    for rt in types.iter().filter(|rt| rt.group.is_empty() == core) {
+        if !names.contains(&rt.group) {
+            names.push(rt.group.clone());
+        }
+    }
+    let by_group = groups(types);
+    let items: Vec<Value> = names
+        .iter()
+        .map(|group| {
+            let versions: Vec<String> = if group.is_empty() {
+                vec!["v1".to_string()]
+            } else {
+                by_group
+                    .iter()
+                    .find(|(g, _)| g == group)
+                    .map(|(_, vs)| vs.clone())
+                    .unwrap_or_default()
+            };
+            let versions: Vec<Value> = versions
+                .iter()
+                .map(|v| {
+                    let resources: Vec<Value> = types
+                        .iter()
+                        .filter(|rt| &rt.group == group && &rt.version == v)
+                        .map(aggregated_resource)
+                        .collect();
+                    json!({"version": v, "resources": resources, "freshness": "Current"})
+                })
+                .collect();
+            json!({"metadata": {"name": group, "creationTimestamp": null}, "versions": versions})
+        })
+        .collect();
+    json!({
+        "kind": "APIGroupDiscoveryList",
+        "apiVersion": "apidiscovery.k8s.io/v2",
+        "metadata": {},
+        "items": items,
+    })
+}
+
+fn aggregated_resource(rt: &ResourceType) -> Value {
+    let subresources: Vec<Value> = rt
+        .subresources
+        .iter()
+        .map(|sub| {
+            let (group, version, kind) = subresource_kind(rt, sub);
+            let (group, version) = match group {
+                Some(g) => (g, version),
+                None => (rt.group.as_str(), rt.version.as_str()),
+            };
+            json!({
+                "subresource": sub,
+                "responseKind": {"group": group, "version": version, "kind": kind},
+                "verbs": subresource_verbs(sub),
+            })
+        })
+        .collect();
+    let mut doc = json!({
+        "resource": rt.plural,
+        "responseKind": {"group": rt.group, "version": rt.version, "kind": rt.kind},
+        "scope": if rt.namespaced { "Namespaced" } else { "Cluster" },
+        "singularResource": rt.singular,
+        "verbs": rt.verbs,
+    });
+    if !rt.short_names.is_empty() {
+        doc["shortNames"] = json!(rt.short_names);
+    }
+    if !rt.categories.is_empty() {
+        doc["categories"] = json!(rt.categories);
+    }
+    if !subresources.is_empty() {
+        doc["subresources"] = json!(subresources);
+    }
+    doc
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -172,8 +309,35 @@ mod tests {
             short_names: vec!["th".into()],
             categories: vec![],
             status_subresource: status,
+            subresources: if status { &["status"] } else { &[] },
+            verbs: &["create", "get"],
             custom: false,
         }
+    }
+
+    #[test]
+    fn aggregated_documents() {
+        let types = vec![
+            rt("", "v1", "configmaps", false),
+            rt("example.com", "v1", "things", true),
+        ];
+        let core = aggregated(&types, true);
+        assert_eq!(core["items"][0]["metadata"]["name"], "");
+        assert_eq!(
+            core["items"][0]["versions"][0]["resources"][0]["resource"],
+            "configmaps"
+        );
+        let apis = aggregated(&types, false);
+        let things = &apis["items"][0]["versions"][0]["resources"][0];
+        assert_eq!(things["scope"], "Namespaced");
+        assert_eq!(things["subresources"][0]["subresource"], "status");
+        assert!(wants_aggregated(
+            "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json"
+        ));
+        assert!(!wants_aggregated("application/json"));
+        assert!(!wants_aggregated(
+            "application/json, application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
+        ));
     }
 
     #[test]

@@ -22,10 +22,16 @@
 //! and with `as=PartialObjectMetadataList` (`Api::list_metadata`) a list as a
 //! `PartialObjectMetadataList` whose items are `PartialObjectMetadata`, as on a real server
 //! (also for writes; asking for an object as a list or the reverse is 406).
-//! Served types: Namespace, ConfigMap, Secret, ServiceAccount, Event (`v1` and
-//! `events.k8s.io/v1`), Lease, Deployment, ReplicaSet, CustomResourceDefinition, and every
-//! CRD created at runtime. New clusters have the namespaces `default`, `kube-system`,
-//! `kube-public` and `kube-node-lease`.
+//! Served types: every built-in resource kube-apiserver 1.36 serves by default, at its
+//! preferred GA version and scope (Pods, Services, Nodes, workloads, Jobs, RBAC, networking,
+//! storage, policy, certificates, admission configuration, ...: one table shared by every
+//! cluster, checked against k8s-openapi), with their `status`, `scale`, `token`, `eviction`,
+//! `binding`, `ephemeralcontainers`, `resize`, `finalize` and `approval` subresources, and every CRD created at
+//! runtime (with `status` and `scale`). New clusters have the namespaces `default`,
+//! `kube-system`, `kube-public` and `kube-node-lease`; the `kubernetes` Service, its
+//! endpoints, the built-in PriorityClasses, the common bootstrap ClusterRoles and bindings and
+//! the local APIServices appear when their resource is first addressed. The crate README
+//! lists all of it, with the defaults applied on create.
 //!
 //! Test hooks: [`TestCluster::stop`]/[`restart`](TestCluster::restart),
 //! [`partition`](TestCluster::partition) ([`Partition::Refuse`] or [`Partition::Hang`]),
@@ -54,10 +60,11 @@
 //!
 //! # What it does not emulate
 //!
-//! No controllers run (a Deployment never gets ReplicaSets or Pods, nothing becomes Ready),
-//! and there is no admission, RBAC (one bearer token per HTTPS cluster), schema validation,
-//! protobuf, Table output or aggregated discovery (kubectl falls back to the legacy
-//! documents). The state machine's own list is in the [`engine`] module documentation
+//! No controllers run (a Deployment never gets ReplicaSets or Pods, nothing becomes Ready,
+//! no node runs a Pod: no `exec`, `logs` or `portforward`), and there is no admission, RBAC
+//! (one bearer token per HTTPS cluster; every access review is allowed), schema validation,
+//! protobuf responses or Table output. Discovery is served both legacy and aggregated
+//! (`apidiscovery.k8s.io/v2`). The state machine's own list is in the [`engine`] module documentation
 //! ("What is NOT emulated").
 //!
 //! kubectl works against an HTTPS cluster's kubeconfig (`get`, `get -w`, `create -f`, `apply`,

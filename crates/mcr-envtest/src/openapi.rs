@@ -86,6 +86,8 @@ mod tests {
             short_names: vec![],
             categories: vec![],
             status_subresource: true,
+            subresources: &["status"],
+            verbs: &["patch"],
             custom: false,
         };
         let types = vec![rt];

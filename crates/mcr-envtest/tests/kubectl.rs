@@ -306,3 +306,89 @@ async fn kubectl_imperative_create() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("already exists"), "{stderr}");
 }
+
+const WORKLOAD: &str = "\
+apiVersion: v1
+kind: Pod
+metadata:
+  name: web
+  labels:
+    app: web
+spec:
+  containers:
+  - name: main
+    image: nginx:1.27
+---
+apiVersion: v1
+kind: Service
+metadata:
+  name: web
+spec:
+  selector:
+    app: web
+  ports:
+  - port: 80
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata:
+  name: web-reader
+rules:
+- apiGroups: [\"\"]
+  resources: [\"pods\"]
+  verbs: [\"get\", \"list\"]
+";
+
+#[tokio::test]
+async fn kubectl_pods_services_and_rbac() {
+    let Some((cluster, dir, kubectl)) = setup("kubectl-kinds").await else {
+        return;
+    };
+    let resources = kubectl.run(&["api-resources"]).await;
+    for expected in ["pods", "services", "clusterroles", "statefulsets", "jobs"] {
+        assert!(
+            resources.contains(expected),
+            "{expected} missing:\n{resources}"
+        );
+    }
+    let file = write(dir.path(), "workload.yaml", WORKLOAD);
+    let applied = kubectl.run(&["apply", "-f", &file]).await;
+    assert!(applied.contains("pod/web created"), "{applied}");
+    assert!(applied.contains("service/web created"), "{applied}");
+    let listed = kubectl
+        .run(&["get", "pods,services,clusterroles", "-o", "name"])
+        .await;
+    for name in [
+        "pod/web",
+        "service/web",
+        "service/kubernetes",
+        "clusterrole.rbac.authorization.k8s.io/cluster-admin",
+    ] {
+        assert!(listed.contains(name), "{name} missing:\n{listed}");
+    }
+    let ip = kubectl
+        .run(&["get", "service", "web", "-o", "jsonpath={.spec.clusterIP}"])
+        .await;
+    assert!(ip.trim().parse::<std::net::Ipv4Addr>().is_ok(), "{ip}");
+    kubectl.run(&["label", "pod", "web", "tier=front"]).await;
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(cluster.client(), "default");
+    let pod = pods.get("web").await.unwrap();
+    assert_eq!(pod.metadata.labels.unwrap()["tier"], "front");
+    // `kubectl run`, with its own defaults (`--restart=Never`).
+    let out = kubectl
+        .run(&[
+            "run",
+            "tool",
+            "--image=busybox:1.36",
+            "--restart=Never",
+            "--labels=app=tool",
+        ])
+        .await;
+    assert!(out.contains("pod/tool created"), "{out}");
+    let tool = pods.get("tool").await.unwrap();
+    let spec = tool.spec.unwrap();
+    assert_eq!(spec.restart_policy.as_deref(), Some("Never"));
+    assert_eq!(spec.containers[0].image.as_deref(), Some("busybox:1.36"));
+    let deleted = kubectl.run(&["delete", "-f", &file, "--wait=false"]).await;
+    assert!(deleted.contains("deleted"), "{deleted}");
+}

@@ -12,7 +12,7 @@ use super::write::{check_body, check_subresource, create_locked};
 use super::{ApiError, Engine, PatchType, ResourceType, WriteOptions};
 
 /// Parses an apply body: JSON or YAML, which must be an object.
-fn parse_applied(body: &[u8]) -> Result<Value, ApiError> {
+pub(crate) fn parse_applied(body: &[u8]) -> Result<Value, ApiError> {
     let value: Value = match serde_json::from_slice(body) {
         Ok(v) => v,
         Err(_) => serde_saphyr::from_slice(body)

@@ -3,7 +3,7 @@
 use serde_json::{Value, json};
 
 use super::meta::{name_of, now};
-use super::registry::{Special, TypeInfo};
+use super::registry::{ALL_VERBS, Special, TypeInfo};
 use super::state::Store;
 use super::{ApiError, ResourceType};
 
@@ -190,6 +190,16 @@ fn types_of(crd: &Value) -> Vec<TypeInfo> {
                 short_names: strings(&names["shortNames"]),
                 categories: strings(&names["categories"]),
                 status_subresource: v["subresources"]["status"].is_object(),
+                subresources: match (
+                    v["subresources"]["status"].is_object(),
+                    v["subresources"]["scale"].is_object(),
+                ) {
+                    (true, true) => &["status", "scale"],
+                    (true, false) => &["status"],
+                    (false, true) => &["scale"],
+                    (false, false) => &[],
+                },
+                verbs: ALL_VERBS,
                 custom: true,
             },
             res: TypeInfo::res_key(group, plural),

@@ -128,8 +128,10 @@ pub(crate) fn reset_fields(
 ) -> Vec<Vec<Pe>> {
     let f = |s: &str| Pe::Field(s.to_string());
     match (subresource, has_status) {
-        (Some(_), _) if custom => vec![vec![f("metadata")], vec![f("spec")]],
-        (Some(_), _) => vec![vec![f("spec")], vec![f("metadata"), f("labels")]],
+        (Some("status"), _) if custom => vec![vec![f("metadata")], vec![f("spec")]],
+        (Some("status"), _) => vec![vec![f("spec")], vec![f("metadata"), f("labels")]],
+        // The other subresources write only their own fields (prepared by the caller).
+        (Some(_), _) => vec![],
         (None, true) => vec![vec![f("status")]],
         (None, false) => vec![],
     }

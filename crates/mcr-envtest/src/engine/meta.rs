@@ -110,12 +110,50 @@ pub(crate) fn is_dns_subdomain(s: &str) -> bool {
     !s.is_empty() && s.len() <= 253 && s.split('.').all(is_dns_label)
 }
 
-/// Validates an object name: an RFC 1123 label when `label` (namespaces), a subdomain otherwise.
-pub(crate) fn validate_name(kind: &str, name: &str, label: bool) -> Result<(), ApiError> {
-    let (ok, msg) = if label {
-        (is_dns_label(name), LABEL_MSG)
-    } else {
-        (is_dns_subdomain(name), SUBDOMAIN_MSG)
+/// Which names a kind accepts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum NameRule {
+    /// An RFC 1123 subdomain (most kinds).
+    Subdomain,
+    /// An RFC 1123 label (Namespaces).
+    Label,
+    /// An RFC 1035 label: a label starting with a letter (Services).
+    Label1035,
+    /// Any path segment: no `/` or `%`, not `.` or `..` (RBAC kinds, e.g. `system:discovery`).
+    PathSegment,
+}
+
+impl NameRule {
+    /// The rule of a built-in kind (custom resources use [`NameRule::Subdomain`]).
+    pub(crate) fn of(kind: &str, custom: bool) -> NameRule {
+        match kind {
+            _ if custom => NameRule::Subdomain,
+            "Namespace" => NameRule::Label,
+            "Service" => NameRule::Label1035,
+            "Role" | "ClusterRole" | "RoleBinding" | "ClusterRoleBinding" | "APIService" => {
+                NameRule::PathSegment
+            }
+            _ => NameRule::Subdomain,
+        }
+    }
+}
+
+const LABEL_1035_MSG: &str = "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character";
+const PATH_SEGMENT_MSG: &str = "may not contain '/' or '%', and may not be '.' or '..'";
+
+/// Validates an object name by its kind's rule.
+pub(crate) fn validate_name(kind: &str, name: &str, rule: NameRule) -> Result<(), ApiError> {
+    let (ok, msg) = match rule {
+        NameRule::Label => (is_dns_label(name), LABEL_MSG),
+        NameRule::Subdomain => (is_dns_subdomain(name), SUBDOMAIN_MSG),
+        NameRule::Label1035 => (
+            is_dns_label(name) && name.starts_with(|c: char| c.is_ascii_lowercase()),
+            LABEL_1035_MSG,
+        ),
+        NameRule::PathSegment => (
+            !name.is_empty() && name != "." && name != ".." && !name.contains(['/', '%']),
+            PATH_SEGMENT_MSG,
+        ),
     };
     if ok {
         Ok(())
@@ -156,9 +194,13 @@ mod tests {
         assert!(!is_dns_subdomain("A"));
         assert!(!is_dns_subdomain("a..b"));
         assert!(!is_dns_subdomain("-a"));
-        assert!(validate_name("Namespace", "a.b", true).is_err());
+        assert!(validate_name("Namespace", "a.b", NameRule::Label).is_err());
+        assert!(validate_name("Service", "1web", NameRule::Label1035).is_err());
+        assert!(validate_name("ClusterRole", "system:view", NameRule::PathSegment).is_ok());
+        assert!(validate_name("ClusterRole", "a/b", NameRule::PathSegment).is_err());
+        assert_eq!(NameRule::of("ClusterRole", true), NameRule::Subdomain);
         assert_eq!(
-            validate_name("ConfigMap", "Bad_Name", false)
+            validate_name("ConfigMap", "Bad_Name", NameRule::Subdomain)
                 .unwrap_err()
                 .code,
             422

@@ -10,15 +10,28 @@
 //!
 //! # What is emulated
 //!
-//! - Built-in types: Namespace, ConfigMap, Secret, ServiceAccount, Event (`v1` and
-//!   `events.k8s.io/v1`, stored separately, no conversion between them), Lease, Deployment,
-//!   ReplicaSet, CustomResourceDefinition; plus every served version of every CRD (versions
+//! - Built-in types: every resource kube-apiserver 1.36 serves by default, at its preferred
+//!   GA version (one static table in `registry`, shared by every cluster; Events in `v1` and
+//!   `events.k8s.io/v1` are stored separately, no conversion between them); the reviews and
+//!   `bindings` are answered, never stored; plus every served version of every CRD (versions
 //!   share storage; reading another version only rewrites `apiVersion`, as the `None`
 //!   conversion strategy does).
+//! - Subresources: `status` (split from the rest as upstream), `scale` (built-in workloads and
+//!   CRDs), `serviceaccounts/token`, `pods/eviction`, `pods/binding`,
+//!   `pods/ephemeralcontainers`, `pods/resize`, `namespaces/finalize`,
+//!   `certificatesigningrequests/approval`
+//!   ([`Engine::get_subresource`], [`Engine::write_subresource`],
+//!   [`Engine::post_subresource`]).
+//! - What kube-apiserver creates at start (`bootstrap`: the `kubernetes` Service and its
+//!   endpoints, PriorityClasses, bootstrap RBAC, local APIServices), each set written the
+//!   first time [`Engine::resolve`] hands out its type, so it costs nothing in a cluster that
+//!   never addresses it; a watch from an older resourceVersion then sees them as `ADDED`.
+//! - Defaults of Pods, Services (cluster IPs from `10.96.0.0/12`) and Jobs (`defaults`), and
+//!   names validated per kind.
 //! - Server-set metadata (`uid`, `creationTimestamp`, one global `resourceVersion` counter,
 //!   `generation` for Deployment, ReplicaSet, CRDs and custom objects only), `generateName`,
 //!   name validation, optimistic concurrency, no-op writes that do not move the
-//!   resourceVersion, the `status` subresource, Secret `stringData`.
+//!   resourceVersion, Secret `stringData`.
 //! - Merge, JSON and strategic merge patches (merge keys by field name for the built-ins;
 //!   `finalizers` merges as a set, as `ObjectMeta` declares it).
 //! - Server-side apply with field ownership as kube-apiserver tracks it (`managedFields` in
@@ -51,13 +64,15 @@
 //! - Admission (mutating/validating webhooks, policies), authentication and RBAC, quota,
 //!   OpenAPI schema validation and defaulting of custom resources, CRD conversion webhooks,
 //!   protobuf and table output, `dryRun` beyond "do not store".
-//! - Controllers: nothing reconciles Deployments/ReplicaSets; namespace termination and garbage
+//! - Controllers: nothing reconciles Deployments/ReplicaSets/StatefulSets/Jobs, no Pod runs
+//!   (an unscheduled or bound Pod is deleted at once, without graceful termination), no
+//!   PodDisruptionBudget gets a status unless written; namespace termination and garbage
 //!   collection run synchronously inside the delete call. Foreground deletion behaves like
 //!   Background (no `foregroundDeletion` finalizer; the owner goes, then its dependents);
 //!   Orphan on an object with finalizers orphans its dependents at once. Objects created with owner references to absent owners are not
 //!   collected. Removing a CRD removes its objects without waiting for their finalizers.
-//! - Defaulting of built-in types (a Deployment's `strategy`, a container's
-//!   `imagePullPolicy`, ...): the emulator stores what was sent, so the `Update` entry of a
+//! - Defaulting of built-in types other than Pods, Services and Jobs (a Deployment's
+//!   `strategy`, its template's containers, ...): the emulator stores what was sent, so the `Update` entry of a
 //!   create on kube-apiserver also owns the defaulted fields and the emulator's does not.
 //!   Ownership uses the schema of the request's version for every entry (CRD versions are not
 //!   converted); built-in types other than ConfigMap, Secret, Deployment, ReplicaSet,
@@ -107,6 +122,11 @@ pub struct ResourceType {
     pub categories: Vec<String>,
     /// Whether the `/status` subresource is served.
     pub status_subresource: bool,
+    /// Every served subresource, `status` included (e.g. `scale`, `token`, `eviction`).
+    pub subresources: &'static [&'static str],
+    /// The verbs of the resource itself (discovery): all eight, or only `create` for the
+    /// kinds that are posted and answered (reviews, bindings).
+    pub verbs: &'static [&'static str],
     /// Whether this type comes from a CustomResourceDefinition.
     pub custom: bool,
 }
@@ -282,8 +302,11 @@ pub struct Engine {
     inner: Arc<state::State>,
 }
 
+mod answered;
 mod apply;
+mod bootstrap;
 mod crd;
+mod defaults;
 mod delete;
 mod fields;
 mod gc;
@@ -295,7 +318,10 @@ mod registry;
 pub(crate) mod selector;
 mod special;
 mod state;
+mod subresource;
+pub use subresource::SubresourceWrite;
 mod update;
+mod validate;
 mod watch;
 mod write;
 
@@ -365,11 +391,10 @@ impl Engine {
     /// assert_eq!(rt.kind, "Secret");
     /// ```
     pub fn resolve(&self, group: &str, version: &str, plural: &str) -> Option<ResourceType> {
-        self.inner
-            .read()
-            .registry
-            .resolve(group, version, plural)
-            .map(|t| t.rt.clone())
+        let info = self.inner.read().registry.resolve(group, version, plural)?;
+        // The objects kube-apiserver creates at start, written when first addressed.
+        self.seed(&info);
+        Some(info.rt.clone())
     }
 
     /// Forgets all history up to now: watching or listing from an older resourceVersion gives

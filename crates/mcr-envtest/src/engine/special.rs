@@ -15,13 +15,15 @@ pub(crate) const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
 /// defaulted, a Namespace's name label set.
 pub(crate) fn defaults(info: &TypeInfo, obj: &mut Value) -> Result<(), ApiError> {
     omit_empty(info, obj);
+    super::defaults::apply(info, obj)?;
+    super::validate::check(info, obj)?;
     match info.special {
         Special::Secret => normalize_secret(obj),
         Special::Namespace => {
             name_label(obj);
             Ok(())
         }
-        Special::None | Special::Crd => Ok(()),
+        _ => Ok(()),
     }
 }
 

@@ -238,6 +238,8 @@ pub(crate) struct State {
     pub notify: tokio::sync::watch::Sender<u64>,
     /// Bumped by `Engine::shutdown`: every open watch ends.
     pub shutdown: tokio::sync::watch::Sender<u64>,
+    /// Which bootstrap sets have been written (see `bootstrap`); set under the write lock.
+    pub seeded: std::sync::atomic::AtomicU32,
 }
 
 impl State {
@@ -250,6 +252,7 @@ impl State {
             }),
             notify: tokio::sync::watch::Sender::new(0),
             shutdown: tokio::sync::watch::Sender::new(0),
+            seeded: std::sync::atomic::AtomicU32::new(0),
         }
     }
 

@@ -38,12 +38,12 @@ pub(crate) fn finish_update(
     let rt = &info.rt;
 
     let sent_managed = candidate.pointer("/metadata/managedFields").cloned();
-    let mut new = if subresource == Some("status") {
-        with_status_of(existing, &candidate)
-    } else if rt.status_subresource {
-        with_status_of(&candidate, existing)
-    } else {
-        candidate
+    let mut new = match subresource {
+        Some("status") => with_status_of(existing, &candidate),
+        // `scale`, `binding`, `approval`, ...: the caller changed only what they write.
+        Some(_) => candidate,
+        None if rt.status_subresource => with_status_of(&candidate, existing),
+        None => candidate,
     };
     let old_meta = existing
         .get("metadata")

@@ -4,7 +4,7 @@ use serde_json::{Value, json};
 
 use super::managed::Operation;
 use super::meta::{
-    is_deleting, meta_mut, meta_str, name_of, new_uid, now, random_suffix, rv_of, uid_of,
+    NameRule, is_deleting, meta_mut, meta_str, name_of, new_uid, now, random_suffix, rv_of, uid_of,
     validate_name,
 };
 use super::registry::{Special, TypeInfo, present, scope};
@@ -221,6 +221,9 @@ pub(crate) fn create_locked(
     operation: Operation,
 ) -> Result<Value, ApiError> {
     let rt = &info.rt;
+    if info.special == Special::Answered {
+        return super::answered::answer(store, info, ns, body, opts);
+    }
     let mut obj = check_body(info, ns, body)?;
     let sent_managed = obj.pointer("/metadata/managedFields").cloned();
     if !ns.is_empty() {
@@ -256,7 +259,7 @@ pub(crate) fn create_locked(
             }
         }
     }
-    validate_name(&rt.kind, &name, info.special == Special::Namespace)?;
+    validate_name(&rt.kind, &name, NameRule::of(&rt.kind, rt.custom))?;
     let key: ObjKey = (ns.to_string(), name.clone());
     if let Some(existing) = store.get(&info.res, &key) {
         let mut err = ApiError::already_exists(&rt.group, &rt.plural, &name);
@@ -282,7 +285,9 @@ pub(crate) fn create_locked(
     if info.generation {
         meta.insert("generation".into(), json!(1));
     }
+    // A Node is registered with its status; every other kind starts without one.
     if rt.status_subresource
+        && (rt.custom || rt.kind != "Node")
         && let Some(map) = obj.as_object_mut()
     {
         map.remove("status");
@@ -302,6 +307,7 @@ pub(crate) fn create_locked(
         );
     }
     special::normalize(info, &mut obj, None);
+    super::defaults::on_create(store, info, &mut obj);
     if info.special == Special::Crd {
         crd::on_create(&mut obj)?;
     }

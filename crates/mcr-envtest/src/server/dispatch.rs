@@ -9,7 +9,7 @@ use super::metadata::Output;
 use super::query::Query;
 use super::response::{self, Body};
 use super::route::ResourcePath;
-use crate::engine::{ApiError, PatchType, WriteOptions};
+use crate::engine::{ApiError, PatchType, SubresourceWrite, WriteOptions};
 
 /// The verb of a resource request, as counted and as Kubernetes names it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -46,7 +46,7 @@ impl Verb {
             Method::GET if watch && !sub => Verb::Watch,
             Method::GET if named => Verb::Get,
             Method::GET => Verb::List,
-            Method::POST if !named => Verb::Create,
+            Method::POST if !named || sub => Verb::Create,
             Method::PUT if named => Verb::Update,
             Method::PATCH if named => Verb::Patch,
             Method::DELETE if named && !sub => Verb::Delete,
@@ -113,16 +113,57 @@ fn serve(
     };
     let sub_ok = match path.subresource.as_deref() {
         None => true,
-        Some("status") => rt.status_subresource,
-        Some(_) => false,
+        Some(sub) => rt.subresources.contains(&sub),
     };
     if !scope_ok || !sub_ok {
         return Err(ApiError::path_not_found());
+    }
+    let allowed = match path.subresource.as_deref() {
+        None => rt.verbs,
+        Some(sub) => crate::discovery::subresource_verbs(sub),
+    };
+    if !allowed.contains(&verb.as_str()) {
+        return Err(ApiError::method_not_allowed(format!(
+            "the server does not allow this method on the requested resource ({})",
+            req.method()
+        )));
     }
     let ns = path.namespace.as_deref();
     let name = path.name.as_deref().unwrap_or_default();
     let sub = path.subresource.as_deref();
     let body = req.body();
+    // The subresources other than `status` read and write their own shapes.
+    if let Some(sub) = sub.filter(|s| *s != "status") {
+        let (code, value) = match verb {
+            Verb::Get => (200, engine.get_subresource(&rt, ns, name, sub)?),
+            Verb::Create => {
+                let object = parse_object(req.headers(), body)?;
+                let opts = write_options(&query, req.headers(), false)?;
+                let answer = engine.post_subresource(&rt, ns, name, sub, object, &opts)?;
+                (201, answer)
+            }
+            Verb::Update => {
+                let object = parse_object(req.headers(), body)?;
+                let opts = write_options(&query, req.headers(), false)?;
+                let write = SubresourceWrite::Replace(&object);
+                (
+                    200,
+                    engine.write_subresource(&rt, ns, name, sub, write, &opts)?,
+                )
+            }
+            Verb::Patch => {
+                let patch_type = patch_type(req.headers())?;
+                let opts = write_options(&query, req.headers(), patch_type == PatchType::Apply)?;
+                let write = SubresourceWrite::Patch(patch_type, body);
+                (
+                    200,
+                    engine.write_subresource(&rt, ns, name, sub, write, &opts)?,
+                )
+            }
+            _ => return Err(ApiError::path_not_found()),
+        };
+        return Ok(response::json(code, &output.encode(value)?));
+    }
     let value = match verb {
         Verb::Get => engine.get(&rt, ns, name)?,
         Verb::List => engine.list(&rt, ns, &query.list_params()?)?,

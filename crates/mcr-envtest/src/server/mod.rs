@@ -54,7 +54,7 @@ pub(crate) async fn handle(shared: &Shared, req: Request<Bytes>) -> Response<Bod
         }
         let response = match route::parse_path(req.uri().path()) {
             None => response::error(&ApiError::path_not_found()),
-            Some(Route::Discovery(path)) => discovery_request(shared, req.method(), &path),
+            Some(Route::Discovery(path)) => discovery_request(shared, &req, &path),
             Some(Route::Resource(path)) => match shared.subresources.serve(&path, &req) {
                 Some(answer) => {
                     shared.counters.record(
@@ -78,7 +78,12 @@ pub(crate) async fn handle(shared: &Shared, req: Request<Bytes>) -> Response<Bod
     .await
 }
 
-fn discovery_request(shared: &Shared, method: &Method, path: &DiscoveryPath) -> Response<Body> {
+fn discovery_request(
+    shared: &Shared,
+    req: &Request<Bytes>,
+    path: &DiscoveryPath,
+) -> Response<Body> {
+    let method = req.method();
     if path == &DiscoveryPath::Health {
         return response::text("ok");
     }
@@ -92,6 +97,27 @@ fn discovery_request(shared: &Shared, method: &Method, path: &DiscoveryPath) -> 
         return response::error(&response::injected(code));
     }
     let types = || shared.engine.resource_types();
+    let accept = req
+        .headers()
+        .get(http::header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
+    let core = match path {
+        DiscoveryPath::LegacyRoot => Some(true),
+        DiscoveryPath::Groups => Some(false),
+        _ => None,
+    };
+    if let Some(core) = core
+        && discovery::wants_aggregated(accept)
+    {
+        let doc = discovery::aggregated(&types(), core);
+        let mut response = response::json(200, &doc);
+        response.headers_mut().insert(
+            http::header::CONTENT_TYPE,
+            http::HeaderValue::from_static(discovery::AGGREGATED_MEDIA_TYPE),
+        );
+        return response;
+    }
     let doc = match path {
         DiscoveryPath::Version => Some(discovery::version()),
         DiscoveryPath::LegacyRoot => Some(discovery::legacy_root()),

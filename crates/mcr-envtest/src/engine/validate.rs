@@ -1,0 +1,119 @@
+//! Validation kube-apiserver applies to every object or to common kinds, answered with 422:
+//! label keys and values, annotation keys, and ConfigMap and Secret data keys.
+
+use serde_json::{Map, Value};
+
+use super::ApiError;
+use super::meta::{is_dns_subdomain, name_of};
+use super::registry::TypeInfo;
+
+const QUALIFIED_NAME_MSG: &str = "a qualified name is an optional DNS subdomain prefix and '/', then 1 to 63 alphanumeric characters, '-', '_' or '.', starting and ending with an alphanumeric character";
+const LABEL_VALUE_MSG: &str = "a label value is empty or at most 63 alphanumeric characters, '-', '_' or '.', starting and ending with an alphanumeric character";
+const DATA_KEY_MSG: &str =
+    "a data key is 1 to 253 alphanumeric characters, '-', '_' or '.', and not '.' or '..'";
+
+/// The shape of a label value (also the name part of a qualified name).
+fn is_label_value(s: &str) -> bool {
+    let b = s.as_bytes();
+    let inner = |c: &u8| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.');
+    s.is_empty()
+        || (b.len() <= 63
+            && b.iter().all(inner)
+            && b[0].is_ascii_alphanumeric()
+            && b[b.len() - 1].is_ascii_alphanumeric())
+}
+
+/// A label or annotation key: `[prefix/]name`.
+fn is_qualified_name(s: &str) -> bool {
+    let (prefix, name) = match s.rsplit_once('/') {
+        Some((prefix, name)) => (Some(prefix), name),
+        None => (None, s),
+    };
+    !name.is_empty() && is_label_value(name) && prefix.is_none_or(is_dns_subdomain)
+}
+
+/// A ConfigMap or Secret data key.
+fn is_data_key(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 253
+        && s != "."
+        && s != ".."
+        && s.bytes()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
+}
+
+/// Checks an object before it is stored; the 422 lists every invalid field.
+pub(crate) fn check(info: &TypeInfo, obj: &Value) -> Result<(), ApiError> {
+    let mut causes: Vec<String> = Vec::new();
+    let meta = &obj["metadata"];
+    for (k, v) in meta["labels"].as_object().into_iter().flatten() {
+        if !is_qualified_name(k) {
+            causes.push(format!(
+                "metadata.labels: Invalid value: {k:?}: {QUALIFIED_NAME_MSG}"
+            ));
+        }
+        match v.as_str() {
+            Some(s) if is_label_value(s) => {}
+            _ => causes.push(format!(
+                "metadata.labels: Invalid value: {v}: {LABEL_VALUE_MSG}"
+            )),
+        }
+    }
+    for k in meta["annotations"]
+        .as_object()
+        .into_iter()
+        .flat_map(Map::keys)
+    {
+        if !is_qualified_name(&k.to_ascii_lowercase()) {
+            causes.push(format!(
+                "metadata.annotations: Invalid value: {k:?}: {QUALIFIED_NAME_MSG}"
+            ));
+        }
+    }
+    if !info.rt.custom && matches!(info.rt.kind.as_str(), "ConfigMap" | "Secret") {
+        let mut seen: Vec<&str> = Vec::new();
+        for field in ["data", "binaryData"] {
+            for k in obj[field].as_object().into_iter().flat_map(Map::keys) {
+                if !is_data_key(k) {
+                    causes.push(format!(
+                        "{field}[{k}]: Invalid value: {k:?}: {DATA_KEY_MSG}"
+                    ));
+                } else if seen.contains(&k.as_str()) {
+                    causes.push(format!(
+                        "data[{k}]: Invalid value: {k:?}: duplicate of key {k:?} in binaryData"
+                    ));
+                }
+                seen.push(k);
+            }
+        }
+    }
+    if causes.is_empty() {
+        return Ok(());
+    }
+    let list = if causes.len() == 1 {
+        causes.remove(0)
+    } else {
+        format!("[{}]", causes.join(", "))
+    };
+    Err(ApiError::invalid(&info.rt.kind, name_of(obj), list))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shapes() {
+        assert!(is_qualified_name("app"));
+        assert!(is_qualified_name("example.com/app_1.x"));
+        assert!(!is_qualified_name("-app"));
+        assert!(!is_qualified_name("Example_.com/app"));
+        assert!(!is_qualified_name("a/"));
+        assert!(is_label_value(""));
+        assert!(!is_label_value("bad value!"));
+        assert!(!is_label_value(&"x".repeat(64)));
+        assert!(is_data_key("config.yaml"));
+        assert!(!is_data_key("a/b"));
+        assert!(!is_data_key(".."));
+    }
+}
