@@ -71,10 +71,13 @@ impl Guard {
 }
 
 /// B4's memory guard, checked whenever B4 runs at 1,000 clusters (always with `--quick`, so in
-/// CI). The one place the recorded figure lives.
+/// CI). The one place the recorded figure lives: the lowest of five runs on 2026-11-27 (95.2-99.0
+/// KiB, load average 6.9-10.4; load only adds to the peak, by putting more lists in flight at
+/// once), after informers stopped caching `managedFields`. The tree before that fix measured
+/// 110.4-112.0 KiB, which trips it.
 pub const GUARD: Guard = Guard {
     clusters: 1000,
-    recorded_kib: 88.7,
+    recorded_kib: 95.2,
     tolerance: 0.15,
 };
 
@@ -328,7 +331,10 @@ mod tests {
         assert_eq!(guard.check(80.0), None);
         assert_eq!(guard.check(91.9), None);
         let msg = guard.check(100.0).expect("25% over trips the guard");
-        assert!(msg.contains("100.0 KiB, 25% over the recorded 80.0 KiB"), "{msg}");
+        assert!(
+            msg.contains("100.0 KiB, 25% over the recorded 80.0 KiB"),
+            "{msg}"
+        );
         assert!(msg.contains("limit 92.0 KiB"), "{msg}");
     }
 
