@@ -115,7 +115,10 @@ fn main() -> ExitCode {
             },
             only,
         )
-        .and_then(|out| write_charts(&out, chaos_report.as_deref(), &charts_dir(&out))),
+        .and_then(|(out, regressions)| {
+            write_charts(&out, chaos_report.as_deref(), &charts_dir(&out))?;
+            guarded(&regressions)
+        }),
         Cmd::Charts {
             report,
             chaos_report,
@@ -203,8 +206,26 @@ fn write_charts(
     Ok(())
 }
 
-/// Runs the suite, writes the JSON report to `out` and returns its path.
-fn all(quick: bool, out: PathBuf, bins: go_peer::Bins, only: Vec<String>) -> Result<PathBuf> {
+/// An error naming every tripped regression guard (the suite then exits with a failure).
+fn guarded(regressions: &[String]) -> Result<()> {
+    if regressions.is_empty() {
+        return Ok(());
+    }
+    bail!(
+        "{} regression guard(s) tripped:\n  {}",
+        regressions.len(),
+        regressions.join("\n  ")
+    )
+}
+
+/// Runs the suite, writes the JSON report to `out` and returns its path with the regression
+/// guards that tripped.
+fn all(
+    quick: bool,
+    out: PathBuf,
+    bins: go_peer::Bins,
+    only: Vec<String>,
+) -> Result<(PathBuf, Vec<String>)> {
     let named = |id: &str| only.iter().any(|o| o.eq_ignore_ascii_case(id));
     // B8 and B12 need the Go peer built (minutes from a cold Go cache) and B9 valgrind: none
     // is part of the quick smoke unless named.
@@ -281,5 +302,5 @@ fn all(quick: bool, out: PathBuf, bins: go_peer::Bins, only: Vec<String>) -> Res
     println!("{}", report.table());
     report.write_json(&out)?;
     println!("JSON report: {}", out.display());
-    Ok(out)
+    Ok((out, report.regressions()))
 }

@@ -34,6 +34,11 @@ pub struct Scenario {
     pub goal_met: Option<bool>,
     /// Failure message, if the scenario failed.
     pub error: Option<String>,
+    /// Regression guards that tripped: a figure worse than its recorded value by more than
+    /// the guard's tolerance (see [`crate::scenarios::https::GUARD`]). Any entry makes
+    /// `mcr-bench all` exit with a failure once the report is written.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub regressions: Vec<String>,
     /// Raw per-run results from the child processes.
     pub runs: Vec<Value>,
 }
@@ -48,6 +53,7 @@ impl Scenario {
             goal: goal.into(),
             goal_met: None,
             error: None,
+            regressions: Vec::new(),
             runs: Vec::new(),
         }
     }
@@ -70,6 +76,7 @@ impl Scenario {
             self.metric(&format!("{label}{}", m.name), m.value, &m.unit);
         }
         self.runs.extend(other.runs);
+        self.regressions.extend(other.regressions);
         if let Some(err) = other.error {
             let err = format!("{label}{err}");
             self.error = Some(match self.error.take() {
@@ -149,8 +156,23 @@ impl Report {
             if let Some(err) = &s.error {
                 let _ = writeln!(out, "| {} | error: {} | | {} | FAILED |", s.id, err, s.goal);
             }
+            for regression in &s.regressions {
+                let _ = writeln!(
+                    out,
+                    "| {} | REGRESSION: {} | | | FAILED |",
+                    s.id, regression
+                );
+            }
         }
         out
+    }
+
+    /// Every tripped regression guard, prefixed by its scenario's id.
+    pub fn regressions(&self) -> Vec<String> {
+        self.scenarios
+            .iter()
+            .flat_map(|s| s.regressions.iter().map(move |r| format!("{}: {r}", s.id)))
+            .collect()
     }
 
     /// Writes the JSON report, creating the directory.

@@ -33,8 +33,56 @@ const OBJECTS: usize = 10;
 /// How long the manager is watched idle after everything is reconciled.
 const IDLE: Duration = Duration::from_secs(5);
 
-/// The fleet sizes: `MCR_BENCH_B4_SIZES` (e.g. `1000,5000`) when set, else 100 (`--quick`) or
-/// 100 / 1,000 / 5,000 / 10,000.
+/// The regression guard on B4's memory: the recorded peak RSS per engaged cluster at
+/// [`Guard::clusters`], and how far above it a run may land.
+#[derive(Clone, Copy, Debug)]
+pub struct Guard {
+    /// The fleet size the figure is recorded at.
+    pub clusters: usize,
+    /// Peak RSS (`VmHWM`) per engaged cluster at that size, KiB: the figure of record
+    /// (bench/README.md, "B4 guard", says when and how it was measured).
+    pub recorded_kib: f64,
+    /// The largest accepted excess over `recorded_kib`, as a fraction (0.15: 15%).
+    pub tolerance: f64,
+}
+
+impl Guard {
+    /// The highest per-cluster figure that passes.
+    pub fn limit_kib(&self) -> f64 {
+        self.recorded_kib * (1.0 + self.tolerance)
+    }
+
+    /// `None` when `kib_per_cluster` passes, else why it does not.
+    pub fn check(&self, kib_per_cluster: f64) -> Option<String> {
+        (kib_per_cluster > self.limit_kib()).then(|| {
+            format!(
+                "peak RSS per cluster at {} clusters is {kib_per_cluster:.1} KiB, {:.0}% over the \
+                 recorded {:.1} KiB (limit {:.1} KiB, +{:.0}%); find what grew (bench/README.md, \
+                 \"B4 guard\") or, if the growth is intended, record the new figure in \
+                 bench/src/scenarios/https.rs GUARD",
+                self.clusters,
+                (kib_per_cluster / self.recorded_kib - 1.0) * 100.0,
+                self.recorded_kib,
+                self.limit_kib(),
+                self.tolerance * 100.0,
+            )
+        })
+    }
+}
+
+/// B4's memory guard, checked whenever B4 runs at 1,000 clusters (always with `--quick`, so in
+/// CI). The one place the recorded figure lives: the lowest of five runs on 2026-11-27 (95.2-99.0
+/// KiB, load average 6.9-10.4; load only adds to the peak, by putting more lists in flight at
+/// once), after informers stopped caching `managedFields`. The tree before that fix measured
+/// 110.4-112.0 KiB, which trips it.
+pub const GUARD: Guard = Guard {
+    clusters: 1000,
+    recorded_kib: 95.2,
+    tolerance: 0.15,
+};
+
+/// The fleet sizes: `MCR_BENCH_B4_SIZES` (e.g. `1000,5000`) when set, else 100 and 1,000
+/// (`--quick`: the guarded size) or 100 / 1,000 / 5,000 / 10,000.
 fn sizes(quick: bool) -> Vec<usize> {
     if let Ok(list) = std::env::var("MCR_BENCH_B4_SIZES") {
         let sizes: Vec<usize> = list
@@ -46,7 +94,7 @@ fn sizes(quick: bool) -> Vec<usize> {
         }
     }
     if quick {
-        vec![100]
+        vec![100, GUARD.clusters]
     } else {
         vec![100, 1000, 5000, 10_000]
     }
@@ -223,6 +271,14 @@ pub fn run(quick: bool, envtest_bin: &Path, work: &Path) -> Scenario {
                 if n == 1000 {
                     met &= get("seconds").is_some_and(|t| t <= 10.0);
                 }
+                if n == GUARD.clusters {
+                    match get("hwm_kib_per_cluster") {
+                        Some(kib) => s.regressions.extend(GUARD.check(kib)),
+                        None => s.regressions.push(format!(
+                            "no peak RSS per cluster measured at {n} clusters: the memory guard could not run"
+                        )),
+                    }
+                }
                 if Some(&n) == sizes.last() {
                     met &= get("hwm_kib_per_cluster").is_some_and(|r| r <= 64.0);
                 }
@@ -230,6 +286,14 @@ pub fn run(quick: bool, envtest_bin: &Path, work: &Path) -> Scenario {
             }
             Err(err) => {
                 s.error = Some(format!("{n} clusters: {err:#}"));
+                if sizes.contains(&GUARD.clusters)
+                    && !s.runs.iter().any(|r| r["clusters"] == GUARD.clusters)
+                {
+                    s.regressions.push(format!(
+                        "B4 failed before measuring {} clusters: the memory guard could not run",
+                        GUARD.clusters
+                    ));
+                }
                 met = false;
                 break;
             }
@@ -251,4 +315,34 @@ pub fn run(quick: bool, envtest_bin: &Path, work: &Path) -> Scenario {
     }
     s.goal_met = Some(met);
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_guard_passes_up_to_its_tolerance_and_names_the_excess_beyond_it() {
+        let guard = Guard {
+            clusters: 1000,
+            recorded_kib: 80.0,
+            tolerance: 0.15,
+        };
+        assert_eq!(guard.check(80.0), None);
+        assert_eq!(guard.check(91.9), None);
+        let msg = guard.check(100.0).expect("25% over trips the guard");
+        assert!(
+            msg.contains("100.0 KiB, 25% over the recorded 80.0 KiB"),
+            "{msg}"
+        );
+        assert!(msg.contains("limit 92.0 KiB"), "{msg}");
+    }
+
+    #[test]
+    fn quick_runs_measure_the_guarded_size() {
+        if std::env::var_os("MCR_BENCH_B4_SIZES").is_none() {
+            assert!(sizes(true).contains(&GUARD.clusters));
+            assert!(sizes(false).contains(&GUARD.clusters));
+        }
+    }
 }

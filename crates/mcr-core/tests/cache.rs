@@ -415,3 +415,66 @@ async fn initial_lists_and_unchanged_relists_are_listed_changes_are_applied() {
     );
     token.cancel();
 }
+
+/// API servers record field owners in every object (`metadata.managedFields`); informers drop
+/// them unless asked to keep them: in B4 they made the cache 2.4 times larger.
+#[tokio::test]
+async fn cached_objects_drop_managed_fields_unless_kept() {
+    let tc = TestCluster::start("owners").await.unwrap();
+    create(&tc.client(), "a", "x").await;
+    let api: kube::Api<ConfigMap> = kube::Api::namespaced(tc.client(), "default");
+    let written = api.get("a").await.unwrap();
+    assert!(
+        written
+            .metadata
+            .managed_fields
+            .is_some_and(|m| !m.is_empty()),
+        "the server records the writer as a field owner"
+    );
+    let token = CancellationToken::new();
+    let cluster = Cluster::new("owners", tc.client());
+    cluster.cache().start(token.clone());
+    let dropped = cluster.cache().informer::<ConfigMap>();
+    let kept = cluster.cache().informer_with::<ConfigMap>(
+        (),
+        InformerOptions {
+            keep_managed_fields: true,
+            ..Default::default()
+        },
+    );
+    dropped.wait_for_sync(DEADLINE).await.unwrap();
+    kept.wait_for_sync(DEADLINE).await.unwrap();
+    assert_eq!(cluster.cache().informer_count(), 2, "two watches");
+    let owners = |i: &mcr_core::Informer<ConfigMap>| {
+        i.get(Some("default"), "a")
+            .map(|o| o.metadata.managed_fields.clone())
+    };
+    assert_eq!(owners(&dropped), Some(None), "listed: dropped");
+    assert!(owners(&kept).is_some_and(|m| m.is_some()), "listed: kept");
+
+    let mut events = dropped.subscribe();
+    relabel(&tc.client(), "a", "y").await;
+    eventually("the update arrives", DEADLINE, || {
+        dropped
+            .get(Some("default"), "a")
+            .is_some_and(|a| app_of(&a) == ["y"])
+    })
+    .await;
+    assert_eq!(owners(&dropped), Some(None), "watched: dropped");
+    eventually("the kept informer sees the update", DEADLINE, || {
+        kept.get(Some("default"), "a")
+            .is_some_and(|a| app_of(&a) == ["y"] && a.metadata.managed_fields.is_some())
+    })
+    .await;
+    while let Some(event) = events.next().await {
+        assert_eq!(
+            event.object().metadata.managed_fields,
+            None,
+            "subscribers too"
+        );
+        if app_of(event.object()) == ["y"] {
+            break;
+        }
+    }
+    token.cancel();
+}

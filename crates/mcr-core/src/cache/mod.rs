@@ -359,7 +359,14 @@ impl Cache {
         }
         let resource = key.tag.resource();
         let (dyntype, stream, reopen) = make(self.inner.client.clone(), &key);
-        let shared = Shared::new(self.cluster().clone(), resource, dyntype, stream);
+        let keep_managed_fields = key.opts.keep_managed_fields;
+        let shared = Shared::new(
+            self.cluster().clone(),
+            resource,
+            dyntype,
+            stream,
+            keep_managed_fields,
+        );
         if let Some(token) = &state.token {
             shared.clone().start(token.clone());
         }

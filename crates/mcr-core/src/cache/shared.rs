@@ -47,6 +47,17 @@ where
     stream: EventStream<K>,
 }
 
+/// Drops `metadata.managedFields` from the object an event carries (see
+/// [`InformerOptions::keep_managed_fields`](super::InformerOptions::keep_managed_fields)).
+fn strip_managed_fields<K: Resource>(event: &mut watcher::Event<K>) {
+    if let watcher::Event::Apply(obj)
+    | watcher::Event::InitApply(obj)
+    | watcher::Event::Delete(obj) = event
+    {
+        obj.meta_mut().managed_fields = None;
+    }
+}
+
 /// State shared by every handle on one informer and its watch task.
 pub(crate) struct Shared<K: Lookup + Clone + 'static>
 where
@@ -60,6 +71,8 @@ where
     pub(super) subscribers: Mutex<Subscribers<K>>,
     pub(super) indexes: RwLock<IndexSet<K>>,
     pub(super) restarts: AtomicU64,
+    /// [`InformerOptions::keep_managed_fields`](super::InformerOptions::keep_managed_fields).
+    keep_managed_fields: bool,
     pending: Mutex<Option<PendingStart<K>>>,
 }
 
@@ -82,6 +95,7 @@ where
         resource: String,
         dyntype: K::DynamicType,
         stream: EventStream<K>,
+        keep_managed_fields: bool,
     ) -> Arc<Self> {
         let writer = Writer::new(dyntype.clone());
         Arc::new(Shared {
@@ -96,6 +110,7 @@ where
             }),
             indexes: RwLock::new(IndexSet::default()),
             restarts: AtomicU64::new(0),
+            keep_managed_fields,
             pending: Mutex::new(Some(PendingStart { writer, stream })),
         })
     }
@@ -146,7 +161,10 @@ where
         subs.senders.clear();
     }
 
-    fn handle(&self, writer: &mut Writer<K>, event: watcher::Event<K>) {
+    fn handle(&self, writer: &mut Writer<K>, mut event: watcher::Event<K>) {
+        if !self.keep_managed_fields {
+            strip_managed_fields(&mut event);
+        }
         match event {
             watcher::Event::Apply(obj) => {
                 let key = obj.to_object_ref(self.dyntype.clone());

@@ -150,6 +150,20 @@ impl<O: Resource> WatchOptions<O> {
         self
     }
 
+    /// Keep `metadata.managedFields` in the cached objects of this input (informers drop them
+    /// by default: see [`InformerOptions::keep_managed_fields`]). A separate watch from the
+    /// same input without it.
+    ///
+    /// ```
+    /// # use k8s_openapi::api::core::v1::ConfigMap;
+    /// let opts = mcr_manager::WatchOptions::<ConfigMap>::new().keep_managed_fields();
+    /// ```
+    #[must_use]
+    pub fn keep_managed_fields(mut self) -> Self {
+        self.informer.keep_managed_fields = true;
+        self
+    }
+
     /// Drop changes that leave the predicate's value unchanged (per cluster and object);
     /// any of `kube::runtime::predicates` works.
     ///
