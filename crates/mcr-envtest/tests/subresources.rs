@@ -357,7 +357,12 @@ async fn eviction_respects_the_disruption_budget() {
     let mut guarded = pod("guarded");
     guarded.metadata.labels = Some([("app".to_string(), "db".to_string())].into());
     pods.create(&PostParams::default(), &guarded).await.unwrap();
-    let running = json!({ "status": { "phase": "Running" } });
+    // Running and Ready: a healthy Pod, whose eviction kube-apiserver charges to the budget
+    // (an unready one it may evict without charging).
+    let running = json!({ "status": {
+        "phase": "Running",
+        "conditions": [{ "type": "Ready", "status": "True" }],
+    } });
     pods.patch_status("guarded", &PatchParams::default(), &Patch::Merge(&running))
         .await
         .unwrap();
