@@ -22,39 +22,21 @@
 //! 3. member `b` (the host itself, as a member) joins by a Secret made after that: engaged only
 //!    through a Secret watch, its ConfigMap stamped.
 
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Result, ensure};
-use example_support::rbac::{self, Controller, Outcome, labelled, stamped};
-use k8s_openapi::ByteString;
+use example_support::rbac::{self, Controller, Outcome, kubeconfig_secret, labelled, stamped};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
-use kube::api::{Api, DeleteParams, ObjectMeta, PostParams};
+use kube::api::{Api, DeleteParams, PostParams};
 use mcr_envtest::TestCluster;
 use serde_json::Value;
 
 const BIN: &str = env!("CARGO_BIN_EXE_example-kubeconfig");
 const NAMESPACE: &str = "mcr-system";
-const PROVIDER_LABEL: &str = "sigs.k8s.io/multicluster-runtime-kubeconfig";
 /// The rendered sets of roles: the host's overlay, and the members'.
 const HOST: usize = 0;
 const MEMBER: usize = 1;
-
-fn kubeconfig_secret(name: &str, kubeconfig: &str) -> Secret {
-    Secret {
-        metadata: ObjectMeta {
-            name: Some(name.into()),
-            labels: Some(BTreeMap::from([(PROVIDER_LABEL.into(), "true".into())])),
-            ..ObjectMeta::default()
-        },
-        data: Some(BTreeMap::from([(
-            "kubeconfig".into(),
-            ByteString(kubeconfig.as_bytes().to_vec()),
-        )])),
-        ..Secret::default()
-    }
-}
 
 /// The clusters and credentials every run shares.
 struct World {

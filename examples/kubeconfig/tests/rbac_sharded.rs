@@ -14,41 +14,23 @@
 //!    names `b`);
 //! 4. `a` stops cleanly: its Lease is deleted.
 
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Result, ensure};
-use example_support::rbac::{self, Controller, Outcome, labelled, stamped};
-use k8s_openapi::ByteString;
+use example_support::rbac::{self, Controller, Outcome, kubeconfig_secret, labelled, stamped};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
-use kube::api::{Api, DeleteParams, ObjectMeta, PostParams};
+use kube::api::{Api, DeleteParams, PostParams};
 use mcr_envtest::TestCluster;
 use serde_json::Value;
 
 const BIN: &str = env!("CARGO_BIN_EXE_example-kubeconfig");
 const NAMESPACE: &str = "mcr-system";
-const PROVIDER_LABEL: &str = "sigs.k8s.io/multicluster-runtime-kubeconfig";
 /// The Role proven here.
 const ROLE: &str = "mcr-sharding";
 const HOST: usize = 0;
 const MEMBER: usize = 1;
-
-fn kubeconfig_secret(name: &str, kubeconfig: &str) -> Secret {
-    Secret {
-        metadata: ObjectMeta {
-            name: Some(name.into()),
-            labels: Some(BTreeMap::from([(PROVIDER_LABEL.into(), "true".into())])),
-            ..ObjectMeta::default()
-        },
-        data: Some(BTreeMap::from([(
-            "kubeconfig".into(),
-            ByteString(kubeconfig.as_bytes().to_vec()),
-        )])),
-        ..Secret::default()
-    }
-}
 
 /// Polls `check` every 200 ms until it holds (`true`) or `deadline` passes (`false`).
 async fn within(deadline: Duration, mut check: impl AsyncFnMut() -> bool) -> bool {

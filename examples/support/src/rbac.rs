@@ -276,6 +276,26 @@ impl Controller {
     }
 }
 
+/// A kubeconfig Secret named `name` as the kubeconfig provider reads it by default: labelled
+/// `sigs.k8s.io/multicluster-runtime-kubeconfig=true`, the kubeconfig under `kubeconfig`.
+pub fn kubeconfig_secret(name: &str, kubeconfig: &str) -> k8s_openapi::api::core::v1::Secret {
+    k8s_openapi::api::core::v1::Secret {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            labels: Some(std::collections::BTreeMap::from([(
+                "sigs.k8s.io/multicluster-runtime-kubeconfig".into(),
+                "true".into(),
+            )])),
+            ..ObjectMeta::default()
+        },
+        data: Some(std::collections::BTreeMap::from([(
+            "kubeconfig".into(),
+            k8s_openapi::ByteString(kubeconfig.as_bytes().to_vec()),
+        )])),
+        ..Default::default()
+    }
+}
+
 /// A ConfigMap named `name` with the label the example controllers watch.
 pub fn labelled(name: &str) -> ConfigMap {
     ConfigMap {
