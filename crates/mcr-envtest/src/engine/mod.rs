@@ -320,6 +320,7 @@ mod special;
 mod state;
 mod subresource;
 pub use subresource::SubresourceWrite;
+pub(crate) use subresource::issued_token_is_valid;
 mod update;
 mod validate;
 mod watch;

@@ -662,8 +662,40 @@ pub(crate) fn bind(
     )
 }
 
-/// A `TokenRequest` answered with a JWT-shaped token (not signed by any key a real server
-/// would trust).
+/// The tokens this process's TokenRequests issued, by signature, with their expiry (unix
+/// seconds): the emulator's HTTPS servers authenticate them ([`issued_token_is_valid`]), as
+/// kube-apiserver authenticates the service-account tokens it signed. Process-wide: a token
+/// issued by one emulated cluster is accepted by the others of the process too.
+static ISSUED_TOKENS: std::sync::LazyLock<
+    parking_lot::Mutex<std::collections::HashMap<String, i64>>,
+> = std::sync::LazyLock::new(Default::default);
+
+/// Whether `token` (a bearer token as sent) was issued by a TokenRequest of this process and
+/// has not expired.
+pub(crate) fn issued_token_is_valid(token: &[u8]) -> bool {
+    let Ok(token) = std::str::from_utf8(token) else {
+        return false;
+    };
+    let Some((_, signature)) = token.rsplit_once('.') else {
+        return false;
+    };
+    let now = jiff::Timestamp::now().as_second();
+    ISSUED_TOKENS
+        .lock()
+        .get(signature)
+        .is_some_and(|expires| *expires > now)
+}
+
+/// Records a token's signature until its expiry, forgetting the expired ones.
+fn remember_issued(signature: &str, expires: i64) {
+    let now = jiff::Timestamp::now().as_second();
+    let mut issued = ISSUED_TOKENS.lock();
+    issued.retain(|_, e| *e > now);
+    issued.insert(signature.to_owned(), expires);
+}
+
+/// A `TokenRequest` answered with a JWT-shaped token, not signed by any key a real server
+/// would trust; the emulator's HTTPS servers accept it until it expires.
 fn token_request(sa: &Value, mut request: Value) -> Result<Value, ApiError> {
     let name = name_of(sa);
     let seconds = request["spec"]["expirationSeconds"]
@@ -704,6 +736,7 @@ fn token_request(sa: &Value, mut request: Value) -> Result<Value, ApiError> {
     let header = b64(br#"{"alg":"RS256","kid":"mcr-envtest"}"#);
     let payload = b64(claims.to_string().as_bytes());
     let signature = b64(uuid::Uuid::new_v4().as_bytes());
+    remember_issued(&signature, expires.as_second());
     let Some(map) = request.as_object_mut() else {
         return Err(ApiError::bad_request(
             "the request body must be a JSON object",
