@@ -705,13 +705,14 @@ async fn a_paused_replica_runs_no_reconcile_code_after_its_renew_deadline() {
     // not run on, not even for one poll: the new owner may be reconciling the same cluster.
     // The pause is both worker threads of r1's runtime blocked at once (nothing of r1 runs,
     // timers included, as under SIGSTOP).
-    logs();
-    let host = TestCluster::start("host").await.unwrap();
-    let fleet = Fleet::start(8).await.unwrap();
-    let all = members(&fleet).await;
-    let recorder = Recorder::default();
-    let a = start("r1", &host, &fleet, &recorder).await;
-    let b = start("r2", &host, &fleet, &recorder).await;
+    let Pair {
+        host: _host,
+        fleet: _fleet,
+        all,
+        recorder,
+        a,
+        b,
+    } = Pair::start(8).await;
     let pause = Duration::from_secs(4); // > lease duration (2 s) > renew deadline (1.5 s)
     let mut straddled = 0;
     // Three pauses: whether a reconcile runs on after one is a race (which task the runtime
@@ -773,6 +774,37 @@ async fn bad_settings_are_refused() {
     assert!(err.to_string().contains("lease_duration"), "{err}");
 }
 
+/// A host, a fleet of members with work to reconcile, and replicas r1 and r2 running (not yet
+/// known to have split the fleet).
+struct Pair {
+    host: TestCluster,
+    fleet: Fleet,
+    all: BTreeSet<String>,
+    recorder: Recorder,
+    a: Replica,
+    b: Replica,
+}
+
+impl Pair {
+    async fn start(members_n: usize) -> Pair {
+        logs();
+        let host = TestCluster::start("host").await.unwrap();
+        let fleet = Fleet::start(members_n).await.unwrap();
+        let all = members(&fleet).await;
+        let recorder = Recorder::default();
+        let a = start("r1", &host, &fleet, &recorder).await;
+        let b = start("r2", &host, &fleet, &recorder).await;
+        Pair {
+            host,
+            fleet,
+            all,
+            recorder,
+            a,
+            b,
+        }
+    }
+}
+
 /// Which replica engaged each cluster, and which instance (a cluster released and engaged
 /// again is a new instance).
 fn instances(replicas: &[&Replica]) -> BTreeMap<String, (String, mcr_core::ClusterId)> {
@@ -809,13 +841,14 @@ fn reengaged(
 async fn a_joining_replica_moves_only_its_share() {
     // A replica that starts lists its peers before it claims anything: the replicas already
     // there keep every cluster the newcomer does not take, engaged as it was (same instance).
-    logs();
-    let host = TestCluster::start("host").await.unwrap();
-    let fleet = Fleet::start(12).await.unwrap();
-    let all = members(&fleet).await;
-    let recorder = Recorder::default();
-    let a = start("r1", &host, &fleet, &recorder).await;
-    let b = start("r2", &host, &fleet, &recorder).await;
+    let Pair {
+        host,
+        fleet,
+        all,
+        recorder,
+        a,
+        b,
+    } = Pair::start(12).await;
     split(&a, &b, &all).await;
     let before = instances(&[&a, &b]);
 
@@ -858,13 +891,14 @@ async fn a_replica_that_cannot_list_its_peers_claims_nothing() {
     // r3's Role lacks list and watch on Leases: it never learns its peers, so it must never
     // claim (its claim would be "everything", and renewed forever: the fleet orphaned). r1 and
     // r2 keep their clusters engaged as they were, and r3 says why at WARN.
-    logs();
-    let host = TestCluster::start("host").await.unwrap();
-    let fleet = Fleet::start(8).await.unwrap();
-    let all = members(&fleet).await;
-    let recorder = Recorder::default();
-    let a = start("r1", &host, &fleet, &recorder).await;
-    let b = start("r2", &host, &fleet, &recorder).await;
+    let Pair {
+        host,
+        fleet,
+        all,
+        recorder,
+        a,
+        b,
+    } = Pair::start(8).await;
     split(&a, &b, &all).await;
     let before = instances(&[&a, &b]);
     let c = start_with("r3", &host, HostVia::NoLeaseList, &fleet, &recorder, None).await;
@@ -904,13 +938,14 @@ async fn a_lease_deleted_or_relabelled_by_hand_moves_nothing() {
     // A peer Lease is an ordinary host object: `kubectl delete lease`, a GitOps prune or a
     // removed label must not make another replica take a live peer's clusters. r2 writes its
     // Lease again at its next renewal; meanwhile r1 keeps to its own share.
-    logs();
-    let host = TestCluster::start("host").await.unwrap();
-    let fleet = Fleet::start(8).await.unwrap();
-    let all = members(&fleet).await;
-    let recorder = Recorder::default();
-    let a = start("r1", &host, &fleet, &recorder).await;
-    let b = start("r2", &host, &fleet, &recorder).await;
+    let Pair {
+        host,
+        fleet: _fleet,
+        all,
+        recorder,
+        a,
+        b,
+    } = Pair::start(8).await;
     split(&a, &b, &all).await;
     let before = instances(&[&a, &b]);
     let leases: kube::Api<k8s_openapi::api::coordination::v1::Lease> =
