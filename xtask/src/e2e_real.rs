@@ -14,6 +14,9 @@
 //! `e2e::PACKAGES`; on the emulator the same tests say they are skipped. example-sharded's
 //! `tests/processes.rs` runs three replica processes (`example-sharded replica`) on real
 //! control planes: their peer Leases on a real kube-apiserver, a kill -9 taken over, clean stops.
+//!
+//! The suites run the binaries of the workspace's test build (`tests`), not `cargo test -p`,
+//! which would build every dependency again with other features.
 
 use anyhow::{Context, Result};
 
@@ -29,7 +32,12 @@ pub fn run(conformance: bool) -> Result<()> {
         ("KUBEBUILDER_ASSETS", dir.as_str()),
     ];
     if conformance {
-        super::run("cargo", &["test", "-p", "mcr-envtest", "--tests"], &env)
+        let selection = super::tests::Selection {
+            packages: &["mcr-envtest"],
+            test: None,
+            args: &[],
+        };
+        super::tests::run(&selection, &env)
             .context("mcr-envtest's suites failed against real control planes")?;
         // The differential run: a fixed seed, so a divergence here is reproducible.
         super::fidelity::run(super::fidelity::Fidelity {
@@ -38,9 +46,15 @@ pub fn run(conformance: bool) -> Result<()> {
             steps: 80,
         })?;
     }
-    let mut args = vec!["test"];
-    for package in EXTRA_PACKAGES.iter().chain(super::e2e::PACKAGES) {
-        args.extend(["-p", package]);
-    }
-    super::run("cargo", &args, &env).context("the e2e suite failed against real control planes")
+    let packages: Vec<&str> = EXTRA_PACKAGES
+        .iter()
+        .chain(super::e2e::PACKAGES)
+        .copied()
+        .collect();
+    let selection = super::tests::Selection {
+        packages: &packages,
+        test: None,
+        args: &[],
+    };
+    super::tests::run(&selection, &env).context("the e2e suite failed against real control planes")
 }

@@ -44,20 +44,15 @@ pub fn run(opts: Fidelity) -> Result<()> {
         ("MCR_FIDELITY_SEQUENCES", sequences.as_str()),
         ("MCR_FIDELITY_STEPS", steps.as_str()),
     ];
-    super::run(
-        "cargo",
-        &[
-            "test",
-            "-p",
-            "mcr-envtest",
-            "--test",
-            "fidelity",
-            "--",
+    let selection = super::tests::Selection {
+        packages: &["mcr-envtest"],
+        test: Some("fidelity"),
+        args: &[
             "--ignored",
             "--nocapture",
             "differential_check_against_kube_apiserver",
         ],
-        &env,
-    )
-    .context("the emulator diverged from kube-apiserver (see the report above)")
+    };
+    super::tests::run(&selection, &env)
+        .context("the emulator diverged from kube-apiserver (see the report above)")
 }

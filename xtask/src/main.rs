@@ -21,6 +21,7 @@ mod chaos;
 mod e2e;
 mod e2e_real;
 mod fidelity;
+mod tests;
 
 use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};

@@ -263,10 +263,14 @@ fn aggregated_resource(rt: &ResourceType) -> Value {
         .subresources
         .iter()
         .map(|sub| {
+            // Like kube-apiserver, a built-in's subresource answering its parent's group and
+            // version leaves both empty (`{"group": "", "version": "", "kind": "Pod"}`); a
+            // custom resource's names them.
             let (group, version, kind) = subresource_kind(rt, sub);
             let (group, version) = match group {
-                Some(g) => (g, version),
-                None => (rt.group.as_str(), rt.version.as_str()),
+                Some(group) => (group, version),
+                None if rt.custom => (rt.group.as_str(), rt.version.as_str()),
+                None => ("", ""),
             };
             json!({
                 "subresource": sub,

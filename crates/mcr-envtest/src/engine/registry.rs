@@ -124,6 +124,8 @@ pub(crate) const ALL_VERBS: &[&str] = &[
     "update",
     "watch",
 ];
+/// Verbs of namespaces: kube-apiserver serves no `deletecollection` on them (405).
+const NAMESPACE_VERBS: &[&str] = &["create", "delete", "get", "list", "patch", "update", "watch"];
 /// Verbs of the kinds that are only posted and answered (reviews, bindings).
 const CREATE_ONLY: &[&str] = &["create"];
 
@@ -201,6 +203,12 @@ const fn answered(
     }
 }
 
+/// A row whose main resource serves other verbs than [`ALL_VERBS`].
+const fn with_verbs(mut row: Builtin, verbs: &'static [&'static str]) -> Builtin {
+    row.verbs = verbs;
+    row
+}
+
 /// A row with a special behaviour.
 const fn special(mut row: Builtin, special: Special) -> Builtin {
     row.special = special;
@@ -228,7 +236,10 @@ const BUILTINS: &[Builtin] = &[
     row("", "v1", "Event", "events", NS, &["ev"], &[], &[], NO_GEN),
     row("", "v1", "LimitRange", "limitranges", NS, &["limits"], &[], &[], NO_GEN),
     special(
-        row("", "v1", "Namespace", "namespaces", CLUSTER, &["ns"], &[], &["status", "finalize"], NO_GEN),
+        with_verbs(
+            row("", "v1", "Namespace", "namespaces", CLUSTER, &["ns"], &[], &["status", "finalize"], NO_GEN),
+            NAMESPACE_VERBS,
+        ),
         Special::Namespace,
     ),
     row("", "v1", "Node", "nodes", CLUSTER, &["no"], &[], STATUS, NO_GEN),
