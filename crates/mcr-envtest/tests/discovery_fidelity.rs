@@ -52,7 +52,11 @@ async fn install_gadgets(cluster: &TestCluster) {
     let client = cluster.client();
     eventually_async("gadgets in discovery", Duration::from_secs(60), || {
         let client = client.clone();
-        async move { rows(client).await.contains_key("example.com/v1 gadgets/scale") }
+        async move {
+            rows(client)
+                .await
+                .contains_key("example.com/v1 gadgets/scale")
+        }
     })
     .await;
 }

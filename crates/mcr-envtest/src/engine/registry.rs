@@ -125,7 +125,9 @@ pub(crate) const ALL_VERBS: &[&str] = &[
     "watch",
 ];
 /// Verbs of namespaces: kube-apiserver serves no `deletecollection` on them (405).
-const NAMESPACE_VERBS: &[&str] = &["create", "delete", "get", "list", "patch", "update", "watch"];
+const NAMESPACE_VERBS: &[&str] = &[
+    "create", "delete", "get", "list", "patch", "update", "watch",
+];
 /// Verbs of the kinds that are only posted and answered (reviews, bindings).
 const CREATE_ONLY: &[&str] = &["create"];
 
