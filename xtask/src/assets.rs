@@ -1,5 +1,6 @@
 //! `cargo xtask assets`: builds real control-plane binaries (`kube-apiserver`, `etcd`,
-//! `kubectl`) from Go modules into a cache outside the repository, and prints that directory.
+//! `kubectl`) and `helm` from Go modules into a cache outside the repository, and prints that
+//! directory.
 //!
 //! No release binaries can be downloaded here, only Go modules, so:
 //!
@@ -9,6 +10,10 @@
 //!   The list is generated from the go.mod the module proxy serves for that release
 //!   (`go mod download -json`), never kept by hand.
 //! - `etcd` comes from `xtask/assets/etcd` (a `main.go` calling `etcdmain.Main`).
+//! - `helm` is `go install helm.sh/helm/v3/cmd/helm@`[`HELM_VERSION`] (its own go.mod, no
+//!   wrapper), stamped like a release build; it has its own stamp file, so adding or bumping it
+//!   does not rebuild the control plane. The chart tests (`examples/kubeconfig/tests/helm.rs`)
+//!   use it.
 //!
 //! Builds run with `GOTOOLCHAIN=local` and `CGO_ENABLED=0`, with the version stamped into
 //! `/version`. Go's module and build caches stay where `go env` puts them (outside the
@@ -24,8 +29,11 @@ use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 
-/// The binaries every asset directory holds.
+/// The binaries every asset directory holds (besides `helm`).
 pub const BINARIES: &[&str] = &["kube-apiserver", "etcd", "kubectl"];
+
+/// The Helm release `cargo xtask assets` builds (the module proxy serves its module).
+pub const HELM_VERSION: &str = "v3.22.0";
 
 /// Builds what is missing or stale and returns the asset directory.
 pub fn build(force: bool) -> Result<PathBuf> {
@@ -44,10 +52,24 @@ pub fn build(force: bool) -> Result<PathBuf> {
     let stamp_path = out.join(".inputs");
     let complete = BINARIES.iter().all(|b| out.join(b).is_file());
     if !force && complete && std::fs::read_to_string(&stamp_path).ok().as_deref() == Some(&stamp) {
-        eprintln!("assets are up to date in {}", out.display());
-        return Ok(out);
+        eprintln!("control-plane assets are up to date in {}", out.display());
+    } else {
+        build_control_plane(&out, &kube_version, &kube_mod, &etcd_mod, &etcd_main)?;
+        write(&stamp_path, &stamp)?;
     }
-    std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
+    build_helm(&out, &go, force)?;
+    Ok(out)
+}
+
+/// kube-apiserver, kubectl and etcd into `out`.
+fn build_control_plane(
+    out: &Path,
+    kube_version: &str,
+    kube_mod: &str,
+    etcd_mod: &str,
+    etcd_main: &str,
+) -> Result<()> {
+    std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
     let work = out.join("build");
     let started = Instant::now();
 
@@ -60,12 +82,12 @@ pub fn build(force: bool) -> Result<PathBuf> {
         Ok(())
     };
     let kube_dir = work.join("kubernetes");
-    let replaces = staging_replaces(&kube_version)?;
+    let replaces = staging_replaces(kube_version)?;
     write(&kube_dir.join("go.mod"), &format!("{kube_mod}\n{replaces}"))?;
     step("go mod tidy (kubernetes)", &mut || {
         go_in(&kube_dir, &["mod", "tidy"])
     })?;
-    let ldflags = version_ldflags(&kube_version)?;
+    let ldflags = version_ldflags(kube_version)?;
     for (binary, package) in [
         ("kube-apiserver", "k8s.io/kubernetes/cmd/kube-apiserver"),
         ("kubectl", "k8s.io/kubernetes/cmd/kubectl"),
@@ -76,8 +98,8 @@ pub fn build(force: bool) -> Result<PathBuf> {
     }
 
     let etcd_dir = work.join("etcd");
-    write(&etcd_dir.join("go.mod"), &etcd_mod)?;
-    write(&etcd_dir.join("main.go"), &etcd_main)?;
+    write(&etcd_dir.join("go.mod"), etcd_mod)?;
+    write(&etcd_dir.join("main.go"), etcd_main)?;
     step("go mod tidy (etcd)", &mut || {
         go_in(&etcd_dir, &["mod", "tidy"])
     })?;
@@ -85,15 +107,87 @@ pub fn build(force: bool) -> Result<PathBuf> {
         build_binary(&etcd_dir, "-s -w", &out.join("etcd"), ".")
     })?;
     progress.finish();
-
-    write(&stamp_path, &stamp)?;
     eprintln!(
         "built {} in {:.0} s into {}",
         BINARIES.join(", "),
         started.elapsed().as_secs_f64(),
         out.display()
     );
-    Ok(out)
+    Ok(())
+}
+
+/// `helm` into `out` with `go install`, unless its stamp (Go and Helm versions) is current.
+fn build_helm(out: &Path, go: &str, force: bool) -> Result<()> {
+    let stamp = format!("{go}\n--\nhelm.sh/helm/v3 {HELM_VERSION}\n");
+    let stamp_path = out.join(".inputs-helm");
+    let current = std::fs::read_to_string(&stamp_path).ok().as_deref() == Some(&stamp);
+    if !force && current && out.join("helm").is_file() {
+        eprintln!("helm {HELM_VERSION} is up to date in {}", out.display());
+        return Ok(());
+    }
+    std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
+    let started = Instant::now();
+    let progress = mcr_progress::Progress::steps("helm", 1);
+    progress.start(&format!("go install helm {HELM_VERSION}"));
+    let module = format!("helm.sh/helm/v3@{HELM_VERSION}");
+    let ldflags = helm_ldflags(&go_mod_of(&module)?)?;
+    let out_abs = std::path::absolute(out).context("resolving the asset directory")?;
+    let package = format!("helm.sh/helm/v3/cmd/helm@{HELM_VERSION}");
+    let args = ["install", "-trimpath", "-ldflags", &ldflags, &package];
+    let result = go_command()
+        .args(args)
+        .env("GOBIN", &out_abs)
+        .current_dir(std::env::temp_dir())
+        .output()
+        .context("could not start go")?;
+    if !result.status.success() {
+        bail!(
+            "`go {}` failed ({}):\n{}",
+            args.join(" "),
+            result.status,
+            String::from_utf8_lossy(&result.stderr)
+        );
+    }
+    progress.done();
+    progress.finish();
+    write(&stamp_path, &stamp)?;
+    eprintln!(
+        "built helm {HELM_VERSION} in {:.0} s into {}",
+        started.elapsed().as_secs_f64(),
+        out.display()
+    );
+    Ok(())
+}
+
+/// The go.mod the module proxy serves for `module@version` (downloading the module).
+fn go_mod_of(module: &str) -> Result<String> {
+    let out = go_output(&["mod", "download", "-json", module])?;
+    let path = out
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("\"GoMod\": \""))
+        .and_then(|rest| rest.strip_suffix("\","))
+        .context("`go mod download -json` reported no GoMod file")?;
+    std::fs::read_to_string(path).with_context(|| format!("reading {path}"))
+}
+
+/// `-ldflags` of Helm's release build: its version, and the Kubernetes version of its
+/// client-go as the default `.Capabilities.KubeVersion` (otherwise 1.20).
+fn helm_ldflags(helm_go_mod: &str) -> Result<String> {
+    let client_go = required_version(helm_go_mod, "k8s.io/client-go")?;
+    let minor = client_go
+        .strip_prefix("v0.")
+        .and_then(|rest| rest.split('.').next())
+        .with_context(|| format!("unexpected k8s.io/client-go version {client_go}"))?;
+    let mut flags = format!("-s -w -X helm.sh/helm/v3/internal/version.version={HELM_VERSION}");
+    for pkg in [
+        "helm.sh/helm/v3/pkg/lint/rules",
+        "helm.sh/helm/v3/pkg/chartutil",
+    ] {
+        flags.push_str(&format!(
+            " -X {pkg}.k8sVersionMajor=1 -X {pkg}.k8sVersionMinor={minor}"
+        ));
+    }
+    Ok(flags)
 }
 
 /// `go version`, or one clear message saying what to install.
@@ -142,22 +236,12 @@ fn required_version(go_mod: &str, module: &str) -> Result<String> {
 /// One `replace` line per staging module that the release's own go.mod pins to `v0.0.0`.
 fn staging_replaces(kube_version: &str) -> Result<String> {
     let staging = staging_version(kube_version)?;
-    let out = go_output(&[
-        "mod",
-        "download",
-        "-json",
-        &format!("k8s.io/kubernetes@{kube_version}"),
-    ])?;
-    let go_mod_path = out
-        .lines()
-        .find_map(|l| l.trim().strip_prefix("\"GoMod\": \""))
-        .and_then(|rest| rest.strip_suffix("\","))
-        .context("`go mod download -json` reported no GoMod file")?;
-    let release_mod =
-        std::fs::read_to_string(go_mod_path).with_context(|| format!("reading {go_mod_path}"))?;
+    let release_mod = go_mod_of(&format!("k8s.io/kubernetes@{kube_version}"))?;
     let modules = staging_modules(&release_mod);
     if modules.is_empty() {
-        bail!("found no k8s.io/* v0.0.0 requirements in {go_mod_path}");
+        bail!(
+            "found no k8s.io/* v0.0.0 requirements in the go.mod of k8s.io/kubernetes@{kube_version}"
+        );
     }
     let mut lines = String::from("// Generated by `cargo xtask assets`.\nreplace (\n");
     for module in modules {
@@ -326,6 +410,23 @@ mod tests {
         let etcd = include_str!("../assets/etcd/go.mod");
         let etcd_version = required_version(etcd, "go.etcd.io/etcd/server/v3").unwrap();
         assert!(etcd_version.starts_with("v3.6."), "{etcd_version}");
+    }
+
+    #[test]
+    fn helm_is_stamped_with_its_version_and_client_go_minor() {
+        let go_mod = "module helm.sh/helm/v3\n\ngo 1.26.0\n\nrequire (\n\tk8s.io/api v0.37.0\n\
+                      \tk8s.io/client-go v0.37.0\n)\n";
+        let flags = helm_ldflags(go_mod).unwrap();
+        assert!(flags.contains(&format!("internal/version.version={HELM_VERSION}")));
+        assert!(
+            flags.contains("pkg/chartutil.k8sVersionMinor=37"),
+            "{flags}"
+        );
+        assert!(
+            flags.contains("pkg/lint/rules.k8sVersionMajor=1"),
+            "{flags}"
+        );
+        assert!(helm_ldflags("module x\n").is_err());
     }
 
     #[test]

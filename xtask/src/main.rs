@@ -61,7 +61,8 @@ enum Cmd {
         #[arg(long)]
         quick: bool,
     },
-    /// Build kube-apiserver, etcd and kubectl from Go modules (cached) and print their directory.
+    /// Build kube-apiserver, etcd, kubectl and helm from Go modules (cached) and print their
+    /// directory.
     Assets {
         /// Rebuild even when the cache is up to date.
         #[arg(long)]

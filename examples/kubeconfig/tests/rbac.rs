@@ -14,6 +14,19 @@
 //! - [`every_base_passes_server_side_dry_run`]: `kubectl apply --dry-run=server -k` of every
 //!   overlay under `deploy/examples` and of `deploy/member`.
 //!
+//! The Helm chart (`charts/mcr-example`, with the `helm` that `cargo xtask assets` builds):
+//!
+//! - [`the_chart_grants_what_the_kustomize_overlays_grant`]: for each provider's values file
+//!   (and sharding), the Roles and ClusterRoles `helm template` renders grant the same rules
+//!   to the same ServiceAccount as the overlay under `deploy/examples`, names aside. So the
+//!   proof above covers the chart's rules, and the two cannot drift apart.
+//! - [`the_chart_lints_and_every_values_file_passes_server_side_dry_run`]: `helm lint
+//!   --strict` and `helm template` of every `ci/*-values.yaml`, then `kubectl apply
+//!   --dry-run=server` of the result (stand-in CRDs for ServiceMonitor, Certificate, Issuer).
+//! - [`the_installed_chart_s_service_account_runs_the_scenario`]: `helm install` on the host,
+//!   then the scenario below with a token of the ServiceAccount the chart installed (the
+//!   controller runs on the test machine: there is no kubelet), refused nothing.
+//!
 //! The scenario (each step needs something the one before did not):
 //! 1. member `a` (a Secret made before the controller starts) has a labelled ConfigMap made
 //!    before the controller starts: stamped through the Lease (get, create, update), a list of
@@ -22,10 +35,11 @@
 //! 3. member `b` (the host itself, as a member) joins by a Secret made after that: engaged only
 //!    through a Secret watch, its ConfigMap stamped.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Result, ensure};
+use example_support::helm;
 use example_support::rbac::{self, Controller, Outcome, kubeconfig_secret, labelled, stamped};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::api::{Api, DeleteParams, PostParams};
@@ -51,14 +65,70 @@ struct World {
     dir: tempfile::TempDir,
 }
 
+/// How the host gets the controller's objects.
+enum Install<'a> {
+    /// `kubectl apply -k` of a Kustomize overlay.
+    Kustomize(&'a Path),
+    /// `helm install` of the chart with a values file (release [`RELEASE`], objects named
+    /// `mcr-controller` as in `deploy/`).
+    Helm(&'a Path),
+}
+
+/// The chart's release in the tests; `--set fullnameOverride=mcr-controller` names the
+/// ServiceAccount as `deploy/` does.
+const RELEASE: &str = "mcr";
+
 impl World {
-    async fn start() -> Result<World> {
+    async fn start(install: Install<'_>) -> Result<World> {
         let host = TestCluster::start("host").await?;
         let member = TestCluster::start("member").await?;
         let dir = tempfile::tempdir()?;
-        let deploy = rbac::deploy_dir();
-        let (host_dir, member_dir) = (deploy.join("examples/kubeconfig"), deploy.join("member"));
-        rbac::apply_kustomization(&host, &host_dir, dir.path()).await?;
+        let member_dir = rbac::deploy_dir().join("member");
+        let host_docs = match install {
+            Install::Kustomize(overlay) => {
+                rbac::apply_kustomization(&host, overlay, dir.path()).await?;
+                rbac::render(overlay).await?
+            }
+            Install::Helm(values) => {
+                let kc = dir.path().join("host-admin.kubeconfig");
+                host.write_kubeconfig(&kc)?;
+                let (kc, chart) = (kc.display().to_string(), helm::chart_dir());
+                let (chart, values) = (chart.display().to_string(), values.display().to_string());
+                let out = helm::helm(
+                    dir.path(),
+                    &[
+                        "install",
+                        RELEASE,
+                        &chart,
+                        "--kubeconfig",
+                        &kc,
+                        "--namespace",
+                        NAMESPACE,
+                        "--create-namespace",
+                        "-f",
+                        &values,
+                        "--set",
+                        "fullnameOverride=mcr-controller",
+                    ],
+                )
+                .await?;
+                ensure!(out.contains("STATUS: deployed"), "helm install: {out}");
+                let manifest = helm::helm(
+                    dir.path(),
+                    &[
+                        "get",
+                        "manifest",
+                        RELEASE,
+                        "--kubeconfig",
+                        &kc,
+                        "-n",
+                        NAMESPACE,
+                    ],
+                )
+                .await?;
+                helm::parse(&manifest)?
+            }
+        };
         // The host is member `b` too, so it gets the member's identity and role.
         rbac::apply_kustomization(&host, &member_dir, dir.path()).await?;
         rbac::apply_kustomization(&member, &member_dir, dir.path()).await?;
@@ -71,10 +141,7 @@ impl World {
         let member_a = rbac::kubeconfig_as(&member, &token_a)?;
         let member_b = rbac::kubeconfig_as(&host, &token_b)?;
         Ok(World {
-            docs: [
-                rbac::render(&host_dir).await?,
-                rbac::render(&member_dir).await?,
-            ],
+            docs: [host_docs, rbac::render(&member_dir).await?],
             host,
             member,
             host_kubeconfig,
@@ -156,7 +223,8 @@ async fn shipped_roles_are_enough_and_every_rule_is_needed() -> Result<()> {
     if !rbac::real_or_skip() {
         return Ok(());
     }
-    let world = World::start().await?;
+    let overlay = rbac::deploy_dir().join("examples/kubeconfig");
+    let world = World::start(Install::Kustomize(&overlay)).await?;
     let mut all = rbac::grants(&world.docs[HOST], HOST)?;
     all.extend(rbac::grants(&world.docs[MEMBER], MEMBER)?);
     let report = rbac::prove(
@@ -204,5 +272,134 @@ async fn every_base_passes_server_side_dry_run() -> Result<()> {
             out.lines().count()
         );
     }
+    Ok(())
+}
+
+/// The chart's provider values and the Kustomize overlay whose RBAC they must render.
+const CHART_OVERLAYS: &[(&str, &str)] = &[
+    ("kubeconfig", "kubeconfig"),
+    ("capi", "capi"),
+    ("cluster-inventory", "cluster-inventory"),
+    ("namespace", "namespace"),
+    ("gardener", "gardener"),
+    ("sharded", "sharded"),
+];
+
+#[tokio::test]
+async fn the_chart_grants_what_the_kustomize_overlays_grant() -> Result<()> {
+    if !rbac::real_or_skip() {
+        return Ok(());
+    }
+    let home = tempfile::tempdir()?;
+    let chart_ci = helm::chart_dir().join("ci");
+    for (values, overlay) in CHART_OVERLAYS {
+        let values = chart_ci.join(format!("{values}-values.yaml"));
+        // Named as deploy/ names them, so that the bound subjects compare too.
+        let chart = helm::template(
+            home.path(),
+            RELEASE,
+            NAMESPACE,
+            &values,
+            &["--set", "fullnameOverride=mcr-controller"],
+        )
+        .await?;
+        let chart = helm::grants(&helm::parse(&chart)?);
+        let overlay = rbac::deploy_dir().join("examples").join(overlay);
+        let kustomize = helm::grants(&rbac::render(&overlay).await?);
+        ensure!(
+            chart == kustomize,
+            "{} grants\n  {}\nbut {} grants\n  {}",
+            values.display(),
+            chart.join("\n  "),
+            overlay.display(),
+            kustomize.join("\n  ")
+        );
+        eprintln!("{}: {} roles as in deploy/", values.display(), chart.len());
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn the_chart_lints_and_every_values_file_passes_server_side_dry_run() -> Result<()> {
+    if !rbac::real_or_skip() {
+        return Ok(());
+    }
+    let cluster = TestCluster::start("chart-dry-run").await?;
+    let dir = tempfile::tempdir()?;
+    let kc = dir.path().join("admin");
+    cluster.write_kubeconfig(&kc)?;
+    let kc = kc.display().to_string();
+    let crds = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/third-party-crds.yaml");
+    let crds = crds.display().to_string();
+    rbac::kubectl(&["--kubeconfig", &kc, "apply", "-f", &crds]).await?;
+    rbac::kubectl(&["--kubeconfig", &kc, "create", "namespace", NAMESPACE]).await?;
+    rbac::kubectl(&[
+        "--kubeconfig",
+        &kc,
+        "wait",
+        "--for=condition=Established",
+        "crd",
+        "--all",
+        "--timeout=120s",
+    ])
+    .await?;
+    let chart = helm::chart_dir().display().to_string();
+    let files = helm::values_files()?;
+    ensure!(
+        files.len() >= 8,
+        "expected the chart's ci values files, found {files:?}"
+    );
+    for values in &files {
+        let values_arg = values.display().to_string();
+        helm::helm(dir.path(), &["lint", "--strict", &chart, "-f", &values_arg]).await?;
+        let manifests = helm::template(dir.path(), RELEASE, NAMESPACE, values, &[]).await?;
+        let file = dir.path().join("manifests.yaml");
+        std::fs::write(&file, &manifests)?;
+        let file = file.display().to_string();
+        let out = rbac::kubectl(&[
+            "--kubeconfig",
+            &kc,
+            "apply",
+            "--dry-run=server",
+            "-f",
+            &file,
+        ])
+        .await?;
+        let objects = helm::parse(&manifests)?.len();
+        ensure!(
+            out.lines()
+                .filter(|l| l.contains("(server dry run)"))
+                .count()
+                == objects,
+            "{}: {objects} objects rendered, but the server dry run said:\n{out}",
+            values.display()
+        );
+        eprintln!(
+            "{}: lint clean, {objects} objects accepted (server dry run)",
+            values.display()
+        );
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn the_installed_chart_s_service_account_runs_the_scenario() -> Result<()> {
+    if !rbac::real_or_skip() {
+        return Ok(());
+    }
+    let values = helm::chart_dir().join("ci/kubeconfig-values.yaml");
+    let world = World::start(Install::Helm(&values)).await?;
+    let run = world.scenario(0, rbac::STEP_DEADLINE).await?;
+    ensure!(
+        run.failed.is_none(),
+        "with the installed chart's roles the scenario stopped at step {:?}; log:\n{}",
+        run.failed,
+        run.log
+    );
+    ensure!(
+        !run.log.contains("forbidden"),
+        "with the installed chart's roles the API server refused something; log:\n{}",
+        run.log
+    );
     Ok(())
 }

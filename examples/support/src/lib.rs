@@ -20,6 +20,7 @@
 //! # Ok(()) }
 //! ```
 
+pub mod helm;
 pub mod rbac;
 pub mod stamp;
 

@@ -1,5 +1,5 @@
 //! Finding the `kube-apiserver`, `etcd` and `kubectl` binaries, the way controller-runtime's
-//! envtest does, plus the cache that `cargo xtask assets` fills.
+//! envtest does, plus the cache that `cargo xtask assets` fills (which holds `helm` too).
 
 use std::path::{Path, PathBuf};
 
@@ -16,6 +16,8 @@ pub const TEST_ASSET_KUBE_APISERVER: &str = "TEST_ASSET_KUBE_APISERVER";
 pub const TEST_ASSET_ETCD: &str = "TEST_ASSET_ETCD";
 /// The path of the `kubectl` binary (wins over [`KUBEBUILDER_ASSETS`]).
 pub const TEST_ASSET_KUBECTL: &str = "TEST_ASSET_KUBECTL";
+/// The path of the `helm` binary (wins over [`KUBEBUILDER_ASSETS`]).
+pub const TEST_ASSET_HELM: &str = "TEST_ASSET_HELM";
 
 /// The cache directory of `cargo xtask assets` for [`KUBERNETES_VERSION`]:
 /// `$XDG_CACHE_HOME/mcr/assets/v<version>`, else `$HOME/.cache/mcr/assets/v<version>`.
@@ -54,6 +56,9 @@ pub struct Assets {
     pub etcd: PathBuf,
     /// The `kubectl` binary, if one was found (control planes do not need it).
     pub kubectl: Option<PathBuf>,
+    /// The `helm` binary, if one was found (`cargo xtask assets` builds one; setup-envtest
+    /// does not).
+    pub helm: Option<PathBuf>,
 }
 
 impl Assets {
@@ -73,11 +78,13 @@ impl Assets {
         let kube_apiserver = find_one("kube-apiserver", TEST_ASSET_KUBE_APISERVER, &dirs);
         let etcd = find_one("etcd", TEST_ASSET_ETCD, &dirs);
         let kubectl = find_one("kubectl", TEST_ASSET_KUBECTL, &dirs);
+        let helm = find_one("helm", TEST_ASSET_HELM, &dirs);
         match (kube_apiserver, etcd) {
             (Some(kube_apiserver), Some(etcd)) => Ok(Assets {
                 kube_apiserver,
                 etcd,
                 kubectl,
+                helm,
             }),
             (apiserver, etcd) => {
                 let missing: Vec<&str> = [("kube-apiserver", &apiserver), ("etcd", &etcd)]
