@@ -378,7 +378,7 @@ async fn a_rotated_certificate_reaches_new_connections_and_open_ones_keep_workin
     let (_env, s) = host_only().await;
     let first = s.server.certificates().generation();
     let mut open = connect(s.addr, &s.pki.ca_pem).await;
-    let old_leaf = open.peer.clone();
+    let old_leaf = open.peer().to_vec();
 
     let new_leaf = s.pki.issue("serving-2");
     let certs = s.server.certificates().clone();
@@ -388,7 +388,7 @@ async fn a_rotated_certificate_reaches_new_connections_and_open_ones_keep_workin
     .await;
     let mut fresh = connect(s.addr, &s.pki.ca_pem).await;
     assert!(
-        fresh.peer == new_leaf,
+        fresh.peer() == new_leaf,
         "a new connection gets the new certificate"
     );
     let (_, review) = fresh
@@ -403,7 +403,7 @@ async fn a_rotated_certificate_reaches_new_connections_and_open_ones_keep_workin
     assert_eq!(status, 200);
     assert_eq!(review["response"]["allowed"], true);
     assert!(
-        open.peer == old_leaf,
+        open.peer() == old_leaf,
         "the open connection kept its session"
     );
 
@@ -412,7 +412,7 @@ async fn a_rotated_certificate_reaches_new_connections_and_open_ones_keep_workin
     assert!(certs.reload().is_err());
     let fresh = connect(s.addr, &s.pki.ca_pem).await;
     assert!(
-        fresh.peer == new_leaf,
+        fresh.peer() == new_leaf,
         "a broken key file replaced the certificate"
     );
 }
