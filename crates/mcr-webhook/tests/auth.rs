@@ -6,15 +6,12 @@ mod common;
 
 use std::{collections::BTreeMap, sync::Arc};
 
-use common::{DEADLINE, Env, Pki, body, configmap_webhooks, connect_as, fixture, serve};
+use common::{DEADLINE, Env, Pki, body, configmap_webhooks, connect_as, fixture, labelled, serve};
 use k8s_openapi::{
     api::{admissionregistration::v1::ValidatingWebhookConfiguration, core::v1::ConfigMap},
     apimachinery::pkg::apis::meta::v1::LabelSelector,
 };
-use kube::{
-    Api,
-    api::{ObjectMeta, PostParams},
-};
+use kube::{Api, api::PostParams};
 use mcr_core::{Cluster, providers::clusters::ClustersProvider};
 use mcr_envtest::{TestCluster, wait::eventually_async};
 use mcr_manager::Manager;
@@ -164,19 +161,6 @@ fn admission_config(dir: &std::path::Path, identity: &(String, String)) -> std::
     )
     .unwrap();
     path
-}
-
-fn labelled(name: &str, label: &str, size: &str) -> ConfigMap {
-    ConfigMap {
-        metadata: ObjectMeta {
-            name: Some(name.into()),
-            namespace: Some("default".into()),
-            labels: Some(BTreeMap::from([(label.to_string(), "yes".to_string())])),
-            ..Default::default()
-        },
-        data: Some(BTreeMap::from([("size".to_string(), size.to_string())])),
-        ..Default::default()
-    }
 }
 
 /// The message of a refused create.

@@ -6,7 +6,7 @@ mod common;
 
 use std::{sync::Arc, time::Duration};
 
-use common::{Env, Running, body, configmap_webhooks, connect, fixture, serve};
+use common::{Env, Running, body, configmap_webhooks, connect, fixture, labelled, serve};
 use futures::StreamExt;
 use mcr_webhook::{ServerOptions, Webhooks};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -245,16 +245,6 @@ async fn an_http2_client_is_answered_on_one_connection() {
     }
 }
 
-/// A ConfigMap in `default` with the label the flood test's webhook configuration selects.
-fn labelled(name: &str, size: &str) -> k8s_openapi::api::core::v1::ConfigMap {
-    let mut cm = k8s_openapi::api::core::v1::ConfigMap::default();
-    cm.metadata.name = Some(name.into());
-    cm.metadata.namespace = Some("default".into());
-    cm.metadata.labels = Some([(FLOOD_LABEL.to_string(), "yes".to_string())].into());
-    cm.data = Some([("size".to_string(), size.to_string())].into());
-    cm
-}
-
 const FLOOD_LABEL: &str = "mcr-webhook-flood";
 
 /// Creates `cm` through the host's kube-apiserver: `Ok` if admitted, the refusal otherwise.
@@ -308,7 +298,7 @@ async fn host_apiserver_calls(
         || {
             let api = api.clone();
             async move {
-                create(&api, &labelled("probe", "large"), true)
+                create(&api, &labelled("probe", FLOOD_LABEL, "large"), true)
                     .await
                     .is_err_and(|m| m.contains(FLOOD_REFUSAL))
             }
@@ -366,12 +356,12 @@ async fn a_flood_of_silent_tls_connections_is_closed_and_reviews_still_answered(
     // validator, a valid one admitted.
     answered(&s).await;
     if let Some(api) = &apiserver {
-        let refused = create(api, &labelled("invalid", "large"), false).await;
+        let refused = create(api, &labelled("invalid", FLOOD_LABEL, "large"), false).await;
         assert!(
             refused.as_ref().is_err_and(|m| m.contains(FLOOD_REFUSAL)),
             "the host's apiserver during the flood: {refused:?}"
         );
-        let admitted = create(api, &labelled("valid", "3"), false).await;
+        let admitted = create(api, &labelled("valid", FLOOD_LABEL, "3"), false).await;
         assert_eq!(admitted, Ok(()), "the host's apiserver during the flood");
     }
     // Answered while the whole flood was open (a silent connection lives SILENT_FOR).

@@ -13,10 +13,7 @@ use k8s_openapi::{
     },
     apimachinery::pkg::apis::meta::v1::LabelSelector,
 };
-use kube::{
-    Api, Client,
-    api::{ObjectMeta, PostParams},
-};
+use kube::{Api, Client, api::PostParams};
 use mcr_envtest::wait::eventually_async;
 use mcr_webhook::{ConfigOptions, MemberConfigurations, ServerOptions, Webhooks};
 
@@ -131,16 +128,7 @@ async fn members_get_the_configuration_on_engage_and_lose_it_when_they_leave() {
 }
 
 fn cm(name: &str, size: &str) -> ConfigMap {
-    ConfigMap {
-        metadata: ObjectMeta {
-            name: Some(name.into()),
-            namespace: Some("default".into()),
-            labels: Some(BTreeMap::from([(LABEL.to_string(), "yes".to_string())])),
-            ..Default::default()
-        },
-        data: Some(BTreeMap::from([("size".to_string(), size.to_string())])),
-        ..Default::default()
-    }
+    common::labelled(name, LABEL, size)
 }
 
 #[tokio::test]

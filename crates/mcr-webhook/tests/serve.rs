@@ -167,13 +167,15 @@ async fn bad_requests_get_the_review_shape_with_the_uid_when_known() {
 
     // Not application/json.
     let (status, review) = conn
+        .0
         .request(
             "POST",
             VALIDATE,
             "text/plain",
             body(&fixture("configmap-create.json")),
         )
-        .await;
+        .await
+        .unwrap();
     assert_eq!(status, 200);
     assert_eq!(review["response"]["allowed"], false);
     assert_eq!(review["response"]["status"]["code"], 400);
@@ -195,8 +197,10 @@ async fn bad_requests_get_the_review_shape_with_the_uid_when_known() {
     let (status, _) = conn.post("/validate--v1-secret", "{}").await;
     assert_eq!(status, 404);
     let (status, _) = conn
+        .0
         .request("GET", VALIDATE, "application/json", Bytes::new())
-        .await;
+        .await
+        .unwrap();
     assert_eq!(status, 405);
 }
 

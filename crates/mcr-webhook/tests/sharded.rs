@@ -64,6 +64,11 @@ fn review_only_webhooks(webhooks: &Webhooks) {
         .with_converter(|obj, to, _cluster| to_v2(obj, to))
         .register()
         .unwrap();
+    check_validator(webhooks);
+}
+
+/// The review-only validator on [`CHECK`]: `data.size`, when present, must be a number.
+fn check_validator(webhooks: &Webhooks) {
     webhooks
         .for_::<k8s_openapi::api::core::v1::ConfigMap>()
         .validate_path(CHECK)
@@ -74,11 +79,9 @@ fn review_only_webhooks(webhooks: &Webhooks) {
                 .and_then(|cm| cm.data.as_ref())
                 .and_then(|d| d.get("size"));
             match size {
-                Some(size) if size.parse::<u32>().is_err() => Err(format!(
-                    "data.size must be a number, not {size:?} (cluster {})",
-                    req.cluster_name()
-                )
-                .into()),
+                Some(size) if size.parse::<u32>().is_err() => {
+                    Err(format!("{REFUSAL}, not {size:?} (cluster {})", req.cluster_name()).into())
+                }
                 _ => Ok(()),
             }
         })
@@ -112,6 +115,21 @@ fn sharding(id: &str) -> Sharding {
         .renew_period(Duration::from_millis(500))
 }
 
+/// Replica `id`'s manager: sharded, over `members`, not yet running.
+async fn sharded_manager(id: &str, host: &TestCluster, members: &[TestCluster]) -> Manager {
+    let provider = Arc::new(ClustersProvider::new());
+    for c in members {
+        provider
+            .add(Cluster::new(c.name(), c.client()))
+            .await
+            .unwrap();
+    }
+    Manager::builder(host.client())
+        .provider(provider)
+        .sharding(sharding(id))
+        .build()
+}
+
 /// Starts replica `id`; `extra` is added to its manager before it runs.
 async fn replica(
     id: &str,
@@ -119,17 +137,7 @@ async fn replica(
     fleet: &Fleet,
     extra: impl FnOnce(&Manager, &Webhooks, &Running) -> Option<Arc<MemberConfigurations>>,
 ) -> Replica {
-    let provider = Arc::new(ClustersProvider::new());
-    for c in fleet.clusters() {
-        provider
-            .add(Cluster::new(c.name(), c.client()))
-            .await
-            .unwrap();
-    }
-    let mgr = Manager::builder(host.client())
-        .provider(provider)
-        .sharding(sharding(id))
-        .build();
+    let mgr = sharded_manager(id, host, fleet.clusters()).await;
     let webhooks = Webhooks::new(&mgr);
     configmap_webhooks(&webhooks);
     review_only_webhooks(&webhooks);
@@ -428,38 +436,9 @@ impl Process {
         let ca = pki.ca_pem.clone().into_bytes();
         let (mgr, addr) = runtime
             .spawn(async move {
-                let provider = Arc::new(ClustersProvider::new());
-                for c in &members {
-                    provider
-                        .add(Cluster::new(c.name(), c.client()))
-                        .await
-                        .unwrap();
-                }
-                let mgr = Manager::builder(host.client())
-                    .provider(provider)
-                    .sharding(sharding(&id2))
-                    .build();
+                let mgr = sharded_manager(&id2, &host, &members).await;
                 let webhooks = Webhooks::new(&mgr);
-                webhooks
-                    .for_::<k8s_openapi::api::core::v1::ConfigMap>()
-                    .validate_path(CHECK)
-                    .with_review_validator(|req| async move {
-                        let size = req
-                            .object
-                            .as_ref()
-                            .and_then(|cm| cm.data.as_ref())
-                            .and_then(|d| d.get("size"));
-                        match size {
-                            Some(size) if size.parse::<u32>().is_err() => Err(format!(
-                                "{REFUSAL}, not {size:?} (cluster {})",
-                                req.cluster_name()
-                            )
-                            .into()),
-                            _ => Ok(()),
-                        }
-                    })
-                    .register()
-                    .unwrap();
+                check_validator(&webhooks);
                 let server = mcr_webhook::Server::bind(
                     ([127, 0, 0, 1], 0).into(),
                     webhooks.clone(),
@@ -674,12 +653,8 @@ async fn keep_writing(
     while !stop.is_cancelled() {
         i += 1;
         let marked = i.is_multiple_of(2);
-        let mut cm = k8s_openapi::api::core::v1::ConfigMap::default();
-        cm.metadata.name = Some(format!("w-{i}"));
-        cm.metadata.namespace = Some("default".into());
-        cm.metadata.labels = Some([(WRITES.to_string(), "yes".to_string())].into());
         let size = if marked { "large" } else { "3" };
-        cm.data = Some([("size".to_string(), size.to_string())].into());
+        let cm = common::labelled(&format!("w-{i}"), WRITES, size);
         let outcome = writer.write(&cm).await;
         let what = format!("{member} w-{i} (size {size})");
         let mut tally = tally.lock();
@@ -774,11 +749,7 @@ async fn three_replicas_behind_one_address_with_a_kill_and_a_join_refuse_no_writ
                 || {
                     let api = api.clone();
                     async move {
-                        let mut probe = k8s_openapi::api::core::v1::ConfigMap::default();
-                        probe.metadata.name = Some("probe".into());
-                        probe.metadata.labels =
-                            Some([(WRITES.to_string(), "yes".to_string())].into());
-                        probe.data = Some([("size".to_string(), "x".to_string())].into());
+                        let probe = common::labelled("probe", WRITES, "x");
                         let dry = kube::api::PostParams {
                             dry_run: true,
                             ..Default::default()

@@ -138,23 +138,13 @@ impl Conn {
         self.0.peer_certificate()
     }
 
-    /// POSTs `body` to `path`; returns the status and the JSON body (Null if not JSON).
+    /// POSTs `body` as JSON to `path`; returns the status and the JSON body (Null if not
+    /// JSON).
     pub async fn post(&mut self, path: &str, body: impl Into<Bytes>) -> (u16, Value) {
-        self.request("POST", path, "application/json", body.into())
-            .await
-    }
-
-    pub async fn request(
-        &mut self,
-        method: &str,
-        path: &str,
-        content_type: &str,
-        body: Bytes,
-    ) -> (u16, Value) {
-        self.0
-            .request(method, path, content_type, body)
-            .await
-            .unwrap()
+        let answer = self
+            .0
+            .request("POST", path, "application/json", body.into());
+        answer.await.unwrap()
     }
 }
 
@@ -261,6 +251,17 @@ impl Drop for Env {
     fn drop(&mut self) {
         self.token.cancel();
     }
+}
+
+/// ConfigMap `default/{name}` with `data.size = size` and the label `{label}: yes` (what
+/// the tests' webhook configurations select, so the cluster's own ConfigMaps are not sent).
+pub fn labelled(name: &str, label: &str, size: &str) -> ConfigMap {
+    let mut cm = ConfigMap::default();
+    cm.metadata.name = Some(name.into());
+    cm.metadata.namespace = Some("default".into());
+    cm.metadata.labels = Some([(label.to_string(), "yes".to_string())].into());
+    cm.data = Some([("size".to_string(), size.to_string())].into());
+    cm
 }
 
 /// The ConfigMap webhooks of these tests: `data.size` must be a number, unless the member
