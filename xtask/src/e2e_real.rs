@@ -14,6 +14,11 @@
 //! `e2e::PACKAGES`; on the emulator the same tests say they are skipped. example-sharded's
 //! `tests/processes.rs` runs three replica processes (`example-sharded replica`) on real
 //! control planes: their peer Leases on a real kube-apiserver, a kill -9 taken over, clean stops.
+//! mcr-webhook's tests have real kube-apiservers call the webhook server: members writing
+//! through three sharded replicas behind one address while one is killed and another joins
+//! (`tests/sharded.rs`), reviews answered during a flood of 1,000 silent connections
+//! (`tests/connections.rs`), and each member's apiserver presenting its client certificate
+//! through an `AdmissionConfiguration` (`tests/auth.rs`).
 
 use anyhow::{Context, Result};
 
