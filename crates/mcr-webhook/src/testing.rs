@@ -52,6 +52,9 @@ pub enum ReviewError {
         /// Why.
         reason: String,
     },
+    /// rustls refused the client configuration.
+    #[error("the TLS client configuration")]
+    Tls(#[source] rustls::Error),
     /// The TCP connection or the TLS handshake failed (for example: the server refused the
     /// client certificate, or presented one the CA did not sign).
     #[error("connecting to the webhook server at {addr}")]
@@ -77,11 +80,15 @@ pub enum ReviewError {
 pub struct ReviewClient {
     sender: SendRequest<Full<Bytes>>,
     peer: Vec<u8>,
+    /// The server's address, the `host` header of every request.
+    addr: SocketAddr,
 }
 
 impl std::fmt::Debug for ReviewClient {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ReviewClient").finish_non_exhaustive()
+        f.debug_struct("ReviewClient")
+            .field("addr", &self.addr)
+            .finish_non_exhaustive()
     }
 }
 
@@ -141,7 +148,7 @@ impl ReviewClient {
             rustls::crypto::ring::default_provider(),
         ))
         .with_safe_default_protocol_versions()
-        .map_err(|e| pem_error("the TLS configuration")(e.to_string()))?
+        .map_err(ReviewError::Tls)?
         .with_root_certificates(roots);
         let config = match client {
             None => builder.with_no_client_auth(),
@@ -152,7 +159,7 @@ impl ReviewClient {
                     .ok_or_else(|| pem_error("the client key")("holds no private key".into()))?;
                 builder
                     .with_client_auth_cert(chain, key)
-                    .map_err(|e| pem_error("the client certificate")(e.to_string()))?
+                    .map_err(ReviewError::Tls)?
             }
         };
         let connect = |source| ReviewError::Connect { addr, source };
@@ -174,7 +181,7 @@ impl ReviewClient {
             .await
             .map_err(ReviewError::Http)?;
         tokio::spawn(conn);
-        Ok(Self { sender, peer })
+        Ok(Self { sender, peer, addr })
     }
 
     /// The leaf certificate (DER) the server presented in the handshake.
@@ -222,7 +229,7 @@ impl ReviewClient {
         let request = http::Request::builder()
             .method(method)
             .uri(path)
-            .header("host", "127.0.0.1")
+            .header("host", self.addr.to_string())
             .header("content-type", content_type)
             .body(Full::new(body))
             .map_err(ReviewError::Request)?;
