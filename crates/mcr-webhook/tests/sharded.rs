@@ -2,6 +2,9 @@
 //! replica engaging only the members it owns. A review for a member a replica cannot serve
 //! must fail (HTTP 503, so the webhook's `failurePolicy` decides), never be denied; and a
 //! member handed from one replica to another keeps its webhook configuration throughout.
+//! Three replicas behind one address, one killed and one joining while the members write
+//! (through their kube-apiservers with MCR_ENVTEST=real): no write is refused by mistake or
+//! admitted unvalidated, and no configuration goes missing.
 
 mod common;
 
