@@ -66,9 +66,9 @@ async fn emulator_only_hooks_name_themselves_on_a_real_cluster() {
 
 #[tokio::test]
 async fn an_admission_configuration_needs_the_real_backend() {
-    // Only the emulator's answer is checked here: on the real backend the option starts a
-    // real control plane (mcr-webhook's tests/auth.rs uses it there).
-    if mcr_envtest::backend().is_real() {
+    // On the real backend the option starts a real control plane: mcr-webhook's
+    // tests/auth.rs uses it there.
+    if !mcr_envtest::require_emulator("checks the emulator's refusal of the option") {
         return;
     }
     let missing = std::path::Path::new("/nonexistent/admission.yaml");
