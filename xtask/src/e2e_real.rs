@@ -18,6 +18,12 @@
 //!
 //! The suites run the binaries of the workspace's test build (`tests`), not `cargo test -p`,
 //! which would build every dependency again with other features.
+//!
+//! mcr-webhook's tests have real kube-apiservers call the webhook server: members writing
+//! through three sharded replicas behind one address while one is killed and another joins
+//! (`tests/sharded.rs`), reviews answered during a flood of 1,000 silent connections
+//! (`tests/connections.rs`), and each member's apiserver presenting its client certificate
+//! through an `AdmissionConfiguration` (`tests/auth.rs`).
 
 use anyhow::{Context, Result};
 

@@ -75,7 +75,8 @@ impl fmt::Display for MemberState {
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct MemberStatus {
-    /// The provider that reports it (`kubeconfig`, `file`, `capi`, ...).
+    /// Who reports it: the provider (`kubeconfig`, `file`, `capi`, ...), or a runnable of the
+    /// manager that tracks members of its own (`webhook-configurations`).
     pub provider: Arc<str>,
     /// The name it is (or would be) engaged under.
     pub name: ClusterName,

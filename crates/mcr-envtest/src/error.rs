@@ -49,6 +49,9 @@ pub enum Error {
         /// The cap.
         max: usize,
     },
+    /// What was asked (named here) needs a real control plane (`MCR_ENVTEST=real`).
+    #[error("{0} needs a real control plane (MCR_ENVTEST=real)")]
+    RealOnly(&'static str),
     /// A fleet already has a cluster of that name.
     #[error("a cluster named {0:?} already exists in the fleet")]
     DuplicateName(String),

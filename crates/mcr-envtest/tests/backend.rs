@@ -63,3 +63,21 @@ async fn emulator_only_hooks_name_themselves_on_a_real_cluster() {
         .await
         .expect("a real cluster answers through its proxy");
 }
+
+#[tokio::test]
+async fn an_admission_configuration_needs_the_real_backend() {
+    // On the real backend the option starts a real control plane: mcr-webhook's
+    // tests/auth.rs uses it there.
+    if !mcr_envtest::require_emulator("checks the emulator's refusal of the option") {
+        return;
+    }
+    let missing = std::path::Path::new("/nonexistent/admission.yaml");
+    let Err(err) = TestCluster::start_with_admission_config("a", missing).await else {
+        panic!("the emulator runs no admission plugins, yet a cluster started");
+    };
+    assert!(matches!(err, Error::RealOnly(_)), "{err:?}");
+    assert_eq!(
+        err.to_string(),
+        "an admission configuration needs a real control plane (MCR_ENVTEST=real)"
+    );
+}

@@ -30,8 +30,8 @@ fn respond(status: StatusCode, content_type: &'static str, body: String) -> Resp
 /// characters and `\` escaped, so no name can start a line of its own), then for credentials
 /// renewed in place `credentials=valid|expiring|expired`, `expires_in=<s>s` or
 /// `expired_for=<s>s`, and while renewal fails `renewal_failures=<n> last_error="<reason>"`
-/// (the redacted reason, never credentials); for a member the provider reports pending or
-/// failed `member=pending|failed`, and when failed `retry_in=<s>s` (if it is retried) and
+/// (the redacted reason, never credentials); for a member the provider or a runnable reports
+/// pending or failed `member=pending|failed`, and when failed `retry_in=<s>s` (if it is retried) and
 /// `reason="<reason>"`; in sharded mode `owner=<replica>` (and `member=elsewhere` for a
 /// member another replica owns).
 fn cluster_line(s: &crate::ClusterStatus) -> String {

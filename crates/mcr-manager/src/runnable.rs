@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use mcr_core::{Aware, BoxFuture};
+use mcr_core::{Aware, BoxFuture, MemberStatus};
 use tokio_util::sync::CancellationToken;
 
 use crate::error::BoxError;
@@ -52,5 +52,36 @@ pub trait Runnable: Send + Sync + 'static {
     /// leaves), so it must not block. Default: none.
     fn aware(&self) -> Option<&dyn Aware> {
         None
+    }
+
+    /// What this runnable knows about members that the provider does not: for example the
+    /// webhook configurations it writes into each member, and a departed member whose cleanup
+    /// keeps failing. The manager reports them with the provider's in
+    /// [`Manager::member_statuses`](crate::Manager::member_statuses) (and so in
+    /// `cluster_statuses`, `/clusters` and the `mcr_members` gauge), each under its own
+    /// [`MemberStatus::provider`] name. Contract: a lookup in memory, it must not block.
+    /// Default: none.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use mcr_core::{BoxFuture, MemberState, MemberStatus};
+    /// use mcr_manager::{BoxError, Runnable};
+    /// use tokio_util::sync::CancellationToken;
+    ///
+    /// struct Cleanup;
+    ///
+    /// impl Runnable for Cleanup {
+    ///     fn name(&self) -> &str { "cleanup" }
+    ///     fn start(self: Arc<Self>, token: CancellationToken) -> BoxFuture<'static, Result<(), BoxError>> {
+    ///         Box::pin(async move { token.cancelled().await; Ok(()) })
+    ///     }
+    ///     fn member_statuses(&self) -> Vec<MemberStatus> {
+    ///         let failed = MemberState::Failed { reason: "member unreachable".into(), retry_in: None };
+    ///         vec![MemberStatus::new("cleanup", "gone".into(), failed)]
+    ///     }
+    /// }
+    /// ```
+    fn member_statuses(&self) -> Vec<MemberStatus> {
+        Vec::new()
     }
 }

@@ -187,3 +187,116 @@ async fn a_cluster_name_with_a_newline_cannot_forge_status_lines() {
     token.cancel();
     run.await.unwrap();
 }
+
+/// A runnable that tracks members of its own (as `mcr-webhook`'s member configurations do):
+/// what it reports here is what the manager must show.
+struct Tracker(std::sync::Mutex<Vec<mcr_core::MemberStatus>>);
+
+impl mcr_manager::Runnable for Tracker {
+    fn name(&self) -> &str {
+        "tracker"
+    }
+
+    fn start(
+        self: std::sync::Arc<Self>,
+        token: CancellationToken,
+    ) -> mcr_core::BoxFuture<'static, Result<(), mcr_manager::BoxError>> {
+        Box::pin(async move {
+            token.cancelled().await;
+            Ok(())
+        })
+    }
+
+    fn needs_leader_election(&self) -> bool {
+        false
+    }
+
+    fn member_statuses(&self) -> Vec<mcr_core::MemberStatus> {
+        self.0.lock().unwrap().clone()
+    }
+}
+
+#[tokio::test]
+async fn a_runnables_member_statuses_are_reported_with_the_providers() {
+    use mcr_core::{Cluster, MemberState, MemberStatus, providers::clusters::ClustersProvider};
+    init_tracing();
+    let host = TestCluster::start("host").await.unwrap();
+    let member = TestCluster::start("member-1").await.unwrap();
+    let provider = std::sync::Arc::new(ClustersProvider::new());
+    provider
+        .add(Cluster::new("member-1", member.client()))
+        .await
+        .unwrap();
+    let mgr = Manager::builder(host.client())
+        .provider(provider)
+        .metrics_address(([127, 0, 0, 1], 0).into())
+        .build();
+    // member-1 is engaged, and the tracker still works on it; "gone" left the provider, and
+    // the tracker's cleanup there keeps failing.
+    let failed = MemberState::Failed {
+        reason: "member left the fleet; removing: unreachable".into(),
+        retry_in: Some(Duration::from_secs(4)),
+    };
+    let tracker = std::sync::Arc::new(Tracker(std::sync::Mutex::new(vec![
+        MemberStatus::new("tracker", "member-1".into(), MemberState::Pending),
+        MemberStatus::new("tracker", "gone".into(), failed.clone()),
+    ])));
+    mgr.add(tracker.clone()).unwrap();
+    let token = CancellationToken::new();
+    let run = tokio::spawn({
+        let (mgr, t) = (mgr.clone(), token.clone());
+        async move { mgr.run_until(t).await.unwrap() }
+    });
+    eventually("endpoint bound and member-1 engaged", DEADLINE, || {
+        mgr.http_addr().is_some() && mgr.fleet().names().len() == 1
+    })
+    .await;
+    let addr = mgr.http_addr().unwrap();
+
+    let statuses = mgr.member_statuses();
+    assert!(
+        statuses.contains(&MemberStatus::new("tracker", "gone".into(), failed.clone())),
+        "the runnable's failing member is not in member_statuses: {statuses:?}"
+    );
+    assert!(
+        statuses.contains(&MemberStatus::new(
+            "tracker",
+            "member-1".into(),
+            MemberState::Pending
+        )),
+        "{statuses:?}"
+    );
+    let gone = mgr
+        .cluster_statuses()
+        .into_iter()
+        .find(|s| s.name == "gone")
+        .expect("the failing member is listed in cluster_statuses");
+    assert!(!gone.synced && !gone.is_healthy(), "{gone:?}");
+    assert_eq!(gone.member, Some(failed));
+    let clusters = get(addr, "/clusters").await;
+    assert!(
+        clusters.contains(
+            "\ngone unsynced member=failed retry_in=4s reason=\"member left the fleet; removing: unreachable\"\n"
+        ),
+        "{clusters}"
+    );
+    // An engaged member the runnable still works on shows it, and stays healthy.
+    assert!(
+        clusters
+            .lines()
+            .any(|l| l.starts_with("member-1 ") && l.ends_with(" member=pending")),
+        "{clusters}"
+    );
+    let metrics = get(addr, "/metrics").await;
+    assert!(
+        metrics.contains(r#"mcr_members{provider="tracker",state="failed"} 1"#)
+            && metrics.contains(r#"mcr_members{provider="tracker",state="pending"} 1"#),
+        "{metrics}"
+    );
+
+    // Once the runnable reports nothing, the member is gone from every view.
+    tracker.0.lock().unwrap().clear();
+    assert!(!mgr.cluster_statuses().iter().any(|s| s.name == "gone"));
+    token.cancel();
+    run.await.unwrap();
+}

@@ -26,6 +26,8 @@
 //!   handed to another replica, and removes them when the member leaves the fleet.
 //! - [`ClientAuth`] (opt-in) authenticates callers: a member's routes answer only that
 //!   member's client certificate.
+//! - `testing` (feature `testing`): sends a server, by hand, the reviews kube-apiserver would
+//!   send, for tests against API servers that do not call webhooks (`mcr-envtest`'s emulator).
 //!
 //! ```no_run
 //! use std::sync::Arc;
@@ -62,6 +64,8 @@ mod members;
 mod review;
 mod route;
 mod server;
+#[cfg(feature = "testing")]
+pub mod testing;
 mod tls;
 mod webhooks;
 

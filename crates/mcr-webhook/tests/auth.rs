@@ -4,8 +4,19 @@
 
 mod common;
 
-use common::{Env, Pki, body, configmap_webhooks, connect_as, fixture, serve};
-use mcr_webhook::{ClientAuth, ServerOptions, Webhooks};
+use std::{collections::BTreeMap, sync::Arc};
+
+use common::{DEADLINE, Env, Pki, body, configmap_webhooks, connect_as, fixture, labelled, serve};
+use k8s_openapi::{
+    api::{admissionregistration::v1::ValidatingWebhookConfiguration, core::v1::ConfigMap},
+    apimachinery::pkg::apis::meta::v1::LabelSelector,
+};
+use kube::{Api, api::PostParams};
+use mcr_core::{Cluster, providers::clusters::ClustersProvider};
+use mcr_envtest::{TestCluster, wait::eventually_async};
+use mcr_manager::Manager;
+use mcr_webhook::{ClientAuth, ConfigOptions, MemberConfigurations, ServerOptions, Webhooks};
+use tokio_util::sync::CancellationToken;
 
 const VALIDATE: &str = "/validate--v1-configmap";
 
@@ -73,18 +84,14 @@ async fn a_member_route_answers_only_that_members_client_certificate() {
     let refused = async {
         let mut conn = connect_as(s.addr, &s.pki.ca_pem, Some(&stranger)).await?;
         // TLS 1.3 reports a refused client certificate on the first read.
-        let req = http::Request::builder()
-            .method("POST")
-            .uri(format!("/clusters/member-1{VALIDATE}"))
-            .header("host", "127.0.0.1")
-            .header("content-type", "application/json")
-            .body(http_body_util::Full::new(review.clone()))
-            .unwrap();
-        conn.sender.ready().await.map_err(std::io::Error::other)?;
-        conn.sender
-            .send_request(req)
+        conn.0
+            .request(
+                "POST",
+                &format!("/clusters/member-1{VALIDATE}"),
+                "application/json",
+                review.clone(),
+            )
             .await
-            .map_err(std::io::Error::other)
     }
     .await;
     assert!(
@@ -118,4 +125,191 @@ async fn a_member_route_answers_only_that_members_client_certificate() {
         status, 403,
         "the host's certificate called a member's route"
     );
+}
+
+/// Writes, into `dir`, `identity`'s client certificate and key, the kubeconfig giving them to
+/// every webhook (user `*`), and the `AdmissionConfiguration` naming that kubeconfig for both
+/// webhook admission plugins; returns the path of the last.
+fn admission_config(dir: &std::path::Path, identity: &(String, String)) -> std::path::PathBuf {
+    let (cert, key) = (dir.join("client.crt"), dir.join("client.key"));
+    std::fs::write(&cert, &identity.0).unwrap();
+    std::fs::write(&key, &identity.1).unwrap();
+    let kubeconfig = dir.join("webhooks.kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\nusers:\n- name: '*'\n  user:\n    client-certificate: {}\n    client-key: {}\n",
+            cert.display(),
+            key.display()
+        ),
+    )
+    .unwrap();
+    let plugin = |name: &str| {
+        format!(
+            "- name: {name}\n  configuration:\n    apiVersion: apiserver.config.k8s.io/v1\n    kind: WebhookAdmissionConfiguration\n    kubeConfigFile: {}\n",
+            kubeconfig.display()
+        )
+    };
+    let path = dir.join("admission.yaml");
+    std::fs::write(
+        &path,
+        format!(
+            "apiVersion: apiserver.config.k8s.io/v1\nkind: AdmissionConfiguration\nplugins:\n{}{}",
+            plugin("ValidatingAdmissionWebhook"),
+            plugin("MutatingAdmissionWebhook")
+        ),
+    )
+    .unwrap();
+    path
+}
+
+/// The message of a refused create.
+async fn refusal(api: &Api<ConfigMap>, params: &PostParams, cm: &ConfigMap) -> Option<String> {
+    match api.create(params, cm).await {
+        Ok(_) => None,
+        Err(kube::Error::Api(status)) => Some(status.message),
+        Err(other) => Some(other.to_string()),
+    }
+}
+
+#[tokio::test]
+async fn real_apiservers_present_their_members_certificate_and_cannot_borrow_another_members_route()
+{
+    if !mcr_envtest::backend().is_real() {
+        let line = "SKIPPED on the emulator: real_apiservers_present_their_members_certificate_and_cannot_borrow_another_members_route: the emulator does not call admission webhooks (run with MCR_ENVTEST=real)\n";
+        let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
+        return;
+    }
+    common::init_tracing();
+    const LABEL: &str = "mcr-webhook-auth";
+    // Each member's kube-apiserver presents a client certificate naming the member, signed by
+    // the CA the webhook server trusts for callers.
+    let clients = Pki::new();
+    let dirs = [tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap()];
+    let configs = [
+        admission_config(dirs[0].path(), &clients.issue_client("member-1")),
+        admission_config(dirs[1].path(), &clients.issue_client("member-2")),
+    ];
+    let (host, member1, member2) = tokio::join!(
+        TestCluster::start("host"),
+        TestCluster::start_with_admission_config("member-1", &configs[0]),
+        TestCluster::start_with_admission_config("member-2", &configs[1]),
+    );
+    let (host, member1, member2) = (host.unwrap(), member1.unwrap(), member2.unwrap());
+    let provider = Arc::new(ClustersProvider::new());
+    for member in [&member1, &member2] {
+        provider
+            .add(Cluster::new(member.name(), member.client()))
+            .await
+            .unwrap();
+    }
+    let mgr = Manager::new(host.client(), Some(provider));
+    let webhooks = Webhooks::new(&mgr);
+    configmap_webhooks(&webhooks);
+    let mut options = ServerOptions::default();
+    options.client_auth = Some(ClientAuth::from_ca_pem(clients.ca_pem.as_bytes()).unwrap());
+    let s = serve(webhooks.clone(), options).await;
+    let base = format!("https://{}", s.addr);
+    let mut config = ConfigOptions::new("configmaps.auth.mcr.test");
+    config.object_selector = Some(LabelSelector {
+        match_labels: Some(BTreeMap::from([(LABEL.to_string(), "yes".to_string())])),
+        ..Default::default()
+    });
+    mgr.add(Arc::new(MemberConfigurations::new(
+        webhooks.clone(),
+        base.clone(),
+        s.pki.ca_pem.clone().into_bytes(),
+        config,
+    )))
+    .unwrap();
+    let token = CancellationToken::new();
+    let _run = tokio::spawn({
+        let (mgr, token) = (mgr.clone(), token.clone());
+        async move { mgr.run_until(token).await }
+    });
+    let _stop = token.drop_guard();
+    let dry = PostParams {
+        dry_run: true,
+        ..Default::default()
+    };
+
+    // Each member's apiserver, presenting its own certificate, is answered on its own route.
+    for member in [&member1, &member2] {
+        let name = member.name();
+        let api: Api<ConfigMap> = Api::namespaced(member.client(), "default");
+        let reason = format!("data.size must be a number, not \"large\" (cluster {name})");
+        eventually_async(
+            &format!("{name}'s apiserver to be answered by the webhook"),
+            DEADLINE,
+            || {
+                let (api, dry, reason) = (api.clone(), dry.clone(), reason.clone());
+                async move {
+                    refusal(&api, &dry, &labelled("probe", LABEL, "large"))
+                        .await
+                        .is_some_and(|m| m.contains(&reason))
+                }
+            },
+        )
+        .await;
+        let created = api
+            .create(&PostParams::default(), &labelled("valid", LABEL, "3"))
+            .await
+            .unwrap();
+        assert_eq!(
+            created.data.unwrap().get("owner").map(String::as_str),
+            Some(name),
+            "{name}: the defaulter ran for {name}"
+        );
+    }
+
+    // An administrator of member-1 points a webhook of member-1 at member-2's route: member-1's
+    // apiserver presents member-1's certificate there and is refused (403) before any handler
+    // runs, so its writes are decided by the failurePolicy (Fail: refused) and never by
+    // member-2's handler with member-2's Cluster.
+    let mut borrowing = ConfigOptions::new("borrowed.auth.mcr.test");
+    borrowing.object_selector = Some(LabelSelector {
+        match_labels: Some(BTreeMap::from([("borrow".to_string(), "yes".to_string())])),
+        ..Default::default()
+    });
+    let borrowed = mcr_webhook::validating_configuration(
+        &webhooks,
+        &format!("{base}/clusters/member-2"),
+        s.pki.ca_pem.as_bytes(),
+        &borrowing,
+    )
+    .unwrap();
+    Api::<ValidatingWebhookConfiguration>::all(member1.client())
+        .create(&PostParams::default(), &borrowed)
+        .await
+        .unwrap();
+    let api: Api<ConfigMap> = Api::namespaced(member1.client(), "default");
+    eventually_async(
+        "member-1's apiserver to call member-2's route",
+        DEADLINE,
+        || {
+            let (api, dry) = (api.clone(), dry.clone());
+            async move {
+                refusal(&api, &dry, &labelled("borrow", "borrow", "large"))
+                    .await
+                    .is_some()
+            }
+        },
+    )
+    .await;
+    let message = refusal(&api, &dry, &labelled("borrow", "borrow", "large"))
+        .await
+        .unwrap_or_default();
+    assert!(
+        message.contains("failed calling webhook") && !message.contains("cluster member-2"),
+        "member-1's apiserver was answered on member-2's route: {message}"
+    );
+    // A valid object is refused as well: the call failed, no handler decided.
+    let valid = refusal(&api, &dry, &labelled("borrow", "borrow", "3")).await;
+    assert!(
+        valid
+            .as_deref()
+            .is_some_and(|m| m.contains("failed calling webhook")),
+        "{valid:?}"
+    );
+    eprintln!("member-1 on member-2's route: {message}");
 }

@@ -6,7 +6,7 @@ mod common;
 
 use std::{sync::Arc, time::Duration};
 
-use common::{Env, Running, body, configmap_webhooks, connect, fixture, serve};
+use common::{Env, Running, body, configmap_webhooks, connect, fixture, labelled, serve};
 use futures::StreamExt;
 use mcr_webhook::{ServerOptions, Webhooks};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -245,14 +245,91 @@ async fn an_http2_client_is_answered_on_one_connection() {
     }
 }
 
+const FLOOD_LABEL: &str = "mcr-webhook-flood";
+
+/// Creates `cm` through the host's kube-apiserver: `Ok` if admitted, the refusal otherwise.
+async fn create(
+    api: &kube::Api<k8s_openapi::api::core::v1::ConfigMap>,
+    cm: &k8s_openapi::api::core::v1::ConfigMap,
+    dry_run: bool,
+) -> Result<(), String> {
+    let params = kube::api::PostParams {
+        dry_run,
+        ..Default::default()
+    };
+    match api.create(&params, cm).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(status)) => Err(status.message),
+        Err(other) => Err(other.to_string()),
+    }
+}
+
+/// On real control planes: the host's kube-apiserver gets a configuration calling the
+/// server's host route, and calls it (its refusal of an invalid ConfigMap says so).
+async fn host_apiserver_calls(
+    env: &Env,
+    webhooks: &Webhooks,
+    s: &Running,
+) -> kube::Api<k8s_openapi::api::core::v1::ConfigMap> {
+    let mut options = mcr_webhook::ConfigOptions::new("flood.webhooks.mcr.test");
+    options.object_selector = Some(
+        k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector {
+            match_labels: Some([(FLOOD_LABEL.to_string(), "yes".to_string())].into()),
+            ..Default::default()
+        },
+    );
+    let config = mcr_webhook::validating_configuration(
+        webhooks,
+        &format!("https://{}", s.addr),
+        s.pki.ca_pem.as_bytes(),
+        &options,
+    )
+    .unwrap();
+    kube::Api::<k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration>::all(
+        env.host.client(),
+    )
+    .create(&Default::default(), &config)
+    .await
+    .unwrap();
+    let api = kube::Api::namespaced(env.host.client(), "default");
+    mcr_envtest::wait::eventually_async(
+        "the host's apiserver to call the webhook",
+        common::DEADLINE,
+        || {
+            let api = api.clone();
+            async move {
+                create(&api, &labelled("probe", FLOOD_LABEL, "large"), true)
+                    .await
+                    .is_err_and(|m| m.contains(FLOOD_REFUSAL))
+            }
+        },
+    )
+    .await;
+    api
+}
+
+/// The validator's refusal of `size: large` on the host.
+const FLOOD_REFUSAL: &str = "data.size must be a number, not \"large\" (cluster <host>)";
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_flood_of_silent_tls_connections_is_closed_and_reviews_still_answered() {
     const SILENT: usize = 1000;
+    /// How long the server leaves a silent connection open: the whole check runs within it.
+    const SILENT_FOR: Duration = Duration::from_secs(10);
     let mut options = ServerOptions::default();
-    // Long enough that the flood is still open while the review below is answered.
-    options.header_read_timeout = Duration::from_secs(3);
-    let (_env, s) = server(options).await;
+    options.header_read_timeout = SILENT_FOR;
+    let env = Env::start(0).await;
+    let webhooks = Webhooks::new(&env.mgr);
+    configmap_webhooks(&webhooks);
+    let s = serve(webhooks.clone(), options).await;
+    // On real control planes, the reviews also come from the host's kube-apiserver.
+    let apiserver = if mcr_envtest::backend().is_real() {
+        Some(host_apiserver_calls(&env, &webhooks, &s).await)
+    } else {
+        None
+    };
     let connector = tls_connector(&s.pki.ca_pem, &[]);
+    let flood_started = std::time::Instant::now();
     let opened = futures::stream::iter(0..SILENT)
         .map(|_| {
             let connector = connector.clone();
@@ -272,9 +349,27 @@ async fn a_flood_of_silent_tls_connections_is_closed_and_reviews_still_answered(
         .collect::<Vec<_>>()
         .await;
     assert_eq!(opened.len(), SILENT);
+    let flood_opened = flood_started.elapsed();
 
-    // The flood holds a thousand connections: a review is still answered.
+    // The flood holds a thousand connections: a review is still answered, on a new
+    // connection, and through the host's kube-apiserver: an invalid ConfigMap refused by the
+    // validator, a valid one admitted.
     answered(&s).await;
+    if let Some(api) = &apiserver {
+        let refused = create(api, &labelled("invalid", FLOOD_LABEL, "large"), false).await;
+        assert!(
+            refused.as_ref().is_err_and(|m| m.contains(FLOOD_REFUSAL)),
+            "the host's apiserver during the flood: {refused:?}"
+        );
+        let admitted = create(api, &labelled("valid", FLOOD_LABEL, "3"), false).await;
+        assert_eq!(admitted, Ok(()), "the host's apiserver during the flood");
+    }
+    // Answered while the whole flood was open (a silent connection lives SILENT_FOR).
+    let checked = flood_started.elapsed();
+    assert!(
+        checked < SILENT_FOR,
+        "the checks ended {checked:?} after the flood began ({flood_opened:?} to open it): some silent connections may have been closed already"
+    );
 
     // Every silent connection is closed by the server.
     let closed = futures::stream::iter(opened)
@@ -284,4 +379,8 @@ async fn a_flood_of_silent_tls_connections_is_closed_and_reviews_still_answered(
         .await;
     assert_eq!(closed, SILENT);
     answered(&s).await;
+    eprintln!(
+        "flood of {SILENT}: opened in {flood_opened:?}, answered within {checked:?}, all closed after {:?}",
+        flood_started.elapsed()
+    );
 }

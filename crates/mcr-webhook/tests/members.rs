@@ -13,10 +13,7 @@ use k8s_openapi::{
     },
     apimachinery::pkg::apis::meta::v1::LabelSelector,
 };
-use kube::{
-    Api, Client,
-    api::{ObjectMeta, PostParams},
-};
+use kube::{Api, Client, api::PostParams};
 use mcr_envtest::wait::eventually_async;
 use mcr_webhook::{ConfigOptions, MemberConfigurations, ServerOptions, Webhooks};
 
@@ -131,16 +128,7 @@ async fn members_get_the_configuration_on_engage_and_lose_it_when_they_leave() {
 }
 
 fn cm(name: &str, size: &str) -> ConfigMap {
-    ConfigMap {
-        metadata: ObjectMeta {
-            name: Some(name.into()),
-            namespace: Some("default".into()),
-            labels: Some(BTreeMap::from([(LABEL.to_string(), "yes".to_string())])),
-            ..Default::default()
-        },
-        data: Some(BTreeMap::from([("size".to_string(), size.to_string())])),
-        ..Default::default()
-    }
+    common::labelled(name, LABEL, size)
 }
 
 #[tokio::test]
@@ -374,18 +362,41 @@ async fn a_departed_members_cleanup_is_retried_and_never_deletes_a_newer_configu
         member2.request_count("delete", "validatingwebhookconfigurations") >= 2
     })
     .await;
+    let failing_cleanup = |statuses: Vec<mcr_core::MemberStatus>| {
+        statuses.iter().any(|s| {
+            s.name == "member-2"
+                && matches!(&s.state, mcr_core::MemberState::Failed { reason, retry_in: Some(_) }
+                    if reason.contains("removing"))
+        })
+    };
     mcr_envtest::wait::eventually(
         "the pending cleanup to show in member_statuses",
         DEADLINE,
-        || {
-            writer.member_statuses().iter().any(|s| {
-                s.name == "member-2"
-                    && matches!(&s.state, mcr_core::MemberState::Failed { reason, retry_in: Some(_) }
-                        if reason.contains("removing"))
-            })
-        },
+        || failing_cleanup(writer.member_statuses()),
     )
     .await;
+    // The manager reports it too, with the provider's members: member-2 is no longer engaged,
+    // yet shows as failed (with the reason) in its statuses and in `cluster_statuses`.
+    let reported = env.mgr.member_statuses();
+    assert!(
+        failing_cleanup(reported.clone())
+            && reported
+                .iter()
+                .any(|s| s.name == "member-2" && &*s.provider == "webhook-configurations"),
+        "the manager does not report member-2's failing cleanup: {reported:?}"
+    );
+    let member2_status = env
+        .mgr
+        .cluster_statuses()
+        .into_iter()
+        .find(|s| s.name == "member-2");
+    assert!(
+        matches!(
+            &member2_status,
+            Some(s) if !s.is_healthy() && matches!(s.member, Some(mcr_core::MemberState::Failed { .. }))
+        ),
+        "{member2_status:?}"
+    );
 
     // Meanwhile a newer configuration is written (by the member's next owner).
     let newer = "https://elsewhere.example.test/clusters/member-2/validate--v1-configmap";

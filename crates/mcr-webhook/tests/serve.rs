@@ -167,13 +167,15 @@ async fn bad_requests_get_the_review_shape_with_the_uid_when_known() {
 
     // Not application/json.
     let (status, review) = conn
+        .0
         .request(
             "POST",
             VALIDATE,
             "text/plain",
             body(&fixture("configmap-create.json")),
         )
-        .await;
+        .await
+        .unwrap();
     assert_eq!(status, 200);
     assert_eq!(review["response"]["allowed"], false);
     assert_eq!(review["response"]["status"]["code"], 400);
@@ -195,8 +197,10 @@ async fn bad_requests_get_the_review_shape_with_the_uid_when_known() {
     let (status, _) = conn.post("/validate--v1-secret", "{}").await;
     assert_eq!(status, 404);
     let (status, _) = conn
+        .0
         .request("GET", VALIDATE, "application/json", Bytes::new())
-        .await;
+        .await
+        .unwrap();
     assert_eq!(status, 405);
 }
 
@@ -378,7 +382,7 @@ async fn a_rotated_certificate_reaches_new_connections_and_open_ones_keep_workin
     let (_env, s) = host_only().await;
     let first = s.server.certificates().generation();
     let mut open = connect(s.addr, &s.pki.ca_pem).await;
-    let old_leaf = open.peer.clone();
+    let old_leaf = open.peer().to_vec();
 
     let new_leaf = s.pki.issue("serving-2");
     let certs = s.server.certificates().clone();
@@ -388,7 +392,7 @@ async fn a_rotated_certificate_reaches_new_connections_and_open_ones_keep_workin
     .await;
     let mut fresh = connect(s.addr, &s.pki.ca_pem).await;
     assert!(
-        fresh.peer == new_leaf,
+        fresh.peer() == new_leaf,
         "a new connection gets the new certificate"
     );
     let (_, review) = fresh
@@ -403,7 +407,7 @@ async fn a_rotated_certificate_reaches_new_connections_and_open_ones_keep_workin
     assert_eq!(status, 200);
     assert_eq!(review["response"]["allowed"], true);
     assert!(
-        open.peer == old_leaf,
+        open.peer() == old_leaf,
         "the open connection kept its session"
     );
 
@@ -412,7 +416,7 @@ async fn a_rotated_certificate_reaches_new_connections_and_open_ones_keep_workin
     assert!(certs.reload().is_err());
     let fresh = connect(s.addr, &s.pki.ca_pem).await;
     assert!(
-        fresh.peer == new_leaf,
+        fresh.peer() == new_leaf,
         "a broken key file replaced the certificate"
     );
 }

@@ -2,6 +2,9 @@
 //! replica engaging only the members it owns. A review for a member a replica cannot serve
 //! must fail (HTTP 503, so the webhook's `failurePolicy` decides), never be denied; and a
 //! member handed from one replica to another keeps its webhook configuration throughout.
+//! Three replicas behind one address, one killed and one joining while the members write
+//! (through their kube-apiservers with MCR_ENVTEST=real): no write is refused by mistake or
+//! admitted unvalidated, and no configuration goes missing.
 
 mod common;
 
@@ -64,6 +67,11 @@ fn review_only_webhooks(webhooks: &Webhooks) {
         .with_converter(|obj, to, _cluster| to_v2(obj, to))
         .register()
         .unwrap();
+    check_validator(webhooks);
+}
+
+/// The review-only validator on [`CHECK`]: `data.size`, when present, must be a number.
+fn check_validator(webhooks: &Webhooks) {
     webhooks
         .for_::<k8s_openapi::api::core::v1::ConfigMap>()
         .validate_path(CHECK)
@@ -74,11 +82,9 @@ fn review_only_webhooks(webhooks: &Webhooks) {
                 .and_then(|cm| cm.data.as_ref())
                 .and_then(|d| d.get("size"));
             match size {
-                Some(size) if size.parse::<u32>().is_err() => Err(format!(
-                    "data.size must be a number, not {size:?} (cluster {})",
-                    req.cluster_name()
-                )
-                .into()),
+                Some(size) if size.parse::<u32>().is_err() => {
+                    Err(format!("{REFUSAL}, not {size:?} (cluster {})", req.cluster_name()).into())
+                }
                 _ => Ok(()),
             }
         })
@@ -112,6 +118,21 @@ fn sharding(id: &str) -> Sharding {
         .renew_period(Duration::from_millis(500))
 }
 
+/// Replica `id`'s manager: sharded, over `members`, not yet running.
+async fn sharded_manager(id: &str, host: &TestCluster, members: &[TestCluster]) -> Manager {
+    let provider = Arc::new(ClustersProvider::new());
+    for c in members {
+        provider
+            .add(Cluster::new(c.name(), c.client()))
+            .await
+            .unwrap();
+    }
+    Manager::builder(host.client())
+        .provider(provider)
+        .sharding(sharding(id))
+        .build()
+}
+
 /// Starts replica `id`; `extra` is added to its manager before it runs.
 async fn replica(
     id: &str,
@@ -119,17 +140,7 @@ async fn replica(
     fleet: &Fleet,
     extra: impl FnOnce(&Manager, &Webhooks, &Running) -> Option<Arc<MemberConfigurations>>,
 ) -> Replica {
-    let provider = Arc::new(ClustersProvider::new());
-    for c in fleet.clusters() {
-        provider
-            .add(Cluster::new(c.name(), c.client()))
-            .await
-            .unwrap();
-    }
-    let mgr = Manager::builder(host.client())
-        .provider(provider)
-        .sharding(sharding(id))
-        .build();
+    let mgr = sharded_manager(id, host, fleet.clusters()).await;
     let webhooks = Webhooks::new(&mgr);
     configmap_webhooks(&webhooks);
     review_only_webhooks(&webhooks);
@@ -383,6 +394,508 @@ async fn a_handoff_swaps_the_url_and_never_deletes_the_configuration() {
             0,
             "{}: a replica that stopped deleted the configuration",
             c.name()
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Three replicas behind one address, with a kill and a join, while the members write.
+
+/// The label the one-address test's configurations select (the cluster's own ConfigMaps are
+/// not sent to the webhook).
+const WRITES: &str = "mcr-webhook-writes";
+/// The validator's refusal of a marked write (`data.size` not a number).
+const REFUSAL: &str = "data.size must be a number";
+
+/// A replica on its own tokio runtime, so that killing it (shutting the runtime down) drops
+/// everything it runs at once (server, manager, Leases), with nothing graceful.
+struct Process {
+    id: String,
+    mgr: Manager,
+    /// Its webhook server's own address (behind the one address).
+    addr: std::net::SocketAddr,
+    runtime: Option<tokio::runtime::Runtime>,
+}
+
+impl Process {
+    /// Starts replica `id`: a sharded manager over `fleet`'s members; a webhook server with
+    /// the certificate in `pki` serving a review-only validator; and member configurations
+    /// calling `base` (the one address).
+    async fn start(
+        id: &str,
+        host: &TestCluster,
+        fleet: &Fleet,
+        pki: &common::Pki,
+        base: &str,
+    ) -> Process {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name(format!("replica-{id}"))
+            .enable_all()
+            .build()
+            .unwrap();
+        let (host, members) = (host.clone(), fleet.clusters().to_vec());
+        let (id2, certs, base) = (id.to_owned(), pki.reloader(), base.to_owned());
+        let ca = pki.ca_pem.clone().into_bytes();
+        let (mgr, addr) = runtime
+            .spawn(async move {
+                let mgr = sharded_manager(&id2, &host, &members).await;
+                let webhooks = Webhooks::new(&mgr);
+                check_validator(&webhooks);
+                let server = mcr_webhook::Server::bind(
+                    ([127, 0, 0, 1], 0).into(),
+                    webhooks.clone(),
+                    certs,
+                    ServerOptions::default(),
+                )
+                .await
+                .unwrap();
+                let addr = server.local_addr();
+                mgr.add(Arc::new(server)).unwrap();
+                let mut options = ConfigOptions::new(CONFIG);
+                options.object_selector = Some(
+                    k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector {
+                        match_labels: Some([(WRITES.to_string(), "yes".to_string())].into()),
+                        ..Default::default()
+                    },
+                );
+                mgr.add(Arc::new(MemberConfigurations::new(
+                    webhooks, base, ca, options,
+                )))
+                .unwrap();
+                let run = mgr.clone();
+                tokio::spawn(async move { run.run_until(CancellationToken::new()).await });
+                (mgr, addr)
+            })
+            .await
+            .unwrap();
+        Process {
+            id: id.to_owned(),
+            mgr,
+            addr,
+            runtime: Some(runtime),
+        }
+    }
+
+    /// Killed: its runtime is shut down, dropping its server, manager and Lease renewals.
+    fn kill(mut self) {
+        if let Some(runtime) = self.runtime.take() {
+            runtime.shutdown_background();
+        }
+    }
+
+    fn owned(&self) -> BTreeSet<String> {
+        self.mgr
+            .fleet()
+            .names()
+            .into_iter()
+            .map(|n| n.to_string())
+            .collect()
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        if let Some(runtime) = self.runtime.take() {
+            runtime.shutdown_background();
+        }
+    }
+}
+
+/// One address in front of the replicas, as a Service is: each new connection goes to the
+/// next live replica, round robin; a replica killed is taken out of the list (as its
+/// endpoint is), and connections open to it break.
+struct Frontend {
+    addr: std::net::SocketAddr,
+    backends: Arc<parking_lot::Mutex<Vec<std::net::SocketAddr>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Frontend {
+    async fn start() -> Frontend {
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
+            .await
+            .unwrap();
+        let addr = listener.local_addr().unwrap();
+        let backends: Arc<parking_lot::Mutex<Vec<std::net::SocketAddr>>> = Arc::default();
+        let list = backends.clone();
+        let task = tokio::spawn(async move {
+            let mut next = 0usize;
+            while let Ok((mut client, _)) = listener.accept().await {
+                let backend = {
+                    let list = list.lock();
+                    next += 1;
+                    (!list.is_empty()).then(|| list[next % list.len()])
+                };
+                tokio::spawn(async move {
+                    let Some(backend) = backend else { return };
+                    if let Ok(mut server) = tokio::net::TcpStream::connect(backend).await {
+                        let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
+                    }
+                });
+            }
+        });
+        Frontend {
+            addr,
+            backends,
+            task,
+        }
+    }
+
+    fn set(&self, replicas: &[&Process]) {
+        *self.backends.lock() = replicas.iter().map(|r| r.addr).collect();
+    }
+}
+
+impl Drop for Frontend {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Every write of the members, by outcome.
+#[derive(Debug, Default)]
+struct Tally {
+    /// Valid writes admitted.
+    admitted: usize,
+    /// Marked writes refused by the validator.
+    denied: usize,
+    /// Writes refused because the call failed: the failurePolicy (`Fail`) decided.
+    failed_calls: Vec<String>,
+    /// Valid writes refused by a review answer: refused by mistake.
+    wrongly_refused: Vec<String>,
+    /// Marked writes admitted: not validated.
+    unvalidated: Vec<String>,
+    /// Anything else.
+    other: Vec<String>,
+}
+
+impl Tally {
+    fn total(&self) -> usize {
+        self.admitted
+            + self.denied
+            + self.failed_calls.len()
+            + self.wrongly_refused.len()
+            + self.unvalidated.len()
+            + self.other.len()
+    }
+}
+
+/// How one write went: `Ok` admitted, `Err` refused with the message, for a failed call
+/// (the failurePolicy decided) `Err` starting with "failed calling webhook".
+type Outcome = Result<(), String>;
+
+/// How a member writes: through its own kube-apiserver (real control planes), or, on the
+/// emulator, by sending the review the apiserver would send to the one address.
+enum Writer {
+    Apiserver(kube::Api<k8s_openapi::api::core::v1::ConfigMap>),
+    ByHand {
+        member: String,
+        addr: std::net::SocketAddr,
+        ca: Vec<u8>,
+        conn: Option<mcr_webhook::testing::ReviewClient>,
+    },
+}
+
+impl Writer {
+    async fn write(&mut self, cm: &k8s_openapi::api::core::v1::ConfigMap) -> Outcome {
+        match self {
+            Writer::Apiserver(api) => {
+                let params = kube::api::PostParams::default();
+                let create = api.create(&params, cm);
+                match tokio::time::timeout(Duration::from_secs(30), create).await {
+                    Ok(Ok(_)) => Ok(()),
+                    Ok(Err(kube::Error::Api(status))) => Err(status.message),
+                    Ok(Err(other)) => Err(format!("(not an API answer) {other}")),
+                    Err(_) => Err("(not an API answer) no answer within 30s".into()),
+                }
+            }
+            Writer::ByHand {
+                member,
+                addr,
+                ca,
+                conn,
+            } => {
+                let review = mcr_webhook::testing::admission_review("w", "CREATE", cm);
+                let path = format!("/clusters/{member}{CHECK}");
+                if conn.is_none() {
+                    *conn = mcr_webhook::testing::ReviewClient::connect(*addr, ca)
+                        .await
+                        .ok();
+                }
+                let answer = match conn.as_mut() {
+                    Some(c) => c.post(&path, &review).await,
+                    None => return Err("failed calling webhook: cannot connect".into()),
+                };
+                match answer {
+                    Ok((200, answer)) if answer["response"]["allowed"] == true => Ok(()),
+                    Ok((200, answer)) => Err(answer["response"]["status"]["message"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_owned()),
+                    Ok((status, _)) => Err(format!("failed calling webhook: HTTP {status}")),
+                    Err(err) => {
+                        *conn = None;
+                        Err(format!("failed calling webhook: {err}"))
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Writes ConfigMaps into `member` until `stop`: every other one marked (an invalid
+/// `data.size`), counting each outcome in `tally`.
+async fn keep_writing(
+    mut writer: Writer,
+    member: String,
+    tally: Arc<parking_lot::Mutex<Tally>>,
+    stop: CancellationToken,
+) {
+    let mut i = 0u32;
+    while !stop.is_cancelled() {
+        i += 1;
+        let marked = i.is_multiple_of(2);
+        let size = if marked { "large" } else { "3" };
+        let cm = common::labelled(&format!("w-{i}"), WRITES, size);
+        let outcome = writer.write(&cm).await;
+        let what = format!("{member} w-{i} (size {size})");
+        let mut tally = tally.lock();
+        match outcome {
+            Ok(()) if marked => tally.unvalidated.push(what),
+            Ok(()) => tally.admitted += 1,
+            Err(m) if m.contains(REFUSAL) && marked => tally.denied += 1,
+            Err(m) if m.contains(REFUSAL) => tally.wrongly_refused.push(format!("{what}: {m}")),
+            Err(m) if m.contains("failed calling webhook") => {
+                tally.failed_calls.push(format!("{what}: {m}"));
+            }
+            Err(m) => tally.other.push(format!("{what}: {m}")),
+        }
+    }
+}
+
+/// Every member engaged by exactly one of `replicas`, and every replica agreeing which.
+fn each_owned_once(replicas: &[&Process], all: &BTreeSet<String>) -> bool {
+    all.iter().all(|member| {
+        let owners: Vec<&str> = replicas
+            .iter()
+            .filter(|r| r.owned().contains(member))
+            .map(|r| r.id.as_str())
+            .collect();
+        let [owner] = owners[..] else { return false };
+        replicas
+            .iter()
+            .all(|r| match r.mgr.owner(&member.as_str().into()) {
+                mcr_core::shard::Ownership::Owned => r.id == owner,
+                mcr_core::shard::Ownership::Elsewhere { owner: Some(seen) } => seen == owner,
+                _ => false,
+            })
+    })
+}
+
+fn owners(replicas: &[&Process]) -> String {
+    replicas
+        .iter()
+        .map(|r| format!("{}: {:?}", r.id, r.owned()))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_replicas_behind_one_address_with_a_kill_and_a_join_refuse_no_write_by_mistake() {
+    common::init_tracing();
+    let real = mcr_envtest::backend().is_real();
+    let (host, fleet) = tokio::join!(
+        TestCluster::start("host"),
+        Fleet::builder().clusters(2).name_prefix("member").start()
+    );
+    let (host, fleet) = (host.unwrap(), fleet.unwrap());
+    for c in fleet.clusters() {
+        common::admission_types(&c.client()).await;
+    }
+    let all = names(&fleet);
+    let pki = common::Pki::new();
+    let frontend = Frontend::start().await;
+    let base = format!("https://{}", frontend.addr);
+
+    let r1 = Process::start("r1", &host, &fleet, &pki, &base).await;
+    let r2 = Process::start("r2", &host, &fleet, &pki, &base).await;
+    let r3 = Process::start("r3", &host, &fleet, &pki, &base).await;
+    frontend.set(&[&r1, &r2, &r3]);
+    mcr_envtest::wait::eventually(
+        "each member engaged by exactly one replica",
+        DEADLINE,
+        || each_owned_once(&[&r1, &r2, &r3], &all),
+    )
+    .await;
+    eprintln!("owners: {}", owners(&[&r1, &r2, &r3]));
+    // Every member has the configuration calling the one address, and (on real control
+    // planes) its apiserver calls it.
+    for member in fleet.clusters() {
+        let client = member.client();
+        let want = format!("{base}/clusters/{}{CHECK}", member.name());
+        mcr_envtest::wait::eventually_async(
+            &format!("{}'s configuration", member.name()),
+            DEADLINE,
+            || {
+                let (client, want) = (client.clone(), want.clone());
+                async move { config_url(&client).await.as_deref() == Some(want.as_str()) }
+            },
+        )
+        .await;
+        if real {
+            let api: kube::Api<k8s_openapi::api::core::v1::ConfigMap> =
+                kube::Api::namespaced(client.clone(), "default");
+            mcr_envtest::wait::eventually_async(
+                &format!("{}'s apiserver to call the webhook", member.name()),
+                DEADLINE,
+                || {
+                    let api = api.clone();
+                    async move {
+                        let probe = common::labelled("probe", WRITES, "x");
+                        let dry = kube::api::PostParams {
+                            dry_run: true,
+                            ..Default::default()
+                        };
+                        matches!(api.create(&dry, &probe).await,
+                            Err(kube::Error::Api(s)) if s.message.contains(REFUSAL))
+                    }
+                },
+            )
+            .await;
+        }
+    }
+
+    // The members write throughout; a watcher counts every moment a configuration is gone.
+    let tally = Arc::new(parking_lot::Mutex::new(Tally::default()));
+    let stop = CancellationToken::new();
+    let mut tasks = Vec::new();
+    for member in fleet.clusters() {
+        let writer = if real {
+            Writer::Apiserver(kube::Api::namespaced(member.client(), "default"))
+        } else {
+            Writer::ByHand {
+                member: member.name().to_owned(),
+                addr: frontend.addr,
+                ca: pki.ca_pem.clone().into_bytes(),
+                conn: None,
+            }
+        };
+        tasks.push(tokio::spawn(keep_writing(
+            writer,
+            member.name().to_owned(),
+            tally.clone(),
+            stop.clone(),
+        )));
+    }
+    let lost = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let watcher = {
+        let (clients, lost, stop) = (
+            fleet
+                .clusters()
+                .iter()
+                .map(TestCluster::client)
+                .collect::<Vec<_>>(),
+            lost.clone(),
+            stop.clone(),
+        );
+        tokio::spawn(async move {
+            while !stop.is_cancelled() {
+                for client in &clients {
+                    if config_url(client).await.is_none() {
+                        lost.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    }
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        })
+    };
+    let writes = || tally.lock().total();
+    let more_writes = |n: usize| {
+        let from = writes();
+        let tally = tally.clone();
+        async move {
+            mcr_envtest::wait::eventually(&format!("{n} more writes"), DEADLINE, || {
+                tally.lock().total() >= from + n
+            })
+            .await;
+        }
+    };
+    more_writes(20).await;
+
+    // The owner of member-1 is killed: its members go to the others.
+    let (victim, rest): (Vec<Process>, Vec<Process>) = [r1, r2, r3]
+        .into_iter()
+        .partition(|r| r.owned().contains("member-1"));
+    let victim = victim.into_iter().next().unwrap();
+    let victim_id = victim.id.clone();
+    let [a, b]: [Process; 2] = rest.try_into().ok().unwrap();
+    victim.kill();
+    // Its endpoint goes (connections to it fail meanwhile, and the failurePolicy decides).
+    frontend.set(&[&a, &b]);
+    mcr_envtest::wait::eventually(
+        &format!("{victim_id}'s members to be taken over"),
+        DEADLINE,
+        || each_owned_once(&[&a, &b], &all),
+    )
+    .await;
+    eprintln!("{victim_id} killed; owners: {}", owners(&[&a, &b]));
+    more_writes(20).await;
+
+    // r4 joins: it takes its share.
+    let before = (a.owned(), b.owned());
+    let r4 = Process::start("r4", &host, &fleet, &pki, &base).await;
+    frontend.set(&[&a, &b, &r4]);
+    mcr_envtest::wait::eventually("r4 to take its share", DEADLINE, || {
+        each_owned_once(&[&a, &b, &r4], &all) && (a.owned(), b.owned()) != before
+    })
+    .await;
+    eprintln!("r4 joined; owners: {}", owners(&[&a, &b, &r4]));
+    more_writes(20).await;
+
+    stop.cancel();
+    for task in tasks {
+        task.await.unwrap();
+    }
+    watcher.await.unwrap();
+    let tally = std::mem::take(&mut *tally.lock());
+    eprintln!(
+        "{} writes: {} admitted, {} refused by the validator, {} decided by the failurePolicy (failed calls), {} refused by mistake, {} admitted unvalidated, {} other; configurations seen missing {} times",
+        tally.total(),
+        tally.admitted,
+        tally.denied,
+        tally.failed_calls.len(),
+        tally.wrongly_refused.len(),
+        tally.unvalidated.len(),
+        tally.other.len(),
+        lost.load(std::sync::atomic::Ordering::SeqCst)
+    );
+    for failed in &tally.failed_calls {
+        eprintln!("failed call: {failed}");
+    }
+    assert!(
+        tally.wrongly_refused.is_empty(),
+        "valid writes refused: {:?}",
+        tally.wrongly_refused
+    );
+    assert!(
+        tally.unvalidated.is_empty(),
+        "marked writes admitted: {:?}",
+        tally.unvalidated
+    );
+    assert!(tally.other.is_empty(), "{:?}", tally.other);
+    assert_eq!(
+        lost.load(std::sync::atomic::Ordering::SeqCst),
+        0,
+        "a configuration went missing"
+    );
+    assert!(tally.admitted > 0 && tally.denied > 0, "{tally:?}");
+    for member in fleet.clusters() {
+        assert_eq!(
+            config_url(&member.client()).await,
+            Some(format!("{base}/clusters/{}{CHECK}", member.name())),
+            "{}",
+            member.name()
         );
     }
 }

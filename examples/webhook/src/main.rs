@@ -167,7 +167,9 @@ async fn run(args: Args) -> Result<()> {
         // The emulator has no admissionregistration.k8s.io: serve the two types as CRDs so
         // the configurations can be written and read back.
         for member in fleet.clusters() {
-            review::admission_types(&member.client()).await?;
+            mcr_webhook::testing::install_admission_types(&member.client())
+                .await
+                .context("serving the webhook configuration types as CRDs")?;
         }
     }
     let token = CancellationToken::new();

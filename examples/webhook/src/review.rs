@@ -1,18 +1,16 @@
 //! The example's plumbing: a certificate on disk, and the two ways a cluster's webhook is
 //! exercised (through a real kube-apiserver, or by sending the review it would send).
 
-use std::{path::Path, sync::Arc, time::Duration};
+use std::{net::SocketAddr, path::Path, time::Duration};
 
 use anyhow::{Context as _, Result, bail};
-use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
-use hyper_util::rt::TokioIo;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::{Api, Client, api::PostParams};
+use mcr_webhook::testing::{ReviewClient, admission_review};
 use rcgen::{
     BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
 };
-use serde_json::{Value, json};
+use serde_json::Value;
 
 /// Writes `tls.crt` / `tls.key` for 127.0.0.1 signed by a fresh CA (cert-manager's job in a
 /// real deployment); returns the CA's PEM, the `caBundle` of the webhook configurations.
@@ -86,24 +84,35 @@ pub async fn by_hand(
     path: &str,
     config_map: fn(&str, &str) -> ConfigMap,
 ) -> Result<(Option<String>, bool)> {
-    let invalid = post(
-        base,
-        ca_pem,
-        path,
-        &review(
-            "3f0c7a6e-0001-4b8e-9d2c-5a1e2b3c4d5e",
-            &config_map("invalid", "eleven"),
-        ),
+    let addr: SocketAddr = base
+        .trim_start_matches("https://")
+        .parse()
+        .with_context(|| format!("{base} is not https://<ip>:<port>"))?;
+    let mut client = ReviewClient::connect(addr, ca_pem.as_bytes()).await?;
+    let mut send = async |uid: &str, cm: ConfigMap| -> Result<Value> {
+        let (status, answer) = client
+            .post(path, &admission_review(uid, "CREATE", &cm))
+            .await?;
+        if status != 200 {
+            // A failed call (kube-apiserver applies the webhook's failurePolicy), e.g. 503
+            // from a replica that does not serve the member (any more).
+            bail!(
+                "the webhook call failed with HTTP {status}: {}",
+                answer["response"]["status"]["message"]
+                    .as_str()
+                    .unwrap_or_default()
+            );
+        }
+        Ok(answer)
+    };
+    let invalid = send(
+        "3f0c7a6e-0001-4b8e-9d2c-5a1e2b3c4d5e",
+        config_map("invalid", "eleven"),
     )
     .await?;
-    let valid = post(
-        base,
-        ca_pem,
-        path,
-        &review(
-            "3f0c7a6e-0002-4b8e-9d2c-5a1e2b3c4d5e",
-            &config_map("valid", "3"),
-        ),
+    let valid = send(
+        "3f0c7a6e-0002-4b8e-9d2c-5a1e2b3c4d5e",
+        config_map("valid", "3"),
     )
     .await?;
     let refused = (invalid["response"]["allowed"] == false).then(|| {
@@ -113,109 +122,6 @@ pub async fn by_hand(
             .to_string()
     });
     Ok((refused, valid["response"]["allowed"] == true))
-}
-
-fn review(uid: &str, cm: &ConfigMap) -> Value {
-    json!({
-        "apiVersion": "admission.k8s.io/v1",
-        "kind": "AdmissionReview",
-        "request": {
-            "uid": uid,
-            "kind": { "group": "", "version": "v1", "kind": "ConfigMap" },
-            "resource": { "group": "", "version": "v1", "resource": "configmaps" },
-            "name": cm.metadata.name,
-            "namespace": "default",
-            "operation": "CREATE",
-            "userInfo": { "username": "example-webhook" },
-            "object": cm,
-            "oldObject": null,
-            "dryRun": false
-        }
-    })
-}
-
-async fn post(base: &str, ca_pem: &str, path: &str, body: &Value) -> Result<Value> {
-    let mut roots = rustls::RootCertStore::empty();
-    for cert in rustls_pemfile::certs(&mut ca_pem.as_bytes()) {
-        roots.add(cert?)?;
-    }
-    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()?
-    .with_root_certificates(roots)
-    .with_no_client_auth();
-    let addr = base.trim_start_matches("https://");
-    let tcp = tokio::net::TcpStream::connect(addr).await?;
-    let tls = tokio_rustls::TlsConnector::from(Arc::new(config))
-        .connect(rustls::pki_types::ServerName::try_from("127.0.0.1")?, tcp)
-        .await?;
-    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls)).await?;
-    tokio::spawn(conn);
-    let request = http::Request::post(path)
-        .header("host", addr)
-        .header("content-type", "application/json")
-        .body(Full::new(Bytes::from(serde_json::to_vec(body)?)))?;
-    let response = sender.send_request(request).await?;
-    let status = response.status();
-    let bytes = response.into_body().collect().await?.to_bytes();
-    let answer: Value = serde_json::from_slice(&bytes)?;
-    if !status.is_success() {
-        // A failed call (kube-apiserver applies the webhook's failurePolicy), e.g. 503 from a
-        // replica that does not serve the member (any more).
-        bail!(
-            "the webhook call failed with HTTP {status}: {}",
-            answer["response"]["status"]["message"]
-                .as_str()
-                .unwrap_or_default()
-        );
-    }
-    Ok(answer)
-}
-
-/// Serves `ValidatingWebhookConfiguration` and `MutatingWebhookConfiguration` as CRDs (the
-/// emulator has no admissionregistration.k8s.io; a real apiserver has them built in).
-pub async fn admission_types(client: &Client) -> Result<()> {
-    let crds: Api<kube::api::DynamicObject> = Api::all_with(
-        client.clone(),
-        &kube::api::ApiResource::from_gvk_with_plural(
-            &kube::api::GroupVersionKind::gvk(
-                "apiextensions.k8s.io",
-                "v1",
-                "CustomResourceDefinition",
-            ),
-            "customresourcedefinitions",
-        ),
-    );
-    for (kind, plural) in [
-        (
-            "ValidatingWebhookConfiguration",
-            "validatingwebhookconfigurations",
-        ),
-        (
-            "MutatingWebhookConfiguration",
-            "mutatingwebhookconfigurations",
-        ),
-    ] {
-        let crd: kube::api::DynamicObject = serde_json::from_value(json!({
-            "apiVersion": "apiextensions.k8s.io/v1",
-            "kind": "CustomResourceDefinition",
-            "metadata": { "name": format!("{plural}.admissionregistration.k8s.io") },
-            "spec": {
-                "group": "admissionregistration.k8s.io",
-                "scope": "Cluster",
-                "names": { "kind": kind, "plural": plural, "singular": kind.to_lowercase() },
-                "versions": [{
-                    "name": "v1", "served": true, "storage": true,
-                    "schema": { "openAPIV3Schema": { "type": "object", "x-kubernetes-preserve-unknown-fields": true } }
-                }]
-            }
-        }))?;
-        crds.create(&PostParams::default(), &crd)
-            .await
-            .with_context(|| format!("serving {kind} as a CRD"))?;
-    }
-    Ok(())
 }
 
 /// The URL of the first webhook of the `ValidatingWebhookConfiguration` `name` in `client`'s

@@ -76,19 +76,10 @@ impl TestCluster {
         name: String,
         https: bool,
     ) -> Result<TestCluster, Error> {
-        let token: Arc<str> = Arc::from(new_token());
         if backend.is_real() {
-            let control = real::ControlPlane::start(&name, &token).await?;
-            let yaml = kubeconfig::render(&name, &control.url(), control.ca_pem(), &token);
-            return Ok(TestCluster {
-                inner: Arc::new(Inner {
-                    name,
-                    token,
-                    kubeconfig_yaml: Some(yaml),
-                    kind: Kind::Real(Box::new(control)),
-                }),
-            });
+            return Self::build_real(name, None).await;
         }
+        let token: Arc<str> = Arc::from(new_token());
         let shared = Arc::new(Shared {
             name: name.clone(),
             engine: Engine::new(),
@@ -127,6 +118,48 @@ impl TestCluster {
                 },
             }),
         })
+    }
+
+    /// Starts a real control plane, its kube-apiserver reading `admission_config`.
+    async fn build_real(
+        name: String,
+        admission_config: Option<&Path>,
+    ) -> Result<TestCluster, Error> {
+        let token: Arc<str> = Arc::from(new_token());
+        let control = real::ControlPlane::start(&name, &token, admission_config).await?;
+        let yaml = kubeconfig::render(&name, &control.url(), control.ca_pem(), &token);
+        Ok(TestCluster {
+            inner: Arc::new(Inner {
+                name,
+                token,
+                kubeconfig_yaml: Some(yaml),
+                kind: Kind::Real(Box::new(control)),
+            }),
+        })
+    }
+
+    /// Starts a real control plane whose kube-apiserver reads the `AdmissionConfiguration` in
+    /// the file `admission_config` (`--admission-control-config-file`): for example a
+    /// `WebhookAdmissionConfiguration` whose kubeconfig gives the client certificate the
+    /// apiserver presents to admission webhooks. The file, and every file it names, must
+    /// stay in place while the cluster runs (a [`restart`](Self::restart) reads them again).
+    /// The emulator runs no admission plugins: with `MCR_ENVTEST` not `real`, this is
+    /// [`Error::RealOnly`].
+    ///
+    /// ```no_run
+    /// # async fn doc(dir: &std::path::Path) -> Result<(), mcr_envtest::Error> {
+    /// std::fs::write(dir.join("admission.yaml"), "apiVersion: apiserver.config.k8s.io/v1\nkind: AdmissionConfiguration\nplugins: []\n")?;
+    /// let cluster = mcr_envtest::TestCluster::start_with_admission_config("member-1", &dir.join("admission.yaml")).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn start_with_admission_config(
+        name: impl Into<String>,
+        admission_config: &Path,
+    ) -> Result<TestCluster, Error> {
+        if !Backend::from_env()?.is_real() {
+            return Err(Error::RealOnly("an admission configuration"));
+        }
+        Self::build_real(name.into(), Some(admission_config)).await
     }
 
     /// The backend this cluster runs on.

@@ -82,6 +82,17 @@ impl ApiServerSpec {
         }
     }
 
+    /// The same server reading the `AdmissionConfiguration` in `path`, when given.
+    pub(crate) fn admission_config(mut self, path: Option<&Path>) -> ApiServerSpec {
+        if let Some(path) = path {
+            self.args.push(format!(
+                "--admission-control-config-file={}",
+                path.display()
+            ));
+        }
+        self
+    }
+
     /// Starts the process and waits (bounded) until `/readyz` is ok and the system namespaces
     /// exist.
     pub(crate) async fn start(&self, probe: &Probe) -> Result<Guarded, Error> {

@@ -53,8 +53,13 @@ fn path_safe(name: &str) -> String {
 }
 
 impl ControlPlane {
-    /// Starts an API server named `name` whose admin credential is `token`.
-    pub(crate) async fn start(name: &str, token: &str) -> Result<ControlPlane, Error> {
+    /// Starts an API server named `name` whose admin credential is `token`, reading
+    /// `admission_config` (`--admission-control-config-file`) when given.
+    pub(crate) async fn start(
+        name: &str,
+        token: &str,
+        admission_config: Option<&std::path::Path>,
+    ) -> Result<ControlPlane, Error> {
         let started = Instant::now();
         let assets = Assets::find()?;
         let etcd = etcd::shared(&assets).await?;
@@ -76,7 +81,8 @@ impl ControlPlane {
             &etcd.url,
             &prefix,
             &pki,
-        );
+        )
+        .admission_config(admission_config);
         let probe = Probe::new(port, &pki.ca_der, token)?;
         let faults = Arc::new(Faults::default());
         let proxy = Proxy::start(

@@ -26,6 +26,10 @@
 //! - Every cluster is served over HTTPS: [`TestCluster::start`](crate::TestCluster::start)
 //!   and [`start_https`](crate::TestCluster::start_https) are the same, and
 //!   [`client`](crate::TestCluster::client) is an HTTPS client through the proxy.
+//! - [`TestCluster::start_with_admission_config`](crate::TestCluster::start_with_admission_config)
+//!   passes an `AdmissionConfiguration` file to the API server
+//!   (`--admission-control-config-file`), for example the client certificate it presents to
+//!   admission webhooks.
 //! - Dropping the last handle of a cluster kills its API server at once (the emulator's
 //!   in-process clients keep working after that; a real cluster's do not).
 //!

@@ -20,10 +20,12 @@ pub struct ClusterStatus {
     /// ([`Cluster::credentials`](mcr_core::Cluster::credentials)): expiry, renewal failures and
     /// the last failure's (redacted) reason. `None` for static credentials.
     pub credentials: Option<CredentialStatus>,
-    /// What the provider reports when the member is not simply engaged
-    /// ([`Provider::member_statuses`](mcr_core::Provider::member_statuses)): pending (being
-    /// built or synced) or failed, with the redacted reason. A member that is not engaged at
-    /// all has `synced: false`; an engaged one keeps serving meanwhile. `None` otherwise.
+    /// What the provider, or a runnable, reports when the member is not simply engaged
+    /// ([`Manager::member_statuses`]): pending (being built or synced) or failed, with the
+    /// redacted reason; the most severe when several report it. A member that is not engaged
+    /// at all has `synced: false` (a member gone from the provider whose webhook
+    /// configurations are still being removed, for one); an engaged one keeps serving
+    /// meanwhile. `None` otherwise.
     pub member: Option<MemberState>,
     /// In sharded mode, the replica that owns the cluster (this one's identity for an
     /// engaged cluster), when known; `None` without sharding.
@@ -124,14 +126,22 @@ impl Manager {
                 (name, status)
             })
             .collect();
-        // Members the provider knows beyond the engaged ones: pending or failed.
+        // Members the provider (or a runnable) reports beyond the engaged ones: pending,
+        // failed or elsewhere; when several report one member, the most severe state shows.
         for m in self.member_statuses() {
             if m.state == MemberState::Engaged {
                 continue;
             }
-            out.entry(m.name.clone())
-                .or_insert_with(|| ClusterStatus::new(m.name, false, None))
-                .member = Some(m.state);
+            let status = out
+                .entry(m.name.clone())
+                .or_insert_with(|| ClusterStatus::new(m.name, false, None));
+            if status
+                .member
+                .as_ref()
+                .is_none_or(|shown| severity(&m.state) > severity(shown))
+            {
+                status.member = Some(m.state);
+            }
         }
         if let Some(shard) = &self.inner.shard {
             for s in out.values_mut() {
@@ -156,9 +166,15 @@ impl Manager {
     }
 
     /// What the provider reports about each of its members: engaged, pending or failed with
-    /// the redacted reason ([`Provider::member_statuses`](mcr_core::Provider::member_statuses));
-    /// empty without a provider. [`cluster_statuses`](Self::cluster_statuses) and `/clusters`
-    /// include the ones not engaged, and the `mcr_members` gauge counts them.
+    /// the redacted reason ([`Provider::member_statuses`](mcr_core::Provider::member_statuses)),
+    /// then what each added runnable reports ([`Runnable::member_statuses`](crate::Runnable::member_statuses):
+    /// for example `mcr-webhook`'s member configurations, under the provider name
+    /// `webhook-configurations`, with a departed member whose cleanup keeps failing). A member
+    /// may so be listed once per reporter: tell them apart by
+    /// [`provider`](mcr_core::MemberStatus::provider). [`cluster_statuses`](Self::cluster_statuses)
+    /// and `/clusters` include the ones not engaged (the most severe state when several report
+    /// one member: failed, then pending, then elsewhere), and the `mcr_members` gauge counts
+    /// them by reporter.
     ///
     /// ```no_run
     /// # fn demo(mgr: mcr_manager::Manager) {
@@ -168,11 +184,18 @@ impl Manager {
     /// # }
     /// ```
     pub fn member_statuses(&self) -> Vec<mcr_core::MemberStatus> {
-        self.inner
+        let mut statuses = self
+            .inner
             .provider
             .as_ref()
             .map(|p| p.member_statuses())
-            .unwrap_or_default()
+            .unwrap_or_default();
+        // Asked outside the lock: a runnable's report must not hold the manager's state.
+        let runnables = self.state().runnables.clone();
+        for runnable in runnables {
+            statuses.extend(runnable.member_statuses());
+        }
+        statuses
     }
 
     /// What `/readyz` reports: the manager runs, the host cluster's cache (if started) has
@@ -229,5 +252,15 @@ impl Manager {
             .filter_map(|s| Some((s.name.to_string(), s.credentials?)))
             .collect();
         self.metrics().set_credentials(&credentials);
+    }
+}
+
+/// How much a member state says is wrong, for showing one state of several.
+fn severity(state: &MemberState) -> u8 {
+    match state {
+        MemberState::Failed { .. } => 3,
+        MemberState::Pending => 2,
+        MemberState::Elsewhere { .. } => 1,
+        _ => 0,
     }
 }

@@ -10,7 +10,7 @@
 //! | `mcr_engagements_total` | counter | (none): clusters engaged with the manager since it started, a cluster engaged again (released and re-engaged, or a new instance) counted each time; churn shows here |
 //! | `mcr_watch_restarts` | gauge | controller, cluster (watch errors seen by its informers) |
 //! | `mcr_cluster_synced` | gauge | cluster (caches synced, 0 for a member not engaged; host: `cluster="<host>"`) |
-//! | `mcr_members` | gauge | provider, state (`engaged`, `pending`, `failed`): the provider's members |
+//! | `mcr_members` | gauge | provider, state (`engaged`, `pending`, `failed`, `elsewhere`): the members the provider reports, and those a runnable reports under its own name (`webhook-configurations`) |
 //! | `mcr_cluster_credentials_*` | gauges | cluster (expiry, expired, renewal failing: see `credentials.rs`) |
 //!
 //! The per-cluster gauges are refreshed on every scrape of the manager's `/metrics`.

@@ -225,7 +225,10 @@ impl MemberConfigurations {
     /// first one, or a rewrite with a new CA bundle), `engaged` once written, `failed` (with
     /// the reason and the retry delay) while a write or, for a member that left the fleet, the
     /// removal keeps failing, `elsewhere` once handed to another replica. A member whose
-    /// configurations were removed is not listed.
+    /// configurations were removed is not listed. The manager reports the same statuses with
+    /// the provider's, under the provider name `webhook-configurations`, in
+    /// [`Manager::member_statuses`](mcr_manager::Manager::member_statuses) (and so in
+    /// `cluster_statuses`, `/clusters` and the `mcr_members` gauge).
     ///
     /// ```no_run
     /// # fn demo(writer: mcr_webhook::MemberConfigurations) {
@@ -286,6 +289,10 @@ impl Runnable for MemberConfigurations {
 
     fn aware(&self) -> Option<&dyn Aware> {
         Some(self)
+    }
+
+    fn member_statuses(&self) -> Vec<MemberStatus> {
+        MemberConfigurations::member_statuses(self)
     }
 }
 

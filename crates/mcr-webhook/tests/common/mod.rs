@@ -11,20 +11,19 @@ use std::{
 };
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
-use hyper::client::conn::http1::SendRequest;
-use hyper_util::rt::TokioIo;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
 use mcr_core::{Cluster, providers::clusters::ClustersProvider};
 use mcr_envtest::{Fleet, TestCluster};
 use mcr_manager::Manager;
-use mcr_webhook::{Denied, Webhooks};
+use mcr_webhook::{
+    Denied, Webhooks,
+    testing::{ReviewClient, ReviewError},
+};
 use rcgen::{
     BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
     KeyUsagePurpose,
 };
-use rustls::pki_types::{CertificateDer, ServerName};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
@@ -112,12 +111,9 @@ fn write_atomically(path: &Path, bytes: &[u8]) {
     std::fs::rename(&tmp, path).unwrap();
 }
 
-/// One HTTPS/1.1 connection to the webhook server, trusting only the test CA.
-pub struct Conn {
-    pub sender: SendRequest<Full<Bytes>>,
-    /// The leaf certificate the server presented.
-    pub peer: Vec<u8>,
-}
+/// One HTTPS/1.1 connection to the webhook server, trusting only the test CA
+/// ([`ReviewClient`], failing the test on any error).
+pub struct Conn(pub ReviewClient);
 
 pub async fn connect(addr: SocketAddr, ca_pem: &str) -> Conn {
     connect_as(addr, ca_pem, None).await.unwrap()
@@ -129,76 +125,26 @@ pub async fn connect_as(
     addr: SocketAddr,
     ca_pem: &str,
     client: Option<&(String, String)>,
-) -> Result<Conn, std::io::Error> {
-    let mut roots = rustls::RootCertStore::empty();
-    for cert in rustls_pemfile::certs(&mut ca_pem.as_bytes()) {
-        roots.add(cert.unwrap()).unwrap();
-    }
-    let builder = rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .unwrap()
-    .with_root_certificates(roots);
-    let config = match client {
-        None => builder.with_no_client_auth(),
-        Some((cert, key)) => {
-            let chain = rustls_pemfile::certs(&mut cert.as_bytes())
-                .collect::<Result<Vec<_>, _>>()
-                .unwrap();
-            let key = rustls_pemfile::private_key(&mut key.as_bytes())
-                .unwrap()
-                .unwrap();
-            builder.with_client_auth_cert(chain, key).unwrap()
-        }
-    };
-    let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
-    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let tls = connector
-        .connect(ServerName::try_from("127.0.0.1").unwrap(), tcp)
-        .await?;
-    let peer = tls
-        .get_ref()
-        .1
-        .peer_certificates()
-        .and_then(|c| c.first().map(|c: &CertificateDer<'_>| c.to_vec()))
-        .unwrap();
-    let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
+) -> Result<Conn, ReviewError> {
+    let client = client.map(|(cert, key)| (cert.as_bytes(), key.as_bytes()));
+    ReviewClient::connect_as(addr, ca_pem.as_bytes(), client)
         .await
-        .map_err(std::io::Error::other)?;
-    tokio::spawn(conn);
-    Ok(Conn { sender, peer })
+        .map(Conn)
 }
 
 impl Conn {
-    /// POSTs `body` to `path`; returns the status and the JSON body (Null if not JSON).
-    pub async fn post(&mut self, path: &str, body: impl Into<Bytes>) -> (u16, Value) {
-        self.request("POST", path, "application/json", body.into())
-            .await
+    /// The leaf certificate the server presented.
+    pub fn peer(&self) -> &[u8] {
+        self.0.peer_certificate()
     }
 
-    pub async fn request(
-        &mut self,
-        method: &str,
-        path: &str,
-        content_type: &str,
-        body: Bytes,
-    ) -> (u16, Value) {
-        let req = http::Request::builder()
-            .method(method)
-            .uri(path)
-            .header("host", "127.0.0.1")
-            .header("content-type", content_type)
-            .body(Full::new(body))
-            .unwrap();
-        self.sender.ready().await.unwrap();
-        let resp = self.sender.send_request(req).await.unwrap();
-        let status = resp.status().as_u16();
-        let bytes = resp.into_body().collect().await.unwrap().to_bytes();
-        (
-            status,
-            serde_json::from_slice(&bytes).unwrap_or(Value::Null),
-        )
+    /// POSTs `body` as JSON to `path`; returns the status and the JSON body (Null if not
+    /// JSON).
+    pub async fn post(&mut self, path: &str, body: impl Into<Bytes>) -> (u16, Value) {
+        let answer = self
+            .0
+            .request("POST", path, "application/json", body.into());
+        answer.await.unwrap()
     }
 }
 
@@ -307,6 +253,17 @@ impl Drop for Env {
     }
 }
 
+/// ConfigMap `default/{name}` with `data.size = size` and the label `{label}: yes` (what
+/// the tests' webhook configurations select, so the cluster's own ConfigMaps are not sent).
+pub fn labelled(name: &str, label: &str, size: &str) -> ConfigMap {
+    let mut cm = ConfigMap::default();
+    cm.metadata.name = Some(name.into());
+    cm.metadata.namespace = Some("default".into());
+    cm.metadata.labels = Some([(label.to_string(), "yes".to_string())].into());
+    cm.data = Some([("size".to_string(), size.to_string())].into());
+    cm
+}
+
 /// The ConfigMap webhooks of these tests: `data.size` must be a number, unless the member
 /// holds a ConfigMap `default/blocklist` naming the object; `data.owner` defaults to
 /// `team-a` on the host and to the member's name on a member.
@@ -362,46 +319,8 @@ pub fn configmap_webhooks(webhooks: &Webhooks) {
 /// The emulator does not serve admissionregistration.k8s.io: give it the two types as CRDs so
 /// the writes can be checked there too (a real apiserver has them built in).
 pub async fn admission_types(client: &kube::Client) {
-    if mcr_envtest::backend().is_real() {
-        return;
-    }
-    let crds: Api<kube::api::DynamicObject> = Api::all_with(
-        client.clone(),
-        &kube::api::ApiResource::from_gvk_with_plural(
-            &kube::api::GroupVersionKind::gvk(
-                "apiextensions.k8s.io",
-                "v1",
-                "CustomResourceDefinition",
-            ),
-            "customresourcedefinitions",
-        ),
-    );
-    for (kind, plural) in [
-        (
-            "ValidatingWebhookConfiguration",
-            "validatingwebhookconfigurations",
-        ),
-        (
-            "MutatingWebhookConfiguration",
-            "mutatingwebhookconfigurations",
-        ),
-    ] {
-        let crd: kube::api::DynamicObject = serde_json::from_value(serde_json::json!({
-            "apiVersion": "apiextensions.k8s.io/v1",
-            "kind": "CustomResourceDefinition",
-            "metadata": { "name": format!("{plural}.admissionregistration.k8s.io") },
-            "spec": {
-                "group": "admissionregistration.k8s.io",
-                "scope": "Cluster",
-                "names": { "kind": kind, "plural": plural, "singular": kind.to_lowercase() },
-                "versions": [{
-                    "name": "v1", "served": true, "storage": true,
-                    "schema": { "openAPIV3Schema": { "type": "object", "x-kubernetes-preserve-unknown-fields": true } }
-                }]
-            }
-        }))
-        .unwrap();
-        crds.create(&kube::api::PostParams::default(), &crd)
+    if !mcr_envtest::backend().is_real() {
+        mcr_webhook::testing::install_admission_types(client)
             .await
             .unwrap();
     }
