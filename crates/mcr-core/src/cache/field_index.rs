@@ -97,7 +97,7 @@ impl Cache {
                 .and_then(|e| e.any.clone().downcast::<Shared<K>>().ok())
         };
         match shared {
-            Some(shared) => Informer::from_shared(shared).list_by_index(index_name, value),
+            Some(shared) => Informer::from_parts(vec![shared]).list_by_index(index_name, value),
             None => Err(Error::Index {
                 index: index_name.to_owned(),
                 reason: format!("no such index on {}", key.tag.resource()),

@@ -93,7 +93,18 @@ where
         e.metrics.depth.set(self.queue.ready_len(&cluster) as i64);
         let cached = e.primary.get(key.namespace.as_deref(), &key.name);
         let ctx = e.ctx.clone();
+        let covered = e.primary.covers(key.namespace.as_deref());
         let Some(created) = (self.task.reconciler)(&cluster, &key, cached, ctx) else {
+            if !covered {
+                warn!(
+                    controller = %self.spec.name, object = %Shown(&cluster, &key),
+                    watched = ?e.primary.namespaces(),
+                    "outside the namespaces the reconciled type is watched in, so never in the \
+                     cache: skipped; watch its namespace too, or take a `Request<K>`"
+                );
+                self.queue.done(&cluster, &key, Outcome::Success(None));
+                return None;
+            }
             debug!(
                 controller = %self.spec.name, object = %Shown(&cluster, &key),
                 "not in the cache (deleted, or not created in this cluster yet): skipped; \
