@@ -401,7 +401,7 @@ impl Cache {
         tracing::debug!(
             cluster = %self.cluster(),
             resource = %shared.resource(),
-            namespace = key.opts.namespace().unwrap_or(""),
+            namespace = key.opts.namespace(),
             "informer created"
         );
         state.informers.insert(

@@ -297,8 +297,11 @@ where
             "informer",
             cluster = %self.cluster,
             resource = %self.resource,
-            namespace = self.namespace.as_deref().unwrap_or(""),
+            namespace = tracing::field::Empty,
         );
+        if let Some(namespace) = &self.namespace {
+            span.record("namespace", namespace.as_str());
+        }
         tokio::spawn(self.run(writer, stream, token).instrument(span));
     }
 
