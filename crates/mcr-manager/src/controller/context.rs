@@ -60,11 +60,14 @@ pub struct Context<T = ()> {
     recorder: Recorder,
 }
 
+/// Whether a namespace (`None`: cluster-scoped objects) is watched.
+type Covers = Arc<dyn Fn(Option<&str>) -> bool + Send + Sync>;
+
 /// The controller's primary informer (an `Informer<K>`) and what it covers, type-erased.
 #[derive(Clone)]
 struct Primary {
     informer: Arc<dyn Any + Send + Sync>,
-    covers: Arc<dyn Fn(Option<&str>) -> bool + Send + Sync>,
+    covers: Covers,
 }
 
 impl<T> Context<T> {
