@@ -4,7 +4,10 @@
 use std::{
     fmt::Debug,
     hash::Hash,
-    sync::{Arc, atomic::Ordering},
+    sync::{
+        Arc,
+        atomic::{AtomicUsize, Ordering},
+    },
     time::Duration,
 };
 
@@ -282,21 +285,29 @@ where
     /// # }
     /// ```
     pub async fn wait_for_sync(&self, timeout: Duration) -> Result<(), Error> {
-        let deadline = tokio::time::Instant::now() + timeout;
-        for part in self.parts.iter() {
-            match tokio::time::timeout_at(deadline, part.wait_ready_inner()).await {
-                Ok(true) => {}
-                Ok(false) => return Err(Error::Stopped(part.cluster.clone())),
-                Err(_) => {
-                    return Err(Error::SyncTimeout {
-                        cluster: part.cluster.clone(),
-                        resource: part.resource.clone(),
-                        timeout,
-                    });
+        // Which watch is being waited for, to name it on timeout. `timeout` may be
+        // `Duration::MAX`: no deadline is computed from it.
+        let waiting = AtomicUsize::new(0);
+        let all = async {
+            for (i, part) in self.parts.iter().enumerate() {
+                waiting.store(i, Ordering::Relaxed);
+                if !part.wait_ready_inner().await {
+                    return Err(Error::Stopped(part.cluster.clone()));
                 }
             }
+            Ok(())
+        };
+        match tokio::time::timeout(timeout, all).await {
+            Ok(done) => done,
+            Err(_) => {
+                let part = &self.parts[waiting.load(Ordering::Relaxed)];
+                Err(Error::SyncTimeout {
+                    cluster: part.cluster.clone(),
+                    resource: part.resource.clone(),
+                    timeout,
+                })
+            }
         }
-        Ok(())
     }
 
     /// A stream of changes: every object currently in the store as
