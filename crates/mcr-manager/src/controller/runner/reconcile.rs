@@ -93,9 +93,8 @@ where
         e.metrics.depth.set(self.queue.ready_len(&cluster) as i64);
         let cached = e.primary.get(key.namespace.as_deref(), &key.name);
         let ctx = e.ctx.clone();
-        let covered = e.primary.covers(key.namespace.as_deref());
         let Some(created) = (self.task.reconciler)(&cluster, &key, cached, ctx) else {
-            if !covered {
+            if !e.primary.covers(key.namespace.as_deref()) {
                 warn!(
                     controller = %self.spec.name, object = %Shown(&cluster, &key),
                     watched = ?e.primary.namespaces(),
