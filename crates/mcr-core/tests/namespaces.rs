@@ -165,3 +165,32 @@ async fn a_derived_cache_scopes_by_the_namespaces_of_its_view() {
     assert_eq!(parent.cache().informer_count(), 1);
     token.cancel();
 }
+
+#[tokio::test]
+async fn a_field_index_in_namespaces_sits_on_their_watches() {
+    let tc = TestCluster::start("indexes").await.unwrap();
+    let client = tc.client();
+    for (ns, name) in [("a", "a1"), ("b", "b1"), ("c", "c1")] {
+        create_in(&client, ns, name).await;
+    }
+    let cluster = Cluster::new("indexes", client);
+    let cache = cluster.cache();
+    let by_app = mcr_core::FieldIndex::new::<ConfigMap>("app", app_of);
+    cache
+        .index_field(&by_app.in_namespaces(["b", "a"]))
+        .unwrap();
+    // Again: a no-op; in other namespaces: refused, naming both.
+    cache
+        .index_field(&by_app.in_namespaces(["a", "b"]))
+        .unwrap();
+    let err = cache.index_field(&by_app).unwrap_err().to_string();
+    assert!(err.contains(r#"["a", "b"]"#), "{err}");
+    assert_eq!(cache.watch_count(None), 0, "no cluster-wide watch");
+    assert_eq!(cache.informer_count(), 2);
+    let token = CancellationToken::new();
+    cache.start(token.child_token());
+    cache.wait_for_sync(DEADLINE).await.unwrap();
+    let web = cache.list_by_index::<ConfigMap>("app", "web").unwrap();
+    assert_eq!(names(&web), ["a1", "b1"]);
+    token.cancel();
+}

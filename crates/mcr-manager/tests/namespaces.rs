@@ -149,8 +149,8 @@ fn read_again(_: Request<ConfigMap>, _: &mcr_core::Error, _: Context<Log>) -> Ac
 }
 
 /// The manager's default namespaces apply to every watch that names none, in the host and the
-/// members alike; `all_namespaces` opts out; a cluster-scoped type stays cluster-wide; and a key
-/// outside the watched namespaces reads as "not watched", not as "gone".
+/// members alike, and to field indexes; `all_namespaces` opts out; a cluster-scoped type stays
+/// cluster-wide; and a key outside the watched namespaces reads as "not watched", not as "gone".
 #[tokio::test]
 async fn the_manager_default_applies_to_watches_that_name_no_namespace() {
     let env = Env::start(1).await;
@@ -174,6 +174,9 @@ async fn the_manager_default_applies_to_watches_that_name_no_namespace() {
         .watches::<Namespace, _>(|_: Arc<Namespace>, _| None::<ObjectRef<ConfigMap>>)
         .register(read, read_again, Arc::new(log.clone()))
         .unwrap();
+    // An index that names no namespaces takes the manager's: no cluster-wide watch for it.
+    let by_value = mcr_core::FieldIndex::new::<ConfigMap>("v", |cm| vec![value(cm)]);
+    mgr.index_field(&by_value).await.unwrap();
     let token = env.token.clone();
     let run = tokio::spawn({
         let mgr = mgr.clone();
@@ -190,6 +193,17 @@ async fn the_manager_default_applies_to_watches_that_name_no_namespace() {
     // The cluster-wide ConfigMap input, and Namespaces (cluster-scoped: no namespace).
     assert_eq!(cache.watch_count(None), 2);
     assert_eq!(cache.informer_count(), 3);
+    let found = cache.list_by_index::<ConfigMap>("v", "team-a").unwrap();
+    assert_eq!(
+        found.iter().map(|c| c.name_any()).collect::<Vec<_>>(),
+        ["a1"]
+    );
+    assert!(
+        cache
+            .list_by_index::<ConfigMap>("v", "other")
+            .unwrap()
+            .is_empty()
+    );
     env.token.cancel();
     run.await.unwrap().unwrap();
 }

@@ -61,8 +61,8 @@ struct Inner {
     engaged_as: std::sync::OnceLock<ClusterName>,
     client: kube::Client,
     state: Mutex<State>,
-    /// Field index name -> the type it is registered on.
-    index_names: Mutex<HashMap<String, TypeTag>>,
+    /// Field index name -> the type and namespaces it is registered on.
+    index_names: Mutex<HashMap<String, (TypeTag, Vec<String>)>>,
     /// Set for a derived cache (see [`Cache::derived`]).
     derived: Option<Derived>,
 }
