@@ -13,12 +13,14 @@ use crate::{
     cache::{Extractor, TypeTag},
 };
 
-type Installer = Box<dyn Fn(&Cache, &str) + Send + Sync>;
+type Installer = Arc<dyn Fn(&Cache, &str, &[String]) + Send + Sync>;
 
 struct Inner {
     name: String,
     tag: TypeTag,
     install: Installer,
+    /// The namespaces of the informer it sits on (empty: every namespace), sorted.
+    namespaces: Vec<String>,
 }
 
 /// A named field index on one resource type, applied to a cluster's [`Cache`] with
@@ -99,13 +101,64 @@ impl FieldIndex {
         K::DynamicType: Clone + Eq + Hash + Send + Sync + 'static,
     {
         let tag = TypeTag::of::<K>(&dyntype);
-        let install: Installer = Box::new(move |cache: &Cache, name: &str| {
-            let informer = cache.informer_with::<K>(dyntype.clone(), InformerOptions::default());
-            informer.add_index(name, extract.clone());
-        });
+        let install: Installer =
+            Arc::new(move |cache: &Cache, name: &str, namespaces: &[String]| {
+                let opts = InformerOptions {
+                    namespaces: namespaces.to_vec(),
+                    ..InformerOptions::default()
+                };
+                let informer = cache.informer_with::<K>(dyntype.clone(), opts);
+                informer.add_index(name, extract.clone());
+            });
         FieldIndex {
-            inner: Arc::new(Inner { name, tag, install }),
+            inner: Arc::new(Inner {
+                name,
+                tag,
+                install,
+                namespaces: Vec::new(),
+            }),
         }
+    }
+
+    /// This index on the informer of these namespaces instead of the cluster-wide one: one
+    /// namespaced watch per namespace (see [`InformerOptions::namespaces`]), which a Role in
+    /// each allows; lookups then cover those namespaces only. An empty list is every namespace.
+    /// mcr-manager's `Manager::index_field` applies the manager's default namespaces to an
+    /// index that names none.
+    ///
+    /// ```
+    /// # use k8s_openapi::api::core::v1::ConfigMap;
+    /// let i = mcr_core::FieldIndex::new::<ConfigMap>("owner", |_| vec![]).in_namespaces(["b", "a"]);
+    /// assert_eq!(i.namespaces(), ["a", "b"]);
+    /// ```
+    #[must_use]
+    pub fn in_namespaces<I, S>(&self, namespaces: I) -> FieldIndex
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        let mut namespaces: Vec<String> = namespaces.into_iter().map(Into::into).collect();
+        namespaces.sort();
+        namespaces.dedup();
+        FieldIndex {
+            inner: Arc::new(Inner {
+                name: self.inner.name.clone(),
+                tag: self.inner.tag.clone(),
+                install: self.inner.install.clone(),
+                namespaces,
+            }),
+        }
+    }
+
+    /// The namespaces of the informer the index sits on, sorted (empty: every namespace).
+    ///
+    /// ```
+    /// # use k8s_openapi::api::core::v1::ConfigMap;
+    /// let i = mcr_core::FieldIndex::new::<ConfigMap>("owner", |_| vec![]);
+    /// assert!(i.namespaces().is_empty());
+    /// ```
+    pub fn namespaces(&self) -> &[String] {
+        &self.inner.namespaces
     }
 
     /// The index name.
@@ -134,9 +187,10 @@ impl FieldIndex {
         &self.inner.tag
     }
 
-    /// Adds the index to the default informer of its type in `cache` (no-op if present).
+    /// Adds the index to the informer of its type and namespaces in `cache` (no-op if
+    /// present).
     pub(crate) fn install(&self, cache: &Cache) {
-        (self.inner.install)(cache, &self.inner.name)
+        (self.inner.install)(cache, &self.inner.name, &self.inner.namespaces)
     }
 }
 
@@ -145,6 +199,7 @@ impl fmt::Debug for FieldIndex {
         f.debug_struct("FieldIndex")
             .field("name", &self.inner.name)
             .field("resource", &self.resource())
+            .field("namespaces", &self.inner.namespaces)
             .finish_non_exhaustive()
     }
 }

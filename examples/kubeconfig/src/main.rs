@@ -8,6 +8,8 @@
 //! ```text
 //! cargo run -p example-kubeconfig                                  # embedded fleet, scripted demo
 //! cargo run -p example-kubeconfig -- --kubeconfig host.kubeconfig  # real host, until Ctrl-C
+//! cargo run -p example-kubeconfig -- --kubeconfig host.kubeconfig --watch-namespace team-a
+//!     # members that grant only a Role in team-a
 //! example-kubeconfig --in-cluster --namespace mcr-system \
 //!     --leader-election-id example-kubeconfig --metrics-bind-address 0.0.0.0:8080  # in a Pod (deploy/)
 //! cargo run -p example-kubeconfig -- create-secret \
@@ -62,6 +64,11 @@ struct Args {
     /// Serve `/metrics`, `/healthz`, `/readyz` and `/clusters` on this address.
     #[arg(long, value_name = "ADDR")]
     metrics_bind_address: Option<std::net::SocketAddr>,
+    /// Watch ConfigMaps in the members only in this namespace (repeat for several): one
+    /// namespaced watch each, which a Role there allows. Default: every namespace, which
+    /// needs a ClusterRole in each member.
+    #[arg(long = "watch-namespace", value_name = "NS")]
+    watch_namespaces: Vec<String>,
     #[command(subcommand)]
     command: Option<Command>,
 }
@@ -86,6 +93,8 @@ pub struct Deployment {
     pub sharding: Option<Sharding>,
     /// Serve `/metrics`, `/healthz`, `/readyz` and `/clusters` here.
     pub metrics_address: Option<std::net::SocketAddr>,
+    /// Watch only these namespaces (empty: every namespace).
+    pub watch_namespaces: Vec<String>,
 }
 
 /// [`manager`] with the deployment settings of `deploy`.
@@ -97,7 +106,9 @@ pub fn manager_with(host: kube::Client, namespace: &str, deploy: Deployment) -> 
             ..Options::default()
         },
     );
-    let mut builder = Manager::builder(host).provider(Arc::new(provider));
+    let mut builder = Manager::builder(host)
+        .provider(Arc::new(provider))
+        .default_namespaces(deploy.watch_namespaces);
     if let Some(le) = deploy.leader_election {
         builder = builder.leader_election(le);
     }
@@ -155,6 +166,7 @@ async fn serve(host: kube::Client, args: &Args) -> Result<()> {
         leader_election,
         sharding,
         metrics_address: args.metrics_bind_address,
+        watch_namespaces: args.watch_namespaces.clone(),
     };
     println!(
         "watching kubeconfig Secrets in namespace {}; Ctrl-C to stop",

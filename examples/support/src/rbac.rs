@@ -13,8 +13,8 @@ use std::time::Duration;
 
 use anyhow::{Context as _, Result, ensure};
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
-use k8s_openapi::api::core::v1::{ConfigMap, ServiceAccount};
-use k8s_openapi::api::rbac::v1::{ClusterRole, PolicyRule, Role};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, ServiceAccount};
+use k8s_openapi::api::rbac::v1::{ClusterRole, PolicyRule, Role, RoleBinding, RoleRef, Subject};
 use kube::ResourceExt;
 use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
 use mcr_envtest::TestCluster;
@@ -404,4 +404,94 @@ pub async fn prove(
     }
     grant(None).await?;
     Ok(report)
+}
+
+/// Creates namespace `ns` (if missing), ServiceAccount `account` in it, and a Role and
+/// RoleBinding there granting that account `verbs` on core-group `resource`, in that namespace
+/// only: a tenant's grant, with no ClusterRole. Returns a token for the account.
+pub async fn grant_in_namespace(
+    client: &kube::Client,
+    ns: &str,
+    account: &str,
+    resource: &str,
+    verbs: &[&str],
+) -> Result<String> {
+    let meta = |name: &str, namespace: Option<&str>| ObjectMeta {
+        name: Some(name.into()),
+        namespace: namespace.map(str::to_owned),
+        ..ObjectMeta::default()
+    };
+    let pp = PostParams::default();
+    let namespace = Namespace {
+        metadata: meta(ns, None),
+        ..Namespace::default()
+    };
+    match Api::<Namespace>::all(client.clone())
+        .create(&pp, &namespace)
+        .await
+    {
+        Err(kube::Error::Api(s)) if s.code == 409 => {}
+        other => {
+            other.with_context(|| format!("creating namespace {ns}"))?;
+        }
+    }
+    let sa = ServiceAccount {
+        metadata: meta(account, Some(ns)),
+        ..ServiceAccount::default()
+    };
+    Api::<ServiceAccount>::namespaced(client.clone(), ns)
+        .create(&pp, &sa)
+        .await?;
+    let name = format!("{account}-{resource}");
+    let role = Role {
+        metadata: meta(&name, Some(ns)),
+        rules: Some(vec![PolicyRule {
+            api_groups: Some(vec![String::new()]),
+            resources: Some(vec![resource.into()]),
+            verbs: verbs.iter().map(|v| (*v).to_owned()).collect(),
+            ..PolicyRule::default()
+        }]),
+    };
+    Api::<Role>::namespaced(client.clone(), ns)
+        .create(&pp, &role)
+        .await?;
+    let binding = RoleBinding {
+        metadata: meta(&name, Some(ns)),
+        role_ref: RoleRef {
+            api_group: Some("rbac.authorization.k8s.io".into()),
+            kind: "Role".into(),
+            name: name.clone(),
+        },
+        subjects: Some(vec![Subject {
+            kind: "ServiceAccount".into(),
+            name: account.into(),
+            namespace: Some(ns.into()),
+            ..Subject::default()
+        }]),
+    };
+    Api::<RoleBinding>::namespaced(client.clone(), ns)
+        .create(&pp, &binding)
+        .await?;
+    token(client, ns, account).await
+}
+
+/// Waits (at most `deadline`) until the file at `log` shows the API server refusing `verb` on
+/// `resource`; returns that line.
+pub async fn refusal_in(
+    log: &Path,
+    verb: &str,
+    resource: &str,
+    deadline: Duration,
+) -> Option<String> {
+    let until = tokio::time::Instant::now() + deadline;
+    loop {
+        let text = std::fs::read_to_string(log).unwrap_or_default();
+        if let Some(line) = text.lines().find(|l| refused(l, verb, resource)) {
+            return Some(line.to_owned());
+        }
+        if tokio::time::Instant::now() > until {
+            return None;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }

@@ -36,7 +36,7 @@ pub async fn run() -> Result<()> {
         .kubeconfig_dir(dir.path())
         .start()
         .await?;
-    let mgr = crate::sync::manager(host.client(), dir.path().to_path_buf())?;
+    let mgr = crate::sync::manager(host.client(), dir.path().to_path_buf(), Vec::new())?;
     let token = CancellationToken::new();
     let running = tokio::spawn({
         let (mgr, token) = (mgr.clone(), token.clone());

@@ -5,6 +5,8 @@
 //! ```text
 //! cargo run -p example-sync-local-to-remote        # embedded host + 2 members, scripted demo
 //! cargo run -p example-sync-local-to-remote -- --kubeconfig host.kubeconfig --kubeconfig-dir ./members
+//! cargo run -p example-sync-local-to-remote -- --kubeconfig host.kubeconfig --kubeconfig-dir ./members \
+//!     --namespace team-a   # only team-a's ConfigMaps: a Role there, in the host and the members
 //! ```
 
 mod demo;
@@ -29,6 +31,11 @@ struct Args {
     /// kube-rs lookup.
     #[arg(long, value_name = "FILE")]
     kubeconfig: Option<PathBuf>,
+    /// Sync only the ConfigMaps of this namespace (repeat for several): every watch, in the
+    /// host and in the members, is then namespaced, which a Role in each namespace allows.
+    /// Default: every namespace, which needs ClusterRoles.
+    #[arg(long = "namespace", value_name = "NS")]
+    namespaces: Vec<String>,
 }
 
 async fn host_client(kubeconfig: Option<PathBuf>) -> Result<kube::Client> {
@@ -59,7 +66,7 @@ async fn main() -> Result<()> {
                 sync::SYNC_LABEL,
                 dir.display()
             );
-            sync::manager(host, dir)?.run().await?;
+            sync::manager(host, dir, args.namespaces)?.run().await?;
             Ok(())
         }
         None => demo::run().await,

@@ -92,13 +92,18 @@ fn error_policy(req: Request<ConfigMap>, err: &kube::Error, _: Context<()>) -> A
     Action::requeue(Duration::from_secs(2))
 }
 
-/// The whole program: a file provider over `dir` for the members, the sync controller.
-pub fn manager(host: kube::Client, dir: PathBuf) -> Result<Manager> {
+/// The whole program: a file provider over `dir` for the members, the sync controller,
+/// watching only `namespaces` (the sources in the host, the copies in the members) unless
+/// empty.
+pub fn manager(host: kube::Client, dir: PathBuf, namespaces: Vec<String>) -> Result<Manager> {
     let provider = FileProvider::new(Options {
         dirs: vec![dir],
         ..Options::default()
     });
-    let mgr = Manager::new(host, Some(Arc::new(provider)));
+    let mgr = Manager::builder(host)
+        .provider(Arc::new(provider))
+        .default_namespaces(namespaces)
+        .build();
     Controller::new(&mgr)
         .named("sync-local-to-remote")
         .for_with::<ConfigMap>(WatchOptions::new().labels(format!("{COPY_LABEL}=true")))

@@ -55,13 +55,18 @@ pub(super) struct Derived {
     pub(super) view: Arc<dyn CacheView>,
 }
 
-fn map<K: Resource + Clone>(view: &dyn CacheView, obj: &K) -> Option<K> {
+/// `obj` as `view` shows it, if it does and, given a `namespace`, in that (viewed) namespace.
+fn map<K: Resource + Clone>(view: &dyn CacheView, namespace: Option<&str>, obj: &K) -> Option<K> {
     let mut obj = obj.clone();
-    view.view(obj.meta_mut()).then_some(obj)
+    let shown = view.view(obj.meta_mut())
+        && namespace.is_none_or(|ns| obj.meta().namespace.as_deref() == Some(ns));
+    shown.then_some(obj)
 }
 
 /// The event stream of a derived informer for `K`: a view of the parent's informer of the same
-/// type and options.
+/// type and options. A namespace in `opts` is one of the view (the parent's objects are
+/// shown in namespaces of their own), so the parent's watch is of every namespace and the
+/// namespace is kept after the view.
 pub(super) fn stream<K>(
     derived: &Derived,
     dyntype: K::DynamicType,
@@ -71,6 +76,11 @@ where
     K: Resource + Clone + serde::de::DeserializeOwned + Debug + Send + Sync + 'static,
     K::DynamicType: Clone + Eq + Hash + Send + Sync + 'static,
 {
+    let namespace = opts.namespace().map(str::to_owned);
+    let opts = InformerOptions {
+        namespaces: Vec::new(),
+        ..opts
+    };
     // Creates (and, if the parent runs, starts) the parent's informer now.
     let parent = derived.parent.shared::<K>(dyntype, opts);
     let view = derived.view.clone();
@@ -92,7 +102,7 @@ where
             .chain(
                 snapshot
                     .iter()
-                    .filter_map(|o| map(&*view, &**o))
+                    .filter_map(|o| map(&*view, namespace.as_deref(), &**o))
                     .map(watcher::Event::InitApply),
             )
             .chain(std::iter::once(watcher::Event::InitDone))
@@ -100,9 +110,11 @@ where
         let live = rx.filter_map(move |event| {
             let mapped = match &event {
                 CacheEvent::Listed(o) | CacheEvent::Applied(o) => {
-                    map(&*view, &**o).map(watcher::Event::Apply)
+                    map(&*view, namespace.as_deref(), &**o).map(watcher::Event::Apply)
                 }
-                CacheEvent::Deleted(o) => map(&*view, &**o).map(watcher::Event::Delete),
+                CacheEvent::Deleted(o) => {
+                    map(&*view, namespace.as_deref(), &**o).map(watcher::Event::Delete)
+                }
             };
             futures::future::ready(mapped)
         });

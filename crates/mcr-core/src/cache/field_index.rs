@@ -30,8 +30,23 @@ impl Cache {
     pub fn index_field(&self, index: &FieldIndex) -> Result<(), Error> {
         let mut names = self.inner.index_names.lock();
         match names.get(index.name()) {
-            Some(tag) if tag == index.tag() => return Ok(()),
-            Some(tag) => {
+            Some((tag, namespaces)) if tag == index.tag() && namespaces == index.namespaces() => {
+                return Ok(());
+            }
+            Some((tag, namespaces)) if tag == index.tag() => {
+                return Err(Error::Index {
+                    index: index.name().to_owned(),
+                    reason: format!(
+                        "cluster \"{}\": already registered for {} in namespaces {:?}, cannot \
+                         register it in {:?}",
+                        self.cluster(),
+                        tag.resource(),
+                        namespaces,
+                        index.namespaces()
+                    ),
+                });
+            }
+            Some((tag, _)) => {
                 return Err(Error::Index {
                     index: index.name().to_owned(),
                     reason: format!(
@@ -45,7 +60,10 @@ impl Cache {
             None => {}
         }
         index.install(self);
-        names.insert(index.name().to_owned(), index.tag().clone());
+        names.insert(
+            index.name().to_owned(),
+            (index.tag().clone(), index.namespaces().to_vec()),
+        );
         tracing::debug!(cluster = %self.cluster(), index = index.name(), resource = %index.resource(), "field index registered");
         Ok(())
     }
@@ -85,22 +103,37 @@ impl Cache {
         K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
         K::DynamicType: Clone + Eq + Hash + Send + Sync + 'static,
     {
-        let key = InformerKey {
-            tag: TypeTag::of::<K>(dyntype),
-            opts: InformerOptions::default(),
+        let tag = TypeTag::of::<K>(dyntype);
+        // The informer the index sits on: of its namespaces (see `FieldIndex::in_namespaces`).
+        let namespaces = match self.inner.index_names.lock().get(index_name) {
+            Some((t, namespaces)) if *t == tag => namespaces.clone(),
+            _ => Vec::new(),
         };
-        let shared = {
+        let opts = InformerOptions {
+            namespaces,
+            ..InformerOptions::default()
+        };
+        let parts: Option<Vec<Arc<Shared<K>>>> = {
             let state = self.inner.state.lock();
-            state
-                .informers
-                .get(&key)
-                .and_then(|e| e.any.clone().downcast::<Shared<K>>().ok())
+            opts.per_namespace(super::key::cluster_scoped::<K>())
+                .into_iter()
+                .map(|opts| {
+                    let key = InformerKey {
+                        tag: tag.clone(),
+                        opts,
+                    };
+                    state
+                        .informers
+                        .get(&key)
+                        .and_then(|e| e.any.clone().downcast::<Shared<K>>().ok())
+                })
+                .collect()
         };
-        match shared {
-            Some(shared) => Informer::from_shared(shared).list_by_index(index_name, value),
+        match parts {
+            Some(parts) => Informer::from_parts(parts).list_by_index(index_name, value),
             None => Err(Error::Index {
                 index: index_name.to_owned(),
-                reason: format!("no such index on {}", key.tag.resource()),
+                reason: format!("no such index on {}", tag.resource()),
             }),
         }
     }

@@ -4,7 +4,10 @@
 use std::{
     fmt::Debug,
     hash::Hash,
-    sync::{Arc, atomic::Ordering},
+    sync::{
+        Arc,
+        atomic::{AtomicUsize, Ordering},
+    },
     time::Duration,
 };
 
@@ -61,7 +64,9 @@ impl<K> CacheEvent<K> {
 }
 
 /// A shared informer: one watch + reflector store for one resource (and selector) in one
-/// cluster, obtained from [`Cache::informer`](crate::Cache::informer) and friends.
+/// cluster, or, for an informer over several namespaces ([`InformerOptions::namespaces`](crate::InformerOptions::namespaces)),
+/// one per namespace, read as one. Obtained from [`Cache::informer`](crate::Cache::informer)
+/// and friends.
 ///
 /// Cheap to clone; every clone and every later request for the same resource shares the same
 /// watch. Reads come from memory.
@@ -86,7 +91,9 @@ pub struct Informer<K: Lookup + Clone + 'static>
 where
     K::DynamicType: Eq + Hash + Clone,
 {
-    shared: Arc<Shared<K>>,
+    /// One watch per namespace, sorted by namespace, or one watch of every namespace: never
+    /// empty.
+    parts: Arc<[Arc<Shared<K>>]>,
 }
 
 impl<K: Lookup + Clone + 'static> Clone for Informer<K>
@@ -95,7 +102,7 @@ where
 {
     fn clone(&self) -> Self {
         Self {
-            shared: self.shared.clone(),
+            parts: self.parts.clone(),
         }
     }
 }
@@ -105,9 +112,16 @@ where
     K::DynamicType: Eq + Hash + Clone,
 {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let first = &self.parts[0];
+        let namespaces: Vec<&str> = self
+            .parts
+            .iter()
+            .filter_map(|p| p.namespace.as_deref())
+            .collect();
         f.debug_struct("Informer")
-            .field("cluster", &self.shared.cluster)
-            .field("resource", &self.shared.resource)
+            .field("cluster", &first.cluster)
+            .field("resource", &first.resource)
+            .field("namespaces", &namespaces)
             .finish_non_exhaustive()
     }
 }
@@ -117,15 +131,57 @@ where
     K: Resource + Clone + Debug + Send + Sync + 'static,
     K::DynamicType: Clone + Eq + Hash + Send + Sync + 'static,
 {
-    pub(crate) fn from_shared(shared: Arc<Shared<K>>) -> Self {
-        Self { shared }
+    /// An informer over these watches (at least one).
+    pub(crate) fn from_parts(parts: Vec<Arc<Shared<K>>>) -> Self {
+        debug_assert!(!parts.is_empty(), "an informer has at least one watch");
+        Self {
+            parts: parts.into(),
+        }
     }
 
-    pub(crate) fn into_shared(self) -> Arc<Shared<K>> {
-        self.shared
+    /// The first watch: the only one unless the informer spans several namespaces.
+    fn first(&self) -> &Arc<Shared<K>> {
+        &self.parts[0]
     }
 
-    /// The kube-runtime reader store behind this informer.
+    /// The namespaces this informer watches, sorted; empty when it watches every namespace
+    /// (one cluster-wide watch).
+    ///
+    /// ```no_run
+    /// # fn f(i: mcr_core::Informer<k8s_openapi::api::core::v1::ConfigMap>) {
+    /// if i.namespaces().is_empty() { println!("every namespace"); }
+    /// # }
+    /// ```
+    pub fn namespaces(&self) -> Vec<&str> {
+        self.parts
+            .iter()
+            .filter_map(|p| p.namespace.as_deref())
+            .collect()
+    }
+
+    /// Whether objects of `namespace` (`None`: cluster-scoped objects) are watched here:
+    /// always for an informer of every namespace, else when `namespace` is one of
+    /// [`namespaces`](Self::namespaces).
+    ///
+    /// ```no_run
+    /// # fn f(i: mcr_core::Informer<k8s_openapi::api::core::v1::ConfigMap>) {
+    /// if !i.covers(Some("kube-system")) { println!("not watched: read it from the API"); }
+    /// # }
+    /// ```
+    pub fn covers(&self, namespace: Option<&str>) -> bool {
+        self.part_for(namespace).is_some()
+    }
+
+    /// The watch whose store holds objects of `namespace`.
+    fn part_for(&self, namespace: Option<&str>) -> Option<&Arc<Shared<K>>> {
+        self.parts
+            .iter()
+            .find(|p| p.namespace.is_none() || p.namespace.as_deref() == namespace)
+    }
+
+    /// The kube-runtime reader store behind this informer. For an informer over several
+    /// namespaces, the store of the first namespace only: read those through
+    /// [`get`](Self::get) and [`list`](Self::list), or [`stores`](Self::stores).
     ///
     /// ```no_run
     /// # fn f(i: mcr_core::Informer<k8s_openapi::api::core::v1::ConfigMap>) {
@@ -134,10 +190,26 @@ where
     /// # }
     /// ```
     pub fn store(&self) -> Store<K> {
-        self.shared.store.clone()
+        self.first().store.clone()
+    }
+
+    /// The kube-runtime reader stores behind this informer: one per watched namespace, or one
+    /// for every namespace.
+    ///
+    /// ```no_run
+    /// # fn f(i: mcr_core::Informer<k8s_openapi::api::core::v1::ConfigMap>) {
+    /// let total: usize = i.stores().iter().map(|s| s.len()).sum();
+    /// # }
+    /// ```
+    pub fn stores(&self) -> Vec<Store<K>> {
+        self.parts.iter().map(|p| p.store.clone()).collect()
     }
 
     /// The object of that namespace (`None` for cluster-scoped) and name, from memory.
+    ///
+    /// `None` also for an object of a namespace this informer does not watch (see
+    /// [`covers`](Self::covers)): it is not in the cache, whether or not it exists. That case
+    /// is logged at debug level; read such objects from the API.
     ///
     /// ```no_run
     /// # fn f(i: mcr_core::Informer<k8s_openapi::api::core::v1::ConfigMap>) {
@@ -145,12 +217,23 @@ where
     /// # }
     /// ```
     pub fn get(&self, namespace: Option<&str>, name: &str) -> Option<Arc<K>> {
-        let mut key = ObjectRef::new_with(name, self.shared.dyntype.clone());
+        let Some(part) = self.part_for(namespace) else {
+            tracing::debug!(
+                cluster = %self.first().cluster,
+                resource = %self.first().resource,
+                namespace = namespace.unwrap_or(""),
+                name,
+                watched = ?self.namespaces(),
+                "cache lookup outside the watched namespaces: not cached"
+            );
+            return None;
+        };
+        let mut key = ObjectRef::new_with(name, part.dyntype.clone());
         key.namespace = namespace.map(str::to_owned);
-        self.shared.store.get(&key)
+        part.store.get(&key)
     }
 
-    /// Every object in the store.
+    /// Every object in the store (every watched namespace's).
     ///
     /// ```no_run
     /// # fn f(i: mcr_core::Informer<k8s_openapi::api::core::v1::ConfigMap>) {
@@ -158,10 +241,14 @@ where
     /// # }
     /// ```
     pub fn list(&self) -> Vec<Arc<K>> {
-        self.shared.store.state()
+        match &*self.parts {
+            [one] => one.store.state(),
+            parts => parts.iter().flat_map(|p| p.store.state()).collect(),
+        }
     }
 
-    /// Whether the initial list has completed and the informer still runs.
+    /// Whether the initial list has completed (in every watched namespace) and the informer
+    /// still runs.
     ///
     /// ```no_run
     /// # fn f(i: mcr_core::Informer<k8s_openapi::api::core::v1::ConfigMap>) {
@@ -169,8 +256,10 @@ where
     /// # }
     /// ```
     pub fn is_synced(&self) -> bool {
-        let state = self.shared.state.borrow();
-        state.synced && !state.stopped
+        self.parts.iter().all(|p| {
+            let state = p.state.borrow();
+            state.synced && !state.stopped
+        })
     }
 
     /// Whether the informer has stopped for good (its cluster's token fired and its watch task
@@ -182,10 +271,10 @@ where
     /// # }
     /// ```
     pub fn is_stopped(&self) -> bool {
-        self.shared.state.borrow().stopped
+        self.parts.iter().any(|p| p.state.borrow().stopped)
     }
 
-    /// Waits until the initial list has completed.
+    /// Waits until the initial list has completed (in every watched namespace).
     ///
     /// Errors with [`Error::SyncTimeout`] after `timeout`, or [`Error::Stopped`] once the
     /// cluster's token has fired (even if it had synced before).
@@ -196,14 +285,28 @@ where
     /// # }
     /// ```
     pub async fn wait_for_sync(&self, timeout: Duration) -> Result<(), Error> {
-        match tokio::time::timeout(timeout, self.shared.wait_ready_inner()).await {
-            Ok(true) => Ok(()),
-            Ok(false) => Err(Error::Stopped(self.shared.cluster.clone())),
-            Err(_) => Err(Error::SyncTimeout {
-                cluster: self.shared.cluster.clone(),
-                resource: self.shared.resource.clone(),
-                timeout,
-            }),
+        // Which watch is being waited for, to name it on timeout. `timeout` may be
+        // `Duration::MAX`: no deadline is computed from it.
+        let waiting = AtomicUsize::new(0);
+        let all = async {
+            for (i, part) in self.parts.iter().enumerate() {
+                waiting.store(i, Ordering::Relaxed);
+                if !part.wait_ready_inner().await {
+                    return Err(Error::Stopped(part.cluster.clone()));
+                }
+            }
+            Ok(())
+        };
+        match tokio::time::timeout(timeout, all).await {
+            Ok(done) => done,
+            Err(_) => {
+                let part = &self.parts[waiting.load(Ordering::Relaxed)];
+                Err(Error::SyncTimeout {
+                    cluster: part.cluster.clone(),
+                    resource: part.resource.clone(),
+                    timeout,
+                })
+            }
         }
     }
 
@@ -214,7 +317,7 @@ where
     /// [`Applied`](CacheEvent::Applied)) and objects that vanished as
     /// [`Deleted`](CacheEvent::Deleted). Ends when the cluster's token is
     /// cancelled. Never blocks the watcher (each subscriber has its own unbounded queue; drop
-    /// the stream to unsubscribe).
+    /// the stream to unsubscribe). Over several namespaces, the namespaces' streams merged.
     ///
     /// ```no_run
     /// # async fn f(i: mcr_core::Informer<k8s_openapi::api::core::v1::ConfigMap>) {
@@ -224,16 +327,10 @@ where
     /// # }
     /// ```
     pub fn subscribe(&self) -> BoxStream<'static, CacheEvent<K>> {
-        let (tx, rx) = unbounded();
-        let mut subs = self.shared.subscribers.lock();
-        for obj in self.shared.store.state() {
-            // The receiver is alive: it is in our hands.
-            let _ = tx.unbounded_send(CacheEvent::Listed(obj));
+        match &*self.parts {
+            [one] => subscribe(one),
+            parts => futures::stream::select_all(parts.iter().map(subscribe)).boxed(),
         }
-        if !subs.closed {
-            subs.senders.push(tx);
-        }
-        rx.boxed()
     }
 
     /// Objects whose field index `index_name` has `value`.
@@ -247,22 +344,11 @@ where
     /// # Ok(()) }
     /// ```
     pub fn list_by_index(&self, index_name: &str, value: &str) -> Result<Vec<Arc<K>>, Error> {
-        let Some((keys, extract)) = self.shared.indexes.read().lookup(index_name, value) else {
-            return Err(Error::Index {
-                index: index_name.to_owned(),
-                reason: format!("no such index on {}", self.shared.resource),
-            });
-        };
-        // Re-check against the store so that a result always reflects the store's state.
-        Ok(keys
-            .into_iter()
-            .filter_map(|(namespace, name)| {
-                let mut key = ObjectRef::new_with(&name, self.shared.dyntype.clone());
-                key.namespace = namespace;
-                self.shared.store.get(&key)
-            })
-            .filter(|obj| extract(obj).iter().any(|v| v == value))
-            .collect())
+        let mut out = Vec::new();
+        for part in self.parts.iter() {
+            out.extend(list_by_index(part, index_name, value)?);
+        }
+        Ok(out)
     }
 
     /// How many watch errors this informer has seen (each one is retried with backoff).
@@ -273,14 +359,61 @@ where
     /// # }
     /// ```
     pub fn watch_restarts(&self) -> u64 {
-        self.shared.restarts.load(Ordering::Relaxed)
+        self.parts
+            .iter()
+            .map(|p| p.restarts.load(Ordering::Relaxed))
+            .sum()
     }
 
-    /// Registers a field index on this informer; false if one of that name exists (no-op).
+    /// Registers a field index on this informer's watches; false if one of that name exists
+    /// (no-op).
     pub(crate) fn add_index(&self, name: &str, extract: Extractor<K>) -> bool {
-        self.shared
-            .indexes
-            .write()
-            .add(name, extract, &self.shared.store)
+        let mut added = false;
+        for part in self.parts.iter() {
+            added |= part.indexes.write().add(name, extract.clone(), &part.store);
+        }
+        added
     }
+}
+
+/// [`Informer::subscribe`] of one watch.
+fn subscribe<K>(shared: &Arc<Shared<K>>) -> BoxStream<'static, CacheEvent<K>>
+where
+    K: Resource + Clone + Debug + Send + Sync + 'static,
+    K::DynamicType: Clone + Eq + Hash + Send + Sync + 'static,
+{
+    let (tx, rx) = unbounded();
+    let mut subs = shared.subscribers.lock();
+    for obj in shared.store.state() {
+        // The receiver is alive: it is in our hands.
+        let _ = tx.unbounded_send(CacheEvent::Listed(obj));
+    }
+    if !subs.closed {
+        subs.senders.push(tx);
+    }
+    rx.boxed()
+}
+
+/// [`Informer::list_by_index`] of one watch.
+fn list_by_index<K>(shared: &Shared<K>, index_name: &str, value: &str) -> Result<Vec<Arc<K>>, Error>
+where
+    K: Resource + Clone + Debug + Send + Sync + 'static,
+    K::DynamicType: Clone + Eq + Hash + Send + Sync + 'static,
+{
+    let Some((keys, extract)) = shared.indexes.read().lookup(index_name, value) else {
+        return Err(Error::Index {
+            index: index_name.to_owned(),
+            reason: format!("no such index on {}", shared.resource),
+        });
+    };
+    // Re-check against the store so that a result always reflects the store's state.
+    Ok(keys
+        .into_iter()
+        .filter_map(|(namespace, name)| {
+            let mut key = ObjectRef::new_with(&name, shared.dyntype.clone());
+            key.namespace = namespace;
+            shared.store.get(&key)
+        })
+        .filter(|obj| extract(obj).iter().any(|v| v == value))
+        .collect())
 }

@@ -49,6 +49,15 @@ pub struct InformerOptions {
     /// (what controller-runtime's `cache.TransformStripManagedFields` does when asked). Set it
     /// to read them from the cache; informers that differ only here are different watches.
     pub keep_managed_fields: bool,
+    /// The namespaces watched. Empty (the default): every namespace, through one cluster-wide
+    /// watch (`GET /api/v1/configmaps`), which needs a ClusterRole. Else one namespaced watch
+    /// per namespace (`GET /api/v1/namespaces/<ns>/configmaps`), which a Role in that
+    /// namespace allows; the informer merges them. Each namespace's watch is shared by every
+    /// informer of the cache that names it with the same other options, so an informer of
+    /// `[a, b]` and one of `[a]` cost two watches, not three. Order and duplicates do not
+    /// matter. Ignored for cluster-scoped types; a `DynamicObject`'s scope is not known, so
+    /// leave it empty for a cluster-scoped dynamic type.
+    pub namespaces: Vec<String>,
 }
 
 impl Default for InformerOptions {
@@ -69,6 +78,7 @@ impl From<watcher::Config> for InformerOptions {
                 == watcher::InitialListStrategy::StreamingList,
             bookmarks: config.bookmarks,
             keep_managed_fields: false,
+            namespaces: Vec::new(),
         }
     }
 }
@@ -103,10 +113,46 @@ impl TypeTag {
     }
 }
 
+/// One watch of a cache: its type and options, `opts.namespaces` holding at most one namespace.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub(super) struct InformerKey {
     pub(super) tag: TypeTag,
     pub(super) opts: InformerOptions,
+}
+
+impl InformerOptions {
+    /// The options of each watch these options take: one per namespace (sorted, without
+    /// duplicates), or these options unchanged for every namespace. `cluster_scoped`: the
+    /// type has no namespaces, so the namespaces are dropped.
+    pub(super) fn per_namespace(&self, cluster_scoped: bool) -> Vec<InformerOptions> {
+        if self.namespaces.is_empty() || cluster_scoped {
+            return vec![InformerOptions {
+                namespaces: Vec::new(),
+                ..self.clone()
+            }];
+        }
+        let mut namespaces = self.namespaces.clone();
+        namespaces.sort();
+        namespaces.dedup();
+        namespaces
+            .into_iter()
+            .map(|ns| InformerOptions {
+                namespaces: vec![ns],
+                ..self.clone()
+            })
+            .collect()
+    }
+
+    /// The one namespace of a watch's options (see [`per_namespace`](Self::per_namespace)).
+    pub(super) fn namespace(&self) -> Option<&str> {
+        self.namespaces.first().map(String::as_str)
+    }
+}
+
+/// Whether `K` is a cluster-scoped type (`k8s_openapi::ClusterResourceScope`); a dynamic
+/// type's scope is not known, and counts as namespaced.
+pub(super) fn cluster_scoped<K: Resource>() -> bool {
+    std::any::type_name::<K::Scope>() == std::any::type_name::<kube::core::ClusterResourceScope>()
 }
 
 impl InformerOptions {
@@ -151,6 +197,31 @@ impl InformerOptions {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn one_watch_per_namespace_sorted_without_duplicates_and_none_for_cluster_scoped_types() {
+        use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+        let opts = InformerOptions {
+            namespaces: vec!["b".into(), "a".into(), "b".into()],
+            label_selector: Some("x=y".into()),
+            ..InformerOptions::default()
+        };
+        let parts = opts.per_namespace(cluster_scoped::<ConfigMap>());
+        let namespaces: Vec<_> = parts.iter().map(|p| p.namespace()).collect();
+        assert_eq!(namespaces, [Some("a"), Some("b")]);
+        assert!(
+            parts
+                .iter()
+                .all(|p| p.label_selector.as_deref() == Some("x=y"))
+        );
+        let parts = opts.per_namespace(cluster_scoped::<Namespace>());
+        assert_eq!(parts.len(), 1);
+        assert_eq!(parts[0].namespace(), None);
+        assert!(cluster_scoped::<kube::core::PartialObjectMeta<Namespace>>());
+        assert!(!cluster_scoped::<kube::core::DynamicObject>());
+        let every = InformerOptions::default().per_namespace(false);
+        assert_eq!(every, [InformerOptions::default()]);
+    }
 
     #[test]
     fn every_watcher_setting_reaches_the_requests() {

@@ -61,8 +61,8 @@ struct Inner {
     engaged_as: std::sync::OnceLock<ClusterName>,
     client: kube::Client,
     state: Mutex<State>,
-    /// Field index name -> the type it is registered on.
-    index_names: Mutex<HashMap<String, TypeTag>>,
+    /// Field index name -> the type and namespaces it is registered on.
+    index_names: Mutex<HashMap<String, (TypeTag, Vec<String>)>>,
     /// Set for a derived cache (see [`Cache::derived`]).
     derived: Option<Derived>,
 }
@@ -70,7 +70,9 @@ struct Inner {
 /// The shared informer cache of one cluster (cheap to clone: an `Arc` inside).
 ///
 /// One watcher + reflector per (Rust type, group/version/plural, metadata-only, label
-/// selector, field selector), shared by every user. Inert until [`start`](Cache::start);
+/// selector, field selector, namespace scope), shared by every user: an informer over several
+/// namespaces ([`InformerOptions::namespaces`]) is one watch per namespace, each shared with
+/// every other informer naming it. Inert until [`start`](Cache::start);
 /// informers requested before `start` begin at `start`. Everything stops when the token given
 /// to `start` is cancelled. Watch errors are retried with kube-runtime's default backoff and
 /// logged with the cluster name.
@@ -209,7 +211,8 @@ impl Cache {
         self.inner.state.lock().token.is_some()
     }
 
-    /// The shared informer for a typed resource (all namespaces, no selector). It is handed out
+    /// The shared informer for a typed resource (all namespaces, no selector; see
+    /// [`informer_with`](Self::informer_with) for namespace-scoped watches). It is handed out
     /// at once, possibly before its initial list completed: read it through
     /// [`synced_informer`](Self::synced_informer) (or [`Informer::wait_for_sync`]) when an
     /// empty store must mean "no objects".
@@ -248,15 +251,19 @@ impl Cache {
     }
 
     /// The shared informer for a resource with a dynamic type (e.g. `DynamicObject` with an
-    /// `ApiResource`) and selectors.
+    /// `ApiResource`), selectors, or namespaces (one namespaced watch per namespace, which a
+    /// Role in each allows, instead of one cluster-wide watch).
     ///
     /// ```no_run
     /// # fn f(c: mcr_core::Cluster) {
+    /// use k8s_openapi::api::core::v1::ConfigMap;
     /// use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
     /// use mcr_core::InformerOptions;
     /// let gvk = GroupVersionKind::gvk("example.com", "v1", "Widget");
     /// let ar = ApiResource::from_gvk(&gvk);
     /// let widgets = c.cache().informer_with::<DynamicObject>(ar, InformerOptions::default());
+    /// let teams = InformerOptions { namespaces: vec!["team-a".into(), "team-b".into()], ..Default::default() };
+    /// let cms = c.cache().informer_with::<ConfigMap>((), teams); // two watches, one informer
     /// # }
     /// ```
     pub fn informer_with<K>(&self, dyntype: K::DynamicType, opts: InformerOptions) -> Informer<K>
@@ -268,13 +275,32 @@ impl Cache {
     }
 
     /// `informer_with`; `metadata`: `K` is a `PartialObjectMeta<_>`, listed and watched as
-    /// metadata only.
+    /// metadata only. One watch per namespace of `opts` (see [`InformerOptions::namespaces`]).
     fn informer_of<K>(
         &self,
         dyntype: K::DynamicType,
         opts: InformerOptions,
         metadata: bool,
     ) -> Informer<K>
+    where
+        K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+        K::DynamicType: Clone + Eq + Hash + Send + Sync + 'static,
+    {
+        let parts = opts
+            .per_namespace(key::cluster_scoped::<K>())
+            .into_iter()
+            .map(|opts| self.watch_of::<K>(dyntype.clone(), opts, metadata))
+            .collect();
+        Informer::from_parts(parts)
+    }
+
+    /// The shared watch of `K` with `opts`, whose `namespaces` hold at most one namespace.
+    fn watch_of<K>(
+        &self,
+        dyntype: K::DynamicType,
+        opts: InformerOptions,
+        metadata: bool,
+    ) -> Arc<Shared<K>>
     where
         K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
         K::DynamicType: Clone + Eq + Hash + Send + Sync + 'static,
@@ -287,14 +313,14 @@ impl Cache {
             let reopen: Reopen = {
                 let (dyntype, opts) = (dyntype.clone(), key.opts.clone());
                 Arc::new(move |cache: &Cache| {
-                    cache.informer_of::<K>(dyntype.clone(), opts.clone(), metadata);
+                    cache.watch_of::<K>(dyntype.clone(), opts.clone(), metadata);
                 })
             };
             if let Some(derived) = &self.inner.derived {
                 let stream = derived::stream::<K>(derived, dyntype.clone(), key.opts.clone());
                 return (dyntype, stream, reopen);
             }
-            let url = K::url_path(&dyntype, None);
+            let url = K::url_path(&dyntype, key.opts.namespace());
             let stream = watch::stream::<K>(client, url, key.opts.clone(), metadata)
                 .default_backoff()
                 .boxed();
@@ -323,13 +349,14 @@ impl Cache {
         self.informer_of::<PartialObjectMeta<K>>(dyntype, opts, true)
     }
 
-    /// The state behind `informer_with` (for derived caches).
+    /// The state behind one watch of `informer_with` (for derived caches: `opts` names at most
+    /// one namespace).
     fn shared<K>(&self, dyntype: K::DynamicType, opts: InformerOptions) -> Arc<Shared<K>>
     where
         K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
         K::DynamicType: Clone + Eq + Hash + Send + Sync + 'static,
     {
-        self.informer_with::<K>(dyntype, opts).into_shared()
+        self.watch_of::<K>(dyntype, opts, false)
     }
 
     fn get_or_create<K>(
@@ -343,7 +370,7 @@ impl Cache {
             futures::stream::BoxStream<'static, watcher::Result<watcher::Event<K>>>,
             Reopen,
         ),
-    ) -> Informer<K>
+    ) -> Arc<Shared<K>>
     where
         K: Resource + Clone + Debug + Send + Sync + 'static,
         K::DynamicType: Clone + Eq + Hash + Send + Sync + 'static,
@@ -355,7 +382,7 @@ impl Cache {
             .get(&key)
             .map(|e| e.any.clone().downcast::<Shared<K>>())
         {
-            return Informer::from_shared(shared);
+            return shared;
         }
         let resource = key.tag.resource();
         let (dyntype, stream, reopen) = make(self.inner.client.clone(), &key);
@@ -363,6 +390,7 @@ impl Cache {
         let shared = Shared::new(
             self.cluster().clone(),
             resource,
+            key.opts.namespace().map(str::to_owned),
             dyntype,
             stream,
             keep_managed_fields,
@@ -370,7 +398,12 @@ impl Cache {
         if let Some(token) = &state.token {
             shared.clone().start(token.clone());
         }
-        tracing::debug!(cluster = %self.cluster(), resource = %shared.resource(), "informer created");
+        tracing::debug!(
+            cluster = %self.cluster(),
+            resource = %shared.resource(),
+            namespace = key.opts.namespace(),
+            "informer created"
+        );
         state.informers.insert(
             key,
             Entry {
@@ -379,7 +412,7 @@ impl Cache {
                 reopen,
             },
         );
-        Informer::from_shared(shared)
+        shared
     }
 
     /// Opens here every informer `other` has (same types, resources and options), so a new
@@ -448,7 +481,8 @@ impl Cache {
         self.erased().iter().all(|i| i.is_synced())
     }
 
-    /// How many informers (watches) this cache has.
+    /// How many watches this cache has (an informer over several namespaces counts one per
+    /// namespace; see [`InformerOptions::namespaces`]).
     ///
     /// ```no_run
     /// # fn f(c: mcr_core::Cluster) {
@@ -457,5 +491,25 @@ impl Cache {
     /// ```
     pub fn informer_count(&self) -> usize {
         self.inner.state.lock().informers.len()
+    }
+
+    /// How many watches this cache has in `namespace`, or, for `None`, across every namespace
+    /// (cluster-wide watches, which need a ClusterRole). Each namespace scope of a type and set
+    /// of options has one watch, however many informers share it.
+    ///
+    /// ```no_run
+    /// # fn f(c: mcr_core::Cluster) {
+    /// let cluster_wide = c.cache().watch_count(None);
+    /// let in_team_a = c.cache().watch_count(Some("team-a"));
+    /// # }
+    /// ```
+    pub fn watch_count(&self, namespace: Option<&str>) -> usize {
+        self.inner
+            .state
+            .lock()
+            .informers
+            .values()
+            .filter(|e| e.erased.namespace() == namespace)
+            .count()
     }
 }

@@ -65,6 +65,8 @@ where
 {
     pub(super) cluster: ClusterName,
     pub(super) resource: String,
+    /// The namespace this watch is in (`None`: every namespace).
+    pub(super) namespace: Option<String>,
     pub(super) dyntype: K::DynamicType,
     pub(super) store: Store<K>,
     pub(super) state: watch::Sender<SyncState>,
@@ -83,6 +85,8 @@ pub(crate) trait ErasedInformer: Send + Sync {
     /// Resolves to `true` once synced, `false` once stopped.
     fn wait_ready(&self) -> BoxFuture<'static, bool>;
     fn resource(&self) -> &str;
+    /// The namespace of the watch (`None`: every namespace).
+    fn namespace(&self) -> Option<&str>;
 }
 
 impl<K> Shared<K>
@@ -93,6 +97,7 @@ where
     pub(crate) fn new(
         cluster: ClusterName,
         resource: String,
+        namespace: Option<String>,
         dyntype: K::DynamicType,
         stream: EventStream<K>,
         keep_managed_fields: bool,
@@ -101,6 +106,7 @@ where
         Arc::new(Shared {
             cluster,
             resource,
+            namespace,
             store: writer.as_reader(),
             dyntype,
             state: watch::Sender::new(SyncState::default()),
@@ -287,8 +293,15 @@ where
         let Some(PendingStart { writer, stream }) = self.pending.lock().take() else {
             return;
         };
-        let span =
-            tracing::info_span!("informer", cluster = %self.cluster, resource = %self.resource);
+        let span = tracing::info_span!(
+            "informer",
+            cluster = %self.cluster,
+            resource = %self.resource,
+            namespace = tracing::field::Empty,
+        );
+        if let Some(namespace) = &self.namespace {
+            span.record("namespace", namespace.as_str());
+        }
         tokio::spawn(self.run(writer, stream, token).instrument(span));
     }
 
@@ -303,5 +316,9 @@ where
 
     fn resource(&self) -> &str {
         &self.resource
+    }
+
+    fn namespace(&self) -> Option<&str> {
+        self.namespace.as_deref()
     }
 }

@@ -54,10 +54,20 @@ pub struct Context<T = ()> {
     name: ClusterName,
     fleet: Fleet,
     data: Arc<T>,
-    /// The controller's primary informer in this cluster (an `Informer<K>`), if any.
-    primary: Option<Arc<dyn Any + Send + Sync>>,
+    /// The controller's primary informer in this cluster, if any.
+    primary: Option<Primary>,
     cancel: CancellationToken,
     recorder: Recorder,
+}
+
+/// Whether a namespace (`None`: cluster-scoped objects) is watched.
+type Covers = Arc<dyn Fn(Option<&str>) -> bool + Send + Sync>;
+
+/// The controller's primary informer (an `Informer<K>`) and what it covers, type-erased.
+#[derive(Clone)]
+struct Primary {
+    informer: Arc<dyn Any + Send + Sync>,
+    covers: Covers,
 }
 
 impl<T> Context<T> {
@@ -201,14 +211,23 @@ impl<T> Context<T> {
         K: Resource + Clone + Debug + Send + Sync + 'static,
         K::DynamicType: Clone + Eq + Hash + Send + Sync + 'static,
     {
-        self.primary = Some(Arc::new(informer));
+        let covered = informer.clone();
+        self.primary = Some(Primary {
+            informer: Arc::new(informer),
+            covers: Arc::new(move |ns: Option<&str>| covered.covers(ns)),
+        });
         self
     }
 
     /// The object `key` in this cluster's cache of the controller's reconciled type (the
     /// `for_` input, with its selectors), or `None` if it is not there: what a request-keyed
     /// reconciler (one taking a [`Request`](crate::Request), see [`Builder::register`](crate::Builder::register)) reads to tell "gone"
-    /// from "present". Also `None` when `K` is not the controller's reconciled type.
+    /// from "present". Also `None` when `K` is not the controller's reconciled type, and when
+    /// `key` is in a namespace the reconciled type is not watched in
+    /// ([`WatchOptions::namespace`](crate::WatchOptions::namespace), the manager's
+    /// [default](crate::ManagerBuilder::default_namespaces)): the cache holds only the watched
+    /// namespaces, so such a key is absent from it whether or not the object exists (logged at
+    /// debug level; [`is_watched`](Self::is_watched) tells the two apart).
     ///
     /// ```no_run
     /// # use k8s_openapi::api::core::v1::ConfigMap;
@@ -227,7 +246,12 @@ impl<T> Context<T> {
         K: Resource + Clone + Debug + Send + Sync + 'static,
         K::DynamicType: Clone + Eq + Hash + Send + Sync + 'static,
     {
-        let Some(informer) = self.primary.as_ref()?.downcast_ref::<Informer<K>>() else {
+        let Some(informer) = self
+            .primary
+            .as_ref()?
+            .informer
+            .downcast_ref::<Informer<K>>()
+        else {
             tracing::debug!(
                 cluster = %self.name,
                 asked = std::any::type_name::<K>(),
@@ -237,6 +261,24 @@ impl<T> Context<T> {
             return None;
         };
         informer.get(key.namespace.as_deref(), &key.name)
+    }
+
+    /// Whether objects of `namespace` (`None`: cluster-scoped) of the controller's reconciled
+    /// type are watched, so in the cache [`cached`](Self::cached) reads: always for a
+    /// cluster-wide watch, else when `namespace` is one of the watched namespaces. False
+    /// outside the runtime ([`Context::new`]), where there is no such cache.
+    ///
+    /// ```no_run
+    /// # use k8s_openapi::api::core::v1::ConfigMap;
+    /// # use mcr_manager::{Context, Request};
+    /// # fn demo(req: Request<ConfigMap>, ctx: Context<()>) {
+    /// if ctx.is_watched(req.object.namespace.as_deref()) && ctx.cached(&req.object).is_none() {
+    ///     // really gone
+    /// }
+    /// # }
+    /// ```
+    pub fn is_watched(&self, namespace: Option<&str>) -> bool {
+        self.primary.as_ref().is_some_and(|p| (p.covers)(namespace))
     }
 
     /// The cluster the object lives in (its client, cache and indexes).

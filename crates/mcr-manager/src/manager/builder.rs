@@ -33,6 +33,7 @@ pub struct ManagerBuilder {
     #[cfg(feature = "leader-election")]
     leader_election: Option<LeaderElection>,
     sharding: Option<crate::Sharding>,
+    default_namespaces: Vec<String>,
 }
 
 impl std::fmt::Debug for ManagerBuilder {
@@ -127,6 +128,30 @@ impl ManagerBuilder {
     /// ```
     pub fn sharding(mut self, sharding: crate::Sharding) -> Self {
         self.sharding = Some(sharding);
+        self
+    }
+
+    /// Watches only these namespaces, unless a watch says otherwise
+    /// ([`WatchOptions::namespace`](crate::WatchOptions::namespace),
+    /// [`all_namespaces`](crate::WatchOptions::all_namespaces)): controller-runtime's
+    /// `cache.Options.DefaultNamespaces`. Every watch of a namespaced type that the manager's
+    /// controllers open, in the host and in every member, becomes one namespaced watch per
+    /// namespace (`GET /api/v1/namespaces/<ns>/configmaps`), so a Role in each namespace is
+    /// enough where a cluster-wide watch needs a ClusterRole. Watches of cluster-scoped types
+    /// stay cluster-wide. Default: none, every watch is cluster-wide.
+    ///
+    /// ```no_run
+    /// # fn demo(client: kube::Client) {
+    /// let mgr = mcr_manager::Manager::builder(client).default_namespaces(["team-a", "team-b"]).build();
+    /// assert_eq!(mgr.default_namespaces(), ["team-a", "team-b"]);
+    /// # }
+    /// ```
+    pub fn default_namespaces<I, S>(mut self, namespaces: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.default_namespaces = namespaces.into_iter().map(Into::into).collect();
         self
     }
 
@@ -233,6 +258,7 @@ impl ManagerBuilder {
                 leader_election: self.leader_election,
                 leader: AtomicBool::new(false),
                 shard,
+                default_namespaces: self.default_namespaces,
                 state: Mutex::new(State::default()),
             }),
         }
@@ -288,6 +314,7 @@ impl Manager {
             #[cfg(feature = "leader-election")]
             leader_election: None,
             sharding: None,
+            default_namespaces: Vec::new(),
         }
     }
 }

@@ -75,7 +75,10 @@ impl Manager {
     }
 
     /// Registers a field index on every cluster of the provider (current and future) and on
-    /// the host cluster.
+    /// the host cluster. An index that names no namespaces
+    /// ([`FieldIndex::in_namespaces`]) sits on the informer of the manager's
+    /// [default namespaces](crate::ManagerBuilder::default_namespaces), the one the
+    /// controllers' inputs that name none share, so it needs no cluster-wide watch.
     ///
     /// ```no_run
     /// # use k8s_openapi::api::core::v1::ConfigMap;
@@ -87,6 +90,13 @@ impl Manager {
     /// # Ok(()) }
     /// ```
     pub async fn index_field(&self, index: &FieldIndex) -> Result<(), Error> {
+        let scoped;
+        let index = if index.namespaces().is_empty() && !self.default_namespaces().is_empty() {
+            scoped = index.in_namespaces(self.default_namespaces().iter().cloned());
+            &scoped
+        } else {
+            index
+        };
         if let Some(provider) = &self.inner.provider {
             provider.index_field(index).await?;
         }

@@ -66,6 +66,8 @@ struct Inner {
     leader: AtomicBool,
     /// Sharded mode: this replica's side of the protocol (see [`crate::shard`]).
     shard: Option<Arc<crate::shard::Coordinator>>,
+    /// [`ManagerBuilder::default_namespaces`].
+    default_namespaces: Vec<String>,
     state: Mutex<State>,
 }
 
@@ -102,6 +104,18 @@ impl std::fmt::Debug for Manager {
 impl Manager {
     fn state(&self) -> MutexGuard<'_, State> {
         self.inner.state.lock()
+    }
+
+    /// The namespaces watches are limited to unless they say otherwise (see
+    /// [`ManagerBuilder::default_namespaces`]); empty: every namespace.
+    ///
+    /// ```no_run
+    /// # fn demo(mgr: mcr_manager::Manager) {
+    /// let cluster_wide = mgr.default_namespaces().is_empty();
+    /// # }
+    /// ```
+    pub fn default_namespaces(&self) -> &[String] {
+        &self.inner.default_namespaces
     }
 
     /// The host cluster: the one the manager runs against (what `Context::host` and

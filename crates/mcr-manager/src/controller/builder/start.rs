@@ -61,7 +61,7 @@ impl Start {
         K::DynamicType: Clone + Eq + Hash + Debug + Send + Sync + 'static,
     {
         let dyntype = opts.dyntype.clone();
-        let informer = opts.informer.clone();
+        let informer = opts.informer_on(&self.mgr);
         let dt = dyntype.clone();
         let primary: PrimaryFn<K> =
             Arc::new(move |cache: &Cache| cache.informer_with::<K>(dt.clone(), informer.clone()));
@@ -100,7 +100,7 @@ impl Start {
     where
         K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
     {
-        let informer = opts.informer.clone();
+        let informer = opts.informer_on(&self.mgr);
         let primary: PrimaryFn<PartialObjectMeta<K>> =
             Arc::new(move |cache: &Cache| cache.metadata_informer::<K>((), informer.clone()));
         let open = primary.clone();

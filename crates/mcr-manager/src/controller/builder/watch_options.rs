@@ -45,6 +45,8 @@ pub struct WatchOptions<O: Resource> {
     pub(super) predicate: Option<PredicateFn<O>>,
     pub(super) scope: Option<ClusterScope>,
     pub(super) filter: Option<ClusterFilter>,
+    /// The namespaces watched (`None`: the manager's default; empty: every namespace).
+    pub(super) namespaces: Option<Vec<String>>,
 }
 
 impl<O: Resource> Default for WatchOptions<O>
@@ -72,6 +74,19 @@ impl<O: Resource> WatchOptions<O> {
             predicate: None,
             scope: None,
             filter: None,
+            namespaces: None,
+        }
+    }
+
+    /// The informer options of this input on `mgr`: its namespaces, else the manager's
+    /// default.
+    pub(super) fn informer_on(&self, mgr: &crate::Manager) -> InformerOptions {
+        InformerOptions {
+            namespaces: self
+                .namespaces
+                .clone()
+                .unwrap_or_else(|| mgr.default_namespaces().to_vec()),
+            ..self.informer.clone()
         }
     }
 }
@@ -82,6 +97,7 @@ impl<O: Resource> Debug for WatchOptions<O> {
             .field("informer", &self.informer)
             .field("predicate", &self.predicate.is_some())
             .field("scope", &self.scope)
+            .field("namespaces", &self.namespaces)
             .field("cluster_filter", &self.filter.is_some())
             .finish()
     }
@@ -147,6 +163,55 @@ impl<O: Resource> WatchOptions<O> {
     #[must_use]
     pub fn fields(mut self, selector: impl Into<String>) -> Self {
         self.informer.field_selector = Some(selector.into());
+        self
+    }
+
+    /// Watch only this namespace: one namespaced watch
+    /// (`GET /api/v1/namespaces/<ns>/configmaps`), which a Role in that namespace allows,
+    /// instead of a cluster-wide one, which needs a ClusterRole. Overrides the manager's
+    /// [default](crate::ManagerBuilder::default_namespaces). In every cluster the input
+    /// watches; ignored for cluster-scoped types. Controllers asking for the same namespace
+    /// (and selectors) share its watch. The cache then holds only that namespace: see
+    /// [`Context::cached`](crate::Context::cached) for reads outside it.
+    ///
+    /// ```
+    /// # use k8s_openapi::api::core::v1::ConfigMap;
+    /// let opts = mcr_manager::WatchOptions::<ConfigMap>::new().namespace("team-a");
+    /// ```
+    #[must_use]
+    pub fn namespace(self, namespace: impl Into<String>) -> Self {
+        self.namespaces([namespace])
+    }
+
+    /// Watch only these namespaces: one namespaced watch per namespace, merged into one
+    /// input (see [`namespace`](Self::namespace)); each namespace's watch is shared with every
+    /// input naming it. An empty list watches every namespace, like
+    /// [`all_namespaces`](Self::all_namespaces).
+    ///
+    /// ```
+    /// # use k8s_openapi::api::core::v1::ConfigMap;
+    /// let opts = mcr_manager::WatchOptions::<ConfigMap>::new().namespaces(["team-a", "team-b"]);
+    /// ```
+    #[must_use]
+    pub fn namespaces<I, S>(mut self, namespaces: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.namespaces = Some(namespaces.into_iter().map(Into::into).collect());
+        self
+    }
+
+    /// Watch every namespace (one cluster-wide watch), whatever the manager's
+    /// [default](crate::ManagerBuilder::default_namespaces).
+    ///
+    /// ```
+    /// # use k8s_openapi::api::core::v1::Namespace;
+    /// let opts = mcr_manager::WatchOptions::<Namespace>::new().all_namespaces();
+    /// ```
+    #[must_use]
+    pub fn all_namespaces(mut self) -> Self {
+        self.namespaces = Some(Vec::new());
         self
     }
 

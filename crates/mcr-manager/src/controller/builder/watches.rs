@@ -53,7 +53,7 @@ where
     {
         let dyntype = opts.dyntype.clone();
         let owner = self.dyntype.clone();
-        let informer = opts.informer;
+        let informer = opts.informer_on(&self.mgr);
         self.add_input(
             Scope::In(opts.scope),
             move |cache: &Cache| cache.informer_with::<C>(dyntype.clone(), informer.clone()),
@@ -81,7 +81,7 @@ where
         C: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
     {
         let owner = self.dyntype.clone();
-        let informer = opts.informer;
+        let informer = opts.informer_on(&self.mgr);
         self.add_input(
             Scope::In(opts.scope),
             move |cache: &Cache| cache.metadata_informer::<C>((), informer.clone()),
@@ -153,7 +153,8 @@ where
         I: IntoIterator,
         I::Item: IntoRequest<K>,
     {
-        let (dyntype, informer) = (opts.dyntype, opts.informer);
+        let informer = opts.informer_on(&self.mgr);
+        let dyntype = opts.dyntype;
         self.add_input(
             Scope::In(opts.scope),
             move |cache: &Cache| cache.informer_with::<O>(dyntype.clone(), informer.clone()),
@@ -187,7 +188,7 @@ where
         I: IntoIterator,
         I::Item: IntoRequest<K>,
     {
-        let informer = opts.informer;
+        let informer = opts.informer_on(&self.mgr);
         self.add_input(
             Scope::In(opts.scope),
             move |cache: &Cache| cache.metadata_informer::<O>((), informer.clone()),
@@ -232,7 +233,7 @@ where
         I: IntoIterator,
         I::Item: IntoRequest<K>,
     {
-        let informer = opts.informer;
+        let informer = opts.informer_on(&self.mgr);
         self.add_input(
             Scope::HostPerCluster,
             move |cache: &Cache| cache.informer_with::<O>((), informer.clone()),

@@ -94,6 +94,16 @@ where
         let cached = e.primary.get(key.namespace.as_deref(), &key.name);
         let ctx = e.ctx.clone();
         let Some(created) = (self.task.reconciler)(&cluster, &key, cached, ctx) else {
+            if !e.primary.covers(key.namespace.as_deref()) {
+                warn!(
+                    controller = %self.spec.name, object = %Shown(&cluster, &key),
+                    watched = ?e.primary.namespaces(),
+                    "outside the namespaces the reconciled type is watched in, so never in the \
+                     cache: skipped; watch its namespace too, or take a `Request<K>`"
+                );
+                self.queue.done(&cluster, &key, Outcome::Success(None));
+                return None;
+            }
             debug!(
                 controller = %self.spec.name, object = %Shown(&cluster, &key),
                 "not in the cache (deleted, or not created in this cluster yet): skipped; \
