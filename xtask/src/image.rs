@@ -71,11 +71,14 @@ pub fn run() -> Result<()> {
         dockerfile.display().to_string(),
         context.display().to_string(),
     );
+    // The image this build replaces, removed once the tag has moved (not left dangling).
+    let previous = podman_output(&["image", "inspect", "--format", "{{.Id}}", &tag]).ok();
     super::run(
         "podman",
         &[
             "build",
             "--pull=never",
+            "--layers=false",
             "--build-arg",
             &version,
             "-f",
@@ -86,6 +89,10 @@ pub fn run() -> Result<()> {
         ],
         &[],
     )?;
+    let current = podman_output(&["image", "inspect", "--format", "{{.Id}}", &tag])?;
+    if let Some(previous) = previous.filter(|id| *id != current) {
+        let _ = podman_output(&["rmi", previous.trim()]);
+    }
     // As deploy/base/deployment.yaml runs it.
     super::run(
         "podman",
