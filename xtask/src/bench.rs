@@ -18,7 +18,7 @@ use anyhow::{Context as _, Result, bail};
 const GONOSUMDB: &str = "sigs.k8s.io/multicluster-runtime/providers/file";
 
 /// The target directory cargo builds into (`CARGO_TARGET_DIR` or `<root>/target`).
-fn target_dir(root: &std::path::Path) -> PathBuf {
+pub(super) fn target_dir(root: &std::path::Path) -> PathBuf {
     std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .map(|dir| {

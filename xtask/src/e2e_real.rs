@@ -24,6 +24,11 @@
 //! (`tests/sharded.rs`), reviews answered during a flood of 1,000 silent connections
 //! (`tests/connections.rs`), and each member's apiserver presenting its client certificate
 //! through an `AdmissionConfiguration` (`tests/auth.rs`).
+//!
+//! When podman has the image `cargo xtask image` builds, example-kubeconfig's `tests/rbac.rs`
+//! runs the controller in that container instead of as a process (`MCR_E2E_IMAGE`, set here
+//! unless the caller set it; set it empty to run the process): `--network host`, read-only
+//! root, no capability, the ServiceAccount token mounted as a Pod gets it.
 
 use anyhow::{Context, Result};
 
@@ -34,9 +39,24 @@ const EXTRA_PACKAGES: &[&str] = &["mcr-tests", "quickstart", "mcr-webhook", "exa
 pub fn run(conformance: bool) -> Result<()> {
     let dir = super::assets::directory()?;
     let dir = dir.display().to_string();
+    let image = match std::env::var("MCR_E2E_IMAGE") {
+        Ok(image) => image,
+        Err(_) if super::image::exists() => super::image::tag(),
+        Err(_) => String::new(),
+    };
+    if image.is_empty() {
+        eprintln!(
+            "xtask: no image (`cargo xtask image`): the RBAC proof runs example-kubeconfig as a process"
+        );
+    } else {
+        eprintln!(
+            "xtask: the kubeconfig RBAC proof runs the controller in {image} (rebuild it with `cargo xtask image` after changing the example)"
+        );
+    }
     let env = [
         ("MCR_ENVTEST", "real"),
         ("KUBEBUILDER_ASSETS", dir.as_str()),
+        ("MCR_E2E_IMAGE", image.as_str()),
     ];
     if conformance {
         let selection = super::tests::Selection {

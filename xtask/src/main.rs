@@ -10,6 +10,8 @@
 //! - `cargo xtask fidelity`: the emulator against a real kube-apiserver on seeded request
 //!   sequences (codes, bodies, watch events).
 //! - `cargo xtask chaos`: the chaos suite (release build; `--real` on real control planes).
+//! - `cargo xtask image`: the example-kubeconfig image (`deploy/Dockerfile`, `FROM scratch`,
+//!   static binary) with podman, saved as an OCI archive under `target/image/`.
 //! - `cargo xtask package`: packages every published crate and builds each from its package
 //!   (`cargo package` with verification), in dependency order.
 
@@ -21,6 +23,7 @@ mod chaos;
 mod e2e;
 mod e2e_real;
 mod fidelity;
+mod image;
 mod tests;
 
 use anyhow::{Context, Result, bail};
@@ -135,6 +138,10 @@ enum Cmd {
     /// dependency order; unpublished workspace crates are resolved from the packages made
     /// before them, as crates.io would.
     Package,
+    /// Build the example-kubeconfig image with podman (`deploy/Dockerfile`: `FROM scratch`, a
+    /// static binary built on the host), smoke-run it as non-root with a read-only root and no
+    /// capability, save it as an OCI archive under target/image, and print its size.
+    Image,
 }
 
 fn main() -> ExitCode {
@@ -179,6 +186,7 @@ fn main() -> ExitCode {
             steps,
         }),
         Cmd::Package => package(),
+        Cmd::Image => image::run(),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

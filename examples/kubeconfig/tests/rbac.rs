@@ -34,13 +34,22 @@
 //! 2. a second ConfigMap made in `a` after that stamp: stamped only through a ConfigMap watch;
 //! 3. member `b` (the host itself, as a member) joins by a Secret made after that: engaged only
 //!    through a Secret watch, its ConfigMap stamped.
+//!
+//! With `MCR_E2E_IMAGE` naming the example's image (`cargo xtask e2e` sets it when `cargo xtask
+//! image` has built it), the controller runs in that container as the shipped Deployment runs
+//! it: `--in-cluster`, the `mcr-controller` token, the host's CA and the namespace mounted at
+//! `/var/run/secrets/kubernetes.io/serviceaccount`, UID 65532, read-only root, no capability
+//! (`--network host` reaches the API servers on 127.0.0.1). Without it, the binary runs as a
+//! process with a kubeconfig of that token.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Result, ensure};
 use example_support::helm;
-use example_support::rbac::{self, Controller, Outcome, kubeconfig_secret, labelled, stamped};
+use example_support::rbac::{
+    self, Controller, Outcome, PodIdentity, kubeconfig_secret, labelled, stamped,
+};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::api::{Api, DeleteParams, PostParams};
 use mcr_envtest::TestCluster;
@@ -59,6 +68,8 @@ struct World {
     docs: [Vec<Value>; 2],
     /// The controller's host kubeconfig (ServiceAccount token), on disk.
     host_kubeconfig: PathBuf,
+    /// The image to run the controller from, and the same token as a Pod gets it.
+    container: Option<(String, PodIdentity)>,
     /// Member kubeconfigs (ServiceAccount tokens) for the Secrets: `a` (member), `b` (host).
     member_a: String,
     member_b: String,
@@ -135,6 +146,15 @@ impl World {
         let host_token = rbac::token(&host.client(), NAMESPACE, "mcr-controller").await?;
         let host_kubeconfig = dir.path().join("host-controller.kubeconfig");
         std::fs::write(&host_kubeconfig, rbac::kubeconfig_as(&host, &host_token)?)?;
+        let container = match rbac::image() {
+            Some(image) => {
+                let sa = dir.path().join("serviceaccount");
+                let identity = PodIdentity::write(&host, &host_token, NAMESPACE, &sa)?;
+                eprintln!("the controller runs in the container image {image}");
+                Some((image, identity))
+            }
+            None => None,
+        };
         let (member_client, host_client) = (member.client(), host.client());
         let token_a = rbac::token(&member_client, NAMESPACE, "mcr-member").await?;
         let token_b = rbac::token(&host_client, NAMESPACE, "mcr-member").await?;
@@ -145,6 +165,7 @@ impl World {
             host,
             member,
             host_kubeconfig,
+            container,
             member_a,
             member_b,
             dir,
@@ -177,21 +198,26 @@ impl World {
             .await?;
         in_a.create(&pp, &labelled(&cms[0])).await?;
         let lease = format!("mcr-rbac-{run}");
-        let host_kc = self.host_kubeconfig.display().to_string();
-        let controller = Controller::start(
-            BIN,
-            &[
-                "--kubeconfig",
-                &host_kc,
-                "--namespace",
-                NAMESPACE,
-                "--leader-election-id",
-                &lease,
-                "--lease-duration-seconds",
-                "3",
-            ],
-            &self.log(run),
-        )?;
+        let args = [
+            "--namespace",
+            NAMESPACE,
+            "--leader-election-id",
+            lease.as_str(),
+            "--lease-duration-seconds",
+            "3",
+        ];
+        let controller = match &self.container {
+            Some((image, identity)) => {
+                let name = format!("mcr-rbac-{}-{run}", std::process::id());
+                let args = [&["--in-cluster"][..], &args].concat();
+                Controller::start_container(image, &name, identity, &args, &self.log(run))?
+            }
+            None => {
+                let host_kc = self.host_kubeconfig.display().to_string();
+                let args = [&["--kubeconfig", host_kc.as_str()][..], &args].concat();
+                Controller::start(BIN, &args, &self.log(run))?
+            }
+        };
         let failed = async {
             if !stamped(&in_a, &cms[0], &a, deadline).await {
                 return Ok::<_, anyhow::Error>(Some(1));

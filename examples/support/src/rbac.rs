@@ -6,12 +6,17 @@
 //! [`prove`] is the loop the examples' `tests/rbac.rs` share: the scenario must complete with
 //! every shipped verb and the API server refusing nothing, and must not complete, with a
 //! refusal of that verb seen in the log, when any one verb is removed.
+//!
+//! The controller runs as a process ([`Controller::start`]), or in its container image
+//! ([`Controller::start_container`], when [`image`] names one) the way a Pod runs it, with a
+//! [`PodIdentity`] mounted where a Pod finds its ServiceAccount.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
 use anyhow::{Context as _, Result, ensure};
+use base64::Engine as _;
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{ClusterRole, PolicyRule, Role, RoleBinding, RoleRef, Subject};
@@ -214,11 +219,97 @@ pub fn kubeconfig_as(cluster: &TestCluster, token: &str) -> Result<String> {
     Ok(admin.replace(cluster.token(), token))
 }
 
-/// An example binary running with its stdout and stderr (tracing) in a file; killed when
-/// dropped.
+/// The variable that names the image the RBAC proofs run the controller from (`cargo xtask
+/// e2e` sets it when `cargo xtask image` has built one). Unset or empty: the binary runs as a
+/// process.
+pub const IMAGE_VAR: &str = "MCR_E2E_IMAGE";
+
+/// The image named by [`IMAGE_VAR`], if any.
+pub fn image() -> Option<String> {
+    std::env::var(IMAGE_VAR)
+        .ok()
+        .filter(|image| !image.is_empty())
+}
+
+/// Where a Pod finds its ServiceAccount's files.
+const SERVICE_ACCOUNT_MOUNT: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
+
+/// How long podman gets to remove a container.
+const PODMAN_DEADLINE: Duration = Duration::from_secs(60);
+
+/// What a Pod of a ServiceAccount is given to reach its API server: `token`, `ca.crt` and
+/// `namespace` in one directory (mounted at `/var/run/secrets/kubernetes.io/serviceaccount`),
+/// and `KUBERNETES_SERVICE_HOST`/`_PORT`. What `kube::Config::incluster()` reads.
+pub struct PodIdentity {
+    dir: PathBuf,
+    host: String,
+    port: String,
+}
+
+impl PodIdentity {
+    /// Writes `cluster`'s CA, `token` and `namespace` into `dir` (created), readable by any
+    /// user as a projected ServiceAccount volume is, so that a non-root container reads them.
+    pub fn write(
+        cluster: &TestCluster,
+        token: &str,
+        namespace: &str,
+        dir: &Path,
+    ) -> Result<PodIdentity> {
+        use std::os::unix::fs::PermissionsExt as _;
+        let kubeconfig = cluster.kubeconfig().context("real clusters serve HTTPS")?;
+        let ca = kubeconfig
+            .clusters
+            .first()
+            .and_then(|c| c.cluster.as_ref())
+            .and_then(|c| c.certificate_authority_data.as_deref())
+            .context("the cluster's kubeconfig has no inline CA")?;
+        let ca = base64::engine::general_purpose::STANDARD
+            .decode(ca)
+            .context("the kubeconfig's CA is not base64")?;
+        let url = cluster.url().context("real clusters have a URL")?;
+        let (host, port) = url
+            .strip_prefix("https://")
+            .and_then(|addr| addr.rsplit_once(':'))
+            .with_context(|| format!("{url} is not https://<host>:<port>"))?;
+        std::fs::create_dir_all(dir)?;
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755))?;
+        for (file, content) in [
+            ("token", token.as_bytes()),
+            ("ca.crt", &ca),
+            ("namespace", namespace.as_bytes()),
+        ] {
+            let path = dir.join(file);
+            std::fs::write(&path, content)?;
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644))?;
+        }
+        Ok(PodIdentity {
+            dir: dir.to_path_buf(),
+            host: host.to_owned(),
+            port: port.to_owned(),
+        })
+    }
+}
+
+/// An example binary running with its stdout and stderr (tracing) in a file, as a process or
+/// in a container; killed (the container removed) when dropped.
 pub struct Controller {
     child: tokio::process::Child,
     log: PathBuf,
+    /// The container's name, until it is removed.
+    container: Option<String>,
+}
+
+impl Drop for Controller {
+    fn drop(&mut self) {
+        if let Some(name) = self.container.take() {
+            // Not awaited (a destructor cannot): podman removes it within seconds.
+            let _ = std::process::Command::new("podman")
+                .args(["rm", "--force", "--time", "0", &name])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn();
+        }
+    }
 }
 
 impl Controller {
@@ -237,7 +328,54 @@ impl Controller {
         Ok(Controller {
             child,
             log: log.to_path_buf(),
+            container: None,
         })
+    }
+
+    /// Starts `image` with `args` in a podman container named `name`, as a Pod of `identity`
+    /// with the shipped `securityContext` runs it: UID 65532, read-only root filesystem (no
+    /// writable tmpfs either), every capability dropped, no privilege escalation; the
+    /// ServiceAccount's files mounted read-only where a Pod has them, and
+    /// `KUBERNETES_SERVICE_HOST`/`_PORT` set. `--network host`, so the API servers on
+    /// 127.0.0.1 are reachable. `RUST_LOG=info`; its output goes to `log`.
+    pub fn start_container(
+        image: &str,
+        name: &str,
+        identity: &PodIdentity,
+        args: &[&str],
+        log: &Path,
+    ) -> Result<Controller> {
+        let mount = format!("{}:{SERVICE_ACCOUNT_MOUNT}:ro", identity.dir.display());
+        let host = format!("KUBERNETES_SERVICE_HOST={}", identity.host);
+        let port = format!("KUBERNETES_SERVICE_PORT={}", identity.port);
+        let mut podman = vec![
+            "run",
+            "--rm",
+            "--pull=never",
+            "--name",
+            name,
+            "--network",
+            "host",
+            "--read-only",
+            "--read-only-tmpfs=false",
+            "--cap-drop=ALL",
+            "--security-opt=no-new-privileges",
+            "--user",
+            "65532:65532",
+            "--volume",
+            &mount,
+            "--env",
+            &host,
+            "--env",
+            &port,
+            "--env",
+            "RUST_LOG=info",
+            image,
+        ];
+        podman.extend_from_slice(args);
+        let mut controller = Controller::start("podman", &podman, log)?;
+        controller.container = Some(name.to_owned());
+        Ok(controller)
     }
 
     /// What it wrote so far.
@@ -266,10 +404,24 @@ impl Controller {
         Ok(self.log())
     }
 
-    /// Stops it; fails (with the log) if it had exited by itself.
+    /// Stops it (a container is removed); fails (with the log) if it had exited by itself.
     pub async fn stop(mut self) -> Result<String> {
         if let Some(status) = self.child.try_wait()? {
             anyhow::bail!("the controller exited ({status}); log:\n{}", self.log());
+        }
+        if let Some(name) = self.container.take() {
+            let removed = tokio::process::Command::new("podman")
+                .args(["rm", "--force", "--time", "0", &name])
+                .kill_on_drop(true)
+                .output();
+            let out = tokio::time::timeout(PODMAN_DEADLINE, removed)
+                .await
+                .with_context(|| format!("podman rm {name}: no answer in {PODMAN_DEADLINE:?}"))??;
+            ensure!(
+                out.status.success(),
+                "podman rm {name} failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
         }
         self.child.kill().await?;
         Ok(self.log())
