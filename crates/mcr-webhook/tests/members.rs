@@ -514,3 +514,494 @@ async fn a_rotated_ca_bundle_reaches_every_member_without_a_restart() {
         writer.member_statuses()
     );
 }
+
+/// A label the rotation test's validator refuses.
+const MARKER: &str = "mcr-webhook-test/refuse";
+const REFUSAL: &str = "carries the refuse marker";
+/// A host route that refuses everything: what the canary configuration calls.
+const CANARY: &str = "/canary";
+const CANARY_NAME: &str = "canary.webhooks.mcr.test";
+const CANARY_LABEL: &str = "mcr-webhook-test/canary";
+
+/// The four phases of a CA rotation, in order.
+const PHASES: [&str; 4] = [
+    "CA A",
+    "trusting A and B",
+    "serving from B",
+    "trusting B only",
+];
+
+/// A member's writes in one phase, by outcome.
+#[derive(Debug, Default)]
+struct Counts {
+    /// Valid writes admitted.
+    admitted: usize,
+    /// Marked writes refused by the validator.
+    refused: usize,
+    /// Valid writes refused by the validator's answer.
+    wrongly_refused: Vec<String>,
+    /// Marked writes admitted: not validated.
+    unvalidated: Vec<String>,
+    /// Writes refused because the webhook call failed (the `Fail` policy decided).
+    failed_calls: Vec<String>,
+    /// Anything else.
+    other: Vec<String>,
+}
+
+impl Counts {
+    fn total(&self) -> usize {
+        self.admitted
+            + self.refused
+            + self.wrongly_refused.len()
+            + self.unvalidated.len()
+            + self.failed_calls.len()
+            + self.other.len()
+    }
+}
+
+/// Every member's writes, by (member, phase).
+type Tally = parking_lot::Mutex<BTreeMap<(String, usize), Counts>>;
+
+/// How a member writes: through its kube-apiserver (real control planes), or, on the emulator
+/// (which calls no webhook), as kube-apiserver would: read the member's configuration, and
+/// send the review to its URL over a connection trusting exactly its caBundle (a new
+/// connection whenever the URL or the bundle changes, as kube-apiserver keys its webhook
+/// clients by the configuration's client config).
+enum Writer {
+    Apiserver(Api<ConfigMap>),
+    ByHand {
+        configs: Api<ValidatingWebhookConfiguration>,
+        conn: Option<(String, Vec<u8>, mcr_webhook::testing::ReviewClient)>,
+    },
+}
+
+impl Writer {
+    /// `Ok` admitted; `Err` refused with its message, starting with "failed calling webhook"
+    /// when the call failed.
+    async fn write(&mut self, cm: &ConfigMap) -> Result<(), String> {
+        let bound = std::time::Duration::from_secs(30);
+        match self {
+            Writer::Apiserver(api) => {
+                match tokio::time::timeout(bound, api.create(&PostParams::default(), cm)).await {
+                    Ok(Ok(_)) => Ok(()),
+                    Ok(Err(kube::Error::Api(status))) => Err(status.message),
+                    Ok(Err(other)) => Err(format!("(not an API answer) {other}")),
+                    Err(_) => Err(format!("(not an API answer) none within {bound:?}")),
+                }
+            }
+            Writer::ByHand { configs, conn } => {
+                let config = match configs.get_opt(NAME).await {
+                    Ok(config) => config,
+                    Err(err) => return Err(format!("(not an API answer) {err}")),
+                };
+                // No configuration: the write is admitted unchecked.
+                let Some(hook) = config
+                    .and_then(|c| c.webhooks)
+                    .and_then(|w| w.into_iter().next())
+                else {
+                    return Ok(());
+                };
+                let url = hook.client_config.url.unwrap_or_default();
+                let bundle = hook
+                    .client_config
+                    .ca_bundle
+                    .map(|b| b.0)
+                    .unwrap_or_default();
+                let uri: http::Uri = url.parse().map_err(|e| format!("{url}: {e}"))?;
+                let addr: std::net::SocketAddr = uri
+                    .authority()
+                    .map(|a| a.as_str())
+                    .unwrap_or_default()
+                    .parse()
+                    .map_err(|e| format!("{url}: {e}"))?;
+                if conn
+                    .as_ref()
+                    .is_some_and(|(u, b, _)| *u != url || *b != bundle)
+                {
+                    *conn = None;
+                }
+                if conn.is_none() {
+                    match mcr_webhook::testing::ReviewClient::connect(addr, &bundle).await {
+                        Ok(c) => *conn = Some((url.clone(), bundle, c)),
+                        Err(err) => {
+                            return Err(format!(
+                                "failed calling webhook: {}",
+                                mcr_core::ErrorChain(&err)
+                            ));
+                        }
+                    }
+                }
+                let review = mcr_webhook::testing::admission_review("w", "CREATE", cm);
+                let Some((_, _, client)) = conn.as_mut() else {
+                    unreachable!()
+                };
+                let answer = tokio::time::timeout(bound, client.post(uri.path(), &review)).await;
+                match answer {
+                    Ok(Ok((200, answer))) if answer["response"]["allowed"] == true => Ok(()),
+                    Ok(Ok((200, answer))) => Err(answer["response"]["status"]["message"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_owned()),
+                    Ok(Ok((status, answer))) => {
+                        Err(format!("failed calling webhook: HTTP {status}: {answer}"))
+                    }
+                    Ok(Err(err)) => {
+                        *conn = None;
+                        Err(format!(
+                            "failed calling webhook: {}",
+                            mcr_core::ErrorChain(&err)
+                        ))
+                    }
+                    Err(_) => {
+                        *conn = None;
+                        Err(format!(
+                            "failed calling webhook: no answer within {bound:?}"
+                        ))
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Writes ConfigMaps into `member` until `stop`, every other one marked, counting each
+/// outcome under the phase it ended in.
+async fn keep_writing(
+    mut writer: Writer,
+    member: String,
+    phase: Arc<std::sync::atomic::AtomicUsize>,
+    tally: Arc<Tally>,
+    stop: tokio_util::sync::CancellationToken,
+) {
+    let mut i = 0u32;
+    while !stop.is_cancelled() {
+        i += 1;
+        let marked = i.is_multiple_of(2);
+        let mut cm = cm(&format!("w-{i}"), "1");
+        if marked {
+            cm.metadata
+                .labels
+                .get_or_insert_default()
+                .insert(MARKER.into(), "yes".into());
+        }
+        let outcome = writer.write(&cm).await;
+        let now = phase.load(std::sync::atomic::Ordering::SeqCst);
+        let what = format!(
+            "{member} w-{i} ({}, {})",
+            if marked { "marked" } else { "valid" },
+            PHASES[now]
+        );
+        let mut tally = tally.lock();
+        let counts = tally.entry((member.clone(), now)).or_default();
+        match outcome {
+            Ok(()) if marked => counts.unvalidated.push(what),
+            Ok(()) => counts.admitted += 1,
+            Err(m) if m.contains(REFUSAL) && marked => counts.refused += 1,
+            Err(m) if m.contains(REFUSAL) => counts.wrongly_refused.push(format!("{what}: {m}")),
+            Err(m) if m.contains("failed calling webhook") => {
+                counts.failed_calls.push(format!("{what}: {m}"));
+            }
+            Err(m) => counts.other.push(format!("{what}: {m}")),
+        }
+    }
+}
+
+/// The test's canary configuration in a member: calls [`CANARY`] (which refuses) for
+/// ConfigMaps labelled `{CANARY_LABEL}: {step}`.
+fn canary(base: &str, ca: &[u8], step: usize) -> ValidatingWebhookConfiguration {
+    use k8s_openapi::{
+        ByteString,
+        api::admissionregistration::v1::{
+            RuleWithOperations, ValidatingWebhook, WebhookClientConfig,
+        },
+    };
+    ValidatingWebhookConfiguration {
+        metadata: kube::api::ObjectMeta {
+            name: Some(CANARY_NAME.into()),
+            ..Default::default()
+        },
+        webhooks: Some(vec![ValidatingWebhook {
+            name: CANARY_NAME.into(),
+            client_config: WebhookClientConfig {
+                url: Some(format!("{base}{CANARY}")),
+                ca_bundle: Some(ByteString(ca.to_vec())),
+                service: None,
+            },
+            rules: Some(vec![RuleWithOperations {
+                api_groups: Some(vec![String::new()]),
+                api_versions: Some(vec!["v1".into()]),
+                operations: Some(vec!["CREATE".into()]),
+                resources: Some(vec!["configmaps".into()]),
+                scope: Some("*".into()),
+            }]),
+            object_selector: Some(LabelSelector {
+                match_labels: Some(BTreeMap::from([(CANARY_LABEL.into(), step.to_string())])),
+                ..Default::default()
+            }),
+            failure_policy: Some("Fail".into()),
+            side_effects: "None".into(),
+            admission_review_versions: vec!["v1".into()],
+            ..Default::default()
+        }]),
+    }
+}
+
+/// Waits until every member's apiserver uses its configuration as it is now. The configuration
+/// showing a bundle is not enough: kube-apiserver reads webhook configurations through a
+/// watch, a moment later. It reads them in the order they were written, so once a canary
+/// configuration written after the bundle is in effect (a dry-run ConfigMap it selects is
+/// refused by [`CANARY`]), the bundle is too.
+async fn apiservers_use_it(env: &Env, base: &str, ca: &[u8], step: usize, what: &str) {
+    for member in env.fleet.clusters() {
+        let client = member.client();
+        let params = kube::api::PatchParams::apply("mcr-webhook-test").force();
+        Api::<ValidatingWebhookConfiguration>::all(client.clone())
+            .patch(
+                CANARY_NAME,
+                &params,
+                &kube::api::Patch::Apply(canary(base, ca, step)),
+            )
+            .await
+            .unwrap();
+        let api: Api<ConfigMap> = Api::namespaced(client, "default");
+        eventually_async(
+            &format!("{}'s apiserver to use {what}", member.name()),
+            DEADLINE,
+            || {
+                let api = api.clone();
+                async move {
+                    let mut probe = ConfigMap::default();
+                    probe.metadata.name = Some(format!("canary-{step}"));
+                    probe.metadata.labels =
+                        Some(BTreeMap::from([(CANARY_LABEL.into(), step.to_string())]));
+                    let dry = PostParams {
+                        dry_run: true,
+                        ..Default::default()
+                    };
+                    matches!(api.create(&dry, &probe).await,
+                        Err(kube::Error::Api(s)) if s.message.contains("canary"))
+                }
+            },
+        )
+        .await;
+    }
+}
+
+/// Every member's validating configuration trusts exactly `bundle`.
+async fn every_configuration_trusts(env: &Env, bundle: &str, what: &str) {
+    for member in env.fleet.clusters() {
+        let api: Api<ValidatingWebhookConfiguration> = Api::all(member.client());
+        let want = bundle.as_bytes().to_vec();
+        eventually_async(&format!("{}: {what}", member.name()), DEADLINE, || {
+            let (api, want) = (api.clone(), want.clone());
+            async move {
+                api.get_opt(NAME)
+                    .await
+                    .ok()
+                    .flatten()
+                    .and_then(|c| c.webhooks)
+                    .and_then(|w| w.into_iter().next())
+                    .and_then(|h| h.client_config.ca_bundle)
+                    .is_some_and(|b| b.0 == want)
+            }
+        })
+        .await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_ca_rotation_refuses_no_write_and_fails_no_call() {
+    let real = mcr_envtest::backend().is_real();
+    let env = Env::start(2).await;
+    for member in env.fleet.clusters() {
+        admission_types(&member.client()).await;
+    }
+    let webhooks = Webhooks::new(&env.mgr);
+    webhooks
+        .for_::<ConfigMap>()
+        .with_review_validator(|req| async move {
+            let marked = req
+                .object
+                .as_ref()
+                .and_then(|cm| cm.metadata.labels.as_ref())
+                .is_some_and(|l| l.contains_key(MARKER));
+            if marked {
+                Err(format!("{} {REFUSAL} (cluster {})", req.name, req.cluster_name()).into())
+            } else {
+                Ok(())
+            }
+        })
+        .register()
+        .unwrap();
+    webhooks
+        .admission::<ConfigMap, _, _>(CANARY, |req| async move {
+            kube::core::admission::AdmissionResponse::from(&*req).deny("canary")
+        })
+        .unwrap();
+    // The server presents a certificate from CA A; the members trust the bundle in a file.
+    let mut server_options = ServerOptions::default();
+    server_options.certificate_poll_interval = std::time::Duration::from_secs(1);
+    let s = serve(webhooks.clone(), server_options).await;
+    let (a, b) = (&s.pki, common::Pki::new());
+    let base = format!("https://{}", s.addr);
+    let both = format!("{}{}", a.ca_pem, b.ca_pem);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ca.crt");
+    replace_file(&path, a.ca_pem.as_bytes());
+    let writer = Arc::new(
+        MemberConfigurations::new(
+            webhooks,
+            base.clone(),
+            a.ca_pem.clone().into_bytes(),
+            options(),
+        )
+        .ca_bundle_file(&path, std::time::Duration::from_millis(100)),
+    );
+    env.mgr.add(writer.clone()).unwrap();
+    let _manager = env.run().await;
+    every_configuration_trusts(&env, &a.ca_pem, "CA A").await;
+    if real {
+        apiservers_use_it(&env, &base, both.as_bytes(), 0, "CA A").await;
+    }
+
+    // A writer per member, writing throughout.
+    let started = std::time::Instant::now();
+    let phase = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let tally: Arc<Tally> = Arc::default();
+    let stop = tokio_util::sync::CancellationToken::new();
+    let mut tasks = Vec::new();
+    for member in env.fleet.clusters() {
+        let writer = if real {
+            Writer::Apiserver(Api::namespaced(member.client(), "default"))
+        } else {
+            Writer::ByHand {
+                configs: Api::all(member.client()),
+                conn: None,
+            }
+        };
+        tasks.push(tokio::spawn(keep_writing(
+            writer,
+            member.name().to_owned(),
+            phase.clone(),
+            tally.clone(),
+            stop.clone(),
+        )));
+    }
+    // Each phase lasts until every member made this many writes in it.
+    const PER_PHASE: usize = 20;
+    let progress = |now: usize| {
+        let tally = tally.clone();
+        let members: Vec<String> = env.fleet.names().iter().map(|n| n.to_string()).collect();
+        async move {
+            mcr_envtest::wait::eventually(
+                &format!("{PER_PHASE} writes per member while {}", PHASES[now]),
+                DEADLINE,
+                || {
+                    let tally = tally.lock();
+                    members.iter().all(|m| {
+                        tally
+                            .get(&(m.clone(), now))
+                            .is_some_and(|c| c.total() >= PER_PHASE)
+                    })
+                },
+            )
+            .await;
+        }
+    };
+    progress(0).await;
+
+    // 1. Trust both CAs, and wait until every member has the bundle (and, on real control
+    // planes, its apiserver uses it).
+    phase.store(1, std::sync::atomic::Ordering::SeqCst);
+    replace_file(&path, both.as_bytes());
+    every_configuration_trusts(&env, &both, "CAs A and B").await;
+    if real {
+        apiservers_use_it(&env, &base, both.as_bytes(), 1, "CAs A and B").await;
+    }
+    progress(1).await;
+
+    // 2. Switch the serving certificate to one from CA B; wait until new connections get it.
+    phase.store(2, std::sync::atomic::Ordering::SeqCst);
+    let leaf_b = b.issue_into(a.dir.path(), "serving-from-b");
+    eventually_async("the server to present B's certificate", DEADLINE, || {
+        let (addr, ca) = (s.addr, b.ca_pem.clone());
+        let leaf_b = leaf_b.clone();
+        async move {
+            common::connect_as(addr, &ca, None)
+                .await
+                .is_ok_and(|c| c.peer() == leaf_b)
+        }
+    })
+    .await;
+    progress(2).await;
+
+    // 3. Trust only B.
+    phase.store(3, std::sync::atomic::Ordering::SeqCst);
+    replace_file(&path, b.ca_pem.as_bytes());
+    every_configuration_trusts(&env, &b.ca_pem, "CA B only").await;
+    if real {
+        apiservers_use_it(&env, &base, b.ca_pem.as_bytes(), 3, "CA B only").await;
+    }
+    progress(3).await;
+    stop.cancel();
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let took = started.elapsed();
+
+    // A client trusting only A is refused now: the rotation did happen.
+    assert!(
+        common::connect_as(s.addr, &a.ca_pem, None).await.is_err(),
+        "the server still presents a certificate from CA A"
+    );
+    let tally = std::mem::take(&mut *tally.lock());
+    let (mut admitted, mut refused) = (0, 0);
+    let mut problems = Vec::new();
+    for ((member, now), c) in &tally {
+        eprintln!(
+            "{member}, {}: {} writes: {} valid admitted, {} marked refused, {} valid refused, {} marked admitted, {} failed calls, {} other",
+            PHASES[*now],
+            c.total(),
+            c.admitted,
+            c.refused,
+            c.wrongly_refused.len(),
+            c.unvalidated.len(),
+            c.failed_calls.len(),
+            c.other.len()
+        );
+        admitted += c.admitted;
+        refused += c.refused;
+        problems.extend(
+            c.wrongly_refused
+                .iter()
+                .map(|p| format!("valid refused: {p}")),
+        );
+        problems.extend(
+            c.unvalidated
+                .iter()
+                .map(|p| format!("marked admitted: {p}")),
+        );
+        problems.extend(c.failed_calls.iter().map(|p| format!("failed call: {p}")));
+        problems.extend(c.other.iter().map(|p| format!("other: {p}")));
+    }
+    eprintln!(
+        "rotation on {}: {} writes in {took:?} ({admitted} valid admitted, {refused} marked refused), {} problems",
+        if real {
+            "real control planes"
+        } else {
+            "the emulator"
+        },
+        admitted + refused + problems.len(),
+        problems.len()
+    );
+    assert!(problems.is_empty(), "{problems:#?}");
+    for member in env.fleet.names() {
+        for (now, name) in PHASES.iter().enumerate() {
+            let c = tally.get(&(member.to_string(), now));
+            assert!(
+                c.is_some_and(|c| c.admitted > 0 && c.refused > 0),
+                "{member} made no progress while {name}: {c:?}"
+            );
+        }
+    }
+}

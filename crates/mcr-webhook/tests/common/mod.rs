@@ -79,14 +79,20 @@ impl Pki {
     /// Signs a new serving certificate with common name `cn` and swaps both files in by
     /// rename (as a Secret volume update does); returns its DER.
     pub fn issue(&self, cn: &str) -> Vec<u8> {
+        self.issue_into(self.dir.path(), cn)
+    }
+
+    /// Like [`issue`](Self::issue), into `dir/tls.crt` and `dir/tls.key`: another CA's
+    /// directory, to switch a server to a certificate this CA signs.
+    pub fn issue_into(&self, dir: &Path, cn: &str) -> Vec<u8> {
         let key = KeyPair::generate().unwrap();
         let mut params =
             CertificateParams::new(vec!["localhost".to_string(), "127.0.0.1".to_string()]).unwrap();
         params.distinguished_name.push(DnType::CommonName, cn);
         params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
         let cert = params.signed_by(&key, &self.issuer).unwrap();
-        write_atomically(&self.key_path(), key.serialize_pem().as_bytes());
-        write_atomically(&self.cert_path(), cert.pem().as_bytes());
+        write_atomically(&dir.join("tls.key"), key.serialize_pem().as_bytes());
+        write_atomically(&dir.join("tls.crt"), cert.pem().as_bytes());
         cert.der().to_vec()
     }
 
