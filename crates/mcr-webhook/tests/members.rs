@@ -563,16 +563,13 @@ impl Counts {
 type Tally = parking_lot::Mutex<BTreeMap<(String, usize), Counts>>;
 
 /// How a member writes: through its kube-apiserver (real control planes), or, on the emulator
-/// (which calls no webhook), as kube-apiserver would: read the member's configuration, and
-/// send the review to its URL over a connection trusting exactly its caBundle (a new
-/// connection whenever the URL or the bundle changes, as kube-apiserver keys its webhook
-/// clients by the configuration's client config).
+/// (which calls no webhook), as kube-apiserver would on a new connection: read the member's
+/// configuration, and send the review to its URL over a new connection trusting exactly its
+/// caBundle. A new connection for every review is the strictest case: each checks the
+/// certificate of the moment against the bundle of the moment.
 enum Writer {
     Apiserver(Api<ConfigMap>),
-    ByHand {
-        configs: Api<ValidatingWebhookConfiguration>,
-        conn: Option<(String, Vec<u8>, mcr_webhook::testing::ReviewClient)>,
-    },
+    ByHand(Api<ValidatingWebhookConfiguration>),
 }
 
 impl Writer {
@@ -589,7 +586,7 @@ impl Writer {
                     Err(_) => Err(format!("(not an API answer) none within {bound:?}")),
                 }
             }
-            Writer::ByHand { configs, conn } => {
+            Writer::ByHand(configs) => {
                 let config = match configs.get_opt(NAME).await {
                     Ok(config) => config,
                     Err(err) => return Err(format!("(not an API answer) {err}")),
@@ -614,67 +611,56 @@ impl Writer {
                     .unwrap_or_default()
                     .parse()
                     .map_err(|e| format!("{url}: {e}"))?;
-                if conn
-                    .as_ref()
-                    .is_some_and(|(u, b, _)| *u != url || *b != bundle)
-                {
-                    *conn = None;
-                }
-                if conn.is_none() {
-                    match mcr_webhook::testing::ReviewClient::connect(addr, &bundle).await {
-                        Ok(c) => *conn = Some((url.clone(), bundle, c)),
-                        Err(err) => {
-                            return Err(format!(
-                                "failed calling webhook: {}",
-                                mcr_core::ErrorChain(&err)
-                            ));
-                        }
-                    }
-                }
-                let review = mcr_webhook::testing::admission_review("w", "CREATE", cm);
-                let Some((_, _, client)) = conn.as_mut() else {
-                    unreachable!()
+                let failed = |err: &(dyn std::error::Error + 'static)| {
+                    format!(
+                        "failed calling webhook {url}: {}",
+                        mcr_core::ErrorChain(err)
+                    )
                 };
-                let answer = tokio::time::timeout(bound, client.post(uri.path(), &review)).await;
-                match answer {
+                let review = mcr_webhook::testing::admission_review("w", "CREATE", cm);
+                let call = async {
+                    let mut client = mcr_webhook::testing::ReviewClient::connect(addr, &bundle)
+                        .await
+                        .map_err(|e| failed(&e))?;
+                    client
+                        .post(uri.path(), &review)
+                        .await
+                        .map_err(|e| failed(&e))
+                };
+                match tokio::time::timeout(bound, call).await {
                     Ok(Ok((200, answer))) if answer["response"]["allowed"] == true => Ok(()),
                     Ok(Ok((200, answer))) => Err(answer["response"]["status"]["message"]
                         .as_str()
                         .unwrap_or_default()
                         .to_owned()),
-                    Ok(Ok((status, answer))) => {
-                        Err(format!("failed calling webhook: HTTP {status}: {answer}"))
-                    }
-                    Ok(Err(err)) => {
-                        *conn = None;
-                        Err(format!(
-                            "failed calling webhook: {}",
-                            mcr_core::ErrorChain(&err)
-                        ))
-                    }
-                    Err(_) => {
-                        *conn = None;
-                        Err(format!(
-                            "failed calling webhook: no answer within {bound:?}"
-                        ))
-                    }
+                    Ok(Ok((status, answer))) => Err(format!(
+                        "failed calling webhook {url}: HTTP {status}: {answer}"
+                    )),
+                    Ok(Err(err)) => Err(err),
+                    Err(_) => Err(format!(
+                        "failed calling webhook {url}: no answer within {bound:?}"
+                    )),
                 }
             }
         }
     }
 }
 
-/// Writes ConfigMaps into `member` until `stop`, every other one marked, counting each
-/// outcome under the phase it ended in.
+/// Writes ConfigMaps into `member` until `stop` (and not while `paused`), every other one
+/// marked, counting each outcome under the phase it ended in.
 async fn keep_writing(
     mut writer: Writer,
     member: String,
     phase: Arc<std::sync::atomic::AtomicUsize>,
     tally: Arc<Tally>,
+    mut paused: tokio::sync::watch::Receiver<bool>,
     stop: tokio_util::sync::CancellationToken,
 ) {
     let mut i = 0u32;
     while !stop.is_cancelled() {
+        if paused.wait_for(|paused| !paused).await.is_err() {
+            return;
+        }
         i += 1;
         let marked = i.is_multiple_of(2);
         let mut cm = cm(&format!("w-{i}"), "1");
@@ -809,6 +795,10 @@ async fn every_configuration_trusts(env: &Env, bundle: &str, what: &str) {
     }
 }
 
+/// A CA rotation in the documented order while every member writes: its four phases (serving
+/// from CA A; trusting A and B; serving from B; trusting B only) each see writes over the
+/// connections already open and, after they are drained, over new ones (new TLS handshakes
+/// against the bundle of the moment).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_ca_rotation_refuses_no_write_and_fails_no_call() {
     let real = mcr_envtest::backend().is_real();
@@ -838,12 +828,17 @@ async fn a_ca_rotation_refuses_no_write_and_fails_no_call() {
             kube::core::admission::AdmissionResponse::from(&*req).deny("canary")
         })
         .unwrap();
-    // The server presents a certificate from CA A; the members trust the bundle in a file.
+    // The server presents a certificate from CA A, and closes a connection idle for 1 s (so
+    // the test can drain the apiservers' connections by pausing the writers). The members
+    // call it through a relay that counts connections, and trust the bundle in a file.
     let mut server_options = ServerOptions::default();
     server_options.certificate_poll_interval = std::time::Duration::from_secs(1);
+    server_options.idle_timeout = std::time::Duration::from_secs(1);
     let s = serve(webhooks.clone(), server_options).await;
+    let frontend = common::Frontend::start().await;
+    frontend.set(&[s.addr]);
     let (a, b) = (&s.pki, common::Pki::new());
-    let base = format!("https://{}", s.addr);
+    let base = format!("https://{}", frontend.addr);
     let both = format!("{}{}", a.ca_pem, b.ca_pem);
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("ca.crt");
@@ -869,46 +864,64 @@ async fn a_ca_rotation_refuses_no_write_and_fails_no_call() {
     let phase = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let tally: Arc<Tally> = Arc::default();
     let stop = tokio_util::sync::CancellationToken::new();
+    let (pause, paused) = tokio::sync::watch::channel(false);
     let mut tasks = Vec::new();
     for member in env.fleet.clusters() {
         let writer = if real {
             Writer::Apiserver(Api::namespaced(member.client(), "default"))
         } else {
-            Writer::ByHand {
-                configs: Api::all(member.client()),
-                conn: None,
-            }
+            Writer::ByHand(Api::all(member.client()))
         };
         tasks.push(tokio::spawn(keep_writing(
             writer,
             member.name().to_owned(),
             phase.clone(),
             tally.clone(),
+            paused.clone(),
             stop.clone(),
         )));
     }
-    // Each phase lasts until every member made this many writes in it.
+    // Each phase lasts until every member made PER_PHASE writes over the connections open
+    // when it began, and (real control planes: the emulator's writer opens a new connection
+    // for every write) PER_PHASE more over new connections, once the open ones are drained.
     const PER_PHASE: usize = 20;
-    let progress = |now: usize| {
-        let tally = tally.clone();
-        let members: Vec<String> = env.fleet.names().iter().map(|n| n.to_string()).collect();
+    let members: Vec<String> = env.fleet.names().iter().map(|n| n.to_string()).collect();
+    let progress = |now: usize, writes: usize| {
+        let (tally, members) = (tally.clone(), members.clone());
         async move {
             mcr_envtest::wait::eventually(
-                &format!("{PER_PHASE} writes per member while {}", PHASES[now]),
+                &format!("{writes} writes per member while {}", PHASES[now]),
                 DEADLINE,
                 || {
                     let tally = tally.lock();
                     members.iter().all(|m| {
                         tally
                             .get(&(m.clone(), now))
-                            .is_some_and(|c| c.total() >= PER_PHASE)
+                            .is_some_and(|c| c.total() >= writes)
                     })
                 },
             )
             .await;
         }
     };
-    progress(0).await;
+    let mut new_connections = [0usize; 4];
+    let mut run_phase = async |now: usize| {
+        progress(now, PER_PHASE).await;
+        if real {
+            pause.send_replace(true);
+            mcr_envtest::wait::eventually(
+                &format!("the apiservers' connections to close while {}", PHASES[now]),
+                DEADLINE,
+                || frontend.open() == 0,
+            )
+            .await;
+            let before = frontend.accepted();
+            pause.send_replace(false);
+            progress(now, 2 * PER_PHASE).await;
+            new_connections[now] = frontend.accepted() - before;
+        }
+    };
+    run_phase(0).await;
 
     // 1. Trust both CAs, and wait until every member has the bundle (and, on real control
     // planes, its apiserver uses it).
@@ -918,7 +931,7 @@ async fn a_ca_rotation_refuses_no_write_and_fails_no_call() {
     if real {
         apiservers_use_it(&env, &base, both.as_bytes(), 1, "CAs A and B").await;
     }
-    progress(1).await;
+    run_phase(1).await;
 
     // 2. Switch the serving certificate to one from CA B; wait until new connections get it.
     phase.store(2, std::sync::atomic::Ordering::SeqCst);
@@ -933,7 +946,7 @@ async fn a_ca_rotation_refuses_no_write_and_fails_no_call() {
         }
     })
     .await;
-    progress(2).await;
+    run_phase(2).await;
 
     // 3. Trust only B.
     phase.store(3, std::sync::atomic::Ordering::SeqCst);
@@ -942,7 +955,7 @@ async fn a_ca_rotation_refuses_no_write_and_fails_no_call() {
     if real {
         apiservers_use_it(&env, &base, b.ca_pem.as_bytes(), 3, "CA B only").await;
     }
-    progress(3).await;
+    run_phase(3).await;
     stop.cancel();
     for task in tasks {
         task.await.unwrap();
@@ -985,7 +998,7 @@ async fn a_ca_rotation_refuses_no_write_and_fails_no_call() {
         problems.extend(c.other.iter().map(|p| format!("other: {p}")));
     }
     eprintln!(
-        "rotation on {}: {} writes in {took:?} ({admitted} valid admitted, {refused} marked refused), {} problems",
+        "rotation on {}: {} writes in {took:?} ({admitted} valid admitted, {refused} marked refused, {} problems); new connections per phase after draining: {new_connections:?}",
         if real {
             "real control planes"
         } else {
@@ -995,13 +1008,19 @@ async fn a_ca_rotation_refuses_no_write_and_fails_no_call() {
         problems.len()
     );
     assert!(problems.is_empty(), "{problems:#?}");
-    for member in env.fleet.names() {
+    for member in &members {
         for (now, name) in PHASES.iter().enumerate() {
-            let c = tally.get(&(member.to_string(), now));
+            let c = tally.get(&(member.clone(), now));
             assert!(
                 c.is_some_and(|c| c.admitted > 0 && c.refused > 0),
                 "{member} made no progress while {name}: {c:?}"
             );
         }
+    }
+    if real {
+        assert!(
+            new_connections.iter().all(|&n| n > 0),
+            "a phase saw no new connection: {new_connections:?}"
+        );
     }
 }
