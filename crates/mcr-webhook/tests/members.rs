@@ -490,7 +490,20 @@ async fn a_rotated_ca_bundle_reaches_every_member_without_a_restart() {
     every_member_trusts(&env, &old.ca_pem, "the first CA").await;
 
     // A rotation, step 1: trust both CAs (the server still presents the old certificate).
+    // Until every member has the new bundle, the statuses must not all say `engaged`: the
+    // rotation's next step waits on them.
     let both = format!("{}{}", old.ca_pem, new.ca_pem);
+    assert_eq!(
+        writer.set_ca_bundle(both.clone().into_bytes()).ok(),
+        Some(true)
+    );
+    let statuses = writer.member_statuses();
+    assert!(
+        !statuses
+            .iter()
+            .all(|s| s.state == mcr_core::MemberState::Engaged),
+        "a new CA bundle is not written yet, and every member is `engaged`: {statuses:?}"
+    );
     replace_file(&path, both.as_bytes());
     every_member_trusts(&env, &both, "both CAs").await;
 
@@ -773,25 +786,31 @@ async fn apiservers_use_it(env: &Env, base: &str, ca: &[u8], step: usize, what: 
     }
 }
 
-/// Every member's validating configuration trusts exactly `bundle`.
-async fn every_configuration_trusts(env: &Env, bundle: &str, what: &str) {
+/// Waits until `writer` says every member has `bundle` (the documented condition between
+/// the steps of a rotation), then checks that every member's validating configuration trusts
+/// exactly that bundle.
+async fn every_member_has(env: &Env, writer: &MemberConfigurations, bundle: &str, what: &str) {
+    mcr_envtest::wait::eventually(
+        &format!("the writer to report {what} written everywhere"),
+        DEADLINE,
+        || writer.has_written_ca_bundle(bundle.as_bytes()),
+    )
+    .await;
     for member in env.fleet.clusters() {
-        let api: Api<ValidatingWebhookConfiguration> = Api::all(member.client());
-        let want = bundle.as_bytes().to_vec();
-        eventually_async(&format!("{}: {what}", member.name()), DEADLINE, || {
-            let (api, want) = (api.clone(), want.clone());
-            async move {
-                api.get_opt(NAME)
-                    .await
-                    .ok()
-                    .flatten()
-                    .and_then(|c| c.webhooks)
-                    .and_then(|w| w.into_iter().next())
-                    .and_then(|h| h.client_config.ca_bundle)
-                    .is_some_and(|b| b.0 == want)
-            }
-        })
-        .await;
+        let written = Api::<ValidatingWebhookConfiguration>::all(member.client())
+            .get(NAME)
+            .await
+            .unwrap()
+            .webhooks
+            .and_then(|w| w.into_iter().next())
+            .and_then(|h| h.client_config.ca_bundle)
+            .map(|b| b.0);
+        assert_eq!(
+            written.as_deref(),
+            Some(bundle.as_bytes()),
+            "{}: the writer reports {what} written, the configuration holds another bundle",
+            member.name()
+        );
     }
 }
 
@@ -854,7 +873,7 @@ async fn a_ca_rotation_refuses_no_write_and_fails_no_call() {
     );
     env.mgr.add(writer.clone()).unwrap();
     let _manager = env.run().await;
-    every_configuration_trusts(&env, &a.ca_pem, "CA A").await;
+    every_member_has(&env, &writer, &a.ca_pem, "CA A").await;
     if real {
         apiservers_use_it(&env, &base, both.as_bytes(), 0, "CA A").await;
     }
@@ -927,7 +946,7 @@ async fn a_ca_rotation_refuses_no_write_and_fails_no_call() {
     // planes, its apiserver uses it).
     phase.store(1, std::sync::atomic::Ordering::SeqCst);
     replace_file(&path, both.as_bytes());
-    every_configuration_trusts(&env, &both, "CAs A and B").await;
+    every_member_has(&env, &writer, &both, "CAs A and B").await;
     if real {
         apiservers_use_it(&env, &base, both.as_bytes(), 1, "CAs A and B").await;
     }
@@ -951,7 +970,7 @@ async fn a_ca_rotation_refuses_no_write_and_fails_no_call() {
     // 3. Trust only B.
     phase.store(3, std::sync::atomic::Ordering::SeqCst);
     replace_file(&path, b.ca_pem.as_bytes());
-    every_configuration_trusts(&env, &b.ca_pem, "CA B only").await;
+    every_member_has(&env, &writer, &b.ca_pem, "CA B only").await;
     if real {
         apiservers_use_it(&env, &base, b.ca_pem.as_bytes(), 3, "CA B only").await;
     }

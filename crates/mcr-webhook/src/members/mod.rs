@@ -205,7 +205,30 @@ impl MemberConfigurations {
     /// # Ok(()) }
     /// ```
     pub fn set_ca_bundle(&self, pem: Vec<u8>) -> Result<bool, Error> {
-        ca_bundle::offer(&self.source.ca_bundle, pem).map_err(|reason| Error::CaBundle { reason })
+        engagement::offer_ca_bundle(&self.statuses, &self.source.ca_bundle, pem)
+            .map_err(|reason| Error::CaBundle { reason })
+    }
+
+    /// Whether `ca_bundle` (PEM) is the bundle in use and written into the configurations of
+    /// every member this writer engages: each member in
+    /// [`member_statuses`](Self::member_statuses) is `engaged` (a new bundle makes them
+    /// `pending` at once, and `engaged` again once rewritten) or `elsewhere`. The condition to
+    /// wait on between the steps of a CA rotation; a member that cannot be written (`failed`)
+    /// holds it false.
+    ///
+    /// ```no_run
+    /// # fn demo(writer: mcr_webhook::MemberConfigurations, old_and_new: Vec<u8>) {
+    /// if writer.has_written_ca_bundle(&old_and_new) {
+    ///     println!("every member trusts both CAs: switch the serving certificate");
+    /// }
+    /// # }
+    /// ```
+    pub fn has_written_ca_bundle(&self, ca_bundle: &[u8]) -> bool {
+        let statuses = self.statuses.lock();
+        *self.source.ca_bundle.borrow() == ca_bundle
+            && statuses.values().all(|(_, state)| {
+                matches!(state, MemberState::Engaged | MemberState::Elsewhere { .. })
+            })
     }
 
     /// Bounds each write (default 10 s).
@@ -273,7 +296,10 @@ impl Runnable for MemberConfigurations {
         Box::pin(async move {
             match &self.ca_file {
                 Some((path, poll)) => {
-                    ca_bundle::follow(path, *poll, &self.source.ca_bundle, token.clone()).await;
+                    let offer = |pem| {
+                        engagement::offer_ca_bundle(&self.statuses, &self.source.ca_bundle, pem)
+                    };
+                    ca_bundle::follow(path, *poll, offer, token.clone()).await;
                 }
                 None => token.cancelled().await,
             }
