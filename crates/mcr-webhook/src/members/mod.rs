@@ -174,15 +174,18 @@ impl MemberConfigurations {
         }
     }
 
-    /// Follows the CA bundle in `path` (PEM, e.g. the `ca.crt` of the serving certificate's
-    /// Secret), read every `poll` once the manager runs: a new bundle is written into every
-    /// engaged member's configurations, without a restart. A file that is missing or not a
-    /// bundle of certificates (a half-written file) keeps the bundle in use, and is logged.
+    /// Follows the CA bundle in `path` (PEM, a bundle you manage, such as a trust-manager
+    /// `Bundle` or a ConfigMap mounted into the pod), read every `poll` once the manager
+    /// runs: a new bundle is written into every engaged member's configurations, without a
+    /// restart. A file that is missing or not a bundle of certificates (a half-written file)
+    /// keeps the bundle in use, and is logged.
     ///
     /// To rotate the serving CA without refusing a write, trust both first: put the old and
     /// the new CA in the bundle, wait until the members have it
-    /// ([`member_statuses`](Self::member_statuses) all `engaged`), switch the serving
-    /// certificate, then drop the old CA from the bundle.
+    /// ([`has_written_ca_bundle`](Self::has_written_ca_bundle)), switch the serving
+    /// certificate, then drop the old CA from the bundle. Do not follow the `ca.crt` of the
+    /// serving certificate's own Secret: it changes together with the certificate, which
+    /// skips the first step.
     ///
     /// ```no_run
     /// # fn demo(writer: mcr_webhook::MemberConfigurations) {
