@@ -1,5 +1,6 @@
 //! The webhook configurations written into members, and (MCR_ENVTEST=real) real
-//! kube-apiservers calling the webhook server for the host and two members.
+//! kube-apiservers calling the webhook server for the host and two members, and through a
+//! rotation of the serving CA while the members write.
 
 mod common;
 
