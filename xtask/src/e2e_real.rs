@@ -22,8 +22,9 @@
 //! mcr-webhook's tests have real kube-apiservers call the webhook server: members writing
 //! through three sharded replicas behind one address while one is killed and another joins
 //! (`tests/sharded.rs`), reviews answered during a flood of 1,000 silent connections
-//! (`tests/connections.rs`), and each member's apiserver presenting its client certificate
-//! through an `AdmissionConfiguration` (`tests/auth.rs`).
+//! (`tests/connections.rs`), each member's apiserver presenting its client certificate
+//! through an `AdmissionConfiguration` (`tests/auth.rs`), and a serving CA rotated while two
+//! members write (`tests/members.rs`).
 //!
 //! When podman has the image `cargo xtask image` builds, example-kubeconfig's `tests/rbac.rs`
 //! runs the controller in that container instead of as a process (`MCR_E2E_IMAGE`, set here

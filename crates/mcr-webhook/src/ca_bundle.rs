@@ -38,12 +38,13 @@ pub(crate) fn offer(bundle: &watch::Sender<Vec<u8>>, pem: Vec<u8>) -> Result<boo
     }))
 }
 
-/// Reads `path` every `poll` until `token` fires, and offers what it holds. A file that is
-/// missing or not a CA bundle keeps the current bundle, and is logged once until it changes.
+/// Reads `path` every `poll` until `token` fires, and hands what it holds to `offer`. A file
+/// that is missing or not a CA bundle keeps the current bundle, and is logged once until it
+/// changes.
 pub(crate) async fn follow(
     path: &Path,
     poll: Duration,
-    bundle: &watch::Sender<Vec<u8>>,
+    offer: impl Fn(Vec<u8>) -> Result<bool, String>,
     token: CancellationToken,
 ) {
     let mut ticker = tokio::time::interval(poll.max(Duration::from_millis(10)));
@@ -57,7 +58,7 @@ pub(crate) async fn follow(
         let outcome = tokio::fs::read(path)
             .await
             .map_err(|err| format!("cannot be read: {err}"))
-            .and_then(|pem| offer(bundle, pem));
+            .and_then(&offer);
         match outcome {
             Ok(changed) => {
                 last_error = None;

@@ -502,57 +502,6 @@ impl Drop for Process {
     }
 }
 
-/// One address in front of the replicas, as a Service is: each new connection goes to the
-/// next live replica, round robin; a replica killed is taken out of the list (as its
-/// endpoint is), and connections open to it break.
-struct Frontend {
-    addr: std::net::SocketAddr,
-    backends: Arc<parking_lot::Mutex<Vec<std::net::SocketAddr>>>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl Frontend {
-    async fn start() -> Frontend {
-        let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
-            .await
-            .unwrap();
-        let addr = listener.local_addr().unwrap();
-        let backends: Arc<parking_lot::Mutex<Vec<std::net::SocketAddr>>> = Arc::default();
-        let list = backends.clone();
-        let task = tokio::spawn(async move {
-            let mut next = 0usize;
-            while let Ok((mut client, _)) = listener.accept().await {
-                let backend = {
-                    let list = list.lock();
-                    next += 1;
-                    (!list.is_empty()).then(|| list[next % list.len()])
-                };
-                tokio::spawn(async move {
-                    let Some(backend) = backend else { return };
-                    if let Ok(mut server) = tokio::net::TcpStream::connect(backend).await {
-                        let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
-                    }
-                });
-            }
-        });
-        Frontend {
-            addr,
-            backends,
-            task,
-        }
-    }
-
-    fn set(&self, replicas: &[&Process]) {
-        *self.backends.lock() = replicas.iter().map(|r| r.addr).collect();
-    }
-}
-
-impl Drop for Frontend {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
-
 /// Every write of the members, by outcome.
 #[derive(Debug, Default)]
 struct Tally {
@@ -715,13 +664,13 @@ async fn three_replicas_behind_one_address_with_a_kill_and_a_join_refuse_no_writ
     }
     let all = names(&fleet);
     let pki = common::Pki::new();
-    let frontend = Frontend::start().await;
+    let frontend = common::Frontend::start().await;
     let base = format!("https://{}", frontend.addr);
 
     let r1 = Process::start("r1", &host, &fleet, &pki, &base).await;
     let r2 = Process::start("r2", &host, &fleet, &pki, &base).await;
     let r3 = Process::start("r3", &host, &fleet, &pki, &base).await;
-    frontend.set(&[&r1, &r2, &r3]);
+    frontend.set(&[r1.addr, r2.addr, r3.addr]);
     mcr_envtest::wait::eventually(
         "each member engaged by exactly one replica",
         DEADLINE,
@@ -832,7 +781,7 @@ async fn three_replicas_behind_one_address_with_a_kill_and_a_join_refuse_no_writ
     let [a, b]: [Process; 2] = rest.try_into().ok().unwrap();
     victim.kill();
     // Its endpoint goes (connections to it fail meanwhile, and the failurePolicy decides).
-    frontend.set(&[&a, &b]);
+    frontend.set(&[a.addr, b.addr]);
     mcr_envtest::wait::eventually(
         &format!("{victim_id}'s members to be taken over"),
         DEADLINE,
@@ -845,7 +794,7 @@ async fn three_replicas_behind_one_address_with_a_kill_and_a_join_refuse_no_writ
     // r4 joins: it takes its share.
     let before = (a.owned(), b.owned());
     let r4 = Process::start("r4", &host, &fleet, &pki, &base).await;
-    frontend.set(&[&a, &b, &r4]);
+    frontend.set(&[a.addr, b.addr, r4.addr]);
     mcr_envtest::wait::eventually("r4 to take its share", DEADLINE, || {
         each_owned_once(&[&a, &b, &r4], &all) && (a.owned(), b.owned()) != before
     })

@@ -41,6 +41,48 @@ pub(super) fn set_status(
     }
 }
 
+/// Takes `pem` as the CA bundle if it is one and differs from the current one; whether it did.
+/// Under the statuses' lock, every `engaged` member becomes `pending` in the same step, so
+/// `engaged` always means "has the current bundle" (see [`set_engaged`]).
+pub(super) fn offer_ca_bundle(
+    statuses: &Statuses,
+    bundle: &tokio::sync::watch::Sender<Vec<u8>>,
+    pem: Vec<u8>,
+) -> Result<bool, String> {
+    let mut statuses = statuses.lock();
+    let changed = crate::ca_bundle::offer(bundle, pem)?;
+    if changed {
+        for (_, state) in statuses.values_mut() {
+            if *state == MemberState::Engaged {
+                *state = MemberState::Pending;
+            }
+        }
+    }
+    Ok(changed)
+}
+
+/// Records `name` as `engaged` for engagement `generation`, which wrote `written`, unless the
+/// CA bundle changed since (it stays `pending`: the rewrite follows) or a later engagement
+/// recorded a state already.
+fn set_engaged(
+    statuses: &Statuses,
+    name: &ClusterName,
+    generation: u64,
+    written: &[u8],
+    bundle: &tokio::sync::watch::Sender<Vec<u8>>,
+) {
+    let mut statuses = statuses.lock();
+    if *bundle.borrow() != written {
+        return;
+    }
+    match statuses.get(name) {
+        Some((g, _)) if *g > generation => {}
+        _ => {
+            statuses.insert(name.clone(), (generation, MemberState::Engaged));
+        }
+    }
+}
+
 /// Forgets `name`, if engagement `generation` recorded its state last.
 fn clear_status(statuses: &Statuses, name: &ClusterName, generation: u64) {
     let mut statuses = statuses.lock();
@@ -237,7 +279,13 @@ impl Engagement {
                 {
                     Ok(()) => {
                         info!(name = %self.config_name, "webhook configuration written");
-                        self.set(MemberState::Engaged);
+                        set_engaged(
+                            &self.statuses,
+                            &self.name,
+                            self.generation,
+                            &bundle,
+                            &self.source.ca_bundle,
+                        );
                         break;
                     }
                     Err(err) => {

@@ -174,15 +174,18 @@ impl MemberConfigurations {
         }
     }
 
-    /// Follows the CA bundle in `path` (PEM, e.g. the `ca.crt` of the serving certificate's
-    /// Secret), read every `poll` once the manager runs: a new bundle is written into every
-    /// engaged member's configurations, without a restart. A file that is missing or not a
-    /// bundle of certificates (a half-written file) keeps the bundle in use, and is logged.
+    /// Follows the CA bundle in `path` (PEM, a bundle you manage, such as a trust-manager
+    /// `Bundle` or a ConfigMap mounted into the pod), read every `poll` once the manager
+    /// runs: a new bundle is written into every engaged member's configurations, without a
+    /// restart. A file that is missing or not a bundle of certificates (a half-written file)
+    /// keeps the bundle in use, and is logged.
     ///
     /// To rotate the serving CA without refusing a write, trust both first: put the old and
     /// the new CA in the bundle, wait until the members have it
-    /// ([`member_statuses`](Self::member_statuses) all `engaged`), switch the serving
-    /// certificate, then drop the old CA from the bundle.
+    /// ([`has_written_ca_bundle`](Self::has_written_ca_bundle)), switch the serving
+    /// certificate, then drop the old CA from the bundle. Do not follow the `ca.crt` of the
+    /// serving certificate's own Secret: it changes together with the certificate, which
+    /// skips the first step.
     ///
     /// ```no_run
     /// # fn demo(writer: mcr_webhook::MemberConfigurations) {
@@ -205,7 +208,30 @@ impl MemberConfigurations {
     /// # Ok(()) }
     /// ```
     pub fn set_ca_bundle(&self, pem: Vec<u8>) -> Result<bool, Error> {
-        ca_bundle::offer(&self.source.ca_bundle, pem).map_err(|reason| Error::CaBundle { reason })
+        engagement::offer_ca_bundle(&self.statuses, &self.source.ca_bundle, pem)
+            .map_err(|reason| Error::CaBundle { reason })
+    }
+
+    /// Whether `ca_bundle` (PEM) is the bundle in use and written into the configurations of
+    /// every member this writer engages: each member in
+    /// [`member_statuses`](Self::member_statuses) is `engaged` (a new bundle makes them
+    /// `pending` at once, and `engaged` again once rewritten) or `elsewhere`. The condition to
+    /// wait on between the steps of a CA rotation; a member that cannot be written (`failed`)
+    /// holds it false.
+    ///
+    /// ```no_run
+    /// # fn demo(writer: mcr_webhook::MemberConfigurations, old_and_new: Vec<u8>) {
+    /// if writer.has_written_ca_bundle(&old_and_new) {
+    ///     println!("every member trusts both CAs: switch the serving certificate");
+    /// }
+    /// # }
+    /// ```
+    pub fn has_written_ca_bundle(&self, ca_bundle: &[u8]) -> bool {
+        let statuses = self.statuses.lock();
+        *self.source.ca_bundle.borrow() == ca_bundle
+            && statuses.values().all(|(_, state)| {
+                matches!(state, MemberState::Engaged | MemberState::Elsewhere { .. })
+            })
     }
 
     /// Bounds each write (default 10 s).
@@ -273,7 +299,10 @@ impl Runnable for MemberConfigurations {
         Box::pin(async move {
             match &self.ca_file {
                 Some((path, poll)) => {
-                    ca_bundle::follow(path, *poll, &self.source.ca_bundle, token.clone()).await;
+                    let offer = |pem| {
+                        engagement::offer_ca_bundle(&self.statuses, &self.source.ca_bundle, pem)
+                    };
+                    ca_bundle::follow(path, *poll, offer, token.clone()).await;
                 }
                 None => token.cancelled().await,
             }

@@ -6,7 +6,10 @@
 use std::{
     net::SocketAddr,
     path::{Path, PathBuf},
-    sync::Arc,
+    sync::{
+        Arc,
+        atomic::{AtomicUsize, Ordering},
+    },
     time::Duration,
 };
 
@@ -79,14 +82,20 @@ impl Pki {
     /// Signs a new serving certificate with common name `cn` and swaps both files in by
     /// rename (as a Secret volume update does); returns its DER.
     pub fn issue(&self, cn: &str) -> Vec<u8> {
+        self.issue_into(self.dir.path(), cn)
+    }
+
+    /// Like [`issue`](Self::issue), into `dir/tls.crt` and `dir/tls.key`: another CA's
+    /// directory, to switch a server to a certificate this CA signs.
+    pub fn issue_into(&self, dir: &Path, cn: &str) -> Vec<u8> {
         let key = KeyPair::generate().unwrap();
         let mut params =
             CertificateParams::new(vec!["localhost".to_string(), "127.0.0.1".to_string()]).unwrap();
         params.distinguished_name.push(DnType::CommonName, cn);
         params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
         let cert = params.signed_by(&key, &self.issuer).unwrap();
-        write_atomically(&self.key_path(), key.serialize_pem().as_bytes());
-        write_atomically(&self.cert_path(), cert.pem().as_bytes());
+        write_atomically(&dir.join("tls.key"), key.serialize_pem().as_bytes());
+        write_atomically(&dir.join("tls.crt"), cert.pem().as_bytes());
         cert.der().to_vec()
     }
 
@@ -323,5 +332,76 @@ pub async fn admission_types(client: &kube::Client) {
         mcr_webhook::testing::install_admission_types(client)
             .await
             .unwrap();
+    }
+}
+
+/// One address in front of webhook servers, as a Service is: each new connection goes to the
+/// next backend, round robin; a backend taken out of the list gets no new connections (open
+/// ones stay until either side closes). Counts the connections it relays.
+pub struct Frontend {
+    pub addr: SocketAddr,
+    backends: Arc<parking_lot::Mutex<Vec<SocketAddr>>>,
+    /// Connections accepted so far, and those still open.
+    counts: Arc<(AtomicUsize, AtomicUsize)>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Frontend {
+    pub async fn start() -> Frontend {
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
+            .await
+            .unwrap();
+        let addr = listener.local_addr().unwrap();
+        let backends: Arc<parking_lot::Mutex<Vec<SocketAddr>>> = Arc::default();
+        let counts: Arc<(AtomicUsize, AtomicUsize)> = Arc::default();
+        let (list, relayed) = (backends.clone(), counts.clone());
+        let task = tokio::spawn(async move {
+            let mut next = 0usize;
+            while let Ok((mut client, _)) = listener.accept().await {
+                let backend = {
+                    let list = list.lock();
+                    next += 1;
+                    (!list.is_empty()).then(|| list[next % list.len()])
+                };
+                relayed.0.fetch_add(1, Ordering::SeqCst);
+                relayed.1.fetch_add(1, Ordering::SeqCst);
+                let relayed = relayed.clone();
+                tokio::spawn(async move {
+                    if let Some(backend) = backend
+                        && let Ok(mut server) = tokio::net::TcpStream::connect(backend).await
+                    {
+                        let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
+                    }
+                    relayed.1.fetch_sub(1, Ordering::SeqCst);
+                });
+            }
+        });
+        Frontend {
+            addr,
+            backends,
+            counts,
+            task,
+        }
+    }
+
+    /// Where new connections go from now on.
+    pub fn set(&self, backends: &[SocketAddr]) {
+        *self.backends.lock() = backends.to_vec();
+    }
+
+    /// Connections accepted so far.
+    pub fn accepted(&self) -> usize {
+        self.counts.0.load(Ordering::SeqCst)
+    }
+
+    /// Connections open now.
+    pub fn open(&self) -> usize {
+        self.counts.1.load(Ordering::SeqCst)
+    }
+}
+
+impl Drop for Frontend {
+    fn drop(&mut self) {
+        self.task.abort();
     }
 }
