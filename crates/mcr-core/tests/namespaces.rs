@@ -99,6 +99,7 @@ async fn one_watch_per_namespace_shared_and_merged() {
     only_a.wait_for_sync(DEADLINE).await.unwrap();
     // No deadline at all (what the runtime gives while a cluster is engaged) is accepted.
     both.wait_for_sync(std::time::Duration::MAX).await.unwrap();
+    cache.wait_for_sync(std::time::Duration::MAX).await.unwrap();
     let seen = record(both.subscribe());
     assert_eq!(names(&both.list()), ["a1", "b1"]);
     assert_eq!(names(&only_a.list()), ["a1"]);

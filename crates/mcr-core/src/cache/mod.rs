@@ -12,6 +12,7 @@ mod informer;
 mod key;
 mod name;
 mod shared;
+mod sync;
 mod watch;
 
 use std::{any::Any, collections::HashMap, fmt::Debug, hash::Hash, sync::Arc, time::Duration};
@@ -430,86 +431,5 @@ impl Cache {
         for reopen in reopens {
             reopen(self);
         }
-    }
-
-    fn erased(&self) -> Vec<Arc<dyn ErasedInformer>> {
-        self.inner
-            .state
-            .lock()
-            .informers
-            .values()
-            .map(|e| e.erased.clone())
-            .collect()
-    }
-
-    /// Waits until every informer requested so far has completed its initial list.
-    ///
-    /// Errors with [`Error::SyncTimeout`] (naming the cluster and a resource that did not
-    /// sync) after `timeout`, or [`Error::Stopped`] once the cluster's token has fired.
-    ///
-    /// ```no_run
-    /// # async fn f(c: mcr_core::Cluster) -> Result<(), mcr_core::Error> {
-    /// c.cache().wait_for_sync(std::time::Duration::from_secs(30)).await?;
-    /// # Ok(()) }
-    /// ```
-    pub async fn wait_for_sync(&self, timeout: Duration) -> Result<(), Error> {
-        let deadline = tokio::time::Instant::now() + timeout;
-        for informer in self.erased() {
-            match tokio::time::timeout_at(deadline, informer.wait_ready()).await {
-                Ok(true) => {}
-                Ok(false) => return Err(Error::Stopped(self.cluster().clone())),
-                Err(_) => {
-                    return Err(Error::SyncTimeout {
-                        cluster: self.cluster().clone(),
-                        resource: informer.resource().to_owned(),
-                        timeout,
-                    });
-                }
-            }
-        }
-        Ok(())
-    }
-
-    /// Whether every informer has completed its initial list (true when there are none).
-    ///
-    /// ```no_run
-    /// # fn f(c: mcr_core::Cluster) {
-    /// let ready = c.cache().is_synced();
-    /// # }
-    /// ```
-    pub fn is_synced(&self) -> bool {
-        self.erased().iter().all(|i| i.is_synced())
-    }
-
-    /// How many watches this cache has (an informer over several namespaces counts one per
-    /// namespace; see [`InformerOptions::namespaces`]).
-    ///
-    /// ```no_run
-    /// # fn f(c: mcr_core::Cluster) {
-    /// println!("{} watches", c.cache().informer_count());
-    /// # }
-    /// ```
-    pub fn informer_count(&self) -> usize {
-        self.inner.state.lock().informers.len()
-    }
-
-    /// How many watches this cache has in `namespace`, or, for `None`, across every namespace
-    /// (cluster-wide watches, which need a ClusterRole). Each namespace scope of a type and set
-    /// of options has one watch, however many informers share it.
-    ///
-    /// ```no_run
-    /// # fn f(c: mcr_core::Cluster) {
-    /// let cluster_wide = c.cache().watch_count(None);
-    /// let in_team_a = c.cache().watch_count(Some("team-a"));
-    /// # }
-    /// ```
-    pub fn watch_count(&self, namespace: Option<&str>) -> usize {
-        self.inner
-            .state
-            .lock()
-            .informers
-            .values()
-            .filter(|e| e.erased.namespace() == namespace)
-            .count()
     }
 }
