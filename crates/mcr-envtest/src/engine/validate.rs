@@ -90,12 +90,7 @@ pub(crate) fn check(info: &TypeInfo, obj: &Value) -> Result<(), ApiError> {
     if causes.is_empty() {
         return Ok(());
     }
-    let list = if causes.len() == 1 {
-        causes.remove(0)
-    } else {
-        format!("[{}]", causes.join(", "))
-    };
-    Err(ApiError::invalid(&info.rt.kind, name_of(obj), list))
+    Err(ApiError::invalid_all(&info.rt.kind, name_of(obj), causes))
 }
 
 #[cfg(test)]

@@ -261,14 +261,6 @@ pub(crate) fn create_locked(
     }
     validate_name(&rt.kind, &name, NameRule::of(&rt.kind, rt.custom))?;
     let key: ObjKey = (ns.to_string(), name.clone());
-    if let Some(existing) = store.get(&info.res, &key) {
-        let mut err = ApiError::already_exists(&rt.group, &rt.plural, &name);
-        if is_deleting(existing) {
-            // kube-apiserver says why the name is still taken.
-            err.message = format!("object is being deleted: {}", err.message);
-        }
-        return Err(err);
-    }
     let meta = meta_mut(&mut obj);
     meta.insert("name".into(), Value::String(name.clone()));
     for field in [
@@ -293,6 +285,15 @@ pub(crate) fn create_locked(
         map.remove("status");
     }
     special::defaults(info, &mut obj)?;
+    // Validation comes first: an invalid object is 422 even when its name is taken.
+    if let Some(existing) = store.get(&info.res, &key) {
+        let mut err = ApiError::already_exists(&rt.group, &rt.plural, &name);
+        if is_deleting(existing) {
+            // kube-apiserver says why the name is still taken.
+            err.message = format!("object is being deleted: {}", err.message);
+        }
+        return Err(err);
+    }
     if operation == Operation::Update {
         // Tracked against the type's empty object, as kube-apiserver does for a create.
         let empty = super::managed::empty_object(&rt.kind, rt.custom, &rt.api_version());
