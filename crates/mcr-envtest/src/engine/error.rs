@@ -137,6 +137,21 @@ impl ApiError {
         err
     }
 
+    /// Names the group in `details` (kube-apiserver's 422s do, for every group but the core
+    /// one).
+    pub fn in_group(mut self, group: &str) -> Self {
+        if let Some(details) = self.details.as_mut().filter(|_| !group.is_empty()) {
+            details["group"] = json!(group);
+            if let Some(kind) = details["kind"].as_str() {
+                let short = format!("{kind} \"");
+                if let Some(rest) = self.message.strip_prefix(&short) {
+                    self.message = format!("{kind}.{group} \"{rest}");
+                }
+            }
+        }
+        self
+    }
+
     /// 500 InternalError.
     pub fn internal(message: impl Into<String>) -> Self {
         Self::new(500, "InternalError", message)

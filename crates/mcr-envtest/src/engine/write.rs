@@ -259,7 +259,8 @@ pub(crate) fn create_locked(
             }
         }
     }
-    validate_name(&rt.kind, &name, NameRule::of(&rt.kind, rt.custom))?;
+    validate_name(&rt.kind, &name, NameRule::of(&rt.kind, rt.custom))
+        .map_err(|e| e.in_group(&rt.group))?;
     let key: ObjKey = (ns.to_string(), name.clone());
     let meta = meta_mut(&mut obj);
     meta.insert("name".into(), Value::String(name.clone()));
