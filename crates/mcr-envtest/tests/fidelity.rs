@@ -81,6 +81,11 @@ impl std::fmt::Display for Req {
 
 const MANAGERS: &[&str] = &["m1", "m2", "m3"];
 const FINALIZER: &str = "fidelity.example.com/hold";
+/// Kinds whose `DELETE` orphans dependents unless told otherwise. kube-apiserver marks such an
+/// object with the `orphan` finalizer, which the garbage collector of kube-controller-manager
+/// removes; a kube-apiserver alone keeps the object forever, while the emulator's collector
+/// removes it at once. Their deletes are drawn with `propagationPolicy=Background`.
+const ORPHAN_BY_DEFAULT: &[&str] = &["Job", "ReplicationController"];
 /// Kinds drawn in one sequence (watched, listed and paginated at its end).
 const KINDS_PER_SEQUENCE: usize = 3;
 
@@ -434,13 +439,17 @@ fn generate(
                     Some(body),
                 )
             }
-            9 => req(
-                "delete",
-                http::Method::DELETE,
-                &item,
-                "application/json",
-                None,
-            ),
+            9 => {
+                // Kinds whose deletes orphan by default get `Background`: kube-apiserver
+                // implements orphaning with a finalizer that only kube-controller-manager's
+                // garbage collector removes (see ORPHAN_BY_DEFAULT).
+                let policy = if ORPHAN_BY_DEFAULT.contains(&kind.name.as_str()) || rng.chance(30) {
+                    "?propagationPolicy=Background"
+                } else {
+                    ""
+                };
+                req("delete", http::Method::DELETE, &format!("{item}{policy}"), "application/json", None)
+            }
             10 => req("get", http::Method::GET, &item, "application/json", None),
             11 | 12 if !row.subs.is_empty() => {
                 let sub = rng.pick(&row.subs);

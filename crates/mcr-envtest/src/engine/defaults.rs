@@ -48,21 +48,7 @@ pub(crate) fn apply(info: &TypeInfo, obj: &mut Value) -> Result<(), ApiError> {
                 ));
             }
             pod_spec(spec);
-            for (field, value) in [
-                ("enableServiceLinks", json!(true)),
-                ("priority", json!(0)),
-                ("preemptionPolicy", json!("PreemptLowerPriority")),
-            ] {
-                spec.entry(field).or_insert(value);
-            }
-            let tolerations = spec.entry("tolerations").or_insert(json!([]));
-            if let Some(list) = tolerations.as_array_mut() {
-                for (key, effect) in DEFAULT_TOLERATIONS {
-                    if !list.iter().any(|t| t["key"] == key && t["effect"] == effect) {
-                        list.push(json!({"key": key, "operator": "Exists", "effect": effect, "tolerationSeconds": 300}));
-                    }
-                }
-            }
+            spec.entry("enableServiceLinks").or_insert(json!(true));
         }
         Special::Service => service(obj),
         Special::Job => {
@@ -96,7 +82,6 @@ const DEFAULT_TOLERATIONS: [(&str, &str); 2] = [
 /// Where a kind keeps a Pod template's spec, and the defaults of its own fields: JSON
 /// pointers and values, each filled when absent (a pointer's parents are made as needed).
 fn table(kind: &str) -> (Option<&'static str>, Vec<(&'static str, Value)>) {
-    let rolling = |extra: Value| json!({"type": "RollingUpdate", "rollingUpdate": extra});
     match kind {
         "Deployment" => (
             Some("/spec/template/spec"),
@@ -104,7 +89,7 @@ fn table(kind: &str) -> (Option<&'static str>, Vec<(&'static str, Value)>) {
                 ("/spec/replicas", json!(1)),
                 ("/spec/revisionHistoryLimit", json!(10)),
                 ("/spec/progressDeadlineSeconds", json!(600)),
-                ("/spec/strategy", rolling(json!({"maxUnavailable": "25%", "maxSurge": "25%"}))),
+                ("/spec/strategy/type", json!("RollingUpdate")),
             ],
         ),
         "ReplicaSet" | "ReplicationController" => {
@@ -117,7 +102,7 @@ fn table(kind: &str) -> (Option<&'static str>, Vec<(&'static str, Value)>) {
                 ("/spec/podManagementPolicy", json!("OrderedReady")),
                 ("/spec/revisionHistoryLimit", json!(10)),
                 ("/spec/serviceName", json!("")),
-                ("/spec/updateStrategy", rolling(json!({"partition": 0}))),
+                ("/spec/updateStrategy/type", json!("RollingUpdate")),
                 (
                     "/spec/persistentVolumeClaimRetentionPolicy",
                     json!({"whenDeleted": "Retain", "whenScaled": "Retain"}),
@@ -128,7 +113,7 @@ fn table(kind: &str) -> (Option<&'static str>, Vec<(&'static str, Value)>) {
             Some("/spec/template/spec"),
             vec![
                 ("/spec/revisionHistoryLimit", json!(10)),
-                ("/spec/updateStrategy", rolling(json!({"maxSurge": 0, "maxUnavailable": 1}))),
+                ("/spec/updateStrategy/type", json!("RollingUpdate")),
             ],
         ),
         "CronJob" => (
@@ -161,7 +146,7 @@ fn table(kind: &str) -> (Option<&'static str>, Vec<(&'static str, Value)>) {
         ),
         "HorizontalPodAutoscaler" => (
             None,
-            vec![(
+            vec![("/spec/minReplicas", json!(1)), (
                 "/spec/metrics",
                 json!([{"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 80}}}]),
             )],
@@ -183,7 +168,27 @@ fn by_table(kind: &str, obj: &mut Value) {
     {
         pod_spec(spec);
     }
+    let rolling = match kind {
+        "Deployment" => Some(("strategy", json!({"maxUnavailable": "25%", "maxSurge": "25%"}))),
+        "StatefulSet" => Some(("updateStrategy", json!({"partition": 0}))),
+        "DaemonSet" => Some(("updateStrategy", json!({"maxUnavailable": 1, "maxSurge": 0}))),
+        _ => None,
+    };
+    if let Some((field, value)) = rolling
+        && obj["spec"][field]["type"] == "RollingUpdate"
+    {
+        fill(&mut obj["spec"][field], "/rollingUpdate", value);
+    }
     match kind {
+        "PersistentVolume" if obj["spec"]["hostPath"].is_object() => {
+            fill(&mut obj["spec"]["hostPath"], "/type", json!(""));
+        }
+        "Node" => {
+            let cidr = obj["spec"]["podCIDR"].clone();
+            if cidr.is_string() {
+                fill(obj, "/spec/podCIDRs", json!([cidr]));
+            }
+        }
         "Endpoints" => {
             for subset in obj["subsets"].as_array_mut().into_iter().flatten() {
                 for port in subset["ports"].as_array_mut().into_iter().flatten() {
@@ -269,6 +274,19 @@ fn initial(kind: &str) -> Option<(Value, &'static str)> {
 pub(crate) fn on_create(store: &Store, info: &TypeInfo, obj: &mut Value) {
     match info.special {
         Special::Pod => {
+            // What the `Priority` and `DefaultTolerationSeconds` admission plugins set.
+            let spec = object_at(obj, "spec");
+            spec.entry("priority").or_insert(json!(0));
+            spec.entry("preemptionPolicy")
+                .or_insert(json!("PreemptLowerPriority"));
+            let tolerations = spec.entry("tolerations").or_insert(json!([]));
+            if let Some(list) = tolerations.as_array_mut() {
+                for (key, effect) in DEFAULT_TOLERATIONS {
+                    if !list.iter().any(|t| t["key"] == key && t["effect"] == effect) {
+                        list.push(json!({"key": key, "operator": "Exists", "effect": effect, "tolerationSeconds": 300}));
+                    }
+                }
+            }
             let qos = qos_class(&obj["spec"]);
             if let Some(map) = obj.as_object_mut() {
                 map.insert(
@@ -284,6 +302,9 @@ pub(crate) fn on_create(store: &Store, info: &TypeInfo, obj: &mut Value) {
             }
         }
         Special::Job => {
+            if let Some(map) = obj.as_object_mut() {
+                map.insert("status".into(), json!({}));
+            }
             let uid = uid_of(obj).to_string();
             let name = name_of(obj).to_string();
             let manual = obj["spec"]["manualSelector"].as_bool() == Some(true);
@@ -316,6 +337,16 @@ pub(crate) fn on_create(store: &Store, info: &TypeInfo, obj: &mut Value) {
                 .is_none_or(Map::is_empty)
             {
                 meta.insert("labels".into(), template_labels);
+            }
+        }
+        Special::None if !info.rt.custom && info.rt.kind == "Node" => {
+            // The `TaintNodesByCondition` admission plugin: a new Node is not ready yet.
+            let spec = object_at(obj, "spec");
+            let taints = spec.entry("taints").or_insert(json!([]));
+            if let Some(list) = taints.as_array_mut()
+                && !list.iter().any(|t| t["key"] == "node.kubernetes.io/not-ready")
+            {
+                list.push(json!({"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}));
             }
         }
         Special::None if !info.rt.custom && initial(&info.rt.kind).is_some() => {

@@ -648,7 +648,7 @@ pub(crate) fn empty_object(kind: &str, custom: bool, api_version: &str) -> Value
         "ReplicaSet" => {
             json!({"metadata": meta, "spec": {"selector": null, "template": template}, "status": {"replicas": 0}})
         }
-        "Namespace" | "ResourceQuota" | "PersistentVolume" => {
+        "Namespace" | "ResourceQuota" | "PersistentVolume" | "Node" => {
             json!({"metadata": meta, "spec": {}, "status": {}})
         }
         "Lease" | "LimitRange" | "IngressClass" => json!({"metadata": meta, "spec": {}}),
@@ -660,7 +660,7 @@ pub(crate) fn empty_object(kind: &str, custom: bool, api_version: &str) -> Value
         "PersistentVolumeClaim" => {
             json!({"metadata": meta, "spec": {"resources": {}}, "status": {}})
         }
-        "StatefulSet" => json!({"metadata": meta, "spec": {"selector": null, "template": template, "updateStrategy": {}}, "status": {"replicas": 0, "availableReplicas": 0}}),
+        "StatefulSet" => json!({"metadata": meta, "spec": {"selector": null, "template": template, "updateStrategy": {}, "serviceName": ""}, "status": {"replicas": 0, "availableReplicas": 0}}),
         "DaemonSet" => json!({"metadata": meta, "spec": {"selector": null, "template": template, "updateStrategy": {}}, "status": {"currentNumberScheduled": 0, "numberMisscheduled": 0, "desiredNumberScheduled": 0, "numberReady": 0}}),
         "ReplicationController" => json!({"metadata": meta, "spec": {}, "status": {"replicas": 0}}),
         "Job" => json!({"metadata": meta, "spec": {"template": template}, "status": {}}),
