@@ -275,7 +275,10 @@ async fn invalid_objects_are_422_with_causes_before_409() {
             let res = client.send(req).await.unwrap();
             let code = res.status().as_u16();
             let bytes = res.into_body().collect_bytes().await.unwrap();
-            (code, serde_json::from_slice::<serde_json::Value>(&bytes).unwrap())
+            (
+                code,
+                serde_json::from_slice::<serde_json::Value>(&bytes).unwrap(),
+            )
         }
     };
     let cm = |name: &str, key: &str| json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": {key: "x"}});

@@ -92,9 +92,10 @@ fn table(kind: &str) -> (Option<&'static str>, Vec<(&'static str, Value)>) {
                 ("/spec/strategy/type", json!("RollingUpdate")),
             ],
         ),
-        "ReplicaSet" | "ReplicationController" => {
-            (Some("/spec/template/spec"), vec![("/spec/replicas", json!(1))])
-        }
+        "ReplicaSet" | "ReplicationController" => (
+            Some("/spec/template/spec"),
+            vec![("/spec/replicas", json!(1))],
+        ),
         "StatefulSet" => (
             Some("/spec/template/spec"),
             vec![
@@ -136,7 +137,10 @@ fn table(kind: &str) -> (Option<&'static str>, Vec<(&'static str, Value)>) {
                 ("/spec/volumeMode", json!("Filesystem")),
             ],
         ),
-        "PriorityClass" => (None, vec![("/preemptionPolicy", json!("PreemptLowerPriority"))]),
+        "PriorityClass" => (
+            None,
+            vec![("/preemptionPolicy", json!("PreemptLowerPriority"))],
+        ),
         "StorageClass" => (
             None,
             vec![
@@ -146,10 +150,13 @@ fn table(kind: &str) -> (Option<&'static str>, Vec<(&'static str, Value)>) {
         ),
         "HorizontalPodAutoscaler" => (
             None,
-            vec![("/spec/minReplicas", json!(1)), (
-                "/spec/metrics",
-                json!([{"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 80}}}]),
-            )],
+            vec![
+                ("/spec/minReplicas", json!(1)),
+                (
+                    "/spec/metrics",
+                    json!([{"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 80}}}]),
+                ),
+            ],
         ),
         "NetworkPolicy" => (None, vec![("/spec/policyTypes", json!(["Ingress"]))]),
         _ => (None, vec![]),
@@ -169,9 +176,15 @@ fn by_table(kind: &str, obj: &mut Value) {
         pod_spec(spec);
     }
     let rolling = match kind {
-        "Deployment" => Some(("strategy", json!({"maxUnavailable": "25%", "maxSurge": "25%"}))),
+        "Deployment" => Some((
+            "strategy",
+            json!({"maxUnavailable": "25%", "maxSurge": "25%"}),
+        )),
         "StatefulSet" => Some(("updateStrategy", json!({"partition": 0}))),
-        "DaemonSet" => Some(("updateStrategy", json!({"maxUnavailable": 1, "maxSurge": 0}))),
+        "DaemonSet" => Some((
+            "updateStrategy",
+            json!({"maxUnavailable": 1, "maxSurge": 0}),
+        )),
         _ => None,
     };
     if let Some((field, value)) = rolling
@@ -282,7 +295,10 @@ pub(crate) fn on_create(store: &Store, info: &TypeInfo, obj: &mut Value) {
             let tolerations = spec.entry("tolerations").or_insert(json!([]));
             if let Some(list) = tolerations.as_array_mut() {
                 for (key, effect) in DEFAULT_TOLERATIONS {
-                    if !list.iter().any(|t| t["key"] == key && t["effect"] == effect) {
+                    if !list
+                        .iter()
+                        .any(|t| t["key"] == key && t["effect"] == effect)
+                    {
                         list.push(json!({"key": key, "operator": "Exists", "effect": effect, "tolerationSeconds": 300}));
                     }
                 }
@@ -344,7 +360,9 @@ pub(crate) fn on_create(store: &Store, info: &TypeInfo, obj: &mut Value) {
             let spec = object_at(obj, "spec");
             let taints = spec.entry("taints").or_insert(json!([]));
             if let Some(list) = taints.as_array_mut()
-                && !list.iter().any(|t| t["key"] == "node.kubernetes.io/not-ready")
+                && !list
+                    .iter()
+                    .any(|t| t["key"] == "node.kubernetes.io/not-ready")
             {
                 list.push(json!({"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}));
             }

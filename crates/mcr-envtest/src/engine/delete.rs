@@ -78,8 +78,10 @@ impl Engine {
             }
             let gone = gc::delete_object(&mut store, &info.res, &key, policy).unwrap_or(existing);
             let removed = store.get(&info.res, &key).is_none();
-            let returns_object = matches!(info.special, Special::Namespace | Special::Crd | Special::Pod)
-                || (!rt.custom && rt.kind == "PodTemplate");
+            let returns_object = matches!(
+                info.special,
+                Special::Namespace | Special::Crd | Special::Pod
+            ) || (!rt.custom && rt.kind == "PodTemplate");
             if removed && !returns_object {
                 // kube-apiserver answers an immediate delete with a `Status` (it returns the
                 // object only for Namespaces, CRDs, Pods and PodTemplates, and while finalizers

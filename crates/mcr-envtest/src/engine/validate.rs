@@ -134,7 +134,12 @@ fn by_kind(kind: &str, obj: &Value, causes: &mut Vec<String>) {
             }
         }
         "Pod" => {
-            for (i, c) in spec["containers"].as_array().into_iter().flatten().enumerate() {
+            for (i, c) in spec["containers"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .enumerate()
+            {
                 if c["image"].as_str().is_none_or(str::is_empty) {
                     causes.push(format!("spec.containers[{i}].image: Required value"));
                 }

@@ -234,8 +234,11 @@ fn with_status(schema: &Arc<Schema>, status: Vec<(&str, Arc<Schema>)>) -> Arc<Sc
     let Schema::Map(m) = schema.as_ref() else {
         return schema.clone();
     };
-    let mut fields: Vec<(&str, Arc<Schema>)> =
-        m.fields.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
+    let mut fields: Vec<(&str, Arc<Schema>)> = m
+        .fields
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.clone()))
+        .collect();
     fields.push(("status", object(status)));
     object(fields)
 }
@@ -291,11 +294,22 @@ pub(crate) fn builtin(kind: &str) -> Arc<Schema> {
             "ReplicationController",
             object(vec![
                 ("metadata", object_meta()),
-                ("spec", object(vec![("selector", atomic_struct()), ("template", pod.clone())])),
+                (
+                    "spec",
+                    object(vec![
+                        ("selector", atomic_struct()),
+                        ("template", pod.clone()),
+                    ]),
+                ),
                 ("status", object(vec![conditions()])),
             ]),
         );
-        let job_spec = || object(vec![("selector", atomic_struct()), ("template", pod_template())]);
+        let job_spec = || {
+            object(vec![
+                ("selector", atomic_struct()),
+                ("template", pod_template()),
+            ])
+        };
         m.insert(
             "Job",
             object(vec![
@@ -353,7 +367,18 @@ pub(crate) fn builtin(kind: &str) -> Arc<Schema> {
             object(vec![
                 ("metadata", object_meta()),
                 ("spec", object(vec![("selector", atomic_struct())])),
-                ("status", object(vec![conditions(), ("disruptedPods", strings())])),
+                (
+                    "status",
+                    object(vec![conditions(), ("disruptedPods", strings())]),
+                ),
+            ]),
+        );
+        let backend = || object(vec![("service", object(vec![("port", atomic_struct())]))]);
+        m.insert(
+            "Ingress",
+            object(vec![
+                ("metadata", object_meta()),
+                ("spec", object(vec![("defaultBackend", backend())])),
             ]),
         );
         m.insert(
