@@ -325,7 +325,8 @@ fn generate(
     }];
     for _ in 0..steps {
         let kind = &all[*rng.pick(&chosen)];
-        let name = kind.object_name(&ns, *rng.pick(&["o1", "o2"]));
+        let base: &&str = rng.pick(&["o1", "o2"]);
+        let name = kind.object_name(&ns, base);
         let collection = kind.collection(&ns);
         let item = format!("{collection}/{name}");
         let object = format!("{}/{name}", kind.plural);

@@ -126,12 +126,10 @@ fn by_kind(kind: &str, obj: &Value, causes: &mut Vec<String>) {
                 causes.push("spec.ports: Required value".into());
             }
         }
-        "PersistentVolumeClaim" => {
-            if spec["accessModes"].as_array().is_none_or(Vec::is_empty) {
-                causes.push(
-                    "spec.accessModes: Required value: at least 1 access mode is required".into(),
-                );
-            }
+        "PersistentVolumeClaim" if spec["accessModes"].as_array().is_none_or(Vec::is_empty) => {
+            causes.push(
+                "spec.accessModes: Required value: at least 1 access mode is required".into(),
+            );
         }
         "Pod" => {
             for (i, c) in spec["containers"]
