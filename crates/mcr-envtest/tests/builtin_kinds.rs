@@ -258,3 +258,45 @@ async fn aggregated_discovery_matches_the_legacy_documents() {
     );
     assert_eq!(a, b);
 }
+
+/// A 422 lists each invalid field in `details.causes`, and an invalid object is 422 even when
+/// its name is taken (validation before the existence check), as on kube-apiserver.
+#[tokio::test]
+async fn invalid_objects_are_422_with_causes_before_409() {
+    let cluster = TestCluster::start("invalid-causes").await.unwrap();
+    let client = cluster.client();
+    let post = |body: serde_json::Value| {
+        let client = client.clone();
+        async move {
+            let req = http::Request::post("/api/v1/namespaces/default/configmaps")
+                .header(http::header::CONTENT_TYPE, "application/json")
+                .body(serde_json::to_vec(&body).unwrap().into())
+                .unwrap();
+            let res = client.send(req).await.unwrap();
+            let code = res.status().as_u16();
+            let bytes = res.into_body().collect_bytes().await.unwrap();
+            (
+                code,
+                serde_json::from_slice::<serde_json::Value>(&bytes).unwrap(),
+            )
+        }
+    };
+    let cm = |name: &str, key: &str| json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": {key: "x"}});
+    assert_eq!(post(cm("taken", "a")).await.0, 201);
+    let (code, status) = post(cm("taken", "a b")).await;
+    assert_eq!(code, 422, "an invalid object with a taken name: {status}");
+    let cause = &status["details"]["causes"][0];
+    assert_eq!(
+        (cause["field"].as_str(), cause["reason"].as_str()),
+        (Some("data[a b]"), Some("FieldValueInvalid")),
+        "{status}"
+    );
+    let (code, status) = post(cm("Bad_Name", "a")).await;
+    assert_eq!(code, 422, "{status}");
+    let cause = &status["details"]["causes"][0];
+    assert_eq!(
+        (cause["field"].as_str(), cause["reason"].as_str()),
+        (Some("metadata.name"), Some("FieldValueInvalid")),
+        "{status}"
+    );
+}

@@ -9,22 +9,23 @@
 //! - `generated_sequences_agree_between_two_emulators` runs the same machinery emulator against
 //!   emulator, so the normalisation is checked on every `cargo test`.
 //!
-//! Covered now: ConfigMaps, Secrets and a custom resource (a CRD with a keyed list, a set, a
-//! map and a status subresource), in a fresh namespace per sequence: create, update (PUT, with
-//! and without a stale resourceVersion), merge, JSON, strategic and apply patches (several
-//! managers, `force`), merge and apply patches of `status`, finalizers and deletes that wait
-//! for them, gets, lists with a label selector, and a watch per type from the resourceVersion
-//! before the sequence (events compared in order), and a paginated list per type (two items
-//! a page, each server following its own continue tokens). Not yet: Deployments (the emulator
-//! does not default built-in types), dry runs.
+//! What is drawn: every kind the emulator's discovery serves that has a row in
+//! `fidelity/kinds.rs` (the check fails on a served kind with neither a row nor a reason not
+//! to draw it), except the rows still `PENDING` unless `MCR_FIDELITY_ALL=1`. Each sequence
+//! draws three kinds in a fresh namespace: creates, updates (some with a stale
+//! resourceVersion), merge, JSON, strategic and apply patches (several managers, `force`),
+//! finalizers and deletes that wait for them, gets, the kind's subresource requests, invalid
+//! objects, then a labelled list, a paginated list (two items a page, each server following
+//! its own continue tokens) and a watch per kind from the resourceVersion before the sequence
+//! (events compared in order).
 
 use std::time::Duration;
 
-use futures::StreamExt;
-use k8s_openapi::api::core::v1::{ConfigMap, Secret};
-use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, WatchEvent, WatchParams};
 use mcr_envtest::{Backend, TestCluster};
 use serde_json::{Map, Value, json};
+
+#[path = "fidelity/kinds.rs"]
+mod kinds;
 
 /// Bound on waiting for a watch to deliver the end marker.
 const WATCH_DEADLINE: Duration = Duration::from_secs(30);
@@ -77,139 +78,187 @@ impl std::fmt::Display for Req {
     }
 }
 
-const KEYS: &[&str] = &["a", "b", "c"];
 const MANAGERS: &[&str] = &["m1", "m2", "m3"];
 const FINALIZER: &str = "fidelity.example.com/hold";
+/// Kinds whose `DELETE` orphans dependents unless told otherwise. kube-apiserver marks such an
+/// object with the `orphan` finalizer, which the garbage collector of kube-controller-manager
+/// removes; a kube-apiserver alone keeps the object forever, while the emulator's collector
+/// removes it at once. Their deletes are drawn with `propagationPolicy=Background`.
+const ORPHAN_BY_DEFAULT: &[&str] = &["Job", "ReplicationController"];
+/// Kinds drawn in one sequence (watched, listed and paginated at its end).
+const KINDS_PER_SEQUENCE: usize = 3;
 
+/// A drawn kind as the emulator's discovery serves it, with its row of [`kinds::rows`].
 struct Kind {
-    name: &'static str,
-    plural: &'static str,
+    name: String,
+    plural: String,
     /// `/api/v1` or `/apis/<group>/<version>`.
-    api: &'static str,
-    api_version: &'static str,
-    /// Values of the map the requests edit: `data` for the built-ins, `spec.settings` for
-    /// the custom resource.
-    values: &'static [&'static str],
-    /// The custom resource of [`gadget_crd`]: `spec` with a keyed list, a set and a map, and
-    /// a status subresource.
-    custom: bool,
+    api: String,
+    api_version: String,
+    namespaced: bool,
+    row: kinds::Row,
 }
 
-const KINDS: &[Kind] = &[
-    Kind {
-        name: "ConfigMap",
-        plural: "configmaps",
-        api: "/api/v1",
-        api_version: "v1",
-        values: &["1", "2"],
-        custom: false,
-    },
-    Kind {
-        name: "Secret",
-        plural: "secrets",
-        api: "/api/v1",
-        api_version: "v1",
-        values: &["MQ==", "Mg=="],
-        custom: false,
-    },
-    Kind {
-        name: "Gadget",
-        plural: "gadgets",
-        api: "/apis/fid.example.com/v1",
-        api_version: "fid.example.com/v1",
-        values: &["1", "2"],
-        custom: true,
-    },
-];
-
-/// The CustomResourceDefinition of `Gadget`.
-fn gadget_crd() -> Value {
-    json!({
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": "gadgets.fid.example.com"},
-        "spec": {
-            "group": "fid.example.com",
-            "scope": "Namespaced",
-            "names": {"plural": "gadgets", "singular": "gadget", "kind": "Gadget"},
-            "versions": [{
-                "name": "v1", "served": true, "storage": true,
-                "subresources": {"status": {}},
-                "schema": {"openAPIV3Schema": {"type": "object", "properties": {
-                    "spec": {"type": "object", "properties": {
-                        "items": {
-                            "type": "array",
-                            "x-kubernetes-list-type": "map",
-                            "x-kubernetes-list-map-keys": ["name"],
-                            "items": {"type": "object", "required": ["name"], "properties": {
-                                "name": {"type": "string"}, "size": {"type": "integer"},
-                            }},
-                        },
-                        "tags": {"type": "array", "x-kubernetes-list-type": "set", "items": {"type": "string"}},
-                        "settings": {"type": "object", "additionalProperties": {"type": "string"}},
-                    }},
-                    "status": {"type": "object", "properties": {"phase": {"type": "string"}}},
-                }}},
-            }],
-        },
-    })
-}
-
-/// The map the requests edit: `data`, or a custom resource's `spec` (whose `settings` map
-/// plays that part, next to a keyed list and a set).
-fn random_content(rng: &mut Rng, kind: &Kind) -> (&'static str, Value) {
-    let mut data = Map::new();
-    for key in KEYS {
-        if rng.chance(50) {
-            data.insert((*key).into(), json!(rng.pick(kind.values)));
+impl Kind {
+    /// The collection path in sequence namespace `ns`.
+    fn collection(&self, ns: &str) -> String {
+        if self.namespaced {
+            format!("{}/namespaces/{ns}/{}", self.api, self.plural)
+        } else {
+            format!("{}/{}", self.api, self.plural)
         }
     }
-    if !kind.custom {
-        return ("data", Value::Object(data));
-    }
-    let mut spec = Map::new();
-    spec.insert("settings".into(), Value::Object(data));
-    let mut items = Vec::new();
-    for name in ["a", "b"] {
-        if rng.chance(50) {
-            items.push(json!({"name": name, "size": rng.below(2) + 1}));
+
+    /// An object name: cluster-scoped objects carry the sequence's namespace in theirs.
+    fn object_name(&self, ns: &str, name: &str) -> String {
+        if self.namespaced {
+            name.to_string()
+        } else {
+            format!("{ns}-{name}")
         }
     }
-    if !items.is_empty() || rng.chance(20) {
-        spec.insert("items".into(), Value::Array(items));
+}
+
+/// Every kind the emulator serves that has a row, from its discovery; panics on a served kind
+/// with neither a row nor a reason in [`kinds::NOT_DRAWN`].
+async fn served_kinds(client: &kube::Client, all_kinds: bool) -> Vec<Kind> {
+    let get = |path: String| {
+        let client = client.clone();
+        async move {
+            let req = Req {
+                op: String::new(),
+                object: String::new(),
+                method: http::Method::GET,
+                path,
+                content_type: "application/json",
+                body: None,
+            };
+            let (code, body) = send(&client, &req).await;
+            assert_eq!(code, 200, "discovery: {body}");
+            body
+        }
+    };
+    let mut lists = vec![("/api/v1".to_string(), "v1".to_string(), String::new())];
+    let groups = get("/apis".into()).await;
+    for g in groups["groups"].as_array().into_iter().flatten() {
+        let gv = g["preferredVersion"]["groupVersion"]
+            .as_str()
+            .unwrap_or_default();
+        let group = g["name"].as_str().unwrap_or_default().to_string();
+        lists.push((format!("/apis/{gv}"), gv.to_string(), group));
     }
-    let mut tags = Vec::new();
-    for tag in ["x", "y"] {
-        if rng.chance(50) {
-            tags.push(json!(tag));
+    let mut rows: Vec<Option<kinds::Row>> = kinds::rows().into_iter().map(Some).collect();
+    let mut out = Vec::new();
+    let mut missing = Vec::new();
+    for (api, api_version, group) in lists {
+        let list = get(api.clone()).await;
+        for r in list["resources"].as_array().into_iter().flatten() {
+            let plural = r["name"].as_str().unwrap_or_default();
+            let kind = r["kind"].as_str().unwrap_or_default();
+            if plural.contains('/') {
+                continue;
+            }
+            let row = rows.iter_mut().find(|row| {
+                row.as_ref()
+                    .is_some_and(|row| row.group == group && row.kind == kind)
+            });
+            let pending = kinds::PENDING
+                .iter()
+                .any(|(g, k, _)| *g == group && *k == kind);
+            match row.and_then(Option::take) {
+                Some(_) if pending && !all_kinds => {}
+                Some(row) => out.push(Kind {
+                    name: kind.to_string(),
+                    plural: plural.to_string(),
+                    api: api.clone(),
+                    api_version: api_version.clone(),
+                    namespaced: r["namespaced"].as_bool().unwrap_or(false),
+                    row,
+                }),
+                None if kinds::NOT_DRAWN
+                    .iter()
+                    .any(|(g, k, _)| *g == group && *k == kind) => {}
+                None => missing.push(format!("{group}/{kind}")),
+            }
         }
     }
-    if !tags.is_empty() {
-        spec.insert("tags".into(), Value::Array(tags));
-    }
-    ("spec", Value::Object(spec))
+    assert!(
+        missing.is_empty(),
+        "served kinds without a row in tests/fidelity/kinds.rs or a reason in NOT_DRAWN: {missing:?}"
+    );
+    let unserved: Vec<&str> = rows
+        .iter()
+        .flatten()
+        .map(|r| r.kind)
+        .filter(|k| !kinds::PENDING.iter().any(|(_, p, _)| p == k))
+        .collect();
+    assert!(
+        unserved.is_empty(),
+        "rows of kinds not served: {unserved:?}"
+    );
+    out
 }
 
-/// Where a key of the edited map lives, as a JSON pointer.
-fn map_pointer(kind: &Kind, key: &str) -> String {
-    if kind.custom {
-        format!("/spec/settings/{key}")
-    } else {
-        format!("/data/{key}")
+/// Sets the field at JSON pointer `ptr` (creating objects on the way); `null` removes it.
+fn set_field(obj: &mut Value, ptr: &str, value: Value) {
+    let mut at = obj;
+    let parts: Vec<&str> = ptr.split('/').skip(1).collect();
+    for (i, part) in parts.iter().enumerate() {
+        let last = i + 1 == parts.len();
+        match at {
+            Value::Array(items) => {
+                let index: usize = part.parse().expect("an array index");
+                if last {
+                    if value.is_null() {
+                        items.remove(index);
+                    } else {
+                        items[index] = value;
+                    }
+                    return;
+                }
+                at = &mut items[index];
+            }
+            _ => {
+                if !at.is_object() {
+                    *at = json!({});
+                }
+                let map = at.as_object_mut().unwrap();
+                if last {
+                    if value.is_null() {
+                        map.remove(*part);
+                    } else {
+                        map.insert(part.to_string(), value);
+                    }
+                    return;
+                }
+                at = map.entry(part.to_string()).or_insert(json!({}));
+            }
+        }
     }
 }
 
-/// A patch body setting one key of the edited map (`null` removes it).
-fn map_patch(kind: &Kind, key: &str, value: Value) -> Value {
-    if kind.custom {
-        json!({"spec": {"settings": {key: value}}})
-    } else {
-        json!({"data": {key: value}})
+/// A merge patch that sets `ptr` in `full` to what it is there: objects down the pointer, and
+/// a list on the way whole (merge patches replace lists).
+fn patch_for(full: &Value, ptr: &str, value: &Value) -> Value {
+    let parts: Vec<&str> = ptr.split('/').skip(1).collect();
+    fn build(full: &Value, parts: &[&str], value: &Value) -> Value {
+        match parts.split_first() {
+            None => value.clone(),
+            Some((part, rest)) => match full.get(*part) {
+                Some(Value::Array(items)) if !rest.is_empty() => {
+                    json!({*part: items})
+                }
+                Some(inner) => json!({*part: build(inner, rest, value)}),
+                None => json!({*part: build(&Value::Null, rest, value)}),
+            },
+        }
     }
+    build(full, &parts, value)
 }
 
-fn random_labels(rng: &mut Rng) -> Value {
+fn random_labels(rng: &mut Rng, ns: &str) -> Value {
     let mut labels = Map::new();
+    labels.insert("fid".into(), json!(ns));
     if rng.chance(50) {
         labels.insert("tier".into(), json!(rng.pick(&["web", "db"])));
     }
@@ -219,10 +268,54 @@ fn random_labels(rng: &mut Rng) -> Value {
     Value::Object(labels)
 }
 
+/// Replaces the name placeholder in a body.
+fn with_name(body: &Value, name: &str) -> Value {
+    match body {
+        Value::String(s) if s == kinds::NAME => json!(name),
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .map(|(k, v)| (k.clone(), with_name(v, name)))
+                .collect(),
+        ),
+        Value::Array(items) => Value::Array(items.iter().map(|v| with_name(v, name)).collect()),
+        other => other.clone(),
+    }
+}
+
+/// A whole object of `kind` named `name`, each field drawn.
+fn whole(rng: &mut Rng, kind: &Kind, ns: &str, name: &str) -> Value {
+    let mut obj = kind.row.body.clone();
+    let map = obj.as_object_mut().unwrap();
+    map.insert("apiVersion".into(), json!(kind.api_version));
+    map.insert("kind".into(), json!(kind.name));
+    map.insert(
+        "metadata".into(),
+        json!({"name": name, "labels": random_labels(rng, ns)}),
+    );
+    for (ptr, values) in &kind.row.fields {
+        if rng.chance(60) {
+            set_field(&mut obj, ptr, rng.pick(values).clone());
+        }
+    }
+    obj
+}
+
 /// The requests of sequence `index`: a namespace, then `steps` random writes and reads on two
-/// ConfigMaps and two Secrets in it, then a list per type.
-fn generate(rng: &mut Rng, index: usize, steps: usize) -> (String, Vec<Req>) {
+/// objects of each of a few kinds, then a list per kind.
+fn generate(
+    rng: &mut Rng,
+    all: &[Kind],
+    index: usize,
+    steps: usize,
+) -> (String, Vec<usize>, Vec<Req>) {
     let ns = format!("fid-{index}");
+    let mut chosen: Vec<usize> = Vec::new();
+    while chosen.len() < KINDS_PER_SEQUENCE.min(all.len()) {
+        let k = rng.below(all.len());
+        if !chosen.contains(&k) {
+            chosen.push(k);
+        }
+    }
     let mut reqs = vec![Req {
         op: "create Namespace".into(),
         object: format!("namespaces/{ns}"),
@@ -232,19 +325,12 @@ fn generate(rng: &mut Rng, index: usize, steps: usize) -> (String, Vec<Req>) {
         body: Some(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})),
     }];
     for _ in 0..steps {
-        let kind = rng.pick(KINDS);
-        let name = *rng.pick(&["o1", "o2"]);
-        let collection = format!("{}/namespaces/{ns}/{}", kind.api, kind.plural);
+        let kind = &all[*rng.pick(&chosen)];
+        let base: &&str = rng.pick(&["o1", "o2"]);
+        let name = kind.object_name(&ns, base);
+        let collection = kind.collection(&ns);
         let item = format!("{collection}/{name}");
         let object = format!("{}/{name}", kind.plural);
-        let whole = |rng: &mut Rng| {
-            let (field, content) = random_content(rng, kind);
-            json!({
-                "apiVersion": kind.api_version, "kind": kind.name,
-                "metadata": {"name": name, "labels": random_labels(rng)},
-                field: content,
-            })
-        };
         let req =
             |op: &str, method: http::Method, path: &str, ct: &'static str, body: Option<Value>| {
                 Req {
@@ -256,16 +342,17 @@ fn generate(rng: &mut Rng, index: usize, steps: usize) -> (String, Vec<Req>) {
                     body,
                 }
             };
-        let r = match rng.below(if kind.custom { 13 } else { 11 }) {
+        let row = &kind.row;
+        let r = match rng.below(14) {
             0 | 1 => req(
                 "create",
                 http::Method::POST,
                 &collection,
                 "application/json",
-                Some(whole(rng)),
+                Some(whole(rng, kind, &ns, &name)),
             ),
             2 => {
-                let mut body = whole(rng);
+                let mut body = whole(rng, kind, &ns, &name);
                 if rng.chance(50) {
                     // A stale resourceVersion: a conflict on both, or 404.
                     body["metadata"]["resourceVersion"] = json!("1");
@@ -279,14 +366,11 @@ fn generate(rng: &mut Rng, index: usize, steps: usize) -> (String, Vec<Req>) {
                 )
             }
             3 => {
-                let key = *rng.pick(KEYS);
-                let value = if rng.chance(30) {
-                    Value::Null
-                } else {
-                    json!(rng.pick(kind.values))
-                };
-                let mut body = map_patch(kind, key, value);
-                body["metadata"] = json!({"labels": random_labels(rng)});
+                let full = whole(rng, kind, &ns, &name);
+                let (ptr, values) = rng.pick(&row.fields);
+                let value = rng.pick(values).clone();
+                let mut body = patch_for(&full, ptr, &value);
+                body["metadata"]["labels"] = random_labels(rng, &ns);
                 req(
                     "merge-patch",
                     http::Method::PATCH,
@@ -296,12 +380,15 @@ fn generate(rng: &mut Rng, index: usize, steps: usize) -> (String, Vec<Req>) {
                 )
             }
             4 => {
-                let key = *rng.pick(KEYS);
-                let path = map_pointer(kind, key);
-                let op = match rng.below(3) {
-                    0 => json!({"op": "add", "path": path, "value": rng.pick(kind.values)}),
-                    1 => json!({"op": "remove", "path": path}),
-                    _ => json!({"op": "test", "path": path, "value": rng.pick(kind.values)}),
+                let (ptr, values) = rng.pick(&row.fields);
+                let value = rng.pick(values).clone();
+                // `null` is a removal; a typed field set to `null` by a JSON patch becomes its
+                // zero value on kube-apiserver (a Go decoding detail no client relies on).
+                let op = match (rng.below(3), value.is_null()) {
+                    (_, true) => json!({"op": "remove", "path": ptr}),
+                    (0, false) => json!({"op": "add", "path": ptr, "value": value}),
+                    (1, false) => json!({"op": "replace", "path": ptr, "value": value}),
+                    _ => json!({"op": "test", "path": ptr, "value": value}),
                 };
                 req(
                     "json-patch",
@@ -312,8 +399,11 @@ fn generate(rng: &mut Rng, index: usize, steps: usize) -> (String, Vec<Req>) {
                 )
             }
             5 => {
-                let (field, content) = random_content(rng, kind);
-                let body = json!({"metadata": {"labels": random_labels(rng)}, field: content});
+                let full = whole(rng, kind, &ns, &name);
+                let (ptr, values) = rng.pick(&row.fields);
+                let value = rng.pick(values).clone();
+                let mut body = patch_for(&full, ptr, &value);
+                body["metadata"]["labels"] = random_labels(rng, &ns);
                 req(
                     "strategic-patch",
                     http::Method::PATCH,
@@ -325,12 +415,7 @@ fn generate(rng: &mut Rng, index: usize, steps: usize) -> (String, Vec<Req>) {
             6 | 7 => {
                 let manager = rng.pick(MANAGERS);
                 let force = if rng.chance(30) { "&force=true" } else { "" };
-                let mut body = whole(rng);
-                if rng.chance(30) {
-                    let map = body.as_object_mut().unwrap();
-                    map.remove("data");
-                    map.remove("spec");
-                }
+                let body = whole(rng, kind, &ns, &name);
                 req(
                     "apply",
                     http::Method::PATCH,
@@ -354,55 +439,86 @@ fn generate(rng: &mut Rng, index: usize, steps: usize) -> (String, Vec<Req>) {
                     Some(body),
                 )
             }
-            9 => req(
-                "delete",
-                http::Method::DELETE,
-                &item,
-                "application/json",
-                None,
-            ),
-            10 => req("get", http::Method::GET, &item, "application/json", None),
-            11 => {
-                let body = json!({"status": {"phase": rng.pick(&["Ready", "Busy"])}});
+            9 => {
+                // Kinds whose deletes orphan by default get `Background`: kube-apiserver
+                // implements orphaning with a finalizer that only kube-controller-manager's
+                // garbage collector removes (see ORPHAN_BY_DEFAULT).
+                let policy = if ORPHAN_BY_DEFAULT.contains(&kind.name.as_str()) || rng.chance(30) {
+                    "?propagationPolicy=Background"
+                } else {
+                    ""
+                };
                 req(
-                    "status-patch",
-                    http::Method::PATCH,
-                    &format!("{item}/status"),
-                    "application/merge-patch+json",
-                    Some(body),
+                    "delete",
+                    http::Method::DELETE,
+                    &format!("{item}{policy}"),
+                    "application/json",
+                    None,
+                )
+            }
+            10 => req("get", http::Method::GET, &item, "application/json", None),
+            11 | 12 if !row.subs.is_empty() => {
+                let sub = rng.pick(&row.subs);
+                let body = (!sub.bodies.is_empty()).then(|| {
+                    let body = with_name(rng.pick(&sub.bodies), &name);
+                    if sub.whole {
+                        let mut obj = whole(rng, kind, &ns, &name);
+                        for (k, v) in body.as_object().unwrap() {
+                            obj[k] = v.clone();
+                        }
+                        obj
+                    } else {
+                        body
+                    }
+                });
+                let manager = if sub.content_type.starts_with("application/apply") {
+                    format!("?fieldManager={}", rng.pick(MANAGERS))
+                } else {
+                    String::new()
+                };
+                req(
+                    sub.op,
+                    sub.method.clone(),
+                    &format!("{item}/{}{manager}", sub.sub),
+                    sub.content_type,
+                    body,
                 )
             }
             _ => {
-                let manager = rng.pick(MANAGERS);
-                let body = json!({
-                    "apiVersion": kind.api_version, "kind": kind.name, "metadata": {"name": name},
-                    "status": {"phase": rng.pick(&["Ready", "Busy"])},
-                });
+                // An invalid object: a bad name, or a shape kube-apiserver refuses.
+                let mut body = whole(rng, kind, &ns, &name);
+                if row.invalid.is_empty() || rng.chance(30) {
+                    body["metadata"]["name"] = json!(rng.pick(&["Bad_Name", "-x", "a.b"]));
+                } else {
+                    let (ptr, value) = rng.pick(&row.invalid);
+                    set_field(&mut body, ptr, value.clone());
+                }
                 req(
-                    "status-apply",
-                    http::Method::PATCH,
-                    &format!("{item}/status?fieldManager={manager}"),
-                    "application/apply-patch+yaml",
+                    "create-invalid",
+                    http::Method::POST,
+                    &collection,
+                    "application/json",
                     Some(body),
                 )
             }
         };
         reqs.push(r);
     }
-    for kind in KINDS {
+    for &k in &chosen {
+        let kind = &all[k];
         reqs.push(Req {
             op: format!("list {}", kind.name),
             object: String::new(),
             method: http::Method::GET,
             path: format!(
-                "{}/namespaces/{ns}/{}?labelSelector=tier%3Dweb",
-                kind.api, kind.plural
+                "{}?labelSelector=fid%3D{ns},tier%3Dweb",
+                kind.collection(&ns)
             ),
             content_type: "application/json",
             body: None,
         });
     }
-    (ns, reqs)
+    (ns, chosen, reqs)
 }
 
 /// A list two items per page, following the server's continue tokens: each page's code and
@@ -411,7 +527,8 @@ async fn paginate(client: &kube::Client, path: &str) -> (Vec<Value>, usize) {
     let mut pages = Vec::new();
     let mut token = String::new();
     loop {
-        let mut uri = format!("{path}?limit=2");
+        let sep = if path.contains('?') { '&' } else { '?' };
+        let mut uri = format!("{path}{sep}limit=2");
         if !token.is_empty() {
             uri.push_str(&format!("&continue={token}"));
         }
@@ -463,7 +580,48 @@ fn normalize(value: &Value) -> Value {
     v
 }
 
+/// Values random by nature, anywhere in a body: a Service's cluster IPs (each server
+/// allocates from its own range), a Job's controller-uid labels (the Job's uid), a
+/// TokenRequest's token, and timestamps.
+fn normalize_random(v: &mut Value) {
+    match v {
+        Value::Object(map) => {
+            for (k, v) in map.iter_mut() {
+                match (k.as_str(), &mut *v) {
+                    ("clusterIP", Value::String(s)) if s != "None" => *s = "<ip>".into(),
+                    ("clusterIPs", Value::Array(ips)) => ips
+                        .iter_mut()
+                        .filter(|ip| *ip != "None")
+                        .for_each(|ip| *ip = json!("<ip>")),
+                    ("controller-uid" | "batch.kubernetes.io/controller-uid", Value::String(s)) => {
+                        *s = "<uid>".into()
+                    }
+                    ("token", Value::String(s)) if s.len() > 40 => *s = "<token>".into(),
+                    (_, v) => normalize_random(v),
+                }
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(normalize_random),
+        Value::String(s) if is_timestamp(s) => *s = "<time>".into(),
+        _ => {}
+    }
+}
+
+/// `2026-11-27T15:07:21Z`, with or without fractional seconds.
+fn is_timestamp(s: &str) -> bool {
+    let b = s.as_bytes();
+    b.len() >= 20
+        && b[4] == b'-'
+        && b[7] == b'-'
+        && b[10] == b'T'
+        && b[13] == b':'
+        && b[16] == b':'
+        && b[b.len() - 1] == b'Z'
+        && b[..4].iter().all(u8::is_ascii_digit)
+}
+
 fn normalize_in_place(v: &mut Value) {
+    normalize_random(v);
     let Some(map) = v.as_object_mut() else {
         return;
     };
@@ -573,6 +731,8 @@ fn signature(op: &str, pointer: &str) -> String {
 #[derive(Default)]
 struct Report {
     sequences: usize,
+    /// Kinds drawn from.
+    kinds: usize,
     requests: usize,
     events: usize,
     divergences: Vec<String>,
@@ -589,8 +749,9 @@ impl Report {
 
     fn print(&self, accepted: &[Accepted]) {
         println!(
-            "fidelity: {} sequences, {} requests and {} watch events per server, {} divergences outside the accepted list",
+            "fidelity: {} sequences over {} kinds, {} requests and {} watch events per server, {} divergences outside the accepted list",
             self.sequences,
+            self.kinds,
             self.requests,
             self.events,
             self.divergences.len()
@@ -609,44 +770,60 @@ impl Report {
     }
 }
 
-/// A watch on one type in one namespace from a resourceVersion, collected until the object
-/// `marker` appears.
+/// A watch on one collection (`path`) from a resourceVersion, read line by line until the
+/// object `marker` appears; on a cluster-scoped type, only events of objects whose names start
+/// with `ns-` are kept.
 async fn collect_watch(
     client: &kube::Client,
-    ar: &ApiResource,
+    path: &str,
+    namespaced: bool,
     ns: &str,
     rv: &str,
     marker: &str,
 ) -> Vec<Value> {
-    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, ar);
-    let mut stream = api
-        .watch(&WatchParams::default().timeout(25), rv)
-        .await
-        .unwrap()
-        .boxed();
+    use http_body_util::BodyExt;
+    let prefix = format!("{ns}-");
+    let uri = format!("{path}?watch=true&resourceVersion={rv}&timeoutSeconds=25");
+    let req = http::Request::get(&uri).body(Vec::new()).unwrap();
+    let res = client.send(req.map(Into::into)).await.unwrap();
+    assert_eq!(res.status(), 200, "watching {uri}");
+    let mut body = res.into_body();
+    let mut buffer: Vec<u8> = Vec::new();
     let mut events = Vec::new();
     let deadline = tokio::time::Instant::now() + WATCH_DEADLINE;
     loop {
-        let next = tokio::time::timeout_at(deadline, stream.next()).await;
-        let Ok(Some(Ok(event))) = next else {
-            panic!(
-                "the watch on {} in {ns} ended before the marker {marker}",
-                ar.plural
+        while let Some(end) = buffer.iter().position(|b| *b == b'\n') {
+            let line: Vec<u8> = buffer.drain(..=end).collect();
+            let event: Value = serde_json::from_slice(&line).unwrap_or_else(|e| {
+                panic!(
+                    "a watch line of {uri} is not JSON ({e}): {}",
+                    String::from_utf8_lossy(&line)
+                )
+            });
+            let kind = event["type"].as_str().unwrap_or_default().to_string();
+            let object = &event["object"];
+            assert!(
+                matches!(kind.as_str(), "ADDED" | "MODIFIED" | "DELETED" | "BOOKMARK"),
+                "watch {uri}: {event}"
             );
-        };
-        let (kind, object) = match event {
-            WatchEvent::Added(o) => ("ADDED", o),
-            WatchEvent::Modified(o) => ("MODIFIED", o),
-            WatchEvent::Deleted(o) => ("DELETED", o),
-            WatchEvent::Bookmark(_) => continue,
-            WatchEvent::Error(e) => panic!("watch error: {e:?}"),
-        };
-        if object.metadata.name.as_deref() == Some(marker) {
-            return events;
+            let name = object["metadata"]["name"].as_str().unwrap_or_default();
+            if kind == "BOOKMARK" || (!namespaced && name != marker && !name.starts_with(&prefix)) {
+                continue;
+            }
+            if name == marker {
+                return events;
+            }
+            events.push(json!({"type": kind, "object": normalize(object)}));
         }
-        events.push(
-            json!({"type": kind, "object": normalize(&serde_json::to_value(&object).unwrap())}),
-        );
+        let frame = tokio::time::timeout_at(deadline, body.frame()).await;
+        match frame {
+            Ok(Some(Ok(frame))) => {
+                if let Ok(data) = frame.into_data() {
+                    buffer.extend_from_slice(&data);
+                }
+            }
+            _ => panic!("the watch {uri} ended before the marker {marker}"),
+        }
     }
 }
 
@@ -658,7 +835,7 @@ async fn install_crd(client: &kube::Client) {
         method: http::Method::POST,
         path: "/apis/apiextensions.k8s.io/v1/customresourcedefinitions".into(),
         content_type: "application/json",
-        body: Some(gadget_crd()),
+        body: Some(kinds::gadget_crd()),
     };
     let (code, out) = send(client, &req).await;
     assert_eq!(code, 201, "creating the CRD: {out}");
@@ -696,6 +873,18 @@ fn without_repeats(events: &[Value]) -> Vec<Value> {
     out
 }
 
+/// A request with no report fields.
+fn plain(method: http::Method, path: String, body: Option<Value>) -> Req {
+    Req {
+        op: String::new(),
+        object: String::new(),
+        method,
+        path,
+        content_type: "application/json",
+        body,
+    }
+}
+
 /// Runs `sequences` sequences of `steps` random requests from `seed` against both clusters.
 async fn run(
     ours: &TestCluster,
@@ -708,32 +897,18 @@ async fn run(
     let mut rng = Rng(seed);
     let mut report = Report::default();
     let (a, b) = (ours.client(), theirs.client());
-    let gadgets = ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("fid.example.com", "v1", "Gadget"),
-        "gadgets",
-    );
-    let types = [
-        ApiResource::erase::<ConfigMap>(&()),
-        ApiResource::erase::<Secret>(&()),
-        gadgets,
-    ];
     for client in [&a, &b] {
         install_crd(client).await;
     }
+    let all = served_kinds(&a, env_or("MCR_FIDELITY_ALL", 0u8) == 1).await;
+    report.kinds = all.len();
     for index in 0..sequences {
-        let (ns, reqs) = generate(&mut rng, index, steps);
+        let (ns, chosen, reqs) = generate(&mut rng, &all, index, steps);
         // Watches from the resourceVersion each server has before the sequence.
         let start = |client: kube::Client| async move {
             let (_, list) = send(
                 &client,
-                &Req {
-                    op: String::new(),
-                    object: String::new(),
-                    method: http::Method::GET,
-                    path: "/api/v1/namespaces".into(),
-                    content_type: "application/json",
-                    body: None,
-                },
+                &plain(http::Method::GET, "/api/v1/namespaces".into(), None),
             )
             .await;
             list["metadata"]["resourceVersion"]
@@ -742,30 +917,22 @@ async fn run(
                 .to_string()
         };
         let (rv_a, rv_b) = (start(a.clone()).await, start(b.clone()).await);
+        let marker = |kind: &Kind| kind.object_name(&ns, &format!("zz-end-{index}"));
         let mut watches = Vec::new();
-        for ar in &types {
-            let marker = format!("zz-end-{index}");
-            let wa = tokio::spawn({
-                let (c, ar, ns, rv, m) = (
-                    a.clone(),
-                    ar.clone(),
+        for &k in &chosen {
+            let kind = &all[k];
+            let spawn = |client: &kube::Client, rv: &str| {
+                let (c, ar, namespaced, ns, rv, m) = (
+                    client.clone(),
+                    kind.collection(&ns),
+                    kind.namespaced,
                     ns.clone(),
-                    rv_a.clone(),
-                    marker.clone(),
+                    rv.to_string(),
+                    marker(kind),
                 );
-                async move { collect_watch(&c, &ar, &ns, &rv, &m).await }
-            });
-            let wb = tokio::spawn({
-                let (c, ar, ns, rv, m) = (
-                    b.clone(),
-                    ar.clone(),
-                    ns.clone(),
-                    rv_b.clone(),
-                    marker.clone(),
-                );
-                async move { collect_watch(&c, &ar, &ns, &rv, &m).await }
-            });
-            watches.push((ar.kind.clone(), wa, wb));
+                tokio::spawn(async move { collect_watch(&c, &ar, namespaced, &ns, &rv, &m).await })
+            };
+            watches.push((kind.name.clone(), spawn(&a, &rv_a), spawn(&b, &rv_b)));
         }
         for (i, req) in reqs.iter().enumerate() {
             let (x, y) = (send(&a, req).await, send(&b, req).await);
@@ -789,14 +956,28 @@ async fn run(
                 });
             }
         }
-        // Every object of each type, two per page, following each server's own continue
+        // Every object of each kind, two per page, following each server's own continue
         // tokens.
-        for kind in KINDS {
-            let path = format!("{}/namespaces/{ns}/{}", kind.api, kind.plural);
+        for &k in &chosen {
+            let kind = &all[k];
+            let path = format!("{}?labelSelector=fid%3D{ns}", kind.collection(&ns));
             let (x, n) = paginate(&a, &path).await;
             let (y, _) = paginate(&b, &path).await;
             report.requests += n;
-            let (x, y) = (Value::Array(x), Value::Array(y));
+            // Objects of other sequences share a cluster-scoped collection, and kube-apiserver
+            // fills a page before filtering it by label, so its pages may hold fewer items than
+            // the limit: there only the items, in order, are compared.
+            let flat = |pages: Vec<Value>| {
+                if kind.namespaced {
+                    return Value::Array(pages);
+                }
+                let items: Vec<Value> = pages
+                    .iter()
+                    .flat_map(|p| p[1]["items"].as_array().cloned().unwrap_or_default())
+                    .collect();
+                Value::Array(items)
+            };
+            let (x, y) = (flat(x), flat(y));
             if let Some(pointer) = first_difference(&x, &y, String::new()) {
                 let op = format!("paginate {}", kind.name);
                 report.record(accepted, signature(&op, &pointer), || {
@@ -807,21 +988,21 @@ async fn run(
             }
         }
         // End markers, then the event sequences.
-        for kind in KINDS {
-            let marker = Req {
-                op: String::new(),
-                object: String::new(),
-                method: http::Method::POST,
-                path: format!("{}/namespaces/{ns}/{}", kind.api, kind.plural),
-                content_type: "application/json",
-                body: Some(json!({
-                    "apiVersion": kind.api_version, "kind": kind.name,
-                    "metadata": {"name": format!("zz-end-{index}")},
-                })),
-            };
-            let (ca, _) = send(&a, &marker).await;
-            let (cb, _) = send(&b, &marker).await;
-            assert_eq!((ca, cb), (201, 201), "creating the end marker in {ns}");
+        for &k in &chosen {
+            let kind = &all[k];
+            let mut body = kind.row.body.clone();
+            body["apiVersion"] = json!(kind.api_version);
+            body["kind"] = json!(kind.name);
+            body["metadata"] = json!({"name": marker(kind)});
+            let req = plain(http::Method::POST, kind.collection(&ns), Some(body));
+            let (ca, oa) = send(&a, &req).await;
+            let (cb, ob) = send(&b, &req).await;
+            assert_eq!(
+                (ca, cb),
+                (201, 201),
+                "creating the end marker of {} in {ns}: {oa} {ob}",
+                kind.name
+            );
         }
         for (kind, wa, wb) in watches {
             let (ea, eb) = (wa.await.unwrap(), wb.await.unwrap());
@@ -871,9 +1052,17 @@ async fn generated_sequences_agree_between_two_emulators() {
     let theirs = TestCluster::start_on(Backend::Emulator, "fid-b")
         .await
         .unwrap();
-    let report = run(&ours, &theirs, 7, 5, 40, &[]).await;
+    let report = run(
+        &ours,
+        &theirs,
+        env_or("MCR_FIDELITY_SEED", 7),
+        env_or("MCR_FIDELITY_SEQUENCES", 5),
+        env_or("MCR_FIDELITY_STEPS", 40),
+        &[],
+    )
+    .await;
     report.print(&[]);
-    assert!(report.requests >= 5 * (1 + 40 + 2 * KINDS.len()));
+    assert!(report.requests >= 5 * (1 + 40 + 2 * KINDS_PER_SEQUENCE));
     assert!(report.events > 0, "the watches saw nothing");
     assert!(report.divergences.is_empty(), "two emulators diverged");
 }

@@ -48,6 +48,7 @@ pub(crate) fn apply(info: &TypeInfo, obj: &mut Value) -> Result<(), ApiError> {
                 ));
             }
             pod_spec(spec);
+            spec.entry("enableServiceLinks").or_insert(json!(true));
         }
         Special::Service => service(obj),
         Special::Job => {
@@ -58,24 +59,250 @@ pub(crate) fn apply(info: &TypeInfo, obj: &mut Value) -> Result<(), ApiError> {
                 ("backoffLimit", json!(6)),
                 ("completionMode", json!("NonIndexed")),
                 ("suspend", json!(false)),
-                ("manualSelector", Value::Null),
+                ("manualSelector", json!(false)),
+                ("podReplacementPolicy", json!("TerminatingOrFailed")),
             ] {
-                if !value.is_null() {
-                    spec.entry(field).or_insert(value);
-                }
+                spec.entry(field).or_insert(value);
             }
             let template = object_at_map(spec, "template");
             pod_spec(object_at_map(template, "spec"));
         }
+        Special::None if !info.rt.custom => by_table(&info.rt.kind, obj),
         _ => {}
     }
     Ok(())
+}
+
+/// The tolerations kube-apiserver's `DefaultTolerationSeconds` admission gives every Pod.
+const DEFAULT_TOLERATIONS: [(&str, &str); 2] = [
+    ("node.kubernetes.io/not-ready", "NoExecute"),
+    ("node.kubernetes.io/unreachable", "NoExecute"),
+];
+
+/// Where a kind keeps a Pod template's spec, and the defaults of its own fields: JSON
+/// pointers and values, each filled when absent (a pointer's parents are made as needed).
+fn table(kind: &str) -> (Option<&'static str>, Vec<(&'static str, Value)>) {
+    match kind {
+        "Deployment" => (
+            Some("/spec/template/spec"),
+            vec![
+                ("/spec/replicas", json!(1)),
+                ("/spec/revisionHistoryLimit", json!(10)),
+                ("/spec/progressDeadlineSeconds", json!(600)),
+                ("/spec/strategy/type", json!("RollingUpdate")),
+            ],
+        ),
+        "ReplicaSet" | "ReplicationController" => (
+            Some("/spec/template/spec"),
+            vec![("/spec/replicas", json!(1))],
+        ),
+        "StatefulSet" => (
+            Some("/spec/template/spec"),
+            vec![
+                ("/spec/replicas", json!(1)),
+                ("/spec/podManagementPolicy", json!("OrderedReady")),
+                ("/spec/revisionHistoryLimit", json!(10)),
+                ("/spec/serviceName", json!("")),
+                ("/spec/updateStrategy/type", json!("RollingUpdate")),
+                (
+                    "/spec/persistentVolumeClaimRetentionPolicy",
+                    json!({"whenDeleted": "Retain", "whenScaled": "Retain"}),
+                ),
+            ],
+        ),
+        "DaemonSet" => (
+            Some("/spec/template/spec"),
+            vec![
+                ("/spec/revisionHistoryLimit", json!(10)),
+                ("/spec/updateStrategy/type", json!("RollingUpdate")),
+            ],
+        ),
+        "CronJob" => (
+            Some("/spec/jobTemplate/spec/template/spec"),
+            vec![
+                ("/spec/concurrencyPolicy", json!("Allow")),
+                ("/spec/suspend", json!(false)),
+                ("/spec/successfulJobsHistoryLimit", json!(3)),
+                ("/spec/failedJobsHistoryLimit", json!(1)),
+                ("/spec/jobTemplate/metadata", json!({})),
+                ("/spec/jobTemplate/spec/template/metadata", json!({})),
+            ],
+        ),
+        "PodTemplate" => (Some("/template/spec"), vec![]),
+        "PersistentVolumeClaim" => (None, vec![("/spec/volumeMode", json!("Filesystem"))]),
+        "PersistentVolume" => (
+            None,
+            vec![
+                ("/spec/persistentVolumeReclaimPolicy", json!("Retain")),
+                ("/spec/volumeMode", json!("Filesystem")),
+            ],
+        ),
+        "PriorityClass" => (
+            None,
+            vec![("/preemptionPolicy", json!("PreemptLowerPriority"))],
+        ),
+        "StorageClass" => (
+            None,
+            vec![
+                ("/reclaimPolicy", json!("Delete")),
+                ("/volumeBindingMode", json!("Immediate")),
+            ],
+        ),
+        "HorizontalPodAutoscaler" => (
+            None,
+            vec![
+                ("/spec/minReplicas", json!(1)),
+                (
+                    "/spec/metrics",
+                    json!([{"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 80}}}]),
+                ),
+            ],
+        ),
+        "NetworkPolicy" => (None, vec![("/spec/policyTypes", json!(["Ingress"]))]),
+        _ => (None, vec![]),
+    }
+}
+
+/// The defaults of [`table`], and those inside lists: Endpoints ports' protocol, an
+/// EndpointSlice endpoint's conditions, a LimitRange's default limits and requests.
+fn by_table(kind: &str, obj: &mut Value) {
+    let (template, fields) = table(kind);
+    for (ptr, value) in fields {
+        fill(obj, ptr, value);
+    }
+    if let Some(ptr) = template
+        && let Some(Value::Object(spec)) = obj.pointer_mut(ptr)
+    {
+        pod_spec(spec);
+    }
+    let rolling = match kind {
+        "Deployment" => Some((
+            "strategy",
+            json!({"maxUnavailable": "25%", "maxSurge": "25%"}),
+        )),
+        "StatefulSet" => Some(("updateStrategy", json!({"partition": 0}))),
+        "DaemonSet" => Some((
+            "updateStrategy",
+            json!({"maxUnavailable": 1, "maxSurge": 0}),
+        )),
+        _ => None,
+    };
+    if let Some((field, value)) = rolling
+        && obj["spec"][field]["type"] == "RollingUpdate"
+    {
+        fill(&mut obj["spec"][field], "/rollingUpdate", value);
+    }
+    match kind {
+        "PersistentVolume" if obj["spec"]["hostPath"].is_object() => {
+            fill(&mut obj["spec"]["hostPath"], "/type", json!(""));
+        }
+        "Node" => {
+            let cidr = obj["spec"]["podCIDR"].clone();
+            if cidr.is_string() {
+                fill(obj, "/spec/podCIDRs", json!([cidr]));
+            }
+        }
+        "Endpoints" => {
+            for subset in obj["subsets"].as_array_mut().into_iter().flatten() {
+                for port in subset["ports"].as_array_mut().into_iter().flatten() {
+                    fill(port, "/protocol", json!("TCP"));
+                }
+            }
+        }
+        "EndpointSlice" => {
+            for endpoint in obj["endpoints"].as_array_mut().into_iter().flatten() {
+                fill(endpoint, "/conditions", json!({}));
+            }
+        }
+        "LimitRange" => {
+            for limit in obj["spec"]["limits"].as_array_mut().into_iter().flatten() {
+                if limit["type"] != "Container" {
+                    continue;
+                }
+                let max = limit["max"].clone();
+                if max.is_object() {
+                    fill(limit, "/default", max);
+                }
+                let default = limit["default"].clone();
+                if default.is_object() {
+                    fill(limit, "/defaultRequest", default);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Sets the value at JSON pointer `ptr` if nothing is there, making parent objects.
+fn fill(obj: &mut Value, ptr: &str, value: Value) {
+    let mut at = obj;
+    let mut parts = ptr.split('/').skip(1).peekable();
+    while let Some(part) = parts.next() {
+        if !at.is_object() {
+            if !at.is_null() {
+                return;
+            }
+            *at = json!({});
+        }
+        let Some(map) = at.as_object_mut() else {
+            return;
+        };
+        if parts.peek().is_none() {
+            match map.get(part) {
+                Some(v) if !v.is_null() => {}
+                _ => {
+                    map.insert(part.to_string(), value);
+                }
+            }
+            return;
+        }
+        at = map.entry(part.to_string()).or_insert(Value::Null);
+    }
+}
+
+/// The status kube-apiserver gives a new object of a kind (as its registry's strategy or the
+/// type's zero value does), and the finalizers its admission adds.
+fn initial(kind: &str) -> Option<(Value, &'static str)> {
+    Some(match kind {
+        "Deployment" | "ResourceQuota" | "CronJob" => (json!({}), ""),
+        "ReplicaSet" | "ReplicationController" => (json!({"replicas": 0}), ""),
+        "StatefulSet" => (json!({"availableReplicas": 0, "replicas": 0}), ""),
+        "DaemonSet" => (
+            json!({"currentNumberScheduled": 0, "desiredNumberScheduled": 0, "numberMisscheduled": 0, "numberReady": 0}),
+            "",
+        ),
+        "PodDisruptionBudget" => (
+            json!({"currentHealthy": 0, "desiredHealthy": 0, "disruptionsAllowed": 0, "expectedPods": 0}),
+            "",
+        ),
+        "Ingress" => (json!({"loadBalancer": {}}), ""),
+        "HorizontalPodAutoscaler" => (json!({"currentMetrics": null, "desiredReplicas": 0}), ""),
+        "PersistentVolumeClaim" => (json!({"phase": "Pending"}), "kubernetes.io/pvc-protection"),
+        "PersistentVolume" => (json!({"phase": "Pending"}), "kubernetes.io/pv-protection"),
+        _ => return None,
+    })
 }
 
 /// What the server sets when it first stores the object.
 pub(crate) fn on_create(store: &Store, info: &TypeInfo, obj: &mut Value) {
     match info.special {
         Special::Pod => {
+            // What the `Priority` and `DefaultTolerationSeconds` admission plugins set.
+            let spec = object_at(obj, "spec");
+            spec.entry("priority").or_insert(json!(0));
+            spec.entry("preemptionPolicy")
+                .or_insert(json!("PreemptLowerPriority"));
+            let tolerations = spec.entry("tolerations").or_insert(json!([]));
+            if let Some(list) = tolerations.as_array_mut() {
+                for (key, effect) in DEFAULT_TOLERATIONS {
+                    if !list
+                        .iter()
+                        .any(|t| t["key"] == key && t["effect"] == effect)
+                    {
+                        list.push(json!({"key": key, "operator": "Exists", "effect": effect, "tolerationSeconds": 300}));
+                    }
+                }
+            }
             let qos = qos_class(&obj["spec"]);
             if let Some(map) = obj.as_object_mut() {
                 map.insert(
@@ -91,6 +318,9 @@ pub(crate) fn on_create(store: &Store, info: &TypeInfo, obj: &mut Value) {
             }
         }
         Special::Job => {
+            if let Some(map) = obj.as_object_mut() {
+                map.insert("status".into(), json!({}));
+            }
             let uid = uid_of(obj).to_string();
             let name = name_of(obj).to_string();
             let manual = obj["spec"]["manualSelector"].as_bool() == Some(true);
@@ -125,6 +355,44 @@ pub(crate) fn on_create(store: &Store, info: &TypeInfo, obj: &mut Value) {
                 meta.insert("labels".into(), template_labels);
             }
         }
+        Special::None if !info.rt.custom && info.rt.kind == "Node" => {
+            // The `TaintNodesByCondition` admission plugin: a new Node is not ready yet.
+            let spec = object_at(obj, "spec");
+            let taints = spec.entry("taints").or_insert(json!([]));
+            if let Some(list) = taints.as_array_mut()
+                && !list
+                    .iter()
+                    .any(|t| t["key"] == "node.kubernetes.io/not-ready")
+            {
+                list.push(json!({"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}));
+            }
+        }
+        Special::None if !info.rt.custom && initial(&info.rt.kind).is_some() => {
+            let Some((status, finalizer)) = initial(&info.rt.kind) else {
+                return;
+            };
+            if let Some(map) = obj.as_object_mut() {
+                map.insert("status".into(), status);
+            }
+            if !finalizer.is_empty() {
+                let meta = object_at(obj, "metadata");
+                let list = meta.entry("finalizers").or_insert(json!([]));
+                if let Some(list) = list.as_array_mut()
+                    && !list.iter().any(|f| f == finalizer)
+                {
+                    list.push(json!(finalizer));
+                }
+            }
+            if info.rt.kind == "DaemonSet" {
+                let generation = obj["metadata"]["generation"].as_i64().unwrap_or(1);
+                let meta = object_at(obj, "metadata");
+                let annotations = object_at_map(meta, "annotations");
+                annotations.insert(
+                    "deprecated.daemonset.template.generation".into(),
+                    json!(generation.to_string()),
+                );
+            }
+        }
         Special::None
             if !info.rt.custom
                 && info.rt.kind == "APIService"
@@ -150,7 +418,6 @@ fn pod_spec(spec: &mut Map<String, Value>) {
         ("terminationGracePeriodSeconds", json!(30)),
         ("schedulerName", json!("default-scheduler")),
         ("securityContext", json!({})),
-        ("enableServiceLinks", json!(true)),
     ] {
         spec.entry(field).or_insert(value);
     }

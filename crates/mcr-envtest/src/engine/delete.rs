@@ -78,9 +78,14 @@ impl Engine {
             }
             let gone = gc::delete_object(&mut store, &info.res, &key, policy).unwrap_or(existing);
             let removed = store.get(&info.res, &key).is_none();
-            if removed && !matches!(info.special, Special::Namespace | Special::Crd) {
+            let returns_object = matches!(
+                info.special,
+                Special::Namespace | Special::Crd | Special::Pod
+            ) || (!rt.custom && rt.kind == "PodTemplate");
+            if removed && !returns_object {
                 // kube-apiserver answers an immediate delete with a `Status` (it returns the
-                // object only for Namespaces, and while finalizers hold it).
+                // object only for Namespaces, CRDs, Pods and PodTemplates, and while finalizers
+                // hold it).
                 return Ok(deleted_status(rt, name, uid_of(&gone)));
             }
             Ok(present(&gone, rt))

@@ -112,15 +112,44 @@ impl ApiError {
         )
     }
 
-    /// 422 Invalid: the object failed validation.
+    /// 422 Invalid: the object failed validation (`message` is one `field: Type: detail`).
     pub fn invalid(kind: &str, name: &str, message: impl Into<String>) -> Self {
-        let message = message.into();
-        Self::new(
+        Self::invalid_all(kind, name, vec![message.into()])
+    }
+
+    /// 422 Invalid listing every invalid field, each `field: Type: detail`, in the message
+    /// (bracketed when more than one) and as `details.causes`, as kube-apiserver lists them.
+    pub fn invalid_all(kind: &str, name: &str, errors: Vec<String>) -> Self {
+        let list = match errors.as_slice() {
+            [one] => one.clone(),
+            _ => format!("[{}]", errors.join(", ")),
+        };
+        let mut err = Self::new(
             422,
             "Invalid",
-            format!("{kind} \"{name}\" is invalid: {message}"),
+            format!("{kind} \"{name}\" is invalid: {list}"),
         )
-        .with_details("", kind, name)
+        .with_details("", kind, name);
+        let causes: Vec<Value> = errors.iter().filter_map(|e| cause(e)).collect();
+        if let (Some(details), false) = (err.details.as_mut(), causes.is_empty()) {
+            details["causes"] = Value::Array(causes);
+        }
+        err
+    }
+
+    /// Names the group in `details` (kube-apiserver's 422s do, for every group but the core
+    /// one).
+    pub fn in_group(mut self, group: &str) -> Self {
+        if let Some(details) = self.details.as_mut().filter(|_| !group.is_empty()) {
+            details["group"] = json!(group);
+            if let Some(kind) = details["kind"].as_str() {
+                let short = format!("{kind} \"");
+                if let Some(rest) = self.message.strip_prefix(&short) {
+                    self.message = format!("{kind}.{group} \"{rest}");
+                }
+            }
+        }
+        self
     }
 
     /// 500 InternalError.
@@ -152,4 +181,27 @@ fn qualified(group: &str, plural: &str) -> String {
     } else {
         format!("{plural}.{group}")
     }
+}
+
+/// The `details.causes` entry of one `field: Type: detail` validation error (none when the
+/// error names no field).
+fn cause(error: &str) -> Option<Value> {
+    let (field, message) = error.split_once(": ")?;
+    let path = field.split('[').next().unwrap_or(field);
+    if path.is_empty() || path.contains(' ') {
+        return None;
+    }
+    let kind = message.split(':').next().unwrap_or(message);
+    let reason = match kind {
+        "Invalid value" => "FieldValueInvalid",
+        "Required value" => "FieldValueRequired",
+        "Unsupported value" => "FieldValueNotSupported",
+        "Duplicate value" => "FieldValueDuplicate",
+        "Forbidden" => "FieldValueForbidden",
+        "Too long" => "FieldValueTooLong",
+        "Too many" => "FieldValueTooMany",
+        "Not found" => "FieldValueNotFound",
+        _ => return None,
+    };
+    Some(json!({"reason": reason, "message": message, "field": field}))
 }

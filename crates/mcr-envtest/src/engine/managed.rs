@@ -648,8 +648,37 @@ pub(crate) fn empty_object(kind: &str, custom: bool, api_version: &str) -> Value
         "ReplicaSet" => {
             json!({"metadata": meta, "spec": {"selector": null, "template": template}, "status": {"replicas": 0}})
         }
-        "Namespace" => json!({"metadata": meta, "spec": {}, "status": {}}),
-        "Lease" => json!({"metadata": meta, "spec": {}}),
+        "Namespace" | "ResourceQuota" | "PersistentVolume" | "Node" => {
+            json!({"metadata": meta, "spec": {}, "status": {}})
+        }
+        "Lease" | "LimitRange" | "IngressClass" => json!({"metadata": meta, "spec": {}}),
+        "Pod" => json!({"metadata": meta, "spec": {"containers": null}, "status": {}}),
+        "PodTemplate" => json!({"metadata": meta, "template": template}),
+        "Service" | "Ingress" => {
+            json!({"metadata": meta, "spec": {}, "status": {"loadBalancer": {}}})
+        }
+        "PersistentVolumeClaim" => {
+            json!({"metadata": meta, "spec": {"resources": {}}, "status": {}})
+        }
+        "StatefulSet" => {
+            json!({"metadata": meta, "spec": {"selector": null, "template": template, "updateStrategy": {}, "serviceName": ""}, "status": {"replicas": 0, "availableReplicas": 0}})
+        }
+        "DaemonSet" => {
+            json!({"metadata": meta, "spec": {"selector": null, "template": template, "updateStrategy": {}}, "status": {"currentNumberScheduled": 0, "numberMisscheduled": 0, "desiredNumberScheduled": 0, "numberReady": 0}})
+        }
+        "ReplicationController" => json!({"metadata": meta, "spec": {}, "status": {"replicas": 0}}),
+        "Job" => json!({"metadata": meta, "spec": {"template": template}, "status": {}}),
+        "CronJob" => {
+            json!({"metadata": meta, "spec": {"schedule": "", "jobTemplate": {"metadata": meta, "spec": {"template": template}}}, "status": {}})
+        }
+        "RoleBinding" | "ClusterRoleBinding" => json!({"metadata": meta, "roleRef": {}}),
+        "NetworkPolicy" => json!({"metadata": meta, "spec": {"podSelector": {}}}),
+        "PodDisruptionBudget" => {
+            json!({"metadata": meta, "spec": {}, "status": {"disruptionsAllowed": 0, "currentHealthy": 0, "desiredHealthy": 0, "expectedPods": 0}})
+        }
+        "HorizontalPodAutoscaler" => {
+            json!({"metadata": meta, "spec": {"scaleTargetRef": {}}, "status": {"desiredReplicas": 0}})
+        }
         _ => json!({"metadata": meta}),
     }
 }

@@ -115,10 +115,8 @@ pub(crate) fn is_dns_subdomain(s: &str) -> bool {
 pub(crate) enum NameRule {
     /// An RFC 1123 subdomain (most kinds).
     Subdomain,
-    /// An RFC 1123 label (Namespaces).
+    /// An RFC 1123 label (Namespaces, Services, StatefulSets).
     Label,
-    /// An RFC 1035 label: a label starting with a letter (Services).
-    Label1035,
     /// Any path segment: no `/` or `%`, not `.` or `..` (RBAC kinds, e.g. `system:discovery`).
     PathSegment,
 }
@@ -128,8 +126,7 @@ impl NameRule {
     pub(crate) fn of(kind: &str, custom: bool) -> NameRule {
         match kind {
             _ if custom => NameRule::Subdomain,
-            "Namespace" => NameRule::Label,
-            "Service" => NameRule::Label1035,
+            "Namespace" | "Service" | "StatefulSet" => NameRule::Label,
             "Role" | "ClusterRole" | "RoleBinding" | "ClusterRoleBinding" | "APIService" => {
                 NameRule::PathSegment
             }
@@ -138,18 +135,17 @@ impl NameRule {
     }
 }
 
-const LABEL_1035_MSG: &str = "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character";
 const PATH_SEGMENT_MSG: &str = "may not contain '/' or '%', and may not be '.' or '..'";
 
 /// Validates an object name by its kind's rule.
 pub(crate) fn validate_name(kind: &str, name: &str, rule: NameRule) -> Result<(), ApiError> {
     let (ok, msg) = match rule {
+        // kube-apiserver says why a valid subdomain is not a label.
+        NameRule::Label if is_dns_subdomain(name) && name.contains('.') => {
+            (false, "must not contain dots")
+        }
         NameRule::Label => (is_dns_label(name), LABEL_MSG),
         NameRule::Subdomain => (is_dns_subdomain(name), SUBDOMAIN_MSG),
-        NameRule::Label1035 => (
-            is_dns_label(name) && name.starts_with(|c: char| c.is_ascii_lowercase()),
-            LABEL_1035_MSG,
-        ),
         NameRule::PathSegment => (
             !name.is_empty() && name != "." && name != ".." && !name.contains(['/', '%']),
             PATH_SEGMENT_MSG,
@@ -195,7 +191,7 @@ mod tests {
         assert!(!is_dns_subdomain("a..b"));
         assert!(!is_dns_subdomain("-a"));
         assert!(validate_name("Namespace", "a.b", NameRule::Label).is_err());
-        assert!(validate_name("Service", "1web", NameRule::Label1035).is_err());
+        assert!(validate_name("Service", "1web", NameRule::of("Service", false)).is_ok());
         assert!(validate_name("ClusterRole", "system:view", NameRule::PathSegment).is_ok());
         assert!(validate_name("ClusterRole", "a/b", NameRule::PathSegment).is_err());
         assert_eq!(NameRule::of("ClusterRole", true), NameRule::Subdomain);

@@ -197,7 +197,33 @@ pub(crate) fn apply_patch(
         PatchType::Json => {
             let patch: json_patch::Patch = serde_json::from_slice(body)
                 .map_err(|e| bad_patch(format!("error decoding JSON patch: {e}")))?;
-            json_patch::patch(&mut doc, &patch.0).map_err(|_| {
+            // kube-apiserver's JSON patch replaces a missing member of an object by adding it.
+            let mut result = doc.clone();
+            let mut failed = false;
+            for op in patch.0 {
+                let op = match op {
+                    json_patch::PatchOperation::Replace(r)
+                        if result.pointer(r.path.as_str()).is_none()
+                            && r.path
+                                .parent()
+                                .and_then(|p| result.pointer(p.as_str()))
+                                .is_some_and(Value::is_object) =>
+                    {
+                        json_patch::PatchOperation::Add(json_patch::AddOperation {
+                            path: r.path,
+                            value: r.value,
+                        })
+                    }
+                    op => op,
+                };
+                if json_patch::patch(&mut result, std::slice::from_ref(&op)).is_err() {
+                    failed = true;
+                    break;
+                }
+            }
+            doc = result;
+            let outcome: Result<(), ()> = if failed { Err(()) } else { Ok(()) };
+            outcome.map_err(|_| {
                 // kube-apiserver says no more than this (and an empty `details`).
                 let mut err = ApiError::new(
                     422,

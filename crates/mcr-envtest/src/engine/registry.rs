@@ -251,7 +251,7 @@ const BUILTINS: &[Builtin] = &[
         row("", "v1", "Pod", "pods", NS, &["po"], ALL, &["status", "binding", "eviction", "ephemeralcontainers", "resize"], GEN),
         Special::Pod,
     ),
-    row("", "v1", "PodTemplate", "podtemplates", NS, &[], &[], &[], NO_GEN),
+    row("", "v1", "PodTemplate", "podtemplates", NS, &[], &[], &[], GEN),
     row("", "v1", "ReplicationController", "replicationcontrollers", NS, &["rc"], ALL, STATUS_SCALE, GEN),
     row("", "v1", "ResourceQuota", "resourcequotas", NS, &["quota"], &[], STATUS, NO_GEN),
     special(row("", "v1", "Secret", "secrets", NS, &[], &[], &[], NO_GEN), Special::Secret),
@@ -285,20 +285,20 @@ const BUILTINS: &[Builtin] = &[
     answered(AUTHZ, "SelfSubjectRulesReview", "selfsubjectrulesreviews", CLUSTER),
     answered(AUTHZ, "SubjectAccessReview", "subjectaccessreviews", CLUSTER),
     // autoscaling, batch
-    row("autoscaling", "v2", "HorizontalPodAutoscaler", "horizontalpodautoscalers", NS, &["hpa"], ALL, STATUS, GEN),
+    row("autoscaling", "v2", "HorizontalPodAutoscaler", "horizontalpodautoscalers", NS, &["hpa"], ALL, STATUS, NO_GEN),
     row("batch", "v1", "CronJob", "cronjobs", NS, &["cj"], ALL, STATUS, GEN),
     special(row("batch", "v1", "Job", "jobs", NS, &[], ALL, STATUS, GEN), Special::Job),
     // certificates.k8s.io
     row("certificates.k8s.io", "v1", "CertificateSigningRequest", "certificatesigningrequests", CLUSTER, &["csr"], &[], &["status", "approval"], NO_GEN),
     // coordination.k8s.io, discovery.k8s.io, events.k8s.io
     row("coordination.k8s.io", "v1", "Lease", "leases", NS, &[], &[], &[], NO_GEN),
-    row("discovery.k8s.io", "v1", "EndpointSlice", "endpointslices", NS, &[], &[], &[], NO_GEN),
+    row("discovery.k8s.io", "v1", "EndpointSlice", "endpointslices", NS, &[], &[], &[], GEN),
     row("events.k8s.io", "v1", "Event", "events", NS, &["ev"], &[], &[], NO_GEN),
     // flowcontrol.apiserver.k8s.io
     row("flowcontrol.apiserver.k8s.io", "v1", "FlowSchema", "flowschemas", CLUSTER, &[], &[], STATUS, GEN),
     row("flowcontrol.apiserver.k8s.io", "v1", "PriorityLevelConfiguration", "prioritylevelconfigurations", CLUSTER, &[], &[], STATUS, GEN),
     // networking.k8s.io
-    row("networking.k8s.io", "v1", "IngressClass", "ingressclasses", CLUSTER, &[], &[], &[], NO_GEN),
+    row("networking.k8s.io", "v1", "IngressClass", "ingressclasses", CLUSTER, &[], &[], &[], GEN),
     row("networking.k8s.io", "v1", "Ingress", "ingresses", NS, &["ing"], &[], STATUS, GEN),
     row("networking.k8s.io", "v1", "IPAddress", "ipaddresses", CLUSTER, &["ip"], &[], &[], NO_GEN),
     row("networking.k8s.io", "v1", "NetworkPolicy", "networkpolicies", NS, &["netpol"], &[], &[], GEN),
@@ -317,7 +317,7 @@ const BUILTINS: &[Builtin] = &[
     row("resource.k8s.io", "v1", "ResourceClaimTemplate", "resourceclaimtemplates", NS, &[], &[], &[], NO_GEN),
     row("resource.k8s.io", "v1", "ResourceSlice", "resourceslices", CLUSTER, &[], &[], &[], NO_GEN),
     // scheduling.k8s.io
-    row("scheduling.k8s.io", "v1", "PriorityClass", "priorityclasses", CLUSTER, &["pc"], &[], &[], NO_GEN),
+    row("scheduling.k8s.io", "v1", "PriorityClass", "priorityclasses", CLUSTER, &["pc"], &[], &[], GEN),
     // storage.k8s.io
     row("storage.k8s.io", "v1", "CSIDriver", "csidrivers", CLUSTER, &[], &[], &[], NO_GEN),
     row("storage.k8s.io", "v1", "CSINode", "csinodes", CLUSTER, &[], &[], &[], NO_GEN),

@@ -57,6 +57,17 @@ fn omit_empty(info: &TypeInfo, obj: &mut Value) {
             }
         }
     }
+    if !info.rt.custom
+        && let Some(map) = obj.as_object_mut()
+    {
+        // A built-in's typed fields have no `null`: a field set to null is left out.
+        for (key, value) in map.iter_mut() {
+            if key != "metadata" {
+                drop_nulls(value);
+            }
+        }
+        map.retain(|_, v| !v.is_null());
+    }
     let data_fields: &[&str] = match (info.rt.custom, info.rt.kind.as_str()) {
         (false, "ConfigMap") => &["data", "binaryData"],
         (false, "Secret") => &["data", "stringData"],
@@ -68,6 +79,18 @@ fn omit_empty(info: &TypeInfo, obj: &mut Value) {
                 map.remove(*field);
             }
         }
+    }
+}
+
+/// Removes the `null` members of every object inside `value`.
+fn drop_nulls(value: &mut Value) {
+    match value {
+        Value::Object(map) => {
+            map.retain(|_, v| !v.is_null());
+            map.values_mut().for_each(drop_nulls);
+        }
+        Value::Array(items) => items.iter_mut().for_each(drop_nulls),
+        _ => {}
     }
 }
 

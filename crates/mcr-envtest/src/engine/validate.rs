@@ -9,8 +9,7 @@ use super::registry::TypeInfo;
 
 const QUALIFIED_NAME_MSG: &str = "a qualified name is an optional DNS subdomain prefix and '/', then 1 to 63 alphanumeric characters, '-', '_' or '.', starting and ending with an alphanumeric character";
 const LABEL_VALUE_MSG: &str = "a label value is empty or at most 63 alphanumeric characters, '-', '_' or '.', starting and ending with an alphanumeric character";
-const DATA_KEY_MSG: &str =
-    "a data key is 1 to 253 alphanumeric characters, '-', '_' or '.', and not '.' or '..'";
+const DATA_KEY_MSG: &str = "a valid config key must consist of alphanumeric characters, '-', '_' or '.' (e.g. 'key.name',  or 'KEY_NAME',  or 'key-name', regex used for validation is '[-._a-zA-Z0-9]+')";
 
 /// The shape of a label value (also the name part of a qualified name).
 fn is_label_value(s: &str) -> bool {
@@ -87,15 +86,65 @@ pub(crate) fn check(info: &TypeInfo, obj: &Value) -> Result<(), ApiError> {
             }
         }
     }
+    if !info.rt.custom {
+        by_kind(&info.rt.kind, obj, &mut causes);
+    }
     if causes.is_empty() {
         return Ok(());
     }
-    let list = if causes.len() == 1 {
-        causes.remove(0)
-    } else {
-        format!("[{}]", causes.join(", "))
-    };
-    Err(ApiError::invalid(&info.rt.kind, name_of(obj), list))
+    Err(ApiError::invalid_all(&info.rt.kind, name_of(obj), causes).in_group(&info.rt.group))
+}
+
+/// The checks of single kinds that clients commonly run into.
+fn by_kind(kind: &str, obj: &Value, causes: &mut Vec<String>) {
+    let spec = &obj["spec"];
+    match kind {
+        "Deployment" | "ReplicaSet" | "DaemonSet" | "StatefulSet" => {
+            let labels = &spec["template"]["metadata"]["labels"];
+            let selects = spec["selector"]["matchLabels"]
+                .as_object()
+                .into_iter()
+                .flatten()
+                .all(|(k, v)| labels.get(k) == Some(v));
+            if !selects {
+                causes.push(format!(
+                    "spec.template.metadata.labels: Invalid value: {labels}: `selector` does not match template `labels`"
+                ));
+            }
+        }
+        "Job" => {
+            let policy = spec["template"]["spec"]["restartPolicy"].as_str();
+            if !matches!(policy, Some("OnFailure" | "Never")) {
+                causes.push(
+                    "spec.template.spec.restartPolicy: Required value: valid values: \"OnFailure\", \"Never\"".into(),
+                );
+            }
+        }
+        "Service" => {
+            let external = spec["type"] == "ExternalName" || spec["clusterIP"] == "None";
+            if !external && spec["ports"].as_array().is_none_or(Vec::is_empty) {
+                causes.push("spec.ports: Required value".into());
+            }
+        }
+        "PersistentVolumeClaim" if spec["accessModes"].as_array().is_none_or(Vec::is_empty) => {
+            causes.push(
+                "spec.accessModes: Required value: at least 1 access mode is required".into(),
+            );
+        }
+        "Pod" => {
+            for (i, c) in spec["containers"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .enumerate()
+            {
+                if c["image"].as_str().is_none_or(str::is_empty) {
+                    causes.push(format!("spec.containers[{i}].image: Required value"));
+                }
+            }
+        }
+        _ => {}
+    }
 }
 
 #[cfg(test)]

@@ -109,6 +109,21 @@ impl Engine {
         subresource: Option<&str>,
         opts: &WriteOptions,
     ) -> Result<Value, ApiError> {
+        self.update_created(rt, namespace, name, body, subresource, opts)
+            .map(|(object, _)| object)
+    }
+
+    /// [`Engine::update`], also saying whether the update created the object: kube-apiserver
+    /// creates on `PUT` the kinds listed in [`CREATE_ON_UPDATE`].
+    pub fn update_created(
+        &self,
+        rt: &ResourceType,
+        namespace: Option<&str>,
+        name: &str,
+        body: Value,
+        subresource: Option<&str>,
+        opts: &WriteOptions,
+    ) -> Result<(Value, bool), ApiError> {
         let mut store = self.inner.write();
         let result = update_locked(&mut store, rt, namespace, name, body, subresource, opts);
         let rv = store.rv;
@@ -117,6 +132,19 @@ impl Engine {
         result
     }
 }
+
+/// Built-in kinds that a `PUT` creates when they do not exist (the `AllowCreateOnUpdate` of
+/// their kube-apiserver registry).
+const CREATE_ON_UPDATE: &[&str] = &[
+    "Role",
+    "ClusterRole",
+    "RoleBinding",
+    "ClusterRoleBinding",
+    "LimitRange",
+    "Endpoints",
+    "Event",
+    "Lease",
+];
 
 /// Validates a subresource name for a type.
 pub(crate) fn check_subresource(
@@ -138,7 +166,7 @@ fn update_locked(
     body: Value,
     subresource: Option<&str>,
     opts: &WriteOptions,
-) -> Result<Value, ApiError> {
+) -> Result<(Value, bool), ApiError> {
     let info = store.registry.lookup(rt)?;
     let ns = scope(&info, namespace)?;
     check_subresource(&info, subresource)?;
@@ -155,6 +183,11 @@ fn update_locked(
     }
     let key: ObjKey = (ns, name.to_string());
     let Some(existing) = store.get(&info.res, &key).cloned() else {
+        if subresource.is_none() && !rt.custom && CREATE_ON_UPDATE.contains(&rt.kind.as_str()) {
+            let ns = key.0.clone();
+            return create_locked(store, &info, &ns, body, opts, Operation::Update)
+                .map(|created| (created, true));
+        }
         return Err(ApiError::not_found(&rt.group, &rt.plural, name));
     };
     let (want_rv, have_rv) = (rv_of(&body), rv_of(&existing));
@@ -209,6 +242,7 @@ fn update_locked(
         opts,
         Operation::Update,
     )
+    .map(|updated| (updated, false))
 }
 
 /// Creates under the lock: validation, server fields, hooks, storage.
@@ -259,16 +293,9 @@ pub(crate) fn create_locked(
             }
         }
     }
-    validate_name(&rt.kind, &name, NameRule::of(&rt.kind, rt.custom))?;
+    validate_name(&rt.kind, &name, NameRule::of(&rt.kind, rt.custom))
+        .map_err(|e| e.in_group(&rt.group))?;
     let key: ObjKey = (ns.to_string(), name.clone());
-    if let Some(existing) = store.get(&info.res, &key) {
-        let mut err = ApiError::already_exists(&rt.group, &rt.plural, &name);
-        if is_deleting(existing) {
-            // kube-apiserver says why the name is still taken.
-            err.message = format!("object is being deleted: {}", err.message);
-        }
-        return Err(err);
-    }
     let meta = meta_mut(&mut obj);
     meta.insert("name".into(), Value::String(name.clone()));
     for field in [
@@ -293,6 +320,15 @@ pub(crate) fn create_locked(
         map.remove("status");
     }
     special::defaults(info, &mut obj)?;
+    // Validation comes first: an invalid object is 422 even when its name is taken.
+    if let Some(existing) = store.get(&info.res, &key) {
+        let mut err = ApiError::already_exists(&rt.group, &rt.plural, &name);
+        if is_deleting(existing) {
+            // kube-apiserver says why the name is still taken.
+            err.message = format!("object is being deleted: {}", err.message);
+        }
+        return Err(err);
+    }
     if operation == Operation::Update {
         // Tracked against the type's empty object, as kube-apiserver does for a create.
         let empty = super::managed::empty_object(&rt.kind, rt.custom, &rt.api_version());

@@ -194,7 +194,11 @@ fn serve(
         Verb::Update => {
             let object = parse_object(req.headers(), body)?;
             let opts = write_options(&query, req.headers(), false)?;
-            engine.update(&rt, ns, name, object, sub, &opts)?
+            let (updated, created) = engine.update_created(&rt, ns, name, object, sub, &opts)?;
+            if created {
+                return Ok(response::json(201, &output.encode(updated)?));
+            }
+            updated
         }
         Verb::Patch => {
             let patch_type = patch_type(req.headers())?;

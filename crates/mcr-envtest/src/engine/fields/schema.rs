@@ -229,6 +229,20 @@ fn pod_template() -> Arc<Schema> {
     object(vec![("metadata", object_meta()), ("spec", pod_spec)])
 }
 
+/// `schema` (an object) with a `status` of these fields.
+fn with_status(schema: &Arc<Schema>, status: Vec<(&str, Arc<Schema>)>) -> Arc<Schema> {
+    let Schema::Map(m) = schema.as_ref() else {
+        return schema.clone();
+    };
+    let mut fields: Vec<(&str, Arc<Schema>)> = m
+        .fields
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.clone()))
+        .collect();
+    fields.push(("status", object(status)));
+    object(fields)
+}
+
 fn workload(status: Vec<(&str, Arc<Schema>)>) -> Arc<Schema> {
     let mut status = status;
     status.push(("conditions", keyed(&["type"], structure())));
@@ -266,8 +280,114 @@ pub(crate) fn builtin(kind: &str) -> Arc<Schema> {
                 ("stringData", strings()),
             ]),
         );
-        m.insert("Deployment", workload(vec![]));
-        m.insert("ReplicaSet", workload(vec![]));
+        for kind in ["Deployment", "ReplicaSet", "StatefulSet", "DaemonSet"] {
+            m.insert(kind, workload(vec![]));
+        }
+        let conditions = || ("conditions", keyed(&["type"], structure()));
+        let pod = pod_template();
+        m.insert("Pod", with_status(&pod, vec![conditions()]));
+        m.insert(
+            "PodTemplate",
+            object(vec![("metadata", object_meta()), ("template", pod.clone())]),
+        );
+        m.insert(
+            "ReplicationController",
+            object(vec![
+                ("metadata", object_meta()),
+                (
+                    "spec",
+                    object(vec![
+                        ("selector", atomic_struct()),
+                        ("template", pod.clone()),
+                    ]),
+                ),
+                ("status", object(vec![conditions()])),
+            ]),
+        );
+        let job_spec = || {
+            object(vec![
+                ("selector", atomic_struct()),
+                ("template", pod_template()),
+            ])
+        };
+        m.insert(
+            "Job",
+            object(vec![
+                ("metadata", object_meta()),
+                ("spec", job_spec()),
+                ("status", object(vec![conditions()])),
+            ]),
+        );
+        m.insert(
+            "CronJob",
+            object(vec![
+                ("metadata", object_meta()),
+                (
+                    "spec",
+                    object(vec![(
+                        "jobTemplate",
+                        object(vec![("metadata", object_meta()), ("spec", job_spec())]),
+                    )]),
+                ),
+            ]),
+        );
+        m.insert(
+            "Service",
+            object(vec![
+                ("metadata", object_meta()),
+                (
+                    "spec",
+                    object(vec![
+                        ("selector", atomic_struct()),
+                        (
+                            "ports",
+                            keyed_with_defaults(
+                                vec![
+                                    ("port", None),
+                                    ("protocol", Some(Value::String("TCP".into()))),
+                                ],
+                                structure(),
+                            ),
+                        ),
+                    ]),
+                ),
+                ("status", object(vec![conditions()])),
+            ]),
+        );
+        let binding = || {
+            object(vec![
+                ("metadata", object_meta()),
+                ("roleRef", atomic_struct()),
+            ])
+        };
+        m.insert("RoleBinding", binding());
+        m.insert("ClusterRoleBinding", binding());
+        m.insert(
+            "PodDisruptionBudget",
+            object(vec![
+                ("metadata", object_meta()),
+                ("spec", object(vec![("selector", atomic_struct())])),
+                (
+                    "status",
+                    object(vec![conditions(), ("disruptedPods", strings())]),
+                ),
+            ]),
+        );
+        let backend = || object(vec![("service", object(vec![("port", atomic_struct())]))]);
+        m.insert(
+            "Ingress",
+            object(vec![
+                ("metadata", object_meta()),
+                ("spec", object(vec![("defaultBackend", backend())])),
+            ]),
+        );
+        m.insert(
+            "NetworkPolicy",
+            object(vec![
+                ("metadata", object_meta()),
+                ("spec", object(vec![("podSelector", atomic_struct())])),
+            ]),
+        );
         m.insert(
             "Namespace",
             object(vec![
