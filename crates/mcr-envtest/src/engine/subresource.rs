@@ -43,7 +43,9 @@ impl Engine {
     /// let engine = Engine::new();
     /// let rt = engine.resolve("apps", "v1", "deployments").unwrap();
     /// let d = serde_json::json!({"metadata": {"name": "d"}, "spec": {"replicas": 2,
-    ///     "selector": {"matchLabels": {"app": "d"}}}});
+    ///     "selector": {"matchLabels": {"app": "d"}},
+    ///     "template": {"metadata": {"labels": {"app": "d"}},
+    ///                  "spec": {"containers": [{"name": "c", "image": "busybox"}]}}}});
     /// engine.create(&rt, Some("default"), d, &WriteOptions::default()).unwrap();
     /// let scale = engine.get_subresource(&rt, Some("default"), "d", "scale").unwrap();
     /// assert_eq!((scale["spec"]["replicas"].as_i64(), scale["status"]["selector"].as_str()), (Some(2), Some("app=d")));
@@ -73,7 +75,9 @@ impl Engine {
     /// let engine = Engine::new();
     /// let rt = engine.resolve("apps", "v1", "statefulsets").unwrap();
     /// let s = serde_json::json!({"metadata": {"name": "s"}, "spec": {"replicas": 1,
-    ///     "selector": {"matchLabels": {"app": "s"}}}});
+    ///     "selector": {"matchLabels": {"app": "s"}},
+    ///     "template": {"metadata": {"labels": {"app": "s"}},
+    ///                  "spec": {"containers": [{"name": "c", "image": "busybox"}]}}}});
     /// engine.create(&rt, Some("default"), s, &WriteOptions::default()).unwrap();
     /// let patch = SubresourceWrite::Patch(PatchType::Merge, br#"{"spec":{"replicas":3}}"#);
     /// engine.write_subresource(&rt, Some("default"), "s", "scale", patch, &WriteOptions::default()).unwrap();
