@@ -10,7 +10,7 @@ use common::*;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::{
     Api, ResourceExt,
-    api::{ObjectMeta, PostParams},
+    api::PostParams,
     runtime::{controller::Action, reflector::ObjectRef},
 };
 use mcr_core::InformerOptions;
@@ -18,21 +18,7 @@ use mcr_manager::{Context, Controller, Manager, Request, WatchOptions};
 
 /// Creates namespace `ns` and ConfigMap `name` in it (value `v` = `ns`).
 async fn create_in(client: &kube::Client, ns: &str, name: &str) {
-    let namespace = Namespace {
-        metadata: ObjectMeta {
-            name: Some(ns.into()),
-            ..ObjectMeta::default()
-        },
-        ..Namespace::default()
-    };
-    match Api::<Namespace>::all(client.clone())
-        .create(&PostParams::default(), &namespace)
-        .await
-    {
-        Ok(_) => {}
-        Err(kube::Error::Api(s)) if s.code == 409 => {}
-        Err(e) => panic!("creating namespace {ns}: {e}"),
-    }
+    mcr_test_support::create_namespace(client, ns, &[]).await;
     Api::<ConfigMap>::namespaced(client.clone(), ns)
         .create(&PostParams::default(), &cm(name, ns))
         .await

@@ -157,7 +157,7 @@ pub fn string_map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
         .collect()
 }
 
-/// Creates the namespace `name` with `labels`.
+/// Creates the namespace `name` with `labels`; one that already exists is left as it is.
 pub async fn create_namespace(client: &kube::Client, name: &str, labels: &[(&str, &str)]) {
     let ns = Namespace {
         metadata: ObjectMeta {
@@ -167,10 +167,14 @@ pub async fn create_namespace(client: &kube::Client, name: &str, labels: &[(&str
         },
         ..Default::default()
     };
-    Api::<Namespace>::all(client.clone())
+    match Api::<Namespace>::all(client.clone())
         .create(&PostParams::default(), &ns)
         .await
-        .expect("create namespace");
+    {
+        Ok(_) => {}
+        Err(kube::Error::Api(status)) if status.code == 409 => {}
+        Err(err) => panic!("creating namespace {name}: {err}"),
+    }
 }
 
 /// Creates or replaces the Secret `ns/name` as `edit` leaves it (starting from the stored one,
