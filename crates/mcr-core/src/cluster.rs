@@ -61,7 +61,7 @@ struct Inner {
 ///
 /// Cheap to clone (an `Arc` inside); clones are the *same instance*
 /// ([`same_instance`](Cluster::same_instance)). A cluster is built by a provider and handed to
-/// [`Clusters::add`](crate::Clusters::add), which starts its cache.
+/// [`Engagements::add`](crate::Engagements::add), which starts its cache.
 ///
 /// ```no_run
 /// # async fn f() -> Result<(), Box<dyn std::error::Error>> {
@@ -130,7 +130,7 @@ impl Cluster {
     }
 
     /// Sets the content hash of whatever defines the connection (e.g. of the kubeconfig), used
-    /// by [`Clusters::add_or_replace`](crate::Clusters::add_or_replace) to skip needless
+    /// by [`Engagements::add_or_replace`](crate::Engagements::add_or_replace) to skip needless
     /// reconnects. Keeps the id.
     ///
     /// ```no_run

@@ -62,14 +62,13 @@
 
 mod cache;
 mod cluster;
-mod clusters;
+mod engagements;
 mod error;
 mod index;
 mod member_status;
 pub mod name;
 mod provider;
 mod redact;
-mod registry;
 
 pub mod backoff;
 pub mod credentials;
@@ -78,11 +77,12 @@ pub mod members;
 pub mod providers;
 pub mod sanitize;
 pub mod scope;
-pub mod shard;
+pub mod coordinator;
 
 pub use cache::{Cache, CacheEvent, CacheView, Informer, InformerOptions, watch, watch_metadata};
 pub use cluster::{Cluster, ClusterId, Released};
-pub use clusters::{AddOutcome, Clusters, ClustersOptions};
+pub use coordinator::{Coordinator, Ownership};
+pub use engagements::{AddOutcome, DEFAULT_SYNC_TIMEOUT, Engagements, Phase};
 pub use error::{
     BoxError, ClusterNotFound, Error, ErrorChain, cluster_not_found, is_cluster_not_found,
     panic_message,
@@ -91,7 +91,6 @@ pub use index::FieldIndex;
 pub use member_status::{MemberState, MemberStatus};
 pub use name::ClusterName;
 pub use provider::{Aware, BoxFuture, Provider, ProviderRunnable};
-pub use registry::Registry;
 
 #[cfg(test)]
 mod tests;

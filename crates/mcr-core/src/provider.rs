@@ -1,24 +1,23 @@
 //! The provider contract: [`Provider`], [`ProviderRunnable`] and [`Aware`].
 //!
 //! A *provider* knows a source of truth for the fleet (Secrets, files, ClusterProfiles, …). It
-//! builds a [`Cluster`] for each member and hands it to [`Clusters::add`](crate::Clusters::add),
-//! which starts its cache, waits for sync, applies field indexes and then calls
-//! [`Aware::engage`] on the manager. All three traits are object-safe: the manager holds an
-//! `Arc<dyn Provider>` and gives providers an `Arc<dyn Aware>`.
-
-use std::sync::Arc;
+//! builds a [`Cluster`] for each member and hands it to the process's one table of engaged
+//! clusters, [`Engagements::add`], which starts its cache, engages it with every subscriber
+//! ([`Aware::engage`]: the manager's controllers and runnables), applies field indexes, waits
+//! for sync and activates it. The traits are object-safe: the manager holds an
+//! `Arc<dyn Provider>` and hands the provider its [`Engagements`] when it starts.
 
 use tokio_util::sync::CancellationToken;
 
-use crate::{Cluster, ClusterName, Error, FieldIndex, MemberStatus, shard::Sharder};
+use crate::{Cluster, ClusterName, Engagements, Error, FieldIndex, MemberStatus};
 
 /// A boxed, `Send` future (re-exported from `futures` so providers need no extra import).
 pub type BoxFuture<'a, T> = futures::future::BoxFuture<'a, T>;
 
 /// A source of clusters.
 ///
-/// Implementations keep their engaged clusters in a [`Clusters`](crate::Clusters) and forward
-/// `get` and `index_field` to it. See the crate documentation for a complete custom provider.
+/// Implementations answer `get` and `index_field` from the [`Engagements`] handle they were
+/// started with. See the crate documentation for a complete custom provider.
 ///
 /// ```
 /// use mcr_core::{BoxFuture, Cluster, ClusterName, Error, FieldIndex, Provider};
@@ -74,8 +73,7 @@ pub trait Provider: Send + Sync + 'static {
 /// The discovery loop of a provider.
 ///
 /// ```
-/// use std::sync::Arc;
-/// use mcr_core::{Aware, BoxFuture, Error, ProviderRunnable};
+/// use mcr_core::{BoxFuture, Engagements, Error, ProviderRunnable};
 /// use tokio_util::sync::CancellationToken;
 ///
 /// struct Idle;
@@ -83,7 +81,7 @@ pub trait Provider: Send + Sync + 'static {
 ///     fn start<'a>(
 ///         &'a self,
 ///         token: CancellationToken,
-///         _aware: Arc<dyn Aware>,
+///         _engagements: Engagements,
 ///     ) -> BoxFuture<'a, Result<(), Error>> {
 ///         Box::pin(async move {
 ///             token.cancelled().await;
@@ -93,8 +91,9 @@ pub trait Provider: Send + Sync + 'static {
 /// }
 /// ```
 pub trait ProviderRunnable: Send + Sync {
-    /// Runs discovery: engages clusters with `aware` (through
-    /// [`Clusters::add`](crate::Clusters::add)) as they appear and removes them as they go.
+    /// Runs discovery: adds clusters to `engagements` ([`Engagements::add`]) as they appear
+    /// and removes them as they go. A provider narrows the handle with
+    /// [`prefixed("")`](Engagements::prefixed), so that it lists and removes only its own.
     ///
     /// Contract: returns only when `token` is cancelled (then `Ok(())`) or on a fatal error.
     /// A failing *member* cluster is logged and retried, never fatal. Clusters engaged by the
@@ -102,11 +101,13 @@ pub trait ProviderRunnable: Send + Sync {
     fn start<'a>(
         &'a self,
         token: CancellationToken,
-        aware: Arc<dyn Aware>,
+        engagements: Engagements,
     ) -> BoxFuture<'a, Result<(), Error>>;
 }
 
-/// Something that wants to know about engaged clusters (the manager, a [`Registry`](crate::Registry)).
+/// Something that wants to know about engaged clusters: a controller, a runnable, anything
+/// [subscribed](Engagements::subscribe) to the table. [`Engagements`] is one too: engaging
+/// with it by hand records a started cluster as active.
 ///
 /// ```
 /// use mcr_core::{Aware, Cluster, ClusterName, Error};
@@ -134,23 +135,9 @@ pub trait Aware: Send + Sync + 'static {
         cluster: Cluster,
     ) -> Result<(), Error>;
 
-    /// Which clusters this replica owns, when the fleet is sharded across replicas (see
-    /// [`shard`](crate::shard)). Providers ask it before building a member's client and
-    /// engage only owned clusters. Defaults to `None`: this replica owns every cluster.
-    fn sharder(&self) -> Option<Arc<dyn Sharder>> {
-        None
-    }
-
-    /// A shared handle on this `Aware`, through which a cluster parked because another
-    /// replica owned it is engaged once this replica owns it
-    /// ([`Clusters::add`](crate::Clusters::add) keeps it while the cluster is parked).
-    /// Defaults to `None`; an `Aware` with a [`sharder`](Aware::sharder) returns `Some`.
-    fn shared(&self) -> Option<Arc<dyn Aware>> {
-        None
-    }
 }
 
-impl<T: Aware + ?Sized> Aware for Arc<T> {
+impl<T: Aware + ?Sized> Aware for std::sync::Arc<T> {
     fn engage(
         &self,
         token: CancellationToken,
@@ -160,11 +147,4 @@ impl<T: Aware + ?Sized> Aware for Arc<T> {
         (**self).engage(token, name, cluster)
     }
 
-    fn sharder(&self) -> Option<Arc<dyn Sharder>> {
-        (**self).sharder()
-    }
-
-    fn shared(&self) -> Option<Arc<dyn Aware>> {
-        (**self).shared()
-    }
 }

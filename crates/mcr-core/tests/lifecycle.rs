@@ -1,4 +1,4 @@
-//! `Clusters`, `Registry` and the small providers against emulated API servers.
+//! The `Engagements` table and the small providers against emulated API servers.
 
 mod support;
 
@@ -6,7 +6,7 @@ use std::{sync::Arc, time::Duration};
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use mcr_core::{
-    Aware, Cluster, ClusterName, Clusters, ClustersOptions, Error, FieldIndex, Provider, Registry,
+    Aware, Cluster, ClusterName, Engagements, Error, FieldIndex, Provider,
     is_cluster_not_found, providers::clusters::ClustersProvider,
 };
 use mcr_envtest::{Fleet, Partition, TestCluster};
@@ -44,13 +44,13 @@ async fn assert_cache_stopped(cluster: &Cluster) {
 async fn add_starts_syncs_indexes_and_engages() {
     let tc = TestCluster::start("member").await.unwrap();
     create(&tc.client(), "a", "x").await;
-    let clusters = Clusters::new();
+    let clusters = Engagements::new();
     clusters.index_field(&by_app()).await.unwrap();
-    let registry = Registry::new();
+    let registry = clusters.clone();
     let parent = CancellationToken::new();
     let cluster = Cluster::new("member", tc.client());
     clusters
-        .add(&parent, cluster.clone(), &registry)
+        .add(&parent, cluster.clone())
         .await
         .unwrap();
 
@@ -87,15 +87,13 @@ async fn add_starts_syncs_indexes_and_engages() {
 async fn sync_timeout_leaves_no_cluster_and_no_task() {
     let tc = TestCluster::start("hung").await.unwrap();
     tc.partition(Partition::Hang);
-    let clusters = Clusters::with_options(ClustersOptions {
-        sync_timeout: Duration::from_millis(300),
-    });
+    let clusters = Engagements::new().with_sync_timeout(Duration::from_millis(300));
     clusters.index_field(&by_app()).await.unwrap();
-    let registry = Registry::new();
+    let registry = clusters.clone();
     let parent = CancellationToken::new();
     let cluster = Cluster::new("hung", tc.client());
     let err = clusters
-        .add(&parent, cluster.clone(), &registry)
+        .add(&parent, cluster.clone())
         .await
         .unwrap_err();
     assert!(
@@ -112,7 +110,7 @@ async fn sync_timeout_leaves_no_cluster_and_no_task() {
     // Once healed, a new instance joins fine.
     tc.heal();
     clusters
-        .add(&parent, Cluster::new("hung", tc.client()), &registry)
+        .add(&parent, Cluster::new("hung", tc.client()))
         .await
         .unwrap();
     assert_eq!(registry.names(), ["hung"]);
@@ -122,12 +120,13 @@ async fn sync_timeout_leaves_no_cluster_and_no_task() {
 #[tokio::test]
 async fn engage_error_leaves_no_cluster_and_no_task() {
     let tc = TestCluster::start("refused").await.unwrap();
-    let clusters = Clusters::new();
+    let clusters = Engagements::new();
+    clusters.subscribe(std::sync::Arc::new(Refuse));
     clusters.index_field(&by_app()).await.unwrap();
     let parent = CancellationToken::new();
     let cluster = Cluster::new("refused", tc.client());
     let err = clusters
-        .add(&parent, cluster.clone(), &Refuse)
+        .add(&parent, cluster.clone())
         .await
         .unwrap_err();
     assert!(
@@ -141,17 +140,17 @@ async fn engage_error_leaves_no_cluster_and_no_task() {
 #[tokio::test]
 async fn duplicate_is_refused_and_the_first_keeps_running() {
     let tc = TestCluster::start("dup").await.unwrap();
-    let clusters = Clusters::new();
-    let registry = Registry::new();
+    let clusters = Engagements::new();
+    let registry = clusters.clone();
     let parent = CancellationToken::new();
     let first = Cluster::new("dup", tc.client());
     clusters
-        .add(&parent, first.clone(), &registry)
+        .add(&parent, first.clone())
         .await
         .unwrap();
     let second = Cluster::new("dup", tc.client());
     let err = clusters
-        .add(&parent, second.clone(), &registry)
+        .add(&parent, second.clone())
         .await
         .unwrap_err();
     assert!(matches!(err, Error::AlreadyEngaged(ref n) if n == "dup"));
@@ -178,7 +177,7 @@ async fn clusters_provider_over_a_fleet() {
             .unwrap();
     }
     provider.index_field(&by_app()).await.unwrap();
-    let registry = Registry::new();
+    let registry = Engagements::new();
     let token = CancellationToken::new();
     let run = {
         let (provider, token, registry) = (provider.clone(), token.clone(), registry.clone());
@@ -186,7 +185,7 @@ async fn clusters_provider_over_a_fleet() {
             provider
                 .runnable()
                 .unwrap()
-                .start(token, Arc::new(registry))
+                .start(token, registry)
                 .await
         })
     };
@@ -230,25 +229,18 @@ async fn a_replacement_that_cannot_sync_keeps_the_old_instance() {
     let tc = TestCluster::start("kept").await.unwrap();
     let hung = TestCluster::start("kept-next").await.unwrap();
     hung.partition(Partition::Hang);
-    let clusters = Clusters::with_options(ClustersOptions {
-        sync_timeout: Duration::from_millis(500),
-    });
+    let clusters = Engagements::new().with_sync_timeout(Duration::from_millis(500));
     clusters.index_field(&by_app()).await.unwrap();
-    let registry = Registry::new();
+    let registry = clusters.clone();
     let parent = CancellationToken::new();
     let v1 = Cluster::new("kept", tc.client()).with_connection_hash("v1");
-    clusters.add(&parent, v1.clone(), &registry).await.unwrap();
+    clusters.add(&parent, v1.clone()).await.unwrap();
     let v1_token = clusters.token(&"kept".into()).unwrap();
 
     let v2 = Cluster::new("kept", hung.client()).with_connection_hash("v2");
     let replacing = {
-        let (clusters, parent, registry, v2) = (
-            clusters.clone(),
-            parent.clone(),
-            registry.clone(),
-            v2.clone(),
-        );
-        tokio::spawn(async move { clusters.add_or_replace(&parent, v2, &registry).await })
+        let (clusters, parent, v2) = (clusters.clone(), parent.clone(), v2.clone());
+        tokio::spawn(async move { clusters.add_or_replace(&parent, v2).await })
     };
     // While the new instance syncs, the old one is still the member.
     eventually("the new instance is being brought up", DEADLINE, || {
@@ -279,7 +271,7 @@ async fn a_replacement_that_cannot_sync_keeps_the_old_instance() {
     // A replacement that syncs takes over, and the old instance stops.
     let v3 = Cluster::new("kept", tc.client()).with_connection_hash("v3");
     let out = clusters
-        .add_or_replace(&parent, v3.clone(), &registry)
+        .add_or_replace(&parent, v3.clone())
         .await
         .unwrap();
     assert_eq!(out, mcr_core::AddOutcome::Replaced);
@@ -306,16 +298,14 @@ async fn a_replacement_that_cannot_sync_keeps_the_old_instance() {
 async fn an_add_dropped_mid_sync_does_not_hide_the_member_from_the_next_run() {
     let tc = TestCluster::start("dropped").await.unwrap();
     tc.partition(Partition::Hang);
-    let clusters = Clusters::with_options(ClustersOptions {
-        sync_timeout: Duration::from_secs(300),
-    });
+    let clusters = Engagements::new().with_sync_timeout(Duration::from_secs(300));
     clusters.index_field(&by_app()).await.unwrap();
-    let registry = Registry::new();
+    let registry = clusters.clone();
     let first_run = CancellationToken::new();
     let adding = {
-        let (clusters, run, registry) = (clusters.clone(), first_run.clone(), registry.clone());
+        let (clusters, run) = (clusters.clone(), first_run.clone());
         let cluster = Cluster::new("dropped", tc.client()).with_connection_hash("same");
-        tokio::spawn(async move { clusters.add_or_replace(&run, cluster, &registry).await })
+        tokio::spawn(async move { clusters.add_or_replace(&run, cluster).await })
     };
     eventually("the member is being brought up", DEADLINE, || {
         clusters.token(&"dropped".into()).is_some()
@@ -331,7 +321,7 @@ async fn an_add_dropped_mid_sync_does_not_hide_the_member_from_the_next_run() {
     let second_run = CancellationToken::new();
     let again = Cluster::new("dropped", tc.client()).with_connection_hash("same");
     let out = clusters
-        .add_or_replace(&second_run, again.clone(), &registry)
+        .add_or_replace(&second_run, again.clone())
         .await
         .unwrap();
     assert_eq!(out, mcr_core::AddOutcome::Added);

@@ -10,7 +10,7 @@ use mcr_core::kubeconfig::{ExecPolicy, ExecRule, Policy};
 use mcr_core::members::{
     Connection, Converge, Ensured, Error, Member, Members, MembersOptions, Workers,
 };
-use mcr_core::{BoxFuture, ClusterName, Registry};
+use mcr_core::{BoxFuture, ClusterName, Engagements};
 use mcr_envtest::TestCluster;
 use mcr_envtest::wait::eventually;
 use tokio_util::sync::CancellationToken;
@@ -47,43 +47,44 @@ async fn unchanged_renewed_in_place_then_replaced_on_server_change() {
         connection(&yaml)
     };
     let members = Members::new(options());
-    let (token, registry) = (CancellationToken::new(), Registry::new());
+    let (token, registry) = (CancellationToken::new(), Engagements::new());
+    members.bind(&registry).unwrap();
     let name = ClusterName::new("one");
 
     let first = minted("a");
     let added = members
-        .ensure(&token, &registry, &name, &first)
+        .ensure(&token, &name, &first)
         .await
         .unwrap();
     assert!(matches!(added, Ensured::Added(_)), "{added:?}");
     let id = added.id();
     let again = members
-        .ensure(&token, &registry, &name, &first)
+        .ensure(&token, &name, &first)
         .await
         .unwrap();
     assert_eq!(again, Ensured::Unchanged(id), "same hash: nothing done");
     assert_eq!(members.unchanged(&name, &first), Some(id));
 
-    let cluster = members.clusters().get(&name).unwrap();
+    let cluster = members.engagements().get(&name).unwrap();
     let informer = cluster.cache().informer::<ConfigMap>();
     informer.wait_for_sync(DEADLINE).await.unwrap();
     let lists = member.request_count("list", "configmaps");
 
     // New client certificate, then a bearer token: same server and CA, only credentials.
     let renewed = members
-        .ensure(&token, &registry, &name, &minted("b"))
+        .ensure(&token, &name, &minted("b"))
         .await
         .unwrap();
     assert_eq!(renewed, Ensured::Renewed(id), "same instance");
     let renewed = members
-        .ensure(&token, &registry, &name, &token_kubeconfig(&member))
+        .ensure(&token, &name, &token_kubeconfig(&member))
         .await
         .unwrap();
     assert_eq!(renewed, Ensured::Renewed(id));
     assert_eq!(cluster.credentials().unwrap().status().renewals, 2);
     assert!(
         members
-            .clusters()
+            .engagements()
             .get(&name)
             .unwrap()
             .same_instance(&cluster)
@@ -97,7 +98,7 @@ async fn unchanged_renewed_in_place_then_replaced_on_server_change() {
 
     // A different server is a new instance.
     let replaced = members
-        .ensure(&token, &registry, &name, &token_kubeconfig(&other))
+        .ensure(&token, &name, &token_kubeconfig(&other))
         .await
         .unwrap();
     assert!(
@@ -112,17 +113,18 @@ async fn unchanged_renewed_in_place_then_replaced_on_server_change() {
 async fn not_renewable_connections_are_replaced() {
     let member = TestCluster::start_https("member").await.unwrap();
     let members = Members::new(options());
-    let (token, registry) = (CancellationToken::new(), Registry::new());
+    let (token, registry) = (CancellationToken::new(), Engagements::new());
+    members.bind(&registry).unwrap();
     let name = ClusterName::new("one");
     let conn = token_kubeconfig(&member).renewable(false);
     let id = members
-        .ensure(&token, &registry, &name, &conn)
+        .ensure(&token, &name, &conn)
         .await
         .unwrap()
         .id();
     let rotated = conn.clone().with_hash("rotated");
     let replaced = members
-        .ensure(&token, &registry, &name, &rotated)
+        .ensure(&token, &name, &rotated)
         .await
         .unwrap();
     assert!(
@@ -167,7 +169,8 @@ async fn policy_denials_are_classified_and_not_retryable() {
     )));
     // The members' policy is the default one: no plugins, files or proxies.
     let members = Members::new(options());
-    let (token, registry) = (CancellationToken::new(), Registry::new());
+    let (token, registry) = (CancellationToken::new(), Engagements::new());
+    members.bind(&registry).unwrap();
     for (what, conn) in [
         ("exec", exec),
         ("auth-provider", auth_provider),
@@ -176,7 +179,7 @@ async fn policy_denials_are_classified_and_not_retryable() {
         ("pinned", pinned),
     ] {
         let err = members
-            .ensure(&token, &registry, &ClusterName::new(what), &conn)
+            .ensure(&token, &ClusterName::new(what), &conn)
             .await
             .unwrap_err();
         assert!(matches!(err, Error::PolicyDenied { .. }), "{what}: {err}");
@@ -204,16 +207,17 @@ async fn a_rotation_the_policy_refuses_is_not_renewed_in_place() {
     }
     let rotated = Connection::new(kc, None).unwrap();
     let members = Members::new(options());
-    let (token, registry) = (CancellationToken::new(), Registry::new());
+    let (token, registry) = (CancellationToken::new(), Engagements::new());
+    members.bind(&registry).unwrap();
     let name = ClusterName::new("one");
     let id = members
-        .ensure(&token, &registry, &name, &token_kubeconfig(&member))
+        .ensure(&token, &name, &token_kubeconfig(&member))
         .await
         .unwrap()
         .id();
 
     let err = members
-        .ensure(&token, &registry, &name, &rotated)
+        .ensure(&token, &name, &rotated)
         .await
         .unwrap_err();
     assert!(matches!(err, Error::PolicyDenied { .. }), "{err}");
@@ -227,7 +231,7 @@ async fn a_rotation_the_policy_refuses_is_not_renewed_in_place() {
     // The same rotation under a policy allowing file references is renewed in place.
     let allowed = rotated.with_policy(Policy::default().allow_file_references(true));
     let renewed = members
-        .ensure(&token, &registry, &name, &allowed)
+        .ensure(&token, &name, &allowed)
         .await
         .unwrap();
     assert_eq!(renewed, Ensured::Renewed(id));
@@ -300,10 +304,11 @@ async fn each_member_backs_off_on_its_own_and_a_new_desired_state_resets_it() {
         probe_timeout: Some(Duration::from_secs(5)),
         ..options()
     });
-    let (token, registry) = (CancellationToken::new(), Arc::new(Registry::new()));
+    let (token, registry) = (CancellationToken::new(), Engagements::new());
+    members.bind(&registry).unwrap();
     let shared = Shared::default();
     let recorder = shared.0.clone();
-    let workers = Workers::new(&members, &token, registry.clone(), shared);
+    let workers = Workers::new(&members, &token, shared);
     // Port 9 (discard) on localhost refuses connections: every probe fails at once.
     let bad = unreachable_kubeconfig("http://127.0.0.1:9");
     workers.ensure(&"bad-a".into(), bad.clone());
@@ -359,10 +364,11 @@ async fn a_hung_member_blocks_neither_another_member_nor_shutdown() {
         probe_timeout: Some(Duration::from_secs(3600)),
         ..options()
     });
-    let (token, registry) = (CancellationToken::new(), Arc::new(Registry::new()));
+    let (token, registry) = (CancellationToken::new(), Engagements::new());
+    members.bind(&registry).unwrap();
     let shared = Shared::default();
     let recorder = shared.0.clone();
-    let workers = Workers::new(&members, &token, registry.clone(), shared);
+    let workers = Workers::new(&members, &token, shared);
     workers.ensure(
         &"hung".into(),
         unreachable_kubeconfig(&format!("http://{addr}")),
@@ -397,7 +403,8 @@ async fn a_hung_member_blocks_neither_another_member_nor_shutdown() {
 async fn a_second_run_is_refused_and_ending_the_run_removes_every_member() {
     let member = TestCluster::start_https("member").await.unwrap();
     let members = Members::new(options());
-    let (token, registry) = (CancellationToken::new(), Registry::new());
+    let (token, registry) = (CancellationToken::new(), Engagements::new());
+    members.bind(&registry).unwrap();
     let guard = members.start_run("test").unwrap();
     let err = members.start_run("test").unwrap_err();
     assert!(
@@ -405,7 +412,7 @@ async fn a_second_run_is_refused_and_ending_the_run_removes_every_member() {
         "{err}"
     );
     members
-        .ensure(&token, &registry, &"one".into(), &token_kubeconfig(&member))
+        .ensure(&token, &"one".into(), &token_kubeconfig(&member))
         .await
         .unwrap();
     assert_eq!(members.names(), ["one"]);
@@ -455,9 +462,10 @@ async fn a_panicking_attempt_is_retried_and_reported() {
         backoff_initial: Duration::from_millis(500),
         ..options()
     });
-    let (token, registry) = (CancellationToken::new(), Arc::new(Registry::new()));
+    let (token, registry) = (CancellationToken::new(), Engagements::new());
+    members.bind(&registry).unwrap();
     let reconcile = PanicsOnce::default();
-    let workers = Workers::new(&members, &token, registry.clone(), reconcile.clone());
+    let workers = Workers::new(&members, &token, reconcile.clone());
     let kubeconfig: Arc<str> = Arc::from(tc.kubeconfig_yaml().unwrap());
     workers.ensure(&"panicky".into(), kubeconfig);
     eventually("the panic reported as the member's failure", DEADLINE, || {

@@ -1,14 +1,13 @@
-//! The ownership gate (`mcr_core::shard`) against the emulator: a member another replica owns
-//! gets no client and no engagement; when ownership moves, the old member is stopped and the
-//! newly owned one engaged, on both paths (the per-name workers and `Clusters::add`).
+//! The ownership gate (`mcr_core::coordinator`) against the emulator: a member another replica
+//! owns gets no client and no engagement; when ownership moves, the old member is stopped and
+//! the newly owned one engaged, on both paths (the per-name workers and `Engagements::add`).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use mcr_core::members::{Connection, Converge, Error, Member, Members, MembersOptions, Workers};
-use mcr_core::shard::{Ownership, Sharder};
-use mcr_core::{Aware, BoxFuture, Cluster, ClusterName, Clusters, Registry};
+use mcr_core::{BoxFuture, Cluster, ClusterName, Coordinator, Engagements, Ownership};
 use mcr_envtest::TestCluster;
 use mcr_envtest::wait::eventually;
 use tokio::sync::watch;
@@ -36,7 +35,7 @@ impl Owned {
     }
 }
 
-impl Sharder for Owned {
+impl Coordinator for Owned {
     fn owner(&self, name: &ClusterName) -> Ownership {
         if self.names.lock().unwrap().contains(name.as_str()) {
             Ownership::Owned
@@ -52,30 +51,11 @@ impl Sharder for Owned {
     }
 }
 
-/// A registry behind the test's sharder (what the manager is in sharded mode).
-#[derive(Clone)]
-struct Gated {
-    registry: Registry,
-    owned: Arc<Owned>,
-}
-
-impl Aware for Gated {
-    fn engage(
-        &self,
-        token: CancellationToken,
-        name: ClusterName,
-        cluster: Cluster,
-    ) -> Result<(), mcr_core::Error> {
-        self.registry.engage(token, name, cluster)
-    }
-
-    fn sharder(&self) -> Option<Arc<dyn Sharder>> {
-        Some(self.owned.clone())
-    }
-
-    fn shared(&self) -> Option<Arc<dyn Aware>> {
-        Some(Arc::new(self.clone()))
-    }
+/// A table behind the test's coordinator (what the manager is in sharded mode).
+fn gated(owned: &Arc<Owned>) -> Engagements {
+    let table = Engagements::new();
+    let _ = table.coordinate(owned.clone());
+    table
 }
 
 /// Counts the attempts (each builds a client) per name.
@@ -117,35 +97,33 @@ async fn workers_build_only_owned_members_and_follow_ownership() {
     let a = TestCluster::start_https("a").await.unwrap();
     let b = TestCluster::start_https("b").await.unwrap();
     let owned = Owned::new(&["a"]);
-    let aware = Gated {
-        registry: Registry::new(),
-        owned: owned.clone(),
-    };
+    let registry = gated(&owned);
     let members = Members::new(MembersOptions::default());
+    members.bind(&registry).unwrap();
     let token = CancellationToken::new();
     let count = Count::default();
-    let workers = Workers::new(&members, &token, Arc::new(aware.clone()), count.clone());
+    let workers = Workers::new(&members, &token, count.clone());
     workers.ensure(&"a".into(), Arc::from(a.kubeconfig_yaml().unwrap()));
     workers.ensure(&"b".into(), Arc::from(b.kubeconfig_yaml().unwrap()));
-    eventually("a engaged", DEADLINE, || aware.registry.names() == ["a"]).await;
+    eventually("a engaged", DEADLINE, || registry.names() == ["a"]).await;
     assert_eq!(
         count.of("b"),
         0,
         "no client is built for a member owned elsewhere"
     );
     assert_eq!(members.names(), ["a"]);
-    let a_token = aware.registry.engagements()[0].2.clone();
+    let a_token = registry.active()[0].2.clone();
 
     owned.set(&["b"]);
     eventually("b engaged, a released", DEADLINE, || {
-        aware.registry.names() == ["b"] && members.names() == ["b"]
+        registry.names() == ["b"] && members.names() == ["b"]
     })
     .await;
     assert!(a_token.is_cancelled(), "a's engagement was stopped");
 
     owned.set(&["a", "b"]);
     eventually("a engaged again", DEADLINE, || {
-        aware.registry.names() == ["a", "b"]
+        registry.names() == ["a", "b"]
     })
     .await;
     workers.shutdown().await;
@@ -161,27 +139,24 @@ async fn clusters_park_what_another_replica_owns_and_engage_it_when_owned() {
     let a = TestCluster::start_https("a").await.unwrap();
     let b = TestCluster::start_https("b").await.unwrap();
     let owned = Owned::new(&["a"]);
-    let aware = Gated {
-        registry: Registry::new(),
-        owned: owned.clone(),
-    };
-    let clusters = Clusters::new();
+    let registry = gated(&owned);
+    let clusters = registry.prefixed("");
     let token = CancellationToken::new();
     let cb = Cluster::new("b", b.client());
     clusters
-        .add(&token, Cluster::new("a", a.client()), &aware)
+        .add(&token, Cluster::new("a", a.client()))
         .await
         .unwrap();
-    clusters.add(&token, cb.clone(), &aware).await.unwrap();
+    clusters.add(&token, cb.clone()).await.unwrap();
     assert_eq!(clusters.names(), ["a"]);
     assert_eq!(clusters.parked(), ["b"]);
     assert!(!cb.cache().is_started(), "a parked cluster starts nothing");
-    assert_eq!(aware.registry.names(), ["a"]);
+    assert_eq!(registry.names(), ["a"]);
     let a_token = clusters.token(&"a".into()).unwrap();
 
     owned.set(&["b"]);
     eventually("b engaged, a parked", DEADLINE, || {
-        aware.registry.names() == ["b"] && clusters.parked() == ["a"]
+        registry.names() == ["b"] && clusters.parked() == ["a"]
     })
     .await;
     assert!(a_token.is_cancelled());
@@ -191,7 +166,7 @@ async fn clusters_park_what_another_replica_owns_and_engage_it_when_owned() {
     assert!(clusters.parked().is_empty());
     owned.set(&["a", "b"]);
     eventually("nothing parked comes back", DEADLINE, || {
-        aware.registry.names() == ["b"]
+        registry.names() == ["b"]
     })
     .await;
     token.cancel();

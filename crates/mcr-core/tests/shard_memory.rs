@@ -7,8 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use mcr_core::members::{Converge, Error, Member, Members, MembersOptions, Workers};
-use mcr_core::shard::{Ownership, Sharder};
-use mcr_core::{Aware, BoxFuture, Cluster, ClusterName, Registry};
+use mcr_core::{BoxFuture, ClusterName, Coordinator, Engagements, Ownership};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
@@ -23,7 +22,7 @@ fn rss() -> Option<i64> {
 /// Owns nothing.
 struct Nothing(watch::Sender<u64>);
 
-impl Sharder for Nothing {
+impl Coordinator for Nothing {
     fn owner(&self, _: &ClusterName) -> Ownership {
         Ownership::Elsewhere {
             owner: Some("replica-2".into()),
@@ -31,26 +30,6 @@ impl Sharder for Nothing {
     }
     fn changes(&self) -> watch::Receiver<u64> {
         self.0.subscribe()
-    }
-}
-
-#[derive(Clone)]
-struct Gated(Registry, Arc<Nothing>);
-
-impl Aware for Gated {
-    fn engage(
-        &self,
-        token: CancellationToken,
-        name: ClusterName,
-        cluster: Cluster,
-    ) -> Result<(), mcr_core::Error> {
-        self.0.engage(token, name, cluster)
-    }
-    fn sharder(&self) -> Option<Arc<dyn Sharder>> {
-        Some(self.1.clone())
-    }
-    fn shared(&self) -> Option<Arc<dyn Aware>> {
-        Some(Arc::new(self.clone()))
     }
 }
 
@@ -75,10 +54,12 @@ async fn a_member_owned_elsewhere_costs_at_most_2_kib() {
         eprintln!("no /proc/self/status: skipped");
         return;
     };
-    let aware = Gated(Registry::new(), Arc::new(Nothing(watch::channel(0).0)));
+    let table = Engagements::new();
+    let _ = table.coordinate(Arc::new(Nothing(watch::channel(0).0)));
     let members = Members::new(MembersOptions::default());
+    members.bind(&table).unwrap();
     let token = CancellationToken::new();
-    let workers = Workers::new(&members, &token, Arc::new(aware), Never);
+    let workers = Workers::new(&members, &token, Never);
     let desired: Arc<str> = Arc::from("kubeconfig stands here (shared)");
     let names: Vec<ClusterName> = (0..N)
         .map(|i| ClusterName::from(format!("member-{i:05}")))

@@ -418,7 +418,7 @@ impl Cache {
 
     /// Opens here every informer `other` has (same types, resources and options), so a new
     /// instance of a cluster can list everything the running one watches before it takes over
-    /// (see [`Clusters::add_or_replace`](crate::Clusters::add_or_replace)).
+    /// (see [`Engagements::add_or_replace`](crate::Engagements::add_or_replace)).
     pub(crate) fn open_informers_of(&self, other: &Cache) {
         let reopens: Vec<Reopen> = other
             .inner

@@ -223,7 +223,7 @@ fn check_static_credentials(config: &Config) -> Result<(), String> {
 }
 
 /// Builds a ready [`Cluster`] named `name` for `context` (`None` = the current context), with
-/// its [`connection_hash`] set, so that [`Clusters::add_or_replace`](crate::Clusters::add_or_replace)
+/// its [`connection_hash`] set, so that [`Engagements::add_or_replace`](crate::Engagements::add_or_replace)
 /// keeps it when the same kubeconfig is seen again. See [`client_for_context`] for the steps
 /// and the policy.
 ///

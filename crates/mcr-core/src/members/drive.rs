@@ -1,13 +1,10 @@
 //! [`Dispatch`] and [`ProviderShared::drive`]: the event loop of a provider that watches its
 //! source of truth on a host cluster.
 
-use std::sync::Arc;
-
 use futures::{Stream, StreamExt};
 use tokio_util::sync::CancellationToken;
 
 use super::{Converge, ProviderShared, Workers};
-use crate::Aware;
 
 /// What a provider does with the items of its watch streams: turn each into statuses and
 /// desired states for its [`Workers`], which it gives up when the run ends.
@@ -29,28 +26,26 @@ pub trait Dispatch: Sized {
 
 impl<O, K: Ord + Clone, V: Clone> ProviderShared<O, K, V> {
     /// Runs one discovery loop: [`Workers`] converging members with `converge` (engaging through
-    /// `aware`) behind a dispatcher `D`, fed with `events` until `token` is cancelled or the
+    /// the members' [`engagements`](super::Members::engagements)) behind a dispatcher `D`, fed with `events` until `token` is cancelled or the
     /// streams end; then drops the streams, shuts the workers down (without waiting for builds
     /// in flight) and clears the statuses.
     ///
     /// ```no_run
-    /// # use std::sync::Arc;
     /// # use mcr_core::members::{Dispatch, ProviderShared};
     /// # async fn f<D: Dispatch<Item = u32>>(
-    /// #     shared: ProviderShared<(), String, ()>, converge: D::Converge, aware: Arc<dyn mcr_core::Aware>,
+    /// #     shared: ProviderShared<(), String, ()>, converge: D::Converge,
     /// # ) {
     /// let token = tokio_util::sync::CancellationToken::new();
-    /// shared.drive::<D>(&token, aware, converge, futures::stream::iter([1, 2, 3])).await;
+    /// shared.drive::<D>(&token, converge, futures::stream::iter([1, 2, 3])).await;
     /// # }
     /// ```
     pub async fn drive<D: Dispatch>(
         &self,
         token: &CancellationToken,
-        aware: Arc<dyn Aware>,
         converge: D::Converge,
         events: impl Stream<Item = D::Item>,
     ) {
-        let mut dispatcher = D::new(Workers::new(&self.members, token, aware, converge));
+        let mut dispatcher = D::new(Workers::new(&self.members, token, converge));
         {
             let mut events = std::pin::pin!(events);
             loop {

@@ -7,7 +7,7 @@ use tracing::{debug, info};
 
 use super::{Connection, Ensured, Error, Members, ProbeError};
 use crate::kubeconfig::{self, Policy};
-use crate::{AddOutcome, Aware, Cluster, ClusterId, ClusterName, credentials};
+use crate::{AddOutcome, Cluster, ClusterId, ClusterName, credentials};
 
 impl Members {
     /// Brings the member `name` to `connection`, bounded in time at every step:
@@ -29,18 +29,17 @@ impl Members {
     /// point (a credential plugin still running is killed).
     ///
     /// ```no_run
-    /// # async fn f(members: mcr_core::members::Members, aware: &dyn mcr_core::Aware, bytes: &[u8]) -> Result<(), Box<dyn std::error::Error>> {
+    /// # async fn f(members: mcr_core::members::Members, bytes: &[u8]) -> Result<(), Box<dyn std::error::Error>> {
     /// use mcr_core::members::Connection;
     /// let token = tokio_util::sync::CancellationToken::new();
     /// let conn = Connection::parse(bytes)?;
-    /// let ensured = members.ensure(&token, aware, &"member-1".into(), &conn).await?;
+    /// let ensured = members.ensure(&token, &"member-1".into(), &conn).await?;
     /// println!("running instance {}", ensured.id());
     /// # Ok(()) }
     /// ```
     pub async fn ensure(
         &self,
         token: &CancellationToken,
-        aware: &dyn Aware,
         name: &ClusterName,
         connection: &Connection,
     ) -> Result<Ensured, Error> {
@@ -50,7 +49,7 @@ impl Members {
             return Ok(Ensured::Unchanged(id));
         }
         self.report_pending(name);
-        let ensured = self.ensure_changed(token, aware, name, connection).await;
+        let ensured = self.ensure_changed(token, name, connection).await;
         match &ensured {
             Ok(_) => self.report_done(name),
             Err(err) => self.report_failure(name, err, None),
@@ -62,7 +61,6 @@ impl Members {
     async fn ensure_changed(
         &self,
         token: &CancellationToken,
-        aware: &dyn Aware,
         name: &ClusterName,
         connection: &Connection,
     ) -> Result<Ensured, Error> {
@@ -76,12 +74,12 @@ impl Members {
             cluster: name.clone(),
             source,
         };
-        let outcome = self
-            .clusters()
-            .add_or_replace(token, cluster, aware)
+        let engagements = self.engagements();
+        let outcome = engagements
+            .add_or_replace(token, cluster)
             .await
             .map_err(engage)?;
-        let id = self.clusters().get(name).map_err(engage)?.id();
+        let id = engagements.get(name).map_err(engage)?.id();
         info!(cluster = %name, outcome = ?outcome, id = %id, "member engaged");
         Ok(match outcome {
             AddOutcome::Added => Ensured::Added(id),
@@ -100,7 +98,7 @@ impl Members {
     /// # }
     /// ```
     pub fn unchanged(&self, name: &ClusterName, connection: &Connection) -> Option<ClusterId> {
-        let current = self.clusters().get(name).ok()?;
+        let current = self.engagements().get(name).ok()?;
         let id = current.id();
         let hash = Some(connection.hash());
         let renewed = self.renewed();
@@ -117,7 +115,7 @@ impl Members {
         if !connection.is_renewable() {
             return None;
         }
-        let current = self.clusters().get(name).ok()?;
+        let current = self.engagements().get(name).ok()?;
         let renew = credentials::renew_in_place(
             &current,
             connection.kubeconfig(),

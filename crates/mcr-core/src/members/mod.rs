@@ -7,7 +7,8 @@
 //! - [`Members::ensure`]: keep the running member when its connection hash is unchanged, renew
 //!   its credentials in place when only they changed (same server, CA and settings: caches and
 //!   watches are kept, no relist), otherwise build a new instance (bounded), probe it with a
-//!   bounded `GET /version`, then start, sync, index and engage it through [`Clusters`],
+//!   bounded `GET /version`, then start, sync, index and engage it through
+//!   [`Engagements`](crate::Engagements),
 //!   replacing the old one. Refusals by the kubeconfig
 //!   [`Policy`](crate::kubeconfig::Policy) (exec plugins, auth-providers, file references,
 //!   proxies) are [`Error::PolicyDenied`] and not retried.
@@ -45,7 +46,7 @@
 //! use mcr_core::members::{
 //!     Connection, Member, MemberProvider, Members, MembersOptions, Converge, Workers,
 //! };
-//! use mcr_core::{Aware, BoxFuture, ClusterName, Error};
+//! use mcr_core::{BoxFuture, ClusterName, Error};
 //! use tokio::sync::{Mutex, mpsc};
 //! use tokio_util::sync::CancellationToken;
 //!
@@ -92,9 +93,9 @@
 //!         &self.members
 //!     }
 //!
-//!     async fn run(&self, token: CancellationToken, aware: Arc<dyn Aware>) -> Result<(), Error> {
+//!     async fn run(&self, token: CancellationToken) -> Result<(), Error> {
 //!         let _guard = self.members.start_run("channel")?;
-//!         let workers = Workers::new(&self.members, &token, aware, Connect);
+//!         let workers = Workers::new(&self.members, &token, Connect);
 //!         let mut updates = self.updates.lock().await;
 //!         loop {
 //!             tokio::select! {
@@ -125,7 +126,7 @@ use std::sync::atomic::AtomicBool;
 
 use parking_lot::{Mutex, MutexGuard};
 
-use crate::{ClusterId, ClusterName, Clusters, ClustersOptions};
+use crate::{ClusterId, ClusterName, Engagements, FieldIndex};
 
 mod claims;
 mod connection;
@@ -188,7 +189,9 @@ impl Ensured {
 }
 
 struct Inner {
-    clusters: Clusters,
+    /// The handle on the table members are added to: a table of their own until the provider
+    /// starts, then the one it was started with ([`Members::bind`]).
+    engagements: parking_lot::RwLock<Engagements>,
     opts: MembersOptions,
     running: AtomicBool,
     /// The connection hash whose credentials were renewed into a running instance (its
@@ -199,7 +202,7 @@ struct Inner {
     book: Mutex<report::Book>,
 }
 
-/// The members of one provider: its [`Clusters`] and the rules to bring a member to a wanted
+/// The members of one provider: its handle on the [`Engagements`] table and the rules to bring a member to a wanted
 /// [`Connection`] (see the [module documentation](self)). Cheap to clone (an `Arc` inside).
 ///
 /// ```
@@ -215,7 +218,7 @@ pub struct Members {
 impl std::fmt::Debug for Members {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Members")
-            .field("clusters", &self.inner.clusters)
+            .field("engagements", &*self.inner.engagements.read())
             .finish_non_exhaustive()
     }
 }
@@ -228,16 +231,10 @@ impl Members {
     /// # let _ = members;
     /// ```
     pub fn new(opts: MembersOptions) -> Self {
-        // The workers bring a member up again when this replica owns it (see `crate::shard`).
-        let clusters = Clusters::gated(
-            ClustersOptions {
-                sync_timeout: opts.sync_timeout,
-            },
-            crate::clusters::Gate::Refuse,
-        );
+        let engagements = Self::narrow(&Engagements::new(), &opts);
         Members {
             inner: Arc::new(Inner {
-                clusters,
+                engagements: parking_lot::RwLock::new(engagements),
                 opts,
                 running: AtomicBool::new(false),
                 renewed: Mutex::new(HashMap::new()),
@@ -251,9 +248,40 @@ impl Members {
         &self.inner.opts
     }
 
-    /// The engaged clusters.
-    pub fn clusters(&self) -> &Clusters {
-        &self.inner.clusters
+    /// The handle members are added through: on the table the provider was started with
+    /// (before that, a table of the provider's own), narrowed to this provider's members,
+    /// refusing a member another replica owns (the workers build it again when this replica
+    /// owns it, so such a member costs no client).
+    pub fn engagements(&self) -> Engagements {
+        self.inner.engagements.read().clone()
+    }
+
+    /// This provider's handle on `table`.
+    fn narrow(table: &Engagements, opts: &MembersOptions) -> Engagements {
+        table
+            .prefixed("")
+            .with_sync_timeout(opts.sync_timeout)
+            .refusing()
+    }
+
+    /// Binds the members to `table`, the one the provider was started with; the field
+    /// indexes registered before carry over. Refused while a run is on
+    /// ([`crate::Error::AlreadyRunning`]).
+    pub fn bind(&self, table: &Engagements) -> Result<(), crate::Error> {
+        if self.inner.running.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(crate::Error::AlreadyRunning {
+                provider: self.provider_name(),
+            });
+        }
+        let bound = self.engagements().rebind(table)?;
+        *self.inner.engagements.write() = bound;
+        Ok(())
+    }
+
+    /// Registers a field index on every member, current and future (see
+    /// [`Engagements::index_field`]).
+    pub fn index_field(&self, index: &FieldIndex) -> Result<(), crate::Error> {
+        self.engagements().register_index(index)
     }
 
     /// Names of the engaged members, sorted.
@@ -262,7 +290,7 @@ impl Members {
     /// assert!(mcr_core::members::Members::new(Default::default()).names().is_empty());
     /// ```
     pub fn names(&self) -> Vec<ClusterName> {
-        self.inner.clusters.names()
+        self.engagements().names()
     }
 
     /// Removes the member `name` (its caches stop, the manager disengages it). False when no
@@ -275,7 +303,7 @@ impl Members {
     pub fn remove(&self, name: &ClusterName) -> bool {
         self.renewed().remove(name);
         self.report_done(name);
-        self.inner.clusters.remove(name)
+        self.engagements().remove(name)
     }
 
     fn renewed(&self) -> MutexGuard<'_, HashMap<ClusterName, (ClusterId, String)>> {
@@ -284,7 +312,7 @@ impl Members {
 
     /// Removes every member.
     fn remove_all(&self) {
-        for name in self.inner.clusters.names() {
+        for name in self.engagements().names() {
             self.remove(&name);
         }
         self.clear_reports();

@@ -31,7 +31,7 @@ pub struct MembersOptions {
     /// `None` engages without probing. Default: 30 s.
     pub probe_timeout: Option<Duration>,
     /// How long a new instance's caches may take to sync
-    /// ([`ClustersOptions::sync_timeout`](crate::ClustersOptions::sync_timeout)). Default: 30 s.
+    /// ([`Engagements::with_sync_timeout`](crate::Engagements::with_sync_timeout)). Default: 30 s.
     pub sync_timeout: Duration,
     /// First retry delay of a failing member ([`Workers`](super::Workers)); doubles up to
     /// `backoff_max`. Default: 1 s.

@@ -2,12 +2,11 @@
 //! provider built on [`Members`].
 
 use std::future::Future;
-use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
 use crate::{
-    Aware, BoxFuture, Cluster, ClusterName, Error, FieldIndex, MemberStatus, Provider,
+    BoxFuture, Engagements, Cluster, ClusterName, Error, FieldIndex, MemberStatus, Provider,
     ProviderRunnable,
 };
 
@@ -16,8 +15,8 @@ use super::Members;
 /// A provider whose clusters are its [`Members`]. Implementing it (two methods) gives the
 /// [`Provider`] implementation (`get` and `index_field` served by the members' clusters,
 /// `runnable` returning the provider, `member_statuses` from [`Members::member_statuses`]) and
-/// the [`ProviderRunnable`] one (`start` is
-/// [`run`](MemberProvider::run)).
+/// the [`ProviderRunnable`] one (`start` [binds](Members::bind) the members to the
+/// [`Engagements`] table it is given, then runs [`run`](MemberProvider::run)).
 ///
 /// A provider usually names its tracing span on `run`, e.g. with
 /// `#[tracing::instrument(name = "my_provider", skip_all)]`.
@@ -25,13 +24,13 @@ use super::Members;
 /// ```
 /// use std::sync::Arc;
 /// use mcr_core::members::{MemberProvider, Members};
-/// use mcr_core::{Aware, Error, Provider};
+/// use mcr_core::{Error, Provider};
 /// use tokio_util::sync::CancellationToken;
 ///
 /// struct Fixed { members: Members }
 /// impl MemberProvider for Fixed {
 ///     fn members(&self) -> &Members { &self.members }
-///     async fn run(&self, token: CancellationToken, _: Arc<dyn Aware>) -> Result<(), Error> {
+///     async fn run(&self, token: CancellationToken) -> Result<(), Error> {
 ///         let _guard = self.members.start_run("fixed")?;
 ///         token.cancelled().await;
 ///         Ok(())
@@ -49,17 +48,16 @@ pub trait MemberProvider: Send + Sync + 'static {
     fn run(
         &self,
         token: CancellationToken,
-        aware: Arc<dyn Aware>,
     ) -> impl Future<Output = Result<(), Error>> + Send;
 }
 
 impl<T: MemberProvider> Provider for T {
     fn get<'a>(&'a self, name: &'a ClusterName) -> BoxFuture<'a, Result<Cluster, Error>> {
-        Box::pin(async move { self.members().clusters().get(name) })
+        Box::pin(async move { self.members().engagements().get(name) })
     }
 
     fn index_field<'a>(&'a self, index: &'a FieldIndex) -> BoxFuture<'a, Result<(), Error>> {
-        Box::pin(self.members().clusters().index_field(index))
+        Box::pin(async move { self.members().index_field(index) })
     }
 
     fn runnable(&self) -> Option<&dyn ProviderRunnable> {
@@ -75,8 +73,11 @@ impl<T: MemberProvider> ProviderRunnable for T {
     fn start<'a>(
         &'a self,
         token: CancellationToken,
-        aware: Arc<dyn Aware>,
+        engagements: Engagements,
     ) -> BoxFuture<'a, Result<(), Error>> {
-        Box::pin(self.run(token, aware))
+        Box::pin(async move {
+            self.members().bind(&engagements)?;
+            self.run(token).await
+        })
     }
 }

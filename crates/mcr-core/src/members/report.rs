@@ -38,6 +38,15 @@ impl Members {
         self.book().provider = Some(Arc::from(provider));
     }
 
+    /// The provider's name, as the last run gave it (`"provider"` before any).
+    pub(super) fn provider_name(&self) -> String {
+        self.book()
+            .provider
+            .as_deref()
+            .unwrap_or("provider")
+            .to_owned()
+    }
+
     /// `name` is being brought to a new connection.
     pub(super) fn report_pending(&self, name: &ClusterName) {
         self.book()

@@ -15,8 +15,8 @@ use tracing::{Instrument, error, info};
 
 use super::{Connection, Ensured, Error, Members};
 use crate::backoff::Backoff;
-use crate::shard::{Ownership, Sharder};
-use crate::{Aware, BoxFuture, ClusterName};
+use crate::coordinator::Ownership;
+use crate::{BoxFuture, ClusterName, Engagements};
 
 /// What a provider does for one member name: turn its latest desired state (what the provider
 /// read from its source of truth) into an engaged cluster, usually through
@@ -61,9 +61,8 @@ struct Shared<R: Converge> {
     converge: R,
     members: Members,
     token: CancellationToken,
-    aware: Arc<dyn Aware>,
-    /// Which members this replica owns (all without one).
-    sharder: Option<Arc<dyn Sharder>>,
+    /// The members' handle, asked who owns a member.
+    engagements: Engagements,
     tasks: TaskTracker,
     slots: Mutex<HashMap<ClusterName, watch::Sender<Option<R::Desired>>>>,
 }
@@ -89,11 +88,11 @@ pub struct Workers<R: Converge> {
 
 impl<R: Converge> Workers<R> {
     /// Workers for `members`, stopped when `token` is cancelled (or by
-    /// [`shutdown`](Workers::shutdown)); members are engaged with `aware`.
+    /// [`shutdown`](Workers::shutdown)); members are engaged through
+    /// [`Members::engagements`].
     pub fn new(
         members: &Members,
         token: &CancellationToken,
-        aware: Arc<dyn Aware>,
         converge: R,
     ) -> Self {
         Workers {
@@ -101,8 +100,7 @@ impl<R: Converge> Workers<R> {
                 converge,
                 members: members.clone(),
                 token: token.child_token(),
-                sharder: aware.sharder(),
-                aware,
+                engagements: members.engagements(),
                 tasks: TaskTracker::new(),
                 slots: Mutex::new(HashMap::new()),
             }),
@@ -152,7 +150,6 @@ pub struct Member<D> {
     latest: watch::Receiver<Option<D>>,
     members: Members,
     token: CancellationToken,
-    aware: Arc<dyn Aware>,
 }
 
 impl<D> Member<D> {
@@ -182,9 +179,8 @@ impl<D> Member<D> {
 
     /// [`Members::ensure`] with this provider run's token and manager.
     pub async fn ensure(&self, connection: &Connection) -> Result<Ensured, Error> {
-        let aware = self.aware.as_ref();
         self.members
-            .ensure(&self.token, aware, &self.name, connection)
+            .ensure(&self.token, &self.name, connection)
             .await
     }
 
@@ -234,7 +230,7 @@ async fn run<R: Converge>(
             tokio::select! {
                 () = shared.token.cancelled() => return,
                 changed = rx.changed() => if changed.is_err() { return },
-                () = until_owned(shared.sharder.as_ref(), &name, true) => {}
+                () = until_owned(&shared.engagements, &name, true) => {}
             }
             continue;
         }
@@ -248,7 +244,6 @@ async fn run<R: Converge>(
             latest: rx.clone(),
             members: shared.members.clone(),
             token: shared.token.clone(),
-            aware: shared.aware.clone(),
         };
         // Shutdown never waits for an attempt in flight (a credential plugin is killed). A
         // panic in the provider's attempt costs this member one retry, not its worker.
@@ -257,7 +252,7 @@ async fn run<R: Converge>(
             () = shared.token.cancelled() => return,
             // Ownership moved away mid-attempt: the attempt is dropped (whatever it brought
             // up is cancelled) and the member released at the top of the loop.
-            () = lost(shared.sharder.as_ref(), &name) => continue,
+            () = lost(&shared.engagements, &name) => continue,
             outcome = attempt => outcome,
         };
         let retry = match outcome {
@@ -292,35 +287,30 @@ async fn run<R: Converge>(
         tokio::select! {
             () = shared.token.cancelled() => return,
             changed = rx.changed() => if changed.is_err() { return },
-            () = lost(shared.sharder.as_ref(), &name) => {}
+            () = lost(&shared.engagements, &name) => {}
             () = delay => {}
         }
     }
 }
 
-/// Who owns `name` under the workers' sharder (this replica without one).
+/// Who owns `name` (this replica without a coordinator).
 fn owner_of<R: Converge>(shared: &Shared<R>, name: &ClusterName) -> Ownership {
-    shared
-        .sharder
-        .as_ref()
-        .map_or(Ownership::Owned, |s| s.owner(name))
+    shared.engagements.owner(name)
 }
 
-/// Returns once this replica no longer owns `name` (never without a sharder).
-async fn lost(sharder: Option<&Arc<dyn Sharder>>, name: &ClusterName) {
-    until_owned(sharder, name, false).await;
+/// Returns once this replica no longer owns `name` (never without a coordinator).
+async fn lost(engagements: &Engagements, name: &ClusterName) {
+    until_owned(engagements, name, false).await;
 }
 
-/// Returns once whether this replica owns `name` is `owned` (never without a sharder).
-/// Subscribes before it looks, so no change in between goes unseen.
-async fn until_owned(sharder: Option<&Arc<dyn Sharder>>, name: &ClusterName, owned: bool) {
-    let Some(s) = sharder else {
+/// Returns once whether this replica owns `name` is `owned` (never without a coordinator).
+async fn until_owned(engagements: &Engagements, name: &ClusterName, owned: bool) {
+    let Some(mut changes) = engagements.ownership_changes() else {
         return std::future::pending::<()>().await;
     };
-    let mut changes = s.changes();
     loop {
         changes.borrow_and_update();
-        if s.owner(name).is_owned() == owned {
+        if engagements.owner(name).is_owned() == owned {
             return;
         }
         if changes.changed().await.is_err() {
@@ -329,7 +319,6 @@ async fn until_owned(sharder: Option<&Arc<dyn Sharder>>, name: &ClusterName, own
     }
 }
 
-/// A provider's attempt panicked (the panic's message; the worker retries with backoff).
 #[derive(Debug, thiserror::Error)]
 #[error("the provider panicked while bringing the member up: {0}")]
 struct Panicked(String);

@@ -1,19 +1,22 @@
 //! [`ClustersProvider`]: pre-built clusters added and removed at runtime by code.
 
-use std::sync::Arc;
+use std::time::Duration;
 
 use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
 
 use crate::{
-    AddOutcome, Aware, BoxFuture, Cluster, ClusterName, Clusters, ClustersOptions, Error,
+    AddOutcome, BoxFuture, Cluster, ClusterName, DEFAULT_SYNC_TIMEOUT, Engagements, Error,
     ProviderRunnable,
 };
 
-#[derive(Default)]
 struct State {
-    pending: Vec<Cluster>,
-    running: Option<(CancellationToken, Arc<dyn Aware>)>,
+    /// Added before start.
+    queued: Vec<Cluster>,
+    /// A table of its own until started, then its handle on the one it was started with.
+    engagements: Engagements,
+    /// The run's token, while it runs.
+    running: Option<CancellationToken>,
 }
 
 /// A provider whose clusters are handed to it by code, through
@@ -34,7 +37,6 @@ struct State {
 /// # Ok(()) }
 /// ```
 pub struct ClustersProvider {
-    clusters: Clusters,
     state: Mutex<State>,
 }
 
@@ -47,36 +49,49 @@ impl Default for ClustersProvider {
 impl std::fmt::Debug for ClustersProvider {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ClustersProvider")
-            .field("clusters", &self.clusters)
+            .field("engagements", &self.engagements())
             .finish_non_exhaustive()
     }
 }
 
 impl ClustersProvider {
-    /// An empty provider with default lifecycle options.
+    /// An empty provider, waiting at most 30 s for a cluster's caches to sync.
     ///
     /// ```
     /// let p = mcr_core::providers::clusters::ClustersProvider::new();
     /// ```
     pub fn new() -> Self {
-        Self::with_options(ClustersOptions::default())
+        Self::with_sync_timeout(DEFAULT_SYNC_TIMEOUT)
     }
 
-    /// An empty provider with the given lifecycle options.
+    /// An empty provider, waiting at most `sync_timeout` for a cluster's caches to sync.
     ///
     /// ```
     /// use std::time::Duration;
-    /// use mcr_core::{ClustersOptions, providers::clusters::ClustersProvider};
-    /// let p = ClustersProvider::with_options(ClustersOptions { sync_timeout: Duration::from_secs(5) });
+    /// use mcr_core::providers::clusters::ClustersProvider;
+    /// let p = ClustersProvider::with_sync_timeout(Duration::from_secs(5));
     /// ```
-    pub fn with_options(opts: ClustersOptions) -> Self {
+    pub fn with_sync_timeout(sync_timeout: Duration) -> Self {
+        let engagements = Engagements::new()
+            .prefixed("")
+            .with_sync_timeout(sync_timeout);
         Self {
-            clusters: Clusters::with_options(opts),
-            state: Mutex::new(State::default()),
+            state: Mutex::new(State {
+                queued: Vec::new(),
+                engagements,
+                running: None,
+            }),
         }
     }
 
-    /// Adds a cluster: engaged now if the provider runs (see [`Clusters::add`] for the steps
+    /// The run's token and handle, while the provider runs.
+    fn running(&self) -> Option<(CancellationToken, Engagements)> {
+        let state = self.state.lock();
+        let token = state.running.clone()?;
+        Some((token, state.engagements.clone()))
+    }
+
+    /// Adds a cluster: engaged now if the provider runs (see [`Engagements::add`] for the steps
     /// and errors), else queued until start. A name already present is
     /// [`Error::AlreadyEngaged`].
     ///
@@ -86,24 +101,19 @@ impl ClustersProvider {
     /// # Ok(()) }
     /// ```
     pub async fn add(&self, cluster: Cluster) -> Result<(), Error> {
-        let (token, aware) = {
+        let Some((token, engagements)) = self.running() else {
             let mut state = self.state.lock();
-            match &state.running {
-                Some((token, aware)) => (token.clone(), aware.clone()),
-                None => {
-                    if state.pending.iter().any(|c| c.name() == cluster.name()) {
-                        return Err(Error::AlreadyEngaged(cluster.name().clone()));
-                    }
-                    state.pending.push(cluster);
-                    return Ok(());
-                }
+            if state.queued.iter().any(|c| c.name() == cluster.name()) {
+                return Err(Error::AlreadyEngaged(cluster.name().clone()));
             }
+            state.queued.push(cluster);
+            return Ok(());
         };
-        self.clusters.add(&token, cluster, &*aware).await
+        engagements.add(&token, cluster).await
     }
 
     /// Adds a cluster, replacing one of the same name unless both have the same connection
-    /// hash (see [`Clusters::add_or_replace`]). Before start, replaces the queued cluster.
+    /// hash (see [`Engagements::add_or_replace`]). Before start, replaces the queued cluster.
     ///
     /// ```no_run
     /// # async fn f(p: mcr_core::providers::clusters::ClustersProvider, c: mcr_core::Cluster) -> Result<(), mcr_core::Error> {
@@ -111,24 +121,19 @@ impl ClustersProvider {
     /// # Ok(()) }
     /// ```
     pub async fn add_or_replace(&self, cluster: Cluster) -> Result<AddOutcome, Error> {
-        let (token, aware) = {
+        let Some((token, engagements)) = self.running() else {
             let mut state = self.state.lock();
-            match &state.running {
-                Some((token, aware)) => (token.clone(), aware.clone()),
-                None => {
-                    let before = state.pending.len();
-                    state.pending.retain(|c| c.name() != cluster.name());
-                    let outcome = if state.pending.len() < before {
-                        AddOutcome::Replaced
-                    } else {
-                        AddOutcome::Added
-                    };
-                    state.pending.push(cluster);
-                    return Ok(outcome);
-                }
-            }
+            let before = state.queued.len();
+            state.queued.retain(|c| c.name() != cluster.name());
+            let outcome = if state.queued.len() < before {
+                AddOutcome::Replaced
+            } else {
+                AddOutcome::Added
+            };
+            state.queued.push(cluster);
+            return Ok(outcome);
         };
-        self.clusters.add_or_replace(&token, cluster, &*aware).await
+        engagements.add_or_replace(&token, cluster).await
     }
 
     /// Removes a cluster (queued or engaged); false if absent.
@@ -139,25 +144,26 @@ impl ClustersProvider {
     /// # }
     /// ```
     pub fn remove(&self, name: &ClusterName) -> bool {
-        {
+        let engagements = {
             let mut state = self.state.lock();
-            let before = state.pending.len();
-            state.pending.retain(|c| c.name() != name);
-            if state.pending.len() < before {
+            let before = state.queued.len();
+            state.queued.retain(|c| c.name() != name);
+            if state.queued.len() < before {
                 return true;
             }
-        }
-        self.clusters.remove(name)
+            state.engagements.clone()
+        };
+        engagements.remove(name)
     }
 
-    /// The lifecycle helper holding the engaged clusters.
+    /// Its handle on the table it was started with (before that, a table of its own).
     ///
     /// ```
     /// let p = mcr_core::providers::clusters::ClustersProvider::new();
-    /// assert!(p.clusters().is_empty());
+    /// assert!(p.engagements().is_empty());
     /// ```
-    pub fn clusters(&self) -> &Clusters {
-        &self.clusters
+    pub fn engagements(&self) -> Engagements {
+        self.state.lock().engagements.clone()
     }
 }
 
@@ -167,17 +173,24 @@ impl ProviderRunnable for ClustersProvider {
     fn start<'a>(
         &'a self,
         token: CancellationToken,
-        aware: Arc<dyn Aware>,
+        engagements: Engagements,
     ) -> BoxFuture<'a, Result<(), Error>> {
         Box::pin(async move {
-            let pending = {
+            let (queued, bound) = {
                 let mut state = self.state.lock();
-                state.running = Some((token.clone(), aware.clone()));
-                std::mem::take(&mut state.pending)
+                if state.running.is_some() {
+                    return Err(Error::AlreadyRunning {
+                        provider: "clusters".to_owned(),
+                    });
+                }
+                let bound = state.engagements.rebind(&engagements)?;
+                state.engagements = bound.clone();
+                state.running = Some(token.clone());
+                (std::mem::take(&mut state.queued), bound)
             };
-            for cluster in pending {
+            for cluster in queued {
                 let name = cluster.name().clone();
-                if let Err(err) = self.clusters.add(&token, cluster, &*aware).await {
+                if let Err(err) = bound.add(&token, cluster).await {
                     tracing::warn!(cluster = %name, error = %crate::ErrorChain(&err), "could not engage cluster");
                 }
             }

@@ -10,8 +10,9 @@
 //! # }
 //! ```
 
-/// Implements [`Provider`](crate::Provider) for a provider that looks its clusters up in its
-/// `clusters: Clusters` field and runs itself as its [`ProviderRunnable`](crate::ProviderRunnable).
+/// Implements [`Provider`](crate::Provider) for a provider that looks its clusters up through
+/// its `engagements()` handle and runs itself as its
+/// [`ProviderRunnable`](crate::ProviderRunnable).
 macro_rules! provider_over_clusters {
     ($provider:ty) => {
         impl $crate::Provider for $provider {
@@ -19,14 +20,14 @@ macro_rules! provider_over_clusters {
                 &'a self,
                 name: &'a $crate::ClusterName,
             ) -> $crate::BoxFuture<'a, Result<$crate::Cluster, $crate::Error>> {
-                Box::pin(async move { self.clusters.get(name) })
+                Box::pin(async move { self.engagements().get(name) })
             }
 
             fn index_field<'a>(
                 &'a self,
                 index: &'a $crate::FieldIndex,
             ) -> $crate::BoxFuture<'a, Result<(), $crate::Error>> {
-                Box::pin(self.clusters.index_field(index))
+                Box::pin(async move { self.engagements().register_index(index) })
             }
 
             fn runnable(&self) -> Option<&dyn $crate::ProviderRunnable> {

@@ -1,12 +1,11 @@
 //! [`SingleProvider`]: one pre-built cluster under a fixed name.
 
-use std::sync::Arc;
+use std::time::Duration;
 
+use parking_lot::RwLock;
 use tokio_util::sync::CancellationToken;
 
-use crate::{
-    Aware, BoxFuture, Cluster, ClusterName, Clusters, ClustersOptions, Error, ProviderRunnable,
-};
+use crate::{BoxFuture, Cluster, ClusterName, Engagements, Error, ProviderRunnable};
 
 /// A provider of exactly one cluster, built beforehand. Its discovery loop engages the cluster
 /// (through [`Clusters::add`]) when started and returns when the token is cancelled.
@@ -24,7 +23,8 @@ use crate::{
 #[derive(Debug)]
 pub struct SingleProvider {
     cluster: Cluster,
-    clusters: Clusters,
+    /// A table of its own until started, then its handle on the one it was started with.
+    engagements: RwLock<Engagements>,
 }
 
 impl SingleProvider {
@@ -39,23 +39,23 @@ impl SingleProvider {
     /// # }
     /// ```
     pub fn new(name: impl Into<ClusterName>, cluster: Cluster) -> Self {
-        Self::with_options(name, cluster, ClustersOptions::default())
+        Self::with_sync_timeout(name, cluster, crate::DEFAULT_SYNC_TIMEOUT)
     }
 
-    /// Like [`new`](SingleProvider::new), with lifecycle options (e.g. the sync timeout).
+    /// Like [`new`](SingleProvider::new), waiting at most `sync_timeout` for the cluster's
+    /// caches to sync.
     ///
     /// ```no_run
     /// # fn f(c: mcr_core::Cluster) {
     /// use std::time::Duration;
-    /// use mcr_core::{ClustersOptions, providers::single::SingleProvider};
-    /// let opts = ClustersOptions { sync_timeout: Duration::from_secs(5) };
-    /// let p = SingleProvider::with_options("east", c, opts);
+    /// use mcr_core::providers::single::SingleProvider;
+    /// let p = SingleProvider::with_sync_timeout("east", c, Duration::from_secs(5));
     /// # }
     /// ```
-    pub fn with_options(
+    pub fn with_sync_timeout(
         name: impl Into<ClusterName>,
         cluster: Cluster,
-        opts: ClustersOptions,
+        sync_timeout: Duration,
     ) -> Self {
         let name = name.into();
         let cluster = if cluster.name() == &name {
@@ -69,7 +69,11 @@ impl SingleProvider {
         };
         Self {
             cluster,
-            clusters: Clusters::with_options(opts),
+            engagements: RwLock::new(
+                Engagements::new()
+                    .prefixed("")
+                    .with_sync_timeout(sync_timeout),
+            ),
         }
     }
 
@@ -84,15 +88,15 @@ impl SingleProvider {
         self.cluster.name()
     }
 
-    /// The lifecycle helper holding the cluster once engaged.
+    /// Its handle on the table it was started with (before that, a table of its own).
     ///
     /// ```no_run
     /// # fn f(p: mcr_core::providers::single::SingleProvider) {
-    /// println!("{} engaged", p.clusters().len());
+    /// println!("{} engaged", p.engagements().len());
     /// # }
     /// ```
-    pub fn clusters(&self) -> &Clusters {
-        &self.clusters
+    pub fn engagements(&self) -> Engagements {
+        self.engagements.read().clone()
     }
 }
 
@@ -102,14 +106,14 @@ impl ProviderRunnable for SingleProvider {
     fn start<'a>(
         &'a self,
         token: CancellationToken,
-        aware: Arc<dyn Aware>,
+        engagements: Engagements,
     ) -> BoxFuture<'a, Result<(), Error>> {
         Box::pin(async move {
-            self.clusters
-                .add(&token, self.cluster.clone(), &*aware)
-                .await?;
+            let bound = self.engagements().rebind(&engagements)?;
+            *self.engagements.write() = bound.clone();
+            bound.add(&token, self.cluster.clone()).await?;
             token.cancelled().await;
-            self.clusters.remove(self.cluster.name());
+            bound.remove(self.cluster.name());
             Ok(())
         })
     }

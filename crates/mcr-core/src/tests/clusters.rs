@@ -1,15 +1,15 @@
-//! The [`Clusters`] lifecycle: add, replace, remove, failures leaving nothing behind, indexes.
+//! The [`Engagements`] lifecycle: add, replace, remove, failures leaving nothing behind, indexes.
 
 use super::*;
 
 #[tokio::test]
 async fn clusters_add_get_remove() {
-    let clusters = Clusters::with_options(short());
+    let aware = Arc::new(Recorder::default());
+    let clusters = table(&aware);
     let parent = CancellationToken::new();
-    let aware = Recorder::default();
     let cluster = Cluster::new("a", hanging_client());
     clusters
-        .add(&parent, cluster.clone(), &aware)
+        .add(&parent, cluster.clone())
         .await
         .unwrap();
     assert_eq!(clusters.names(), ["a"]);
@@ -31,14 +31,14 @@ async fn clusters_add_get_remove() {
 
 #[tokio::test]
 async fn clusters_refuse_duplicates_and_keep_the_first() {
-    let clusters = Clusters::with_options(short());
+    let aware = Arc::new(Recorder::default());
+    let clusters = table(&aware);
     let parent = CancellationToken::new();
-    let aware = Recorder::default();
     let first = Cluster::new("a", hanging_client());
-    clusters.add(&parent, first.clone(), &aware).await.unwrap();
+    clusters.add(&parent, first.clone()).await.unwrap();
     let second = Cluster::new("a", hanging_client());
     let err = clusters
-        .add(&parent, second.clone(), &aware)
+        .add(&parent, second.clone())
         .await
         .unwrap_err();
     assert!(
@@ -55,13 +55,13 @@ async fn clusters_refuse_duplicates_and_keep_the_first() {
 
 #[tokio::test]
 async fn clusters_sync_timeout_leaves_nothing_behind() {
-    let clusters = Clusters::with_options(short());
+    let aware = Arc::new(Recorder::default());
+    let clusters = table(&aware);
     clusters.index_field(&by_app()).await.unwrap();
     let parent = CancellationToken::new();
-    let aware = Recorder::default();
     let cluster = Cluster::new("slow", hanging_client());
     let err = clusters
-        .add(&parent, cluster.clone(), &aware)
+        .add(&parent, cluster.clone())
         .await
         .unwrap_err();
     assert!(
@@ -86,16 +86,14 @@ async fn clusters_sync_timeout_leaves_nothing_behind() {
 
 #[tokio::test]
 async fn clusters_engage_error_leaves_nothing_behind() {
-    let clusters = Clusters::with_options(short());
+    let aware = Arc::new(Recorder::default());
+    aware.fail.store(true, std::sync::atomic::Ordering::SeqCst);
+    let clusters = table(&aware);
     let parent = CancellationToken::new();
-    let aware = Recorder {
-        fail: true,
-        ..Default::default()
-    };
     // No informer: the cache is synced at once, so the add reaches the engage step.
     let cluster = Cluster::new("bad", hanging_client());
     let err = clusters
-        .add(&parent, cluster.clone(), &aware)
+        .add(&parent, cluster.clone())
         .await
         .unwrap_err();
     assert!(
@@ -113,9 +111,9 @@ async fn clusters_engage_error_leaves_nothing_behind() {
         "the cache's token was cancelled: {err}"
     );
     // The name is free again.
-    let ok = Recorder::default();
+    aware.fail.store(false, std::sync::atomic::Ordering::SeqCst);
     clusters
-        .add(&parent, Cluster::new("bad", hanging_client()), &ok)
+        .add(&parent, Cluster::new("bad", hanging_client()))
         .await
         .unwrap();
     assert_eq!(clusters.names(), ["bad"]);
@@ -123,15 +121,15 @@ async fn clusters_engage_error_leaves_nothing_behind() {
 
 #[tokio::test]
 async fn clusters_forget_clusters_when_the_parent_is_cancelled() {
-    let clusters = Clusters::with_options(short());
+    let aware = Arc::new(Recorder::default());
+    let clusters = table(&aware);
     let parent = CancellationToken::new();
-    let aware = Recorder::default();
     clusters
-        .add(&parent, Cluster::new("a", hanging_client()), &aware)
+        .add(&parent, Cluster::new("a", hanging_client()))
         .await
         .unwrap();
     clusters
-        .add(&parent, Cluster::new("b", hanging_client()), &aware)
+        .add(&parent, Cluster::new("b", hanging_client()))
         .await
         .unwrap();
     assert_eq!(clusters.names(), ["a", "b"]);
@@ -145,18 +143,18 @@ async fn clusters_forget_clusters_when_the_parent_is_cancelled() {
 
 #[tokio::test]
 async fn add_or_replace_uses_the_connection_hash() {
-    let clusters = Clusters::with_options(short());
+    let aware = Arc::new(Recorder::default());
+    let clusters = table(&aware);
     let parent = CancellationToken::new();
-    let aware = Recorder::default();
     let v1 = Cluster::new("a", hanging_client()).with_connection_hash("h1");
     let out = clusters
-        .add_or_replace(&parent, v1.clone(), &aware)
+        .add_or_replace(&parent, v1.clone())
         .await
         .unwrap();
     assert_eq!(out, AddOutcome::Added);
     let same = Cluster::new("a", hanging_client()).with_connection_hash("h1");
     let out = clusters
-        .add_or_replace(&parent, same, &aware)
+        .add_or_replace(&parent, same)
         .await
         .unwrap();
     assert_eq!(out, AddOutcome::Unchanged);
@@ -164,7 +162,7 @@ async fn add_or_replace_uses_the_connection_hash() {
     let old_token = clusters.token(&"a".into()).unwrap();
     let v2 = Cluster::new("a", hanging_client()).with_connection_hash("h2");
     let out = clusters
-        .add_or_replace(&parent, v2.clone(), &aware)
+        .add_or_replace(&parent, v2.clone())
         .await
         .unwrap();
     assert_eq!(out, AddOutcome::Replaced);
@@ -172,17 +170,17 @@ async fn add_or_replace_uses_the_connection_hash() {
     assert!(clusters.get(&"a".into()).unwrap().same_instance(&v2));
     // No hash: always replaced.
     let v3 = Cluster::new("a", hanging_client());
-    let out = clusters.add_or_replace(&parent, v3, &aware).await.unwrap();
+    let out = clusters.add_or_replace(&parent, v3).await.unwrap();
     assert_eq!(out, AddOutcome::Replaced);
 }
 
 #[tokio::test]
 async fn clusters_apply_indexes_to_current_and_future_clusters_once() {
-    let clusters = Clusters::with_options(short());
+    let aware = Arc::new(Recorder::default());
+    let clusters = table(&aware);
     let parent = CancellationToken::new();
-    let aware = Recorder::default();
     clusters
-        .add(&parent, Cluster::new("a", hanging_client()), &aware)
+        .add(&parent, Cluster::new("a", hanging_client()))
         .await
         .unwrap();
     // Current cluster: index applied now (it has an informer, so a later sync would be
@@ -199,7 +197,7 @@ async fn clusters_apply_indexes_to_current_and_future_clusters_once() {
     // Future cluster: the index is applied before sync, so with a hanging client the add
     // fails with a sync timeout on configmaps: proof that the index's informer exists.
     let err = clusters
-        .add(&parent, Cluster::new("b", hanging_client()), &aware)
+        .add(&parent, Cluster::new("b", hanging_client()))
         .await;
     assert!(
         matches!(err, Err(Error::SyncTimeout { ref resource, .. }) if resource == "configmaps")
@@ -208,14 +206,13 @@ async fn clusters_apply_indexes_to_current_and_future_clusters_once() {
 
 #[tokio::test]
 async fn no_member_can_be_the_host_or_nameless() {
-    let clusters = Clusters::with_options(short());
+    let aware = Arc::new(Recorder::default());
+    let clusters = table(&aware);
     let parent = CancellationToken::new();
-    let aware = Recorder::default();
-    let registry = Registry::new();
     for name in [ClusterName::new(""), ClusterName::host(), "<host>".into()] {
         let cluster = Cluster::new(name.clone(), hanging_client());
         let err = clusters
-            .add(&parent, cluster.clone(), &aware)
+            .add(&parent, cluster.clone())
             .await
             .unwrap_err();
         assert!(
@@ -227,11 +224,11 @@ async fn no_member_can_be_the_host_or_nameless() {
             !cluster.cache().is_started(),
             "a refused cluster is not started"
         );
-        let err = registry
+        let err = clusters
             .engage(parent.child_token(), name.clone(), cluster)
             .unwrap_err();
         assert!(matches!(err, Error::InvalidName { .. }), "{err}");
     }
-    assert!(clusters.is_empty() && registry.is_empty());
+    assert!(clusters.is_empty());
     assert!(aware.engaged.lock().is_empty());
 }

@@ -11,8 +11,8 @@ use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
 
 use crate::{
-    AddOutcome, Aware, Cluster, ClusterName, Clusters, ClustersOptions, Error, FieldIndex,
-    InformerOptions, Provider, Registry, is_cluster_not_found,
+    AddOutcome, Aware, Cluster, ClusterName, Engagements, Error, FieldIndex, InformerOptions,
+    Provider, is_cluster_not_found,
     providers::{clusters::ClustersProvider, nop::NopProvider, single::SingleProvider},
 };
 
@@ -38,13 +38,13 @@ fn by_app() -> FieldIndex {
 /// Records engagements; fails them when asked to.
 #[derive(Default)]
 struct Recorder {
-    fail: bool,
+    fail: std::sync::atomic::AtomicBool,
     engaged: Mutex<Vec<(ClusterName, CancellationToken)>>,
 }
 
 impl Aware for Recorder {
     fn engage(&self, token: CancellationToken, name: ClusterName, _: Cluster) -> Result<(), Error> {
-        if self.fail {
+        if self.fail.load(std::sync::atomic::Ordering::SeqCst) {
             return Err(Error::Engage {
                 cluster: name,
                 source: "refused by test".into(),
@@ -55,10 +55,14 @@ impl Aware for Recorder {
     }
 }
 
-fn short() -> ClustersOptions {
-    ClustersOptions {
-        sync_timeout: Duration::from_millis(200),
-    }
+/// A short sync timeout: these clusters never answer.
+const SHORT: Duration = Duration::from_millis(200);
+
+/// A table waiting [`SHORT`] for sync, with `recorder` subscribed.
+fn table(recorder: &Arc<Recorder>) -> Engagements {
+    let engagements = Engagements::new().with_sync_timeout(SHORT);
+    engagements.subscribe(recorder.clone());
+    engagements
 }
 
 mod cache;

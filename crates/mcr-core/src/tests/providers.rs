@@ -1,12 +1,13 @@
-//! The [`Registry`] and the tiny providers: single, nop and clusters.
+//! Engaging by hand, and the tiny providers: single, nop and clusters.
 
 use super::*;
 
 #[tokio::test]
-async fn registry_follows_engagements() {
-    let registry = Registry::new();
+async fn engaging_by_hand_follows_the_token() {
+    let registry = Engagements::new();
     let t1 = CancellationToken::new();
     let a1 = Cluster::new("a", hanging_client());
+    a1.cache().start(t1.clone());
     registry.engage(t1.clone(), "a".into(), a1.clone()).unwrap();
     assert_eq!(registry.names(), ["a"]);
     // Same instance again: no-op.
@@ -16,6 +17,7 @@ async fn registry_follows_engagements() {
     // New instance under the same name replaces; the old engagement's token no longer removes it.
     let t2 = CancellationToken::new();
     let a2 = Cluster::new("a", hanging_client());
+    a2.cache().start(t2.clone());
     registry.engage(t2.clone(), "a".into(), a2.clone()).unwrap();
     t1.cancel();
     tokio::task::yield_now().await;
@@ -34,16 +36,16 @@ async fn registry_follows_engagements() {
 
 #[tokio::test]
 async fn single_provider_engages_on_start() {
-    let provider = Arc::new(SingleProvider::with_options(
+    let provider = Arc::new(SingleProvider::with_sync_timeout(
         "one",
         Cluster::new("other-name", hanging_client()),
-        short(),
+        SHORT,
     ));
     assert_eq!(provider.name(), "one");
     assert!(is_cluster_not_found(
         &provider.get(&"one".into()).await.unwrap_err()
     ));
-    let registry = Registry::new();
+    let registry = Engagements::new();
     let token = CancellationToken::new();
     let run = {
         let provider = provider.clone();
@@ -51,7 +53,7 @@ async fn single_provider_engages_on_start() {
         let registry = registry.clone();
         tokio::spawn(async move {
             let runnable = provider.runnable().unwrap();
-            runnable.start(token, Arc::new(registry)).await
+            runnable.start(token, registry).await
         })
     };
     eventually("cluster engaged", DEFAULT_TIMEOUT, || {
@@ -61,7 +63,7 @@ async fn single_provider_engages_on_start() {
     assert_eq!(provider.get(&"one".into()).await.unwrap().name(), "one");
     token.cancel();
     run.await.unwrap().unwrap();
-    assert!(provider.clusters().is_empty());
+    assert!(provider.engagements().is_empty());
 }
 
 #[tokio::test]
@@ -74,7 +76,7 @@ async fn nop_provider_has_nothing() {
 
 #[tokio::test]
 async fn clusters_provider_queues_until_start_then_engages_live() {
-    let provider = Arc::new(ClustersProvider::with_options(short()));
+    let provider = Arc::new(ClustersProvider::with_sync_timeout(SHORT));
     provider
         .add(Cluster::new("early", hanging_client()))
         .await
@@ -93,7 +95,7 @@ async fn clusters_provider_queues_until_start_then_engages_live() {
         &provider.get(&"early".into()).await.unwrap_err()
     ));
 
-    let registry = Registry::new();
+    let registry = Engagements::new();
     let token = CancellationToken::new();
     let run = {
         let (provider, token, registry) = (provider.clone(), token.clone(), registry.clone());
@@ -101,7 +103,7 @@ async fn clusters_provider_queues_until_start_then_engages_live() {
             provider
                 .runnable()
                 .unwrap()
-                .start(token, Arc::new(registry))
+                .start(token, registry)
                 .await
         })
     };

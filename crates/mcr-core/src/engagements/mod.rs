@@ -1,0 +1,579 @@
+//! [`Engagements`]: the one table of engaged clusters, and the one place where a member's
+//! lifecycle is implemented (start, index, engage, sync, activate; stop; park and bring back
+//! under a [`Coordinator`]).
+
+use std::collections::HashMap;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use tokio_util::sync::CancellationToken;
+
+mod engage;
+mod ownership;
+
+use crate::coordinator::{Coordinator, Ownership};
+use crate::{Aware, Cluster, ClusterName, Error, FieldIndex};
+
+/// What [`Engagements::add_or_replace`] did.
+///
+/// ```
+/// use mcr_core::AddOutcome;
+/// assert_ne!(AddOutcome::Added, AddOutcome::Unchanged);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AddOutcome {
+    /// No cluster of that name was running; the new one was added.
+    Added,
+    /// A cluster of that name was running with a different connection; it was replaced.
+    Replaced,
+    /// A cluster of that name is running with the same connection hash; nothing was done.
+    Unchanged,
+}
+
+/// Where a member is in its life, as [`Engagements::phase`] reports it.
+///
+/// ```
+/// use mcr_core::Phase;
+/// assert_ne!(Phase::Starting, Phase::Active);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Phase {
+    /// Another replica owns it: kept (its cache not started) until this replica does.
+    Parked,
+    /// Being brought up: informers opening or listing. Not yet visible to
+    /// [`get`](Engagements::get).
+    Starting,
+    /// Engaged and synced: [`get`](Engagements::get) returns it.
+    Active,
+}
+
+/// One engaged (or starting) instance.
+struct Instance {
+    cluster: Cluster,
+    token: CancellationToken,
+    /// Tells this instance from a later one of the same name (the token's watcher removes
+    /// only its own).
+    generation: u64,
+    /// The prefix of the narrowed view that added it (`None`: the manager's own handle).
+    origin: Option<Arc<str>>,
+}
+
+/// A cluster another replica owns, kept until this replica owns it.
+struct Parked {
+    parent: CancellationToken,
+    cluster: Cluster,
+    /// The handle that added it, to add it again.
+    view: View,
+}
+
+impl Parked {
+    fn origin(&self) -> Option<Arc<str>> {
+        (!self.view.everything).then(|| self.view.prefix.clone())
+    }
+}
+
+/// The table's state, under one lock: a name is in at most one phase, except that a
+/// replacement is `starting` while the instance it replaces is still `active`.
+#[derive(Default)]
+struct State {
+    active: HashMap<ClusterName, Instance>,
+    starting: HashMap<ClusterName, Instance>,
+    parked: HashMap<ClusterName, Parked>,
+    /// The parent token each member was added under, and the handle settings it was added
+    /// with, to park it and bring it back after a release.
+    parents: HashMap<ClusterName, (CancellationToken, View)>,
+    indexes: Vec<FieldIndex>,
+    subscribers: Vec<Arc<dyn Aware>>,
+    next_generation: u64,
+    /// Whether a task follows the coordinator's changes.
+    following: bool,
+}
+
+struct Table {
+    state: Mutex<State>,
+    coordinator: OnceLock<Arc<dyn Coordinator>>,
+}
+
+/// What a view does with a cluster another replica owns.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+enum Gate {
+    /// Park it and engage it when this replica owns it (callers that hand over ready
+    /// clusters).
+    #[default]
+    Park,
+    /// Refuse it with [`Error::NotOwned`]: the caller ([`Workers`](crate::members::Workers))
+    /// builds it again when this replica owns it, so a non-owned member costs no client.
+    Refuse,
+}
+
+/// The per-caller settings of a handle: under which prefix its names live, how long it waits
+/// for a member to sync, and what happens to a cluster another replica owns.
+#[derive(Clone)]
+struct View {
+    prefix: Arc<str>,
+    /// Sees every member, whoever added it (the manager's handle); otherwise only what was
+    /// added through a view of the same prefix.
+    everything: bool,
+    sync_timeout: Duration,
+    gate: Gate,
+}
+
+/// The engaged clusters of a process, kept once. Cheap to clone (an `Arc` inside); every
+/// clone and every [`prefixed`](Engagements::prefixed) handle reads and writes the same table.
+///
+/// The manager creates the table, [subscribes](Engagements::subscribe) its controllers and
+/// runnables, sets the [`Coordinator`] when sharded, and hands the table to its provider when
+/// it starts ([`ProviderRunnable::start`](crate::ProviderRunnable::start)). The provider brings
+/// members in with [`add`](Engagements::add) or [`add_or_replace`](Engagements::add_or_replace)
+/// and out with [`remove`](Engagements::remove); the manager's `Fleet`, the provider's
+/// [`get`](crate::Provider::get) and a reconcile's cluster all read this table, so they agree
+/// at every phase of a member's life.
+///
+/// [`add`](Engagements::add) starts the member's cache with a child token of the provider's
+/// token, engages it with every subscriber (controllers open their informers), applies every
+/// registered field index, waits for the caches to sync and activates it. On any failure it
+/// cancels the child token (no task keeps running), forgets the member and returns an error
+/// naming it. A member whose token is cancelled (removed, or the provider stopped) is
+/// forgotten automatically.
+///
+/// A [`Cluster`] instance is added at most once in its life: its cache is bound to the first
+/// token. To re-add a removed cluster, build a new instance.
+///
+/// ```no_run
+/// # async fn f(client: kube::Client) -> Result<(), mcr_core::Error> {
+/// use mcr_core::{Cluster, Engagements};
+/// use tokio_util::sync::CancellationToken;
+///
+/// let engagements = Engagements::new();
+/// let token = CancellationToken::new();
+/// engagements.add(&token, Cluster::new("member-1", client)).await?;
+/// assert_eq!(engagements.names(), ["member-1"]);
+/// engagements.remove(&"member-1".into());
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct Engagements {
+    table: Arc<Table>,
+    view: View,
+}
+
+impl Default for Engagements {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl std::fmt::Debug for Engagements {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engagements")
+            .field("prefix", &&*self.view.prefix)
+            .field("names", &self.names())
+            .finish_non_exhaustive()
+    }
+}
+
+/// The default of [`Engagements::with_sync_timeout`]: 30 s.
+pub const DEFAULT_SYNC_TIMEOUT: Duration = Duration::from_secs(30);
+
+impl Engagements {
+    /// An empty table, with no subscriber and no coordinator (this replica owns every
+    /// cluster).
+    ///
+    /// ```
+    /// assert!(mcr_core::Engagements::new().is_empty());
+    /// ```
+    pub fn new() -> Self {
+        Engagements {
+            table: Arc::new(Table {
+                state: Mutex::new(State::default()),
+                coordinator: OnceLock::new(),
+            }),
+            view: View {
+                prefix: Arc::from(""),
+                everything: true,
+                sync_timeout: DEFAULT_SYNC_TIMEOUT,
+                gate: Gate::Park,
+            },
+        }
+    }
+
+    /// This handle, waiting at most `timeout` for a member's caches to sync
+    /// ([`Error::SyncTimeout`]; default [`DEFAULT_SYNC_TIMEOUT`]).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let e = mcr_core::Engagements::new().with_sync_timeout(Duration::from_secs(5));
+    /// ```
+    pub fn with_sync_timeout(mut self, timeout: Duration) -> Self {
+        self.view.sync_timeout = timeout;
+        self
+    }
+
+    /// A handle on the same table whose names live under `prefix`: its `add("a")` engages
+    /// `"{prefix}a"`, its `get("a")` and `names()` see only what was added through a handle of
+    /// the same prefix, without the prefix. The multi provider hands one to each child
+    /// provider, and every provider narrows the handle it is given with `prefixed("")`, so that
+    /// what it lists and removes is only its own. Ownership is decided on the full name.
+    ///
+    /// ```
+    /// let root = mcr_core::Engagements::new();
+    /// let kind = root.prefixed("kind#");
+    /// assert!(kind.names().is_empty());
+    /// ```
+    pub fn prefixed(&self, prefix: &str) -> Self {
+        let mut view = self.view.clone();
+        view.prefix = Arc::from(format!("{}{prefix}", self.view.prefix));
+        view.everything = false;
+        Engagements {
+            table: self.table.clone(),
+            view,
+        }
+    }
+
+    /// This handle, refusing a cluster another replica owns with [`Error::NotOwned`] instead of
+    /// parking it: the caller builds it again once this replica owns it (see
+    /// [`owner`](Engagements::owner) and [`ownership_changes`](Engagements::ownership_changes)).
+    pub(crate) fn refusing(mut self) -> Self {
+        self.view.gate = Gate::Refuse;
+        self
+    }
+
+    /// Whether `other` is a handle on the same table.
+    ///
+    /// ```
+    /// let e = mcr_core::Engagements::new();
+    /// assert!(e.same_table(&e.prefixed("a#")));
+    /// assert!(!e.same_table(&mcr_core::Engagements::new()));
+    /// ```
+    pub fn same_table(&self, other: &Engagements) -> bool {
+        Arc::ptr_eq(&self.table, &other.table)
+    }
+
+    /// The full name of `name` in the table.
+    fn full(&self, name: &ClusterName) -> ClusterName {
+        if self.view.prefix.is_empty() {
+            name.clone()
+        } else {
+            ClusterName::from(format!("{}{name}", self.view.prefix))
+        }
+    }
+
+    /// `full` without this view's prefix, if it has it.
+    fn local(&self, full: &ClusterName) -> Option<ClusterName> {
+        full.as_str()
+            .strip_prefix(&*self.view.prefix)
+            .map(ClusterName::from)
+    }
+
+    /// Whether an instance added with `origin` belongs to this view.
+    fn owns(&self, origin: Option<&Arc<str>>) -> bool {
+        self.view.everything || origin.is_some_and(|o| *o == self.view.prefix)
+    }
+
+    /// The origin recorded for what this view adds or engages.
+    fn origin(&self) -> Option<Arc<str>> {
+        (!self.view.everything).then(|| self.view.prefix.clone())
+    }
+
+    /// Sets the coordinator that decides which clusters this replica owns; once per table
+    /// (the manager does it when sharded). A second call is refused with the coordinator
+    /// handed back.
+    pub fn coordinate(&self, coordinator: Arc<dyn Coordinator>) -> Result<(), Arc<dyn Coordinator>> {
+        self.table.coordinator.set(coordinator)
+    }
+
+    /// The coordinator, if one was set.
+    pub(crate) fn coordinator(&self) -> Option<&Arc<dyn Coordinator>> {
+        self.table.coordinator.get()
+    }
+
+    /// Who owns `name` (this replica, without a coordinator).
+    ///
+    /// ```
+    /// assert!(mcr_core::Engagements::new().owner(&"a".into()).is_owned());
+    /// ```
+    pub fn owner(&self, name: &ClusterName) -> Ownership {
+        self.owner_of_full(&self.full(name))
+    }
+
+    /// Who owns the member of that full name.
+    fn owner_of_full(&self, full: &ClusterName) -> Ownership {
+        match self.coordinator() {
+            Some(c) if !full.is_host() => c.owner(full),
+            _ => Ownership::Owned,
+        }
+    }
+
+    /// A receiver that changes every time ownership may have changed; `None` without a
+    /// coordinator (ownership never changes).
+    pub fn ownership_changes(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
+        self.coordinator().map(|c| c.changes())
+    }
+
+    /// Whether this replica's hold on its clusters has lapsed (see
+    /// [`Coordinator::lapsed`]); never without a coordinator.
+    ///
+    /// ```
+    /// assert!(!mcr_core::Engagements::new().lapsed());
+    /// ```
+    pub fn lapsed(&self) -> bool {
+        self.coordinator().is_some_and(|c| c.lapsed())
+    }
+
+    /// Adds a subscriber: it is engaged with every active member now, and with every member
+    /// from here on (at the start of its bring-up, so that the informers it opens are waited
+    /// for before the member is active). Its engagement of a member lasts until the member's
+    /// token fires.
+    pub fn subscribe(&self, subscriber: Arc<dyn Aware>) {
+        let active: Vec<(ClusterName, Cluster, CancellationToken)> = {
+            let mut state = self.table.state.lock();
+            state.subscribers.push(subscriber.clone());
+            state
+                .active
+                .iter()
+                .filter(|(_, i)| !i.token.is_cancelled())
+                .map(|(n, i)| (n.clone(), i.cluster.clone(), i.token.clone()))
+                .collect()
+        };
+        for (name, cluster, token) in active {
+            if let Err(err) = subscriber.engage(token, name.clone(), cluster) {
+                tracing::warn!(cluster = %name, error = %crate::ErrorChain(&err),
+                    "a subscriber refused an engaged cluster");
+            }
+        }
+    }
+
+    /// The active member of that name: [`Error::NotOwned`] when another replica owns it,
+    /// otherwise [`Error::ClusterNotFound`] unless it is engaged and synced.
+    ///
+    /// ```
+    /// let e = mcr_core::Engagements::new();
+    /// assert!(mcr_core::is_cluster_not_found(&e.get(&"member-1".into()).unwrap_err()));
+    /// ```
+    pub fn get(&self, name: &ClusterName) -> Result<Cluster, Error> {
+        if let Ownership::Elsewhere { owner } = self.owner(name) {
+            return Err(Error::NotOwned {
+                cluster: name.clone(),
+                owner,
+            });
+        }
+        let full = self.full(name);
+        let state = self.table.state.lock();
+        match state.active.get(&full) {
+            Some(i) if !i.token.is_cancelled() && self.owns(i.origin.as_ref()) => {
+                Ok(i.cluster.clone())
+            }
+            _ => Err(Error::ClusterNotFound(name.clone())),
+        }
+    }
+
+    /// Where the member of that name is in its life, if the table knows it.
+    ///
+    /// ```
+    /// assert_eq!(mcr_core::Engagements::new().phase(&"a".into()), None);
+    /// ```
+    pub fn phase(&self, name: &ClusterName) -> Option<Phase> {
+        let full = self.full(name);
+        let state = self.table.state.lock();
+        let live = |i: &Instance| !i.token.is_cancelled() && self.owns(i.origin.as_ref());
+        if state.active.get(&full).is_some_and(live) {
+            Some(Phase::Active)
+        } else if state.starting.get(&full).is_some_and(live) {
+            Some(Phase::Starting)
+        } else if state
+            .parked
+            .get(&full)
+            .is_some_and(|p| self.owns(p.origin().as_ref()))
+        {
+            Some(Phase::Parked)
+        } else {
+            None
+        }
+    }
+
+    /// The names of the active members, sorted.
+    ///
+    /// ```
+    /// assert!(mcr_core::Engagements::new().names().is_empty());
+    /// ```
+    pub fn names(&self) -> Vec<ClusterName> {
+        let mut names: Vec<ClusterName> = self
+            .active()
+            .into_iter()
+            .map(|(name, _, _)| name)
+            .collect();
+        names.sort();
+        names
+    }
+
+    /// How many members are active.
+    ///
+    /// ```
+    /// assert_eq!(mcr_core::Engagements::new().len(), 0);
+    /// ```
+    pub fn len(&self) -> usize {
+        self.active().len()
+    }
+
+    /// Whether no member is active.
+    ///
+    /// ```
+    /// assert!(mcr_core::Engagements::new().is_empty());
+    /// ```
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The active members with their engagement tokens, sorted by name (names as this view
+    /// sees them).
+    ///
+    /// ```
+    /// assert!(mcr_core::Engagements::new().active().is_empty());
+    /// ```
+    pub fn active(&self) -> Vec<(ClusterName, Cluster, CancellationToken)> {
+        let state = self.table.state.lock();
+        let mut out: Vec<_> = state
+            .active
+            .iter()
+            .filter(|(_, i)| !i.token.is_cancelled() && self.owns(i.origin.as_ref()))
+            .filter_map(|(n, i)| Some((self.local(n)?, i.cluster.clone(), i.token.clone())))
+            .collect();
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        out
+    }
+
+    /// The token of the member of that name: the active instance, else the one starting.
+    ///
+    /// ```no_run
+    /// # fn f(e: mcr_core::Engagements) {
+    /// if let Some(t) = e.token(&"member-1".into()) { t.cancel(); }
+    /// # }
+    /// ```
+    pub fn token(&self, name: &ClusterName) -> Option<CancellationToken> {
+        let full = self.full(name);
+        let state = self.table.state.lock();
+        let live = |i: &&Instance| !i.token.is_cancelled() && self.owns(i.origin.as_ref());
+        state
+            .active
+            .get(&full)
+            .filter(live)
+            .or_else(|| state.starting.get(&full).filter(live))
+            .map(|i| i.token.clone())
+    }
+
+    /// Registers a field index: applied now to every starting and active member and
+    /// remembered for every future one. The same index again is a no-op; the same name on
+    /// another type is [`Error::Index`].
+    ///
+    /// ```no_run
+    /// # async fn f(e: mcr_core::Engagements) -> Result<(), mcr_core::Error> {
+    /// use k8s_openapi::api::core::v1::ConfigMap;
+    /// let idx = mcr_core::FieldIndex::new::<ConfigMap>("app", |cm| {
+    ///     cm.metadata.labels.as_ref().and_then(|l| l.get("app").cloned()).into_iter().collect()
+    /// });
+    /// e.index_field(&idx).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn index_field(&self, index: &FieldIndex) -> Result<(), Error> {
+        self.register_index(index)
+    }
+
+    /// [`index_field`](Engagements::index_field), without the `async`.
+    pub(crate) fn register_index(&self, index: &FieldIndex) -> Result<(), Error> {
+        let clusters: Vec<Cluster> = {
+            let mut state = self.table.state.lock();
+            match state.indexes.iter().find(|i| i.name() == index.name()) {
+                Some(known) if known.tag() == index.tag() => {}
+                Some(known) => {
+                    return Err(Error::Index {
+                        index: index.name().to_owned(),
+                        reason: format!(
+                            "already registered for {}, cannot register it for {}",
+                            known.resource(),
+                            index.resource()
+                        ),
+                    });
+                }
+                None => state.indexes.push(index.clone()),
+            }
+            let starting = state.starting.values().map(|i| i.cluster.clone());
+            let active = state.active.values().map(|i| i.cluster.clone());
+            starting.chain(active).collect()
+        };
+        for cluster in &clusters {
+            // The cache's errors name the cluster already.
+            cluster.cache().index_field(index)?;
+        }
+        Ok(())
+    }
+
+    /// This handle's settings (sync timeout, gate) on `table`, narrowed with
+    /// [`prefixed("")`](Engagements::prefixed): what a provider started with `table` keeps.
+    /// The field indexes registered on this handle's table carry over.
+    pub(crate) fn rebind(&self, table: &Engagements) -> Result<Engagements, Error> {
+        let mut bound = table.prefixed("");
+        bound.view.sync_timeout = self.view.sync_timeout;
+        bound.view.gate = self.view.gate;
+        if !self.same_table(table) {
+            let indexes = self.table.state.lock().indexes.clone();
+            for index in &indexes {
+                bound.register_index(index)?;
+            }
+        }
+        Ok(bound)
+    }
+
+    /// The names of the parked members (another replica owns them), sorted.
+    ///
+    /// ```
+    /// assert!(mcr_core::Engagements::new().parked().is_empty());
+    /// ```
+    pub fn parked(&self) -> Vec<ClusterName> {
+        let state = self.table.state.lock();
+        let mut names: Vec<ClusterName> = state
+            .parked
+            .iter()
+            .filter(|(_, p)| self.owns(p.origin().as_ref()))
+            .filter_map(|(n, _)| self.local(n))
+            .collect();
+        names.sort();
+        names
+    }
+}
+
+/// Engaging by hand: a cluster whose cache is started already (a test, a cluster built
+/// outside any provider) is admitted, recorded active and handed to every subscriber, without
+/// waiting for sync. The same instance again is a no-op; a new instance of the same name
+/// replaces the active one (whose token is not cancelled: its engager owns it).
+impl Aware for Engagements {
+    fn engage(
+        &self,
+        token: CancellationToken,
+        name: ClusterName,
+        cluster: Cluster,
+    ) -> Result<(), Error> {
+        if let Some(reason) = name.member_name_error() {
+            return Err(Error::InvalidName {
+                cluster: name,
+                reason,
+            });
+        }
+        if !cluster.cache().is_started() {
+            return Err(Error::Engage {
+                cluster: name,
+                source: "its cache is not started: add members with `Engagements::add` (which \
+                         starts the cache and waits for it to sync), or start it first"
+                    .into(),
+            });
+        }
+        let full = self.full(&name);
+        let recorded = self.record(&token, &full, &cluster, self.origin())?;
+        if recorded {
+            // Known by the engaged name in the cache's logs and errors, and its informers'.
+            cluster.cache().engaged_as(&full);
+            self.notify(&token, &full, &cluster);
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,170 @@
+//! The ownership gate of [`Engagements`] (see [`coordinator`](crate::coordinator)): a member
+//! another replica owns is parked (its cache not started) and engaged once this replica owns
+//! it; an engaged member whose ownership moved away is stopped and parked again as a new
+//! instance. Handles that [refuse](Engagements::refusing) instead leave bringing it back to
+//! their caller.
+
+use std::sync::{Arc, Weak};
+
+use tokio_util::sync::CancellationToken;
+use tracing::{Instrument, info};
+
+use super::{Engagements, Gate, Parked, State, Table};
+use crate::coordinator::{Coordinator, Ownership};
+use crate::{Cluster, ClusterName, Error};
+
+impl Engagements {
+    /// Asks the coordinator whether this replica owns `name` (a full name); called by
+    /// `bring_in` with the state lock held, right after the member became starting (so a
+    /// release that follows a change of ownership finds it). `None`: go on. `Some(outcome)`:
+    /// the member was taken out of starting (parked, or refused) and `outcome` is what `add`
+    /// returns.
+    pub(super) fn gate(
+        &self,
+        state: &mut State,
+        parent: &CancellationToken,
+        name: &ClusterName,
+        cluster: &Cluster,
+    ) -> Option<Result<(), Error>> {
+        let coordinator = self.coordinator()?.clone();
+        if self.view.gate == Gate::Park {
+            state
+                .parents
+                .insert(name.clone(), (parent.clone(), self.view.clone()));
+            if !state.following {
+                state.following = true;
+                // Subscribed before ownership is looked at below: no change goes unseen.
+                let changes = coordinator.changes();
+                let weak = Arc::downgrade(&self.table);
+                tokio::spawn(
+                    follow(weak, coordinator.clone(), changes)
+                        .instrument(tracing::info_span!("ownership")),
+                );
+            }
+        }
+        let owner = match coordinator.owner(name) {
+            Ownership::Owned => return None,
+            Ownership::Elsewhere { owner } => owner,
+        };
+        if let Some(i) = state.starting.remove(name) {
+            i.token.cancel();
+        }
+        Some(match self.view.gate {
+            Gate::Park => {
+                let parked = Parked {
+                    parent: parent.clone(),
+                    cluster: cluster.clone(),
+                    view: self.view.clone(),
+                };
+                state.parked.insert(name.clone(), parked);
+                info!(cluster = %name, owner = owner.as_deref().unwrap_or("unknown"),
+                    "cluster owned by another replica: parked");
+                Ok(())
+            }
+            Gate::Refuse => Err(Error::NotOwned {
+                cluster: self.local(name).unwrap_or_else(|| name.clone()),
+                owner,
+            }),
+        })
+    }
+
+    /// Forgets a parked member and its parent token; whether one was parked.
+    pub(super) fn unpark(&self, state: &mut State, name: &ClusterName) -> bool {
+        if state
+            .parked
+            .get(name)
+            .is_some_and(|p| !self.owns(p.origin().as_ref()))
+        {
+            return false;
+        }
+        state.parents.remove(name);
+        state.parked.remove(name).is_some()
+    }
+}
+
+/// Follows the coordinator's changes: releases what this replica no longer owns (and parks a
+/// new instance of it), engages what it came to own. Ends when the table or the coordinator
+/// is dropped.
+async fn follow(
+    table: Weak<Table>,
+    coordinator: Arc<dyn Coordinator>,
+    mut changes: tokio::sync::watch::Receiver<u64>,
+) {
+    loop {
+        if changes.changed().await.is_err() {
+            return;
+        }
+        let Some(table) = table.upgrade() else { return };
+        for (parent, cluster, handle) in sweep(&table, &*coordinator) {
+            let span = tracing::info_span!("owned", cluster = %cluster.name());
+            tokio::spawn(
+                async move {
+                    // Errors are logged by `bring_in` (and the member forgotten, as for any
+                    // member that cannot be engaged).
+                    let _ = handle.add(&parent, cluster).await;
+                }
+                .instrument(span),
+            );
+        }
+    }
+}
+
+/// One pass over the table after a change of ownership: stops the active and starting members
+/// this replica no longer owns (parking a new instance of each that was added under a parent
+/// token), and returns the parked members it owns now, with the handle to add each again.
+fn sweep(
+    table: &Arc<Table>,
+    coordinator: &dyn Coordinator,
+) -> Vec<(CancellationToken, Cluster, Engagements)> {
+    let mut state = table.state.lock();
+    let state = &mut *state;
+    state.parents.retain(|_, (parent, _)| !parent.is_cancelled());
+    let mut release = Vec::new();
+    // Only members added through a parking handle: a refusing handle's caller releases its
+    // own ([`members::Workers`](crate::members::Workers)), and a member engaged by hand stays
+    // its engager's.
+    for (name, i) in state.active.iter().chain(state.starting.iter()) {
+        if state.parents.contains_key(name)
+            && !i.token.is_cancelled()
+            && !coordinator.owner(name).is_owned()
+        {
+            release.push((name.clone(), i.cluster.clone(), i.token.clone()));
+        }
+    }
+    for (name, cluster, token) in release {
+        // Only the instance found above: a replacement of it goes too (it is not owned
+        // either), an entry of another name stays.
+        state.starting.remove(&name);
+        state.active.remove(&name);
+        token.cancel();
+        let owner = coordinator.owner(&name);
+        info!(cluster = %name, owner = owner.owner().unwrap_or("unknown"),
+            "ownership moved to another replica: cluster stopped");
+        if let Some((parent, view)) = state.parents.get(&name) {
+            let parked = Parked {
+                parent: parent.clone(),
+                cluster: cluster.fresh(),
+                view: view.clone(),
+            };
+            state.parked.insert(name, parked);
+        }
+    }
+    state.parked.retain(|_, p| !p.parent.is_cancelled());
+    let owned: Vec<ClusterName> = state
+        .parked
+        .keys()
+        .filter(|name| coordinator.owner(name).is_owned())
+        .cloned()
+        .collect();
+    owned
+        .into_iter()
+        .filter_map(|name| state.parked.remove(&name))
+        .map(|p| {
+            let handle = Engagements {
+                table: table.clone(),
+                view: p.view,
+            };
+            (p.parent, p.cluster, handle)
+        })
+        .collect()
+}
