@@ -71,13 +71,13 @@ mod provider;
 mod redact;
 
 pub mod backoff;
+pub mod coordinator;
 pub mod credentials;
 pub mod kubeconfig;
 pub mod members;
 pub mod providers;
 pub mod sanitize;
 pub mod scope;
-pub mod coordinator;
 
 pub use cache::{Cache, CacheEvent, CacheView, Informer, InformerOptions, watch, watch_metadata};
 pub use cluster::{Cluster, ClusterId, Released};

@@ -134,7 +134,6 @@ pub trait Aware: Send + Sync + 'static {
         name: ClusterName,
         cluster: Cluster,
     ) -> Result<(), Error>;
-
 }
 
 impl<T: Aware + ?Sized> Aware for std::sync::Arc<T> {
@@ -146,5 +145,4 @@ impl<T: Aware + ?Sized> Aware for std::sync::Arc<T> {
     ) -> Result<(), Error> {
         (**self).engage(token, name, cluster)
     }
-
 }

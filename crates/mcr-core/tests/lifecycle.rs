@@ -6,8 +6,8 @@ use std::{sync::Arc, time::Duration};
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use mcr_core::{
-    Aware, Cluster, ClusterName, Engagements, Error, FieldIndex, Provider,
-    is_cluster_not_found, providers::clusters::ClustersProvider,
+    Aware, Cluster, ClusterName, Engagements, Error, FieldIndex, Provider, is_cluster_not_found,
+    providers::clusters::ClustersProvider,
 };
 use mcr_envtest::{Fleet, Partition, TestCluster};
 use support::*;
@@ -49,10 +49,7 @@ async fn add_starts_syncs_indexes_and_engages() {
     let registry = clusters.clone();
     let parent = CancellationToken::new();
     let cluster = Cluster::new("member", tc.client());
-    clusters
-        .add(&parent, cluster.clone())
-        .await
-        .unwrap();
+    clusters.add(&parent, cluster.clone()).await.unwrap();
 
     // Synced before engage: the index answers at once.
     let hits = cluster
@@ -92,10 +89,7 @@ async fn sync_timeout_leaves_no_cluster_and_no_task() {
     let registry = clusters.clone();
     let parent = CancellationToken::new();
     let cluster = Cluster::new("hung", tc.client());
-    let err = clusters
-        .add(&parent, cluster.clone())
-        .await
-        .unwrap_err();
+    let err = clusters.add(&parent, cluster.clone()).await.unwrap_err();
     assert!(
         matches!(err, Error::SyncTimeout { ref cluster, .. } if cluster == "hung"),
         "{err}"
@@ -125,10 +119,7 @@ async fn engage_error_leaves_no_cluster_and_no_task() {
     clusters.index_field(&by_app()).await.unwrap();
     let parent = CancellationToken::new();
     let cluster = Cluster::new("refused", tc.client());
-    let err = clusters
-        .add(&parent, cluster.clone())
-        .await
-        .unwrap_err();
+    let err = clusters.add(&parent, cluster.clone()).await.unwrap_err();
     assert!(
         matches!(err, Error::Engage { ref cluster, .. } if cluster == "refused"),
         "{err}"
@@ -144,15 +135,9 @@ async fn duplicate_is_refused_and_the_first_keeps_running() {
     let registry = clusters.clone();
     let parent = CancellationToken::new();
     let first = Cluster::new("dup", tc.client());
-    clusters
-        .add(&parent, first.clone())
-        .await
-        .unwrap();
+    clusters.add(&parent, first.clone()).await.unwrap();
     let second = Cluster::new("dup", tc.client());
-    let err = clusters
-        .add(&parent, second.clone())
-        .await
-        .unwrap_err();
+    let err = clusters.add(&parent, second.clone()).await.unwrap_err();
     assert!(matches!(err, Error::AlreadyEngaged(ref n) if n == "dup"));
     assert!(!second.cache().is_started());
     assert!(registry.get(&"dup".into()).unwrap().same_instance(&first));
@@ -181,13 +166,7 @@ async fn clusters_provider_over_a_fleet() {
     let token = CancellationToken::new();
     let run = {
         let (provider, token, registry) = (provider.clone(), token.clone(), registry.clone());
-        tokio::spawn(async move {
-            provider
-                .runnable()
-                .unwrap()
-                .start(token, registry)
-                .await
-        })
+        tokio::spawn(async move { provider.runnable().unwrap().start(token, registry).await })
     };
     eventually("all engaged", DEADLINE, || registry.len() == 3).await;
     for tc in fleet.clusters() {
@@ -270,10 +249,7 @@ async fn a_replacement_that_cannot_sync_keeps_the_old_instance() {
 
     // A replacement that syncs takes over, and the old instance stops.
     let v3 = Cluster::new("kept", tc.client()).with_connection_hash("v3");
-    let out = clusters
-        .add_or_replace(&parent, v3.clone())
-        .await
-        .unwrap();
+    let out = clusters.add_or_replace(&parent, v3.clone()).await.unwrap();
     assert_eq!(out, mcr_core::AddOutcome::Replaced);
     assert!(v1_token.is_cancelled());
     assert!(clusters.get(&"kept".into()).unwrap().same_instance(&v3));

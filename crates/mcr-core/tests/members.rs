@@ -52,16 +52,10 @@ async fn unchanged_renewed_in_place_then_replaced_on_server_change() {
     let name = ClusterName::new("one");
 
     let first = minted("a");
-    let added = members
-        .ensure(&token, &name, &first)
-        .await
-        .unwrap();
+    let added = members.ensure(&token, &name, &first).await.unwrap();
     assert!(matches!(added, Ensured::Added(_)), "{added:?}");
     let id = added.id();
-    let again = members
-        .ensure(&token, &name, &first)
-        .await
-        .unwrap();
+    let again = members.ensure(&token, &name, &first).await.unwrap();
     assert_eq!(again, Ensured::Unchanged(id), "same hash: nothing done");
     assert_eq!(members.unchanged(&name, &first), Some(id));
 
@@ -71,10 +65,7 @@ async fn unchanged_renewed_in_place_then_replaced_on_server_change() {
     let lists = member.request_count("list", "configmaps");
 
     // New client certificate, then a bearer token: same server and CA, only credentials.
-    let renewed = members
-        .ensure(&token, &name, &minted("b"))
-        .await
-        .unwrap();
+    let renewed = members.ensure(&token, &name, &minted("b")).await.unwrap();
     assert_eq!(renewed, Ensured::Renewed(id), "same instance");
     let renewed = members
         .ensure(&token, &name, &token_kubeconfig(&member))
@@ -117,16 +108,9 @@ async fn not_renewable_connections_are_replaced() {
     members.bind(&registry).unwrap();
     let name = ClusterName::new("one");
     let conn = token_kubeconfig(&member).renewable(false);
-    let id = members
-        .ensure(&token, &name, &conn)
-        .await
-        .unwrap()
-        .id();
+    let id = members.ensure(&token, &name, &conn).await.unwrap().id();
     let rotated = conn.clone().with_hash("rotated");
-    let replaced = members
-        .ensure(&token, &name, &rotated)
-        .await
-        .unwrap();
+    let replaced = members.ensure(&token, &name, &rotated).await.unwrap();
     assert!(
         matches!(replaced, Ensured::Replaced(new) if new != id),
         "{replaced:?}"
@@ -216,10 +200,7 @@ async fn a_rotation_the_policy_refuses_is_not_renewed_in_place() {
         .unwrap()
         .id();
 
-    let err = members
-        .ensure(&token, &name, &rotated)
-        .await
-        .unwrap_err();
+    let err = members.ensure(&token, &name, &rotated).await.unwrap_err();
     assert!(matches!(err, Error::PolicyDenied { .. }), "{err}");
     assert_eq!(
         registry.get(&name).unwrap().id(),
@@ -230,10 +211,7 @@ async fn a_rotation_the_policy_refuses_is_not_renewed_in_place() {
 
     // The same rotation under a policy allowing file references is renewed in place.
     let allowed = rotated.with_policy(Policy::default().allow_file_references(true));
-    let renewed = members
-        .ensure(&token, &name, &allowed)
-        .await
-        .unwrap();
+    let renewed = members.ensure(&token, &name, &allowed).await.unwrap();
     assert_eq!(renewed, Ensured::Renewed(id));
     token.cancel();
 }

@@ -361,15 +361,14 @@ async fn a_cluster_whose_cache_is_not_started_is_refused() {
         .unwrap_err();
     let chain = mcr_core::ErrorChain(&err).to_string();
     assert!(
-        chain.contains("\"member\"") && chain.contains("Clusters"),
+        chain.contains("\"member\"") && chain.contains("Engagements::add"),
         "{chain}"
     );
     assert!(mgr.engaged_clusters().is_empty());
-    // Through `Clusters`, the same cluster is engaged.
-    let clusters = mcr_core::Clusters::new();
+    // Through the manager's table, the same cluster is engaged.
     let token = CancellationToken::new();
-    clusters
-        .add(&token, Cluster::new("member", member.client()), &mgr)
+    mgr.engagements()
+        .add(&token, Cluster::new("member", member.client()))
         .await
         .unwrap();
     assert_eq!(mgr.engaged_clusters(), [ClusterName::new("member")]);

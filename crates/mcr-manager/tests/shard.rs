@@ -367,8 +367,8 @@ fn settled(r: &Replica, all: &BTreeSet<String>, others: &[&str]) -> bool {
         .map(|n| n.to_string())
         .collect();
     all.iter().all(|n| match r.mgr.owner(&n.as_str().into()) {
-        mcr_core::shard::Ownership::Owned => engaged.contains(n),
-        mcr_core::shard::Ownership::Elsewhere { owner } => {
+        mcr_core::Ownership::Owned => engaged.contains(n),
+        mcr_core::Ownership::Elsewhere { owner } => {
             !engaged.contains(n) && owner.is_some_and(|o| others.contains(&o.as_str()))
         }
     })

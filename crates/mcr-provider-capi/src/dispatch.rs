@@ -117,7 +117,7 @@ impl Dispatcher {
             Want::Engage => self.publish_engage(&name, key),
             Want::Hold(state) => {
                 self.workers.ensure(&name, Desired::Hold);
-                if self.shared.members.clusters().get(&name).is_err() {
+                if self.shared.members.engagements().get(&name).is_err() {
                     self.set_status(key, &name, state);
                 }
             }

@@ -108,7 +108,7 @@
 //!
 //! ```no_run
 //! use std::sync::Arc;
-//! use mcr_core::{Provider, ProviderRunnable, Registry};
+//! use mcr_core::{Provider, ProviderRunnable, Engagements};
 //! use mcr_core::scope::Namespaces;
 //! use mcr_provider_capi::{CapiProvider, CapiVersion, NotReady, Options};
 //! use tokio_util::sync::CancellationToken;
@@ -124,11 +124,11 @@
 //!     ..Options::default()
 //! });
 //! // Usually handed to the Manager, which starts it; here driven by hand:
-//! let registry = Registry::new();
+//! let registry = Engagements::new();
 //! let token = CancellationToken::new();
 //! let running = {
 //!     let (provider, token, registry) = (provider.clone(), token.clone(), registry.clone());
-//!     tokio::spawn(async move { provider.start(token, Arc::new(registry)).await })
+//!     tokio::spawn(async move { provider.start(token, registry).await })
 //! };
 //! // ... later:
 //! let cluster = provider.get(&"fleet/prod-1".into()).await?;

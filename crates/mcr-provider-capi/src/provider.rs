@@ -7,7 +7,6 @@ use futures::stream::BoxStream;
 use k8s_openapi::api::core::v1::Secret;
 use kube::core::PartialObjectMeta;
 use kube::runtime::{WatchStreamExt, watcher};
-use mcr_core::Aware;
 use mcr_core::members::{MemberProvider, Members, StatusProvider};
 use tokio_util::sync::CancellationToken;
 use tracing::info;
@@ -25,7 +24,7 @@ use crate::{ClusterStatus, ObjectRef, Options};
 ///
 /// ```no_run
 /// use std::sync::Arc;
-/// use mcr_core::{ProviderRunnable, Registry};
+/// use mcr_core::{ProviderRunnable, Engagements};
 /// use mcr_core::scope::Namespaces;
 /// use mcr_provider_capi::{CapiProvider, Options};
 /// use tokio_util::sync::CancellationToken;
@@ -36,8 +35,8 @@ use crate::{ClusterStatus, ObjectRef, Options};
 ///     namespaces: Namespaces::List(vec!["tenant-a".into(), "tenant-b".into()]),
 ///     ..Options::default()
 /// });
-/// let registry = Registry::new();
-/// provider.start(CancellationToken::new(), Arc::new(registry.clone())).await?;
+/// let registry = Engagements::new();
+/// provider.start(CancellationToken::new(), registry.clone()).await?;
 /// # Ok(()) }
 /// ```
 #[derive(Clone)]
@@ -115,11 +114,7 @@ impl MemberProvider for CapiProvider {
     }
 
     #[tracing::instrument(name = "capi_provider", skip_all)]
-    async fn run(
-        &self,
-        token: CancellationToken,
-        aware: Arc<dyn Aware>,
-    ) -> Result<(), mcr_core::Error> {
+    async fn run(&self, token: CancellationToken) -> Result<(), mcr_core::Error> {
         let opts = &self.shared.opts;
         opts.namespaces
             .validate()
@@ -132,7 +127,7 @@ impl MemberProvider for CapiProvider {
         let events = futures::stream::select_all(watches(&self.shared.host, opts));
         let connect = Connect(self.shared.clone());
         (self.shared)
-            .drive::<Dispatcher>(&token, aware, connect, events)
+            .drive::<Dispatcher>(&token, connect, events)
             .await;
         drop(guard);
         info!("Cluster API provider stopped");

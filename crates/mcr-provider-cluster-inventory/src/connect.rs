@@ -72,7 +72,7 @@ impl Converge for Connect {
                     if self.0.opts.disengage_when_unhealthy && members.remove(name) {
                         info!(profile = %profile, "cluster profile not ready: cluster disengaged");
                     }
-                    let engaged = members.clusters().get(name).is_ok();
+                    let engaged = members.engagements().get(name).is_ok();
                     self.set_status(member, ProfileState::NotReady { engaged });
                     return Ok(());
                 }

@@ -74,7 +74,7 @@
 //!
 //! ```no_run
 //! use std::sync::Arc;
-//! use mcr_core::{ProviderRunnable, Registry};
+//! use mcr_core::{ProviderRunnable, Engagements};
 //! use mcr_provider_cluster_inventory::{
 //!     AccessProviders, ClusterInventoryProvider, Namespaces, Options, Strategy,
 //! };
@@ -90,11 +90,11 @@
 //!     ..Options::new(Strategy::AccessProviders(Arc::new(file)))
 //! })?;
 //! // Usually handed to the Manager, which starts it; here driven by hand:
-//! let registry = Registry::new();
+//! let registry = Engagements::new();
 //! let token = CancellationToken::new();
 //! tokio::spawn({
 //!     let (provider, token) = (provider.clone(), token.clone());
-//!     async move { provider.start(token, Arc::new(registry)).await }
+//!     async move { provider.start(token, registry).await }
 //! });
 //! # Ok(()) }
 //! ```

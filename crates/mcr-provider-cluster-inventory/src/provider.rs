@@ -7,7 +7,6 @@ use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
 use kube::runtime::{WatchStreamExt, watcher};
-use mcr_core::Aware;
 use mcr_core::members::{MemberProvider, Members, MembersOptions, StatusProvider};
 use tokio_util::sync::CancellationToken;
 use tracing::info;
@@ -129,18 +128,14 @@ impl MemberProvider for ClusterInventoryProvider {
     }
 
     #[tracing::instrument(name = "cluster_inventory_provider", skip_all)]
-    async fn run(
-        &self,
-        token: CancellationToken,
-        aware: Arc<dyn Aware>,
-    ) -> Result<(), mcr_core::Error> {
+    async fn run(&self, token: CancellationToken) -> Result<(), mcr_core::Error> {
         let guard = self.shared.members.start_run("cluster-inventory")?;
         let opts = &self.shared.opts;
         info!(namespaces = ?opts.namespaces, selector = ?opts.label_selector, naming = ?opts.naming, "cluster inventory provider starting");
         let events = futures::stream::select_all(watches(&self.shared.host, opts));
         let connect = Connect(self.shared.clone());
         (self.shared)
-            .drive::<Dispatcher>(&token, aware, connect, events)
+            .drive::<Dispatcher>(&token, connect, events)
             .await;
         drop(guard);
         info!("cluster inventory provider stopped");

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
 use kube::api::{DeleteParams, PostParams};
-use mcr_core::{Aware, Cluster, ClusterName, Registry};
+use mcr_core::{Aware, Cluster, ClusterName};
 use mcr_envtest::TestCluster;
 use mcr_envtest::wait::{eventually, eventually_async};
 use mcr_provider_cluster_inventory::{
@@ -27,10 +27,9 @@ fn secret_opts() -> Options {
     }))
 }
 
-/// A `Registry` that also keeps every cluster engaged under a name, in order.
+/// A subscriber that keeps every cluster engaged under a name, in order.
 #[derive(Default)]
 struct Recorder {
-    registry: Registry,
     engaged: Mutex<Vec<(ClusterName, Cluster)>>,
 }
 
@@ -43,7 +42,8 @@ impl Aware for Recorder {
     ) -> Result<(), mcr_core::Error> {
         let entry = (name.clone(), cluster.clone());
         self.engaged.lock().unwrap().push(entry);
-        self.registry.engage(token, name, cluster)
+        let _ = token;
+        Ok(())
     }
 }
 
@@ -141,11 +141,7 @@ async fn the_oldest_profile_owns_a_clusterset_name_whatever_the_list_order() {
             },
         )
         .unwrap();
-        let run = mcr_test_support::Running::spawn_with(
-            provider,
-            recorder.registry.clone(),
-            recorder.clone(),
-        );
+        let run = mcr_test_support::Running::spawn_with(provider, recorder.clone());
         eventually("z-old engaged and a-young in conflict", DEADLINE, || {
             let state = |name| {
                 run.provider

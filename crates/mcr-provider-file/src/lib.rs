@@ -58,7 +58,7 @@
 //!
 //! ```no_run
 //! use std::sync::Arc;
-//! use mcr_core::{ProviderRunnable, Registry};
+//! use mcr_core::{ProviderRunnable, Engagements};
 //! use mcr_provider_file::{FileProvider, Options};
 //! use tokio_util::sync::CancellationToken;
 //!
@@ -69,11 +69,11 @@
 //!     ..Options::default()
 //! });
 //! // Usually handed to the Manager, which starts it; here driven by hand:
-//! let registry = Registry::new();
+//! let registry = Engagements::new();
 //! let token = CancellationToken::new();
 //! let running = tokio::spawn({
 //!     let (provider, token) = (provider.clone(), token.clone());
-//!     async move { provider.start(token, Arc::new(registry)).await }
+//!     async move { provider.start(token, registry).await }
 //! });
 //! // ... provider.names() == ["/etc/fleet/eu.kubeconfig+eu-1", "/home/me/.kube/config+kind-dev", ...]
 //! token.cancel();

@@ -5,8 +5,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use mcr_core::ClusterName;
 use mcr_core::members::{MemberProvider, Members, MembersOptions, Workers};
-use mcr_core::{Aware, ClusterName};
 use tokio::sync::{Mutex, mpsc};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -26,14 +26,14 @@ type FsEvents = mpsc::UnboundedReceiver<notify::Result<notify::Event>>;
 ///
 /// ```no_run
 /// use std::sync::Arc;
-/// use mcr_core::{ProviderRunnable, Registry};
+/// use mcr_core::{ProviderRunnable, Engagements};
 /// use mcr_provider_file::{FileProvider, Options};
 /// use tokio_util::sync::CancellationToken;
 ///
 /// # async fn run() -> Result<(), mcr_core::Error> {
 /// let provider = FileProvider::new(Options { dirs: vec!["/etc/fleet".into()], ..Options::default() });
-/// let registry = Registry::new();
-/// provider.start(CancellationToken::new(), Arc::new(registry)).await
+/// let registry = Engagements::new();
+/// provider.start(CancellationToken::new(), registry).await
 /// # }
 /// ```
 #[derive(Clone)]
@@ -105,27 +105,20 @@ impl FileProvider {
     /// their last good clusters. For one-shot use and tests: it awaits every member's build,
     /// so a hung member holds up the report. The running provider does not wait like this: it
     /// reads the files and hands each cluster to a worker of its own. Reads never overlap.
-    /// Clusters added here live until `token` is cancelled or they are removed.
+    /// Clusters added here go to the table the provider was started with (before that, one of
+    /// its own) and live until `token` is cancelled or they are removed.
     ///
     /// ```no_run
     /// # async fn f(p: mcr_provider_file::FileProvider) {
-    /// let registry = mcr_core::Registry::new();
     /// let token = tokio_util::sync::CancellationToken::new();
-    /// let report = p.run_once(&token, std::sync::Arc::new(registry)).await;
+    /// let report = p.run_once(&token).await;
     /// assert!(report.failed.is_empty());
     /// # }
     /// ```
-    pub async fn run_once(&self, token: &CancellationToken, aware: Arc<dyn Aware>) -> PassReport {
+    pub async fn run_once(&self, token: &CancellationToken) -> PassReport {
         let mut state = self.inner.state.lock().await;
         let inner = &self.inner;
-        pass(
-            &inner.opts,
-            &inner.members,
-            &mut state,
-            token,
-            aware.as_ref(),
-        )
-        .await
+        pass(&inner.opts, &inner.members, &mut state, token).await
     }
 
     /// Reads the files and hands each cluster's connection to its worker (which builds,
@@ -175,11 +168,7 @@ impl FileProvider {
         disk.referenced
     }
 
-    async fn watch_loop(
-        &self,
-        token: &CancellationToken,
-        aware: Arc<dyn Aware>,
-    ) -> Result<(), mcr_core::Error> {
+    async fn watch_loop(&self, token: &CancellationToken) -> Result<(), mcr_core::Error> {
         let opts = self.inner.opts.clone();
         let (tx, mut events) = mpsc::unbounded_channel();
         let watcher = notify::recommended_watcher(move |event| {
@@ -196,7 +185,7 @@ impl FileProvider {
         let patterns = compile(&opts.globs);
         // One worker per cluster name, each with its own backoff: a pass only reads the files
         // and hands out connections, so a hung plugin or server holds up nobody else.
-        let workers = Workers::new(&self.inner.members, token, aware, FileMembers);
+        let workers = Workers::new(&self.inner.members, token, FileMembers);
         let mut known = BTreeSet::new();
         // Files the kubeconfigs read by path (certificates, keys, CA, tokens): a rotation
         // renews (or, for a CA file, rebuilds) the member that uses them.
@@ -244,13 +233,9 @@ impl MemberProvider for FileProvider {
     }
 
     #[tracing::instrument(name = "file_provider", skip_all)]
-    async fn run(
-        &self,
-        token: CancellationToken,
-        aware: Arc<dyn Aware>,
-    ) -> Result<(), mcr_core::Error> {
+    async fn run(&self, token: CancellationToken) -> Result<(), mcr_core::Error> {
         let guard = self.inner.members.start_run("file")?;
-        let result = self.watch_loop(&token, aware).await;
+        let result = self.watch_loop(&token).await;
         drop(guard);
         info!("file provider stopped");
         result

@@ -8,7 +8,7 @@ use kube::config::Kubeconfig;
 use std::time::Duration;
 
 use mcr_core::members::{self, Connection, Converge, Ensured, Member, Members};
-use mcr_core::{Aware, BoxFuture, ClusterName, kubeconfig};
+use mcr_core::{BoxFuture, ClusterName, kubeconfig};
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, error, info, info_span, warn};
 
@@ -20,8 +20,8 @@ use crate::{Error, Options};
 ///
 /// ```no_run
 /// # async fn f(p: &mcr_provider_file::FileProvider, token: tokio_util::sync::CancellationToken,
-/// #            aware: std::sync::Arc<dyn mcr_core::Aware>) {
-/// let report = p.run_once(&token, aware).await;
+/// # ) {
+/// let report = p.run_once(&token).await;
 /// println!("+{} ~{} -{}", report.added.len(), report.replaced.len(), report.removed.len());
 /// # }
 /// ```
@@ -181,7 +181,6 @@ pub(crate) async fn pass(
     members: &Members,
     state: &mut PassState,
     token: &CancellationToken,
-    aware: &dyn Aware,
 ) -> PassReport {
     let mut disk = read(opts, state).await;
     let mut report = PassReport {
@@ -192,7 +191,7 @@ pub(crate) async fn pass(
     };
     let attempts = disk.desired.iter().map(|(name, connection)| {
         let span = info_span!("file_cluster", cluster = %name);
-        ensure(members, token, aware, name, connection).instrument(span)
+        ensure(members, token, name, connection).instrument(span)
     });
     for (name, result) in disk
         .desired
@@ -233,12 +232,11 @@ pub(crate) async fn pass(
 async fn ensure(
     members: &Members,
     token: &CancellationToken,
-    aware: &dyn Aware,
     name: &ClusterName,
     connection: &Connection,
 ) -> Result<Ensured, Error> {
     let ensured = members
-        .ensure(token, aware, name, connection)
+        .ensure(token, name, connection)
         .await
         .map_err(Error::from_member)?;
     info!(outcome = ?ensured, "cluster from kubeconfig file engaged");

@@ -1,7 +1,6 @@
 //! The file provider against emulated HTTPS clusters whose kubeconfigs are written to disk.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -9,7 +8,7 @@ use kube::Api;
 use kube::api::PostParams;
 use kube::config::Kubeconfig;
 use mcr_core::kubeconfig::{ExecPolicy, Policy};
-use mcr_core::{Aware, ClusterName, Provider, ProviderRunnable};
+use mcr_core::{ClusterName, Provider, ProviderRunnable};
 use mcr_envtest::wait::eventually;
 use mcr_envtest::{Fleet, TestCluster};
 use mcr_provider_file::{Error, FileProvider, MemberOptions, Options, PassReport};
@@ -42,8 +41,7 @@ trait Settle {
 
 impl Settle for Running {
     async fn settle(&self) -> PassReport {
-        let aware: Arc<dyn Aware> = Arc::new(self.registry.clone());
-        self.provider.run_once(&self.token, aware).await
+        self.provider.run_once(&self.token).await
     }
 }
 
@@ -244,10 +242,9 @@ async fn a_missing_directory_is_picked_up_when_created() {
     })
     .await;
     // A second start while running is refused with a real error, not an engage failure.
-    let aware: Arc<dyn Aware> = Arc::new(run.registry.clone());
     let err = run
         .provider
-        .start(run.token.child_token(), aware)
+        .start(run.token.child_token(), run.registry.clone())
         .await
         .unwrap_err();
     assert!(

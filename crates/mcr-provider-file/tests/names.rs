@@ -4,14 +4,14 @@
 //! after every restart, whatever was written last; the other is reported as a conflict.
 
 use std::path::Path;
-use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
 use kube::api::PostParams;
 use kube::config::Kubeconfig;
-use mcr_core::{Aware, ClusterName, Registry};
+use mcr_core::members::MemberProvider;
+use mcr_core::{ClusterName, Engagements};
 use mcr_envtest::TestCluster;
 use mcr_provider_file::{Error, FileProvider, MemberOptions, Options};
 use mcr_test_support::{configmap, init_tracing};
@@ -25,7 +25,7 @@ fn with_context(tc: &TestCluster, context: &str) -> String {
     serde_json::to_string(&kc).unwrap()
 }
 
-async fn marker(registry: &Registry, name: &str) -> Option<String> {
+async fn marker(registry: &Engagements, name: &str) -> Option<String> {
     let cluster = registry.get(&ClusterName::new(name)).ok()?;
     let cm = Api::<ConfigMap>::namespaced(cluster.client(), "default")
         .get_opt("marker")
@@ -75,10 +75,9 @@ async fn two_files_mapping_to_one_name_have_one_stable_owner() {
             }
         }
         let provider = FileProvider::new(opts(dir.path()));
-        let registry = Registry::new();
-        let aware: Arc<dyn Aware> = Arc::new(registry.clone());
+        let registry = provider.members().engagements();
         let token = CancellationToken::new();
-        let report = provider.run_once(&token, aware).await;
+        let report = provider.run_once(&token).await;
         assert_eq!(
             report.added,
             [ClusterName::new(name.as_str())],

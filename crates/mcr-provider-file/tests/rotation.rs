@@ -4,12 +4,11 @@
 //! place too: same instance, no relist. A new server is a new instance.
 
 use std::path::Path;
-use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Namespace;
 use kube::Api;
-use mcr_core::{ClusterName, Registry};
+use mcr_core::{ClusterName, Engagements};
 use mcr_envtest::Fleet;
 use mcr_envtest::wait::{eventually, eventually_async};
 use mcr_provider_file::{FileProvider, MemberOptions, Options};
@@ -28,7 +27,7 @@ fn write_atomic(path: &Path, contents: &str) {
 }
 
 /// Whether the engaged `name` can read from its server (`GET /api/v1/namespaces/default`).
-async fn authorized(registry: &Registry, name: &str) -> bool {
+async fn authorized(registry: &Engagements, name: &str) -> bool {
     let Ok(cluster) = registry.get(&ClusterName::new(name)) else {
         return false;
     };
@@ -152,10 +151,7 @@ async fn credential_only_rotation_renews_in_place_without_relist() {
         registry.get(&name).unwrap().same_instance(&cluster),
         "same instance"
     );
-    let report = run
-        .provider
-        .run_once(&run.token, Arc::new(registry.clone()))
-        .await;
+    let report = run.provider.run_once(&run.token).await;
     assert_eq!(
         report.unchanged,
         std::slice::from_ref(&name),

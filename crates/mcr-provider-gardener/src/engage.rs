@@ -6,7 +6,7 @@ use std::sync::Arc;
 use mcr_core::backoff::Backoff;
 use mcr_core::credentials::{self, RenewableClient};
 use mcr_core::members::Members;
-use mcr_core::{Aware, Cluster, ClusterName};
+use mcr_core::{Cluster, ClusterName};
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
@@ -21,11 +21,10 @@ pub(crate) async fn engage(
     name: ClusterName,
     source: Arc<ShootKubeconfig>,
     token: CancellationToken,
-    aware: Arc<dyn Aware>,
 ) {
     let mut backoff = Backoff::new(opts.retry_initial, opts.retry_max);
     loop {
-        match attempt(&engaged, &opts, &name, &source, &token, &*aware).await {
+        match attempt(&engaged, &opts, &name, &source, &token).await {
             Ok(()) => return engaged.report_done(&name),
             Err(err) => {
                 if token.is_cancelled() {
@@ -49,7 +48,6 @@ async fn attempt(
     name: &ClusterName,
     source: &Arc<ShootKubeconfig>,
     token: &CancellationToken,
-    aware: &dyn Aware,
 ) -> Result<(), Error> {
     let (config, creds) = source.fetch().await?;
     let (client, handle) =
@@ -58,9 +56,9 @@ async fn attempt(
             reason: e.to_string(),
         })?;
     let cluster = Cluster::new(name.clone(), client).with_credentials(handle.clone());
-    engaged.clusters().add(token, cluster, aware).await?;
+    engaged.engagements().add(token, cluster).await?;
     let cluster_token = engaged
-        .clusters()
+        .engagements()
         .token(name)
         .unwrap_or_else(|| token.child_token());
     credentials::spawn_renewal(

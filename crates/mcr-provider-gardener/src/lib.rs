@@ -25,7 +25,7 @@
 //!
 //! ```no_run
 //! use std::{sync::Arc, time::Duration};
-//! use mcr_core::{ProviderRunnable, Registry};
+//! use mcr_core::{ProviderRunnable, Engagements};
 //! use mcr_provider_gardener::{GardenerProvider, Namespaces, Options};
 //! use tokio_util::sync::CancellationToken;
 //!
@@ -36,8 +36,8 @@
 //!     expiration: Duration::from_secs(1800),
 //!     ..Options::default()
 //! });
-//! let registry = Registry::new();
-//! provider.start(CancellationToken::new(), Arc::new(registry.clone())).await?;
+//! let registry = Engagements::new();
+//! provider.start(CancellationToken::new(), registry.clone()).await?;
 //! # Ok(()) }
 //! ```
 

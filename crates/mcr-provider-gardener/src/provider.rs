@@ -7,8 +7,8 @@ use futures::{StreamExt, stream::BoxStream};
 use kube::ResourceExt;
 use kube::api::DynamicObject;
 use kube::runtime::{WatchStreamExt, watcher};
+use mcr_core::ClusterName;
 use mcr_core::members::{MemberProvider, Members, MembersOptions};
-use mcr_core::{Aware, ClusterName};
 use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, info, warn};
@@ -31,7 +31,7 @@ use crate::{Address, Options, shoot};
 ///
 /// ```no_run
 /// use std::sync::Arc;
-/// use mcr_core::{ProviderRunnable, Registry};
+/// use mcr_core::{ProviderRunnable, Engagements};
 /// use mcr_provider_gardener::{GardenerProvider, Namespaces, Options};
 /// use tokio_util::sync::CancellationToken;
 ///
@@ -41,8 +41,8 @@ use crate::{Address, Options, shoot};
 ///     namespaces: Namespaces::One("garden-dev".into()),
 ///     ..Options::default()
 /// });
-/// let registry = Registry::new();
-/// provider.start(CancellationToken::new(), Arc::new(registry.clone())).await?;
+/// let registry = Engagements::new();
+/// provider.start(CancellationToken::new(), registry.clone()).await?;
 /// # Ok(()) }
 /// ```
 #[derive(Clone)]
@@ -95,7 +95,7 @@ impl GardenerProvider {
     /// # }
     /// ```
     pub fn cluster_names(&self) -> Vec<ClusterName> {
-        self.inner.engaged.clusters().names()
+        self.inner.engaged.engagements().names()
     }
 
     fn streams(&self) -> Vec<(Option<String>, BoxStream<'static, WatchEvent>)> {
@@ -115,7 +115,7 @@ impl GardenerProvider {
             .collect()
     }
 
-    async fn watch(&self, token: CancellationToken, aware: Arc<dyn Aware>) {
+    async fn watch(&self, token: CancellationToken) {
         let streams = self.streams();
         let scopes: Vec<Option<String>> = streams.iter().map(|(ns, _)| ns.clone()).collect();
         let mut merged = futures::stream::select_all(
@@ -138,7 +138,7 @@ impl GardenerProvider {
                     listing.insert(i, HashSet::new());
                 }
                 Ok(watcher::Event::InitApply(s)) => {
-                    if let Some(name) = self.observe(&s, &token, &aware) {
+                    if let Some(name) = self.observe(&s, &token) {
                         listing.entry(i).or_default().insert(name);
                     }
                 }
@@ -147,7 +147,7 @@ impl GardenerProvider {
                     self.sweep(scopes[i].as_deref(), &seen);
                 }
                 Ok(watcher::Event::Apply(s)) => {
-                    self.observe(&s, &token, &aware);
+                    self.observe(&s, &token);
                 }
                 Ok(watcher::Event::Delete(s)) => {
                     let name = self.name_of(&s);
@@ -168,12 +168,7 @@ impl GardenerProvider {
     }
 
     /// Engages or disengages a Shoot after a change; returns its name when in scope.
-    fn observe(
-        &self,
-        s: &DynamicObject,
-        token: &CancellationToken,
-        aware: &Arc<dyn Aware>,
-    ) -> Option<ClusterName> {
+    fn observe(&self, s: &DynamicObject, token: &CancellationToken) -> Option<ClusterName> {
         let opts = &self.inner.opts;
         let namespace = s.namespace().unwrap_or_default();
         if !opts.namespaces.contains(&namespace) {
@@ -234,7 +229,6 @@ impl GardenerProvider {
                 name.clone(),
                 source,
                 member_token,
-                aware.clone(),
             )
             .instrument(span),
         );
@@ -275,13 +269,9 @@ impl MemberProvider for GardenerProvider {
         &self.inner.engaged
     }
 
-    async fn run(
-        &self,
-        token: CancellationToken,
-        aware: Arc<dyn Aware>,
-    ) -> Result<(), mcr_core::Error> {
+    async fn run(&self, token: CancellationToken) -> Result<(), mcr_core::Error> {
         info!("starting the Gardener provider");
-        self.watch(token, aware).await;
+        self.watch(token).await;
         Ok(())
     }
 }

@@ -1,13 +1,12 @@
 //! The Gardener provider against an emulated garden whose Shoots are HTTPS clusters with
 //! expiring client certificates.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::api::{Api, ListParams, PostParams};
 use mcr_core::credentials::RenewalOptions;
-use mcr_core::{ClusterName, Provider, ProviderRunnable, Registry};
+use mcr_core::{ClusterName, Engagements, Provider, ProviderRunnable};
 use mcr_envtest::TestCluster;
 use mcr_envtest::garden::Garden;
 use mcr_envtest::wait::{eventually, eventually_async};
@@ -34,11 +33,11 @@ fn options(expiration: Duration) -> Options {
     }
 }
 
-fn start(provider: &GardenerProvider) -> (Registry, CancellationToken) {
-    let registry = Registry::new();
+fn start(provider: &GardenerProvider) -> (Engagements, CancellationToken) {
+    let registry = Engagements::new();
     let token = CancellationToken::new();
     let (p, t, r) = (provider.clone(), token.clone(), registry.clone());
-    tokio::spawn(async move { p.start(t, Arc::new(r)).await });
+    tokio::spawn(async move { p.start(t, r).await });
     (registry, token)
 }
 

@@ -51,7 +51,7 @@
 //!
 //! ```no_run
 //! use std::sync::Arc;
-//! use mcr_core::{ProviderRunnable, Registry};
+//! use mcr_core::{ProviderRunnable, Engagements};
 //! use mcr_provider_kind::{KindProvider, Options};
 //! use tokio_util::sync::CancellationToken;
 //!
@@ -63,8 +63,8 @@
 //! });
 //! // Usually handed to the mcr Manager (`Manager::new(host, Some(Arc::new(provider)))`),
 //! // which starts it; here driven by hand:
-//! let registry = Registry::new();
-//! provider.start(CancellationToken::new(), Arc::new(registry)).await
+//! let registry = Engagements::new();
+//! provider.start(CancellationToken::new(), registry).await
 //! # }
 //! ```
 

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use mcr_core::{AddOutcome, Aware, ClusterName, Clusters, kubeconfig};
+use mcr_core::{AddOutcome, ClusterName, Engagements, kubeconfig};
 use tokio_util::sync::CancellationToken;
 
 use crate::cli::KindCli;
@@ -10,15 +10,14 @@ use crate::{Error, Options};
 
 /// Fetches the cluster's kubeconfig from kind and makes the engaged instance match it: nothing
 /// to do when the connection hash is unchanged, otherwise build (through mcr-core's kubeconfig
-/// policy), probe and [`Clusters::add_or_replace`] (a recreated kind cluster has a new CA and
+/// policy), probe and [`Engagements::add_or_replace`] (a recreated kind cluster has a new CA and
 /// client certificate, so a new hash, and replaces the old instance).
 pub(crate) async fn sync(
     opts: &Options,
     cli: &KindCli,
-    clusters: &Clusters,
+    clusters: &Engagements,
     name: &ClusterName,
     token: &CancellationToken,
-    aware: &dyn Aware,
 ) -> Result<AddOutcome, Error> {
     let bytes = cli.kubeconfig(name.as_str(), token).await?;
     let invalid = |source| Error::Kubeconfig {
@@ -53,7 +52,7 @@ pub(crate) async fn sync(
         reason,
     })?;
     clusters
-        .add_or_replace(token, cluster, aware)
+        .add_or_replace(token, cluster)
         .await
         .map_err(|source| Error::Engage {
             cluster: name.clone(),

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use mcr_core::backoff::Backoff;
 use mcr_core::members::{MemberProvider, Members};
-use mcr_core::{AddOutcome, Aware, ClusterName};
+use mcr_core::{AddOutcome, ClusterName};
 use parking_lot::Mutex;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -26,13 +26,13 @@ const LIST_BACKOFF_MAX: Duration = Duration::from_secs(60);
 ///
 /// ```no_run
 /// use std::sync::Arc;
-/// use mcr_core::{ProviderRunnable, Registry};
+/// use mcr_core::{ProviderRunnable, Engagements};
 /// use mcr_provider_kind::{KindProvider, Options};
 /// use tokio_util::sync::CancellationToken;
 ///
 /// # async fn run() -> Result<(), mcr_core::Error> {
 /// let provider = KindProvider::new(Options { prefix: Some("fleet-".into()), ..Options::default() });
-/// provider.start(CancellationToken::new(), Arc::new(Registry::new())).await
+/// provider.start(CancellationToken::new(), Engagements::new()).await
 /// # }
 /// ```
 #[derive(Clone)]
@@ -95,7 +95,7 @@ impl KindProvider {
     /// assert!(mcr_provider_kind::KindProvider::new(Default::default()).names().is_empty());
     /// ```
     pub fn names(&self) -> Vec<ClusterName> {
-        self.inner.engaged.clusters().names()
+        self.inner.engaged.engagements().names()
     }
 
     /// The listed kind clusters whose last attempt to join (or to refresh) failed, with the
@@ -114,7 +114,7 @@ impl KindProvider {
             .collect()
     }
 
-    async fn discover(&self, token: CancellationToken, aware: Arc<dyn Aware>) -> Result<(), Error> {
+    async fn discover(&self, token: CancellationToken) -> Result<(), Error> {
         let guard = self
             .inner
             .engaged
@@ -123,7 +123,7 @@ impl KindProvider {
         // Our own child: stopping on an error must not cancel the caller's token.
         let token = token.child_token();
         let tasks = TaskTracker::new();
-        let result = self.poll_loop(&token, &aware, &tasks).await;
+        let result = self.poll_loop(&token, &tasks).await;
         token.cancel();
         tasks.close();
         tasks.wait().await;
@@ -133,12 +133,7 @@ impl KindProvider {
         result
     }
 
-    async fn poll_loop(
-        &self,
-        token: &CancellationToken,
-        aware: &Arc<dyn Aware>,
-        tasks: &TaskTracker,
-    ) -> Result<(), Error> {
+    async fn poll_loop(&self, token: &CancellationToken, tasks: &TaskTracker) -> Result<(), Error> {
         let opts = &self.inner.opts;
         let interval = opts.poll_interval.max(Duration::from_millis(1));
         let mut list_backoff = Backoff::new(interval, LIST_BACKOFF_MAX.max(interval));
@@ -148,7 +143,7 @@ impl KindProvider {
             let delay = match self.inner.cli.clusters(token).await {
                 Ok(names) => {
                     list_backoff.reset();
-                    self.reconcile(names, token, aware, tasks);
+                    self.reconcile(names, token, tasks);
                     interval
                 }
                 Err(Error::Cancelled { .. }) => return Ok(()),
@@ -158,7 +153,7 @@ impl KindProvider {
                 }
                 Err(err) => {
                     let retry_in = list_backoff.next_delay();
-                    let known = self.inner.engaged.clusters().len();
+                    let known = self.inner.engaged.engagements().len();
                     warn!(error = %err, ?retry_in, known, "listing kind clusters failed; known clusters are kept");
                     retry_in
                 }
@@ -173,13 +168,7 @@ impl KindProvider {
 
     /// Applies one successful list: clusters no longer listed leave; listed ones that are new,
     /// due for a refresh or due for a retry get an attempt of their own.
-    fn reconcile(
-        &self,
-        listed: Vec<String>,
-        token: &CancellationToken,
-        aware: &Arc<dyn Aware>,
-        tasks: &TaskTracker,
-    ) {
+    fn reconcile(&self, listed: Vec<String>, token: &CancellationToken, tasks: &TaskTracker) {
         let inner = &self.inner;
         let listed: BTreeSet<ClusterName> = listed
             .into_iter()
@@ -216,21 +205,20 @@ impl KindProvider {
             }
             m.busy = true;
             let span = info_span!("kind_cluster", cluster = %name);
-            let attempt = self.clone().attempt(name, token.clone(), aware.clone());
+            let attempt = self.clone().attempt(name, token.clone());
             tasks.spawn(attempt.instrument(span));
         }
     }
 
     /// One attempt to bring a cluster in line with kind, then its bookkeeping.
-    async fn attempt(self, name: ClusterName, token: CancellationToken, aware: Arc<dyn Aware>) {
+    async fn attempt(self, name: ClusterName, token: CancellationToken) {
         let inner = &self.inner;
         let result = member::sync(
             &inner.opts,
             &inner.cli,
-            inner.engaged.clusters(),
+            &inner.engaged.engagements(),
             &name,
             &token,
-            aware.as_ref(),
         )
         .await;
         let mut members = inner.members.lock();
@@ -260,7 +248,7 @@ impl KindProvider {
             Err(_) if token.is_cancelled() => {}
             Err(err) => {
                 let retry_in = m.backoff.next_delay();
-                let engaged = inner.engaged.clusters().get(&name).is_ok();
+                let engaged = inner.engaged.engagements().get(&name).is_ok();
                 warn!(error = %err, ?retry_in, engaged, "kind cluster not in line with kind; retrying");
                 m.last_error = Some(err.to_string());
                 inner.engaged.report_failure(&name, &err, Some(retry_in));
@@ -278,13 +266,7 @@ impl MemberProvider for KindProvider {
     /// Runs the poll loop until `token` is cancelled. Fails at once, with a message naming the
     /// binary, `PATH` and how to install kind, when the `kind` executable does not exist.
     #[tracing::instrument(name = "kind_provider", skip_all)]
-    async fn run(
-        &self,
-        token: CancellationToken,
-        aware: Arc<dyn Aware>,
-    ) -> Result<(), mcr_core::Error> {
-        self.discover(token, aware)
-            .await
-            .map_err(mcr_core::Error::from)
+    async fn run(&self, token: CancellationToken) -> Result<(), mcr_core::Error> {
+        self.discover(token).await.map_err(mcr_core::Error::from)
     }
 }

@@ -3,11 +3,10 @@
 
 mod common;
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use common::{DEADLINE, FakeKind, KindRun, Running, init_tracing, nowhere};
-use mcr_core::{ProviderRunnable, Registry};
+use mcr_core::{Engagements, ProviderRunnable};
 use mcr_envtest::TestCluster;
 use mcr_envtest::wait::eventually;
 use mcr_provider_kind::{KindProvider, Options};
@@ -211,7 +210,7 @@ async fn a_missing_kind_binary_fails_at_start_with_install_hint() {
         kind_bin: Some(missing.clone()),
         ..Options::default()
     });
-    let run = provider.start(CancellationToken::new(), Arc::new(Registry::new()));
+    let run = provider.start(CancellationToken::new(), Engagements::new());
     let err = tokio::time::timeout(DEADLINE, run)
         .await
         .expect("fails at once")
@@ -228,7 +227,7 @@ async fn a_missing_kind_binary_fails_at_start_with_install_hint() {
         kind_bin: Some("mcr-test-no-such-kind".into()),
         ..Options::default()
     });
-    let run = provider.start(CancellationToken::new(), Arc::new(Registry::new()));
+    let run = provider.start(CancellationToken::new(), Engagements::new());
     let err = tokio::time::timeout(DEADLINE, run)
         .await
         .expect("fails at once")

@@ -84,7 +84,7 @@
 //!
 //! ```no_run
 //! use std::sync::Arc;
-//! use mcr_core::{Provider, ProviderRunnable, Registry};
+//! use mcr_core::{Provider, ProviderRunnable, Engagements};
 //! use mcr_provider_kubeconfig::{KubeconfigProvider, Namespaces, Options};
 //! use tokio_util::sync::CancellationToken;
 //!
@@ -95,12 +95,12 @@
 //!     ..Options::default()
 //! });
 //! // Usually handed to the Manager, which starts it; here driven by hand:
-//! let registry = Registry::new();
+//! let registry = Engagements::new();
 //! let token = CancellationToken::new();
 //! let running = {
 //!     let provider = provider.clone();
 //!     let (token, registry) = (token.clone(), registry.clone());
-//!     tokio::spawn(async move { provider.start(token, Arc::new(registry)).await })
+//!     tokio::spawn(async move { provider.start(token, registry).await })
 //! };
 //! // ... registry.names() lists the engaged clusters ...
 //! let cluster = provider.get(&"member-1".into()).await?;

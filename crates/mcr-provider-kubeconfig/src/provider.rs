@@ -6,7 +6,6 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
 use kube::runtime::{WatchStreamExt, watcher};
-use mcr_core::Aware;
 use mcr_core::members::{MemberProvider, Members, StatusProvider};
 use tokio_util::sync::CancellationToken;
 use tracing::info;
@@ -29,7 +28,7 @@ use crate::{Options, SecretRef, SecretStatus};
 ///
 /// ```no_run
 /// use std::sync::Arc;
-/// use mcr_core::{ProviderRunnable, Registry};
+/// use mcr_core::{ProviderRunnable, Engagements};
 /// use mcr_provider_kubeconfig::{KubeconfigProvider, Namespaces, Options};
 /// use tokio_util::sync::CancellationToken;
 ///
@@ -39,9 +38,9 @@ use crate::{Options, SecretRef, SecretStatus};
 ///     namespaces: Namespaces::One("fleet".into()),
 ///     ..Options::default()
 /// });
-/// let registry = Registry::new();
+/// let registry = Engagements::new();
 /// let token = CancellationToken::new();
-/// provider.start(token.clone(), Arc::new(registry.clone())).await?;
+/// provider.start(token.clone(), registry.clone()).await?;
 /// # Ok(()) }
 /// ```
 #[derive(Clone)]
@@ -110,18 +109,14 @@ impl MemberProvider for KubeconfigProvider {
     }
 
     #[tracing::instrument(name = "kubeconfig_provider", skip_all)]
-    async fn run(
-        &self,
-        token: CancellationToken,
-        aware: Arc<dyn Aware>,
-    ) -> Result<(), mcr_core::Error> {
+    async fn run(&self, token: CancellationToken) -> Result<(), mcr_core::Error> {
         let guard = self.shared.members.start_run("kubeconfig")?;
         let opts = &self.shared.opts;
         info!(namespaces = ?opts.namespaces, label = %opts.label, key = %opts.data_key, "kubeconfig provider starting");
         let events = futures::stream::select_all(secret_watches(&self.shared.host, opts));
         let connect = Connect(self.shared.clone());
         (self.shared)
-            .drive::<Dispatcher>(&token, aware, connect, events)
+            .drive::<Dispatcher>(&token, connect, events)
             .await;
         drop(guard);
         info!("kubeconfig provider stopped");

@@ -130,10 +130,9 @@ fn state<A>(
         .map(|s| s.state)
 }
 
-/// A `Registry` that also keeps every cluster engaged under a name, in order.
+/// A subscriber that keeps every cluster engaged under a name, in order.
 #[derive(Default)]
 struct Recorder {
-    registry: mcr_core::Registry,
     engaged: std::sync::Mutex<Vec<(ClusterName, mcr_core::Cluster)>>,
 }
 
@@ -146,7 +145,8 @@ impl mcr_core::Aware for Recorder {
     ) -> Result<(), mcr_core::Error> {
         let entry = (name.clone(), cluster.clone());
         self.engaged.lock().unwrap().push(entry);
-        self.registry.engage(token, name, cluster)
+        let _ = token;
+        Ok(())
     }
 }
 
@@ -205,11 +205,7 @@ async fn a_younger_secret_is_never_engaged_before_the_older_is_listed() {
         client,
         opts(Namespaces::List(vec!["ns-a".into(), "ns-b".into()])),
     );
-    let run = mcr_test_support::Running::spawn_with(
-        provider,
-        recorder.registry.clone(),
-        recorder.clone(),
-    );
+    let run = mcr_test_support::Running::spawn_with(provider, recorder.clone());
     eventually_async("ns-b/x owns x", DEADLINE, || async {
         matches!(state(&run, "ns-b"), Some(SecretState::Engaged { .. }))
             && state(&run, "ns-a")

@@ -16,14 +16,14 @@
 //!   also to children added later (before they start).
 //! * Runnable children (anything implementing [`ProviderRunnable`](mcr_core::ProviderRunnable),
 //!   including providers that watch the host cluster like the kubeconfig and namespace
-//!   providers) are started with a [`PrefixedAware`] that prefixes names and forwards to the
-//!   manager's `Aware`.
+//!   providers) are started with a handle on the manager's table whose names carry the
+//!   child's prefix ([`Engagements::prefixed`](mcr_core::Engagements::prefixed)).
 //!
 //! # Example
 //!
 //! ```no_run
 //! use std::sync::Arc;
-//! use mcr_core::{Cluster, Provider, ProviderRunnable, Registry, providers::clusters::ClustersProvider};
+//! use mcr_core::{Cluster, Provider, ProviderRunnable, Engagements, providers::clusters::ClustersProvider};
 //! use mcr_provider_multi::MultiProvider;
 //! use tokio_util::sync::CancellationToken;
 //!
@@ -33,23 +33,21 @@
 //! let multi = MultiProvider::new();
 //! multi.add("fixed", fixed).await?;
 //!
-//! let registry = Registry::new();
+//! let registry = Engagements::new();
 //! let token = CancellationToken::new();
 //! tokio::spawn({
 //!     let (multi, registry, token) = (multi.clone(), registry.clone(), token.clone());
-//!     async move { multi.start(token, Arc::new(registry)).await }
+//!     async move { multi.start(token, registry).await }
 //! });
 //! // registry.names() == ["fixed#dev"]
 //! let dev = multi.get(&"fixed#dev".into()).await?;
 //! # Ok(()) }
 //! ```
 
-mod aware;
 mod error;
 mod options;
 mod provider;
 
-pub use aware::PrefixedAware;
 pub use error::Error;
 pub use options::{DEFAULT_SEPARATOR, Options};
 pub use provider::{ChildStatus, MultiProvider, RESTART_BACKOFF_INITIAL, RESTART_BACKOFF_MAX};

@@ -12,8 +12,8 @@ use std::{
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::api::{Api, DeleteParams, ObjectMeta, PostParams};
 use mcr_core::{
-    BoxFuture, Cluster, ClusterName, Error as CoreError, FieldIndex, Provider, ProviderRunnable,
-    Registry, providers::clusters::ClustersProvider,
+    BoxFuture, Cluster, ClusterName, Engagements, Error as CoreError, FieldIndex, Provider,
+    ProviderRunnable, providers::clusters::ClustersProvider,
 };
 use mcr_envtest::wait::eventually;
 use mcr_envtest::{Fleet, TestCluster};
@@ -69,18 +69,18 @@ fn web_cm() -> ConfigMap {
 }
 
 struct Running {
-    registry: Registry,
+    registry: Engagements,
     token: CancellationToken,
     task: JoinHandle<Result<(), CoreError>>,
 }
 
 impl Running {
     fn start(multi: MultiProvider) -> Running {
-        let registry = Registry::new();
+        let registry = Engagements::new();
         let token = CancellationToken::new();
         let task = tokio::spawn({
-            let (multi, token, aware) = (multi.clone(), token.clone(), Arc::new(registry.clone()));
-            async move { multi.start(token, aware).await }
+            let (multi, token, table) = (multi.clone(), token.clone(), registry.clone());
+            async move { multi.start(token, table).await }
         });
         Running {
             registry,
@@ -228,7 +228,7 @@ async fn removal_disengages_the_providers_clusters() {
         CoreError::ClusterNotFound(_)
     ));
     eventually("a#c cache stopped", DEADLINE, || informer.is_stopped()).await;
-    eventually("child forgot it", DEADLINE, || a.clusters().is_empty()).await;
+    eventually("child forgot it", DEADLINE, || a.engagements().is_empty()).await;
     assert!(multi.get(&"b#c".into()).await.is_ok());
 
     // The name can be reused by a new provider.
@@ -404,7 +404,7 @@ impl ProviderRunnable for Flaky {
     fn start<'a>(
         &'a self,
         token: CancellationToken,
-        aware: Arc<dyn mcr_core::Aware>,
+        table: mcr_core::Engagements,
     ) -> BoxFuture<'a, Result<(), CoreError>> {
         Box::pin(async move {
             if self.runs.fetch_add(1, Ordering::SeqCst) == 0 {
@@ -417,7 +417,7 @@ impl ProviderRunnable for Flaky {
                 });
             }
             match self.inner.runnable() {
-                Some(r) => r.start(token, aware).await,
+                Some(r) => r.start(token, table).await,
                 None => Ok(()),
             }
         })
@@ -506,11 +506,7 @@ impl mcr_core::members::MemberProvider for Reporting {
     fn members(&self) -> &mcr_core::members::Members {
         &self.members
     }
-    async fn run(
-        &self,
-        token: CancellationToken,
-        _: Arc<dyn mcr_core::Aware>,
-    ) -> Result<(), CoreError> {
+    async fn run(&self, token: CancellationToken) -> Result<(), CoreError> {
         let _guard = self.members.start_run("reporting")?;
         let err = CoreError::Engage {
             cluster: "x".into(),

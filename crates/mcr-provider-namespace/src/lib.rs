@@ -34,7 +34,7 @@
 //!
 //! ```no_run
 //! use std::sync::Arc;
-//! use mcr_core::{Cluster, ProviderRunnable, Registry};
+//! use mcr_core::{Cluster, ProviderRunnable, Engagements};
 //! use mcr_provider_namespace::{NamespaceProvider, Options};
 //! use tokio_util::sync::CancellationToken;
 //!
@@ -44,11 +44,11 @@
 //!     label_selector: Some("tenant=true".into()),
 //!     ..Options::default()
 //! });
-//! let registry = Registry::new();
+//! let registry = Engagements::new();
 //! let token = CancellationToken::new();
 //! let running = tokio::spawn({
 //!     let (provider, token) = (provider.clone(), token.clone());
-//!     async move { provider.start(token, Arc::new(registry)).await }
+//!     async move { provider.start(token, registry).await }
 //! });
 //! // ... provider.names() == ["team-a", "team-b"]
 //! token.cancel();

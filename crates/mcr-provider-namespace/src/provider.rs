@@ -5,7 +5,7 @@ use std::{collections::HashMap, sync::Arc};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Namespace;
 use mcr_core::members::{MemberProvider, Members, MembersOptions};
-use mcr_core::{Aware, Cache, CacheEvent, Cluster, ClusterName, Error, InformerOptions};
+use mcr_core::{Cache, CacheEvent, Cluster, ClusterName, Error, InformerOptions};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
@@ -35,15 +35,15 @@ struct Inner {
 /// ```no_run
 /// # async fn f() -> Result<(), Box<dyn std::error::Error>> {
 /// use std::sync::Arc;
-/// use mcr_core::{Cluster, ProviderRunnable, Registry};
+/// use mcr_core::{Cluster, ProviderRunnable, Engagements};
 /// use mcr_provider_namespace::{NamespaceProvider, Options};
 /// use tokio_util::sync::CancellationToken;
 ///
 /// let host = Cluster::new(mcr_core::ClusterName::host(), kube::Client::try_default().await?);
 /// let provider = NamespaceProvider::new(host, Options::default());
 /// // Normally handed to the mcr Manager, which starts it.
-/// let registry = Registry::new();
-/// provider.start(CancellationToken::new(), Arc::new(registry)).await?;
+/// let registry = Engagements::new();
+/// provider.start(CancellationToken::new(), registry).await?;
 /// # Ok(()) }
 /// ```
 #[derive(Clone)]
@@ -102,7 +102,7 @@ impl NamespaceProvider {
     /// # }
     /// ```
     pub fn names(&self) -> Vec<ClusterName> {
-        self.inner.engaged.clusters().names()
+        self.inner.engaged.engagements().names()
     }
 
     /// The host cluster.
@@ -155,7 +155,6 @@ impl NamespaceProvider {
         parent: &CancellationToken,
         name: String,
         generation: u64,
-        aware: Arc<dyn Aware>,
         retry: mpsc::UnboundedSender<(String, u64)>,
     ) -> Slot {
         let slot = parent.child_token();
@@ -165,13 +164,7 @@ impl NamespaceProvider {
         tokio::spawn(
             async move {
                 let cluster = this.build(&name);
-                let Err(err) = this
-                    .inner
-                    .engaged
-                    .clusters()
-                    .add(&token, cluster, &*aware)
-                    .await
-                else {
+                let Err(err) = this.inner.engaged.engagements().add(&token, cluster).await else {
                     return;
                 };
                 if token.is_cancelled() {
@@ -197,13 +190,13 @@ impl NamespaceProvider {
             slot.token.cancel();
             self.inner
                 .engaged
-                .clusters()
+                .engagements()
                 .remove(&ClusterName::from(name));
             tracing::info!(cluster = %name, "namespace gone, cluster disengaged");
         }
     }
 
-    async fn discover(&self, token: CancellationToken, aware: Arc<dyn Aware>) -> Result<(), Error> {
+    async fn discover(&self, token: CancellationToken) -> Result<(), Error> {
         let host = &self.inner.host;
         host.cache().start(token.child_token());
         let informer = host.cache().informer_with::<Namespace>(
@@ -247,13 +240,7 @@ impl NamespaceProvider {
                 generation += 1;
                 let name = entry.key().clone();
                 tracing::debug!(cluster = %name, "namespace found, engaging");
-                entry.insert(self.engage(
-                    &token,
-                    name,
-                    generation,
-                    aware.clone(),
-                    retry_tx.clone(),
-                ));
+                entry.insert(self.engage(&token, name, generation, retry_tx.clone()));
             }
         }
     }
@@ -265,7 +252,7 @@ impl MemberProvider for NamespaceProvider {
     }
 
     #[tracing::instrument(name = "namespace_provider", skip_all)]
-    async fn run(&self, token: CancellationToken, aware: Arc<dyn Aware>) -> Result<(), Error> {
-        self.discover(token, aware).await
+    async fn run(&self, token: CancellationToken) -> Result<(), Error> {
+        self.discover(token).await
     }
 }

@@ -1,5 +1,5 @@
 //! Helpers shared by the integration tests of the mcr provider crates (dev-only, not
-//! published): a provider running against a [`Registry`], test timings for
+//! published): a provider running against an [`Engagements`] table, test timings for
 //! [`MemberOptions`], and small API helpers over [`mcr_envtest`] clusters.
 
 use std::collections::BTreeMap;
@@ -10,7 +10,7 @@ use k8s_openapi::api::core::v1::{Namespace, Secret};
 use kube::Api;
 use kube::api::{ObjectMeta, PostParams};
 use mcr_core::members::{MemberOptions, MemberProvider};
-use mcr_core::{Aware, Cluster, ClusterId, ClusterName, ProviderRunnable, Registry};
+use mcr_core::{Aware, Cluster, ClusterId, ClusterName, Engagements, ProviderRunnable};
 use mcr_envtest::wait::eventually;
 use mcr_envtest::{Fleet, TestCluster};
 use tokio::task::JoinHandle;
@@ -47,13 +47,14 @@ pub fn fast_members() -> MemberOptions {
     }
 }
 
-/// A provider running in a task against an [`Aware`] sink `A` (by default its [`Registry`]).
-pub struct Running<P, A = Registry> {
+/// A provider running in a task against a table of its own, with a subscriber `A` (none by
+/// default).
+pub struct Running<P, A = ()> {
     /// The provider (a clone of the one running).
     pub provider: P,
-    /// Where the engaged clusters are looked up.
-    pub registry: Registry,
-    /// The sink the provider engages with.
+    /// The table the provider was started with, where the engaged clusters are looked up.
+    pub registry: Engagements,
+    /// The table's subscriber.
     pub aware: Arc<A>,
     /// Cancels the run.
     pub token: CancellationToken,
@@ -62,21 +63,27 @@ pub struct Running<P, A = Registry> {
 }
 
 impl<P: MemberProvider + Clone> Running<P> {
-    /// Starts `provider` against a new registry.
+    /// Starts `provider` against a new table.
     pub fn spawn(provider: P) -> Self {
-        let registry = Registry::new();
-        let aware = Arc::new(registry.clone());
-        Self::spawn_with(provider, registry, aware)
+        Self::start(provider, Engagements::new(), Arc::new(()))
     }
 }
 
 impl<P: MemberProvider + Clone, A: Aware> Running<P, A> {
-    /// Starts `provider` against `aware`, which engages into `registry`.
-    pub fn spawn_with(provider: P, registry: Registry, aware: Arc<A>) -> Self {
+    /// Starts `provider` against a new table with `aware` subscribed.
+    pub fn spawn_with(provider: P, aware: Arc<A>) -> Self {
+        let table = Engagements::new();
+        table.subscribe(aware.clone());
+        Self::start(provider, table, aware)
+    }
+}
+
+impl<P: MemberProvider + Clone, A> Running<P, A> {
+    fn start(provider: P, registry: Engagements, aware: Arc<A>) -> Self {
         let token = CancellationToken::new();
         let task = tokio::spawn({
-            let (provider, token, aware) = (provider.clone(), token.clone(), aware.clone());
-            async move { provider.start(token, aware).await }
+            let (provider, token, table) = (provider.clone(), token.clone(), registry.clone());
+            async move { provider.start(token, table).await }
         });
         Running {
             provider,

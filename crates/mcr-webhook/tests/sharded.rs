@@ -635,8 +635,8 @@ fn each_owned_once(replicas: &[&Process], all: &BTreeSet<String>) -> bool {
         replicas
             .iter()
             .all(|r| match r.mgr.owner(&member.as_str().into()) {
-                mcr_core::shard::Ownership::Owned => r.id == owner,
-                mcr_core::shard::Ownership::Elsewhere { owner: Some(seen) } => seen == owner,
+                mcr_core::Ownership::Owned => r.id == owner,
+                mcr_core::Ownership::Elsewhere { owner: Some(seen) } => seen == owner,
                 _ => false,
             })
     })

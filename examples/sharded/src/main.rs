@@ -50,7 +50,7 @@ use kube::ResourceExt;
 use kube::api::{Api, PostParams};
 use kube::runtime::controller::Action;
 use mcr_core::ClusterName;
-use mcr_core::shard::Ownership;
+use mcr_core::Ownership;
 use mcr_envtest::{Fleet, TestCluster};
 use mcr_manager::{Context, Controller, Manager, Sharding};
 use mcr_provider_file::{FileProvider, Options};

@@ -126,7 +126,12 @@ impl Engagements {
     }
 
     /// A new instance record for this handle.
-    fn instance(&self, state: &mut State, cluster: &Cluster, token: &CancellationToken) -> Instance {
+    fn instance(
+        &self,
+        state: &mut State,
+        cluster: &Cluster,
+        token: &CancellationToken,
+    ) -> Instance {
         state.next_generation += 1;
         Instance {
             cluster: cluster.clone(),
@@ -211,7 +216,12 @@ impl Engagements {
 
     /// Removes the active instance `generation` of `name` when `token` fires (a later instance
     /// of the same name stays).
-    fn forget_when_cancelled(&self, name: &ClusterName, token: &CancellationToken, generation: u64) {
+    fn forget_when_cancelled(
+        &self,
+        name: &ClusterName,
+        token: &CancellationToken,
+        generation: u64,
+    ) {
         let weak = Arc::downgrade(&self.table);
         let (name, token) = (name.clone(), token.clone());
         let forget = async move {
@@ -402,7 +412,14 @@ impl Up<'_> {
         if let Err(err) = self.synced().await {
             // The engagement replaced the running instance wherever it was engaged: hand the
             // name back to it.
-            if let Some(old_token) = table.table.state.lock().active.get(self.name).map(|i| i.token.clone()) {
+            if let Some(old_token) = table
+                .table
+                .state
+                .lock()
+                .active
+                .get(self.name)
+                .map(|i| i.token.clone())
+            {
                 for s in self.subscribers {
                     let _ = s.engage(old_token.clone(), self.name.clone(), old.clone());
                 }

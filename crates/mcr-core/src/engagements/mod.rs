@@ -279,7 +279,10 @@ impl Engagements {
     /// Sets the coordinator that decides which clusters this replica owns; once per table
     /// (the manager does it when sharded). A second call is refused with the coordinator
     /// handed back.
-    pub fn coordinate(&self, coordinator: Arc<dyn Coordinator>) -> Result<(), Arc<dyn Coordinator>> {
+    pub fn coordinate(
+        &self,
+        coordinator: Arc<dyn Coordinator>,
+    ) -> Result<(), Arc<dyn Coordinator>> {
         self.table.coordinator.set(coordinator)
     }
 
@@ -305,6 +308,15 @@ impl Engagements {
         }
     }
 
+    /// Whether a coordinator decides ownership (sharded mode).
+    ///
+    /// ```
+    /// assert!(!mcr_core::Engagements::new().is_coordinated());
+    /// ```
+    pub fn is_coordinated(&self) -> bool {
+        self.coordinator().is_some()
+    }
+
     /// A receiver that changes every time ownership may have changed; `None` without a
     /// coordinator (ownership never changes).
     pub fn ownership_changes(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
@@ -321,10 +333,11 @@ impl Engagements {
         self.coordinator().is_some_and(|c| c.lapsed())
     }
 
-    /// Adds a subscriber: it is engaged with every active member now, and with every member
-    /// from here on (at the start of its bring-up, so that the informers it opens are waited
-    /// for before the member is active). Its engagement of a member lasts until the member's
-    /// token fires.
+    /// Adds a subscriber: it is engaged with every member starting or active now, and with
+    /// every member from here on (at the start of its bring-up, so that the informers it opens
+    /// are waited for before the member is active). Its engagement of a member lasts until the
+    /// member's token fires. A member whose bring-up began as the subscriber was added may be
+    /// engaged with it twice, which [`Aware::engage`]'s contract makes a no-op.
     pub fn subscribe(&self, subscriber: Arc<dyn Aware>) {
         let active: Vec<(ClusterName, Cluster, CancellationToken)> = {
             let mut state = self.table.state.lock();
@@ -332,6 +345,7 @@ impl Engagements {
             state
                 .active
                 .iter()
+                .chain(state.starting.iter())
                 .filter(|(_, i)| !i.token.is_cancelled())
                 .map(|(n, i)| (n.clone(), i.cluster.clone(), i.token.clone()))
                 .collect()
@@ -398,11 +412,8 @@ impl Engagements {
     /// assert!(mcr_core::Engagements::new().names().is_empty());
     /// ```
     pub fn names(&self) -> Vec<ClusterName> {
-        let mut names: Vec<ClusterName> = self
-            .active()
-            .into_iter()
-            .map(|(name, _, _)| name)
-            .collect();
+        let mut names: Vec<ClusterName> =
+            self.active().into_iter().map(|(name, _, _)| name).collect();
         names.sort();
         names
     }

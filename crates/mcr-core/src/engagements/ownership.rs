@@ -118,7 +118,9 @@ fn sweep(
 ) -> Vec<(CancellationToken, Cluster, Engagements)> {
     let mut state = table.state.lock();
     let state = &mut *state;
-    state.parents.retain(|_, (parent, _)| !parent.is_cancelled());
+    state
+        .parents
+        .retain(|_, (parent, _)| !parent.is_cancelled());
     let mut release = Vec::new();
     // Only members added through a parking handle: a refusing handle's caller releases its
     // own ([`members::Workers`](crate::members::Workers)), and a member engaged by hand stays

@@ -6,7 +6,7 @@ use std::future::Future;
 use tokio_util::sync::CancellationToken;
 
 use crate::{
-    BoxFuture, Engagements, Cluster, ClusterName, Error, FieldIndex, MemberStatus, Provider,
+    BoxFuture, Cluster, ClusterName, Engagements, Error, FieldIndex, MemberStatus, Provider,
     ProviderRunnable,
 };
 
@@ -45,10 +45,7 @@ pub trait MemberProvider: Send + Sync + 'static {
 
     /// The discovery loop, with the contract of [`ProviderRunnable::start`] (which runs it):
     /// returns only when `token` is cancelled (then `Ok(())`) or on a fatal error.
-    fn run(
-        &self,
-        token: CancellationToken,
-    ) -> impl Future<Output = Result<(), Error>> + Send;
+    fn run(&self, token: CancellationToken) -> impl Future<Output = Result<(), Error>> + Send;
 }
 
 impl<T: MemberProvider> Provider for T {

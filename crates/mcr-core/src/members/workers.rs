@@ -90,11 +90,7 @@ impl<R: Converge> Workers<R> {
     /// Workers for `members`, stopped when `token` is cancelled (or by
     /// [`shutdown`](Workers::shutdown)); members are engaged through
     /// [`Members::engagements`].
-    pub fn new(
-        members: &Members,
-        token: &CancellationToken,
-        converge: R,
-    ) -> Self {
+    pub fn new(members: &Members, token: &CancellationToken, converge: R) -> Self {
         Workers {
             shared: Arc::new(Shared {
                 converge,

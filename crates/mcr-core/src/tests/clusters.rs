@@ -8,10 +8,7 @@ async fn clusters_add_get_remove() {
     let clusters = table(&aware);
     let parent = CancellationToken::new();
     let cluster = Cluster::new("a", hanging_client());
-    clusters
-        .add(&parent, cluster.clone())
-        .await
-        .unwrap();
+    clusters.add(&parent, cluster.clone()).await.unwrap();
     assert_eq!(clusters.names(), ["a"]);
     assert_eq!(clusters.len(), 1);
     assert!(clusters.get(&"a".into()).unwrap().same_instance(&cluster));
@@ -37,10 +34,7 @@ async fn clusters_refuse_duplicates_and_keep_the_first() {
     let first = Cluster::new("a", hanging_client());
     clusters.add(&parent, first.clone()).await.unwrap();
     let second = Cluster::new("a", hanging_client());
-    let err = clusters
-        .add(&parent, second.clone())
-        .await
-        .unwrap_err();
+    let err = clusters.add(&parent, second.clone()).await.unwrap_err();
     assert!(
         matches!(err, Error::AlreadyEngaged(ref n) if n == "a"),
         "{err}"
@@ -60,10 +54,7 @@ async fn clusters_sync_timeout_leaves_nothing_behind() {
     clusters.index_field(&by_app()).await.unwrap();
     let parent = CancellationToken::new();
     let cluster = Cluster::new("slow", hanging_client());
-    let err = clusters
-        .add(&parent, cluster.clone())
-        .await
-        .unwrap_err();
+    let err = clusters.add(&parent, cluster.clone()).await.unwrap_err();
     assert!(
         matches!(err, Error::SyncTimeout { ref cluster, .. } if cluster == "slow"),
         "{err}"
@@ -92,10 +83,7 @@ async fn clusters_engage_error_leaves_nothing_behind() {
     let parent = CancellationToken::new();
     // No informer: the cache is synced at once, so the add reaches the engage step.
     let cluster = Cluster::new("bad", hanging_client());
-    let err = clusters
-        .add(&parent, cluster.clone())
-        .await
-        .unwrap_err();
+    let err = clusters.add(&parent, cluster.clone()).await.unwrap_err();
     assert!(
         matches!(err, Error::Engage { ref cluster, .. } if cluster == "bad"),
         "{err}"
@@ -147,24 +135,15 @@ async fn add_or_replace_uses_the_connection_hash() {
     let clusters = table(&aware);
     let parent = CancellationToken::new();
     let v1 = Cluster::new("a", hanging_client()).with_connection_hash("h1");
-    let out = clusters
-        .add_or_replace(&parent, v1.clone())
-        .await
-        .unwrap();
+    let out = clusters.add_or_replace(&parent, v1.clone()).await.unwrap();
     assert_eq!(out, AddOutcome::Added);
     let same = Cluster::new("a", hanging_client()).with_connection_hash("h1");
-    let out = clusters
-        .add_or_replace(&parent, same)
-        .await
-        .unwrap();
+    let out = clusters.add_or_replace(&parent, same).await.unwrap();
     assert_eq!(out, AddOutcome::Unchanged);
     assert!(clusters.get(&"a".into()).unwrap().same_instance(&v1));
     let old_token = clusters.token(&"a".into()).unwrap();
     let v2 = Cluster::new("a", hanging_client()).with_connection_hash("h2");
-    let out = clusters
-        .add_or_replace(&parent, v2.clone())
-        .await
-        .unwrap();
+    let out = clusters.add_or_replace(&parent, v2.clone()).await.unwrap();
     assert_eq!(out, AddOutcome::Replaced);
     assert!(old_token.is_cancelled());
     assert!(clusters.get(&"a".into()).unwrap().same_instance(&v2));
@@ -211,10 +190,7 @@ async fn no_member_can_be_the_host_or_nameless() {
     let parent = CancellationToken::new();
     for name in [ClusterName::new(""), ClusterName::host(), "<host>".into()] {
         let cluster = Cluster::new(name.clone(), hanging_client());
-        let err = clusters
-            .add(&parent, cluster.clone())
-            .await
-            .unwrap_err();
+        let err = clusters.add(&parent, cluster.clone()).await.unwrap_err();
         assert!(
             matches!(err, Error::InvalidName { cluster: ref n, .. } if *n == name),
             "{name:?}: {err}"

@@ -99,13 +99,7 @@ async fn clusters_provider_queues_until_start_then_engages_live() {
     let token = CancellationToken::new();
     let run = {
         let (provider, token, registry) = (provider.clone(), token.clone(), registry.clone());
-        tokio::spawn(async move {
-            provider
-                .runnable()
-                .unwrap()
-                .start(token, registry)
-                .await
-        })
+        tokio::spawn(async move { provider.runnable().unwrap().start(token, registry).await })
     };
     eventually("early cluster engaged", DEFAULT_TIMEOUT, || {
         registry.names() == ["early"]

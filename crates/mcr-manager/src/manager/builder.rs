@@ -240,14 +240,19 @@ impl ManagerBuilder {
             coordinator.set_metrics(m);
             Arc::new(coordinator)
         });
+        // The process's one table of engaged clusters: the provider adds to it, the fleet
+        // reads it, controllers and runnables subscribe to it.
+        let table = mcr_core::Engagements::new();
+        if let Some(c) = &shard {
+            let _ = table.coordinate(c.clone());
+        }
+        table.subscribe(Arc::new(super::clusters::Observer {
+            metrics: metrics.clone(),
+            shard: shard.clone(),
+        }));
         Manager {
             inner: Arc::new(Inner {
-                fleet: super::Fleet::sharded(
-                    self.host.clone(),
-                    shard
-                        .clone()
-                        .map(|c| c as Arc<dyn mcr_core::shard::Sharder>),
-                ),
+                fleet: super::Fleet::over(self.host.clone(), table),
                 host: self.host,
                 provider: self.provider,
                 metrics,

@@ -1,18 +1,18 @@
 //! The manager's view of the fleet: looking clusters up, readiness, field indexes, and
-//! engagement (the [`Aware`] side that providers call).
+//! engaging clusters by hand (the [`Aware`] side).
 
-use mcr_core::{Aware, Cluster, ClusterName, ErrorChain, FieldIndex};
+use mcr_core::{Aware, Cluster, ClusterName, FieldIndex};
 use tokio_util::sync::CancellationToken;
-use tracing::{debug, info, warn};
 
 use super::Manager;
 use crate::Error;
 
 impl Manager {
-    /// The cluster of that name: the host cluster for [`ClusterName::host`], otherwise an
-    /// engaged cluster or the provider's; `Error::NotOwned` (naming the owner when known) for
-    /// a cluster another replica of a sharded fleet owns, and `Error::ClusterNotFound` if
-    /// there is none.
+    /// The cluster of that name: the host cluster for [`ClusterName::host`], otherwise the
+    /// engaged member ([`Fleet::get`](crate::Fleet::get): the one table the provider adds
+    /// to, so the provider's `get` answers the same); `Error::NotOwned` (naming the owner when
+    /// known) for a cluster another replica of a sharded fleet owns, and
+    /// `Error::ClusterNotFound` if none is engaged.
     ///
     /// ```no_run
     /// # async fn demo(mgr: mcr_manager::Manager) -> Result<(), mcr_core::Error> {
@@ -21,20 +21,7 @@ impl Manager {
     /// # Ok(()) }
     /// ```
     pub async fn cluster(&self, name: impl Into<ClusterName>) -> Result<Cluster, mcr_core::Error> {
-        let name = name.into();
-        if name.is_host() {
-            return Ok(self.inner.host.clone());
-        }
-        match self.inner.fleet.get(&name) {
-            Ok(cluster) => return Ok(cluster),
-            // Another replica's: say whose, never hand it out through the provider.
-            Err(err @ mcr_core::Error::NotOwned { .. }) => return Err(err),
-            Err(_) => {}
-        }
-        match &self.inner.provider {
-            Some(provider) => provider.get(&name).await,
-            None => Err(mcr_core::Error::ClusterNotFound(name)),
-        }
+        self.inner.fleet.get(&name.into())
     }
 
     /// Names of engaged clusters (and [`ClusterName::host`] for the host) whose caches have not synced yet.
@@ -51,7 +38,7 @@ impl Manager {
             .inner
             .fleet
             .members()
-            .engagements()
+            .active()
             .into_iter()
             .filter(|(_, c, _)| !c.cache().is_synced())
             .map(|(n, _, _)| n)
@@ -101,128 +88,76 @@ impl Manager {
             provider.index_field(index).await?;
         }
         self.inner.host.cache().index_field(index)?;
-        let engaged: Vec<Cluster> = self
-            .inner
-            .fleet
-            .members()
-            .engagements()
-            .into_iter()
-            .map(|(_, c, _)| c)
-            .collect();
-        for cluster in engaged {
-            // Clusters engaged by hand (not through the provider) get it too; idempotent.
-            cluster.cache().index_field(index)?;
-        }
+        // Every member, engaged by the provider or by hand, and every future one.
+        self.inner.fleet.members().index_field(index).await?;
         Ok(())
     }
 }
 
+/// Engaging a cluster by hand (a test, a cluster built outside any provider): its cache must
+/// be started. It is recorded in the manager's table, refused with `Error::NotOwned` when
+/// another replica owns it, and handed to every controller and runnable. The same instance
+/// again is a no-op; a new instance of the same name replaces the old one.
 impl Aware for Manager {
-    fn sharder(&self) -> Option<std::sync::Arc<dyn mcr_core::shard::Sharder>> {
-        self.inner
-            .shard
-            .clone()
-            .map(|c| c as std::sync::Arc<dyn mcr_core::shard::Sharder>)
-    }
-
-    fn shared(&self) -> Option<std::sync::Arc<dyn Aware>> {
-        Some(std::sync::Arc::new(self.clone()))
-    }
-
-    /// Engages `cluster` under `name` with every controller and runnable (also those added
-    /// later). The same instance again is a no-op; a new instance replaces the old one (the
-    /// old one's watches stop, nothing is reconciled against it afterwards). The cluster is
-    /// forgotten when `token` fires. The cluster's cache must be started: providers engage
-    /// through [`Clusters::add`](mcr_core::Clusters::add), which starts it (the one place that
-    /// does) and waits for it to sync (the one sync gate); a cache not started is refused with
-    /// [`Error::Engage`](mcr_core::Error::Engage).
     fn engage(
         &self,
         token: CancellationToken,
         name: ClusterName,
         cluster: Cluster,
     ) -> Result<(), mcr_core::Error> {
-        // Refuses the empty name and the host's (`Error::InvalidName`), and a cluster whose
-        // cache nobody started: nothing would ever list there.
-        if let Some(reason) = name.member_name_error() {
-            return Err(mcr_core::Error::InvalidName {
-                cluster: name,
-                reason,
-            });
-        }
-        if !cluster.cache().is_started() {
-            return Err(mcr_core::Error::Engage {
-                cluster: name,
-                source: "its cache is not started: engage clusters through `mcr_core::Clusters` \
-                         (`add` starts the cache and waits for it to sync), or start it first"
-                    .into(),
-            });
-        }
-        let runnables = {
-            // Lock order: state, then the fleet (so `add` sees each engagement exactly once).
-            let state = self.state();
-            // The fleet forgets the member when `token` fires.
-            let record = || {
-                self.inner
-                    .fleet
-                    .members()
-                    .record(token.clone(), name.clone(), cluster.clone())
-            };
-            // Sharded: only a cluster this replica owns, atomically with the ownership check.
-            if !self.admit(&name, record)?? {
-                return Ok(()); // the same instance, already engaged
-            }
-            state.runnables.clone()
-        };
-        self.metrics().engaged_one();
-        // Known by the engaged name in the cache's logs and errors, and its informers'.
-        cluster.cache().engaged_as(&name);
-        match self.inner.shard.as_ref().map(|c| (c, c.taken_from(&name))) {
-            Some((c, Some(from))) => {
-                info!(cluster = %name, from = %from, to = %c.options().identity,
-                    "handoff: cluster taken over");
-            }
-            _ => debug!(cluster = %name, "cluster engaged"),
-        }
-        for runnable in runnables {
-            let Some(aware) = runnable.aware() else {
-                continue;
-            };
-            if let Err(err) = aware.engage(token.clone(), name.clone(), cluster.clone()) {
-                warn!(runnable = runnable.name(), cluster = %name, error = %ErrorChain(&err), "engage failed");
-            }
-        }
-        Ok(())
+        self.inner.fleet.members().engage(token, name, cluster)
     }
 }
 
 impl Manager {
-    /// Runs `record` if this replica owns `name` (always without sharding), else
-    /// [`mcr_core::Error::NotOwned`].
-    fn admit<R>(
-        &self,
-        name: &ClusterName,
-        record: impl FnOnce() -> R,
-    ) -> Result<R, mcr_core::Error> {
-        match &self.inner.shard {
-            None => Ok(record()),
-            Some(c) => c
-                .admit(name, record)
-                .map_err(|o| mcr_core::Error::NotOwned {
-                    cluster: name.clone(),
-                    owner: o.owner().map(str::to_owned),
-                }),
-        }
+    /// The manager's table of engaged clusters, the one its provider is started with: members
+    /// added here ([`Engagements::add`](mcr_core::Engagements::add)) go through the whole
+    /// lifecycle (cache started, controllers engaged, sync awaited) without a provider.
+    ///
+    /// ```no_run
+    /// # async fn demo(mgr: mcr_manager::Manager, c: mcr_core::Cluster) -> Result<(), mcr_core::Error> {
+    /// let token = tokio_util::sync::CancellationToken::new();
+    /// mgr.engagements().add(&token, c).await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn engagements(&self) -> &mcr_core::Engagements {
+        self.inner.fleet.members()
     }
 
-    /// Who owns `name` in sharded mode (this replica, without sharding).
+    /// Who owns `name` (see [`Fleet::owner`](crate::Fleet::owner)).
     ///
     /// ```no_run
     /// # fn demo(mgr: mcr_manager::Manager) {
     /// println!("{}", mgr.owner(&"east".into()));
     /// # }
     /// ```
-    pub fn owner(&self, name: &ClusterName) -> mcr_core::shard::Ownership {
+    pub fn owner(&self, name: &ClusterName) -> mcr_core::Ownership {
         self.inner.fleet.owner(name)
+    }
+}
+
+/// The manager's own subscriber: counts engagements (`mcr_engagements_total`) and logs a
+/// handoff when a cluster is taken over from another replica.
+pub(super) struct Observer {
+    pub(super) metrics: crate::Metrics,
+    pub(super) shard: Option<std::sync::Arc<crate::shard::Coordinator>>,
+}
+
+impl Aware for Observer {
+    fn engage(
+        &self,
+        _: CancellationToken,
+        name: ClusterName,
+        _: Cluster,
+    ) -> Result<(), mcr_core::Error> {
+        self.metrics.engaged_one();
+        match self.shard.as_ref().map(|c| (c, c.taken_from(&name))) {
+            Some((c, Some(from))) => {
+                tracing::info!(cluster = %name, from = %from, to = %c.options().identity,
+                    "handoff: cluster taken over");
+            }
+            _ => tracing::debug!(cluster = %name, "cluster engaged"),
+        }
+        Ok(())
     }
 }

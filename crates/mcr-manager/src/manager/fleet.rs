@@ -1,15 +1,13 @@
 //! [`Fleet`]: the host cluster and the engaged clusters, readable without `await`.
 //!
-//! The manager records every engagement here, once: the members are an
-//! [`mcr_core::Registry`] (the one implementation of membership, which forgets a member when its
-//! engagement token fires). Controllers hand a clone to each [`Context`](crate::Context), so a
-//! reconcile reaches the host or another member without a `Manager` in its data (a `Fleet`
+//! The members are a read-only view of the process's one table of engaged clusters,
+//! [`mcr_core::Engagements`], which the manager owns and its provider adds to: a member is
+//! here from the moment it is active until its engagement token fires, exactly when the
+//! provider's `get` finds it. Controllers hand a clone to each [`Context`](crate::Context), so
+//! a reconcile reaches the host or another member without a `Manager` in its data (a `Fleet`
 //! holds no controllers, so there is no reference cycle).
 
-use std::sync::Arc;
-
-use mcr_core::shard::{Ownership, Sharder};
-use mcr_core::{Cluster, ClusterName, Registry};
+use mcr_core::{Cluster, ClusterName, Engagements, Ownership};
 
 /// The host cluster and the clusters engaged right now. Cheap to clone (clones share the
 /// membership); every lookup is synchronous and takes a read lock only.
@@ -27,26 +25,20 @@ use mcr_core::{Cluster, ClusterName, Registry};
 #[derive(Clone)]
 pub struct Fleet {
     host: Cluster,
-    members: Registry,
-    /// Sharded mode: who owns what (see [`crate::shard`]).
-    sharder: Option<Arc<dyn Sharder>>,
+    members: Engagements,
 }
 
 impl Fleet {
     /// A fleet of just `host` (members join as the manager engages them).
     pub(crate) fn new(host: Cluster) -> Self {
-        Self {
-            host,
-            members: Registry::new(),
-            sharder: None,
-        }
+        Self::over(host, Engagements::new())
     }
 
-    /// A fleet of just `host` whose ownership `sharder` decides.
-    pub(crate) fn sharded(host: Cluster, sharder: Option<Arc<dyn Sharder>>) -> Self {
+    /// `host` and the members of `table`.
+    pub(crate) fn over(host: Cluster, table: Engagements) -> Self {
         Self {
-            sharder,
-            ..Self::new(host)
+            host,
+            members: table,
         }
     }
 
@@ -59,24 +51,19 @@ impl Fleet {
     /// # }
     /// ```
     pub fn owner(&self, name: &ClusterName) -> Ownership {
-        match &self.sharder {
-            Some(s) if !name.is_host() => s.owner(name),
-            _ => Ownership::Owned,
-        }
+        self.members.owner(name)
     }
 
-    /// Whether ownership here is decided by a sharder (sharded mode).
+    /// Whether ownership here is decided by a coordinator (sharded mode).
     pub(crate) fn is_sharded(&self) -> bool {
-        self.sharder.is_some()
+        self.members.is_coordinated()
     }
 
     /// Whether this replica's hold on `name` has lapsed (sharded mode, past the renew
-    /// deadline: see [`Sharder::lapsed`]); never for the host or without sharding.
+    /// deadline: see [`mcr_core::Coordinator::lapsed`]); never for the host or without
+    /// sharding.
     pub(crate) fn lapsed(&self, name: &ClusterName) -> bool {
-        match &self.sharder {
-            Some(s) if !name.is_host() => s.lapsed(),
-            _ => false,
-        }
+        !name.is_host() && self.members.lapsed()
     }
 
     /// The manager's host cluster.
@@ -109,15 +96,7 @@ impl Fleet {
         if name.is_host() {
             return Ok(self.host.clone());
         }
-        if let Ownership::Elsewhere { owner } = self.owner(name) {
-            return Err(mcr_core::Error::NotOwned {
-                cluster: name.clone(),
-                owner,
-            });
-        }
-        self.members
-            .get(name)
-            .map_err(|_| mcr_core::Error::ClusterNotFound(name.clone()))
+        self.members.get(name)
     }
 
     /// The names of the engaged clusters (not the host), sorted.
@@ -131,8 +110,8 @@ impl Fleet {
         self.members.names()
     }
 
-    /// The members (the engaged clusters, not the host), kept by the manager's engagements.
-    pub(crate) fn members(&self) -> &Registry {
+    /// The table of engaged clusters (not the host).
+    pub(crate) fn members(&self) -> &Engagements {
         &self.members
     }
 }

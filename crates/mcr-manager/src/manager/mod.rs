@@ -209,19 +209,17 @@ impl Manager {
     /// # Ok(()) }
     /// ```
     pub fn add(&self, runnable: Arc<dyn Runnable>) -> Result<(), Error> {
-        let (engaged, running) = {
+        let running = {
             let mut state = self.state();
             state.runnables.push(runnable.clone());
-            let engaged = self.inner.fleet.members().engagements();
-            (engaged, state.running.clone())
+            state.running.clone()
         };
-        for (name, cluster, token) in engaged {
-            let Some(aware) = runnable.aware() else {
-                continue;
-            };
-            if let Err(err) = aware.engage(token, name.clone(), cluster) {
-                warn!(runnable = runnable.name(), cluster = %name, error = %mcr_core::ErrorChain(&err), "engage failed");
-            }
+        if runnable.aware().is_some() {
+            // Engaged with every active member now, and every member from here on.
+            self.inner
+                .fleet
+                .members()
+                .subscribe(Arc::new(Subscribed(runnable.clone())));
         }
         if let Some(running) = running {
             let token = if runnable.needs_leader_election() {
@@ -249,5 +247,25 @@ impl Manager {
     /// The coordinator of sharded mode, if on.
     pub(crate) fn shard(&self) -> Option<&Arc<crate::shard::Coordinator>> {
         self.inner.shard.as_ref()
+    }
+}
+
+/// A runnable as a subscriber of the manager's table of engaged clusters.
+struct Subscribed(Arc<dyn Runnable>);
+
+impl mcr_core::Aware for Subscribed {
+    fn engage(
+        &self,
+        token: tokio_util::sync::CancellationToken,
+        name: mcr_core::ClusterName,
+        cluster: Cluster,
+    ) -> Result<(), mcr_core::Error> {
+        // One runnable refusing a member does not keep it from the others.
+        if let Some(aware) = self.0.aware()
+            && let Err(err) = aware.engage(token, name.clone(), cluster)
+        {
+            warn!(runnable = self.0.name(), cluster = %name, error = %mcr_core::ErrorChain(&err), "engage failed");
+        }
+        Ok(())
     }
 }

@@ -6,7 +6,6 @@ use std::{
 };
 
 use futures::FutureExt;
-use mcr_core::Aware;
 use tokio::sync::mpsc;
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 use tracing::{info, warn};
@@ -265,14 +264,14 @@ impl Manager {
     fn start_provider(&self, token: CancellationToken, running: &Running) {
         self.state().provider_started = true;
         let provider = self.inner.provider.clone();
-        let aware: Arc<dyn Aware> = Arc::new(self.clone());
+        let table = self.inner.fleet.members().clone();
         let errors = running.errors.clone();
         running.providers.spawn(async move {
             let Some(provider) = provider else { return };
             let Some(runnable) = provider.runnable() else {
                 return;
             };
-            if let Err(err) = runnable.start(token.clone(), aware).await
+            if let Err(err) = runnable.start(token.clone(), table).await
                 && !token.is_cancelled()
             {
                 warn!(error = %err, "provider stopped with an error");

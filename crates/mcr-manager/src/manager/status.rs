@@ -115,7 +115,7 @@ impl Manager {
             .inner
             .fleet
             .members()
-            .engagements()
+            .active()
             .into_iter()
             .map(|(name, c, _)| {
                 let status = ClusterStatus::new(
@@ -146,10 +146,8 @@ impl Manager {
         if let Some(shard) = &self.inner.shard {
             for s in out.values_mut() {
                 s.owner = match self.inner.fleet.owner(&s.name) {
-                    mcr_core::shard::Ownership::Owned => {
-                        Some(shard.options().identity_str().to_owned())
-                    }
-                    mcr_core::shard::Ownership::Elsewhere { owner } => owner,
+                    mcr_core::Ownership::Owned => Some(shard.options().identity_str().to_owned()),
+                    mcr_core::Ownership::Elsewhere { owner } => owner,
                 };
             }
         }

@@ -1,12 +1,12 @@
 //! [`Coordinator`]: this replica's side of the protocol (see the [module docs](super)): the
-//! [`Sharder`] answers built from the last published [`Snapshot`], and leaving the group.
+//! [`mcr_core::Coordinator`] answers built from the last published [`Snapshot`], and leaving the group.
 
 use std::sync::{Arc, Mutex, RwLock};
 
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::{Api, DeleteParams, PostParams};
 use mcr_core::ClusterName;
-use mcr_core::shard::{Ownership, Sharder};
+use mcr_core::Ownership;
 use tokio::sync::watch;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -35,7 +35,7 @@ pub(super) struct Snapshot {
     pub(super) previous: Vec<Peer>,
 }
 
-/// This replica in the sharded group; the manager's [`Sharder`].
+/// This replica in the sharded group; the manager's [`mcr_core::Coordinator`].
 pub(crate) struct Coordinator {
     pub(super) opts: Sharding,
     snapshot: RwLock<Arc<Snapshot>>,
@@ -89,7 +89,7 @@ fn owner_in(
     Ownership::Owned
 }
 
-impl Sharder for Coordinator {
+impl mcr_core::Coordinator for Coordinator {
     fn owner(&self, name: &ClusterName) -> Ownership {
         let snap = self.snapshot.read().unwrap_or_else(|p| p.into_inner());
         owner_in(&snap, &self.opts.identity, self.valid_until(), name)
@@ -121,21 +121,6 @@ impl Coordinator {
     /// The options.
     pub(crate) fn options(&self) -> &Sharding {
         &self.opts
-    }
-
-    /// Runs `f` (recording an engagement) only if this replica owns `name`, with no new
-    /// snapshot published in between: an engagement is either seen by the release that
-    /// follows a change, or refused.
-    pub(crate) fn admit<R>(
-        &self,
-        name: &ClusterName,
-        f: impl FnOnce() -> R,
-    ) -> Result<R, Ownership> {
-        let snap = self.snapshot.read().unwrap_or_else(|p| p.into_inner());
-        match owner_in(&snap, &self.opts.identity, self.valid_until(), name) {
-            Ownership::Owned => Ok(f()),
-            other => Err(other),
-        }
     }
 
     /// The peer that owned `name` under the assignment before the current one, if that was

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use mcr_core::ClusterName;
-use mcr_core::shard::{Ownership, Sharder};
+use mcr_core::{Coordinator as _, Ownership};
 use tokio::time::Instant;
 use tracing::{info, warn};
 
@@ -37,7 +37,7 @@ impl Run {
         }
         loop {
             // Engaged since `before` was taken, and not owned any more: drained too.
-            for (name, cluster, _) in self.fleet.members().engagements() {
+            for (name, cluster, _) in self.fleet.members().active() {
                 add(&mut draining, name, cluster);
             }
             let Some((_, _, running)) = draining.iter().find(|(_, _, r)| !r.is_released()) else {
@@ -124,7 +124,7 @@ impl Run {
         let engaged: Vec<(ClusterName, mcr_core::Cluster)> = self
             .fleet
             .members()
-            .engagements()
+            .active()
             .into_iter()
             .map(|(n, c, _)| (n, c))
             .collect();

@@ -3,7 +3,7 @@
 //!
 //! Turn it on with [`ManagerBuilder::sharding`](crate::ManagerBuilder::sharding). Every
 //! replica then runs the provider and the controllers (no leader election needed for them),
-//! and the engagement path ([`mcr_core::shard`]) lets through only the clusters this replica
+//! and the engagement path ([`mcr_core::coordinator`]) lets through only the clusters this replica
 //! owns: a cluster owned by another replica keeps only its name and the provider's record,
 //! with no client, TLS connection or informer.
 //!
@@ -121,7 +121,7 @@
 //! - A paused process (SIGSTOP) longer than the lease duration: on resume, ownership questions
 //!   (engagement, [`Fleet::get`](crate::Fleet::get)) are answered "not owned" at once,
 //!   as the renew deadline is checked on every question, and so is every poll of a reconcile
-//!   ([`Sharder::lapsed`](mcr_core::shard::Sharder::lapsed)): a reconcile in flight when the
+//!   ([`Coordinator::lapsed`](mcr_core::Coordinator::lapsed)): a reconcile in flight when the
 //!   process paused is dropped at its first poll after resume, and none starts, before the
 //!   coordinator has run (test `a_paused_replica_runs_no_reconcile_code_after_its_renew_deadline`;
 //!   `cargo xtask chaos --replicas 3` checks it across processes). A request the reconcile

@@ -3,7 +3,8 @@
 use std::{collections::BTreeMap, sync::Arc};
 
 use mcr_core::{
-    Aware, BoxFuture, Cluster, ClusterName, FieldIndex, MemberStatus, Provider, ProviderRunnable,
+    BoxFuture, Cluster, ClusterName, Engagements, FieldIndex, MemberStatus, Provider,
+    ProviderRunnable,
 };
 use parking_lot::{Mutex, MutexGuard};
 use tokio_util::sync::CancellationToken;
@@ -25,7 +26,7 @@ struct Child {
 #[derive(Default)]
 struct State {
     children: BTreeMap<String, Child>,
-    running: Option<(CancellationToken, Arc<dyn Aware>)>,
+    running: Option<(CancellationToken, Engagements)>,
     indexes: Vec<FieldIndex>,
 }
 
@@ -43,7 +44,8 @@ struct Inner {
 ///
 /// Children can be added and removed before or after [`start`](ProviderRunnable::start).
 /// Runnable children are started with a child of the multi provider's token and a
-/// [`PrefixedAware`](crate::PrefixedAware); removing a child cancels that token, which disengages its clusters.
+/// a handle on the table whose names carry its prefix
+/// ([`Engagements::prefixed`](mcr_core::Engagements::prefixed)); removing a child cancels that token, which disengages its clusters.
 /// Field indexes registered on the multi provider reach every child, also children added
 /// later, exactly once. [`get`](Provider::get) splits the name on the **first** separator and
 /// asks that child; an unknown child or a name without separator is
@@ -52,7 +54,7 @@ struct Inner {
 /// ```no_run
 /// # async fn f(kind: std::sync::Arc<dyn mcr_core::Provider>, ns: std::sync::Arc<dyn mcr_core::Provider>) -> Result<(), Box<dyn std::error::Error>> {
 /// use std::sync::Arc;
-/// use mcr_core::{Provider, ProviderRunnable, Registry};
+/// use mcr_core::{Provider, ProviderRunnable, Engagements};
 /// use mcr_provider_multi::MultiProvider;
 /// use tokio_util::sync::CancellationToken;
 ///
@@ -61,7 +63,7 @@ struct Inner {
 /// let token = CancellationToken::new();
 /// tokio::spawn({
 ///     let (multi, token) = (multi.clone(), token.clone());
-///     async move { multi.start(token, Arc::new(Registry::new())).await }
+///     async move { multi.start(token, Engagements::new()).await }
 /// });
 /// multi.add("ns", ns).await?; // started right away
 /// let cluster = multi.get(&"ns#team-a".into()).await?;
@@ -218,7 +220,7 @@ impl MultiProvider {
         let token = state
             .running
             .as_ref()
-            .map(|(token, aware)| self.start_child(name, &provider, token, aware.clone()));
+            .map(|(token, table)| self.start_child(name, &provider, token, table));
         state.children.insert(
             name.to_owned(),
             Child {

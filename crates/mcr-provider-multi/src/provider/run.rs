@@ -1,16 +1,18 @@
 //! Running the [`MultiProvider`]: starting every child under its own child token with a
-//! [`PrefixedAware`], and stopping them all when the provider's token is cancelled.
+//! handle on the manager's table whose names carry the child's prefix
+//! ([`Engagements::prefixed`]), and stopping them all when the provider's token is cancelled.
 
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
 use futures::FutureExt;
-use mcr_core::{Aware, BoxFuture, Provider, ProviderRunnable, backoff::Backoff, panic_message};
+use mcr_core::{
+    BoxFuture, Engagements, Provider, ProviderRunnable, backoff::Backoff, panic_message,
+};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use super::MultiProvider;
-use crate::PrefixedAware;
 
 impl MultiProvider {
     /// Starts a child under a child token of `parent`; returns that token.
@@ -19,15 +21,14 @@ impl MultiProvider {
         name: &str,
         provider: &Arc<dyn Provider>,
         parent: &CancellationToken,
-        aware: Arc<dyn Aware>,
+        table: &Engagements,
     ) -> CancellationToken {
         let token = parent.child_token();
         if provider.runnable().is_none() {
             tracing::debug!(provider = name, "provider is not runnable, not started");
             return token;
         }
-        let aware: Arc<dyn Aware> =
-            Arc::new(PrefixedAware::new(name, &self.inner.separator, aware));
+        let handle = table.prefixed(&format!("{name}{}", self.inner.separator));
         let provider = provider.clone();
         let child_token = token.clone();
         let span = tracing::info_span!("child_provider", provider = name);
@@ -46,7 +47,7 @@ impl MultiProvider {
                     let run_token = child_token.child_token();
                     let started = tokio::time::Instant::now();
                     // A panicking child is caught here and restarted like a failed one.
-                    let run = AssertUnwindSafe(runnable.start(run_token.clone(), aware.clone()));
+                    let run = AssertUnwindSafe(runnable.start(run_token.clone(), handle.clone()));
                     let result = run.catch_unwind().await;
                     run_token.cancel();
                     if child_token.is_cancelled() {
@@ -84,9 +85,9 @@ impl MultiProvider {
     async fn run(
         &self,
         token: CancellationToken,
-        aware: Arc<dyn Aware>,
+        table: Engagements,
     ) -> Result<(), mcr_core::Error> {
-        if !self.start_children(&token, &aware) {
+        if !self.start_children(&token, &table) {
             tracing::warn!("multi provider started twice, ignoring");
             token.cancelled().await;
             return Ok(());
@@ -101,19 +102,19 @@ impl MultiProvider {
     }
 
     /// Marks the provider running and starts every child; false if it was running already.
-    fn start_children(&self, token: &CancellationToken, aware: &Arc<dyn Aware>) -> bool {
+    fn start_children(&self, token: &CancellationToken, table: &Engagements) -> bool {
         let mut state = self.state();
         if state.running.is_some() {
             return false;
         }
-        state.running = Some((token.clone(), aware.clone()));
+        state.running = Some((token.clone(), table.clone()));
         let children: Vec<(String, Arc<dyn Provider>)> = state
             .children
             .iter()
             .map(|(n, c)| (n.clone(), c.provider.clone()))
             .collect();
         for (name, provider) in children {
-            let child_token = self.start_child(&name, &provider, token, aware.clone());
+            let child_token = self.start_child(&name, &provider, token, table);
             if let Some(child) = state.children.get_mut(&name) {
                 child.token = Some(child_token);
             }
@@ -126,9 +127,9 @@ impl ProviderRunnable for MultiProvider {
     fn start<'a>(
         &'a self,
         token: CancellationToken,
-        aware: Arc<dyn Aware>,
+        table: Engagements,
     ) -> BoxFuture<'a, Result<(), mcr_core::Error>> {
         let span = tracing::info_span!("multi_provider");
-        Box::pin(self.run(token, aware).instrument(span))
+        Box::pin(self.run(token, table).instrument(span))
     }
 }

@@ -12,7 +12,7 @@ use kube::{
     Api, Client, Resource,
     api::{DeleteParams, Patch, PatchParams, Preconditions},
 };
-use mcr_core::{Cluster, ClusterName, MemberState, backoff::Backoff, shard::Ownership};
+use mcr_core::{Cluster, ClusterName, MemberState, Ownership, backoff::Backoff};
 use mcr_manager::Fleet;
 use parking_lot::Mutex;
 use serde::{Serialize, de::DeserializeOwned};

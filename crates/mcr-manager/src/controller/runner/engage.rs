@@ -89,7 +89,7 @@ where
         self.forget_when_gone(&name, id, &token);
         if !replaced.is_empty() {
             // The objects the replaced instance had are compared once this one has listed:
-            // at once when it was engaged through `Clusters` (which syncs a replacement before
+            // at once when it was engaged through `Engagements` (which syncs a replacement before
             // engaging it, bounded by its sync timeout, the one sync gate); otherwise when its
             // primary cache lists, for as long as the instance is engaged.
             self.syncs

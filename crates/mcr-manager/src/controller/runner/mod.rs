@@ -334,7 +334,7 @@ where
             return Ok(());
         }
         // Open the informers now, so the engaging provider waits for them to sync before it
-        // activates the cluster (`Clusters::add`); the loop subscribes to them later.
+        // activates the cluster (`Engagements::add`); the loop subscribes to them later.
         for (open, filter) in &self.opens {
             if passes(filter.as_ref(), &name, &cluster) {
                 open(cluster.cache());
