@@ -32,7 +32,7 @@
 //!   kubeconfig's current context becomes a client (exec plugins and local file references
 //!   refused by default: the policy of [`Options::members`]), `GET /version`
 //!   is probed, then the cluster is started, synced, indexed and engaged through
-//!   [`mcr_core::Clusters`] under the name `<namespace>/<name>` ([`Options::name`]).
+//!   [`mcr_core::Engagements`] under the name `<namespace>/<name>` ([`Options::name`]).
 //!   Not ready: nothing is engaged.
 //! * **Ready, then not ready**: kept engaged by default ([`NotReady::Keep`]: readiness means
 //!   "the control plane was initialized", which flaps during upgrades while the API server still

@@ -18,7 +18,7 @@
 //!   inline client certificate, so a kubeconfig asking to run a program or read a file is
 //!   refused), probed with
 //!   `GET /version`, then started, synced, indexed and engaged through
-//!   [`mcr_core::Clusters`]. The cluster is named by its kind name, e.g. `fleet-alpha` (the
+//!   [`mcr_core::Engagements`]. The cluster is named by its kind name, e.g. `fleet-alpha` (the
 //!   kubeconfig context is `kind-fleet-alpha`).
 //! * A cluster that is no longer listed is removed.
 //! * The kubeconfig of each engaged cluster is fetched again every

@@ -25,7 +25,7 @@
 //!
 //! * **Created**: the kubeconfig's current context is turned into a client with
 //!   the client options and policy of [`Options::members`], probed with `GET /version`, then
-//!   started, synced, indexed and engaged through [`mcr_core::Clusters`].
+//!   started, synced, indexed and engaged through [`mcr_core::Engagements`].
 //! * **Updated**: the connection hash of the kubeconfig's current context (server, CA,
 //!   settings and credentials) decides. Unchanged (an annotation, label, other data key or
 //!   only formatting changed): the running cluster is kept, nothing re-engages. Only the

@@ -10,9 +10,10 @@ use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
 
 mod engage;
+mod lookup;
 mod ownership;
 
-use crate::coordinator::{Coordinator, Ownership};
+use crate::coordinator::Coordinator;
 use crate::{Aware, Cluster, ClusterName, Error, FieldIndex};
 
 /// What [`Engagements::add_or_replace`] did.
@@ -276,63 +277,6 @@ impl Engagements {
         (!self.view.everything).then(|| self.view.prefix.clone())
     }
 
-    /// Sets the coordinator that decides which clusters this replica owns; once per table
-    /// (the manager does it when sharded). A second call is refused with the coordinator
-    /// handed back.
-    pub fn coordinate(
-        &self,
-        coordinator: Arc<dyn Coordinator>,
-    ) -> Result<(), Arc<dyn Coordinator>> {
-        self.table.coordinator.set(coordinator)
-    }
-
-    /// The coordinator, if one was set.
-    pub(crate) fn coordinator(&self) -> Option<&Arc<dyn Coordinator>> {
-        self.table.coordinator.get()
-    }
-
-    /// Who owns `name` (this replica, without a coordinator).
-    ///
-    /// ```
-    /// assert!(mcr_core::Engagements::new().owner(&"a".into()).is_owned());
-    /// ```
-    pub fn owner(&self, name: &ClusterName) -> Ownership {
-        self.owner_of_full(&self.full(name))
-    }
-
-    /// Who owns the member of that full name.
-    fn owner_of_full(&self, full: &ClusterName) -> Ownership {
-        match self.coordinator() {
-            Some(c) if !full.is_host() => c.owner(full),
-            _ => Ownership::Owned,
-        }
-    }
-
-    /// Whether a coordinator decides ownership (sharded mode).
-    ///
-    /// ```
-    /// assert!(!mcr_core::Engagements::new().is_coordinated());
-    /// ```
-    pub fn is_coordinated(&self) -> bool {
-        self.coordinator().is_some()
-    }
-
-    /// A receiver that changes every time ownership may have changed; `None` without a
-    /// coordinator (ownership never changes).
-    pub fn ownership_changes(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
-        self.coordinator().map(|c| c.changes())
-    }
-
-    /// Whether this replica's hold on its clusters has lapsed (see
-    /// [`Coordinator::lapsed`]); never without a coordinator.
-    ///
-    /// ```
-    /// assert!(!mcr_core::Engagements::new().lapsed());
-    /// ```
-    pub fn lapsed(&self) -> bool {
-        self.coordinator().is_some_and(|c| c.lapsed())
-    }
-
     /// Adds a subscriber: it is engaged with every member starting or active now, and with
     /// every member from here on (at the start of its bring-up, so that the informers it opens
     /// are waited for before the member is active). Its engagement of a member lasts until the
@@ -356,121 +300,6 @@ impl Engagements {
                     "a subscriber refused an engaged cluster");
             }
         }
-    }
-
-    /// The active member of that name: [`Error::NotOwned`] when another replica owns it,
-    /// otherwise [`Error::ClusterNotFound`] unless it is engaged and synced.
-    ///
-    /// ```
-    /// let e = mcr_core::Engagements::new();
-    /// assert!(mcr_core::is_cluster_not_found(&e.get(&"member-1".into()).unwrap_err()));
-    /// ```
-    pub fn get(&self, name: &ClusterName) -> Result<Cluster, Error> {
-        if let Ownership::Elsewhere { owner } = self.owner(name) {
-            return Err(Error::NotOwned {
-                cluster: name.clone(),
-                owner,
-            });
-        }
-        let full = self.full(name);
-        let state = self.table.state.lock();
-        match state.active.get(&full) {
-            Some(i) if !i.token.is_cancelled() && self.owns(i.origin.as_ref()) => {
-                Ok(i.cluster.clone())
-            }
-            _ => Err(Error::ClusterNotFound(name.clone())),
-        }
-    }
-
-    /// Where the member of that name is in its life, if the table knows it.
-    ///
-    /// ```
-    /// assert_eq!(mcr_core::Engagements::new().phase(&"a".into()), None);
-    /// ```
-    pub fn phase(&self, name: &ClusterName) -> Option<Phase> {
-        let full = self.full(name);
-        let state = self.table.state.lock();
-        let live = |i: &Instance| !i.token.is_cancelled() && self.owns(i.origin.as_ref());
-        if state.active.get(&full).is_some_and(live) {
-            Some(Phase::Active)
-        } else if state.starting.get(&full).is_some_and(live) {
-            Some(Phase::Starting)
-        } else if state
-            .parked
-            .get(&full)
-            .is_some_and(|p| self.owns(p.origin().as_ref()))
-        {
-            Some(Phase::Parked)
-        } else {
-            None
-        }
-    }
-
-    /// The names of the active members, sorted.
-    ///
-    /// ```
-    /// assert!(mcr_core::Engagements::new().names().is_empty());
-    /// ```
-    pub fn names(&self) -> Vec<ClusterName> {
-        let mut names: Vec<ClusterName> =
-            self.active().into_iter().map(|(name, _, _)| name).collect();
-        names.sort();
-        names
-    }
-
-    /// How many members are active.
-    ///
-    /// ```
-    /// assert_eq!(mcr_core::Engagements::new().len(), 0);
-    /// ```
-    pub fn len(&self) -> usize {
-        self.active().len()
-    }
-
-    /// Whether no member is active.
-    ///
-    /// ```
-    /// assert!(mcr_core::Engagements::new().is_empty());
-    /// ```
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// The active members with their engagement tokens, sorted by name (names as this view
-    /// sees them).
-    ///
-    /// ```
-    /// assert!(mcr_core::Engagements::new().active().is_empty());
-    /// ```
-    pub fn active(&self) -> Vec<(ClusterName, Cluster, CancellationToken)> {
-        let state = self.table.state.lock();
-        let mut out: Vec<_> = state
-            .active
-            .iter()
-            .filter(|(_, i)| !i.token.is_cancelled() && self.owns(i.origin.as_ref()))
-            .filter_map(|(n, i)| Some((self.local(n)?, i.cluster.clone(), i.token.clone())))
-            .collect();
-        out.sort_by(|a, b| a.0.cmp(&b.0));
-        out
-    }
-
-    /// The token of the member of that name: the active instance, else the one starting.
-    ///
-    /// ```no_run
-    /// # fn f(e: mcr_core::Engagements) {
-    /// if let Some(t) = e.token(&"member-1".into()) { t.cancel(); }
-    /// # }
-    /// ```
-    pub fn token(&self, name: &ClusterName) -> Option<CancellationToken> {
-        let full = self.full(name);
-        let state = self.table.state.lock();
-        let live = |i: &&Instance| !i.token.is_cancelled() && self.owns(i.origin.as_ref());
-        state
-            .active
-            .get(&full)
-            .filter(live)
-            .or_else(|| state.starting.get(&full).filter(live))
-            .map(|i| i.token.clone())
     }
 
     /// Registers a field index: applied now to every starting and active member and
@@ -533,23 +362,6 @@ impl Engagements {
             }
         }
         Ok(bound)
-    }
-
-    /// The names of the parked members (another replica owns them), sorted.
-    ///
-    /// ```
-    /// assert!(mcr_core::Engagements::new().parked().is_empty());
-    /// ```
-    pub fn parked(&self) -> Vec<ClusterName> {
-        let state = self.table.state.lock();
-        let mut names: Vec<ClusterName> = state
-            .parked
-            .iter()
-            .filter(|(_, p)| self.owns(p.origin().as_ref()))
-            .filter_map(|(n, _)| self.local(n))
-            .collect();
-        names.sort();
-        names
     }
 }
 

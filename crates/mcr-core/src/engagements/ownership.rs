@@ -14,6 +14,63 @@ use crate::coordinator::{Coordinator, Ownership};
 use crate::{Cluster, ClusterName, Error};
 
 impl Engagements {
+    /// Sets the coordinator that decides which clusters this replica owns; once per table
+    /// (the manager does it when sharded). A second call is refused with the coordinator
+    /// handed back.
+    pub fn coordinate(
+        &self,
+        coordinator: Arc<dyn Coordinator>,
+    ) -> Result<(), Arc<dyn Coordinator>> {
+        self.table.coordinator.set(coordinator)
+    }
+
+    /// The coordinator, if one was set.
+    pub(crate) fn coordinator(&self) -> Option<&Arc<dyn Coordinator>> {
+        self.table.coordinator.get()
+    }
+
+    /// Who owns `name` (this replica, without a coordinator).
+    ///
+    /// ```
+    /// assert!(mcr_core::Engagements::new().owner(&"a".into()).is_owned());
+    /// ```
+    pub fn owner(&self, name: &ClusterName) -> Ownership {
+        self.owner_of_full(&self.full(name))
+    }
+
+    /// Who owns the member of that full name.
+    pub(super) fn owner_of_full(&self, full: &ClusterName) -> Ownership {
+        match self.coordinator() {
+            Some(c) if !full.is_host() => c.owner(full),
+            _ => Ownership::Owned,
+        }
+    }
+
+    /// Whether a coordinator decides ownership (sharded mode).
+    ///
+    /// ```
+    /// assert!(!mcr_core::Engagements::new().is_coordinated());
+    /// ```
+    pub fn is_coordinated(&self) -> bool {
+        self.coordinator().is_some()
+    }
+
+    /// A receiver that changes every time ownership may have changed; `None` without a
+    /// coordinator (ownership never changes).
+    pub fn ownership_changes(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
+        self.coordinator().map(|c| c.changes())
+    }
+
+    /// Whether this replica's hold on its clusters has lapsed (see
+    /// [`Coordinator::lapsed`]); never without a coordinator.
+    ///
+    /// ```
+    /// assert!(!mcr_core::Engagements::new().lapsed());
+    /// ```
+    pub fn lapsed(&self) -> bool {
+        self.coordinator().is_some_and(|c| c.lapsed())
+    }
+
     /// Asks the coordinator whether this replica owns `name` (a full name); called by
     /// `bring_in` with the state lock held, right after the member became starting (so a
     /// release that follows a change of ownership finds it). `None`: go on. `Some(outcome)`:

@@ -8,7 +8,7 @@ use tokio_util::sync::CancellationToken;
 use crate::{BoxFuture, Cluster, ClusterName, Engagements, Error, ProviderRunnable};
 
 /// A provider of exactly one cluster, built beforehand. Its discovery loop engages the cluster
-/// (through [`Clusters::add`]) when started and returns when the token is cancelled.
+/// (through [`Engagements::add`](crate::Engagements::add)) when started and returns when the token is cancelled.
 ///
 /// ```no_run
 /// # async fn f(client: kube::Client) {
