@@ -22,7 +22,7 @@ pub enum Error {
     ClusterNotFound(ClusterName),
 
     /// Another replica owns the cluster (the fleet is sharded across replicas, see
-    /// [`shard`](crate::shard)): this replica does not engage or reconcile it.
+    /// [`coordinator`](crate::coordinator)): this replica does not engage or reconcile it.
     #[error("cluster \"{cluster}\" is {}", match owner {
         Some(o) => format!("owned by replica {o}"),
         None => "not owned by this replica".to_owned(),

@@ -30,7 +30,7 @@ pub enum MemberState {
         /// denial, a kubeconfig that does not parse).
         retry_in: Option<Duration>,
     },
-    /// Another replica owns it (the fleet is sharded, see [`shard`](crate::shard)): this
+    /// Another replica owns it (the fleet is sharded, see [`coordinator`](crate::coordinator)): this
     /// replica keeps only its name and desired state.
     Elsewhere {
         /// The owning replica, when known.

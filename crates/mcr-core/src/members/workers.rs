@@ -213,7 +213,7 @@ async fn run<R: Converge>(
             continue;
         };
         // A member another replica owns keeps only its name and desired state: stopped if it
-        // ran, brought up again once this replica owns it (see `crate::shard`).
+        // ran, brought up again once this replica owns it (see `crate::coordinator`).
         if let Ownership::Elsewhere { owner } = owner_of(&shared, &name) {
             if shared.members.remove(&name) {
                 info!(
