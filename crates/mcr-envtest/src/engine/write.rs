@@ -114,7 +114,8 @@ impl Engine {
     }
 
     /// [`Engine::update`], also saying whether the update created the object: kube-apiserver
-    /// creates on `PUT` the kinds listed in [`CREATE_ON_UPDATE`].
+    /// creates on `PUT` the kinds whose registry allows it (RBAC kinds, `LimitRange`, `Endpoints`,
+    /// `Event` and the others kube-apiserver lists).
     pub fn update_created(
         &self,
         rt: &ResourceType,
