@@ -28,7 +28,10 @@ pub(crate) fn pack(obj: &mut Value) {
         return;
     };
     // Serializing a `Value` cannot fail; if it did, the object would stay unpacked.
-    if let Ok(text) = serde_json::to_string(slot) {
+    if let Ok(mut text) = serde_json::to_string(slot) {
+        // The serializer's buffer grows by doubling; the store keeps the text for the object's
+        // life.
+        text.shrink_to_fit();
         *slot = Value::String(text);
     }
 }
