@@ -97,6 +97,35 @@ mod tests {
     }
 
     #[test]
+    fn the_store_keeps_managed_fields_packed_and_every_reader_sees_them_unpacked() {
+        use crate::engine::{Engine, WriteOptions};
+        let engine = Engine::new();
+        let cms = engine.resolve("", "v1", "configmaps").unwrap();
+        let opts = WriteOptions {
+            field_manager: Some("me".into()),
+            ..WriteOptions::default()
+        };
+        let body = json!({"metadata": {"name": "a"}, "data": {"k": "v"}});
+        let created = engine.create(&cms, Some("default"), body, &opts).unwrap();
+        assert_eq!(created["metadata"]["managedFields"][0]["manager"], "me");
+        let key = ("default".to_string(), "a".to_string());
+        {
+            let store = engine.inner.read();
+            let kept = store.peek("configmaps", &key).unwrap();
+            assert!(kept["metadata"]["managedFields"].is_string(), "{kept}");
+            assert_eq!(*store.get("configmaps", &key).unwrap(), created);
+        }
+        assert_eq!(engine.get(&cms, Some("default"), "a").unwrap(), created);
+        let list = engine
+            .list(&cms, Some("default"), &Default::default())
+            .unwrap();
+        assert_eq!(
+            list["items"][0]["metadata"]["managedFields"],
+            created["metadata"]["managedFields"]
+        );
+    }
+
+    #[test]
     fn objects_without_managed_fields_are_borrowed() {
         let obj = json!({"metadata": {"name": "a"}});
         let mut packed = obj.clone();
