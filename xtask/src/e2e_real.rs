@@ -17,7 +17,8 @@
 //! control planes: their peer Leases on a real kube-apiserver, a kill -9 taken over, clean stops.
 //!
 //! The suites run the binaries of the workspace's test build (`tests`), not `cargo test -p`,
-//! which would build every dependency again with other features.
+//! which would build every dependency again with other features; two binaries at a time
+//! (`MCR_TEST_JOBS`), each one's output printed whole when it ends, the RBAC proofs first.
 //!
 //! mcr-webhook's tests have real kube-apiservers call the webhook server: members writing
 //! through three sharded replicas behind one address while one is killed and another joins
@@ -54,35 +55,38 @@ pub fn run(conformance: bool) -> Result<()> {
             "xtask: the kubeconfig RBAC proof runs the controller in {image} (rebuild it with `cargo xtask image` after changing the example)"
         );
     }
-    let env = [
-        ("MCR_ENVTEST", "real"),
-        ("KUBEBUILDER_ASSETS", dir.as_str()),
-        ("MCR_E2E_IMAGE", image.as_str()),
+    let env = vec![
+        ("MCR_ENVTEST", "real".to_owned()),
+        ("KUBEBUILDER_ASSETS", dir.clone()),
+        ("MCR_E2E_IMAGE", image),
     ];
-    if conformance {
-        let selection = super::tests::Selection {
-            packages: &["mcr-envtest"],
-            test: None,
-            args: &[],
-        };
-        super::tests::run(&selection, &env)
-            .context("mcr-envtest's suites failed against real control planes")?;
-        // The differential run: a fixed seed, so a divergence here is reproducible.
-        super::fidelity::run(super::fidelity::Fidelity {
-            seed: Some(7),
-            sequences: 120,
-            steps: 80,
-        })?;
-    }
     let packages: Vec<&str> = EXTRA_PACKAGES
         .iter()
         .chain(super::e2e::PACKAGES)
         .copied()
         .collect();
-    let selection = super::tests::Selection {
+    let mut selections = Vec::new();
+    if conformance {
+        selections.push(super::tests::Selection {
+            packages: &["mcr-envtest"],
+            test: None,
+            args: &[],
+            envs: env.clone(),
+        });
+        // The differential run: a fixed seed, so a divergence here is reproducible.
+        let fidelity = super::fidelity::Fidelity {
+            seed: Some(7),
+            sequences: 120,
+            steps: 80,
+        };
+        eprintln!("fidelity: seed 7, 120 sequences of 80 requests (repeat with --seed 7)");
+        selections.push(super::fidelity::selection(dir, "7".to_owned(), fidelity));
+    }
+    selections.push(super::tests::Selection {
         packages: &packages,
         test: None,
         args: &[],
-    };
-    super::tests::run(&selection, &env).context("the e2e suite failed against real control planes")
+        envs: env,
+    });
+    super::tests::run(&selections).context("suites failed against real control planes")
 }

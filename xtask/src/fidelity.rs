@@ -33,18 +33,15 @@ pub fn run(opts: Fidelity) -> Result<()> {
         "fidelity: seed {seed}, {} sequences of {} requests (repeat with --seed {seed})",
         opts.sequences, opts.steps
     );
-    let (seed, sequences, steps) = (
-        seed.to_string(),
-        opts.sequences.to_string(),
-        opts.steps.to_string(),
-    );
-    let env = [
-        ("KUBEBUILDER_ASSETS", dir.as_str()),
-        ("MCR_FIDELITY_SEED", seed.as_str()),
-        ("MCR_FIDELITY_SEQUENCES", sequences.as_str()),
-        ("MCR_FIDELITY_STEPS", steps.as_str()),
-    ];
-    let selection = super::tests::Selection {
+    let selection = selection(dir, seed.to_string(), opts);
+    super::tests::run(&[selection])
+        .context("the emulator diverged from kube-apiserver (see the report above)")
+}
+
+/// The differential check's test binary and environment, for [`run`] and for the
+/// conformance suite, which runs it next to the others.
+pub fn selection(assets: String, seed: String, opts: Fidelity) -> super::tests::Selection<'static> {
+    super::tests::Selection {
         packages: &["mcr-envtest"],
         test: Some("fidelity"),
         args: &[
@@ -52,7 +49,11 @@ pub fn run(opts: Fidelity) -> Result<()> {
             "--nocapture",
             "differential_check_against_kube_apiserver",
         ],
-    };
-    super::tests::run(&selection, &env)
-        .context("the emulator diverged from kube-apiserver (see the report above)")
+        envs: vec![
+            ("KUBEBUILDER_ASSETS", assets),
+            ("MCR_FIDELITY_SEED", seed),
+            ("MCR_FIDELITY_SEQUENCES", opts.sequences.to_string()),
+            ("MCR_FIDELITY_STEPS", opts.steps.to_string()),
+        ],
+    }
 }

@@ -61,7 +61,7 @@ impl Cache {
     }
 
     /// How many watches this cache has (an informer over several namespaces counts one per
-    /// namespace; see [`InformerOptions::namespaces`]).
+    /// namespace; see [`InformerOptions::namespaces`](crate::cache::InformerOptions::namespaces)).
     ///
     /// ```no_run
     /// # fn f(c: mcr_core::Cluster) {

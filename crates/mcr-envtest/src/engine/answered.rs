@@ -26,7 +26,7 @@ pub(crate) fn answer(
     if kind == "Binding" {
         let pod_name = body["metadata"]["name"].as_str().unwrap_or_default();
         let key: ObjKey = (ns.to_string(), pod_name.to_string());
-        let Some(pod) = store.get("pods", &key).cloned() else {
+        let Some(pod) = store.get("pods", &key) else {
             return Err(ApiError::not_found("", "pods", pod_name));
         };
         let Some(pods) = store.registry.any_version("pods") else {

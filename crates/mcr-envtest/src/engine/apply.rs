@@ -115,7 +115,7 @@ fn patch_locked(
         ));
     }
     let key: ObjKey = (ns.clone(), name.to_string());
-    let existing = store.get(&info.res, &key).cloned();
+    let existing = store.get(&info.res, &key);
     let (candidate, operation) = if patch_type == PatchType::Apply {
         let Some(manager) = opts.field_manager.as_deref().filter(|m| !m.is_empty()) else {
             return Err(ApiError::bad_request(

@@ -269,6 +269,33 @@ pub(crate) fn local_api_service_status() -> Value {
 mod tests {
     use super::*;
 
+    /// Serving more kinds costs a cluster nothing until it uses them: the type table is shared,
+    /// and a kind without bootstrap objects stores nothing when addressed.
+    #[test]
+    fn addressing_a_kind_without_bootstrap_objects_stores_nothing() {
+        let engine = Engine::new();
+        let kinds = |e: &Engine| {
+            let store = e.inner.read();
+            (
+                store.objects.keys().cloned().collect::<Vec<_>>(),
+                store.history.len(),
+            )
+        };
+        let fresh = kinds(&engine);
+        assert_eq!(fresh, (vec![std::sync::Arc::from("namespaces")], 4));
+        for t in builtin_types()
+            .iter()
+            .filter(|t| seed_bit(&t.res).is_none())
+        {
+            let rt = &t.rt;
+            engine.resolve(&rt.group, &rt.version, &rt.plural).unwrap();
+            engine
+                .list(rt, None, &super::super::ListParams::default())
+                .unwrap();
+        }
+        assert_eq!(kinds(&engine), fresh);
+    }
+
     #[test]
     fn bootstrap_objects_appear_when_first_addressed() {
         let engine = Engine::new();

@@ -48,7 +48,7 @@ impl Engine {
             let info = store.registry.lookup(rt)?;
             let key: ObjKey = (scope(&info, namespace)?, name.to_string());
             let policy = check_policy(opts)?;
-            let Some(existing) = store.get(&info.res, &key).cloned() else {
+            let Some(existing) = store.get(&info.res, &key) else {
                 return Err(ApiError::not_found(&rt.group, &rt.plural, name));
             };
             if let Some(uid) = opts
@@ -77,7 +77,7 @@ impl Engine {
                 return Ok(present(&existing, rt));
             }
             let gone = gc::delete_object(&mut store, &info.res, &key, policy).unwrap_or(existing);
-            let removed = store.get(&info.res, &key).is_none();
+            let removed = store.peek(&info.res, &key).is_none();
             let returns_object = matches!(
                 info.special,
                 Special::Namespace | Special::Crd | Special::Pod

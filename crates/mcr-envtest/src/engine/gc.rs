@@ -57,7 +57,7 @@ pub(crate) fn collect_dependents(store: &mut Store, owner_uid: &str) {
         return;
     }
     for (res, key) in dependents_of(store, owner_uid) {
-        let Some(dep) = store.get(&res, &key).cloned() else {
+        let Some(dep) = store.get(&res, &key) else {
             continue;
         };
         let other_live_owner = super::meta::owner_uids(&dep)
@@ -76,7 +76,7 @@ pub(crate) fn collect_dependents(store: &mut Store, owner_uid: &str) {
 /// lose the reference.
 pub(crate) fn orphan_dependents(store: &mut Store, owner_uid: &str) {
     for (res, key) in dependents_of(store, owner_uid) {
-        let Some(dep) = store.get(&res, &key).cloned() else {
+        let Some(dep) = store.get(&res, &key) else {
             continue;
         };
         let updated = without_owner(&dep, owner_uid);
@@ -90,7 +90,7 @@ pub(crate) fn delete_object(
     key: &ObjKey,
     policy: Option<&str>,
 ) -> Option<Arc<Value>> {
-    let obj = store.get(res, key)?.clone();
+    let obj = store.get(res, key)?;
     let info = store.registry.any_version(res);
     let special = info.as_ref().map_or(Special::None, |i| i.special);
     if special == Special::Namespace {
@@ -137,7 +137,7 @@ pub(crate) fn final_remove(
         .any_version(res)
         .map_or(Special::None, |i| i.special);
     if special == Special::Crd
-        && let Some(crd) = store.get(res, key).cloned()
+        && let Some(crd) = store.get(res, key)
     {
         purge(store, &crd::res_of(&crd));
     }
@@ -166,7 +166,7 @@ pub(crate) fn may_remove(store: &Store, info: &TypeInfo, obj: &Value) -> bool {
 
 /// Marks a namespace Terminating, deletes everything in it, and removes it once empty.
 fn delete_namespace(store: &mut Store, res: &ResKey, key: &ObjKey) -> Option<Arc<Value>> {
-    let obj = store.get(res, key)?.clone();
+    let obj = store.get(res, key)?;
     let marked = if is_deleting(&obj) {
         obj
     } else {
@@ -196,7 +196,7 @@ fn delete_namespace(store: &mut Store, res: &ResKey, key: &ObjKey) -> Option<Arc
 pub(crate) fn try_finalize_namespace(store: &mut Store, ns: &str) {
     let res: ResKey = Arc::from("namespaces");
     let key: ObjKey = (String::new(), ns.to_string());
-    let Some(obj) = store.get(&res, &key) else {
+    let Some(obj) = store.peek(&res, &key) else {
         return;
     };
     if is_deleting(obj)

@@ -702,7 +702,7 @@ pub(crate) fn scope_for<'a>(
     let rt = &info.rt;
     let schema = if rt.custom {
         let crd_name = format!("{}.{}", rt.plural, rt.group);
-        let crd = store.get(
+        let crd = store.peek(
             "customresourcedefinitions.apiextensions.k8s.io",
             &(String::new(), crd_name),
         );

@@ -205,8 +205,13 @@ impl WatchEvent {
         self.inner.kind
     }
 
-    /// The object (a `Status` for `ERROR`).
-    pub fn object(&self) -> &Arc<Value> {
+    /// The object (a `Status` for `ERROR`), as it goes on the wire.
+    pub fn object(&self) -> Arc<Value> {
+        packed::unpacked_arc(&self.inner.object)
+    }
+
+    /// The object as the store keeps it (`managedFields` packed): for reads of anything else.
+    pub(crate) fn stored(&self) -> &Arc<Value> {
         &self.inner.object
     }
 
@@ -217,7 +222,7 @@ impl WatchEvent {
             .get_or_init(|| {
                 let mut line = serde_json::to_vec(&serde_json::json!({
                     "type": self.inner.kind.as_str(),
-                    "object": &*self.inner.object,
+                    "object": &*packed::unpacked(&self.inner.object),
                 }))
                 .unwrap_or_default();
                 line.push(b'\n');
@@ -312,6 +317,7 @@ mod fields;
 mod gc;
 mod managed;
 mod meta;
+mod packed;
 pub(crate) mod patch;
 mod read;
 mod registry;

@@ -160,7 +160,7 @@ impl Engine {
         let info = store.registry.lookup(rt)?;
         let key: ObjKey = (scope(&info, namespace)?, name.to_string());
         store
-            .get(&info.res, &key)
+            .peek(&info.res, &key)
             .map(|obj| present(obj, rt))
             .ok_or_else(|| ApiError::not_found(&rt.group, &rt.plural, name))
     }

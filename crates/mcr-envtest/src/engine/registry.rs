@@ -376,7 +376,7 @@ pub(crate) fn scope(info: &TypeInfo, namespace: Option<&str>) -> Result<String, 
 
 /// The object as served at `rt`'s version (CRD versions share storage; no conversion).
 pub(crate) fn present(obj: &Value, rt: &ResourceType) -> Value {
-    let mut out = obj.clone();
+    let mut out = super::packed::unpacked(obj).into_owned();
     let api_version = rt.api_version();
     if out.get("apiVersion").and_then(Value::as_str) != Some(api_version.as_str())
         && let Some(map) = out.as_object_mut()

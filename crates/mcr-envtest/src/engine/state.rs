@@ -10,6 +10,7 @@ use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 use serde_json::Value;
 
 use super::meta::{meta_mut, namespace_of, owner_uids, uid_of};
+use super::packed::{pack, unpacked_arc};
 use super::registry::Registry;
 use super::{WatchEvent, WatchEventType};
 
@@ -60,16 +61,24 @@ pub(crate) struct Store {
 }
 
 impl Store {
-    /// The stored object, if any.
-    pub(crate) fn get(&self, res: &str, key: &ObjKey) -> Option<&Arc<Value>> {
+    /// The stored object as it was written (`managedFields` unpacked), if any.
+    pub(crate) fn get(&self, res: &str, key: &ObjKey) -> Option<Arc<Value>> {
+        self.peek(res, key).map(unpacked_arc)
+    }
+
+    /// The stored object as the store keeps it, with `managedFields` packed (see `packed`):
+    /// for reads of anything else, and for answers made with `registry::present`.
+    pub(crate) fn peek(&self, res: &str, key: &ObjKey) -> Option<&Arc<Value>> {
         self.objects.get(res)?.get(key)
     }
 
     /// Creates or replaces an object: stamps a new resourceVersion, records the change.
+    /// Returns the object as stored (`managedFields` packed).
     pub(crate) fn put(&mut self, res: &ResKey, mut obj: Value) -> Arc<Value> {
         self.rv += 1;
         let rv = self.rv;
         meta_mut(&mut obj).insert("resourceVersion".into(), Value::String(rv.to_string()));
+        pack(&mut obj);
         let key = key_of(&obj);
         let new = Arc::new(obj);
         let old = self

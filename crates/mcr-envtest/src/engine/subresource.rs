@@ -145,7 +145,7 @@ fn parent(
     }
     let key: ObjKey = (scope(&info, namespace)?, name.to_string());
     match store.get(&info.res, &key) {
-        Some(obj) => Ok((info, obj.clone())),
+        Some(obj) => Ok((info, obj)),
         None => Err(ApiError::not_found(&rt.group, &rt.plural, name)),
     }
 }

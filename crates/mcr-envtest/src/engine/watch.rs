@@ -70,12 +70,12 @@ impl Filter {
 
     /// The shared event, unless this watcher reads another version of the resource.
     fn versioned(&self, event: &WatchEvent) -> WatchEvent {
-        if event.object().get("apiVersion").and_then(Value::as_str)
+        if event.stored().get("apiVersion").and_then(Value::as_str)
             == Some(self.api_version.as_str())
         {
             event.clone()
         } else {
-            WatchEvent::new(event.kind(), Arc::new(present(event.object(), &self.rt)))
+            WatchEvent::new(event.kind(), Arc::new(present(event.stored(), &self.rt)))
         }
     }
 

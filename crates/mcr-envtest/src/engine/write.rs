@@ -114,7 +114,8 @@ impl Engine {
     }
 
     /// [`Engine::update`], also saying whether the update created the object: kube-apiserver
-    /// creates on `PUT` the kinds listed in [`CREATE_ON_UPDATE`].
+    /// creates on `PUT` the kinds whose registry allows it (RBAC kinds, `LimitRange`, `Endpoints`,
+    /// `Event` and the others kube-apiserver lists).
     pub fn update_created(
         &self,
         rt: &ResourceType,
@@ -182,7 +183,7 @@ fn update_locked(
         }
     }
     let key: ObjKey = (ns, name.to_string());
-    let Some(existing) = store.get(&info.res, &key).cloned() else {
+    let Some(existing) = store.get(&info.res, &key) else {
         if subresource.is_none() && !rt.custom && CREATE_ON_UPDATE.contains(&rt.kind.as_str()) {
             let ns = key.0.clone();
             return create_locked(store, &info, &ns, body, opts, Operation::Update)
@@ -261,7 +262,7 @@ pub(crate) fn create_locked(
     let mut obj = check_body(info, ns, body)?;
     let sent_managed = obj.pointer("/metadata/managedFields").cloned();
     if !ns.is_empty() {
-        let ns_obj = store.get("namespaces", &(String::new(), ns.to_string()));
+        let ns_obj = store.peek("namespaces", &(String::new(), ns.to_string()));
         match ns_obj {
             None => return Err(ApiError::not_found("", "namespaces", ns)),
             Some(o) if is_deleting(o) => {
@@ -286,7 +287,7 @@ pub(crate) fn create_locked(
         loop {
             name = format!("{prefix}{}", random_suffix());
             if store
-                .get(&info.res, &(ns.to_string(), name.clone()))
+                .peek(&info.res, &(ns.to_string(), name.clone()))
                 .is_none()
             {
                 break;
@@ -321,7 +322,7 @@ pub(crate) fn create_locked(
     }
     special::defaults(info, &mut obj)?;
     // Validation comes first: an invalid object is 422 even when its name is taken.
-    if let Some(existing) = store.get(&info.res, &key) {
+    if let Some(existing) = store.peek(&info.res, &key) {
         let mut err = ApiError::already_exists(&rt.group, &rt.plural, &name);
         if is_deleting(existing) {
             // kube-apiserver says why the name is still taken.

@@ -81,7 +81,7 @@ impl Output {
             Output::Metadata(version) => Ok(events
                 .map(move |event| match event.kind() {
                     WatchEventType::Error => event,
-                    kind => WatchEvent::new(kind, partial(event.object(), version).into()),
+                    kind => WatchEvent::new(kind, partial(&event.object(), version).into()),
                 })
                 .boxed()),
         }

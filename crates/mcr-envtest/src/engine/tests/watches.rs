@@ -52,7 +52,7 @@ async fn replays_history_then_goes_live() {
     let mut stream = e.watch(&c, NS, &from_rv(start)).unwrap();
     let added = next(&mut stream).await;
     assert_eq!(summary(&added), (WatchEventType::Added, "a".into()));
-    assert_eq!(rv(added.object()), rv(&created));
+    assert_eq!(rv(&added.object()), rv(&created));
     let modified = next(&mut stream).await;
     assert_eq!(modified.kind(), WatchEventType::Modified);
     assert_eq!(modified.object()["data"]["k"], "w");
@@ -61,7 +61,7 @@ async fn replays_history_then_goes_live() {
     let deleted = next(&mut stream).await;
     assert_eq!(summary(&deleted), (WatchEventType::Deleted, "a".into()));
     assert_eq!(
-        rv(deleted.object()),
+        rv(&deleted.object()),
         e.resource_version(),
         "DELETED carries a new resourceVersion"
     );
@@ -164,7 +164,7 @@ async fn selector_transitions_and_namespaces() {
         (WatchEventType::Added, "a".into()),
         "moved into the selector"
     );
-    assert_eq!(rv(into.object()), rv(&web));
+    assert_eq!(rv(&into.object()), rv(&web));
     let mut away = web.clone();
     away["metadata"]["labels"]["app"] = json!("db");
     e.update(&c, NS, "a", away, None, &opts()).unwrap();
@@ -197,7 +197,7 @@ async fn bookmarks_periodically_and_at_timeout() {
     assert_eq!(bookmark.kind(), WatchEventType::Bookmark);
     assert_eq!(bookmark.object()["kind"], "ConfigMap");
     assert_eq!(bookmark.object()["apiVersion"], "v1");
-    assert_eq!(rv(bookmark.object()), e.resource_version());
+    assert_eq!(rv(&bookmark.object()), e.resource_version());
 
     let short = WatchParams {
         timeout: Some(Duration::from_millis(50)),
@@ -235,7 +235,7 @@ async fn streaming_list_ends_initial_events_with_annotated_bookmark() {
         end.object()["metadata"]["annotations"]["k8s.io/initial-events-end"],
         "true"
     );
-    assert_eq!(rv(end.object()), e.resource_version());
+    assert_eq!(rv(&end.object()), e.resource_version());
     e.create(&c, NS, cm("b", json!({})), &opts()).unwrap();
     loop {
         let event = next(&mut stream).await;
@@ -314,7 +314,7 @@ async fn many_writes_reach_many_watchers_in_order() {
         let mut last = start;
         for _ in 0..500 {
             let event = next(w).await;
-            let now = rv(event.object());
+            let now = rv(&event.object());
             assert!(now > last, "resourceVersions increase");
             last = now;
         }
