@@ -8,7 +8,7 @@
 //!   its credentials in place when only they changed (same server, CA and settings: caches and
 //!   watches are kept, no relist), otherwise build a new instance (bounded), probe it with a
 //!   bounded `GET /version`, then start, sync, index and engage it through
-//!   [`Engagements`](crate::Engagements) (the table the provider was started with),
+//!   [`Engagements`] (the table the provider was started with),
 //!   replacing the old one. Refusals by the kubeconfig
 //!   [`Policy`](crate::kubeconfig::Policy) (exec plugins, auth-providers, file references,
 //!   proxies) are [`Error::PolicyDenied`] and not retried.
