@@ -201,9 +201,33 @@ fn cargo(args: &[&str]) -> Result<()> {
     run("cargo", args, &[])
 }
 
+/// A command for a tool xtask runs, without the variables `cargo run` set for xtask itself
+/// (`CARGO_MANIFEST_DIR`, `CARGO_PKG_*` and the like). Build scripts that watch one of them
+/// (ring's watches `CARGO_MANIFEST_DIR`) would see a change and rebuild, so a cargo started
+/// here rebuilt ring, kube and every test binary that CI's `cargo test --workspace` had just
+/// built (3 min 48 s of a cold CI run).
+fn command(program: &str) -> Command {
+    let mut command = Command::new(program);
+    for (key, _) in std::env::vars_os() {
+        let Some(key) = key.to_str() else { continue };
+        let set_by_cargo_run = matches!(
+            key,
+            "CARGO_MANIFEST_DIR"
+                | "CARGO_MANIFEST_PATH"
+                | "CARGO_CRATE_NAME"
+                | "CARGO_BIN_NAME"
+                | "CARGO_PRIMARY_PACKAGE"
+        ) || key.starts_with("CARGO_PKG_");
+        if set_by_cargo_run {
+            command.env_remove(key);
+        }
+    }
+    command
+}
+
 fn run(program: &str, args: &[&str], envs: &[(&str, &str)]) -> Result<()> {
     eprintln!("$ {program} {}", args.join(" "));
-    let status = Command::new(program)
+    let status = command(program)
         .args(args)
         .envs(envs.iter().copied())
         .status()

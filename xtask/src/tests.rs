@@ -177,7 +177,7 @@ fn run_one(job: &Job<'_>, log: &Path) -> Result<()> {
 fn workspace_binaries() -> Result<Vec<Binary>> {
     let packages = package_names()?;
     eprintln!("$ cargo test --workspace --no-run --message-format=json-render-diagnostics");
-    let mut child = Command::new("cargo")
+    let mut child = super::command("cargo")
         .args([
             "test",
             "--workspace",
@@ -231,7 +231,7 @@ fn test_binary(message: &Value, packages: &HashMap<PathBuf, String>) -> Option<B
 
 /// Workspace members by manifest path.
 fn package_names() -> Result<HashMap<PathBuf, String>> {
-    let output = Command::new("cargo")
+    let output = super::command("cargo")
         .args(["metadata", "--no-deps", "--format-version", "1"])
         .stderr(Stdio::inherit())
         .output()
