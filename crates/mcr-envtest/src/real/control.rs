@@ -52,6 +52,12 @@ fn path_safe(name: &str) -> String {
         .collect()
 }
 
+/// How many ports a start tries when kube-apiserver finds its port taken.
+const PORT_ATTEMPTS: u32 = 5;
+
+/// What kube-apiserver's log says when its port was taken.
+const PORT_TAKEN: &str = "address already in use";
+
 impl ControlPlane {
     /// Starts an API server named `name` whose admin credential is `token`, reading
     /// `admission_config` (`--admission-control-config-file`) when given.
@@ -71,30 +77,43 @@ impl ControlPlane {
             &token_file(dir.path()),
             &format!("{token},mcr-envtest-admin,mcr-envtest-admin,\"system:masters\"\n"),
         )?;
-        let port = free_port()?;
         let prefix = format!("/mcr-envtest/{}", uuid::Uuid::new_v4().simple());
-        let spec = ApiServerSpec::new(
-            name,
-            &assets.kube_apiserver,
-            dir.path(),
-            port,
-            &etcd.url,
-            &prefix,
-            &pki,
-        )
-        .admission_config(admission_config);
-        let probe = Probe::new(port, &pki.ca_der, token)?;
         let faults = Arc::new(Faults::default());
-        let proxy = Proxy::start(
-            name,
-            SocketAddr::from(([127, 0, 0, 1], port)),
-            faults.clone(),
-        )?;
-        let url = format!("https://{}", proxy.addr());
-        let config = config(&url, &pki.ca_der, token)?;
-        // Fail here, not in `client()`, if this config cannot make a client.
-        kube::Client::try_from(config.clone()).map_err(Error::Client)?;
-        let process = spec.start(&probe).await?;
+        // A free port is free when asked, not necessarily when kube-apiserver binds it: another
+        // process (a test binary running next to this one) may take it in between. Such a
+        // start is retried on a new port, a bounded number of times.
+        let mut attempt = 1;
+        let (spec, probe, proxy, url, config, process) = loop {
+            let port = free_port()?;
+            let spec = ApiServerSpec::new(
+                name,
+                &assets.kube_apiserver,
+                dir.path(),
+                port,
+                &etcd.url,
+                &prefix,
+                &pki,
+            )
+            .admission_config(admission_config);
+            let probe = Probe::new(port, &pki.ca_der, token)?;
+            let proxy = Proxy::start(
+                name,
+                SocketAddr::from(([127, 0, 0, 1], port)),
+                faults.clone(),
+            )?;
+            let url = format!("https://{}", proxy.addr());
+            let config = config(&url, &pki.ca_der, token)?;
+            // Fail here, not in `client()`, if this config cannot make a client.
+            kube::Client::try_from(config.clone()).map_err(Error::Client)?;
+            match spec.start(&probe).await {
+                Ok(process) => break (spec, probe, proxy, url, config, process),
+                Err(err) if attempt < PORT_ATTEMPTS && err.to_string().contains(PORT_TAKEN) => {
+                    tracing::debug!(cluster = %name, port, attempt, "port taken before kube-apiserver bound it; trying another");
+                    attempt += 1;
+                }
+                Err(err) => return Err(err),
+            }
+        };
         tracing::info!(cluster = %name, %url, elapsed = ?started.elapsed(), "real control plane started");
         Ok(ControlPlane {
             name: name.to_string(),
