@@ -63,8 +63,13 @@ impl Engagements {
     /// assert!(mcr_core::Engagements::new().names().is_empty());
     /// ```
     pub fn names(&self) -> Vec<ClusterName> {
-        let mut names: Vec<ClusterName> =
-            self.active().into_iter().map(|(name, _, _)| name).collect();
+        let state = self.table.state.lock();
+        let mut names: Vec<ClusterName> = state
+            .active
+            .iter()
+            .filter(|(_, i)| !i.token.is_cancelled() && self.owns(i.origin.as_ref()))
+            .filter_map(|(n, _)| self.local(n))
+            .collect();
         names.sort();
         names
     }
@@ -75,7 +80,14 @@ impl Engagements {
     /// assert_eq!(mcr_core::Engagements::new().len(), 0);
     /// ```
     pub fn len(&self) -> usize {
-        self.active().len()
+        let state = self.table.state.lock();
+        state
+            .active
+            .iter()
+            .filter(|(n, i)| {
+                !i.token.is_cancelled() && self.owns(i.origin.as_ref()) && self.local(n).is_some()
+            })
+            .count()
     }
 
     /// Whether no member is active.
