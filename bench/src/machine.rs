@@ -87,6 +87,12 @@ pub fn pid_rss_kib(pid: u32) -> u64 {
     kib_field(&status, "VmRSS:").unwrap_or(0)
 }
 
+/// `VmHWM` (peak resident set) of process `pid` in KiB; 0 when unreadable.
+pub fn pid_peak_rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    kib_field(&status, "VmHWM:").unwrap_or(0)
+}
+
 /// `utime + stime` of a `/proc/<pid>/stat` line, in seconds.
 fn cpu_seconds_of(stat: &str) -> Option<f64> {
     // The command name may hold spaces and parentheses: count fields after the last ')'.

@@ -248,7 +248,7 @@ fn all(
     let suite_start = Instant::now();
     let ids: Vec<&str> = [
         "b1", "b2", "b2m", "b3", "b3b", "b4", "b5", "b5r", "b6", "b8", "b9", "b10", "b11", "b12",
-        "c1", "e1", "e2",
+        "b13", "c1", "e1", "e2",
     ]
     .into_iter()
     .filter(|id| wanted(id))
@@ -291,6 +291,9 @@ fn all(
                 .scenarios
                 .push(shard::run(quick, &envtest_bin, &work)),
             "b12" => report.scenarios.push(shard_peer::run(quick, &bins, &work)),
+            "b13" => report
+                .scenarios
+                .push(scale::run(quick, &envtest_bin, &work)),
             "c1" => report.scenarios.push(credentials::run(quick)),
             "e1" => report.scenarios.push(envtest::run_e1(quick)),
             _ => report.scenarios.push(envtest::run_e2(quick)),

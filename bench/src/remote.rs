@@ -29,7 +29,14 @@ impl Server {
 
     /// [`Server::start`] with clusters named `<prefix>-1` .. `<prefix>-n`.
     pub fn start_named(bin: &Path, n: usize, dir: &Path, prefix: &str) -> Result<Server> {
-        Server::start_backend(bin, n, dir, prefix, false)
+        Server::spawn(bin, n, dir, prefix, false, &[])
+    }
+
+    /// [`Server::start_named`] with every cluster on one port (`--shared-port`: each at the
+    /// path prefix `/clusters/<name>` of its server URL), for fleets larger than a port and a
+    /// socket each allow (B13).
+    pub fn start_shared_port(bin: &Path, n: usize, dir: &Path, prefix: &str) -> Result<Server> {
+        Server::spawn(bin, n, dir, prefix, false, &["--shared-port"])
     }
 
     /// [`Server::start_named`]; with `real`, the server starts real `kube-apiserver` + `etcd`
@@ -41,6 +48,17 @@ impl Server {
         dir: &Path,
         prefix: &str,
         real: bool,
+    ) -> Result<Server> {
+        Server::spawn(bin, n, dir, prefix, real, &[])
+    }
+
+    fn spawn(
+        bin: &Path,
+        n: usize,
+        dir: &Path,
+        prefix: &str,
+        real: bool,
+        extra: &[&str],
     ) -> Result<Server> {
         if !bin.exists() {
             bail!(
@@ -55,6 +73,7 @@ impl Server {
         }
         let mut child = command
             .args(["--clusters", &n.to_string(), "--name-prefix", prefix])
+            .args(extra)
             .arg("--kubeconfig-dir")
             .arg(dir)
             .env("RUST_LOG", "warn")
@@ -163,20 +182,25 @@ pub async fn populate(clients: &[kube::Client], objects: usize) -> Result<()> {
 /// How often [`populate_fleet`] tries one cluster before giving up.
 const ATTEMPTS: u32 = 5;
 
-/// Creates `objects` ConfigMaps (value 0) in every one of `clients`, for fleets of thousands
-/// (B4): 16 clusters at a time, one request at a time per cluster (so one connection each),
-/// and each client is dropped as soon as its cluster is written, closing its connections. At
-/// most 16 loader connections are open at once, where [`populate`] keeps up to 8 idle pooled
+/// Creates `objects` ConfigMaps (value 0) in the cluster of every kubeconfig file in
+/// `paths`, for fleets of thousands (B4, B11, B13): 16 clusters at a time, one request at a
+/// time per cluster (so one connection each), each client built when its cluster's turn
+/// comes and dropped as soon as its cluster is written, closing its connections. At most 16
+/// loader connections and clients exist at once, where [`populate`] keeps up to 8 idle pooled
 /// connections per cluster until the caller drops the clients (20,000 connections for a
 /// 2,500-cluster server, its whole file-descriptor limit). A cluster that fails (e.g. a
 /// connect timeout on a loaded machine) is retried up to [`ATTEMPTS`] times, 2 s apart;
 /// objects already created are kept.
-pub async fn populate_fleet(clients: Vec<kube::Client>, objects: usize) -> Result<()> {
-    stream::iter(clients)
-        .map(|c| async move {
+pub async fn populate_fleet(paths: &[PathBuf], objects: usize) -> Result<()> {
+    stream::iter(paths)
+        .map(|path| async move {
             let mut attempt = 1;
             loop {
-                match create_missing(&c, objects).await {
+                let created = match client_for(path).await {
+                    Ok(c) => create_missing(&c, objects).await,
+                    Err(err) => Err(err),
+                };
+                match created {
                     Ok(()) => return Ok(()),
                     Err(err) if attempt >= ATTEMPTS => {
                         return Err(err.context(format!("after {ATTEMPTS} attempts")));

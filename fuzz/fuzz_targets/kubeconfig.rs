@@ -92,15 +92,19 @@ fuzz_target!(|data: &[u8]| {
                 )),
         );
     }
+    // Each exec policy alone (files and proxies allowed, so the exec check decides), then
+    // the file references (every plugin allowed, files not).
+    full.extend(
+        policies
+            .into_iter()
+            .map(|exec| Policy::trusted().exec(exec)),
+    );
+    full.push(Policy::from(ExecPolicy::AllowAll));
     for context in &contexts {
         let context = context.as_deref();
-        for policy in &policies {
-            let _ = kubeconfig::check_exec_policy(&kc, context, policy);
-        }
         for policy in &full {
             let _ = kubeconfig::check_policy(&kc, context, policy);
         }
-        let _ = kubeconfig::check_file_references(&kc, context);
         let _ = kubeconfig::connection_hash(&kc, context);
     }
 });

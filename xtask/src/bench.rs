@@ -36,16 +36,18 @@ pub(super) fn target_dir(root: &std::path::Path) -> PathBuf {
 pub fn run(quick: bool, only: &[String], real: bool) -> Result<()> {
     let root = super::workspace_root();
     let target = target_dir(&root);
-    super::cargo(&["build", "--release", "-p", "mcr-bench"])?;
+    // One build for both binaries: built apart, mcr-envtest is compiled twice (with and without
+    // `cli`), a minute of a cold CI run.
     super::cargo(&[
         "build",
         "--release",
         "-p",
+        "mcr-bench",
+        "-p",
         "mcr-envtest",
         "--features",
-        "cli",
-        "--bin",
-        "mcr-envtest",
+        "mcr-envtest/cli",
+        "--bins",
     ])?;
     let release = target.join("release");
     let named = |id: &str| only.iter().any(|o| o.eq_ignore_ascii_case(id));

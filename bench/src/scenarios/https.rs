@@ -194,19 +194,15 @@ fn one_size(n: usize, envtest_bin: &Path, work: &Path) -> Result<Value> {
             &shard,
             &format!("s{i}"),
         )?);
-        let clients: Vec<kube::Client> = rt
-            .block_on(remote::clients(&shard))?
-            .into_iter()
-            .map(|(_, c)| c)
-            .collect();
-        if clients.len() != count {
+        let paths = remote::kubeconfigs(&shard)?;
+        if paths.len() != count {
             bail!(
                 "expected {count} kubeconfigs in {}, found {}",
                 shard.display(),
-                clients.len()
+                paths.len()
             );
         }
-        rt.block_on(remote::populate_fleet(clients, OBJECTS))?;
+        rt.block_on(remote::populate_fleet(&paths, OBJECTS))?;
     }
     drop(rt);
     let args = vec![

@@ -14,6 +14,7 @@ pub mod https;
 pub mod instructions;
 pub mod multicore;
 pub mod priority;
+pub mod scale;
 pub mod shard;
 pub mod shard_peer;
 pub mod watches;

@@ -38,7 +38,7 @@ use tokio_util::sync::CancellationToken;
 use crate::{
     child::Session,
     load,
-    machine::{pid_cpu_seconds, pid_rss_kib},
+    machine::{pid_cpu_seconds, pid_peak_rss_kib, pid_rss_kib},
     probe,
     remote::{self, Server},
     report::Scenario,
@@ -101,10 +101,11 @@ async fn reconcile(
     ctx: Context<()>,
 ) -> Result<Action, std::convert::Infallible> {
     println!(
-        "SEEN {} {} {}",
+        "SEEN {} {} {} {}",
         ctx.cluster_name().as_str(),
         probe::value(&cm),
-        stamp::now_nanos()
+        stamp::now_nanos(),
+        cm.metadata.name.as_deref().unwrap_or_default()
     );
     Ok(Action::await_change())
 }
@@ -174,32 +175,48 @@ struct Replica {
     alive: bool,
 }
 
-/// What the runner knows of the fleet: per cluster, the last reconcile (replica, when) and
-/// every (value, unix nanos) first seen.
+/// What the runner knows of the fleet: per cluster, the last reconcile (replica, when), and
+/// per object of each cluster every (value, unix nanos) first seen.
 #[derive(Default)]
 struct Fleet {
     last: HashMap<String, (usize, Instant)>,
-    seen: HashMap<String, Vec<(u64, u128)>>,
+    seen: HashMap<String, HashMap<String, Vec<(u64, u128)>>>,
+    /// Objects per cluster, and the clusters with every one of them reconciled.
+    objects: usize,
+    complete: usize,
 }
 
 impl Fleet {
+    /// Reads a `SEEN <cluster> <value> <unix nanos> [<object>]` line (the Go peer names no
+    /// object: its fleets have one, `cm-0`).
     fn absorb(&mut self, replica: usize, at: Instant, line: &str) {
         let mut words = line.split_whitespace();
         let (Some("SEEN"), Some(cluster)) = (words.next(), words.next()) else {
             return;
         };
         let key = member(cluster).to_owned();
-        let (v, t) = (words.next(), words.next());
+        let (v, t, object) = (words.next(), words.next(), words.next().unwrap_or("cm-0"));
         if let (Some(v), Some(t)) = (
             v.and_then(|v| v.parse().ok()),
             t.and_then(|t| t.parse().ok()),
         ) {
-            let list = self.seen.entry(key.clone()).or_default();
+            let objects = self.seen.entry(key.clone()).or_default();
+            let known = objects.len();
+            let list = objects.entry(object.to_owned()).or_default();
             if list.last().is_none_or(|(last, _)| *last < v) {
                 list.push((v, t));
             }
+            if objects.len() > known && objects.len() == self.objects.max(1) {
+                self.complete += 1;
+            }
         }
         self.last.insert(key, (replica, at));
+    }
+
+    /// When `object` of `cluster` was first seen at `value` or later (unix nanos).
+    fn first_seen(&self, cluster: &str, object: &str, value: u64) -> Option<u128> {
+        let list = self.seen.get(cluster)?.get(object)?;
+        list.iter().find(|(v, _)| *v >= value).map(|(_, t)| *t)
     }
 }
 
@@ -366,35 +383,100 @@ impl Run {
     }
 }
 
-/// A write of `value` to every cluster's object, 16 clusters at a time; returns the
-/// acknowledgement time of each, by cluster.
-async fn write_all(paths: &[PathBuf], value: u64) -> Result<HashMap<String, u128>> {
-    let acks = stream::iter(paths.iter().cloned())
+/// One acknowledged write: cluster, object, value, and when it was acknowledged (unix nanos).
+type Ack = (String, String, u64, u128);
+
+/// The cluster name of a kubeconfig file (its stem).
+fn stem(path: &Path) -> String {
+    path.file_stem()
+        .and_then(|s| s.to_str())
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// A write of `value` to every cluster's first object, 16 clusters at a time.
+async fn write_all(paths: &[PathBuf], value: u64) -> Result<Vec<Ack>> {
+    stream::iter(paths.iter().cloned())
         .map(|path| async move {
             let client = remote::client_for(&path).await?;
             let api: Api<ConfigMap> = Api::namespaced(client, load::NS);
-            load::write(&api, &load::object_name(0), value).await?;
-            let at = stamp::now_nanos();
-            let name = path
-                .file_stem()
-                .and_then(|s| s.to_str())
-                .unwrap_or_default()
-                .to_owned();
-            Ok::<_, anyhow::Error>((name, at))
+            let object = load::object_name(0);
+            load::write(&api, &object, value).await?;
+            Ok::<_, anyhow::Error>((stem(&path), object, value, stamp::now_nanos()))
         })
         .buffer_unordered(16)
-        .try_collect::<Vec<_>>()
-        .await?;
-    Ok(acks.into_iter().collect())
+        .try_collect()
+        .await
 }
 
-/// A fleet of `n` clusters (one ConfigMap each) served by `mcr-envtest` processes, its
+/// A steady load: `rate` writes per second for `duration`, spread over the fleet (its
+/// clusters in a scattered order, every object of a cluster in turn, 32 clusters at a time,
+/// each cluster's client dropped once its objects are written). Values count up from
+/// `first`.
+async fn write_paced(
+    paths: &[PathBuf],
+    objects: usize,
+    load: &Load,
+    first: u64,
+) -> Result<Vec<Ack>> {
+    let mut ticker = tokio::time::interval(Duration::from_secs_f64(1.0 / f64::from(load.rate)));
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let ticker = tokio::sync::Mutex::new(ticker);
+    let next = std::sync::atomic::AtomicU64::new(first);
+    let end = Instant::now() + load.duration;
+    let n = paths.len();
+    // 7,919 is prime: a stride through the fleet that visits every cluster once.
+    let stride = if n.is_multiple_of(7919) { 1 } else { 7919 };
+    let order = (0..n).map(|i| &paths[(i * stride) % n]);
+    let (ticker, next) = (&ticker, &next);
+    let acks: Vec<Vec<Ack>> = stream::iter(order)
+        .take_while(|_| futures::future::ready(Instant::now() < end))
+        .map(|path| async move {
+            let client = remote::client_for(path).await?;
+            let api: Api<ConfigMap> = Api::namespaced(client, load::NS);
+            let mut acks = Vec::new();
+            for i in 0..objects {
+                ticker.lock().await.tick().await;
+                if Instant::now() >= end {
+                    break;
+                }
+                let value = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let object = load::object_name(i);
+                load::write(&api, &object, value).await?;
+                acks.push((stem(path), object, value, stamp::now_nanos()));
+            }
+            Ok::<_, anyhow::Error>(acks)
+        })
+        .buffer_unordered(32)
+        .try_collect()
+        .await?;
+    Ok(acks.into_iter().flatten().collect())
+}
+
+/// How a fleet is served: clusters per `mcr-envtest` process, whether they share its port,
+/// and ConfigMaps per cluster.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Layout {
+    pub per_server: usize,
+    pub shared_port: bool,
+    pub objects: usize,
+}
+
+/// B11's and B12's: [`PER_SERVER`] clusters per server, a port each, one object.
+pub(crate) const ONE_OBJECT: Layout = Layout {
+    per_server: PER_SERVER,
+    shared_port: false,
+    objects: 1,
+};
+
+/// A fleet of `n` clusters served by `mcr-envtest` processes as `layout` says, its
 /// kubeconfigs under `dir`; the servers stop when it is dropped.
 pub(crate) struct FleetSetup {
     _servers: Vec<Server>,
     dir: PathBuf,
     paths: Vec<PathBuf>,
     names: Vec<String>,
+    objects: usize,
 }
 
 impl FleetSetup {
@@ -405,28 +487,22 @@ impl FleetSetup {
         envtest: &Path,
         work: &Path,
         name: &str,
+        layout: Layout,
     ) -> Result<FleetSetup> {
         let dir = work.join(name);
         let _ = std::fs::remove_dir_all(&dir);
         let mut servers = Vec::new();
-        for (i, first) in (0..n).step_by(PER_SERVER).enumerate() {
-            let count = PER_SERVER.min(n - first);
+        for (i, first) in (0..n).step_by(layout.per_server).enumerate() {
+            let count = layout.per_server.min(n - first);
             let shard = dir.join(format!("shard-{i}"));
-            servers.push(Server::start_named(
-                envtest,
-                count,
-                &shard,
-                &format!("s{i}"),
-            )?);
+            let prefix = format!("s{i}");
+            servers.push(match layout.shared_port {
+                true => Server::start_shared_port(envtest, count, &shard, &prefix)?,
+                false => Server::start_named(envtest, count, &shard, &prefix)?,
+            });
         }
         let paths = fleet_files(&dir)?;
-        rt.block_on(async {
-            let mut clients = Vec::new();
-            for p in &paths {
-                clients.push(remote::client_for(p).await?);
-            }
-            remote::populate_fleet(clients, 1).await
-        })?;
+        rt.block_on(remote::populate_fleet(&paths, layout.objects))?;
         let names = paths
             .iter()
             .filter_map(|p| p.file_stem()?.to_str().map(str::to_owned))
@@ -436,6 +512,7 @@ impl FleetSetup {
             dir,
             paths,
             names,
+            objects: layout.objects,
         })
     }
 
@@ -469,6 +546,18 @@ pub(crate) struct Plan {
     pub deadline: Duration,
     /// The replicas' identities in start order (`replica-<n>` past the end).
     pub identities: Vec<String>,
+    /// The latency phase's writes: a steady load over the fleet, or (`None`) one write to
+    /// every cluster's first object.
+    pub load: Option<Load>,
+}
+
+/// A steady write load.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Load {
+    /// Writes per second over the whole fleet.
+    pub rate: u32,
+    /// How long.
+    pub duration: Duration,
 }
 
 /// The host's Lease writes so far (create, update, patch, delete).
@@ -494,7 +583,10 @@ pub(crate) fn measure(
         identities: plan.identities.clone(),
         dir: fleet.dir.clone(),
         replicas: Vec::new(),
-        fleet: Fleet::default(),
+        fleet: Fleet {
+            objects: fleet.objects,
+            ..Fleet::default()
+        },
         names: fleet.names.clone(),
     };
     let deadline = plan.deadline;
@@ -503,7 +595,7 @@ pub(crate) fn measure(
         run.start()?;
     }
     let all = run.until("every object reconciled", deadline, |r| {
-        r.fleet.last.len() == r.names.len()
+        r.fleet.complete == r.names.len()
     })?;
     let mut out = json!({
         "clusters": n, "replicas": plan.replicas,
@@ -531,34 +623,48 @@ pub(crate) fn measure(
     }
     let per_s = (lease_writes(&host) - before) as f64 / t0.elapsed().as_secs_f64();
     out["lease_writes_per_s"] = per_s.into();
-    // Per-update latency: one write to every object.
+    // Per-update latency: a write acknowledged to the first reconcile that saw it.
     let cpu0: f64 = run.pids().iter().map(|&p| pid_cpu_seconds(p)).sum();
     let value = plan.value;
-    let acks = rt.block_on(write_all(&fleet.paths, value))?;
+    let load_started = Instant::now();
+    let acks = match &plan.load {
+        None => rt.block_on(write_all(&fleet.paths, value))?,
+        Some(load) => rt.block_on(write_paced(&fleet.paths, fleet.objects, load, value))?,
+    };
+    out["updates_per_s"] = (acks.len() as f64 / load_started.elapsed().as_secs_f64()).into();
     run.until("every write reconciled", deadline, |r| {
-        r.names.iter().all(|c| {
-            r.fleet
-                .seen
-                .get(c)
-                .is_some_and(|l| l.iter().any(|(v, _)| *v >= value))
-        })
+        acks.iter()
+            .all(|(c, o, v, _)| r.fleet.first_seen(c, o, *v).is_some())
     })?;
     let cpu1: f64 = run.pids().iter().map(|&p| pid_cpu_seconds(p)).sum();
     let lat: Vec<Duration> = acks
         .iter()
-        .filter_map(|(c, &ack)| {
-            let seen = run.fleet.seen.get(c)?.iter().find(|(v, _)| *v >= value)?.1;
-            Some(stamp::since(ack, seen))
-        })
+        .filter_map(|(c, o, v, ack)| Some(stamp::since(*ack, run.fleet.first_seen(c, o, *v)?)))
         .collect();
     out["latency_ms_p50"] = stats::percentile(&lat, 50.0).map(stats::ms).into();
     out["latency_ms_p99"] = stats::percentile(&lat, 99.0).map(stats::ms).into();
     out["cpu_us_per_update"] = ((cpu1 - cpu0) * 1e6 / acks.len().max(1) as f64).into();
+    out["peak_rss_kib"] = run
+        .pids()
+        .iter()
+        .map(|&p| pid_peak_rss_kib(p))
+        .collect::<Vec<_>>()
+        .into();
     if plan.join {
-        // One more replica joins: the clusters it takes over are the ones that moved.
+        // One more replica joins: the clusters it takes over are the ones that moved, and
+        // they are handed over once it has reconciled every one of them.
+        let joined = Instant::now();
         run.start()?;
         run.settle(plan.quiet, deadline)?;
-        out["moved_on_join"] = run.replicas[plan.replicas].owned.into();
+        let joiner = plan.replicas;
+        out["moved_on_join"] = run.replicas[joiner].owned.into();
+        let taken = run
+            .fleet
+            .last
+            .values()
+            .filter(|(r, at)| *r == joiner && *at > joined)
+            .map(|(_, at)| at.duration_since(joined).as_secs_f64());
+        out["join_handoff_s"] = taken.reduce(f64::max).into();
     }
     if plan.kill {
         // The replica owning most clusters is killed.
@@ -632,7 +738,7 @@ fn rolling_restart(run: &mut Run, plan: &Plan) -> Result<(u64, u64)> {
 /// One fleet over `n` replicas (and with 3, a join, a kill and a rolling restart).
 fn one_run(quick: bool, replicas: usize, envtest: &Path, work: &Path) -> Result<Value> {
     let rt = tokio::runtime::Runtime::new()?;
-    let fleet = FleetSetup::start(&rt, clusters(quick), envtest, work, "b11-fleet")?;
+    let fleet = FleetSetup::start(&rt, clusters(quick), envtest, work, "b11-fleet", ONE_OBJECT)?;
     let plan = Plan {
         replicas,
         value: 1,
@@ -643,6 +749,7 @@ fn one_run(quick: bool, replicas: usize, envtest: &Path, work: &Path) -> Result<
         window: renew_period(quick) * if quick { 3 } else { 6 },
         deadline: Duration::from_secs(if quick { 120 } else { 1200 }),
         identities: Vec::new(),
+        load: None,
     };
     let mut out = measure(&rt, Side::Mcr { quick }, &plan, &fleet)?;
     out["scenario"] = "b11".into();
@@ -772,7 +879,12 @@ mod tests {
         f.absorb(2, t, "SEEN /d/member-3.kubeconfig+member-3 1 500");
         f.absorb(1, t, "SEEN /d/member-3.kubeconfig+member-3 0 600");
         f.absorb(1, t, "OWNED 4");
-        assert_eq!(f.seen["member-3"], vec![(1, 500)]);
+        assert_eq!(f.seen["member-3"]["cm-0"], vec![(1, 500)]);
+        assert_eq!(f.first_seen("member-3", "cm-0", 1), Some(500));
+        assert_eq!(f.complete, 1);
+        f.absorb(1, t, "SEEN /d/member-3.kubeconfig+member-3 2 700 cm-4");
+        assert_eq!(f.first_seen("member-3", "cm-4", 1), Some(700));
+        assert_eq!(f.complete, 1, "a cluster counts once");
         assert_eq!(f.last["member-3"].0, 1);
         assert_eq!(f.last.len(), 1);
     }

@@ -58,6 +58,7 @@ fn plan(value: u64) -> Plan {
         window: Duration::from_secs(30),
         deadline: Duration::from_secs(300),
         identities: IDENTITIES.iter().map(|s| s.to_string()).collect(),
+        load: None,
     }
 }
 
@@ -92,7 +93,14 @@ fn both(quick: bool, bins: &Bins, work: &Path, s: &mut Scenario) -> Result<bool>
         );
     }
     let rt = tokio::runtime::Runtime::new()?;
-    let fleet = FleetSetup::start(&rt, clusters(quick), &bins.envtest, work, "b12-fleet")?;
+    let fleet = FleetSetup::start(
+        &rt,
+        clusters(quick),
+        &bins.envtest,
+        work,
+        "b12-fleet",
+        shard::ONE_OBJECT,
+    )?;
     let mut go = shard::measure(
         &rt,
         Side::Go {

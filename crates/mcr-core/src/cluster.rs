@@ -15,27 +15,16 @@ static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 /// The identity of one [`Cluster`] instance.
 ///
 /// Every call to [`Cluster::new`] gets a fresh id (a global counter), so two clusters built from
-/// equal inputs are still told apart. Clones share the id.
+/// equal inputs are still told apart. Clones share the id. Its `Display` is the number (for
+/// logs and metrics).
 ///
 /// ```
 /// # use mcr_core::ClusterId;
 /// fn same(a: ClusterId, b: ClusterId) -> bool { a == b }
+/// fn label(id: ClusterId) -> String { id.to_string() }
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ClusterId(u64);
-
-impl ClusterId {
-    /// The numeric value (for logs and metrics).
-    ///
-    /// ```
-    /// # fn f(id: mcr_core::ClusterId) -> u64 {
-    /// id.get()
-    /// # }
-    /// ```
-    pub fn get(self) -> u64 {
-        self.0
-    }
-}
 
 impl fmt::Display for ClusterId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -12,8 +12,8 @@
 //!   reads it, its provider adds to it.
 //! - [`Coordinator`]: which clusters this replica owns when several replicas share a fleet
 //!   (see [`coordinator`]); asked by the table only.
-//! - [`providers`]: `single`, `nop` and `clusters` providers; [`kubeconfig`] and [`sanitize`]
-//!   helpers for providers that build clients from kubeconfigs; [`backoff`] for retrying
+//! - [`providers`]: `single`, `nop` and `clusters` providers; [`kubeconfig`] helpers for
+//!   providers that build clients from kubeconfigs; [`backoff`] for retrying
 //!   members that fail; [`credentials`] for short-lived credentials renewed in place;
 //!   [`members`] for everything a provider needs besides reading its source of truth;
 //!   [`scope`] for the namespaces a provider watches (`One` / `List` / `AllExcept`).
@@ -70,7 +70,7 @@ mod engagements;
 mod error;
 mod index;
 mod member_status;
-pub mod name;
+mod name;
 mod provider;
 mod redact;
 
@@ -80,13 +80,13 @@ pub mod credentials;
 pub mod kubeconfig;
 pub mod members;
 pub mod providers;
-pub mod sanitize;
 pub mod scope;
 
 pub use cache::{Cache, CacheEvent, CacheView, Informer, InformerOptions, watch, watch_metadata};
 pub use cluster::{Cluster, ClusterId, Released};
 pub use coordinator::{Coordinator, Ownership};
-pub use engagements::{AddOutcome, DEFAULT_SYNC_TIMEOUT, Engagements, Phase};
+pub(crate) use engagements::DEFAULT_SYNC_TIMEOUT;
+pub use engagements::{AddOutcome, Engagements, Phase};
 pub use error::{
     BoxError, ClusterNotFound, Error, ErrorChain, cluster_not_found, is_cluster_not_found,
     panic_message,

@@ -13,10 +13,10 @@ use sha2::{Digest, Sha256};
 /// The text of the host cluster's name: in `Display`, logs, errors and the `cluster` label of
 /// metrics. No member can be engaged under it (nor under the empty name), so a line that names
 /// `<host>` is always about the host.
-pub const HOST: &str = "<host>";
+pub(crate) const HOST: &str = "<host>";
 
 /// The longest [`ClusterName::key`]: the limit of a label value.
-pub const KEY_MAX_LEN: usize = 63;
+pub(crate) const KEY_MAX_LEN: usize = 63;
 
 /// Hex digits of the name's SHA-256 at the end of a key that is not the name itself.
 const KEY_HASH_LEN: usize = 12;
@@ -30,7 +30,7 @@ const KEY_HASH_LEN: usize = 12;
 /// [`ClusterName::key`].
 ///
 /// Cheap to clone (an `Arc<str>` inside). The host is its own variant, [`ClusterName::host`],
-/// written [`HOST`] (`<host>`); [`ClusterName::default`] is the host. Every other string is a
+/// written `<host>`; [`ClusterName::default`] is the host. Every other string is a
 /// member name. The empty string is a member name too, but an invalid one: engaging a cluster
 /// under it (or under the host's name) is refused with
 /// [`Error::InvalidName`](crate::Error::InvalidName), so a provider can never pose as the host.
@@ -56,12 +56,12 @@ enum Repr {
 }
 
 impl ClusterName {
-    /// The name of a member; [`HOST`] gives the host (the one text that names it).
+    /// The name of a member; `<host>` gives the host (the one text that names it).
     ///
     /// ```
     /// # use mcr_core::ClusterName;
     /// assert_eq!(ClusterName::new("a").as_str(), "a");
-    /// assert!(ClusterName::new(mcr_core::name::HOST).is_host());
+    /// assert!(ClusterName::new("<host>").is_host());
     /// ```
     pub fn new(s: impl Into<Arc<str>>) -> Self {
         let s = s.into();
@@ -121,7 +121,7 @@ impl ClusterName {
         }
     }
 
-    /// The name as a string slice: the member's name, or [`HOST`] for the host.
+    /// The name as a string slice: the member's name, or `<host>` for the host.
     ///
     /// ```
     /// # use mcr_core::ClusterName;
@@ -138,7 +138,7 @@ impl ClusterName {
 
 impl ClusterName {
     /// The name in a form that is a valid ConfigMap or Secret data key, label value and
-    /// annotation value, and reads well in a table: at most [`KEY_MAX_LEN`] (63) letters,
+    /// annotation value, and reads well in a table: at most 63 letters,
     /// digits, `-`, `_` and `.`, starting and ending with a letter or digit.
     ///
     /// A name that already is one is returned as is (`member-1`, a namespace, a kind cluster).
@@ -150,8 +150,7 @@ impl ClusterName {
     /// Two different names give two different keys (barring a 48-bit hash collision), and a
     /// name always gives the same key, in every process and release: a key can be written to
     /// a cluster and looked up again later, e.g. one entry per member in a summary ConfigMap.
-    /// The key is not a DNS-1123 name (it keeps upper case and `_`): for object names use
-    /// [`sanitize::dns1123`](crate::sanitize::dns1123).
+    /// The key is not a DNS-1123 name (it keeps upper case and `_`), so not an object name.
     ///
     /// ```
     /// use mcr_core::ClusterName;

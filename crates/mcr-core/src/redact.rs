@@ -166,14 +166,7 @@ fn api_status(status: &kube::core::Status) -> String {
 }
 
 /// [`redact_kube_error`] for an informer's watch error.
-///
-/// ```
-/// use kube::client::AuthError;
-/// use kube::runtime::watcher;
-/// let err = watcher::Error::WatchFailed(kube::Error::Auth(AuthError::AuthExec("hunter2".into())));
-/// assert!(!mcr_core::kubeconfig::redact_watcher_error(&err).contains("hunter2"));
-/// ```
-pub fn redact_watcher_error(err: &kube::runtime::watcher::Error) -> String {
+fn redact_watcher_error(err: &kube::runtime::watcher::Error) -> String {
     use kube::runtime::watcher::Error as W;
     match err {
         W::InitialListFailed(e) => format!(
@@ -260,5 +253,20 @@ fn auth_error(err: &AuthError) -> String {
             "the refreshed credential cannot be refreshed again".to_string()
         }
         _ => "the credential could not be obtained".to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use kube::client::AuthError;
+    use kube::runtime::watcher;
+
+    #[test]
+    fn watcher_errors_are_redacted() {
+        let err =
+            watcher::Error::WatchFailed(kube::Error::Auth(AuthError::AuthExec("hunter2".into())));
+        assert!(!super::redact_watcher_error(&err).contains("hunter2"));
+        let shown = crate::ErrorChain(&err).to_string();
+        assert!(!shown.contains("hunter2"), "{shown}");
     }
 }

@@ -66,7 +66,10 @@ async fn auth_provider_commands_never_run_even_when_trusted() {
     let cluster = TestCluster::start_https("gcp-cmd").await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let kc = hanging_command(dir.path(), cluster.kubeconfig().unwrap());
-    let opts = ClientOptions::default().exec_timeout(Duration::from_secs(1));
+    let opts = ClientOptions {
+        exec_timeout: Some(Duration::from_secs(1)),
+        ..ClientOptions::default()
+    };
     let policy = Policy::trusted();
     let errors = [
         failed(client_for_context(&kc, None, &opts, &policy).await),

@@ -306,17 +306,17 @@ async fn dynamic_and_metadata_informers() {
 }
 
 #[tokio::test]
-async fn synced_informer_never_hands_out_an_unlisted_store() {
+async fn wait_for_sync_until_the_store_is_listed() {
     let tc = TestCluster::start("slow").await.unwrap();
     create(&tc.client(), "a", "x").await;
     tc.partition(Partition::Hang);
     let token = CancellationToken::new();
     let cluster = Cluster::new("slow", tc.client());
     cluster.cache().start(token.clone());
-    // While the list hangs, no store is handed out: a timeout naming the cluster instead.
-    let err = cluster
-        .cache()
-        .synced_informer::<ConfigMap>(Duration::from_millis(300))
+    // While the list hangs, waiting for the sync times out, naming the cluster.
+    let informer = cluster.cache().informer::<ConfigMap>();
+    let err = informer
+        .wait_for_sync(Duration::from_millis(300))
         .await
         .unwrap_err();
     assert!(
@@ -324,11 +324,7 @@ async fn synced_informer_never_hands_out_an_unlisted_store() {
         "{err}"
     );
     tc.heal();
-    let informer = cluster
-        .cache()
-        .synced_informer::<ConfigMap>(DEADLINE)
-        .await
-        .unwrap();
+    informer.wait_for_sync(DEADLINE).await.unwrap();
     // Listed: the object is there on the first read, no polling.
     assert_eq!(names(&informer.list()), ["a"]);
     assert!(informer.get(Some("default"), "missing").is_none());

@@ -9,11 +9,11 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::api::{Api, ListParams};
-use mcr_core::BoxFuture;
 use mcr_core::Cluster;
 use mcr_core::credentials::{
-    self, CredentialHandle, Credentials, Renew, RenewError, RenewableClient, RenewalOptions,
+    self, CredentialHandle, Credentials, Renew, RenewableClient, RenewalOptions,
 };
+use mcr_core::{BoxError, BoxFuture};
 use mcr_envtest::TestCluster;
 use mcr_envtest::wait::eventually_async;
 use support::{DEADLINE, create, eventually};
@@ -28,7 +28,7 @@ struct Minter {
 }
 
 impl Renew for Minter {
-    fn renew(&self) -> BoxFuture<'_, Result<Credentials, RenewError>> {
+    fn renew(&self) -> BoxFuture<'_, Result<Credentials, BoxError>> {
         Box::pin(async move {
             self.calls.fetch_add(1, Ordering::SeqCst);
             if self.failing.load(Ordering::SeqCst) {

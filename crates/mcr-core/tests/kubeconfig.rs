@@ -68,9 +68,11 @@ async fn client_for_context_lists_namespaces() {
 
     // by name, from YAML bytes, with options set
     let kc2 = kubeconfig::parse(cluster.kubeconfig_yaml().unwrap().as_bytes()).unwrap();
-    let opts = ClientOptions::new()
-        .connect_timeout(Duration::from_secs(10))
-        .user_agent("mcr-test/1");
+    let opts = ClientOptions {
+        connect_timeout: Some(Duration::from_secs(10)),
+        user_agent: Some("mcr-test/1".into()),
+        ..ClientOptions::default()
+    };
     let client = client_for_context(&kc2, Some("member-1"), &opts, &Policy::default())
         .await
         .unwrap();
@@ -228,7 +230,10 @@ async fn exec_plugin_with_a_wrong_token_is_rejected_by_the_server() {
 async fn read_timeout_bounds_a_hanging_cluster() {
     let cluster = TestCluster::start_https("member-6").await.unwrap();
     let kc = cluster.kubeconfig().unwrap();
-    let opts = ClientOptions::new().read_timeout(Duration::from_millis(500));
+    let opts = ClientOptions {
+        read_timeout: Some(Duration::from_millis(500)),
+        ..ClientOptions::default()
+    };
     let client = client_for_context(&kc, None, &opts, &Policy::default())
         .await
         .unwrap();
@@ -337,7 +342,10 @@ async fn a_hanging_exec_plugin_is_killed_after_the_exec_timeout() {
         cluster.kubeconfig().unwrap(),
         &write_hanging_plugin(dir.path()),
     );
-    let opts = ClientOptions::new().exec_timeout(Duration::from_millis(500));
+    let opts = ClientOptions {
+        exec_timeout: Some(Duration::from_millis(500)),
+        ..ClientOptions::default()
+    };
     let built = tokio::time::timeout(
         GUARD,
         client_for_context(&kc, None, &opts, &Policy::trusted()),
@@ -373,7 +381,8 @@ async fn exec_plugin_yaml_output_and_expiry_are_used() {
     .unwrap();
     std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
     let kc = with_exec(cluster.kubeconfig().unwrap(), &script);
-    let (client, expiry) = kubeconfig::client_for_context_with_expiry(
+    let member = cluster_for_context(
+        "member-9",
         &kc,
         None,
         &ClientOptions::default(),
@@ -382,9 +391,12 @@ async fn exec_plugin_yaml_output_and_expiry_are_used() {
     .await
     .unwrap();
     let expected = std::time::UNIX_EPOCH + Duration::from_secs(4_071_006_245);
-    assert_eq!(expiry, Some(expected));
+    let credentials = member
+        .credentials()
+        .expect("an expiring plugin credential is renewable");
+    assert_eq!(credentials.status().expires_at, Some(expected));
     assert!(
-        namespace_names(client)
+        namespace_names(member.client())
             .await
             .unwrap()
             .contains(&"default".to_string())

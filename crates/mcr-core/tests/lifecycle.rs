@@ -310,3 +310,55 @@ async fn an_add_dropped_mid_sync_does_not_hide_the_member_from_the_next_run() {
     assert!(registry.get(&"dropped".into()).is_ok());
     second_run.cancel();
 }
+
+/// At most `max_syncing` members open their informers and list at a time. The others wait
+/// their turn in `Starting`, and the wait does not count against their sync timeout: with one
+/// turn, a healthy member added behind a hung one is engaged once the hung one's sync times
+/// out, although it waited longer than its own sync timeout for its turn.
+#[tokio::test]
+async fn members_take_turns_to_sync_and_the_wait_is_not_timed() {
+    let hung = TestCluster::start("hung").await.unwrap();
+    hung.partition(Partition::Hang);
+    let healthy = TestCluster::start("healthy").await.unwrap();
+    create(&healthy.client(), "a", "x").await;
+    let table = Engagements::new().with_max_syncing(1);
+    table.index_field(&by_app()).await.unwrap();
+    // Two handles on the one table: the hung member holds the only turn for 5 s; the healthy
+    // one may take 2 s to sync once its turn comes.
+    let slow = table.clone().with_sync_timeout(Duration::from_secs(5));
+    let quick = table.clone().with_sync_timeout(Duration::from_secs(2));
+    let parent = CancellationToken::new();
+
+    let hung_cluster = Cluster::new("hung", hung.client());
+    let first = tokio::spawn({
+        let (slow, parent, cluster) = (slow.clone(), parent.clone(), hung_cluster.clone());
+        async move { slow.add(&parent, cluster).await }
+    });
+    eventually("the hung member has its turn", DEADLINE, || {
+        hung_cluster.cache().is_started()
+    })
+    .await;
+    let waiting = Cluster::new("healthy", healthy.client());
+    let second = tokio::spawn({
+        let (quick, parent, cluster) = (quick.clone(), parent.clone(), waiting.clone());
+        async move { quick.add(&parent, cluster).await }
+    });
+    eventually("the healthy member is starting", DEADLINE, || {
+        table.phase(&"healthy".into()) == Some(mcr_core::Phase::Starting)
+    })
+    .await;
+    // Its turn has not come: its cache is not started while the hung one holds the turn.
+    assert!(!waiting.cache().is_started());
+
+    let err = first.await.unwrap().unwrap_err();
+    assert!(matches!(err, Error::SyncTimeout { .. }), "{err}");
+    // Waited 5 s for its turn, more than its own 2 s sync timeout, then synced and engaged.
+    second.await.unwrap().unwrap();
+    assert_eq!(table.names(), ["healthy"]);
+    let hits = waiting
+        .cache()
+        .list_by_index::<ConfigMap>("app", "x")
+        .unwrap();
+    assert_eq!(names(&hits), ["a"]);
+    parent.cancel();
+}

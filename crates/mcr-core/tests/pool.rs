@@ -43,7 +43,10 @@ async fn idle_pooled_connections_are_closed() {
         .and_then(|p| p.parse().ok())
         .unwrap();
     let kc = tc.kubeconfig().unwrap();
-    let opts = ClientOptions::new().pool_idle_timeout(Duration::from_secs(1));
+    let opts = ClientOptions {
+        pool_idle_timeout: Some(Duration::from_secs(1)),
+        ..ClientOptions::default()
+    };
     let cluster = credentials::cluster_for_context("m", &kc, None, &opts, &Policy::default())
         .await
         .unwrap();

@@ -58,9 +58,9 @@ fn gated(owned: &Arc<Owned>) -> Engagements {
     table
 }
 
-/// Counts the attempts (each builds a client) per name.
+/// Counts the attempts (each builds a client) per name, and records the failures reported.
 #[derive(Clone, Default)]
-struct Count(Arc<Mutex<BTreeMap<String, u32>>>);
+struct Count(Arc<Mutex<BTreeMap<String, u32>>>, Arc<Mutex<Vec<String>>>);
 
 impl Count {
     fn of(&self, name: &str) -> u32 {
@@ -89,7 +89,70 @@ impl Converge for Count {
         error.is_retryable()
     }
 
-    fn failed(&self, _: &Member<Arc<str>>, _: &Error, _: Option<Duration>) {}
+    fn failed(&self, member: &Member<Arc<str>>, error: &Error, _: Option<Duration>) {
+        self.1
+            .lock()
+            .unwrap()
+            .push(format!("{}: {error}", member.name()));
+    }
+}
+
+/// Brings members up like [`Count`], but first moves ownership of the member away without
+/// telling anyone yet: the coordinator already answers "elsewhere" while its change has not
+/// been announced, as when a replica joins while a member is being brought up.
+struct MovesAway(Count, Arc<Owned>);
+
+impl Converge for MovesAway {
+    type Desired = Arc<str>;
+    type Error = Error;
+
+    fn converge<'a>(&'a self, member: &'a Member<Arc<str>>) -> BoxFuture<'a, Result<(), Error>> {
+        Box::pin(async move {
+            // Once the worker waits on both the attempt and the announcement of a change.
+            tokio::task::yield_now().await;
+            *self.1.names.lock().unwrap() = BTreeSet::new();
+            self.0.converge(member).await
+        })
+    }
+
+    fn is_retryable(&self, error: &Error) -> bool {
+        error.is_retryable()
+    }
+
+    fn failed(&self, member: &Member<Arc<str>>, error: &Error, retry_in: Option<Duration>) {
+        self.0.failed(member, error, retry_in);
+    }
+}
+
+/// A member whose ownership moves away while it is being brought up is released as owned
+/// elsewhere, not reported (and logged) as a failed attempt retried with backoff.
+#[tokio::test]
+async fn ownership_moving_away_mid_attempt_is_no_failure() {
+    let a = TestCluster::start_https("a").await.unwrap();
+    let owned = Owned::new(&["a"]);
+    let registry = gated(&owned);
+    let members = Members::new(MembersOptions::default());
+    members.bind(&registry).unwrap();
+    let token = CancellationToken::new();
+    let count = Count::default();
+    let workers = Workers::new(&members, &token, MovesAway(count.clone(), owned.clone()));
+    workers.ensure(&"a".into(), Arc::from(a.kubeconfig_yaml().unwrap()));
+    eventually("a reported as owned elsewhere", DEADLINE, || {
+        members
+            .member_statuses()
+            .iter()
+            .any(|s| s.name == "a" && matches!(s.state, mcr_core::MemberState::Elsewhere { .. }))
+    })
+    .await;
+    assert_eq!(count.of("a"), 1, "one attempt, before ownership moved");
+    assert!(
+        count.1.lock().unwrap().is_empty(),
+        "reported as failed: {:?}",
+        count.1.lock().unwrap()
+    );
+    assert!(registry.names().is_empty() && members.names().is_empty());
+    workers.shutdown().await;
+    token.cancel();
 }
 
 #[tokio::test]

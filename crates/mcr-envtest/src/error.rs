@@ -55,4 +55,10 @@ pub enum Error {
     /// A fleet already has a cluster of that name.
     #[error("a cluster named {0:?} already exists in the fleet")]
     DuplicateName(String),
+    /// A cluster on a shared port needs a name that is one URL path segment
+    /// (letters, digits, `-`, `_` and `.`), since the name is its path prefix.
+    #[error(
+        "cluster name {0:?} cannot be a path prefix on a shared port (use letters, digits, '-', '_' and '.')"
+    )]
+    InvalidName(String),
 }

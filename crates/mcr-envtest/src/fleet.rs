@@ -2,6 +2,10 @@
 
 use std::path::{Path, PathBuf};
 
+use std::sync::Arc;
+
+use crate::cluster::Transport;
+use crate::shared_port::SharedPort;
 use crate::{Backend, Error, TestCluster, real};
 
 /// Several emulated clusters, named `<prefix>-1` .. `<prefix>-n`.
@@ -20,6 +24,8 @@ pub struct Fleet {
     clusters: Vec<TestCluster>,
     backend: Backend,
     https: bool,
+    /// The one port of every cluster, with [`FleetBuilder::shared_port`].
+    port: Option<Arc<SharedPort>>,
     kubeconfig_dir: Option<PathBuf>,
 }
 
@@ -43,6 +49,7 @@ pub struct FleetBuilder {
     clusters: usize,
     name_prefix: String,
     https: bool,
+    shared_port: bool,
     kubeconfig_dir: Option<PathBuf>,
 }
 
@@ -53,6 +60,7 @@ impl Default for FleetBuilder {
             clusters: 1,
             name_prefix: "cluster".into(),
             https: false,
+            shared_port: false,
             kubeconfig_dir: None,
         }
     }
@@ -100,6 +108,33 @@ impl FleetBuilder {
         self
     }
 
+    /// Serve every cluster over HTTPS on one port of `127.0.0.1`, told apart by a path prefix:
+    /// a cluster's kubeconfig names `https://127.0.0.1:<port>/clusters/<name>` (kube-rs and
+    /// client-go keep that path in front of every request). The clusters share the port's CA
+    /// and serving certificate; each has its own token, state, faults and counters. Implies
+    /// [`https(true)`](Self::https).
+    ///
+    /// For fleets too large for a port each: a process may hold only so many open files
+    /// (often 1,024 by default, 20,000 on CI machines), and a machine has fewer than 65,536
+    /// ports. Names must then be URL path segments (letters, digits, `-`, `_`, `.`), else
+    /// [`Error::InvalidName`]. A stopped or partitioned cluster drops the connection of each
+    /// request for it instead of refusing new connections, since the port serves the others.
+    /// The real backend ignores this: each real cluster has its own API server.
+    ///
+    /// ```no_run
+    /// # async fn doc() -> Result<(), mcr_envtest::Error> {
+    /// let fleet = mcr_envtest::Fleet::builder().clusters(2).shared_port(true).start().await?;
+    /// assert!(fleet.clusters()[0].url().unwrap().ends_with("/clusters/cluster-1"));
+    /// # Ok(()) }
+    /// ```
+    pub fn shared_port(mut self, shared: bool) -> Self {
+        self.shared_port = shared;
+        if shared {
+            self.https = true;
+        }
+        self
+    }
+
     /// Write `<dir>/<name>.kubeconfig` for every cluster (now and on [`Fleet::add`]).
     /// Kubeconfigs need HTTPS, so this implies [`https(true)`](Self::https).
     ///
@@ -127,20 +162,34 @@ impl FleetBuilder {
             None => Backend::from_env()?,
         };
         check_cap(backend, self.clusters)?;
+        let port = match self.shared_port && !backend.is_real() {
+            true => Some(SharedPort::start()?),
+            false => None,
+        };
         let starts = (1..=self.clusters).map(|i| {
-            TestCluster::build_on(backend, format!("{}-{i}", self.name_prefix), self.https)
+            let transport = transport(self.https, port.as_ref());
+            TestCluster::build_on(backend, format!("{}-{i}", self.name_prefix), transport)
         });
         let clusters = futures::future::try_join_all(starts).await?;
         let fleet = Fleet {
             clusters,
             backend,
             https: self.https,
+            port,
             kubeconfig_dir: self.kubeconfig_dir,
         };
         if let Some(dir) = &fleet.kubeconfig_dir {
             fleet.write_kubeconfigs(dir)?;
         }
         Ok(fleet)
+    }
+}
+
+fn transport(https: bool, port: Option<&Arc<SharedPort>>) -> Transport {
+    match (https, port) {
+        (_, Some(port)) => Transport::Shared(port.clone()),
+        (true, None) => Transport::OwnPort,
+        (false, None) => Transport::InProcess,
     }
 }
 
@@ -244,7 +293,8 @@ impl Fleet {
             return Err(Error::DuplicateName(name.to_string()));
         }
         check_cap(self.backend, self.clusters.len() + 1)?;
-        let cluster = TestCluster::build_on(self.backend, name.to_string(), self.https).await?;
+        let transport = transport(self.https, self.port.as_ref());
+        let cluster = TestCluster::build_on(self.backend, name.to_string(), transport).await?;
         if let Some(dir) = &self.kubeconfig_dir {
             cluster.write_kubeconfig(&kubeconfig_path(dir, name))?;
         }

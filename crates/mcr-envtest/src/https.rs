@@ -1,7 +1,9 @@
 //! The HTTPS transport: hyper 1 (HTTP/1.1 and HTTP/2) over tokio-rustls on 127.0.0.1.
 //!
-//! The listener can be closed and re-opened on the same port synchronously (stop/restart,
-//! `Partition::Refuse`/heal), see [`crate::gate`].
+//! A cluster either owns its port ([`HttpsServer`]), which can be closed and re-opened on the
+//! same port synchronously (stop/restart, `Partition::Refuse`/heal, see [`crate::gate`]), or
+//! shares one port with many clusters ([`crate::shared_port`]), each told apart by the path
+//! prefix of its kubeconfig's server URL.
 
 use std::io;
 use std::net::SocketAddr;
@@ -40,6 +42,24 @@ pub(crate) struct HttpsServer {
     gate: Gate,
 }
 
+/// Where a connection's requests go.
+#[derive(Clone)]
+pub(crate) enum Target {
+    /// The one cluster that owns the port.
+    One { shared: Arc<Shared>, auth: Auth },
+    /// The clusters of a shared port, by path prefix.
+    Routed(Arc<crate::shared_port::Routes>),
+}
+
+impl Target {
+    fn label(&self) -> &str {
+        match self {
+            Target::One { shared, .. } => &shared.name,
+            Target::Routed(_) => "shared port",
+        }
+    }
+}
+
 impl HttpsServer {
     /// Binds 127.0.0.1 on a random port and starts serving.
     pub(crate) fn start(
@@ -65,26 +85,11 @@ impl HttpsServer {
 
     /// Opens the listener again on the same port (no-op if open).
     pub(crate) fn bind(&self) -> io::Result<()> {
-        let (acceptor, shared, auth) = (
-            self.acceptor.clone(),
-            self.shared.clone(),
-            self.auth.clone(),
-        );
-        self.gate.open(move |stream, cancel| {
-            // As a real API server (Go sets TCP_NODELAY by default): small watch events and
-            // answers go out at once instead of waiting on Nagle + delayed ACK (~40 ms).
-            if let Err(err) = stream.set_nodelay(true) {
-                tracing::debug!(cluster = %shared.name, %err, "could not set TCP_NODELAY");
-            }
-            let conn = connection(
-                stream,
-                acceptor.clone(),
-                shared.clone(),
-                auth.clone(),
-                cancel,
-            );
-            tokio::spawn(conn);
-        })
+        let target = Target::One {
+            shared: self.shared.clone(),
+            auth: self.auth.clone(),
+        };
+        open(&self.gate, self.acceptor.clone(), target)
     }
 
     /// Closes the listener now and cuts every open connection (the port stays reserved).
@@ -93,11 +98,22 @@ impl HttpsServer {
     }
 }
 
+/// Opens `gate` (a no-op when open), serving every connection it accepts for `target`.
+pub(crate) fn open(gate: &Gate, acceptor: TlsAcceptor, target: Target) -> io::Result<()> {
+    gate.open(move |stream, cancel| {
+        // As a real API server (Go sets TCP_NODELAY by default): small watch events and
+        // answers go out at once instead of waiting on Nagle + delayed ACK (~40 ms).
+        if let Err(err) = stream.set_nodelay(true) {
+            tracing::debug!(cluster = %target.label(), %err, "could not set TCP_NODELAY");
+        }
+        tokio::spawn(connection(stream, acceptor.clone(), target.clone(), cancel));
+    })
+}
+
 async fn connection(
     stream: TcpStream,
     acceptor: TlsAcceptor,
-    shared: Arc<Shared>,
-    auth: Auth,
+    target: Target,
     cancel: CancellationToken,
 ) {
     let tls = tokio::select! {
@@ -105,7 +121,7 @@ async fn connection(
         tls = acceptor.accept(stream) => match tls {
             Ok(tls) => tls,
             Err(err) => {
-                tracing::debug!(cluster = %shared.name, %err, "TLS handshake failed");
+                tracing::debug!(cluster = %target.label(), %err, "TLS handshake failed");
                 return;
             }
         },
@@ -117,9 +133,7 @@ async fn connection(
             .collect::<Vec<_>>()
             .into()
     });
-    let service = hyper::service::service_fn(move |req| {
-        serve(shared.clone(), auth.clone(), peer.clone(), req)
-    });
+    let service = hyper::service::service_fn(move |req| serve(target.clone(), peer.clone(), req));
     let builder = auto::Builder::new(TokioExecutor::new());
     let conn = builder.serve_connection(TokioIo::new(tls), service);
     tokio::select! {
@@ -195,11 +209,17 @@ fn anonymous_forbidden(req: &Request<Incoming>) -> ApiError {
 }
 
 async fn serve(
-    shared: Arc<Shared>,
-    auth: Auth,
+    target: Target,
     peer: PeerChain,
     req: Request<Incoming>,
 ) -> Result<Response<Body>, io::Error> {
+    let (shared, auth, req) = match target {
+        Target::One { shared, auth } => (shared, auth, req),
+        Target::Routed(routes) => match routes.resolve(req) {
+            Some(routed) => routed,
+            None => return Ok(response::error(&ApiError::path_not_found())),
+        },
+    };
     if shared.faults.admit().await.is_err() {
         // Failing the service makes hyper drop the connection, as a dead server would.
         return Err(io::Error::from(io::ErrorKind::ConnectionRefused));

@@ -129,6 +129,7 @@ mod kubeconfig;
 mod openapi;
 mod server;
 mod service;
+mod shared_port;
 mod tls;
 mod x509;
 

@@ -4,11 +4,9 @@
 //!
 //! Every test runs on both backends (`MCR_ENVTEST=real` for kube-apiserver).
 
-mod common;
-
-use common::DEADLINE;
 use mcr_envtest::TestCluster;
 use mcr_envtest::wait::eventually_async;
+use mcr_test_support::DEADLINE;
 use serde_json::{Value, json};
 
 const CMS: &str = "/api/v1/namespaces/default/configmaps";
@@ -701,7 +699,10 @@ async fn update_without_field_manager_is_named_after_the_user_agent() {
     let cms: Api<ConfigMap> = Api::namespaced(cluster.client(), "default");
     // `configmap` sends `labels: {}`.
     let created = cms
-        .create(&PostParams::default(), &common::configmap("c", &[], "1"))
+        .create(
+            &PostParams::default(),
+            &mcr_test_support::configmap("c", &[], "1"),
+        )
         .await
         .unwrap();
     assert_eq!(created.metadata.labels, None);

@@ -1,16 +1,14 @@
 //! What a new cluster holds before anyone writes to it, and the defaults of a Service.
 
-mod common;
-
 use std::net::Ipv4Addr;
 
-use common::api_code;
 use k8s_openapi::api::core::v1::{Endpoints, Namespace, Pod, Service};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService;
 use kube::api::{Api, ListParams, PostParams};
 use mcr_envtest::TestCluster;
+use mcr_test_support::api_code;
 use serde_json::json;
 
 #[tokio::test]

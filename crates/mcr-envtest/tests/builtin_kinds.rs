@@ -1,8 +1,5 @@
 //! The built-in kinds beyond ConfigMaps: every one kube-apiserver serves, through kube-rs.
 
-mod common;
-
-use common::{DEADLINE, api_code};
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Node, Pod, Service};
@@ -13,6 +10,7 @@ use kube::core::WatchEvent;
 use kube::discovery::{Discovery, Scope};
 use mcr_envtest::TestCluster;
 use mcr_envtest::wait::eventually_async;
+use mcr_test_support::{DEADLINE, api_code};
 use serde_json::json;
 
 fn pod(name: &str) -> Pod {

@@ -1,16 +1,14 @@
 //! x509 client-certificate authentication: chain checked against the cluster's CA, validity
 //! checked on every request.
 
-mod common;
-
 use std::time::{Duration, SystemTime};
 
-use common::{DEADLINE, api_code};
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, ListParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use mcr_envtest::TestCluster;
 use mcr_envtest::wait::eventually_async;
+use mcr_test_support::{DEADLINE, api_code};
 
 async fn client_from(yaml: &str) -> kube::Client {
     let kc = Kubeconfig::from_yaml(yaml).unwrap();

@@ -2,12 +2,10 @@
 //! update and delete against an in-process cluster (conflicts, dry runs, finalizers, raw HTTP
 //! errors).
 
-mod common;
-
-use common::{api_code, configmap};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use mcr_envtest::TestCluster;
+use mcr_test_support::{api_code, configmap};
 use serde_json::json;
 
 #[tokio::test]
@@ -78,7 +76,7 @@ async fn configmap_crud() {
         status.message
     );
 
-    if let Some(counts) = common::counts(&cluster) {
+    if let Some(counts) = mcr_test_support::request_counts(&cluster) {
         assert_eq!(counts.get("create", "configmaps"), 1);
         assert_eq!(counts.get("patch", "configmaps"), 2);
         assert_eq!(counts.get("get", "configmaps"), 2);

@@ -1,12 +1,10 @@
 //! Conformance-style tests, collections: label and field selectors, pagination and
 //! deletecollection.
 
-mod common;
-
-use common::{api_code, configmap};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use mcr_envtest::TestCluster;
+use mcr_test_support::{api_code, configmap};
 
 #[tokio::test]
 async fn label_and_field_selectors() {
@@ -130,7 +128,7 @@ async fn delete_collection_by_label() {
         .filter_map(|c| c.metadata.name)
         .collect();
     assert_eq!(left, ["c"]);
-    if let Some(counts) = common::counts(&cluster) {
+    if let Some(counts) = mcr_test_support::request_counts(&cluster) {
         assert_eq!(counts.get("deletecollection", "configmaps"), 1);
     }
 }

@@ -1,8 +1,6 @@
 //! Conformance-style tests, patches: server-side apply and strategic merge (including the
 //! status subresource).
 
-mod common;
-
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, Patch, PatchParams, PostParams};
@@ -44,7 +42,7 @@ async fn server_side_apply() {
         cms.get("applied").await.unwrap().data.unwrap()["value"],
         "2"
     );
-    if let Some(counts) = common::counts(&cluster) {
+    if let Some(counts) = mcr_test_support::request_counts(&cluster) {
         assert_eq!(counts.get("patch", "configmaps"), 2);
     }
 }
@@ -100,7 +98,7 @@ async fn strategic_merge_on_deployment_and_status() {
         .unwrap();
     let got = deploys.get_status("web").await.unwrap();
     assert_eq!(got.status.unwrap().ready_replicas, Some(1));
-    if let Some(counts) = common::counts(&cluster) {
+    if let Some(counts) = mcr_test_support::request_counts(&cluster) {
         assert_eq!(counts.get("patch", "deployments/status"), 1);
         assert_eq!(counts.get("get", "deployments/status"), 1);
     }

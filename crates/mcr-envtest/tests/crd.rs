@@ -1,8 +1,5 @@
 //! CustomResourceDefinitions and discovery, through kube-rs.
 
-mod common;
-
-use common::{DEADLINE, api_code};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{
     Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch,
@@ -11,6 +8,7 @@ use kube::api::{
 use kube::{CustomResource, Discovery};
 use mcr_envtest::TestCluster;
 use mcr_envtest::wait::eventually_async;
+use mcr_test_support::{DEADLINE, api_code};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
@@ -86,7 +84,7 @@ async fn crd_lifecycle_typed() {
         .unwrap();
     let got = widgets.get("w1").await.unwrap();
     assert_eq!(got.status, Some(WidgetStatus { ready: true }));
-    if let Some(counts) = common::counts(&cluster) {
+    if let Some(counts) = mcr_test_support::request_counts(&cluster) {
         assert_eq!(counts.get("patch", "widgets/status"), 1);
     }
 
@@ -176,7 +174,7 @@ async fn kube_discovery_sees_builtins_and_crds() {
         .resolve_gvk(&GroupVersionKind::gvk("example.com", "v1", "Widget"))
         .unwrap();
     assert_eq!(widget.plural, "widgets");
-    if let Some(counts) = common::counts(&cluster) {
+    if let Some(counts) = mcr_test_support::request_counts(&cluster) {
         assert!(counts.get("get", "discovery") >= 5);
     }
 }

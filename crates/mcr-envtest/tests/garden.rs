@@ -1,17 +1,15 @@
 //! The garden helper: Shoots and the adminkubeconfig subresource (GEP-16).
 
-mod common;
-
 use std::time::Duration;
 
 use base64::Engine as _;
-use common::api_code;
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, DynamicObject, ListParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::core::{ApiResource, GroupVersionKind};
 use mcr_envtest::TestCluster;
 use mcr_envtest::garden::Garden;
+use mcr_test_support::api_code;
 use serde_json::{Value, json};
 
 fn shoots(garden: &Garden, ns: &str) -> Api<DynamicObject> {

@@ -2,16 +2,14 @@
 //! kubectl comes from PATH, else from the real backend's assets (`TEST_ASSET_KUBECTL`,
 //! `KUBEBUILDER_ASSETS`, the `cargo xtask assets` cache); skipped (and passing) without one.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
-use common::DEADLINE;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret, ServiceAccount};
 use kube::api::{Api, PostParams};
 use mcr_envtest::TestCluster;
+use mcr_test_support::DEADLINE;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Command;
 
@@ -182,7 +180,7 @@ async fn kubectl_smoke() {
     );
     cms.create(
         &PostParams::default(),
-        &common::configmap("watched", &[], "x"),
+        &mcr_test_support::configmap("watched", &[], "x"),
     )
     .await
     .unwrap();
@@ -207,7 +205,7 @@ async fn kubectl_smoke() {
             .contains("deleted")
     );
     assert_eq!(
-        common::api_code(&cms.get("demo").await.unwrap_err()),
+        mcr_test_support::api_code(&cms.get("demo").await.unwrap_err()),
         Some(404)
     );
 }

@@ -2,11 +2,8 @@
 //! `get_metadata`, `list_metadata`, `watch_metadata` and `patch_metadata`, raw requests, and
 //! the 406 answers, as a real API server gives them.
 
-mod common;
-
 use std::collections::BTreeSet;
 
-use common::{DEADLINE, api_code, configmap};
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{
@@ -15,6 +12,7 @@ use kube::api::{
 };
 use kube::core::TypeMeta;
 use mcr_envtest::TestCluster;
+use mcr_test_support::{DEADLINE, api_code, configmap};
 use serde_json::{Value, json};
 
 const OBJECT: &str = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1";

@@ -1,9 +1,6 @@
 //! Subresources through kube-rs: `status` split from the spec, `scale`, `serviceaccounts/token`,
 //! `pods/eviction`, `pods/binding`, `pods/ephemeralcontainers`, CSR `approval`.
 
-mod common;
-
-use common::{DEADLINE, api_code};
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::authentication::v1::TokenRequest;
 use k8s_openapi::api::batch::v1::Job;
@@ -15,6 +12,7 @@ use kube::api::{
 };
 use mcr_envtest::TestCluster;
 use mcr_envtest::wait::eventually_async;
+use mcr_test_support::{DEADLINE, api_code};
 use serde_json::json;
 
 fn pod(name: &str) -> Pod {
@@ -245,6 +243,73 @@ async fn csr_approval() {
     // write is ignored.
     let stored = csrs.get("mcr-test").await.unwrap();
     assert_eq!(stored.status.unwrap().conditions.unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn csr_requester_spec_and_approval_rules() {
+    let cluster = TestCluster::start("csr-rules").await.unwrap();
+    let csrs: Api<CertificateSigningRequest> = Api::all(cluster.client());
+    let csr: CertificateSigningRequest = serde_json::from_value(json!({
+        "metadata": { "name": "mcr-rules", "labels": { "a": "b" } },
+        "spec": {
+            "request": CSR_PEM_BASE64,
+            "signerName": "example.com/mcr",
+            "usages": ["client auth"],
+        },
+    }))
+    .unwrap();
+    let pp = PostParams {
+        field_manager: Some("maker".into()),
+        ..PostParams::default()
+    };
+    let created = csrs.create(&pp, &csr).await.unwrap();
+    // The server fills who asked and owns the spec; the status starts empty.
+    let groups = created.spec.groups.clone().unwrap_or_default();
+    assert!(
+        created.spec.username.is_some() && groups.contains(&"system:authenticated".to_string()),
+        "{:?}",
+        created.spec
+    );
+    assert!(created.status.is_some());
+    let maker = created
+        .metadata
+        .managed_fields
+        .iter()
+        .flatten()
+        .find(|e| e.manager.as_deref() == Some("maker"))
+        .and_then(|e| e.fields_v1.clone())
+        .map(|f| f.0)
+        .unwrap_or_default();
+    assert!(maker.get("f:spec").is_none(), "{maker}");
+
+    // An approval PUT writes the metadata it carries, and cannot take a decision back.
+    let mut approved = created.clone();
+    approved.metadata.labels = None;
+    approved.status = serde_json::from_value(json!({ "conditions": [{
+        "type": "Approved", "status": "True", "reason": "Test",
+    }] }))
+    .unwrap();
+    let after = csrs
+        .replace_subresource("approval", "mcr-rules", &PostParams::default(), &approved)
+        .await
+        .unwrap();
+    assert_eq!(after.metadata.labels, None, "the approval drops the label");
+    let mut denied = after.clone();
+    denied.status = serde_json::from_value(json!({ "conditions": [{
+        "type": "Denied", "status": "True", "reason": "Test",
+    }] }))
+    .unwrap();
+    let err = csrs
+        .replace_subresource("approval", "mcr-rules", &PostParams::default(), &denied)
+        .await
+        .unwrap_err();
+    let kube::Error::Api(status) = &err else {
+        panic!("expected a 422, got {err:?}")
+    };
+    assert_eq!(
+        status.message,
+        "CertificateSigningRequest.certificates.k8s.io \"mcr-rules\" is invalid: status.conditions: Forbidden: updates may not remove a condition of type \"Approved\""
+    );
 }
 
 #[tokio::test]

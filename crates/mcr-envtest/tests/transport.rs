@@ -1,16 +1,14 @@
 //! HTTPS, bearer tokens, kubeconfigs, fleets and faults.
 
-mod common;
-
 use std::time::Duration;
 
-use common::{DEADLINE, api_code, configmap};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, ListParams, PostParams, WatchEvent, WatchParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use mcr_envtest::wait::eventually_async;
 use mcr_envtest::{ErrorRule, Fleet, Partition, TestCluster};
+use mcr_test_support::{DEADLINE, api_code, configmap};
 
 async fn client_from(kubeconfig: Kubeconfig) -> kube::Client {
     let config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
@@ -193,7 +191,7 @@ async fn in_process_stop_ends_watches_and_refuses() {
     assert!(matches!(first, WatchEvent::Added(_)), "{first:?}");
 
     cluster.stop().await;
-    let ended = tokio::time::timeout(common::DEADLINE, async {
+    let ended = tokio::time::timeout(mcr_test_support::DEADLINE, async {
         while let Some(Ok(_)) = events.next().await {}
     });
     ended

@@ -1,10 +1,7 @@
 //! kube-runtime watchers and reflectors against in-process clusters.
 
-mod common;
-
 use std::collections::BTreeMap;
 
-use common::{DEADLINE, configmap};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
@@ -12,6 +9,7 @@ use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use mcr_envtest::wait::eventually_async;
 use mcr_envtest::{ErrorRule, TestCluster};
+use mcr_test_support::{DEADLINE, configmap};
 
 /// Retries a failed watch after 50 ms (kube's default backoff starts at 800 ms).
 struct QuickBackoff;
@@ -126,7 +124,7 @@ async fn streaming_list_uses_no_list_requests() {
     let (store, task) = reflect(&cluster, watcher::Config::default().streaming_lists());
     store.wait_until_ready().await.unwrap();
     wait_for_names(&store, &["a"]).await;
-    if let Some(counts) = common::counts(&cluster) {
+    if let Some(counts) = mcr_test_support::request_counts(&cluster) {
         assert_eq!(counts.get("list", "configmaps"), 0);
         assert_eq!(counts.get("watch", "configmaps"), 1);
     }
@@ -211,7 +209,7 @@ async fn one_watcher_makes_exactly_one_watch_request() {
     store.wait_until_ready().await.unwrap();
     // The watch resumes from the list's resourceVersion, so `seen` shows up either way; the
     // emulator can also check the request was made before the write.
-    if common::counts(&cluster).is_some() {
+    if mcr_test_support::request_counts(&cluster).is_some() {
         eventually_async("the watch request", DEADLINE, || async {
             cluster.request_count("watch", "configmaps") >= 1
         })
@@ -221,7 +219,7 @@ async fn one_watcher_makes_exactly_one_watch_request() {
         .await
         .unwrap();
     wait_for_names(&store, &["seen"]).await;
-    if let Some(counts) = common::counts(&cluster) {
+    if let Some(counts) = mcr_test_support::request_counts(&cluster) {
         assert_eq!(counts.get("watch", "configmaps"), 1);
         assert_eq!(counts.get("list", "configmaps"), 1);
     }

@@ -9,20 +9,16 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, ListParams};
 use mcr_core::credentials::{
-    self, CredentialHandle, Credentials, Renew, RenewError, RenewableClient, RenewalOptions,
+    self, CredentialHandle, Credentials, Renew, RenewableClient, RenewalOptions,
 };
-use mcr_core::{BoxFuture, Cluster, providers::clusters::ClustersProvider};
+use mcr_core::{BoxError, BoxFuture, Cluster, providers::clusters::ClustersProvider};
 use mcr_envtest::TestCluster;
 use mcr_envtest::wait::eventually_async;
 use mcr_manager::Manager;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio_util::sync::CancellationToken;
 
-mod common;
-
-use common::Logs;
-
-const DEADLINE: Duration = Duration::from_secs(60);
+use mcr_test_support::{Logs, WAIT};
 
 /// Mints client certificates from the member's CA unless told to fail.
 struct Minter {
@@ -32,7 +28,7 @@ struct Minter {
 }
 
 impl Renew for Minter {
-    fn renew(&self) -> BoxFuture<'_, Result<Credentials, RenewError>> {
+    fn renew(&self) -> BoxFuture<'_, Result<Credentials, BoxError>> {
         Box::pin(async move {
             if self.failing.load(Ordering::SeqCst) {
                 return Err("the credential source is unavailable (test)".into());
@@ -96,12 +92,7 @@ async fn wait_line(
     cond: impl Fn(&str) -> bool,
 ) -> String {
     let cond = &cond;
-    eventually_async(
-        what,
-        DEADLINE,
-        || async move { cond(&line(addr, name).await) },
-    )
-    .await;
+    eventually_async(what, WAIT, || async move { cond(&line(addr, name).await) }).await;
     line(addr, name).await
 }
 
@@ -135,7 +126,7 @@ async fn expiring_and_expired_credentials_reach_clusters_metrics_and_logs() {
         let (mgr, t) = (mgr.clone(), token.clone());
         async move { mgr.run_until(t).await.unwrap() }
     });
-    mcr_envtest::wait::eventually("endpoint bound", DEADLINE, || mgr.http_addr().is_some()).await;
+    mcr_envtest::wait::eventually("endpoint bound", WAIT, || mgr.http_addr().is_some()).await;
     let addr = mgr.http_addr().unwrap();
 
     let valid = wait_line(addr, "lapsing", "the member engaged", |l| {
@@ -203,14 +194,10 @@ async fn expiring_and_expired_credentials_reach_clusters_metrics_and_logs() {
     // One member's credentials do not take the pod out of service.
     let ready = get(addr, "/readyz").await;
     assert!(ready.starts_with("HTTP/1.1 200"), "{ready}");
-    eventually_async(
-        "the server to refuse the lapsed certificate",
-        DEADLINE,
-        || {
-            let client = client.clone();
-            async move { !list_ok(&client).await }
-        },
-    )
+    eventually_async("the server to refuse the lapsed certificate", WAIT, || {
+        let client = client.clone();
+        async move { !list_ok(&client).await }
+    })
     .await;
     let logged = logs.text();
     assert!(

@@ -83,7 +83,7 @@ async fn record_instance(cm: Arc<ConfigMap>, ctx: Context<Log>) -> Res {
         ctx.cluster_name(),
         cm.name_any(),
         value(&cm),
-        ctx.current_cluster().id().get()
+        ctx.current_cluster().id()
     ));
     Ok(Action::await_change())
 }
@@ -110,7 +110,7 @@ async fn a_new_instance_under_the_same_name_replaces_the_old_one() {
     });
 
     let (old, new) = (Cluster::new("x", a.client()), Cluster::new("x", b.client()));
-    let (old_id, new_id) = (old.id().get(), new.id().get());
+    let (old_id, new_id) = (old.id(), new.id());
     let (token_a, token_b) = (CancellationToken::new(), CancellationToken::new());
     old.cache().start(token_a.child_token());
     new.cache().start(token_b.child_token());

@@ -21,15 +21,14 @@ use mcr_manager::{Action, Context, Controller, Manager, Sharding};
 use tokio_util::sync::CancellationToken;
 
 use common::{Logs, create_cm, eventually};
+// WAIT (60 s) is generous: a handoff takes about the lease duration (2 s here) plus a sync.
+use mcr_test_support::WAIT;
 
 /// The logs of this test binary (handoffs included), captured from the first test on.
 fn logs() -> &'static Logs {
     static LOGS: std::sync::OnceLock<Logs> = std::sync::OnceLock::new();
     LOGS.get_or_init(|| Logs::install("warn,mcr_manager=info"))
 }
-
-/// Generous: a handoff takes about the lease duration (2 s here) plus a sync.
-const DEADLINE: Duration = Duration::from_secs(60);
 
 /// One reconcile: which replica, which cluster, when it started and ended.
 #[derive(Clone, Debug)]
@@ -300,7 +299,7 @@ impl Replica {
     async fn stop(mut self) {
         self.token.cancel();
         let run = &mut self.run;
-        tokio::time::timeout(DEADLINE, run)
+        tokio::time::timeout(WAIT, run)
             .await
             .expect("replica stops in time")
             .unwrap()
@@ -333,7 +332,7 @@ async fn members(fleet: &Fleet) -> BTreeSet<String> {
 
 /// Waits until replicas `a` (r1) and `b` (r2) split the fleet, each seeing the other.
 async fn split(a: &Replica, b: &Replica, all: &BTreeSet<String>) {
-    eventually("two replicas share the fleet", DEADLINE, || {
+    eventually("two replicas share the fleet", WAIT, || {
         partitioned(&[a, b], all) && settled(a, all, &["r2"]) && settled(b, all, &["r1"])
     })
     .await;
@@ -420,7 +419,7 @@ async fn replicas_share_the_fleet_take_over_and_never_overlap() {
 
     // (Replicas that started first may share the fleet for a moment before the last one's
     // Lease appears: wait until each sees the other two.)
-    eventually("three replicas share the fleet", DEADLINE, || {
+    eventually("three replicas share the fleet", WAIT, || {
         partitioned(&[&a, &b, &c], &all)
             && settled(&a, &all, &["r2", "r3"])
             && settled(&b, &all, &["r1", "r3"])
@@ -443,7 +442,7 @@ async fn replicas_share_the_fleet_take_over_and_never_overlap() {
             assert_eq!(status.owner.as_deref(), Some("r1"), "{status:?}");
         }
     }
-    eventually("mcr_shard_peers 3", DEADLINE, || {
+    eventually("mcr_shard_peers 3", WAIT, || {
         a.mgr.metrics().encode().contains("mcr_shard_peers 3\n")
     })
     .await;
@@ -452,7 +451,7 @@ async fn replicas_share_the_fleet_take_over_and_never_overlap() {
     // number of clusters (a slow machine only makes fewer).
     let total = || writes(&a) + writes(&b) + writes(&c);
     let (w0, t0) = (total(), Instant::now());
-    eventually("a few renewals", DEADLINE, || total() >= w0 + 12).await;
+    eventually("a few renewals", WAIT, || total() >= w0 + 12).await;
     let (w, secs) = (total() - w0, t0.elapsed().as_secs_f64());
     println!(
         "steady state: {w} lease writes in {secs:.2}s = {:.2}/s for 3 replicas, {} clusters",
@@ -503,7 +502,7 @@ async fn replicas_share_the_fleet_take_over_and_never_overlap() {
     // A new replica takes its share.
     let joined_at = Instant::now();
     let d = start("r4", &host, &fleet, &recorder).await;
-    eventually("r4 takes its share", DEADLINE, || {
+    eventually("r4 takes its share", WAIT, || {
         partitioned(&[&a, &b, &d], &all)
             && settled(&a, &all, &["r2", "r4"])
             && settled(&b, &all, &["r1", "r4"])
@@ -522,7 +521,7 @@ async fn replicas_share_the_fleet_take_over_and_never_overlap() {
     // A replica that stops hands its clusters over at once (it deletes its Lease).
     let stopped_at = Instant::now();
     b.stop().await;
-    eventually("r1 and r4 own everything", DEADLINE, || {
+    eventually("r1 and r4 own everything", WAIT, || {
         partitioned(&[&a, &d], &all) && settled(&a, &all, &["r4"]) && settled(&d, &all, &["r1"])
     })
     .await;
@@ -621,12 +620,12 @@ async fn a_replica_cut_off_from_the_host_stops_before_another_takes_over() {
     // Cut r1 off the host: it fences itself (stops everything), then r2 takes over.
     let cut_at = Instant::now();
     proxy.cut(true);
-    eventually("r1 stops every cluster", DEADLINE, || {
+    eventually("r1 stops every cluster", WAIT, || {
         a.mgr.engaged_clusters().is_empty()
     })
     .await;
     let fenced = cut_at.elapsed();
-    eventually("r2 owns everything", DEADLINE, || partitioned(&[&b], &all)).await;
+    eventually("r2 owns everything", WAIT, || partitioned(&[&b], &all)).await;
     println!(
         "r1 cut off with {had} clusters: fenced after {fenced:?}, r2 took over after {:?}",
         cut_at.elapsed()
@@ -673,7 +672,7 @@ async fn leader_only_runnables_run_once_while_every_replica_reconciles() {
     .await;
     eventually(
         "the fleet split over both replicas, one leader",
-        DEADLINE,
+        WAIT,
         || {
             partitioned(&[&a, &b], &all)
                 && !a.mgr.engaged_clusters().is_empty()
@@ -687,7 +686,7 @@ async fn leader_only_runnables_run_once_while_every_replica_reconciles() {
     for c in fleet.clusters() {
         create_cm(c.client(), "after-split", "1").await;
     }
-    eventually("every cluster reconciled by its owner", DEADLINE, || {
+    eventually("every cluster reconciled by its owner", WAIT, || {
         all.iter().all(|n| recorder.reconciled_since(n, since))
     })
     .await;
@@ -731,7 +730,7 @@ async fn a_paused_replica_runs_no_reconcile_code_after_its_renew_deadline() {
                 window.lock().unwrap().push((from, Instant::now()));
             });
         }
-        eventually("r1 paused and resumed", DEADLINE, || {
+        eventually("r1 paused and resumed", WAIT, || {
             window.lock().unwrap().len() == 2
         })
         .await;
@@ -865,7 +864,7 @@ async fn a_joining_replica_moves_only_its_share() {
     }
 
     let c = start("r3", &host, &fleet, &recorder).await;
-    eventually("three replicas share the fleet", DEADLINE, || {
+    eventually("three replicas share the fleet", WAIT, || {
         partitioned(&[&a, &b, &c], &all)
             && settled(&a, &all, &["r2", "r3"])
             && settled(&b, &all, &["r1", "r3"])
@@ -904,7 +903,7 @@ async fn a_replica_that_cannot_list_its_peers_claims_nothing() {
     let c = start_with("r3", &host, HostVia::NoLeaseList, &fleet, &recorder, None).await;
     // r1 renews 8 times (4 s, two lease durations): time for r3 to have done harm.
     let w0 = writes(&a);
-    eventually("r1 renews 8 times", DEADLINE, || writes(&a) >= w0 + 8).await;
+    eventually("r1 renews 8 times", WAIT, || writes(&a) >= w0 + 8).await;
     let leases: kube::Api<k8s_openapi::api::coordination::v1::Lease> =
         kube::Api::namespaced(host.client(), "default");
     let r3_lease = leases.get_opt("shard-test-r3").await.unwrap();
@@ -972,7 +971,7 @@ async fn a_lease_deleted_or_relabelled_by_hand_moves_nothing() {
         }
         // Two lease durations of r1's renewals: r1 would have acted by then.
         let w0 = writes(&a);
-        eventually("r1 renews 8 times", DEADLINE, || writes(&a) >= w0 + 8).await;
+        eventually("r1 renews 8 times", WAIT, || writes(&a) >= w0 + 8).await;
         let (again, moved) = reengaged(&before, &instances(&[&a, &b]));
         assert!(
             again.is_empty() && moved == 0 && partitioned(&[&a, &b], &all),

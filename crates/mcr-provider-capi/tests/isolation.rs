@@ -16,7 +16,7 @@ const V: CapiVersion = CapiVersion::V1Beta2;
 async fn a_hung_workload_cluster_does_not_delay_the_others() {
     init_tracing();
     let host = management().await;
-    create_namespace(&host, "fleet").await;
+    create_namespace(&host.client(), "fleet", &[]).await;
     let hung = TestCluster::start_https("hung").await.unwrap();
     hung.partition(Partition::Hang);
     create_cluster(&host, V, "fleet", "hung", true, &[]).await;
@@ -32,7 +32,7 @@ async fn a_hung_workload_cluster_does_not_delay_the_others() {
     let mut options = opts(V, Namespaces::One("fleet".into()));
     options.members.sync_timeout = Duration::from_secs(2);
     let run = Running::start(&host, options);
-    eventually("the hung cluster is being tried", DEADLINE, || {
+    eventually("the hung cluster is being tried", WAIT, || {
         matches!(
             run.state("fleet", "hung"),
             Some(ClusterState::Pending | ClusterState::Failed { .. })
@@ -55,18 +55,18 @@ async fn a_hung_workload_cluster_does_not_delay_the_others() {
         .await;
         healthy.push(w);
     }
-    eventually("the healthy clusters engaged", DEADLINE, || {
+    eventually("the healthy clusters engaged", WAIT, || {
         (0..3).all(|i| run.has(&format!("fleet/ok-{i}")))
     })
     .await;
     assert!(!run.has("fleet/hung"));
-    eventually("the hung cluster failed with a bounded wait", DEADLINE, || {
+    eventually("the hung cluster failed with a bounded wait", WAIT, || {
         matches!(run.state("fleet", "hung"), Some(ClusterState::Failed { ref reason, .. }) if reason.contains("fleet/hung"))
     })
     .await;
 
     hung.heal();
-    eventually("the healed cluster engaged on retry", DEADLINE, || {
+    eventually("the healed cluster engaged on retry", WAIT, || {
         run.has("fleet/hung")
     })
     .await;

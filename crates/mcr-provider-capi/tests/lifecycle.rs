@@ -15,7 +15,7 @@ use serde_json::json;
 async fn engage_on_ready_and_disengage_on_delete(version: CapiVersion) {
     init_tracing();
     let host = management().await;
-    create_namespace(&host, "fleet").await;
+    create_namespace(&host.client(), "fleet", &[]).await;
     let w1 = TestCluster::start_https("w1").await.unwrap();
     let w2 = TestCluster::start_https("w2").await.unwrap();
     create_cluster(&host, version, "fleet", "c1", false, &[]).await;
@@ -38,7 +38,7 @@ async fn engage_on_ready_and_disengage_on_delete(version: CapiVersion) {
     .await;
 
     let run = Running::start(&host, opts(version, Namespaces::One("fleet".into())));
-    eventually("c2 engaged, c1 seen as not ready", DEADLINE, || {
+    eventually("c2 engaged, c1 seen as not ready", WAIT, || {
         run.has("fleet/c2") && run.state("fleet", "c1") == Some(ClusterState::NotReady)
     })
     .await;
@@ -46,7 +46,7 @@ async fn engage_on_ready_and_disengage_on_delete(version: CapiVersion) {
     assert!(run.engagements("fleet/c1").is_empty());
 
     set_ready(&host, version, "fleet", "c1", true).await;
-    eventually("c1 engaged once ready", DEADLINE, || run.has("fleet/c1")).await;
+    eventually("c1 engaged once ready", WAIT, || run.has("fleet/c1")).await;
     assert!(matches!(
         run.state("fleet", "c1"),
         Some(ClusterState::Engaged { .. })
@@ -57,8 +57,8 @@ async fn engage_on_ready_and_disengage_on_delete(version: CapiVersion) {
 
     // Deleted: disengaged, and its status is gone.
     delete_cluster(&host, version, "fleet", "c1").await;
-    eventually("c1 disengaged on delete", DEADLINE, || !run.has("fleet/c1")).await;
-    eventually("c1 status gone", DEADLINE, || {
+    eventually("c1 disengaged on delete", WAIT, || !run.has("fleet/c1")).await;
+    eventually("c1 status gone", WAIT, || {
         run.state("fleet", "c1").is_none()
     })
     .await;
@@ -73,7 +73,7 @@ async fn engage_on_ready_and_disengage_on_delete(version: CapiVersion) {
     )
     .await;
     delete_cluster(&host, version, "fleet", "c2").await;
-    eventually("c2 disengaged on deletionTimestamp", DEADLINE, || {
+    eventually("c2 disengaged on deletionTimestamp", WAIT, || {
         !run.has("fleet/c2")
     })
     .await;
@@ -104,7 +104,7 @@ async fn not_ready_pause_predicate_and_watch_filter_options() {
     init_tracing();
     let v = CapiVersion::V1Beta2;
     let host = management().await;
-    create_namespace(&host, "fleet").await;
+    create_namespace(&host.client(), "fleet", &[]).await;
     let w = TestCluster::start_https("w").await.unwrap();
     let filter = [(WATCH_FILTER_LABEL, "mine")];
     for name in ["flappy", "paused", "skipped"] {
@@ -154,7 +154,7 @@ async fn not_ready_pause_predicate_and_watch_filter_options() {
             ..opts(v, Namespaces::One("fleet".into()))
         },
     );
-    eventually("flappy engaged, paused and skipped not", DEADLINE, || {
+    eventually("flappy engaged, paused and skipped not", WAIT, || {
         run.has("fleet/flappy")
             && run.state("fleet", "paused") == Some(ClusterState::Paused)
             && run.state("fleet", "skipped") == Some(ClusterState::Filtered)
@@ -169,10 +169,10 @@ async fn not_ready_pause_predicate_and_watch_filter_options() {
 
     // NotReady::Disengage: a ready cluster that stops being ready leaves, and comes back.
     set_ready(&host, v, "fleet", "flappy", false).await;
-    eventually("flappy disengaged", DEADLINE, || !run.has("fleet/flappy")).await;
+    eventually("flappy disengaged", WAIT, || !run.has("fleet/flappy")).await;
     assert_eq!(run.state("fleet", "flappy"), Some(ClusterState::NotReady));
     set_ready(&host, v, "fleet", "flappy", true).await;
-    eventually("flappy engaged again", DEADLINE, || run.has("fleet/flappy")).await;
+    eventually("flappy engaged again", WAIT, || run.has("fleet/flappy")).await;
     assert_eq!(run.engagements("fleet/flappy").len(), 2);
 
     // Unpaused (spec.paused false, annotation removed): engaged; spec.paused: disengaged.
@@ -184,10 +184,7 @@ async fn not_ready_pause_predicate_and_watch_filter_options() {
         json!({"metadata": {"annotations": null}}),
     )
     .await;
-    eventually("unpaused cluster engaged", DEADLINE, || {
-        run.has("fleet/paused")
-    })
-    .await;
+    eventually("unpaused cluster engaged", WAIT, || run.has("fleet/paused")).await;
     patch_cluster(
         &host,
         v,
@@ -196,7 +193,7 @@ async fn not_ready_pause_predicate_and_watch_filter_options() {
         json!({"spec": {"paused": true}}),
     )
     .await;
-    eventually("paused cluster disengaged", DEADLINE, || {
+    eventually("paused cluster disengaged", WAIT, || {
         !run.has("fleet/paused")
     })
     .await;
@@ -204,7 +201,7 @@ async fn not_ready_pause_predicate_and_watch_filter_options() {
     // Default policy (Keep): a cluster that stops being ready stays engaged.
     run.stop().await;
     let keep = Running::start(&host, opts(v, Namespaces::One("fleet".into())));
-    eventually("flappy engaged", DEADLINE, || keep.has("fleet/flappy")).await;
+    eventually("flappy engaged", WAIT, || keep.has("fleet/flappy")).await;
     let id = keep.id("fleet/flappy");
     set_ready(&host, v, "fleet", "flappy", false).await;
     set_ready(&host, v, "fleet", "flappy", true).await;
@@ -220,7 +217,7 @@ async fn not_ready_pause_predicate_and_watch_filter_options() {
     )
     .await;
     create_cluster(&host, v, "fleet", "sentinel", true, &[]).await;
-    eventually("sentinel engaged", DEADLINE, || keep.has("fleet/sentinel")).await;
+    eventually("sentinel engaged", WAIT, || keep.has("fleet/sentinel")).await;
     let first = ClusterState::Engaged { id: id.unwrap() };
     assert_eq!(
         keep.state("fleet", "flappy"),

@@ -20,8 +20,8 @@ async fn same_name_conflicts_and_hands_over() {
     let host = management().await;
     let wa = TestCluster::start_https("wa").await.unwrap();
     let wb = TestCluster::start_https("wb").await.unwrap();
-    create_namespace(&host, "a").await;
-    create_namespace(&host, "b").await;
+    create_namespace(&host.client(), "a", &[]).await;
+    create_namespace(&host.client(), "b", &[]).await;
     create_cluster(&host, V, "a", "prod", true, &[]).await;
     put_secret(&host, "a", "prod", Some(kubeconfig_of(&wa).as_bytes()), &[]).await;
 
@@ -32,12 +32,12 @@ async fn same_name_conflicts_and_hands_over() {
             ..opts(V, Namespaces::List(vec!["a".into(), "b".into()]))
         },
     );
-    eventually("a/prod engaged as prod", DEADLINE, || run.has("prod")).await;
+    eventually("a/prod engaged as prod", WAIT, || run.has("prod")).await;
     let first = run.id("prod");
 
     create_cluster(&host, V, "b", "prod", true, &[]).await;
     put_secret(&host, "b", "prod", Some(kubeconfig_of(&wb).as_bytes()), &[]).await;
-    eventually("b/prod in conflict", DEADLINE, || {
+    eventually("b/prod in conflict", WAIT, || {
         run.state("b", "prod")
             == Some(ClusterState::Conflict {
                 owner: ObjectRef::new("a", "prod"),
@@ -47,7 +47,7 @@ async fn same_name_conflicts_and_hands_over() {
     assert_eq!(run.id("prod"), first, "the first owner keeps the name");
 
     delete_cluster(&host, V, "a", "prod").await;
-    eventually("b/prod takes over", DEADLINE, || {
+    eventually("b/prod takes over", WAIT, || {
         run.has("prod")
             && run.id("prod") != first
             && matches!(run.state("b", "prod"), Some(ClusterState::Engaged { .. }))
@@ -61,7 +61,7 @@ async fn same_name_conflicts_and_hands_over() {
 async fn custom_secret_location_and_key() {
     init_tracing();
     let host = management().await;
-    create_namespace(&host, "fleet").await;
+    create_namespace(&host.client(), "fleet", &[]).await;
     let w = TestCluster::start_https("w").await.unwrap();
     create_cluster(&host, V, "fleet", "c", true, &[]).await;
     // Stored under another name: the Secret written for Cluster "c-admin" is the one to use.
@@ -83,7 +83,7 @@ async fn custom_secret_location_and_key() {
             ..opts(V, Namespaces::One("fleet".into()))
         },
     );
-    eventually("engaged from the custom Secret", DEADLINE, || {
+    eventually("engaged from the custom Secret", WAIT, || {
         run.has("fleet/c")
     })
     .await;

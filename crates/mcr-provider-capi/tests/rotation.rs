@@ -21,13 +21,13 @@ async fn credential_only_rotation_renews_in_place_without_relist() {
     }
     init_tracing();
     let host = management().await;
-    create_namespace(&host, "fleet").await;
+    create_namespace(&host.client(), "fleet", &[]).await;
     let member = TestCluster::start_https("w1").await.unwrap();
     let minted = |user: &str| minted_kubeconfig(&member, user);
     create_cluster(&host, V, "fleet", "c", true, &[]).await;
     put_secret(&host, "fleet", "c", Some(minted("a").as_bytes()), &[]).await;
     let run = Running::start(&host, opts(V, Namespaces::One("fleet".into())));
-    eventually("engaged", DEADLINE, || run.has("fleet/c")).await;
+    eventually("engaged", WAIT, || run.has("fleet/c")).await;
     let cluster = run
         .provider
         .get(&ClusterName::new("fleet/c"))
@@ -35,7 +35,7 @@ async fn credential_only_rotation_renews_in_place_without_relist() {
         .unwrap();
     let id = cluster.id();
     let informer = cluster.cache().informer::<ConfigMap>();
-    informer.wait_for_sync(DEADLINE).await.unwrap();
+    informer.wait_for_sync(WAIT).await.unwrap();
     let lists = member.request_count("list", "configmaps");
 
     // A new client certificate, then a bearer token: same server and CA.
@@ -64,7 +64,7 @@ async fn credential_only_rotation_renews_in_place_without_relist() {
         &[],
     )
     .await;
-    eventually("replaced for a new server", DEADLINE, || {
+    eventually("replaced for a new server", WAIT, || {
         run.id("fleet/c").is_some_and(|new| new != id)
     })
     .await;

@@ -40,7 +40,7 @@ async fn reaches(run: &Running, name: &str, marker: &str) -> bool {
 async fn rotation_is_picked_up_without_a_cluster_event() {
     init_tracing();
     let host = management().await;
-    create_namespace(&host, "fleet").await;
+    create_namespace(&host.client(), "fleet", &[]).await;
     let w1 = TestCluster::start_https("w1").await.unwrap();
     let w2 = TestCluster::start_https("w2").await.unwrap();
     marker(&w1, "on-w1").await;
@@ -56,7 +56,7 @@ async fn rotation_is_picked_up_without_a_cluster_event() {
     .await;
 
     let run = Running::start(&host, opts(V, fleet()));
-    eventually_async("c engaged on w1", DEADLINE, || {
+    eventually_async("c engaged on w1", WAIT, || {
         reaches(&run, "fleet/c", "on-w1")
     })
     .await;
@@ -82,7 +82,7 @@ async fn rotation_is_picked_up_without_a_cluster_event() {
     )
     .await;
     if let Some(gets) = gets {
-        eventually_async("the rewritten Secret was read", DEADLINE, || async {
+        eventually_async("the rewritten Secret was read", WAIT, || async {
             host.request_count("get", "secrets") > gets + 1
         })
         .await;
@@ -97,7 +97,7 @@ async fn rotation_is_picked_up_without_a_cluster_event() {
         &[],
     )
     .await;
-    eventually_async("c engaged on w2", DEADLINE, || {
+    eventually_async("c engaged on w2", WAIT, || {
         reaches(&run, "fleet/c", "on-w2")
     })
     .await;
@@ -126,13 +126,13 @@ fn serde_saphyr_free_roundtrip(yaml: &str) -> serde_json::Value {
 async fn missing_secret_then_missing_key_then_engaged() {
     init_tracing();
     let host = management().await;
-    create_namespace(&host, "fleet").await;
+    create_namespace(&host.client(), "fleet", &[]).await;
     let w = TestCluster::start_https("w").await.unwrap();
     create_cluster(&host, V, "fleet", "c", true, &[]).await;
 
     let run = Running::start(&host, opts(V, fleet()));
     let secret = ObjectRef::new("fleet", "c-kubeconfig");
-    eventually("missing Secret reported", DEADLINE, || {
+    eventually("missing Secret reported", WAIT, || {
         run.state("fleet", "c")
             == Some(ClusterState::MissingSecret {
                 secret: secret.clone(),
@@ -140,7 +140,7 @@ async fn missing_secret_then_missing_key_then_engaged() {
     })
     .await;
     put_secret(&host, "fleet", "c", None, &[]).await;
-    eventually("missing key reported", DEADLINE, || {
+    eventually("missing key reported", WAIT, || {
         run.state("fleet", "c")
             == Some(ClusterState::MissingKey {
                 secret: secret.clone(),
@@ -150,10 +150,7 @@ async fn missing_secret_then_missing_key_then_engaged() {
     .await;
     assert!(!run.has("fleet/c"));
     put_secret(&host, "fleet", "c", Some(kubeconfig_of(&w).as_bytes()), &[]).await;
-    eventually("engaged once the key is there", DEADLINE, || {
-        run.has("fleet/c")
-    })
-    .await;
+    eventually("engaged once the key is there", WAIT, || run.has("fleet/c")).await;
     run.stop().await;
 }
 
@@ -161,7 +158,7 @@ async fn missing_secret_then_missing_key_then_engaged() {
 async fn malformed_kubeconfig_is_isolated_and_retried() {
     init_tracing();
     let host = management().await;
-    create_namespace(&host, "fleet").await;
+    create_namespace(&host.client(), "fleet", &[]).await;
     let good = TestCluster::start_https("good").await.unwrap();
     create_cluster(&host, V, "fleet", "good", true, &[]).await;
     create_cluster(&host, V, "fleet", "garbled", true, &[]).await;
@@ -197,7 +194,7 @@ async fn malformed_kubeconfig_is_isolated_and_retried() {
     .await;
 
     let run = Running::start(&host, opts(V, fleet()));
-    eventually("good engaged, the others failing", DEADLINE, || {
+    eventually("good engaged, the others failing", WAIT, || {
         run.has("fleet/good")
             && matches!(
                 run.state("fleet", "garbled"),
@@ -226,7 +223,7 @@ async fn malformed_kubeconfig_is_isolated_and_retried() {
     // (Counted on the emulator only: request counters are emulator-only.)
     if !mcr_envtest::backend().is_real() {
         let gets = host.request_count("get", "secrets");
-        eventually_async("retries", DEADLINE, || async {
+        eventually_async("retries", WAIT, || async {
             host.request_count("get", "secrets") >= gets + 4
         })
         .await;
@@ -242,7 +239,7 @@ async fn malformed_kubeconfig_is_isolated_and_retried() {
         &[],
     )
     .await;
-    eventually("garbled engaged once fixed", DEADLINE, || {
+    eventually("garbled engaged once fixed", WAIT, || {
         run.has("fleet/garbled")
     })
     .await;
@@ -256,7 +253,7 @@ async fn status_churn_of_a_ready_cluster_does_not_reread_its_secret() {
         return;
     }
     let host = management().await;
-    create_namespace(&host, "fleet").await;
+    create_namespace(&host.client(), "fleet", &[]).await;
     let w = TestCluster::start_https("w").await.unwrap();
     for (name, ready) in [("busy", true), ("late", false)] {
         create_cluster(&host, V, "fleet", name, ready, &[]).await;
@@ -270,7 +267,7 @@ async fn status_churn_of_a_ready_cluster_does_not_reread_its_secret() {
         .await;
     }
     let run = Running::start(&host, opts(V, fleet()));
-    eventually("busy engaged", DEADLINE, || run.has("fleet/busy")).await;
+    eventually("busy engaged", WAIT, || run.has("fleet/busy")).await;
     let gets = host.request_count("get", "secrets");
     for i in 0..5 {
         let patch = serde_json::json!({"status": {"observedGeneration": i, "conditions": [{"type": "Available", "status": "True", "reason": format!("r{i}")}]}});
@@ -278,7 +275,7 @@ async fn status_churn_of_a_ready_cluster_does_not_reread_its_secret() {
     }
     // One watch stream delivers in order: once "late" is engaged, busy's churn was handled.
     set_ready(&host, V, "fleet", "late", true).await;
-    eventually("late engaged", DEADLINE, || run.has("fleet/late")).await;
+    eventually("late engaged", WAIT, || run.has("fleet/late")).await;
     assert_eq!(
         host.request_count("get", "secrets"),
         gets + 1,
@@ -300,7 +297,7 @@ async fn the_secret_watch_is_metadata_only_on_the_wire() {
     if host.backend().is_real() {
         return; // request counters are the emulator's
     }
-    create_namespace(&host, "fleet").await;
+    create_namespace(&host.client(), "fleet", &[]).await;
     let w1 = TestCluster::start_https("w1").await.unwrap();
     create_cluster(&host, V, "fleet", "c1", true, &[]).await;
     put_secret(
@@ -312,7 +309,7 @@ async fn the_secret_watch_is_metadata_only_on_the_wire() {
     )
     .await;
     let run = Running::start(&host, opts(V, fleet()));
-    eventually("c1 engaged", DEADLINE, || run.has("fleet/c1")).await;
+    eventually("c1 engaged", WAIT, || run.has("fleet/c1")).await;
     let counts = host.requests();
     let (watches, lists) = (
         counts.get("watch", "secrets"),

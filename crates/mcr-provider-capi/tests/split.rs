@@ -28,7 +28,7 @@ async fn list_and_all_except_split_the_management_cluster() {
     let workload = TestCluster::start_https("workload").await.unwrap();
     let kubeconfig = kubeconfig_of(&workload);
     for ns in NAMESPACES {
-        create_namespace(&host, ns).await;
+        create_namespace(&host.client(), ns, &[]).await;
         create_cluster(&host, V, ns, "first", true, &[]).await;
         put_secret(&host, ns, "first", Some(kubeconfig.as_bytes()), &[]).await;
         // Not ready: still delivered to the instance whose scope holds it (it gets a status).
@@ -45,14 +45,14 @@ async fn list_and_all_except_split_the_management_cluster() {
         &host,
         opts(V, Namespaces::AllExcept(vec!["a".into(), "b".into()])),
     );
-    eventually("central engaged c, d, e", DEADLINE, || {
+    eventually("central engaged c, d, e", WAIT, || {
         ["c", "d", "e"]
             .iter()
             .all(|ns| central.has(&format!("{ns}/first")))
     })
     .await;
     if counters {
-        eventually("central watches open", DEADLINE, || {
+        eventually("central watches open", WAIT, || {
             watches(&host, "clusters").1 >= 1 && watches(&host, "secrets").1 >= 1
         })
         .await;
@@ -72,12 +72,12 @@ async fn list_and_all_except_split_the_management_cluster() {
         &host,
         opts(V, Namespaces::List(vec!["a".into(), "b".into()])),
     );
-    eventually("tenants engaged a, b", DEADLINE, || {
+    eventually("tenants engaged a, b", WAIT, || {
         tenants.has("a/first") && tenants.has("b/first")
     })
     .await;
     if counters {
-        eventually("tenant watches open", DEADLINE, || {
+        eventually("tenant watches open", WAIT, || {
             watches(&host, "clusters").1 >= 3 && watches(&host, "secrets").1 >= 3
         })
         .await;
@@ -93,7 +93,7 @@ async fn list_and_all_except_split_the_management_cluster() {
         create_cluster(&host, V, ns, "later", true, &[]).await;
         put_secret(&host, ns, "later", Some(kubeconfig.as_bytes()), &[]).await;
     }
-    eventually("every later cluster engaged", DEADLINE, || {
+    eventually("every later cluster engaged", WAIT, || {
         NAMESPACES
             .iter()
             .all(|ns| central.has(&format!("{ns}/later")) || tenants.has(&format!("{ns}/later")))

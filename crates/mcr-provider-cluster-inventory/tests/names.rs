@@ -105,7 +105,7 @@ async fn the_oldest_profile_owns_a_clusterset_name_whatever_the_list_order() {
         Api::<ConfigMap>::namespaced(member.client(), "default")
             .create(
                 &PostParams::default(),
-                &mcr_test_support::configmap("marker", animal),
+                &mcr_test_support::animal_configmap("marker", animal),
             )
             .await
             .unwrap();

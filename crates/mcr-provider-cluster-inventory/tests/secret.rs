@@ -68,7 +68,7 @@ async fn one_labelled_secret_per_profile_is_engaged_and_watched() {
     assert_eq!(run.id("default/p1"), Some(first));
 
     // The first goes away: the remaining Secret (another member) re-engages the name.
-    delete_secret(&hub, "default", "s1").await;
+    delete_secret(&hub.client(), "default", "s1").await;
     eventually("p1 re-engaged on m2", DEADLINE, || {
         run.id("default/p1").is_some_and(|id| id != first)
             && matches!(

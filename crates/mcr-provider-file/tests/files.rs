@@ -12,9 +12,7 @@ use mcr_core::{ClusterName, Provider, ProviderRunnable};
 use mcr_envtest::wait::eventually;
 use mcr_envtest::{Fleet, TestCluster};
 use mcr_provider_file::{Error, FileProvider, MemberOptions, Options, PassReport};
-use mcr_test_support::{animal_index, configmap, init_tracing};
-
-const DEADLINE: Duration = Duration::from_secs(30);
+use mcr_test_support::{DEADLINE, animal_configmap, animal_index, init_tracing};
 
 fn opts(files: Vec<PathBuf>, dirs: Vec<PathBuf>) -> Options {
     Options {
@@ -105,7 +103,10 @@ async fn discovers_files_and_directories_and_follows_changes() {
         &fleet.clusters()[2],
     );
     Api::<ConfigMap>::namespaced(m2.client(), "default")
-        .create(&PostParams::default(), &configmap("existing", "elephant"))
+        .create(
+            &PostParams::default(),
+            &animal_configmap("existing", "elephant"),
+        )
         .await
         .unwrap();
     let dir = tempfile::tempdir().unwrap();
@@ -148,7 +149,7 @@ async fn discovers_files_and_directories_and_follows_changes() {
     informer.wait_for_sync(DEADLINE).await.unwrap();
     assert!(informer.get(Some("default"), "existing").is_some());
     Api::<ConfigMap>::namespaced(m2.client(), "default")
-        .create(&PostParams::default(), &configmap("new", "zebra"))
+        .create(&PostParams::default(), &animal_configmap("new", "zebra"))
         .await
         .unwrap();
     eventually("new object cached", DEADLINE, || {
@@ -384,4 +385,60 @@ async fn a_hanging_exec_plugin_holds_up_neither_other_files_nor_shutdown() {
     tokio::time::timeout(Duration::from_secs(10), run.stop())
         .await
         .expect("the provider stopped while a plugin was hanging");
+}
+
+/// Members served on one port of the emulator, told apart by the path prefix of their server
+/// URL (`https://127.0.0.1:<port>/clusters/<name>`): mcr's member clients keep the prefix, so
+/// each member's cache holds its own cluster's objects.
+#[tokio::test]
+async fn members_on_a_shared_port_are_told_apart_by_their_server_path() {
+    if !mcr_envtest::require_emulator("a shared port is the emulator's") {
+        return;
+    }
+    init_tracing();
+    let dir = tempfile::tempdir().unwrap();
+    let fleet = Fleet::builder()
+        .clusters(3)
+        .shared_port(true)
+        .kubeconfig_dir(dir.path())
+        .start()
+        .await
+        .unwrap();
+    for (i, cluster) in fleet.clusters().iter().enumerate() {
+        Api::<ConfigMap>::namespaced(cluster.client(), "default")
+            .create(
+                &PostParams::default(),
+                &animal_configmap(&format!("cm-{i}"), "owl"),
+            )
+            .await
+            .unwrap();
+    }
+    let provider = FileProvider::new(opts(vec![], vec![dir.path().to_path_buf()]));
+    provider.index_field(&animal_index("animal")).await.unwrap();
+    let run = Running::spawn(provider);
+    eventually("every member engaged", DEADLINE, || run.names().len() == 3).await;
+    for (i, cluster) in fleet.clusters().iter().enumerate() {
+        let path = dir.path().join(format!("{}.kubeconfig", cluster.name()));
+        let member = run
+            .registry
+            .get(&ClusterName::new(name(&path, cluster.name())))
+            .unwrap();
+        let own = format!("cm-{i}");
+        eventually(
+            "the member's cache holds its own object only",
+            DEADLINE,
+            || {
+                let names: Vec<String> = member
+                    .cache()
+                    .list_by_index::<ConfigMap>("animal", "owl")
+                    .unwrap_or_default()
+                    .iter()
+                    .filter_map(|cm| cm.metadata.name.clone())
+                    .collect();
+                names == [own.clone()]
+            },
+        )
+        .await;
+    }
+    run.stop().await;
 }

@@ -14,7 +14,7 @@ use mcr_core::members::MemberProvider;
 use mcr_core::{ClusterName, Engagements};
 use mcr_envtest::TestCluster;
 use mcr_provider_file::{Error, FileProvider, MemberOptions, Options};
-use mcr_test_support::{configmap, init_tracing};
+use mcr_test_support::{animal_configmap, init_tracing};
 use tokio_util::sync::CancellationToken;
 
 /// `tc`'s kubeconfig with its only context renamed to `context` (and made current).
@@ -52,7 +52,7 @@ async fn two_files_mapping_to_one_name_have_one_stable_owner() {
     let two = TestCluster::start_https("two").await.unwrap();
     for (member, animal) in [(&one, "one"), (&two, "two")] {
         Api::<ConfigMap>::namespaced(member.client(), "default")
-            .create(&PostParams::default(), &configmap("marker", animal))
+            .create(&PostParams::default(), &animal_configmap("marker", animal))
             .await
             .unwrap();
     }

@@ -12,8 +12,7 @@ use mcr_core::{ClusterName, Engagements};
 use mcr_envtest::Fleet;
 use mcr_envtest::wait::{eventually, eventually_async};
 use mcr_provider_file::{FileProvider, MemberOptions, Options};
-
-const DEADLINE: Duration = Duration::from_secs(30);
+use mcr_test_support::DEADLINE;
 
 type Running = mcr_test_support::Running<FileProvider>;
 

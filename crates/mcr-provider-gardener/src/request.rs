@@ -6,8 +6,8 @@ use std::time::SystemTime;
 use base64::Engine as _;
 use kube::api::{Api, DynamicObject, PostParams};
 use kube::config::Kubeconfig;
-use mcr_core::BoxFuture;
-use mcr_core::credentials::{self, Credentials, Renew, RenewError};
+use mcr_core::credentials::{self, Credentials, Renew};
+use mcr_core::{BoxError, BoxFuture};
 use serde_json::{Value, json};
 
 use crate::{Error, Options, shoot};
@@ -93,7 +93,7 @@ impl ShootKubeconfig {
 }
 
 impl Renew for ShootKubeconfig {
-    fn renew(&self) -> BoxFuture<'_, Result<Credentials, RenewError>> {
+    fn renew(&self) -> BoxFuture<'_, Result<Credentials, BoxError>> {
         Box::pin(async move {
             let (_, creds) = self.fetch().await?;
             Ok(creds)

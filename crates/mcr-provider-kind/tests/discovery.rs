@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{DEADLINE, FakeKind, KindRun, Running};
+use common::{FakeKind, KindRun, Running, WAIT};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
 use kube::api::{ObjectMeta, PostParams};
@@ -41,17 +41,14 @@ async fn clusters_join_and_leave_with_the_kind_list() {
     kind.set("fleet-a", &a);
     let running = Running::start(kind.options());
 
-    eventually("fleet-a to join", DEADLINE, || {
-        running.names() == ["fleet-a"]
-    })
-    .await;
+    eventually("fleet-a to join", WAIT, || running.names() == ["fleet-a"]).await;
     assert!(
         reaches(&running, "fleet-a", "only-in-a").await,
         "the engaged client talks to the cluster kind printed"
     );
 
     kind.set("fleet-b", &b);
-    eventually("fleet-b to join", DEADLINE, || {
+    eventually("fleet-b to join", WAIT, || {
         running.names() == ["fleet-a", "fleet-b"]
     })
     .await;
@@ -59,7 +56,7 @@ async fn clusters_join_and_leave_with_the_kind_list() {
     // Refreshes of an unchanged kubeconfig keep the running instance.
     let id = running.id("fleet-a");
     let fetched = kind.count("get kubeconfig --name fleet-a");
-    eventually("two refreshes of fleet-a", DEADLINE, || {
+    eventually("two refreshes of fleet-a", WAIT, || {
         kind.count("get kubeconfig --name fleet-a") >= fetched + 2
     })
     .await;
@@ -70,10 +67,7 @@ async fn clusters_join_and_leave_with_the_kind_list() {
     );
 
     kind.remove("fleet-a");
-    eventually("fleet-a to leave", DEADLINE, || {
-        running.names() == ["fleet-b"]
-    })
-    .await;
+    eventually("fleet-a to leave", WAIT, || running.names() == ["fleet-b"]).await;
     assert_eq!(
         running.provider.names(),
         ["fleet-b"],
@@ -95,12 +89,9 @@ async fn only_clusters_with_the_prefix_join() {
         ..kind.options()
     });
 
-    eventually("fleet-a to join", DEADLINE, || {
-        running.names() == ["fleet-a"]
-    })
-    .await;
+    eventually("fleet-a to join", WAIT, || running.names() == ["fleet-a"]).await;
     let lists = kind.count("get clusters");
-    eventually("three more lists", DEADLINE, || {
+    eventually("three more lists", WAIT, || {
         kind.count("get clusters") >= lists + 3
     })
     .await;
@@ -122,10 +113,7 @@ async fn internal_kubeconfigs_are_requested_with_internal() {
         internal: true,
         ..kind.options()
     });
-    eventually("fleet-a to join", DEADLINE, || {
-        running.names() == ["fleet-a"]
-    })
-    .await;
+    eventually("fleet-a to join", WAIT, || running.names() == ["fleet-a"]).await;
     assert!(kind.count("get kubeconfig --name fleet-a --internal") >= 1);
     assert_eq!(kind.count("get kubeconfig --name fleet-a"), 0);
     running.stop().await;
@@ -138,10 +126,7 @@ async fn a_recreated_cluster_replaces_the_old_one() {
     create_configmap(old.client(), "only-in-old").await;
     kind.set("fleet-a", &old);
     let running = Running::start(kind.options());
-    eventually("fleet-a to join", DEADLINE, || {
-        running.names() == ["fleet-a"]
-    })
-    .await;
+    eventually("fleet-a to join", WAIT, || running.names() == ["fleet-a"]).await;
     let first = running.id("fleet-a");
 
     // `kind delete cluster --name fleet-a && kind create cluster --name fleet-a`: same name,
@@ -151,11 +136,11 @@ async fn a_recreated_cluster_replaces_the_old_one() {
     kind.set("fleet-a", &new);
     drop(old);
 
-    eventually("a new instance of fleet-a", DEADLINE, || {
+    eventually("a new instance of fleet-a", WAIT, || {
         running.id("fleet-a").is_some_and(|id| Some(id) != first)
     })
     .await;
-    eventually_async("fleet-a to reach the new server", DEADLINE, || {
+    eventually_async("fleet-a to reach the new server", WAIT, || {
         reaches(&running, "fleet-a", "only-in-new")
     })
     .await;

@@ -5,7 +5,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{DEADLINE, FakeKind, KindRun, Running, init_tracing, nowhere};
+use common::{FakeKind, KindRun, Running, WAIT, init_tracing, nowhere};
 use mcr_core::{Engagements, ProviderRunnable};
 use mcr_envtest::TestCluster;
 use mcr_envtest::wait::eventually;
@@ -19,10 +19,7 @@ async fn a_failing_list_keeps_known_clusters_and_recovers() {
     let b = TestCluster::start_https("b").await.unwrap();
     kind.set("fleet-a", &a);
     let running = Running::start(kind.options());
-    eventually("fleet-a to join", DEADLINE, || {
-        running.names() == ["fleet-a"]
-    })
-    .await;
+    eventually("fleet-a to join", WAIT, || running.names() == ["fleet-a"]).await;
     let id = running.id("fleet-a");
 
     // Docker goes down: the list fails. Meanwhile a cluster is added and the known one is
@@ -31,7 +28,7 @@ async fn a_failing_list_keeps_known_clusters_and_recovers() {
     let lists = kind.count("get clusters");
     kind.set("fleet-b", &b);
     kind.remove("fleet-a");
-    eventually("three failed lists", DEADLINE, || {
+    eventually("three failed lists", WAIT, || {
         kind.count("get clusters") >= lists + 3
     })
     .await;
@@ -40,7 +37,7 @@ async fn a_failing_list_keeps_known_clusters_and_recovers() {
     assert!(!running.task.is_finished(), "a failing list is not fatal");
 
     kind.fail_list(false);
-    eventually("the fleet to follow kind again", DEADLINE, || {
+    eventually("the fleet to follow kind again", WAIT, || {
         running.names() == ["fleet-b"]
     })
     .await;
@@ -54,16 +51,10 @@ async fn a_failing_first_list_is_retried() {
     kind.fail_list(true);
     kind.set("fleet-a", &a);
     let running = Running::start(kind.options());
-    eventually("two failed lists", DEADLINE, || {
-        kind.count("get clusters") >= 2
-    })
-    .await;
+    eventually("two failed lists", WAIT, || kind.count("get clusters") >= 2).await;
     assert!(!running.task.is_finished(), "not fatal, unlike Go");
     kind.fail_list(false);
-    eventually("fleet-a to join", DEADLINE, || {
-        running.names() == ["fleet-a"]
-    })
-    .await;
+    eventually("fleet-a to join", WAIT, || running.names() == ["fleet-a"]).await;
     running.stop().await;
 }
 
@@ -89,15 +80,13 @@ async fn broken_clusters_are_isolated_and_retried() {
     options.members.sync_timeout = Duration::from_secs(2);
     let running = Running::start(options);
 
-    eventually("the good cluster to join", DEADLINE, || {
+    eventually("the good cluster to join", WAIT, || {
         running.names() == ["fleet-good"]
     })
     .await;
-    eventually(
-        "every broken cluster to report its failure",
-        DEADLINE,
-        || running.provider.failures().len() == 3,
-    )
+    eventually("every broken cluster to report its failure", WAIT, || {
+        running.provider.failures().len() == 3
+    })
     .await;
     let garbage_err = running.failure("fleet-garbage").unwrap();
     assert!(garbage_err.contains("fleet-garbage"), "{garbage_err}");
@@ -122,7 +111,7 @@ async fn broken_clusters_are_isolated_and_retried() {
 
     // Each is retried on its own and joins once it is fixed.
     let attempts = kind.count("get kubeconfig --name fleet-garbage");
-    eventually("fleet-garbage to be retried", DEADLINE, || {
+    eventually("fleet-garbage to be retried", WAIT, || {
         kind.count("get kubeconfig --name fleet-garbage") >= attempts + 2
     })
     .await;
@@ -130,11 +119,11 @@ async fn broken_clusters_are_isolated_and_retried() {
     down.restart().await.unwrap();
     kind.set("fleet-slow", &slow);
     kind.hang("fleet-slow", false);
-    eventually("every cluster to join", DEADLINE, || {
+    eventually("every cluster to join", WAIT, || {
         running.names() == ["fleet-down", "fleet-garbage", "fleet-good", "fleet-slow"]
     })
     .await;
-    eventually("the failures to clear", DEADLINE, || {
+    eventually("the failures to clear", WAIT, || {
         running.provider.failures().is_empty()
     })
     .await;
@@ -163,7 +152,7 @@ current-context: kind-fleet-exec
     );
     kind.set("fleet-a", &a);
     let running = Running::start(kind.options());
-    eventually("fleet-a to join and fleet-exec to fail", DEADLINE, || {
+    eventually("fleet-a to join and fleet-exec to fail", WAIT, || {
         running.names() == ["fleet-a"] && running.failure("fleet-exec").is_some()
     })
     .await;
@@ -187,16 +176,13 @@ async fn hanging_clusters_do_not_hold_up_the_others() {
         command_timeout: Duration::from_secs(600),
         ..kind.options()
     });
-    eventually("every hanging cluster to be asked once", DEADLINE, || {
+    eventually("every hanging cluster to be asked once", WAIT, || {
         (1..=6).all(|i| kind.count(&format!("get kubeconfig --name fleet-hang-{i}")) == 1)
     })
     .await;
     let a = TestCluster::start_https("a").await.unwrap();
     kind.set("fleet-a", &a);
-    eventually("fleet-a to join", DEADLINE, || {
-        running.names() == ["fleet-a"]
-    })
-    .await;
+    eventually("fleet-a to join", WAIT, || running.names() == ["fleet-a"]).await;
     // Stopping kills the hanging runs (the test would wait for them otherwise).
     running.stop().await;
 }
@@ -211,7 +197,7 @@ async fn a_missing_kind_binary_fails_at_start_with_install_hint() {
         ..Options::default()
     });
     let run = provider.start(CancellationToken::new(), Engagements::new());
-    let err = tokio::time::timeout(DEADLINE, run)
+    let err = tokio::time::timeout(WAIT, run)
         .await
         .expect("fails at once")
         .unwrap_err();
@@ -228,7 +214,7 @@ async fn a_missing_kind_binary_fails_at_start_with_install_hint() {
         ..Options::default()
     });
     let run = provider.start(CancellationToken::new(), Engagements::new());
-    let err = tokio::time::timeout(DEADLINE, run)
+    let err = tokio::time::timeout(WAIT, run)
         .await
         .expect("fails at once")
         .unwrap_err();

@@ -22,11 +22,14 @@ async fn engages_secrets_and_serves_their_clusters() {
     let fleet = https_fleet(2).await;
     let (m1, m2) = (&fleet.clusters()[0], &fleet.clusters()[1]);
     let cms = Api::<ConfigMap>::namespaced(m1.client(), "default");
-    cms.create(&PostParams::default(), &configmap("existing", "elephant"))
-        .await
-        .unwrap();
+    cms.create(
+        &PostParams::default(),
+        &animal_configmap("existing", "elephant"),
+    )
+    .await
+    .unwrap();
     Api::<ConfigMap>::namespaced(m2.client(), "default")
-        .create(&PostParams::default(), &configmap("other", "lion"))
+        .create(&PostParams::default(), &animal_configmap("other", "lion"))
         .await
         .unwrap();
     put_secret(
@@ -82,7 +85,7 @@ async fn engages_secrets_and_serves_their_clusters() {
     );
 
     // New and updated objects.
-    cms.create(&PostParams::default(), &configmap("new", "zebra"))
+    cms.create(&PostParams::default(), &animal_configmap("new", "zebra"))
         .await
         .unwrap();
     eventually("new configmap cached", DEADLINE, || {
@@ -163,7 +166,10 @@ async fn repointed_secret_reengages_annotation_change_does_not() {
     let fleet = https_fleet(2).await;
     let (m1, m2) = (&fleet.clusters()[0], &fleet.clusters()[1]);
     Api::<ConfigMap>::namespaced(m2.client(), "default")
-        .create(&PostParams::default(), &configmap("only-on-2", "owl"))
+        .create(
+            &PostParams::default(),
+            &animal_configmap("only-on-2", "owl"),
+        )
         .await
         .unwrap();
     let run = Running::start(&host, opts(Namespaces::default()));

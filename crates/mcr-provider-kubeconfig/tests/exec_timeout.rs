@@ -42,10 +42,7 @@ async fn a_hanging_exec_plugin_fails_its_build_and_never_blocks_the_worker_or_sh
 
     let mut options = opts(Namespaces::default());
     options.members.policy = Policy::trusted();
-    options.members.client_options = options
-        .members
-        .client_options
-        .exec_timeout(Duration::from_secs(1));
+    options.members.client_options.exec_timeout = Some(Duration::from_secs(1));
     let run = Running::start(&host, options);
     put_secret(&host, "default", "m1", "true", Some(hung.as_bytes()), &[]).await;
     eventually("the hung build fails", DEADLINE, || {

@@ -200,7 +200,10 @@ async fn silent_server_names_the_deadline() {
         }
     });
     let mut options = opts(Namespaces::default());
-    options.members.client_options = ClientOptions::new().connect_timeout(Duration::from_secs(2));
+    options.members.client_options = ClientOptions {
+        connect_timeout: Some(Duration::from_secs(2)),
+        ..ClientOptions::default()
+    };
     let run = Running::start(&host, options);
     let silent = kubeconfig_of(m1).replace(&m1.url().unwrap(), &format!("https://{addr}"));
     put_secret(

@@ -38,7 +38,7 @@ async fn deletion_and_deletion_timestamp_shrink_the_fleet() {
     .await;
     eventually("both engaged", DEADLINE, || run.names() == ["a", "b"]).await;
 
-    delete_secret(&host, "default", "a").await;
+    delete_secret(&host.client(), "default", "a").await;
     eventually("a removed", DEADLINE, || run.names() == ["b"]).await;
     assert!(run.state("default", "a").is_none());
 

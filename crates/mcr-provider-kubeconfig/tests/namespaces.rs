@@ -19,7 +19,7 @@ async fn namespace_scopes_split_one_management_cluster() {
     let host = TestCluster::start("host").await.unwrap();
     let fleet = https_fleet(3).await;
     for ns in ["ns-a", "ns-b", "ns-c"] {
-        create_namespace(&host, ns).await;
+        create_namespace(&host.client(), ns, &[]).await;
     }
     let scoped = Running::start(
         &host,
@@ -74,11 +74,14 @@ async fn same_name_in_two_namespaces_first_wins_then_hands_over() {
     let fleet = https_fleet(2).await;
     let (m1, m2) = (&fleet.clusters()[0], &fleet.clusters()[1]);
     Api::<ConfigMap>::namespaced(m2.client(), "default")
-        .create(&PostParams::default(), &configmap("only-on-2", "owl"))
+        .create(
+            &PostParams::default(),
+            &animal_configmap("only-on-2", "owl"),
+        )
         .await
         .unwrap();
-    create_namespace(&host, "ns-a").await;
-    create_namespace(&host, "ns-b").await;
+    create_namespace(&host.client(), "ns-a", &[]).await;
+    create_namespace(&host.client(), "ns-b", &[]).await;
     let run = Running::start(
         &host,
         opts(Namespaces::List(vec!["ns-a".into(), "ns-b".into()])),
@@ -113,7 +116,7 @@ async fn same_name_in_two_namespaces_first_wins_then_hands_over() {
     .await;
     assert_eq!(run.id("x"), Some(first), "the first one keeps the name");
 
-    delete_secret(&host, "ns-a", "x").await;
+    delete_secret(&host.client(), "ns-a", "x").await;
     eventually("second takes over", DEADLINE, || {
         run.id("x").is_some_and(|id| id != first)
     })

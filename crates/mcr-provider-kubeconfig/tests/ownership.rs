@@ -68,12 +68,12 @@ async fn oldest_wins(older_ns: &str, younger_ns: &str) {
     let (old_member, young_member) = (&fleet.clusters()[0], &fleet.clusters()[1]);
     for (member, animal) in [(old_member, "old"), (young_member, "young")] {
         Api::<ConfigMap>::namespaced(member.client(), "default")
-            .create(&PostParams::default(), &configmap("marker", animal))
+            .create(&PostParams::default(), &animal_configmap("marker", animal))
             .await
             .unwrap();
     }
-    create_namespace(&host, "ns-a").await;
-    create_namespace(&host, "ns-b").await;
+    create_namespace(&host.client(), "ns-a", &[]).await;
+    create_namespace(&host.client(), "ns-b", &[]).await;
     create_claim(&host, older_ns, &kubeconfig_of(old_member), None).await;
     create_claim(
         &host,
@@ -190,12 +190,12 @@ async fn a_younger_secret_is_never_engaged_before_the_older_is_listed() {
     let (old_member, young_member) = (&fleet.clusters()[0], &fleet.clusters()[1]);
     for (member, animal) in [(old_member, "old"), (young_member, "young")] {
         Api::<ConfigMap>::namespaced(member.client(), "default")
-            .create(&PostParams::default(), &configmap("marker", animal))
+            .create(&PostParams::default(), &animal_configmap("marker", animal))
             .await
             .unwrap();
     }
-    create_namespace(&host, "ns-a").await;
-    create_namespace(&host, "ns-b").await;
+    create_namespace(&host.client(), "ns-a", &[]).await;
+    create_namespace(&host.client(), "ns-b", &[]).await;
     create_claim(&host, "ns-b", &kubeconfig_of(old_member), None).await;
     create_claim(&host, "ns-a", &kubeconfig_of(young_member), Some("ns-b")).await;
 

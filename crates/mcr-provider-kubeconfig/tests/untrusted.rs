@@ -177,9 +177,11 @@ async fn local_file_references_are_refused_by_default() {
     // Replacing the client options (to tune a timeout) must not weaken the policy: the file
     // policy is part of `Options::policy`, not of the client options.
     let mut options = opts(Namespaces::default());
-    options.members.client_options = ClientOptions::new()
-        .read_timeout(Duration::from_secs(60))
-        .connect_timeout(Duration::from_secs(5));
+    options.members.client_options = ClientOptions {
+        read_timeout: Some(Duration::from_secs(60)),
+        connect_timeout: Some(Duration::from_secs(5)),
+        ..ClientOptions::default()
+    };
     let run = Running::start(&host, options);
     put_secret(
         &host,

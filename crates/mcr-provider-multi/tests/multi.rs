@@ -19,11 +19,9 @@ use mcr_envtest::wait::eventually;
 use mcr_envtest::{Fleet, TestCluster};
 use mcr_provider_multi::{Error, MultiProvider, Options};
 use mcr_provider_namespace::NamespaceProvider;
-use mcr_test_support::init_tracing;
+use mcr_test_support::{DEADLINE, init_tracing};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
-
-const DEADLINE: Duration = Duration::from_secs(30);
 
 fn by_app() -> FieldIndex {
     mcr_test_support::label_index("app")

@@ -6,7 +6,6 @@ mod support;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
 
 use http::{Request, Response};
 use http_body_util::BodyExt;
@@ -17,9 +16,7 @@ use mcr_envtest::TestCluster;
 use mcr_envtest::wait::eventually_async;
 use mcr_provider_namespace::namespace_client;
 use serde_json::json;
-use support::{create_namespace, init_tracing};
-
-const DEADLINE: Duration = Duration::from_secs(30);
+use support::{DEADLINE, create_namespace, init_tracing};
 
 fn crd(plural: &str, kind: &str) -> CustomResourceDefinition {
     serde_json::from_value(json!({

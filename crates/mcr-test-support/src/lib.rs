@@ -1,6 +1,11 @@
-//! Helpers shared by the integration tests of the mcr provider crates (dev-only, not
-//! published): a provider running against an [`Engagements`] table, test timings for
-//! [`MemberOptions`], and small API helpers over [`mcr_envtest`] clusters.
+//! Helpers shared by the integration tests of the mcr crates (dev-only, not published):
+//! deadlines, the test `tracing` subscriber, a [`Manager`](mcr_manager::Manager) over an envtest
+//! fleet ([`Env`]), a provider running against an [`Engagements`] table ([`Running`]), test
+//! timings for [`MemberOptions`], CRDs, and object builders and API helpers over
+//! [`mcr_envtest`] clusters.
+//!
+//! Clusters start on the backend `MCR_ENVTEST` selects: the emulator unless it says `real`
+//! (then `KUBEBUILDER_ASSETS` names the kube-apiserver and etcd binaries).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -11,30 +16,34 @@ use kube::Api;
 use kube::api::{ObjectMeta, PostParams};
 use mcr_core::members::{MemberOptions, MemberProvider};
 use mcr_core::{Aware, Cluster, ClusterId, ClusterName, Engagements, ProviderRunnable};
-use mcr_envtest::wait::eventually;
 use mcr_envtest::{Fleet, TestCluster};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+mod crd;
+mod env;
+mod logs;
 mod objects;
 mod refuse;
 
+pub use crd::{capi_cluster, capi_cluster_crd, capi_clusters, capi_ready_status, install_crd};
+pub use env::Env;
+pub use logs::{Logs, init_tracing};
+pub use mcr_envtest::wait::{eventually, eventually_async};
 pub use objects::{
-    animal_index, assert_watch_kept, configmap, label_index, minted_kubeconfig, wait_renewals,
+    animal_configmap, animal_index, api_code, assert_watch_kept, configmap, delete_secret,
+    label_index, minted_kubeconfig, request_counts, wait_renewals,
 };
 pub use refuse::without_lease_lists;
 
-/// How long [`Running::wait_for`] waits for a cluster to be engaged.
-pub const WAIT: Duration = Duration::from_secs(60);
+/// A generous bound for a condition a test waits on: 30 s. It bounds a failing test; it is not
+/// a timing assertion.
+pub const DEADLINE: Duration = mcr_envtest::wait::DEFAULT_TIMEOUT;
 
-/// Installs a `tracing` subscriber honouring `RUST_LOG` and writing through the test harness
-/// (once per test binary; later calls do nothing).
-pub fn init_tracing() {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-        .with_test_writer()
-        .try_init();
-}
+/// A bound twice [`DEADLINE`], 60 s, for waits through several steps: a provider engaging a
+/// cluster (fetch, TLS, informer sync), a CRD becoming served, a webhook round trip. How long
+/// [`Running::wait_for`] and [`Env::run_engaged`] wait.
+pub const WAIT: Duration = Duration::from_secs(60);
 
 /// Member settings with test timings: a 10 s sync timeout, retries after 50 ms doubling up to
 /// 500 ms; everything else at its default.

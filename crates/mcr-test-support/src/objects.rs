@@ -1,19 +1,33 @@
-//! Test objects and the checks of a credential rotation.
+//! Test objects, small API helpers, and the checks of a credential rotation.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::Api;
-use kube::api::{ObjectMeta, PostParams};
+use kube::api::{DeleteParams, ObjectMeta, PostParams};
 use mcr_core::{Cluster, FieldIndex, Informer};
-use mcr_envtest::TestCluster;
 use mcr_envtest::wait::eventually;
+use mcr_envtest::{RequestCounts, TestCluster};
 
 use crate::WAIT;
 
-/// A ConfigMap `default/<name>` with `data.animal = <animal>`.
-pub fn configmap(name: &str, animal: &str) -> ConfigMap {
+/// A ConfigMap named `name` with `labels` and `data.value = <value>`, in no namespace (the
+/// `Api` it is written through places it).
+pub fn configmap(name: &str, labels: &[(&str, &str)], value: &str) -> ConfigMap {
+    ConfigMap {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            labels: Some(crate::string_map(labels)),
+            ..Default::default()
+        },
+        data: Some(BTreeMap::from([("value".to_string(), value.to_string())])),
+        ..Default::default()
+    }
+}
+
+/// A ConfigMap `default/<name>` with `data.animal = <animal>`, what [`animal_index`] reads.
+pub fn animal_configmap(name: &str, animal: &str) -> ConfigMap {
     ConfigMap {
         metadata: ObjectMeta {
             name: Some(name.into()),
@@ -74,7 +88,7 @@ pub async fn wait_renewals(cluster: &Cluster, renewals: u64, what: &str) {
 /// counted `lists`.
 pub async fn assert_watch_kept(member: &TestCluster, informer: &Informer<ConfigMap>, lists: u64) {
     Api::<ConfigMap>::namespaced(member.client(), "default")
-        .create(&PostParams::default(), &configmap("after", "owl"))
+        .create(&PostParams::default(), &animal_configmap("after", "owl"))
         .await
         .unwrap();
     eventually("the informer keeps working", WAIT, || {
@@ -86,4 +100,26 @@ pub async fn assert_watch_kept(member: &TestCluster, informer: &Informer<ConfigM
         lists,
         "no relist"
     );
+}
+
+/// Deletes the Secret `ns/name` (panics when that fails, a missing Secret included).
+pub async fn delete_secret(client: &kube::Client, ns: &str, name: &str) {
+    Api::<Secret>::namespaced(client.clone(), ns)
+        .delete(name, &DeleteParams::default())
+        .await
+        .unwrap();
+}
+
+/// The HTTP status code of a kube API error, if it is one.
+pub fn api_code(err: &kube::Error) -> Option<u16> {
+    match err {
+        kube::Error::Api(status) => Some(status.code),
+        _ => None,
+    }
+}
+
+/// The cluster's request counters on the emulator; `None` on the real backend, which keeps
+/// none. A test checks counters inside `if let Some(..)`, so the rest of it runs on both.
+pub fn request_counts(cluster: &TestCluster) -> Option<RequestCounts> {
+    (!cluster.backend().is_real()).then(|| cluster.requests())
 }

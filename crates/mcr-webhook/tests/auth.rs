@@ -6,7 +6,7 @@ mod common;
 
 use std::{collections::BTreeMap, sync::Arc};
 
-use common::{DEADLINE, Env, Pki, body, configmap_webhooks, connect_as, fixture, labelled, serve};
+use common::{Env, Pki, WAIT, body, configmap_webhooks, connect_as, fixture, labelled, serve};
 use k8s_openapi::{
     api::{admissionregistration::v1::ValidatingWebhookConfiguration, core::v1::ConfigMap},
     apimachinery::pkg::apis::meta::v1::LabelSelector,
@@ -22,10 +22,10 @@ const VALIDATE: &str = "/validate--v1-configmap";
 
 #[tokio::test]
 async fn a_member_route_answers_only_that_members_client_certificate() {
-    let env = Env::start(2).await;
+    let env = Env::start_named("member", 2).await;
     let webhooks = Webhooks::new(&env.mgr);
     configmap_webhooks(&webhooks);
-    let _manager = env.run().await;
+    let _manager = env.run_engaged().await;
     let clients = Pki::new();
     let mut options = ServerOptions::default();
     options.client_auth = Some(ClientAuth::from_ca_pem(clients.ca_pem.as_bytes()).unwrap());
@@ -240,7 +240,7 @@ async fn real_apiservers_present_their_members_certificate_and_cannot_borrow_ano
         let reason = format!("data.size must be a number, not \"large\" (cluster {name})");
         eventually_async(
             &format!("{name}'s apiserver to be answered by the webhook"),
-            DEADLINE,
+            WAIT,
             || {
                 let (api, dry, reason) = (api.clone(), dry.clone(), reason.clone());
                 async move {
@@ -285,7 +285,7 @@ async fn real_apiservers_present_their_members_certificate_and_cannot_borrow_ano
     let api: Api<ConfigMap> = Api::namespaced(member1.client(), "default");
     eventually_async(
         "member-1's apiserver to call member-2's route",
-        DEADLINE,
+        WAIT,
         || {
             let (api, dry) = (api.clone(), dry.clone());
             async move {

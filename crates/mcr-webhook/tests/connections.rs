@@ -71,7 +71,7 @@ async fn tls(
 }
 
 async fn server(options: ServerOptions) -> (Env, Running) {
-    let env = Env::start(0).await;
+    let env = Env::start_named("member", 0).await;
     let webhooks = Webhooks::new(&env.mgr);
     configmap_webhooks(&webhooks);
     let s = serve(webhooks, options).await;
@@ -294,7 +294,7 @@ async fn host_apiserver_calls(
     let api = kube::Api::namespaced(env.host.client(), "default");
     mcr_envtest::wait::eventually_async(
         "the host's apiserver to call the webhook",
-        common::DEADLINE,
+        common::WAIT,
         || {
             let api = api.clone();
             async move {
@@ -318,7 +318,7 @@ async fn a_flood_of_silent_tls_connections_is_closed_and_reviews_still_answered(
     const SILENT_FOR: Duration = Duration::from_secs(10);
     let mut options = ServerOptions::default();
     options.header_read_timeout = SILENT_FOR;
-    let env = Env::start(0).await;
+    let env = Env::start_named("member", 0).await;
     let webhooks = Webhooks::new(&env.mgr);
     configmap_webhooks(&webhooks);
     let s = serve(webhooks.clone(), options).await;

@@ -6,7 +6,7 @@ mod common;
 
 use std::{collections::BTreeMap, sync::Arc};
 
-use common::{DEADLINE, Env, admission_types, configmap_webhooks, serve};
+use common::{Env, WAIT, admission_types, configmap_webhooks, serve};
 use k8s_openapi::{
     api::{
         admissionregistration::v1::{MutatingWebhookConfiguration, ValidatingWebhookConfiguration},
@@ -38,7 +38,7 @@ async fn config_url(client: &Client) -> Option<String> {
 
 #[tokio::test]
 async fn members_get_the_configuration_on_engage_and_lose_it_when_they_leave() {
-    let env = Env::start(2).await;
+    let env = Env::start_named("member", 2).await;
     for member in env.fleet.clusters() {
         admission_types(&member.client()).await;
     }
@@ -53,13 +53,13 @@ async fn members_get_the_configuration_on_engage_and_lose_it_when_they_leave() {
             options(),
         )))
         .unwrap();
-    let manager = env.run().await;
+    let manager = env.run_engaged().await;
 
     for name in ["member-1", "member-2"] {
         let client = env.fleet.get(name).unwrap().client();
         let want =
             format!("https://webhooks.example.test:9443/clusters/{name}/validate--v1-configmap");
-        eventually_async(&format!("the configuration in {name}"), DEADLINE, || {
+        eventually_async(&format!("the configuration in {name}"), WAIT, || {
             let client = client.clone();
             let want = want.clone();
             async move { config_url(&client).await.as_deref() == Some(want.as_str()) }
@@ -101,7 +101,7 @@ async fn members_get_the_configuration_on_engage_and_lose_it_when_they_leave() {
     // member-2 leaves the fleet: its configuration goes, member-1 keeps its own.
     env.provider.remove(&"member-2".into());
     let member2 = env.fleet.get("member-2").unwrap().client();
-    eventually_async("member-2's configuration to be removed", DEADLINE, || {
+    eventually_async("member-2's configuration to be removed", WAIT, || {
         let client = member2.clone();
         async move {
             Api::<ValidatingWebhookConfiguration>::all(client.clone())
@@ -139,7 +139,7 @@ async fn real_apiservers_call_the_webhook_for_the_host_and_two_members() {
         let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
         return;
     }
-    let env = Env::start(2).await;
+    let env = Env::start_named("member", 2).await;
     let webhooks = Webhooks::new(&env.mgr);
     configmap_webhooks(&webhooks);
     let s = serve(webhooks.clone(), ServerOptions::default()).await;
@@ -166,7 +166,7 @@ async fn real_apiservers_call_the_webhook_for_the_host_and_two_members() {
         .create(&PostParams::default(), &mutating)
         .await
         .unwrap();
-    let _manager = env.run().await;
+    let _manager = env.run_engaged().await;
 
     let clusters = [
         ("<host>", host),
@@ -184,7 +184,7 @@ async fn real_apiservers_call_the_webhook_for_the_host_and_two_members() {
         };
         eventually_async(
             &format!("{name}'s apiserver to call the mutating webhook"),
-            DEADLINE,
+            WAIT,
             || {
                 let api = api.clone();
                 let dry = dry.clone();
@@ -209,7 +209,7 @@ async fn real_apiservers_call_the_webhook_for_the_host_and_two_members() {
         );
         eventually_async(
             &format!("{name}'s apiserver to call the validating webhook"),
-            DEADLINE,
+            WAIT,
             || {
                 let api = api.clone();
                 let dry = dry.clone();
@@ -266,7 +266,7 @@ mod kubeadm {
 
 #[tokio::test]
 async fn webhook_names_are_unique_stable_and_at_most_63_characters() {
-    let env = Env::start(0).await;
+    let env = Env::start_named("member", 0).await;
     let webhooks = Webhooks::new(&env.mgr);
     for register in [
         webhooks
@@ -330,7 +330,7 @@ async fn a_departed_members_cleanup_is_retried_and_never_deletes_a_newer_configu
     if !mcr_envtest::require_emulator("injects errors into a member's deletes") {
         return;
     }
-    let env = Env::start(2).await;
+    let env = Env::start_named("member", 2).await;
     for member in env.fleet.clusters() {
         admission_types(&member.client()).await;
     }
@@ -343,10 +343,10 @@ async fn a_departed_members_cleanup_is_retried_and_never_deletes_a_newer_configu
         options(),
     ));
     env.mgr.add(writer.clone()).unwrap();
-    let _manager = env.run().await;
+    let _manager = env.run_engaged().await;
     let member2 = env.fleet.get("member-2").unwrap().clone();
     let client = member2.client();
-    eventually_async("member-2's configuration", DEADLINE, || {
+    eventually_async("member-2's configuration", WAIT, || {
         let client = client.clone();
         async move { config_url(&client).await.is_some() }
     })
@@ -359,7 +359,7 @@ async fn a_departed_members_cleanup_is_retried_and_never_deletes_a_newer_configu
             .resource("validatingwebhookconfigurations"),
     );
     env.provider.remove(&"member-2".into());
-    mcr_envtest::wait::eventually("the failing cleanup to be retried", DEADLINE, || {
+    mcr_envtest::wait::eventually("the failing cleanup to be retried", WAIT, || {
         member2.request_count("delete", "validatingwebhookconfigurations") >= 2
     })
     .await;
@@ -372,7 +372,7 @@ async fn a_departed_members_cleanup_is_retried_and_never_deletes_a_newer_configu
     };
     mcr_envtest::wait::eventually(
         "the pending cleanup to show in member_statuses",
-        DEADLINE,
+        WAIT,
         || failing_cleanup(writer.member_statuses()),
     )
     .await;
@@ -411,7 +411,7 @@ async fn a_departed_members_cleanup_is_retried_and_never_deletes_a_newer_configu
 
     // The member answers again: the late delete must not win over the newer write.
     member2.clear_faults();
-    mcr_envtest::wait::eventually("the cleanup to end", DEADLINE, || {
+    mcr_envtest::wait::eventually("the cleanup to end", WAIT, || {
         !writer
             .member_statuses()
             .iter()
@@ -451,7 +451,7 @@ async fn every_member_trusts(env: &Env, bundle: &str, what: &str) {
     for member in env.fleet.clusters() {
         let client = member.client();
         let want = bundle.as_bytes().to_vec();
-        eventually_async(&format!("{}: {what}", member.name()), DEADLINE, || {
+        eventually_async(&format!("{}: {what}", member.name()), WAIT, || {
             let (client, want) = (client.clone(), want.clone());
             async move { ca_bundles(&client).await == Some((want.clone(), want)) }
         })
@@ -467,7 +467,7 @@ fn replace_file(path: &std::path::Path, bytes: &[u8]) {
 
 #[tokio::test]
 async fn a_rotated_ca_bundle_reaches_every_member_without_a_restart() {
-    let env = Env::start(2).await;
+    let env = Env::start_named("member", 2).await;
     for member in env.fleet.clusters() {
         admission_types(&member.client()).await;
     }
@@ -487,7 +487,7 @@ async fn a_rotated_ca_bundle_reaches_every_member_without_a_restart() {
         .ca_bundle_file(&path, std::time::Duration::from_millis(50)),
     );
     env.mgr.add(writer.clone()).unwrap();
-    let _manager = env.run().await;
+    let _manager = env.run_engaged().await;
     every_member_trusts(&env, &old.ca_pem, "the first CA").await;
 
     // A rotation, step 1: trust both CAs (the server still presents the old certificate).
@@ -766,7 +766,7 @@ async fn apiservers_use_it(env: &Env, base: &str, ca: &[u8], step: usize, what: 
         let api: Api<ConfigMap> = Api::namespaced(client, "default");
         eventually_async(
             &format!("{}'s apiserver to use {what}", member.name()),
-            DEADLINE,
+            WAIT,
             || {
                 let api = api.clone();
                 async move {
@@ -793,7 +793,7 @@ async fn apiservers_use_it(env: &Env, base: &str, ca: &[u8], step: usize, what: 
 async fn every_member_has(env: &Env, writer: &MemberConfigurations, bundle: &str, what: &str) {
     mcr_envtest::wait::eventually(
         &format!("the writer to report {what} written everywhere"),
-        DEADLINE,
+        WAIT,
         || writer.has_written_ca_bundle(bundle.as_bytes()),
     )
     .await;
@@ -822,7 +822,7 @@ async fn every_member_has(env: &Env, writer: &MemberConfigurations, bundle: &str
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_ca_rotation_refuses_no_write_and_fails_no_call() {
     let real = mcr_envtest::backend().is_real();
-    let env = Env::start(2).await;
+    let env = Env::start_named("member", 2).await;
     for member in env.fleet.clusters() {
         admission_types(&member.client()).await;
     }
@@ -873,7 +873,7 @@ async fn a_ca_rotation_refuses_no_write_and_fails_no_call() {
         .ca_bundle_file(&path, std::time::Duration::from_millis(100)),
     );
     env.mgr.add(writer.clone()).unwrap();
-    let _manager = env.run().await;
+    let _manager = env.run_engaged().await;
     every_member_has(&env, &writer, &a.ca_pem, "CA A").await;
     if real {
         apiservers_use_it(&env, &base, both.as_bytes(), 0, "CA A").await;
@@ -911,7 +911,7 @@ async fn a_ca_rotation_refuses_no_write_and_fails_no_call() {
         async move {
             mcr_envtest::wait::eventually(
                 &format!("{writes} writes per member while {}", PHASES[now]),
-                DEADLINE,
+                WAIT,
                 || {
                     let tally = tally.lock();
                     members.iter().all(|m| {
@@ -931,7 +931,7 @@ async fn a_ca_rotation_refuses_no_write_and_fails_no_call() {
             pause.send_replace(true);
             mcr_envtest::wait::eventually(
                 &format!("the apiservers' connections to close while {}", PHASES[now]),
-                DEADLINE,
+                WAIT,
                 || frontend.open() == 0,
             )
             .await;
@@ -956,7 +956,7 @@ async fn a_ca_rotation_refuses_no_write_and_fails_no_call() {
     // 2. Switch the serving certificate to one from CA B; wait until new connections get it.
     phase.store(2, std::sync::atomic::Ordering::SeqCst);
     let leaf_b = b.issue_into(a.dir.path(), "serving-from-b");
-    eventually_async("the server to present B's certificate", DEADLINE, || {
+    eventually_async("the server to present B's certificate", WAIT, || {
         let (addr, ca) = (s.addr, b.ca_pem.clone());
         let leaf_b = leaf_b.clone();
         async move {

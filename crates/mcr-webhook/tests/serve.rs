@@ -49,7 +49,7 @@ fn widget_webhooks(webhooks: &Webhooks) {
 }
 
 async fn host_only() -> (Env, Running) {
-    let env = Env::start(0).await;
+    let env = Env::start_named("member", 0).await;
     let webhooks = Webhooks::new(&env.mgr);
     configmap_webhooks(&webhooks);
     widget_webhooks(&webhooks);
@@ -130,7 +130,7 @@ async fn a_validator_allows_and_refuses_with_the_uid_and_a_message() {
 
 #[tokio::test]
 async fn bad_requests_get_the_review_shape_with_the_uid_when_known() {
-    let env = Env::start(0).await;
+    let env = Env::start_named("member", 0).await;
     let webhooks = Webhooks::new(&env.mgr);
     configmap_webhooks(&webhooks);
     widget_webhooks(&webhooks);
@@ -206,7 +206,7 @@ async fn bad_requests_get_the_review_shape_with_the_uid_when_known() {
 
 #[tokio::test]
 async fn a_panicking_handler_answers_500_for_that_request_only() {
-    let env = Env::start(0).await;
+    let env = Env::start_named("member", 0).await;
     let webhooks = Webhooks::new(&env.mgr);
     configmap_webhooks(&webhooks);
     widget_webhooks(&webhooks);
@@ -298,11 +298,11 @@ async fn conversion_converts_every_object_in_order_or_fails_the_review() {
 
 #[tokio::test]
 async fn member_routes_hand_the_member_to_the_handler_and_fail_for_strangers() {
-    let env = Env::start(2).await;
+    let env = Env::start_named("member", 2).await;
     let webhooks = Webhooks::new(&env.mgr);
     configmap_webhooks(&webhooks);
     widget_webhooks(&webhooks);
-    env.run().await;
+    env.run_engaged().await;
     let s = serve(webhooks, ServerOptions::default()).await;
     // member-1 blocks the name `settings`; member-2 does not.
     let blocklist = ConfigMap {
@@ -366,7 +366,7 @@ async fn member_routes_hand_the_member_to_the_handler_and_fail_for_strangers() {
     // A member that leaves is refused from then on.
     env.provider.remove(&"member-2".into());
     let fleet = env.mgr.fleet().clone();
-    mcr_envtest::wait::eventually("member-2 to leave", common::DEADLINE, || {
+    mcr_envtest::wait::eventually("member-2 to leave", common::WAIT, || {
         fleet.get(&"member-2".into()).is_err()
     })
     .await;
@@ -386,7 +386,7 @@ async fn a_rotated_certificate_reaches_new_connections_and_open_ones_keep_workin
 
     let new_leaf = s.pki.issue("serving-2");
     let certs = s.server.certificates().clone();
-    mcr_envtest::wait::eventually("the new certificate to load", common::DEADLINE, || {
+    mcr_envtest::wait::eventually("the new certificate to load", common::WAIT, || {
         certs.generation() > first
     })
     .await;
@@ -443,7 +443,7 @@ async fn closed_by_server(mut stream: impl tokio::io::AsyncRead + Unpin) -> Vec<
 
 #[tokio::test]
 async fn stalled_handshakes_and_headers_are_cut_off() {
-    let env = Env::start(0).await;
+    let env = Env::start_named("member", 0).await;
     let webhooks = Webhooks::new(&env.mgr);
     configmap_webhooks(&webhooks);
     let mut options = ServerOptions::default();
@@ -498,7 +498,7 @@ async fn stalled_handshakes_and_headers_are_cut_off() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_blocking_converter_is_cut_by_the_handler_timeout() {
-    let env = Env::start(0).await;
+    let env = Env::start_named("member", 0).await;
     let webhooks = Webhooks::new(&env.mgr);
     // The converter blocks its thread until the test lets it go (drops the sender).
     let (release, held) = std::sync::mpsc::channel::<()>();

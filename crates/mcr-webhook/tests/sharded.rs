@@ -10,7 +10,7 @@ mod common;
 
 use std::{collections::BTreeSet, sync::Arc, time::Duration};
 
-use common::{DEADLINE, Running, body, configmap_webhooks, connect, fixture, serve};
+use common::{Running, WAIT, body, configmap_webhooks, connect, fixture, serve};
 use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use mcr_core::{Cluster, providers::clusters::ClustersProvider};
 use mcr_envtest::{Fleet, TestCluster};
@@ -168,7 +168,7 @@ async fn settled(replicas: &[&Replica], all: &BTreeSet<String>) -> Vec<BTreeSet<
     let mut split = Vec::new();
     mcr_envtest::wait::eventually(
         "every member engaged by exactly one replica, every replica by some",
-        DEADLINE,
+        WAIT,
         || {
             split = replicas
                 .iter()
@@ -319,7 +319,7 @@ async fn urls_follow_owners(fleet: &Fleet, ids: &[&str], split: &[BTreeSet<Strin
                 format!("https://{id}.webhooks.example.test:9443/clusters/{member}{VALIDATE}");
             mcr_envtest::wait::eventually_async(
                 &format!("{member}'s configuration to call its owner {id}"),
-                DEADLINE,
+                WAIT,
                 || {
                     let (client, want) = (client.clone(), want.clone());
                     async move { config_url(&client).await.as_deref() == Some(want.as_str()) }
@@ -358,7 +358,7 @@ async fn a_handoff_swaps_the_url_and_never_deletes_the_configuration() {
     urls_follow_owners(&fleet, &["r1", "r2"], &split).await;
     // r1 has decided about every member it handed over (so any delete it would send is sent).
     let r1_writer = r1.writer.clone().unwrap();
-    mcr_envtest::wait::eventually("r1 to record the members it handed to r2", DEADLINE, || {
+    mcr_envtest::wait::eventually("r1 to record the members it handed to r2", WAIT, || {
         let statuses = r1_writer.member_statuses();
         split[1].iter().all(|member| {
             statuses.iter().any(|s| {
@@ -380,7 +380,7 @@ async fn a_handoff_swaps_the_url_and_never_deletes_the_configuration() {
 
     // r2 stops: its members go back to r1, again without a delete.
     r2.token.cancel();
-    tokio::time::timeout(DEADLINE, &mut r2.run)
+    tokio::time::timeout(WAIT, &mut r2.run)
         .await
         .expect("r2 stops in time")
         .unwrap()
@@ -671,11 +671,9 @@ async fn three_replicas_behind_one_address_with_a_kill_and_a_join_refuse_no_writ
     let r2 = Process::start("r2", &host, &fleet, &pki, &base).await;
     let r3 = Process::start("r3", &host, &fleet, &pki, &base).await;
     frontend.set(&[r1.addr, r2.addr, r3.addr]);
-    mcr_envtest::wait::eventually(
-        "each member engaged by exactly one replica",
-        DEADLINE,
-        || each_owned_once(&[&r1, &r2, &r3], &all),
-    )
+    mcr_envtest::wait::eventually("each member engaged by exactly one replica", WAIT, || {
+        each_owned_once(&[&r1, &r2, &r3], &all)
+    })
     .await;
     eprintln!("owners: {}", owners(&[&r1, &r2, &r3]));
     // Every member has the configuration calling the one address, and (on real control
@@ -685,7 +683,7 @@ async fn three_replicas_behind_one_address_with_a_kill_and_a_join_refuse_no_writ
         let want = format!("{base}/clusters/{}{CHECK}", member.name());
         mcr_envtest::wait::eventually_async(
             &format!("{}'s configuration", member.name()),
-            DEADLINE,
+            WAIT,
             || {
                 let (client, want) = (client.clone(), want.clone());
                 async move { config_url(&client).await.as_deref() == Some(want.as_str()) }
@@ -697,7 +695,7 @@ async fn three_replicas_behind_one_address_with_a_kill_and_a_join_refuse_no_writ
                 kube::Api::namespaced(client.clone(), "default");
             mcr_envtest::wait::eventually_async(
                 &format!("{}'s apiserver to call the webhook", member.name()),
-                DEADLINE,
+                WAIT,
                 || {
                     let api = api.clone();
                     async move {
@@ -764,7 +762,7 @@ async fn three_replicas_behind_one_address_with_a_kill_and_a_join_refuse_no_writ
         let from = writes();
         let tally = tally.clone();
         async move {
-            mcr_envtest::wait::eventually(&format!("{n} more writes"), DEADLINE, || {
+            mcr_envtest::wait::eventually(&format!("{n} more writes"), WAIT, || {
                 tally.lock().total() >= from + n
             })
             .await;
@@ -784,7 +782,7 @@ async fn three_replicas_behind_one_address_with_a_kill_and_a_join_refuse_no_writ
     frontend.set(&[a.addr, b.addr]);
     mcr_envtest::wait::eventually(
         &format!("{victim_id}'s members to be taken over"),
-        DEADLINE,
+        WAIT,
         || each_owned_once(&[&a, &b], &all),
     )
     .await;
@@ -795,7 +793,7 @@ async fn three_replicas_behind_one_address_with_a_kill_and_a_join_refuse_no_writ
     let before = (a.owned(), b.owned());
     let r4 = Process::start("r4", &host, &fleet, &pki, &base).await;
     frontend.set(&[a.addr, b.addr, r4.addr]);
-    mcr_envtest::wait::eventually("r4 to take its share", DEADLINE, || {
+    mcr_envtest::wait::eventually("r4 to take its share", WAIT, || {
         each_owned_once(&[&a, &b, &r4], &all) && (a.owned(), b.owned()) != before
     })
     .await;

@@ -1,8 +1,6 @@
 //! example-capi: `--help`, and the scripted demo against its embedded management cluster in
 //! both Cluster API versions.
 
-mod common;
-
 use example_support::run_to_end;
 
 const BIN: &str = env!("CARGO_BIN_EXE_example-capi");
@@ -95,11 +93,11 @@ async fn runs_against_a_management_cluster_from_its_kubeconfig() -> anyhow::Resu
     Api::<Secret>::namespaced(host.clone(), &ns)
         .create(&PostParams::default(), &secret)
         .await?;
-    common::install_cluster_crd(&host, &ns).await?;
-    common::clusters(&host, &ns)
+    mcr_test_support::install_crd(&host, &mcr_test_support::capi_cluster_crd()).await;
+    mcr_test_support::capi_clusters(&host, &ns, "v1beta2")
         .create(
             &PostParams::default(),
-            &common::ready_cluster(&member.name)?,
+            &mcr_test_support::capi_cluster("v1beta2", &member.name, true),
         )
         .await?;
 

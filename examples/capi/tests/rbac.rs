@@ -19,8 +19,6 @@
 //! 3. `b`'s Secret made after that, with a labelled ConfigMap in the host: engaged only through
 //!    the (metadata) Secret watch, so its list and watch.
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -77,7 +75,7 @@ impl World {
         let host = TestCluster::start("mgmt").await?;
         let member = TestCluster::start("member").await?;
         let dir = tempfile::tempdir()?;
-        common::install_cluster_crd(&host.client(), NAMESPACE).await?;
+        mcr_test_support::install_crd(&host.client(), &mcr_test_support::capi_cluster_crd()).await;
         let deploy = rbac::deploy_dir();
         let (overlay, member_dir) = (deploy.join("examples/capi"), deploy.join("member"));
         rbac::apply_kustomization(&host, &overlay, dir.path()).await?;
@@ -106,7 +104,7 @@ impl World {
 
     async fn scenario(&self, run: usize, deadline: Duration) -> Result<Outcome> {
         let host = self.host.client();
-        let clusters = common::clusters(&host, NAMESPACE);
+        let clusters = mcr_test_support::capi_clusters(&host, NAMESPACE, "v1beta2");
         let secrets: Api<Secret> = Api::namespaced(host.clone(), NAMESPACE);
         let in_a: Api<ConfigMap> = Api::namespaced(self.member.client(), "default");
         let in_b: Api<ConfigMap> = Api::namespaced(host.clone(), "default");
@@ -116,7 +114,9 @@ impl World {
         secrets
             .create(&pp, &kubeconfig_secret(&a, &self.workload_a))
             .await?;
-        clusters.create(&pp, &common::ready_cluster(&a)?).await?;
+        clusters
+            .create(&pp, &mcr_test_support::capi_cluster("v1beta2", &a, true))
+            .await?;
         in_a.create(&pp, &labelled(&cm_a)).await?;
         let kc = self.kubeconfig.display().to_string();
         let controller = Controller::start(BIN, &["--kubeconfig", &kc], &self.log(run))?;
@@ -124,7 +124,9 @@ impl World {
             if !stamped(&in_a, &cm_a, &format!("{NAMESPACE}/{a}"), deadline).await {
                 return Ok::<_, anyhow::Error>(Some(1));
             }
-            clusters.create(&pp, &common::ready_cluster(&b)?).await?;
+            clusters
+                .create(&pp, &mcr_test_support::capi_cluster("v1beta2", &b, true))
+                .await?;
             let missing = format!("{b}-kubeconfig");
             if !waits_for_secret(&controller, &missing, deadline).await {
                 return Ok(Some(2));

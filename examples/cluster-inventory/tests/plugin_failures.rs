@@ -6,8 +6,7 @@
 mod common;
 mod plugin_common;
 
-use std::io::Write;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use mcr_envtest::TestCluster;
@@ -18,28 +17,10 @@ use serde_json::json;
 use common::{DEADLINE, InventoryRun, Running, fast, hub, put_profile, status};
 use plugin_common::*;
 
-/// Every log line of the test binary, at debug level.
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Captured {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
 #[tokio::test]
 async fn failing_plugins_are_isolated_bounded_and_retried() {
-    let logs = Captured::default();
-    let writer = logs.clone();
-    tracing_subscriber::fmt()
-        .with_env_filter("debug")
-        .with_writer(move || writer.clone())
-        .init();
+    // Every log line of the test binary, at debug level.
+    let logs = mcr_test_support::Logs::install("debug");
     let hub = hub().await;
     let m1 = TestCluster::start_https("m1").await.unwrap();
     let plugin = Plugin::new(&[&m1]);
@@ -118,7 +99,7 @@ async fn failing_plugins_are_isolated_bounded_and_retried() {
     assert!(garbage_runs >= 2, "retried: {garbage_runs} runs");
     run.stop().await;
 
-    let logs = String::from_utf8_lossy(&logs.0.lock().unwrap()).into_owned();
+    let logs = logs.text();
     assert!(logs.contains("default/garbage"), "failures are logged");
     assert!(
         !logs.contains(MARKER),

@@ -40,6 +40,12 @@ pub fn write_certificate(dir: &Path) -> Result<String> {
 /// calls the webhook. Returns the refusal of the invalid one and whether the valid one was
 /// accepted. The apiserver learns about a new webhook configuration through an informer, so
 /// the invalid one is tried as a dry run until it is refused (or `step` passes).
+///
+/// In a sharded fleet a member can move to another replica meanwhile: until the new owner's
+/// URL reaches the member's apiserver, its calls go to the old owner, which fails them (503),
+/// and under `failurePolicy: Fail` the apiserver refuses the write with 500 "failed calling
+/// webhook". Such writes are retried (until `step` passes), as a client retries a write
+/// refused under `Fail`; a denial is never retried.
 pub async fn through_apiserver(
     client: &Client,
     step: Duration,
@@ -51,29 +57,49 @@ pub async fn through_apiserver(
         ..Default::default()
     };
     let deadline = tokio::time::Instant::now() + step;
-    while api
-        .create(&dry, &config_map("invalid", "eleven"))
-        .await
-        .is_ok()
-    {
-        if tokio::time::Instant::now() > deadline {
-            bail!("the webhook was not called within {step:?}");
+    // Until the webhook is called and answers: a dry run that is admitted (not called yet) or
+    // whose call failed is tried again.
+    loop {
+        match api.create(&dry, &config_map("invalid", "eleven")).await {
+            Err(err) if !call_failed(&err) => break,
+            _ if tokio::time::Instant::now() > deadline => {
+                bail!("the webhook did not answer within {step:?}")
+            }
+            _ => tokio::time::sleep(Duration::from_millis(200)).await,
         }
-        tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    let refused = match api
-        .create(&PostParams::default(), &config_map("invalid", "eleven"))
-        .await
-    {
+    let create = async |name: &str, replicas: &str| loop {
+        match api
+            .create(&PostParams::default(), &config_map(name, replicas))
+            .await
+        {
+            Err(err) if call_failed(&err) && tokio::time::Instant::now() < deadline => {
+                tracing::info!(error = %err, "the webhook call failed; retrying the write");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            other => return other,
+        }
+    };
+    let refused = match create("invalid", "eleven").await {
         Ok(_) => None,
         Err(kube::Error::Api(status)) => Some(status.message),
         Err(other) => return Err(other).context("creating the invalid ConfigMap"),
     };
-    let allowed = api
-        .create(&PostParams::default(), &config_map("valid", "3"))
-        .await
-        .is_ok();
+    let allowed = match create("valid", "3").await {
+        Ok(_) => true,
+        Err(err) if call_failed(&err) => {
+            return Err(err).context("creating the valid ConfigMap: the webhook call kept failing");
+        }
+        Err(_) => false,
+    };
     Ok((refused, allowed))
+}
+
+/// Whether kube-apiserver refused a write because calling the webhook failed (its
+/// `failurePolicy: Fail` applied), not because the webhook denied it.
+fn call_failed(err: &kube::Error) -> bool {
+    matches!(err, kube::Error::Api(status)
+        if status.code == 500 && status.message.contains("failed calling webhook"))
 }
 
 /// Sends the cluster's route the AdmissionReview kube-apiserver would send for creating an

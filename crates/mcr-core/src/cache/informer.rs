@@ -14,7 +14,7 @@ use std::{
 use futures::{StreamExt, channel::mpsc::unbounded, stream::BoxStream};
 use kube::{
     Resource,
-    runtime::reflector::{Lookup, ObjectRef, Store},
+    runtime::reflector::{Lookup, ObjectRef},
 };
 
 use super::{indexer::Extractor, shared::Shared};
@@ -179,32 +179,6 @@ where
             .find(|p| p.namespace.is_none() || p.namespace.as_deref() == namespace)
     }
 
-    /// The kube-runtime reader store behind this informer. For an informer over several
-    /// namespaces, the store of the first namespace only: read those through
-    /// [`get`](Self::get) and [`list`](Self::list), or [`stores`](Self::stores).
-    ///
-    /// ```no_run
-    /// # fn f(i: mcr_core::Informer<k8s_openapi::api::core::v1::ConfigMap>) {
-    /// let store = i.store();
-    /// println!("{} configmaps", store.len());
-    /// # }
-    /// ```
-    pub fn store(&self) -> Store<K> {
-        self.first().store.clone()
-    }
-
-    /// The kube-runtime reader stores behind this informer: one per watched namespace, or one
-    /// for every namespace.
-    ///
-    /// ```no_run
-    /// # fn f(i: mcr_core::Informer<k8s_openapi::api::core::v1::ConfigMap>) {
-    /// let total: usize = i.stores().iter().map(|s| s.len()).sum();
-    /// # }
-    /// ```
-    pub fn stores(&self) -> Vec<Store<K>> {
-        self.parts.iter().map(|p| p.store.clone()).collect()
-    }
-
     /// The object of that namespace (`None` for cluster-scoped) and name, from memory.
     ///
     /// `None` also for an object of a namespace this informer does not watch (see
@@ -337,13 +311,11 @@ where
     ///
     /// Errors with [`Error::Index`] if no index of that name is registered on this informer
     /// (see [`Cache::index_field`](crate::Cache::index_field)).
-    ///
-    /// ```no_run
-    /// # fn f(i: mcr_core::Informer<k8s_openapi::api::core::v1::ConfigMap>) -> Result<(), mcr_core::Error> {
-    /// let owned = i.list_by_index("owner", "my-app")?;
-    /// # Ok(()) }
-    /// ```
-    pub fn list_by_index(&self, index_name: &str, value: &str) -> Result<Vec<Arc<K>>, Error> {
+    pub(crate) fn list_by_index(
+        &self,
+        index_name: &str,
+        value: &str,
+    ) -> Result<Vec<Arc<K>>, Error> {
         let mut out = Vec::new();
         for part in self.parts.iter() {
             out.extend(list_by_index(part, index_name, value)?);

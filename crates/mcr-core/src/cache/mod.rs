@@ -15,7 +15,7 @@ mod shared;
 mod sync;
 mod watch;
 
-use std::{any::Any, collections::HashMap, fmt::Debug, hash::Hash, sync::Arc, time::Duration};
+use std::{any::Any, collections::HashMap, fmt::Debug, hash::Hash, sync::Arc};
 
 use futures::StreamExt;
 use kube::{
@@ -37,7 +37,7 @@ pub(crate) use key::TypeTag;
 use shared::{ErasedInformer, Shared};
 pub use watch::{watch, watch_metadata};
 
-use crate::{ClusterName, Error};
+use crate::ClusterName;
 
 struct Entry {
     any: Arc<dyn Any + Send + Sync>,
@@ -107,13 +107,7 @@ impl std::fmt::Debug for Cache {
 impl Cache {
     /// A new, not yet started cache for the cluster `cluster` reached through `client`.
     /// [`Cluster::new`](crate::Cluster::new) creates one for you.
-    ///
-    /// ```no_run
-    /// # fn f(client: kube::Client) {
-    /// let cache = mcr_core::Cache::new("a".into(), client);
-    /// # }
-    /// ```
-    pub fn new(cluster: ClusterName, client: kube::Client) -> Cache {
+    pub(crate) fn new(cluster: ClusterName, client: kube::Client) -> Cache {
         Cache {
             inner: Arc::new(Inner {
                 cluster,
@@ -214,41 +208,22 @@ impl Cache {
 
     /// The shared informer for a typed resource (all namespaces, no selector; see
     /// [`informer_with`](Self::informer_with) for namespace-scoped watches). It is handed out
-    /// at once, possibly before its initial list completed: read it through
-    /// [`synced_informer`](Self::synced_informer) (or [`Informer::wait_for_sync`]) when an
-    /// empty store must mean "no objects".
+    /// at once, possibly before its initial list completed: wait for
+    /// [`Informer::wait_for_sync`] when an empty store must mean "no objects".
     ///
     /// ```no_run
-    /// # fn f(c: mcr_core::Cluster) {
+    /// # async fn f(c: mcr_core::Cluster) -> Result<(), mcr_core::Error> {
     /// use k8s_openapi::api::apps::v1::Deployment;
     /// let deployments = c.cache().informer::<Deployment>();
-    /// # }
+    /// deployments.wait_for_sync(std::time::Duration::from_secs(30)).await?;
+    /// let missing = deployments.get(Some("default"), "web").is_none(); // really absent
+    /// # Ok(()) }
     /// ```
     pub fn informer<K>(&self) -> Informer<K>
     where
         K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
     {
         self.informer_with::<K>((), InformerOptions::default())
-    }
-
-    /// [`informer`](Self::informer), once its initial list has completed: an empty store then
-    /// means "no objects", not "not listed yet". Errors with [`Error::SyncTimeout`] after
-    /// `timeout`, or [`Error::Stopped`] once the cluster's token has fired.
-    ///
-    /// ```no_run
-    /// # async fn f(c: mcr_core::Cluster) -> Result<(), mcr_core::Error> {
-    /// use k8s_openapi::api::core::v1::ConfigMap;
-    /// let cms = c.cache().synced_informer::<ConfigMap>(std::time::Duration::from_secs(30)).await?;
-    /// let missing = cms.get(Some("default"), "settings").is_none(); // really absent
-    /// # Ok(()) }
-    /// ```
-    pub async fn synced_informer<K>(&self, timeout: Duration) -> Result<Informer<K>, Error>
-    where
-        K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
-    {
-        let informer = self.informer::<K>();
-        informer.wait_for_sync(timeout).await?;
-        Ok(informer)
     }
 
     /// The shared informer for a resource with a dynamic type (e.g. `DynamicObject` with an

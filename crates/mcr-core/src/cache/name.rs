@@ -5,8 +5,8 @@ use crate::ClusterName;
 
 impl Cache {
     /// The name of the cluster this cache belongs to, as its logs and errors give it: the name
-    /// it was engaged under ([`engaged_as`](Self::engaged_as)), else the name it was built
-    /// with.
+    /// it was engaged under (the first one, when the engagement table engaged it under
+    /// several), else the name it was built with.
     ///
     /// ```no_run
     /// # fn f(c: mcr_core::Cluster) {
@@ -17,18 +17,11 @@ impl Cache {
         self.inner.engaged_as.get().unwrap_or(&self.inner.cluster)
     }
 
-    /// Records the name the cluster was engaged under (the manager calls it), so that this
-    /// cache's logs and errors, and those of informers opened from now on, use it: a cluster
-    /// engaged through the multi provider as `kind#dev` is `kind#dev` everywhere, not `dev`.
-    /// The first engagement's name stays.
-    ///
-    /// ```no_run
-    /// # fn f(c: mcr_core::Cluster) {
-    /// c.cache().engaged_as(&"kind#dev".into());
-    /// assert_eq!(c.cache().cluster(), "kind#dev");
-    /// # }
-    /// ```
-    pub fn engaged_as(&self, name: &ClusterName) {
+    /// Records the name the cluster was engaged under (the engagement table calls it), so that
+    /// this cache's logs and errors, and those of informers opened from now on, use it: a
+    /// cluster engaged through the multi provider as `kind#dev` is `kind#dev` everywhere, not
+    /// `dev`. The first engagement's name stays.
+    pub(crate) fn engaged_as(&self, name: &ClusterName) {
         if self.inner.engaged_as.set(name.clone()).is_err() && self.cluster() != name {
             tracing::debug!(cluster = %self.cluster(), also = %name, "cluster engaged under a second name");
         }

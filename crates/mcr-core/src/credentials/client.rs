@@ -66,8 +66,8 @@ pub struct RenewableClient;
 impl RenewableClient {
     /// A client for `config`'s server, CA, TLS and header settings, authenticated with
     /// `credentials` (any credentials in `config.auth_info` are ignored). Idle pooled
-    /// connections are closed after
-    /// [`DEFAULT_POOL_IDLE_TIMEOUT`](crate::kubeconfig::DEFAULT_POOL_IDLE_TIMEOUT).
+    /// connections are closed after 90 s (the default of
+    /// [`ClientOptions::pool_idle_timeout`](crate::kubeconfig::ClientOptions::pool_idle_timeout)).
     pub fn build(
         config: kube::Config,
         credentials: Credentials,
@@ -80,7 +80,7 @@ impl RenewableClient {
     }
 
     /// [`build`](Self::build), closing pooled connections idle for `pool_idle_timeout`.
-    pub fn build_with_pool_idle(
+    pub(crate) fn build_with_pool_idle(
         mut config: kube::Config,
         credentials: Credentials,
         pool_idle_timeout: std::time::Duration,

@@ -1,5 +1,6 @@
-//! Kubeconfig rotations that only change credentials: [`is_renewable`], [`endpoint_hash`],
-//! [`cluster_for_context`] and [`renew_in_place`].
+//! Kubeconfig rotations that only change credentials: [`cluster_for_context`] builds a
+//! renewable member, [`renew_in_place`] applies a rotation to it (used by
+//! [`Members`](crate::members::Members)).
 
 use kube::config::{AuthInfo, Kubeconfig};
 
@@ -30,17 +31,7 @@ fn user_of<'a>(kc: &'a mut Kubeconfig, context: Option<&str>) -> Option<&'a mut 
 
 /// Whether `context`'s user has static credentials (a token or a client certificate) and no
 /// exec plugin or auth-provider, so that its clients can be renewed in place.
-///
-/// ```
-/// let kc = mcr_core::kubeconfig::parse(br#"
-/// clusters: [{name: c, cluster: {server: "https://10.0.0.1"}}]
-/// users: [{name: u, user: {token: abc}}]
-/// contexts: [{name: ctx, context: {cluster: c, user: u}}]
-/// current-context: ctx
-/// "#).unwrap();
-/// assert!(mcr_core::credentials::is_renewable(&kc, None));
-/// ```
-pub fn is_renewable(kc: &Kubeconfig, context: Option<&str>) -> bool {
+pub(crate) fn is_renewable(kc: &Kubeconfig, context: Option<&str>) -> bool {
     let mut kc = kc.clone();
     user_of(&mut kc, context).is_some_and(|u| {
         u.exec.is_none()
@@ -55,7 +46,7 @@ pub fn is_renewable(kc: &Kubeconfig, context: Option<&str>) -> bool {
 /// The [`connection_hash`] of `context` with the user's credentials (token, token file,
 /// client certificate and key) left out: equal hashes mean a rotation changed only the
 /// credentials, which [`renew_in_place`] can apply without rebuilding the cluster.
-pub fn endpoint_hash(kc: &Kubeconfig, context: Option<&str>) -> Result<String, Error> {
+pub(crate) fn endpoint_hash(kc: &Kubeconfig, context: Option<&str>) -> Result<String, Error> {
     let mut kc = kc.clone();
     if let Some(user) = user_of(&mut kc, context) {
         user.token = None;
@@ -69,8 +60,10 @@ pub fn endpoint_hash(kc: &Kubeconfig, context: Option<&str>) -> Result<String, E
 }
 
 /// A cluster whose client is renewable ([`RenewableClient`]) for a context with static
-/// credentials (see [`is_renewable`]); its handle remembers the [`endpoint_hash`]. File
-/// references and proxies are refused unless `policy` allows them.
+/// credentials (a token or a client certificate, no exec plugin or auth-provider); its handle
+/// remembers the kubeconfig's connection hash without the credentials, so that a rotation of
+/// only those is applied in place. File references and proxies are refused unless `policy`
+/// allows them.
 pub async fn cluster_for_context(
     name: impl Into<ClusterName>,
     kc: &Kubeconfig,
@@ -91,16 +84,7 @@ pub async fn cluster_for_context(
 /// already in use), `Ok(false)` when the cluster must be replaced instead. The rotated
 /// kubeconfig goes through `policy` like a new one (a rotation to `tokenFile:` is refused
 /// unless file references are allowed).
-///
-/// ```no_run
-/// # async fn f(cluster: mcr_core::Cluster, kc: mcr_core::kubeconfig::Kubeconfig) -> Result<(), mcr_core::credentials::Error> {
-/// use mcr_core::credentials::renew_in_place;
-/// if !renew_in_place(&cluster, &kc, None, &Default::default(), &Default::default()).await? {
-///     // build a new cluster and replace this one
-/// }
-/// # Ok(()) }
-/// ```
-pub async fn renew_in_place(
+pub(crate) async fn renew_in_place(
     cluster: &Cluster,
     kc: &Kubeconfig,
     context: Option<&str>,

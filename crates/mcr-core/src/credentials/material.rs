@@ -86,7 +86,7 @@ impl Credentials {
     /// The credentials of a kubeconfig user: a token (`token`, `tokenFile`) or a client
     /// certificate (`client-certificate[-data]`, `client-key[-data]`). Exec plugins,
     /// auth-providers and basic auth are refused (they cannot be renewed in place).
-    pub fn from_auth_info(auth: &AuthInfo) -> Result<Credentials, Error> {
+    pub(crate) fn from_auth_info(auth: &AuthInfo) -> Result<Credentials, Error> {
         if auth.exec.is_some() || auth.auth_provider.is_some() {
             return Err(Error::Invalid(
                 "exec plugins and auth-providers are not renewable credentials".into(),

@@ -12,16 +12,17 @@
 //! - the [`Cluster`](crate::Cluster) (its identity, cache, informers and field indexes) stays
 //!   the same: watches that reconnect resume from their resourceVersion, nothing is relisted.
 //!
-//! [`run_renewal`] renews before expiry ([`RenewalOptions`]: a fraction of the lifetime or a
+//! [`spawn_renewal`] renews before expiry ([`RenewalOptions`]: a fraction of the lifetime or a
 //! margin, with jitter), retries failures with backoff, and logs a failing renewal with the
 //! cluster name, never the credentials. [`CredentialHandle::status`] exposes the expiry and
 //! failures for health checks and metrics; a [`Cluster`](crate::Cluster) built
 //! [`with_credentials`](crate::Cluster::with_credentials) returns it from
 //! [`Cluster::credentials`](crate::Cluster::credentials).
 //!
-//! Providers whose kubeconfigs rotate (Secrets, files) build members with
-//! [`cluster_for_context`] when [`is_renewable`], and call [`renew_in_place`] on a change: when
-//! only the credentials changed ([`endpoint_hash`] equal), the running cluster takes them.
+//! Providers whose kubeconfigs rotate (Secrets, files) get this from
+//! [`Members`](crate::members::Members): a member whose context has static credentials (a
+//! token or a client certificate, no plugin) is built with [`cluster_for_context`], and when a
+//! rotated kubeconfig changes only its credentials, the running cluster takes them.
 //!
 //! ```no_run
 //! use std::sync::Arc;
@@ -42,9 +43,10 @@ mod redact;
 mod renew;
 
 pub use client::{CredentialHandle, RenewableClient};
-pub use kubeconfig::{cluster_for_context, endpoint_hash, is_renewable, renew_in_place};
+pub use kubeconfig::cluster_for_context;
+pub(crate) use kubeconfig::{is_renewable, renew_in_place};
 pub use material::Credentials;
-pub use renew::{CredentialStatus, Renew, RenewError, RenewalOptions, run_renewal, spawn_renewal};
+pub use renew::{CredentialStatus, Renew, RenewalOptions, spawn_renewal};
 
 use kube::config::{KubeConfigOptions, Kubeconfig};
 

@@ -1,4 +1,4 @@
-//! Scheduled renewal: [`Renew`], [`RenewalOptions`], [`run_renewal`], [`CredentialStatus`].
+//! Scheduled renewal: [`Renew`], [`RenewalOptions`], [`spawn_renewal`], [`CredentialStatus`].
 
 use std::hash::{BuildHasher, RandomState};
 use std::sync::Arc;
@@ -9,28 +9,25 @@ use tracing::Instrument;
 
 use super::{CredentialHandle, Credentials};
 use crate::backoff::Backoff;
-use crate::{BoxFuture, ClusterName};
-
-/// The error a [`Renew`] source returns. It must not contain credential material.
-pub type RenewError = Box<dyn std::error::Error + Send + Sync>;
+use crate::{BoxError, BoxFuture, ClusterName};
 
 /// A source of fresh credentials for one cluster (e.g. Gardener's `adminkubeconfig`
 /// subresource, a token request, a rotated Secret).
 ///
 /// ```
-/// use mcr_core::BoxFuture;
-/// use mcr_core::credentials::{Credentials, Renew, RenewError};
+/// use mcr_core::{BoxError, BoxFuture};
+/// use mcr_core::credentials::{Credentials, Renew};
 ///
 /// struct FixedToken(String);
 /// impl Renew for FixedToken {
-///     fn renew(&self) -> BoxFuture<'_, Result<Credentials, RenewError>> {
+///     fn renew(&self) -> BoxFuture<'_, Result<Credentials, BoxError>> {
 ///         Box::pin(async move { Ok(Credentials::bearer(&self.0)?) })
 ///     }
 /// }
 /// ```
 pub trait Renew: Send + Sync {
-    /// Fetches new credentials.
-    fn renew(&self) -> BoxFuture<'_, Result<Credentials, RenewError>>;
+    /// Fetches new credentials. The error must not contain credential material.
+    fn renew(&self) -> BoxFuture<'_, Result<Credentials, BoxError>>;
 }
 
 /// When to renew: at `fraction` of the credentials' lifetime (measured from when they were
@@ -178,8 +175,14 @@ impl State {
     }
 }
 
-/// Spawns [`run_renewal`] on the current tokio runtime; it stops with `token` (pass the
-/// cluster's token, so renewal ends when the cluster is removed).
+/// Renews `handle`'s credentials from `source` before they expire, in a task spawned on the
+/// current tokio runtime, until `token` is cancelled (pass the cluster's token, so renewal
+/// ends when the cluster is removed). Credentials without a known expiry are not renewed on a
+/// schedule.
+///
+/// A failed renewal is retried with backoff and logged with the cluster name (never the
+/// credentials): a warning while the credentials are still valid, an error once they have
+/// expired. [`CredentialHandle::status`] exposes the same for health checks and metrics.
 ///
 /// ```no_run
 /// # use std::sync::Arc;
@@ -196,26 +199,8 @@ pub fn spawn_renewal(
     opts: RenewalOptions,
     token: CancellationToken,
 ) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(run_renewal(cluster, handle, source, opts, token))
-}
-
-/// Renews `handle`'s credentials from `source` before they expire, forever (until `token` is
-/// cancelled). Credentials without a known expiry are not renewed on a schedule.
-///
-/// A failed renewal is retried with backoff and logged with the cluster name (never the
-/// credentials): a warning while the credentials are still valid, an error once they have
-/// expired. [`CredentialHandle::status`] exposes the same for health checks and metrics.
-pub async fn run_renewal(
-    cluster: ClusterName,
-    handle: CredentialHandle,
-    source: Arc<dyn Renew>,
-    opts: RenewalOptions,
-    token: CancellationToken,
-) {
     let span = tracing::debug_span!("credential_renewal", cluster = %cluster);
-    renewal_loop(cluster, handle, source, opts, token)
-        .instrument(span)
-        .await
+    tokio::spawn(renewal_loop(cluster, handle, source, opts, token).instrument(span))
 }
 
 async fn renewal_loop(

@@ -393,6 +393,14 @@ impl Up<'_> {
         // Phase 1, open the informers: start the cache, engage (the manager's controllers open
         // their informers as they engage), apply the indexes. Phase 2: wait until every
         // informer opened so far has listed. Phase 3, activation, is the caller's.
+        // One of the table's turns to sync, waited for before the sync timeout starts.
+        let _turn = tokio::select! {
+            biased;
+            () = self.token.cancelled() => return Err(Error::Stopped(self.name.clone())),
+            turn = table.table.syncing.acquire() => {
+                turn.map_err(|_closed| Error::Stopped(self.name.clone()))?
+            }
+        };
         let cache = self.cluster.cache();
         cache.start(self.token.clone());
         let Some(old) = replacing else {

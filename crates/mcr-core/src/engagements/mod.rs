@@ -3,6 +3,7 @@
 //! under a [`Coordinator`]).
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -94,6 +95,11 @@ struct State {
 struct Table {
     state: Mutex<State>,
     coordinator: OnceLock<Arc<dyn Coordinator>>,
+    /// Permits to open a member's informers and wait for them to list: at most
+    /// [`max_syncing`](Engagements::with_max_syncing) members at a time.
+    syncing: tokio::sync::Semaphore,
+    /// The limit `syncing` was set to.
+    max_syncing: AtomicUsize,
 }
 
 /// What a view does with a cluster another replica owns.
@@ -175,7 +181,10 @@ impl std::fmt::Debug for Engagements {
 }
 
 /// The default of [`Engagements::with_sync_timeout`]: 30 s.
-pub const DEFAULT_SYNC_TIMEOUT: Duration = Duration::from_secs(30);
+pub(crate) const DEFAULT_SYNC_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The default of [`Engagements::with_max_syncing`]: 64 members at a time.
+pub(crate) const DEFAULT_MAX_SYNCING: usize = 64;
 
 impl Engagements {
     /// An empty table, with no subscriber and no coordinator (this replica owns every
@@ -189,6 +198,8 @@ impl Engagements {
             table: Arc::new(Table {
                 state: Mutex::new(State::default()),
                 coordinator: OnceLock::new(),
+                syncing: tokio::sync::Semaphore::new(DEFAULT_MAX_SYNCING),
+                max_syncing: AtomicUsize::new(DEFAULT_MAX_SYNCING),
             }),
             view: View {
                 prefix: Arc::from(""),
@@ -200,7 +211,7 @@ impl Engagements {
     }
 
     /// This handle, waiting at most `timeout` for a member's caches to sync
-    /// ([`Error::SyncTimeout`]; default [`DEFAULT_SYNC_TIMEOUT`]).
+    /// ([`Error::SyncTimeout`]; default 30 s).
     ///
     /// ```
     /// use std::time::Duration;
@@ -208,6 +219,34 @@ impl Engagements {
     /// ```
     pub fn with_sync_timeout(mut self, timeout: Duration) -> Self {
         self.view.sync_timeout = timeout;
+        self
+    }
+
+    /// This table, on which at most `max` members open their informers and wait for them to
+    /// list at a time (default 64; `0` counts as 1). The others wait their
+    /// turn in [`Phase::Starting`], in the order they came, and that wait does not count
+    /// against the [sync timeout](Engagements::with_sync_timeout): a provider that discovers
+    /// 10,000 members at once then lists them a few dozen at a time instead of opening
+    /// 10,000 sets of watches together, which on a loaded machine made every one of them miss
+    /// its sync timeout. A replacement (new credentials) takes a turn too.
+    ///
+    /// The limit belongs to the table and holds for every handle on it; set it where the table
+    /// is created (the manager's `ManagerBuilder::max_syncing`). Lowered while members sync,
+    /// those finish their turn.
+    ///
+    /// ```
+    /// let e = mcr_core::Engagements::new().with_max_syncing(16);
+    /// # let _ = e;
+    /// ```
+    pub fn with_max_syncing(self, max: usize) -> Self {
+        let max = max.max(1);
+        let old = self.table.max_syncing.swap(max, Ordering::Relaxed);
+        if max > old {
+            self.table.syncing.add_permits(max - old);
+        } else {
+            // Only free permits are taken back: members syncing now finish their turn.
+            self.table.syncing.forget_permits(old - max);
+        }
         self
     }
 
@@ -241,13 +280,7 @@ impl Engagements {
     }
 
     /// Whether `other` is a handle on the same table.
-    ///
-    /// ```
-    /// let e = mcr_core::Engagements::new();
-    /// assert!(e.same_table(&e.prefixed("a#")));
-    /// assert!(!e.same_table(&mcr_core::Engagements::new()));
-    /// ```
-    pub fn same_table(&self, other: &Engagements) -> bool {
+    pub(crate) fn same_table(&self, other: &Engagements) -> bool {
         Arc::ptr_eq(&self.table, &other.table)
     }
 

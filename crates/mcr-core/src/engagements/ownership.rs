@@ -57,7 +57,7 @@ impl Engagements {
 
     /// A receiver that changes every time ownership may have changed; `None` without a
     /// coordinator (ownership never changes).
-    pub fn ownership_changes(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
+    pub(crate) fn ownership_changes(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
         self.coordinator().map(|c| c.changes())
     }
 

@@ -2,7 +2,6 @@
 
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
-use std::time::SystemTime;
 
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
@@ -28,9 +27,9 @@ use crate::{Cluster, ClusterName};
 /// puts the credential it returns in place of the plugin; then builds the client.
 ///
 /// The plugin runs at most [`ClientOptions::exec_timeout`] (30 s by default) and is killed
-/// after that; its output is never logged. The client keeps the plugin's credential: when the
-/// plugin gave an expiry, rebuild the client before it (see
-/// [`client_for_context_with_expiry`]). A legacy `auth-provider` (allowed only by
+/// after that; its output is never logged. The client keeps the plugin's credential as issued:
+/// for a member whose plugin gives an expiring credential, build a [`cluster_for_context`],
+/// which renews it in place. A legacy `auth-provider` (allowed only by
 /// [`ExecPolicy::AllowAll`](super::ExecPolicy::AllowAll)) contributes the token it stores, used
 /// as it is and never refreshed; one that needs a command (`cmd-path`) is refused.
 ///
@@ -60,44 +59,9 @@ pub async fn client_for_context(
     Ok(built.client)
 }
 
-/// [`client_for_context`], also returning when the credential of the context's `exec`
-/// plugin (or the token of its `auth-provider`) expires (`None` when no expiry is known).
-/// Requests made after that time fail with 401: rebuild the client before it.
-///
-/// ```no_run
-/// use mcr_core::kubeconfig::{client_for_context_with_expiry, read, ClientOptions, ExecPolicy, ExecRule, Policy};
-/// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
-/// let kc = read(std::path::Path::new("/etc/fleet/eks.kubeconfig"))?;
-/// let policy = Policy::default().exec(ExecPolicy::allow(
-///     ExecRule::command("aws").any_args().servers(["*.eks.amazonaws.com"]).pass_env(["HOME", "PATH"]),
-/// ));
-/// let (client, expiry) =
-///     client_for_context_with_expiry(&kc, None, &ClientOptions::default(), &policy).await?;
-/// if let Some(at) = expiry {
-///     println!("rebuild before {at:?}");
-/// }
-/// # let _ = client;
-/// # Ok(()) }
-/// ```
-pub async fn client_for_context_with_expiry(
-    kc: &Kubeconfig,
-    context: Option<&str>,
-    opts: &ClientOptions,
-    policy: &Policy,
-) -> Result<(Client, Option<SystemTime>), Error> {
-    let resolved = resolve(kc, context)?;
-    let context = resolved.name.to_string();
-    let span = tracing::debug_span!("kubeconfig_client", context = %context);
-    let built = build(kc, context, opts, policy, false)
-        .instrument(span)
-        .await?;
-    Ok((built.client, built.expires_at))
-}
-
-/// A client, when its credential expires, and (when asked for and possible) what renews it.
+/// A client and (when asked for and possible) what renews its credential.
 struct BuiltClient {
     client: Client,
-    expires_at: Option<SystemTime>,
     renewal: Option<(CredentialHandle, ExecRenew)>,
 }
 
@@ -171,7 +135,6 @@ async fn build(
             };
             return Ok(BuiltClient {
                 client,
-                expires_at,
                 renewal: Some((handle, source)),
             });
         }
@@ -183,7 +146,6 @@ async fn build(
             tracing::debug!("client built");
             return Ok(BuiltClient {
                 client,
-                expires_at,
                 renewal: None,
             });
         }

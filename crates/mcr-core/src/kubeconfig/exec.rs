@@ -19,7 +19,7 @@ use super::exec_rule::basename;
 
 /// How long a plugin may run when [`ClientOptions::exec_timeout`](super::ClientOptions::exec_timeout)
 /// is unset.
-pub const DEFAULT_EXEC_TIMEOUT: Duration = Duration::from_secs(30);
+pub(crate) const DEFAULT_EXEC_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Most bytes of output read from a plugin (a credential is a few kilobytes).
 const MAX_OUTPUT: u64 = 1024 * 1024;

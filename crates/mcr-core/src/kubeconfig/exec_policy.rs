@@ -78,7 +78,7 @@ impl ExecPolicy {
     }
 
     /// True when some rule allows an `exec` plugin running `command` (arguments, servers and
-    /// environment are checked by [`check_exec_policy`]).
+    /// environment are checked by [`check_policy`](super::check_policy)).
     ///
     /// ```
     /// use mcr_core::kubeconfig::ExecPolicy;
@@ -95,13 +95,7 @@ impl ExecPolicy {
 
     /// True when `auth-provider` stanzas are allowed (only [`ExecPolicy::AllowAll`]): their
     /// stored tokens are used as they are; one that needs a command is refused all the same.
-    ///
-    /// ```
-    /// use mcr_core::kubeconfig::{ExecPolicy, ExecRule};
-    /// assert!(ExecPolicy::AllowAll.allows_auth_provider());
-    /// assert!(!ExecPolicy::allow(ExecRule::command("gcloud")).allows_auth_provider());
-    /// ```
-    pub fn allows_auth_provider(&self) -> bool {
+    pub(crate) fn allows_auth_provider(&self) -> bool {
         matches!(self, ExecPolicy::AllowAll)
     }
 }
@@ -111,33 +105,9 @@ impl ExecPolicy {
 /// looked at. Errors with [`Error::ExecNotAllowed`] (naming the context, the command's
 /// basename and what the rules refuse: never argument or environment values) or
 /// [`Error::AuthProviderNotAllowed`], and with the resolution errors ([`Error::NoContext`],
-/// [`Error::ContextNotFound`], [`Error::ClusterNotFound`]).
-///
-/// ```
-/// use mcr_core::kubeconfig::{check_exec_policy, parse, Error, ExecPolicy, ExecRule};
-/// let kc = parse(br#"
-/// clusters: [{name: c, cluster: {server: "https://abc.gr7.eu-west-1.eks.amazonaws.com"}}]
-/// users: [{name: u, user: {exec: {apiVersion: client.authentication.k8s.io/v1, command: /usr/bin/aws, args: [eks, get-token]}}}]
-/// contexts: [{name: ctx, context: {cluster: c, user: u}}]
-/// current-context: ctx
-/// "#).unwrap();
-/// let err = check_exec_policy(&kc, None, &ExecPolicy::Deny).unwrap_err();
-/// assert!(matches!(err, Error::ExecNotAllowed { ref command, .. } if command == "aws"));
-/// let eks = ExecRule::command("aws").args(["eks", "get-token"]);
-/// assert!(check_exec_policy(&kc, None, &ExecPolicy::allow(eks.clone().servers(["*.eks.amazonaws.com"]))).is_ok());
-/// // the same plugin pointed at another server is refused
-/// assert!(check_exec_policy(&kc, None, &ExecPolicy::allow(eks.servers(["*.gke.goog"]))).is_err());
-/// ```
-pub fn check_exec_policy(
-    kc: &Kubeconfig,
-    context: Option<&str>,
-    policy: &ExecPolicy,
-) -> Result<(), Error> {
-    exec_plan(kc, context, policy).map(|_| ())
-}
-
-/// [`check_exec_policy`], also telling the environment the context's plugin (if any) runs
-/// with.
+/// [`Error::ContextNotFound`], [`Error::ClusterNotFound`]). The exec part of
+/// [`check_policy`](super::check_policy); on success, the environment the context's plugin
+/// (if any) runs with.
 pub(crate) fn exec_plan(
     kc: &Kubeconfig,
     context: Option<&str>,

@@ -17,8 +17,8 @@ use kube::config::AuthInfo;
 
 use super::exec::resolve_exec;
 use super::exec_rule::ExecEnv;
-use crate::BoxFuture;
-use crate::credentials::{Credentials, Renew, RenewError};
+use crate::credentials::{Credentials, Renew};
+use crate::{BoxError, BoxFuture};
 
 /// Re-runs the plugin of one kubeconfig user (its original `exec` stanza).
 pub(crate) struct ExecRenew {
@@ -33,7 +33,7 @@ pub(crate) struct ExecRenew {
 }
 
 impl Renew for ExecRenew {
-    fn renew(&self) -> BoxFuture<'_, Result<Credentials, RenewError>> {
+    fn renew(&self) -> BoxFuture<'_, Result<Credentials, BoxError>> {
         Box::pin(async move {
             let mut auth = self.auth.clone();
             let issued = resolve_exec(&mut auth, self.timeout, &self.env)

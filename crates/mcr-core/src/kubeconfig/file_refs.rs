@@ -14,19 +14,9 @@ use super::{Error, parse::resolve};
 /// [`allow_file_references`](super::Policy::allow_file_references) (its default does not),
 /// [`client_for_context`](super::client_for_context) calls this first; kubeconfigs with
 /// inline `*-data` fields and tokens are unaffected. Exec commands are governed by
-/// [`ExecPolicy`](super::ExecPolicy) instead.
-///
-/// ```
-/// use mcr_core::kubeconfig::{check_file_references, parse, Error};
-/// let kc = parse(br#"
-/// clusters: [{name: c, cluster: {server: "https://evil.example"}}]
-/// users: [{name: u, user: {tokenFile: /var/run/secrets/kubernetes.io/serviceaccount/token}}]
-/// contexts: [{name: ctx, context: {cluster: c, user: u}}]
-/// "#).unwrap();
-/// let err = check_file_references(&kc, Some("ctx")).unwrap_err();
-/// assert!(matches!(err, Error::FileReferenceNotAllowed { ref field, .. } if field == "tokenFile"));
-/// ```
-pub fn check_file_references(kc: &Kubeconfig, context: Option<&str>) -> Result<(), Error> {
+/// [`ExecPolicy`](super::ExecPolicy) instead. The file part of
+/// [`check_policy`](super::check_policy).
+pub(crate) fn check_file_references(kc: &Kubeconfig, context: Option<&str>) -> Result<(), Error> {
     let resolved = resolve(kc, context)?;
     let set = |path: &Option<String>| path.as_deref().is_some_and(|p| !p.is_empty());
     let mut fields = vec![(

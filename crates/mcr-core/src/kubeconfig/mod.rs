@@ -41,17 +41,15 @@ mod parse;
 pub(crate) mod policy;
 mod proxy;
 
-pub use crate::redact::{redact_kube_error, redact_watcher_error};
-pub use client::{client_for_context, client_for_context_with_expiry, cluster_for_context};
+pub use crate::redact::redact_kube_error;
+pub use client::{client_for_context, cluster_for_context};
 pub use error::Error;
-pub use exec::DEFAULT_EXEC_TIMEOUT;
-pub use exec_policy::{ExecPolicy, check_exec_policy};
+pub use exec_policy::ExecPolicy;
 pub use exec_rule::ExecRule;
-pub use file_refs::check_file_references;
+pub(crate) use file_refs::check_file_references;
 pub use hash::{bytes_hash, connection_hash};
-pub use options::{
-    ClientOptions, DEFAULT_CONNECT_TIMEOUT, DEFAULT_POOL_IDLE_TIMEOUT, DEFAULT_READ_TIMEOUT,
-};
+pub use options::ClientOptions;
+pub(crate) use options::{DEFAULT_CONNECT_TIMEOUT, DEFAULT_POOL_IDLE_TIMEOUT};
 pub use parse::{contexts, current_context, parse, read};
 pub use policy::{Policy, check_policy};
 pub use proxy::EnvProxy;

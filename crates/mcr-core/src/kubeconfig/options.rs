@@ -6,16 +6,16 @@ use kube::Config;
 
 /// Connect timeout of clients built from kubeconfigs unless [`ClientOptions::connect_timeout`]
 /// says otherwise.
-pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Read timeout of clients built from kubeconfigs unless [`ClientOptions::read_timeout`] says
 /// otherwise: above the 290 s watches kube's watcher asks for.
-pub const DEFAULT_READ_TIMEOUT: Duration = Duration::from_secs(300);
+pub(crate) const DEFAULT_READ_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// How long a pooled HTTP connection of a member client may stay idle before it is closed,
 /// unless [`ClientOptions::pool_idle_timeout`] says otherwise (hyper's default, enforced by a
 /// timer rather than only when the pool is next used).
-pub const DEFAULT_POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(90);
+pub(crate) const DEFAULT_POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(90);
 
 /// Settings applied to every client built from a kubeconfig, on top of the kubeconfig's own.
 ///
@@ -23,9 +23,8 @@ pub const DEFAULT_POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(90);
 /// proxy) is the separate [`Policy`](super::Policy), so replacing these options cannot weaken
 /// it.
 ///
-/// `None` (or an empty list) keeps the default: a 10 s connect timeout
-/// ([`DEFAULT_CONNECT_TIMEOUT`]), a 300 s read timeout ([`DEFAULT_READ_TIMEOUT`], so a member
-/// whose API server accepts connections but never answers fails its requests instead of
+/// `None` (or an empty list) keeps the default: a 10 s connect timeout, a 300 s read timeout
+/// (so a member whose API server accepts connections but never answers fails its requests instead of
 /// holding them forever), kube's 295 s write timeout. A read timeout also bounds each watch
 /// response; kube's watcher asks the server for a 290 s watch, so keep read timeouts above that
 /// for clients used by informers.
@@ -42,20 +41,20 @@ pub const DEFAULT_POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(90);
 /// ```
 #[derive(Clone, Debug, Default)]
 pub struct ClientOptions {
-    /// Timeout for establishing a connection (default [`DEFAULT_CONNECT_TIMEOUT`]).
+    /// Timeout for establishing a connection (default 10 s).
     pub connect_timeout: Option<Duration>,
-    /// Timeout for reading a response (default [`DEFAULT_READ_TIMEOUT`]).
+    /// Timeout for reading a response (default 300 s).
     pub read_timeout: Option<Duration>,
     /// Timeout for sending a request.
     pub write_timeout: Option<Duration>,
-    /// How long an idle pooled connection is kept (default [`DEFAULT_POOL_IDLE_TIMEOUT`]).
+    /// How long an idle pooled connection is kept (default 90 s).
     /// Concurrent requests open extra connections; without this bound each member would keep
     /// as many as it ever used at once. Applies to the clients mcr builds itself (static
     /// tokens, client certificates, exec plugins); a client kube builds (an `auth-provider`, a
     /// proxy) keeps kube's pool settings.
     pub pool_idle_timeout: Option<Duration>,
     /// How long an `exec` credential plugin may run before it is killed and the build fails
-    /// (`None`: [`DEFAULT_EXEC_TIMEOUT`](super::DEFAULT_EXEC_TIMEOUT), 30 s).
+    /// (default 30 s).
     pub exec_timeout: Option<Duration>,
     /// `User-Agent` header sent with every request.
     pub user_agent: Option<String>,
@@ -76,104 +75,9 @@ pub struct ClientOptions {
 }
 
 impl ClientOptions {
-    /// Options with all fields unset (kube's defaults).
-    ///
-    /// ```
-    /// let opts = mcr_core::kubeconfig::ClientOptions::new()
-    ///     .read_timeout(std::time::Duration::from_secs(10));
-    /// assert!(opts.read_timeout.is_some());
-    /// ```
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// Sets [`connect_timeout`](Self::connect_timeout).
-    ///
-    /// ```
-    /// let opts = mcr_core::kubeconfig::ClientOptions::new().connect_timeout(std::time::Duration::from_secs(3));
-    /// # let _ = opts;
-    /// ```
-    #[must_use]
-    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
-        self.connect_timeout = Some(timeout);
-        self
-    }
-
-    /// Sets [`pool_idle_timeout`](Self::pool_idle_timeout).
-    ///
-    /// ```
-    /// let opts = mcr_core::kubeconfig::ClientOptions::new().pool_idle_timeout(std::time::Duration::from_secs(30));
-    /// # let _ = opts;
-    /// ```
-    #[must_use]
-    pub fn pool_idle_timeout(mut self, timeout: Duration) -> Self {
-        self.pool_idle_timeout = Some(timeout);
-        self
-    }
-
     /// The idle timeout of pooled connections in effect.
     pub(crate) fn pool_idle(&self) -> Duration {
         self.pool_idle_timeout.unwrap_or(DEFAULT_POOL_IDLE_TIMEOUT)
-    }
-
-    /// Sets [`read_timeout`](Self::read_timeout).
-    ///
-    /// ```
-    /// let opts = mcr_core::kubeconfig::ClientOptions::new().read_timeout(std::time::Duration::from_secs(30));
-    /// # let _ = opts;
-    /// ```
-    #[must_use]
-    pub fn read_timeout(mut self, timeout: Duration) -> Self {
-        self.read_timeout = Some(timeout);
-        self
-    }
-
-    /// Sets [`write_timeout`](Self::write_timeout).
-    ///
-    /// ```
-    /// let opts = mcr_core::kubeconfig::ClientOptions::new().write_timeout(std::time::Duration::from_secs(30));
-    /// # let _ = opts;
-    /// ```
-    #[must_use]
-    pub fn write_timeout(mut self, timeout: Duration) -> Self {
-        self.write_timeout = Some(timeout);
-        self
-    }
-
-    /// Sets [`exec_timeout`](Self::exec_timeout).
-    ///
-    /// ```
-    /// let opts = mcr_core::kubeconfig::ClientOptions::new().exec_timeout(std::time::Duration::from_secs(10));
-    /// # let _ = opts;
-    /// ```
-    #[must_use]
-    pub fn exec_timeout(mut self, timeout: Duration) -> Self {
-        self.exec_timeout = Some(timeout);
-        self
-    }
-
-    /// Sets [`user_agent`](Self::user_agent).
-    ///
-    /// ```
-    /// let opts = mcr_core::kubeconfig::ClientOptions::new().user_agent("my-controller/1.0");
-    /// # let _ = opts;
-    /// ```
-    #[must_use]
-    pub fn user_agent(mut self, user_agent: impl Into<String>) -> Self {
-        self.user_agent = Some(user_agent.into());
-        self
-    }
-
-    /// Sets [`impersonate`](Self::impersonate).
-    ///
-    /// ```
-    /// let opts = mcr_core::kubeconfig::ClientOptions::new().impersonate("system:serviceaccount:fleet:reader");
-    /// # let _ = opts;
-    /// ```
-    #[must_use]
-    pub fn impersonate(mut self, user: impl Into<String>) -> Self {
-        self.impersonate = Some(user.into());
-        self
     }
 
     /// Applies the options to a kube [`Config`]. Errors (naming the option, never its value)
@@ -230,10 +134,12 @@ mod tests {
         ClientOptions::default().apply(&mut config).unwrap();
         assert_eq!(config.connect_timeout, Some(DEFAULT_CONNECT_TIMEOUT));
         assert_eq!(config.read_timeout, Some(DEFAULT_READ_TIMEOUT));
-        ClientOptions::new()
-            .read_timeout(Duration::from_secs(1))
-            .apply(&mut config)
-            .unwrap();
+        ClientOptions {
+            read_timeout: Some(Duration::from_secs(1)),
+            ..ClientOptions::default()
+        }
+        .apply(&mut config)
+        .unwrap();
         assert_eq!(config.read_timeout, Some(Duration::from_secs(1)));
     }
 }

@@ -39,7 +39,7 @@ pub struct Policy {
     /// Which `exec` plugins and `auth-provider`s may run (default [`ExecPolicy::Deny`]).
     pub exec: ExecPolicy,
     /// Whether a context may read local files (`certificate-authority`, `client-certificate`,
-    /// `client-key`, `tokenFile`; see [`check_file_references`]). Default `false`: otherwise a
+    /// `client-key`, `tokenFile`; see [`check_policy`]). Default `false`: otherwise a
     /// kubeconfig naming the controller's service-account token file and a server of its
     /// choosing would receive that token.
     pub allow_file_references: bool,
@@ -52,11 +52,6 @@ pub struct Policy {
 }
 
 impl Policy {
-    /// The policy for untrusted kubeconfigs (the default).
-    pub fn untrusted() -> Self {
-        Policy::default()
-    }
-
     /// The policy for kubeconfigs as trusted as the controller's own code (the operator's
     /// files): every plugin, local files and kubeconfig proxies are allowed. The environment's
     /// proxy is still used only when set with [`env_proxy`](Self::env_proxy).
@@ -124,9 +119,48 @@ pub(crate) struct Checked {
     pub(crate) proxy: Option<String>,
 }
 
-/// Refuses a context `policy` does not allow: its exec plugin or auth-provider
-/// ([`check_exec_policy`](super::check_exec_policy)), its local files
-/// ([`check_file_references`]) and its `proxy-url`. Nothing runs and nothing is read.
+/// Refuses a context `policy` does not allow: its exec plugin or auth-provider, its local
+/// files and its `proxy-url`. Nothing runs and nothing is read.
+///
+/// The user's `exec` stanza must match a rule of [`Policy::exec`] (command, arguments, server,
+/// environment); errors with [`Error::ExecNotAllowed`] naming the context, the command's
+/// basename and what the rules refuse (never argument or environment values), or
+/// [`Error::AuthProviderNotAllowed`]:
+///
+/// ```
+/// use mcr_core::kubeconfig::{check_policy, parse, Error, ExecPolicy, ExecRule, Policy};
+/// let kc = parse(br#"
+/// clusters: [{name: c, cluster: {server: "https://abc.gr7.eu-west-1.eks.amazonaws.com"}}]
+/// users: [{name: u, user: {exec: {apiVersion: client.authentication.k8s.io/v1, command: /usr/bin/aws, args: [eks, get-token]}}}]
+/// contexts: [{name: ctx, context: {cluster: c, user: u}}]
+/// current-context: ctx
+/// "#).unwrap();
+/// let err = check_policy(&kc, None, &Policy::default()).unwrap_err();
+/// assert!(matches!(err, Error::ExecNotAllowed { ref command, .. } if command == "aws"));
+/// let eks = ExecRule::command("aws").args(["eks", "get-token"]);
+/// let allowed = Policy::from(ExecPolicy::allow(eks.clone().servers(["*.eks.amazonaws.com"])));
+/// assert!(check_policy(&kc, None, &allowed).is_ok());
+/// // the same plugin pointed at another server is refused
+/// let elsewhere = Policy::from(ExecPolicy::allow(eks.servers(["*.gke.goog"])));
+/// assert!(check_policy(&kc, None, &elsewhere).is_err());
+/// ```
+///
+/// Unless [`Policy::allow_file_references`] is set, a context whose cluster or user entry
+/// reads a local file (`certificate-authority`, `client-certificate`, `client-key`,
+/// `tokenFile`) is refused:
+///
+/// ```
+/// use mcr_core::kubeconfig::{check_policy, parse, Error, Policy};
+/// let kc = parse(br#"
+/// clusters: [{name: c, cluster: {server: "https://evil.example"}}]
+/// users: [{name: u, user: {tokenFile: /var/run/secrets/kubernetes.io/serviceaccount/token}}]
+/// contexts: [{name: ctx, context: {cluster: c, user: u}}]
+/// "#).unwrap();
+/// let err = check_policy(&kc, Some("ctx"), &Policy::default()).unwrap_err();
+/// assert!(matches!(err, Error::FileReferenceNotAllowed { ref field, .. } if field == "tokenFile"));
+/// ```
+///
+/// A cluster's `proxy-url` is refused unless [`Policy::allow_kubeconfig_proxy`] is set:
 ///
 /// ```
 /// use mcr_core::kubeconfig::{check_policy, parse, Error, Policy};

@@ -88,11 +88,6 @@ impl EnvProxy {
             .any(|entry| no_proxy_matches(entry, host, port));
         (!bypass).then_some(self.url.as_str())
     }
-
-    /// The proxy URL.
-    pub fn url(&self) -> &str {
-        &self.url
-    }
 }
 
 /// Whether one `NO_PROXY` entry matches `host:port`.

@@ -152,16 +152,6 @@ impl<K: Ord + Clone> Claims<K> {
         }
     }
 
-    /// The owner of `name` as last settled.
-    pub fn owner(&self, name: &ClusterName) -> Option<&K> {
-        self.owners.get(name)
-    }
-
-    /// The name `key` claims.
-    pub fn name_of(&self, key: &K) -> Option<&ClusterName> {
-        self.claims.get(key).map(|c| &c.name)
-    }
-
     /// Every claimed name, sorted.
     pub fn names(&self) -> Vec<ClusterName> {
         let names: BTreeSet<&ClusterName> = self.by_name.keys().collect();
@@ -203,13 +193,17 @@ mod tests {
         assert_eq!(claims.claim("a", "y".into(), at(1)), Some("x".into()));
         let x = claims.settle(&"x".into());
         assert_eq!((x.owner, x.previous), (Some("b"), Some("a")));
-        assert_eq!(claims.name_of(&"a"), Some(&"y".into()));
+        assert_eq!(
+            claims.names(),
+            [ClusterName::new("x"), ClusterName::new("y")]
+        );
         // Claiming the same name again is no move.
         assert_eq!(claims.claim("a", "y".into(), at(1)), None);
         assert_eq!(claims.release(&"b"), Some("x".into()));
         let x = claims.settle(&"x".into());
         assert!(x.changed() && x.owner.is_none());
         assert_eq!(claims.names(), [ClusterName::new("y")]);
-        assert_eq!(claims.owner(&"x".into()), None);
+        // Settled again: nobody owned it and nobody does.
+        assert!(!claims.settle(&"x".into()).changed());
     }
 }

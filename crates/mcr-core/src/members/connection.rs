@@ -22,7 +22,6 @@ use crate::kubeconfig::{self, Kubeconfig, Policy};
 /// "#).unwrap();
 /// let conn = Connection::new(kc, None).unwrap();
 /// assert_eq!(conn.hash().len(), 64);
-/// assert!(conn.context().is_none());
 /// ```
 #[derive(Clone)]
 pub struct Connection {
@@ -140,12 +139,12 @@ impl Connection {
     }
 
     /// The kubeconfig.
-    pub fn kubeconfig(&self) -> &Kubeconfig {
+    pub(crate) fn kubeconfig(&self) -> &Kubeconfig {
         &self.kubeconfig
     }
 
     /// The context (`None`: the current one).
-    pub fn context(&self) -> Option<&str> {
+    pub(crate) fn context(&self) -> Option<&str> {
         self.context.as_deref()
     }
 

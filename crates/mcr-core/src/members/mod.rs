@@ -244,7 +244,7 @@ impl Members {
     }
 
     /// The options.
-    pub fn options(&self) -> &MembersOptions {
+    pub(crate) fn options(&self) -> &MembersOptions {
         &self.inner.opts
     }
 
@@ -280,7 +280,7 @@ impl Members {
 
     /// Registers a field index on every member, current and future (see
     /// [`Engagements::index_field`]).
-    pub fn index_field(&self, index: &FieldIndex) -> Result<(), crate::Error> {
+    pub(crate) fn index_field(&self, index: &FieldIndex) -> Result<(), crate::Error> {
         self.engagements().register_index(index)
     }
 

@@ -14,8 +14,8 @@ use crate::ClusterName;
 /// use mcr_core::members::StatusBook;
 /// let book: StatusBook<String, &str> = StatusBook::default();
 /// book.lock().insert("fleet/a".into(), "engaged");
-/// assert_eq!(book.get(&"fleet/a".to_string()), Some("engaged"));
-/// assert_eq!(book.all().len(), 1);
+/// assert_eq!(book.lock().get("fleet/a"), Some(&"engaged"));
+/// assert_eq!(book.lock().len(), 1);
 /// ```
 #[derive(Debug)]
 pub struct StatusBook<K, V> {
@@ -32,12 +32,12 @@ impl<K, V> Default for StatusBook<K, V> {
 
 impl<K: Ord + Clone, V: Clone> StatusBook<K, V> {
     /// The status of `key`.
-    pub fn get(&self, key: &K) -> Option<V> {
+    pub(crate) fn get(&self, key: &K) -> Option<V> {
         self.lock().get(key).cloned()
     }
 
     /// Every status.
-    pub fn all(&self) -> BTreeMap<K, V> {
+    pub(crate) fn all(&self) -> BTreeMap<K, V> {
         self.lock().clone()
     }
 
@@ -49,7 +49,7 @@ impl<K: Ord + Clone, V: Clone> StatusBook<K, V> {
     /// let book: mcr_core::members::StatusBook<&str, u32> = Default::default();
     /// assert!(book.insert_if("a", 1, || true));
     /// assert!(!book.insert_if("a", 2, || false));
-    /// assert_eq!(book.get(&"a"), Some(1));
+    /// assert_eq!(book.lock().get("a"), Some(&1));
     /// ```
     pub fn insert_if(&self, key: K, value: V, still: impl FnOnce() -> bool) -> bool {
         let mut map = self.lock();
@@ -76,7 +76,7 @@ impl<K: Ord + Clone, V: Clone> StatusBook<K, V> {
 /// let host = kube::Client::try_default().await?;
 /// let shared: ProviderShared<(), String, &str> =
 ///     ProviderShared::new(host, (), Members::new(Default::default()));
-/// assert!(shared.statuses.all().is_empty());
+/// assert!(shared.statuses.lock().is_empty());
 /// # Ok(()) }
 /// ```
 pub struct ProviderShared<O, K, V> {

@@ -1,6 +1,7 @@
 //! [`Workers`]: one task per member name, the latest desired state wins, failures back off.
 
 use std::collections::HashMap;
+use std::ops::ControlFlow;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::Duration;
@@ -179,11 +180,6 @@ impl<D> Member<D> {
             .ensure(&self.token, &self.name, connection)
             .await
     }
-
-    /// The provider's members (to look at or remove the running cluster).
-    pub fn members(&self) -> &Members {
-        &self.members
-    }
 }
 
 /// The worker loop of one name: returns once nothing is desired under it any more (after
@@ -230,63 +226,94 @@ async fn run<R: Converge>(
             }
             continue;
         }
-        if last.as_ref() != Some(&desired) {
-            backoff.reset();
-            last = Some(desired.clone());
-        }
-        let member = Member {
-            name: name.clone(),
+        // Boxed: a worker spends most of its life waiting (parked while another replica owns
+        // the member, or idle once it runs), and the attempt's state is several times the size
+        // of that wait; boxed, a fleet of parked workers does not pay for it.
+        let next = Box::pin(attempt(
+            &shared,
+            &name,
+            &mut rx,
             desired,
-            latest: rx.clone(),
-            members: shared.members.clone(),
-            token: shared.token.clone(),
-        };
-        // Shutdown never waits for an attempt in flight (a credential plugin is killed). A
-        // panic in the provider's attempt costs this member one retry, not its worker.
-        let attempt = AssertUnwindSafe(shared.converge.converge(&member)).catch_unwind();
-        let outcome = tokio::select! {
-            () = shared.token.cancelled() => return,
-            // Ownership moved away mid-attempt: the attempt is dropped (whatever it brought
-            // up is cancelled) and the member released at the top of the loop.
-            () = lost(&shared.engagements, &name) => continue,
-            outcome = attempt => outcome,
-        };
-        let retry = match outcome {
-            Err(panic) => {
-                let err = Panicked(crate::panic_message(panic.as_ref()));
-                let retry_in = backoff.next_delay();
-                error!(error = %err, retry_in = ?retry_in, "bringing the member up panicked; retrying");
-                shared.members.report_failure(&name, &err, Some(retry_in));
-                Some(retry_in)
-            }
-            Ok(Ok(())) => {
-                backoff.reset();
-                shared.members.report_done(&name);
-                None
-            }
-            Ok(Err(err)) => {
-                let retry_in = shared
-                    .converge
-                    .is_retryable(&err)
-                    .then(|| backoff.next_delay());
-                shared.members.report_failure(&name, &err, retry_in);
-                shared.converge.failed(&member, &err, retry_in);
-                retry_in
-            }
-        };
-        let delay = async {
-            match retry {
-                Some(d) => tokio::time::sleep(d).await,
-                None => std::future::pending::<()>().await,
-            }
-        };
-        tokio::select! {
-            () = shared.token.cancelled() => return,
-            changed = rx.changed() => if changed.is_err() { return },
-            () = lost(&shared.engagements, &name) => {}
-            () = delay => {}
+            &mut backoff,
+            &mut last,
+        ));
+        if next.await.is_break() {
+            return;
         }
     }
+}
+
+/// One attempt for `desired`, then the wait for what comes next (a new desired state, a
+/// change of ownership, or the retry delay). `Break` when the workers stop.
+async fn attempt<R: Converge>(
+    shared: &Arc<Shared<R>>,
+    name: &ClusterName,
+    rx: &mut watch::Receiver<Option<R::Desired>>,
+    desired: R::Desired,
+    backoff: &mut Backoff,
+    last: &mut Option<R::Desired>,
+) -> ControlFlow<()> {
+    if last.as_ref() != Some(&desired) {
+        backoff.reset();
+        *last = Some(desired.clone());
+    }
+    let member = Member {
+        name: name.clone(),
+        desired,
+        latest: rx.clone(),
+        members: shared.members.clone(),
+        token: shared.token.clone(),
+    };
+    // Shutdown never waits for an attempt in flight (a credential plugin is killed). A
+    // panic in the provider's attempt costs this member one retry, not its worker.
+    let attempt = AssertUnwindSafe(shared.converge.converge(&member)).catch_unwind();
+    let outcome = tokio::select! {
+        () = shared.token.cancelled() => return ControlFlow::Break(()),
+        // Ownership moved away mid-attempt: the attempt is dropped (whatever it brought
+        // up is cancelled) and the member released at the top of the loop.
+        () = lost(&shared.engagements, name) => return ControlFlow::Continue(()),
+        outcome = attempt => outcome,
+    };
+    let retry = match outcome {
+        Err(panic) => {
+            let err = Panicked(crate::panic_message(panic.as_ref()));
+            let retry_in = backoff.next_delay();
+            error!(error = %err, retry_in = ?retry_in, "bringing the member up panicked; retrying");
+            shared.members.report_failure(name, &err, Some(retry_in));
+            Some(retry_in)
+        }
+        Ok(Ok(())) => {
+            backoff.reset();
+            shared.members.report_done(name);
+            None
+        }
+        // Ownership moved away during the attempt, before it was announced (the engagement
+        // table refused the member as owned elsewhere): no failure, the member is released at
+        // the top of the loop.
+        Ok(Err(_)) if !owner_of(shared, name).is_owned() => return ControlFlow::Continue(()),
+        Ok(Err(err)) => {
+            let retry_in = shared
+                .converge
+                .is_retryable(&err)
+                .then(|| backoff.next_delay());
+            shared.members.report_failure(name, &err, retry_in);
+            shared.converge.failed(&member, &err, retry_in);
+            retry_in
+        }
+    };
+    let delay = async {
+        match retry {
+            Some(d) => tokio::time::sleep(d).await,
+            None => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        () = shared.token.cancelled() => return ControlFlow::Break(()),
+        changed = rx.changed() => if changed.is_err() { return ControlFlow::Break(()) },
+        () = lost(&shared.engagements, name) => {}
+        () = delay => {}
+    }
+    ControlFlow::Continue(())
 }
 
 /// Who owns `name` (this replica without a coordinator).

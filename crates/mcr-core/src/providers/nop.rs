@@ -19,17 +19,6 @@ use crate::{BoxFuture, Cluster, ClusterName, Error, FieldIndex, Provider};
 #[derive(Clone, Copy, Debug, Default)]
 pub struct NopProvider;
 
-impl NopProvider {
-    /// A new `NopProvider`.
-    ///
-    /// ```
-    /// let p = mcr_core::providers::nop::NopProvider::new();
-    /// ```
-    pub fn new() -> Self {
-        NopProvider
-    }
-}
-
 impl Provider for NopProvider {
     fn get<'a>(&'a self, name: &'a ClusterName) -> BoxFuture<'a, Result<Cluster, Error>> {
         Box::pin(async move { Err(Error::ClusterNotFound(name.clone())) })

@@ -35,7 +35,6 @@ impl SingleProvider {
     /// # fn f(client: kube::Client) {
     /// use mcr_core::{Cluster, providers::single::SingleProvider};
     /// let p = SingleProvider::new("east", Cluster::new("east", client));
-    /// assert_eq!(p.name(), "east");
     /// # }
     /// ```
     pub fn new(name: impl Into<ClusterName>, cluster: Cluster) -> Self {
@@ -44,15 +43,7 @@ impl SingleProvider {
 
     /// Like [`new`](SingleProvider::new), waiting at most `sync_timeout` for the cluster's
     /// caches to sync.
-    ///
-    /// ```no_run
-    /// # fn f(c: mcr_core::Cluster) {
-    /// use std::time::Duration;
-    /// use mcr_core::providers::single::SingleProvider;
-    /// let p = SingleProvider::with_sync_timeout("east", c, Duration::from_secs(5));
-    /// # }
-    /// ```
-    pub fn with_sync_timeout(
+    pub(crate) fn with_sync_timeout(
         name: impl Into<ClusterName>,
         cluster: Cluster,
         sync_timeout: Duration,
@@ -77,25 +68,8 @@ impl SingleProvider {
         }
     }
 
-    /// The cluster's name.
-    ///
-    /// ```no_run
-    /// # fn f(p: mcr_core::providers::single::SingleProvider) {
-    /// println!("{}", p.name());
-    /// # }
-    /// ```
-    pub fn name(&self) -> &ClusterName {
-        self.cluster.name()
-    }
-
     /// Its handle on the table it was started with (before that, a table of its own).
-    ///
-    /// ```no_run
-    /// # fn f(p: mcr_core::providers::single::SingleProvider) {
-    /// println!("{} engaged", p.engagements().len());
-    /// # }
-    /// ```
-    pub fn engagements(&self) -> Engagements {
+    pub(crate) fn engagements(&self) -> Engagements {
         self.engagements.read().clone()
     }
 }

@@ -3,6 +3,7 @@
 //! ```text
 //! cargo run -p mcr-envtest --features cli -- --clusters 3 --kubeconfig-dir ./fleet
 //! kubectl --kubeconfig ./fleet/cluster-1.kubeconfig get configmaps -w
+//! cargo run -p mcr-envtest --features cli -- --clusters 10000 --shared-port --kubeconfig-dir ./big
 //! ```
 
 use std::path::PathBuf;
@@ -22,6 +23,10 @@ struct Args {
     /// Cluster names are `<prefix>-1` .. `<prefix>-n`.
     #[arg(long, default_value = "cluster")]
     name_prefix: String,
+    /// Serve every cluster on one port, told apart by the path prefix `/clusters/<name>` of
+    /// its kubeconfig's server URL (for fleets too large for a port and a socket each).
+    #[arg(long)]
+    shared_port: bool,
 }
 
 #[tokio::main]
@@ -37,6 +42,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .clusters(args.clusters)
         .name_prefix(args.name_prefix)
         .kubeconfig_dir(&args.kubeconfig_dir)
+        .shared_port(args.shared_port)
         .start()
         .await?;
     for cluster in fleet.clusters() {

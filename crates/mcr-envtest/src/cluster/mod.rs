@@ -13,6 +13,7 @@ use crate::faults::Faults;
 pub use crate::faults::{ErrorRule, Partition};
 use crate::https::HttpsServer;
 use crate::server::Shared;
+use crate::shared_port::{Route, SharedPort};
 use crate::{Backend, Error, kubeconfig, real, service, tls};
 
 /// One emulated Kubernetes cluster: an API server state, an in-process client, and (for
@@ -50,11 +51,49 @@ struct Inner {
 enum Kind {
     Emulated {
         shared: Arc<Shared>,
-        https: Option<HttpsServer>,
-        /// The CA (PEM) and client-certificate CA of an HTTPS cluster (see `crate::x509`).
-        client_ca: Option<(String, Arc<crate::x509::ClientCa>)>,
+        https: Option<Endpoint>,
     },
     Real(Box<real::ControlPlane>),
+}
+
+/// How an emulated cluster is reached.
+pub(crate) enum Transport {
+    /// In-process only.
+    InProcess,
+    /// Over HTTPS on a port of its own.
+    OwnPort,
+    /// Over HTTPS on a port shared with other clusters (see [`crate::shared_port`]).
+    Shared(Arc<SharedPort>),
+}
+
+/// The HTTPS endpoint of an emulated cluster.
+enum Endpoint {
+    /// Its own port, CA (PEM) and client-certificate CA (see `crate::x509`).
+    Own {
+        server: HttpsServer,
+        ca_pem: String,
+        client_ca: Arc<crate::x509::ClientCa>,
+    },
+    /// A path prefix on a shared port, under the port's CA.
+    Routed(Route),
+}
+
+impl Endpoint {
+    fn url(&self) -> String {
+        match self {
+            Endpoint::Own { server, .. } => format!("https://{}", server.addr()),
+            Endpoint::Routed(route) => route.url(),
+        }
+    }
+
+    fn client_ca(&self) -> (&str, &crate::x509::ClientCa) {
+        match self {
+            Endpoint::Own {
+                ca_pem, client_ca, ..
+            } => (ca_pem, client_ca),
+            Endpoint::Routed(route) => (route.port().ca_pem(), route.port().client_ca()),
+        }
+    }
 }
 
 fn new_token() -> String {
@@ -66,15 +105,16 @@ fn new_token() -> String {
 }
 
 impl TestCluster {
-    async fn build(name: String, https: bool) -> Result<TestCluster, Error> {
-        Self::build_on(Backend::from_env()?, name, https).await
+    async fn build(name: String, transport: Transport) -> Result<TestCluster, Error> {
+        Self::build_on(Backend::from_env()?, name, transport).await
     }
 
-    /// Starts a cluster on `backend`; real clusters are always served over HTTPS.
+    /// Starts a cluster on `backend`; real clusters are always served over HTTPS, on their
+    /// own API server.
     pub(crate) async fn build_on(
         backend: Backend,
         name: String,
-        https: bool,
+        transport: Transport,
     ) -> Result<TestCluster, Error> {
         if backend.is_real() {
             return Self::build_real(name, None).await;
@@ -87,35 +127,38 @@ impl TestCluster {
             counters: Counters::default(),
             subresources: Default::default(),
         });
-        let (https, kubeconfig_yaml, client_ca) = if https {
-            let material = tls::generate(&name)?;
-            let acceptor = tokio_rustls::TlsAcceptor::from(material.server_config.clone());
-            let auth = crate::https::Auth {
-                token: token.clone(),
-                client_ca: material.client_ca.clone(),
-            };
-            let server = HttpsServer::start(shared.clone(), acceptor, auth)?;
-            let url = format!("https://{}", server.addr());
-            let yaml = kubeconfig::render(&name, &url, &material.ca_pem, &token);
-            tracing::info!(cluster = %name, %url, "serving over HTTPS");
-            (
-                Some(server),
-                Some(yaml),
-                Some((material.ca_pem, material.client_ca)),
-            )
-        } else {
-            (None, None, None)
+        let https = match transport {
+            Transport::InProcess => None,
+            Transport::OwnPort => {
+                let material = tls::generate(&name)?;
+                let acceptor = tokio_rustls::TlsAcceptor::from(material.server_config.clone());
+                let auth = crate::https::Auth {
+                    token: token.clone(),
+                    client_ca: material.client_ca.clone(),
+                };
+                Some(Endpoint::Own {
+                    server: HttpsServer::start(shared.clone(), acceptor, auth)?,
+                    ca_pem: material.ca_pem,
+                    client_ca: material.client_ca,
+                })
+            }
+            Transport::Shared(port) => Some(Endpoint::Routed(Route::new(
+                port,
+                shared.clone(),
+                token.clone(),
+            )?)),
         };
+        let kubeconfig_yaml = https.as_ref().map(|endpoint| {
+            let url = endpoint.url();
+            tracing::info!(cluster = %name, %url, "serving over HTTPS");
+            kubeconfig::render(&name, &url, endpoint.client_ca().0, &token)
+        });
         Ok(TestCluster {
             inner: Arc::new(Inner {
                 name,
                 token,
                 kubeconfig_yaml,
-                kind: Kind::Emulated {
-                    shared,
-                    https,
-                    client_ca,
-                },
+                kind: Kind::Emulated { shared, https },
             }),
         })
     }
@@ -187,7 +230,7 @@ impl TestCluster {
     /// # Ok(()) }
     /// ```
     pub async fn start(name: impl Into<String>) -> Result<TestCluster, Error> {
-        Self::build(name.into(), false).await
+        Self::build(name.into(), Transport::InProcess).await
     }
 
     /// Starts a cluster on the given backend whatever `MCR_ENVTEST` says, e.g. to compare the
@@ -202,7 +245,7 @@ impl TestCluster {
     /// # Ok(()) }
     /// ```
     pub async fn start_on(backend: Backend, name: impl Into<String>) -> Result<TestCluster, Error> {
-        Self::build_on(backend, name.into(), false).await
+        Self::build_on(backend, name.into(), Transport::InProcess).await
     }
 
     /// Starts a cluster served in-process and over HTTPS on `127.0.0.1:<random port>`, with a
@@ -217,7 +260,7 @@ impl TestCluster {
     /// # Ok(()) }
     /// ```
     pub async fn start_https(name: impl Into<String>) -> Result<TestCluster, Error> {
-        Self::build(name.into(), true).await
+        Self::build(name.into(), Transport::OwnPort).await
     }
 
     /// The cluster's name.
@@ -253,9 +296,9 @@ impl TestCluster {
     pub(crate) fn client_ca(&self) -> Result<(&str, &crate::x509::ClientCa), Error> {
         match &self.inner.kind {
             Kind::Emulated {
-                client_ca: Some((pem, ca)),
+                https: Some(endpoint),
                 ..
-            } => Ok((pem, ca)),
+            } => Ok(endpoint.client_ca()),
             Kind::Emulated { .. } => Err(Error::NotHttps(self.name().to_string())),
             Kind::Real(_) => Err(Error::Backend(format!(
                 "client certificates of cluster {:?} are minted by the emulator only",
@@ -342,7 +385,9 @@ impl TestCluster {
         kubeconfig::write(path, self.https()?)
     }
 
-    /// `https://127.0.0.1:<port>` for HTTPS and real clusters.
+    /// `https://127.0.0.1:<port>` for HTTPS and real clusters;
+    /// `https://127.0.0.1:<port>/clusters/<name>` on a shared port
+    /// ([`FleetBuilder::shared_port`](crate::FleetBuilder::shared_port)).
     ///
     /// ```no_run
     /// # async fn doc() -> Result<(), mcr_envtest::Error> {
@@ -352,7 +397,7 @@ impl TestCluster {
     /// ```
     pub fn url(&self) -> Option<String> {
         match &self.inner.kind {
-            Kind::Emulated { https, .. } => https.as_ref().map(|s| format!("https://{}", s.addr())),
+            Kind::Emulated { https, .. } => https.as_ref().map(Endpoint::url),
             Kind::Real(control) => Some(control.url()),
         }
     }

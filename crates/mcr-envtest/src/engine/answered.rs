@@ -12,7 +12,9 @@ use super::state::{ObjKey, Store};
 use super::{ApiError, WriteOptions, subresource};
 
 /// The user every request acts as (there is no authentication).
-const USER: &str = "mcr-envtest-admin";
+pub(crate) const USER: &str = "mcr-envtest-admin";
+/// The groups of [`USER`].
+pub(crate) const GROUPS: [&str; 2] = ["system:masters", "system:authenticated"];
 
 /// Answers a posted review (or performs a binding); returns the object to send back.
 pub(crate) fn answer(
@@ -48,7 +50,7 @@ pub(crate) fn answer(
             "incomplete": false,
         }),
         "SelfSubjectReview" => json!({
-            "userInfo": {"username": USER, "groups": ["system:masters", "system:authenticated"]},
+            "userInfo": {"username": USER, "groups": GROUPS},
         }),
         "TokenReview" => json!({
             "authenticated": false,

@@ -203,7 +203,7 @@ fn types_of(crd: &Value) -> Vec<TypeInfo> {
                 custom: true,
             },
             res: TypeInfo::res_key(group, plural),
-            generation: true,
+            generation: super::registry::Generation::Spec,
             special: Special::None,
         })
         .collect()

@@ -197,9 +197,28 @@ fn by_table(kind: &str, obj: &mut Value) {
             fill(&mut obj["spec"]["hostPath"], "/type", json!(""));
         }
         "Node" => {
+            // A Node's spec is a Go struct: `{}` when empty, never left out.
+            if !obj["spec"].is_object() {
+                obj["spec"] = json!({});
+            }
+            // kube-apiserver keeps only `podCIDRs`; `podCIDR` is its first item.
             let cidr = obj["spec"]["podCIDR"].clone();
             if cidr.is_string() {
                 fill(obj, "/spec/podCIDRs", json!([cidr]));
+            }
+            let first = obj["spec"]["podCIDRs"][0].clone();
+            if first.is_string() {
+                obj["spec"]["podCIDR"] = first;
+            }
+            // `unschedulable` is an `omitempty` bool: `false` is not stored.
+            if obj["spec"]["unschedulable"] == false
+                && let Some(spec) = obj["spec"].as_object_mut()
+            {
+                spec.remove("unschedulable");
+            }
+            let capacity = obj["status"]["capacity"].clone();
+            if capacity.is_object() {
+                fill(obj, "/status/allocatable", capacity);
             }
         }
         "Endpoints" => {
@@ -264,7 +283,7 @@ fn fill(obj: &mut Value, ptr: &str, value: Value) {
 /// type's zero value does), and the finalizers its admission adds.
 fn initial(kind: &str) -> Option<(Value, &'static str)> {
     Some(match kind {
-        "Deployment" | "ResourceQuota" | "CronJob" => (json!({}), ""),
+        "Deployment" | "ResourceQuota" | "CronJob" | "CertificateSigningRequest" => (json!({}), ""),
         "ReplicaSet" | "ReplicationController" => (json!({"replicas": 0}), ""),
         "StatefulSet" => (json!({"availableReplicas": 0, "replicas": 0}), ""),
         "DaemonSet" => (
@@ -278,7 +297,10 @@ fn initial(kind: &str) -> Option<(Value, &'static str)> {
         "Ingress" => (json!({"loadBalancer": {}}), ""),
         "HorizontalPodAutoscaler" => (json!({"currentMetrics": null, "desiredReplicas": 0}), ""),
         "PersistentVolumeClaim" => (json!({"phase": "Pending"}), "kubernetes.io/pvc-protection"),
-        "PersistentVolume" => (json!({"phase": "Pending"}), "kubernetes.io/pv-protection"),
+        "PersistentVolume" => (
+            json!({"lastPhaseTransitionTime": super::meta::now(), "phase": "Pending"}),
+            "kubernetes.io/pv-protection",
+        ),
         _ => return None,
     })
 }
@@ -287,22 +309,7 @@ fn initial(kind: &str) -> Option<(Value, &'static str)> {
 pub(crate) fn on_create(store: &Store, info: &TypeInfo, obj: &mut Value) {
     match info.special {
         Special::Pod => {
-            // What the `Priority` and `DefaultTolerationSeconds` admission plugins set.
-            let spec = object_at(obj, "spec");
-            spec.entry("priority").or_insert(json!(0));
-            spec.entry("preemptionPolicy")
-                .or_insert(json!("PreemptLowerPriority"));
-            let tolerations = spec.entry("tolerations").or_insert(json!([]));
-            if let Some(list) = tolerations.as_array_mut() {
-                for (key, effect) in DEFAULT_TOLERATIONS {
-                    if !list
-                        .iter()
-                        .any(|t| t["key"] == key && t["effect"] == effect)
-                    {
-                        list.push(json!({"key": key, "operator": "Exists", "effect": effect, "tolerationSeconds": 300}));
-                    }
-                }
-            }
+            pod_admission(obj, None);
             let qos = qos_class(&obj["spec"]);
             if let Some(map) = obj.as_object_mut() {
                 map.insert(
@@ -374,6 +381,14 @@ pub(crate) fn on_create(store: &Store, info: &TypeInfo, obj: &mut Value) {
             if let Some(map) = obj.as_object_mut() {
                 map.insert("status".into(), status);
             }
+            if info.rt.kind == "CertificateSigningRequest" {
+                // Who asked, from the request's user (the emulator's one user).
+                let spec = object_at(obj, "spec");
+                let user = super::answered::USER;
+                spec.insert("username".into(), json!(user));
+                spec.insert("uid".into(), json!(user));
+                spec.insert("groups".into(), json!(super::answered::GROUPS));
+            }
             if !finalizer.is_empty() {
                 let meta = object_at(obj, "metadata");
                 let list = meta.entry("finalizers").or_insert(json!([]));
@@ -382,15 +397,6 @@ pub(crate) fn on_create(store: &Store, info: &TypeInfo, obj: &mut Value) {
                 {
                     list.push(json!(finalizer));
                 }
-            }
-            if info.rt.kind == "DaemonSet" {
-                let generation = obj["metadata"]["generation"].as_i64().unwrap_or(1);
-                let meta = object_at(obj, "metadata");
-                let annotations = object_at_map(meta, "annotations");
-                annotations.insert(
-                    "deprecated.daemonset.template.generation".into(),
-                    json!(generation.to_string()),
-                );
             }
         }
         Special::None
@@ -410,6 +416,37 @@ pub(crate) fn on_create(store: &Store, info: &TypeInfo, obj: &mut Value) {
     }
 }
 
+/// What the `Priority` and `DefaultTolerationSeconds` admission plugins set on a Pod's
+/// create and update (an update keeps the priority the create gave).
+fn pod_admission(obj: &mut Value, old: Option<&Value>) {
+    let spec = object_at(obj, "spec");
+    for (field, value) in [
+        ("priority", json!(0)),
+        ("preemptionPolicy", json!("PreemptLowerPriority")),
+    ] {
+        let kept = old.and_then(|o| o["spec"].get(field)).cloned();
+        spec.entry(field).or_insert(kept.unwrap_or(value));
+    }
+    let tolerations = spec.entry("tolerations").or_insert(json!([]));
+    if let Some(list) = tolerations.as_array_mut() {
+        for (key, effect) in DEFAULT_TOLERATIONS {
+            if !list
+                .iter()
+                .any(|t| t["key"] == key && t["effect"] == effect)
+            {
+                list.push(json!({"key": key, "operator": "Exists", "effect": effect, "tolerationSeconds": 300}));
+            }
+        }
+    }
+}
+
+/// What the server's admission sets on an update of the main resource (owned by no one).
+pub(crate) fn on_update(info: &TypeInfo, obj: &mut Value, old: &Value) {
+    if info.special == Special::Pod {
+        pod_admission(obj, Some(old));
+    }
+}
+
 /// The defaults of a Pod's spec (also a template's).
 fn pod_spec(spec: &mut Map<String, Value>) {
     for (field, value) in [
@@ -421,7 +458,7 @@ fn pod_spec(spec: &mut Map<String, Value>) {
     ] {
         spec.entry(field).or_insert(value);
     }
-    for list in ["initContainers", "containers"] {
+    for list in ["initContainers", "containers", "ephemeralContainers"] {
         for c in spec
             .get_mut(list)
             .and_then(Value::as_array_mut)
@@ -506,6 +543,13 @@ fn service(obj: &mut Value) {
     let kind = spec["type"].as_str().unwrap_or_default().to_string();
     if kind != "ExternalName" {
         spec.entry("sessionAffinity").or_insert(json!("None"));
+        if spec["sessionAffinity"] == "None" {
+            spec.remove("sessionAffinityConfig");
+        } else if spec["sessionAffinity"] == "ClientIP" {
+            let config = object_at_map(spec, "sessionAffinityConfig");
+            let client = object_at_map(config, "clientIP");
+            client.entry("timeoutSeconds").or_insert(json!(10800));
+        }
         spec.entry("internalTrafficPolicy")
             .or_insert(json!("Cluster"));
     }

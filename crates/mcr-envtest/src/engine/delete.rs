@@ -9,6 +9,19 @@ use super::registry::{Special, present, scope};
 use super::state::ObjKey;
 use super::{ApiError, DeleteOptions, Engine, ListParams, ResourceType, gc};
 
+/// Built-in kinds whose immediate delete kube-apiserver answers with the deleted object (the
+/// `ReturnDeletedObject` of their registry) rather than a `Status`; Namespaces and CRDs too.
+const RETURN_DELETED: &[&str] = &[
+    "PersistentVolume",
+    "PersistentVolumeClaim",
+    "Pod",
+    "PodTemplate",
+    "ResourceQuota",
+    "Service",
+    "ServiceAccount",
+    "StorageClass",
+];
+
 fn check_policy(opts: &DeleteOptions) -> Result<Option<&str>, ApiError> {
     match opts.propagation_policy.as_deref() {
         None | Some("") => Ok(None),
@@ -78,14 +91,11 @@ impl Engine {
             }
             let gone = gc::delete_object(&mut store, &info.res, &key, policy).unwrap_or(existing);
             let removed = store.peek(&info.res, &key).is_none();
-            let returns_object = matches!(
-                info.special,
-                Special::Namespace | Special::Crd | Special::Pod
-            ) || (!rt.custom && rt.kind == "PodTemplate");
+            let returns_object = matches!(info.special, Special::Namespace | Special::Crd)
+                || (!rt.custom && RETURN_DELETED.contains(&rt.kind.as_str()));
             if removed && !returns_object {
-                // kube-apiserver answers an immediate delete with a `Status` (it returns the
-                // object only for Namespaces, CRDs, Pods and PodTemplates, and while finalizers
-                // hold it).
+                // kube-apiserver answers an immediate delete with a `Status`, but for the kinds
+                // whose registry returns the deleted object, and while finalizers hold it.
                 return Ok(deleted_status(rt, name, uid_of(&gone)));
             }
             Ok(present(&gone, rt))

@@ -120,9 +120,17 @@ impl ApiError {
     /// 422 Invalid listing every invalid field, each `field: Type: detail`, in the message
     /// (bracketed when more than one) and as `details.causes`, as kube-apiserver lists them.
     pub fn invalid_all(kind: &str, name: &str, errors: Vec<String>) -> Self {
-        let list = match errors.as_slice() {
-            [one] => one.clone(),
-            _ => format!("[{}]", errors.join(", ")),
+        // The message says each error once (as Go's error aggregate does); the causes list
+        // them all.
+        let mut once: Vec<&str> = Vec::new();
+        for e in &errors {
+            if !once.contains(&e.as_str()) {
+                once.push(e);
+            }
+        }
+        let list = match once.as_slice() {
+            [one] => (*one).to_string(),
+            _ => format!("[{}]", once.join(", ")),
         };
         let mut err = Self::new(
             422,

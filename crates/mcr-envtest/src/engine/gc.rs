@@ -97,6 +97,11 @@ pub(crate) fn delete_object(
         return delete_namespace(store, res, key);
     }
     if finalizers_of(&obj).is_empty() {
+        if special == Special::Pod && !is_deleting(&obj) {
+            // A Pod's deletion is graceful, with a grace period of 0 where no kubelet runs it:
+            // marked first (one MODIFIED event), then removed.
+            store.put(res, mark_deleting(&obj, info.as_deref()));
+        }
         return final_remove(store, res, key, policy);
     }
     if is_deleting(&obj) {
@@ -110,13 +115,14 @@ pub(crate) fn delete_object(
     Some(stored)
 }
 
-/// Sets `deletionTimestamp` / `deletionGracePeriodSeconds` and bumps a tracked generation.
+/// Sets `deletionTimestamp` / `deletionGracePeriodSeconds` and bumps a generation the object
+/// has (kube-apiserver does, whatever the kind's updates do with it).
 fn mark_deleting(obj: &Value, info: Option<&TypeInfo>) -> Value {
     let mut marked = obj.clone();
     let meta = meta_mut(&mut marked);
     meta.insert("deletionTimestamp".into(), json!(now()));
     meta.insert("deletionGracePeriodSeconds".into(), json!(0));
-    if info.is_some_and(|i| i.generation)
+    if info.is_some_and(|i| i.generation != super::registry::Generation::None)
         && let Some(g) = meta.get("generation").and_then(Value::as_i64)
     {
         meta.insert("generation".into(), json!(g + 1));
@@ -142,6 +148,13 @@ pub(crate) fn final_remove(
         purge(store, &crd::res_of(&crd));
     }
     let removed = store.remove(res, key)?;
+    if special == Special::Service {
+        // kube-apiserver deletes a removed Service's Endpoints of the same name.
+        let endpoints: ResKey = Arc::from("endpoints");
+        if store.peek(&endpoints, key).is_some() {
+            delete_object(store, &endpoints, key, None);
+        }
+    }
     if policy == Some("Orphan") {
         orphan_dependents(store, uid_of(&removed));
     } else {
@@ -171,6 +184,8 @@ fn delete_namespace(store: &mut Store, res: &ResKey, key: &ObjKey) -> Option<Arc
         obj
     } else {
         let mut marked = mark_deleting(&obj, None);
+        // kube-apiserver gives a namespace no grace period.
+        meta_mut(&mut marked).remove("deletionGracePeriodSeconds");
         marked["status"] = json!({"phase": "Terminating"});
         store.put(res, marked)
     };

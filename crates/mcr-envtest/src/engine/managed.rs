@@ -59,6 +59,28 @@ impl Id {
         }
         out
     }
+
+    /// kube-apiserver's manager identifier: the entry's JSON without fields, type and time
+    /// (and without `apiVersion` for an applier), which orders the managers of a conflict.
+    fn identifier(&self) -> String {
+        let text = |s: &str| Value::String(s.to_string()).to_string();
+        let mut out = String::from("{");
+        if !self.manager.is_empty() {
+            out.push_str(&format!("\"manager\":{},", text(&self.manager)));
+        }
+        out.push_str(&format!(
+            "\"operation\":{}",
+            text(if self.apply { "Apply" } else { "Update" })
+        ));
+        if !self.api_version.is_empty() {
+            out.push_str(&format!(",\"apiVersion\":{}", text(&self.api_version)));
+        }
+        if !self.subresource.is_empty() {
+            out.push_str(&format!(",\"subresource\":{}", text(&self.subresource)));
+        }
+        out.push('}');
+        out
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -86,6 +108,10 @@ pub(crate) struct Scope<'a> {
     /// For a custom resource, its kind qualified by group (`Gadget.example.com`), the name
     /// validation errors use; `None` for built-in types.
     pub custom_kind: Option<(String, String)>,
+    /// For a `scale` write, the JSON pointer of the replica count. kube-apiserver tracks the
+    /// write on the `Scale`, where a count of 0 is left out (`omitempty`): setting 0 removes
+    /// the field from every owner and gives it to no one.
+    pub scale_replicas: Option<String>,
 }
 
 impl Scope<'_> {
@@ -122,11 +148,23 @@ impl Scope<'_> {
 
 /// The fields `reset` lists for a type and endpoint.
 pub(crate) fn reset_fields(
-    custom: bool,
+    kind: Option<&str>,
     has_status: bool,
     subresource: Option<&str>,
 ) -> Vec<Vec<Pe>> {
+    let custom = kind.is_none();
     let f = |s: &str| Pe::Field(s.to_string());
+    match (kind, subresource) {
+        // A CertificateSigningRequest's spec is the server's (filled from the requester) and
+        // its approval writes only metadata and conditions.
+        (Some("CertificateSigningRequest"), None) => {
+            return vec![vec![f("spec")], vec![f("status")]];
+        }
+        (Some("CertificateSigningRequest"), Some("approval")) => {
+            return vec![vec![f("spec")], vec![f("status"), f("certificate")]];
+        }
+        _ => {}
+    }
     match (subresource, has_status) {
         (Some("status"), _) if custom => vec![vec![f("metadata")], vec![f("spec")]],
         (Some("status"), _) => vec![vec![f("spec")], vec![f("metadata"), f("labels")]],
@@ -283,12 +321,15 @@ fn strip(set: &FieldSet) -> FieldSet {
     set.difference(&server)
 }
 
-/// The conflicts of a write: the fields it changes that other managers own.
+/// The conflicts of a write: the fields it changes that other managers own, managers in the
+/// order of their identifiers, as kube-apiserver prints them.
 fn conflict_error(conflicts: &[(Id, FieldSet)]) -> ApiError {
+    let mut conflicts = conflicts.to_vec();
+    conflicts.sort_by_cached_key(|(id, _)| id.identifier());
     let mut causes = Vec::new();
     let mut lines = Vec::new();
     let mut total = 0;
-    for (id, set) in conflicts {
+    for (id, set) in &conflicts {
         lines.push(format!("conflicts with {}:", id.describe()));
         for path in set.paths() {
             total += 1;
@@ -433,8 +474,27 @@ pub(crate) fn record_update(
         set_managed_fields(new, &managed);
         return;
     }
-    let old_clean = without_managed_fields(old);
-    let new_clean = without_managed_fields(new);
+    let mut old_clean = without_managed_fields(old);
+    let mut new_clean = without_managed_fields(new);
+    if let Some(pointer) = &scope.scale_replicas {
+        // kube-apiserver tracks a scale write on the `Scale`, which holds the entries that
+        // own the count: a count nobody owns is an untracked `Scale`, and the write records
+        // nothing.
+        let path: Vec<Pe> = pointer
+            .split('/')
+            .skip(1)
+            .map(|p| Pe::Field(p.replace("~1", "/").replace("~0", "~")))
+            .collect();
+        if !managed.values().any(|e| owns(&e.set, &path)) {
+            set_managed_fields(new, &managed);
+            return;
+        }
+        for obj in [&mut old_clean, &mut new_clean] {
+            if obj.pointer(pointer).and_then(Value::as_i64) == Some(0) {
+                remove_pointer(obj, pointer);
+            }
+        }
+    }
     let Ok(cmp) = take_changes(&old_clean, &new_clean, &mut managed, None, true, scope) else {
         if let Some(m) = new.get_mut("metadata").and_then(Value::as_object_mut) {
             m.remove("managedFields");
@@ -461,6 +521,63 @@ pub(crate) fn record_update(
     }
     cap_updaters(&mut managed);
     set_managed_fields(new, &managed);
+}
+
+/// Whether `set` holds `path` itself.
+fn owns(set: &FieldSet, path: &[Pe]) -> bool {
+    match path {
+        [] => false,
+        [last] => set.has_member(last),
+        [first, rest @ ..] => set.child(first).is_some_and(|c| owns(c, rest)),
+    }
+}
+
+/// Removes the member a JSON pointer names, if it is there.
+fn remove_pointer(obj: &mut Value, pointer: &str) {
+    let Some((parent, last)) = pointer.rsplit_once('/') else {
+        return;
+    };
+    let last = last.replace("~1", "/").replace("~0", "~");
+    if let Some(map) = obj.pointer_mut(parent).and_then(Value::as_object_mut) {
+        map.remove(&last);
+    }
+}
+
+/// The `managedFields` entry of an object a subresource creates and never stores (a
+/// TokenRequest): `manager` (`unknown` without one) owns every field `obj` sets.
+pub(crate) fn created_entry(
+    obj: &Value,
+    manager: Option<&str>,
+    api_version: &str,
+    subresource: &str,
+) -> Value {
+    let mut clean = obj.clone();
+    typed::drop_nulls(&mut clean);
+    let set = typed::to_set(&clean, &schema::builtin("")).unwrap_or_default();
+    json!({
+        "manager": manager.filter(|m| !m.is_empty()).unwrap_or("unknown"),
+        "operation": "Update",
+        "apiVersion": api_version,
+        "time": now(),
+        "fieldsType": "FieldsV1",
+        "fieldsV1": strip(&set).to_fields_v1(),
+        "subresource": subresource,
+    })
+}
+
+/// Whether two versions of an object differ at most in the times of their `managedFields`
+/// entries (kube-apiserver does not store such a write).
+pub(crate) fn same_but_times(a: &Value, b: &Value) -> bool {
+    let untimed = |v: &Value| {
+        let mut v = super::packed::unpacked(v).into_owned();
+        if let Some(Value::Array(entries)) = v.pointer_mut("/metadata/managedFields") {
+            for e in entries.iter_mut().filter_map(Value::as_object_mut) {
+                e.remove("time");
+            }
+        }
+        v
+    };
+    untimed(a) == untimed(b)
 }
 
 /// Whether a request's `managedFields` asks for a reset: `[]` or `[{}]`.
@@ -722,8 +839,16 @@ pub(crate) fn scope_for<'a>(
         schema,
         api_version: rt.api_version(),
         subresource,
-        reset: reset_fields(rt.custom, rt.status_subresource, subresource),
+        reset: reset_fields(
+            (!rt.custom).then_some(rt.kind.as_str()),
+            rt.status_subresource,
+            subresource,
+        ),
         empty: empty_object(&rt.kind, rt.custom, &rt.api_version()),
         custom_kind: rt.custom.then(|| (rt.kind.clone(), rt.group.clone())),
+        scale_replicas: (subresource == Some("scale"))
+            .then(|| super::subresource::scale_paths(store, info).ok())
+            .flatten()
+            .map(|paths| paths.spec_replicas),
     }
 }

@@ -2,8 +2,6 @@
 
 use serde_json::{Map, Value};
 
-use super::ApiError;
-
 /// `metadata.<field>` as a string, if present.
 pub(crate) fn meta_str<'a>(obj: &'a Value, field: &str) -> Option<&'a str> {
     obj.get("metadata")?.get(field)?.as_str()
@@ -127,9 +125,13 @@ impl NameRule {
         match kind {
             _ if custom => NameRule::Subdomain,
             "Namespace" | "Service" | "StatefulSet" => NameRule::Label,
-            "Role" | "ClusterRole" | "RoleBinding" | "ClusterRoleBinding" | "APIService" => {
-                NameRule::PathSegment
-            }
+            "Role"
+            | "ClusterRole"
+            | "RoleBinding"
+            | "ClusterRoleBinding"
+            | "APIService"
+            | "PodDisruptionBudget"
+            | "CertificateSigningRequest" => NameRule::PathSegment,
             _ => NameRule::Subdomain,
         }
     }
@@ -137,8 +139,8 @@ impl NameRule {
 
 const PATH_SEGMENT_MSG: &str = "may not contain '/' or '%', and may not be '.' or '..'";
 
-/// Validates an object name by its kind's rule.
-pub(crate) fn validate_name(kind: &str, name: &str, rule: NameRule) -> Result<(), ApiError> {
+/// What is wrong with an object name by its kind's rule, as a 422 cause (`metadata.name: ...`).
+pub(crate) fn name_problem(name: &str, rule: NameRule) -> Option<String> {
     let (ok, msg) = match rule {
         // kube-apiserver says why a valid subdomain is not a label.
         NameRule::Label if is_dns_subdomain(name) && name.contains('.') => {
@@ -151,15 +153,7 @@ pub(crate) fn validate_name(kind: &str, name: &str, rule: NameRule) -> Result<()
             PATH_SEGMENT_MSG,
         ),
     };
-    if ok {
-        Ok(())
-    } else {
-        Err(ApiError::invalid(
-            kind,
-            name,
-            format!("metadata.name: Invalid value: {name:?}: {msg}"),
-        ))
-    }
+    (!ok).then(|| format!("metadata.name: Invalid value: {name:?}: {msg}"))
 }
 
 /// A shallow copy of `obj` without `metadata` and (when `skip_status`) `status`: what decides
@@ -190,16 +184,14 @@ mod tests {
         assert!(!is_dns_subdomain("A"));
         assert!(!is_dns_subdomain("a..b"));
         assert!(!is_dns_subdomain("-a"));
-        assert!(validate_name("Namespace", "a.b", NameRule::Label).is_err());
-        assert!(validate_name("Service", "1web", NameRule::of("Service", false)).is_ok());
-        assert!(validate_name("ClusterRole", "system:view", NameRule::PathSegment).is_ok());
-        assert!(validate_name("ClusterRole", "a/b", NameRule::PathSegment).is_err());
+        assert!(name_problem("a.b", NameRule::Label).is_some());
+        assert!(name_problem("1web", NameRule::of("Service", false)).is_none());
+        assert!(name_problem("system:view", NameRule::PathSegment).is_none());
+        assert!(name_problem("a/b", NameRule::PathSegment).is_some());
         assert_eq!(NameRule::of("ClusterRole", true), NameRule::Subdomain);
-        assert_eq!(
-            validate_name("ConfigMap", "Bad_Name", NameRule::Subdomain)
-                .unwrap_err()
-                .code,
-            422
+        assert!(
+            name_problem("Bad_Name", NameRule::Subdomain)
+                .is_some_and(|p| p.starts_with("metadata.name: Invalid value: \"Bad_Name\""))
         );
     }
 

@@ -26,10 +26,13 @@
 //!   endpoints, PriorityClasses, bootstrap RBAC, local APIServices), each set written the
 //!   first time [`Engine::resolve`] hands out its type, so it costs nothing in a cluster that
 //!   never addresses it; a watch from an older resourceVersion then sees them as `ADDED`.
-//! - Defaults of Pods, Services (cluster IPs from `10.96.0.0/12`) and Jobs (`defaults`), and
-//!   names validated per kind.
+//! - Defaults of Pods, Services (cluster IPs from `10.96.0.0/12`) and Jobs (`defaults`), names
+//!   validated per kind, and the per-kind rules of kube-apiserver's registries the
+//!   differential check found (`validate`, `special`, the tables in `write`, `delete`,
+//!   `update` and `registry`).
 //! - Server-set metadata (`uid`, `creationTimestamp`, one global `resourceVersion` counter,
-//!   `generation` for Deployment, ReplicaSet, CRDs and custom objects only), `generateName`,
+//!   `generation` kept per kind as its registry keeps it, see `registry::Generation`),
+//!   `generateName`,
 //!   name validation, optimistic concurrency, no-op writes that do not move the
 //!   resourceVersion, Secret `stringData`.
 //! - Merge, JSON and strategic merge patches (merge keys by field name for the built-ins;
@@ -50,9 +53,11 @@
 //!   `kubectl.kubernetes.io/last-applied-configuration` annotation is refused (500 naming the
 //!   gap).
 //! - Answers checked against kube-apiserver by `cargo xtask fidelity` (`tests/fidelity.rs`):
-//!   an immediate delete answers with a `Success` `Status` (Namespaces, CRDs and
-//!   finalizer-held deletes with the object), built-in list items carry no `apiVersion`/`kind`,
-//!   custom resources take no unconditional update.
+//!   an immediate delete answers with a `Success` `Status` (Namespaces, CRDs, the kinds whose
+//!   kube-apiserver registry returns the deleted object, such as Pods, Services and
+//!   ServiceAccounts, and finalizer-held deletes with the object), built-in list items carry
+//!   no `apiVersion`/`kind`, custom resources take no unconditional update; a `scale` write
+//!   owns `spec.replicas` as tracked on the `Scale` (a count of 0 belongs to no one).
 //! - Finalizers, `ownerReferences` garbage collection (Background/Foreground/Orphan),
 //!   namespace termination, CRD establishment and removal.
 //! - Lists with full label selectors, `metadata.name`/`metadata.namespace` field selectors,
@@ -65,7 +70,8 @@
 //!   OpenAPI schema validation and defaulting of custom resources, CRD conversion webhooks,
 //!   protobuf and table output, `dryRun` beyond "do not store".
 //! - Controllers: nothing reconciles Deployments/ReplicaSets/StatefulSets/Jobs, no Pod runs
-//!   (an unscheduled or bound Pod is deleted at once, without graceful termination), no
+//!   (an unscheduled or bound Pod is deleted at once with a grace period of 0: marked, then
+//!   removed; an eviction adds the `DisruptionTarget` condition first), no
 //!   PodDisruptionBudget gets a status unless written; namespace termination and garbage
 //!   collection run synchronously inside the delete call. Foreground deletion behaves like
 //!   Background (no `foregroundDeletion` finalizer; the owner goes, then its dependents);

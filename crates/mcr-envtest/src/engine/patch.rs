@@ -15,6 +15,7 @@ fn merge_key(field: &str) -> Option<&'static str> {
         | "env"
         | "imagePullSecrets"
         | "secrets" => "name",
+        // Also a Service's `port` (see `merge_list`).
         "ports" => "containerPort",
         "volumeMounts" => "mountPath",
         "volumeDevices" => "devicePath",
@@ -147,7 +148,17 @@ fn merge_list(field: &str, current: Option<&Value>, patch: &[Value]) -> Result<V
         return Ok(clean(&Value::Array(patch.to_vec())));
     }
     let mut out: Vec<Value> = current.cloned().unwrap_or_default();
-    if let Some(key) = merge_key(field).filter(|_| patch.iter().all(Value::is_object)) {
+    // A container's ports merge on `containerPort`, a Service's on `port`.
+    let service_ports = field == "ports"
+        && patch
+            .iter()
+            .all(|item| item.get("containerPort").is_none() && item.get("port").is_some());
+    let key = if service_ports {
+        Some("port")
+    } else {
+        merge_key(field)
+    };
+    if let Some(key) = key.filter(|_| patch.iter().all(Value::is_object)) {
         for item in patch {
             let id = item.get(key);
             let pos = id.and_then(|id| out.iter().position(|o| o.get(key) == Some(id)));

@@ -27,6 +27,21 @@ pub(crate) enum Special {
     Answered,
 }
 
+/// How a kind keeps `metadata.generation`, as its registry strategy on kube-apiserver does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Generation {
+    /// Not set.
+    None,
+    /// 1 on create, one more on every change outside `metadata` (and outside `status` where a
+    /// status subresource splits it off).
+    Spec,
+    /// As [`Generation::Spec`], and one more on a change of `metadata.labels` too
+    /// (EndpointSlice).
+    SpecOrLabels,
+    /// 1 on create and never moved by an update (PriorityClass).
+    Fixed,
+}
+
 /// A served type plus what the engine needs to know about it.
 #[derive(Clone, Debug)]
 pub(crate) struct TypeInfo {
@@ -34,8 +49,8 @@ pub(crate) struct TypeInfo {
     pub rt: ResourceType,
     /// Storage key shared by every version of a resource: `plural.group`.
     pub res: Arc<str>,
-    /// Whether `metadata.generation` is tracked.
-    pub generation: bool,
+    /// How `metadata.generation` is kept.
+    pub generation: Generation,
     /// Special behaviour.
     pub special: Special,
 }
@@ -144,7 +159,7 @@ struct Builtin {
     /// Served subresources, `status` included.
     subresources: &'static [&'static str],
     verbs: &'static [&'static str],
-    generation: bool,
+    generation: Generation,
     special: Special,
 }
 
@@ -152,8 +167,10 @@ struct Builtin {
 const NS: bool = true;
 const CLUSTER: bool = false;
 /// Generation markers for the table's rows.
-const GEN: bool = true;
-const NO_GEN: bool = false;
+const GEN: Generation = Generation::Spec;
+const NO_GEN: Generation = Generation::None;
+const GEN_LABELS: Generation = Generation::SpecOrLabels;
+const GEN_FIXED: Generation = Generation::Fixed;
 
 /// A row with all verbs and no special behaviour.
 #[allow(clippy::too_many_arguments)]
@@ -166,7 +183,7 @@ const fn row(
     short: &'static [&'static str],
     categories: &'static [&'static str],
     subresources: &'static [&'static str],
-    generation: bool,
+    generation: Generation,
 ) -> Builtin {
     Builtin {
         group,
@@ -200,7 +217,7 @@ const fn answered(
         categories: &[],
         subresources: &[],
         verbs: CREATE_ONLY,
-        generation: false,
+        generation: Generation::None,
         special: Special::Answered,
     }
 }
@@ -292,7 +309,7 @@ const BUILTINS: &[Builtin] = &[
     row("certificates.k8s.io", "v1", "CertificateSigningRequest", "certificatesigningrequests", CLUSTER, &["csr"], &[], &["status", "approval"], NO_GEN),
     // coordination.k8s.io, discovery.k8s.io, events.k8s.io
     row("coordination.k8s.io", "v1", "Lease", "leases", NS, &[], &[], &[], NO_GEN),
-    row("discovery.k8s.io", "v1", "EndpointSlice", "endpointslices", NS, &[], &[], &[], GEN),
+    row("discovery.k8s.io", "v1", "EndpointSlice", "endpointslices", NS, &[], &[], &[], GEN_LABELS),
     row("events.k8s.io", "v1", "Event", "events", NS, &["ev"], &[], &[], NO_GEN),
     // flowcontrol.apiserver.k8s.io
     row("flowcontrol.apiserver.k8s.io", "v1", "FlowSchema", "flowschemas", CLUSTER, &[], &[], STATUS, GEN),
@@ -317,7 +334,7 @@ const BUILTINS: &[Builtin] = &[
     row("resource.k8s.io", "v1", "ResourceClaimTemplate", "resourceclaimtemplates", NS, &[], &[], &[], NO_GEN),
     row("resource.k8s.io", "v1", "ResourceSlice", "resourceslices", CLUSTER, &[], &[], &[], NO_GEN),
     // scheduling.k8s.io
-    row("scheduling.k8s.io", "v1", "PriorityClass", "priorityclasses", CLUSTER, &["pc"], &[], &[], GEN),
+    row("scheduling.k8s.io", "v1", "PriorityClass", "priorityclasses", CLUSTER, &["pc"], &[], &[], GEN_FIXED),
     // storage.k8s.io
     row("storage.k8s.io", "v1", "CSIDriver", "csidrivers", CLUSTER, &[], &[], &[], NO_GEN),
     row("storage.k8s.io", "v1", "CSINode", "csinodes", CLUSTER, &[], &[], &[], NO_GEN),
@@ -510,7 +527,10 @@ mod tests {
         let pb = b.resolve("", "v1", "pods").unwrap();
         assert!(Arc::ptr_eq(&pa, &pb), "one table for every cluster");
         assert_eq!(a.all().len(), BUILTINS.len());
-        assert!(a.resolve("batch", "v1", "jobs").unwrap().generation);
+        assert_eq!(
+            a.resolve("batch", "v1", "jobs").unwrap().generation,
+            Generation::Spec
+        );
         let sts = a.resolve("apps", "v1", "statefulsets").unwrap();
         assert_eq!(sts.rt.subresources, ["status", "scale"]);
         assert!(sts.rt.status_subresource);

@@ -23,21 +23,209 @@ pub(crate) fn defaults(info: &TypeInfo, obj: &mut Value) -> Result<(), ApiError>
             name_label(obj);
             Ok(())
         }
+        _ if !info.rt.custom => {
+            condition_times(&info.rt.kind, obj);
+            if info.rt.kind == "DaemonSet" {
+                // Decoded into the internal `templateGeneration` and encoded back: `0` when
+                // the request leaves it out, so the writer owns the change.
+                if let Some(entry) = template_generation(obj) {
+                    entry.or_insert(json!("0"));
+                }
+            }
+            Ok(())
+        }
         _ => Ok(()),
     }
 }
 
-/// The type's own rules after ownership is tracked (owned by no one): a new Namespace's
-/// `kubernetes` finalizer and `Active` phase.
-pub(crate) fn normalize(info: &TypeInfo, obj: &mut Value, old: Option<&Value>) {
-    if info.special == Special::Namespace
-        && old.is_none()
-        && let Some(map) = obj.as_object_mut()
+/// The times of a Pod's or Node's conditions are Go structs: `null` when unset, never left
+/// out (so their writer owns them).
+fn condition_times(kind: &str, obj: &mut Value) {
+    let times: &[&str] = match kind {
+        "Pod" => &["lastProbeTime", "lastTransitionTime"],
+        "Node" => &["lastHeartbeatTime", "lastTransitionTime"],
+        _ => return,
+    };
+    for c in obj
+        .pointer_mut("/status/conditions")
+        .and_then(Value::as_array_mut)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_object_mut)
     {
-        if !map.contains_key("spec") {
-            map.insert("spec".into(), json!({"finalizers": ["kubernetes"]}));
+        for field in times {
+            c.entry(*field).or_insert(Value::Null);
         }
-        map.insert("status".into(), json!({"phase": "Active"}));
+    }
+}
+
+/// The type's own rules after ownership is tracked (owned by no one): a new Namespace's
+/// `kubernetes` finalizer and `Active` phase, what a Service keeps of its allocations.
+pub(crate) fn normalize(
+    info: &TypeInfo,
+    obj: &mut Value,
+    old: Option<&Value>,
+    subresource: Option<&str>,
+) {
+    if info.special == Special::Service
+        && let Some(old) = old
+    {
+        keep_allocated(obj, old);
+    }
+    if !info.rt.custom && info.rt.kind == "Node" {
+        node_status(obj);
+    }
+    if !info.rt.custom {
+        always_served(&info.rt.kind, obj);
+    }
+    if !info.rt.custom
+        && info.rt.kind == "CertificateSigningRequest"
+        && let (Some(old), Some(map)) = (old, obj.as_object_mut())
+    {
+        // The spec is immutable: an update keeps the stored one.
+        match old.get("spec") {
+            Some(spec) => map.insert("spec".into(), spec.clone()),
+            None => map.remove("spec"),
+        };
+    }
+    if !info.rt.custom && info.rt.kind == "DaemonSet" {
+        // kube-apiserver keeps the template's generation itself: 1 on create, one more when
+        // the template changes, whatever the request said.
+        let generation = match old {
+            None => 1,
+            Some(old) => {
+                let before = old
+                    .pointer(&format!(
+                        "/metadata/annotations/{}",
+                        TEMPLATE_GENERATION.replace('/', "~1")
+                    ))
+                    .and_then(Value::as_str)
+                    .and_then(|v| v.parse::<i64>().ok())
+                    .unwrap_or(1);
+                let changed = subresource.is_none()
+                    && obj.pointer("/spec/template") != old.pointer("/spec/template");
+                before + i64::from(changed)
+            }
+        };
+        if let Some(entry) = template_generation(obj) {
+            *entry.or_insert(Value::Null) = json!(generation.to_string());
+        }
+    }
+    if !info.rt.custom
+        && info.rt.kind == "PersistentVolume"
+        && let Some(old) = old
+    {
+        phase_transition_time(obj, old);
+    }
+    if info.special != Special::Namespace {
+        return;
+    }
+    let Some(map) = obj.as_object_mut() else {
+        return;
+    };
+    match old {
+        Some(_) if subresource == Some("finalize") => {}
+        // Only `/finalize` changes the finalizers of a namespace.
+        Some(old) => match old.pointer("/spec/finalizers") {
+            Some(finalizers) => {
+                let spec = map.entry("spec").or_insert_with(|| json!({}));
+                if !spec.is_object() {
+                    *spec = json!({});
+                }
+                spec["finalizers"] = finalizers.clone();
+            }
+            None => {
+                if let Some(spec) = map.get_mut("spec").and_then(Value::as_object_mut) {
+                    spec.remove("finalizers");
+                }
+            }
+        },
+        None => {
+            let spec = map.entry("spec").or_insert_with(|| json!({}));
+            if !spec.is_object() {
+                *spec = json!({});
+            }
+            let finalizers = spec["finalizers"].take();
+            let mut list = finalizers.as_array().cloned().unwrap_or_default();
+            if !list.iter().any(|f| f == "kubernetes") {
+                list.push(json!("kubernetes"));
+            }
+            spec["finalizers"] = Value::Array(list);
+            map.insert("status".into(), json!({"phase": "Active"}));
+        }
+    }
+}
+
+/// The annotation a DaemonSet's internal `templateGeneration` is served as.
+const TEMPLATE_GENERATION: &str = "deprecated.daemonset.template.generation";
+
+/// The entry of a DaemonSet's template generation annotation (making the annotations map).
+fn template_generation(obj: &mut Value) -> Option<serde_json::map::Entry<'_>> {
+    let meta = obj
+        .as_object_mut()?
+        .entry("metadata")
+        .or_insert_with(|| json!({}));
+    if !meta.is_object() {
+        *meta = json!({});
+    }
+    let annotations = meta
+        .as_object_mut()?
+        .entry("annotations")
+        .or_insert_with(|| json!({}));
+    if !annotations.is_object() {
+        *annotations = json!({});
+    }
+    Some(annotations.as_object_mut()?.entry(TEMPLATE_GENERATION))
+}
+
+/// One row of [`ALWAYS_SERVED`]: kind, object holding the field, field, its value when unset.
+type AlwaysServed = (&'static str, &'static str, &'static str, fn() -> Value);
+
+/// Fields kube-apiserver always serves, owned by no one, with the value they have when unset:
+/// Go slices without `omitempty` (`null`) and specs that are Go structs (`{}`). (kind, object
+/// holding the field, field, value.)
+const ALWAYS_SERVED: &[AlwaysServed] = &[
+    ("EndpointSlice", "", "ports", || Value::Null),
+    (
+        "HorizontalPodAutoscaler",
+        "/status",
+        "currentMetrics",
+        || Value::Null,
+    ),
+    ("Lease", "", "spec", || json!({})),
+];
+
+/// Sets the [`ALWAYS_SERVED`] fields of `kind` that `obj` leaves out.
+fn always_served(kind: &str, obj: &mut Value) {
+    for (_, parent, field, value) in ALWAYS_SERVED.iter().filter(|(k, ..)| *k == kind) {
+        if let Some(map) = obj.pointer_mut(parent).and_then(Value::as_object_mut) {
+            map.entry(*field).or_insert_with(value);
+        }
+    }
+}
+
+/// A PersistentVolume's `status.lastPhaseTransitionTime`: kept while the phase stays, set to
+/// now when the phase moves and the writer did not set a new time.
+fn phase_transition_time(obj: &mut Value, old: &Value) {
+    const TIME: &str = "/status/lastPhaseTransitionTime";
+    let unset = |v: Option<&Value>| v.is_none_or(Value::is_null);
+    let old_time = old.pointer(TIME).filter(|v| !v.is_null()).cloned();
+    let new_time = obj.pointer(TIME).cloned();
+    let time = if old.pointer("/status/phase") == obj.pointer("/status/phase") {
+        if !unset(new_time.as_ref()) {
+            return;
+        }
+        match old_time {
+            Some(t) => t,
+            None => return,
+        }
+    } else if unset(new_time.as_ref()) || new_time == old_time {
+        json!(super::meta::now())
+    } else {
+        return;
+    };
+    if let Some(status) = obj.get_mut("status").and_then(Value::as_object_mut) {
+        status.insert("lastPhaseTransitionTime".into(), time);
     }
 }
 
@@ -144,5 +332,88 @@ fn name_label(obj: &mut Value) {
         .or_insert_with(|| Value::Object(Map::new()));
     if let Some(labels) = labels.as_object_mut() {
         labels.insert(NAMESPACE_NAME_LABEL.into(), Value::String(name));
+    }
+}
+
+/// What kube-apiserver keeps of a Service's allocations when an update leaves them out: its
+/// cluster IPs and their families, and each port's node port.
+fn keep_allocated(new: &mut Value, old: &Value) {
+    let (Some(spec), Some(old_spec)) = (
+        new.get_mut("spec").and_then(Value::as_object_mut),
+        old["spec"].as_object(),
+    ) else {
+        return;
+    };
+    let missing = |v: Option<&Value>| {
+        v.is_none_or(|v| v.is_null() || v == "" || v.as_array().is_some_and(Vec::is_empty))
+    };
+    let external =
+        |s: &Map<String, Value>| s.get("type").and_then(Value::as_str) == Some("ExternalName");
+    if external(spec) || external(old_spec) {
+        return;
+    }
+    for field in ["clusterIP", "clusterIPs", "ipFamilies", "ipFamilyPolicy"] {
+        if missing(spec.get(field))
+            && let Some(v) = old_spec.get(field)
+        {
+            spec.insert(field.into(), v.clone());
+        }
+    }
+    let old_ports = old_spec.get("ports").and_then(Value::as_array);
+    for port in spec
+        .get_mut("ports")
+        .and_then(Value::as_array_mut)
+        .into_iter()
+        .flatten()
+    {
+        if port.get("nodePort").is_some() {
+            continue;
+        }
+        let same = old_ports
+            .into_iter()
+            .flatten()
+            .find(|p| p["port"] == port["port"] && p["protocol"] == port["protocol"]);
+        if let Some(node_port) = same.and_then(|p| p.get("nodePort"))
+            && let Some(port) = port.as_object_mut()
+        {
+            port.insert("nodePort".into(), node_port.clone());
+        }
+    }
+}
+
+/// The parts of a Node that are Go structs, never left out: its spec (`{}` when empty), the
+/// kubelet's endpoint (port 0) and the node's info (empty strings) until a kubelet reports
+/// them.
+fn node_status(obj: &mut Value) {
+    let Some(map) = obj.as_object_mut() else {
+        return;
+    };
+    let spec = map.entry("spec").or_insert_with(|| json!({}));
+    if !spec.is_object() {
+        *spec = json!({});
+    }
+    let status = map.entry("status").or_insert_with(|| json!({}));
+    let Some(status) = status.as_object_mut() else {
+        return;
+    };
+    status
+        .entry("daemonEndpoints")
+        .or_insert_with(|| json!({"kubeletEndpoint": {"Port": 0}}));
+    let info = status.entry("nodeInfo").or_insert_with(|| json!({}));
+    if let Some(info) = info.as_object_mut() {
+        for field in [
+            "architecture",
+            "bootID",
+            "containerRuntimeVersion",
+            "kernelVersion",
+            "kubeProxyVersion",
+            "kubeletVersion",
+            "machineID",
+            "operatingSystem",
+            "osImage",
+            "systemUUID",
+        ] {
+            info.entry(field).or_insert_with(|| json!(""));
+        }
     }
 }

@@ -58,6 +58,9 @@ pub(crate) struct Store {
     pub dependents: HashMap<String, HashSet<(ResKey, ObjKey)>>,
     /// namespace -> number of namespaced objects in it.
     pub ns_counts: HashMap<String, usize>,
+    /// Objects of the kinds kube-apiserver writes again on their first no-op write (see
+    /// `update::STORED_AGAIN`) that have not been written since their create.
+    pub untouched: HashSet<(ResKey, ObjKey)>,
 }
 
 impl Store {
@@ -88,6 +91,9 @@ impl Store {
             .insert(key.clone(), new.clone());
         if let Some(old) = &old {
             self.unindex(res, &key, old);
+            if !self.untouched.is_empty() {
+                self.untouched.remove(&(res.clone(), key.clone()));
+            }
         } else if !key.0.is_empty() {
             *self.ns_counts.entry(key.0.clone()).or_default() += 1;
         }
@@ -112,6 +118,9 @@ impl Store {
     /// Removes an object; returns its last state stamped with the deletion's resourceVersion.
     pub(crate) fn remove(&mut self, res: &ResKey, key: &ObjKey) -> Option<Arc<Value>> {
         let old = self.objects.get_mut(res)?.remove(key)?;
+        if !self.untouched.is_empty() {
+            self.untouched.remove(&(res.clone(), key.clone()));
+        }
         self.rv += 1;
         let rv = self.rv;
         self.unindex(res, key, &old);

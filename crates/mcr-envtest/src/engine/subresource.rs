@@ -60,7 +60,18 @@ impl Engine {
         let store = self.inner.read();
         let (info, existing) = parent(&store, rt, namespace, name, subresource)?;
         match subresource {
-            "scale" => scale_of(&store, &info, &existing),
+            "scale" => {
+                let paths = scale_paths(&store, &info)?;
+                if rt.custom && existing.pointer(&paths.spec_replicas).is_none() {
+                    // kube-apiserver reads a custom resource's scale only where the count is.
+                    let path = paths.spec_replicas.replace('/', ".");
+                    let why = format!("the spec replicas field {path:?} does not exist");
+                    let mut err = ApiError::internal(format!("Internal error occurred: {why}"));
+                    err.details = Some(json!({"causes": [{"message": why}]}));
+                    return Err(err);
+                }
+                scale_of(&store, &info, &existing)
+            }
             _ => Ok(present(&existing, rt)),
         }
     }
@@ -151,15 +162,17 @@ fn parent(
 }
 
 /// Where a type keeps its replica counts and selector.
-struct ScalePaths {
-    spec_replicas: String,
+pub(crate) struct ScalePaths {
+    /// JSON pointer of the desired count.
+    pub(crate) spec_replicas: String,
     status_replicas: String,
     selector: Option<String>,
     /// The selector is a `LabelSelector` (built-ins) rather than a serialized string (CRDs).
     structured_selector: bool,
 }
 
-fn scale_paths(store: &Store, info: &TypeInfo) -> Result<ScalePaths, ApiError> {
+/// The scale paths of a type (404 for a custom resource whose version serves no scale).
+pub(crate) fn scale_paths(store: &Store, info: &TypeInfo) -> Result<ScalePaths, ApiError> {
     let rt = &info.rt;
     if !rt.custom {
         return Ok(ScalePaths {
@@ -435,6 +448,29 @@ fn write_locked(
         }
         "approval" => {
             let conditions = desired["status"]["conditions"].clone();
+            let types = |c: &Value| -> Vec<String> {
+                c.as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|c| c["type"].as_str().map(str::to_string))
+                    .collect()
+            };
+            let (before, after) = (types(&existing["status"]["conditions"]), types(&conditions));
+            if let Some(gone) = before.iter().find(|t| {
+                ["Approved", "Denied", "Failed"].contains(&t.as_str()) && !after.contains(t)
+            }) {
+                return Err(ApiError::invalid(
+                    "CertificateSigningRequest",
+                    name,
+                    format!("status.conditions: Forbidden: updates may not remove a condition of type {gone:?}"),
+                )
+                .in_group("certificates.k8s.io"));
+            }
+            // The approval writes the metadata and the conditions; spec and the rest of the
+            // status stay.
+            if let Some(meta) = desired.get("metadata").filter(|m| m.is_object()) {
+                candidate["metadata"] = meta.clone();
+            }
             if !candidate["status"].is_object() {
                 candidate["status"] = json!({});
             }
@@ -508,7 +544,20 @@ fn post_locked(
         )));
     }
     match subresource {
-        "token" => token_request(&existing, body),
+        "token" => {
+            let mut answer = token_request(&existing, body)?;
+            // kube-apiserver tracks the TokenRequest it creates like any create: the request's
+            // manager owns the spec it sent, after defaulting.
+            let spec = json!({"spec": answer["spec"].clone()});
+            let entry = super::managed::created_entry(
+                &spec,
+                opts.field_manager.as_deref(),
+                "authentication.k8s.io/v1",
+                "token",
+            );
+            answer["metadata"]["managedFields"] = json!([entry]);
+            Ok(answer)
+        }
         "eviction" => {
             if opts.dry_run {
                 return Ok(success(201));
@@ -541,6 +590,42 @@ fn post_locked(
                 return Err(err);
             }
             let key = super::state::key_of(&existing);
+            let terminal = matches!(
+                existing["status"]["phase"].as_str(),
+                Some("Succeeded" | "Failed")
+            );
+            if !terminal {
+                // kube-apiserver first marks the Pod with a `DisruptionTarget` condition
+                // through its status (no field manager records it), then deletes it.
+                let mut marked = (*existing).clone();
+                let condition = json!({
+                    "type": "DisruptionTarget",
+                    "status": "True",
+                    "lastProbeTime": null,
+                    "lastTransitionTime": now(),
+                    "reason": "EvictionByEvictionAPI",
+                    "message": "Eviction API: evicting",
+                });
+                if !marked["status"].is_object() {
+                    marked["status"] = json!({});
+                }
+                let conditions = marked["status"]
+                    .as_object_mut()
+                    .map(|s| s.entry("conditions").or_insert_with(|| json!([])));
+                if let Some(Value::Array(list)) = conditions {
+                    match list.iter_mut().find(|c| c["type"] == "DisruptionTarget") {
+                        Some(c) if c["status"] == "True" => {
+                            c["reason"] = condition["reason"].clone();
+                            c["message"] = condition["message"].clone();
+                        }
+                        Some(c) => *c = condition,
+                        None => list.push(condition),
+                    }
+                }
+                if marked != *existing {
+                    store.put(&info.res, marked);
+                }
+            }
             let policy = delete_opts["propagationPolicy"].as_str();
             gc::delete_object(store, &info.res, &key, policy);
             Ok(success(201))
@@ -628,10 +713,19 @@ pub(crate) fn bind(
             "target.name: Required value: a node name is required",
         ));
     }
-    if let Some(assigned) = pod["spec"]["nodeName"].as_str().filter(|n| !n.is_empty()) {
+    if super::meta::is_deleting(pod) {
         return Err(ApiError::conflict(
             "",
-            "pods",
+            "pods/binding",
+            &name,
+            &format!("pod {name} is being deleted, cannot be assigned to a host"),
+        ));
+    }
+    if let Some(assigned) = pod["spec"]["nodeName"].as_str().filter(|n| !n.is_empty()) {
+        // kube-apiserver names the subresource in this conflict.
+        return Err(ApiError::conflict(
+            "",
+            "pods/binding",
             &name,
             &format!("pod {name} is already assigned to node \"{assigned}\""),
         ));

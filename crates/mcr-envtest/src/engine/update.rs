@@ -8,7 +8,7 @@ use serde_json::{Map, Value, json};
 
 use super::managed::{Operation, scope_for};
 use super::meta::{finalizers_of, is_deleting, meta_mut, name_of, rv_of, spec_part};
-use super::registry::{Special, TypeInfo, present};
+use super::registry::{Generation, Special, TypeInfo, present};
 use super::state::Store;
 use super::{ApiError, WriteOptions, crd, gc, special};
 
@@ -23,6 +23,14 @@ const SERVER_META: &[&str] = &[
     "name",
     "namespace",
 ];
+/// Built-in kinds that kube-apiserver stores again, unchanged but with a new resourceVersion,
+/// on the first write after their create that changes nothing.
+pub(crate) const STORED_AGAIN: &[&str] = &["PersistentVolumeClaim"];
+
+/// Built-in kinds whose registry strategy does not check an update's metadata itself (only the
+/// generic store does, so a metadata cause is listed once).
+const META_CHECKED_ONCE: &[&str] = &["PersistentVolume"];
+
 /// The update pipeline shared by `PUT` and `PATCH`: subresource rules, server-owned metadata,
 /// finalizer rules, generation, managed fields, no-op detection, final removal of a deleted
 /// object whose finalizers are gone.
@@ -69,7 +77,8 @@ pub(crate) fn finish_update(
         };
     }
     special::defaults(info, &mut new)?;
-    if operation == Operation::Update {
+    // kube-apiserver records no owner for a Pod's binding.
+    if operation == Operation::Update && subresource != Some("binding") {
         record_update(
             store,
             info,
@@ -80,7 +89,11 @@ pub(crate) fn finish_update(
             opts,
         );
     }
-    special::normalize(info, &mut new, Some(existing));
+    special::normalize(info, &mut new, Some(existing), subresource);
+    if subresource.is_none() {
+        super::defaults::on_update(info, &mut new, existing);
+        super::validate::check_update(info, existing, &new)?;
+    }
     if info.special == Special::Crd {
         crd::on_update(existing, &mut new)?;
     }
@@ -91,23 +104,58 @@ pub(crate) fn finish_update(
             .filter(|f| !old.contains(f))
             .collect();
         if !added.is_empty() {
-            return Err(ApiError::invalid(
+            // As Go prints a `[]string` with `%#v`.
+            let list: Vec<String> = added.iter().map(|f| format!("{f:?}")).collect();
+            let mut err = ApiError::invalid(
                 &rt.kind,
                 name_of(existing),
                 format!(
-                    "metadata.finalizers: Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers {added:?}"
+                    "metadata.finalizers: Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers []string{{{}}}",
+                    list.join(", ")
                 ),
-            ));
+            )
+            .in_group(&rt.group);
+            if !rt.custom
+                && !META_CHECKED_ONCE.contains(&rt.kind.as_str())
+                && let Some(causes) = err
+                    .details
+                    .as_mut()
+                    .and_then(|d| d["causes"].as_array_mut())
+            {
+                // kube-apiserver checks a built-in's metadata twice (its strategy and the
+                // generic store) and lists the cause twice; the message says it once.
+                let first = causes.first().cloned();
+                causes.extend(first);
+            }
+            return Err(err);
         }
     }
-    if info.generation
-        && spec_part(&new, rt.status_subresource) != spec_part(existing, rt.status_subresource)
-    {
+    // A binding sets `spec.nodeName` outside the Pod's update strategy, which is what moves
+    // its generation.
+    let moved = subresource != Some("binding")
+        && match info.generation {
+            Generation::None | Generation::Fixed => false,
+            Generation::Spec => {
+                spec_part(&new, rt.status_subresource) != spec_part(existing, rt.status_subresource)
+            }
+            Generation::SpecOrLabels => {
+                spec_part(&new, rt.status_subresource) != spec_part(existing, rt.status_subresource)
+                    || new.pointer("/metadata/labels") != existing.pointer("/metadata/labels")
+            }
+        };
+    if moved {
         let generation = existing["metadata"]["generation"].as_i64().unwrap_or(0) + 1;
         meta_mut(&mut new).insert("generation".into(), json!(generation));
     }
-    if new == **existing {
-        return Ok(present(existing, rt));
+    if new == **existing || super::managed::same_but_times(&new, existing) {
+        let key = (info.res.clone(), super::state::key_of(existing));
+        if opts.dry_run || !store.untouched.contains(&key) {
+            // A write that changes nothing but the time of its managedFields entry is no write.
+            return Ok(present(existing, rt));
+        }
+        // kube-apiserver stores the object again, unchanged (a MODIFIED event).
+        let stored = store.put(&info.res, (**existing).clone());
+        return Ok(present(&stored, rt));
     }
     if opts.dry_run {
         return Ok(present(&new, rt));

@@ -4,8 +4,8 @@ use serde_json::{Value, json};
 
 use super::managed::Operation;
 use super::meta::{
-    NameRule, is_deleting, meta_mut, meta_str, name_of, new_uid, now, random_suffix, rv_of, uid_of,
-    validate_name,
+    NameRule, is_deleting, meta_mut, meta_str, name_of, name_problem, new_uid, now, random_suffix,
+    rv_of, uid_of,
 };
 use super::registry::{Special, TypeInfo, present, scope};
 use super::state::{ObjKey, Store};
@@ -145,7 +145,13 @@ const CREATE_ON_UPDATE: &[&str] = &[
     "Endpoints",
     "Event",
     "Lease",
+    "RuntimeClass",
+    "Service",
 ];
+
+/// Built-in kinds whose `PUT` must carry a resourceVersion (their kube-apiserver registry's
+/// `AllowUnconditionalUpdate` is false), as for every custom resource.
+const NO_UNCONDITIONAL_UPDATE: &[&str] = &["Lease", "PodDisruptionBudget", "RuntimeClass"];
 
 /// Validates a subresource name for a type.
 pub(crate) fn check_subresource(
@@ -192,8 +198,8 @@ fn update_locked(
         return Err(ApiError::not_found(&rt.group, &rt.plural, name));
     };
     let (want_rv, have_rv) = (rv_of(&body), rv_of(&existing));
-    if want_rv.is_empty() && rt.custom {
-        // Custom resources take no unconditional update.
+    if want_rv.is_empty() && (rt.custom || NO_UNCONDITIONAL_UPDATE.contains(&rt.kind.as_str())) {
+        // Custom resources and a few built-ins take no unconditional update.
         let mut err = ApiError::invalid(
             &format!("{}.{}", rt.plural, rt.group),
             name,
@@ -294,8 +300,16 @@ pub(crate) fn create_locked(
             }
         }
     }
-    validate_name(&rt.kind, &name, NameRule::of(&rt.kind, rt.custom))
-        .map_err(|e| e.in_group(&rt.group))?;
+    if let Some(problem) = name_problem(&name, NameRule::of(&rt.kind, rt.custom)) {
+        // kube-apiserver lists every invalid field of a new object at once, the name first.
+        let mut probe = obj.clone();
+        meta_mut(&mut probe).insert("name".into(), Value::String(name.clone()));
+        let mut causes = vec![problem];
+        if !rt.custom && super::defaults::apply(info, &mut probe).is_ok() {
+            causes.extend(super::validate::problems(info, &probe));
+        }
+        return Err(ApiError::invalid_all(&rt.kind, &name, causes).in_group(&rt.group));
+    }
     let key: ObjKey = (ns.to_string(), name.clone());
     let meta = meta_mut(&mut obj);
     meta.insert("name".into(), Value::String(name.clone()));
@@ -310,7 +324,7 @@ pub(crate) fn create_locked(
     }
     meta.insert("uid".into(), Value::String(new_uid()));
     meta.insert("creationTimestamp".into(), Value::String(now()));
-    if info.generation {
+    if info.generation != super::registry::Generation::None {
         meta.insert("generation".into(), json!(1));
     }
     // A Node is registered with its status; every other kind starts without one.
@@ -343,7 +357,7 @@ pub(crate) fn create_locked(
             opts,
         );
     }
-    special::normalize(info, &mut obj, None);
+    special::normalize(info, &mut obj, None, None);
     super::defaults::on_create(store, info, &mut obj);
     if info.special == Special::Crd {
         crd::on_create(&mut obj)?;
@@ -352,6 +366,10 @@ pub(crate) fn create_locked(
         return Ok(present(&obj, rt));
     }
     let stored = store.put(&info.res, obj);
+    if !rt.custom && super::update::STORED_AGAIN.contains(&rt.kind.as_str()) {
+        let key = (info.res.clone(), super::state::key_of(&stored));
+        store.untouched.insert(key);
+    }
     if info.special == Special::Crd {
         crd::serve(store, &stored);
     }

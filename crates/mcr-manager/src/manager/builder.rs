@@ -34,6 +34,7 @@ pub struct ManagerBuilder {
     leader_election: Option<LeaderElection>,
     sharding: Option<crate::Sharding>,
     default_namespaces: Vec<String>,
+    max_syncing: Option<usize>,
 }
 
 impl std::fmt::Debug for ManagerBuilder {
@@ -155,6 +156,22 @@ impl ManagerBuilder {
         self
     }
 
+    /// At most `max` members open their informers and list at a time (default 64). A provider that discovers
+    /// thousands of members at once brings them up `max` at a time; the others wait their turn,
+    /// and the wait does not count against the provider's sync timeout (see
+    /// [`Engagements::with_max_syncing`](mcr_core::Engagements::with_max_syncing)). Raise it on
+    /// a large machine with fast members; lower it when members are slow to list.
+    ///
+    /// ```no_run
+    /// # fn demo(client: kube::Client) {
+    /// let mgr = mcr_manager::Manager::builder(client).max_syncing(16).build();
+    /// # }
+    /// ```
+    pub fn max_syncing(mut self, max: usize) -> Self {
+        self.max_syncing = Some(max);
+        self
+    }
+
     /// Adds a liveness check to `/healthz` (and `/livez`): a named async function, run on
     /// every request, bounded by [`HttpOptions::check_timeout`](crate::HttpOptions::check_timeout)
     /// (5 s by default; a check that takes longer fails). All checks run at once; `/healthz`
@@ -242,7 +259,10 @@ impl ManagerBuilder {
         });
         // The process's one table of engaged clusters: the provider adds to it, the fleet
         // reads it, controllers and runnables subscribe to it.
-        let table = mcr_core::Engagements::new();
+        let mut table = mcr_core::Engagements::new();
+        if let Some(max) = self.max_syncing {
+            table = table.with_max_syncing(max);
+        }
         if let Some(c) = &shard {
             let _ = table.coordinate(c.clone());
         }
@@ -320,6 +340,7 @@ impl Manager {
             leader_election: None,
             sharding: None,
             default_namespaces: Vec::new(),
+            max_syncing: None,
         }
     }
 }

@@ -1,5 +1,7 @@
-//! Shared helpers of the integration tests: an envtest fleet fed to a manager through
-//! `ClustersProvider`, condition polling, and a reconcile log.
+//! The manager's own test helpers, used by most of its test binaries: the ConfigMaps its
+//! reconcilers read (`data.v`), the reconcile log they write, and its queue metrics. What other
+//! crates' tests share (the [`Env`] of a manager over a fleet, deadlines, logs) is in
+//! `mcr-test-support`, re-exported here.
 #![allow(dead_code, missing_docs, unused_imports)]
 
 use std::{
@@ -13,101 +15,8 @@ use kube::{
     Api,
     api::{ObjectMeta, PostParams},
 };
-use mcr_core::{Cluster, providers::clusters::ClustersProvider};
-use mcr_envtest::{Fleet, TestCluster};
 use mcr_manager::Manager;
-use tokio::task::JoinHandle;
-use tokio_util::sync::CancellationToken;
-
-pub const DEADLINE: Duration = Duration::from_secs(30);
-
-pub use mcr_envtest::wait::eventually;
-
-/// Everything logged by a test binary (one subscriber for the process: install it once).
-#[derive(Clone, Default)]
-pub struct Logs(Arc<Mutex<Vec<u8>>>);
-
-impl std::io::Write for Logs {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Logs {
-    /// Makes the process's subscriber write into a new `Logs`, at `filter`.
-    pub fn install(filter: &str) -> Logs {
-        let logs = Logs::default();
-        let writer = logs.clone();
-        tracing_subscriber::fmt()
-            .with_env_filter(filter)
-            .with_ansi(false)
-            .with_thread_names(true)
-            .with_writer(move || writer.clone())
-            .init();
-        logs
-    }
-
-    /// What was logged so far.
-    pub fn text(&self) -> String {
-        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
-    }
-}
-
-pub fn init_tracing() {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
-        )
-        .with_test_writer()
-        .try_init();
-}
-
-/// A host cluster, `n` member clusters, a provider holding them and a manager.
-pub struct Env {
-    pub host: TestCluster,
-    pub fleet: Fleet,
-    pub provider: Arc<ClustersProvider>,
-    pub mgr: Manager,
-    pub token: CancellationToken,
-}
-
-impl Env {
-    pub async fn start(n: usize) -> Env {
-        init_tracing();
-        let host = TestCluster::start("host").await.unwrap();
-        let fleet = Fleet::start(n).await.unwrap();
-        let provider = Arc::new(ClustersProvider::new());
-        for c in fleet.clusters() {
-            provider
-                .add(Cluster::new(c.name(), c.client()))
-                .await
-                .unwrap();
-        }
-        let mgr = Manager::new(host.client(), Some(provider.clone()));
-        Env {
-            host,
-            fleet,
-            provider,
-            mgr,
-            token: CancellationToken::new(),
-        }
-    }
-
-    /// Runs the manager in the background until `self.token` fires.
-    pub fn run(&self) -> JoinHandle<Result<(), mcr_manager::Error>> {
-        let mgr = self.mgr.clone();
-        let token = self.token.clone();
-        tokio::spawn(async move { mgr.run_until(token).await })
-    }
-
-    pub fn member(&self, name: &str) -> &TestCluster {
-        self.fleet.get(name).unwrap()
-    }
-}
+pub use mcr_test_support::{DEADLINE, Env, Logs, eventually, init_tracing};
 
 pub fn cm(name: &str, value: &str) -> ConfigMap {
     ConfigMap {

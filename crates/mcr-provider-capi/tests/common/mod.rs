@@ -1,31 +1,27 @@
-//! Helpers shared by the Cluster API provider's tests: a management cluster serving a minimal
-//! `clusters.cluster.x-k8s.io` CRD (v1beta1 and v1beta2), HTTPS workload clusters whose
-//! kubeconfigs go into `<cluster>-kubeconfig` Secrets, and a running provider.
+//! The Cluster API provider's own test helpers, used by all of its test binaries: `Cluster`s
+//! and `<cluster>-kubeconfig` Secrets as Cluster API writes them, and what these tests add to
+//! a running provider. The CRD, deadlines and the running provider itself come from
+//! `mcr-test-support`.
 #![allow(dead_code, unused_imports)]
 
-use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use k8s_openapi::ByteString;
-use k8s_openapi::api::core::v1::Secret;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Api;
 use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use mcr_core::scope::Namespaces;
-use mcr_core::{Aware, Cluster, ClusterId, ClusterName, Engagements};
+use mcr_core::{Aware, Cluster, ClusterId, ClusterName};
 use mcr_envtest::TestCluster;
 pub use mcr_provider_capi::StatusProvider;
 use mcr_provider_capi::{
     CLUSTER_NAME_LABEL, CapiProvider, CapiVersion, ClusterState, ObjectRef, Options,
 };
 pub use mcr_test_support::{
-    assert_watch_kept, init_tracing, kubeconfig_of, minted_kubeconfig, wait_renewals,
+    WAIT, assert_watch_kept, create_namespace, init_tracing, kubeconfig_of, minted_kubeconfig,
+    wait_renewals,
 };
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
-
-pub const DEADLINE: Duration = Duration::from_secs(60);
 
 /// Test options: short backoff and timeouts.
 pub fn opts(version: CapiVersion, namespaces: Namespaces) -> Options {
@@ -42,53 +38,17 @@ pub fn opts(version: CapiVersion, namespaces: Namespaces) -> Options {
 /// version it reads).
 pub async fn management() -> TestCluster {
     let host = TestCluster::start("management").await.unwrap();
-    let schema = json!({"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}});
-    let crd: CustomResourceDefinition = serde_json::from_value(json!({
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": "clusters.cluster.x-k8s.io"},
-        "spec": {
-            "group": "cluster.x-k8s.io",
-            "scope": "Namespaced",
-            "names": {"plural": "clusters", "singular": "cluster", "kind": "Cluster", "listKind": "ClusterList"},
-            "versions": [
-                {"name": "v1beta1", "served": true, "storage": false, "schema": schema},
-                {"name": "v1beta2", "served": true, "storage": true, "schema": schema},
-            ],
-        },
-    }))
-    .unwrap();
-    Api::<CustomResourceDefinition>::all(host.client())
-        .create(&PostParams::default(), &crd)
-        .await
-        .unwrap();
-    for version in [CapiVersion::V1Beta1, CapiVersion::V1Beta2] {
-        let api: Api<DynamicObject> = Api::all_with(host.client(), &version.api_resource());
-        let deadline = tokio::time::Instant::now() + DEADLINE;
-        while api.list(&Default::default()).await.is_err() {
-            assert!(tokio::time::Instant::now() < deadline, "CRD never served");
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    }
+    mcr_test_support::install_crd(&host.client(), &mcr_test_support::capi_cluster_crd()).await;
     host
 }
 
-pub async fn create_namespace(host: &TestCluster, name: &str) {
-    mcr_test_support::create_namespace(&host.client(), name, &[]).await;
-}
-
 fn clusters_api(host: &TestCluster, version: CapiVersion, ns: &str) -> Api<DynamicObject> {
-    Api::namespaced_with(host.client(), ns, &version.api_resource())
+    mcr_test_support::capi_clusters(&host.client(), ns, version.as_str())
 }
 
 /// The status that makes a Cluster of `version` ready (or not) by the default rules.
 pub fn ready_status(version: CapiVersion, ready: bool) -> Value {
-    match version {
-        CapiVersion::V1Beta2 => json!({"initialization": {"controlPlaneInitialized": ready}}),
-        CapiVersion::V1Beta1 => {
-            json!({"phase": if ready { "Provisioned" } else { "Provisioning" }, "controlPlaneReady": ready})
-        }
-    }
+    mcr_test_support::capi_ready_status(version.as_str(), ready)
 }
 
 /// Creates a `Cluster` with the given labels and readiness.
@@ -100,15 +60,9 @@ pub async fn create_cluster(
     ready: bool,
     labels: &[(&str, &str)],
 ) {
-    let labels: BTreeMap<&str, &str> = labels.iter().copied().collect();
-    let obj: DynamicObject = serde_json::from_value(json!({
-        "apiVersion": format!("cluster.x-k8s.io/{}", version.as_str()),
-        "kind": "Cluster",
-        "metadata": {"name": name, "namespace": ns, "labels": labels},
-        "spec": {"paused": false},
-        "status": ready_status(version, ready),
-    }))
-    .unwrap();
+    let mut obj = mcr_test_support::capi_cluster(version.as_str(), name, ready);
+    obj.metadata.namespace = Some(ns.into());
+    obj.metadata.labels = Some(mcr_test_support::string_map(labels));
     clusters_api(host, version, ns)
         .create(&PostParams::default(), &obj)
         .await

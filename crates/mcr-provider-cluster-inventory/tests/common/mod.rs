@@ -1,26 +1,24 @@
-//! Helpers shared by the provider's integration tests: a hub cluster with the ClusterProfile
-//! CRD installed, profiles and kubeconfig Secrets on it, and HTTPS member clusters.
+//! The Cluster Inventory provider's own test helpers, used by all of its test binaries: a hub
+//! serving the ClusterProfile CRD, profiles and kubeconfig Secrets labelled as the API defines
+//! them, and what these tests add to a running provider. Deadlines, CRD installation and the
+//! running provider itself come from `mcr-test-support`.
 #![allow(dead_code, unused_imports)]
 
 use std::collections::BTreeMap;
-use std::time::Duration;
 
 use k8s_openapi::ByteString;
-use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Api;
-use kube::api::{DeleteParams, DynamicObject, ListParams, PostParams};
+use kube::api::{DeleteParams, DynamicObject, PostParams};
 use mcr_envtest::TestCluster;
-use mcr_envtest::wait::eventually_async;
 pub use mcr_provider_cluster_inventory::StatusProvider;
 use mcr_provider_cluster_inventory::{
     ClusterInventoryProvider, ClusterProfile, Options, ProfileRef, ProfileState, SECRET_DATA_KEY,
     SECRET_LABEL_CONSUMER, SECRET_LABEL_PROFILE,
 };
-pub use mcr_test_support::{init_tracing, kubeconfig_of};
+pub use mcr_test_support::{DEADLINE, delete_secret, init_tracing, kubeconfig_of};
 use serde_json::{Value, json};
 
-pub const DEADLINE: Duration = Duration::from_secs(30);
 pub const CONSUMER: &str = "test-consumer";
 
 /// Test timings: short retries, bounded syncs.
@@ -36,16 +34,7 @@ pub async fn hub() -> TestCluster {
     let hub = TestCluster::start("hub").await.unwrap();
     let crd: CustomResourceDefinition =
         serde_json::from_str(include_str!("../../testdata/clusterprofiles-crd.json")).unwrap();
-    Api::<CustomResourceDefinition>::all(hub.client())
-        .create(&PostParams::default(), &crd)
-        .await
-        .unwrap();
-    let api = profiles(&hub, "default");
-    eventually_async("ClusterProfiles served", DEADLINE, || {
-        let api = api.clone();
-        async move { api.list(&ListParams::default()).await.is_ok() }
-    })
-    .await;
+    mcr_test_support::install_crd(&hub.client(), &crd).await;
     hub
 }
 
@@ -134,13 +123,6 @@ pub async fn put_secret(
         });
     })
     .await;
-}
-
-pub async fn delete_secret(hub: &TestCluster, ns: &str, name: &str) {
-    Api::<Secret>::namespaced(hub.client(), ns)
-        .delete(name, &DeleteParams::default())
-        .await
-        .unwrap();
 }
 
 /// The provider under test, running.

@@ -1,4 +1,5 @@
-//! A fake `kind` executable over emulated HTTPS clusters, and a running provider.
+//! The kind provider's own test helpers, used by both its test binaries: a fake `kind`
+//! executable over emulated HTTPS clusters, and what these tests add to a running provider.
 #![allow(dead_code, unused_imports)]
 
 use std::path::{Path, PathBuf};
@@ -7,10 +8,7 @@ use std::time::Duration;
 use mcr_core::ClusterName;
 use mcr_envtest::TestCluster;
 use mcr_provider_kind::{KindProvider, Options};
-pub use mcr_test_support::init_tracing;
-
-/// Generous bound for anything that should happen soon.
-pub const DEADLINE: Duration = Duration::from_secs(60);
+pub use mcr_test_support::{WAIT, init_tracing};
 
 /// The fake: `get clusters` lists `state/<name>.kubeconfig` and `state/<name>.hang`
 /// (fails while `fail-list` exists); `get kubeconfig --name <name>` prints

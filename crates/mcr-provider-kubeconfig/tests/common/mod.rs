@@ -1,26 +1,22 @@
-//! Helpers shared by the kubeconfig provider's integration tests: a host (management) cluster
-//! holding the Secrets, and HTTPS member clusters whose kubeconfigs go into them.
+//! The kubeconfig provider's own test helpers, used by all of its test binaries: its options,
+//! kubeconfig Secrets labelled as it reads them, and what these tests add to a running
+//! provider. Deadlines, clusters, objects and the running provider itself come from
+//! `mcr-test-support`, re-exported here.
 #![allow(dead_code, unused_imports)]
 
 use std::collections::BTreeMap;
-use std::time::Duration;
 
 use k8s_openapi::ByteString;
-use k8s_openapi::api::core::v1::{ConfigMap, Secret};
-use kube::Api;
-use kube::api::{DeleteParams, ObjectMeta};
-use mcr_core::FieldIndex;
 use mcr_envtest::TestCluster;
 pub use mcr_provider_kubeconfig::StatusProvider;
 use mcr_provider_kubeconfig::{
     DEFAULT_LABEL, KubeconfigProvider, Namespaces, Options, SecretRef, SecretState,
 };
+pub use mcr_test_support::{DEADLINE, create_namespace, delete_secret};
 pub use mcr_test_support::{
-    animal_index, assert_watch_kept, configmap, https_fleet, init_tracing, kubeconfig_of,
+    animal_configmap, animal_index, assert_watch_kept, https_fleet, init_tracing, kubeconfig_of,
     minted_kubeconfig, wait_renewals,
 };
-
-pub const DEADLINE: Duration = Duration::from_secs(30);
 
 pub fn opts(namespaces: Namespaces) -> Options {
     Options {
@@ -59,10 +55,6 @@ impl KubeconfigRun for Running {
     }
 }
 
-pub async fn create_namespace(host: &TestCluster, name: &str) {
-    mcr_test_support::create_namespace(&host.client(), name, &[]).await;
-}
-
 /// Creates or replaces a Secret; `data` None leaves the key out. Returns its resourceVersion.
 pub async fn put_secret(
     host: &TestCluster,
@@ -86,11 +78,4 @@ pub async fn put_secret(
         secret.data = Some(map);
     })
     .await
-}
-
-pub async fn delete_secret(host: &TestCluster, ns: &str, name: &str) {
-    Api::<Secret>::namespaced(host.client(), ns)
-        .delete(name, &DeleteParams::default())
-        .await
-        .unwrap();
 }

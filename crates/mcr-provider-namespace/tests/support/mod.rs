@@ -10,9 +10,7 @@ use mcr_envtest::TestCluster;
 use mcr_provider_namespace::{NamespaceProvider, Options};
 pub use mcr_test_support::init_tracing;
 
-pub const DEADLINE: Duration = Duration::from_secs(30);
-
-pub use mcr_envtest::wait::eventually;
+pub use mcr_test_support::{DEADLINE, eventually};
 pub const SYNC: Duration = Duration::from_secs(30);
 
 pub fn cm(name: &str, namespace: &str, data: &str) -> ConfigMap {

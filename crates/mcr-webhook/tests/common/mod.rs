@@ -1,7 +1,9 @@
-//! Shared helpers of the webhook tests: a CA and a rotating serving certificate on disk, an
-//! HTTPS client that keeps its connection and reports the certificate it saw, and a manager
-//! over mcr-envtest clusters.
-#![allow(dead_code, missing_docs)]
+//! The webhook's own test helpers, used by all of its test binaries: a CA and a rotating
+//! serving certificate on disk, an HTTPS client that keeps its connection and reports the
+//! certificate it saw, a running webhook server, a round-robin frontend, and the ConfigMap
+//! webhooks the tests register. The manager over a fleet ([`Env`]), deadlines and tracing
+//! come from `mcr-test-support`, re-exported here.
+#![allow(dead_code, missing_docs, unused_imports)]
 
 use std::{
     net::SocketAddr,
@@ -10,15 +12,11 @@ use std::{
         Arc,
         atomic::{AtomicUsize, Ordering},
     },
-    time::Duration,
 };
 
 use bytes::Bytes;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
-use mcr_core::{Cluster, providers::clusters::ClustersProvider};
-use mcr_envtest::{Fleet, TestCluster};
-use mcr_manager::Manager;
 use mcr_webhook::{
     Denied, Webhooks,
     testing::{ReviewClient, ReviewError},
@@ -30,16 +28,7 @@ use rcgen::{
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-pub const DEADLINE: Duration = Duration::from_secs(60);
-
-pub fn init_tracing() {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
-        )
-        .with_test_writer()
-        .try_init();
-}
+pub use mcr_test_support::{Env, WAIT, init_tracing};
 
 /// A CA, and serving certificates it signs for 127.0.0.1 / localhost, written to
 /// `dir/tls.crt` and `dir/tls.key`.
@@ -202,63 +191,6 @@ pub async fn serve(webhooks: Webhooks, options: mcr_webhook::ServerOptions) -> R
         pki,
         server,
         token,
-    }
-}
-
-/// A host cluster, `n` members fed to a manager through `ClustersProvider`.
-pub struct Env {
-    pub host: TestCluster,
-    pub fleet: Fleet,
-    pub provider: Arc<ClustersProvider>,
-    pub mgr: Manager,
-    pub token: CancellationToken,
-}
-
-impl Env {
-    pub async fn start(n: usize) -> Env {
-        init_tracing();
-        let host = TestCluster::start("host").await.unwrap();
-        let fleet = Fleet::builder()
-            .clusters(n)
-            .name_prefix("member")
-            .start()
-            .await
-            .unwrap();
-        let provider = Arc::new(ClustersProvider::new());
-        for c in fleet.clusters() {
-            provider
-                .add(Cluster::new(c.name(), c.client()))
-                .await
-                .unwrap();
-        }
-        let mgr = Manager::new(host.client(), Some(provider.clone()));
-        Env {
-            host,
-            fleet,
-            provider,
-            mgr,
-            token: CancellationToken::new(),
-        }
-    }
-
-    /// Runs the manager until `self.token` fires; waits until every member is engaged.
-    pub async fn run(&self) -> tokio::task::JoinHandle<Result<(), mcr_manager::Error>> {
-        let mgr = self.mgr.clone();
-        let token = self.token.clone();
-        let handle = tokio::spawn(async move { mgr.run_until(token).await });
-        let fleet = self.mgr.fleet().clone();
-        let want = self.fleet.names().len();
-        mcr_envtest::wait::eventually("every member engaged", DEADLINE, || {
-            fleet.names().len() == want
-        })
-        .await;
-        handle
-    }
-}
-
-impl Drop for Env {
-    fn drop(&mut self) {
-        self.token.cancel();
     }
 }
 

@@ -63,7 +63,10 @@ async fn client_errors_never_contain_credentials() {
     assert!(!err.to_string().contains("sEcReT"), "{err}");
 
     // an invalid user agent is named but not echoed
-    let bad = ClientOptions::new().user_agent("x\ny-sEcReT");
+    let bad = ClientOptions {
+        user_agent: Some("x\ny-sEcReT".into()),
+        ..ClientOptions::default()
+    };
     let kc = parse(kubeconfig_with(&token_user()).as_bytes()).unwrap();
     let err = client_err(&kc, Some("ctx-a"), &bad, &Policy::default()).await;
     assert!(err.to_string().contains("user_agent"), "{err}");
@@ -108,7 +111,10 @@ async fn malformed_plugin_token_is_an_error_not_a_panic() {
 #[tokio::test]
 async fn client_builds_without_connecting() {
     let kc = parse(kubeconfig_with(&token_user()).as_bytes()).unwrap();
-    let opts = ClientOptions::new().impersonate("someone");
+    let opts = ClientOptions {
+        impersonate: Some("someone".into()),
+        ..ClientOptions::default()
+    };
     let client = client_for_context(&kc, Some("ctx-a"), &opts, &Policy::default())
         .await
         .unwrap();
@@ -129,9 +135,11 @@ async fn file_references_are_refused_when_denied() {
     check_file_references(&kc, Some("ctx-a")).unwrap();
 
     // The default policy refuses it, whatever client options are set: options only tune.
-    let tuned = ClientOptions::new()
-        .read_timeout(std::time::Duration::from_secs(5))
-        .user_agent("tuned/1.0");
+    let tuned = ClientOptions {
+        read_timeout: Some(std::time::Duration::from_secs(5)),
+        user_agent: Some("tuned/1.0".into()),
+        ..ClientOptions::default()
+    };
     let err = client_err(&kc, None, &tuned, &Policy::default()).await;
     assert!(
         matches!(err, Error::FileReferenceNotAllowed { .. }),

@@ -5,6 +5,17 @@ mod exec_rules;
 mod hash;
 mod parse_policy;
 
+use crate::kubeconfig::{Error, ExecPolicy, Kubeconfig};
+
+/// The exec part of `check_policy`.
+pub(super) fn check_exec_policy(
+    kc: &Kubeconfig,
+    context: Option<&str>,
+    policy: &ExecPolicy,
+) -> Result<(), Error> {
+    super::exec_policy::exec_plan(kc, context, policy).map(|_| ())
+}
+
 pub(super) const TOKEN: &str = "sEcReT-t0ken-VALUE-4711";
 pub(super) const KEY_DATA: &str = "UFJJVkFURS1LRVktREFUQS0xMjM0NQ==";
 

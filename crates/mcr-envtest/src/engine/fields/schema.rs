@@ -409,6 +409,33 @@ pub(crate) fn builtin(kind: &str) -> Arc<Schema> {
             ]),
         );
         m.insert(
+            "Node",
+            object(vec![
+                ("metadata", object_meta()),
+                ("spec", object(vec![("podCIDRs", set_of_strings())])),
+                (
+                    "status",
+                    object(vec![
+                        conditions(),
+                        ("capacity", strings()),
+                        ("allocatable", strings()),
+                    ]),
+                ),
+            ]),
+        );
+        m.insert(
+            "CertificateSigningRequest",
+            object(vec![
+                ("metadata", object_meta()),
+                ("status", object(vec![conditions()])),
+            ]),
+        );
+        // `data` is a `RawExtension`: owned as one value.
+        m.insert(
+            "ControllerRevision",
+            object(vec![("metadata", object_meta()), ("data", scalar())]),
+        );
+        m.insert(
             "ServiceAccount",
             object(vec![
                 ("metadata", object_meta()),

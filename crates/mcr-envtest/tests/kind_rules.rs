@@ -1,0 +1,688 @@
+//! Rules of single built-in kinds that the differential check (`cargo xtask fidelity`) found
+//! kube-apiserver to have, through kube-rs: how each kind keeps `metadata.generation`, a
+//! PersistentVolume's phase transition time, fields served as `null`, Endpoints addresses,
+//! LimitRange bounds, the labels a Job's name becomes and a Job's immutable selector, a
+//! DaemonSet's template generation, a ControllerRevision's data owned whole, the kinds whose
+//! `PUT` needs a resourceVersion or creates, the deletes that answer with the object, and a
+//! PersistentVolumeClaim stored again on its first write that changes nothing, what a Pod update
+//! may change, a Pod's binding, and a Service's delete taking its Endpoints along. The same
+//! expectations hold on the emulator and, with `MCR_ENVTEST=real`, on kube-apiserver.
+
+use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet};
+use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{
+    Binding, Endpoints, LimitRange, PersistentVolume, PersistentVolumeClaim, Pod, Service,
+};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use k8s_openapi::api::node::v1::RuntimeClass;
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::scheduling::v1::PriorityClass;
+use k8s_openapi::api::storage::v1::StorageClass;
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
+use mcr_envtest::TestCluster;
+use serde_json::{Value, json};
+
+/// The 422 a write was refused with: its message and its causes as `field: message`.
+fn refusal<T: std::fmt::Debug>(result: Result<T, kube::Error>) -> (String, Vec<String>) {
+    match result {
+        Err(kube::Error::Api(status)) => {
+            assert_eq!(status.code, 422, "{}", status.message);
+            let causes = status
+                .details
+                .iter()
+                .flat_map(|d| d.causes.iter())
+                .map(|c| format!("{}: {}", c.field, c.message))
+                .collect();
+            (status.message.clone(), causes)
+        }
+        other => panic!("expected a 422, got {other:?}"),
+    }
+}
+
+fn generation<K: kube::Resource>(obj: &K) -> Option<i64> {
+    obj.meta().generation
+}
+
+#[tokio::test]
+async fn each_kind_keeps_generation_as_its_strategy_does() {
+    let cluster = TestCluster::start("kind-generation").await.unwrap();
+    let client = cluster.client();
+    let merge = |v: Value| Patch::Merge(v);
+    let pp = PatchParams::default();
+
+    // PriorityClass: 1 on create, never moved by an update.
+    let pcs: Api<PriorityClass> = Api::all(client.clone());
+    let pc: PriorityClass =
+        serde_json::from_value(json!({"metadata": {"name": "kind-gen-pc"}, "value": 100})).unwrap();
+    let created = pcs.create(&PostParams::default(), &pc).await.unwrap();
+    assert_eq!(generation(&created), Some(1));
+    let patched = pcs
+        .patch("kind-gen-pc", &pp, &merge(json!({"description": "d"})))
+        .await
+        .unwrap();
+    assert_eq!(
+        generation(&patched),
+        Some(1),
+        "a PriorityClass's generation stays 1"
+    );
+    pcs.delete("kind-gen-pc", &DeleteParams::default())
+        .await
+        .unwrap();
+
+    // EndpointSlice: moved by a change outside metadata, and by a change of its labels.
+    let slices: Api<EndpointSlice> = Api::namespaced(client.clone(), "default");
+    let slice: EndpointSlice = serde_json::from_value(json!({
+        "metadata": {"name": "kind-gen-eps"},
+        "addressType": "IPv4",
+        "endpoints": [{"addresses": ["10.1.0.1"]}],
+    }))
+    .unwrap();
+    let created = slices.create(&PostParams::default(), &slice).await.unwrap();
+    assert_eq!(generation(&created), Some(1));
+    let labelled = slices
+        .patch(
+            "kind-gen-eps",
+            &pp,
+            &merge(json!({"metadata": {"labels": {"a": "b"}}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        generation(&labelled),
+        Some(2),
+        "a label change moves an EndpointSlice's generation"
+    );
+    let annotated = slices
+        .patch(
+            "kind-gen-eps",
+            &pp,
+            &merge(json!({"metadata": {"annotations": {"a": "b"}}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(generation(&annotated), Some(2), "an annotation does not");
+}
+
+/// `field` of the object as served, `None` when left out.
+async fn served_field<K>(client: kube::Client, ns: &str, name: &str, ptr: &str) -> Option<Value>
+where
+    K: kube::Resource<DynamicType = ()>,
+{
+    let ar = ApiResource::erase::<K>(&());
+    let api: Api<DynamicObject> = Api::namespaced_with(client, ns, &ar);
+    let obj = api.get(name).await.unwrap();
+    let (parent, field) = ptr.rsplit_once('/').unwrap();
+    obj.data.pointer(parent).and_then(|p| p.get(field)).cloned()
+}
+
+#[tokio::test]
+async fn unset_go_fields_are_served_as_kube_apiserver_serves_them() {
+    let cluster = TestCluster::start("kind-nulls").await.unwrap();
+    let client = cluster.client();
+    let slices: Api<EndpointSlice> = Api::namespaced(client.clone(), "default");
+    let slice: EndpointSlice = serde_json::from_value(json!({
+        "metadata": {"name": "kind-null-eps"},
+        "addressType": "IPv4",
+        "endpoints": [{"addresses": ["10.1.0.1"]}],
+    }))
+    .unwrap();
+    slices.create(&PostParams::default(), &slice).await.unwrap();
+    assert_eq!(
+        served_field::<EndpointSlice>(client.clone(), "default", "kind-null-eps", "/ports").await,
+        Some(Value::Null),
+        "an EndpointSlice's ports are served as null"
+    );
+
+    let hpas: Api<HorizontalPodAutoscaler> = Api::namespaced(client.clone(), "default");
+    let hpa: HorizontalPodAutoscaler = serde_json::from_value(json!({
+        "metadata": {"name": "kind-null-hpa"},
+        "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "d"},
+                 "maxReplicas": 3},
+    }))
+    .unwrap();
+    hpas.create(&PostParams::default(), &hpa).await.unwrap();
+    hpas.patch_status(
+        "kind-null-hpa",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {"currentMetrics": null, "desiredReplicas": 2}})),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        served_field::<HorizontalPodAutoscaler>(
+            client.clone(),
+            "default",
+            "kind-null-hpa",
+            "/status/currentMetrics"
+        )
+        .await,
+        Some(Value::Null),
+        "an HPA's status.currentMetrics stays, as null"
+    );
+
+    // A Lease's spec is a Go struct: `{}` once its last field is gone.
+    let leases: Api<Lease> = Api::namespaced(client.clone(), "default");
+    let apply = |spec: Value| {
+        Patch::Apply(json!({
+            "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            "metadata": {"name": "kind-null-lease"}, "spec": spec,
+        }))
+    };
+    let pp = PatchParams::apply("m1");
+    leases
+        .patch(
+            "kind-null-lease",
+            &pp,
+            &apply(json!({"holderIdentity": "a"})),
+        )
+        .await
+        .unwrap();
+    leases
+        .patch("kind-null-lease", &pp, &apply(json!({})))
+        .await
+        .unwrap();
+    assert_eq!(
+        served_field::<Lease>(client, "default", "kind-null-lease", "/spec").await,
+        Some(json!({})),
+        "an empty Lease spec is served as {{}}"
+    );
+}
+
+#[tokio::test]
+async fn persistent_volume_phase_moves_its_transition_time() {
+    let cluster = TestCluster::start("kind-pv").await.unwrap();
+    let pvs: Api<PersistentVolume> = Api::all(cluster.client());
+    let pv: PersistentVolume = serde_json::from_value(json!({
+        "metadata": {"name": "kind-pv"},
+        "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"],
+                 "hostPath": {"path": "/tmp/kind-pv"}},
+    }))
+    .unwrap();
+    let created = pvs.create(&PostParams::default(), &pv).await.unwrap();
+    let status = created.status.clone().unwrap_or_default();
+    assert_eq!(status.phase.as_deref(), Some("Pending"));
+    let first = status.last_phase_transition_time;
+    assert!(
+        first.is_some(),
+        "a new PersistentVolume has status.lastPhaseTransitionTime"
+    );
+
+    let moved = pvs
+        .patch_status(
+            "kind-pv",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"phase": "Available"}})),
+        )
+        .await
+        .unwrap();
+    let status = moved.status.unwrap_or_default();
+    assert_eq!(status.phase.as_deref(), Some("Available"));
+    assert!(status.last_phase_transition_time.is_some());
+    // The `pv-protection` finalizer holds it; adding one now is refused, with one cause.
+    let deleted = pvs
+        .delete("kind-pv", &DeleteParams::default())
+        .await
+        .unwrap();
+    assert!(
+        deleted.is_left(),
+        "a PersistentVolume's delete answers with the object"
+    );
+    let (_, causes) = refusal(
+        pvs.patch(
+            "kind-pv",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"finalizers": ["kubernetes.io/pv-protection", "example.com/x"]}})),
+        )
+        .await,
+    );
+    assert_eq!(causes.len(), 1, "{causes:?}");
+    pvs.patch(
+        "kind-pv",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+    )
+    .await
+    .unwrap();
+}
+
+#[tokio::test]
+async fn endpoints_addresses_must_be_ip_addresses() {
+    let cluster = TestCluster::start("kind-endpoints").await.unwrap();
+    let eps: Api<Endpoints> = Api::namespaced(cluster.client(), "default");
+    let bad: Endpoints = serde_json::from_value(json!({
+        "metadata": {"name": "kind-ep"},
+        "subsets": [{"addresses": [{"ip": "not-an-ip"}], "ports": [{"port": 80}]}],
+    }))
+    .unwrap();
+    let (message, _) = refusal(eps.create(&PostParams::default(), &bad).await);
+    assert!(
+        message.contains(
+            "subsets[0].addresses[0].ip: Invalid value: \"not-an-ip\": must be a valid IP address"
+        ),
+        "{message}"
+    );
+}
+
+#[tokio::test]
+async fn limit_range_defaults_stay_under_max() {
+    let cluster = TestCluster::start("kind-limits").await.unwrap();
+    let limits: Api<LimitRange> = Api::namespaced(cluster.client(), "default");
+    let lr: LimitRange = serde_json::from_value(json!({
+        "metadata": {"name": "kind-lr"},
+        "spec": {"limits": [{"type": "Container", "max": {"cpu": "2"}}]},
+    }))
+    .unwrap();
+    // `default` and `defaultRequest` are defaulted from `max` (2).
+    limits.create(&PostParams::default(), &lr).await.unwrap();
+    let (message, causes) = refusal(
+        limits
+            .patch(
+                "kind-lr",
+                &PatchParams::default(),
+                &Patch::Json::<()>(
+                    serde_json::from_value(
+                        json!([{"op": "replace", "path": "/spec/limits/0/max/cpu", "value": "1"}]),
+                    )
+                    .unwrap(),
+                ),
+            )
+            .await,
+    );
+    assert!(
+        message.contains("spec.limits[0].default[cpu]: Invalid value: \"1\": default value 2 is greater than max value 1"),
+        "{message}"
+    );
+    assert_eq!(causes.len(), 2, "{causes:?}");
+}
+
+#[tokio::test]
+async fn job_selector_and_generated_labels_are_checked() {
+    let cluster = TestCluster::start("kind-job").await.unwrap();
+    let jobs: Api<Job> = Api::namespaced(cluster.client(), "default");
+    let job = |name: &str| -> Job {
+        serde_json::from_value(json!({
+            "metadata": {"name": name},
+            "spec": {"template": {"spec": {
+                "containers": [{"name": "c", "image": "nginx:1.27"}],
+                "restartPolicy": "Never",
+            }}},
+        }))
+        .unwrap()
+    };
+    // The name becomes the value of the generated `job-name` labels.
+    let (_, causes) = refusal(jobs.create(&PostParams::default(), &job("-x")).await);
+    assert!(
+        causes
+            .iter()
+            .any(|c| c.starts_with("spec.template.labels: Invalid value: \"-x\"")),
+        "{causes:?}"
+    );
+
+    // A PUT that leaves out the generated selector is refused.
+    let created = jobs
+        .create(&PostParams::default(), &job("kind-job"))
+        .await
+        .unwrap();
+    let mut replaced = job("kind-job");
+    replaced.metadata.resource_version = created.metadata.resource_version.clone();
+    let (message, _) = refusal(
+        jobs.replace("kind-job", &PostParams::default(), &replaced)
+            .await,
+    );
+    assert!(
+        message.starts_with("Job.batch \"kind-job\" is invalid: [spec.selector: Required value, spec.template.metadata.labels: Invalid value: null: `selector` does not match template `labels`, spec.selector: Invalid value: null: field is immutable"),
+        "{message}"
+    );
+}
+
+/// The fields `manager` owns in `obj`, as its `fieldsV1`.
+fn owned_by<K: kube::Resource>(obj: &K, manager: &str) -> Value {
+    obj.meta()
+        .managed_fields
+        .iter()
+        .flatten()
+        .find(|e| e.manager.as_deref() == Some(manager))
+        .and_then(|e| e.fields_v1.as_ref())
+        .map(|f| f.0.clone())
+        .unwrap_or(Value::Null)
+}
+
+#[tokio::test]
+async fn daemon_set_template_generation_is_the_servers() {
+    const KEY: &str = "deprecated.daemonset.template.generation";
+    let cluster = TestCluster::start("kind-ds").await.unwrap();
+    let dss: Api<DaemonSet> = Api::namespaced(cluster.client(), "default");
+    let ds: DaemonSet = serde_json::from_value(json!({
+        "metadata": {"name": "kind-ds"},
+        "spec": {"selector": {"matchLabels": {"app": "ds"}},
+                 "template": {"metadata": {"labels": {"app": "ds"}},
+                              "spec": {"containers": [{"name": "c", "image": "nginx:1.27"}]}}},
+    }))
+    .unwrap();
+    let pp = PostParams {
+        field_manager: Some("maker".into()),
+        ..PostParams::default()
+    };
+    let created = dss.create(&pp, &ds).await.unwrap();
+    let annotation = |d: &DaemonSet| {
+        d.metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(KEY).cloned())
+    };
+    assert_eq!(annotation(&created).as_deref(), Some("1"));
+    assert!(
+        owned_by(&created, "maker")
+            .pointer(&format!("/f:metadata/f:annotations/f:{KEY}"))
+            .is_some(),
+        "the creator owns the template generation: {}",
+        owned_by(&created, "maker")
+    );
+    let patch = |v: Value| Patch::Merge(v);
+    let image = dss
+        .patch(
+            "kind-ds",
+            &PatchParams::default(),
+            &patch(json!({"spec": {"template": {"spec": {"containers": [{"name": "c", "image": "nginx:1.28"}]}}}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        annotation(&image).as_deref(),
+        Some("2"),
+        "a template change moves it"
+    );
+    let other = dss
+        .patch(
+            "kind-ds",
+            &PatchParams::default(),
+            &patch(json!({"spec": {"minReadySeconds": 5}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        (annotation(&other).as_deref(), other.metadata.generation),
+        (Some("2"), Some(3)),
+        "another spec change moves the generation only"
+    );
+}
+
+#[tokio::test]
+async fn controller_revision_data_is_owned_whole() {
+    let cluster = TestCluster::start("kind-cr").await.unwrap();
+    let crs: Api<ControllerRevision> = Api::namespaced(cluster.client(), "default");
+    let cr: ControllerRevision = serde_json::from_value(json!({
+        "metadata": {"name": "kind-cr"},
+        "revision": 1,
+        "data": {"a": 1},
+    }))
+    .unwrap();
+    let pp = PostParams {
+        field_manager: Some("maker".into()),
+        ..PostParams::default()
+    };
+    let created = crs.create(&pp, &cr).await.unwrap();
+    assert_eq!(
+        owned_by(&created, "maker").pointer("/f:data"),
+        Some(&json!({})),
+        "{}",
+        owned_by(&created, "maker")
+    );
+}
+
+#[tokio::test]
+async fn some_kinds_need_a_resource_version_to_update() {
+    let cluster = TestCluster::start("kind-rv").await.unwrap();
+    let client = cluster.client();
+    let pdbs: Api<PodDisruptionBudget> = Api::namespaced(client.clone(), "default");
+    // A PodDisruptionBudget's name is only a path segment.
+    let pdb: PodDisruptionBudget = serde_json::from_value(json!({
+        "metadata": {"name": "Kind_PDB"},
+        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "x"}}},
+    }))
+    .unwrap();
+    pdbs.create(&PostParams::default(), &pdb).await.unwrap();
+    let (message, _) = refusal(pdbs.replace("Kind_PDB", &PostParams::default(), &pdb).await);
+    assert_eq!(
+        message,
+        "poddisruptionbudgets.policy \"Kind_PDB\" is invalid: metadata.resourceVersion: Invalid value: 0: must be specified for an update"
+    );
+
+    let leases: Api<Lease> = Api::namespaced(client.clone(), "default");
+    let lease: Lease = serde_json::from_value(json!({
+        "metadata": {"name": "kind-lease"},
+        "spec": {"holderIdentity": "a"},
+    }))
+    .unwrap();
+    leases.create(&PostParams::default(), &lease).await.unwrap();
+    let (message, _) = refusal(
+        leases
+            .replace("kind-lease", &PostParams::default(), &lease)
+            .await,
+    );
+    assert!(
+        message.contains("must be specified for an update"),
+        "{message}"
+    );
+
+    // A RuntimeClass is created by a PUT, and then needs a resourceVersion.
+    let rcs: Api<RuntimeClass> = Api::all(client.clone());
+    let rc: RuntimeClass = serde_json::from_value(json!({
+        "metadata": {"name": "kind-rc"},
+        "handler": "runc",
+    }))
+    .unwrap();
+    rcs.replace("kind-rc", &PostParams::default(), &rc)
+        .await
+        .unwrap();
+    let (message, _) = refusal(rcs.replace("kind-rc", &PostParams::default(), &rc).await);
+    assert!(
+        message.contains("must be specified for an update"),
+        "{message}"
+    );
+    rcs.delete("kind-rc", &DeleteParams::default())
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn storage_class_delete_answers_with_the_object() {
+    let cluster = TestCluster::start("kind-sc").await.unwrap();
+    let scs: Api<StorageClass> = Api::all(cluster.client());
+    let sc: StorageClass = serde_json::from_value(json!({
+        "metadata": {"name": "kind-sc"},
+        "provisioner": "example.com/kind",
+    }))
+    .unwrap();
+    scs.create(&PostParams::default(), &sc).await.unwrap();
+    let deleted = scs
+        .delete("kind-sc", &DeleteParams::default())
+        .await
+        .unwrap();
+    assert!(deleted.is_left(), "{deleted:?}");
+}
+
+#[tokio::test]
+async fn persistent_volume_claim_is_stored_again_on_its_first_no_op_write() {
+    let cluster = TestCluster::start("kind-pvc").await.unwrap();
+    let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(cluster.client(), "default");
+    let pvc: PersistentVolumeClaim = serde_json::from_value(json!({
+        "metadata": {"name": "kind-pvc"},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}},
+    }))
+    .unwrap();
+    let created = pvcs.create(&PostParams::default(), &pvc).await.unwrap();
+    let same = Patch::Merge(json!({"status": {"phase": "Pending"}}));
+    let first = pvcs
+        .patch_status("kind-pvc", &PatchParams::default(), &same)
+        .await
+        .unwrap();
+    assert_ne!(
+        first.metadata.resource_version, created.metadata.resource_version,
+        "the first write that changes nothing is stored again"
+    );
+    assert_eq!(first.status, created.status);
+    let second = pvcs
+        .patch_status("kind-pvc", &PatchParams::default(), &same)
+        .await
+        .unwrap();
+    assert_eq!(
+        second.metadata.resource_version, first.metadata.resource_version,
+        "later ones are not"
+    );
+}
+
+#[tokio::test]
+async fn pod_updates_change_only_images_deadline_and_tolerations() {
+    let cluster = TestCluster::start("kind-pod").await.unwrap();
+    let pods: Api<Pod> = Api::namespaced(cluster.client(), "default");
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "kind-pod"},
+        "spec": {"activeDeadlineSeconds": 60,
+                 "containers": [{"name": "c", "image": "nginx:1.27"}]},
+    }))
+    .unwrap();
+    pods.create(&PostParams::default(), &pod).await.unwrap();
+    let pp = PatchParams::default();
+    // The image may change.
+    pods.patch(
+        "kind-pod",
+        &pp,
+        &Patch::Json::<()>(
+            serde_json::from_value(
+                json!([{"op": "replace", "path": "/spec/containers/0/image", "value": "nginx:1.28"}]),
+            )
+            .unwrap(),
+        ),
+    )
+    .await
+    .unwrap();
+    // The deadline may not go away.
+    let (message, _) = refusal(
+        pods.patch(
+            "kind-pod",
+            &pp,
+            &Patch::Merge(json!({"spec": {"activeDeadlineSeconds": null}})),
+        )
+        .await,
+    );
+    assert_eq!(
+        message,
+        "Pod \"kind-pod\" is invalid: spec.activeDeadlineSeconds: Invalid value: null: must not update from a positive integer to nil value"
+    );
+    // Replacing the containers re-defaults `imagePullPolicy` (`Always` for an untagged image).
+    let (message, _) = refusal(
+        pods.patch(
+            "kind-pod",
+            &pp,
+            &Patch::Merge(json!({"spec": {"containers": [{"name": "c", "image": "nginx"}]}})),
+        )
+        .await,
+    );
+    assert!(
+        message.starts_with("Pod \"kind-pod\" is invalid: spec: Forbidden: pod updates may not change fields other than `spec.containers[*].image`,`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` (only additions to existing tolerations),`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)\n"),
+        "{message}"
+    );
+}
+
+#[tokio::test]
+async fn a_pod_binding_has_no_owner_and_keeps_the_generation() {
+    let cluster = TestCluster::start("kind-bind").await.unwrap();
+    let pods: Api<Pod> = Api::namespaced(cluster.client(), "default");
+    let pod = |name: &str| -> Pod {
+        serde_json::from_value(json!({
+            "metadata": {"name": name},
+            "spec": {"containers": [{"name": "c", "image": "nginx:1.27"}]},
+        }))
+        .unwrap()
+    };
+    let binding = |name: &str| -> Binding {
+        serde_json::from_value(json!({
+            "metadata": {"name": name},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": "node-1"},
+        }))
+        .unwrap()
+    };
+    let created = pods
+        .create(&PostParams::default(), &pod("kind-bound"))
+        .await
+        .unwrap();
+    let _: Value = pods
+        .create_subresource(
+            "binding",
+            "kind-bound",
+            &PostParams::default(),
+            &binding("kind-bound"),
+        )
+        .await
+        .unwrap();
+    let bound = pods.get("kind-bound").await.unwrap();
+    assert_eq!(bound.spec.unwrap().node_name.as_deref(), Some("node-1"));
+    assert_eq!(bound.metadata.generation, created.metadata.generation);
+    assert_eq!(
+        bound.metadata.managed_fields.map(|m| m.len()),
+        created.metadata.managed_fields.map(|m| m.len()),
+        "the binding adds no managedFields entry"
+    );
+
+    // A Pod being deleted (held by a finalizer) is not bound.
+    let mut held = pod("kind-held");
+    held.metadata.finalizers = Some(vec!["example.com/hold".into()]);
+    pods.create(&PostParams::default(), &held).await.unwrap();
+    pods.delete("kind-held", &DeleteParams::default().grace_period(0))
+        .await
+        .unwrap();
+    let err = pods
+        .create_subresource::<_, Value>(
+            "binding",
+            "kind-held",
+            &PostParams::default(),
+            &binding("kind-held"),
+        )
+        .await
+        .unwrap_err();
+    let kube::Error::Api(status) = &err else {
+        panic!("expected a 409, got {err:?}")
+    };
+    assert_eq!(
+        status.message,
+        "Operation cannot be fulfilled on pods/binding \"kind-held\": pod kind-held is being deleted, cannot be assigned to a host"
+    );
+    pods.patch(
+        "kind-held",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+    )
+    .await
+    .unwrap();
+}
+
+#[tokio::test]
+async fn deleting_a_service_deletes_its_endpoints() {
+    let cluster = TestCluster::start("kind-svc-ep").await.unwrap();
+    let services: Api<Service> = Api::namespaced(cluster.client(), "default");
+    let eps: Api<Endpoints> = Api::namespaced(cluster.client(), "default");
+    let svc: Service = serde_json::from_value(json!({
+        "metadata": {"name": "kind-svc"},
+        "spec": {"ports": [{"port": 80}]},
+    }))
+    .unwrap();
+    services.create(&PostParams::default(), &svc).await.unwrap();
+    let ep: Endpoints = serde_json::from_value(json!({
+        "metadata": {"name": "kind-svc"},
+        "subsets": [{"addresses": [{"ip": "10.1.0.1"}], "ports": [{"port": 80}]}],
+    }))
+    .unwrap();
+    eps.create(&PostParams::default(), &ep).await.unwrap();
+    services
+        .delete("kind-svc", &DeleteParams::default())
+        .await
+        .unwrap();
+    let gone = eps.get("kind-svc").await;
+    assert!(
+        matches!(&gone, Err(kube::Error::Api(s)) if s.code == 404),
+        "the Endpoints of a deleted Service are deleted: {gone:?}"
+    );
+}
