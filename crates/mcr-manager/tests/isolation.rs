@@ -137,6 +137,51 @@ async fn a_leaving_cluster_cancels_its_in_flight_reconciles() {
     run.await.unwrap().unwrap();
 }
 
+/// A reconcile that becomes ready in the same instant its cluster leaves (here: it waits for
+/// the cluster's own cancellation) is dropped, not polled once more: the runtime checks that
+/// the cluster is still there before it polls the reconciler's future, every time.
+#[tokio::test]
+async fn a_reconcile_woken_as_its_cluster_leaves_runs_no_further() {
+    let env = Env::start(2).await;
+    create_cm(env.member("cluster-1").client(), "leaving", "1").await;
+    let log = Log::default();
+    Controller::new(&env.mgr)
+        .for_::<ConfigMap>()
+        .register(
+            |cm: Arc<ConfigMap>, ctx: Context<Log>| async move {
+                if ctx.cluster_name().as_str() != "cluster-1" {
+                    return record(cm, ctx).await;
+                }
+                let log = ctx.data().as_ref().clone();
+                let _guard = OnDrop(log.clone(), "reconcile dropped".into());
+                log.push("started".into());
+                ctx.cancelled().await;
+                log.push("ran after its cluster left".into());
+                Ok(Action::await_change())
+            },
+            retry,
+            Arc::new(log.clone()),
+        )
+        .unwrap();
+    let run = env.run();
+    eventually("the reconcile started", DEADLINE, || {
+        log.contains("started")
+    })
+    .await;
+    assert!(env.provider.remove(&ClusterName::new("cluster-1")));
+    eventually("the reconcile dropped", DEADLINE, || {
+        log.contains("reconcile dropped")
+    })
+    .await;
+    assert!(
+        !log.contains("ran after its cluster left"),
+        "the reconciler's future was polled after its cluster left: {:?}",
+        log.entries()
+    );
+    env.token.cancel();
+    run.await.unwrap().unwrap();
+}
+
 #[tokio::test]
 async fn shutdown_does_not_wait_forever_on_a_hung_reconcile() {
     let env = Env::start(1).await;

@@ -99,11 +99,19 @@ impl mcr_core::Coordinator for Coordinator {
         self.version.subscribe()
     }
 
-    /// Past the renew deadline of the last successful write (or before the first): this
-    /// replica owns nothing, whether or not its coordinator has run since.
+    /// Past the renew deadline of the last successful write (or before the first), or fenced
+    /// and not active again yet: this replica owns nothing, whether or not its coordinator
+    /// has run since. (After a pause, the first write renews the Lease before the consistent
+    /// list that makes the replica active again: the deadline alone would let reconciles run
+    /// in between.)
     fn lapsed(&self) -> bool {
         self.valid_until()
             .is_none_or(|until| Instant::now() >= until)
+            || !self
+                .snapshot
+                .read()
+                .unwrap_or_else(|p| p.into_inner())
+                .active
     }
 }
 

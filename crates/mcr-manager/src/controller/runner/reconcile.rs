@@ -148,17 +148,19 @@ where
                         None => Ok(run.await),
                     }
                 };
-                // A reconcile of a cluster that left is dropped: its cluster is gone.
                 let lapsed = std::future::poll_fn(|_| match &fence {
                     Some((fleet, name)) if fleet.lapsed(name) => std::task::Poll::Ready(()),
                     _ => std::task::Poll::Pending,
                 });
+                // Both fences come before the reconciler's future on every poll: a reconcile
+                // woken in the same instant its cluster left (or its hold lapsed) is dropped,
+                // not polled once more.
                 let cut_short = async {
                     tokio::select! {
                         biased;
                         () = lapsed => Err(Cut::ClusterLeft),
-                        r = bounded => r,
                         () = left.cancelled() => Err(Cut::ClusterLeft),
+                        r = bounded => r,
                     }
                 };
                 // A panic while the reconciler's future is dropped is the reconciler's too:
