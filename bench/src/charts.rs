@@ -149,8 +149,9 @@ fn b4_scale(report: &Value, path: &Path) -> Result<bool> {
     Ok(true)
 }
 
-/// Every `ratio mcr / <peer>` metric of B1, B2, B2m, B8, B10, B11, B12: horizontal bars, the
-/// line at 1 is parity (below: mcr needs less).
+/// Every `ratio mcr / <peer>` metric of B1, B2, B2m, B8, B10, B11, B12, and B13 against Go
+/// projected (see [`b13_projected`]): horizontal bars, the line at 1 is parity (below: mcr
+/// needs less).
 fn peer_ratios(report: &Value, path: &Path) -> Result<bool> {
     let mut bars: Vec<(String, f64)> = Vec::new();
     for id in ["B1", "B2", "B2m", "B8", "B10", "B11", "B12"] {
@@ -165,6 +166,9 @@ fn peer_ratios(report: &Value, path: &Path) -> Result<bool> {
                 bars.push((format!("{id}: {}", name.trim()), value));
             }
         }
+    }
+    if let Some(bar) = b13_projected(report) {
+        bars.push(bar);
     }
     if bars.is_empty() {
         return Ok(false);
@@ -219,6 +223,39 @@ fn peer_ratios(report: &Value, path: &Path) -> Result<bool> {
         .map_err(plot_err)?;
     root.present().map_err(plot_err)?;
     Ok(true)
+}
+
+/// B13 against Go, projected: Go's multicluster-runtime was not run at B13's size, so its
+/// memory there is B8's peak RSS per cluster at B8's largest fleet, times B13's clusters. The
+/// bar is mcr's peak RSS per cluster over all of B13's replicas, divided by that; its label
+/// says it is a projection, and from which B8 fleet.
+fn b13_projected(report: &Value) -> Option<(String, f64)> {
+    let metric = |id: &str, wanted: &dyn Fn(&str) -> bool| -> Vec<(String, f64)> {
+        scenario(report, id)
+            .and_then(|s| s["metrics"].as_array())
+            .into_iter()
+            .flatten()
+            .filter_map(|m| Some((m["name"].as_str()?.trim().to_owned(), m["value"].as_f64()?)))
+            .filter(|(name, _)| wanted(name))
+            .collect()
+    };
+    let (_, mcr) = metric("B13", &|n| n == "peak RSS per cluster, all replicas")
+        .into_iter()
+        .next()?;
+    // B8 names its figures "<N> clusters: ..."; the largest fleet is the fairest projection.
+    let (at, go) = metric("B8", &|n| n.ends_with("peak RSS per cluster Go"))
+        .into_iter()
+        .filter_map(|(name, v)| {
+            let n: u64 = name.split(' ').next()?.parse().ok()?;
+            Some((n, v))
+        })
+        .max_by_key(|(n, _)| *n)?;
+    (go > 0.0).then(|| {
+        (
+            format!("B13: peak RSS per cluster mcr / Go, Go projected from B8 at {at} clusters"),
+            mcr / go,
+        )
+    })
 }
 
 /// The chaos suite's time to recover (heal to faulted member caught up): a histogram.
@@ -302,7 +339,30 @@ mod tests {
         assert!(ratios.starts_with("<svg"), "{ratios}");
         assert!(ratios.contains("B1: time ratio mcr / kube-runtime"));
         assert!(!ratios.contains("median"));
+        assert!(!ratios.contains("B13"), "no B13 bar without B13 and B8");
         Ok(())
+    }
+
+    #[test]
+    fn b13_is_set_against_go_projected_from_the_largest_b8_fleet() {
+        let report = serde_json::json!({
+            "scenarios": [
+                {"id": "B13", "runs": [], "metrics": [
+                    {"name": "peak RSS per cluster, all replicas", "value": 40.0, "unit": "KiB"}]},
+                {"id": "B8", "runs": [], "metrics": [
+                    {"name": "10 clusters: peak RSS per cluster Go", "value": 2000.0, "unit": "KiB"},
+                    {"name": "1000 clusters: peak RSS per cluster Go", "value": 400.0, "unit": "KiB"},
+                    {"name": "1000 clusters: peak RSS per cluster mcr", "value": 90.0, "unit": "KiB"}]}
+            ]
+        });
+        let (label, ratio) = b13_projected(&report).expect("a B13 bar");
+        assert!(
+            label.contains("projected from B8 at 1000 clusters"),
+            "{label}"
+        );
+        assert!((ratio - 0.1).abs() < 1e-9, "{ratio}");
+        let without_b8 = serde_json::json!({"scenarios": [report["scenarios"][0].clone()]});
+        assert!(b13_projected(&without_b8).is_none());
     }
 
     #[test]

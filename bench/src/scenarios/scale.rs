@@ -136,6 +136,12 @@ pub fn run(quick: bool, envtest: &Path, work: &Path) -> Scenario {
                 Some(peak.iter().sum::<f64>() / 1024.0),
                 "MiB",
             );
+            // What the peer-ratio chart sets against Go's B8 bytes per cluster.
+            s.metric(
+                "peak RSS per cluster, all replicas",
+                Some(peak.iter().sum::<f64>() / clusters.max(1) as f64),
+                "KiB",
+            );
             s.metric(
                 "RSS per engaged cluster (all replicas, settled)",
                 Some(kib("rss_kib").iter().sum::<f64>() / clusters.max(1) as f64),
