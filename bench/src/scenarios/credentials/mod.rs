@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use anyhow::{Result, bail};
+use anyhow::{Context as _, Result, bail};
 use futures::{StreamExt, stream};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
@@ -111,6 +111,22 @@ fn count(members: &[TestCluster], verb: &str, resource: &str) -> u64 {
         .iter()
         .map(|m| m.request_count(verb, resource))
         .sum()
+}
+
+/// The cluster `name` once the provider has it. Replaced on rotation, a shoot is briefly
+/// absent between its old instance and its new one (what the prober counts as missing), so
+/// the final look waits for it, up to a minute.
+async fn present(provider: &dyn Provider, name: &ClusterName) -> Result<Cluster> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        match provider.get(name).await {
+            Ok(cluster) => return Ok(cluster),
+            Err(err) if Instant::now() >= deadline => {
+                return Err(err).with_context(|| format!("{name}: still absent after a minute"));
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    }
 }
 
 /// Reads one object through every engaged cluster's client once a second; counts 401s,
@@ -267,7 +283,7 @@ pub async fn child(mode: &str, quick: bool) -> Result<Value> {
     let minted0 = garden.kubeconfig_requests();
     let mut first: Vec<Cluster> = Vec::with_capacity(s.shoots);
     for i in 0..s.shoots {
-        first.push(provider.get(&cluster_name(i)).await?);
+        first.push(present(provider.as_ref(), &cluster_name(i)).await?);
     }
 
     let prober = Arc::new(Prober::default());
@@ -292,7 +308,7 @@ pub async fn child(mode: &str, quick: bool) -> Result<Value> {
     let mut same = 0;
     let mut renewal_failures = 0;
     for (i, before) in first.iter().enumerate() {
-        let now = provider.get(&cluster_name(i)).await?;
+        let now = present(provider.as_ref(), &cluster_name(i)).await?;
         same += u64::from(now.same_instance(before));
         if let Some(status) = now.credentials().map(|c| c.status()) {
             renewals += status.renewals;
