@@ -332,6 +332,11 @@ fn generate(
     for _ in 0..steps {
         let kind = &all[*rng.pick(&chosen)];
         let base: &&str = rng.pick(&["o1", "o2"]);
+        let base = if kinds::ONE_PER_NAMESPACE.contains(&kind.name.as_str()) {
+            "o1"
+        } else {
+            base
+        };
         let name = kind.object_name(&ns, base);
         let collection = kind.collection(&ns);
         let item = format!("{collection}/{name}");
@@ -498,7 +503,16 @@ fn generate(
                 // An invalid object: a bad name, or a shape kube-apiserver refuses.
                 let mut body = whole(rng, kind, &ns, &name);
                 if row.invalid.is_empty() || rng.chance(30) {
-                    body["metadata"]["name"] = json!(rng.pick(&["Bad_Name", "-x", "a.b"]));
+                    let bad = *rng.pick(&["Bad_Name", "-x", "a.b"]);
+                    // `a.b` is a valid name for most kinds: not a second object of a kind drawn
+                    // once per namespace.
+                    let bad =
+                        if bad == "a.b" && kinds::ONE_PER_NAMESPACE.contains(&kind.name.as_str()) {
+                            "Bad_Name"
+                        } else {
+                            bad
+                        };
+                    body["metadata"]["name"] = json!(bad);
                 } else {
                     let (ptr, value) = rng.pick(&row.invalid);
                     set_field(&mut body, ptr, value.clone());
@@ -1026,8 +1040,11 @@ async fn run(
                 });
             }
         }
-        // End markers, then the event sequences.
-        for &k in &chosen {
+        // End markers, then the event sequences. Those of the kinds drawn once per namespace
+        // come last, so that no other request meets a second one (see ONE_PER_NAMESPACE).
+        let mut marked = chosen.clone();
+        marked.sort_by_key(|&k| kinds::ONE_PER_NAMESPACE.contains(&all[k].name.as_str()));
+        for &k in &marked {
             let kind = &all[k];
             let mut body = kind.row.body.clone();
             body["apiVersion"] = json!(kind.api_version);
