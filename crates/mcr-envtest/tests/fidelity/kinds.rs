@@ -524,7 +524,13 @@ pub fn rows() -> Vec<Row> {
             kind: "ResourceQuota",
             body: json!({"spec": {"hard": {"pods": "10"}}}),
             fields: vec![("/spec/hard/pods", vec![json!("10"), json!("5")])],
-            subs: vec![status(vec![json!({"hard": {"pods": "10"}, "used": {"pods": "1"}})])],
+            // What a quota controller would write: room for Pods, room for one more Pod (the
+            // next creates are refused), and a count without usage (`status unknown`).
+            subs: vec![status(vec![
+                json!({"hard": {"pods": "10"}, "used": {"pods": "1"}}),
+                json!({"hard": {"pods": "2"}, "used": {"pods": "1"}}),
+                json!({"hard": {"count/pods": "10", "pods": "10"}, "used": {"pods": "1"}}),
+            ])],
             invalid: vec![],
         },
         Row {
