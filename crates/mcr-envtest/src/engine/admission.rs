@@ -830,3 +830,47 @@ pub(crate) fn resource_quota(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use serde_json::json;
+
+    use super::{limit_ranger_check, limit_ranger_defaults};
+
+    fn range(default_cpu: &str, max_cpu: &str) -> Arc<serde_json::Value> {
+        Arc::new(json!({"spec": {"limits": [{
+            "type": "Container",
+            "max": {"cpu": max_cpu},
+            "default": {"cpu": default_cpu},
+            "defaultRequest": {"cpu": default_cpu},
+        }]}}))
+    }
+
+    #[test]
+    fn the_first_limit_range_by_name_gives_its_defaults_and_the_others_check_them() {
+        // As `limit_ranges` hands them: by name. kube-apiserver's order varies.
+        let ranges = [range("2", "2"), range("1", "1")];
+        let mut pod = json!({"spec": {"containers": [{"name": "c", "image": "nginx"}]}});
+        limit_ranger_defaults(&ranges, &mut pod);
+        assert_eq!(
+            pod["spec"]["containers"][0]["resources"],
+            json!({"limits": {"cpu": "2"}, "requests": {"cpu": "2"}})
+        );
+        assert_eq!(
+            pod["metadata"]["annotations"]["kubernetes.io/limit-ranger"],
+            "LimitRanger plugin set: cpu request for container c; cpu limit for container c"
+        );
+        let err = limit_ranger_check(&ranges, &pod, "p").unwrap_err();
+        assert_eq!(
+            err.message,
+            "pods \"p\" is forbidden: maximum cpu usage per Container is 1, but limit is 2"
+        );
+        // The other order: the smaller default, within both.
+        let ranges = [range("1", "1"), range("2", "2")];
+        let mut pod = json!({"spec": {"containers": [{"name": "c", "image": "nginx"}]}});
+        limit_ranger_defaults(&ranges, &mut pod);
+        assert!(limit_ranger_check(&ranges, &pod, "p").is_ok());
+    }
+}

@@ -54,7 +54,8 @@ pub struct Row {
 /// Pod gets either default (and the other's `max` may then refuse it), and a Pod counted by
 /// two quotas has them written in either order (their watch events swap). No server can
 /// match that request for request, so the check draws one of each per namespace, where the
-/// order is fixed; the emulator's own order (by name) is covered by `kind_rules.rs`. Left:
+/// order is fixed; the emulator's own order (by name) is covered by a unit test of
+/// `engine::admission`. Left:
 /// kube-apiserver's informer may not have seen a LimitRange created by the request just before
 /// a Pod's create (seen once, seed 42 with 200 steps; a rerun matched).
 pub const ONE_PER_NAMESPACE: &[&str] = &["LimitRange", "ResourceQuota"];
