@@ -5,7 +5,8 @@
 //! DaemonSet's template generation, a ControllerRevision's data owned whole, the kinds whose
 //! `PUT` needs a resourceVersion or creates, the deletes that answer with the object, and a
 //! PersistentVolumeClaim stored again on its first write that changes nothing, what a Pod update
-//! may change, a Pod's binding, and a Service's delete taking its Endpoints along. The same
+//! may change, a Pod's binding, a Service's delete taking its Endpoints along, and the
+//! `LimitRanger` and `ResourceQuota` admission of Pods (defaults, bounds, quota usage). The same
 //! expectations hold on the emulator and, with `MCR_ENVTEST=real`, on kube-apiserver.
 
 use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet};
@@ -13,7 +14,8 @@ use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{
-    Binding, Endpoints, LimitRange, PersistentVolume, PersistentVolumeClaim, Pod, Service,
+    Binding, Endpoints, LimitRange, Namespace, PersistentVolume, PersistentVolumeClaim, Pod,
+    ResourceQuota, Service,
 };
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::node::v1::RuntimeClass;
@@ -685,4 +687,302 @@ async fn deleting_a_service_deletes_its_endpoints() {
         matches!(&gone, Err(kube::Error::Api(s)) if s.code == 404),
         "the Endpoints of a deleted Service are deleted: {gone:?}"
     );
+}
+
+/// The 403 an admission plugin refused a write with: its message.
+fn forbidden<T: std::fmt::Debug>(result: Result<T, kube::Error>) -> String {
+    match result {
+        Err(kube::Error::Api(status)) => {
+            assert_eq!(status.code, 403, "{}", status.message);
+            assert_eq!(status.reason, "Forbidden");
+            status.message.clone()
+        }
+        other => panic!("expected a 403, got {other:?}"),
+    }
+}
+
+/// A fresh namespace for one test's admission objects.
+async fn namespace(client: &kube::Client, name: &str) {
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": name}})).unwrap();
+    namespaces
+        .create(&PostParams::default(), &ns)
+        .await
+        .unwrap();
+}
+
+fn pod(name: &str, containers: Value) -> Pod {
+    serde_json::from_value(json!({"metadata": {"name": name}, "spec": {"containers": containers}}))
+        .unwrap()
+}
+
+fn limit_range(name: &str, limits: Value) -> LimitRange {
+    serde_json::from_value(json!({"metadata": {"name": name}, "spec": {"limits": limits}})).unwrap()
+}
+
+#[tokio::test]
+async fn limit_ranger_fills_a_new_pods_resources_and_says_so() {
+    let cluster = TestCluster::start("kind-lr-defaults").await.unwrap();
+    let client = cluster.client();
+    namespace(&client, "lr-defaults").await;
+    let ranges: Api<LimitRange> = Api::namespaced(client.clone(), "lr-defaults");
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "lr-defaults");
+    let pp = PostParams::default();
+    // `defaultRequest.memory` is defaulted from `default.memory`.
+    let range = limit_range(
+        "defaults",
+        json!([{"type": "Container", "default": {"cpu": "500m", "memory": "128Mi"}, "defaultRequest": {"cpu": "250m"}}]),
+    );
+    ranges.create(&pp, &range).await.unwrap();
+    let created = pods
+        .create(
+            &PostParams {
+                field_manager: Some("maker".into()),
+                ..PostParams::default()
+            },
+            &pod(
+                "p",
+                json!([
+                    {"name": "a", "image": "nginx"},
+                    {"name": "b", "image": "nginx", "resources": {"limits": {"cpu": "1"}}},
+                ]),
+            ),
+        )
+        .await
+        .unwrap();
+    let created = serde_json::to_value(&created).unwrap();
+    let containers = &created["spec"]["containers"];
+    assert_eq!(
+        containers[0]["resources"],
+        json!({"limits": {"cpu": "500m", "memory": "128Mi"}, "requests": {"cpu": "250m", "memory": "128Mi"}})
+    );
+    // A limit the Pod set is kept, and requests what it limits (the Pod's own defaulting).
+    assert_eq!(
+        containers[1]["resources"],
+        json!({"limits": {"cpu": "1", "memory": "128Mi"}, "requests": {"cpu": "1", "memory": "128Mi"}})
+    );
+    assert_eq!(
+        created["metadata"]["annotations"]["kubernetes.io/limit-ranger"],
+        "LimitRanger plugin set: cpu, memory request for container a; cpu, memory limit for container a; memory request for container b; memory limit for container b"
+    );
+    assert_eq!(created["status"]["qosClass"], "Burstable");
+    // Admission's defaults are owned by no one: the creator owns what it sent.
+    let entries = created["metadata"]["managedFields"].as_array().unwrap();
+    assert_eq!(entries.len(), 1, "{entries:?}");
+    let owned = entries[0]["fieldsV1"].to_string();
+    assert!(!owned.contains("f:kubernetes.io/limit-ranger"), "{owned}");
+    let a = &entries[0]["fieldsV1"]["f:spec"]["f:containers"]["k:{\"name\":\"a\"}"];
+    assert!(a["f:resources"].get("f:limits").is_none(), "{a}");
+
+    // An update is not admitted again: a Pod created before the LimitRange keeps no limits.
+    ranges
+        .delete("defaults", &DeleteParams::default())
+        .await
+        .unwrap();
+    let plain = pods
+        .create(&pp, &pod("q", json!([{"name": "c", "image": "nginx"}])))
+        .await
+        .unwrap();
+    assert!(plain.metadata.annotations.is_none());
+    ranges.create(&pp, &range).await.unwrap();
+    let patched = pods
+        .patch(
+            "q",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"x": "y"}}})),
+        )
+        .await
+        .unwrap();
+    let resources = serde_json::to_value(&patched.spec.unwrap().containers[0].resources).unwrap();
+    assert_eq!(resources, json!({}));
+}
+
+#[tokio::test]
+async fn limit_ranger_refuses_a_pod_outside_its_bounds() {
+    let cluster = TestCluster::start("kind-lr-bounds").await.unwrap();
+    let client = cluster.client();
+    let pp = PostParams::default();
+    namespace(&client, "lr-container").await;
+    let ranges: Api<LimitRange> = Api::namespaced(client.clone(), "lr-container");
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "lr-container");
+    // `default.cpu` becomes 1 (from `max`), `defaultRequest` cpu 1 and memory 64Mi (from `min`).
+    let range = limit_range(
+        "bounds",
+        json!([{"type": "Container", "max": {"cpu": "1"}, "min": {"memory": "64Mi"}}]),
+    );
+    ranges.create(&pp, &range).await.unwrap();
+    let big = pod(
+        "big",
+        json!([{"name": "c", "image": "nginx", "resources": {"limits": {"cpu": "2"}}}]),
+    );
+    assert_eq!(
+        forbidden(pods.create(&pp, &big).await),
+        "pods \"big\" is forbidden: maximum cpu usage per Container is 1, but limit is 2"
+    );
+    let small = pod(
+        "small",
+        json!([{"name": "c", "image": "nginx", "resources": {"requests": {"memory": "32Mi"}}}]),
+    );
+    assert_eq!(
+        forbidden(pods.create(&pp, &small).await),
+        "pods \"small\" is forbidden: minimum memory usage per Container is 64Mi, but request is 32Mi"
+    );
+    let both = pod(
+        "both",
+        json!([{"name": "c", "image": "nginx", "resources": {"limits": {"cpu": "2"}, "requests": {"memory": "32Mi"}}}]),
+    );
+    assert_eq!(
+        forbidden(pods.create(&pp, &both).await),
+        "pods \"both\" is forbidden: [minimum memory usage per Container is 64Mi, but request is 32Mi, maximum cpu usage per Container is 1, but limit is 2]"
+    );
+    // Within bounds: admitted with the defaults.
+    let fits = pod("fits", json!([{"name": "c", "image": "nginx"}]));
+    let fits = pods.create(&pp, &fits).await.unwrap();
+    let resources = serde_json::to_value(&fits.spec.unwrap().containers[0].resources).unwrap();
+    assert_eq!(
+        resources,
+        json!({"limits": {"cpu": "1"}, "requests": {"cpu": "1", "memory": "64Mi"}})
+    );
+
+    // A `Pod` item bounds the sum of the containers.
+    namespace(&client, "lr-pod").await;
+    let ranges: Api<LimitRange> = Api::namespaced(client.clone(), "lr-pod");
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "lr-pod");
+    let range = limit_range("per-pod", json!([{"type": "Pod", "max": {"cpu": "1"}}]));
+    ranges.create(&pp, &range).await.unwrap();
+    let pair = pod(
+        "pair",
+        json!([
+            {"name": "a", "image": "nginx", "resources": {"limits": {"cpu": "600m"}}},
+            {"name": "b", "image": "nginx", "resources": {"limits": {"cpu": "600m"}}},
+        ]),
+    );
+    assert_eq!(
+        forbidden(pods.create(&pp, &pair).await),
+        "pods \"pair\" is forbidden: maximum cpu usage per Pod is 1, but limit is 1200m"
+    );
+}
+
+#[tokio::test]
+async fn resource_quota_counts_creates_in_its_status_and_refuses_beyond_hard() {
+    let cluster = TestCluster::start("kind-quota").await.unwrap();
+    let client = cluster.client();
+    let pp = PostParams::default();
+    namespace(&client, "quota").await;
+    let quotas: Api<ResourceQuota> = Api::namespaced(client.clone(), "quota");
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "quota");
+    let quota: ResourceQuota = serde_json::from_value(json!({
+        "metadata": {"name": "q"},
+        "spec": {"hard": {"pods": "2", "requests.cpu": "1"}},
+    }))
+    .unwrap();
+    // No controller copies `spec.hard` into the status: the quota counts nothing yet.
+    let created = quotas.create(&pp, &quota).await.unwrap();
+    assert!(created.status.unwrap_or_default().hard.is_none());
+    let cpu = |name: &str, cpu: &str| {
+        pod(
+            name,
+            json!([{"name": "c", "image": "nginx", "resources": {"requests": {"cpu": cpu}}}]),
+        )
+    };
+    pods.create(&pp, &cpu("early", "5")).await.unwrap();
+    pods.delete("early", &DeleteParams::default().grace_period(0))
+        .await
+        .unwrap();
+
+    // What a controller would write: the quota now counts.
+    quotas
+        .patch_status(
+            "q",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {
+                "hard": {"pods": "2", "requests.cpu": "1"},
+                "used": {"pods": "0", "requests.cpu": "0"},
+            }})),
+        )
+        .await
+        .unwrap();
+    let bare = pod("bare", json!([{"name": "c", "image": "nginx"}]));
+    assert_eq!(
+        forbidden(pods.create(&pp, &bare).await),
+        "pods \"bare\" is forbidden: failed quota: q: must specify requests.cpu for: c"
+    );
+    pods.create(&pp, &cpu("a", "500m")).await.unwrap();
+    let used = |q: ResourceQuota| serde_json::to_value(q.status.unwrap().used).unwrap();
+    let after = quotas.get("q").await.unwrap();
+    let entries = serde_json::to_value(&after.metadata.managed_fields).unwrap();
+    assert!(
+        entries
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["manager"] == "kube-apiserver" && e["subresource"] == "status"),
+        "{entries}"
+    );
+    assert_eq!(used(after), json!({"pods": "1", "requests.cpu": "500m"}));
+    assert_eq!(
+        forbidden(pods.create(&pp, &cpu("b", "600m")).await),
+        "pods \"b\" is forbidden: exceeded quota: q, requested: requests.cpu=600m, used: requests.cpu=500m, limited: requests.cpu=1"
+    );
+    pods.create(&pp, &cpu("b", "500m")).await.unwrap();
+    assert_eq!(
+        used(quotas.get("q").await.unwrap()),
+        json!({"pods": "2", "requests.cpu": "1"})
+    );
+    assert_eq!(
+        forbidden(pods.create(&pp, &cpu("c", "0")).await),
+        "pods \"c\" is forbidden: exceeded quota: q, requested: pods=1, used: pods=2, limited: pods=2"
+    );
+    // The quota is checked before the name: a taken name is refused by the quota first.
+    assert_eq!(
+        forbidden(pods.create(&pp, &cpu("b", "0")).await),
+        "pods \"b\" is forbidden: exceeded quota: q, requested: pods=1, used: pods=2, limited: pods=2"
+    );
+    // Nothing gives a deleted Pod's usage back without kube-controller-manager.
+    pods.delete("a", &DeleteParams::default().grace_period(0))
+        .await
+        .unwrap();
+    assert_eq!(
+        used(quotas.get("q").await.unwrap()),
+        json!({"pods": "2", "requests.cpu": "1"})
+    );
+}
+
+#[tokio::test]
+async fn a_scoped_quota_counts_a_pod_that_becomes_terminating() {
+    let cluster = TestCluster::start("kind-quota-scope").await.unwrap();
+    let client = cluster.client();
+    let pp = PostParams::default();
+    namespace(&client, "quota-scope").await;
+    let quotas: Api<ResourceQuota> = Api::namespaced(client.clone(), "quota-scope");
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "quota-scope");
+    let quota: ResourceQuota = serde_json::from_value(json!({
+        "metadata": {"name": "t"},
+        "spec": {"hard": {"pods": "5"}, "scopes": ["Terminating"]},
+    }))
+    .unwrap();
+    quotas.create(&pp, &quota).await.unwrap();
+    quotas
+        .patch_status(
+            "t",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"hard": {"pods": "5"}, "used": {"pods": "0"}}})),
+        )
+        .await
+        .unwrap();
+    let used = |q: ResourceQuota| serde_json::to_value(q.status.unwrap().used).unwrap();
+    // Without a deadline the Pod is out of the quota's scope.
+    pods.create(&pp, &pod("p", json!([{"name": "c", "image": "nginx"}])))
+        .await
+        .unwrap();
+    assert_eq!(used(quotas.get("t").await.unwrap()), json!({"pods": "0"}));
+    // With one it enters the scope, and is counted then.
+    pods.patch(
+        "p",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"activeDeadlineSeconds": 60}})),
+    )
+    .await
+    .unwrap();
+    assert_eq!(used(quotas.get("t").await.unwrap()), json!({"pods": "1"}));
 }

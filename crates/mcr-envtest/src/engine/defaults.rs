@@ -48,6 +48,7 @@ pub(crate) fn apply(info: &TypeInfo, obj: &mut Value) -> Result<(), ApiError> {
                 ));
             }
             pod_spec(spec);
+            requests_from_limits(spec);
             spec.entry("enableServiceLinks").or_insert(json!(true));
         }
         Special::Service => service(obj),
@@ -238,13 +239,25 @@ fn by_table(kind: &str, obj: &mut Value) {
                 if limit["type"] != "Container" {
                     continue;
                 }
-                let max = limit["max"].clone();
-                if max.is_object() {
-                    fill(limit, "/default", max);
-                }
-                let default = limit["default"].clone();
-                if default.is_object() {
-                    fill(limit, "/defaultRequest", default);
+                // Key by key: a missing default limit is the max, a missing default request
+                // the default limit, else the min.
+                for (from, to) in [
+                    ("max", "default"),
+                    ("default", "defaultRequest"),
+                    ("min", "defaultRequest"),
+                ] {
+                    let Some(source) = limit[from].as_object().cloned().filter(|m| !m.is_empty())
+                    else {
+                        continue;
+                    };
+                    if !limit[to].is_object() {
+                        limit[to] = json!({});
+                    }
+                    if let Some(target) = limit[to].as_object_mut() {
+                        for (k, v) in source {
+                            target.entry(k).or_insert(v);
+                        }
+                    }
                 }
             }
         }
@@ -470,6 +483,34 @@ fn pod_spec(spec: &mut Map<String, Value>) {
     }
 }
 
+/// A Pod's containers (not a template's) request what they limit unless they say otherwise.
+fn requests_from_limits(spec: &mut Map<String, Value>) {
+    for list in ["initContainers", "containers"] {
+        for c in spec
+            .get_mut(list)
+            .and_then(Value::as_array_mut)
+            .into_iter()
+            .flatten()
+        {
+            let Some(limits) = c["resources"]["limits"].as_object().cloned() else {
+                continue;
+            };
+            if limits.is_empty() {
+                continue;
+            }
+            let resources = &mut c["resources"];
+            if !resources["requests"].is_object() {
+                resources["requests"] = json!({});
+            }
+            if let Some(requests) = resources["requests"].as_object_mut() {
+                for (k, v) in limits {
+                    requests.entry(k).or_insert(v);
+                }
+            }
+        }
+    }
+}
+
 /// The defaults of a container.
 fn container(c: &mut Value) {
     let pull = match c["image"].as_str() {
@@ -484,7 +525,14 @@ fn container(c: &mut Value) {
     map.entry("terminationMessagePolicy")
         .or_insert(json!("File"));
     map.entry("imagePullPolicy").or_insert(json!(pull));
-    map.entry("resources").or_insert(json!({}));
+    let resources = map.entry("resources").or_insert(json!({}));
+    // Empty requests and limits are left out, as kube-apiserver encodes them.
+    if let Some(resources) = resources.as_object_mut() {
+        resources.retain(|k, v| {
+            !(matches!(k.as_str(), "requests" | "limits")
+                && v.as_object().is_some_and(Map::is_empty))
+        });
+    }
     for port in map
         .get_mut("ports")
         .and_then(Value::as_array_mut)

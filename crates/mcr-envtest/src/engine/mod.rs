@@ -58,6 +58,9 @@
 //!   ServiceAccounts, and finalizer-held deletes with the object), built-in list items carry
 //!   no `apiVersion`/`kind`, custom resources take no unconditional update; a `scale` write
 //!   owns `spec.replicas` as tracked on the `Scale` (a count of 0 belongs to no one).
+//! - kube-apiserver's `LimitRanger` (a new Pod's default requests and limits, its bounds) and
+//!   `ResourceQuota` (usage added to `status.used`, creates beyond `status.hard` refused)
+//!   admission plugins (`admission`).
 //! - Finalizers, `ownerReferences` garbage collection (Background/Foreground/Orphan),
 //!   namespace termination, CRD establishment and removal.
 //! - Lists with full label selectors, `metadata.name`/`metadata.namespace` field selectors,
@@ -66,7 +69,8 @@
 //!
 //! # What is NOT emulated (or only simplified)
 //!
-//! - Admission (mutating/validating webhooks, policies), authentication and RBAC, quota,
+//! - Admission beyond `LimitRanger` and `ResourceQuota` (webhooks, policies), authentication
+//!   and RBAC, a quota controller (nothing fills a quota's `status.hard` or gives usage back),
 //!   OpenAPI schema validation and defaulting of custom resources, CRD conversion webhooks,
 //!   protobuf and table output, `dryRun` beyond "do not store".
 //! - Controllers: nothing reconciles Deployments/ReplicaSets/StatefulSets/Jobs, no Pod runs
@@ -313,6 +317,7 @@ pub struct Engine {
     inner: Arc<state::State>,
 }
 
+mod admission;
 mod answered;
 mod apply;
 mod bootstrap;
@@ -325,6 +330,7 @@ mod managed;
 mod meta;
 mod packed;
 pub(crate) mod patch;
+mod quantity;
 mod read;
 mod registry;
 pub(crate) mod selector;

@@ -76,7 +76,14 @@ pub(crate) fn finish_update(
             None => meta_mut(&mut new).remove("managedFields"),
         };
     }
-    special::defaults(info, &mut new)?;
+    if let Err(err) = special::defaults(info, &mut new) {
+        if info.special == Special::Pod && subresource.is_none() && err.code == 422 {
+            let mut probe = new.clone();
+            super::defaults::on_update(info, &mut probe, existing);
+            return Err(super::validate::pod_update_refusal(info, existing, &probe).unwrap_or(err));
+        }
+        return Err(err);
+    }
     // kube-apiserver records no owner for a Pod's binding.
     if operation == Operation::Update && subresource != Some("binding") {
         record_update(
@@ -93,6 +100,20 @@ pub(crate) fn finish_update(
     if subresource.is_none() {
         super::defaults::on_update(info, &mut new, existing);
         super::validate::check_update(info, existing, &new)?;
+        if info.special == Special::Pod {
+            // A Pod that becomes terminating or stops being so is counted again.
+            let ns = super::meta::namespace_of(existing).to_string();
+            let name = super::meta::name_of(existing).to_string();
+            super::admission::resource_quota(
+                store,
+                info,
+                &ns,
+                &name,
+                &new,
+                Some(existing),
+                opts.dry_run,
+            )?;
+        }
     }
     if info.special == Special::Crd {
         crd::on_update(existing, &mut new)?;

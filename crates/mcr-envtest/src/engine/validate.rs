@@ -204,9 +204,42 @@ fn by_kind(kind: &str, obj: &Value, causes: &mut Vec<String>) {
                     causes.push(format!("spec.containers[{i}].image: Required value"));
                 }
             }
+            for list in ["containers", "initContainers"] {
+                for (i, c) in spec[list].as_array().into_iter().flatten().enumerate() {
+                    requests_within_limits(&format!("spec.{list}[{i}]"), c, causes);
+                }
+            }
         }
         _ => {}
     }
+}
+
+/// A container's requests may not exceed its limits.
+fn requests_within_limits(path: &str, c: &Value, causes: &mut Vec<String>) {
+    use super::quantity::Quantity;
+    let limits = &c["resources"]["limits"];
+    for (name, request) in c["resources"]["requests"].as_object().into_iter().flatten() {
+        let parse = |v: &Value| v.as_str().and_then(Quantity::parse);
+        if let (Some(request), Some(limit)) = (parse(request), parse(&limits[name]))
+            && request > limit
+        {
+            causes.push(format!(
+                "{path}.resources.requests: Invalid value: \"{request}\": must be less than or equal to {name} limit of {limit}"
+            ));
+        }
+    }
+}
+
+/// The 422 of a Pod update whose new spec is itself invalid: kube-apiserver lists the spec's
+/// problems, then the update's own (a spec made invalid by an update changed what an update
+/// may not change). `new` is the object as the update would store it.
+pub(crate) fn pod_update_refusal(info: &TypeInfo, old: &Value, new: &Value) -> Option<ApiError> {
+    let mut causes = problems(info, new);
+    if causes.is_empty() {
+        return None;
+    }
+    pod_update(&old["spec"], &new["spec"], &mut causes);
+    Some(ApiError::invalid_all(&info.rt.kind, name_of(new), causes).in_group(&info.rt.group))
 }
 
 /// What an update may change in a Pod's spec, as kube-apiserver lists it.

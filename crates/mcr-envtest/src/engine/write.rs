@@ -282,6 +282,7 @@ pub(crate) fn create_locked(
         }
     }
     let mut name = name_of(&obj).to_string();
+    let sent_name = name.clone();
     if name.is_empty() {
         let Some(prefix) = meta_str(&obj, "generateName").map(str::to_string) else {
             return Err(ApiError::invalid(
@@ -335,6 +336,20 @@ pub(crate) fn create_locked(
         map.remove("status");
     }
     special::defaults(info, &mut obj)?;
+    // Admission comes next (after validation, before the name is taken: a 409 create has
+    // passed it, and counted against quotas): `LimitRanger`'s defaults and checks on a Pod,
+    // then `ResourceQuota`.
+    let limit_ranges = if info.special == Special::Pod {
+        super::admission::limit_ranges(store, ns)
+    } else {
+        Vec::new()
+    };
+    let mut admitted = obj.clone();
+    if info.special == Special::Pod {
+        super::admission::limit_ranger_defaults(&limit_ranges, &mut admitted);
+        super::admission::limit_ranger_check(&limit_ranges, &admitted, &sent_name)?;
+    }
+    super::admission::resource_quota(store, info, ns, &sent_name, &admitted, None, opts.dry_run)?;
     // Validation comes first: an invalid object is 422 even when its name is taken.
     if let Some(existing) = store.peek(&info.res, &key) {
         let mut err = ApiError::already_exists(&rt.group, &rt.plural, &name);
@@ -356,6 +371,11 @@ pub(crate) fn create_locked(
             None,
             opts,
         );
+    }
+    // The defaults of mutating admission are owned by no one: kube-apiserver tracks ownership
+    // before admission runs.
+    if info.special == Special::Pod {
+        super::admission::limit_ranger_defaults(&limit_ranges, &mut obj);
     }
     special::normalize(info, &mut obj, None, None);
     super::defaults::on_create(store, info, &mut obj);
