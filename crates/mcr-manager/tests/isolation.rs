@@ -12,10 +12,10 @@ use std::{
 };
 
 use common::*;
-use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::{Api, ResourceExt, runtime::controller::Action};
 use mcr_core::ClusterName;
-use mcr_envtest::Partition;
+use mcr_envtest::{ErrorRule, Partition};
 use mcr_manager::{Context, Controller};
 
 /// Pushes `entry` to the log when dropped (a reconcile future that the runtime dropped).
@@ -177,6 +177,83 @@ async fn a_reconcile_woken_as_its_cluster_leaves_runs_no_further() {
         !log.contains("ran after its cluster left"),
         "the reconciler's future was polled after its cluster left: {:?}",
         log.entries()
+    );
+    env.token.cancel();
+    run.await.unwrap().unwrap();
+}
+
+/// A member's reconciles start only once it is engaged (active in the engagement table), so
+/// a reconcile always finds its own cluster: not while another controller's informer on the
+/// same member is still listing. A reconcile run before that found its cluster "not found",
+/// and the object was dropped as if its cluster had gone.
+#[tokio::test]
+async fn reconciles_wait_until_their_cluster_is_engaged() {
+    let env = Env::start(1).await;
+    let member = env.member("cluster-1");
+    create_cm(member.client(), "early", "1").await;
+    // Secrets cannot be listed yet: the member stays starting while its ConfigMaps list.
+    member.inject_error(ErrorRule {
+        verb: Some("list".into()),
+        resource: Some("secrets".into()),
+        code: 500,
+        times: None,
+    });
+    let log = Log::default();
+    Controller::new(&env.mgr)
+        .for_::<ConfigMap>()
+        .register(
+            |cm: Arc<ConfigMap>, ctx: Context<Log>| async move {
+                let own = match ctx.cluster(ctx.cluster_name()) {
+                    Ok(_) => "found",
+                    Err(_) => "missing",
+                };
+                ctx.data().push(format!(
+                    "{}/{}: own cluster {own}",
+                    ctx.cluster_name(),
+                    cm.name_any()
+                ));
+                Ok(Action::await_change())
+            },
+            retry,
+            Arc::new(log.clone()),
+        )
+        .unwrap();
+    Controller::new(&env.mgr)
+        .for_::<Secret>()
+        .register(
+            |_: Arc<Secret>, _: Context<Log>| async {
+                Ok::<_, mcr_core::Error>(Action::await_change())
+            },
+            |_: Arc<Secret>, _: &mcr_core::Error, _: Context<Log>| {
+                Action::requeue(Duration::from_secs(1))
+            },
+            Arc::new(Log::default()),
+        )
+        .unwrap();
+    let run = env.run();
+    eventually(
+        "the member's ConfigMaps listed while its Secrets cannot be",
+        DEADLINE,
+        || {
+            member.request_count("list", "configmaps") >= 1
+                && member.request_count("list", "secrets") >= 2
+        },
+    )
+    .await;
+    assert_eq!(
+        env.mgr.fleet().names(),
+        Vec::<ClusterName>::new(),
+        "the member is not engaged yet"
+    );
+    member.clear_faults();
+    eventually("the object reconciled", DEADLINE, || {
+        log.count("cluster-1/early") > 0
+    })
+    .await;
+    assert_eq!(
+        log.entries(),
+        ["cluster-1/early: own cluster found"],
+        "a reconcile ran before its cluster was engaged"
     );
     env.token.cancel();
     run.await.unwrap().unwrap();

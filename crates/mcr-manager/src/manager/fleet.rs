@@ -66,6 +66,17 @@ impl Fleet {
         !name.is_host() && self.members.lapsed()
     }
 
+    /// Whether `cluster` is the instance engaged under `name` right now (always for the
+    /// host): a reconcile starts only then, so that it finds its own cluster through
+    /// [`Fleet::get`].
+    pub(crate) fn is_engaged(&self, name: &ClusterName, cluster: &Cluster) -> bool {
+        name.is_host()
+            || self
+                .members
+                .get(name)
+                .is_ok_and(|engaged| engaged.same_instance(cluster))
+    }
+
     /// The manager's host cluster.
     ///
     /// ```no_run

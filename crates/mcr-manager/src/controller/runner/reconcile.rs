@@ -88,6 +88,15 @@ where
             self.queue.done(&cluster, &key, Outcome::Success(Some(at)));
             return None;
         }
+        if !self.spec.fleet.is_engaged(&cluster, &e.cluster) {
+            // Listed here, but the member is not engaged yet (the informers of other
+            // controllers on it are still listing, or this instance is a replacement not yet
+            // active): a reconcile would not find its own cluster. Held back, not dropped.
+            trace!(controller = %self.spec.name, object = %Shown(&cluster, &key), "cluster not engaged yet; held");
+            let at = after(Instant::now(), UNSYNCED_RETRY);
+            self.queue.done(&cluster, &key, Outcome::Success(Some(at)));
+            return None;
+        }
         // Taken off the queue now: the wait since it became due ends here.
         e.metrics.wait.observe(due.elapsed());
         e.metrics.depth.set(self.queue.ready_len(&cluster) as i64);
