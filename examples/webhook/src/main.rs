@@ -73,10 +73,13 @@ const LABEL: &str = "example-webhook/validate";
 #[tokio::main]
 async fn main() -> ExitCode {
     let args = Args::parse();
+    // Quiet by default. kube's client logs every 5xx answer at ERROR, among them a write whose
+    // webhook call failed while its member moved to another replica: the example retries
+    // those itself and reports what still fails, so that log is left out.
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| "error".into()),
+                .unwrap_or_else(|_| "error,kube_client::client::builder=off".into()),
         )
         .with_writer(std::io::stderr)
         .init();
