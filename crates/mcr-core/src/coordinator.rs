@@ -78,20 +78,6 @@ impl Ownership {
     pub fn is_owned(&self) -> bool {
         matches!(self, Ownership::Owned)
     }
-
-    /// The owning replica, if another one owns the cluster and its identity is known.
-    ///
-    /// ```
-    /// use mcr_core::coordinator::Ownership;
-    /// let o = Ownership::Elsewhere { owner: Some("r2".into()) };
-    /// assert_eq!(o.owner(), Some("r2"));
-    /// ```
-    pub fn owner(&self) -> Option<&str> {
-        match self {
-            Ownership::Owned => None,
-            Ownership::Elsewhere { owner } => owner.as_deref(),
-        }
-    }
 }
 
 impl fmt::Display for Ownership {

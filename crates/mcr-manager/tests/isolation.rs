@@ -186,8 +186,19 @@ async fn a_reconcile_woken_as_its_cluster_leaves_runs_no_further() {
 /// a reconcile always finds its own cluster: not while another controller's informer on the
 /// same member is still listing. A reconcile run before that found its cluster "not found",
 /// and the object was dropped as if its cluster had gone.
+///
+/// A key that comes due before then is held once and queued again by the activation itself:
+/// it does not go round the queue on a timer while the member starts (which also delayed
+/// every new member's first reconcile by up to that period).
 #[tokio::test]
 async fn reconciles_wait_until_their_cluster_is_engaged() {
+    // Every task of this test runs on its thread: what the controller logs here is its own.
+    let (logs, _guard) = Logs::scoped("mcr_manager::controller=trace");
+    let held = || {
+        (logs.text().lines())
+            .filter(|l| l.contains("cluster-1/default/early") && l.contains("not engaged yet"))
+            .count()
+    };
     let env = Env::start(1).await;
     let member = env.member("cluster-1");
     create_cm(member.client(), "early", "1").await;
@@ -245,6 +256,14 @@ async fn reconciles_wait_until_their_cluster_is_engaged() {
         Vec::<ClusterName>::new(),
         "the member is not engaged yet"
     );
+    eventually("the object held", DEADLINE, || held() >= 1).await;
+    // The member keeps starting through three more refused lists of its Secrets (their
+    // backoff alone outlasts any retry period).
+    let lists = member.request_count("list", "secrets");
+    eventually("three more refused lists", DEADLINE, || {
+        member.request_count("list", "secrets") >= lists + 3
+    })
+    .await;
     member.clear_faults();
     eventually("the object reconciled", DEADLINE, || {
         log.count("cluster-1/early") > 0
@@ -254,6 +273,12 @@ async fn reconciles_wait_until_their_cluster_is_engaged() {
         log.entries(),
         ["cluster-1/early: own cluster found"],
         "a reconcile ran before its cluster was engaged"
+    );
+    assert_eq!(
+        held(),
+        1,
+        "a held key went round the queue while its member started:\n{}",
+        logs.text()
     );
     env.token.cancel();
     run.await.unwrap().unwrap();

@@ -365,12 +365,13 @@ fn settled(r: &Replica, all: &BTreeSet<String>, others: &[&str]) -> bool {
         .iter()
         .map(|n| n.to_string())
         .collect();
-    all.iter().all(|n| match r.mgr.owner(&n.as_str().into()) {
-        mcr_core::Ownership::Owned => engaged.contains(n),
-        mcr_core::Ownership::Elsewhere { owner } => {
-            !engaged.contains(n) && owner.is_some_and(|o| others.contains(&o.as_str()))
-        }
-    })
+    all.iter()
+        .all(|n| match r.mgr.fleet().owner(&n.as_str().into()) {
+            mcr_core::Ownership::Owned => engaged.contains(n),
+            mcr_core::Ownership::Elsewhere { owner } => {
+                !engaged.contains(n) && owner.is_some_and(|o| others.contains(&o.as_str()))
+            }
+        })
 }
 
 /// `mcr_shard_lease_writes_total` of `r`: its writes to the host.
@@ -464,8 +465,8 @@ async fn replicas_share_the_fleet_take_over_and_never_overlap() {
     // Another replica's cluster is refused by name, with its owner.
     for (r, id) in [(&b, "r2"), (&c, "r3")] {
         for theirs in r.mgr.engaged_clusters() {
-            let owner = a.mgr.owner(&theirs);
-            assert_eq!(owner.owner(), Some(id), "{owner}");
+            let owner = a.mgr.fleet().owner(&theirs);
+            assert_eq!(owner.to_string(), format!("owned by {id}"));
             let err = a.mgr.fleet().get(&theirs).unwrap_err();
             assert_eq!(
                 err.to_string(),

@@ -51,6 +51,21 @@ impl Logs {
         logs
     }
 
+    /// Captures what this thread logs at `filter` (an `EnvFilter` directive) until the guard is
+    /// dropped, whatever the process's subscriber. A `#[tokio::test]` runs every task on its
+    /// own thread, so this sees what the code under test logs there, and nothing other tests
+    /// log.
+    pub fn scoped(filter: &str) -> (Logs, tracing::subscriber::DefaultGuard) {
+        let logs = Logs::default();
+        let writer = logs.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_ansi(false)
+            .with_writer(move || writer.clone())
+            .finish();
+        (logs, tracing::subscriber::set_default(subscriber))
+    }
+
     /// What was logged so far.
     pub fn text(&self) -> String {
         String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()

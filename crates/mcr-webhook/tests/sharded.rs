@@ -634,7 +634,7 @@ fn each_owned_once(replicas: &[&Process], all: &BTreeSet<String>) -> bool {
         let [owner] = owners[..] else { return false };
         replicas
             .iter()
-            .all(|r| match r.mgr.owner(&member.as_str().into()) {
+            .all(|r| match r.mgr.fleet().owner(&member.as_str().into()) {
                 mcr_core::Ownership::Owned => r.id == owner,
                 mcr_core::Ownership::Elsewhere { owner: Some(seen) } => seen == owner,
                 _ => false,

@@ -223,7 +223,7 @@ async fn settled(
                 .chain(engaged.iter().cloned())
                 .collect();
             known.len() == n
-                && known.iter().all(|name| match r.mgr.owner(name) {
+                && known.iter().all(|name| match r.mgr.fleet().owner(name) {
                     Ownership::Owned => engaged.contains(name),
                     Ownership::Elsewhere { owner } => {
                         !engaged.contains(name)

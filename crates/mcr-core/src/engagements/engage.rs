@@ -162,6 +162,7 @@ impl Engagements {
                     .insert(name.clone(), instance)
                     .map(|old| old.token);
                 drop(state);
+                self.table.activated.notify_waiters();
                 self.forget_when_cancelled(name, token, generation);
                 Ok(replaced.filter(|old| !old.is_cancelled()))
             }
@@ -210,6 +211,7 @@ impl Engagements {
             });
         }
         drop(state);
+        self.table.activated.notify_waiters();
         self.forget_when_cancelled(name, token, generation);
         Ok(true)
     }

@@ -33,6 +33,36 @@ impl Engagements {
         }
     }
 
+    /// Resolves once the instance `id` is the active member `name` (at once when it is
+    /// already): woken by every activation in the table, never by polling. It does not resolve
+    /// for an instance that never becomes active, so callers bound it, typically by the
+    /// instance's token.
+    ///
+    /// ```no_run
+    /// # async fn f(e: mcr_core::Engagements, c: mcr_core::Cluster) {
+    /// e.until_active(c.name(), c.id()).await;
+    /// assert!(e.get(c.name()).is_ok_and(|active| active.same_instance(&c)));
+    /// # }
+    /// ```
+    pub async fn until_active(&self, name: &ClusterName, id: crate::ClusterId) {
+        let full = self.full(name);
+        loop {
+            let activated = self.table.activated.notified();
+            let mut activated = std::pin::pin!(activated);
+            activated.as_mut().enable();
+            let active = {
+                let state = self.table.state.lock();
+                state.active.get(&full).is_some_and(|i| {
+                    i.cluster.id() == id && !i.token.is_cancelled() && self.owns(i.origin.as_ref())
+                })
+            };
+            if active {
+                return;
+            }
+            activated.await;
+        }
+    }
+
     /// Where the member of that name is in its life, if the table knows it.
     ///
     /// ```
@@ -134,22 +164,5 @@ impl Engagements {
             .filter(live)
             .or_else(|| state.starting.get(&full).filter(live))
             .map(|i| i.token.clone())
-    }
-
-    /// The names of the parked members (another replica owns them), sorted.
-    ///
-    /// ```
-    /// assert!(mcr_core::Engagements::new().parked().is_empty());
-    /// ```
-    pub fn parked(&self) -> Vec<ClusterName> {
-        let state = self.table.state.lock();
-        let mut names: Vec<ClusterName> = state
-            .parked
-            .iter()
-            .filter(|(_, p)| self.owns(p.origin().as_ref()))
-            .filter_map(|(n, _)| self.local(n))
-            .collect();
-        names.sort();
-        names
     }
 }

@@ -100,6 +100,8 @@ struct Table {
     syncing: tokio::sync::Semaphore,
     /// The limit `syncing` was set to.
     max_syncing: AtomicUsize,
+    /// Signalled whenever a member becomes active: what [`Engagements::until_active`] waits on.
+    activated: tokio::sync::Notify,
 }
 
 /// What a view does with a cluster another replica owns.
@@ -200,6 +202,7 @@ impl Engagements {
                 coordinator: OnceLock::new(),
                 syncing: tokio::sync::Semaphore::new(DEFAULT_MAX_SYNCING),
                 max_syncing: AtomicUsize::new(DEFAULT_MAX_SYNCING),
+                activated: tokio::sync::Notify::new(),
             }),
             view: View {
                 prefix: Arc::from(""),

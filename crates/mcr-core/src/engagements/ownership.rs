@@ -196,8 +196,11 @@ fn sweep(
         state.starting.remove(&name);
         state.active.remove(&name);
         token.cancel();
-        let owner = coordinator.owner(&name);
-        info!(cluster = %name, owner = owner.owner().unwrap_or("unknown"),
+        let owner = match coordinator.owner(&name) {
+            Ownership::Elsewhere { owner: Some(owner) } => owner,
+            _ => "unknown".to_owned(),
+        };
+        info!(cluster = %name, owner = %owner,
             "ownership moved to another replica: cluster stopped");
         if let Some((parent, view)) = state.parents.get(&name) {
             let parked = Parked {

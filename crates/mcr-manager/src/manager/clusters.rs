@@ -123,17 +123,6 @@ impl Manager {
     pub fn engagements(&self) -> &mcr_core::Engagements {
         self.inner.fleet.members()
     }
-
-    /// Who owns `name` (see [`Fleet::owner`](crate::Fleet::owner)).
-    ///
-    /// ```no_run
-    /// # fn demo(mgr: mcr_manager::Manager) {
-    /// println!("{}", mgr.owner(&"east".into()));
-    /// # }
-    /// ```
-    pub fn owner(&self, name: &ClusterName) -> mcr_core::Ownership {
-        self.inner.fleet.owner(name)
-    }
 }
 
 /// The manager's own subscriber: counts engagements (`mcr_engagements_total`) and logs a

@@ -47,7 +47,7 @@ impl Fleet {
     ///
     /// ```no_run
     /// # fn demo(fleet: mcr_manager::Fleet) {
-    /// if let Some(owner) = fleet.owner(&"east".into()).owner() { println!("east: {owner}"); }
+    /// println!("east is {}", fleet.owner(&"east".into())); // "owned by replica-2", ...
     /// # }
     /// ```
     pub fn owner(&self, name: &ClusterName) -> Ownership {
@@ -66,15 +66,20 @@ impl Fleet {
         !name.is_host() && self.members.lapsed()
     }
 
-    /// Whether `cluster` is the instance engaged under `name` right now (always for the
-    /// host): a reconcile starts only then, so that it finds its own cluster through
-    /// [`Fleet::get`].
-    pub(crate) fn is_engaged(&self, name: &ClusterName, cluster: &Cluster) -> bool {
-        name.is_host()
-            || self
-                .members
-                .get(name)
-                .is_ok_and(|engaged| engaged.same_instance(cluster))
+    /// Resolves once `cluster` is the instance engaged under `name` (at once for the host): a
+    /// member's reconciles start only then, so that they find their own cluster through
+    /// [`Fleet::get`]. Holds no clone of the instance; bounded by the caller.
+    pub(crate) fn until_engaged(
+        &self,
+        name: &ClusterName,
+        cluster: &Cluster,
+    ) -> impl std::future::Future<Output = ()> + Send + 'static {
+        let (members, name, id) = (self.members.clone(), name.clone(), cluster.id());
+        async move {
+            if !name.is_host() {
+                members.until_active(&name, id).await;
+            }
+        }
     }
 
     /// The manager's host cluster.

@@ -1,7 +1,7 @@
 //! Cluster engagement: subscribing a cluster's inputs, following its cache sync, and dropping
 //! it (and its queued requests) when it leaves or is replaced.
 
-use std::{fmt::Debug, hash::Hash, panic::AssertUnwindSafe, sync::Arc};
+use std::{collections::HashSet, fmt::Debug, hash::Hash, panic::AssertUnwindSafe, sync::Arc};
 
 use futures::StreamExt;
 use kube::{Resource, runtime::reflector::ObjectRef};
@@ -35,6 +35,11 @@ where
     /// instance has synced: those it does not have then went away across the swap, and are
     /// queued (see `synced`).
     pub(super) replaced: Vec<Arc<K>>,
+    /// Whether the instance is engaged in the manager's table (always for the host): until
+    /// then its reconciles would not find their own cluster, so none starts (see `activated`).
+    pub(super) active: bool,
+    /// The keys that came due before the instance was active, queued again once it is.
+    pub(super) held: HashSet<Arc<ObjectRef<K>>>,
 }
 
 /// A cluster the loop only watches (see `Loop::watch_only`).
@@ -95,6 +100,19 @@ where
             self.syncs
                 .push(listed(primary.clone(), name.clone(), id, token.clone()));
         }
+        let active = name.is_host();
+        if !active {
+            // Woken by the table's activation of this instance, or its token firing.
+            let until = self.spec.fleet.until_engaged(&name, &cluster);
+            let (left, name) = (token.clone(), name.clone());
+            self.actives.push(Box::pin(async move {
+                tokio::select! {
+                    () = until => {}
+                    () = left.cancelled() => {}
+                }
+                (name, id)
+            }));
+        }
         debug!(controller = %self.spec.name, cluster = %name, "cluster engaged");
         let recorder = Recorder::new(name.clone(), cluster.client(), &self.spec.name);
         let ctx = Context::in_fleet(name.clone(), cluster.clone(), self.spec.fleet.clone(), data)
@@ -111,6 +129,8 @@ where
                 metrics,
                 restarts,
                 replaced,
+                active,
+                held: HashSet::new(),
             },
         );
         self.engaged_gauge.set(self.engaged.len() as i64);
@@ -242,6 +262,28 @@ where
                 self.push_one(Request::new(name.clone(), object), at);
             }
         }
+    }
+
+    /// The instance became active in the manager's table: its held keys are queued again (as
+    /// initial-list requests, which they were).
+    pub(super) fn activated(&mut self, (name, id): SyncDone) {
+        let Some(e) = (self.engaged.get_mut(&name))
+            .filter(|e| e.cluster.id() == id && !e.token.is_cancelled())
+        else {
+            return;
+        };
+        e.active = true;
+        let at = tokio::time::Instant::now();
+        for key in std::mem::take(&mut e.held) {
+            let key = Arc::unwrap_or_clone(key);
+            if self.spec.live_first {
+                self.queue.push_initial(&name, key, at);
+            } else {
+                self.queue.push(&name, key, at);
+            }
+        }
+        e.metrics.depth.set(self.queue.ready_len(&name) as i64);
+        trace!(controller = %self.spec.name, cluster = %name, "cluster active: reconciles start");
     }
 
     pub(super) fn report_restarts(&self) {

@@ -186,6 +186,7 @@ where
             streams: SelectAll::new(),
             gones: FuturesUnordered::new(),
             syncs: FuturesUnordered::new(),
+            actives: FuturesUnordered::new(),
         };
         lp.start_static_inputs(&stop);
         // One task per reconcile, joined here: the loop still starts and finishes every
@@ -240,6 +241,7 @@ where
                 // events can never starve requeues and backoffs coming due, syncs or the tick.
                 () = poll_fn(|cx| lp.queue.poll_expired(cx)) => {}
                 Some(s) = lp.syncs.next(), if !lp.syncs.is_empty() => lp.synced(s),
+                Some(a) = lp.actives.next(), if !lp.actives.is_empty() => lp.activated(a),
                 _ = tick.tick() => lp.report_restarts(),
                 _ = stall_check.tick() => lp.check_stalls(),
                 Some(batch) = lp.streams.next(), if !lp.streams.is_empty() => {
@@ -368,4 +370,7 @@ where
     streams: SelectAll<BoxStream<'static, Arrival<K>>>,
     gones: FuturesUnordered<BoxFuture<'static, (ClusterName, ClusterId)>>,
     syncs: FuturesUnordered<BoxFuture<'static, SyncDone>>,
+    /// Members not yet active in the manager's table: each resolves when its instance is, or
+    /// leaves (see `Engaged::active`).
+    actives: FuturesUnordered<BoxFuture<'static, SyncDone>>,
 }

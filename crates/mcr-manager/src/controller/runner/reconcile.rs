@@ -80,19 +80,22 @@ where
             self.queue.done(&cluster, &key, Outcome::Success(Some(at)));
             return None;
         }
+        if !e.active {
+            // Listed here, but the member is not engaged yet (the informers of other
+            // controllers on it are still listing, or this instance is a replacement not yet
+            // active): a reconcile would not find its own cluster. Held, not dropped, and
+            // queued again the moment the table activates the instance (`activated`).
+            trace!(controller = %self.spec.name, object = %Shown(&cluster, &key), "cluster not engaged yet; held");
+            self.queue.done(&cluster, &key, Outcome::Success(None));
+            if let Some(e) = self.engaged.get_mut(&cluster) {
+                e.held.insert(key);
+            }
+            return None;
+        }
         if !e.primary.is_synced() {
             // Not active until the primary cache has synced: read from a cache still listing,
             // an existing object would look gone. Held back briefly, not dropped.
             trace!(controller = %self.spec.name, object = %Shown(&cluster, &key), "cache not synced; held");
-            let at = after(Instant::now(), UNSYNCED_RETRY);
-            self.queue.done(&cluster, &key, Outcome::Success(Some(at)));
-            return None;
-        }
-        if !self.spec.fleet.is_engaged(&cluster, &e.cluster) {
-            // Listed here, but the member is not engaged yet (the informers of other
-            // controllers on it are still listing, or this instance is a replacement not yet
-            // active): a reconcile would not find its own cluster. Held back, not dropped.
-            trace!(controller = %self.spec.name, object = %Shown(&cluster, &key), "cluster not engaged yet; held");
             let at = after(Instant::now(), UNSYNCED_RETRY);
             self.queue.done(&cluster, &key, Outcome::Success(Some(at)));
             return None;
