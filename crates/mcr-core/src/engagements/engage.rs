@@ -200,15 +200,12 @@ impl Engagements {
         instance.origin = origin;
         let generation = instance.generation;
         let replaced = state.active.insert(name.clone(), instance);
-        if let crate::coordinator::Ownership::Elsewhere { owner } = self.owner_of_full(name) {
+        if let Err(refused) = self.refuse_elsewhere(name, name) {
             match replaced {
                 Some(old) => state.active.insert(name.clone(), old),
                 None => state.active.remove(name),
             };
-            return Err(Error::NotOwned {
-                cluster: name.clone(),
-                owner,
-            });
+            return Err(refused);
         }
         drop(state);
         self.table.activated.notify_waiters();

@@ -5,7 +5,6 @@
 use tokio_util::sync::CancellationToken;
 
 use super::{Engagements, Instance, Phase};
-use crate::coordinator::Ownership;
 use crate::{Cluster, ClusterName, Error};
 
 impl Engagements {
@@ -17,13 +16,8 @@ impl Engagements {
     /// assert!(mcr_core::is_cluster_not_found(&e.get(&"member-1".into()).unwrap_err()));
     /// ```
     pub fn get(&self, name: &ClusterName) -> Result<Cluster, Error> {
-        if let Ownership::Elsewhere { owner } = self.owner(name) {
-            return Err(Error::NotOwned {
-                cluster: name.clone(),
-                owner,
-            });
-        }
         let full = self.full(name);
+        self.refuse_elsewhere(&full, name)?;
         let state = self.table.state.lock();
         match state.active.get(&full) {
             Some(i) if !i.token.is_cancelled() && self.owns(i.origin.as_ref()) => {

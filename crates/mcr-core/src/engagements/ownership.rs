@@ -46,6 +46,22 @@ impl Engagements {
         }
     }
 
+    /// [`Error::NotOwned`] (naming `shown` and the owner, when known) if another replica owns
+    /// the member of that full name: the one place the table refuses a cluster it does not own.
+    pub(super) fn refuse_elsewhere(
+        &self,
+        full: &ClusterName,
+        shown: &ClusterName,
+    ) -> Result<(), Error> {
+        match self.owner_of_full(full) {
+            Ownership::Owned => Ok(()),
+            Ownership::Elsewhere { owner } => Err(Error::NotOwned {
+                cluster: shown.clone(),
+                owner,
+            }),
+        }
+    }
+
     /// Whether a coordinator decides ownership (sharded mode).
     ///
     /// ```
@@ -118,10 +134,13 @@ impl Engagements {
                     "cluster owned by another replica: parked");
                 Ok(())
             }
-            Gate::Refuse => Err(Error::NotOwned {
-                cluster: self.local(name).unwrap_or_else(|| name.clone()),
-                owner,
-            }),
+            Gate::Refuse => {
+                let shown = self.local(name).unwrap_or_else(|| name.clone());
+                Err(Error::NotOwned {
+                    cluster: shown,
+                    owner,
+                })
+            }
         })
     }
 
