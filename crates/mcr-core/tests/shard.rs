@@ -234,3 +234,83 @@ async fn clusters_park_what_another_replica_owns_and_engage_it_when_owned() {
     .await;
     token.cancel();
 }
+
+/// A subscriber that, as the member comes up, moves its ownership away without announcing it
+/// (the coordinator answers "elsewhere" before the table's follower has run), and keeps the
+/// instance it was engaged with, as a controller's in-flight reconcile would.
+struct MovesAwayOnEngage(Arc<Owned>, Mutex<Vec<Cluster>>);
+
+impl mcr_core::Aware for MovesAwayOnEngage {
+    fn engage(
+        &self,
+        _: CancellationToken,
+        _: ClusterName,
+        cluster: Cluster,
+    ) -> Result<(), mcr_core::Error> {
+        *self.0.names.lock().unwrap() = BTreeSet::new();
+        self.1.lock().unwrap().push(cluster);
+        Ok(())
+    }
+}
+
+/// A member whose ownership moves while it comes up never becomes active (its activation asks
+/// the coordinator again), and a release finds every instance given away that is still alive,
+/// whether it stopped it itself or the table's follower came first.
+#[tokio::test]
+async fn an_instance_given_away_is_never_activated_and_always_found_by_a_release() {
+    let a = TestCluster::start_https("a").await.unwrap();
+    let owned = Owned::new(&["a"]);
+    let registry = gated(&owned);
+    let clusters = registry.prefixed("");
+    let keeper = Arc::new(MovesAwayOnEngage(owned.clone(), Mutex::new(Vec::new())));
+    registry.subscribe(keeper.clone());
+    let token = CancellationToken::new();
+    let ca = Cluster::new("a", a.client());
+    let released = ca.released();
+    clusters.add(&token, ca).await.unwrap();
+    assert_eq!(
+        clusters.phase(&"a".into()),
+        Some(Phase::Parked),
+        "activated although another replica owned it by then: {:?}",
+        registry.names()
+    );
+    assert!(registry.names().is_empty());
+
+    // The instance is still alive (the subscriber keeps it): a release hands it back to wait
+    // on, the same before and after the follower has run.
+    let found = registry.release_unowned();
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert_eq!(found[0].0, "a");
+    assert!(!found[0].1.is_released());
+    owned.set(&[]);
+    tokio::task::yield_now().await;
+    assert_eq!(registry.release_unowned().len(), 1);
+    keeper.1.lock().unwrap().clear();
+    tokio::time::timeout(DEADLINE, released.wait())
+        .await
+        .expect("the instance given away is dropped");
+    assert!(registry.release_unowned().is_empty());
+    token.cancel();
+}
+
+/// A release stops what is owned elsewhere at once, without waiting for the table's follower.
+#[tokio::test]
+async fn a_release_stops_what_is_owned_elsewhere_at_once() {
+    let a = TestCluster::start_https("a").await.unwrap();
+    let owned = Owned::new(&["a"]);
+    let registry = gated(&owned);
+    let clusters = registry.prefixed("");
+    let token = CancellationToken::new();
+    clusters
+        .add(&token, Cluster::new("a", a.client()))
+        .await
+        .unwrap();
+    let a_token = clusters.token(&"a".into()).unwrap();
+    // Moved without announcing it: only the release can see it.
+    *owned.names.lock().unwrap() = BTreeSet::new();
+    let found = registry.release_unowned();
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(a_token.is_cancelled() && registry.names().is_empty());
+    assert_eq!(clusters.phase(&"a".into()), Some(Phase::Parked));
+    token.cancel();
+}

@@ -119,6 +119,22 @@ impl Recorder {
     }
 }
 
+impl Recorder {
+    /// Fails with the overlaps found and the warnings logged meanwhile (all tests of this
+    /// binary log to one place).
+    fn assert_no_overlaps(&self) {
+        let overlaps = self.overlaps();
+        if !overlaps.is_empty() {
+            let text = logs().text();
+            let warnings: Vec<&str> = text.lines().filter(|l| l.contains(" WARN ")).collect();
+            panic!(
+                "overlapping reconciles: {overlaps:#?}\nwarnings logged:\n{}",
+                warnings.join("\n")
+            );
+        }
+    }
+}
+
 struct Data {
     replica: String,
     recorder: Recorder,
@@ -532,8 +548,7 @@ async fn replicas_share_the_fleet_take_over_and_never_overlap() {
         show(&[&a, &d])
     );
 
-    let overlaps = recorder.overlaps();
-    assert!(overlaps.is_empty(), "overlapping reconciles: {overlaps:#?}");
+    recorder.assert_no_overlaps();
     println!("{} reconciles, no overlap", recorder.count());
     a.stop().await;
     d.stop().await;
@@ -636,8 +651,7 @@ async fn a_replica_cut_off_from_the_host_stops_before_another_takes_over() {
     proxy.cut(false);
     split(&a, &b, &all).await; // r1 back with its share
     println!("healed: {}", show(&[&a, &b]));
-    let overlaps = recorder.overlaps();
-    assert!(overlaps.is_empty(), "overlapping reconciles: {overlaps:#?}");
+    recorder.assert_no_overlaps();
     println!("{} reconciles, no overlap", recorder.count());
     a.stop().await;
     b.stop().await;
@@ -692,8 +706,7 @@ async fn leader_only_runnables_run_once_while_every_replica_reconciles() {
     })
     .await;
     assert_eq!(leading.load(std::sync::atomic::Ordering::SeqCst), 1);
-    let overlaps = recorder.overlaps();
-    assert!(overlaps.is_empty(), "overlapping reconciles: {overlaps:#?}");
+    recorder.assert_no_overlaps();
     a.stop().await;
     b.stop().await;
 }
@@ -879,8 +892,7 @@ async fn a_joining_replica_moves_only_its_share() {
         again.is_empty(),
         "clusters that kept their replica were released and engaged again: {again:?}"
     );
-    let overlaps = recorder.overlaps();
-    assert!(overlaps.is_empty(), "overlapping reconciles: {overlaps:#?}");
+    recorder.assert_no_overlaps();
     a.stop().await;
     b.stop().await;
     c.stop().await;
@@ -980,8 +992,7 @@ async fn a_lease_deleted_or_relabelled_by_hand_moves_nothing() {
             show(&[&a, &b])
         );
     }
-    let overlaps = recorder.overlaps();
-    assert!(overlaps.is_empty(), "overlapping reconciles: {overlaps:#?}");
+    recorder.assert_no_overlaps();
     a.stop().await;
     b.stop().await;
 }

@@ -114,6 +114,11 @@ impl Engagements {
                 {
                     return Ok(());
                 }
+                // Another replica came to own it while it came up: the refusing handle's
+                // caller brings it in again once this replica owns it.
+                if matches!(err, Error::NotOwned { .. }) {
+                    return Err(err);
+                }
                 match &replacing {
                     Some(_) => tracing::warn!(cluster = %name, error = %ErrorChain(&err),
                         "new instance could not be engaged; the running one keeps serving"),
@@ -153,6 +158,9 @@ impl Engagements {
         let mut state = self.table.state.lock();
         match state.starting.get(name) {
             Some(i) if i.cluster.same_instance(cluster) && !token.is_cancelled() => {
+                // Ownership may have moved while it came up: asked again under the lock, so an
+                // instance is either found by a release or never active.
+                self.refuse_at_activation(&mut state, name, cluster)?;
                 let Some(instance) = state.starting.remove(name) else {
                     return Err(Error::Stopped(name.clone()));
                 };

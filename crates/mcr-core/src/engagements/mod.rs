@@ -90,6 +90,10 @@ struct State {
     next_generation: u64,
     /// Whether a task follows the coordinator's changes.
     following: bool,
+    /// The instances stopped because another replica came to own them, while they may still
+    /// be alive (their tasks, contexts or in-flight reconciles not dropped yet): what
+    /// [`Engagements::release_unowned`] hands back to wait on.
+    stopped: Vec<(ClusterName, crate::Released)>,
 }
 
 struct Table {

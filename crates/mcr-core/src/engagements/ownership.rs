@@ -11,7 +11,7 @@ use tracing::{Instrument, info};
 
 use super::{Engagements, Gate, Parked, State, Table};
 use crate::coordinator::{Coordinator, Ownership};
-use crate::{Cluster, ClusterName, Error};
+use crate::{Cluster, ClusterName, Error, Released};
 
 impl Engagements {
     /// Sets the coordinator that decides which clusters this replica owns; once per table
@@ -60,15 +60,6 @@ impl Engagements {
                 owner,
             }),
         }
-    }
-
-    /// Whether a coordinator decides ownership (sharded mode).
-    ///
-    /// ```
-    /// assert!(!mcr_core::Engagements::new().is_coordinated());
-    /// ```
-    pub fn is_coordinated(&self) -> bool {
-        self.coordinator().is_some()
     }
 
     /// A receiver that changes every time ownership may have changed; `None` without a
@@ -144,6 +135,59 @@ impl Engagements {
         })
     }
 
+    /// Stops at once every member this replica no longer owns by the coordinator's answer
+    /// now, as the table's follower of the coordinator would a moment later, and returns a
+    /// handle on each instance it does not own that may still be alive (by name as this
+    /// handle sees it): those stopped for ownership, here or by the follower, and those a
+    /// refusing handle added, which their caller stops. Once every handle
+    /// [is released](Released::is_released), no work of a cluster given away is left in this
+    /// process. Members activated after this call are refused, since activation asks the
+    /// coordinator too. Without a coordinator, nothing.
+    ///
+    /// Sharded mode calls it after publishing a change of ownership and waits on the handles
+    /// before it lets another replica take the clusters over.
+    ///
+    /// ```
+    /// assert!(mcr_core::Engagements::new().release_unowned().is_empty());
+    /// ```
+    pub fn release_unowned(&self) -> Vec<(ClusterName, Released)> {
+        let Some(coordinator) = self.coordinator().cloned() else {
+            return Vec::new();
+        };
+        let mut state = self.table.state.lock();
+        release_locked(&mut state, &*coordinator)
+            .into_iter()
+            .filter_map(|(name, released)| Some((self.local(&name)?, released)))
+            .collect()
+    }
+
+    /// Under the state lock, at activation: `Err` if another replica owns the member now (it
+    /// changed while the member came up), after taking it out of starting and parking a new
+    /// instance of it when a parking handle added it, so that no instance becomes active once
+    /// a change of ownership was published ([`release_unowned`](Self::release_unowned)).
+    pub(super) fn refuse_at_activation(
+        &self,
+        state: &mut State,
+        name: &ClusterName,
+        cluster: &Cluster,
+    ) -> Result<(), Error> {
+        let Err(refused) =
+            self.refuse_elsewhere(name, &self.local(name).unwrap_or_else(|| name.clone()))
+        else {
+            return Ok(());
+        };
+        if let Some(i) = state.starting.remove(name) {
+            i.token.cancel();
+        }
+        // Its subscribers may still hold it: a release waits for it like any other.
+        state.stopped.push((name.clone(), cluster.released()));
+        if state.parents.contains_key(name) {
+            park(state, name, cluster);
+            return Err(Error::Stopped(name.clone()));
+        }
+        Err(refused)
+    }
+
     /// Forgets a parked member and its parent token; whether one was parked.
     pub(super) fn unpark(&self, state: &mut State, name: &ClusterName) -> bool {
         if state
@@ -185,52 +229,16 @@ async fn follow(
     }
 }
 
-/// One pass over the table after a change of ownership: stops the active and starting members
-/// this replica no longer owns (parking a new instance of each that was added under a parent
-/// token), and returns the parked members it owns now, with the handle to add each again.
+/// One pass over the table after a change of ownership: stops what this replica no longer
+/// owns ([`release_locked`]) and returns the parked members it owns now, with the handle to add
+/// each again.
 fn sweep(
     table: &Arc<Table>,
     coordinator: &dyn Coordinator,
 ) -> Vec<(CancellationToken, Cluster, Engagements)> {
     let mut state = table.state.lock();
     let state = &mut *state;
-    state
-        .parents
-        .retain(|_, (parent, _)| !parent.is_cancelled());
-    let mut release = Vec::new();
-    // Only members added through a parking handle: a refusing handle's caller releases its
-    // own ([`members::Workers`](crate::members::Workers)), and a member engaged by hand stays
-    // its engager's.
-    for (name, i) in state.active.iter().chain(state.starting.iter()) {
-        if state.parents.contains_key(name)
-            && !i.token.is_cancelled()
-            && !coordinator.owner(name).is_owned()
-        {
-            release.push((name.clone(), i.cluster.clone(), i.token.clone()));
-        }
-    }
-    for (name, cluster, token) in release {
-        // Only the instance found above: a replacement of it goes too (it is not owned
-        // either), an entry of another name stays.
-        state.starting.remove(&name);
-        state.active.remove(&name);
-        token.cancel();
-        let owner = match coordinator.owner(&name) {
-            Ownership::Elsewhere { owner: Some(owner) } => owner,
-            _ => "unknown".to_owned(),
-        };
-        info!(cluster = %name, owner = %owner,
-            "ownership moved to another replica: cluster stopped");
-        if let Some((parent, view)) = state.parents.get(&name) {
-            let parked = Parked {
-                parent: parent.clone(),
-                cluster: cluster.fresh(),
-                view: view.clone(),
-            };
-            state.parked.insert(name, parked);
-        }
-    }
-    state.parked.retain(|_, p| !p.parent.is_cancelled());
+    release_locked(state, coordinator);
     let owned: Vec<ClusterName> = state
         .parked
         .keys()
@@ -248,4 +256,64 @@ fn sweep(
             (p.parent, p.cluster, handle)
         })
         .collect()
+}
+
+/// Under the state lock: stops the active and starting members this replica no longer owns
+/// that were added through a parking handle (parking a new instance of each), and returns a
+/// handle on every instance it does not own that may still be alive: those stopped for
+/// ownership, here or by an earlier pass (whichever of the follower and
+/// [`Engagements::release_unowned`] came first), and those left to the refusing handle that
+/// added them ([`members::Workers`](crate::members::Workers) stops its own).
+fn release_locked(
+    state: &mut State,
+    coordinator: &dyn Coordinator,
+) -> Vec<(ClusterName, Released)> {
+    state
+        .parents
+        .retain(|_, (parent, _)| !parent.is_cancelled());
+    state.stopped.retain(|(_, r)| !r.is_released());
+    let mut unowned = Vec::new();
+    let mut release = Vec::new();
+    for (name, i) in state.active.iter().chain(state.starting.iter()) {
+        if !i.token.is_cancelled() && !coordinator.owner(name).is_owned() {
+            // Only members added through a parking handle: a refusing handle's caller
+            // releases its own, and a member engaged by hand stays its engager's.
+            if state.parents.contains_key(name) {
+                release.push((name.clone(), i.cluster.clone(), i.token.clone()));
+            } else {
+                unowned.push((name.clone(), i.cluster.released()));
+            }
+        }
+    }
+    for (name, cluster, token) in release {
+        // Only the instance found above: a replacement of it goes too (it is not owned
+        // either), an entry of another name stays.
+        state.starting.remove(&name);
+        state.active.remove(&name);
+        token.cancel();
+        let owner = match coordinator.owner(&name) {
+            Ownership::Elsewhere { owner: Some(owner) } => owner,
+            _ => "unknown".to_owned(),
+        };
+        info!(cluster = %name, owner = %owner,
+            "ownership moved to another replica: cluster stopped");
+        park(state, &name, &cluster);
+        state.stopped.push((name, cluster.released()));
+    }
+    state.parked.retain(|_, p| !p.parent.is_cancelled());
+    unowned.extend(state.stopped.iter().cloned());
+    unowned
+}
+
+/// Parks a new instance of `cluster`, if it was added under a parent token (by a parking
+/// handle), to engage it again once this replica owns it.
+fn park(state: &mut State, name: &ClusterName, cluster: &Cluster) {
+    if let Some((parent, view)) = state.parents.get(name) {
+        let parked = Parked {
+            parent: parent.clone(),
+            cluster: cluster.fresh(),
+            view: view.clone(),
+        };
+        state.parked.insert(name.clone(), parked);
+    }
 }

@@ -54,11 +54,6 @@ impl Fleet {
         self.members.owner(name)
     }
 
-    /// Whether ownership here is decided by a coordinator (sharded mode).
-    pub(crate) fn is_sharded(&self) -> bool {
-        self.members.is_coordinated()
-    }
-
     /// Whether this replica's hold on `name` has lapsed (sharded mode, past the renew
     /// deadline: see [`mcr_core::Coordinator::lapsed`]); never for the host or without
     /// sharding.

@@ -13,63 +13,67 @@ use super::hrw::Peer;
 use super::run::{Run, epoch};
 
 impl Run {
-    /// Waits until no cluster this replica does not own under the published snapshot is
-    /// engaged any more (the gates stop them as they see the change) and every instance of
-    /// them is gone (its contexts and in-flight reconciles dropped), bounded by `limit`.
-    /// Driven by the instances' drops ([`Released::wait`](mcr_core::Released::wait)), not by
-    /// polling. `false` if some cluster is still engaged then; in-flight work that outlives
-    /// the limit (a reconcile that does not honour cancellation) is logged and left.
-    pub(super) async fn released(
-        &self,
-        before: Vec<(ClusterName, mcr_core::Cluster)>,
-        limit: Duration,
-    ) -> bool {
+    /// Stops what this replica no longer owns under the published snapshot
+    /// ([`release_unowned`](mcr_core::Engagements::release_unowned)) and waits until every
+    /// instance of it is gone (its tasks, contexts and in-flight reconciles dropped), bounded
+    /// by `limit`. Driven by the instances' drops ([`Released::wait`](mcr_core::Released::wait)),
+    /// not by polling.
+    ///
+    /// `false` when work is still running then: the handoff waits, and the caller renews the
+    /// claim it has (still true: this replica still holds those clusters) and tries again.
+    /// Only work that outlives the lease duration this way (a reconcile that does not honour
+    /// cancellation, or a clone of its cluster kept somewhere) is logged and left, so that one
+    /// stuck cluster does not hold every other cluster's handoff for ever.
+    pub(super) async fn released(&mut self, limit: Duration) -> bool {
         let deadline = Instant::now() + limit;
-        let mut draining: Vec<(ClusterName, mcr_core::ClusterId, mcr_core::Released)> = Vec::new();
-        let add = |draining: &mut Vec<_>, name: ClusterName, cluster: mcr_core::Cluster| {
-            let id = cluster.id();
-            if !self.c.owner(&name).is_owned() && draining.iter().all(|(_, i, _)| *i != id) {
-                draining.push((name, id, cluster.released()));
-            }
-        };
-        for (name, cluster) in before {
-            add(&mut draining, name, cluster);
-        }
         loop {
-            // Engaged since `before` was taken, and not owned any more: drained too.
-            for (name, cluster, _) in self.fleet.members().active() {
-                add(&mut draining, name, cluster);
-            }
-            let Some((_, _, running)) = draining.iter().find(|(_, _, r)| !r.is_released()) else {
+            let unowned = self.fleet.members().release_unowned();
+            if unowned.iter().all(|(_, r)| r.is_released()) {
+                self.stuck_since = None;
                 return true;
-            };
-            if tokio::time::timeout_at(deadline, running.wait())
-                .await
-                .is_ok()
-            {
+            }
+            for (_, running) in &unowned {
+                if tokio::time::timeout_at(deadline, running.wait())
+                    .await
+                    .is_err()
+                {
+                    break;
+                }
+            }
+            if Instant::now() < deadline {
+                // All of those are gone: asked again, for any stopped meanwhile.
                 continue;
             }
-            let held: Vec<ClusterName> = self
-                .fleet
-                .names()
-                .into_iter()
-                .filter(|n| !self.c.owner(n).is_owned())
+            let running: Vec<&ClusterName> = unowned
+                .iter()
+                .filter(|(_, r)| !r.is_released())
+                .map(|(n, _)| n)
                 .collect();
-            if !held.is_empty() {
-                warn!(
-                    clusters = held.len(),
-                    "clusters not released within the grace period"
-                );
+            if running.is_empty() {
+                continue;
+            }
+            let since = *self.stuck_since.get_or_insert_with(|| deadline - limit);
+            if since.elapsed() < self.c.opts.lease_duration {
+                warn!(clusters = ?running, waited = ?since.elapsed(),
+                    "clusters given away are still running here: their handoff waits");
                 return false;
             }
-            let running: Vec<&ClusterName> = draining
-                .iter()
-                .filter(|(_, _, r)| !r.is_released())
-                .map(|(n, _, _)| n)
-                .collect();
-            warn!(clusters = ?running, grace = ?limit,
-                "work of released clusters still running after the grace period (does a reconcile ignore cancellation?)");
+            warn!(clusters = ?running, waited = ?since.elapsed(),
+                "work of released clusters still running after the lease duration (does a reconcile ignore cancellation?): handed over anyway");
+            self.stuck_since = None;
             return true;
+        }
+    }
+
+    /// Renews the claim this replica has, if it has one and is active: while a handoff cannot
+    /// go on, the claim stays true (it still holds what it claims) and keeps it from fencing
+    /// itself.
+    async fn renew_current(&mut self) {
+        if self.c.current().active && !self.applied.is_empty() {
+            let claim = self.applied.clone();
+            if let Err(err) = self.write(&claim).await {
+                warn!(error = %mcr_core::ErrorChain(&err), "could not renew the peer lease");
+            }
         }
     }
 
@@ -98,12 +102,7 @@ impl Run {
                 namespace = %self.namespace,
                 "could not list the peer leases, so no new claim is made (the replica's Role needs list and watch on leases in this namespace)"
             );
-            if self.c.current().active && !self.applied.is_empty() {
-                let claim = self.applied.clone();
-                if let Err(err) = self.write(&claim).await {
-                    warn!(error = %mcr_core::ErrorChain(&err), "could not renew the peer lease");
-                }
-            }
+            self.renew_current().await;
             return false;
         }
         let now = Instant::now();
@@ -121,17 +120,11 @@ impl Run {
         let previous = self.applied.clone();
         // 1. Release: publish the new view with the old claim. Nothing new is owned (a name
         //    is owned only if both claim and view give it to this replica).
-        let engaged: Vec<(ClusterName, mcr_core::Cluster)> = self
-            .fleet
-            .members()
-            .active()
-            .into_iter()
-            .map(|(n, c, _)| (n, c))
-            .collect();
-        let before: Vec<ClusterName> = engaged.iter().map(|(n, _)| n.clone()).collect();
+        let before = self.fleet.names();
         self.c.publish(self.snapshot(view.clone(), now, true));
         let grace = self.c.opts.release_grace();
-        if !self.released(engaged, grace).await {
+        if !self.released(grace).await {
+            self.renew_current().await;
             return false;
         }
         for name in &before {

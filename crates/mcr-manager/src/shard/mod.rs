@@ -25,7 +25,9 @@
 //! leader election does), confirmed by a consistent list. A Lease that disappears (deleted by
 //! hand, pruned by GitOps, or relabelled out of the group) counts as unchanged: the peer is
 //! still live until its lease duration has passed, and writes its Lease again at its next
-//! renewal. Only a peer that *said* it left is gone at once: on a clean stop, after it
+//! renewal. If the observer's watch did not show the deletion of the very version it last
+//! saw (the watch lags, or hung), the absence proves nothing about renewals it missed: the
+//! first consistent list that misses the Lease restarts the peer's clock. Only a peer that *said* it left is gone at once: on a clean stop, after it
 //! released everything, a peer writes `mcr.sigs.k8s.io/shard-left` on its Lease (claiming
 //! nothing) and then deletes it. The *view* is the sorted set of live peers and weights;
 //! weighted rendezvous hashing over it gives each cluster one owner (when a peer joins or
@@ -38,14 +40,20 @@
 //!    back from a fence would otherwise claim every cluster, and every other replica would
 //!    release its whole share. If the list fails (a Role without `list`, a 429), no new claim
 //!    is written; a peer that holds clusters renews the claim it has, which stays true;
-//! 1. **releases** every cluster the new view gives to another peer: the member's token is
-//!    cancelled (informers close, controllers disengage, in-flight reconciles are cut at their
-//!    next poll) and the peer waits until the manager's fleet no longer holds any of them and
-//!    every instance released is gone ([`Cluster::released`](mcr_core::Cluster::released):
-//!    its contexts and in-flight reconciles dropped), bounded by `lease_duration -
-//!    renew_deadline` (a cluster still engaged then fails the step, which is retried; work
-//!    still running then is logged and left). The wait is woken by the instances' drops
-//!    ([`Released::wait`](mcr_core::Released::wait)), not by polling;
+//! 1. **releases** every cluster the new view gives to another peer: the engagement table
+//!    stops them at once ([`Engagements::release_unowned`](mcr_core::Engagements::release_unowned):
+//!    members' tokens cancelled, so informers close, controllers disengage and in-flight
+//!    reconciles are cut at their next poll) and hands back every instance given away that
+//!    may still be alive, members still being brought up included (activation asks the
+//!    coordinator again under the table's lock, so none becomes active afterwards). The peer
+//!    waits until every one is gone ([`Cluster::released`](mcr_core::Cluster::released): its
+//!    tasks, contexts and in-flight reconciles dropped), woken by the instances' drops
+//!    ([`Released::wait`](mcr_core::Released::wait)), not by polling. Work still running after
+//!    `lease_duration - renew_deadline` fails the step: the peer renews the claim it has
+//!    (still true) and tries again, so a slow drop (a starved runtime) delays the handoff but
+//!    never overlaps. Only work that outlives the lease duration (a reconcile that ignores
+//!    cancellation) is logged and handed over anyway, so one stuck cluster cannot hold every
+//!    other handoff for ever;
 //! 2. **claims** the new view: one Lease write, which is also its renewal;
 //! 3. **lists** the group's Leases with a consistent read (a quorum read on a real API
 //!    server);
@@ -90,8 +98,8 @@
 //!
 //! Assumptions (those of leader election): the replicas' clocks run at the same rate (not
 //! necessarily in sync); a reconcile honours cancellation (it is dropped at its next poll when
-//! its cluster is released); a release completes within `lease_duration - renew_deadline`;
-//! the host API server is linearizable (a list after a write sees that write).
+//! its cluster is released, within the lease duration); the host API server is linearizable (a
+//! list after a write sees that write).
 //!
 //! Suppose peers P and Q both have cluster X engaged at time t. Each engaged X only while its
 //! own claim gave it X, so both Leases claimed X at t: P's claim was written at `w_P`, Q's at
@@ -116,8 +124,9 @@
 //!
 //! # What this does not cover
 //!
-//! - Work that does not honour cancellation (a blocking call inside a reconcile) can run on
-//!   after release: the bound then is the controller's reconcile timeout, not this protocol.
+//! - Work that does not honour cancellation (a blocking call inside a reconcile, or a clone of
+//!   its cluster kept after it returned) holds the handoff for up to the lease duration and
+//!   then runs on after it (logged at WARN).
 //! - A paused process (SIGSTOP) longer than the lease duration: on resume, ownership questions
 //!   (engagement, [`Fleet::get`](crate::Fleet::get)) are answered "not owned" at once,
 //!   as the renew deadline is checked on every question, and so is every poll of a reconcile

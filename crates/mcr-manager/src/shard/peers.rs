@@ -19,6 +19,12 @@ struct Seen {
     /// Gone for good: a consistent list showed this version after the lease duration had
     /// passed since `at`, or the peer left cleanly. Only now is its claim disregarded.
     gone: bool,
+    /// The watch showed this very version deleted (or relabelled out of the group): nothing
+    /// the peer wrote before the deletion was missed here.
+    deleted: bool,
+    /// A consistent list missed the Lease while this replica had not seen it deleted (its
+    /// watch may lag): `at` is then that list's time, not a change seen.
+    missing: bool,
 }
 
 impl Seen {
@@ -66,6 +72,8 @@ impl Peers {
                     lease: read,
                     at: now,
                     gone,
+                    deleted: false,
+                    missing: false,
                 };
                 changed
             }
@@ -76,6 +84,8 @@ impl Peers {
                         lease: read,
                         at: now,
                         gone,
+                        deleted: false,
+                        missing: false,
                     },
                 );
                 true
@@ -89,22 +99,42 @@ impl Peers {
     /// nothing: the peer is gone only by the lease-duration rule, so a live peer whose Lease
     /// someone deleted keeps its claim until it writes the Lease again.
     pub(super) fn forget(&mut self, lease: &Lease, now: Instant) {
-        if claim::read(lease).is_some_and(|l| l.left) {
+        let Some(read) = claim::read(lease) else {
+            return;
+        };
+        if read.left {
             self.observe(lease, now);
+        } else if let Some(seen) = self.seen.get_mut(&read.id)
+            && seen.lease.resource_version == read.resource_version
+        {
+            seen.deleted = true;
         }
     }
 
     /// Takes in a consistent list of the group's Leases read at `now`: every Lease observed,
-    /// and peers whose Lease is unchanged for their lease duration confirmed gone. A peer
-    /// whose Lease is missing from the list is forgotten only once its lease duration has
-    /// passed since its last change: a missing Lease may have been deleted by hand under a
-    /// live peer, who writes it again at its next renewal.
+    /// and peers whose Lease is unchanged for their lease duration confirmed gone.
+    ///
+    /// A Lease missing from the list (deleted by hand, pruned, relabelled, or collected by
+    /// another peer) is forgotten once its lease duration has passed since its last change,
+    /// if this replica's watch showed the deletion of the very version it last saw: then no
+    /// later renewal was missed. Otherwise (the watch lags, or hung) the absence shows only
+    /// that the Lease is gone now, not that its peer stopped renewing: it may have renewed a
+    /// moment before the deletion, unseen here. The first list that misses it then restarts
+    /// its clock, and the peer, claim and all, is forgotten only by a list that still misses
+    /// it a lease duration later: by then it has written nothing for longer than its renew
+    /// deadline.
     pub(super) fn listed(&mut self, leases: &[Lease], now: Instant) {
         let mut present = Vec::new();
         for lease in leases {
             self.observe(lease, now);
             if let Some(read) = claim::read(lease) {
                 present.push(read.id);
+            }
+        }
+        for (id, s) in &mut self.seen {
+            if !present.contains(id) && !s.deleted && !s.missing && !s.gone {
+                s.missing = true;
+                s.at = now;
             }
         }
         self.seen
@@ -253,6 +283,42 @@ mod tests {
         peers.listed(&[], now + Duration::from_secs(1));
         assert_eq!(claimants(&peers), ["r2"]);
         // Still missing after its lease duration (15 s): forgotten.
+        peers.listed(&[], now + Duration::from_secs(16));
+        assert_eq!(peers.len(), 0);
+    }
+
+    #[test]
+    fn a_lease_seen_deleted_and_expired_is_forgotten_by_the_next_list() {
+        // r2 died; another peer collected its Lease, and this replica's watch showed the
+        // deletion of the version it had seen: r2 wrote nothing since, so once expired it is
+        // gone at once (a takeover is not delayed by another lease duration).
+        let mut peers = Peers::new("r1");
+        let now = Instant::now();
+        let long_ago = now.checked_sub(Duration::from_secs(60)).unwrap();
+        peers.observe(&lease("12", "r1=1,r2=1"), long_ago);
+        peers.forget(&lease("12", "r1=1,r2=1"), now);
+        peers.listed(&[], now);
+        assert_eq!(peers.len(), 0);
+    }
+
+    #[test]
+    fn a_lease_missing_from_a_list_restarts_the_clock_of_a_peer_seen_long_ago() {
+        // This replica's watch hung (a dead connection) and saw none of r2's renewals for a
+        // minute; then someone deleted r2's Lease, just before r2's next renewal would write it
+        // again. A consistent list misses it: that shows no renewal stopped, only that the
+        // Lease is gone now. r2 may have renewed a moment before the deletion, so its claim
+        // holds for a lease duration from this list.
+        let mut peers = Peers::new("r1");
+        let now = Instant::now();
+        let long_ago = now.checked_sub(Duration::from_secs(60)).unwrap();
+        peers.observe(&lease("12", "r1=1,r2=1"), long_ago);
+        peers.listed(&[], now);
+        assert_eq!(claimants(&peers), ["r2"], "its claim holds");
+        assert!(is_live(&peers, now));
+        peers.listed(&[], now + Duration::from_secs(5));
+        assert_eq!(claimants(&peers), ["r2"], "still within its lease duration");
+        // Missing from every list for its lease duration: r2 has written nothing since, so it
+        // fenced itself long ago.
         peers.listed(&[], now + Duration::from_secs(16));
         assert_eq!(peers.len(), 0);
     }

@@ -37,6 +37,9 @@ pub(super) struct Run {
     pub(super) previous: Vec<Peer>,
     /// The namespace of the Leases (for the logs).
     pub(super) namespace: String,
+    /// Since when work of clusters given away has outlived the release grace (a handoff
+    /// waiting for it).
+    pub(super) stuck_since: Option<Instant>,
 }
 
 /// How long a write started at `now` may take: what is left of the renew deadline since the
@@ -70,6 +73,7 @@ impl Run {
             applied: Vec::new(),
             previous: Vec::new(),
             namespace: ns,
+            stuck_since: None,
         }
     }
 

@@ -133,12 +133,8 @@ where
         let left = e.token.clone();
         // Sharded: checked on every poll, before the reconciler's future, so a process that
         // resumes past its renew deadline runs no more of it (the coordinator's release, which
-        // cancels `left`, comes a few polls later).
-        let fence = self
-            .spec
-            .fleet
-            .is_sharded()
-            .then(|| (self.spec.fleet.clone(), cluster.clone()));
+        // cancels `left`, comes a few polls later). Never lapsed without sharding.
+        let fence = (self.spec.fleet.clone(), cluster.clone());
         let timeout = self.spec.limits.reconcile_timeout;
         self.slots.started(&cluster, Instant::now());
         // Boxed where it is built: the task that runs it then moves a pointer, not the whole
@@ -160,9 +156,13 @@ where
                         None => Ok(run.await),
                     }
                 };
-                let lapsed = std::future::poll_fn(|_| match &fence {
-                    Some((fleet, name)) if fleet.lapsed(name) => std::task::Poll::Ready(()),
-                    _ => std::task::Poll::Pending,
+                let lapsed = std::future::poll_fn(|_| {
+                    let (fleet, name) = &fence;
+                    if fleet.lapsed(name) {
+                        std::task::Poll::Ready(())
+                    } else {
+                        std::task::Poll::Pending
+                    }
                 });
                 // Both fences come before the reconciler's future on every poll: a reconcile
                 // woken in the same instant its cluster left (or its hold lapsed) is dropped,
