@@ -22,14 +22,24 @@ struct Seen {
     /// The watch showed this very version deleted (or relabelled out of the group): nothing
     /// the peer wrote before the deletion was missed here.
     deleted: bool,
-    /// A consistent list missed the Lease while this replica had not seen it deleted (its
-    /// watch may lag): `at` is then that list's time, not a change seen.
-    missing: bool,
+    /// When a consistent list first missed the Lease while this replica had not seen it
+    /// deleted (its watch may lag): the peer's clock runs from then, until the watch shows
+    /// the deletion of the version seen.
+    missing_since: Option<Instant>,
 }
 
 impl Seen {
+    /// When the peer counts as silent for its lease duration, as seen here.
+    fn expiry(&self) -> Instant {
+        let since = match self.missing_since {
+            Some(missing) if !self.deleted => missing.max(self.at),
+            _ => self.at,
+        };
+        since + self.lease.duration
+    }
+
     fn expired(&self, now: Instant) -> bool {
-        now.duration_since(self.at) >= self.lease.duration
+        now >= self.expiry()
     }
 }
 
@@ -73,7 +83,7 @@ impl Peers {
                     at: now,
                     gone,
                     deleted: false,
-                    missing: false,
+                    missing_since: None,
                 };
                 changed
             }
@@ -85,7 +95,7 @@ impl Peers {
                         at: now,
                         gone,
                         deleted: false,
-                        missing: false,
+                        missing_since: None,
                     },
                 );
                 true
@@ -121,8 +131,10 @@ impl Peers {
     /// that the Lease is gone now, not that its peer stopped renewing: it may have renewed a
     /// moment before the deletion, unseen here. The first list that misses it then restarts
     /// its clock, and the peer, claim and all, is forgotten only by a list that still misses
-    /// it a lease duration later: by then it has written nothing for longer than its renew
-    /// deadline.
+    /// it a lease duration later (by then it has written nothing for longer than its renew
+    /// deadline), or once the watch shows the deletion of the version seen after all (a list
+    /// that ran ahead of the watch by a moment, as when another peer just collected the
+    /// Lease of a dead one).
     pub(super) fn listed(&mut self, leases: &[Lease], now: Instant) {
         let mut present = Vec::new();
         for lease in leases {
@@ -132,9 +144,8 @@ impl Peers {
             }
         }
         for (id, s) in &mut self.seen {
-            if !present.contains(id) && !s.deleted && !s.missing && !s.gone {
-                s.missing = true;
-                s.at = now;
+            if !present.contains(id) && !s.deleted && !s.gone {
+                s.missing_since.get_or_insert(now);
             }
         }
         self.seen
@@ -188,7 +199,7 @@ impl Peers {
         self.seen
             .values()
             .filter(|s| !s.gone && !s.expired(now))
-            .map(|s| s.at + s.lease.duration)
+            .map(Seen::expiry)
             .min()
     }
 
@@ -299,6 +310,20 @@ mod tests {
         peers.forget(&lease("12", "r1=1,r2=1"), now);
         peers.listed(&[], now);
         assert_eq!(peers.len(), 0);
+        // The same, with the list a moment ahead of the watch: the clock restarts at the
+        // list, and the deletion seen right after ends the wait.
+        peers.observe(&lease("12", "r1=1,r2=1"), long_ago);
+        peers.listed(&[], now);
+        assert_eq!(claimants(&peers), ["r2"]);
+        assert!(peers.next_expiry(now).is_some_and(|at| at > now));
+        peers.forget(&lease("12", "r1=1,r2=1"), now);
+        assert_eq!(
+            peers.next_expiry(now),
+            None,
+            "expired: a list is due at once"
+        );
+        peers.listed(&[], now);
+        assert_eq!(peers.len(), 0);
     }
 
     #[test]
@@ -317,6 +342,10 @@ mod tests {
         assert!(is_live(&peers, now));
         peers.listed(&[], now + Duration::from_secs(5));
         assert_eq!(claimants(&peers), ["r2"], "still within its lease duration");
+        // A deletion of an older version (r2 renewed since, unseen here) proves nothing.
+        peers.forget(&lease("11", "r1=1,r2=1"), now);
+        peers.listed(&[], now + Duration::from_secs(6));
+        assert_eq!(claimants(&peers), ["r2"]);
         // Missing from every list for its lease duration: r2 has written nothing since, so it
         // fenced itself long ago.
         peers.listed(&[], now + Duration::from_secs(16));
