@@ -25,9 +25,10 @@
 //! leader election does), confirmed by a consistent list. A Lease that disappears (deleted by
 //! hand, pruned by GitOps, or relabelled out of the group) counts as unchanged: the peer is
 //! still live until its lease duration has passed, and writes its Lease again at its next
-//! renewal. If the observer's watch did not show the deletion of the very version it last
-//! saw (the watch lags, or hung), the absence proves nothing about renewals it missed: the
-//! first consistent list that misses the Lease restarts the peer's clock. Only a peer that *said* it left is gone at once: on a clean stop, after it
+//! renewal. If the observer's watch has not shown the deletion (the watch lags, or hung), the
+//! absence proves nothing about renewals it missed: the first consistent list that misses the
+//! Lease restarts the peer's clock. (A watch delivers in order, so one that showed the
+//! deletion showed every renewal before it.) Only a peer that *said* it left is gone at once: on a clean stop, after it
 //! released everything, a peer writes `mcr.sigs.k8s.io/shard-left` on its Lease (claiming
 //! nothing) and then deletes it. The *view* is the sorted set of live peers and weights;
 //! weighted rendezvous hashing over it gives each cluster one owner (when a peer joins or

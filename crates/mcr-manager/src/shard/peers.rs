@@ -19,8 +19,8 @@ struct Seen {
     /// Gone for good: a consistent list showed this version after the lease duration had
     /// passed since `at`, or the peer left cleanly. Only now is its claim disregarded.
     gone: bool,
-    /// The watch showed this very version deleted (or relabelled out of the group): nothing
-    /// the peer wrote before the deletion was missed here.
+    /// The watch showed the Lease deleted (or relabelled out of the group) after this version:
+    /// nothing the peer wrote before the deletion was missed here.
     deleted: bool,
     /// When a consistent list first missed the Lease while this replica had not seen it
     /// deleted (its watch may lag): the peer's clock runs from then, until the watch shows
@@ -115,8 +115,11 @@ impl Peers {
         if read.left {
             self.observe(lease, now);
         } else if let Some(seen) = self.seen.get_mut(&read.id)
-            && seen.lease.resource_version == read.resource_version
+            && !older(&read.resource_version, &seen.lease.resource_version)
         {
+            // A watch delivers in order: having got this far, it has shown every write of the
+            // peer before the deletion (whose event carries the deletion's own, newer
+            // version). A replayed deletion of an older Lease says nothing.
             seen.deleted = true;
         }
     }
@@ -126,13 +129,13 @@ impl Peers {
     ///
     /// A Lease missing from the list (deleted by hand, pruned, relabelled, or collected by
     /// another peer) is forgotten once its lease duration has passed since its last change,
-    /// if this replica's watch showed the deletion of the very version it last saw: then no
-    /// later renewal was missed. Otherwise (the watch lags, or hung) the absence shows only
+    /// if this replica's watch showed the deletion: a watch delivers in order, so no renewal
+    /// before it was missed. Otherwise (the watch lags, or hung) the absence shows only
     /// that the Lease is gone now, not that its peer stopped renewing: it may have renewed a
     /// moment before the deletion, unseen here. The first list that misses it then restarts
     /// its clock, and the peer, claim and all, is forgotten only by a list that still misses
     /// it a lease duration later (by then it has written nothing for longer than its renew
-    /// deadline), or once the watch shows the deletion of the version seen after all (a list
+    /// deadline), or once the watch shows the deletion after all (a list
     /// that ran ahead of the watch by a moment, as when another peer just collected the
     /// Lease of a dead one).
     pub(super) fn listed(&mut self, leases: &[Lease], now: Instant) {
@@ -307,7 +310,8 @@ mod tests {
         let now = Instant::now();
         let long_ago = now.checked_sub(Duration::from_secs(60)).unwrap();
         peers.observe(&lease("12", "r1=1,r2=1"), long_ago);
-        peers.forget(&lease("12", "r1=1,r2=1"), now);
+        // The deletion's event carries the deletion's own version.
+        peers.forget(&lease("13", "r1=1,r2=1"), now);
         peers.listed(&[], now);
         assert_eq!(peers.len(), 0);
         // The same, with the list a moment ahead of the watch: the clock restarts at the
@@ -316,7 +320,7 @@ mod tests {
         peers.listed(&[], now);
         assert_eq!(claimants(&peers), ["r2"]);
         assert!(peers.next_expiry(now).is_some_and(|at| at > now));
-        peers.forget(&lease("12", "r1=1,r2=1"), now);
+        peers.forget(&lease("13", "r1=1,r2=1"), now);
         assert_eq!(
             peers.next_expiry(now),
             None,
