@@ -114,12 +114,10 @@ impl Engagements {
                 {
                     return Ok(());
                 }
-                // Another replica came to own it while it came up: the refusing handle's
-                // caller brings it in again once this replica owns it.
-                if matches!(err, Error::NotOwned { .. }) {
-                    return Err(err);
-                }
                 match &replacing {
+                    // Another replica came to own it while it came up: no failure (the
+                    // refusing handle's caller brings it in again once this replica owns it).
+                    _ if matches!(err, Error::NotOwned { .. }) => {}
                     Some(_) => tracing::warn!(cluster = %name, error = %ErrorChain(&err),
                         "new instance could not be engaged; the running one keeps serving"),
                     None => tracing::warn!(cluster = %name, error = %ErrorChain(&err),
