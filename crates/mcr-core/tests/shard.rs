@@ -193,6 +193,60 @@ async fn workers_build_only_owned_members_and_follow_ownership() {
     token.cancel();
 }
 
+/// A name owned elsewhere has no worker: the latest desired state published while it is
+/// parked is the one it comes home with, and a parked name removed is forgotten at once (its
+/// record goes, and owning it later starts nothing).
+#[tokio::test]
+async fn a_parked_name_comes_home_with_its_latest_desired_state_and_a_removed_one_never_does() {
+    let b = TestCluster::start_https("b").await.unwrap();
+    let c = TestCluster::start_https("c").await.unwrap();
+    let owned = Owned::new(&[]);
+    let registry = gated(&owned);
+    let members = Members::new(MembersOptions::default());
+    members.bind(&registry).unwrap();
+    let token = CancellationToken::new();
+    let count = Count::default();
+    let workers = Workers::new(&members, &token, count.clone());
+    let elsewhere = |name: &str| {
+        members
+            .member_statuses()
+            .iter()
+            .any(|s| s.name == name && matches!(s.state, mcr_core::MemberState::Elsewhere { .. }))
+    };
+    // `Count` cannot parse this: an attempt with it would be reported as failed.
+    workers.ensure(&"b".into(), Arc::from("not a kubeconfig: ["));
+    workers.ensure(&"c".into(), Arc::from(c.kubeconfig_yaml().unwrap()));
+    assert!(
+        elsewhere("b") && elsewhere("c"),
+        "{:?}",
+        members.member_statuses()
+    );
+    workers.ensure(&"b".into(), Arc::from(b.kubeconfig_yaml().unwrap()));
+    workers.remove(&"c".into());
+    assert!(!elsewhere("c"), "a removed parked name keeps no record");
+
+    owned.set(&["b", "c"]);
+    eventually("b engaged", DEADLINE, || registry.names() == ["b"]).await;
+    assert_eq!(
+        count.of("b"),
+        1,
+        "one attempt, with the latest desired state"
+    );
+    assert!(
+        count.1.lock().unwrap().is_empty(),
+        "{:?}",
+        count.1.lock().unwrap()
+    );
+    assert_eq!(
+        count.of("c"),
+        0,
+        "a removed name is not started when it comes home"
+    );
+    assert_eq!(members.names(), ["b"]);
+    workers.shutdown().await;
+    token.cancel();
+}
+
 #[tokio::test]
 async fn clusters_park_what_another_replica_owns_and_engage_it_when_owned() {
     let _ = tracing_subscriber::fmt()

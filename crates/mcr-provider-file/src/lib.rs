@@ -39,6 +39,12 @@
 //! * deleted files and contexts are removed;
 //! * a file that cannot be read or parsed (including an empty file, e.g. while a tool rewrites
 //!   it) is logged and **keeps its last good clusters** until it is valid again or deleted;
+//! * a pass keeps each context's file, name and connection hash, not the parsed kubeconfig: a
+//!   worker reads the file again when it builds its member. So a sharded replica holds the
+//!   credentials of the clusters it owns only, and a cluster another replica owns costs it a
+//!   few hundred bytes. The price: a member that must be built while its file is invalid (a
+//!   cluster coming home to this replica, or a retry) fails with [`Error::File`] and waits
+//!   for the file to be fixed; a member already running keeps running;
 //! * a context that fails to build (refused by the [`Policy`](mcr_core::kubeconfig::Policy):
 //!   an exec plugin, a local file or a proxy it does not allow; bad entries) keeps the
 //!   instance engaged before, if any, and is retried when a file changes; a context that
@@ -87,6 +93,7 @@ mod provider;
 mod reconcile;
 mod refs;
 mod scan;
+mod target;
 mod watch;
 
 pub use error::Error;

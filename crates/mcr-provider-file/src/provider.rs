@@ -133,8 +133,8 @@ impl FileProvider {
             let mut state = self.inner.state.lock().await;
             read(&self.inner.opts, &mut state).await
         };
-        for (name, connection) in &disk.desired {
-            workers.ensure(name, connection.clone());
+        for (name, target) in &disk.desired {
+            workers.ensure(name, target.clone());
             known.insert(name.clone());
         }
         // Members added by `run_once` have no worker: removed here directly.

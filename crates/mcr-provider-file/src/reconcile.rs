@@ -4,16 +4,15 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use kube::config::Kubeconfig;
 use std::time::Duration;
 
-use mcr_core::members::{self, Connection, Converge, Ensured, Member, Members};
-use mcr_core::{BoxFuture, ClusterName, kubeconfig};
+use mcr_core::members::{self, Converge, Ensured, Member, Members};
+use mcr_core::{BoxFuture, ClusterName};
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, error, info, info_span, warn};
 
-use crate::refs::{reads_ca_file, referenced_files, with_file_contents};
-use crate::scan::{Owners, cluster_name, scan};
+use crate::scan::{Found, Owners, cluster_name, scan};
+use crate::target::Target;
 use crate::{Error, Options};
 
 /// What one pass over the configured files did.
@@ -67,10 +66,10 @@ pub(crate) struct PassState {
     generation: u64,
 }
 
-/// What the files on disk say now: one [`Connection`] per cluster name.
+/// What the files on disk say now: one [`Target`] per cluster name.
 pub(crate) struct Disk {
-    /// The connection each cluster should have.
-    pub(crate) desired: BTreeMap<ClusterName, Connection>,
+    /// What each cluster should connect with.
+    pub(crate) desired: BTreeMap<ClusterName, Target>,
     /// Clusters of files that could not be read or parsed: kept as they are.
     pub(crate) protected: BTreeSet<ClusterName>,
     /// Files the desired contexts read by path (certificates, keys, CA, tokens).
@@ -123,9 +122,14 @@ pub(crate) async fn read(opts: &Arc<Options>, state: &mut PassState) -> Disk {
                     source,
                 });
             }
-            Ok(kc) => {
+            Ok(found) => {
                 let mut names = BTreeSet::new();
-                for context in kubeconfig::contexts(&kc) {
+                for Found {
+                    context,
+                    target,
+                    referenced,
+                } in found
+                {
                     let name =
                         ClusterName::new(cluster_name(&file.path, &opts.separator, &context));
                     if !names.insert(name.clone()) {
@@ -138,10 +142,10 @@ pub(crate) async fn read(opts: &Arc<Options>, state: &mut PassState) -> Disk {
                     if !owns {
                         continue;
                     }
-                    match connection(&kc, &context) {
-                        Ok(conn) => {
-                            disk.referenced.extend(referenced_files(&kc, &context));
-                            disk.desired.insert(name, conn);
+                    match target {
+                        Ok(target) => {
+                            disk.referenced.extend(referenced);
+                            disk.desired.insert(name, target);
                         }
                         Err(source) => {
                             error!(cluster = %name, error = %source, "context of kubeconfig file not usable");
@@ -161,18 +165,6 @@ pub(crate) async fn read(opts: &Arc<Options>, state: &mut PassState) -> Disk {
     disk
 }
 
-/// The connection of one context: hashed together with the files it reads by path, renewable
-/// in place unless it reads its CA from a file.
-fn connection(kc: &Arc<Kubeconfig>, context: &str) -> Result<Connection, kubeconfig::Error> {
-    let connection = Connection::new(kc.clone(), Some(context))?;
-    // A rotated certificate, key, CA or token file changes the hash; a CA file the kubeconfig
-    // only names cannot be compared, so its member is rebuilt rather than renewed.
-    let hash = with_file_contents(connection.hash().to_owned(), &referenced_files(kc, context));
-    Ok(connection
-        .with_hash(hash)
-        .renewable(!reads_ca_file(kc, context)))
-}
-
 /// Runs one pass to its end: reads the files, brings every member to what they say (awaiting
 /// each, so the report is complete) and removes the members whose file or context is gone.
 /// Passes are serialized by the caller (the state lock).
@@ -189,9 +181,9 @@ pub(crate) async fn pass(
         invalid_files: std::mem::take(&mut disk.invalid_files),
         ..PassReport::default()
     };
-    let attempts = disk.desired.iter().map(|(name, connection)| {
+    let attempts = disk.desired.iter().map(|(name, target)| {
         let span = info_span!("file_cluster", cluster = %name);
-        ensure(members, token, name, connection).instrument(span)
+        ensure(members, token, name, target).instrument(span)
     });
     for (name, result) in disk
         .desired
@@ -233,10 +225,11 @@ async fn ensure(
     members: &Members,
     token: &CancellationToken,
     name: &ClusterName,
-    connection: &Connection,
+    target: &Target,
 ) -> Result<Ensured, Error> {
+    let connection = target.connect(name).await?;
     let ensured = members
-        .ensure(token, name, connection)
+        .ensure(token, name, &connection)
         .await
         .map_err(Error::from_member)?;
     info!(outcome = ?ensured, "cluster from kubeconfig file engaged");
@@ -248,13 +241,14 @@ async fn ensure(
 pub(crate) struct FileMembers;
 
 impl Converge for FileMembers {
-    type Desired = Connection;
+    type Desired = Target;
     type Error = Error;
 
-    fn converge<'a>(&'a self, member: &'a Member<Connection>) -> BoxFuture<'a, Result<(), Error>> {
+    fn converge<'a>(&'a self, member: &'a Member<Target>) -> BoxFuture<'a, Result<(), Error>> {
         Box::pin(async move {
+            let connection = member.desired().connect(member.name()).await?;
             let ensured = member
-                .ensure(member.desired())
+                .ensure(&connection)
                 .await
                 .map_err(Error::from_member)?;
             info!(outcome = ?ensured, "cluster from kubeconfig file engaged");
@@ -266,7 +260,7 @@ impl Converge for FileMembers {
         error.is_retryable()
     }
 
-    fn failed(&self, member: &Member<Connection>, error: &Error, retry_in: Option<Duration>) {
+    fn failed(&self, member: &Member<Target>, error: &Error, retry_in: Option<Duration>) {
         error!(cluster = %member.name(), error = %error, retry_in = ?retry_in,
             "cluster from kubeconfig file not engaged");
     }

@@ -9,22 +9,46 @@ use kube::config::Kubeconfig;
 use mcr_core::{ClusterName, kubeconfig};
 use tracing::{debug, warn};
 
+use crate::refs::referenced_files;
+use crate::target::Target;
 use crate::{Error, Options};
 
-/// One kubeconfig file found on disk and the result of reading it.
+/// One kubeconfig file found on disk and the result of reading it: its contexts, in file
+/// order.
 pub(crate) struct ScannedFile {
     pub(crate) path: PathBuf,
-    pub(crate) result: Result<Arc<Kubeconfig>, kubeconfig::Error>,
+    pub(crate) result: Result<Vec<Found>, kubeconfig::Error>,
+}
+
+/// One context of a file: what its member connects with, and the files it reads by path.
+pub(crate) struct Found {
+    pub(crate) context: String,
+    pub(crate) target: Result<Target, kubeconfig::Error>,
+    pub(crate) referenced: BTreeSet<PathBuf>,
 }
 
 /// Reads every configured file and every glob match in every configured directory, in order
-/// (files first, then each directory's matches sorted), each path once.
+/// (files first, then each directory's matches sorted), each path once. Each parsed kubeconfig
+/// is dropped once its contexts are hashed, so a pass over many files holds one at a time.
 pub(crate) fn scan(opts: &Options) -> Vec<ScannedFile> {
     collect_paths(opts)
         .into_iter()
         .map(|path| {
-            let result = kubeconfig::read(&path).map(Arc::new);
+            let result = kubeconfig::read(&path).map(|kc| found(&path, &Arc::new(kc)));
             ScannedFile { path, result }
+        })
+        .collect()
+}
+
+/// The contexts of `kc`, read from `path`.
+fn found(path: &Path, kc: &Arc<Kubeconfig>) -> Vec<Found> {
+    let file: Arc<Path> = Arc::from(path);
+    kubeconfig::contexts(kc)
+        .into_iter()
+        .map(|context| Found {
+            target: Target::of(&file, kc, &context),
+            referenced: referenced_files(kc, &context),
+            context,
         })
         .collect()
 }

@@ -65,11 +65,28 @@ struct Shared<R: Converge> {
     /// The members' handle, asked who owns a member.
     engagements: Engagements,
     tasks: TaskTracker,
-    slots: Mutex<HashMap<ClusterName, watch::Sender<Option<R::Desired>>>>,
+    slots: Mutex<Slots<R::Desired>>,
+}
+
+/// What the workers know of each name.
+struct Slots<D> {
+    names: HashMap<ClusterName, Slot<D>>,
+    /// Whether the task that starts parked names once this replica owns them runs.
+    watching: bool,
+}
+
+/// One name's desired state.
+enum Slot<D> {
+    /// A worker runs for the name and takes its latest desired state from here.
+    Running(watch::Sender<Option<D>>),
+    /// Another replica owns the name: no task, only what is desired, until the name comes
+    /// home (see [`watch_ownership`]). A fleet of names owned elsewhere costs one map entry
+    /// each.
+    Parked(D),
 }
 
 impl<R: Converge> Shared<R> {
-    fn slots(&self) -> MutexGuard<'_, HashMap<ClusterName, watch::Sender<Option<R::Desired>>>> {
+    fn slots(&self) -> MutexGuard<'_, Slots<R::Desired>> {
         self.slots.lock()
     }
 }
@@ -78,9 +95,11 @@ impl<R: Converge> Shared<R> {
 ///
 /// [`ensure`](Workers::ensure) publishes what should run under a name (the latest value wins;
 /// a worker busy with an older one picks it up next), [`remove`](Workers::remove) says nothing
-/// should. Each name has its own task and its own capped exponential
+/// should. Each name this replica owns has its own task and its own capped exponential
 /// [`Backoff`] ([`MembersOptions::backoff_initial`](super::MembersOptions::backoff_initial) up
-/// to `backoff_max`), so a slow, hung or failing member only delays itself.
+/// to `backoff_max`), so a slow, hung or failing member only delays itself. A name another
+/// replica owns has no task: the workers keep its desired state and start its worker once
+/// this replica owns it.
 /// [`shutdown`](Workers::shutdown) stops every worker without waiting for attempts in flight.
 /// Every failed attempt is recorded for [`Members::member_statuses`] with its retry delay.
 pub struct Workers<R: Converge> {
@@ -99,7 +118,10 @@ impl<R: Converge> Workers<R> {
                 token: token.child_token(),
                 engagements: members.engagements(),
                 tasks: TaskTracker::new(),
-                slots: Mutex::new(HashMap::new()),
+                slots: Mutex::new(Slots {
+                    names: HashMap::new(),
+                    watching: false,
+                }),
             }),
         }
     }
@@ -112,22 +134,43 @@ impl<R: Converge> Workers<R> {
     /// `desired` should run under `name`: hands it to the name's worker, starting one if
     /// needed. Never blocks.
     pub fn ensure(&self, name: &ClusterName, desired: R::Desired) {
-        let mut slots = self.shared.slots();
-        if let Some(tx) = slots.get(name) {
-            tx.send_replace(Some(desired));
-            return;
+        let shared = &self.shared;
+        let mut slots = shared.slots();
+        match slots.names.get_mut(name) {
+            Some(Slot::Running(tx)) => {
+                tx.send_replace(Some(desired));
+            }
+            Some(Slot::Parked(parked)) => *parked = desired,
+            None => match owner_of(shared, name) {
+                Ownership::Elsewhere { owner } => {
+                    slots.names.insert(name.clone(), Slot::Parked(desired));
+                    shared.members.report_elsewhere(name, owner);
+                    watch_parked(shared, &mut slots);
+                }
+                Ownership::Owned => {
+                    let slot = start(shared, name, desired);
+                    slots.names.insert(name.clone(), slot);
+                }
+            },
         }
-        let (tx, rx) = watch::channel(Some(desired));
-        slots.insert(name.clone(), tx);
-        let span = tracing::info_span!("member", cluster = %name);
-        let worker = run(self.shared.clone(), name.clone(), rx).instrument(span);
-        self.shared.tasks.spawn(worker);
     }
 
-    /// Nothing should run under `name` any more: its worker removes the member and ends.
+    /// Nothing should run under `name` any more: its worker removes the member and ends (a
+    /// name owned elsewhere, which has no worker, is forgotten at once).
     pub fn remove(&self, name: &ClusterName) {
-        if let Some(tx) = self.shared.slots().get(name) {
-            tx.send_replace(None);
+        let mut slots = self.shared.slots();
+        match slots.names.get(name) {
+            Some(Slot::Running(tx)) => {
+                tx.send_replace(None);
+            }
+            Some(Slot::Parked(_)) => {
+                slots.names.remove(name);
+                drop(slots);
+                // Nothing runs (its worker stopped it when it parked): the record goes.
+                self.shared.members.remove(name);
+                self.shared.converge.removed(name);
+            }
+            None => {}
         }
     }
 
@@ -203,13 +246,14 @@ async fn run<R: Converge>(
             shared.converge.removed(&name);
             let mut slots = shared.slots();
             if rx.borrow().is_none() {
-                slots.remove(&name);
+                slots.names.remove(&name);
                 return;
             }
             continue;
         };
         // A member another replica owns keeps only its name and desired state: stopped if it
-        // ran, brought up again once this replica owns it (see `crate::coordinator`).
+        // ran, and its worker ends; it is started again once this replica owns it (see
+        // `crate::coordinator`).
         if let Ownership::Elsewhere { owner } = owner_of(&shared, &name) {
             if shared.members.remove(&name) {
                 info!(
@@ -217,12 +261,8 @@ async fn run<R: Converge>(
                     "ownership moved to another replica: member stopped"
                 );
             }
-            // After `remove`, which clears the member's record.
-            shared.members.report_elsewhere(&name, owner);
-            tokio::select! {
-                () = shared.token.cancelled() => return,
-                changed = rx.changed() => if changed.is_err() { return },
-                () = until_owned(&shared.engagements, &name, true) => {}
+            if park(&shared, &name, &rx) {
+                return;
             }
             continue;
         }
@@ -314,6 +354,79 @@ async fn attempt<R: Converge>(
         () = delay => {}
     }
     ControlFlow::Continue(())
+}
+
+/// Starts the worker of `name` with `desired`: the slot to keep for it.
+fn start<R: Converge>(
+    shared: &Arc<Shared<R>>,
+    name: &ClusterName,
+    desired: R::Desired,
+) -> Slot<R::Desired> {
+    let (tx, rx) = watch::channel(Some(desired));
+    let span = tracing::info_span!("member", cluster = %name);
+    let worker = run(shared.clone(), name.clone(), rx).instrument(span);
+    shared.tasks.spawn(worker);
+    Slot::Running(tx)
+}
+
+/// Parks the running worker of `name` if another replica still owns it and something is
+/// still desired under it: its slot keeps the latest desired state and the worker ends (true).
+/// Decided under the slots' lock, which [`watch_ownership`] takes to start parked names, so
+/// a name that comes home meanwhile is never left parked.
+fn park<R: Converge>(
+    shared: &Arc<Shared<R>>,
+    name: &ClusterName,
+    rx: &watch::Receiver<Option<R::Desired>>,
+) -> bool {
+    let mut slots = shared.slots();
+    let Ownership::Elsewhere { owner } = owner_of(shared, name) else {
+        return false;
+    };
+    let Some(desired) = rx.borrow().clone() else {
+        return false;
+    };
+    slots.names.insert(name.clone(), Slot::Parked(desired));
+    // After the member's removal, which cleared its record.
+    shared.members.report_elsewhere(name, owner);
+    watch_parked(shared, &mut slots);
+    true
+}
+
+/// Starts [`watch_ownership`] once, when the first name is parked.
+fn watch_parked<R: Converge>(shared: &Arc<Shared<R>>, slots: &mut Slots<R::Desired>) {
+    if slots.watching {
+        return;
+    }
+    let Some(changes) = shared.engagements.ownership_changes() else {
+        return;
+    };
+    slots.watching = true;
+    shared.tasks.spawn(
+        watch_ownership(shared.clone(), changes).instrument(tracing::info_span!("parked_members")),
+    );
+}
+
+/// At every change of ownership, starts the worker of each parked name this replica owns
+/// now: one task and one pass over the names per change, rather than a waiting task per name.
+async fn watch_ownership<R: Converge>(shared: Arc<Shared<R>>, mut changes: watch::Receiver<u64>) {
+    loop {
+        changes.borrow_and_update();
+        {
+            let mut slots = shared.slots();
+            for (name, slot) in slots.names.iter_mut() {
+                if matches!(slot, Slot::Parked(_)) && owner_of(&shared, name).is_owned() {
+                    let placeholder = Slot::Running(watch::Sender::new(None));
+                    if let Slot::Parked(desired) = std::mem::replace(slot, placeholder) {
+                        *slot = start(&shared, name, desired);
+                    }
+                }
+            }
+        }
+        tokio::select! {
+            () = shared.token.cancelled() => return,
+            changed = changes.changed() => if changed.is_err() { return },
+        }
+    }
 }
 
 /// Who owns `name` (this replica without a coordinator).
