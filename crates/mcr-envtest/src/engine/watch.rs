@@ -20,8 +20,13 @@ use super::selector::Selectors;
 use super::state::{Change, ResKey, State};
 use super::{ApiError, Engine, ResourceType, WatchEvent, WatchEventType, WatchParams, WatchStream};
 
-/// How often a watch with `allowWatchBookmarks` gets a BOOKMARK.
-const BOOKMARK_INTERVAL: Duration = Duration::from_secs(1);
+/// How often a watch with `allowWatchBookmarks` gets a BOOKMARK: about every minute, as from
+/// kube-apiserver's watch cache (`defaultBookmarkFrequency` in k8s.io/apiserver's cacher).
+const BOOKMARK_INTERVAL: Duration = Duration::from_secs(60);
+
+/// How long before its timeout a watch gets its last BOOKMARK (kube-apiserver: 2 s), so that a
+/// client resumes from a recent resourceVersion.
+const BOOKMARK_BEFORE_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Annotation marking the end of the initial events of a streaming list.
 pub(crate) const INITIAL_EVENTS_END: &str = "k8s.io/initial-events-end";
@@ -142,6 +147,18 @@ impl Watcher {
         self.cursor = self.cursor.max(store.rv);
     }
 
+    /// When the BOOKMARK after `now` is due: a minute later, or 2 s before the deadline if
+    /// that is sooner; none once that moment has passed (a watch of under 2 s gets none).
+    fn bookmark_after(&self, now: Instant) -> Option<Instant> {
+        let periodic = now + BOOKMARK_INTERVAL;
+        let Some(deadline) = self.deadline else {
+            return Some(periodic);
+        };
+        let before_timeout = deadline.checked_sub(BOOKMARK_BEFORE_TIMEOUT)?;
+        let at = periodic.min(before_timeout);
+        (at > now).then_some(at)
+    }
+
     async fn next(&mut self) -> Option<WatchEvent> {
         let now = Instant::now();
         if self.deadline.is_none() {
@@ -149,7 +166,7 @@ impl Watcher {
             self.deadline = self.timeout.and_then(|t| now.checked_add(t));
         }
         if self.bookmarks && self.next_bookmark.is_none() {
-            self.next_bookmark = Some(now + BOOKMARK_INTERVAL);
+            self.next_bookmark = self.bookmark_after(now);
         }
         loop {
             if let Some(event) = self.pending.pop_front() {
@@ -172,15 +189,10 @@ impl Watcher {
                     }
                 }
                 _ = self.shutdown.changed() => self.done = true,
-                _ = sleep_until(deadline) => {
-                    if self.bookmarks {
-                        self.pending.push_back(self.filter.bookmark(self.cursor, false));
-                    }
-                    self.done = true;
-                }
+                _ = sleep_until(deadline) => self.done = true,
                 _ = sleep_until(next_bookmark) => {
                     self.pending.push_back(self.filter.bookmark(self.cursor, false));
-                    self.next_bookmark = Some(Instant::now() + BOOKMARK_INTERVAL);
+                    self.next_bookmark = self.bookmark_after(Instant::now());
                 }
             }
         }

@@ -184,8 +184,22 @@ async fn selector_transitions_and_namespaces() {
     );
 }
 
-#[tokio::test]
-async fn bookmarks_periodically_and_at_timeout() {
+/// The next event on a paused clock, with the virtual time it took.
+async fn next_after(stream: &mut WatchStream) -> (Option<WatchEvent>, Duration) {
+    let start = tokio::time::Instant::now();
+    let event = tokio::time::timeout(Duration::from_secs(600), stream.next())
+        .await
+        .expect("an event or the end within 10 virtual minutes");
+    (event, start.elapsed())
+}
+
+/// As kube-apiserver's watch cache sends them (`defaultBookmarkFrequency` and
+/// `nextBookmarkTime` in k8s.io/apiserver's cacher): a BOOKMARK about every minute, and one 2 s
+/// before the watch's timeout; none at the timeout itself, and none for a timeout under 2 s.
+/// A fleet of idle watches costs its clients and server one event per watch per minute, not
+/// per second.
+#[tokio::test(start_paused = true)]
+async fn bookmarks_every_minute_and_two_seconds_before_the_timeout() {
     let e = Engine::new();
     let c = cms(&e);
     let params = WatchParams {
@@ -193,19 +207,38 @@ async fn bookmarks_periodically_and_at_timeout() {
         ..from_rv(e.resource_version())
     };
     let mut stream = e.watch(&c, NS, &params).unwrap();
-    let bookmark = next(&mut stream).await;
-    assert_eq!(bookmark.kind(), WatchEventType::Bookmark);
-    assert_eq!(bookmark.object()["kind"], "ConfigMap");
-    assert_eq!(bookmark.object()["apiVersion"], "v1");
-    assert_eq!(rv(&bookmark.object()), e.resource_version());
+    for _ in 0..2 {
+        let (bookmark, after) = next_after(&mut stream).await;
+        let bookmark = bookmark.expect("a bookmark");
+        assert_eq!(bookmark.kind(), WatchEventType::Bookmark);
+        assert_eq!(bookmark.object()["kind"], "ConfigMap");
+        assert_eq!(bookmark.object()["apiVersion"], "v1");
+        assert_eq!(rv(&bookmark.object()), e.resource_version());
+        assert_eq!(after.as_secs(), 60, "{after:?} after the last one");
+    }
+
+    let timeout = WatchParams {
+        timeout: Some(Duration::from_secs(10)),
+        ..params.clone()
+    };
+    let mut stream = e.watch(&c, NS, &timeout).unwrap();
+    let (bookmark, after) = next_after(&mut stream).await;
+    assert_eq!(bookmark.map(|b| b.kind()), Some(WatchEventType::Bookmark));
+    assert_eq!(after.as_secs(), 8, "2 s before the timeout: {after:?}");
+    let (end, after) = next_after(&mut stream).await;
+    assert!(
+        end.is_none(),
+        "the stream ends at its timeout, without another bookmark"
+    );
+    assert_eq!(after.as_secs(), 2);
 
     let short = WatchParams {
-        timeout: Some(Duration::from_millis(50)),
+        timeout: Some(Duration::from_millis(1500)),
         ..params
     };
     let mut stream = e.watch(&c, NS, &short).unwrap();
-    assert_eq!(next(&mut stream).await.kind(), WatchEventType::Bookmark);
-    assert!(ended(&mut stream).await, "the stream ends at its timeout");
+    let (end, _) = next_after(&mut stream).await;
+    assert!(end.is_none(), "no bookmark for a timeout under 2 s");
 }
 
 #[tokio::test]
