@@ -304,6 +304,7 @@ async fn attempt<R: Converge>(
         members: shared.members.clone(),
         token: shared.token.clone(),
     };
+    let ownership_at_start = ownership_version(&shared.engagements);
     // Shutdown never waits for an attempt in flight (a credential plugin is killed). A
     // panic in the provider's attempt costs this member one retry, not its worker.
     let attempt = AssertUnwindSafe(shared.converge.converge(&member)).catch_unwind();
@@ -327,10 +328,15 @@ async fn attempt<R: Converge>(
             shared.members.report_done(name);
             None
         }
-        // Ownership moved away during the attempt, before it was announced (the engagement
-        // table refused the member as owned elsewhere): no failure, the member is released at
-        // the top of the loop.
-        Ok(Err(_)) if !owner_of(shared, name).is_owned() => return ControlFlow::Continue(()),
+        // Ownership moved during the attempt (the engagement table may have refused the member
+        // as owned elsewhere, even if it is back by now): no failure; at the top of the loop the
+        // member is released, or tried again at once under the new ownership.
+        Ok(Err(_))
+            if !owner_of(shared, name).is_owned()
+                || ownership_version(&shared.engagements) != ownership_at_start =>
+        {
+            return ControlFlow::Continue(());
+        }
         Ok(Err(err)) => {
             let retry_in = shared
                 .converge
@@ -432,6 +438,13 @@ async fn watch_ownership<R: Converge>(shared: Arc<Shared<R>>, mut changes: watch
 /// Who owns `name` (this replica without a coordinator).
 fn owner_of<R: Converge>(shared: &Shared<R>, name: &ClusterName) -> Ownership {
     shared.engagements.owner(name)
+}
+
+/// How many times ownership changed so far (`None` without a coordinator).
+fn ownership_version(engagements: &Engagements) -> Option<u64> {
+    engagements
+        .ownership_changes()
+        .map(|changes| *changes.borrow())
 }
 
 /// Returns once this replica no longer owns `name` (never without a coordinator).
