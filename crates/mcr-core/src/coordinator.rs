@@ -94,7 +94,9 @@ impl fmt::Display for Ownership {
 ///
 /// Contract: [`owner`](Coordinator::owner) is a lookup in memory (asked once per member and
 /// per change); [`changes`](Coordinator::changes) yields a new value every time the answer of
-/// `owner` may have changed for some name.
+/// `owner` may have changed for some name. A change to [`Ownership::Owned`] above all: a member
+/// told "elsewhere" is parked and asked again only at the next change. (An answer that turns
+/// to "elsewhere" on its own, at a deadline, may go unannounced; its return may not.)
 pub trait Coordinator: Send + Sync + 'static {
     /// Who owns `name` now.
     fn owner(&self, name: &ClusterName) -> Ownership;

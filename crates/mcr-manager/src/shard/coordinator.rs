@@ -41,7 +41,7 @@ pub(crate) struct Coordinator {
     snapshot: RwLock<Arc<Snapshot>>,
     /// The renew deadline of the last successful write (updated at every renewal, without
     /// waking the gates).
-    pub(super) valid_until: Mutex<Option<Instant>>,
+    valid_until: Mutex<Option<Instant>>,
     version: watch::Sender<u64>,
     pub(super) metrics: Mutex<Option<ShardMetrics>>,
 }
@@ -146,6 +146,22 @@ impl Coordinator {
 
     pub(crate) fn set_metrics(&self, metrics: ShardMetrics) {
         *self.metrics.lock().unwrap_or_else(|p| p.into_inner()) = Some(metrics);
+    }
+
+    /// Records a successful write: this replica may own clusters until `until`. If the last
+    /// deadline had passed meanwhile (the write straddled it), every answer given since was
+    /// "elsewhere" with no change announced; the gates are woken to ask again, or a member
+    /// parked in that window would stay parked until the next change of the peer set.
+    pub(super) fn renewed_until(&self, until: Instant) {
+        let was = self
+            .valid_until
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .replace(until);
+        if was.is_some_and(|was| Instant::now() >= was) {
+            info!("peer lease renewed after its renew deadline had passed: ownership asked again");
+            self.version.send_modify(|v| *v += 1);
+        }
     }
 
     pub(super) fn publish(&self, snap: Snapshot) {

@@ -63,8 +63,11 @@
 //!    yet). A peer's claim is disregarded only once a consistent list has shown its Lease
 //!    unchanged for its lease duration: a peer that merely looks silent through the watch
 //!    (a lagging watch, or this process paused) leaves the view, so this replica releases or
-//!    waits, but its claim still holds. As other peers release and re-claim, their Lease changes reach this peer through
-//!    the watch and the remaining clusters are engaged: no polling loop.
+//!    waits, but its claim still holds. As other peers release and re-claim, their Lease changes
+//!    reach this peer through the watch, or first through the consistent list of its next
+//!    renewal, and the remaining clusters are engaged: no polling loop. Every change of the
+//!    answer to "who owns this cluster" is announced to the gates, a renewal that lands after
+//!    the renew deadline had passed included (the gates asked meanwhile were told "elsewhere").
 //!
 //! The manager records an engagement only while this replica owns the cluster, under the same
 //! lock a new snapshot is published with ([`Manager`](crate::Manager)'s `Aware::engage`

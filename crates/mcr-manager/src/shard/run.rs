@@ -214,8 +214,7 @@ impl Run {
             Ok(lease) => {
                 self.mine = Some(lease);
                 self.renewed = Some(started);
-                *self.c.valid_until.lock().unwrap_or_else(|p| p.into_inner()) =
-                    Some(started + self.c.opts.renew_deadline);
+                self.c.renewed_until(started + self.c.opts.renew_deadline);
                 if let Some(m) = self.metrics() {
                     m.writes.inc();
                 }
