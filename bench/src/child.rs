@@ -84,6 +84,34 @@ pub struct Session {
     args: String,
 }
 
+/// Where a child's log goes: the runner's standard error, or with `MCR_BENCH_CHILD_LOGS=<dir>`
+/// a file of its own there, named after its arguments (to follow one replica of many).
+fn child_log(args: &[String]) -> Result<Stdio> {
+    let Some(dir) = std::env::var_os("MCR_BENCH_CHILD_LOGS") else {
+        return Ok(Stdio::inherit());
+    };
+    let name: String = args
+        .iter()
+        .filter(|a| !a.starts_with('-') && !a.contains('/'))
+        .map(String::as_str)
+        .collect::<Vec<_>>()
+        .join("-")
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    std::fs::create_dir_all(&dir)?;
+    let path = Path::new(&dir).join(format!("{name}.log"));
+    let file =
+        std::fs::File::create(&path).with_context(|| format!("creating {}", path.display()))?;
+    Ok(file.into())
+}
+
 impl Session {
     /// Starts `mcr-bench run-one <args>`, under the command in `MCR_BENCH_WRAP` if set (for
     /// profiling, e.g. `MCR_BENCH_WRAP="valgrind --tool=massif"`).
@@ -123,7 +151,7 @@ impl Session {
             .args(args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
+            .stderr(child_log(args)?)
             .spawn()
             .with_context(|| format!("starting {}", program.display()))?;
         let stdout = child.stdout.take().context("child stdout")?;

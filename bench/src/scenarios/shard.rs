@@ -180,6 +180,9 @@ struct Replica {
 #[derive(Default)]
 struct Fleet {
     last: HashMap<String, (usize, Instant)>,
+    /// Per cluster, every change of the replica reconciling it (replica, when): what a stuck
+    /// wait prints.
+    history: HashMap<String, Vec<(usize, Instant)>>,
     seen: HashMap<String, HashMap<String, Vec<(u64, u128)>>>,
     /// Objects per cluster, and the clusters with every one of them reconciled.
     objects: usize,
@@ -209,6 +212,10 @@ impl Fleet {
             if objects.len() > known && objects.len() == self.objects.max(1) {
                 self.complete += 1;
             }
+        }
+        let history = self.history.entry(key.clone()).or_default();
+        if history.last().is_none_or(|(r, _)| *r != replica) {
+            history.push((replica, at));
         }
         self.last.insert(key, (replica, at));
     }
@@ -333,6 +340,36 @@ impl Run {
             self.poll()?;
             if cond(self) {
                 return Ok(Instant::now());
+            }
+            if Instant::now() > end {
+                bail!("{what} not within {deadline:?}");
+            }
+        }
+    }
+
+    /// [`until`](Self::until), printing every minute how many of what it waits for are still
+    /// pending (from `pending`) and the first few of them: a stuck wait shows why.
+    fn until_reporting(
+        &mut self,
+        what: &str,
+        deadline: Duration,
+        cond: impl Fn(&Run) -> bool,
+        pending: impl Fn(&Run) -> Vec<String>,
+    ) -> Result<Instant> {
+        let end = Instant::now() + deadline;
+        let mut report = Instant::now() + Duration::from_secs(60);
+        loop {
+            self.poll()?;
+            if cond(self) {
+                return Ok(Instant::now());
+            }
+            if Instant::now() > report {
+                let left = pending(self);
+                eprintln!("bench: waiting for {what}: {} pending, e.g.:", left.len());
+                for line in left.iter().take(8) {
+                    eprintln!("bench:   {line}");
+                }
+                report = Instant::now() + Duration::from_secs(60);
             }
             if Instant::now() > end {
                 bail!("{what} not within {deadline:?}");
@@ -682,16 +719,31 @@ pub(crate) fn measure(
         let killed = Instant::now();
         run.replicas[victim].session.kill()?;
         run.replicas[victim].alive = false;
-        let back = run.until(
+        let reowned = |r: &Run, c: &String| {
+            r.fleet
+                .last
+                .get(c)
+                .is_some_and(|(i, at)| *i != victim && *at > killed)
+        };
+        let back = run.until_reporting(
             "every cluster of the killed replica re-owned",
             deadline,
+            |r| lost.iter().all(|c| reowned(r, c)),
             |r| {
-                lost.iter().all(|c| {
-                    r.fleet
-                        .last
-                        .get(c)
-                        .is_some_and(|(i, at)| *i != victim && *at > killed)
-                })
+                lost.iter()
+                    .filter(|c| !reowned(r, c))
+                    .map(|c| {
+                        let history = r.fleet.history.get(c).map(|h| {
+                            h.iter()
+                                .map(|(i, at)| {
+                                    format!("{i}@{:.1}s", at.duration_since(started).as_secs_f64())
+                                })
+                                .collect::<Vec<_>>()
+                                .join(" ")
+                        });
+                        format!("{c}: {}", history.unwrap_or_default())
+                    })
+                    .collect()
             },
         )?;
         out["killed_owned"] = lost.len().into();

@@ -2,54 +2,16 @@
 //! owns gets no client and no engagement; when ownership moves, the old member is stopped and
 //! the newly owned one engaged, on both paths (the per-name workers and `Engagements::add`).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use mcr_core::members::{Connection, Converge, Error, Member, Members, MembersOptions, Workers};
-use mcr_core::{BoxFuture, Cluster, ClusterName, Coordinator, Engagements, Ownership, Phase};
+use mcr_core::{BoxFuture, Cluster, ClusterName, Engagements, Phase};
 use mcr_envtest::TestCluster;
 use mcr_envtest::wait::eventually;
-use tokio::sync::watch;
+use mcr_test_support::{DEADLINE, Owned};
 use tokio_util::sync::CancellationToken;
-
-const DEADLINE: Duration = Duration::from_secs(30);
-
-/// The names this replica owns, set by the test.
-struct Owned {
-    names: Mutex<BTreeSet<String>>,
-    version: watch::Sender<u64>,
-}
-
-impl Owned {
-    fn new(names: &[&str]) -> Arc<Self> {
-        Arc::new(Owned {
-            names: Mutex::new(names.iter().map(|n| n.to_string()).collect()),
-            version: watch::channel(0).0,
-        })
-    }
-
-    fn set(&self, names: &[&str]) {
-        *self.names.lock().unwrap() = names.iter().map(|n| n.to_string()).collect();
-        self.version.send_modify(|v| *v += 1);
-    }
-}
-
-impl Coordinator for Owned {
-    fn owner(&self, name: &ClusterName) -> Ownership {
-        if self.names.lock().unwrap().contains(name.as_str()) {
-            Ownership::Owned
-        } else {
-            Ownership::Elsewhere {
-                owner: Some("replica-2".into()),
-            }
-        }
-    }
-
-    fn changes(&self) -> watch::Receiver<u64> {
-        self.version.subscribe()
-    }
-}
 
 /// A table behind the test's coordinator (what the manager is in sharded mode).
 fn gated(owned: &Arc<Owned>) -> Engagements {
@@ -110,7 +72,7 @@ impl Converge for MovesAway {
         Box::pin(async move {
             // Once the worker waits on both the attempt and the announcement of a change.
             tokio::task::yield_now().await;
-            *self.1.names.lock().unwrap() = BTreeSet::new();
+            self.1.set_unannounced(&[]);
             self.0.converge(member).await
         })
     }
@@ -178,7 +140,7 @@ impl Converge for AwayAndBack {
             // Once the worker waits on both the attempt and the announcement of a change.
             tokio::task::yield_now().await;
             let back = (self.0.of(member.name().as_str()) == 0).then(|| {
-                *self.1.names.lock().unwrap() = BTreeSet::new();
+                self.1.set_unannounced(&[]);
                 Back(self.1.clone())
             });
             let result = self.0.converge(member).await;
@@ -270,7 +232,7 @@ async fn workers_build_only_owned_members_and_follow_ownership() {
 async fn a_parked_name_comes_home_with_its_latest_desired_state_and_a_removed_one_never_does() {
     let b = TestCluster::start_https("b").await.unwrap();
     let c = TestCluster::start_https("c").await.unwrap();
-    let owned = Owned::new(&[]);
+    let owned = Owned::nothing();
     let registry = gated(&owned);
     let members = Members::new(MembersOptions::default());
     members.bind(&registry).unwrap();
@@ -371,7 +333,7 @@ impl mcr_core::Aware for MovesAwayOnEngage {
         _: ClusterName,
         cluster: Cluster,
     ) -> Result<(), mcr_core::Error> {
-        *self.0.names.lock().unwrap() = BTreeSet::new();
+        self.0.set_unannounced(&[]);
         self.1.lock().unwrap().push(cluster);
         Ok(())
     }
@@ -431,7 +393,7 @@ async fn a_release_stops_what_is_owned_elsewhere_at_once() {
         .unwrap();
     let a_token = clusters.token(&"a".into()).unwrap();
     // Moved without announcing it: only the release can see it.
-    *owned.names.lock().unwrap() = BTreeSet::new();
+    owned.set_unannounced(&[]);
     let found = registry.release_unowned();
     assert_eq!(found.len(), 1, "{found:?}");
     assert!(a_token.is_cancelled() && registry.names().is_empty());

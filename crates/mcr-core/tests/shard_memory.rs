@@ -4,35 +4,12 @@
 //! as the growth of the resident memory (Linux) over 20,000 members: at most 768 bytes per
 //! member (a parked task per member cost 1,719 bytes, 2026-11-28).
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use mcr_core::members::{Connection, Converge, Error, Member, Members, MembersOptions, Workers};
-use mcr_core::{BoxFuture, ClusterName, Coordinator, Engagements, Ownership};
-use tokio::sync::watch;
+use mcr_core::{BoxFuture, ClusterName, Engagements};
+use mcr_test_support::{Owned, rss};
 use tokio_util::sync::CancellationToken;
-
-/// This process's resident memory in bytes (Linux `VmRSS`), if readable.
-fn rss() -> Option<i64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
-    let kib: i64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib * 1024)
-}
-
-/// Owns nothing.
-struct Nothing(watch::Sender<u64>);
-
-impl Coordinator for Nothing {
-    fn owner(&self, _: &ClusterName) -> Ownership {
-        Ownership::Elsewhere {
-            owner: Some("replica-2".into()),
-        }
-    }
-    fn changes(&self) -> watch::Receiver<u64> {
-        self.0.subscribe()
-    }
-}
 
 struct Never;
 
@@ -56,7 +33,7 @@ async fn a_member_owned_elsewhere_costs_at_most_768_bytes() {
         return;
     };
     let table = Engagements::new();
-    let _ = table.coordinate(Arc::new(Nothing(watch::channel(0).0)));
+    let _ = table.coordinate(Owned::nothing());
     let members = Members::new(MembersOptions::default());
     members.bind(&table).unwrap();
     let token = CancellationToken::new();

@@ -3,38 +3,14 @@
 //! test binary, so that no other test's memory is counted.
 
 use std::path::Path;
-use std::sync::Arc;
 use std::time::Duration;
 
 use mcr_core::members::MemberProvider;
-use mcr_core::{ClusterName, Coordinator, Engagements, MemberState, Ownership, ProviderRunnable};
+use mcr_core::{Engagements, MemberState, ProviderRunnable};
 use mcr_envtest::wait::eventually;
 use mcr_provider_file::{FileProvider, Options};
-use mcr_test_support::DEADLINE;
-use tokio::sync::watch;
+use mcr_test_support::{DEADLINE, Owned, rss};
 use tokio_util::sync::CancellationToken;
-
-/// This process's resident memory in bytes (Linux `VmRSS`), if readable.
-fn rss() -> Option<i64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
-    let kib: i64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib * 1024)
-}
-
-/// Owns nothing: another replica owns every cluster.
-struct Nothing(watch::Sender<u64>);
-
-impl Coordinator for Nothing {
-    fn owner(&self, _: &ClusterName) -> Ownership {
-        Ownership::Elsewhere {
-            owner: Some("replica-2".into()),
-        }
-    }
-    fn changes(&self) -> watch::Receiver<u64> {
-        self.0.subscribe()
-    }
-}
 
 /// A kubeconfig as `mcr-envtest` writes one: a CA certificate (its base64 is about 1 KiB) and
 /// a token, all entries named after the cluster.
@@ -67,7 +43,7 @@ async fn a_cluster_owned_elsewhere_costs_a_replica_at_most_4_kib() {
     let dir = tempfile::tempdir().unwrap();
     write_fleet(dir.path(), N);
     let table = Engagements::new();
-    let _ = table.coordinate(Arc::new(Nothing(watch::channel(0).0)));
+    let _ = table.coordinate(Owned::nothing());
     let provider = FileProvider::new(Options {
         dirs: vec![dir.path().to_path_buf()],
         debounce: Duration::from_millis(20),

@@ -1,43 +1,13 @@
 //! The file provider in a sharded replica: a cluster that comes home is built from its file.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use mcr_core::members::MemberProvider;
-use mcr_core::{ClusterName, Coordinator, Engagements, MemberState, Ownership, ProviderRunnable};
+use mcr_core::{Engagements, MemberState, ProviderRunnable};
 use mcr_envtest::wait::eventually;
 use mcr_provider_file::{FileProvider, Options};
-use mcr_test_support::DEADLINE;
-use tokio::sync::watch;
+use mcr_test_support::{DEADLINE, Owned};
 use tokio_util::sync::CancellationToken;
-
-/// The clusters this replica owns, set by the test.
-struct Switch {
-    owned: std::sync::Mutex<bool>,
-    version: watch::Sender<u64>,
-}
-
-impl Switch {
-    fn own(&self) {
-        *self.owned.lock().unwrap() = true;
-        self.version.send_modify(|v| *v += 1);
-    }
-}
-
-impl Coordinator for Switch {
-    fn owner(&self, _: &ClusterName) -> Ownership {
-        if *self.owned.lock().unwrap() {
-            Ownership::Owned
-        } else {
-            Ownership::Elsewhere {
-                owner: Some("replica-2".into()),
-            }
-        }
-    }
-    fn changes(&self) -> watch::Receiver<u64> {
-        self.version.subscribe()
-    }
-}
 
 /// A cluster that comes home is built from its file as it is then. A file that became invalid
 /// while another replica owned the cluster fails the attempt with the file's error (reported,
@@ -50,10 +20,7 @@ async fn a_cluster_coming_home_is_built_from_its_file_as_it_is_then() {
     let file = dir.path().join("a.kubeconfig");
     let good = cluster.kubeconfig_yaml().unwrap();
     std::fs::write(&file, &good).unwrap();
-    let switch = Arc::new(Switch {
-        owned: std::sync::Mutex::new(false),
-        version: watch::channel(0).0,
-    });
+    let switch = Owned::nothing();
     let table = Engagements::new();
     let _ = table.coordinate(switch.clone());
     let provider = FileProvider::new(Options {
@@ -82,7 +49,7 @@ async fn a_cluster_coming_home_is_built_from_its_file_as_it_is_then() {
     std::fs::write(&file, "clusters: [").unwrap();
     let report = provider.run_once(&token).await;
     assert_eq!(report.invalid_files.len(), 1, "{report:?}");
-    switch.own();
+    switch.all();
     eventually("the attempt fails on the invalid file", DEADLINE, || {
         matches!(state(), Some(MemberState::Failed { reason, retry_in: None }) if reason.contains("a.kubeconfig"))
     })

@@ -1,8 +1,9 @@
 //! Helpers shared by the integration tests of the mcr crates (dev-only, not published):
 //! deadlines, the test `tracing` subscriber, a [`Manager`](mcr_manager::Manager) over an envtest
 //! fleet ([`Env`]), a provider running against an [`Engagements`] table ([`Running`]), test
-//! timings for [`MemberOptions`], CRDs, and object builders and API helpers over
-//! [`mcr_envtest`] clusters.
+//! timings for [`MemberOptions`], CRDs, object builders and API helpers over [`mcr_envtest`]
+//! clusters, and a coordinator the test sets ([`Owned`]) with the process's memory ([`rss`])
+//! for sharding tests.
 //!
 //! Clusters start on the backend `MCR_ENVTEST` selects: the emulator unless it says `real`
 //! (then `KUBEBUILDER_ASSETS` names the kube-apiserver and etcd binaries).
@@ -25,6 +26,7 @@ mod env;
 mod logs;
 mod objects;
 mod refuse;
+mod shard;
 
 pub use crd::{capi_cluster, capi_cluster_crd, capi_clusters, capi_ready_status, install_crd};
 pub use env::Env;
@@ -35,6 +37,7 @@ pub use objects::{
     label_index, minted_kubeconfig, request_counts, wait_renewals,
 };
 pub use refuse::without_lease_lists;
+pub use shard::{OTHER_REPLICA, Owned, rss};
 
 /// A generous bound for a condition a test waits on: 30 s. It bounds a failing test; it is not
 /// a timing assertion.

@@ -12,7 +12,7 @@ use parking_lot::{Mutex, MutexGuard};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
-use tracing::{Instrument, error, info};
+use tracing::{Instrument, debug, error, info};
 
 use super::{Connection, Ensured, Error, Members};
 use crate::backoff::Backoff;
@@ -392,6 +392,10 @@ fn park<R: Converge>(
         return false;
     };
     slots.names.insert(name.clone(), Slot::Parked(desired));
+    debug!(
+        owner = owner.as_deref().unwrap_or("unknown"),
+        "owned elsewhere: worker parked"
+    );
     // After the member's removal, which cleared its record.
     shared.members.report_elsewhere(name, owner);
     watch_parked(shared, &mut slots);
@@ -423,6 +427,7 @@ async fn watch_ownership<R: Converge>(shared: Arc<Shared<R>>, mut changes: watch
                 if matches!(slot, Slot::Parked(_)) && owner_of(&shared, name).is_owned() {
                     let placeholder = Slot::Running(watch::Sender::new(None));
                     if let Slot::Parked(desired) = std::mem::replace(slot, placeholder) {
+                        debug!(cluster = %name, "owned here now: worker started");
                         *slot = start(&shared, name, desired);
                     }
                 }
