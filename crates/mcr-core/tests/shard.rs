@@ -59,10 +59,25 @@ impl Converge for Count {
     }
 }
 
-/// Brings members up like [`Count`], but first moves ownership of the member away without
-/// telling anyone yet: the coordinator already answers "elsewhere" while its change has not
-/// been announced, as when a replica joins while a member is being brought up.
-struct MovesAway(Count, Arc<Owned>);
+/// Brings members up like [`Count`], but on the first attempt first moves ownership of the
+/// member away without telling anyone yet: the coordinator already answers "elsewhere" while
+/// its change has not been announced, as when a replica joins while a member is being brought
+/// up. With `back`, ownership comes back, announced by one change, once that attempt has
+/// ended (failed, or dropped by the worker).
+struct MovesAway {
+    count: Count,
+    owned: Arc<Owned>,
+    back: bool,
+}
+
+/// Gives the member back, announced, when dropped.
+struct Back(Arc<Owned>);
+
+impl Drop for Back {
+    fn drop(&mut self) {
+        self.0.set(&["a"]);
+    }
+}
 
 impl Converge for MovesAway {
     type Desired = Arc<str>;
@@ -72,78 +87,12 @@ impl Converge for MovesAway {
         Box::pin(async move {
             // Once the worker waits on both the attempt and the announcement of a change.
             tokio::task::yield_now().await;
-            self.1.set_unannounced(&[]);
-            self.0.converge(member).await
-        })
-    }
-
-    fn is_retryable(&self, error: &Error) -> bool {
-        error.is_retryable()
-    }
-
-    fn failed(&self, member: &Member<Arc<str>>, error: &Error, retry_in: Option<Duration>) {
-        self.0.failed(member, error, retry_in);
-    }
-}
-
-/// A member whose ownership moves away while it is being brought up is released as owned
-/// elsewhere, not reported (and logged) as a failed attempt retried with backoff.
-#[tokio::test]
-async fn ownership_moving_away_mid_attempt_is_no_failure() {
-    let a = TestCluster::start_https("a").await.unwrap();
-    let owned = Owned::new(&["a"]);
-    let registry = gated(&owned);
-    let members = Members::new(MembersOptions::default());
-    members.bind(&registry).unwrap();
-    let token = CancellationToken::new();
-    let count = Count::default();
-    let workers = Workers::new(&members, &token, MovesAway(count.clone(), owned.clone()));
-    workers.ensure(&"a".into(), Arc::from(a.kubeconfig_yaml().unwrap()));
-    eventually("a reported as owned elsewhere", DEADLINE, || {
-        members
-            .member_statuses()
-            .iter()
-            .any(|s| s.name == "a" && matches!(s.state, mcr_core::MemberState::Elsewhere { .. }))
-    })
-    .await;
-    assert_eq!(count.of("a"), 1, "one attempt, before ownership moved");
-    assert!(
-        count.1.lock().unwrap().is_empty(),
-        "reported as failed: {:?}",
-        count.1.lock().unwrap()
-    );
-    assert!(registry.names().is_empty() && members.names().is_empty());
-    workers.shutdown().await;
-    token.cancel();
-}
-
-/// Brings members up like [`Count`], but on the first attempt ownership of the member moves
-/// away without being announced (so the table refuses the member) and comes back, announced by
-/// one change, once the attempt has failed.
-struct AwayAndBack(Count, Arc<Owned>);
-
-/// Gives the member back, announced, when the first attempt ends (or is dropped).
-struct Back(Arc<Owned>);
-
-impl Drop for Back {
-    fn drop(&mut self) {
-        self.0.set(&["a"]);
-    }
-}
-
-impl Converge for AwayAndBack {
-    type Desired = Arc<str>;
-    type Error = Error;
-
-    fn converge<'a>(&'a self, member: &'a Member<Arc<str>>) -> BoxFuture<'a, Result<(), Error>> {
-        Box::pin(async move {
-            // Once the worker waits on both the attempt and the announcement of a change.
-            tokio::task::yield_now().await;
-            let back = (self.0.of(member.name().as_str()) == 0).then(|| {
-                self.1.set_unannounced(&[]);
-                Back(self.1.clone())
-            });
-            let result = self.0.converge(member).await;
+            let mut back = None;
+            if self.count.of(member.name().as_str()) == 0 {
+                self.owned.set_unannounced(&[]);
+                back = self.back.then(|| Back(self.owned.clone()));
+            }
+            let result = self.count.converge(member).await;
             drop(back);
             result
         })
@@ -154,8 +103,74 @@ impl Converge for AwayAndBack {
     }
 
     fn failed(&self, member: &Member<Arc<str>>, error: &Error, retry_in: Option<Duration>) {
-        self.0.failed(member, error, retry_in);
+        self.count.failed(member, error, retry_in);
     }
+}
+
+/// Member `a`, owned here, handed to workers that bring it up with [`MovesAway`].
+struct Moving {
+    _a: TestCluster,
+    registry: Engagements,
+    members: Members,
+    count: Count,
+    workers: Workers<MovesAway>,
+    token: CancellationToken,
+}
+
+impl Moving {
+    async fn start(back: bool) -> Self {
+        let a = TestCluster::start_https("a").await.unwrap();
+        let owned = Owned::new(&["a"]);
+        let registry = gated(&owned);
+        let members = Members::new(MembersOptions::default());
+        members.bind(&registry).unwrap();
+        let token = CancellationToken::new();
+        let count = Count::default();
+        let moves = MovesAway {
+            count: count.clone(),
+            owned,
+            back,
+        };
+        let workers = Workers::new(&members, &token, moves);
+        workers.ensure(&"a".into(), Arc::from(a.kubeconfig_yaml().unwrap()));
+        Moving {
+            _a: a,
+            registry,
+            members,
+            count,
+            workers,
+            token,
+        }
+    }
+
+    /// Asserts that no attempt was reported failed.
+    fn no_failure(&self) {
+        let failures = self.count.1.lock().unwrap().clone();
+        assert!(failures.is_empty(), "reported as failed: {failures:?}");
+    }
+
+    async fn stop(self) {
+        self.workers.shutdown().await;
+        self.token.cancel();
+    }
+}
+
+/// A member whose ownership moves away while it is being brought up is released as owned
+/// elsewhere, not reported (and logged) as a failed attempt retried with backoff.
+#[tokio::test]
+async fn ownership_moving_away_mid_attempt_is_no_failure() {
+    let m = Moving::start(false).await;
+    eventually("a reported as owned elsewhere", DEADLINE, || {
+        m.members
+            .member_statuses()
+            .iter()
+            .any(|s| s.name == "a" && matches!(s.state, mcr_core::MemberState::Elsewhere { .. }))
+    })
+    .await;
+    m.no_failure();
+    assert_eq!(m.count.of("a"), 1, "one attempt, before ownership moved");
+    assert!(m.registry.names().is_empty() && m.members.names().is_empty());
+    m.stop().await;
 }
 
 /// An attempt refused because ownership moved away, while ownership came back before the
@@ -164,27 +179,14 @@ impl Converge for AwayAndBack {
 /// errors while ten replicas joined.
 #[tokio::test]
 async fn ownership_moving_away_and_back_mid_attempt_is_no_failure() {
-    let a = TestCluster::start_https("a").await.unwrap();
-    let owned = Owned::new(&["a"]);
-    let registry = gated(&owned);
-    let members = Members::new(MembersOptions::default());
-    members.bind(&registry).unwrap();
-    let token = CancellationToken::new();
-    let count = Count::default();
-    let workers = Workers::new(&members, &token, AwayAndBack(count.clone(), owned.clone()));
-    workers.ensure(&"a".into(), Arc::from(a.kubeconfig_yaml().unwrap()));
+    let m = Moving::start(true).await;
     eventually("a engaged, or a failure reported", DEADLINE, || {
-        registry.names() == ["a"] || !count.1.lock().unwrap().is_empty()
+        m.registry.names() == ["a"] || !m.count.1.lock().unwrap().is_empty()
     })
     .await;
-    assert!(
-        count.1.lock().unwrap().is_empty(),
-        "reported as failed: {:?}",
-        count.1.lock().unwrap()
-    );
-    assert_eq!(count.of("a"), 2, "refused once, then engaged");
-    workers.shutdown().await;
-    token.cancel();
+    m.no_failure();
+    assert_eq!(m.count.of("a"), 2, "refused once, then engaged");
+    m.stop().await;
 }
 
 #[tokio::test]
