@@ -75,7 +75,11 @@ pub async fn child(mode: &str, quick: bool) -> Result<Value> {
         .clone()
         .context("mcr side has a provider")?;
 
-    // Live updates in the synced cluster for the whole join.
+    // Live updates in the synced cluster for the whole join; their queue waits (due to
+    // started) are kept, so the report splits a live update's latency into the wait for a
+    // worker and the rest (the write's event reaching the queue, then the reconcile).
+    let metrics = running.metrics.clone().context("mcr side has metrics")?;
+    metrics.keep_queue_wait_samples(true);
     let stop = Arc::new(AtomicBool::new(false));
     let writers = spawn_quiet(
         vec![("synced".into(), synced.client())],
@@ -105,6 +109,7 @@ pub async fn child(mode: &str, quick: bool) -> Result<Value> {
             pr.latencies().1 == 0
         })
         .await?;
+    let waits = metrics.take_queue_wait_samples(&sides::mcr_controller_name(0), "synced");
     running.stop().await;
     let (lat, _) = probe.latencies();
     Ok(json!({
@@ -112,6 +117,9 @@ pub async fn child(mode: &str, quick: bool) -> Result<Value> {
         "window_seconds": window.as_secs_f64(),
         "p50_ms": percentile(&lat, 50.0).map(ms), "p99_ms": percentile(&lat, 99.0).map(ms),
         "max_ms": percentile(&lat, 100.0).map(ms),
+        "queue_wait_p50_ms": percentile(&waits, 50.0).map(ms),
+        "queue_wait_p99_ms": percentile(&waits, 99.0).map(ms),
+        "queue_wait_max_ms": percentile(&waits, 100.0).map(ms),
     }))
 }
 
@@ -158,6 +166,16 @@ fn summarize(quick: bool, s: &mut Scenario) -> Result<()> {
     s.metric(
         "live update p50, one line",
         med("one-line", "p50_ms")?,
+        "ms",
+    );
+    s.metric(
+        "live update queue wait p99, live changes first",
+        med("live-first", "queue_wait_p99_ms")?,
+        "ms",
+    );
+    s.metric(
+        "live update queue wait p99, one line",
+        med("one-line", "queue_wait_p99_ms")?,
         "ms",
     );
     s.metric(
