@@ -1,16 +1,18 @@
 //! Member clients close idle pooled connections: a burst of concurrent requests opens several
-//! connections, and they do not stay open for the life of the member.
+//! connections, and they do not stay open for the life of the member. Over HTTP/2
+//! (`ClientOptions::http2`) one connection carries a member's watch and requests together.
 #![cfg(target_os = "linux")]
 
 mod support;
 
 use std::time::Duration;
 
+use futures::{StreamExt as _, TryStreamExt as _};
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Api, ListParams};
+use kube::api::{Api, ListParams, PostParams, WatchEvent, WatchParams};
 use mcr_core::credentials;
 use mcr_core::kubeconfig::{ClientOptions, Policy};
-use mcr_envtest::TestCluster;
+use mcr_envtest::{Fleet, TestCluster};
 use support::{DEADLINE, eventually};
 
 /// Established connections this process holds *to* `port` (client side), read from
@@ -32,16 +34,20 @@ fn connections_to(port: u16) -> usize {
         .count()
 }
 
-#[tokio::test]
-async fn idle_pooled_connections_are_closed() {
-    let tc = TestCluster::start_https("pool").await.unwrap();
-    let port: u16 = tc
-        .url()
+/// The port of an emulated cluster's HTTPS URL.
+fn port_of(tc: &TestCluster) -> u16 {
+    tc.url()
         .unwrap()
         .rsplit(':')
         .next()
         .and_then(|p| p.parse().ok())
-        .unwrap();
+        .unwrap()
+}
+
+#[tokio::test]
+async fn idle_pooled_connections_are_closed() {
+    let tc = TestCluster::start_https("pool").await.unwrap();
+    let port = port_of(&tc);
     let kc = tc.kubeconfig().unwrap();
     let opts = ClientOptions {
         pool_idle_timeout: Some(Duration::from_secs(1)),
@@ -69,4 +75,96 @@ async fn idle_pooled_connections_are_closed() {
     .await;
     // The member still works: a new connection is opened on demand.
     api.list(&ListParams::default()).await.unwrap();
+}
+
+#[tokio::test]
+async fn over_http2_one_connection_carries_a_watch_and_a_burst() {
+    let tc = TestCluster::start_https("pool-h2").await.unwrap();
+    let port = port_of(&tc);
+    let kc = tc.kubeconfig().unwrap();
+    let opts = ClientOptions {
+        http2: true,
+        ..ClientOptions::default()
+    };
+    let cluster = credentials::cluster_for_context("m", &kc, None, &opts, &Policy::default())
+        .await
+        .unwrap();
+    let api: Api<ConfigMap> = Api::namespaced(cluster.client(), "default");
+    let mut watch = api
+        .watch(&WatchParams::default(), "0")
+        .await
+        .unwrap()
+        .boxed();
+    // The same overlapping burst that opens several HTTP/1.1 connections (above), while the
+    // watch is open.
+    tc.set_latency(Some(Duration::from_millis(300)));
+    let params = ListParams::default();
+    let burst = (0..6).map(|_| api.list(&params));
+    for result in futures::future::join_all(burst).await {
+        result.unwrap();
+    }
+    tc.set_latency(None);
+    assert_eq!(
+        connections_to(port),
+        1,
+        "over HTTP/2 the watch and the burst share one connection"
+    );
+    // The watch still delivers on it.
+    let cm: ConfigMap = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "over-h2"}
+    }))
+    .unwrap();
+    api.create(&PostParams::default(), &cm).await.unwrap();
+    let seen = tokio::time::timeout(DEADLINE, async {
+        while let Some(event) = watch.try_next().await.unwrap() {
+            if let WatchEvent::Added(cm) = event
+                && cm.metadata.name.as_deref() == Some("over-h2")
+            {
+                return true;
+            }
+        }
+        false
+    })
+    .await;
+    assert_eq!(
+        seen,
+        Ok(true),
+        "the watch saw the ConfigMap created over HTTP/2"
+    );
+    assert_eq!(connections_to(port), 1);
+}
+
+/// Both backends (`MCR_ENVTEST=real`: kube-apiserver takes `h2` by ALPN as well): a member
+/// client with `http2` is answered over HTTP/2, one without over HTTP/1.1.
+#[tokio::test]
+async fn http2_is_negotiated_only_when_asked_for() {
+    let fleet = Fleet::builder()
+        .clusters(1)
+        .name_prefix("h2")
+        .https(true)
+        .start()
+        .await
+        .unwrap();
+    let kc = fleet.clusters()[0].kubeconfig().unwrap();
+    for (http2, expected) in [
+        (true, http::Version::HTTP_2),
+        (false, http::Version::HTTP_11),
+    ] {
+        let opts = ClientOptions {
+            http2,
+            ..ClientOptions::default()
+        };
+        let cluster = credentials::cluster_for_context("m", &kc, None, &opts, &Policy::default())
+            .await
+            .unwrap();
+        let request = http::Request::get("/version")
+            .body(kube::client::Body::empty())
+            .unwrap();
+        let answer = cluster.client().send(request).await.unwrap();
+        assert!(answer.status().is_success(), "{}", answer.status());
+        assert_eq!(answer.version(), expected, "http2: {http2}");
+        // A list works over it too.
+        let api: Api<ConfigMap> = Api::namespaced(cluster.client(), "default");
+        api.list(&ListParams::default()).await.unwrap();
+    }
 }

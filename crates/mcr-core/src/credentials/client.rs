@@ -49,7 +49,7 @@ const READ_BUF_SIZE: usize = 8 * 1024;
 /// their old connection, which then closes. Informers keep running and resume from their
 /// resourceVersion: nothing is relisted. kube's retry of 429/503/504 and proxies are not part
 /// of this transport (a config with a `proxy_url` is refused); `tls_server_name`, timeouts,
-/// impersonation and extra headers are honoured. Each connection reads through a fixed 8 KiB
+/// impersonation and extra headers are honoured. Each HTTP/1.1 connection reads through a fixed 8 KiB
 /// buffer (hyper's adaptive one grows with large lists and stays grown under the watch that
 /// follows), which bounds a response head to 8 KiB: a larger one fails the request.
 ///
@@ -67,24 +67,28 @@ impl RenewableClient {
     /// A client for `config`'s server, CA, TLS and header settings, authenticated with
     /// `credentials` (any credentials in `config.auth_info` are ignored). Idle pooled
     /// connections are closed after 90 s (the default of
-    /// [`ClientOptions::pool_idle_timeout`](crate::kubeconfig::ClientOptions::pool_idle_timeout)).
+    /// [`ClientOptions::pool_idle_timeout`](crate::kubeconfig::ClientOptions::pool_idle_timeout)),
+    /// and requests go over HTTP/1.1 (see
+    /// [`ClientOptions::http2`](crate::kubeconfig::ClientOptions::http2)).
     pub fn build(
         config: kube::Config,
         credentials: Credentials,
     ) -> Result<(kube::Client, CredentialHandle), Error> {
-        Self::build_with_pool_idle(
+        Self::build_with(
             config,
             credentials,
-            crate::kubeconfig::DEFAULT_POOL_IDLE_TIMEOUT,
+            &crate::kubeconfig::ClientOptions::default(),
         )
     }
 
-    /// [`build`](Self::build), closing pooled connections idle for `pool_idle_timeout`.
-    pub(crate) fn build_with_pool_idle(
+    /// [`build`](Self::build), with the connection settings of `opts` (the pool's idle
+    /// timeout, HTTP/2); its other settings are already applied to `config`.
+    pub(crate) fn build_with(
         mut config: kube::Config,
         credentials: Credentials,
-        pool_idle_timeout: std::time::Duration,
+        opts: &crate::kubeconfig::ClientOptions,
     ) -> Result<(kube::Client, CredentialHandle), Error> {
+        let pool_idle_timeout = opts.pool_idle();
         config.auth_info = kube::config::AuthInfo {
             impersonate: config.auth_info.impersonate.take(),
             impersonate_groups: config.auth_info.impersonate_groups.take(),
@@ -116,7 +120,13 @@ impl RenewableClient {
             builder =
                 builder.with_server_name_resolver(hyper_rustls::FixedServerNameResolver::new(name));
         }
-        let https = builder.enable_http1().wrap_connector(https);
+        // With HTTP/2 offered (ALPN `h2`, then `http/1.1`), a server that takes it carries
+        // every request and watch of the member on one connection.
+        let https = if opts.http2 {
+            builder.enable_all_versions().wrap_connector(https)
+        } else {
+            builder.enable_http1().wrap_connector(https)
+        };
         let mut connector = TimeoutConnector::new(https);
         connector.set_connect_timeout(config.connect_timeout);
         connector.set_read_timeout(config.read_timeout);

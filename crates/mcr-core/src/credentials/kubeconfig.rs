@@ -73,7 +73,7 @@ pub async fn cluster_for_context(
 ) -> Result<Cluster, Error> {
     let endpoint = endpoint_hash(kc, context)?;
     let (config, creds) = from_kubeconfig(kc, context, opts, policy).await?;
-    let (client, handle) = RenewableClient::build_with_pool_idle(config, creds, opts.pool_idle())?;
+    let (client, handle) = RenewableClient::build_with(config, creds, opts)?;
     handle.set_endpoint(endpoint);
     Ok(Cluster::new(name, client).with_credentials(handle))
 }

@@ -124,9 +124,8 @@ async fn build(
             let credentials = Credentials::from_auth_info(&config.auth_info)
                 .map_err(|e| fail(e.to_string()))?
                 .with_expiry(at);
-            let (client, handle) =
-                RenewableClient::build_with_pool_idle(config, credentials, opts.pool_idle())
-                    .map_err(|e| fail(e.to_string()))?;
+            let (client, handle) = RenewableClient::build_with(config, credentials, opts)
+                .map_err(|e| fail(e.to_string()))?;
             let source = ExecRenew {
                 auth: user,
                 timeout,

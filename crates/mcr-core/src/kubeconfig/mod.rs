@@ -49,7 +49,7 @@ pub use exec_rule::ExecRule;
 pub(crate) use file_refs::check_file_references;
 pub use hash::{bytes_hash, connection_hash};
 pub use options::ClientOptions;
-pub(crate) use options::{DEFAULT_CONNECT_TIMEOUT, DEFAULT_POOL_IDLE_TIMEOUT};
+pub(crate) use options::DEFAULT_CONNECT_TIMEOUT;
 pub use parse::{contexts, current_context, parse, read};
 pub use policy::{Policy, check_policy};
 pub use proxy::EnvProxy;

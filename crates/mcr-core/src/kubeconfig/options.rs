@@ -53,6 +53,15 @@ pub struct ClientOptions {
     /// tokens, client certificates, exec plugins); a client kube builds (an `auth-provider`, a
     /// proxy) keeps kube's pool settings.
     pub pool_idle_timeout: Option<Duration>,
+    /// Offer HTTP/2 to the member's API server (ALPN `h2`, then `http/1.1`; default: off,
+    /// HTTP/1.1 only). A server that takes it carries every request and watch of the member
+    /// on one connection, where HTTP/1.1 opens one per watch and per concurrent request.
+    /// Measured with small objects (bench/README.md, "Bytes per member"): an HTTP/2
+    /// connection holds more than an HTTP/1.1 one (about 12 KiB more per member watching one
+    /// type), and each further watched type then costs about 19 KiB instead of 40, so it pays
+    /// from two watched types per member on. A server that does not speak HTTP/2 is used over
+    /// HTTP/1.1. Applies to the clients mcr builds itself, like `pool_idle_timeout`.
+    pub http2: bool,
     /// How long an `exec` credential plugin may run before it is killed and the build fails
     /// (default 30 s).
     pub exec_timeout: Option<Duration>,
