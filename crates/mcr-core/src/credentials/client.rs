@@ -49,9 +49,9 @@ const READ_BUF_SIZE: usize = 8 * 1024;
 /// their old connection, which then closes. Informers keep running and resume from their
 /// resourceVersion: nothing is relisted. kube's retry of 429/503/504 and proxies are not part
 /// of this transport (a config with a `proxy_url` is refused); `tls_server_name`, timeouts,
-/// impersonation and extra headers are honoured. Each HTTP/1.1 connection reads through a fixed 8 KiB
-/// buffer (hyper's adaptive one grows with large lists and stays grown under the watch that
-/// follows), which bounds a response head to 8 KiB: a larger one fails the request.
+/// impersonation and extra headers are honoured. Each HTTP/1.1 connection reads through a
+/// fixed 8 KiB buffer (hyper's adaptive one grows with large lists and stays grown under the
+/// watch that follows), which bounds a response head to 8 KiB: a larger one fails the request.
 ///
 /// ```no_run
 /// use mcr_core::credentials::{Credentials, RenewableClient};
