@@ -115,9 +115,9 @@ fn main() -> ExitCode {
             },
             only,
         )
-        .and_then(|(out, regressions)| {
+        .and_then(|(out, failures)| {
             write_charts(&out, chaos_report.as_deref(), &charts_dir(&out))?;
-            guarded(&regressions)
+            guarded(&failures)
         }),
         Cmd::Charts {
             report,
@@ -206,20 +206,21 @@ fn write_charts(
     Ok(())
 }
 
-/// An error naming every tripped regression guard (the suite then exits with a failure).
-fn guarded(regressions: &[String]) -> Result<()> {
-    if regressions.is_empty() {
+/// An error naming every scenario that did not run and every tripped regression guard (the
+/// suite then exits with a failure, after the report and the charts are written).
+fn guarded(failures: &[String]) -> Result<()> {
+    if failures.is_empty() {
         return Ok(());
     }
     bail!(
-        "{} regression guard(s) tripped:\n  {}",
-        regressions.len(),
-        regressions.join("\n  ")
+        "{} failure(s) (scenarios that did not run, regression guards tripped):\n  {}",
+        failures.len(),
+        failures.join("\n  ")
     )
 }
 
-/// Runs the suite, writes the JSON report to `out` and returns its path with the regression
-/// guards that tripped.
+/// Runs the suite, writes the JSON report to `out` and returns its path with the suite's
+/// failures ([`Report::failures`]).
 fn all(
     quick: bool,
     out: PathBuf,
@@ -305,5 +306,5 @@ fn all(
     println!("{}", report.table());
     report.write_json(&out)?;
     println!("JSON report: {}", out.display());
-    Ok((out, report.regressions()))
+    Ok((out, report.failures()))
 }

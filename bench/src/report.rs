@@ -167,11 +167,20 @@ impl Report {
         out
     }
 
-    /// Every tripped regression guard, prefixed by its scenario's id.
-    pub fn regressions(&self) -> Vec<String> {
+    /// What makes the suite fail, each prefixed by its scenario's id: a scenario that did not
+    /// run to the end (its error), and every tripped regression guard. A missed goal is a
+    /// figure of the report, not a failure.
+    pub fn failures(&self) -> Vec<String> {
         self.scenarios
             .iter()
-            .flat_map(|s| s.regressions.iter().map(move |r| format!("{}: {r}", s.id)))
+            .flat_map(|s| {
+                let error = s
+                    .error
+                    .iter()
+                    .map(move |e| format!("{}: did not run: {e}", s.id));
+                let guards = s.regressions.iter().map(move |r| format!("{}: {r}", s.id));
+                error.chain(guards)
+            })
             .collect()
     }
 
@@ -182,5 +191,39 @@ impl Report {
         }
         let json = serde_json::to_string_pretty(self)?;
         std::fs::write(path, json).with_context(|| format!("writing {}", path.display()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report(scenarios: Vec<Scenario>) -> Report {
+        Report {
+            date: String::new(),
+            quick: true,
+            machine: Machine::current(),
+            baseline: String::new(),
+            scenarios,
+        }
+    }
+
+    #[test]
+    fn a_scenario_that_failed_to_run_fails_the_suite() {
+        let mut ran = Scenario::new("B1", "ran", "goal");
+        ran.goal_met = Some(false);
+        let mut broken = Scenario::new("C1", "broken", "goal");
+        broken.error = Some("`mcr-bench run-one c1 replace --quick` failed".into());
+        let mut guarded = Scenario::new("B4", "guarded", "goal");
+        guarded.regressions.push("peak RSS per cluster grew".into());
+        let failures = report(vec![ran, broken, guarded]).failures();
+        // A missed goal is a figure, not a failure; an error or a tripped guard is.
+        assert_eq!(
+            failures,
+            [
+                "C1: did not run: `mcr-bench run-one c1 replace --quick` failed",
+                "B4: peak RSS per cluster grew",
+            ]
+        );
     }
 }
