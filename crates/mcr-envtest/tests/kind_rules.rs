@@ -22,6 +22,7 @@ use k8s_openapi::api::node::v1::RuntimeClass;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::api::storage::v1::StorageClass;
+use kube::ResourceExt as _;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use mcr_envtest::TestCluster;
 use serde_json::{Value, json};
@@ -720,6 +721,37 @@ fn limit_range(name: &str, limits: Value) -> LimitRange {
     serde_json::from_value(json!({"metadata": {"name": name}, "spec": {"limits": limits}})).unwrap()
 }
 
+/// Waits until a Pod created in `pods`' namespace gets no LimitRange defaults, probing with
+/// dry-run creates (admitted, never stored). kube-apiserver's LimitRanger reads LimitRanges
+/// from an informer and, when that shows none for the namespace, from a live list it keeps for
+/// 30 s: a LimitRange just deleted may still be applied that long (CI saw it do so). The
+/// emulator forgets it at once.
+async fn no_limit_range_applies(pods: &Api<Pod>) {
+    let dry_run = PostParams {
+        dry_run: true,
+        ..PostParams::default()
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    loop {
+        let probe = pods
+            .create(
+                &dry_run,
+                &pod("probe", json!([{"name": "c", "image": "nginx"}])),
+            )
+            .await
+            .unwrap();
+        if probe.metadata.annotations.is_none() {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "a deleted LimitRange still applied after 120 s: {:?}",
+            probe.metadata.annotations
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+    }
+}
+
 #[tokio::test]
 async fn limit_ranger_fills_a_new_pods_resources_and_says_so() {
     let cluster = TestCluster::start("kind-lr-defaults").await.unwrap();
@@ -774,11 +806,29 @@ async fn limit_ranger_fills_a_new_pods_resources_and_says_so() {
     let a = &entries[0]["fieldsV1"]["f:spec"]["f:containers"]["k:{\"name\":\"a\"}"];
     assert!(a["f:resources"].get("f:limits").is_none(), "{a}");
 
+    // A dry-run create is admitted too (what `no_limit_range_applies` probes with).
+    let dry = pods
+        .create(
+            &PostParams {
+                dry_run: true,
+                ..PostParams::default()
+            },
+            &pod("dry", json!([{"name": "c", "image": "nginx"}])),
+        )
+        .await
+        .unwrap();
+    assert!(
+        dry.annotations().contains_key("kubernetes.io/limit-ranger"),
+        "{:?}",
+        dry.metadata.annotations
+    );
+    assert!(pods.get_opt("dry").await.unwrap().is_none());
     // An update is not admitted again: a Pod created before the LimitRange keeps no limits.
     ranges
         .delete("defaults", &DeleteParams::default())
         .await
         .unwrap();
+    no_limit_range_applies(&pods).await;
     let plain = pods
         .create(&pp, &pod("q", json!([{"name": "c", "image": "nginx"}])))
         .await
