@@ -85,10 +85,18 @@ async fn members_get_the_configuration_on_engage_and_lose_it_when_they_leave() {
             Some(&["configmaps".to_string()][..])
         );
         assert_eq!(rule.api_groups.as_deref(), Some(&[String::new()][..]));
-        let mutating = Api::<MutatingWebhookConfiguration>::all(client)
-            .get(NAME)
-            .await
-            .unwrap();
+        // The two configurations are written one after the other: wait for the second too.
+        let mutating_api = Api::<MutatingWebhookConfiguration>::all(client);
+        eventually_async(
+            &format!("the mutating configuration in {name}"),
+            WAIT,
+            || {
+                let api = mutating_api.clone();
+                async move { api.get_opt(NAME).await.ok().flatten().is_some() }
+            },
+        )
+        .await;
+        let mutating = mutating_api.get(NAME).await.unwrap();
         assert_eq!(
             mutating.webhooks.unwrap()[0].client_config.url.as_deref(),
             Some(
