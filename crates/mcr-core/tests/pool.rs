@@ -1,19 +1,21 @@
 //! Member clients close idle pooled connections: a burst of concurrent requests opens several
 //! connections, and they do not stay open for the life of the member. Over HTTP/2
-//! (`ClientOptions::http2`) one connection carries a member's watch and requests together.
+//! (`ClientOptions::http2`) one connection carries a member's watch and requests together,
+//! and survives credentials renewed in place.
 #![cfg(target_os = "linux")]
 
 mod support;
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use futures::{StreamExt as _, TryStreamExt as _};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, ListParams, PostParams, WatchEvent, WatchParams};
-use mcr_core::credentials;
+use mcr_core::credentials::{self, Credentials};
 use mcr_core::kubeconfig::{ClientOptions, Policy};
 use mcr_envtest::{Fleet, TestCluster};
-use support::{DEADLINE, eventually};
+use support::{DEADLINE, create, eventually};
+use tokio_util::sync::CancellationToken;
 
 /// Established connections this process holds *to* `port` (client side), read from
 /// `/proc/net/tcp` (the emulator serves 127.0.0.1 in this process: its own sockets have `port`
@@ -167,4 +169,113 @@ async fn http2_is_negotiated_only_when_asked_for() {
         let api: Api<ConfigMap> = Api::namespaced(cluster.client(), "default");
         api.list(&ListParams::default()).await.unwrap();
     }
+}
+
+/// A request's HTTP version over `client` (`GET /version`).
+async fn version_of(client: &kube::Client) -> http::Version {
+    let request = http::Request::get("/version")
+        .body(kube::client::Body::empty())
+        .unwrap();
+    let answer = client.send(request).await.unwrap();
+    assert!(answer.status().is_success(), "{}", answer.status());
+    answer.version()
+}
+
+/// Credentials renewed in place over HTTP/2 (`CredentialHandle::replace`, what every renewal
+/// calls): the running watch stays on the connection it was opened on (no relist, no new
+/// watch), new requests carry the current certificate on a new HTTP/2 connection (answered
+/// after the first certificate expired), and each retired pool's connection closes once it
+/// carries nothing. After a restart the watch and the requests share one connection again.
+#[tokio::test]
+async fn over_http2_a_renewal_keeps_the_watch_and_closes_the_retired_connections() {
+    if !mcr_envtest::require_emulator("client certificates are minted by the emulator") {
+        return;
+    }
+    let tc = TestCluster::start_https("renew-h2").await.unwrap();
+    let port = port_of(&tc);
+    let (yaml, first_expires) = tc
+        .client_certificate_kubeconfig("controller", &["system:masters"], Duration::from_secs(2))
+        .unwrap();
+    let kc = mcr_core::kubeconfig::parse(yaml.as_bytes()).unwrap();
+    let opts = ClientOptions {
+        http2: true,
+        ..ClientOptions::default()
+    };
+    let cluster = credentials::cluster_for_context("m", &kc, None, &opts, &Policy::default())
+        .await
+        .unwrap();
+    let client = cluster.client();
+    let token = CancellationToken::new();
+    cluster.cache().start(token.child_token());
+    let informer = cluster.cache().informer::<ConfigMap>();
+    informer.wait_for_sync(DEADLINE).await.unwrap();
+    // The watch starts after the list that synced the informer.
+    eventually("the informer's watch to start", DEADLINE, || {
+        tc.request_count("watch", "configmaps") == 1
+    })
+    .await;
+    let lists = tc.request_count("list", "configmaps");
+    let watches = tc.request_count("watch", "configmaps");
+    assert_eq!(version_of(&client).await, http::Version::HTTP_2);
+
+    // Three renewals: each installs a new pool, whose first request opens a new connection.
+    for _ in 0..3 {
+        let cert = tc
+            .client_certificate("controller", &["system:masters"], Duration::from_secs(600))
+            .unwrap();
+        let fresh =
+            Credentials::client_certificate(cert.cert_pem.as_bytes(), cert.key_pem.as_bytes())
+                .unwrap();
+        cluster.credentials().unwrap().replace(fresh);
+        assert_eq!(version_of(&client).await, http::Version::HTTP_2);
+    }
+    eventually("the first certificate to expire", DEADLINE, || {
+        SystemTime::now() > first_expires + Duration::from_secs(1)
+    })
+    .await;
+
+    // The emulator refuses the first certificate on every new request now: this write is
+    // answered because it carries the current one, and the watch opened with the first one
+    // still delivers it.
+    create(&client, "after-renewals", "h2").await;
+    eventually(
+        "the watch opened before the renewals to deliver",
+        DEADLINE,
+        || informer.get(Some("default"), "after-renewals").is_some(),
+    )
+    .await;
+    assert_eq!(
+        tc.request_count("watch", "configmaps"),
+        watches,
+        "watch kept"
+    );
+    assert_eq!(tc.request_count("list", "configmaps"), lists, "no relist");
+    eventually(
+        "the retired pools' connections to close (the watch's and the current pool's remain)",
+        DEADLINE,
+        || connections_to(port) == 2,
+    )
+    .await;
+
+    // Every connection cut: the watch resumes (no relist) on the current pool's connection.
+    tc.stop().await;
+    tc.restart().await.unwrap();
+    create(&client, "after-restart", "h2").await;
+    eventually("the resumed watch to deliver", DEADLINE, || {
+        informer.get(Some("default"), "after-restart").is_some()
+    })
+    .await;
+    assert!(
+        tc.request_count("watch", "configmaps") > watches,
+        "watch resumed"
+    );
+    assert_eq!(tc.request_count("list", "configmaps"), lists, "no relist");
+    assert_eq!(version_of(&client).await, http::Version::HTTP_2);
+    eventually(
+        "the watch and the requests to share one connection",
+        DEADLINE,
+        || connections_to(port) == 1,
+    )
+    .await;
+    token.cancel();
 }

@@ -60,7 +60,9 @@ pub struct ClientOptions {
     /// connection holds more than an HTTP/1.1 one (about 12 KiB more per member watching one
     /// type), and each further watched type then costs about 19 KiB instead of 40, so it pays
     /// from two watched types per member on. A server that does not speak HTTP/2 is used over
-    /// HTTP/1.1. Applies to the clients mcr builds itself, like `pool_idle_timeout`.
+    /// HTTP/1.1. Applies to the clients mcr builds itself, like `pool_idle_timeout`. A
+    /// renewal in place keeps the running watches on the connection they were opened on;
+    /// new requests open one new connection with the new credentials.
     pub http2: bool,
     /// How long an `exec` credential plugin may run before it is killed and the build fails
     /// (default 30 s).
