@@ -84,11 +84,7 @@ fn options(args: &Args) -> Result<Options> {
 
 #[tokio::main]
 async fn main() -> Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
-        )
-        .init();
+    example_support::logs::init("warn", example_support::logs::Output::Stdout);
     let args = Args::parse();
     let opts = options(&args)?;
     match &args.kubeconfig {

@@ -112,11 +112,7 @@ async fn main() -> Result<std::process::ExitCode> {
         // Plugins print only the ExecCredential on stdout: no logging set up here.
         return Ok(plugin::main());
     }
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
-        )
-        .init();
+    example_support::logs::init("warn", example_support::logs::Output::Stdout);
     let Some(kubeconfig) = args.kubeconfig else {
         demo::run().await?;
         return Ok(std::process::ExitCode::SUCCESS);

@@ -63,11 +63,7 @@ async fn client(path: &PathBuf) -> Result<kube::Client> {
 
 #[tokio::main]
 async fn main() -> Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
-        )
-        .init();
+    example_support::logs::init("warn", example_support::logs::Output::Stdout);
     let args = Args::parse();
     let Some(garden_kubeconfig) = args.garden_kubeconfig else {
         return demo::run().await;

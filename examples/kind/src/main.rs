@@ -81,11 +81,7 @@ async fn kind_on_path() -> bool {
 
 #[tokio::main]
 async fn main() -> Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
-        )
-        .init();
+    example_support::logs::init("warn", example_support::logs::Output::Stdout);
     let args = Args::parse();
     if args.demo {
         return demo::run().await;

@@ -168,6 +168,8 @@ async fn main() -> Result<()> {
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
         )
+        // Colour codes only on a terminal: a file, a pipe or `kubectl logs` gets plain text.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
         .init();
     let args = Args::parse();
     match (args.mode, args.kubeconfig, args.kubeconfig_dir) {

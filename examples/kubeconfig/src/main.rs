@@ -178,11 +178,7 @@ async fn serve(host: kube::Client, args: &Args) -> Result<()> {
 
 #[tokio::main]
 async fn main() -> Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
-        )
-        .init();
+    example_support::logs::init("warn", example_support::logs::Output::Stdout);
     let mut args = Args::parse();
     match (args.command.take(), args.kubeconfig.clone()) {
         (Some(Command::CreateSecret(cmd)), _) => create_secret::run(cmd).await,

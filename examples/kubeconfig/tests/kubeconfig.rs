@@ -156,3 +156,46 @@ async fn embedded_demo_succeeds() -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+/// Output that is not a terminal (a file, a pipe, `kubectl logs`, `podman logs`) gets plain
+/// text: no terminal colour codes around the levels and fields.
+#[tokio::test]
+async fn logs_not_written_to_a_terminal_carry_no_colour_codes() -> anyhow::Result<()> {
+    let env = Env::start(1).await?;
+    let member = &env.members()[0];
+    let secrets: Api<Secret> = Api::namespaced(env.host_client().await?, "default");
+    let name = unique("plain-logs");
+    let secret = Secret {
+        metadata: ObjectMeta {
+            name: Some(name.clone()),
+            labels: Some(BTreeMap::from([(PROVIDER_LABEL.into(), "true".into())])),
+            ..ObjectMeta::default()
+        },
+        data: Some(BTreeMap::from([(
+            "kubeconfig".into(),
+            ByteString(std::fs::read(&member.kubeconfig)?),
+        )])),
+        ..Secret::default()
+    };
+    secrets.create(&PostParams::default(), &secret).await?;
+    let dir = tempfile::tempdir()?;
+    let host = env.host_kubeconfig().to_string_lossy().into_owned();
+    // RUST_LOG=info, stdout and stderr to a file.
+    let example = example_support::rbac::Controller::start(
+        BIN,
+        &["--kubeconfig", &host],
+        &dir.path().join("example.log"),
+    )?;
+    assert_stamped(&member.kubeconfig, &name).await?;
+    let log = example.stop().await?;
+    anyhow::ensure!(
+        log.contains("cluster engaged"),
+        "the info lines are written; log:\n{log}"
+    );
+    anyhow::ensure!(
+        !log.contains('\u{1b}'),
+        "no terminal escape codes in a log file; log:\n{log:?}"
+    );
+    secrets.delete(&name, &DeleteParams::default()).await?;
+    Ok(())
+}

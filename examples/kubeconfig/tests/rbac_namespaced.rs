@@ -12,6 +12,10 @@
 //!    is not enough for it, so the first run passed because its watches were namespaced.
 //!
 //! The host runs with the admin kubeconfig: what is proven here is the members' grant.
+//!
+//! A second test shards the same grant: two replicas (`--shard-group`) with
+//! `--watch-namespace team-a` share two members granted only that Role, and every ConfigMap,
+//! made before the second replica joined or after, is stamped with nothing refused.
 
 use std::time::Duration;
 
@@ -19,6 +23,7 @@ use anyhow::{Result, ensure};
 use example_support::rbac::{
     self, Controller, STEP_DEADLINE, kubeconfig_secret, labelled, refusal_in, stamped,
 };
+use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
 use kube::api::{Api, DeleteParams, ObjectMeta, PostParams};
 use mcr_envtest::TestCluster;
@@ -42,16 +47,7 @@ async fn a_role_in_one_namespace_serves_a_namespaced_watch_and_refuses_a_cluster
     let host = TestCluster::start("host").await?;
     let member = TestCluster::start("member").await?;
     let dir = tempfile::tempdir()?;
-    let fleet_ns = Namespace {
-        metadata: ObjectMeta {
-            name: Some(SECRETS.into()),
-            ..ObjectMeta::default()
-        },
-        ..Namespace::default()
-    };
-    Api::<Namespace>::all(host.client())
-        .create(&PostParams::default(), &fleet_ns)
-        .await?;
+    let secrets = secrets_namespace(&host).await?;
     let verbs = ["list", "watch", "patch"];
     let token =
         rbac::grant_in_namespace(&member.client(), TEAM, "mcr-member", "configmaps", &verbs)
@@ -71,7 +67,6 @@ async fn a_role_in_one_namespace_serves_a_namespaced_watch_and_refuses_a_cluster
     let host_kubeconfig = dir.path().join("host.kubeconfig");
     host.write_kubeconfig(&host_kubeconfig)?;
     let host_kc = host_kubeconfig.display().to_string();
-    let secrets: Api<Secret> = Api::namespaced(host.client(), SECRETS);
     let team: Api<ConfigMap> = Api::namespaced(member.client(), TEAM);
     let pp = PostParams::default();
 
@@ -131,5 +126,137 @@ async fn a_role_in_one_namespace_serves_a_namespaced_watch_and_refuses_a_cluster
     );
     wide.stop().await?;
     eprintln!("cluster-wide watch: refused ({line}), nothing stamped");
+    Ok(())
+}
+
+/// The namespace Secrets live in, on `host`.
+async fn secrets_namespace(host: &TestCluster) -> Result<Api<Secret>> {
+    let fleet_ns = Namespace {
+        metadata: ObjectMeta {
+            name: Some(SECRETS.into()),
+            ..ObjectMeta::default()
+        },
+        ..Namespace::default()
+    };
+    Api::<Namespace>::all(host.client())
+        .create(&PostParams::default(), &fleet_ns)
+        .await?;
+    Ok(Api::namespaced(host.client(), SECRETS))
+}
+
+#[tokio::test]
+async fn sharded_replicas_with_namespaced_watches_need_only_the_role() -> Result<()> {
+    if !rbac::real_or_skip() {
+        return Ok(());
+    }
+    const GROUP: &str = "shard-ns";
+    let host = TestCluster::start("host").await?;
+    let members = [
+        TestCluster::start("member-1").await?,
+        TestCluster::start("member-2").await?,
+    ];
+    let names = ["m1", "m2"];
+    let dir = tempfile::tempdir()?;
+    let secrets = secrets_namespace(&host).await?;
+    let pp = PostParams::default();
+    let mut teams = Vec::new();
+    for (member, name) in members.iter().zip(names) {
+        let token = rbac::grant_in_namespace(
+            &member.client(),
+            TEAM,
+            "mcr-member",
+            "configmaps",
+            &["list", "watch", "patch"],
+        )
+        .await?;
+        let team: Api<ConfigMap> = Api::namespaced(member.client(), TEAM);
+        team.create(&pp, &labelled("before")).await?;
+        secrets
+            .create(
+                &pp,
+                &kubeconfig_secret(name, &rbac::kubeconfig_as(member, &token)?),
+            )
+            .await?;
+        teams.push(team);
+    }
+    let host_kubeconfig = dir.path().join("host.kubeconfig");
+    host.write_kubeconfig(&host_kubeconfig)?;
+    let host_kc = host_kubeconfig.display().to_string();
+    let replica = |id: &str| {
+        Controller::start(
+            BIN,
+            &[
+                "--kubeconfig",
+                &host_kc,
+                "--namespace",
+                SECRETS,
+                "--watch-namespace",
+                TEAM,
+                "--shard-group",
+                GROUP,
+                "--shard-identity",
+                id,
+                "--lease-duration-seconds",
+                "3",
+            ],
+            &dir.path().join(format!("replica-{id}.log")),
+        )
+    };
+
+    // Replica a alone owns both members.
+    let a = replica("a")?;
+    for (team, name) in teams.iter().zip(names) {
+        ensure!(
+            stamped(team, "before", name, STEP_DEADLINE).await,
+            "{name}: the ConfigMap made before the start was not stamped; log of a:\n{}",
+            a.log()
+        );
+    }
+    // Replica b joins: a's Lease claims the two of them.
+    let b = replica("b")?;
+    let leases: Api<Lease> = Api::namespaced(host.client(), SECRETS);
+    let until = tokio::time::Instant::now() + STEP_DEADLINE;
+    loop {
+        let claim = leases
+            .get_opt(&format!("{GROUP}-a"))
+            .await?
+            .and_then(|l| l.metadata.annotations)
+            .and_then(|a| a.get("mcr.sigs.k8s.io/shard-claim").cloned());
+        if claim.is_some_and(|c| c.split(',').any(|p| p.starts_with("b="))) {
+            break;
+        }
+        ensure!(
+            tokio::time::Instant::now() < until,
+            "a never claimed b as a peer; log of b:\n{}",
+            b.log()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // Made after b joined: stamped by whichever replica owns the member now.
+    for (team, name) in teams.iter().zip(names) {
+        team.create(&pp, &labelled("after")).await?;
+        ensure!(
+            stamped(team, "after", name, STEP_DEADLINE).await,
+            "{name}: the ConfigMap made after b joined was not stamped; logs:\n{}\n{}",
+            a.log(),
+            b.log()
+        );
+    }
+    let logs = [a.stop().await?, b.stop().await?];
+    for (id, text) in ["a", "b"].iter().zip(&logs) {
+        ensure!(
+            !text.contains("forbidden"),
+            "replica {id}: the API server refused something; log:\n{text}"
+        );
+    }
+    let engaged = |text: &str| text.contains("cluster engaged");
+    eprintln!(
+        "sharded and namespace-scoped: 4 ConfigMaps stamped, nothing refused; engaged by a: {}, by b: {}",
+        engaged(&logs[0]),
+        engaged(&logs[1])
+    );
+    for name in names {
+        secrets.delete(name, &DeleteParams::default()).await?;
+    }
     Ok(())
 }

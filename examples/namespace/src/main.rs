@@ -59,11 +59,7 @@ pub fn manager(client: kube::Client, selector: Option<String>) -> Result<Manager
 
 #[tokio::main]
 async fn main() -> Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
-        )
-        .init();
+    example_support::logs::init("warn", example_support::logs::Output::Stdout);
     let args = Args::parse();
     match args.kubeconfig {
         Some(path) => {

@@ -61,6 +61,8 @@ async fn main() -> ExitCode {
                 .unwrap_or_else(|_| "error".into()),
         )
         .with_writer(std::io::stderr)
+        // Colour codes only on a terminal: a file, a pipe or `kubectl logs` gets plain text.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     match run(args).await {
         Ok(()) => ExitCode::SUCCESS,

@@ -80,13 +80,7 @@ enum Command {
 #[tokio::main]
 async fn main() -> ExitCode {
     let args = Args::parse();
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| "error".into()),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    example_support::logs::init("error", example_support::logs::Output::Stderr);
     let result = match args.command {
         Some(Command::Replica(replica)) => replica::run(replica).await,
         None => run(args).await,

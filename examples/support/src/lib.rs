@@ -21,6 +21,7 @@
 //! ```
 
 pub mod helm;
+pub mod logs;
 pub mod rbac;
 pub mod stamp;
 

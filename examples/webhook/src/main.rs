@@ -82,6 +82,8 @@ async fn main() -> ExitCode {
                 .unwrap_or_else(|_| "error,kube_client::client::builder=off".into()),
         )
         .with_writer(std::io::stderr)
+        // Colour codes only on a terminal: a file, a pipe or `kubectl logs` gets plain text.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     match run(args).await {
         Ok(()) => ExitCode::SUCCESS,
