@@ -79,18 +79,23 @@ async fn idle_pooled_connections_are_closed() {
     api.list(&ListParams::default()).await.unwrap();
 }
 
+/// A member built from `kc`'s current context with `ClientOptions::http2`.
+async fn over_http2(kc: &kube::config::Kubeconfig) -> mcr_core::Cluster {
+    let opts = ClientOptions {
+        http2: true,
+        ..ClientOptions::default()
+    };
+    credentials::cluster_for_context("m", kc, None, &opts, &Policy::default())
+        .await
+        .unwrap()
+}
+
 #[tokio::test]
 async fn over_http2_one_connection_carries_a_watch_and_a_burst() {
     let tc = TestCluster::start_https("pool-h2").await.unwrap();
     let port = port_of(&tc);
     let kc = tc.kubeconfig().unwrap();
-    let opts = ClientOptions {
-        http2: true,
-        ..ClientOptions::default()
-    };
-    let cluster = credentials::cluster_for_context("m", &kc, None, &opts, &Policy::default())
-        .await
-        .unwrap();
+    let cluster = over_http2(&kc).await;
     let api: Api<ConfigMap> = Api::namespaced(cluster.client(), "default");
     let mut watch = api
         .watch(&WatchParams::default(), "0")
@@ -197,13 +202,7 @@ async fn over_http2_a_renewal_keeps_the_watch_and_closes_the_retired_connections
         .client_certificate_kubeconfig("controller", &["system:masters"], Duration::from_secs(2))
         .unwrap();
     let kc = mcr_core::kubeconfig::parse(yaml.as_bytes()).unwrap();
-    let opts = ClientOptions {
-        http2: true,
-        ..ClientOptions::default()
-    };
-    let cluster = credentials::cluster_for_context("m", &kc, None, &opts, &Policy::default())
-        .await
-        .unwrap();
+    let cluster = over_http2(&kc).await;
     let client = cluster.client();
     let token = CancellationToken::new();
     cluster.cache().start(token.child_token());

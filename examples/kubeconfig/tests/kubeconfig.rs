@@ -165,18 +165,10 @@ async fn logs_not_written_to_a_terminal_carry_no_colour_codes() -> anyhow::Resul
     let member = &env.members()[0];
     let secrets: Api<Secret> = Api::namespaced(env.host_client().await?, "default");
     let name = unique("plain-logs");
-    let secret = Secret {
-        metadata: ObjectMeta {
-            name: Some(name.clone()),
-            labels: Some(BTreeMap::from([(PROVIDER_LABEL.into(), "true".into())])),
-            ..ObjectMeta::default()
-        },
-        data: Some(BTreeMap::from([(
-            "kubeconfig".into(),
-            ByteString(std::fs::read(&member.kubeconfig)?),
-        )])),
-        ..Secret::default()
-    };
+    let secret = example_support::rbac::kubeconfig_secret(
+        &name,
+        &std::fs::read_to_string(&member.kubeconfig)?,
+    );
     secrets.create(&PostParams::default(), &secret).await?;
     let dir = tempfile::tempdir()?;
     let host = env.host_kubeconfig().to_string_lossy().into_owned();

@@ -13,13 +13,20 @@ use std::time::{Duration, Instant};
 use crate::Error;
 
 /// The guard: `$1..` is the command; `MCR_GUARD_CLEANUP` (optional) is removed at the end.
-const GUARD: &str = r#"exec 3<&0
+/// A SIGTERM is only remembered (`t`) for the first 100 ms, then forwarded: untrapped, one
+/// that came while the guard was starting the binary would end the guard and leave the binary
+/// running; and one forwarded at once could reach the forked child before it drops the
+/// guard's trap, which loses it. Whatever still runs is killed when the pipe closes.
+const GUARD: &str = r#"trap 't=1' TERM
+exec 3<&0
 "$@" </dev/null 3<&- &
 c=$!
 { read _ <&3; kill -KILL "$c" 2>/dev/null; i=0; while kill -0 "$c" 2>/dev/null && [ $i -lt 50 ]; do sleep 0.1; i=$((i+1)); done; [ -n "$MCR_GUARD_CLEANUP" ] && rm -rf "$MCR_GUARD_CLEANUP"; } &
 r=$!
 exec 3<&- 0</dev/null
+sleep 0.1
 trap 'kill -TERM "$c" 2>/dev/null' TERM
+[ -n "$t" ] && kill -TERM "$c" 2>/dev/null
 while :; do wait "$c"; s=$?; kill -0 "$c" 2>/dev/null || break; done
 kill "$r" 2>/dev/null
 [ -n "$MCR_GUARD_CLEANUP" ] && rm -rf "$MCR_GUARD_CLEANUP"
@@ -212,6 +219,35 @@ mod tests {
             !alive(&stubborn_pid)
         })
         .await;
+    }
+
+    /// A stop that comes at once, while the guard may still be starting the binary: the
+    /// binary never outlives it (SIGTERM before the guard set its trap once left it running).
+    #[tokio::test]
+    async fn an_immediate_stop_leaves_nothing_running() {
+        let dir = tempfile::tempdir().unwrap();
+        for i in 0..40 {
+            let pidfile = dir.path().join(format!("pid-{i}"));
+            let args = vec![
+                "-c".to_string(),
+                "echo $$ > \"$0\"; exec sleep 600".to_string(),
+                pidfile.display().to_string(),
+            ];
+            let log = dir.path().join("log");
+            let guarded = Guarded::spawn("sleeper", Path::new("sh"), &args, &log, None).unwrap();
+            guarded.stop(Duration::from_secs(30)).await;
+            // The binary may not have started at all; if it did, it is ended.
+            let pid = std::fs::read_to_string(&pidfile).unwrap_or_default();
+            let pid = pid.trim();
+            if !pid.is_empty() {
+                crate::wait::eventually(
+                    &format!("round {i}: the binary started under a guard stopped at once to end"),
+                    Duration::from_secs(20),
+                    || !alive(pid),
+                )
+                .await;
+            }
+        }
     }
 
     #[test]
