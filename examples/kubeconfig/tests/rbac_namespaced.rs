@@ -19,7 +19,7 @@
 
 use std::time::Duration;
 
-use anyhow::{Result, ensure};
+use anyhow::{Context as _, Result, ensure};
 use example_support::rbac::{
     self, Controller, STEP_DEADLINE, kubeconfig_secret, labelled, refusal_in, stamped,
 };
@@ -215,23 +215,12 @@ async fn sharded_replicas_with_namespaced_watches_need_only_the_role() -> Result
     // Replica b joins: a's Lease claims the two of them.
     let b = replica("b")?;
     let leases: Api<Lease> = Api::namespaced(host.client(), SECRETS);
-    let until = tokio::time::Instant::now() + STEP_DEADLINE;
-    loop {
-        let claim = leases
-            .get_opt(&format!("{GROUP}-a"))
-            .await?
-            .and_then(|l| l.metadata.annotations)
-            .and_then(|a| a.get("mcr.sigs.k8s.io/shard-claim").cloned());
-        if claim.is_some_and(|c| c.split(',').any(|p| p.starts_with("b="))) {
-            break;
-        }
-        ensure!(
-            tokio::time::Instant::now() < until,
-            "a never claimed b as a peer; log of b:\n{}",
-            b.log()
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    let lease_a = format!("{GROUP}-a");
+    example_support::wait_for("a's Lease to claim b as a peer", || {
+        rbac::lease_claims(&leases, &lease_a, "b")
+    })
+    .await
+    .with_context(|| format!("log of b:\n{}", b.log()))?;
     // Made after b joined: stamped by whichever replica owns the member now.
     for (team, name) in teams.iter().zip(names) {
         team.create(&pp, &labelled("after")).await?;

@@ -150,13 +150,7 @@ impl World {
                 return Ok(Some(2));
             }
             replica_b = Some(self.replica(run, &group, "b")?);
-            let claims_b = async || {
-                let lease = leases.get_opt(&lease_a).await.ok().flatten();
-                lease
-                    .and_then(|l| l.metadata.annotations)
-                    .and_then(|a| a.get("mcr.sigs.k8s.io/shard-claim").cloned())
-                    .is_some_and(|claim| claim.split(',').any(|p| p.starts_with("b=")))
-            };
+            let claims_b = async || rbac::lease_claims(&leases, &lease_a, "b").await;
             if !within(deadline, claims_b).await {
                 return Ok(Some(3));
             }

@@ -448,6 +448,25 @@ pub fn kubeconfig_secret(name: &str, kubeconfig: &str) -> k8s_openapi::api::core
     }
 }
 
+/// Whether shard replica Lease `lease` claims `peer`: its `mcr.sigs.k8s.io/shard-claim`
+/// annotation names it (`peer=...`), so the replica has taken the peer into its assignment.
+/// False when the Lease cannot be read.
+pub async fn lease_claims(
+    leases: &Api<k8s_openapi::api::coordination::v1::Lease>,
+    lease: &str,
+    peer: &str,
+) -> bool {
+    let prefix = format!("{peer}=");
+    leases
+        .get_opt(lease)
+        .await
+        .ok()
+        .flatten()
+        .and_then(|l| l.metadata.annotations)
+        .and_then(|a| a.get("mcr.sigs.k8s.io/shard-claim").cloned())
+        .is_some_and(|claim| claim.split(',').any(|p| p.starts_with(&prefix)))
+}
+
 /// A ConfigMap named `name` with the label the example controllers watch.
 pub fn labelled(name: &str) -> ConfigMap {
     ConfigMap {
