@@ -111,6 +111,11 @@ pub enum Error {
         source: BoxError,
     },
 
+    /// The member's source did not yield a working client (see
+    /// [`members::Error`](crate::members::Error)).
+    #[error(transparent)]
+    Member(#[from] crate::members::Error),
+
     /// The cluster's cancellation token fired: its cache and tasks are stopped.
     #[error("cluster \"{0}\" is stopped")]
     Stopped(ClusterName),

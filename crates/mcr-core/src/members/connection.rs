@@ -154,11 +154,11 @@ impl Connection {
         &self.hash
     }
 
-    pub(super) fn policy(&self) -> Option<&Policy> {
+    pub(crate) fn policy(&self) -> Option<&Policy> {
         self.policy.as_ref()
     }
 
-    pub(super) fn is_renewable(&self) -> bool {
+    pub(crate) fn is_renewable(&self) -> bool {
         self.renewable
     }
 }

@@ -1,0 +1,94 @@
+//! [`Source`]: what a provider wants under a member name, and how the table reaches it.
+
+use std::sync::Arc;
+
+use crate::members::Connection;
+use crate::{BoxError, BoxFuture, Cluster, ClusterId};
+
+/// How the [`Engagements`](crate::Engagements) table reaches a member: what a provider
+/// [wants](crate::Engagements::want) under a name. The table alone turns it into an engaged
+/// cluster (builds, probes, starts, syncs, activates, retries with backoff), and only while
+/// this replica owns the name: a member owned elsewhere costs no client and no request.
+///
+/// ```no_run
+/// # fn f(client: kube::Client, conn: mcr_core::members::Connection) {
+/// use mcr_core::{Cluster, Source};
+/// let ready = Source::Cluster(Cluster::new("a", client)); // engaged as it is
+/// let kubeconfig = Source::Kubeconfig(conn); // built, probed, renewed in place
+/// # }
+/// ```
+#[derive(Clone)]
+pub enum Source {
+    /// A cluster built by the caller (a view of the host, a client made by hand). The table
+    /// engages this instance first, and a [fresh](Cluster) instance of it (same client, new
+    /// cache) whenever it engages the name again (after another replica owned it).
+    Cluster(Cluster),
+    /// A kubeconfig: a client is built under the handle's
+    /// [`MembersOptions`](crate::members::MembersOptions) (policy, client options, bounded
+    /// build), probed with a bounded `GET /version`, and, when a later connection differs
+    /// only in its credentials, renewed in place (same instance, caches and watches kept).
+    Kubeconfig(Connection),
+    /// Something to ask first (a credentials request, a command line tool), only when this
+    /// replica owns the name and wants a new instance: it answers with one of the other two.
+    Connect(Arc<dyn Connect>),
+}
+
+/// A source asked for a connection on demand (see [`Source::Connect`]).
+///
+/// ```
+/// use mcr_core::{BoxError, BoxFuture, Connect, Source};
+///
+/// /// Asks a credentials service for a kubeconfig (here: fails).
+/// struct Issuer { shoot: String }
+/// impl Connect for Issuer {
+///     fn key(&self) -> String { self.shoot.clone() }
+///     fn connect(&self) -> BoxFuture<'_, Result<Source, BoxError>> {
+///         Box::pin(async { Err("the service is down".into()) })
+///     }
+/// }
+/// ```
+pub trait Connect: Send + Sync + 'static {
+    /// What identifies the wanted member: a [want](crate::Engagements::want) with the same key
+    /// as the engaged one changes nothing, another key brings up a new instance.
+    fn key(&self) -> String;
+
+    /// A connection to the member (a [`Source::Cluster`] or [`Source::Kubeconfig`]; a
+    /// `Connect` answer is refused). Bounded by the handle's build timeout; a failure is
+    /// retried with the member's backoff.
+    fn connect(&self) -> BoxFuture<'_, Result<Source, BoxError>>;
+}
+
+/// What tells two wants of one name apart: the same key changes nothing.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) enum Key {
+    /// A cluster instance, or its connection hash when it has one.
+    Instance(ClusterId),
+    /// A connection hash (kubeconfig sources, clusters carrying one).
+    Hash(String),
+    /// A [`Connect`] source's key.
+    Connect(String),
+}
+
+impl Source {
+    /// The key of this source.
+    pub(super) fn key(&self) -> Key {
+        match self {
+            Source::Cluster(c) => match c.connection_hash() {
+                Some(hash) => Key::Hash(hash.to_owned()),
+                None => Key::Instance(c.id()),
+            },
+            Source::Kubeconfig(conn) => Key::Hash(conn.hash().to_owned()),
+            Source::Connect(c) => Key::Connect(c.key()),
+        }
+    }
+}
+
+impl std::fmt::Debug for Source {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Source::Cluster(c) => f.debug_tuple("Cluster").field(c).finish(),
+            Source::Kubeconfig(conn) => f.debug_tuple("Kubeconfig").field(conn).finish(),
+            Source::Connect(c) => f.debug_tuple("Connect").field(&c.key()).finish(),
+        }
+    }
+}
