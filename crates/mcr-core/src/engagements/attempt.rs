@@ -74,9 +74,11 @@ impl Attempt {
                     }
                     Ok(Ok(source)) => source,
                     Ok(Err(source)) => {
+                        let retryable = connect.is_retryable(&source);
                         return Err(MemberError::Connect {
                             cluster: self.local(),
                             source,
+                            retryable,
                         }
                         .into());
                     }

@@ -483,10 +483,11 @@ impl Engagements {
 /// Whether trying again without a new source can help (a policy denial or a name no member
 /// may have cannot).
 fn retryable(err: &Error) -> bool {
-    !matches!(
-        err,
-        Error::InvalidName { .. } | Error::Member(crate::members::Error::PolicyDenied { .. })
-    )
+    match err {
+        Error::InvalidName { .. } => false,
+        Error::Member(err) => err.is_retryable(),
+        _ => true,
+    }
 }
 
 /// Starts the table's driver if it does not run: one task per table that converges the

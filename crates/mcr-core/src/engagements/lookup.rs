@@ -124,6 +124,31 @@ impl Engagements {
             .map(|e| state_of(e, Instant::now()))
     }
 
+    /// Waits until the member of that name has settled (engaged with the source wanted now,
+    /// failed, or owned elsewhere: not [pending](MemberState::Pending)) and returns where it
+    /// stands; `None` at once when this handle wants no member of that name. Woken by every
+    /// change of the table, never by polling; an attempt is bounded by the member's build,
+    /// probe and sync timeouts, so this is too, unless the member keeps changing.
+    ///
+    /// ```no_run
+    /// # async fn f(e: mcr_core::Engagements) {
+    /// if let Some(state) = e.until_settled(&"member-1".into()).await {
+    ///     println!("member-1 is {state}");
+    /// }
+    /// # }
+    /// ```
+    pub async fn until_settled(&self, name: &ClusterName) -> Option<MemberState> {
+        loop {
+            let changed = self.table.changed.notified();
+            let mut changed = std::pin::pin!(changed);
+            changed.as_mut().enable();
+            match self.member_state(name)? {
+                MemberState::Pending => changed.await,
+                settled => return Some(settled),
+            }
+        }
+    }
+
     /// The names of the active members, sorted.
     ///
     /// ```

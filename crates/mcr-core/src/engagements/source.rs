@@ -56,6 +56,15 @@ pub trait Connect: Send + Sync + 'static {
     /// `Connect` answer is refused). Bounded by the handle's build timeout; a failure is
     /// retried with the member's backoff.
     fn connect(&self) -> BoxFuture<'_, Result<Source, BoxError>>;
+
+    /// Whether trying again without a new key can help after `connect` failed with `error`
+    /// (default: yes, after the member's backoff). A source that knows its failure is
+    /// permanent (a context that does not resolve) says no: the member is reported failed and
+    /// waits for a new source.
+    fn is_retryable(&self, error: &BoxError) -> bool {
+        let _ = error;
+        true
+    }
 }
 
 /// What tells two wants of one name apart: the same key changes nothing.

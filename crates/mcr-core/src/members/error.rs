@@ -175,12 +175,16 @@ pub enum Error {
         /// What the source answered.
         #[source]
         source: crate::BoxError,
+        /// Whether the source said trying again can help
+        /// ([`Connect::is_retryable`](crate::Connect::is_retryable)).
+        retryable: bool,
     },
 }
 
 impl Error {
     /// Whether retrying (with backoff) can help without a new kubeconfig: everything but
-    /// [`Error::PolicyDenied`].
+    /// [`Error::PolicyDenied`] and the failures a [`Connect`](crate::Connect) source calls
+    /// permanent.
     ///
     /// ```
     /// use mcr_core::members::Error;
@@ -191,7 +195,11 @@ impl Error {
     /// assert!(!denied.is_retryable());
     /// ```
     pub fn is_retryable(&self) -> bool {
-        !matches!(self, Error::PolicyDenied { .. })
+        match self {
+            Error::PolicyDenied { .. } => false,
+            Error::Connect { retryable, .. } => *retryable,
+            _ => true,
+        }
     }
 
     /// The cluster the error is about.
