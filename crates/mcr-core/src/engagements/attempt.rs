@@ -60,7 +60,9 @@ impl Attempt {
 
     /// The name the provider knows the member by (without the handle's prefix).
     fn local(&self) -> ClusterName {
-        self.handle.local(&self.name).unwrap_or_else(|| self.name.clone())
+        self.handle
+            .local(&self.name)
+            .unwrap_or_else(|| self.name.clone())
     }
 
     async fn bring_up(&self) -> Result<Outcome, Error> {

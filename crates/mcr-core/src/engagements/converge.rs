@@ -16,7 +16,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, info, warn};
 
-use super::{Attempt, Engagements, Entry, Failure, Running, Source, State, Table};
+use super::{Attempt, Engagements, Entry, Failure, Here, Running, Source, State, Table};
 use crate::backoff::Backoff;
 use crate::coordinator::Ownership;
 use crate::{Cluster, ClusterName, Error, ErrorChain};
@@ -30,7 +30,9 @@ impl Engagements {
     /// [`member_states`](Engagements::member_states).
     ///
     /// Wanting the source the member runs (the same instance or connection hash, the same
-    /// [`Connect::key`](super::Connect::key)) changes nothing; another one brings up a new
+    /// [`Connect::key`](super::Connect::key)) changes nothing, except that a member whose last
+    /// attempt failed for good (a policy denial, a source that said so) is tried once more;
+    /// another one brings up a new
     /// instance that replaces the running one once it has synced, or renews the running one's
     /// credentials in place when only they changed (a [`Source::Kubeconfig`] with the same
     /// server, CA and settings).
@@ -66,6 +68,19 @@ impl Engagements {
                 if e.key != key {
                     e.source = source;
                     e.key = key;
+                } else {
+                    // The same key: the newest settings (a policy) are kept, but a cluster
+                    // instance only if none is: the entry's is one never engaged.
+                    if !matches!(source, Source::Cluster(_)) {
+                        e.source = source;
+                    }
+                    if let Some(f) = e.here.as_mut().and_then(|h| h.failure.as_mut())
+                        && f.retry_at.is_none()
+                    {
+                        // Wanted again after a failure that waits for a new source: what the
+                        // source reads (a file, a Secret) or its policy may have changed.
+                        f.retry_at = Some(Instant::now());
+                    }
                 }
                 e.view = self.view.clone();
             }
@@ -81,12 +96,9 @@ impl Engagements {
                         parent: parent.clone(),
                         source,
                         key,
-                        active: None,
-                        attempt: None,
-                        failure: None,
                         elsewhere: None,
+                        here: None,
                         by_hand: false,
-                        waiter: None,
                     },
                 );
             }
@@ -120,7 +132,7 @@ impl Engagements {
             if state
                 .entries
                 .get(&full)
-                .is_some_and(|e| e.live() && (e.serving().is_some() || e.attempt.is_some()))
+                .is_some_and(|e| e.live() && (e.serving().is_some() || e.attempt().is_some()))
             {
                 return Err(Error::AlreadyEngaged(local));
             }
@@ -134,11 +146,13 @@ impl Engagements {
             if e.serving().is_some() || e.elsewhere.is_some() {
                 return Ok(());
             }
-            e.waiter = Some(tx);
+            e.here().waiter = Some(tx);
         }
         // Dropped before the outcome (the caller gave up): nothing of it stays behind.
         let guard = RemoveOnDrop(self, &local);
-        let outcome = rx.await.unwrap_or_else(|_| Err(Error::Stopped(local.clone())));
+        let outcome = rx
+            .await
+            .unwrap_or_else(|_| Err(Error::Stopped(local.clone())));
         std::mem::forget(guard);
         if outcome.is_err() {
             self.remove(&local);
@@ -169,7 +183,7 @@ impl Engagements {
         };
         let was_live = entry.live();
         stop(&mut entry);
-        if let Some(waiter) = entry.waiter.take() {
+        if let Some(waiter) = entry.here.as_mut().and_then(|h| h.waiter.take()) {
             let _ = waiter.send(Err(Error::Stopped(name.clone())));
         }
         self.table.changed.notify_waiters();
@@ -189,7 +203,8 @@ impl Engagements {
     ) -> bool {
         let mut state = self.table.state.lock();
         if let Some(e) = state.entries.get(full)
-            && e.serving().is_some_and(|r| r.cluster.same_instance(cluster))
+            && e.serving()
+                .is_some_and(|r| r.cluster.same_instance(cluster))
         {
             return false;
         }
@@ -198,16 +213,16 @@ impl Engagements {
             parent: token.clone(),
             source: Source::Cluster(cluster.clone()),
             key: Source::Cluster(cluster.clone()).key(),
-            active: Some(Running {
-                cluster: cluster.clone(),
-                token: token.clone(),
-                key: Source::Cluster(cluster.clone()).key(),
-            }),
-            attempt: None,
-            failure: None,
             elsewhere: None,
+            here: Some(Box::new(Here {
+                active: Some(Running {
+                    cluster: cluster.clone(),
+                    token: token.clone(),
+                    key: Source::Cluster(cluster.clone()).key(),
+                }),
+                ..Here::default()
+            })),
             by_hand: true,
-            waiter: None,
         };
         if let Some(mut old) = state.entries.insert(full.clone(), entry) {
             // Replaced by hand: its engager owns the old token; an instance the table brought
@@ -245,11 +260,15 @@ impl Drop for RemoveOnDrop<'_> {
 /// Stops what runs of an entry: its attempt and its instance (whose token an engager by hand
 /// owns: left alone).
 fn stop(entry: &mut Entry) {
-    if let Some(attempt) = entry.attempt.take() {
+    let by_hand = entry.by_hand;
+    let Some(here) = entry.here.as_mut() else {
+        return;
+    };
+    if let Some(attempt) = here.attempt.take() {
         attempt.token.cancel();
     }
-    if let Some(running) = entry.active.take()
-        && !entry.by_hand
+    if let Some(running) = here.active.take()
+        && !by_hand
     {
         running.token.cancel();
     }
@@ -279,15 +298,26 @@ pub(super) fn converge(table: &Arc<Table>, state: &mut State, name: &ClusterName
     }
     if let Ownership::Elsewhere { owner } = owner {
         let mut moved = false;
-        if let Some(attempt) = e.attempt.take() {
-            attempt.token.cancel();
-            stopped.extend(attempt.started.map(|r| (name.clone(), r)));
-            moved = true;
-        }
-        if let Some(running) = e.active.take() {
-            running.token.cancel();
-            stopped.push((name.clone(), running.cluster.released()));
-            moved = true;
+        if let Some(here) = e.here.take() {
+            let Here {
+                active,
+                attempt,
+                waiter,
+                ..
+            } = *here;
+            if let Some(attempt) = attempt {
+                attempt.token.cancel();
+                stopped.extend(attempt.started.map(|r| (name.clone(), r)));
+                moved = true;
+            }
+            if let Some(running) = active {
+                running.token.cancel();
+                stopped.push((name.clone(), running.cluster.released()));
+                moved = true;
+            }
+            if let Some(waiter) = waiter {
+                let _ = waiter.send(Ok(()));
+            }
         }
         if moved {
             info!(cluster = %name, owner = owner.as_deref().unwrap_or("unknown"),
@@ -296,30 +326,30 @@ pub(super) fn converge(table: &Arc<Table>, state: &mut State, name: &ClusterName
             info!(cluster = %name, owner = owner.as_deref().unwrap_or("unknown"),
                 "cluster owned by another replica: parked");
         }
-        e.failure = None;
         e.elsewhere = Some(owner);
-        if let Some(waiter) = e.waiter.take() {
-            let _ = waiter.send(Ok(()));
-        }
         table.changed.notify_waiters();
         return;
     }
     e.elsewhere = None;
-    if let Some(attempt) = &e.attempt {
-        if attempt.key == e.key {
+    let key = e.key;
+    let serving = e.serving().map(|r| (r.key, r.cluster.clone()));
+    let here = e.here();
+    if let Some(attempt) = &here.attempt {
+        if attempt.key == key {
             return;
         }
         // Superseded by a newer source.
-        if let Some(attempt) = e.attempt.take() {
+        if let Some(attempt) = here.attempt.take() {
             attempt.token.cancel();
         }
     }
-    if e.serving().is_some_and(|r| r.key == e.key) {
-        e.failure = None;
+    if serving.as_ref().is_some_and(|(k, _)| *k == key) {
+        here.failure = None;
+        e.tidy();
         return;
     }
-    if let Some(f) = &e.failure
-        && f.key == e.key
+    if let Some(f) = &here.failure
+        && f.key == key
         && f.retry_at.is_none_or(|at| at > now)
     {
         return;
@@ -331,26 +361,24 @@ pub(super) fn converge(table: &Arc<Table>, state: &mut State, name: &ClusterName
         Source::Cluster(c) => Source::Cluster(std::mem::replace(c, c.fresh())),
         other => other.clone(),
     };
-    e.attempt = Some(Attempt {
+    e.here().attempt = Some(Attempt {
         id: *next_id,
         token: token.clone(),
-        key: e.key.clone(),
+        key,
         started: None,
     });
-    let handle = Engagements {
-        table: table.clone(),
-        view: e.view.clone(),
-    };
-    let running = e.serving().map(|r| r.cluster.clone());
-    let span = tracing::info_span!("member", cluster = %name);
     let attempt = super::attempt::Attempt {
-        handle,
+        handle: Engagements {
+            table: table.clone(),
+            view: e.view.clone(),
+        },
         name: name.clone(),
         id: *next_id,
         token,
         source,
-        running,
+        running: serving.map(|(_, c)| c),
     };
+    let span = tracing::info_span!("member", cluster = %name);
     tokio::spawn(attempt.run().instrument(span));
 }
 
@@ -370,7 +398,7 @@ impl Engagements {
         match state
             .entries
             .get_mut(name)
-            .and_then(|e| e.attempt.as_mut())
+            .and_then(|e| e.here.as_mut()?.attempt.as_mut())
         {
             Some(a) if a.id == id && !a.token.is_cancelled() => {
                 a.started = Some(cluster.released());
@@ -387,7 +415,7 @@ impl Engagements {
         let current = state
             .entries
             .get(name)
-            .and_then(|e| e.attempt.as_ref())
+            .and_then(|e| e.attempt())
             .is_some_and(|a| a.id == id);
         if !current {
             // Removed, superseded or stopped meanwhile: whatever it started was cancelled
@@ -409,17 +437,19 @@ impl Engagements {
         let Some(e) = entries.get_mut(name) else {
             return;
         };
-        let Some(attempt) = e.attempt.take() else {
+        let opts = e.view.opts.clone();
+        let here = e.here();
+        let Some(attempt) = here.attempt.take() else {
             return;
         };
         match outcome {
             Ok(Outcome::Started(cluster, token)) if owned => {
-                let replaced = e.active.replace(Running {
+                let replaced = here.active.replace(Running {
                     cluster,
                     token,
                     key: attempt.key,
                 });
-                e.failure = None;
+                here.failure = None;
                 match replaced {
                     Some(old) if !old.token.is_cancelled() => {
                         old.token.cancel();
@@ -427,7 +457,7 @@ impl Engagements {
                     }
                     _ => info!(cluster = %name, "cluster engaged"),
                 }
-                if let Some(waiter) = e.waiter.take() {
+                if let Some(waiter) = here.waiter.take() {
                     let _ = waiter.send(Ok(()));
                 }
             }
@@ -437,38 +467,37 @@ impl Engagements {
                 stopped.push((name.clone(), cluster.released()));
             }
             Ok(Outcome::Renewed) => {
-                if let Some(r) = &mut e.active {
+                if let Some(r) = &mut here.active {
                     r.key = attempt.key;
                 }
-                e.failure = None;
+                here.failure = None;
                 info!(cluster = %name, "only the credentials changed: renewed in place");
             }
             // Ownership moved while it came up: no failure, the converge step decides.
             Err(_) if !owned => {}
             Err(err) => {
-                let count = e
+                let count = here
                     .failure
                     .as_ref()
                     .filter(|f| f.key == attempt.key)
                     .map_or(1, |f| f.count + 1);
-                let opts = &e.view.opts;
                 let retry_in = retryable(&err).then(|| {
                     Backoff::new(opts.backoff_initial, opts.backoff_max).delay_after(count)
                 });
                 let reason = ErrorChain(&err).to_string();
-                match (&e.active, retry_in) {
+                match (&here.active, retry_in) {
                     (Some(_), _) => warn!(cluster = %name, error = %reason, ?retry_in,
                         "new instance could not be engaged; the running one keeps serving"),
                     (None, _) => warn!(cluster = %name, error = %reason, ?retry_in,
                         "cluster could not be engaged"),
                 }
-                e.failure = Some(Failure {
+                here.failure = Some(Failure {
                     key: attempt.key,
                     reason,
                     retry_at: retry_in.map(|d| now + d),
                     count,
                 });
-                if let Some(waiter) = e.waiter.take() {
+                if let Some(waiter) = here.waiter.take() {
                     let _ = waiter.send(Err(err));
                 }
                 table.wake.notify_one();
@@ -533,7 +562,7 @@ async fn driver(weak: Weak<Table>) {
             state
                 .entries
                 .values()
-                .filter_map(|e| e.failure.as_ref().and_then(|f| f.retry_at))
+                .filter_map(|e| e.failure().and_then(|f| f.retry_at))
                 .min()
         };
         if all {
@@ -564,8 +593,7 @@ async fn driver(weak: Weak<Table>) {
 
 /// Whether an entry's retry is due.
 fn due(e: &Entry, now: Instant) -> bool {
-    e.failure
-        .as_ref()
+    e.failure()
         .and_then(|f| f.retry_at)
         .is_some_and(|at| at <= now)
         || !e.live()

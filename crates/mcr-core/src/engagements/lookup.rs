@@ -214,8 +214,7 @@ impl Engagements {
             .get(&full)
             .filter(|e| e.live() && self.owns(&e.view))?;
         e.serving().map(|r| r.token.clone()).or_else(|| {
-            e.attempt
-                .as_ref()
+            e.attempt()
                 .filter(|a| !a.token.is_cancelled())
                 .map(|a| a.token.clone())
         })
@@ -229,8 +228,8 @@ fn state_of(e: &Entry, now: Instant) -> MemberState {
             owner: owner.clone(),
         };
     }
-    match (&e.failure, e.serving()) {
-        (Some(f), _) if f.key == e.key && e.attempt.is_none() => MemberState::Failed {
+    match (e.failure(), e.serving()) {
+        (Some(f), _) if f.key == e.key && e.attempt().is_none() => MemberState::Failed {
             reason: f.reason.clone(),
             retry_in: f.retry_at.map(|at| at.saturating_duration_since(now)),
         },

@@ -89,13 +89,21 @@ struct Entry {
     /// What is wanted; for a [`Source::Cluster`], an instance not engaged yet.
     source: Source,
     key: Key,
+    /// Who owns it, as the last converge step found, when another replica does.
+    elsewhere: Option<Option<String>>,
+    /// What runs of it here, and how the last attempt went: nothing for a member owned
+    /// elsewhere, which keeps the entry small.
+    here: Option<Box<Here>>,
+    /// Engaged by hand ([`Aware`] for `Engagements`): recorded, never brought up by the table.
+    by_hand: bool,
+}
+
+/// What runs of a member here.
+#[derive(Default)]
+struct Here {
     active: Option<Running>,
     attempt: Option<Attempt>,
     failure: Option<Failure>,
-    /// Who owns it, as the last converge step found, when another replica does.
-    elsewhere: Option<Option<String>>,
-    /// Engaged by hand ([`Aware`] for `Engagements`): recorded, never brought up by the table.
-    by_hand: bool,
     /// The caller of [`Engagements::add`] waiting for the first outcome.
     waiter: Option<tokio::sync::oneshot::Sender<Result<(), Error>>>,
 }
@@ -108,7 +116,35 @@ impl Entry {
 
     /// The active instance, unless its token fired.
     fn serving(&self) -> Option<&Running> {
-        self.active.as_ref().filter(|r| !r.token.is_cancelled())
+        self.here
+            .as_ref()?
+            .active
+            .as_ref()
+            .filter(|r| !r.token.is_cancelled())
+    }
+
+    /// The attempt under way.
+    fn attempt(&self) -> Option<&Attempt> {
+        self.here.as_ref()?.attempt.as_ref()
+    }
+
+    /// The last failure.
+    fn failure(&self) -> Option<&Failure> {
+        self.here.as_ref()?.failure.as_ref()
+    }
+
+    /// What runs here, made if need be.
+    fn here(&mut self) -> &mut Here {
+        self.here.get_or_insert_with(Box::default)
+    }
+
+    /// Drops what runs here once nothing does (a member stopped, or parked).
+    fn tidy(&mut self) {
+        if self.here.as_ref().is_some_and(|h| {
+            h.active.is_none() && h.attempt.is_none() && h.failure.is_none() && h.waiter.is_none()
+        }) {
+            self.here = None;
+        }
     }
 }
 
@@ -444,9 +480,7 @@ impl Engagements {
     /// [`prefixed("")`](Engagements::prefixed): what a provider started with `table` keeps.
     /// The field indexes registered on this handle's table carry over.
     pub(crate) fn rebind(&self, table: &Engagements) -> Result<Engagements, Error> {
-        let bound = table
-            .prefixed("")
-            .with_options(self.view.opts.clone());
+        let bound = table.prefixed("").with_options(self.view.opts.clone());
         if !self.same_table(table) {
             let indexes = self.table.state.lock().indexes.clone();
             for index in &indexes {

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use crate::members::Connection;
-use crate::{BoxError, BoxFuture, Cluster, ClusterId};
+use crate::{BoxError, BoxFuture, Cluster};
 
 /// How the [`Engagements`](crate::Engagements) table reaches a member: what a provider
 /// [wants](crate::Engagements::want) under a name. The table alone turns it into an engaged
@@ -67,28 +67,27 @@ pub trait Connect: Send + Sync + 'static {
     }
 }
 
-/// What tells two wants of one name apart: the same key changes nothing.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(super) enum Key {
-    /// A cluster instance, or its connection hash when it has one.
-    Instance(ClusterId),
-    /// A connection hash (kubeconfig sources, clusters carrying one).
-    Hash(String),
-    /// A [`Connect`] source's key.
-    Connect(String),
-}
+/// What tells two wants of one name apart: the same key changes nothing. A 64-bit digest of
+/// the source's identity (an instance id, a connection hash, a [`Connect::key`]): an entry
+/// keeps eight bytes for it, not the key itself.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Key(u64);
 
 impl Source {
     /// The key of this source.
     pub(super) fn key(&self) -> Key {
+        use std::hash::{Hash, Hasher};
+        // Fixed keys: the same source has the same key in every process.
+        let mut h = std::hash::DefaultHasher::new();
         match self {
             Source::Cluster(c) => match c.connection_hash() {
-                Some(hash) => Key::Hash(hash.to_owned()),
-                None => Key::Instance(c.id()),
+                Some(hash) => (1u8, hash).hash(&mut h),
+                None => (0u8, c.id()).hash(&mut h),
             },
-            Source::Kubeconfig(conn) => Key::Hash(conn.hash().to_owned()),
-            Source::Connect(c) => Key::Connect(c.key()),
+            Source::Kubeconfig(conn) => (1u8, conn.hash()).hash(&mut h),
+            Source::Connect(c) => (2u8, c.key()).hash(&mut h),
         }
+        Key(h.finish())
     }
 }
 

@@ -157,9 +157,7 @@ impl Members {
     /// # let _ = members;
     /// ```
     pub fn new(opts: MembersOptions) -> Self {
-        let engagements = Engagements::new()
-            .prefixed("")
-            .with_options(Arc::new(opts));
+        let engagements = Engagements::new().prefixed("").with_options(Arc::new(opts));
         Members {
             inner: Arc::new(Inner {
                 engagements: parking_lot::RwLock::new(engagements),

@@ -129,28 +129,47 @@ async fn clusters_forget_clusters_when_the_parent_is_cancelled() {
     .await;
 }
 
+/// A want with the running source (the same connection hash) changes nothing; another one
+/// replaces the running instance once the new one is up; no hash: every instance is its own.
 #[tokio::test]
-async fn add_or_replace_uses_the_connection_hash() {
+async fn want_uses_the_connection_hash() {
     let aware = Arc::new(Recorder::default());
     let clusters = table(&aware);
     let parent = CancellationToken::new();
+    let name = ClusterName::new("a");
+    let want = |c: &Cluster| {
+        clusters
+            .want(&parent, &name, Source::Cluster(c.clone()))
+            .unwrap()
+    };
     let v1 = Cluster::new("a", hanging_client()).with_connection_hash("h1");
-    let out = clusters.add_or_replace(&parent, v1.clone()).await.unwrap();
-    assert_eq!(out, AddOutcome::Added);
+    want(&v1);
+    assert_eq!(
+        clusters.until_settled(&name).await,
+        Some(MemberState::Engaged)
+    );
+    assert!(clusters.get(&name).unwrap().same_instance(&v1));
     let same = Cluster::new("a", hanging_client()).with_connection_hash("h1");
-    let out = clusters.add_or_replace(&parent, same).await.unwrap();
-    assert_eq!(out, AddOutcome::Unchanged);
-    assert!(clusters.get(&"a".into()).unwrap().same_instance(&v1));
-    let old_token = clusters.token(&"a".into()).unwrap();
+    want(&same);
+    assert!(!same.cache().is_started(), "unchanged: nothing built");
+    assert!(clusters.get(&name).unwrap().same_instance(&v1));
+    let old_token = clusters.token(&name).unwrap();
     let v2 = Cluster::new("a", hanging_client()).with_connection_hash("h2");
-    let out = clusters.add_or_replace(&parent, v2.clone()).await.unwrap();
-    assert_eq!(out, AddOutcome::Replaced);
+    want(&v2);
+    assert_eq!(
+        clusters.until_settled(&name).await,
+        Some(MemberState::Engaged)
+    );
     assert!(old_token.is_cancelled());
-    assert!(clusters.get(&"a".into()).unwrap().same_instance(&v2));
-    // No hash: always replaced.
+    assert!(clusters.get(&name).unwrap().same_instance(&v2));
+    // No hash: a new instance is a new source.
     let v3 = Cluster::new("a", hanging_client());
-    let out = clusters.add_or_replace(&parent, v3).await.unwrap();
-    assert_eq!(out, AddOutcome::Replaced);
+    want(&v3);
+    assert_eq!(
+        clusters.until_settled(&name).await,
+        Some(MemberState::Engaged)
+    );
+    assert!(clusters.get(&name).unwrap().same_instance(&v3));
 }
 
 #[tokio::test]
