@@ -195,8 +195,13 @@ async fn fleet_provider_and_reconcile_agree_at_every_phase() {
 
     // Replaced by a new instance (a new connection): everyone moves to it.
     let v2 = Cluster::new("m", member.client()).with_connection_hash("v2");
-    let outcome = provider.add_or_replace(v2.clone()).await.unwrap();
-    assert_eq!(outcome, mcr_core::AddOutcome::Replaced);
+    provider.want(v2.clone()).unwrap();
+    tokio::time::timeout(
+        DEADLINE,
+        provider.engagements().until_active(&"m".into(), v2.id()),
+    )
+    .await
+    .expect("the new instance replaces the old one");
     let second = format!("id:{}", v2.id());
     assert_eq!(agreed(&mgr, &provider, "m").await, second);
     update_cm(member.client(), "a", "2").await;

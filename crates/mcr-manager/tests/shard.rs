@@ -1002,3 +1002,45 @@ async fn a_lease_deleted_or_relabelled_by_hand_moves_nothing() {
     a.stop().await;
     b.stop().await;
 }
+
+/// Issue 46, defect 4: a cluster engaged by hand on a sharded manager was never stopped by the
+/// table when another replica came to own it (the handoff waited its lease duration and
+/// handed over anyway: two replicas reconciled it). It is refused now, with an error that says
+/// what to do instead, and wanting it instead coordinates it like every other member.
+#[tokio::test]
+async fn a_cluster_engaged_by_hand_on_a_sharded_manager_is_refused() {
+    let host = TestCluster::start("host").await.unwrap();
+    let member = TestCluster::start("by-hand").await.unwrap();
+    let mgr = Manager::builder(host.client())
+        .sharding(sharding("alone"))
+        .build();
+    let cluster = Cluster::new("by-hand", member.client());
+    let token = CancellationToken::new();
+    cluster.cache().start(token.child_token());
+    let err = mcr_core::Aware::engage(&mgr, token.clone(), "by-hand".into(), cluster)
+        .expect_err("engaging by hand on a sharded manager");
+    let shown = mcr_core::ErrorChain(&err).to_string();
+    assert!(
+        shown.contains("by-hand") && shown.contains("sharded") && shown.contains("want"),
+        "{shown}"
+    );
+    assert!(mgr.engaged_clusters().is_empty());
+    // The coordinated way: wanted through the table, engaged once this replica owns it.
+    let run = {
+        let (mgr, token) = (mgr.clone(), token.clone());
+        tokio::spawn(async move { mgr.run_until(token).await })
+    };
+    mgr.engagements()
+        .want(
+            &token,
+            &"by-hand".into(),
+            mcr_core::Source::Cluster(Cluster::new("by-hand", member.client())),
+        )
+        .unwrap();
+    eventually("wanted by hand, engaged once owned", WAIT, || {
+        mgr.engaged_clusters() == ["by-hand"]
+    })
+    .await;
+    token.cancel();
+    tokio::time::timeout(WAIT, run).await.unwrap().unwrap().unwrap();
+}

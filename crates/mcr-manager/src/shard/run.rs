@@ -40,6 +40,9 @@ pub(super) struct Run {
     /// Since when work of clusters given away has outlived the release grace (a handoff
     /// waiting for it).
     pub(super) stuck_since: Option<Instant>,
+    /// Whether this replica listed its peers after its last claim (and has not fenced itself
+    /// since): it may own what its claim gives it.
+    pub(super) active: bool,
 }
 
 /// How long a write started at `now` may take: what is left of the renew deadline since the
@@ -74,6 +77,7 @@ impl Run {
             previous: Vec::new(),
             namespace: ns,
             stuck_since: None,
+            active: false,
         }
     }
 
@@ -102,19 +106,29 @@ impl Run {
             .is_some_and(|at| now.duration_since(at) < self.c.opts.renew_deadline)
     }
 
-    /// What to publish: `view`, this replica's claim and every other peer's.
-    pub(super) fn snapshot(&self, view: Vec<Peer>, now: Instant, active: bool) -> Snapshot {
+    /// What to publish: the live peers, this replica's claim and every other peer's.
+    pub(super) fn snapshot(&self, now: Instant) -> Snapshot {
         // Every other peer's claim holds until a consistent list confirmed the peer gone: a
         // peer that only *looks* silent (this replica's watch lags, or this process was
         // paused) may still hold what it claims. The view may drop it earlier; that only
         // makes this replica release or wait, never engage.
         let others = self.peers.claims();
         Snapshot {
-            active: active && self.fresh(now),
-            view,
+            active: self.active && self.fresh(now),
+            view: self.view(now),
             applied: self.applied.clone(),
             others,
             previous: self.previous.clone(),
+        }
+    }
+
+    /// Publishes what this replica knows now, if it changed: the one way the peer view
+    /// reaches the gates, called after everything that can change it (a watch event, a
+    /// consistent list, a claim written, a peer expiring, fencing).
+    pub(super) fn settle(&self) {
+        let snapshot = self.snapshot(Instant::now());
+        if *self.c.current() != snapshot {
+            self.c.publish(snapshot);
         }
     }
 
@@ -128,6 +142,7 @@ impl Run {
             .map_err(|_| kube::Error::Service("listing peer leases timed out".into()))??;
         self.peers.listed(&list.items, Instant::now());
         self.collect().await;
+        self.settle();
         Ok(())
     }
 
@@ -250,12 +265,14 @@ impl Run {
             let now = Instant::now();
             // Self-fencing: not renewed within the renew deadline → own nothing, before any
             // peer can take the clusters over (they wait for the lease duration).
-            if self.renewed.is_some() && !self.fresh(now) && self.c.current().active {
+            if self.renewed.is_some() && !self.fresh(now) && self.active {
                 warn!(deadline = ?opts.renew_deadline, "peer lease not renewed in time: releasing every cluster");
-                self.c.publish(self.snapshot(self.view(now), now, false));
+                self.active = false;
             }
+            // Whatever changed while this loop waited (a peer expired, fencing) is published.
+            self.settle();
             let view = self.view(now);
-            let active = self.c.current().active;
+            let active = self.active;
             let changed = self.fresh(now) && (view != self.applied || !active);
             if now >= next_renew || (changed && now >= retry_at) {
                 let claim = self.claim(now);
@@ -316,17 +333,14 @@ impl Run {
     fn on_event(&mut self, event: Result<watcher::Event<Lease>, watcher::Error>) {
         match event {
             Ok(watcher::Event::Apply(lease) | watcher::Event::InitApply(lease)) => {
-                if self.peers.observe(&lease, Instant::now()) {
-                    // A claim released: gates may engage now.
-                    let now = Instant::now();
-                    let view = self.view(now);
-                    if view == self.applied {
-                        self.c
-                            .publish(self.snapshot(view, now, self.c.current().active));
-                    }
-                }
+                // A claim released lets the gates engage; a new peer makes them release.
+                self.peers.observe(&lease, Instant::now());
+                self.settle();
             }
-            Ok(watcher::Event::Delete(lease)) => self.peers.forget(&lease, Instant::now()),
+            Ok(watcher::Event::Delete(lease)) => {
+                self.peers.forget(&lease, Instant::now());
+                self.settle();
+            }
             // A relist of the watch is not a consistent list: peers missing from it are not
             // taken for gone (only `listed` does that, by the lease-duration rule).
             Ok(watcher::Event::Init | watcher::Event::InitDone) => {}
