@@ -1042,5 +1042,114 @@ async fn a_cluster_engaged_by_hand_on_a_sharded_manager_is_refused() {
     })
     .await;
     token.cancel();
-    tokio::time::timeout(WAIT, run).await.unwrap().unwrap().unwrap();
+    tokio::time::timeout(WAIT, run)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+}
+
+/// Clusters whose reconciles kept their cluster (ignoring cancellation), by replica.
+static KEPT: Mutex<Vec<Cluster>> = Mutex::new(Vec::new());
+
+/// Keeps a handle on its cluster for ever: work that does not honour cancellation.
+async fn keeps_its_cluster(
+    _cm: Arc<ConfigMap>,
+    ctx: Context<()>,
+) -> Result<Action, mcr_core::Error> {
+    KEPT.lock().unwrap().push(ctx.current_cluster().clone());
+    Ok(Action::await_change())
+}
+
+fn no_retry(_: Arc<ConfigMap>, _: &mcr_core::Error, _: Context<()>) -> Action {
+    Action::await_change()
+}
+
+/// Issue 46, item 3: a handoff waits while the old replica still runs work of a cluster it
+/// gives up; only once that work has outlived the documented bound (the lease duration) is
+/// the cluster handed over anyway, and then it says so: a Warning Event on the replica's Lease
+/// and the `mcr_shard_forced_handoffs` counter.
+#[tokio::test]
+async fn a_handoff_forced_past_its_bound_says_so_in_an_event_and_a_metric() {
+    let host = TestCluster::start("host").await.unwrap();
+    let fleet = Fleet::start(4).await.unwrap();
+    members(&fleet).await;
+    let provider = |fleet: &Fleet| {
+        let provider = Arc::new(ClustersProvider::new());
+        for c in fleet.clusters() {
+            provider.want(Cluster::new(c.name(), c.client())).unwrap();
+        }
+        provider
+    };
+    let a = Manager::builder(host.client())
+        .provider(provider(&fleet))
+        .sharding(sharding("keeper"))
+        .build();
+    Controller::new(&a)
+        .for_::<ConfigMap>()
+        .register(keeps_its_cluster, no_retry, Arc::new(()))
+        .unwrap();
+    let token = CancellationToken::new();
+    let run_a = {
+        let (a, token) = (a.clone(), token.clone());
+        tokio::spawn(async move { a.run_until(token).await })
+    };
+    eventually("a owns and reconciled all four", WAIT, || {
+        a.engaged_clusters().len() == 4 && KEPT.lock().unwrap().len() >= 4
+    })
+    .await;
+
+    let b = Manager::builder(host.client())
+        .provider(provider(&fleet))
+        .sharding(sharding("joiner"))
+        .build();
+    let run_b = {
+        let (b, token) = (b.clone(), token.clone());
+        tokio::spawn(async move { b.run_until(token).await })
+    };
+    let joined = Instant::now();
+    eventually("b engaged its share", WAIT, || {
+        !b.engaged_clusters().is_empty()
+    })
+    .await;
+    // Not before a's work outlived the lease duration (2 s): a kept every cluster.
+    assert!(
+        joined.elapsed() >= Duration::from_secs(2),
+        "handed over after {:?}, before the bound",
+        joined.elapsed()
+    );
+    let metrics = a.metrics().encode();
+    let forced: u64 = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("mcr_shard_forced_handoffs_total "))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0);
+    assert_eq!(
+        forced as usize,
+        b.engaged_clusters().len(),
+        "forced handoffs counted: {metrics}"
+    );
+    let events: kube::Api<k8s_openapi::api::events::v1::Event> =
+        kube::Api::namespaced(host.client(), "default");
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let listed = events.list(&Default::default()).await.unwrap();
+        let found = listed.items.iter().any(|e| {
+            e.reason.as_deref() == Some("HandoffForced")
+                && e.type_.as_deref() == Some("Warning")
+                && e.note.as_deref().is_some_and(|n| n.contains("handed over"))
+        });
+        if found {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no HandoffForced Event: {listed:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    KEPT.lock().unwrap().clear();
+    token.cancel();
+    let _ = tokio::time::timeout(WAIT, run_a).await;
+    let _ = tokio::time::timeout(WAIT, run_b).await;
 }

@@ -60,6 +60,21 @@ impl Run {
             }
             warn!(clusters = ?running, waited = ?since.elapsed(),
                 "work of released clusters still running after the lease duration (does a reconcile ignore cancellation?): handed over anyway");
+            if let Some(m) = self.metrics() {
+                m.forced.inc_by(running.len() as u64);
+            }
+            let note = format!(
+                "handed over {} cluster(s) while work of theirs still ran here after {:?} \
+                 (a reconcile that ignores cancellation?): {}",
+                running.len(),
+                since.elapsed(),
+                running
+                    .iter()
+                    .map(|n| n.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+            self.event("HandoffForced", &note).await;
             self.stuck_since = None;
             return true;
         }

@@ -26,6 +26,8 @@ use crate::Fleet;
 pub(super) struct Run {
     pub(super) c: Arc<Coordinator>,
     api: Api<Lease>,
+    /// The host (for Events).
+    host: kube::Client,
     pub(super) fleet: Fleet,
     pub(super) peers: Peers,
     /// The last Lease written (for its resourceVersion).
@@ -67,7 +69,8 @@ impl Run {
     pub(super) fn new(c: Arc<Coordinator>, host: kube::Client, fleet: Fleet) -> Self {
         let ns = c.opts.namespace_or(host.default_namespace());
         Run {
-            api: Api::namespaced(host, &ns),
+            api: Api::namespaced(host.clone(), &ns),
+            host,
             peers: Peers::new(c.opts.identity.clone()),
             c,
             fleet,
@@ -240,6 +243,36 @@ impl Run {
                 self.mine = None;
                 Err(err)
             }
+        }
+    }
+
+    /// Publishes a Warning Event about this replica's Lease on the host (best effort, bounded
+    /// by the renew deadline: an Event that cannot be written is logged, nothing else).
+    pub(super) async fn event(&self, reason: &str, note: &str) {
+        let Some(lease) = &self.mine else { return };
+        let reference = kube::Resource::object_ref(lease, &());
+        let reporter = kube::runtime::events::Reporter {
+            controller: "mcr-sharding".into(),
+            instance: Some(self.me().to_owned()),
+        };
+        let recorder = kube::runtime::events::Recorder::new(self.host.clone(), reporter);
+        let event = kube::runtime::events::Event {
+            type_: kube::runtime::events::EventType::Warning,
+            reason: reason.into(),
+            note: Some(note.into()),
+            action: "Handoff".into(),
+            secondary: None,
+        };
+        let published = tokio::time::timeout(
+            self.c.opts.renew_deadline,
+            recorder.publish(&event, &reference),
+        )
+        .await;
+        if !matches!(published, Ok(Ok(()))) {
+            warn!(
+                reason,
+                "could not publish the event about this replica's lease"
+            );
         }
     }
 
