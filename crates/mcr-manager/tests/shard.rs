@@ -1153,3 +1153,50 @@ async fn a_handoff_forced_past_its_bound_says_so_in_an_event_and_a_metric() {
     let _ = tokio::time::timeout(WAIT, run_a).await;
     let _ = tokio::time::timeout(WAIT, run_b).await;
 }
+
+/// Issue 46, defect 2: a replica that joins while a live peer's Lease is missing (deleted by
+/// hand) used to claim without that peer, and the peer released and engaged again clusters it
+/// never stopped owning (4 of 12). The newcomer now listens for its renew deadline before it
+/// claims: the peer writes its Lease again meanwhile, and nothing that stays with a replica is
+/// engaged again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_joining_while_a_live_peers_lease_is_missing_moves_only_its_share() {
+    let Pair {
+        host,
+        fleet,
+        all,
+        recorder,
+        a,
+        b,
+    } = Pair::start(12).await;
+    split(&a, &b, &all).await;
+    let before = instances(&[&a, &b]);
+    let leases: kube::Api<k8s_openapi::api::coordination::v1::Lease> =
+        kube::Api::namespaced(host.client(), "default");
+    leases
+        .delete("shard-test-r2", &Default::default())
+        .await
+        .unwrap();
+    let c = start("r3", &host, &fleet, &recorder).await;
+    eventually("three replicas share the fleet", WAIT, || {
+        partitioned(&[&a, &b, &c], &all)
+            && settled(&a, &all, &["r2", "r3"])
+            && settled(&b, &all, &["r1", "r3"])
+            && settled(&c, &all, &["r1", "r2"])
+    })
+    .await;
+    let (again, moved) = reengaged(&before, &instances(&[&a, &b, &c]));
+    println!(
+        "r3 joined while r2's Lease was missing: {moved} clusters moved; {}",
+        show(&[&a, &b, &c])
+    );
+    assert!(moved > 0, "r3 took no share");
+    assert!(
+        again.is_empty(),
+        "clusters that kept their replica were released and engaged again: {again:?}"
+    );
+    recorder.assert_no_overlaps();
+    a.stop().await;
+    b.stop().await;
+    c.stop().await;
+}

@@ -39,6 +39,12 @@
 //! weighted rendezvous hashing over it gives each cluster one owner (when a peer joins or
 //! leaves, only the clusters it gains or had move, about 1/N).
 //!
+//! A peer starting a run first **listens**: it watches the group's Leases for its renew
+//! deadline before it claims anything. Every live peer writes its Lease within its renew
+//! deadline (or has fenced itself), so one whose Lease was missing when the newcomer started
+//! (deleted by hand) is seen before the newcomer claims, and the newcomer neither claims what
+//! that peer holds nor makes it release clusters it never stopped owning.
+//!
 //! When its view changes, a peer:
 //!
 //! 0. **lists** the group's Leases with a consistent read, and computes the view from it. A

@@ -291,9 +291,13 @@ impl Run {
         let mut events =
             std::pin::pin!(mcr_core::watch(self.api.clone(), config).default_backoff());
         let opts = self.c.opts.clone();
-        let mut next_renew = Instant::now();
+        // Listen before claiming: a live peer whose Lease is missing (deleted by hand) writes
+        // it again within its renew deadline, or has fenced itself by then. A replica that
+        // claimed at once could not know of it, and would claim (and engage) what it holds.
+        let first_claim = Instant::now() + opts.renew_deadline;
+        let mut next_renew = first_claim;
         // After a failed step, nothing is tried again before this.
-        let mut retry_at = Instant::now();
+        let mut retry_at = first_claim;
         loop {
             let now = Instant::now();
             // Self-fencing: not renewed within the renew deadline → own nothing, before any
