@@ -1168,7 +1168,13 @@ async fn a_replica_joining_while_a_live_peers_lease_is_missing_moves_only_its_sh
         recorder,
         a,
         b,
-    } = Pair::start(12).await;
+    } = Pair::start(if mcr_envtest::backend().is_real() {
+        // Each member is a kube-apiserver process there.
+        mcr_envtest::real::MAX_FLEET
+    } else {
+        12
+    })
+    .await;
     split(&a, &b, &all).await;
     let before = instances(&[&a, &b]);
     let leases: kube::Api<k8s_openapi::api::coordination::v1::Lease> =
