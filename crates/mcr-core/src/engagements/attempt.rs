@@ -217,16 +217,11 @@ impl Attempt {
         if !self.handle.started(&self.name, self.id, &cluster) {
             return Err(stopped());
         }
-        let (indexes, subscribers) = {
-            let state = table.state.lock();
-            (state.indexes.clone(), state.subscribers.clone())
-        };
+        let indexes = table.state.lock().indexes.clone();
         let up = Up {
-            name: &self.name,
-            token: &self.token,
+            attempt: self,
             cluster: &cluster,
             indexes: &indexes,
-            subscribers: &subscribers,
             sync_timeout: self.handle.view.opts.sync_timeout,
         };
         match &self.running {
@@ -244,11 +239,9 @@ impl Attempt {
 
 /// One bring-up of a started attempt: its informers, indexes and sync.
 struct Up<'a> {
-    name: &'a ClusterName,
-    token: &'a CancellationToken,
+    attempt: &'a Attempt,
     cluster: &'a Cluster,
     indexes: &'a [crate::FieldIndex],
-    subscribers: &'a [std::sync::Arc<dyn crate::Aware>],
     sync_timeout: Duration,
 }
 
@@ -258,19 +251,19 @@ impl Up<'_> {
     /// missing and no change goes unseen.
     async fn replace(&self, old: &Cluster) -> Result<(), Error> {
         let cache = self.cluster.cache();
-        cache.start(self.token.clone());
+        cache.start(self.attempt.token.clone());
         cache.open_informers_of(old.cache());
         self.index()?;
         self.synced().await?;
-        self.engage()?;
+        let subscribers = self.engage()?;
         // Informers the engagement opened beyond the running instance's (usually none).
         if let Err(err) = self.synced().await {
             // The engagement replaced the running instance wherever it was engaged: hand the
             // name back to it (its token is the active one's, untouched).
-            self.token.cancel();
+            self.attempt.token.cancel();
             if let Some(old_token) = old_token(old) {
-                for s in self.subscribers {
-                    let _ = s.engage(old_token.clone(), self.name.clone(), old.clone());
+                for s in &subscribers {
+                    let _ = s.engage(old_token.clone(), self.attempt.name.clone(), old.clone());
                 }
             }
             return Err(err);
@@ -286,20 +279,25 @@ impl Up<'_> {
         Ok(())
     }
 
-    /// Starts the cache and tells every subscriber; an error there becomes [`Error::Engage`].
-    fn engage(&self) -> Result<(), Error> {
-        self.cluster.cache().start(self.token.clone());
+    /// Starts the cache and tells every subscriber (those of the table now); an error there
+    /// becomes [`Error::Engage`]. Returns the subscribers told.
+    fn engage(&self) -> Result<Vec<std::sync::Arc<dyn crate::Aware>>, Error> {
+        let (name, token) = (&self.attempt.name, &self.attempt.token);
+        self.cluster.cache().start(token.clone());
         // Known by the engaged name in the cache's logs and errors, and its informers'.
-        self.cluster.cache().engaged_as(self.name);
-        for subscriber in self.subscribers {
+        self.cluster.cache().engaged_as(name);
+        let Some(subscribers) = self.attempt.handle.engaging(name, self.attempt.id) else {
+            return Err(Error::Stopped(name.clone()));
+        };
+        for subscriber in &subscribers {
             subscriber
-                .engage(self.token.clone(), self.name.clone(), self.cluster.clone())
+                .engage(token.clone(), name.clone(), self.cluster.clone())
                 .map_err(|err| Error::Engage {
-                    cluster: self.name.clone(),
+                    cluster: name.clone(),
                     source: Box::new(err),
                 })?;
         }
-        Ok(())
+        Ok(subscribers)
     }
 
     /// Waits, bounded by the sync timeout, until every informer opened so far has listed.

@@ -19,7 +19,7 @@ use tracing::{Instrument, info, warn};
 use super::{Attempt, Engagements, Entry, Failure, Here, Running, Source, State, Table};
 use crate::backoff::Backoff;
 use crate::coordinator::Ownership;
-use crate::{Cluster, ClusterName, Error, ErrorChain};
+use crate::{Aware, Cluster, ClusterName, Error, ErrorChain};
 
 impl Engagements {
     /// Wants `source` under `name` (with this handle's prefix) for the run of `parent`: the
@@ -307,7 +307,7 @@ pub(super) fn converge(table: &Arc<Table>, state: &mut State, name: &ClusterName
             } = *here;
             if let Some(attempt) = attempt {
                 attempt.token.cancel();
-                stopped.extend(attempt.started.map(|r| (name.clone(), r)));
+                stopped.extend(attempt.started.map(|c| (name.clone(), c.released())));
                 moved = true;
             }
             if let Some(running) = active {
@@ -366,6 +366,7 @@ pub(super) fn converge(table: &Arc<Table>, state: &mut State, name: &ClusterName
         token: token.clone(),
         key,
         started: None,
+        engaged: false,
     });
     let attempt = super::attempt::Attempt {
         handle: Engagements {
@@ -382,6 +383,15 @@ pub(super) fn converge(table: &Arc<Table>, state: &mut State, name: &ClusterName
     tokio::spawn(attempt.run().instrument(span));
 }
 
+/// Attempt `id` of `name`, if it is still the entry's current one.
+fn current<'a>(state: &'a mut State, name: &ClusterName, id: u64) -> Option<&'a mut Attempt> {
+    state
+        .entries
+        .get_mut(name)
+        .and_then(|e| e.here.as_mut()?.attempt.as_mut())
+        .filter(|a| a.id == id && !a.token.is_cancelled())
+}
+
 /// What an attempt ended with.
 pub(super) enum Outcome {
     /// A new instance synced: activate it (its subscribers were engaged with `token`).
@@ -395,17 +405,24 @@ impl Engagements {
     /// from here on); false when the attempt is no longer current (it stops).
     pub(super) fn started(&self, name: &ClusterName, id: u64, cluster: &Cluster) -> bool {
         let mut state = self.table.state.lock();
-        match state
-            .entries
-            .get_mut(name)
-            .and_then(|e| e.here.as_mut()?.attempt.as_mut())
-        {
-            Some(a) if a.id == id && !a.token.is_cancelled() => {
-                a.started = Some(cluster.released());
+        match current(&mut state, name, id) {
+            Some(a) => {
+                a.started = Some(cluster.clone());
                 true
             }
-            _ => false,
+            None => false,
         }
+    }
+
+    /// The subscribers attempt `id` of `name` engages its instance with, read under the lock
+    /// that [`subscribe`](Engagements::subscribe) adds one under, so that each is engaged once:
+    /// by the attempt, or by `subscribe`. `None` when the attempt is no longer current.
+    pub(super) fn engaging(&self, name: &ClusterName, id: u64) -> Option<Vec<Arc<dyn Aware>>> {
+        let mut state = self.table.state.lock();
+        let subscribers = state.subscribers.clone();
+        let a = current(&mut state, name, id)?;
+        a.engaged = true;
+        Some(subscribers)
     }
 
     /// Takes in the outcome of attempt `id` of `name`, then converges the entry.

@@ -66,7 +66,10 @@ struct Attempt {
     token: CancellationToken,
     key: Key,
     /// The instance it started, once it did (its subscribers may hold it).
-    started: Option<Released>,
+    started: Option<Cluster>,
+    /// Whether its instance was engaged with the subscribers (a new subscriber is engaged
+    /// with it too).
+    engaged: bool,
 }
 
 /// The last attempt for the current source failed.
@@ -411,15 +414,22 @@ impl Engagements {
         let engaged: Vec<(ClusterName, Cluster, CancellationToken)> = {
             let mut state = self.table.state.lock();
             state.subscribers.push(subscriber.clone());
-            state
-                .entries
-                .iter()
-                .filter_map(|(n, e)| Some((n, e.serving()?)))
-                .map(|(n, r)| (n.clone(), r.cluster.clone(), r.token.clone()))
-                .collect()
+            let mut engaged = Vec::new();
+            for (n, e) in &state.entries {
+                if let Some(r) = e.serving() {
+                    engaged.push((n.clone(), r.cluster.clone(), r.token.clone()));
+                }
+                // An attempt that engaged its instance already: this subscriber too (one that
+                // has not yet reads the subscribers, this one included, when it does).
+                if let Some(a) = e.attempt()
+                    && a.engaged
+                    && let Some(c) = &a.started
+                {
+                    engaged.push((n.clone(), c.clone(), a.token.clone()));
+                }
+            }
+            engaged
         };
-        // Members still starting are engaged by their attempt, which reads the subscribers
-        // after this one was added (or engaged it already: a no-op).
         for (name, cluster, token) in engaged {
             if let Err(err) = subscriber.engage(token, name.clone(), cluster) {
                 tracing::warn!(cluster = %name, error = %crate::ErrorChain(&err),

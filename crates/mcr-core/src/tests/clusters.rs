@@ -227,3 +227,33 @@ async fn no_member_can_be_the_host_or_nameless() {
     assert!(clusters.is_empty());
     assert!(aware.engaged.lock().is_empty());
 }
+
+/// A subscriber added while a member comes up (engaged, waiting for its informers to list) is
+/// engaged with it too, once: by `subscribe`, since the attempt told the subscribers it had.
+#[tokio::test]
+async fn a_subscriber_added_while_a_member_comes_up_is_engaged_with_it() {
+    let first = Arc::new(Recorder::default());
+    let clusters = Engagements::new().with_sync_timeout(Duration::from_secs(3600));
+    clusters.subscribe(first.clone());
+    let parent = CancellationToken::new();
+    let name = ClusterName::new("slow");
+    // Never answers: the member stays in its attempt, engaged, waiting for sync.
+    let cluster = Cluster::new("slow", hanging_client());
+    cluster.cache().informer::<ConfigMap>();
+    clusters
+        .want(&parent, &name, Source::Cluster(cluster))
+        .unwrap();
+    eventually("engaged with the first subscriber", DEFAULT_TIMEOUT, || {
+        !first.engaged.lock().is_empty()
+    })
+    .await;
+    let late = Arc::new(Recorder::default());
+    clusters.subscribe(late.clone());
+    let engaged = late.engaged.lock().clone();
+    assert_eq!(engaged.len(), 1, "{engaged:?}");
+    assert_eq!(engaged[0].0, name);
+    assert!(clusters.get(&name).is_err(), "still coming up");
+    // Its engagement ends with the member.
+    assert!(clusters.remove(&name));
+    assert!(engaged[0].1.is_cancelled());
+}
