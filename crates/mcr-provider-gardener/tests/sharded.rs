@@ -2,19 +2,19 @@
 //! costs no kubeconfig request; a Shoot given away is stopped at once and its credentials are
 //! no longer renewed; each comes up here once this replica owns it.
 
+mod common;
+
 use std::time::Duration;
 
-use mcr_core::credentials::RenewalOptions;
+use common::{DEADLINE, options};
 use mcr_core::{Engagements, MemberState, Provider, ProviderRunnable};
 use mcr_envtest::TestCluster;
 use mcr_envtest::garden::Garden;
 use mcr_envtest::wait::{POLL_INTERVAL, eventually};
-use mcr_provider_gardener::{GardenerProvider, Namespaces, Options};
+use mcr_provider_gardener::GardenerProvider;
 use mcr_test_support::{OTHER_REPLICA, Owned, init_tracing};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
-
-const DEADLINE: Duration = Duration::from_secs(30);
 
 /// The provider's members and where each stands (`engaged`, `elsewhere`, ...).
 fn states(provider: &GardenerProvider) -> Vec<(String, MemberState)> {
@@ -69,19 +69,7 @@ async fn shoots_owned_elsewhere_cost_no_kubeconfig_request_and_one_given_away_st
     assert!(table.coordinate(owned.clone()).is_ok());
     let provider = GardenerProvider::new(
         garden.cluster().client(),
-        Options {
-            namespaces: Namespaces::One("garden-dev".into()),
-            renewal: RenewalOptions {
-                fraction: 0.5,
-                jitter: 0.05,
-                retry_initial: Duration::from_millis(100),
-                retry_max: Duration::from_millis(400),
-                ..RenewalOptions::default()
-            },
-            retry_initial: Duration::from_millis(100),
-            retry_max: Duration::from_millis(400),
-            ..Options::default()
-        },
+        options(Duration::from_secs(3600)),
     );
     let token = CancellationToken::new();
     let task = tokio::spawn({

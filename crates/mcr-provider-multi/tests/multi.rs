@@ -74,7 +74,11 @@ struct Running {
 
 impl Running {
     fn start(multi: MultiProvider) -> Running {
-        let registry = Engagements::new();
+        Self::start_on(multi, Engagements::new())
+    }
+
+    /// Starts `multi` on `registry`.
+    fn start_on(multi: MultiProvider, registry: Engagements) -> Running {
         let token = CancellationToken::new();
         let task = tokio::spawn({
             let (multi, token, table) = (multi.clone(), token.clone(), registry.clone());
@@ -280,6 +284,13 @@ async fn separators_inside_cluster_names_and_custom_separators() {
     run.stop().await;
 }
 
+/// Adds a namespace provider over `host` as the child `ns`.
+async fn add_namespaces(multi: &MultiProvider, host: &TestCluster) {
+    let host = Cluster::new(mcr_core::ClusterName::host(), host.client());
+    let provider = Arc::new(NamespaceProvider::new(host, Default::default()));
+    multi.add("ns", provider).await.unwrap();
+}
+
 #[tokio::test]
 async fn a_host_watching_provider_lives_inside_multi() {
     init_tracing();
@@ -303,14 +314,7 @@ async fn a_host_watching_provider_lives_inside_multi() {
         .await
         .unwrap();
     multi.add("fixed", fixed).await.unwrap();
-    let host = Cluster::new(mcr_core::ClusterName::host(), host_env.client());
-    multi
-        .add(
-            "ns",
-            Arc::new(NamespaceProvider::new(host, Default::default())),
-        )
-        .await
-        .unwrap();
+    add_namespaces(&multi, &host_env).await;
     eventually("fleet", DEADLINE, || {
         run.names() == ["fixed#member", "ns#default", "ns#team-a"]
     })
@@ -561,22 +565,11 @@ async fn a_childs_members_are_owned_by_their_prefixed_names() {
     let host_env = TestCluster::start("host").await.unwrap();
     mcr_test_support::create_namespace(&host_env.client(), "team-a", &[]).await;
     let multi = MultiProvider::new();
-    let host = Cluster::new(mcr_core::ClusterName::host(), host_env.client());
-    multi
-        .add(
-            "ns",
-            Arc::new(NamespaceProvider::new(host, Default::default())),
-        )
-        .await
-        .unwrap();
+    add_namespaces(&multi, &host_env).await;
     let registry = Engagements::new();
     let owned = mcr_test_support::Owned::new(&["ns#team-a"]);
     assert!(registry.coordinate(owned).is_ok());
-    let token = CancellationToken::new();
-    let task = tokio::spawn({
-        let (multi, token, table) = (multi.clone(), token.clone(), registry.clone());
-        async move { multi.start(token, table).await }
-    });
+    let run = Running::start_on(multi.clone(), registry);
     let states = || -> Vec<(String, &'static str)> {
         multi
             .member_statuses()
@@ -596,12 +589,11 @@ async fn a_childs_members_are_owned_by_their_prefixed_names() {
         },
     )
     .await;
-    assert_eq!(registry.names(), ["ns#team-a"]);
+    assert_eq!(run.names(), ["ns#team-a"]);
     let err = multi.get(&"ns#default".into()).await.unwrap_err();
     assert!(
         matches!(&err, CoreError::NotOwned { cluster, .. } if cluster == "ns#default"),
         "{err}"
     );
-    token.cancel();
-    task.await.unwrap().unwrap();
+    run.stop().await;
 }
