@@ -1,37 +1,20 @@
 //! The Gardener provider against an emulated garden whose Shoots are HTTPS clusters with
 //! expiring client certificates.
 
+mod common;
+
 use std::time::Duration;
 
+use common::{DEADLINE, options};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::api::{Api, ListParams, PostParams};
-use mcr_core::credentials::RenewalOptions;
 use mcr_core::{ClusterName, Engagements, Provider, ProviderRunnable};
 use mcr_envtest::TestCluster;
 use mcr_envtest::garden::Garden;
 use mcr_envtest::wait::{eventually, eventually_async};
-use mcr_provider_gardener::{Address, GardenerProvider, KubeconfigKind, Namespaces, Options};
+use mcr_provider_gardener::{Address, GardenerProvider, KubeconfigKind, Options};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
-
-const DEADLINE: Duration = Duration::from_secs(30);
-
-fn options(expiration: Duration) -> Options {
-    Options {
-        namespaces: Namespaces::One("garden-dev".into()),
-        expiration,
-        renewal: RenewalOptions {
-            fraction: 0.5,
-            jitter: 0.05,
-            retry_initial: Duration::from_millis(100),
-            retry_max: Duration::from_millis(400),
-            ..RenewalOptions::default()
-        },
-        retry_initial: Duration::from_millis(100),
-        retry_max: Duration::from_millis(400),
-        ..Options::default()
-    }
-}
 
 fn start(provider: &GardenerProvider) -> (Engagements, CancellationToken) {
     let registry = Engagements::new();
