@@ -481,3 +481,25 @@ async fn a_removal_as_a_member_comes_home_is_never_lost() {
     );
     token.cancel();
 }
+
+/// A coordinator set on a table that has members already converges them at once (not at the
+/// next announced change or resync): one another replica owns is stopped.
+#[tokio::test]
+async fn a_coordinator_set_late_converges_the_members_at_once() {
+    let a = TestCluster::start_https("a").await.unwrap();
+    let registry = Engagements::new();
+    let token = CancellationToken::new();
+    registry
+        .want(
+            &token,
+            &"a".into(),
+            Source::Cluster(Cluster::new("a", a.client())),
+        )
+        .unwrap();
+    eventually("a engaged", DEADLINE, || registry.names() == ["a"]).await;
+    let a_token = registry.token(&"a".into()).unwrap();
+    let _ = registry.coordinate(Owned::nothing());
+    eventually("a stopped", DEADLINE, || a_token.is_cancelled()).await;
+    assert_eq!(registry.phase(&"a".into()), Some(Phase::Parked));
+    token.cancel();
+}

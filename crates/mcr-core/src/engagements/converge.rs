@@ -557,6 +557,10 @@ async fn driver(weak: Weak<Table>) {
         let Some(table) = weak.upgrade() else { return };
         if changes.is_none() {
             changes = table.coordinator.get().map(|c| c.changes());
+            if changes.is_some() {
+                // A coordinator set on a table with members: every one is asked now.
+                resync_at = Instant::now();
+            }
         }
         let now = Instant::now();
         let resync = *table.resync.lock();
