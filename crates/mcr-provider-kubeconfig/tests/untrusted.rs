@@ -1,6 +1,6 @@
-//! Secrets are untrusted input: a broken or unreachable kubeconfig is retried without
-//! affecting the other clusters, and exec plugins or local file references are refused unless
-//! the operator opted in.
+//! Secrets are untrusted input: a broken kubeconfig waits for its Secret to change and an
+//! unreachable one is retried, without affecting the other clusters, and exec plugins or local
+//! file references are refused unless the operator opted in.
 
 mod common;
 
@@ -14,7 +14,7 @@ use mcr_provider_kubeconfig::{Namespaces, SecretState};
 use common::*;
 
 #[tokio::test]
-async fn invalid_or_unreachable_is_retried_and_isolated() {
+async fn invalid_waits_for_a_change_unreachable_is_retried_both_isolated() {
     init_tracing();
     let host = TestCluster::start("host").await.unwrap();
     let fleet = https_fleet(2).await;
@@ -49,10 +49,10 @@ async fn invalid_or_unreachable_is_retried_and_isolated() {
     )
     .await;
     eventually("good engaged", DEADLINE, || run.names() == ["good"]).await;
-    eventually("bad and down failing", DEADLINE, || {
+    eventually("bad invalid and down failing", DEADLINE, || {
         matches!(
             run.state("default", "bad"),
-            Some(SecretState::Failed { .. })
+            Some(SecretState::Invalid { .. })
         ) && matches!(
             run.state("default", "down"),
             Some(SecretState::Failed { .. })
@@ -62,10 +62,11 @@ async fn invalid_or_unreachable_is_retried_and_isolated() {
     let Some(SecretState::Failed { reason, .. }) = run.state("default", "down") else {
         unreachable!()
     };
-    assert!(
-        reason.contains("default/down"),
-        "names the Secret: {reason}"
-    );
+    assert!(reason.contains("\"down\""), "names the cluster: {reason}");
+    let Some(SecretState::Invalid { reason }) = run.state("default", "bad") else {
+        unreachable!()
+    };
+    assert!(reason.contains("default/bad"), "names the Secret: {reason}");
     assert!(!reason.contains(m2.token()), "no credentials in errors");
 
     // The unreachable server comes back: picked up by the retry, no Secret change needed.
