@@ -19,7 +19,7 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::Secret;
 use kube::runtime::watcher::{self, Event};
 use mcr_core::members::{Claims, Connection, FirstLists, Relists, Track};
-use mcr_core::{ClusterName, ErrorChain, Source};
+use mcr_core::{BoxError, BoxFuture, ClusterName, Connect, ErrorChain, Source};
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
@@ -34,6 +34,25 @@ enum Held {
     Invalid(String),
     /// A kubeconfig (its current context).
     Kubeconfig(Connection),
+}
+
+/// A Secret's kubeconfig that does not parse (the reason), wanted all the same: the table
+/// reports its cluster failed with the reason (an instance engaged from an earlier kubeconfig
+/// keeps serving) and tries nothing until the Secret changes.
+struct Unparsable(String);
+
+impl Connect for Unparsable {
+    fn key(&self) -> String {
+        format!("invalid: {}", self.0)
+    }
+
+    fn connect(&self) -> BoxFuture<'_, Result<Source, BoxError>> {
+        Box::pin(async move { Err(self.0.clone().into()) })
+    }
+
+    fn is_retryable(&self, _: &BoxError) -> bool {
+        false
+    }
 }
 
 /// The last version seen of a selected Secret.
@@ -92,8 +111,9 @@ impl Dispatcher {
 
     /// Gives `name` to its best-ranked claimant and wants that Secret's kubeconfig under it
     /// (wanting what is wanted already changes nothing); marks every other claimant as in
-    /// conflict. Removes the name's member when nothing claims the name any more, or when it
-    /// passes to a Secret without a usable kubeconfig. `changed` is the Secret whose event
+    /// conflict. A kubeconfig that does not parse is wanted as an [`Unparsable`] source, so the
+    /// table reports the cluster failed. Removes the name's member when nothing claims the
+    /// name any more, or before it passes to a Secret without a usable kubeconfig. `changed` is the Secret whose event
     /// this is, if any (its problems are logged). Decides nothing before the initial list is
     /// complete.
     fn settle(&mut self, name: &ClusterName, changed: Option<&SecretRef>) {
@@ -114,37 +134,41 @@ impl Dispatcher {
         }
         let seen = &self.secrets[&owner];
         let news = settled.changed() || changed == Some(&owner);
-        let state = match &seen.held {
-            Held::Kubeconfig(connection) => {
-                let source = Source::Kubeconfig(connection.clone());
-                match members.want(&self.token, name, source) {
-                    Ok(()) => SecretState::Pending,
-                    Err(err) => {
-                        let reason = ErrorChain(&err).to_string();
-                        warn!(cluster = %name, secret = %owner, error = %reason, "kubeconfig Secret refused");
-                        SecretState::Invalid { reason }
-                    }
-                }
-            }
+        if moved && !matches!(seen.held, Held::Kubeconfig(_)) {
+            // What runs under the name is the previous owner's.
+            members.remove(name);
+        }
+        let (source, state) = match &seen.held {
+            Held::Kubeconfig(connection) => (
+                Some(Source::Kubeconfig(connection.clone())),
+                SecretState::Pending,
+            ),
             Held::Missing => {
                 if news {
                     warn!(cluster = %name, secret = %owner, key = %self.shared.opts.data_key, "Secret has no kubeconfig under its data key (missing or empty): ignored until the key is added");
                 }
-                SecretState::MissingKey
+                (None, SecretState::MissingKey)
             }
             Held::Invalid(reason) => {
                 if news {
                     warn!(cluster = %name, secret = %owner, error = %reason, "kubeconfig Secret not usable: ignored until it changes");
                 }
-                SecretState::Invalid {
-                    reason: reason.clone(),
-                }
+                let unparsable = Unparsable(reason.clone());
+                let reason = reason.clone();
+                (
+                    Some(Source::Connect(Arc::new(unparsable))),
+                    SecretState::Invalid { reason },
+                )
             }
         };
-        if moved && !matches!(seen.held, Held::Kubeconfig(_)) {
-            // What runs under the name is the previous owner's.
-            members.remove(name);
-        }
+        let state = match source.map(|source| members.want(&self.token, name, source)) {
+            Some(Err(err)) => {
+                let reason = ErrorChain(&err).to_string();
+                warn!(cluster = %name, secret = %owner, error = %reason, "kubeconfig Secret refused");
+                SecretState::Invalid { reason }
+            }
+            _ => state,
+        };
         let mut statuses = self.shared.statuses.lock();
         let status = SecretStatus {
             cluster: name.clone(),

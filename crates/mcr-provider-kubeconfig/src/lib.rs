@@ -43,8 +43,9 @@
 //!   [`SecretState::MissingKey`] (a cluster already engaged from it is kept); the Secret stays
 //!   watched, so adding the key engages it.
 //! * **Kubeconfig that does not parse** (or whose current context does not resolve): logged
-//!   with the Secret's `namespace/name`, [`SecretState::Invalid`], nothing tried until the
-//!   Secret changes (a cluster already engaged from it is kept).
+//!   with the Secret's `namespace/name`, [`SecretState::Invalid`], and its cluster reported
+//!   failed in `member_statuses()` with that reason; nothing is tried until the Secret changes
+//!   (a cluster already engaged from it is kept).
 //! * **Unreachable server, client that cannot be built, caches that do not sync**:
 //!   [`SecretState::Failed`], retried by the table with a capped exponential backoff
 //!   ([`Options::members`]: `backoff_initial` doubling up to `backoff_max`); no other cluster

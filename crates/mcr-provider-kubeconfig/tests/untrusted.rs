@@ -7,6 +7,7 @@ mod common;
 use std::time::Duration;
 
 use mcr_core::kubeconfig::{ClientOptions, Policy};
+use mcr_core::{MemberState, Provider};
 use mcr_envtest::TestCluster;
 use mcr_envtest::wait::eventually;
 use mcr_provider_kubeconfig::{Namespaces, SecretState};
@@ -67,6 +68,13 @@ async fn invalid_waits_for_a_change_unreachable_is_retried_both_isolated() {
         unreachable!()
     };
     assert!(reason.contains("default/bad"), "names the Secret: {reason}");
+    // The table reports its cluster failed, not tried again until the Secret changes.
+    let statuses = run.provider.member_statuses();
+    let bad = statuses.iter().find(|s| s.name.as_str() == "bad");
+    assert!(
+        matches!(bad.map(|s| &s.state), Some(MemberState::Failed { reason, retry_in: None }) if reason.contains("default/bad")),
+        "{statuses:?}"
+    );
     assert!(!reason.contains(m2.token()), "no credentials in errors");
 
     // The unreachable server comes back: picked up by the retry, no Secret change needed.
