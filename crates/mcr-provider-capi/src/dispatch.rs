@@ -286,20 +286,15 @@ impl Track<DynamicObject> for Dispatcher {
         }
         if self.owners.get(&t.name) == Some(key) {
             self.owners.remove(&t.name);
+            self.shared.members.remove(&t.name);
             let next = self
                 .clusters
                 .iter()
                 .find(|(_, other)| other.name == t.name)
                 .map(|(k, _)| k.clone());
-            match next {
-                Some(next) => {
-                    self.owners.insert(t.name.clone(), next.clone());
-                    self.shared.members.remove(&t.name);
-                    self.follow(&next);
-                }
-                None => {
-                    self.shared.members.remove(&t.name);
-                }
+            if let Some(next) = next {
+                self.owners.insert(t.name.clone(), next.clone());
+                self.follow(&next);
             }
         }
         self.shared.statuses.lock().remove(key);

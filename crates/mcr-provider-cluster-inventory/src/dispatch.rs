@@ -4,12 +4,13 @@
 //! The dispatcher keeps the last seen version of every profile and labelled Secret, derives
 //! from them what each profile wants (pure, in [`crate::resolve`]), and
 //! [wants](mcr_core::members::Members::want) the owning profile's connection under its cluster
-//! name; the engagement table does the rest (build with the plugin, probe, retries, sharding). When two profiles map to one name, the owner is
-//! decided by [`Claims`], not by arrival order: the oldest `creationTimestamp` wins, then the
-//! smallest `namespace/name`; the other is logged (naming both) and reported as
-//! [`ProfileState::Conflict`] until it ranks first. Nothing is engaged before every watch
-//! (profiles, and Secrets with the Secret strategy) has listed once ([`FirstLists`]; a watch
-//! whose list fails stops that wait), so after a restart the list order never decides.
+//! name; the engagement table does the rest (build with the plugin, probe, retries,
+//! sharding). When two profiles map to one name, the owner is decided by [`Claims`], not by
+//! arrival order: the oldest `creationTimestamp` wins, then the smallest `namespace/name`; the
+//! other is logged (naming both) and reported as [`ProfileState::Conflict`] until it ranks
+//! first. Nothing is engaged before every watch (profiles, and Secrets with the Secret
+//! strategy) has listed once ([`FirstLists`]; a watch whose list fails stops that wait), so
+//! after a restart the list order never decides.
 
 use std::sync::Arc;
 
@@ -47,7 +48,7 @@ pub(crate) struct Dispatcher {
 }
 
 impl Dispatcher {
-    pub(crate) fn item(&mut self, item: Item) {
+    fn item(&mut self, item: Item) {
         let listed = match item {
             Item::Profile(stream, event) => {
                 let listed = matches!(event, Event::InitDone).then_some(stream);
