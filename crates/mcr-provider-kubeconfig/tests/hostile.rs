@@ -20,7 +20,7 @@ use mcr_provider_kubeconfig::{Namespaces, SecretState};
 
 use common::*;
 
-/// Panics seen anywhere in this test binary (kube's buffer worker, a member's worker task).
+/// Panics seen anywhere in this test binary (kube's buffer worker, a member's task).
 fn panics() -> &'static AtomicUsize {
     static PANICS: OnceLock<AtomicUsize> = OnceLock::new();
     static HOOK: Once = Once::new();
