@@ -55,8 +55,8 @@
 //! what it wants ([`members::Members::want`] with a [`Source`]) and what it no longer wants
 //! ([`members::Members::remove`]); the table does the rest alike for every provider. The
 //! [`members`] module documentation has a complete provider, and [`members::ProviderShared`]
-//! with [`members::Dispatch`] is the same thing for providers that watch several streams on a
-//! host.
+//! with [`members::StatusProvider`] is what providers that watch a host share between their
+//! handle and their event loop.
 #![deny(unsafe_code)]
 
 mod cache;

@@ -5,12 +5,11 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use mcr_core::members::Members;
-use mcr_core::{ClusterId, ClusterName, Connect, ErrorChain, MemberState, Source};
+use mcr_core::{ClusterId, ClusterName, ErrorChain, MemberState, Source};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, error, info, warn};
 
 use crate::scan::{Found, Owners, cluster_name, scan};
-use crate::target::Unusable;
 use crate::{Error, Options};
 
 /// What one pass over the configured files did.
@@ -67,8 +66,9 @@ pub(crate) struct PassState {
 
 /// What the files on disk say now: one source per cluster name.
 pub(crate) struct Disk {
-    /// What each cluster should connect with (a [`Target`], or an [`Unusable`] context).
-    pub(crate) desired: BTreeMap<ClusterName, Arc<dyn Connect>>,
+    /// What each cluster should connect with (its [`Target`](crate::target::Target), or an
+    /// unusable source for a context that does not resolve).
+    pub(crate) desired: BTreeMap<ClusterName, Source>,
     /// Clusters of files that could not be read or parsed: kept as they are.
     pub(crate) protected: BTreeSet<ClusterName>,
     /// Files the desired contexts read by path (certificates, keys, CA, tokens).
@@ -144,12 +144,14 @@ pub(crate) async fn read(opts: &Arc<Options>, state: &mut PassState) -> Disk {
                     match target {
                         Ok(target) => {
                             disk.referenced.extend(referenced);
-                            disk.desired.insert(name, Arc::new(target));
+                            disk.desired.insert(name, Source::Connect(Arc::new(target)));
                         }
                         Err(source) => {
                             error!(cluster = %name, error = %source, "context of kubeconfig file not usable");
-                            disk.desired
-                                .insert(name.clone(), Arc::new(Unusable::new(&source)));
+                            // Wanted all the same: reported failed, and an instance that
+                            // ran before keeps serving.
+                            let reason = mcr_core::ErrorChain(&source).to_string();
+                            disk.desired.insert(name.clone(), Source::unusable(reason));
                             disk.failed.push(Error::Context {
                                 cluster: name,
                                 source,
@@ -236,8 +238,8 @@ fn instance(cluster: &mcr_core::Cluster) -> (ClusterId, u64) {
 /// a member whose plugin or server hangs delays only itself) and removes the members whose
 /// file or context is gone; returns the names removed.
 pub(crate) fn want(members: &Members, token: &CancellationToken, disk: &Disk) -> Vec<ClusterName> {
-    for (name, connect) in &disk.desired {
-        if let Err(err) = members.want(token, name, Source::Connect(connect.clone())) {
+    for (name, source) in &disk.desired {
+        if let Err(err) = members.want(token, name, source.clone()) {
             error!(cluster = %name, error = %ErrorChain(&err), "cluster from kubeconfig file refused");
         }
     }

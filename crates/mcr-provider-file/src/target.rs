@@ -104,32 +104,3 @@ impl Connect for Target {
         false
     }
 }
-
-/// A context that does not resolve: wanted all the same, so that the table reports its member
-/// failed (and keeps an instance that ran before serving) until a pass reads a usable context.
-pub(crate) struct Unusable {
-    /// Why, redacted (a kubeconfig error names the context, never its credentials).
-    reason: String,
-}
-
-impl Unusable {
-    pub(crate) fn new(error: &kubeconfig::Error) -> Self {
-        Unusable {
-            reason: mcr_core::ErrorChain(error).to_string(),
-        }
-    }
-}
-
-impl Connect for Unusable {
-    fn key(&self) -> String {
-        format!("unusable: {}", self.reason)
-    }
-
-    fn connect(&self) -> BoxFuture<'_, Result<Source, BoxError>> {
-        Box::pin(async move { Err(self.reason.clone().into()) })
-    }
-
-    fn is_retryable(&self, _: &BoxError) -> bool {
-        false
-    }
-}

@@ -19,7 +19,7 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::Secret;
 use kube::runtime::watcher::{self, Event};
 use mcr_core::members::{Claims, Connection, FirstLists, Relists, Track};
-use mcr_core::{BoxError, BoxFuture, ClusterName, Connect, ErrorChain, Source};
+use mcr_core::{ClusterName, ErrorChain, Source};
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
@@ -34,25 +34,6 @@ enum Held {
     Invalid(String),
     /// A kubeconfig (its current context).
     Kubeconfig(Connection),
-}
-
-/// A Secret's kubeconfig that does not parse (the reason), wanted all the same: the table
-/// reports its cluster failed with the reason (an instance engaged from an earlier kubeconfig
-/// keeps serving) and tries nothing until the Secret changes.
-struct Unparsable(String);
-
-impl Connect for Unparsable {
-    fn key(&self) -> String {
-        format!("invalid: {}", self.0)
-    }
-
-    fn connect(&self) -> BoxFuture<'_, Result<Source, BoxError>> {
-        Box::pin(async move { Err(self.0.clone().into()) })
-    }
-
-    fn is_retryable(&self, _: &BoxError) -> bool {
-        false
-    }
 }
 
 /// The last version seen of a selected Secret.
@@ -111,7 +92,7 @@ impl Dispatcher {
 
     /// Gives `name` to its best-ranked claimant and wants that Secret's kubeconfig under it
     /// (wanting what is wanted already changes nothing); marks every other claimant as in
-    /// conflict. A kubeconfig that does not parse is wanted as an [`Unparsable`] source, so the
+    /// conflict. A kubeconfig that does not parse is wanted as an unusable source ([`Source::unusable`]), so the
     /// table reports the cluster failed. Removes the name's member when nothing claims the
     /// name any more, or before it passes to a Secret without a usable kubeconfig. `changed` is the Secret whose event
     /// this is, if any (its problems are logged). Decides nothing before the initial list is
@@ -153,10 +134,9 @@ impl Dispatcher {
                 if news {
                     warn!(cluster = %name, secret = %owner, error = %reason, "kubeconfig Secret not usable: ignored until it changes");
                 }
-                let unparsable = Unparsable(reason.clone());
                 let reason = reason.clone();
                 (
-                    Some(Source::Connect(Arc::new(unparsable))),
+                    Some(Source::unusable(&reason)),
                     SecretState::Invalid { reason },
                 )
             }

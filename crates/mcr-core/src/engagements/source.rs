@@ -74,6 +74,19 @@ pub trait Connect: Send + Sync + 'static {
 pub(super) struct Key(u64);
 
 impl Source {
+    /// A source that cannot be used (a kubeconfig that does not parse, a context that does
+    /// not resolve): wanted all the same, so that the table reports the member failed for
+    /// `reason` (never retried: it waits for a new source) and keeps an instance that ran
+    /// before serving.
+    ///
+    /// ```
+    /// let source = mcr_core::Source::unusable("the kubeconfig does not parse");
+    /// # let _ = source;
+    /// ```
+    pub fn unusable(reason: impl std::fmt::Display) -> Source {
+        Source::Connect(Arc::new(Unusable(reason.to_string())))
+    }
+
     /// The key of this source.
     pub(super) fn key(&self) -> Key {
         use std::hash::{Hash, Hasher};
@@ -98,5 +111,22 @@ impl std::fmt::Debug for Source {
             Source::Kubeconfig(conn) => f.debug_tuple("Kubeconfig").field(conn).finish(),
             Source::Connect(c) => f.debug_tuple("Connect").field(&c.key()).finish(),
         }
+    }
+}
+
+/// See [`Source::unusable`].
+struct Unusable(String);
+
+impl Connect for Unusable {
+    fn key(&self) -> String {
+        format!("unusable: {}", self.0)
+    }
+
+    fn connect(&self) -> BoxFuture<'_, Result<Source, BoxError>> {
+        Box::pin(async move { Err(self.0.clone().into()) })
+    }
+
+    fn is_retryable(&self, _: &BoxError) -> bool {
+        false
     }
 }

@@ -28,8 +28,8 @@
 //! - [`StatusBook`]: the per-object status map providers report to operators, and
 //!   [`ProviderShared`]: what a provider watching a host cluster shares between its handle and
 //!   its dispatcher, with [`StatusProvider`] giving that handle its accessors (`options`,
-//!   `names`, `status`, `statuses`) and [`ProviderShared::drive`] running its event loop
-//!   through a [`Dispatch`].
+//!   `names`, `status`, `statuses`), which read where each wanted member stands from the
+//!   table ([`Tracked`]).
 //!
 //! # Example
 //!
@@ -97,7 +97,6 @@ use crate::{ClusterName, Engagements, FieldIndex, MemberStatus, Source};
 
 mod claims;
 mod connection;
-mod drive;
 mod error;
 mod guard;
 mod options;
@@ -107,7 +106,6 @@ mod status;
 
 pub use claims::{Claims, Settled};
 pub use connection::Connection;
-pub use drive::Dispatch;
 pub use error::{Error, ProbeError};
 pub use guard::RunGuard;
 pub use options::{MemberOptions, MembersOptions};

@@ -41,25 +41,6 @@ impl<K: Ord + Clone, V: Clone> StatusBook<K, V> {
         self.lock().clone()
     }
 
-    /// Records `value` for `key` when `still` holds, checked under the lock (e.g. "the member
-    /// still belongs to this object": a status written after ownership moved would overwrite
-    /// the new owner's). Whether it was recorded.
-    ///
-    /// ```
-    /// let book: mcr_core::members::StatusBook<&str, u32> = Default::default();
-    /// assert!(book.insert_if("a", 1, || true));
-    /// assert!(!book.insert_if("a", 2, || false));
-    /// assert_eq!(book.lock().get("a"), Some(&1));
-    /// ```
-    pub fn insert_if(&self, key: K, value: V, still: impl FnOnce() -> bool) -> bool {
-        let mut map = self.lock();
-        let insert = still();
-        if insert {
-            map.insert(key, value);
-        }
-        insert
-    }
-
     /// The map, locked (to check a condition and write under one lock).
     pub fn lock(&self) -> MutexGuard<'_, BTreeMap<K, V>> {
         self.map.lock()
