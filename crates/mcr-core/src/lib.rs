@@ -30,7 +30,7 @@
 //! | **member** | a cluster a provider found; every cluster but the host |
 //! | **provider** ([`Provider`]) | a source of members (Secrets, files, namespaces, `Cluster` objects, profiles); its discovery loop is its [`ProviderRunnable`] |
 //! | **engage** ([`Aware::engage`]) | to hand a member, with a token, to whoever wants clusters (the manager, a controller, a runnable); the **engagement** lasts until the token fires. [`Aware`] is the one trait for being told about clusters |
-//! | **engagements** ([`Engagements`]) | the one table of members: one entry per name with what is wanted ([`Source`]), what runs and where it stands ([`Phase`], [`MemberState`]); the one lifecycle of every member (build, probe, start, sync, engage, activate, renew, retry, park, stop), converged on every change and on a timer |
+//! | **engagements** ([`Engagements`]) | the one table of members: one entry per name with what is wanted ([`Source`]), what runs and where it stands ([`MemberState`]); the one lifecycle of every member (build, probe, start, sync, engage, activate, renew, retry, park, stop), converged on every change and on a timer |
 //! | **source** ([`Source`]) | what a provider wants under a name: a ready [`Cluster`], a kubeconfig ([`members::Connection`]), or a [`Connect`] asked on demand |
 //! | **coordinator** ([`Coordinator`]) | who owns a cluster when replicas share a fleet; the table keeps what another replica owns without a client |
 //! | **members** ([`members::Members`]) | a provider's handle on the table: the options its members are brought up with, and its run |
@@ -81,7 +81,7 @@ pub use cache::{Cache, CacheEvent, CacheView, Informer, InformerOptions, watch, 
 pub use cluster::{Cluster, ClusterId, Released};
 pub use coordinator::{Coordinator, Ownership};
 pub(crate) use engagements::DEFAULT_SYNC_TIMEOUT;
-pub use engagements::{Connect, Engagements, Phase, Source};
+pub use engagements::{Connect, Engagements, Source};
 pub use error::{
     BoxError, ClusterNotFound, Error, ErrorChain, cluster_not_found, is_cluster_not_found,
     panic_message,

@@ -444,9 +444,12 @@ async fn a_second_run_is_refused_and_ending_the_run_removes_every_member() {
     want(&members, &token, &"one".into(), &token_kubeconfig(&member))
         .await
         .unwrap();
-    assert_eq!(members.names(), ["one"]);
+    assert_eq!(members.engagements().names(), ["one"]);
     drop(guard);
-    assert!(members.names().is_empty(), "the run's members are removed");
+    assert!(
+        members.engagements().names().is_empty(),
+        "the run's members are removed"
+    );
     eventually("disengaged", DEADLINE, || registry.names().is_empty()).await;
     let _again = members.start_run("test").unwrap();
 }

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 
 use mcr_core::members::{Connection, Members, MembersOptions};
 use mcr_core::{
-    BoxError, BoxFuture, Cluster, ClusterName, Connect, Engagements, MemberState, Phase, Source,
+    BoxError, BoxFuture, Cluster, ClusterName, Connect, Engagements, MemberState, Source,
 };
 use mcr_envtest::TestCluster;
 use mcr_envtest::wait::eventually;
@@ -146,7 +146,7 @@ async fn ownership_moving_away_mid_attempt_is_no_failure() {
     );
     m.no_failure();
     assert_eq!(m.count.of("a"), 1, "one attempt, before ownership moved");
-    assert!(m.registry.names().is_empty() && m.members.names().is_empty());
+    assert!(m.registry.names().is_empty() && m.members.engagements().names().is_empty());
     assert_eq!(
         m.registry.release_unowned().len(),
         0,
@@ -201,12 +201,12 @@ async fn the_table_builds_only_owned_members_and_follows_ownership() {
         members.engagements().member_state(&"b".into()),
         Some(MemberState::Elsewhere { .. })
     ));
-    assert_eq!(members.names(), ["a"]);
+    assert_eq!(members.engagements().names(), ["a"]);
     let a_token = registry.active()[0].2.clone();
 
     owned.set(&["b"]);
     eventually("b engaged, a released", DEADLINE, || {
-        registry.names() == ["b"] && members.names() == ["b"]
+        registry.names() == ["b"] && members.engagements().names() == ["b"]
     })
     .await;
     assert!(a_token.is_cancelled(), "a's engagement was stopped");
@@ -259,7 +259,7 @@ async fn a_parked_name_comes_home_with_its_latest_source_and_a_removed_one_never
         0,
         "a removed name is not started when it comes home"
     );
-    assert_eq!(members.names(), ["b"]);
+    assert_eq!(members.engagements().names(), ["b"]);
     assert_eq!(
         members.member_statuses().len(),
         1,
@@ -288,21 +288,28 @@ async fn clusters_park_what_another_replica_owns_and_engage_it_when_owned() {
         .unwrap();
     clusters.add(&token, cb.clone()).await.unwrap();
     assert_eq!(clusters.names(), ["a"]);
-    assert_eq!(clusters.phase(&"b".into()), Some(Phase::Parked));
+    assert!(matches!(
+        clusters.member_state(&"b".into()),
+        Some(MemberState::Elsewhere { .. })
+    ));
     assert!(!cb.cache().is_started(), "a parked cluster starts nothing");
     assert_eq!(registry.names(), ["a"]);
     let a_token = clusters.token(&"a".into()).unwrap();
 
     owned.set(&["b"]);
     eventually("b engaged, a parked", DEADLINE, || {
-        registry.names() == ["b"] && clusters.phase(&"a".into()) == Some(Phase::Parked)
+        registry.names() == ["b"]
+            && matches!(
+                clusters.member_state(&"a".into()),
+                Some(MemberState::Elsewhere { .. })
+            )
     })
     .await;
     assert!(a_token.is_cancelled());
 
     // Removing a parked cluster forgets it.
     assert!(clusters.remove(&"a".into()));
-    assert_eq!(clusters.phase(&"a".into()), None, "forgotten");
+    assert_eq!(clusters.member_state(&"a".into()), None, "forgotten");
     owned.set(&["a", "b"]);
     eventually("nothing parked comes back", DEADLINE, || {
         registry.names() == ["b"]
@@ -344,9 +351,11 @@ async fn an_instance_given_away_is_never_activated_and_always_found_by_a_release
     let ca = Cluster::new("a", a.client());
     let released = ca.released();
     clusters.add(&token, ca).await.unwrap();
-    assert_eq!(
-        clusters.phase(&"a".into()),
-        Some(Phase::Parked),
+    assert!(
+        matches!(
+            clusters.member_state(&"a".into()),
+            Some(MemberState::Elsewhere { .. })
+        ),
         "activated although another replica owned it by then: {:?}",
         registry.names()
     );
@@ -388,7 +397,10 @@ async fn a_release_stops_what_is_owned_elsewhere_at_once() {
     assert!(a_token.is_cancelled() && registry.names().is_empty());
     // Nothing holds the instance (no subscriber): nothing is left to wait for.
     assert!(found.iter().all(|(_, r)| r.is_released()), "{found:?}");
-    assert_eq!(clusters.phase(&"a".into()), Some(Phase::Parked));
+    assert!(matches!(
+        clusters.member_state(&"a".into()),
+        Some(MemberState::Elsewhere { .. })
+    ));
     token.cancel();
 }
 
@@ -415,7 +427,10 @@ async fn an_unannounced_change_of_ownership_is_repaired_by_the_resync() {
         a_token.is_cancelled()
     })
     .await;
-    assert_eq!(registry.phase(&"a".into()), Some(Phase::Parked));
+    assert!(matches!(
+        registry.member_state(&"a".into()),
+        Some(MemberState::Elsewhere { .. })
+    ));
     owned.set_unannounced(&["a"]);
     eventually("a engaged again by the resync", DEADLINE, || {
         registry.names() == ["a"]
@@ -460,7 +475,10 @@ async fn a_removal_as_a_member_comes_home_is_never_lost() {
                 Source::Cluster(Cluster::new("a", a.client())),
             )
             .unwrap();
-        assert_eq!(registry.phase(&"a".into()), Some(Phase::Parked));
+        assert!(matches!(
+            registry.member_state(&"a".into()),
+            Some(MemberState::Elsewhere { .. })
+        ));
         owned.set(&["a"]);
         // Let the driver start to bring it in on some rounds, not on others.
         for _ in 0..(round % 4) {
@@ -474,7 +492,7 @@ async fn a_removal_as_a_member_comes_home_is_never_lost() {
     tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     let after: Vec<String> = engaged.0.lock().unwrap().clone();
     assert!(registry.names().is_empty(), "{:?}", registry.names());
-    assert_eq!(registry.phase(&"a".into()), None);
+    assert_eq!(registry.member_state(&"a".into()), None);
     assert!(
         registry.token(&"a".into()).is_none() && registry.member_states().is_empty(),
         "engagements after removals: {after:?}"
@@ -500,6 +518,9 @@ async fn a_coordinator_set_late_converges_the_members_at_once() {
     let a_token = registry.token(&"a".into()).unwrap();
     let _ = registry.coordinate(Owned::nothing());
     eventually("a stopped", DEADLINE, || a_token.is_cancelled()).await;
-    assert_eq!(registry.phase(&"a".into()), Some(Phase::Parked));
+    assert!(matches!(
+        registry.member_state(&"a".into()),
+        Some(MemberState::Elsewhere { .. })
+    ));
     token.cancel();
 }

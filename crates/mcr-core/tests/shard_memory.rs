@@ -51,7 +51,7 @@ current-context: ctx
     let after = rss().unwrap();
     let per_member = (after - before) as f64 / N as f64;
     println!("per member owned elsewhere: {per_member:.0} bytes of RSS (name included)");
-    assert!(members.names().is_empty());
+    assert!(members.engagements().names().is_empty());
     assert!(per_member <= 768.0, "{per_member} bytes per member");
     assert_eq!(members.member_statuses().len(), N);
     token.cancel();

@@ -97,7 +97,7 @@ impl FileProvider {
     /// assert!(p.names().is_empty());
     /// ```
     pub fn names(&self) -> Vec<ClusterName> {
-        self.inner.members.names()
+        self.inner.members.engagements().names()
     }
 
     /// Reconciles the fleet against the files once, now, and waits for every member to settle:

@@ -91,7 +91,7 @@ impl GardenerProvider {
     /// # }
     /// ```
     pub fn cluster_names(&self) -> Vec<ClusterName> {
-        self.inner.members.names()
+        self.inner.members.engagements().names()
     }
 
     fn streams(&self) -> Vec<BoxStream<'static, WatchEvent>> {

@@ -62,7 +62,7 @@ async fn shoots_engage_and_renew_in_place_without_relist() {
     let (registry, token) = start(&provider);
     // Engaged (the registry), then active in the provider once synced.
     eventually("both shoots to engage", DEADLINE, || {
-        registry.len() == 2 && names(&provider) == ["garden-dev/a", "garden-dev/b"]
+        registry.names().len() == 2 && names(&provider) == ["garden-dev/a", "garden-dev/b"]
     })
     .await;
 
@@ -153,7 +153,7 @@ async fn readiness_hibernation_deletion_and_scope() {
         GardenerProvider::new(garden.cluster().client(), options(Duration::from_secs(600)));
     let (registry, token) = start(&provider);
     eventually("the ready shoot to engage", DEADLINE, || {
-        registry.len() == 1
+        registry.names().len() == 1
     })
     .await;
     assert_eq!(
@@ -186,7 +186,7 @@ async fn readiness_hibernation_deletion_and_scope() {
 
     garden.delete_shoot("garden-dev", "creating").await.unwrap();
     eventually("the deleted shoot to disengage", DEADLINE, || {
-        provider.cluster_names().is_empty() && registry.is_empty()
+        provider.cluster_names().is_empty() && registry.names().is_empty()
     })
     .await;
     token.cancel();
@@ -218,7 +218,7 @@ async fn viewer_kubeconfig_internal_address_and_hibernated_option() {
     );
     let (registry, token) = start(&provider);
     eventually("the hibernated shoot to engage", DEADLINE, || {
-        registry.len() == 1
+        registry.names().len() == 1
     })
     .await;
     let cluster = provider.get(&"garden-dev/sleepy".into()).await.unwrap();
@@ -254,7 +254,10 @@ async fn renewal_failing_past_expiry_reports_unhealthy_then_recovers() {
         options(Duration::from_secs(3600)),
     );
     let (registry, token) = start(&provider);
-    eventually("the shoot to engage", DEADLINE, || registry.len() == 1).await;
+    eventually("the shoot to engage", DEADLINE, || {
+        registry.names().len() == 1
+    })
+    .await;
     let cluster = provider.get(&"garden-dev/lapsing".into()).await.unwrap();
     garden.set_failing(true);
     eventually("the credentials to expire", DEADLINE, || {

@@ -78,7 +78,7 @@ impl KindProvider {
     /// assert!(mcr_provider_kind::KindProvider::new(Default::default()).names().is_empty());
     /// ```
     pub fn names(&self) -> Vec<ClusterName> {
-        self.inner.members.names()
+        self.inner.members.engagements().names()
     }
 
     /// The poll loop, and the refresh of the engaged members beside it, until `token` is

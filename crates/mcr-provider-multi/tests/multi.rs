@@ -230,7 +230,10 @@ async fn removal_disengages_the_providers_clusters() {
         CoreError::ClusterNotFound(_)
     ));
     eventually("a#c cache stopped", DEADLINE, || informer.is_stopped()).await;
-    eventually("child forgot it", DEADLINE, || a.engagements().is_empty()).await;
+    eventually("child forgot it", DEADLINE, || {
+        a.engagements().names().is_empty()
+    })
+    .await;
     assert!(multi.get(&"b#c".into()).await.is_ok());
 
     // The name can be reused by a new provider.

@@ -102,7 +102,7 @@ impl NamespaceProvider {
     /// # }
     /// ```
     pub fn names(&self) -> Vec<ClusterName> {
-        self.inner.members.names()
+        self.inner.members.engagements().names()
     }
 
     /// The host cluster.

@@ -145,7 +145,7 @@ impl<P: MemberProvider + Clone, A> Running<P, A> {
         self.token.cancel();
         self.task.await.unwrap().unwrap();
         assert!(
-            self.provider.members().names().is_empty(),
+            self.provider.members().engagements().names().is_empty(),
             "clusters removed on stop"
         );
     }

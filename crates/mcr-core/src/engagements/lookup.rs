@@ -1,11 +1,11 @@
-//! Reading the table: [`Engagements::get`], [`phase`](Engagements::phase),
+//! Reading the table: [`Engagements::get`], [`member_state`](Engagements::member_state),
 //! [`names`](Engagements::names), [`member_states`](Engagements::member_states) and the like,
 //! each as the handle sees it (its prefix, its own members).
 
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::{Engagements, Entry, Phase};
+use super::{Engagements, Entry};
 use crate::{Cluster, ClusterName, Error, MemberState};
 
 impl Engagements {
@@ -70,27 +70,6 @@ impl Engagements {
             }
             changed.await;
         }
-    }
-
-    /// Where the member of that name is in its life, if the table knows it.
-    ///
-    /// ```
-    /// assert_eq!(mcr_core::Engagements::new().phase(&"a".into()), None);
-    /// ```
-    pub fn phase(&self, name: &ClusterName) -> Option<Phase> {
-        let full = self.full(name);
-        let state = self.table.state.lock();
-        let e = state
-            .entries
-            .get(&full)
-            .filter(|e| e.live() && self.owns(&e.view))?;
-        Some(if e.serving().is_some() {
-            Phase::Active
-        } else if e.elsewhere.is_some() {
-            Phase::Parked
-        } else {
-            Phase::Starting
-        })
     }
 
     /// Every member this handle wanted (or engaged by hand), with where it stands, sorted by
@@ -160,27 +139,6 @@ impl Engagements {
             .filter(|(_, e)| e.serving().is_some())
             .map(|(n, _)| n)
             .collect()
-    }
-
-    /// How many members are active.
-    ///
-    /// ```
-    /// assert_eq!(mcr_core::Engagements::new().len(), 0);
-    /// ```
-    pub fn len(&self) -> usize {
-        let state = self.table.state.lock();
-        self.visible(&state.entries)
-            .filter(|(_, e)| e.serving().is_some())
-            .count()
-    }
-
-    /// Whether no member is active.
-    ///
-    /// ```
-    /// assert!(mcr_core::Engagements::new().is_empty());
-    /// ```
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 
     /// The active members with their engagement tokens, sorted by name (names as this view

@@ -32,24 +32,6 @@ use crate::members::MembersOptions;
 use crate::{Aware, Cluster, ClusterName, Error, FieldIndex, Released};
 use source::Key;
 
-/// Where a member is in its life, as [`Engagements::phase`] reports it.
-///
-/// ```
-/// use mcr_core::Phase;
-/// assert_ne!(Phase::Starting, Phase::Active);
-/// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Phase {
-    /// Another replica owns it: only its name and source are kept until this replica does.
-    Parked,
-    /// Wanted and owned here, not active yet: being built, probed, started or synced, or
-    /// waiting for its next attempt after a failure. Not visible to
-    /// [`get`](Engagements::get).
-    Starting,
-    /// Engaged and synced: [`get`](Engagements::get) returns it.
-    Active,
-}
-
 /// The engaged instance of a member.
 struct Running {
     cluster: Cluster,
@@ -272,7 +254,7 @@ impl Engagements {
     /// cluster).
     ///
     /// ```
-    /// assert!(mcr_core::Engagements::new().is_empty());
+    /// assert!(mcr_core::Engagements::new().names().is_empty());
     /// ```
     pub fn new() -> Self {
         Engagements {

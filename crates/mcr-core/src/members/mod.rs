@@ -132,7 +132,7 @@ struct Inner {
 /// ```
 /// use mcr_core::members::{Members, MembersOptions};
 /// let members = Members::new(MembersOptions::default());
-/// assert!(members.names().is_empty());
+/// assert!(members.member_statuses().is_empty());
 /// ```
 #[derive(Clone)]
 pub struct Members {
@@ -206,15 +206,6 @@ impl Members {
         source: Source,
     ) -> Result<(), crate::Error> {
         self.engagements().want(token, name, source)
-    }
-
-    /// Names of the engaged members, sorted.
-    ///
-    /// ```
-    /// assert!(mcr_core::members::Members::new(Default::default()).names().is_empty());
-    /// ```
-    pub fn names(&self) -> Vec<ClusterName> {
-        self.engagements().names()
     }
 
     /// Removes the member `name`, in whatever phase (its caches stop, the manager disengages

@@ -183,7 +183,7 @@ pub trait StatusProvider<O: 'static, K: Ord + Clone + 'static, V: Tracked + 'sta
 
     /// Names of the currently engaged clusters, sorted.
     fn names(&self) -> Vec<ClusterName> {
-        self.shared().members.names()
+        self.shared().members.engagements().names()
     }
 
     /// What the provider made of one object of its source of truth (engaged, pending, failed

@@ -157,7 +157,7 @@ impl ClustersProvider {
     ///
     /// ```
     /// let p = mcr_core::providers::clusters::ClustersProvider::new();
-    /// assert!(p.engagements().is_empty());
+    /// assert!(p.engagements().names().is_empty());
     /// ```
     pub fn engagements(&self) -> Engagements {
         self.state.lock().engagements.clone()
