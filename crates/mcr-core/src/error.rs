@@ -135,8 +135,11 @@ pub struct ErrorChain<'a>(pub &'a (dyn std::error::Error + 'static));
 impl std::fmt::Display for ErrorChain<'_> {
     /// Kube, watcher and authentication errors in the chain are shown redacted (see
     /// [`redact_kube_error`](crate::kubeconfig::redact_kube_error)): their messages can carry
-    /// a credential command's arguments and output. A source whose message the text so far
-    /// already ends with (an error that shows its source in its own message) is not repeated.
+    /// a credential command's arguments and output; an error whose own message shows such an
+    /// error of its sources (`#[error("...: {0}")]`) shows it redacted and summarised there
+    /// (an API server's answer as its code, reason and message). A source whose message the
+    /// text so far already ends with (an error that shows its source in its own message) is
+    /// not repeated.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let mut out = String::new();
         let mut next = Some(self.0);
@@ -145,7 +148,7 @@ impl std::fmt::Display for ErrorChain<'_> {
                 redact::push_message(&mut out, &safe);
                 break;
             }
-            redact::push_message(&mut out, &e.to_string());
+            redact::push_message(&mut out, &redact::message(e));
             next = e.source();
         }
         f.write_str(&out)
@@ -343,6 +346,22 @@ mod tests {
         assert_eq!(
             ErrorChain(&Outer(Box::new(err))).to_string(),
             "outer: the API server answered 401 Unauthorized"
+        );
+    }
+
+    /// An error whose own message shows a kube error of its sources shows it summarised there,
+    /// once: not kube's text (with its `Debug` dump of the Status) and the summary after it.
+    #[test]
+    fn a_kube_error_shown_in_a_message_is_summarised_there() {
+        #[derive(Debug, thiserror::Error)]
+        #[error("summary not written: {0}")]
+        struct Shows(#[from] kube::Error);
+        let status =
+            kube::core::Status::failure("configmaps \"x\" not found", "NotFound").with_code(404);
+        let err = Shows(kube::Error::Api(Box::new(status)));
+        assert_eq!(
+            ErrorChain(&err).to_string(),
+            "summary not written: the API server answered 404 NotFound: configmaps \"x\" not found"
         );
     }
 }
