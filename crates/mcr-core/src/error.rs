@@ -49,8 +49,13 @@ pub enum Error {
         reason: &'static str,
     },
 
-    /// A cache did not finish its initial list in time.
-    #[error("cluster \"{cluster}\": cache for {resource} did not sync within {timeout:?}")]
+    /// A cache did not finish its initial list in time (and the API server did not refuse
+    /// it: that is [`Error::Refused`], said at once).
+    #[error("cluster \"{cluster}\": cache for {resource} did not sync within {timeout:?}{}",
+        match last_error {
+            Some(e) => format!(" (last error: {e})"),
+            None => String::new(),
+        })]
     SyncTimeout {
         /// The cluster.
         cluster: ClusterName,
@@ -58,6 +63,35 @@ pub enum Error {
         resource: String,
         /// How long we waited.
         timeout: Duration,
+        /// The last error of its list or watch, if it had one (redacted, see
+        /// [`ErrorChain`]).
+        last_error: Option<String>,
+    },
+
+    /// The API server refused an informer's list or watch with 401, 403, or 404 of the
+    /// resource: the credentials are not accepted, RBAC does not allow the verb, or the
+    /// resource is not served (a CRD not installed). Said at once, without waiting for the sync
+    /// timeout; the informer keeps retrying with backoff meanwhile.
+    #[error(
+        "cluster \"{cluster}\": {verb} {resource} {} refused: {} {}: {}",
+        match namespace {
+            Some(ns) => format!("in namespace {ns}"),
+            None => "in all namespaces".to_owned(),
+        },
+        status.code, status.reason, status.message
+    )]
+    Refused {
+        /// The cluster.
+        cluster: ClusterName,
+        /// `list` or `watch`.
+        verb: &'static str,
+        /// The resource, e.g. `configmaps` or `widgets.example.com`.
+        resource: String,
+        /// The namespace of the refused request; `None`: a request over every namespace (or
+        /// of a cluster-scoped resource).
+        namespace: Option<String>,
+        /// The API server's answer (`code` 401, 403 or 404, its `reason` and `message`).
+        status: Box<kube::core::Status>,
     },
 
     /// A Kubernetes API call failed.
@@ -292,10 +326,32 @@ mod tests {
             cluster: "c1".into(),
             resource: "configmaps".into(),
             timeout: Duration::from_secs(1),
+            last_error: None,
         };
         assert_eq!(
             e.to_string(),
             "cluster \"c1\": cache for configmaps did not sync within 1s"
+        );
+        let e = Error::SyncTimeout {
+            cluster: "c1".into(),
+            resource: "configmaps".into(),
+            timeout: Duration::from_secs(1),
+            last_error: Some("the API server answered 500".into()),
+        };
+        assert_eq!(
+            e.to_string(),
+            "cluster \"c1\": cache for configmaps did not sync within 1s (last error: the API server answered 500)"
+        );
+        let e = Error::Refused {
+            cluster: "c1".into(),
+            verb: "list",
+            resource: "configmaps".into(),
+            namespace: Some("team-a".into()),
+            status: Box::new(kube::core::Status::failure("no", "Forbidden").with_code(403)),
+        };
+        assert_eq!(
+            e.to_string(),
+            "cluster \"c1\": list configmaps in namespace team-a refused: 403 Forbidden: no"
         );
         assert!(Error::Stopped("c2".into()).to_string().contains("c2"));
         let e = Error::Engage {
