@@ -105,8 +105,8 @@ pub mod shard;
 
 pub use controller::{
     Builder, ClusterScope, Context, Controller, DEFAULT_PUBLISH_TIMEOUT, IntoRequest,
-    ReconcileOutcome, ReconcileResult, Recorder, RecorderError, Request, RunError, Start, Target,
-    UnreadableAction, WatchOptions,
+    ReconcileOutcome, ReconcileResult, Recorder, RecorderError, Request, RunError, Start, Store,
+    Target, UnreadableAction, WatchOptions,
 };
 pub use error::{BoxError, BuilderError, Error};
 pub use health::HttpOptions;

@@ -32,6 +32,7 @@ mod recorder;
 mod request;
 mod runner;
 mod scope;
+mod store;
 mod target;
 
 pub use action::UnreadableAction;
@@ -41,4 +42,5 @@ pub use outcome::{ReconcileOutcome, ReconcileResult};
 pub use recorder::{DEFAULT_PUBLISH_TIMEOUT, Recorder, RecorderError};
 pub use request::{IntoRequest, Request};
 pub use scope::ClusterScope;
+pub use store::Store;
 pub use target::Target;

@@ -15,7 +15,11 @@ use mcr_core::panic_message;
 use super::{Data, Engagement, Loop, passes};
 use crate::{
     Recorder,
-    controller::{context::Context, input::Scope, request::Request},
+    controller::{
+        context::Context,
+        input::{ErasedInformer, Scope},
+        request::Request,
+    },
     metrics::ClusterMetrics,
 };
 
@@ -30,7 +34,7 @@ where
     pub(super) primary: Informer<K>,
     pub(super) ctx: Context<Ctx>,
     pub(super) metrics: ClusterMetrics,
-    pub(super) restarts: Vec<Box<dyn Fn() -> u64 + Send + Sync>>,
+    pub(super) restarts: Vec<Restarts>,
     /// The objects the instance this one replaced had in its primary cache, until this
     /// instance has synced: those it does not have then went away across the swap, and are
     /// queued (see `synced`).
@@ -41,6 +45,9 @@ where
     /// The keys that came due before the instance was active, queued again once it is.
     pub(super) held: HashSet<Arc<ObjectRef<K>>>,
 }
+
+/// Counts an input's watch restarts in one cluster.
+type Restarts = Box<dyn Fn() -> u64 + Send + Sync>;
 
 /// A cluster the loop only watches (see `Loop::watch_only`).
 pub(super) struct Watched {
@@ -87,7 +94,7 @@ where
             return;
         };
         let primary = (self.spec.primary)(cluster.cache());
-        let restarts = self.subscribe_inputs(&cluster, &name, &token, true);
+        let (restarts, stores) = self.subscribe_inputs(&cluster, &name, &token, true);
         let metrics =
             metrics.unwrap_or_else(|| self.spec.metrics.cluster(&self.spec.name, name.as_str()));
         let id = cluster.id();
@@ -117,6 +124,7 @@ where
         let recorder = Recorder::new(name.clone(), cluster.client(), &self.spec.name);
         let ctx = Context::in_fleet(name.clone(), cluster.clone(), self.spec.fleet.clone(), data)
             .with_primary(primary.clone())
+            .with_stores(stores)
             .with_cancellation(token.clone())
             .with_recorder(recorder);
         self.engaged.insert(
@@ -182,15 +190,17 @@ where
     }
 
     /// Subscribes every input that watches `cluster` (a `target` when reconciles run there)
-    /// until `token` fires; returns their restart counters.
+    /// until `token` fires; returns their restart counters, and the informers of those that
+    /// watch `cluster` itself, in the order declared (see `Context::store`).
     fn subscribe_inputs(
         &mut self,
         cluster: &Cluster,
         name: &ClusterName,
         token: &CancellationToken,
         target: bool,
-    ) -> Vec<Box<dyn Fn() -> u64 + Send + Sync>> {
+    ) -> (Vec<Restarts>, Vec<ErasedInformer>) {
         let mut restarts = Vec::new();
+        let mut stores = Vec::new();
         for input in self.spec.inputs.iter() {
             if !input.scope.watches(name.is_host(), target)
                 || !passes(input.filter.as_ref(), name, cluster)
@@ -203,13 +213,16 @@ where
             };
             let sub = (input.subscribe)(source, name);
             restarts.push(sub.restarts);
+            if matches!(input.scope, Scope::In(_)) {
+                stores.push(sub.informer);
+            }
             self.streams.push(
                 sub.stream
                     .take_until(token.clone().cancelled_owned())
                     .boxed(),
             );
         }
-        restarts
+        (restarts, stores)
     }
 
     fn forget_when_gone(&mut self, name: &ClusterName, id: ClusterId, token: &CancellationToken) {
