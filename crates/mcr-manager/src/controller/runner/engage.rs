@@ -44,6 +44,13 @@ where
     pub(super) active: bool,
     /// The keys that came due before the instance was active, queued again once it is.
     pub(super) held: HashSet<Arc<ObjectRef<K>>>,
+    /// Cuts this instance's reconciles short: its token, unless the controller has a leave
+    /// hook, which lets the reconciles of a member that left the fleet finish first (see
+    /// `leave`).
+    pub(super) cut: CancellationToken,
+    /// Whether the member joined (an instance of it became active) since it last departed:
+    /// only a member that joined departs.
+    pub(super) joined: bool,
 }
 
 /// Counts an input's watch restarts in one cluster.
@@ -77,6 +84,9 @@ where
         }
         let mut metrics = None;
         let mut replaced = Vec::new();
+        // A member whose departure is under way joined: if this instance becomes active, it
+        // is back.
+        let mut joined = self.departing.contains_key(&name);
         if let Some(current) = self.engaged.get(&name) {
             if current.cluster.same_instance(&e.cluster) && !current.token.is_cancelled() {
                 trace!(controller = %self.spec.name, cluster = %name, "already engaged");
@@ -84,10 +94,17 @@ where
             }
             debug!(controller = %self.spec.name, cluster = %name, "replacing cluster instance");
             current.token.cancel();
+            current.cut.cancel();
             metrics = Some(current.metrics.clone());
             replaced = current.primary.list();
+            joined |= current.joined;
         }
         let token = e.token.child_token();
+        let cut = if self.spec.on_leave.is_some() {
+            CancellationToken::new()
+        } else {
+            token.clone()
+        };
         let cluster = e.cluster;
         let Some(data) = self.data_for(&name, &cluster, &token) else {
             token.cancel();
@@ -139,6 +156,8 @@ where
                 replaced,
                 active,
                 held: HashSet::new(),
+                cut,
+                joined,
             },
         );
         self.engaged_gauge.set(self.engaged.len() as i64);
@@ -246,6 +265,7 @@ where
             let dropped = self.queue.remove_cluster(name);
             self.spec.metrics.forget_cluster(&e.metrics);
             debug!(controller = %self.spec.name, cluster = %name, dropped, "cluster disengaged");
+            self.departed(name, e);
         }
         self.engaged_gauge.set(self.engaged.len() as i64);
     }
@@ -280,12 +300,20 @@ where
     /// The instance became active in the manager's table: its held keys are queued again (as
     /// initial-list requests, which they were).
     pub(super) fn activated(&mut self, (name, id): SyncDone) {
-        let Some(e) = (self.engaged.get_mut(&name))
-            .filter(|e| e.cluster.id() == id && !e.token.is_cancelled())
-        else {
+        if !(self.engaged.get(&name))
+            .is_some_and(|e| e.cluster.id() == id && !e.token.is_cancelled())
+        {
+            return;
+        }
+        // Back before its departure was over: active once it is.
+        if self.rejoining(&name, id) {
+            return;
+        }
+        let Some(e) = self.engaged.get_mut(&name) else {
             return;
         };
         e.active = true;
+        e.joined = true;
         let at = tokio::time::Instant::now();
         for key in std::mem::take(&mut e.held) {
             let key = Arc::unwrap_or_clone(key);
@@ -297,6 +325,7 @@ where
         }
         e.metrics.depth.set(self.queue.ready_len(&name) as i64);
         trace!(controller = %self.spec.name, cluster = %name, "cluster active: reconciles start");
+        self.run_join_hook(&name);
     }
 
     pub(super) fn report_restarts(&self) {

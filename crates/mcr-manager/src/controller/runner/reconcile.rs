@@ -130,7 +130,7 @@ where
             cluster = %cluster,
             object = %Shown(&cluster, &key),
         );
-        let left = e.token.clone();
+        let left = e.cut.clone();
         // Sharded: checked on every poll, before the reconciler's future, so a process that
         // resumes past its renew deadline runs no more of it (the coordinator's release, which
         // cancels `left`, comes a few polls later). Never lapsed without sharding.
@@ -232,6 +232,8 @@ where
             report(&self.spec.on_outcome, &cluster, &key, finished, elapsed);
         }
         self.slots.finished(&cluster, Instant::now());
+        // The last reconcile of a departed member ended: its leave hook may start.
+        self.start_leave(&cluster);
         let Some(e) = self
             .engaged
             .get(&cluster)
