@@ -340,3 +340,118 @@ async fn a_member_that_moved_away_is_not_one_that_left_the_fleet() {
         "one move, three attempts for two: {leaves:?}"
     );
 }
+
+/// A hook that panics, or runs past the reconcile timeout, is retried like one that fails.
+#[tokio::test]
+async fn a_leave_hook_that_panics_or_hangs_is_retried() {
+    let env = Env::start(1).await;
+    let member = env.fleet.names()[0].clone();
+    create_cm(env.member(&member).client(), "fast", "1").await;
+    let log = Log::default();
+    let hook_log = log.clone();
+    Controller::new(&env.mgr)
+        .for_::<ConfigMap>()
+        .reconcile_timeout(Duration::from_millis(300))
+        .on_leave(move |departure: Departure| {
+            let log = hook_log.clone();
+            async move {
+                let attempt = departure.attempt();
+                log.push(format!("attempt {attempt}"));
+                match attempt {
+                    1 => panic!("a bug in the hook"),
+                    2 => std::future::pending::<()>().await,
+                    _ => {}
+                }
+                log.push("done");
+                Ok::<_, kube::Error>(())
+            }
+        })
+        .register(
+            |_: Arc<ConfigMap>, ctx: Context<Log>| async move {
+                ctx.data().push(format!("wrote {}", ctx.cluster_name()));
+                Ok::<_, kube::Error>(Action::await_change())
+            },
+            |_, _: &kube::Error, _| Action::await_change(),
+            Arc::new(log.clone()),
+        )
+        .unwrap();
+    let run = env.run_engaged().await;
+    eventually("reconciled", DEADLINE, || {
+        log.has(&format!("wrote {member}"))
+    })
+    .await;
+    assert!(env.provider.remove(&member.as_str().into()));
+    eventually("the hook succeeded", DEADLINE, || log.has("done")).await;
+    let attempts: Vec<String> = (log.entries().into_iter())
+        .filter(|e| e.starts_with("attempt "))
+        .collect();
+    assert_eq!(attempts, ["attempt 1", "attempt 2", "attempt 3"]);
+    env.token.cancel();
+    run.await.unwrap().unwrap();
+}
+
+/// A member that joins again while its leave hook runs: the attempt in flight ends before the
+/// member's reconciles start, and the hook is not retried.
+#[tokio::test]
+async fn a_member_back_during_its_departure_waits_for_the_attempt_and_stops_the_retries() {
+    let (logs, _guard) = mcr_test_support::Logs::scoped("mcr_manager=debug");
+    let env = Env::start(1).await;
+    let member = env.fleet.names()[0].clone();
+    create_cm(env.member(&member).client(), "fast", "1").await;
+    let log = Log::default();
+    let release = Arc::new(tokio::sync::Notify::new());
+    let (hook_log, hook_release) = (log.clone(), release.clone());
+    Controller::new(&env.mgr)
+        .for_::<ConfigMap>()
+        .on_leave(move |departure: Departure| {
+            let (log, release) = (hook_log.clone(), hook_release.clone());
+            async move {
+                log.push(format!("attempt {} started", departure.attempt()));
+                release.notified().await;
+                log.push(format!("attempt {} failed", departure.attempt()));
+                Err::<(), _>(kube::Error::Service("the host is busy".into()))
+            }
+        })
+        .register(
+            |_: Arc<ConfigMap>, ctx: Context<Log>| async move {
+                ctx.data().push(format!("wrote {}", ctx.cluster_name()));
+                Ok::<_, kube::Error>(Action::await_change())
+            },
+            |_, _: &kube::Error, _| Action::await_change(),
+            Arc::new(log.clone()),
+        )
+        .unwrap();
+    let run = env.run_engaged().await;
+    let wrote = format!("wrote {member}");
+    eventually("reconciled", DEADLINE, || log.has(&wrote)).await;
+    assert!(env.provider.remove(&member.as_str().into()));
+    eventually("the hook runs", DEADLINE, || log.has("attempt 1 started")).await;
+
+    // Back while the attempt runs.
+    let client = env.member(&member).client();
+    env.provider
+        .add(Cluster::new(member.as_str(), client))
+        .await
+        .unwrap();
+    eventually("the controller saw it back", DEADLINE, || {
+        logs.text()
+            .contains("member joined again during its departure")
+    })
+    .await;
+    release.notify_one();
+    eventually("reconciled again", DEADLINE, || log.count(&wrote) == 2).await;
+    env.token.cancel();
+    run.await.unwrap().unwrap();
+    let entries = log.entries();
+    let failed = log.position("attempt 1 failed").unwrap();
+    let again = (entries.iter().enumerate())
+        .filter(|(_, e)| **e == wrote)
+        .nth(1)
+        .unwrap()
+        .0;
+    assert!(
+        failed < again,
+        "the attempt ended before the reconciles started: {entries:?}"
+    );
+    assert!(!log.has("attempt 2 started"), "not retried: {entries:?}");
+}
