@@ -455,3 +455,74 @@ async fn a_member_back_during_its_departure_waits_for_the_attempt_and_stops_the_
     );
     assert!(!log.has("attempt 2 started"), "not retried: {entries:?}");
 }
+
+/// A member back during its departure that leaves again before its reconciles started: the
+/// departure resumes, and its hook runs to success.
+#[tokio::test]
+async fn a_member_back_and_gone_again_during_its_departure_is_cleaned_up() {
+    let (logs, _guard) = mcr_test_support::Logs::scoped("mcr_manager=debug");
+    let env = Env::start(1).await;
+    let member = env.fleet.names()[0].clone();
+    create_cm(env.member(&member).client(), "fast", "1").await;
+    let log = Log::default();
+    let release = Arc::new(tokio::sync::Notify::new());
+    let (hook_log, hook_release) = (log.clone(), release.clone());
+    let calls = Arc::new(Mutex::new(0));
+    Controller::new(&env.mgr)
+        .for_::<ConfigMap>()
+        .on_leave(move |_: Departure| {
+            let (log, release, calls) = (hook_log.clone(), hook_release.clone(), calls.clone());
+            async move {
+                let call = {
+                    let mut calls = calls.lock().unwrap();
+                    *calls += 1;
+                    *calls
+                };
+                if call == 1 {
+                    log.push("first call started");
+                    release.notified().await;
+                    return Err(kube::Error::Service("the host is busy".into()));
+                }
+                log.push("cleaned");
+                Ok(())
+            }
+        })
+        .register(
+            |_: Arc<ConfigMap>, ctx: Context<Log>| async move {
+                ctx.data().push(format!("wrote {}", ctx.cluster_name()));
+                Ok::<_, kube::Error>(Action::await_change())
+            },
+            |_, _: &kube::Error, _| Action::await_change(),
+            Arc::new(log.clone()),
+        )
+        .unwrap();
+    let run = env.run_engaged().await;
+    eventually("reconciled", DEADLINE, || {
+        log.has(&format!("wrote {member}"))
+    })
+    .await;
+    assert!(env.provider.remove(&member.as_str().into()));
+    eventually("the hook runs", DEADLINE, || log.has("first call started")).await;
+    let client = env.member(&member).client();
+    env.provider
+        .add(Cluster::new(member.as_str(), client))
+        .await
+        .unwrap();
+    eventually("the controller saw it back", DEADLINE, || {
+        logs.text()
+            .contains("member joined again during its departure")
+    })
+    .await;
+    // Gone again before its reconciles started.
+    assert!(env.provider.remove(&member.as_str().into()));
+    release.notify_one();
+    eventually("cleaned up after all", DEADLINE, || log.has("cleaned")).await;
+    assert_eq!(
+        log.count(&format!("wrote {member}")),
+        1,
+        "{:?}",
+        log.entries()
+    );
+    env.token.cancel();
+    run.await.unwrap().unwrap();
+}

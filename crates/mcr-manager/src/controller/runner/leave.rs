@@ -74,8 +74,17 @@ where
     /// The engaged instance `e` of `name` was disengaged: starts its departure if it is one
     /// (with a leave hook), else cuts its reconciles still running.
     pub(super) fn departed(&mut self, name: &ClusterName, e: Engaged<K, Ctx>) {
+        if let Some(d) = self.departing.get_mut(name) {
+            // A new instance that came back during the departure left before it became
+            // active: the departure, abandoned for it, is resumed once its attempt ends.
+            if (d.rejoined.as_ref()).is_some_and(|(_, id)| *id == e.cluster.id()) {
+                d.rejoined = None;
+            }
+            e.cut.cancel();
+            return;
+        }
         let hooked = self.spec.on_leave.is_some() && e.joined;
-        let reason = if hooked && !self.departing.contains_key(name) {
+        let reason = if hooked {
             self.departure_reason(name)
         } else {
             None
@@ -162,10 +171,37 @@ where
     /// The departure of `name` is over (its hook succeeded or was abandoned): a new instance
     /// that became active meanwhile is activated now.
     pub(super) fn left(&mut self, name: ClusterName) {
-        if let Some(d) = self.departing.remove(&name)
-            && let Some(rejoined) = d.rejoined
-        {
-            self.activated(rejoined);
+        let Some(d) = self.departing.remove(&name) else {
+            return;
+        };
+        match d.rejoined {
+            Some(rejoined) => self.activated(rejoined),
+            // Abandoned for an instance that left again before it became active: the member
+            // is gone after all, and its hook runs again (the controller is not stopping: it
+            // would not be here).
+            None if d.abandon.is_cancelled() && !self.engaged.contains_key(&name) => {
+                if let Some(reason) = self.departure_reason(&name) {
+                    debug!(controller = %self.spec.name, cluster = %name, ?reason,
+                        "member left again before it was back: departure resumed");
+                    let departure = Departure {
+                        reason,
+                        attempt: 1,
+                        ..d.departure
+                    };
+                    self.departing.insert(
+                        name.clone(),
+                        Departing {
+                            departure,
+                            cut: d.cut,
+                            started: false,
+                            abandon: CancellationToken::new(),
+                            rejoined: None,
+                        },
+                    );
+                    self.start_leave(&name);
+                }
+            }
+            None => {}
         }
     }
 
