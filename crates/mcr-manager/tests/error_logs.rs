@@ -17,7 +17,7 @@ use kube::{
     client::AuthError,
     runtime::controller::Action,
 };
-use mcr_manager::{Context, Controller};
+use mcr_manager::{Context, Controller, WatchOptions};
 
 /// A reconciler's error as users write it: kube's error shown in its own message and kept as
 /// its source.
@@ -44,7 +44,7 @@ async fn a_failed_reconcile_is_one_short_warn_line() {
     create_cm(env.member(&member).client(), "trigger", "1").await;
     Controller::new(&env.mgr)
         .named("summary")
-        .for_::<ConfigMap>()
+        .for_with::<ConfigMap>(WatchOptions::new().fields("metadata.name=trigger"))
         .register(
             |_: Arc<ConfigMap>, ctx: Context<()>| write_missing(ctx),
             // No retry: exactly one failure.
@@ -103,7 +103,7 @@ async fn a_kube_error_shown_in_the_reconcilers_message_is_redacted() {
     create_cm(env.member(&member).client(), "trigger", "1").await;
     Controller::new(&env.mgr)
         .named("shown")
-        .for_::<ConfigMap>()
+        .for_with::<ConfigMap>(WatchOptions::new().fields("metadata.name=trigger"))
         .register(
             |_: Arc<ConfigMap>, _: Context<()>| async move {
                 let err = kube::Error::Auth(AuthError::AuthExecRun {

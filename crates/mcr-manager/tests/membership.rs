@@ -18,7 +18,9 @@ use kube::{
 use mcr_core::providers::clusters::ClustersProvider;
 use mcr_core::{Cluster, ClusterName};
 use mcr_envtest::TestCluster;
-use mcr_manager::{Action, Context, Controller, Departure, DepartureReason, Manager, Request};
+use mcr_manager::{
+    Action, Context, Controller, Departure, DepartureReason, Manager, Request, WatchOptions,
+};
 use mcr_test_support::{OTHER_REPLICA, Owned};
 use tokio_util::sync::CancellationToken;
 
@@ -45,6 +47,11 @@ impl Log {
 }
 
 const SUMMARY: &str = "summary";
+
+/// The ConfigMap `fast` alone (a real control plane has others, in `kube-system`).
+fn only_fast() -> WatchOptions<ConfigMap> {
+    WatchOptions::new().fields("metadata.name=fast")
+}
 
 fn summary(host: &kube::Client) -> Api<ConfigMap> {
     Api::namespaced(host.clone(), "default")
@@ -350,7 +357,7 @@ async fn a_leave_hook_that_panics_or_hangs_is_retried() {
     let log = Log::default();
     let hook_log = log.clone();
     Controller::new(&env.mgr)
-        .for_::<ConfigMap>()
+        .for_with::<ConfigMap>(only_fast())
         .reconcile_timeout(Duration::from_millis(300))
         .on_leave(move |departure: Departure| {
             let log = hook_log.clone();
@@ -402,7 +409,7 @@ async fn a_member_back_during_its_departure_waits_for_the_attempt_and_stops_the_
     let release = Arc::new(tokio::sync::Notify::new());
     let (hook_log, hook_release) = (log.clone(), release.clone());
     Controller::new(&env.mgr)
-        .for_::<ConfigMap>()
+        .for_with::<ConfigMap>(only_fast())
         .on_leave(move |departure: Departure| {
             let (log, release) = (hook_log.clone(), hook_release.clone());
             async move {
@@ -469,7 +476,7 @@ async fn a_member_back_and_gone_again_during_its_departure_is_cleaned_up() {
     let (hook_log, hook_release) = (log.clone(), release.clone());
     let calls = Arc::new(Mutex::new(0));
     Controller::new(&env.mgr)
-        .for_::<ConfigMap>()
+        .for_with::<ConfigMap>(only_fast())
         .on_leave(move |_: Departure| {
             let (log, release, calls) = (hook_log.clone(), hook_release.clone(), calls.clone());
             async move {
