@@ -348,31 +348,27 @@ async fn a_member_that_moved_away_is_not_one_that_left_the_fleet() {
     );
 }
 
-/// A hook that panics, or runs past the reconcile timeout, is retried like one that fails.
-#[tokio::test]
-async fn a_leave_hook_that_panics_or_hangs_is_retried() {
-    let env = Env::start(1).await;
+/// Starts `env` with one member's `fast` ConfigMap reconciled by a controller that logs
+/// `wrote <member>` and has `leave` as its leave hook (and a 300 ms reconcile timeout); returns
+/// once it was reconciled, with the member's name and the run.
+async fn run_hooked<F, Fut>(
+    env: &Env,
+    log: &Log,
+    leave: F,
+) -> (
+    String,
+    tokio::task::JoinHandle<Result<(), mcr_manager::Error>>,
+)
+where
+    F: Fn(Departure) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = Result<(), kube::Error>> + Send + 'static,
+{
     let member = env.fleet.names()[0].clone();
     create_cm(env.member(&member).client(), "fast", "1").await;
-    let log = Log::default();
-    let hook_log = log.clone();
     Controller::new(&env.mgr)
         .for_with::<ConfigMap>(only_fast())
         .reconcile_timeout(Duration::from_millis(300))
-        .on_leave(move |departure: Departure| {
-            let log = hook_log.clone();
-            async move {
-                let attempt = departure.attempt();
-                log.push(format!("attempt {attempt}"));
-                match attempt {
-                    1 => panic!("a bug in the hook"),
-                    2 => std::future::pending::<()>().await,
-                    _ => {}
-                }
-                log.push("done");
-                Ok::<_, kube::Error>(())
-            }
-        })
+        .on_leave(leave)
         .register(
             |_: Arc<ConfigMap>, ctx: Context<Log>| async move {
                 ctx.data().push(format!("wrote {}", ctx.cluster_name()));
@@ -385,6 +381,74 @@ async fn a_leave_hook_that_panics_or_hangs_is_retried() {
     let run = env.run_engaged().await;
     eventually("reconciled", DEADLINE, || {
         log.has(&format!("wrote {member}"))
+    })
+    .await;
+    (member, run)
+}
+
+/// A leave hook whose first call waits for `release` and fails; later calls succeed.
+fn first_call_blocks(
+    log: &Log,
+    release: &Arc<tokio::sync::Notify>,
+) -> impl Fn(Departure) -> futures::future::BoxFuture<'static, Result<(), kube::Error>>
++ Send
++ Sync
++ 'static {
+    let (log, release, calls) = (log.clone(), release.clone(), Arc::new(Mutex::new(0)));
+    move |_: Departure| {
+        let (log, release, calls) = (log.clone(), release.clone(), calls.clone());
+        Box::pin(async move {
+            let call = {
+                let mut calls = calls.lock().unwrap();
+                *calls += 1;
+                *calls
+            };
+            log.push(format!("call {call} started"));
+            if call == 1 {
+                release.notified().await;
+                log.push("call 1 failed");
+                return Err(kube::Error::Service("the host is busy".into()));
+            }
+            log.push("cleaned");
+            Ok(())
+        })
+    }
+}
+
+/// Adds the member back to the provider, and waits until the controller saw it back during
+/// its departure.
+async fn add_back(env: &Env, member: &str, logs: &mcr_test_support::Logs) {
+    let client = env.member(member).client();
+    env.provider
+        .add(Cluster::new(member, client))
+        .await
+        .unwrap();
+    eventually("the controller saw it back", DEADLINE, || {
+        logs.text()
+            .contains("member joined again during its departure")
+    })
+    .await;
+}
+
+/// A hook that panics, or runs past the reconcile timeout, is retried like one that fails.
+#[tokio::test]
+async fn a_leave_hook_that_panics_or_hangs_is_retried() {
+    let env = Env::start(1).await;
+    let log = Log::default();
+    let hook_log = log.clone();
+    let (member, run) = run_hooked(&env, &log, move |departure: Departure| {
+        let log = hook_log.clone();
+        async move {
+            let attempt = departure.attempt();
+            log.push(format!("attempt {attempt}"));
+            match attempt {
+                1 => panic!("a bug in the hook"),
+                2 => std::future::pending::<()>().await,
+                _ => {}
+            }
+            log.push("done");
+            Ok(())
+        }
     })
     .await;
     assert!(env.provider.remove(&member.as_str().into()));
@@ -403,54 +467,21 @@ async fn a_leave_hook_that_panics_or_hangs_is_retried() {
 async fn a_member_back_during_its_departure_waits_for_the_attempt_and_stops_the_retries() {
     let (logs, _guard) = mcr_test_support::Logs::scoped("mcr_manager=debug");
     let env = Env::start(1).await;
-    let member = env.fleet.names()[0].clone();
-    create_cm(env.member(&member).client(), "fast", "1").await;
     let log = Log::default();
     let release = Arc::new(tokio::sync::Notify::new());
-    let (hook_log, hook_release) = (log.clone(), release.clone());
-    Controller::new(&env.mgr)
-        .for_with::<ConfigMap>(only_fast())
-        .on_leave(move |departure: Departure| {
-            let (log, release) = (hook_log.clone(), hook_release.clone());
-            async move {
-                log.push(format!("attempt {} started", departure.attempt()));
-                release.notified().await;
-                log.push(format!("attempt {} failed", departure.attempt()));
-                Err::<(), _>(kube::Error::Service("the host is busy".into()))
-            }
-        })
-        .register(
-            |_: Arc<ConfigMap>, ctx: Context<Log>| async move {
-                ctx.data().push(format!("wrote {}", ctx.cluster_name()));
-                Ok::<_, kube::Error>(Action::await_change())
-            },
-            |_, _: &kube::Error, _| Action::await_change(),
-            Arc::new(log.clone()),
-        )
-        .unwrap();
-    let run = env.run_engaged().await;
-    let wrote = format!("wrote {member}");
-    eventually("reconciled", DEADLINE, || log.has(&wrote)).await;
+    let (member, run) = run_hooked(&env, &log, first_call_blocks(&log, &release)).await;
     assert!(env.provider.remove(&member.as_str().into()));
-    eventually("the hook runs", DEADLINE, || log.has("attempt 1 started")).await;
+    eventually("the hook runs", DEADLINE, || log.has("call 1 started")).await;
 
     // Back while the attempt runs.
-    let client = env.member(&member).client();
-    env.provider
-        .add(Cluster::new(member.as_str(), client))
-        .await
-        .unwrap();
-    eventually("the controller saw it back", DEADLINE, || {
-        logs.text()
-            .contains("member joined again during its departure")
-    })
-    .await;
+    add_back(&env, &member, &logs).await;
     release.notify_one();
+    let wrote = format!("wrote {member}");
     eventually("reconciled again", DEADLINE, || log.count(&wrote) == 2).await;
     env.token.cancel();
     run.await.unwrap().unwrap();
     let entries = log.entries();
-    let failed = log.position("attempt 1 failed").unwrap();
+    let failed = log.position("call 1 failed").unwrap();
     let again = (entries.iter().enumerate())
         .filter(|(_, e)| **e == wrote)
         .nth(1)
@@ -460,7 +491,7 @@ async fn a_member_back_during_its_departure_waits_for_the_attempt_and_stops_the_
         failed < again,
         "the attempt ended before the reconciles started: {entries:?}"
     );
-    assert!(!log.has("attempt 2 started"), "not retried: {entries:?}");
+    assert!(!log.has("call 2 started"), "not retried: {entries:?}");
 }
 
 /// A member back during its departure that leaves again before its reconciles started: the
@@ -469,57 +500,12 @@ async fn a_member_back_during_its_departure_waits_for_the_attempt_and_stops_the_
 async fn a_member_back_and_gone_again_during_its_departure_is_cleaned_up() {
     let (logs, _guard) = mcr_test_support::Logs::scoped("mcr_manager=debug");
     let env = Env::start(1).await;
-    let member = env.fleet.names()[0].clone();
-    create_cm(env.member(&member).client(), "fast", "1").await;
     let log = Log::default();
     let release = Arc::new(tokio::sync::Notify::new());
-    let (hook_log, hook_release) = (log.clone(), release.clone());
-    let calls = Arc::new(Mutex::new(0));
-    Controller::new(&env.mgr)
-        .for_with::<ConfigMap>(only_fast())
-        .on_leave(move |_: Departure| {
-            let (log, release, calls) = (hook_log.clone(), hook_release.clone(), calls.clone());
-            async move {
-                let call = {
-                    let mut calls = calls.lock().unwrap();
-                    *calls += 1;
-                    *calls
-                };
-                if call == 1 {
-                    log.push("first call started");
-                    release.notified().await;
-                    return Err(kube::Error::Service("the host is busy".into()));
-                }
-                log.push("cleaned");
-                Ok(())
-            }
-        })
-        .register(
-            |_: Arc<ConfigMap>, ctx: Context<Log>| async move {
-                ctx.data().push(format!("wrote {}", ctx.cluster_name()));
-                Ok::<_, kube::Error>(Action::await_change())
-            },
-            |_, _: &kube::Error, _| Action::await_change(),
-            Arc::new(log.clone()),
-        )
-        .unwrap();
-    let run = env.run_engaged().await;
-    eventually("reconciled", DEADLINE, || {
-        log.has(&format!("wrote {member}"))
-    })
-    .await;
+    let (member, run) = run_hooked(&env, &log, first_call_blocks(&log, &release)).await;
     assert!(env.provider.remove(&member.as_str().into()));
-    eventually("the hook runs", DEADLINE, || log.has("first call started")).await;
-    let client = env.member(&member).client();
-    env.provider
-        .add(Cluster::new(member.as_str(), client))
-        .await
-        .unwrap();
-    eventually("the controller saw it back", DEADLINE, || {
-        logs.text()
-            .contains("member joined again during its departure")
-    })
-    .await;
+    eventually("the hook runs", DEADLINE, || log.has("call 1 started")).await;
+    add_back(&env, &member, &logs).await;
     // Gone again before its reconciles started.
     assert!(env.provider.remove(&member.as_str().into()));
     release.notify_one();
