@@ -266,8 +266,15 @@ async fn a_replaced_member_has_not_left() {
     let client = env.member(&member).client();
     let replacement =
         Cluster::new(member.as_str(), client).with_connection_hash("another connection");
-    let outcome = env.provider.add_or_replace(replacement).await.unwrap();
-    assert_eq!(outcome, mcr_core::AddOutcome::Replaced);
+    env.provider.want(replacement.clone()).unwrap();
+    tokio::time::timeout(
+        DEADLINE,
+        env.provider
+            .engagements()
+            .until_active(&member.as_str().into(), replacement.id()),
+    )
+    .await
+    .expect("the replacement becomes active");
     eventually("the replacement reconciled", DEADLINE, || {
         log.count(&format!("wrote {member} fast")) == 2
     })

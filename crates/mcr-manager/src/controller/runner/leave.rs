@@ -20,7 +20,7 @@ use std::{fmt::Debug, hash::Hash, panic::AssertUnwindSafe, time::Duration};
 
 use futures::FutureExt;
 use kube::Resource;
-use mcr_core::{ClusterId, ClusterName, ErrorChain, Ownership, Phase, backoff::Backoff};
+use mcr_core::{ClusterId, ClusterName, ErrorChain, MemberState, backoff::Backoff};
 use serde::de::DeserializeOwned;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -58,15 +58,9 @@ where
     /// Why the member `name` is no longer engaged here, if that is a departure: `None` while
     /// the table still wants it and this replica owns it (it is being replaced or retried).
     fn departure_reason(&self, name: &ClusterName) -> Option<DepartureReason> {
-        let members = self.spec.fleet.members();
-        match members.phase(name) {
+        match self.spec.fleet.members().member_state(name) {
             None => Some(DepartureReason::LeftFleet),
-            Some(Phase::Parked) => Some(DepartureReason::MovedAway {
-                owner: match members.owner(name) {
-                    Ownership::Elsewhere { owner } => owner,
-                    Ownership::Owned => None,
-                },
-            }),
+            Some(MemberState::Elsewhere { owner }) => Some(DepartureReason::MovedAway { owner }),
             Some(_) => None,
         }
     }
