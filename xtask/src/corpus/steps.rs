@@ -1,0 +1,199 @@
+//! The kubectl steps every set goes through on one cluster, in one apply mode: apply, read
+//! back, apply again, read back, diff, a dry-run patch, delete, and what is left.
+
+use std::collections::BTreeMap;
+
+use anyhow::{Context, Result, bail};
+
+use super::definition::{PHASES, Prepared};
+use super::fleet::{Answer, Kubectl};
+
+/// How objects are applied.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// `kubectl apply --server-side`.
+    ServerSide,
+    /// `kubectl apply` (client-side, the last-applied annotation).
+    ClientSide,
+}
+
+impl Mode {
+    /// The mode's name in step keys.
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::ServerSide => "ssa",
+            Mode::ClientSide => "csa",
+        }
+    }
+}
+
+/// The label every dry-run patch sets.
+const PATCH_LABEL: &str = "corpus.mcr.dev/patched=true";
+
+/// One step's command and answer.
+#[derive(Debug, Clone)]
+pub struct Record {
+    /// The kubectl arguments (for the report).
+    pub command: String,
+    /// What kubectl answered.
+    pub answer: Answer,
+    /// Whether stdout holds objects as JSON.
+    pub json: bool,
+    /// Whether the output is compared (else the exit code only: what `kubectl wait --for=delete`
+    /// prints depends on how far the deletion got when it started).
+    pub output_compared: bool,
+}
+
+/// The records of one set in one mode, by `<mode>/<step>/<phase>`, in the order they ran.
+pub type Records = Vec<(String, Record)>;
+
+/// Runs every step of `set` in `mode`.
+pub fn run(set: &Prepared, mode: Mode, kubectl: &Kubectl) -> Result<Records> {
+    // The set's namespace is the context's (not `-n`, which kubectl refuses for objects that
+    // name another namespace).
+    let ns = set.namespace.as_str();
+    let answer = kubectl.run(
+        &set.dir,
+        &[
+            "config",
+            "set-context",
+            "--current",
+            &format!("--namespace={ns}"),
+        ],
+    )?;
+    if answer.code != 0 {
+        bail!(
+            "set {}: kubectl config set-context failed: {}",
+            set.name,
+            answer.stderr.trim()
+        );
+    }
+    for namespace in &set.namespaces {
+        let answer = kubectl.run(&set.dir, &["create", "namespace", namespace])?;
+        if answer.code != 0 && !answer.stderr.contains("AlreadyExists") {
+            bail!(
+                "set {}: creating the namespace {namespace} failed: {}",
+                set.name,
+                answer.stderr.trim()
+            );
+        }
+    }
+    let apply: Vec<&str> = match mode {
+        Mode::ServerSide => vec!["apply", "--server-side"],
+        Mode::ClientSide => vec!["apply"],
+    };
+    let diff: Vec<&str> = match mode {
+        Mode::ServerSide => vec!["diff", "--server-side"],
+        Mode::ClientSide => vec!["diff"],
+    };
+    let get = ["get", "-o", "json"];
+    let patch = ["label", "--dry-run=server", "-o", "json", PATCH_LABEL];
+    let mut records = Vec::new();
+    let mut step = |name: &str, phases: &[&str], args: &[&str], json: bool| -> Result<()> {
+        for phase in phases {
+            if !set.phases.contains(phase) {
+                continue;
+            }
+            let mut full: Vec<&str> = args.to_vec();
+            full.extend(["-f", phase]);
+            let answer = kubectl
+                .run(&set.dir, &full)
+                .with_context(|| format!("set {}: kubectl {}", set.name, full.join(" ")))?;
+            let command = format!("kubectl {}", full.join(" "));
+            records.push((
+                format!("{}/{name}/{phase}", mode.name()),
+                Record {
+                    command,
+                    answer,
+                    json,
+                    output_compared: true,
+                },
+            ));
+            // CRDs are deleted by kube-apiserver's own finalizer, soon after the delete: what is
+            // left is read once it has run.
+            if *phase == PHASES[1] && name == "delete" {
+                let wait = ["wait", "--for=delete", "--timeout=300s", "-f", phase];
+                let answer = kubectl.run(&set.dir, &wait)?;
+                records.push((
+                    format!("{}/{name}-wait/{phase}", mode.name()),
+                    Record {
+                        command: format!("kubectl {}", wait.join(" ")),
+                        answer,
+                        json: false,
+                        output_compared: false,
+                    },
+                ));
+            }
+            if *phase == PHASES[1] && (name == "apply" || name == "apply-again") {
+                let wait = [
+                    "wait",
+                    "--for=condition=Established",
+                    "--timeout=60s",
+                    "-f",
+                    phase,
+                ];
+                let answer = kubectl.run(&set.dir, &wait)?;
+                records.push((
+                    format!("{}/{name}-wait/{phase}", mode.name()),
+                    Record {
+                        command: format!("kubectl {}", wait.join(" ")),
+                        answer,
+                        json: false,
+                        output_compared: true,
+                    },
+                ));
+            }
+        }
+        Ok(())
+    };
+    let forward = PHASES;
+    let backward: Vec<&str> = PHASES.iter().rev().copied().collect();
+    step("apply", forward, &apply, false)?;
+    step("get", forward, &get, true)?;
+    step("apply-again", forward, &apply, false)?;
+    step("get-again", forward, &get, true)?;
+    step("diff", forward, &diff, false)?;
+    step("patch", forward, &patch, true)?;
+    step("delete", &backward, &["delete", "--wait=false"], false)?;
+    step(
+        "leftover",
+        &backward,
+        &["get", "-o", "json", "--ignore-not-found"],
+        true,
+    )?;
+    Ok(records)
+}
+
+/// The exit codes the records show against the ones the set expects (a step the set does not
+/// name must exit 0): one line per mismatch.
+pub fn unexpected_codes(set: &Prepared, records: &Records, server: &str) -> Vec<String> {
+    let mut lines = Vec::new();
+    let seen: BTreeMap<&str, i32> = records
+        .iter()
+        .map(|(key, r)| (key.as_str(), r.answer.code))
+        .collect();
+    for (key, record) in records {
+        let expected = set.expect.get(key).copied().unwrap_or(0);
+        // `kubectl diff` exits 1 when it found differences: a finding, compared with the
+        // other server, not a failed step.
+        let diff_found = key.contains("/diff/") && record.answer.code == 1;
+        if record.answer.code != expected && !(diff_found && expected == 0) {
+            lines.push(format!(
+                "{}: {key}: `{}` exited {} on {server}, the corpus definition expects {expected}: {}",
+                set.name,
+                record.command,
+                record.answer.code,
+                record.answer.stderr.lines().take(3).collect::<Vec<_>>().join(" | ")
+            ));
+        }
+    }
+    for (key, code) in &set.expect {
+        if !seen.contains_key(key.as_str()) {
+            lines.push(format!(
+                "{}: {key}: the corpus definition expects exit code {code} from a step that did not run",
+                set.name
+            ));
+        }
+    }
+    lines
+}
