@@ -349,7 +349,19 @@ impl Report {
             stale.len()
         );
         if !classes.is_empty() {
-            let _ = writeln!(out, "by kind of difference:");
+            // The same field, whatever the step that showed it.
+            let mut by_field: BTreeMap<&str, usize> = BTreeMap::new();
+            for (class, n) in &classes {
+                let field = class.split_once(": ").map_or(*class, |(_, f)| f);
+                *by_field.entry(field).or_default() += n;
+            }
+            let mut fields: Vec<(&str, usize)> = by_field.into_iter().collect();
+            fields.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+            let _ = writeln!(out, "by field (all steps):");
+            for (field, n) in fields {
+                let _ = writeln!(out, "{n:6}  {field}");
+            }
+            let _ = writeln!(out, "by step and field:");
             for (class, n) in classes {
                 let _ = writeln!(out, "{n:6}  {class}");
             }
