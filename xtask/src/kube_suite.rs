@@ -7,7 +7,9 @@
 //! their library tests there as a workspace of their own (their dev-dependencies from crates.io,
 //! our Cargo.lock as the starting lock, their own target folder, so the build is cached), and
 //! runs the cluster tests of each crate on a fresh cluster of each backend: an `mcr-envtest`
-//! emulator fleet and a real kube-apiserver fleet (`MCR_ENVTEST=real`).
+//! emulator fleet and a real kube-apiserver fleet (`MCR_ENVTEST=real`). `MCR_KUBE_SUITE_DIR`
+//! puts the suite (sources, lock, build) elsewhere, for example in a cache outside a fresh
+//! clone.
 //!
 //! The check: every test that fails on the emulator also fails on kube-apiserver (a test
 //! kube-apiserver without nodes or controllers cannot pass, such as a Pod that must run, may fail
@@ -21,6 +23,10 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 
 use crate::corpus::fleet::Fleet;
+
+/// Where the suite is built (default `target/kube-suite`): a folder outside the checkout keeps
+/// its build across fresh clones, as the control-plane assets' cache does.
+const SUITE_DIR_ENV: &str = "MCR_KUBE_SUITE_DIR";
 
 /// The crates whose cluster tests run.
 const CRATES: &[&str] = &["kube", "kube-client", "kube-runtime"];
@@ -44,7 +50,10 @@ enum Outcome {
 pub fn run(emulator_only: bool) -> Result<()> {
     let started = Instant::now();
     let root = crate::workspace_root();
-    let suite = root.join("target").join("kube-suite");
+    let suite = match std::env::var_os(SUITE_DIR_ENV) {
+        Some(dir) if !dir.is_empty() => PathBuf::from(dir),
+        _ => root.join("target").join("kube-suite"),
+    };
     let crates = sources(&root, &suite)?;
     let binaries = build(&suite, &crates)?;
     eprintln!(

@@ -72,6 +72,28 @@ pub fn normalise_text(text: &str) -> String {
 /// An object with what a server allocates or stamps replaced.
 fn normalise_value(key: &str, value: &Value) -> Value {
     match value {
+        // Field managers by who they are, not by their place in the list: kube-apiserver
+        // keeps no fixed order among them (its own status writer of a CRD comes before or
+        // after kubectl's entry from run to run).
+        Value::Array(entries) if key == "managedFields" => {
+            let mut by_manager = serde_json::Map::new();
+            for entry in entries {
+                let name = format!(
+                    "{} {} {}",
+                    entry["manager"].as_str().unwrap_or("?"),
+                    entry["operation"].as_str().unwrap_or("?"),
+                    entry["subresource"].as_str().unwrap_or("")
+                );
+                let mut unique = name.trim_end().to_owned();
+                let mut n = 1;
+                while by_manager.contains_key(&unique) {
+                    n += 1;
+                    unique = format!("{} #{n}", name.trim_end());
+                }
+                by_manager.insert(unique, normalise_value("", entry));
+            }
+            Value::Object(by_manager)
+        }
         Value::String(_) if key == "resourceVersion" => Value::String("<rv>".into()),
         Value::Number(_) if key == "nodePort" || key == "healthCheckNodePort" => {
             Value::String("<port>".into())
@@ -92,7 +114,7 @@ fn flatten(prefix: &str, value: &Value, out: &mut BTreeMap<String, String>) {
     match value {
         Value::Object(map) if !map.is_empty() => {
             for (key, v) in map {
-                let path = if key.contains('.') || key.contains('/') || key.is_empty() {
+                let path = if key.contains(['.', '/', ' ']) || key.is_empty() {
                     format!("{prefix}[{key:?}]")
                 } else if prefix.is_empty() {
                     key.clone()
@@ -432,6 +454,32 @@ mod tests {
         flatten("", &normalise_value("", &right), &mut r);
         let differing: Vec<_> = r.keys().filter(|k| l.get(*k) != r.get(*k)).collect();
         assert_eq!(differing, ["spec.volumes[0].configMap.defaultMode"]);
+    }
+
+    #[test]
+    fn field_managers_are_compared_by_name_not_by_place() {
+        let entry = |manager: &str, fields: Value| {
+            serde_json::json!({"manager": manager, "operation": "Update",
+                "time": "2026-12-04T07:02:18Z", "fieldsV1": fields})
+        };
+        let a = serde_json::json!({"metadata": {"managedFields": [
+            entry("kubectl", serde_json::json!({"f:data": {}})),
+            entry("kube-apiserver", serde_json::json!({"f:status": {}}))]}});
+        let b = serde_json::json!({"metadata": {"managedFields": [
+            entry("kube-apiserver", serde_json::json!({"f:status": {}})),
+            entry("kubectl", serde_json::json!({"f:data": {}}))]}});
+        let c = serde_json::json!({"metadata": {"managedFields": [
+            entry("kubectl", serde_json::json!({"f:data": {"f:x": {}}}))]}});
+        let flat = |v: &Value| {
+            let mut out = BTreeMap::new();
+            flatten("", &normalise_value("", v), &mut out);
+            out
+        };
+        assert_eq!(flat(&a), flat(&b));
+        assert_ne!(flat(&a), flat(&c));
+        assert!(
+            flat(&c).contains_key("metadata.managedFields[\"kubectl Update\"].fieldsV1.f:data.f:x")
+        );
     }
 
     #[test]

@@ -89,8 +89,16 @@ pub fn run(set: &Prepared, mode: Mode, kubectl: &Kubectl) -> Result<Records> {
         Mode::ServerSide => vec!["diff", "--server-side"],
         Mode::ClientSide => vec!["diff"],
     };
-    let get = ["get", "-o", "json"];
-    let patch = ["label", "--dry-run=server", "-o", "json", PATCH_LABEL];
+    // kubectl hides managedFields unless asked: field ownership is compared too.
+    let get = ["get", "-o", "json", "--show-managed-fields"];
+    let patch = [
+        "label",
+        "--dry-run=server",
+        "-o",
+        "json",
+        "--show-managed-fields",
+        PATCH_LABEL,
+    ];
     let mut records = Vec::new();
     let mut step = |name: &str, phases: &[&str], args: &[&str], json: bool| -> Result<()> {
         for phase in phases {
@@ -160,7 +168,13 @@ pub fn run(set: &Prepared, mode: Mode, kubectl: &Kubectl) -> Result<Records> {
     step(
         "leftover",
         &backward,
-        &["get", "-o", "json", "--ignore-not-found"],
+        &[
+            "get",
+            "-o",
+            "json",
+            "--show-managed-fields",
+            "--ignore-not-found",
+        ],
         true,
     )?;
     Ok(records)
