@@ -213,3 +213,48 @@ pub fn unexpected_codes(set: &Prepared, records: &Records, server: &str) -> Vec<
     }
     lines
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::PathBuf;
+
+    fn record(code: i32) -> Record {
+        Record {
+            command: "kubectl x".into(),
+            answer: Answer {
+                code,
+                ..Answer::default()
+            },
+            json: false,
+            output_compared: true,
+        }
+    }
+
+    #[test]
+    fn exit_codes_are_checked_against_the_definition() {
+        let set = Prepared {
+            name: "s".into(),
+            dir: PathBuf::new(),
+            namespace: "corpus-s".into(),
+            namespaces: Vec::new(),
+            phases: Vec::new(),
+            objects: Vec::new(),
+            expect: BTreeMap::from([
+                ("csa/apply/1-crds".to_owned(), 1),
+                ("csa/delete/1-crds".to_owned(), 1),
+            ]),
+        };
+        let records: Records = vec![
+            ("ssa/apply/2-objects".into(), record(0)),
+            ("csa/apply/1-crds".into(), record(1)),
+            // `kubectl diff` finding differences is not a failed step.
+            ("ssa/diff/2-objects".into(), record(1)),
+            ("ssa/get/2-objects".into(), record(1)),
+        ];
+        let lines = unexpected_codes(&set, &records, "kube-apiserver");
+        assert_eq!(lines.len(), 2, "{lines:#?}");
+        assert!(lines[0].contains("ssa/get/2-objects") && lines[0].contains("expects 0"));
+        assert!(lines[1].contains("csa/delete/1-crds") && lines[1].contains("did not run"));
+    }
+}
