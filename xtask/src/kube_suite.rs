@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 
-use crate::corpus::fleet::Fleet;
+use crate::fleet::Fleet;
 
 /// Where the suite is built (default `target/kube-suite`): a folder outside the checkout keeps
 /// its build across fresh clones, as the control-plane assets' cache does.
@@ -60,7 +60,7 @@ pub fn run(emulator_only: bool) -> Result<()> {
         "kube-suite: built in {:.0} s",
         started.elapsed().as_secs_f64()
     );
-    let binary = crate::corpus::fleet::build_binary()?;
+    let binary = crate::fleet::build_binary()?;
     let assets = if emulator_only {
         None
     } else {

@@ -28,6 +28,7 @@ mod corpus;
 mod e2e;
 mod e2e_real;
 mod fidelity;
+mod fleet;
 mod image;
 mod kube_suite;
 mod tests;

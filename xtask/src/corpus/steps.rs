@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use anyhow::{Context, Result, bail};
 
 use super::definition::{PHASES, Prepared};
-use super::fleet::{Answer, Kubectl};
+use crate::fleet::{Answer, Kubectl};
 
 /// How objects are applied.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,6 +1,6 @@
-//! The servers the corpus runs on: an `mcr-envtest` fleet process (`--features cli`) on the
-//! emulator or, with `MCR_ENVTEST=real`, on kube-apiserver + etcd, and kubectl pointed at one
-//! of its clusters.
+//! Servers for outside clients (the corpus's kubectl, kube-rs's own tests): an `mcr-envtest`
+//! fleet process (`--features cli`) on the emulator or, with `MCR_ENVTEST=real`, on
+//! kube-apiserver + etcd, and kubectl pointed at one of its clusters.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
