@@ -818,6 +818,54 @@ impl Pair {
     }
 }
 
+impl Pair {
+    /// The largest fleet the backend runs (each member is a kube-apiserver process on the
+    /// real one), at most `n`.
+    fn size(n: usize) -> usize {
+        if mcr_envtest::backend().is_real() {
+            n.min(mcr_envtest::real::MAX_FLEET)
+        } else {
+            n
+        }
+    }
+
+    /// Starts r3 and waits until the three replicas share the fleet; asserts that r3 took a
+    /// share and that no cluster that kept its replica was released and engaged again
+    /// (compared with `before`). Then stops all three.
+    async fn join_third(self, before: BTreeMap<String, (String, mcr_core::ClusterId)>, what: &str) {
+        let Pair {
+            host,
+            fleet,
+            all,
+            recorder,
+            a,
+            b,
+        } = self;
+        let c = start("r3", &host, &fleet, &recorder).await;
+        eventually("three replicas share the fleet", WAIT, || {
+            partitioned(&[&a, &b, &c], &all)
+                && settled(&a, &all, &["r2", "r3"])
+                && settled(&b, &all, &["r1", "r3"])
+                && settled(&c, &all, &["r1", "r2"])
+        })
+        .await;
+        let (again, moved) = reengaged(&before, &instances(&[&a, &b, &c]));
+        println!(
+            "r3 joined{what}: {moved} clusters moved; {}",
+            show(&[&a, &b, &c])
+        );
+        assert!(moved > 0, "r3 took no share");
+        assert!(
+            again.is_empty(),
+            "clusters that kept their replica were released and engaged again: {again:?}"
+        );
+        recorder.assert_no_overlaps();
+        a.stop().await;
+        b.stop().await;
+        c.stop().await;
+    }
+}
+
 /// Which replica engaged each cluster, and which instance (a cluster released and engaged
 /// again is a new instance).
 fn instances(replicas: &[&Replica]) -> BTreeMap<String, (String, mcr_core::ClusterId)> {
@@ -854,27 +902,14 @@ fn reengaged(
 async fn a_joining_replica_moves_only_its_share() {
     // A replica that starts lists its peers before it claims anything: the replicas already
     // there keep every cluster the newcomer does not take, engaged as it was (same instance).
-    let Pair {
-        host,
-        fleet,
-        all,
-        recorder,
-        a,
-        b,
-    } = Pair::start(if mcr_envtest::backend().is_real() {
-        // Each member is a kube-apiserver process there.
-        mcr_envtest::real::MAX_FLEET
-    } else {
-        12
-    })
-    .await;
-    split(&a, &b, &all).await;
-    let before = instances(&[&a, &b]);
+    let pair = Pair::start(Pair::size(12)).await;
+    split(&pair.a, &pair.b, &pair.all).await;
+    let before = instances(&[&pair.a, &pair.b]);
 
     // Manager::cluster answers NotOwned for another replica's cluster, naming the owner
     // (it does not fall back to the provider, which holds every cluster).
-    for theirs in b.mgr.engaged_clusters() {
-        match a.mgr.cluster(theirs.clone()).await {
+    for theirs in pair.b.mgr.engaged_clusters() {
+        match pair.a.mgr.cluster(theirs.clone()).await {
             Err(mcr_core::Error::NotOwned { owner, .. }) => {
                 assert_eq!(owner.as_deref(), Some("r2"), "{theirs}")
             }
@@ -882,26 +917,7 @@ async fn a_joining_replica_moves_only_its_share() {
             Ok(_) => panic!("{theirs}: r1 handed out r2's cluster"),
         }
     }
-
-    let c = start("r3", &host, &fleet, &recorder).await;
-    eventually("three replicas share the fleet", WAIT, || {
-        partitioned(&[&a, &b, &c], &all)
-            && settled(&a, &all, &["r2", "r3"])
-            && settled(&b, &all, &["r1", "r3"])
-            && settled(&c, &all, &["r1", "r2"])
-    })
-    .await;
-    let (again, moved) = reengaged(&before, &instances(&[&a, &b, &c]));
-    println!("r3 joined: {moved} clusters moved; {}", show(&[&a, &b, &c]));
-    assert!(moved > 0, "r3 took no share");
-    assert!(
-        again.is_empty(),
-        "clusters that kept their replica were released and engaged again: {again:?}"
-    );
-    recorder.assert_no_overlaps();
-    a.stop().await;
-    b.stop().await;
-    c.stop().await;
+    pair.join_third(before, "").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1161,48 +1177,15 @@ async fn a_handoff_forced_past_its_bound_says_so_in_an_event_and_a_metric() {
 /// engaged again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_replica_joining_while_a_live_peers_lease_is_missing_moves_only_its_share() {
-    let Pair {
-        host,
-        fleet,
-        all,
-        recorder,
-        a,
-        b,
-    } = Pair::start(if mcr_envtest::backend().is_real() {
-        // Each member is a kube-apiserver process there.
-        mcr_envtest::real::MAX_FLEET
-    } else {
-        12
-    })
-    .await;
-    split(&a, &b, &all).await;
-    let before = instances(&[&a, &b]);
+    let pair = Pair::start(Pair::size(12)).await;
+    split(&pair.a, &pair.b, &pair.all).await;
+    let before = instances(&[&pair.a, &pair.b]);
     let leases: kube::Api<k8s_openapi::api::coordination::v1::Lease> =
-        kube::Api::namespaced(host.client(), "default");
+        kube::Api::namespaced(pair.host.client(), "default");
     leases
         .delete("shard-test-r2", &Default::default())
         .await
         .unwrap();
-    let c = start("r3", &host, &fleet, &recorder).await;
-    eventually("three replicas share the fleet", WAIT, || {
-        partitioned(&[&a, &b, &c], &all)
-            && settled(&a, &all, &["r2", "r3"])
-            && settled(&b, &all, &["r1", "r3"])
-            && settled(&c, &all, &["r1", "r2"])
-    })
-    .await;
-    let (again, moved) = reengaged(&before, &instances(&[&a, &b, &c]));
-    println!(
-        "r3 joined while r2's Lease was missing: {moved} clusters moved; {}",
-        show(&[&a, &b, &c])
-    );
-    assert!(moved > 0, "r3 took no share");
-    assert!(
-        again.is_empty(),
-        "clusters that kept their replica were released and engaged again: {again:?}"
-    );
-    recorder.assert_no_overlaps();
-    a.stop().await;
-    b.stop().await;
-    c.stop().await;
+    pair.join_third(before, " while r2's Lease was missing")
+        .await;
 }
