@@ -7,6 +7,8 @@
 //!   (`--kind`: against kind clusters, needs `docker` and `kind`).
 //! - `cargo xtask bench`: the benchmark suite (release build); report and SVG charts in
 //!   `target/bench/`.
+//! - `cargo xtask schemas`: regenerates mcr-envtest's schema table from the OpenAPI documents
+//!   and Go types of the Kubernetes release the real backend runs (needs Go).
 //! - `cargo xtask fidelity`: the emulator against a real kube-apiserver on seeded request
 //!   sequences (codes, bodies, watch events).
 //! - `cargo xtask chaos`: the chaos suite (release build; `--real` on real control planes).
@@ -24,6 +26,7 @@ mod e2e;
 mod e2e_real;
 mod fidelity;
 mod image;
+mod schemas;
 mod tests;
 
 use anyhow::{Context, Result, bail};
@@ -134,6 +137,9 @@ enum Cmd {
         #[arg(long, default_value_t = 80)]
         steps: usize,
     },
+    /// Regenerate crates/mcr-envtest/src/engine/schema/kubernetes.json from the OpenAPI documents and
+    /// Go types of the Kubernetes release in xtask/assets/kubernetes/go.mod (needs Go).
+    Schemas,
     /// Package every published crate and build each from its package (verification on), in
     /// dependency order; unpublished workspace crates are resolved from the packages made
     /// before them, as crates.io would.
@@ -185,6 +191,7 @@ fn main() -> ExitCode {
             sequences,
             steps,
         }),
+        Cmd::Schemas => schemas::run(),
         Cmd::Package => package(),
         Cmd::Image => image::run(),
     };

@@ -293,6 +293,41 @@ pub struct WriteOptions {
     pub field_manager: Option<String>,
     /// `force=true` (server-side apply).
     pub force: bool,
+    /// `fieldValidation`: what a write of a built-in kind does with fields its type does not
+    /// have (and, for custom resources, fields their schema prunes).
+    pub field_validation: FieldValidation,
+    /// Where the write leaves its warnings (`unknown field "spec.foo"`), which the server
+    /// sends as `Warning` headers.
+    pub warnings: Warnings,
+}
+
+/// `fieldValidation`: what a write does with fields the type does not have. They are dropped
+/// in every case.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum FieldValidation {
+    /// `Ignore`: silently.
+    Ignore,
+    /// `Warn` (the default): with a warning per field.
+    #[default]
+    Warn,
+    /// `Strict`: the write is refused (400).
+    Strict,
+}
+
+/// The warnings of one write (shared by the clones of its [`WriteOptions`]).
+#[derive(Clone, Debug, Default)]
+pub struct Warnings(Arc<parking_lot::Mutex<Vec<String>>>);
+
+impl Warnings {
+    /// Adds a warning.
+    pub(crate) fn push(&self, warning: String) {
+        self.0.lock().push(warning);
+    }
+
+    /// The warnings so far, in order, leaving none.
+    pub fn take(&self) -> Vec<String> {
+        std::mem::take(&mut *self.0.lock())
+    }
 }
 
 /// Parsed `DeleteOptions` (body and/or query).
@@ -333,6 +368,7 @@ pub(crate) mod patch;
 mod quantity;
 mod read;
 mod registry;
+pub(crate) mod schema;
 pub(crate) mod selector;
 mod special;
 mod state;

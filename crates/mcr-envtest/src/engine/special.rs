@@ -3,19 +3,32 @@
 use base64::Engine as _;
 use serde_json::{Map, Value, json};
 
-use super::ApiError;
 use super::meta::{meta_mut, name_of};
 use super::registry::{Special, TypeInfo};
+use super::schema::roundtrip::{Mode, roundtrip};
+use super::{ApiError, FieldValidation, WriteOptions};
 
 /// Label the real server puts on every namespace.
 pub(crate) const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
 
 /// What kube-apiserver does while decoding a request, before it tracks field ownership (so
-/// the writer owns the result): empty maps dropped, Secret `stringData` folded and `type`
-/// defaulted, a Namespace's name label set.
-pub(crate) fn defaults(info: &TypeInfo, obj: &mut Value) -> Result<(), ApiError> {
+/// the writer owns the result): a built-in is decoded into its Go type and written back
+/// ([`roundtrip`]: unknown fields dropped as `fieldValidation` says, values canonical, Go's
+/// zero-value rules) around its defaulting; Secret `stringData` folded and `type` defaulted,
+/// a Namespace's name label set.
+pub(crate) fn defaults(
+    info: &TypeInfo,
+    obj: &mut Value,
+    opts: &WriteOptions,
+) -> Result<(), ApiError> {
     omit_empty(info, obj);
+    if !info.rt.custom {
+        decode(info, obj, Mode::Decode, opts)?;
+    }
     super::defaults::apply(info, obj)?;
+    if !info.rt.custom {
+        decode(info, obj, Mode::Encode, &WriteOptions::default())?;
+    }
     super::validate::check(info, obj)?;
     match info.special {
         Special::Secret => normalize_secret(obj),
@@ -36,6 +49,43 @@ pub(crate) fn defaults(info: &TypeInfo, obj: &mut Value) -> Result<(), ApiError>
         }
         _ => Ok(()),
     }
+}
+
+/// Decodes a built-in object into its Go type and writes it back (see [`roundtrip`]); unknown
+/// fields are warnings, or a 400 with `fieldValidation=Strict`.
+fn decode(
+    info: &TypeInfo,
+    obj: &mut Value,
+    mode: Mode,
+    opts: &WriteOptions,
+) -> Result<(), ApiError> {
+    let rt = &info.rt;
+    let schema = super::schema::builtin(&rt.group, &rt.version, &rt.kind);
+    let refused = |why: String| {
+        ApiError::bad_request(format!(
+            "{kind} in version \"{version}\" cannot be handled as a {kind}: {why}",
+            kind = rt.kind,
+            version = rt.version,
+        ))
+    };
+    let (decoded, dropped) = roundtrip(obj, &schema, mode).map_err(refused)?;
+    let unknown = dropped
+        .unknown
+        .iter()
+        .map(|f| format!("unknown field {f:?}"));
+    match opts.field_validation {
+        FieldValidation::Strict if !dropped.unknown.is_empty() => {
+            let list: Vec<String> = unknown.collect();
+            return Err(refused(format!(
+                "strict decoding error: {}",
+                list.join(", ")
+            )));
+        }
+        FieldValidation::Warn => unknown.for_each(|w| opts.warnings.push(w)),
+        _ => {}
+    }
+    *obj = decoded;
+    Ok(())
 }
 
 /// The times of a Pod's or Node's conditions are Go structs: `null` when unset, never left

@@ -315,6 +315,10 @@ fn write_locked(
         "scale" => scale_of(store, &info, &existing)?,
         _ => (*existing).clone(),
     };
+    let schema = match subresource {
+        "scale" => super::schema::builtin("autoscaling", "v1", "Scale"),
+        _ => super::schema::builtin(&rt.group, &rt.version, &rt.kind),
+    };
     let desired = match write {
         SubresourceWrite::Replace(body) => body.clone(),
         SubresourceWrite::Patch(PatchType::Apply, body) => {
@@ -324,9 +328,12 @@ fn write_locked(
                 &current,
                 PatchType::Merge,
                 &serde_json::to_vec(&parsed).unwrap_or_default(),
+                &schema,
             )?
         }
-        SubresourceWrite::Patch(patch_type, body) => apply_patch(&current, patch_type, body)?,
+        SubresourceWrite::Patch(patch_type, body) => {
+            apply_patch(&current, patch_type, body, &schema)?
+        }
     };
     if let Some(n) = meta_str(&desired, "name").filter(|n| !n.is_empty() && *n != name) {
         return Err(ApiError::bad_request(format!(

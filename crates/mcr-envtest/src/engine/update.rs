@@ -76,7 +76,7 @@ pub(crate) fn finish_update(
             None => meta_mut(&mut new).remove("managedFields"),
         };
     }
-    if let Err(err) = special::defaults(info, &mut new) {
+    if let Err(err) = special::defaults(info, &mut new, opts) {
         if info.special == Special::Pod && subresource.is_none() && err.code == 422 {
             let mut probe = new.clone();
             super::defaults::on_update(info, &mut probe, existing);

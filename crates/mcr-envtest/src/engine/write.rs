@@ -335,7 +335,7 @@ pub(crate) fn create_locked(
     {
         map.remove("status");
     }
-    special::defaults(info, &mut obj)?;
+    special::defaults(info, &mut obj, opts)?;
     // Admission comes next (after validation, before the name is taken: a 409 create has
     // passed it, and counted against quotas): `LimitRanger`'s defaults and checks on a Pod,
     // then `ResourceQuota`.
@@ -361,7 +361,7 @@ pub(crate) fn create_locked(
     }
     if operation == Operation::Update {
         // Tracked against the type's empty object, as kube-apiserver does for a create.
-        let empty = super::managed::empty_object(&rt.kind, rt.custom, &rt.api_version());
+        let empty = super::managed::empty_object(rt);
         record_update(
             store,
             info,
