@@ -321,7 +321,14 @@ async fn bodies_are_decoded_and_written_back_as_kube_apiserver_does() {
     );
 
     // Without `fieldValidation` the field is dropped with a warning.
-    let created = send(&client, "POST", path, "application/json", careless_deployment()).await;
+    let created = send(
+        &client,
+        "POST",
+        path,
+        "application/json",
+        careless_deployment(),
+    )
+    .await;
     assert_eq!(created.code, 201, "{}", created.body);
     assert_eq!(
         created.warnings,
@@ -391,7 +398,8 @@ async fn values_of_the_wrong_type_are_refused_naming_the_go_field() {
         )
     );
     assert_eq!(
-        refused(json!({"name": "c", "image": "i", "livenessProbe": {"httpGet": {"port": 1.5}}})).await,
+        refused(json!({"name": "c", "image": "i", "livenessProbe": {"httpGet": {"port": 1.5}}}))
+            .await,
         format!(
             "{prefix}json: cannot unmarshal number 1.5 into Go struct field HTTPGetAction.spec.containers.livenessProbe.ProbeHandler.httpGet.port of type int32"
         )
