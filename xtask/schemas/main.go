@@ -18,7 +18,9 @@ import (
 	"strings"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/version"
 	"k8s.io/client-go/kubernetes/scheme"
 	apiregistrationv1 "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1"
 )
@@ -182,6 +184,11 @@ func main() {
 	}
 	for _, t := range s.AllKnownTypes() {
 		visit(t)
+	}
+	// The discovery documents' types, which the OpenAPI documents of /api, /apis and
+	// /version describe.
+	for _, v := range []any{metav1.APIGroupList{}, metav1.APIVersions{}, metav1.APIResourceList{}, version.Info{}} {
+		visit(reflect.TypeOf(v))
 	}
 	out, err := json.Marshal(types)
 	if err != nil {

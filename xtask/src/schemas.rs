@@ -2,7 +2,8 @@
 //! schema source of the emulator (its OpenAPI documents, field ownership, defaults and the way
 //! values are written back), from two facts of the Kubernetes release the real backend runs:
 //!
-//! - the OpenAPI v3 documents of every GA group-version (`api/openapi-spec/v3` in the
+//! - the OpenAPI v3 documents a kube-apiserver with its default APIs serves: every GA
+//!   group-version, the groups, `/api`, `/apis` and `/version` (`api/openapi-spec/v3` in the
 //!   `k8s.io/kubernetes` module): types, formats, `required`, `default`s, `enum`s and the
 //!   `x-kubernetes-*` extensions. Descriptions are dropped (no prose is copied). The
 //!   `DeleteOptions` and `WatchEvent` definitions lose their per-document
@@ -123,17 +124,22 @@ fn module_dir(module: &str) -> Result<PathBuf> {
         .with_context(|| format!("`go mod download -json {module}` reported no directory"))
 }
 
-/// Whether a document file holds a GA group-version (`api__v1_openapi.json`,
-/// `apis__apps__v1_openapi.json`; not `v1beta1` nor the group documents).
-fn ga_document(file: &str) -> bool {
+/// Whether a document file is one a kube-apiserver with its default APIs serves: a GA
+/// group-version (`api__v1_openapi.json`, `apis__apps__v1_openapi.json`), a group
+/// (`apis__apps_openapi.json`), `/api`, `/apis` or `/version`; not a `v1beta1` one.
+fn served_document(file: &str) -> bool {
     let Some(stem) = file.strip_suffix("_openapi.json") else {
         return false;
     };
-    let version = stem.rsplit("__").next().unwrap_or_default();
-    stem.contains("__")
-        && version
+    let parts: Vec<&str> = stem.split("__").collect();
+    match parts.as_slice() {
+        ["api" | "apis" | "version"] => true,
+        ["apis", _group] => true,
+        ["api", version] | ["apis", _, version] => version
             .strip_prefix('v')
-            .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+            .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit())),
+        _ => false,
+    }
 }
 
 /// Every definition of the GA documents, without descriptions; a definition two documents
@@ -142,11 +148,11 @@ fn definitions(dir: &std::path::Path) -> Result<BTreeMap<String, Value>> {
     let mut files: Vec<String> = std::fs::read_dir(dir)
         .with_context(|| format!("reading {}", dir.display()))?
         .filter_map(|e| e.ok()?.file_name().into_string().ok())
-        .filter(|f| ga_document(f))
+        .filter(|f| served_document(f))
         .collect();
     files.sort();
     if files.is_empty() {
-        bail!("no GA OpenAPI documents in {}", dir.display());
+        bail!("no OpenAPI documents in {}", dir.display());
     }
     let mut all: BTreeMap<String, Value> = BTreeMap::new();
     for file in &files {
@@ -234,12 +240,17 @@ mod tests {
     use super::*;
 
     #[test]
-    fn ga_documents() {
-        assert!(ga_document("api__v1_openapi.json"));
-        assert!(ga_document("apis__autoscaling__v2_openapi.json"));
-        assert!(!ga_document("apis__resource.k8s.io__v1beta2_openapi.json"));
-        assert!(!ga_document("apis__apps_openapi.json"));
-        assert!(!ga_document("api_openapi.json"));
+    fn served_documents() {
+        assert!(served_document("api__v1_openapi.json"));
+        assert!(served_document("apis__autoscaling__v2_openapi.json"));
+        assert!(served_document("apis__apps_openapi.json"));
+        assert!(served_document("api_openapi.json"));
+        assert!(served_document("version_openapi.json"));
+        assert!(!served_document(
+            "apis__resource.k8s.io__v1beta2_openapi.json"
+        ));
+        assert!(!served_document("openid__v1__jwks_openapi.json"));
+        assert!(!served_document("logs_openapi.json"));
     }
 
     #[test]

@@ -213,3 +213,17 @@ fn types_of(crd: &Value) -> Vec<TypeInfo> {
 pub(crate) fn serve(store: &mut Store, crd: &Value) {
     store.registry.replace_resource(&res_of(crd), types_of(crd));
 }
+
+/// The `openAPIV3Schema` a custom type's version has in its stored CRD.
+pub(crate) fn version_schema(store: &Store, rt: &super::ResourceType) -> Option<Value> {
+    let crd = store.peek(
+        "customresourcedefinitions.apiextensions.k8s.io",
+        &(String::new(), format!("{}.{}", rt.plural, rt.group)),
+    )?;
+    crd["spec"]["versions"]
+        .as_array()?
+        .iter()
+        .find(|v| v["name"] == rt.version.as_str())?
+        .pointer("/schema/openAPIV3Schema")
+        .cloned()
+}

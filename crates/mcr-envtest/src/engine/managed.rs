@@ -785,20 +785,7 @@ pub(crate) fn scope_for<'a>(
 ) -> Scope<'a> {
     let rt = &info.rt;
     let schema = if rt.custom {
-        let crd_name = format!("{}.{}", rt.plural, rt.group);
-        let crd = store.peek(
-            "customresourcedefinitions.apiextensions.k8s.io",
-            &(String::new(), crd_name),
-        );
-        let openapi = crd.and_then(|crd| {
-            crd["spec"]["versions"]
-                .as_array()?
-                .iter()
-                .find(|v| v["name"] == json!(rt.version))?
-                .pointer("/schema/openAPIV3Schema")
-                .cloned()
-        });
-        schema::custom(openapi.as_ref())
+        schema::custom(super::crd::version_schema(store, rt).as_ref())
     } else {
         schema::builtin(&rt.group, &rt.version, &rt.kind)
     };

@@ -438,6 +438,22 @@ impl Engine {
         self.inner.read().registry.all()
     }
 
+    /// Every served custom type with its version's `openAPIV3Schema` (for the OpenAPI
+    /// documents).
+    pub(crate) fn custom_schemas(&self) -> Vec<(ResourceType, Option<Value>)> {
+        let store = self.inner.read();
+        store
+            .registry
+            .all()
+            .into_iter()
+            .filter(|rt| rt.custom)
+            .map(|rt| {
+                let schema = crd::version_schema(&store, &rt);
+                (rt, schema)
+            })
+            .collect()
+    }
+
     /// The type served at `/apis/{group}/{version}/{plural}` (`group` is `""` for `/api/v1`).
     ///
     /// ```
