@@ -224,3 +224,169 @@ async fn custom_resource_refuses_unconditional_update_and_strategic_patch() {
         "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml"
     );
 }
+
+/// The answer to a raw request: status, `Warning` headers, body.
+async fn raw(
+    client: &kube::Client,
+    method: &str,
+    path: &str,
+    ct: &str,
+    body: serde_json::Value,
+) -> (u16, Vec<String>, serde_json::Value) {
+    let req = http::Request::builder()
+        .method(method)
+        .uri(path)
+        .header("Content-Type", ct)
+        .body(serde_json::to_vec(&body).unwrap().into())
+        .unwrap();
+    let resp = client.send(req).await.unwrap();
+    let code = resp.status().as_u16();
+    let warnings = resp
+        .headers()
+        .get_all("warning")
+        .iter()
+        .map(|v| v.to_str().unwrap().to_string())
+        .collect();
+    let bytes = http_body_util::BodyExt::collect(resp.into_body())
+        .await
+        .unwrap()
+        .to_bytes();
+    (
+        code,
+        warnings,
+        serde_json::from_slice(&bytes).unwrap_or_default(),
+    )
+}
+
+fn gadgets_crd(extra_property: Option<(&str, serde_json::Value)>) -> serde_json::Value {
+    let mut spec = json!({"type": "object", "properties": {
+        "size": {"type": "integer", "default": 3},
+        "color": {"type": "string", "nullable": true},
+        "extra": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
+        "parts": {"type": "array", "items": {"type": "object", "properties": {
+            "name": {"type": "string"}, "count": {"type": "integer", "default": 1}}}}}});
+    if let Some((name, schema)) = extra_property {
+        spec["properties"][name] = schema;
+    }
+    json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "gadgets.example.com"},
+        "spec": {"group": "example.com", "scope": "Namespaced",
+            "names": {"plural": "gadgets", "kind": "Gadget"},
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object", "properties": {"spec": spec}}}}]}})
+}
+
+/// A CRD gets kube-apiserver's defaults (singular, list kind, conversion `None`) and the status
+/// its controllers write, owned by `kube-apiserver`; its objects are pruned and defaulted by
+/// its structural schema on write, and defaulted again on read when the CRD gains a default.
+#[tokio::test]
+async fn crd_defaults_and_structural_pruning_and_defaulting() {
+    let cluster = TestCluster::start("crd-structural").await.unwrap();
+    let client = cluster.client();
+    let crds = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
+    let (code, _, crd) = raw(&client, "POST", crds, "application/json", gadgets_crd(None)).await;
+    assert_eq!(code, 201, "{crd}");
+    assert_eq!(crd["spec"]["conversion"], json!({"strategy": "None"}));
+    assert_eq!(
+        crd["spec"]["names"],
+        json!({"kind": "Gadget", "listKind": "GadgetList", "plural": "gadgets", "singular": "gadget"})
+    );
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    eventually_async(
+        "the CRD's status entry of kube-apiserver",
+        DEADLINE,
+        || async {
+            api.get("gadgets.example.com").await.is_ok_and(|crd| {
+                crd.metadata
+                    .managed_fields
+                    .unwrap_or_default()
+                    .iter()
+                    .any(|e| {
+                        e.manager.as_deref() == Some("kube-apiserver")
+                            && e.subresource.as_deref() == Some("status")
+                            && e.fields_v1.as_ref().is_some_and(|f| {
+                                f.0.pointer("/f:status/f:conditions/k:{\"type\":\"Established\"}")
+                                    .is_some()
+                            })
+                    })
+            })
+        },
+    )
+    .await;
+    let gadgets = "/apis/example.com/v1/namespaces/default/gadgets";
+    let gadget = json!({"apiVersion": "example.com/v1", "kind": "Gadget", "metadata": {"name": "g"},
+        "top": 1, "spec": {"foo": 1, "color": null, "extra": {"x": {"y": 1}},
+            "parts": [{"name": "a", "bar": 2}]}});
+    // kube-apiserver serves the new resource once it has established the CRD.
+    eventually_async("gadgets to be served", DEADLINE, || async {
+        raw(&client, "GET", gadgets, "application/json", json!(null))
+            .await
+            .0
+            == 200
+    })
+    .await;
+    let created = raw(
+        &client,
+        "POST",
+        &format!("{gadgets}?fieldValidation=Strict"),
+        "application/json",
+        gadget.clone(),
+    )
+    .await;
+    assert_eq!(created.0, 400, "{}", created.2);
+    assert_eq!(
+        created.2["message"],
+        "Gadget in version \"v1\" cannot be handled as a Gadget: strict decoding error: unknown field \"spec.foo\", unknown field \"spec.parts[0].bar\", unknown field \"top\""
+    );
+    let (code, warnings, body) = raw(&client, "POST", gadgets, "application/json", gadget).await;
+    assert_eq!(code, 201, "{body}");
+    let mut warnings = warnings;
+    warnings.sort();
+    assert_eq!(
+        warnings,
+        [
+            "299 - \"unknown field \\\"spec.foo\\\"\"",
+            "299 - \"unknown field \\\"spec.parts[0].bar\\\"\"",
+            "299 - \"unknown field \\\"top\\\"\"",
+        ]
+    );
+    assert_eq!(body.get("top"), None);
+    assert_eq!(
+        body["spec"],
+        json!({"size": 3, "color": null, "extra": {"x": {"y": 1}}, "parts": [{"name": "a", "count": 1}]})
+    );
+
+    // A default added later shows on the stored object when it is read.
+    let (code, _, current) = raw(
+        &client,
+        "GET",
+        &format!("{crds}/gadgets.example.com"),
+        "application/json",
+        json!(null),
+    )
+    .await;
+    assert_eq!(code, 200);
+    let mut updated = gadgets_crd(Some(("mode", json!({"type": "string", "default": "auto"}))));
+    updated["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"].clone();
+    let (code, _, body) = raw(
+        &client,
+        "PUT",
+        &format!("{crds}/gadgets.example.com"),
+        "application/json",
+        updated,
+    )
+    .await;
+    assert_eq!(code, 200, "{body}");
+    eventually_async("the new default on read", DEADLINE, || async {
+        let (_, _, g) = raw(
+            &client,
+            "GET",
+            &format!("{gadgets}/g"),
+            "application/json",
+            json!(null),
+        )
+        .await;
+        g["spec"]["mode"] == "auto"
+    })
+    .await;
+}

@@ -150,9 +150,8 @@ fn patch_locked(
         let Some(existing) = &existing else {
             return Err(ApiError::not_found(&rt.group, &rt.plural, name));
         };
-        let schema = super::schema::builtin(&rt.group, &rt.version, &rt.kind);
         (
-            apply_patch(existing, patch_type, body, &schema)?,
+            apply_patch(existing, patch_type, body, &info.schema)?,
             Operation::Update,
         )
     };

@@ -108,11 +108,13 @@ fn storage_version(crd: &Value) -> String {
         .unwrap_or_default()
 }
 
-/// Validates a new CRD and sets its status (names accepted, established).
-pub(crate) fn on_create(crd: &mut Value) -> Result<(), ApiError> {
+/// Validates a new CRD and sets its status: names accepted and established, as
+/// kube-apiserver's naming and establishing controllers write them (a status `Update` of
+/// `kube-apiserver`, in the object's `managedFields`), and its stored version.
+pub(crate) fn on_create(crd: &mut Value, schema: &super::schema::Schema) -> Result<(), ApiError> {
     validate(crd)?;
     let time = now();
-    crd["status"] = json!({
+    let controllers = json!({"status": {
         "conditions": [
             {"type": "NamesAccepted", "status": "True", "reason": "NoConflicts",
              "message": "no conflicts found", "lastTransitionTime": time},
@@ -120,8 +122,22 @@ pub(crate) fn on_create(crd: &mut Value) -> Result<(), ApiError> {
              "message": "the initial names have been accepted", "lastTransitionTime": time},
         ],
         "acceptedNames": accepted_names(crd),
-        "storedVersions": [storage_version(crd)],
-    });
+    }});
+    let entry = super::managed::created_entry(
+        &controllers,
+        schema,
+        Some("kube-apiserver"),
+        "apiextensions.k8s.io/v1",
+        "status",
+    );
+    let mut status = controllers["status"].clone();
+    status["storedVersions"] = json!([storage_version(crd)]);
+    crd["status"] = status;
+    let meta = super::meta::meta_mut(crd);
+    let entries = meta.entry("managedFields").or_insert_with(|| json!([]));
+    if let Some(list) = entries.as_array_mut() {
+        list.insert(0, entry);
+    }
     Ok(())
 }
 
@@ -205,6 +221,7 @@ fn types_of(crd: &Value) -> Vec<TypeInfo> {
             res: TypeInfo::res_key(group, plural),
             generation: super::registry::Generation::Spec,
             special: Special::None,
+            schema: super::schema::custom(v.pointer("/schema/openAPIV3Schema")),
         })
         .collect()
 }

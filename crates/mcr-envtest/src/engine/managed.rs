@@ -543,21 +543,20 @@ fn remove_pointer(obj: &mut Value, pointer: &str) {
     }
 }
 
-/// The `managedFields` entry of an object a subresource creates and never stores (a
-/// TokenRequest): `manager` (`unknown` without one) owns every field `obj` sets.
+/// An `Update` entry owning every field `obj` (of type `schema`) sets, recorded under
+/// `subresource`: `manager` (`unknown` without one). For what the server writes outside a
+/// request's tracking: a TokenRequest, which is created and never stored; the status
+/// kube-apiserver's own controllers give a new CRD.
 pub(crate) fn created_entry(
     obj: &Value,
+    schema: &Schema,
     manager: Option<&str>,
     api_version: &str,
     subresource: &str,
 ) -> Value {
     let mut clean = obj.clone();
     typed::drop_nulls(&mut clean);
-    let set = typed::to_set(
-        &clean,
-        &schema::builtin("authentication.k8s.io", "v1", "TokenRequest"),
-    )
-    .unwrap_or_default();
+    let set = typed::to_set(&clean, schema).unwrap_or_default();
     json!({
         "manager": manager.filter(|m| !m.is_empty()).unwrap_or("unknown"),
         "operation": "Update",
@@ -784,13 +783,8 @@ pub(crate) fn scope_for<'a>(
     subresource: Option<&'a str>,
 ) -> Scope<'a> {
     let rt = &info.rt;
-    let schema = if rt.custom {
-        schema::custom(super::crd::version_schema(store, rt).as_ref())
-    } else {
-        schema::builtin(&rt.group, &rt.version, &rt.kind)
-    };
     Scope {
-        schema,
+        schema: info.schema.clone(),
         api_version: rt.api_version(),
         subresource,
         reset: reset_fields(

@@ -4,6 +4,7 @@ use base64::Engine as _;
 use serde_json::{Value, json};
 
 use super::registry::{TypeInfo, present, scope};
+use super::schema::Schema;
 use super::selector::Selectors;
 use super::state::{ObjKey, Store};
 use super::{ApiError, Engine, ListParams, ResourceType};
@@ -106,6 +107,7 @@ pub(crate) fn collect_list(
         .filter(|l| *l > 0)
         .map(|l| usize::try_from(l).unwrap_or(usize::MAX));
     let mut items = Vec::new();
+    let defaults = read_defaults(info);
     let mut last_key: Option<&ObjKey> = None;
     let mut remaining = 0usize;
     let candidates = snapshot
@@ -119,7 +121,7 @@ pub(crate) fn collect_list(
             remaining += 1;
             continue;
         }
-        items.push(present(obj, rt));
+        items.push(served(obj, rt, defaults));
         last_key = Some(key);
     }
     let mut metadata = json!({"resourceVersion": at.to_string()});
@@ -138,6 +140,23 @@ pub(crate) fn collect_list(
         "items": items,
     });
     Ok((list, at))
+}
+
+/// The schema whose defaults a read of a custom resource applies (`None` for built-ins and
+/// schemas without defaults): apiextensions-apiserver defaults stored objects as it reads
+/// them.
+fn read_defaults(info: &TypeInfo) -> Option<&Schema> {
+    (info.rt.custom && super::schema::structural::has_defaults(&info.schema))
+        .then_some(&*info.schema)
+}
+
+/// A stored object as a read answers it.
+fn served(obj: &Value, rt: &ResourceType, defaults: Option<&Schema>) -> Value {
+    let mut out = present(obj, rt);
+    if let Some(schema) = defaults {
+        super::schema::structural::default(&mut out, schema);
+    }
+    out
 }
 
 impl Engine {
@@ -161,7 +180,7 @@ impl Engine {
         let key: ObjKey = (scope(&info, namespace)?, name.to_string());
         store
             .peek(&info.res, &key)
-            .map(|obj| present(obj, rt))
+            .map(|obj| served(obj, rt, read_defaults(&info)))
             .ok_or_else(|| ApiError::not_found(&rt.group, &rt.plural, name))
     }
 

@@ -53,6 +53,9 @@ pub(crate) struct TypeInfo {
     pub generation: Generation,
     /// Special behaviour.
     pub special: Special,
+    /// The schema of its objects (a built-in's from the table, a custom type's from its
+    /// CRD version's `openAPIV3Schema`).
+    pub schema: Arc<super::schema::Schema>,
 }
 
 impl TypeInfo {
@@ -367,6 +370,7 @@ static BUILTIN_TYPES: LazyLock<Vec<Arc<TypeInfo>>> = LazyLock::new(|| {
                 res: TypeInfo::res_key(b.group, b.plural),
                 generation: b.generation,
                 special: b.special,
+                schema: super::schema::builtin(b.group, b.version, b.kind),
             })
         })
         .collect()

@@ -22,7 +22,11 @@ pub(crate) fn defaults(
     opts: &WriteOptions,
 ) -> Result<(), ApiError> {
     omit_empty(info, obj);
-    if !info.rt.custom {
+    if info.rt.custom {
+        let unknown = super::schema::structural::prune(obj, &info.schema);
+        unknown_fields(info, &unknown, opts)?;
+        super::schema::structural::default(obj, &info.schema);
+    } else {
         decode(info, obj, Mode::Decode, opts)?;
     }
     super::defaults::apply(info, obj)?;
@@ -59,33 +63,44 @@ fn decode(
     mode: Mode,
     opts: &WriteOptions,
 ) -> Result<(), ApiError> {
-    let rt = &info.rt;
-    let schema = super::schema::builtin(&rt.group, &rt.version, &rt.kind);
-    let refused = |why: String| {
-        ApiError::bad_request(format!(
-            "{kind} in version \"{version}\" cannot be handled as a {kind}: {why}",
-            kind = rt.kind,
-            version = rt.version,
-        ))
-    };
-    let (decoded, dropped) = roundtrip(obj, &schema, mode).map_err(refused)?;
-    let unknown = dropped
-        .unknown
-        .iter()
-        .map(|f| format!("unknown field {f:?}"));
-    match opts.field_validation {
-        FieldValidation::Strict if !dropped.unknown.is_empty() => {
-            let list: Vec<String> = unknown.collect();
-            return Err(refused(format!(
-                "strict decoding error: {}",
-                list.join(", ")
-            )));
-        }
-        FieldValidation::Warn => unknown.for_each(|w| opts.warnings.push(w)),
-        _ => {}
-    }
+    let (decoded, dropped) =
+        roundtrip(obj, &info.schema, mode).map_err(|why| undecodable(info, &why))?;
+    unknown_fields(info, &dropped.unknown, opts)?;
     *obj = decoded;
     Ok(())
+}
+
+/// The 400 of a body kube-apiserver cannot decode into its type.
+fn undecodable(info: &TypeInfo, why: &str) -> ApiError {
+    ApiError::bad_request(format!(
+        "{kind} in version \"{version}\" cannot be handled as a {kind}: {why}",
+        kind = info.rt.kind,
+        version = info.rt.version,
+    ))
+}
+
+/// What a write does with the unknown fields it dropped: warnings, or a 400 with
+/// `fieldValidation=Strict`.
+fn unknown_fields(
+    info: &TypeInfo,
+    unknown: &[String],
+    opts: &WriteOptions,
+) -> Result<(), ApiError> {
+    let named = unknown.iter().map(|f| format!("unknown field {f:?}"));
+    match opts.field_validation {
+        FieldValidation::Strict if !unknown.is_empty() => {
+            let list: Vec<String> = named.collect();
+            Err(undecodable(
+                info,
+                &format!("strict decoding error: {}", list.join(", ")),
+            ))
+        }
+        FieldValidation::Warn => {
+            named.for_each(|w| opts.warnings.push(w));
+            Ok(())
+        }
+        _ => Ok(()),
+    }
 }
 
 /// The times of a Pod's or Node's conditions are Go structs: `null` when unset, never left

@@ -317,7 +317,7 @@ fn write_locked(
     };
     let schema = match subresource {
         "scale" => super::schema::builtin("autoscaling", "v1", "Scale"),
-        _ => super::schema::builtin(&rt.group, &rt.version, &rt.kind),
+        _ => info.schema.clone(),
     };
     let desired = match write {
         SubresourceWrite::Replace(body) => body.clone(),
@@ -558,6 +558,7 @@ fn post_locked(
             let spec = json!({"spec": answer["spec"].clone()});
             let entry = super::managed::created_entry(
                 &spec,
+                &super::schema::builtin("authentication.k8s.io", "v1", "TokenRequest"),
                 opts.field_manager.as_deref(),
                 "authentication.k8s.io/v1",
                 "token",

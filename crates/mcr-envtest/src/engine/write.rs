@@ -380,7 +380,7 @@ pub(crate) fn create_locked(
     special::normalize(info, &mut obj, None, None);
     super::defaults::on_create(store, info, &mut obj);
     if info.special == Special::Crd {
-        crd::on_create(&mut obj)?;
+        crd::on_create(&mut obj, &info.schema)?;
     }
     if opts.dry_run {
         return Ok(present(&obj, rt));

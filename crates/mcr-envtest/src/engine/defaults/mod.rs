@@ -89,9 +89,7 @@ pub(crate) fn apply(info: &TypeInfo, obj: &mut Value) -> Result<(), ApiError> {
             "spec.containers: Required value",
         ));
     }
-    let rt = &info.rt;
-    let schema = super::schema::builtin(&rt.group, &rt.version, &rt.kind);
-    walk(obj, &schema, false);
+    walk(obj, &info.schema, false);
     Ok(())
 }
 

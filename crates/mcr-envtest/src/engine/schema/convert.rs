@@ -98,6 +98,9 @@ pub(super) fn convert(
         let mut map = MapSchema {
             atomic: s.get("x-kubernetes-map-type").and_then(Value::as_str) == Some("atomic"),
             typed: go.is_some(),
+            prune: go.is_none()
+                && !preserve
+                && matches!(additional, None | Some(Value::Bool(false))),
             embedded: flag("x-kubernetes-embedded-resource"),
             ..Default::default()
         };
@@ -112,6 +115,7 @@ pub(super) fn convert(
                     go: go.and_then(|g| g.get(k)).cloned(),
                     patch_strategy: text("x-kubernetes-patch-strategy"),
                     merge_key: text("x-kubernetes-patch-merge-key"),
+                    nullable: v.get("nullable").and_then(Value::as_bool) == Some(true),
                 },
             );
         }

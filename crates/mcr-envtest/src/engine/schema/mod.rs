@@ -25,6 +25,7 @@ use serde_json::Value;
 pub(crate) mod builtin;
 mod convert;
 pub(crate) mod roundtrip;
+pub(crate) mod structural;
 
 pub(crate) use convert::custom;
 
@@ -82,6 +83,9 @@ pub(crate) struct MapSchema {
     pub atomic: bool,
     /// A built-in struct (from the table): keys that are not fields are unknown fields.
     pub typed: bool,
+    /// A structural schema's object without `additionalProperties` nor
+    /// `x-kubernetes-preserve-unknown-fields`: keys that are not fields are pruned.
+    pub prune: bool,
     /// `x-kubernetes-embedded-resource`: an object with `apiVersion`, `kind`, `metadata`.
     pub embedded: bool,
 }
@@ -99,6 +103,8 @@ pub(crate) struct Field {
     pub patch_strategy: Option<Box<str>>,
     /// `x-kubernetes-patch-merge-key`.
     pub merge_key: Option<Box<str>>,
+    /// `nullable`: `null` is a value (else it is pruned, or replaced by the default).
+    pub nullable: bool,
 }
 
 impl Field {
@@ -110,6 +116,7 @@ impl Field {
             go: None,
             patch_strategy: None,
             merge_key: None,
+            nullable: false,
         }
     }
 }

@@ -24,8 +24,8 @@ use crate::engine::quantity::Quantity;
 /// What the round trip found that the object loses.
 #[derive(Debug, Default)]
 pub(crate) struct Dropped {
-    /// Unknown fields, as kube-apiserver names them (`spec.containers[0].foo`): those of an
-    /// object before those inside its fields, each in key order.
+    /// Unknown fields, as kube-apiserver names them (`spec.containers[0].foo`), depth first in
+    /// key order.
     pub unknown: Vec<String>,
 }
 
@@ -290,14 +290,17 @@ impl Walk {
         input: &Map<String, Value>,
         fields: &std::collections::BTreeMap<String, Field>,
     ) -> Result<Map<String, Value>, String> {
-        for key in input.keys() {
-            if !fields.contains_key(key) {
-                let at = self.display(key);
-                self.dropped.unknown.push(at);
-            }
-        }
+        // In key order, depth first: the order kube-apiserver reports unknown fields of a
+        // body whose keys are sorted (as kubectl sends them).
+        let names: std::collections::BTreeSet<&String> =
+            input.keys().chain(fields.keys()).collect();
         let mut out = Map::new();
-        for (name, field) in fields {
+        for name in names {
+            let Some(field) = fields.get(name) else {
+                let at = self.display(name);
+                self.dropped.unknown.push(at);
+                continue;
+            };
             let given = input.get(name).filter(|v| !v.is_null());
             let via = field.go.as_ref().and_then(|g| g.via.as_deref());
             for part in via.into_iter().flat_map(|v| v.split('.')) {
@@ -451,7 +454,7 @@ mod tests {
     fn unknown_fields_and_type_errors_are_named_as_kube_apiserver_names_them() {
         let p = json!({"spec": {"foo": 1, "containers": [{"name": "c", "bar": 2}]}});
         let (_, dropped) = roundtrip(&p, &pod(), Mode::Encode).unwrap();
-        assert_eq!(dropped.unknown, ["spec.foo", "spec.containers[0].bar"]);
+        assert_eq!(dropped.unknown, ["spec.containers[0].bar", "spec.foo"]);
         let bad =
             |spec: Value| roundtrip(&json!({"spec": spec}), &pod(), Mode::Decode).unwrap_err();
         assert_eq!(
