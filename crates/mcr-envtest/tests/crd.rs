@@ -12,6 +12,8 @@ use mcr_test_support::{DEADLINE, api_code};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
+mod raw;
+
 /// A typed custom resource (no schema: the emulator does not validate schemas).
 #[derive(CustomResource, Clone, Debug, Serialize, Deserialize, PartialEq)]
 #[kube(
@@ -225,39 +227,6 @@ async fn custom_resource_refuses_unconditional_update_and_strategic_patch() {
     );
 }
 
-/// The answer to a raw request: status, `Warning` headers, body.
-async fn raw(
-    client: &kube::Client,
-    method: &str,
-    path: &str,
-    ct: &str,
-    body: serde_json::Value,
-) -> (u16, Vec<String>, serde_json::Value) {
-    let req = http::Request::builder()
-        .method(method)
-        .uri(path)
-        .header("Content-Type", ct)
-        .body(serde_json::to_vec(&body).unwrap().into())
-        .unwrap();
-    let resp = client.send(req).await.unwrap();
-    let code = resp.status().as_u16();
-    let warnings = resp
-        .headers()
-        .get_all("warning")
-        .iter()
-        .map(|v| v.to_str().unwrap().to_string())
-        .collect();
-    let bytes = http_body_util::BodyExt::collect(resp.into_body())
-        .await
-        .unwrap()
-        .to_bytes();
-    (
-        code,
-        warnings,
-        serde_json::from_slice(&bytes).unwrap_or_default(),
-    )
-}
-
 fn gadgets_crd(extra_property: Option<(&str, serde_json::Value)>) -> serde_json::Value {
     let mut spec = json!({"type": "object", "properties": {
         "size": {"type": "integer", "default": 3},
@@ -284,8 +253,8 @@ async fn crd_defaults_and_structural_pruning_and_defaulting() {
     let cluster = TestCluster::start("crd-structural").await.unwrap();
     let client = cluster.client();
     let crds = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
-    let (code, _, crd) = raw(&client, "POST", crds, "application/json", gadgets_crd(None)).await;
-    assert_eq!(code, 201, "{crd}");
+    let crd = raw::post(&client, crds, gadgets_crd(None)).await.body;
+    assert!(crd["metadata"]["uid"].is_string(), "{crd}");
     assert_eq!(crd["spec"]["conversion"], json!({"strategy": "None"}));
     assert_eq!(
         crd["spec"]["names"],
@@ -319,28 +288,23 @@ async fn crd_defaults_and_structural_pruning_and_defaulting() {
             "parts": [{"name": "a", "bar": 2}]}});
     // kube-apiserver serves the new resource once it has established the CRD.
     eventually_async("gadgets to be served", DEADLINE, || async {
-        raw(&client, "GET", gadgets, "application/json", json!(null))
-            .await
-            .0
-            == 200
+        raw::get(&client, gadgets).await.code == 200
     })
     .await;
-    let created = raw(
+    let created = raw::post(
         &client,
-        "POST",
         &format!("{gadgets}?fieldValidation=Strict"),
-        "application/json",
         gadget.clone(),
     )
     .await;
-    assert_eq!(created.0, 400, "{}", created.2);
+    assert_eq!(created.code, 400, "{}", created.body);
     assert_eq!(
-        created.2["message"],
+        created.body["message"],
         "Gadget in version \"v1\" cannot be handled as a Gadget: strict decoding error: unknown field \"spec.foo\", unknown field \"spec.parts[0].bar\", unknown field \"top\""
     );
-    let (code, warnings, body) = raw(&client, "POST", gadgets, "application/json", gadget).await;
-    assert_eq!(code, 201, "{body}");
-    let mut warnings = warnings;
+    let created = raw::post(&client, gadgets, gadget).await;
+    assert_eq!(created.code, 201, "{}", created.body);
+    let mut warnings = created.warnings;
     warnings.sort();
     assert_eq!(
         warnings,
@@ -350,25 +314,18 @@ async fn crd_defaults_and_structural_pruning_and_defaulting() {
             "299 - \"unknown field \\\"top\\\"\"",
         ]
     );
-    assert_eq!(body.get("top"), None);
+    assert_eq!(created.body.get("top"), None);
     assert_eq!(
-        body["spec"],
+        created.body["spec"],
         json!({"size": 3, "color": null, "extra": {"x": {"y": 1}}, "parts": [{"name": "a", "count": 1}]})
     );
 
     // A default added later shows on the stored object when it is read.
-    let (code, _, current) = raw(
-        &client,
-        "GET",
-        &format!("{crds}/gadgets.example.com"),
-        "application/json",
-        json!(null),
-    )
-    .await;
-    assert_eq!(code, 200);
+    let current = raw::get(&client, &format!("{crds}/gadgets.example.com")).await;
+    assert_eq!(current.code, 200);
     let mut updated = gadgets_crd(Some(("mode", json!({"type": "string", "default": "auto"}))));
-    updated["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"].clone();
-    let (code, _, body) = raw(
+    updated["metadata"]["resourceVersion"] = current.body["metadata"]["resourceVersion"].clone();
+    let replaced = raw::send(
         &client,
         "PUT",
         &format!("{crds}/gadgets.example.com"),
@@ -376,16 +333,9 @@ async fn crd_defaults_and_structural_pruning_and_defaulting() {
         updated,
     )
     .await;
-    assert_eq!(code, 200, "{body}");
+    assert_eq!(replaced.code, 200, "{}", replaced.body);
     eventually_async("the new default on read", DEADLINE, || async {
-        let (_, _, g) = raw(
-            &client,
-            "GET",
-            &format!("{gadgets}/g"),
-            "application/json",
-            json!(null),
-        )
-        .await;
+        let g = raw::get(&client, &format!("{gadgets}/g")).await.body;
         g["spec"]["mode"] == "auto"
     })
     .await;

@@ -4,43 +4,11 @@
 //! fields (`fieldValidation`), decoding errors, and strategic merge patches that follow the
 //! schema's merge keys.
 
-use http::Request;
 use mcr_envtest::TestCluster;
+use raw::send;
 use serde_json::{Value, json};
 
-/// The answer to one request: status, `Warning` headers, body.
-struct Answer {
-    code: u16,
-    warnings: Vec<String>,
-    body: Value,
-}
-
-async fn send(client: &kube::Client, method: &str, path: &str, ct: &str, body: Value) -> Answer {
-    let req = Request::builder()
-        .method(method)
-        .uri(path)
-        .header("Content-Type", ct)
-        .body(serde_json::to_vec(&body).unwrap().into())
-        .unwrap();
-    let resp = client.send(req).await.unwrap();
-    let code = resp.status().as_u16();
-    let warnings = resp
-        .headers()
-        .get_all("warning")
-        .iter()
-        .map(|v| v.to_str().unwrap().to_string())
-        .collect();
-    let bytes = http_body_util::BodyExt::collect(resp.into_body())
-        .await
-        .unwrap()
-        .to_bytes();
-    let body = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
-    Answer {
-        code,
-        warnings,
-        body,
-    }
-}
+mod raw;
 
 async fn create(client: &kube::Client, path: &str, body: Value) -> Value {
     let answer = send(client, "POST", path, "application/json", body).await;

@@ -6,7 +6,9 @@
 //! `PUT` needs a resourceVersion or creates, the deletes that answer with the object, and a
 //! PersistentVolumeClaim stored again on its first write that changes nothing, what a Pod update
 //! may change, a Pod's binding, a Service's delete taking its Endpoints along, and the
-//! `LimitRanger` and `ResourceQuota` admission of Pods (defaults, bounds, quota usage). The same
+//! `LimitRanger` and `ResourceQuota` admission of Pods (defaults, bounds, quota usage), names
+//! checked per kind (with the warnings of the kinds whose name becomes a hostname) and the
+//! total size of annotations. The same
 //! expectations hold on the emulator and, with `MCR_ENVTEST=real`, on kube-apiserver.
 
 use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet};
@@ -26,6 +28,8 @@ use kube::ResourceExt as _;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use mcr_envtest::TestCluster;
 use serde_json::{Value, json};
+
+mod raw;
 
 /// The 422 a write was refused with: its message and its causes as `field: message`.
 fn refusal<T: std::fmt::Debug>(result: Result<T, kube::Error>) -> (String, Vec<String>) {
@@ -1035,4 +1039,77 @@ async fn a_scoped_quota_counts_a_pod_that_becomes_terminating() {
     .await
     .unwrap();
     assert_eq!(used(quotas.get("t").await.unwrap()), json!({"pods": "1"}));
+}
+
+/// Names are checked by each kind's rule: a ConfigMap's name is a DNS subdomain (64 to 253
+/// characters are fine), a Pod's too, with a warning when it is not a DNS label (it becomes
+/// the hostname), as the workloads whose names prefix their Pods' get; annotations may hold
+/// 256 KiB in all.
+#[tokio::test]
+async fn names_follow_each_kinds_rule_and_annotations_have_a_total_size() {
+    let cluster = TestCluster::start("names").await.unwrap();
+    let client = cluster.client();
+    let cms = "/api/v1/namespaces/default/configmaps";
+    let long = "a".repeat(100);
+    let created = raw::post(&client, cms, json!({"metadata": {"name": long}})).await;
+    assert_eq!(created.code, 201, "{}", created.body);
+    let too_long = "b".repeat(254);
+    let refused = raw::post(&client, cms, json!({"metadata": {"name": too_long}})).await;
+    assert_eq!(refused.code, 422);
+    assert_eq!(
+        refused.body["message"],
+        format!(
+            "ConfigMap \"{too_long}\" is invalid: metadata.name: Invalid value: \"{too_long}\": must be no more than 253 characters"
+        )
+    );
+
+    let pod_name = "p".repeat(70);
+    let pod = raw::post(
+        &client,
+        "/api/v1/namespaces/default/pods",
+        json!({"metadata": {"name": pod_name},
+            "spec": {"containers": [{"name": "c", "image": "busybox"}]}}),
+    )
+    .await;
+    assert_eq!(pod.code, 201, "{}", pod.body);
+    assert_eq!(
+        pod.warnings,
+        [
+            "299 - \"metadata.name: this is used in the Pod's hostname, which can result in surprising behavior; a DNS label is recommended: [must be no more than 63 characters]\""
+        ]
+    );
+    let deployment = raw::post(
+        &client,
+        "/apis/apps/v1/namespaces/default/deployments",
+        json!({"metadata": {"name": "web.v2"}, "spec": {"selector": {"matchLabels": {"a": "b"}},
+            "template": {"metadata": {"labels": {"a": "b"}},
+                "spec": {"containers": [{"name": "c", "image": "busybox"}]}}}}),
+    )
+    .await;
+    assert_eq!(deployment.code, 201, "{}", deployment.body);
+    assert_eq!(
+        deployment.warnings,
+        [
+            "299 - \"metadata.name: this is used in Pod names and hostnames, which can result in surprising behavior; a DNS label is recommended: [must not contain dots]\""
+        ]
+    );
+
+    let big = raw::post(
+        &client,
+        cms,
+        json!({"metadata": {"name": "big", "annotations": {"a": "x".repeat(256 * 1024)}}}),
+    )
+    .await;
+    assert_eq!(big.code, 422);
+    assert_eq!(
+        big.body["message"],
+        "ConfigMap \"big\" is invalid: metadata.annotations: Too long: may not be more than 262144 bytes"
+    );
+    let fits = raw::post(
+        &client,
+        cms,
+        json!({"metadata": {"name": "fits", "annotations": {"a": "x".repeat(256 * 1024 - 1)}}}),
+    )
+    .await;
+    assert_eq!(fits.code, 201);
 }

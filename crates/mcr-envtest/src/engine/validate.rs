@@ -9,6 +9,9 @@ use super::registry::TypeInfo;
 
 const QUALIFIED_NAME_MSG: &str = "a qualified name is an optional DNS subdomain prefix and '/', then 1 to 63 alphanumeric characters, '-', '_' or '.', starting and ending with an alphanumeric character";
 const LABEL_VALUE_MSG: &str = "a label value is empty or at most 63 alphanumeric characters, '-', '_' or '.', starting and ending with an alphanumeric character";
+/// `TotalAnnotationSizeLimitB` of apimachinery's object meta validation.
+const TOTAL_ANNOTATION_SIZE: usize = 256 * 1024;
+
 const JOB_LABEL_MSG: &str = "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')";
 const IP_MSG: &str = "must be a valid IP address";
 const DATA_KEY_MSG: &str = "a valid config key must consist of alphanumeric characters, '-', '_' or '.' (e.g. 'key.name',  or 'KEY_NAME',  or 'key-name', regex used for validation is '[-._a-zA-Z0-9]+')";
@@ -79,6 +82,18 @@ pub(crate) fn problems(info: &TypeInfo, obj: &Value) -> Vec<String> {
                 "metadata.annotations: Invalid value: {k:?}: {QUALIFIED_NAME_MSG}"
             ));
         }
+    }
+    // `ValidateAnnotationsSize`: keys and values together.
+    let annotations: usize = meta["annotations"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .map(|(k, v)| k.len() + v.as_str().map(str::len).unwrap_or_default())
+        .sum();
+    if annotations > TOTAL_ANNOTATION_SIZE {
+        causes.push(format!(
+            "metadata.annotations: Too long: may not be more than {TOTAL_ANNOTATION_SIZE} bytes"
+        ));
     }
     if !info.rt.custom && matches!(info.rt.kind.as_str(), "ConfigMap" | "Secret") {
         let mut seen: Vec<&str> = Vec::new();

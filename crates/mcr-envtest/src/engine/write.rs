@@ -336,6 +336,9 @@ pub(crate) fn create_locked(
         map.remove("status");
     }
     special::defaults(info, &mut obj, opts)?;
+    if let Some(warning) = name_warning(rt, &name) {
+        opts.warnings.push(warning);
+    }
     // Admission comes next (after validation, before the name is taken: a 409 create has
     // passed it, and counted against quotas): `LimitRanger`'s defaults and checks on a Pod,
     // then `ResourceQuota`.
@@ -394,6 +397,23 @@ pub(crate) fn create_locked(
         crd::serve(store, &stored);
     }
     Ok(present(&stored, rt))
+}
+
+/// The warning the `WarningsOnCreate` of a kind's registry gives a name that is not a DNS
+/// label, for the kinds whose name becomes a Pod's hostname or name prefix.
+fn name_warning(rt: &ResourceType, name: &str) -> Option<String> {
+    let what = match rt.kind.as_str() {
+        _ if rt.custom => return None,
+        "Pod" => "the Pod's hostname",
+        "Deployment" | "ReplicaSet" | "ReplicationController" | "Job" | "CronJob" => {
+            "Pod names and hostnames"
+        }
+        _ => return None,
+    };
+    let problems = super::meta::label_problems(name)?;
+    Some(format!(
+        "metadata.name: this is used in {what}, which can result in surprising behavior; a DNS label is recommended: {problems}"
+    ))
 }
 
 fn qualified(rt: &ResourceType) -> String {

@@ -29,7 +29,8 @@ const LEAVES: &[(&str, Scalar)] = &[
     ),
 ];
 
-/// Definitions holding any JSON.
+/// Definitions holding any JSON, owned as one value (as structured-merge-diff owns an
+/// untyped field: a ControllerRevision's `data` is one field).
 const ANY: &[&str] = &[
     "io.k8s.apimachinery.pkg.runtime.RawExtension",
     "io.k8s.apimachinery.pkg.apis.meta.v1.FieldsV1",
@@ -90,7 +91,7 @@ impl Table {
             let schema = if let Some((_, leaf)) = LEAVES.iter().find(|(n, _)| n == name) {
                 Schema::Scalar(*leaf)
             } else if ANY.contains(&name.as_str()) {
-                Schema::Deduced
+                Schema::Scalar(Scalar::Any)
             } else {
                 let go = go_all.get(name).map(go_fields);
                 // A definition is its own schema, not a reference to itself.
