@@ -22,7 +22,12 @@ pub fn query(raw: &str, body: &[u8]) {
 
 /// Parses a label and a field selector and matches them against a small object.
 pub fn selectors(label: &str, field: &str) {
-    if let Ok(s) = Selectors::parse(Some(label), Some(field)) {
+    let labels = crate::engine::selector::Labels {
+        group: "",
+        kind: "Pod",
+        custom: None,
+    };
+    if let Ok(s) = Selectors::parse(Some(label), Some(field), &labels) {
         let obj = json!({
             "metadata": {
                 "name": "n", "namespace": "ns",

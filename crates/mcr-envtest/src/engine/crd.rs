@@ -222,6 +222,13 @@ fn types_of(crd: &Value) -> Vec<TypeInfo> {
             generation: super::registry::Generation::Spec,
             special: Special::None,
             schema: super::schema::custom(v.pointer("/schema/openAPIV3Schema")),
+            selectable: v["selectableFields"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|f| f["jsonPath"].as_str())
+                .map(|p| p.trim_start_matches('.').to_string())
+                .collect(),
         })
         .collect()
 }

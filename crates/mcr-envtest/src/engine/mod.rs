@@ -73,7 +73,8 @@
 //!   admission plugins (`admission`).
 //! - Finalizers, `ownerReferences` garbage collection (Background/Foreground/Orphan),
 //!   namespace termination, CRD establishment and removal.
-//! - Lists with full label selectors, `metadata.name`/`metadata.namespace` field selectors,
+//! - Lists with full label selectors, the field selectors of each kind (`spec.nodeName` of
+//!   Pods, `spec.unschedulable` of Nodes, a CRD's `selectableFields`, ...: `selector::field`),
 //!   consistent pagination and `resourceVersion`/`resourceVersionMatch`; watches with replay,
 //!   410 on compacted versions, selector transitions, bookmarks and streaming lists.
 //!
@@ -96,7 +97,7 @@
 //!   converted). Several unknown fields are reported depth first in key order; kube-apiserver
 //!   names them in the order of the body (the same order for kubectl, which sorts keys).
 //! - `resourceVersionMatch=NotOlderThan` with a version newer than the current one serves the
-//!   current state instead of waiting; field selectors on other fields give 400.
+//!   current state instead of waiting.
 //! - History: the last 10,000 events per cluster are kept; older versions answer 410.
 //!
 //! ```

@@ -59,6 +59,7 @@ pub(crate) fn collect_list(
     let selectors = Selectors::parse(
         params.label_selector.as_deref(),
         params.field_selector.as_deref(),
+        &info.field_labels(),
     )?;
     let token = params.continue_token.as_deref().filter(|t| !t.is_empty());
     let (at, start_after) = match token {

@@ -56,9 +56,20 @@ pub(crate) struct TypeInfo {
     /// The schema of its objects (a built-in's from the table, a custom type's from its
     /// CRD version's `openAPIV3Schema`).
     pub schema: Arc<super::schema::Schema>,
+    /// A custom type's `selectableFields` (as field labels: `spec.color`).
+    pub selectable: Vec<String>,
 }
 
 impl TypeInfo {
+    /// What field selectors on this type may name.
+    pub(crate) fn field_labels(&self) -> super::selector::Labels<'_> {
+        super::selector::Labels {
+            group: &self.rt.group,
+            kind: &self.rt.kind,
+            custom: self.rt.custom.then_some(self.selectable.as_slice()),
+        }
+    }
+
     /// Storage key for a group and plural.
     pub(crate) fn res_key(group: &str, plural: &str) -> Arc<str> {
         if group.is_empty() {
@@ -371,6 +382,7 @@ static BUILTIN_TYPES: LazyLock<Vec<Arc<TypeInfo>>> = LazyLock::new(|| {
                 generation: b.generation,
                 special: b.special,
                 schema: super::schema::builtin(b.group, b.version, b.kind),
+                selectable: Vec::new(),
             })
         })
         .collect()
