@@ -25,6 +25,8 @@ pub(crate) enum Special {
     Job,
     /// Reviews and bindings: posted, answered, never stored.
     Answered,
+    /// `ComponentStatus`: read-only, computed on each read.
+    ComponentStatus,
 }
 
 /// How a kind keeps `metadata.generation`, as its registry strategy on kube-apiserver does.
@@ -159,6 +161,8 @@ const NAMESPACE_VERBS: &[&str] = &[
 ];
 /// Verbs of the kinds that are only posted and answered (reviews, bindings).
 const CREATE_ONLY: &[&str] = &["create"];
+/// Verbs of the kinds that are only read (component statuses).
+const READ_ONLY: &[&str] = &["get", "list"];
 
 /// One row of [`BUILTINS`]: a built-in resource as kube-apiserver serves it at its preferred
 /// version.
@@ -264,6 +268,10 @@ const AUTHN: &str = "authentication.k8s.io";
 const BUILTINS: &[Builtin] = &[
     // core
     answered("", "Binding", "bindings", NS),
+    special(
+        with_verbs(row("", "v1", "ComponentStatus", "componentstatuses", CLUSTER, &["cs"], &[], &[], NO_GEN), READ_ONLY),
+        Special::ComponentStatus,
+    ),
     row("", "v1", "ConfigMap", "configmaps", NS, &["cm"], &[], &[], NO_GEN),
     row("", "v1", "Endpoints", "endpoints", NS, &["ep"], &[], &[], NO_GEN),
     row("", "v1", "Event", "events", NS, &["ev"], &[], &[], NO_GEN),

@@ -222,7 +222,15 @@ fn serve(
             &query.delete_options(body)?,
         )?,
     };
-    Ok(response::json(200, &output.encode(value)?))
+    let mut response = response::json(200, &output.encode(value)?);
+    if rt.group.is_empty() && rt.kind == "ComponentStatus" {
+        // kube-apiserver marks the reads of a deprecated kind.
+        response.headers_mut().append(
+            header::WARNING,
+            http::HeaderValue::from_static("299 - \"v1 ComponentStatus is deprecated in v1.19+\""),
+        );
+    }
+    Ok(response)
 }
 
 /// A write's response with its warnings as `Warning` headers (`299 - "text"`, as
