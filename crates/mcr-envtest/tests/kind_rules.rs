@@ -1113,3 +1113,137 @@ async fn names_follow_each_kinds_rule_and_annotations_have_a_total_size() {
     .await;
     assert_eq!(fits.code, 201);
 }
+
+/// A `LoadBalancer` Service with `externalTrafficPolicy: Local` gets a health check node port,
+/// kept by an update that leaves it out and released when the policy changes.
+#[tokio::test]
+async fn a_local_load_balancer_gets_a_health_check_node_port() {
+    let cluster = TestCluster::start("health-check-port").await.unwrap();
+    let services: Api<Service> = Api::namespaced(cluster.client(), "default");
+    let svc: Service = serde_json::from_value(json!({"metadata": {"name": "lb"},
+        "spec": {"type": "LoadBalancer", "externalTrafficPolicy": "Local", "ports": [{"port": 80}]}}))
+    .unwrap();
+    let created = services.create(&PostParams::default(), &svc).await.unwrap();
+    let port = created
+        .spec
+        .as_ref()
+        .and_then(|s| s.health_check_node_port)
+        .expect("a health check node port");
+    assert!((30000..=32767).contains(&port), "{port}");
+    let node_port = created.spec.as_ref().unwrap().ports.as_ref().unwrap()[0].node_port;
+    assert_ne!(node_port, Some(port));
+    let patch = json!({"metadata": {"labels": {"touched": "yes"}}});
+    let kept = services
+        .patch("lb", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+    assert_eq!(kept.spec.unwrap().health_check_node_port, Some(port));
+    let patch = json!({"spec": {"externalTrafficPolicy": "Cluster"}});
+    let released = services
+        .patch("lb", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+    assert_eq!(released.spec.unwrap().health_check_node_port, None);
+}
+
+/// The `DefaultIngressClass` admission: an Ingress that names no class gets the default one.
+#[tokio::test]
+async fn an_ingress_without_a_class_gets_the_default_class() {
+    use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
+    let cluster = TestCluster::start("default-ingress-class").await.unwrap();
+    let classes: Api<IngressClass> = Api::all(cluster.client());
+    for (name, default) in [("plain", "false"), ("main", "true")] {
+        let class: IngressClass = serde_json::from_value(json!({"metadata": {"name": name,
+            "annotations": {"ingressclass.kubernetes.io/is-default-class": default}},
+            "spec": {"controller": "example.com/ingress"}}))
+        .unwrap();
+        classes
+            .create(&PostParams::default(), &class)
+            .await
+            .unwrap();
+    }
+    let ingresses: Api<Ingress> = Api::namespaced(cluster.client(), "default");
+    let backend = json!({"service": {"name": "web", "port": {"number": 80}}});
+    let ingress = |name: &str, annotations: Value| -> Ingress {
+        serde_json::from_value(
+            json!({"metadata": {"name": name, "annotations": annotations},
+            "spec": {"defaultBackend": backend}}),
+        )
+        .unwrap()
+    };
+    let defaulted = ingresses
+        .create(&PostParams::default(), &ingress("a", json!({})))
+        .await
+        .unwrap();
+    assert_eq!(
+        defaulted.spec.unwrap().ingress_class_name.as_deref(),
+        Some("main")
+    );
+    let annotated = ingresses
+        .create(
+            &PostParams::default(),
+            &ingress("b", json!({"kubernetes.io/ingress.class": "other"})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(annotated.spec.unwrap().ingress_class_name, None);
+}
+
+/// kube-apiserver's availability controller says why an APIService backed by a Service is
+/// not available (nothing answers behind it without a controller-manager), and follows the
+/// Service and its EndpointSlices as they come.
+#[tokio::test]
+async fn an_api_service_says_why_it_is_not_available() {
+    let cluster = TestCluster::start("api-service-availability")
+        .await
+        .unwrap();
+    let client = cluster.client();
+    let path = "/apis/apiregistration.k8s.io/v1/apiservices";
+    let created = raw::post(
+        &client,
+        path,
+        json!({"metadata": {"name": "v1alpha1.example.com"}, "spec": {"group": "example.com",
+            "version": "v1alpha1", "service": {"name": "s", "namespace": "default"},
+            "groupPriorityMinimum": 100, "versionPriority": 10, "insecureSkipTLSVerify": true}}),
+    )
+    .await;
+    assert_eq!(created.code, 201, "{}", created.body);
+    let condition = |reason: &'static str, message: &'static str| {
+        let client = client.clone();
+        async move {
+            mcr_envtest::wait::eventually_async(reason, mcr_test_support::DEADLINE, || async {
+                let a = raw::get(&client, &format!("{path}/v1alpha1.example.com"))
+                    .await
+                    .body;
+                let c = &a["status"]["conditions"][0];
+                c["type"] == "Available"
+                    && c["status"] == "False"
+                    && c["reason"] == reason
+                    && c["message"] == message
+            })
+            .await;
+        }
+    };
+    condition("ServiceNotFound", "service/s in \"default\" is not present").await;
+    let services: Api<Service> = Api::namespaced(client.clone(), "default");
+    let svc: Service = serde_json::from_value(json!({"metadata": {"name": "s"},
+        "spec": {"ports": [{"name": "https", "port": 443, "targetPort": 8443}]}}))
+    .unwrap();
+    services.create(&PostParams::default(), &svc).await.unwrap();
+    condition(
+        "EndpointsNotFound",
+        "cannot find endpointslices for service/s in \"default\"",
+    )
+    .await;
+    let slices: Api<EndpointSlice> = Api::namespaced(client.clone(), "default");
+    let slice: EndpointSlice = serde_json::from_value(json!({"metadata": {"name": "s-1",
+        "labels": {"kubernetes.io/service-name": "s"}}, "addressType": "IPv4",
+        "ports": [{"name": "https", "port": 8443, "protocol": "TCP"}], "endpoints": []}))
+    .unwrap();
+    slices.create(&PostParams::default(), &slice).await.unwrap();
+    condition(
+        "MissingEndpoints",
+        "endpointslices for service/s in \"default\" have no addresses with port name \"https\"",
+    )
+    .await;
+}

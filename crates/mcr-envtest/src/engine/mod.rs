@@ -362,6 +362,7 @@ pub struct Engine {
 
 mod admission;
 mod answered;
+mod apiservice;
 mod apply;
 mod bootstrap;
 mod crd;

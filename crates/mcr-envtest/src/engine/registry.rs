@@ -470,6 +470,7 @@ mod tests {
         use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1 as apireg;
         let upstream = kinds![
             core::v1::Binding,
+            core::v1::ComponentStatus,
             core::v1::ConfigMap,
             core::v1::Endpoints,
             core::v1::Event,

@@ -417,7 +417,13 @@ fn keep_allocated(new: &mut Value, old: &Value) {
     if external(spec) || external(old_spec) {
         return;
     }
-    for field in ["clusterIP", "clusterIPs", "ipFamilies", "ipFamilyPolicy"] {
+    for field in [
+        "clusterIP",
+        "clusterIPs",
+        "ipFamilies",
+        "ipFamilyPolicy",
+        "healthCheckNodePort",
+    ] {
         if missing(spec.get(field))
             && let Some(v) = old_spec.get(field)
         {

@@ -389,6 +389,7 @@ pub(crate) fn create_locked(
         return Ok(present(&obj, rt));
     }
     let stored = store.put(&info.res, obj);
+    super::apiservice::after_change(store, &info.res, ns);
     if !rt.custom && super::update::STORED_AGAIN.contains(&rt.kind.as_str()) {
         let key = (info.res.clone(), super::state::key_of(&stored));
         store.untouched.insert(key);

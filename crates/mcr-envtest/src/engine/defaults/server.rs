@@ -53,6 +53,9 @@ fn initial(kind: &str) -> Option<(Value, &'static str)> {
 
 /// What the server sets when it first stores the object.
 pub(crate) fn on_create(store: &Store, info: &TypeInfo, obj: &mut Value) {
+    if !info.rt.custom && info.rt.group == "networking.k8s.io" && info.rt.kind == "Ingress" {
+        default_ingress_class(store, obj);
+    }
     match info.special {
         Special::Pod => {
             pod_admission(obj, None);
@@ -66,6 +69,7 @@ pub(crate) fn on_create(store: &Store, info: &TypeInfo, obj: &mut Value) {
         }
         Special::Service => {
             allocate_cluster_ip(store, obj);
+            health_check_node_port(store, obj);
             if let Some(map) = obj.as_object_mut() {
                 map.insert("status".into(), json!({"loadBalancer": {}}));
             }
@@ -145,20 +149,44 @@ pub(crate) fn on_create(store: &Store, info: &TypeInfo, obj: &mut Value) {
                 }
             }
         }
-        Special::None
-            if !info.rt.custom
-                && info.rt.kind == "APIService"
-                && obj["spec"]["service"].is_null() =>
-        {
-            // A local APIService is served by this server, hence available.
-            if let Some(map) = obj.as_object_mut() {
-                map.insert(
-                    "status".into(),
-                    crate::engine::bootstrap::local_api_service_status(),
-                );
-            }
+        Special::None if !info.rt.custom && info.rt.kind == "APIService" => {
+            crate::engine::apiservice::converge(store, obj);
         }
         _ => {}
+    }
+}
+
+/// The `DefaultIngressClass` admission plugin: a new Ingress that names no class (neither
+/// `spec.ingressClassName` nor the `kubernetes.io/ingress.class` annotation) gets the
+/// default IngressClass, the newest when several are marked (then by name).
+fn default_ingress_class(store: &Store, obj: &mut Value) {
+    let named = !obj["spec"]["ingressClassName"].is_null()
+        || obj["metadata"]["annotations"]["kubernetes.io/ingress.class"].is_string();
+    if named {
+        return;
+    }
+    let mut defaults: Vec<(&str, &str)> = store
+        .objects
+        .get("ingressclasses.networking.k8s.io")
+        .into_iter()
+        .flat_map(|all| all.values())
+        .filter(|c| {
+            c["metadata"]["annotations"]["ingressclass.kubernetes.io/is-default-class"] == "true"
+        })
+        .map(|c| {
+            (
+                c["metadata"]["creationTimestamp"]
+                    .as_str()
+                    .unwrap_or_default(),
+                c["metadata"]["name"].as_str().unwrap_or_default(),
+            )
+        })
+        .collect();
+    // Newest first (RFC 3339 times of one server compare as text), then by name.
+    defaults.sort_by(|a, b| b.0.cmp(a.0).then(a.1.cmp(b.1)));
+    if let Some((_, name)) = defaults.first() {
+        let name = name.to_string();
+        object_at(obj, "spec").insert("ingressClassName".into(), json!(name));
     }
 }
 
@@ -187,9 +215,11 @@ fn pod_admission(obj: &mut Value, old: Option<&Value>) {
 }
 
 /// What the server's admission sets on an update of the main resource (owned by no one).
-pub(crate) fn on_update(info: &TypeInfo, obj: &mut Value, old: &Value) {
-    if info.special == Special::Pod {
-        pod_admission(obj, Some(old));
+pub(crate) fn on_update(store: &Store, info: &TypeInfo, obj: &mut Value, old: &Value) {
+    match info.special {
+        Special::Pod => pod_admission(obj, Some(old)),
+        Special::Service => health_check_node_port(store, obj),
+        _ => {}
     }
 }
 
@@ -272,14 +302,7 @@ const NODE_PORTS: std::ops::RangeInclusive<i64> = 30000..=32767;
 /// Gives each port of a `NodePort` or `LoadBalancer` Service without a `nodePort` the lowest
 /// one no Service of the cluster uses.
 fn allocate_node_ports(store: &Store, obj: &mut Value) {
-    let mut used: HashSet<i64> = store
-        .objects
-        .get("services")
-        .into_iter()
-        .flat_map(|all| all.values())
-        .flat_map(|svc| svc["spec"]["ports"].as_array().cloned().unwrap_or_default())
-        .filter_map(|p| p["nodePort"].as_i64())
-        .collect();
+    let mut used = used_node_ports(store);
     for port in obj["spec"]["ports"].as_array_mut().into_iter().flatten() {
         if let Some(taken) = port["nodePort"].as_i64() {
             used.insert(taken);
@@ -289,6 +312,60 @@ fn allocate_node_ports(store: &Store, obj: &mut Value) {
             used.insert(free);
             port["nodePort"] = json!(free);
         }
+    }
+}
+
+/// Every node port the cluster's Services hold: their ports' and health checks'.
+fn used_node_ports(store: &Store) -> HashSet<i64> {
+    let services = store
+        .objects
+        .get("services")
+        .into_iter()
+        .flat_map(|all| all.values());
+    let mut used = HashSet::new();
+    for svc in services {
+        used.extend(
+            svc["spec"]["ports"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|p| p["nodePort"].as_i64()),
+        );
+        used.extend(svc["spec"]["healthCheckNodePort"].as_i64());
+    }
+    used
+}
+
+/// A `LoadBalancer` Service with `externalTrafficPolicy: Local` gets a health check node
+/// port (`service.NeedsHealthCheck`), the lowest free one unless it names its own; any other
+/// Service has none.
+pub(crate) fn health_check_node_port(store: &Store, obj: &mut Value) {
+    let spec = &obj["spec"];
+    let needed = spec["type"] == "LoadBalancer" && spec["externalTrafficPolicy"] == "Local";
+    let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) else {
+        return;
+    };
+    if !needed {
+        spec.remove("healthCheckNodePort");
+        return;
+    }
+    if spec
+        .get("healthCheckNodePort")
+        .and_then(Value::as_i64)
+        .is_some()
+    {
+        return;
+    }
+    let mut used = used_node_ports(store);
+    used.extend(
+        spec.get("ports")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|p| p["nodePort"].as_i64()),
+    );
+    if let Some(free) = NODE_PORTS.clone().find(|p| !used.contains(p)) {
+        spec.insert("healthCheckNodePort".into(), json!(free));
     }
 }
 
