@@ -1247,3 +1247,44 @@ async fn an_api_service_says_why_it_is_not_available() {
     )
     .await;
 }
+
+/// Checks of what real-world manifests get wrong: an Ingress host that is not a DNS name
+/// (`*.` allowed), a volume mount of a volume the Pod does not declare.
+#[tokio::test]
+async fn ingress_hosts_and_volume_mounts_are_checked() {
+    let cluster = TestCluster::start("hosts-and-mounts").await.unwrap();
+    let client = cluster.client();
+    let backend = json!({"service": {"name": "s", "port": {"number": 80}}});
+    let ingress = raw::post(
+        &client,
+        "/apis/networking.k8s.io/v1/namespaces/default/ingresses",
+        json!({"metadata": {"name": "i"}, "spec": {
+            "rules": [{"host": "registry.<your domain>", "http": {"paths": [{"path": "/",
+                "pathType": "Prefix", "backend": backend}]}}, {"host": "*.example.com"}],
+            "tls": [{"hosts": ["registry.<your domain>", "ok.example.com"]}]}}),
+    )
+    .await;
+    assert_eq!(ingress.code, 422, "{}", ingress.body);
+    let subdomain = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
+    assert_eq!(
+        ingress.body["message"],
+        format!(
+            "Ingress.networking.k8s.io \"i\" is invalid: [spec.rules[0].host: Invalid value: \"registry.<your domain>\": {subdomain}, spec.tls[0].hosts[0]: Invalid value: \"registry.<your domain>\": {subdomain}]"
+        )
+    );
+    let deployment = raw::post(
+        &client,
+        "/apis/apps/v1/namespaces/default/deployments",
+        json!({"metadata": {"name": "d"}, "spec": {"selector": {"matchLabels": {"a": "b"}},
+            "template": {"metadata": {"labels": {"a": "b"}}, "spec": {
+                "containers": [{"name": "c", "image": "i", "volumeMounts": [
+                    {"name": "v", "mountPath": "/a"}, {"name": "missing", "mountPath": "/b"}]}],
+                "volumes": [{"name": "v", "emptyDir": {}}]}}}}),
+    )
+    .await;
+    assert_eq!(deployment.code, 422, "{}", deployment.body);
+    assert_eq!(
+        deployment.body["message"],
+        "Deployment.apps \"d\" is invalid: spec.template.spec.containers[0].volumeMounts[1].name: Not found: \"missing\""
+    );
+}
