@@ -7,6 +7,8 @@
 //!   (`--kind`: against kind clusters, needs `docker` and `kind`).
 //! - `cargo xtask bench`: the benchmark suite (release build); report and SVG charts in
 //!   `target/bench/`.
+//! - `cargo xtask schemas`: regenerates mcr-envtest's schema table from the OpenAPI documents
+//!   and Go types of the Kubernetes release the real backend runs (needs Go).
 //! - `cargo xtask fidelity`: the emulator against a real kube-apiserver on seeded request
 //!   sequences (codes, bodies, watch events).
 //! - `cargo xtask corpus`: real-world manifests (public charts, bundles, examples; pinned Go
@@ -31,6 +33,7 @@ mod fidelity;
 mod fleet;
 mod image;
 mod kube_suite;
+mod schemas;
 mod tests;
 
 use anyhow::{Context, Result, bail};
@@ -161,6 +164,9 @@ enum Cmd {
         #[arg(long)]
         emulator_only: bool,
     },
+    /// Regenerate crates/mcr-envtest/src/engine/schema/kubernetes.json from the OpenAPI documents and
+    /// Go types of the Kubernetes release in xtask/assets/kubernetes/go.mod (needs Go).
+    Schemas,
     /// Package every published crate and build each from its package (verification on), in
     /// dependency order; unpublished workspace crates are resolved from the packages made
     /// before them, as crates.io would.
@@ -220,6 +226,7 @@ fn main() -> ExitCode {
             sets,
         }),
         Cmd::KubeSuite { emulator_only } => kube_suite::run(emulator_only),
+        Cmd::Schemas => schemas::run(),
         Cmd::Package => package(),
         Cmd::Image => image::run(),
     };
