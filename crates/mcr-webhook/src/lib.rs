@@ -24,8 +24,9 @@
 //!   it is engaged, pointing at a base URL the operator gives (in a sharded fleet, each
 //!   replica's own), rewrites them when the CA bundle changes, keeps them when the member is
 //!   handed to another replica, and removes them when the member leaves the fleet.
-//! - [`ClientAuth`] (opt-in) authenticates callers: a member's routes answer only that
-//!   member's client certificate.
+//! - [`ClientAuth`] (opt-in) authenticates callers: a member's admission routes answer only
+//!   that member's client certificate; conversion routes, which kube-apiserver calls without
+//!   one, run only converters of the object alone for such callers.
 //! - `testing` (feature `testing`): sends a server, by hand, the reviews kube-apiserver would
 //!   send, for tests against API servers that do not call webhooks (`mcr-envtest`'s emulator).
 //!
@@ -55,12 +56,14 @@
 
 mod admission;
 mod auth;
+mod body;
 mod ca_bundle;
 mod config;
 mod connection;
 mod conversion;
 mod error;
 mod members;
+mod pool;
 mod review;
 mod route;
 mod server;

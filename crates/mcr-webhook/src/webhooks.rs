@@ -344,8 +344,13 @@ where
     /// A converter for `K`'s group and kind, served on [`CONVERT_PATH`] (one route for every
     /// kind, as in controller-runtime): gets an object as stored and the `apiVersion` asked
     /// for, returns the object in that version. An error fails the whole review. It runs on
-    /// tokio's blocking pool, so it may take time without stalling the server, and the
-    /// server's `handler_timeout` answers 504 when it takes too long.
+    /// the server's pool of converter threads
+    /// ([`converter_threads`](crate::ServerOptions::converter_threads)), so it may take time
+    /// without stalling the server, and the server's `handler_timeout` answers 504 when it
+    /// takes too long. kube-apiserver calls conversion webhooks without a client
+    /// certificate, so with [`ClientAuth`](crate::ClientAuth) on, a converter handed the
+    /// cluster is refused to it (403): use
+    /// [`with_review_converter`](Self::with_review_converter) there.
     ///
     /// ```no_run
     /// # fn demo<K>(webhooks: mcr_webhook::Webhooks) -> Result<(), mcr_webhook::Error>

@@ -46,12 +46,15 @@ async fn members_get_the_configuration_on_engage_and_lose_it_when_they_leave() {
     configmap_webhooks(&webhooks);
     let ca = b"-----BEGIN CERTIFICATE-----\nnot checked here\n-----END CERTIFICATE-----\n".to_vec();
     env.mgr
-        .add(Arc::new(MemberConfigurations::new(
-            webhooks,
-            "https://webhooks.example.test:9443/",
-            ca.clone(),
-            options(),
-        )))
+        .add(Arc::new(
+            MemberConfigurations::new(
+                webhooks,
+                "https://webhooks.example.test:9443/",
+                ca.clone(),
+                options(),
+            )
+            .unwrap(),
+        ))
         .unwrap();
     let manager = env.run_engaged().await;
 
@@ -154,18 +157,19 @@ async fn real_apiservers_call_the_webhook_for_the_host_and_two_members() {
     let base = format!("https://{}", s.addr);
     let ca = s.pki.ca_pem.clone().into_bytes();
     env.mgr
-        .add(Arc::new(MemberConfigurations::new(
-            webhooks.clone(),
-            base.clone(),
-            ca.clone(),
-            options(),
-        )))
+        .add(Arc::new(
+            MemberConfigurations::new(webhooks.clone(), base.clone(), ca.clone(), options())
+                .unwrap(),
+        ))
         .unwrap();
     // The host's configuration: what an operator applies, built by the same functions.
     let host = env.host.client();
-    let validating =
-        mcr_webhook::validating_configuration(&webhooks, &base, &ca, &options()).unwrap();
-    let mutating = mcr_webhook::mutating_configuration(&webhooks, &base, &ca, &options()).unwrap();
+    let validating = mcr_webhook::validating_configuration(&webhooks, &base, &ca, &options())
+        .unwrap()
+        .unwrap();
+    let mutating = mcr_webhook::mutating_configuration(&webhooks, &base, &ca, &options())
+        .unwrap()
+        .unwrap();
     Api::<ValidatingWebhookConfiguration>::all(host.clone())
         .create(&PostParams::default(), &validating)
         .await
@@ -291,10 +295,12 @@ async fn webhook_names_are_unique_stable_and_at_most_63_characters() {
         register.unwrap();
     }
     let ca = b"ca".to_vec();
-    let validating =
-        mcr_webhook::validating_configuration(&webhooks, "https://x", &ca, &options()).unwrap();
-    let mutating =
-        mcr_webhook::mutating_configuration(&webhooks, "https://x", &ca, &options()).unwrap();
+    let validating = mcr_webhook::validating_configuration(&webhooks, "https://x", &ca, &options())
+        .unwrap()
+        .unwrap();
+    let mutating = mcr_webhook::mutating_configuration(&webhooks, "https://x", &ca, &options())
+        .unwrap()
+        .unwrap();
     let mut names: Vec<String> = validating
         .webhooks
         .unwrap()
@@ -326,10 +332,46 @@ async fn webhook_names_are_unique_stable_and_at_most_63_characters() {
     assert_eq!(names.len(), all, "webhook names collide: {names:?}");
     // Stable: the same path gives the same name whatever the URL (every replica, every
     // member); the exact form is pinned in the test above.
-    let again =
-        mcr_webhook::validating_configuration(&webhooks, "https://y", &ca, &options()).unwrap();
+    let again = mcr_webhook::validating_configuration(&webhooks, "https://y", &ca, &options())
+        .unwrap()
+        .unwrap();
     let first = &again.webhooks.unwrap()[0].name;
     assert!(names.contains(first));
+}
+
+#[tokio::test]
+async fn options_that_would_make_invalid_webhook_names_are_refused_when_the_writer_is_built() {
+    let env = Env::start_named("member", 0).await;
+    let webhooks = Webhooks::new(&env.mgr);
+    configmap_webhooks(&webhooks);
+    // A valid object name (a DNS subdomain of 250 characters), but the webhooks' names,
+    // `<label>.<name>`, would pass kube-apiserver's 253: every write would be refused (422).
+    let name = format!(
+        "{}.{}.{}.{}.example.com",
+        "a".repeat(63),
+        "b".repeat(63),
+        "c".repeat(63),
+        "d".repeat(46)
+    );
+    assert_eq!(name.len(), 250);
+    let err = MemberConfigurations::new(
+        webhooks.clone(),
+        "https://x",
+        b"ca".to_vec(),
+        ConfigOptions::new(name.clone()),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("has 250 characters"), "{err}");
+    assert!(err.contains("at most 189"), "{err}");
+    let err = mcr_webhook::validating_configuration(
+        &webhooks,
+        "https://x",
+        b"ca",
+        &ConfigOptions::new(name),
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("at most 189"), "{err}");
 }
 
 #[tokio::test]
@@ -344,12 +386,15 @@ async fn a_departed_members_cleanup_is_retried_and_never_deletes_a_newer_configu
     }
     let webhooks = Webhooks::new(&env.mgr);
     configmap_webhooks(&webhooks);
-    let writer = Arc::new(MemberConfigurations::new(
-        webhooks,
-        "https://webhooks.example.test:9443",
-        b"ca".to_vec(),
-        options(),
-    ));
+    let writer = Arc::new(
+        MemberConfigurations::new(
+            webhooks,
+            "https://webhooks.example.test:9443",
+            b"ca".to_vec(),
+            options(),
+        )
+        .unwrap(),
+    );
     env.mgr.add(writer.clone()).unwrap();
     let _manager = env.run_engaged().await;
     let member2 = env.fleet.get("member-2").unwrap().clone();
@@ -492,6 +537,7 @@ async fn a_rotated_ca_bundle_reaches_every_member_without_a_restart() {
             old.ca_pem.clone().into_bytes(),
             options(),
         )
+        .unwrap()
         .ca_bundle_file(&path, std::time::Duration::from_millis(50)),
     );
     env.mgr.add(writer.clone()).unwrap();
@@ -878,6 +924,7 @@ async fn a_ca_rotation_refuses_no_write_and_fails_no_call() {
             a.ca_pem.clone().into_bytes(),
             options(),
         )
+        .unwrap()
         .ca_bundle_file(&path, std::time::Duration::from_millis(100)),
     );
     env.mgr.add(writer.clone()).unwrap();

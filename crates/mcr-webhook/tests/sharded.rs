@@ -299,12 +299,15 @@ fn writer(
 ) -> impl FnOnce(&Manager, &Webhooks, &Running) -> Option<Arc<MemberConfigurations>> {
     let base = format!("https://{id}.webhooks.example.test:9443");
     move |mgr: &Manager, webhooks: &Webhooks, _: &Running| {
-        let writer = Arc::new(MemberConfigurations::new(
-            webhooks.clone(),
-            base,
-            b"ca".to_vec(),
-            ConfigOptions::new(CONFIG),
-        ));
+        let writer = Arc::new(
+            MemberConfigurations::new(
+                webhooks.clone(),
+                base,
+                b"ca".to_vec(),
+                ConfigOptions::new(CONFIG),
+            )
+            .unwrap(),
+        );
         mgr.add(writer.clone()).unwrap();
         Some(writer)
     }
@@ -459,9 +462,9 @@ impl Process {
                         ..Default::default()
                     },
                 );
-                mgr.add(Arc::new(MemberConfigurations::new(
-                    webhooks, base, ca, options,
-                )))
+                mgr.add(Arc::new(
+                    MemberConfigurations::new(webhooks, base, ca, options).unwrap(),
+                ))
                 .unwrap();
                 let run = mgr.clone();
                 tokio::spawn(async move { run.run_until(CancellationToken::new()).await });

@@ -67,13 +67,13 @@ const STATUS_PROVIDER: &str = "webhook-configurations";
 /// use std::sync::Arc;
 /// use mcr_webhook::{ConfigOptions, MemberConfigurations, Webhooks};
 ///
-/// # fn demo(mgr: mcr_manager::Manager, webhooks: Webhooks, ca_pem: Vec<u8>) -> Result<(), mcr_manager::Error> {
+/// # fn demo(mgr: mcr_manager::Manager, webhooks: Webhooks, ca_pem: Vec<u8>) -> Result<(), Box<dyn std::error::Error>> {
 /// let writer = MemberConfigurations::new(
 ///     webhooks,
 ///     "https://webhooks.example.com:9443", // how members reach this manager
 ///     ca_pem,
 ///     ConfigOptions::new("widgets.example.com"),
-/// );
+/// )?;
 /// mgr.add(Arc::new(writer))?;
 /// # Ok(()) }
 /// ```
@@ -112,9 +112,14 @@ impl Source {
         Option<MutatingWebhookConfiguration>,
     ) {
         let base = format!("{}{}", self.base_url, member_path(name, ""));
+        // The options were checked when the writer was built.
         let mut validating =
-            validating_configuration(&self.webhooks, &base, ca_bundle, &self.options);
-        let mut mutating = mutating_configuration(&self.webhooks, &base, ca_bundle, &self.options);
+            validating_configuration(&self.webhooks, &base, ca_bundle, &self.options)
+                .ok()
+                .flatten();
+        let mut mutating = mutating_configuration(&self.webhooks, &base, ca_bundle, &self.options)
+            .ok()
+            .flatten();
         let written_by = format!("{}/{generation}", self.writer);
         for meta in [
             validating.as_mut().map(|c| &mut c.metadata),
@@ -143,22 +148,24 @@ impl std::fmt::Debug for MemberConfigurations {
 
 impl MemberConfigurations {
     /// Configurations of `webhooks` at `base_url` (how the members reach this server; no
-    /// trailing path), trusting `ca_bundle` (PEM).
+    /// trailing path), trusting `ca_bundle` (PEM). Fails if `options` would make
+    /// configurations kube-apiserver refuses (see [`ConfigOptions::check`]).
     ///
     /// ```no_run
-    /// # fn demo(webhooks: mcr_webhook::Webhooks) {
+    /// # fn demo(webhooks: mcr_webhook::Webhooks) -> Result<(), mcr_webhook::Error> {
     /// let writer = mcr_webhook::MemberConfigurations::new(
     ///     webhooks, "https://10.0.0.5:9443", b"-----BEGIN CERTIFICATE-----...".to_vec(),
-    ///     mcr_webhook::ConfigOptions::new("widgets.example.com"));
-    /// # }
+    ///     mcr_webhook::ConfigOptions::new("widgets.example.com"))?;
+    /// # Ok(()) }
     /// ```
     pub fn new(
         webhooks: Webhooks,
         base_url: impl Into<String>,
         ca_bundle: Vec<u8>,
         options: ConfigOptions,
-    ) -> Self {
-        Self {
+    ) -> Result<Self, Error> {
+        options.check()?;
+        Ok(Self {
             source: Arc::new(Source {
                 webhooks,
                 base_url: base_url.into().trim_end_matches('/').to_owned(),
@@ -171,7 +178,7 @@ impl MemberConfigurations {
             stopping: CancellationToken::new(),
             statuses: Arc::default(),
             engagements: AtomicU64::new(0),
-        }
+        })
     }
 
     /// Follows the CA bundle in `path` (PEM, a bundle you manage, such as a trust-manager
