@@ -37,9 +37,11 @@ pub struct ConfigOptions {
     pub failure_policy: String,
     /// Seconds the apiserver waits for an answer (1 to 30; default 10).
     pub timeout_seconds: i32,
-    /// Only objects in namespaces matching this are sent.
+    /// Only objects in namespaces matching this are sent (`None`: all; written as the empty
+    /// selector, as kube-apiserver stores it).
     pub namespace_selector: Option<LabelSelector>,
-    /// Only objects matching this are sent.
+    /// Only objects matching this are sent (`None`: all; written as the empty selector, as
+    /// kube-apiserver stores it).
     pub object_selector: Option<LabelSelector>,
 }
 
@@ -248,8 +250,8 @@ pub fn validating_configuration(
             failure_policy: Some(options.failure_policy.clone()),
             match_policy: Some("Equivalent".into()),
             name: hook_name(&r.path, &options.name),
-            namespace_selector: options.namespace_selector.clone(),
-            object_selector: options.object_selector.clone(),
+            namespace_selector: Some(options.namespace_selector.clone().unwrap_or_default()),
+            object_selector: Some(options.object_selector.clone().unwrap_or_default()),
             rules: rules(r),
             side_effects: "None".into(),
             timeout_seconds: Some(options.timeout_seconds),
@@ -291,8 +293,8 @@ pub fn mutating_configuration(
             failure_policy: Some(options.failure_policy.clone()),
             match_policy: Some("Equivalent".into()),
             name: hook_name(&r.path, &options.name),
-            namespace_selector: options.namespace_selector.clone(),
-            object_selector: options.object_selector.clone(),
+            namespace_selector: Some(options.namespace_selector.clone().unwrap_or_default()),
+            object_selector: Some(options.object_selector.clone().unwrap_or_default()),
             reinvocation_policy: Some("Never".into()),
             rules: rules(r),
             side_effects: "None".into(),
