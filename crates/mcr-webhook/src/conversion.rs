@@ -66,6 +66,14 @@ impl ConversionHandle {
         true
     }
 
+    /// Whether some converter is handed the member's cluster.
+    pub(crate) fn hands_out_clusters(&self) -> bool {
+        self.converters
+            .read()
+            .values()
+            .any(|c| matches!(c, Converter::WithCluster(_)))
+    }
+
     fn converter(&self, group: &str, kind: &str) -> Option<Converter> {
         self.converters
             .read()

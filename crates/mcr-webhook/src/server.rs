@@ -145,7 +145,10 @@ impl Default for ServerOptions {
 /// 503, so that kube-apiserver applies the webhook's `failurePolicy`: it is never denied.
 ///
 /// It is a [`Runnable`] that needs no leader (every replica serves, as in
-/// controller-runtime): add it to the manager, or call [`serve`](Self::serve).
+/// controller-runtime): add it to the manager, or call [`serve`](Self::serve). With leader
+/// election, every replica also answers the members' reviews: when a handler needs the
+/// member's `Cluster`, the manager engages the members on standbys too, read-only (see
+/// [`Runnable::serves_members`]), while their controllers wait for the Lease.
 ///
 /// ```no_run
 /// use std::sync::Arc;
@@ -310,6 +313,14 @@ impl Runnable for Server {
 
     fn needs_leader_election(&self) -> bool {
         false
+    }
+
+    /// Whether a handler is handed the member's `Cluster`: then, with leader election, the
+    /// manager engages the members on every replica (read-only on standbys), so that every
+    /// replica behind the Service answers every member's review. Asked when the manager
+    /// starts: register the webhooks before.
+    fn serves_members(&self) -> bool {
+        self.webhooks.needs_members()
     }
 }
 

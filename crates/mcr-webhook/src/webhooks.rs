@@ -196,6 +196,13 @@ impl Webhooks {
         &self.inner.fleet
     }
 
+    /// Whether some route hands its handler the member's `Cluster` (and so needs the member
+    /// engaged on the replica that answers).
+    pub(crate) fn needs_members(&self) -> bool {
+        self.inner.routes.read().values().any(|h| h.needs_cluster())
+            || self.inner.conversion.hands_out_clusters()
+    }
+
     pub(crate) fn route(&self, path: &str) -> Option<Arc<dyn Handle>> {
         self.inner.routes.read().get(path).cloned()
     }
