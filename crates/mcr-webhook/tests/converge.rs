@@ -506,3 +506,16 @@ async fn a_converge_with_nothing_to_change_writes_nothing() {
         "a resync wrote what had not changed"
     );
 }
+
+#[tokio::test]
+async fn the_resync_is_at_most_a_minute() {
+    let env = Env::start_named("member", 0).await;
+    let webhooks = Webhooks::new(&env.mgr);
+    let writer = MemberConfigurations::new(webhooks, BASE, b"ca".to_vec(), options())
+        .unwrap()
+        .resync(Duration::from_secs(600));
+    let shown = format!("{writer:?}");
+    assert!(shown.contains("resync: 60s"), "{shown}");
+    let writer = writer.resync(Duration::from_secs(30));
+    assert!(format!("{writer:?}").contains("resync: 30s"));
+}
