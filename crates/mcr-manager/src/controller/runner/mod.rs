@@ -136,8 +136,21 @@ where
     sharded: bool,
     reconciler: Reconciler<K, Ctx>,
     data: Data<Ctx>,
-    tx: mpsc::UnboundedSender<Engagement>,
-    rx: Mutex<Option<mpsc::UnboundedReceiver<Engagement>>>,
+    /// Where engagements go: held (those still live) until the controller runs, then its
+    /// loop's channel.
+    inbox: Arc<Mutex<Inbox>>,
+}
+
+/// The engagements of a controller, before and after it runs.
+enum Inbox {
+    /// Not running yet (a standby waiting for the Lease, where members may be engaged
+    /// read-only for a webhook server): engagements kept until it runs, each dropped when it
+    /// ends, so a long wait holds no cluster that left.
+    Waiting(Vec<Engagement>),
+    /// Running: its loop receives them.
+    Running(mpsc::UnboundedSender<Engagement>),
+    /// Started once already.
+    Taken,
 }
 
 impl<K, Ctx> ControllerTask<K, Ctx>
@@ -147,7 +160,6 @@ where
     Ctx: Send + Sync + 'static,
 {
     pub(crate) fn new(spec: Spec<K>, reconciler: Reconciler<K, Ctx>, data: Data<Ctx>) -> Self {
-        let (tx, rx) = mpsc::unbounded_channel();
         // What a provider cluster needs open: the primary informer where reconciles run, and
         // the informers of the inputs that watch provider clusters.
         let mut opens: Vec<(OpenFn, Option<ClusterFilter>)> = Vec::new();
@@ -172,8 +184,7 @@ where
             spec: Mutex::new(Some(spec)),
             reconciler,
             data,
-            tx,
-            rx: Mutex::new(Some(rx)),
+            inbox: Arc::new(Mutex::new(Inbox::Waiting(Vec::new()))),
         }
     }
 
@@ -183,7 +194,22 @@ where
     }
 
     async fn run(self: Arc<Self>, stop: CancellationToken) -> Result<(), BoxError> {
-        let taken = (self.spec.lock().take(), self.rx.lock().take());
+        let rx = {
+            let mut inbox = self.inbox.lock();
+            match std::mem::replace(&mut *inbox, Inbox::Taken) {
+                Inbox::Waiting(held) => {
+                    // In order: what came while waiting, then what comes from now on.
+                    let (tx, rx) = mpsc::unbounded_channel();
+                    for e in held.into_iter().filter(|e| !e.token.is_cancelled()) {
+                        let _ = tx.send(e);
+                    }
+                    *inbox = Inbox::Running(tx);
+                    Some(rx)
+                }
+                _ => None,
+            }
+        };
+        let taken = (self.spec.lock().take(), rx);
         let (Some(spec), Some(mut rx)) = taken else {
             return Err(format!("controller {:?} was already started", self.name).into());
         };
@@ -372,12 +398,32 @@ where
                 open(cluster.cache());
             }
         }
-        // A closed channel means the controller has stopped: nothing left to engage.
-        let _ = self.tx.send(Engagement {
+        let e = Engagement {
             token,
             name,
             cluster,
-        });
+        };
+        match &mut *self.inbox.lock() {
+            Inbox::Waiting(held) => {
+                // Dropped when it ends, not when the controller runs: a standby may wait for
+                // the Lease for as long as it lives.
+                let (ended, inbox) = (e.token.clone(), Arc::downgrade(&self.inbox));
+                tokio::spawn(async move {
+                    ended.cancelled().await;
+                    if let Some(inbox) = inbox.upgrade()
+                        && let Inbox::Waiting(held) = &mut *inbox.lock()
+                    {
+                        held.retain(|e| !e.token.is_cancelled());
+                    }
+                });
+                held.push(e);
+            }
+            // A closed channel means the controller has stopped: nothing left to engage.
+            Inbox::Running(tx) => {
+                let _ = tx.send(e);
+            }
+            Inbox::Taken => {}
+        }
         Ok(())
     }
 }
