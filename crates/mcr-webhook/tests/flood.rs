@@ -263,6 +263,11 @@ async fn a_flood_from_anyone_keeps_the_server_under_its_memory_bound() {
             bare.push(tcp);
         }
     }
+    let connected = server.status("VmHWM:").saturating_sub(baseline);
+    eprintln!(
+        "flood: the connections alone grew the server by {} MiB",
+        connected / MIB
+    );
     // On each, as many streams as it will take, with large heads and bodies that never end.
 
     let tally = Arc::new(Tally::default());
