@@ -1287,4 +1287,21 @@ async fn ingress_hosts_and_volume_mounts_are_checked() {
         deployment.body["message"],
         "Deployment.apps \"d\" is invalid: spec.template.spec.containers[0].volumeMounts[1].name: Not found: \"missing\""
     );
+    // A StatefulSet's claim templates are volumes of its Pods (found by the corpus:
+    // Kubernetes' own e2e StatefulSets mount them).
+    let set = |mount: &str| {
+        json!({"metadata": {"name": "s"}, "spec": {"serviceName": "s",
+            "selector": {"matchLabels": {"a": "b"}},
+            "template": {"metadata": {"labels": {"a": "b"}}, "spec": {
+                "containers": [{"name": "c", "image": "i", "volumeMounts": [
+                    {"name": mount, "mountPath": "/data"}]}]}},
+            "volumeClaimTemplates": [{"metadata": {"name": "data"}, "spec": {
+                "accessModes": ["ReadWriteOnce"],
+                "resources": {"requests": {"storage": "1Gi"}}}}]}})
+    };
+    let path = "/apis/apps/v1/namespaces/default/statefulsets";
+    let missing = raw::post(&client, path, set("other")).await;
+    assert_eq!(missing.code, 422, "{}", missing.body);
+    let claimed = raw::post(&client, path, set("data")).await;
+    assert_eq!(claimed.code, 201, "{}", claimed.body);
 }

@@ -134,13 +134,21 @@ fn pod_spec_path(kind: &str) -> Option<&'static str> {
     })
 }
 
-/// `ValidatePodSpec`'s check that every volume mount names a volume of the Pod.
-fn volume_mounts(path: &str, spec: &Value, causes: &mut Vec<String>) {
+/// `ValidatePodSpec`'s check that every volume mount names a volume of the Pod (`claims`: the
+/// names a StatefulSet's `volumeClaimTemplates` add, as its validation does).
+fn volume_mounts(path: &str, spec: &Value, claims: &Value, causes: &mut Vec<String>) {
     let volumes: Vec<&str> = spec["volumes"]
         .as_array()
         .into_iter()
         .flatten()
         .filter_map(|v| v["name"].as_str())
+        .chain(
+            claims
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|c| c["metadata"]["name"].as_str()),
+        )
         .collect();
     for list in ["initContainers", "containers"] {
         for (i, c) in spec[list].as_array().into_iter().flatten().enumerate() {
@@ -174,7 +182,7 @@ fn by_kind(kind: &str, obj: &Value, causes: &mut Vec<String>) {
     let spec = &obj["spec"];
     if let Some(path) = pod_spec_path(kind) {
         let pod_spec = path.split('.').fold(obj, |v, part| &v[part]);
-        volume_mounts(path, pod_spec, causes);
+        volume_mounts(path, pod_spec, &spec["volumeClaimTemplates"], causes);
     }
     match kind {
         "Ingress" => {
