@@ -19,8 +19,9 @@ use http_body_util::BodyExt;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 /// What a request in flight holds besides its header block: its HTTP/2 stream, its task, the
-/// state of its answer (measured with `tests/flood.rs`: a request holding an 8 KiB header and
-/// no body costs the process about 25 KiB).
+/// state of its answer. A request refused as it arrives holds none of it (it is answered at
+/// once, from its head, and dropped) and the request's URI is copied out of the connection's
+/// HPACK decoding buffer, which it would otherwise keep (see `connection::unpin`).
 pub(crate) const REQUEST_OVERHEAD: usize = 8 * 1024;
 
 /// Bytes that requests may hold at once: one budget for the process, one per connection.

@@ -26,6 +26,7 @@ use std::{
     time::Duration,
 };
 
+use futures::future::Either;
 use hyper_util::{
     rt::{TokioExecutor, TokioIo, TokioTimer},
     server::conn::auto,
@@ -38,8 +39,18 @@ use tracing::{debug, warn};
 
 use crate::{
     body::{self, Budget, Scope},
-    server::{State, respond},
+    server::{State, refuse, respond},
 };
+
+/// Gives a request's URI its own copy of its bytes. On HTTP/2 its authority and path are
+/// slices of the connection's HPACK decoding buffer, which was last grown for the largest
+/// field decoded: kept by the URI, that buffer (up to twice the largest field of the
+/// connection's header blocks) would stay with every request in flight, outside its count.
+fn unpin<B>(req: &mut http::Request<B>) {
+    if let Ok(uri) = http::Uri::try_from(req.uri().to_string()) {
+        *req.uri_mut() = uri;
+    }
+}
 
 /// How long a connection closed for a stall may take to close gracefully before it is
 /// dropped.
@@ -265,17 +276,32 @@ pub(crate) async fn serve(
         since: Instant::now(),
     });
     let activity = Arc::new(activity);
-    let service = hyper::service::service_fn(move |req: http::Request<hyper::body::Incoming>| {
-        let (state, caller) = (state.clone(), caller.clone());
-        let in_flight = InFlight::start(activity.clone());
-        // Counted as it arrives, before its task runs.
-        let account = body::admit(req.uri(), req.headers(), &budget, &state.requests);
-        async move {
-            let response = respond(&state, req, caller.as_deref(), account).await;
-            drop(in_flight);
-            Ok::<_, Infallible>(response)
-        }
-    });
+    let service =
+        hyper::service::service_fn(move |mut req: http::Request<hyper::body::Incoming>| {
+            let (state, caller) = (state.clone(), caller.clone());
+            unpin(&mut req);
+            // Counted as it arrives, before its task runs.
+            let account = body::admit(req.uri(), req.headers(), &budget, &state.requests);
+            // A request refused as it arrives counts for the watchdog too (a request came).
+            let in_flight = InFlight::start(activity.clone());
+            match account {
+                Ok(account) => {
+                    // Boxed: the task of every stream, refused ones too, is as large as this
+                    // future would make it in place (some KiB).
+                    Either::Left(Box::pin(async move {
+                        let response = respond(&state, req, caller.as_deref(), account).await;
+                        drop(in_flight);
+                        Ok::<_, Infallible>(response)
+                    }))
+                }
+                // Answered now: what it holds (its head, its body's stream) goes with it.
+                Err(refused) => {
+                    let response = refuse(&state, &req, caller.as_deref(), &refused);
+                    drop((req, in_flight));
+                    Either::Right(std::future::ready(Ok::<_, Infallible>(response)))
+                }
+            }
+        });
     let conn = builder.serve_connection(TokioIo::new(tls), service);
     tokio::pin!(conn);
     let grace = tokio::select! {
@@ -294,5 +320,34 @@ pub(crate) async fn serve(
     conn.as_mut().graceful_shutdown();
     if tokio::time::timeout(grace, conn).await.is_err() {
         debug!(%peer, "the webhook connection did not close in time: dropped");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use bytes::Bytes;
+
+    /// A URI whose path is a slice of a larger buffer (as h2 decodes it) keeps that buffer;
+    /// once unpinned it does not.
+    #[test]
+    fn an_unpinned_request_keeps_no_slice_of_the_decoding_buffer() {
+        let mut buffer = b"/validate--v1-configmap".to_vec();
+        buffer.resize(16 * 1024, b' ');
+        let buffer = Bytes::from(buffer);
+        let path = http::uri::PathAndQuery::from_maybe_shared(buffer.slice(..23)).unwrap();
+        let uri = http::Uri::builder()
+            .scheme("https")
+            .authority("127.0.0.1")
+            .path_and_query(path)
+            .build()
+            .unwrap();
+        let mut req = http::Request::builder().uri(uri).body(()).unwrap();
+        assert!(!buffer.is_unique(), "the URI holds a slice of the buffer");
+        super::unpin(&mut req);
+        assert!(
+            buffer.is_unique(),
+            "the URI still holds a slice of the buffer"
+        );
+        assert_eq!(req.uri(), "https://127.0.0.1/validate--v1-configmap");
     }
 }

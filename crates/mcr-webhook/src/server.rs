@@ -23,11 +23,12 @@ use tracing::{Instrument, debug, error, info, info_span, warn};
 
 use crate::{
     CertificateReloader, ClientAuth, Error, Webhooks,
-    admission::{Call, not_served},
+    admission::{Call, Handle, not_served},
     body::{self, Budget, Scope},
     connection,
     pool::ConverterPool,
     review::uid_of,
+    review::{Reply, ReviewKind},
     route,
 };
 
@@ -52,9 +53,9 @@ pub struct ServerOptions {
     /// the old object, each up to etcd's 1.5 MiB, in JSON.
     pub max_body_bytes: usize,
     /// The bytes all requests in flight on one connection may hold at once: each its header
-    /// block, 2 KiB for its state, and its body as it is read. A request that does not fit is
-    /// answered HTTP 429 at once (a failed call: the `failurePolicy` decides). Default
-    /// 16 MiB: two reviews of the largest size. Keep it above `max_body_bytes`.
+    /// block twice, 8 KiB for its state, and its body as it is read. A request that does not
+    /// fit is answered HTTP 429 at once, from its head alone (a failed call: the
+    /// `failurePolicy` decides). Default 16 MiB: two reviews of the largest size. Keep it above `max_body_bytes`.
     pub max_connection_request_bytes: usize,
     /// The bytes all requests in flight in the server may hold at once, whatever their
     /// connections, counted as above; past it as above. With the limits on connections and
@@ -386,36 +387,123 @@ fn plain(status: StatusCode, text: String) -> Response<Full<Bytes>> {
     response
 }
 
-/// Answers one request; `caller` is the common name of the client's verified certificate,
-/// `account` what the request holds in the budgets (or why it did not fit, taken as it
-/// arrived).
-pub(crate) async fn respond(
+/// Where a request goes, once its method, route and caller were checked.
+struct Target {
+    cluster_name: mcr_core::ClusterName,
+    sub: String,
+    handle: Arc<dyn Handle>,
+    kind: ReviewKind,
+}
+
+/// Checks what a request asks for without its body: its method, its route, its caller.
+fn target(
     state: &State,
-    req: Request<Incoming>,
+    req: &Request<Incoming>,
     caller: Option<&str>,
-    account: Result<body::Account, body::Refused>,
-) -> Response<Full<Bytes>> {
+) -> Result<Target, Box<Response<Full<Bytes>>>> {
     let path = req.uri().path().to_owned();
     if req.method() != Method::POST {
-        return plain(
+        return Err(Box::new(plain(
             StatusCode::METHOD_NOT_ALLOWED,
             format!("{path}: webhooks answer POST only\n"),
-        );
+        )));
     }
     let (cluster_name, sub) = match route::split(&path) {
-        Ok(split) => split,
-        Err(why) => return plain(StatusCode::NOT_FOUND, format!("{why}\n")),
+        Ok((cluster_name, sub)) => (cluster_name, sub.to_owned()),
+        Err(why) => return Err(Box::new(plain(StatusCode::NOT_FOUND, format!("{why}\n")))),
     };
-    let Some(handle) = state.webhooks.route(sub) else {
-        return plain(StatusCode::NOT_FOUND, format!("no webhook at {path}\n"));
+    let Some(handle) = state.webhooks.route(&sub) else {
+        return Err(Box::new(plain(
+            StatusCode::NOT_FOUND,
+            format!("no webhook at {path}\n"),
+        )));
     };
     let kind = handle.kind();
     if let Some(auth) = &state.options.client_auth
         && let Err(why) = auth.check(&cluster_name, kind, caller)
     {
         debug!(cluster = %cluster_name, path = %sub, "webhook caller refused: {why}");
-        return plain(StatusCode::FORBIDDEN, format!("{path}: {why}\n"));
+        return Err(Box::new(plain(
+            StatusCode::FORBIDDEN,
+            format!("{path}: {why}\n"),
+        )));
     }
+    Ok(Target {
+        cluster_name,
+        sub,
+        handle,
+        kind,
+    })
+}
+
+/// The answer to a request refused before its body was read.
+fn refusal(kind: ReviewKind, refused: &body::Refused) -> Reply {
+    match refused {
+        body::Refused::TooLarge { .. } => kind.refuse(
+            StatusCode::OK,
+            None,
+            413,
+            "RequestEntityTooLarge",
+            &refused.to_string(),
+        ),
+        body::Refused::Busy { .. } => {
+            warn!("webhook request refused: {refused}");
+            kind.refuse(
+                StatusCode::TOO_MANY_REQUESTS,
+                None,
+                429,
+                "TooManyRequests",
+                &refused.to_string(),
+            )
+        }
+        body::Refused::Read(_) => kind.refuse(
+            StatusCode::OK,
+            None,
+            400,
+            "BadRequest",
+            &refused.to_string(),
+        ),
+    }
+}
+
+/// Answers a request that did not fit in the budgets as it arrived, at once and from its head
+/// alone, so that nothing of it (its head, its stream's state, a task) is kept waiting for a
+/// busy runtime: answered as [`respond`] would.
+pub(crate) fn refuse(
+    state: &State,
+    req: &Request<Incoming>,
+    caller: Option<&str>,
+    refused: &body::Refused,
+) -> Response<Full<Bytes>> {
+    let target = match target(state, req, caller) {
+        Ok(target) => target,
+        Err(response) => return *response,
+    };
+    if target.handle.needs_cluster()
+        && let Err(err) = state.webhooks.fleet().get(&target.cluster_name)
+    {
+        return reply_response(not_served(target.kind, None, &err));
+    }
+    reply_response(refusal(target.kind, refused))
+}
+
+/// Answers one request; `caller` is the common name of the client's verified certificate,
+/// `account` what the request holds in the budgets (taken as it arrived).
+pub(crate) async fn respond(
+    state: &State,
+    req: Request<Incoming>,
+    caller: Option<&str>,
+    mut account: body::Account,
+) -> Response<Full<Bytes>> {
+    let Target {
+        cluster_name,
+        sub,
+        handle,
+        kind,
+    } = match target(state, &req, caller) {
+        Ok(target) => target,
+        Err(response) => return *response,
+    };
     let span = info_span!("webhook", cluster = %cluster_name, path = %sub);
     let options = &state.options;
     let json = req
@@ -425,14 +513,9 @@ pub(crate) async fn respond(
         .is_some_and(|v| v.trim_start().starts_with("application/json"));
     let reply = async {
         let (head, body) = req.into_parts();
-        let read = match account {
-            Ok(mut account) => {
-                body::read(&head.headers, body, options.max_body_bytes, &mut account)
-                    .await
-                    .map(|body| (body, account))
-            }
-            Err(refused) => Err(refused),
-        };
+        let read = body::read(&head.headers, body, options.max_body_bytes, &mut account)
+            .await
+            .map(|body| (body, account));
         let cluster = state.webhooks.fleet().get(&cluster_name);
         // A review this replica cannot serve fails (503) whatever its body: it is never
         // answered "denied", which would bypass the webhook's failurePolicy.
@@ -444,34 +527,7 @@ pub(crate) async fn respond(
         }
         let (body, held) = match read {
             Ok(read) => read,
-            Err(refused @ body::Refused::TooLarge { .. }) => {
-                return kind.refuse(
-                    StatusCode::OK,
-                    None,
-                    413,
-                    "RequestEntityTooLarge",
-                    &refused.to_string(),
-                );
-            }
-            Err(refused @ body::Refused::Busy { .. }) => {
-                warn!("webhook request refused: {refused}");
-                return kind.refuse(
-                    StatusCode::TOO_MANY_REQUESTS,
-                    None,
-                    429,
-                    "TooManyRequests",
-                    &refused.to_string(),
-                );
-            }
-            Err(refused @ body::Refused::Read(_)) => {
-                return kind.refuse(
-                    StatusCode::OK,
-                    None,
-                    400,
-                    "BadRequest",
-                    &refused.to_string(),
-                );
-            }
+            Err(refused) => return refusal(kind, &refused),
         };
         if !json {
             return kind.refuse(
@@ -526,6 +582,10 @@ pub(crate) async fn respond(
                 )
             }
         };
+    reply_response(reply)
+}
+
+fn reply_response(reply: Reply) -> Response<Full<Bytes>> {
     let mut response = Response::new(Full::new(Bytes::from(reply.body)));
     *response.status_mut() = reply.status;
     response.headers_mut().insert(
