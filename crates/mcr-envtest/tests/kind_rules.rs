@@ -1246,6 +1246,23 @@ async fn an_api_service_says_why_it_is_not_available() {
         "endpointslices for service/s in \"default\" have no addresses with port name \"https\"",
     )
     .await;
+    // The controller's status `Update` owns the conditions list it added (`"."`: the object
+    // had no such list), and keeps it as the condition changes.
+    let a = raw::get(&client, &format!("{path}/v1alpha1.example.com"))
+        .await
+        .body;
+    let entry = a["metadata"]["managedFields"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|e| e["manager"] == "kube-apiserver" && e["subresource"] == "status")
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(
+        entry["fieldsV1"]["f:status"]["f:conditions"]["."],
+        json!({}),
+        "{entry}"
+    );
 }
 
 /// Checks of what real-world manifests get wrong: an Ingress host that is not a DNS name

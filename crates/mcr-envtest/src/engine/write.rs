@@ -383,7 +383,7 @@ pub(crate) fn create_locked(
     special::normalize(info, &mut obj, None, None);
     super::defaults::on_create(store, info, &mut obj);
     if info.special == Special::Crd {
-        crd::on_create(&mut obj, &info.schema)?;
+        crd::on_create(&mut obj)?;
     }
     if opts.dry_run {
         return Ok(present(&obj, rt));
@@ -395,7 +395,10 @@ pub(crate) fn create_locked(
         store.untouched.insert(key);
     }
     if info.special == Special::Crd {
-        crd::serve(store, &stored);
+        // kube-apiserver answers the create before its controllers accept the names; the
+        // emulator writes what they write at once, a change of its own that watchers see.
+        let established = store.put(&info.res, crd::establish(&stored, &info.schema));
+        crd::serve(store, &established);
     }
     Ok(present(&stored, rt))
 }
