@@ -339,6 +339,9 @@ pub(crate) fn create_locked(
     if let Some(warning) = name_warning(rt, &name) {
         opts.warnings.push(warning);
     }
+    special::kind_warnings(info, &obj)
+        .into_iter()
+        .for_each(|w| opts.warnings.push(w));
     // Admission comes next (after validation, before the name is taken: a 409 create has
     // passed it, and counted against quotas): `LimitRanger`'s defaults and checks on a Pod,
     // then `ResourceQuota`.
