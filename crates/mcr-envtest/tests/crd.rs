@@ -66,6 +66,89 @@ async fn install_widgets(cluster: &TestCluster) {
     .await;
 }
 
+/// kube-apiserver answers a CRD's create (a dry run's too) before its naming and
+/// establishing controllers run: no names accepted, no conditions. They come after (never
+/// for a dry run), written by `kube-apiserver` as a status `Update` that owns the fields it
+/// set, not the conditions list itself, which the create made (null).
+#[tokio::test]
+async fn crd_create_answers_before_its_names_are_accepted() {
+    let cluster = TestCluster::start("crd-first-answer").await.unwrap();
+    let crds: Api<CustomResourceDefinition> = Api::all(cluster.client());
+    let unaccepted = |crd: &CustomResourceDefinition| {
+        let status = serde_json::to_value(&crd.status).unwrap();
+        assert_eq!(status["acceptedNames"], json!({"kind": "", "plural": ""}));
+        assert_eq!(status["conditions"], serde_json::Value::Null);
+        assert_eq!(status["storedVersions"], json!(["v1"]));
+        let managers: Vec<_> = crd
+            .metadata
+            .managed_fields
+            .iter()
+            .flatten()
+            .map(|e| e.manager.clone().unwrap_or_default())
+            .collect();
+        assert!(
+            !managers.contains(&"kube-apiserver".to_string()),
+            "{managers:?}"
+        );
+    };
+    let dry = crds
+        .create(
+            &PostParams {
+                dry_run: true,
+                ..PostParams::default()
+            },
+            &widget_crd(),
+        )
+        .await
+        .unwrap();
+    unaccepted(&dry);
+    let created = crds
+        .create(&PostParams::default(), &widget_crd())
+        .await
+        .unwrap();
+    unaccepted(&created);
+
+    let established = |crd: &CustomResourceDefinition| {
+        crd.status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .is_some_and(|c| {
+                c.iter()
+                    .any(|c| c.type_ == "Established" && c.status == "True")
+            })
+    };
+    eventually_async("the CRD to be established", DEADLINE, || {
+        let crds = crds.clone();
+        async move {
+            crds.get("widgets.example.com")
+                .await
+                .is_ok_and(|c| established(&c))
+        }
+    })
+    .await;
+    let crd = crds.get("widgets.example.com").await.unwrap();
+    let status = serde_json::to_value(&crd.status).unwrap();
+    assert_eq!(status["acceptedNames"]["kind"], "Widget");
+    assert_eq!(status["acceptedNames"]["listKind"], "WidgetList");
+    let entry = crd
+        .metadata
+        .managed_fields
+        .iter()
+        .flatten()
+        .find(|e| e.manager.as_deref() == Some("kube-apiserver"))
+        .map(|e| serde_json::to_value(e).unwrap())
+        .unwrap();
+    assert_eq!(entry["subresource"], "status", "{entry}");
+    let owned = &entry["fieldsV1"]["f:status"];
+    assert!(
+        owned["f:conditions"]["k:{\"type\":\"Established\"}"]["."].is_object(),
+        "{entry}"
+    );
+    assert!(owned["f:conditions"].get(".").is_none(), "{entry}");
+    assert!(owned["f:acceptedNames"].get(".").is_none(), "{entry}");
+    assert!(owned["f:acceptedNames"]["f:kind"].is_object(), "{entry}");
+}
+
 #[tokio::test]
 async fn crd_lifecycle_typed() {
     let cluster = TestCluster::start("crd-typed").await.unwrap();

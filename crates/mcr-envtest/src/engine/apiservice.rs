@@ -91,17 +91,23 @@ pub(crate) fn converge(store: &Store, apiservice: &mut Value) -> bool {
     }
     let schema = super::schema::builtin("apiregistration.k8s.io", "v1", "APIService");
     let entry = super::managed::created_entry(
+        &json!({"status": apiservice["status"].clone()}),
         &json!({"status": status}),
         &schema,
         Some("kube-apiserver"),
         "apiregistration.k8s.io/v1",
         "status",
     );
+    let mut entry = entry;
     apiservice["status"] = status;
     let meta = meta_mut(apiservice);
     let entries = meta.entry("managedFields").or_insert_with(|| json!([]));
     if let Some(list) = entries.as_array_mut() {
-        list.retain(|e| !(e["manager"] == "kube-apiserver" && e["subresource"] == "status"));
+        let mine = |e: &Value| e["manager"] == "kube-apiserver" && e["subresource"] == "status";
+        if let Some(previous) = list.iter().find(|e| mine(e)) {
+            super::managed::keep_previous(previous, &mut entry);
+        }
+        list.retain(|e| !mine(e));
         list.insert(0, entry);
     }
     true
@@ -123,7 +129,7 @@ pub(crate) fn after_change(store: &mut Store, res: &str, namespace: &str) {
         .cloned()
         .collect();
     for apiservice in backed {
-        let mut updated = (*apiservice).clone();
+        let mut updated = super::packed::unpacked(&apiservice).into_owned();
         if converge(store, &mut updated) {
             store.put(&key, updated);
         }

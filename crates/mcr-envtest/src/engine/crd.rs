@@ -108,37 +108,48 @@ fn storage_version(crd: &Value) -> String {
         .unwrap_or_default()
 }
 
-/// Validates a new CRD and sets its status: names accepted and established, as
-/// kube-apiserver's naming and establishing controllers write them (a status `Update` of
-/// `kube-apiserver`, in the object's `managedFields`), and its stored version.
-pub(crate) fn on_create(crd: &mut Value, schema: &super::schema::Schema) -> Result<(), ApiError> {
+/// Validates a new CRD and sets the status kube-apiserver's create gives it: its stored
+/// version, and no names accepted nor conditions yet (`acceptedNames` with an empty kind and
+/// plural, `conditions: null`). The answer to a create, a dry run's included, is that object;
+/// [`establish`] writes what the controllers then write.
+pub(crate) fn on_create(crd: &mut Value) -> Result<(), ApiError> {
     validate(crd)?;
+    crd["status"] = json!({
+        "conditions": null,
+        "acceptedNames": {"plural": "", "kind": ""},
+        "storedVersions": [storage_version(crd)],
+    });
+    Ok(())
+}
+
+/// A stored new CRD as kube-apiserver's naming and establishing controllers leave it: names
+/// accepted and established, a status `Update` of `kube-apiserver` in its `managedFields`.
+pub(crate) fn establish(created: &Value, schema: &super::schema::Schema) -> Value {
     let time = now();
-    let controllers = json!({"status": {
-        "conditions": [
-            {"type": "NamesAccepted", "status": "True", "reason": "NoConflicts",
-             "message": "no conflicts found", "lastTransitionTime": time},
-            {"type": "Established", "status": "True", "reason": "InitialNamesAccepted",
-             "message": "the initial names have been accepted", "lastTransitionTime": time},
-        ],
-        "acceptedNames": accepted_names(crd),
-    }});
+    let mut crd = super::packed::unpacked(created).into_owned();
+    let mut status = crd["status"].clone();
+    status["conditions"] = json!([
+        {"type": "NamesAccepted", "status": "True", "reason": "NoConflicts",
+         "message": "no conflicts found", "lastTransitionTime": time},
+        {"type": "Established", "status": "True", "reason": "InitialNamesAccepted",
+         "message": "the initial names have been accepted", "lastTransitionTime": time},
+    ]);
+    status["acceptedNames"] = accepted_names(&crd);
     let entry = super::managed::created_entry(
-        &controllers,
+        &json!({"status": crd["status"].clone()}),
+        &json!({"status": status.clone()}),
         schema,
         Some("kube-apiserver"),
         "apiextensions.k8s.io/v1",
         "status",
     );
-    let mut status = controllers["status"].clone();
-    status["storedVersions"] = json!([storage_version(crd)]);
     crd["status"] = status;
-    let meta = super::meta::meta_mut(crd);
+    let meta = super::meta::meta_mut(&mut crd);
     let entries = meta.entry("managedFields").or_insert_with(|| json!([]));
     if let Some(list) = entries.as_array_mut() {
         list.insert(0, entry);
     }
-    Ok(())
+    crd
 }
 
 /// Validates an updated CRD (group and plural are immutable) and refreshes its status.

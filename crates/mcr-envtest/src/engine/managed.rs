@@ -543,20 +543,26 @@ fn remove_pointer(obj: &mut Value, pointer: &str) {
     }
 }
 
-/// An `Update` entry owning every field `obj` (of type `schema`) sets, recorded under
-/// `subresource`: `manager` (`unknown` without one). For what the server writes outside a
-/// request's tracking: a TokenRequest, which is created and never stored; the status
-/// kube-apiserver's own controllers give a new CRD.
+/// The `Update` entry of a write the server makes outside a request's tracking (a
+/// TokenRequest, which is created and never stored; the status kube-apiserver's own
+/// controllers write), recorded under `subresource` for `manager` (`unknown` without one).
+/// Like any `Update`, it owns what the write changes from `old` to `new` (both of type
+/// `schema`): the fields it sets or changes, and a map or granular list the write adds
+/// where `old` had none (`"."`, the field itself), not one `old` already had, even empty
+/// or null.
 pub(crate) fn created_entry(
-    obj: &Value,
+    old: &Value,
+    new: &Value,
     schema: &Schema,
     manager: Option<&str>,
     api_version: &str,
     subresource: &str,
 ) -> Value {
-    let mut clean = obj.clone();
+    let mut clean = new.clone();
     typed::drop_nulls(&mut clean);
-    let set = typed::to_set(&clean, schema).unwrap_or_default();
+    let set = typed::compare(old, &clean, schema)
+        .map(|cmp| cmp.modified.union(&cmp.added))
+        .unwrap_or_default();
     json!({
         "manager": manager.filter(|m| !m.is_empty()).unwrap_or("unknown"),
         "operation": "Update",
@@ -566,6 +572,18 @@ pub(crate) fn created_entry(
         "fieldsV1": strip(&set).to_fields_v1(),
         "subresource": subresource,
     })
+}
+
+/// Folds the fields of a manager's `previous` entry into its new `entry`: an `Update` adds
+/// to what its manager owned before, as [`record_update`] does for a request.
+pub(crate) fn keep_previous(previous: &Value, entry: &mut Value) {
+    let (Ok(before), Ok(now)) = (
+        FieldSet::from_fields_v1(&previous["fieldsV1"]),
+        FieldSet::from_fields_v1(&entry["fieldsV1"]),
+    ) else {
+        return;
+    };
+    entry["fieldsV1"] = now.union(&before).to_fields_v1();
 }
 
 /// Whether two versions of an object differ at most in the times of their `managedFields`
@@ -760,8 +778,12 @@ pub(crate) fn empty_object(rt: &super::ResourceType) -> Value {
     if rt.custom {
         return json!({"apiVersion": rt.api_version(), "kind": rt.kind});
     }
-    let schema = schema::builtin(&rt.group, &rt.version, &rt.kind);
-    super::schema::roundtrip::roundtrip(&json!({}), &schema, super::schema::roundtrip::Mode::Encode)
+    empty_of(&schema::builtin(&rt.group, &rt.version, &rt.kind))
+}
+
+/// The empty object of a built-in type's `schema`, as Go writes it (see [`empty_object`]).
+pub(crate) fn empty_of(schema: &Schema) -> Value {
+    super::schema::roundtrip::roundtrip(&json!({}), schema, super::schema::roundtrip::Mode::Encode)
         .map(|(empty, _)| empty)
         .unwrap_or_else(|_| json!({}))
 }

@@ -70,6 +70,24 @@ fn decode(
     Ok(())
 }
 
+/// The warnings kube-apiserver's registry of a built-in kind gives a write of `obj` (its
+/// `WarningsOnCreate` and `WarningsOnUpdate`): a PersistentVolume's deprecated `Recycle`
+/// reclaim policy.
+pub(crate) fn kind_warnings(info: &TypeInfo, obj: &Value) -> Vec<String> {
+    let mut warnings = Vec::new();
+    if !info.rt.custom
+        && info.rt.kind == "PersistentVolume"
+        && obj["spec"]["persistentVolumeReclaimPolicy"] == "Recycle"
+    {
+        warnings.push(
+            "spec.persistentVolumeReclaimPolicy: The Recycle reclaim policy is deprecated. \
+             Instead, the recommended approach is to use dynamic provisioning."
+                .to_string(),
+        );
+    }
+    warnings
+}
+
 /// The 400 of a body kube-apiserver cannot decode into its type.
 fn undecodable(info: &TypeInfo, why: &str) -> ApiError {
     ApiError::bad_request(format!(

@@ -566,9 +566,11 @@ fn post_locked(
             }
             let mut answer = token_request(&existing, body)?;
             spec["spec"]["expirationSeconds"] = answer["spec"]["expirationSeconds"].clone();
+            let schema = super::schema::builtin("authentication.k8s.io", "v1", "TokenRequest");
             let entry = super::managed::created_entry(
+                &super::managed::empty_of(&schema),
                 &spec,
-                &super::schema::builtin("authentication.k8s.io", "v1", "TokenRequest"),
+                &schema,
                 opts.field_manager.as_deref(),
                 "authentication.k8s.io/v1",
                 "token",

@@ -101,6 +101,9 @@ pub(crate) fn finish_update(
         super::apiservice::converge(store, &mut new);
     }
     if subresource.is_none() {
+        special::kind_warnings(info, &new)
+            .into_iter()
+            .for_each(|w| opts.warnings.push(w));
         super::defaults::on_update(store, info, &mut new, existing);
         super::validate::check_update(info, existing, &new)?;
         if info.special == Special::Pod {

@@ -339,6 +339,9 @@ pub(crate) fn create_locked(
     if let Some(warning) = name_warning(rt, &name) {
         opts.warnings.push(warning);
     }
+    special::kind_warnings(info, &obj)
+        .into_iter()
+        .for_each(|w| opts.warnings.push(w));
     // Admission comes next (after validation, before the name is taken: a 409 create has
     // passed it, and counted against quotas): `LimitRanger`'s defaults and checks on a Pod,
     // then `ResourceQuota`.
@@ -383,7 +386,7 @@ pub(crate) fn create_locked(
     special::normalize(info, &mut obj, None, None);
     super::defaults::on_create(store, info, &mut obj);
     if info.special == Special::Crd {
-        crd::on_create(&mut obj, &info.schema)?;
+        crd::on_create(&mut obj)?;
     }
     if opts.dry_run {
         return Ok(present(&obj, rt));
@@ -395,7 +398,10 @@ pub(crate) fn create_locked(
         store.untouched.insert(key);
     }
     if info.special == Special::Crd {
-        crd::serve(store, &stored);
+        // kube-apiserver answers the create before its controllers accept the names; the
+        // emulator writes what they write at once, a change of its own that watchers see.
+        let established = store.put(&info.res, crd::establish(&stored, &info.schema));
+        crd::serve(store, &established);
     }
     Ok(present(&stored, rt))
 }

@@ -225,6 +225,10 @@ fn crd_lifecycle() {
     let created = e
         .create(&crds, None, widget_crd("Namespaced"), &opts())
         .unwrap();
+    // The create answers before the controllers accept the names, as kube-apiserver's does.
+    assert_eq!(created["status"]["conditions"], Value::Null);
+    assert_eq!(created["status"]["acceptedNames"]["kind"], "");
+    let created = e.get(&crds, None, "widgets.example.com").unwrap();
     let conditions = created["status"]["conditions"].as_array().unwrap();
     for t in ["Established", "NamesAccepted"] {
         assert!(
