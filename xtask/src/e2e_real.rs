@@ -11,7 +11,7 @@
 //! Among the examples' tests, `tests/rbac.rs` of example-kubeconfig, example-namespace,
 //! example-capi and example-cluster-inventory prove the shipped `deploy/` RBAC on these real API
 //! servers (RBAC authorization; kubectl from the same assets); example-kubeconfig's also checks
-//! the Helm chart (`charts/mcr-example`) with the assets' helm. Those packages are in
+//! the Helm chart (`charts/mcr-controller`) with the assets' helm. Those packages are in
 //! `e2e::PACKAGES`; on the emulator the same tests say they are skipped. example-sharded's
 //! `tests/processes.rs` runs three replica processes (`example-sharded replica`) on real
 //! control planes: their peer Leases on a real kube-apiserver, a kill -9 taken over, clean stops.

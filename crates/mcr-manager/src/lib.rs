@@ -92,6 +92,7 @@
 //!   ([`LeaderElection`], feature `leader-election`).
 
 pub mod controller;
+pub mod deployment;
 mod error;
 mod health;
 #[cfg(feature = "leader-election")]
@@ -108,6 +109,7 @@ pub use controller::{
     DepartureReason, IntoRequest, Members, ReconcileOutcome, ReconcileResult, Recorder,
     RecorderError, Request, RunError, Start, Store, Target, UnreadableAction, WatchOptions,
 };
+pub use deployment::{DeploymentEnv, DeploymentEnvError};
 pub use error::{BoxError, BuilderError, Error};
 pub use health::HttpOptions;
 /// kube-runtime's `Action`, re-exported so a ported controller imports

@@ -12,6 +12,8 @@
 //!     # members that grant only a Role in team-a
 //! example-kubeconfig --in-cluster --namespace mcr-system \
 //!     --leader-election-id example-kubeconfig --metrics-bind-address 0.0.0.0:8080  # in a Pod (deploy/)
+//! example-kubeconfig --in-cluster  # in a Pod of charts/mcr-controller: the rest from the
+//!                                  # environment (mcr_manager::DeploymentEnv)
 //! cargo run -p example-kubeconfig -- create-secret \
 //!     --member-kubeconfig member.kubeconfig --host-kubeconfig host.kubeconfig --name member-1
 //! ```
@@ -26,7 +28,7 @@ use anyhow::{Context as _, Result};
 use clap::{Parser, Subcommand};
 use example_support::stamp::{ANNOTATION, LABEL, error_policy, reconcile};
 use k8s_openapi::api::core::v1::ConfigMap;
-use mcr_manager::{Controller, LeaderElection, Manager, Sharding, WatchOptions};
+use mcr_manager::{Controller, DeploymentEnv, LeaderElection, Manager, Sharding, WatchOptions};
 use mcr_provider_kubeconfig::{KubeconfigProvider, Namespaces, Options};
 
 /// One controller over every cluster whose kubeconfig is stored in a labelled Secret.
@@ -42,9 +44,10 @@ struct Args {
     /// Use the Pod's ServiceAccount (in-cluster config) for the host. Runs until stopped.
     #[arg(long, conflicts_with = "kubeconfig")]
     in_cluster: bool,
-    /// Namespace of the Secrets in the host cluster.
-    #[arg(long, default_value = "default")]
-    namespace: String,
+    /// Namespace of the Secrets in the host cluster (default: `$MCR_NAMESPACE`, else
+    /// `default`).
+    #[arg(long)]
+    namespace: Option<String>,
     /// Lead through the Lease of this name (in --namespace) before running anything; replicas
     /// without the Lease wait.
     #[arg(long, value_name = "NAME")]
@@ -142,18 +145,26 @@ pub async fn client(kubeconfig: Option<&Path>, context: Option<&str>) -> Result<
     Ok(kube::Client::try_from(config)?)
 }
 
-/// Runs the manager on `host` until Ctrl-C / SIGTERM.
+/// Runs the manager on `host` until Ctrl-C / SIGTERM. Flags win; without a mode flag
+/// (`--leader-election-id`, `--shard-group`), the mode comes from the environment the chart
+/// sets ([`DeploymentEnv`]), as do the namespace and metrics address when not given.
 async fn serve(host: kube::Client, args: &Args) -> Result<()> {
+    let env = DeploymentEnv::from_env()?;
+    let namespace = args
+        .namespace
+        .clone()
+        .or(env.namespace)
+        .unwrap_or_else(|| "default".to_owned());
     let lease = Duration::from_secs(args.lease_duration_seconds);
     let leader_election = args.leader_election_id.as_ref().map(|id| {
-        LeaderElection::new(id.clone(), args.namespace.clone())
+        LeaderElection::new(id.clone(), namespace.clone())
             .lease_duration(lease)
             .renew_deadline(lease * 2 / 3)
             .retry_period(lease / 5)
     });
     let sharding = args.shard_group.as_ref().map(|group| {
         let sharding = Sharding::new(group.clone())
-            .namespace(args.namespace.clone())
+            .namespace(namespace.clone())
             .lease_duration(lease)
             .renew_deadline(lease * 2 / 3)
             .renew_period(lease / 5);
@@ -162,17 +173,19 @@ async fn serve(host: kube::Client, args: &Args) -> Result<()> {
             None => sharding,
         }
     });
+    let (leader_election, sharding) = if leader_election.is_some() || sharding.is_some() {
+        (leader_election, sharding)
+    } else {
+        (env.leader_election, env.sharding)
+    };
     let deploy = Deployment {
         leader_election,
         sharding,
-        metrics_address: args.metrics_bind_address,
+        metrics_address: args.metrics_bind_address.or(env.metrics_address),
         watch_namespaces: args.watch_namespaces.clone(),
     };
-    println!(
-        "watching kubeconfig Secrets in namespace {}; Ctrl-C to stop",
-        args.namespace
-    );
-    manager_with(host, &args.namespace, deploy)?.run().await?;
+    println!("watching kubeconfig Secrets in namespace {namespace}; Ctrl-C to stop");
+    manager_with(host, &namespace, deploy)?.run().await?;
     Ok(())
 }
 

@@ -14,15 +14,19 @@
 //! - [`every_base_passes_server_side_dry_run`]: `kubectl apply --dry-run=server -k` of every
 //!   overlay under `deploy/examples` and of `deploy/member`.
 //!
-//! The Helm chart (`charts/mcr-example`, with the `helm` that `cargo xtask assets` builds):
+//! The Helm chart (`charts/mcr-controller`, with the `helm` that `cargo xtask assets` builds):
 //!
 //! - [`the_chart_grants_what_the_kustomize_overlays_grant`]: for each provider's values file
 //!   (and sharding), the Roles and ClusterRoles `helm template` renders grant the same rules
-//!   to the same ServiceAccount as the overlay under `deploy/examples`, names aside. So the
-//!   proof above covers the chart's rules, and the two cannot drift apart.
+//!   to the same ServiceAccount as the overlay under `deploy/examples` (the file provider's:
+//!   `deploy/base` alone), names aside. So the proof above covers the chart's rules, and the
+//!   two cannot drift apart.
 //! - [`the_chart_lints_and_every_values_file_passes_server_side_dry_run`]: `helm lint
 //!   --strict` and `helm template` of every `ci/*-values.yaml`, then `kubectl apply
 //!   --dry-run=server` of the result (stand-in CRDs for ServiceMonitor, Certificate, Issuer).
+//! - [`the_example_runs_in_the_mode_the_chart_s_environment_says`]: the example binary,
+//!   started with the arguments and environment the chart renders, takes the Lease they name
+//!   (leader election, then sharding): the chart passes no flag of ours.
 //! - [`the_installed_chart_s_service_account_runs_the_scenario`]: `helm install` on the host,
 //!   then the scenario below with a token of the ServiceAccount the chart installed (the
 //!   controller runs on the test machine: there is no kubelet), refused nothing.
@@ -309,6 +313,9 @@ const CHART_OVERLAYS: &[(&str, &str)] = &[
     ("namespace", "namespace"),
     ("gardener", "gardener"),
     ("sharded", "sharded"),
+    // The file provider reads mounted files: nothing on the host beyond the base's Lease
+    // rules (the file values' extra rules are left out to compare).
+    ("file", "../base"),
 ];
 
 #[tokio::test]
@@ -326,7 +333,14 @@ async fn the_chart_grants_what_the_kustomize_overlays_grant() -> Result<()> {
             RELEASE,
             NAMESPACE,
             &values,
-            &["--set", "fullnameOverride=mcr-controller"],
+            &[
+                "--set",
+                "fullnameOverride=mcr-controller",
+                "--set",
+                "extraClusterRules=null",
+                "--set",
+                "extraNamespaceRules=null",
+            ],
         )
         .await?;
         let chart = helm::grants(&helm::parse(&chart)?);
@@ -445,7 +459,12 @@ async fn the_chart_renders_a_webhook_only_where_every_replica_answers_every_revi
         RELEASE,
         NAMESPACE,
         &defaults,
-        &["--set", "webhook.enabled=true"],
+        &[
+            "--set",
+            "webhook.enabled=true",
+            "--set",
+            "image.repository=x",
+        ],
     )
     .await?;
     let objects = helm::parse(&out)?;
@@ -455,15 +474,10 @@ async fn the_chart_renders_a_webhook_only_where_every_replica_answers_every_revi
         .context("no Deployment rendered")?;
     ensure!(deployment["spec"]["replicas"] == 2, "{deployment}");
     let container = &deployment["spec"]["template"]["spec"]["containers"][0];
-    let args: Vec<&str> = container["args"]
-        .as_array()
-        .context("no args")?
-        .iter()
-        .filter_map(Value::as_str)
-        .collect();
+    let env = container_env(container);
     ensure!(
-        args.iter().any(|a| a.starts_with("--leader-election-id=")),
-        "{args:?}"
+        env.iter().any(|(k, _)| k == "MCR_LEADER_ELECTION_ID"),
+        "{env:?}"
     );
     ensure!(
         objects.iter().any(|o| o["kind"] == "Service"
@@ -495,7 +509,14 @@ async fn the_chart_renders_a_webhook_only_where_every_replica_answers_every_revi
         RELEASE,
         NAMESPACE,
         &defaults,
-        &["--set", "webhook.enabled=true", "--set", "mode=sharding"],
+        &[
+            "--set",
+            "webhook.enabled=true",
+            "--set",
+            "mode=sharding",
+            "--set",
+            "image.repository=x",
+        ],
     )
     .await;
     ensure!(
@@ -507,5 +528,95 @@ async fn the_chart_renders_a_webhook_only_where_every_replica_answers_every_revi
     // Said review-only, it renders (ci/sharded-webhook-values.yaml).
     let values = helm::chart_dir().join("ci/sharded-webhook-values.yaml");
     helm::template(home.path(), RELEASE, NAMESPACE, &values, &[]).await?;
+    Ok(())
+}
+
+/// The plain `env` entries of a rendered container (`valueFrom` ones left out).
+fn container_env(container: &Value) -> Vec<(String, String)> {
+    container["env"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|e| {
+            Some((
+                e["name"].as_str()?.to_owned(),
+                e["value"].as_str()?.to_owned(),
+            ))
+        })
+        .collect()
+}
+
+/// The chart's contract with a controller's binary: the example, started with the arguments
+/// and environment the chart renders for it (a kubeconfig instead of `--in-cluster`, as there
+/// is no kubelet; `POD_NAME` as the kubelet would set it), leads or shards through Leases named
+/// from the release in the release namespace, without any flag of ours.
+#[tokio::test]
+async fn the_example_runs_in_the_mode_the_chart_s_environment_says() -> Result<()> {
+    if !rbac::real_or_skip() {
+        return Ok(());
+    }
+    let host = TestCluster::start("chart-env").await?;
+    let dir = tempfile::tempdir()?;
+    let kc = dir.path().join("admin");
+    host.write_kubeconfig(&kc)?;
+    let kc = kc.display().to_string();
+    rbac::kubectl(&["--kubeconfig", &kc, "create", "namespace", NAMESPACE]).await?;
+    let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+        Api::namespaced(host.client(), NAMESPACE);
+    for (values, lease_prefix) in [
+        ("kubeconfig", "mcr-mcr-controller"),
+        ("sharded", "mcr-mcr-controller-replica-0"),
+    ] {
+        let values = helm::chart_dir().join(format!("ci/{values}-values.yaml"));
+        let objects =
+            helm::parse(&helm::template(dir.path(), RELEASE, NAMESPACE, &values, &[]).await?)?;
+        let deployment = objects
+            .iter()
+            .find(|o| o["kind"] == "Deployment")
+            .context("no Deployment rendered")?;
+        let container = &deployment["spec"]["template"]["spec"]["containers"][0];
+        let args: Vec<&str> = container["args"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .collect();
+        ensure!(
+            args == ["--in-cluster"],
+            "the chart added arguments: {args:?}"
+        );
+        let mut env = container_env(container);
+        ensure!(
+            env.iter()
+                .any(|(k, v)| k == "MCR_METRICS_BIND_ADDRESS" && v == "0.0.0.0:8080"),
+            "{env:?}"
+        );
+        // A free port on the test machine instead of the Pod's 8080.
+        env.retain(|(k, _)| k != "MCR_METRICS_BIND_ADDRESS");
+        env.push(("MCR_METRICS_BIND_ADDRESS".into(), "127.0.0.1:0".into()));
+        env.push(("POD_NAME".into(), "replica-0".into()));
+        let mut example =
+            example_support::Running::start_with_env(BIN, &["--kubeconfig", &kc], &env)?;
+        example_support::wait_for(
+            &format!(
+                "a Lease {lease_prefix}* in {NAMESPACE} ({})",
+                values.display()
+            ),
+            || async {
+                leases.list(&Default::default()).await.is_ok_and(|l| {
+                    l.items.iter().any(|l| {
+                        l.metadata
+                            .name
+                            .as_deref()
+                            .is_some_and(|n| n.starts_with(lease_prefix))
+                    })
+                })
+            },
+        )
+        .await?;
+        example.assert_running()?;
+        drop(example);
+        eprintln!("{}: {lease_prefix}* taken", values.display());
+    }
     Ok(())
 }

@@ -1,4 +1,4 @@
-//! The Helm chart (`charts/mcr-example`) on real API servers: run the assets' `helm`, render
+//! The Helm chart (`charts/mcr-controller`) on real API servers: run the assets' `helm`, render
 //! the chart, and reduce rendered RBAC to what it grants, so that the chart's rules can be
 //! compared with the Kustomize components that [`crate::rbac`] proves.
 
@@ -8,9 +8,9 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context as _, Result, ensure};
 use serde_json::Value;
 
-/// The repository's `charts/mcr-example` directory.
+/// The repository's `charts/mcr-controller` directory.
 pub fn chart_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../charts/mcr-example")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../charts/mcr-controller")
 }
 
 /// The chart's CI values files (`ci/<name>-values.yaml`), sorted by name.
@@ -51,7 +51,7 @@ pub async fn helm(home: &Path, args: &[&str]) -> Result<String> {
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
-/// `helm template <release> charts/mcr-example --namespace <namespace> -f <values> <extra>`:
+/// `helm template <release> charts/mcr-controller --namespace <namespace> -f <values> <extra>`:
 /// the manifests as YAML.
 pub async fn template(
     home: &Path,

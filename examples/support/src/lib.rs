@@ -201,8 +201,18 @@ impl Running {
     /// Starts `binary` with `args`; its output goes to the test's stderr (quiet unless
     /// `RUST_LOG` is set).
     pub fn start(binary: &str, args: &[&str]) -> Result<Running> {
+        Self::start_with_env(binary, args, &[])
+    }
+
+    /// [`start`](Self::start) with these environment variables added.
+    pub fn start_with_env(
+        binary: &str,
+        args: &[&str],
+        env: &[(String, String)],
+    ) -> Result<Running> {
         let child = tokio::process::Command::new(binary)
             .args(args)
+            .envs(env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .kill_on_drop(true)
             .spawn()

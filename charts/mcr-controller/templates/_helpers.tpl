@@ -1,11 +1,11 @@
 {{/* The chart's name, or nameOverride. */}}
-{{- define "mcr-example.name" -}}
+{{- define "mcr-controller.name" -}}
 {{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
 {{- end }}
 
 {{/* Object names: fullnameOverride, the release name when it holds the chart name, else
 <release>-<chart>. */}}
-{{- define "mcr-example.fullname" -}}
+{{- define "mcr-controller.fullname" -}}
 {{- if .Values.fullnameOverride }}
 {{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
 {{- else }}
@@ -18,42 +18,42 @@
 {{- end }}
 {{- end }}
 
-{{- define "mcr-example.selectorLabels" -}}
-app.kubernetes.io/name: {{ include "mcr-example.name" . }}
+{{- define "mcr-controller.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "mcr-controller.name" . }}
 app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end }}
 
-{{- define "mcr-example.labels" -}}
+{{- define "mcr-controller.labels" -}}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
-{{ include "mcr-example.selectorLabels" . }}
+{{ include "mcr-controller.selectorLabels" . }}
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 app.kubernetes.io/part-of: mcr
 {{- end }}
 
-{{- define "mcr-example.serviceAccountName" -}}
+{{- define "mcr-controller.serviceAccountName" -}}
 {{- if .Values.serviceAccount.create }}
-{{- default (include "mcr-example.fullname" .) .Values.serviceAccount.name }}
+{{- default (include "mcr-controller.fullname" .) .Values.serviceAccount.name }}
 {{- else }}
 {{- required "serviceAccount.name is required when serviceAccount.create is false" .Values.serviceAccount.name }}
 {{- end }}
 {{- end }}
 
 {{/* The subject every binding names. */}}
-{{- define "mcr-example.subjects" -}}
+{{- define "mcr-controller.subjects" -}}
 subjects:
   - kind: ServiceAccount
-    name: {{ include "mcr-example.serviceAccountName" . }}
+    name: {{ include "mcr-controller.serviceAccountName" . }}
     namespace: {{ .Release.Namespace }}
 {{- end }}
 
-{{- define "mcr-example.webhookSecret" -}}
-{{- default (printf "%s-webhook-tls" (include "mcr-example.fullname" .)) .Values.webhook.certificate.secretName }}
+{{- define "mcr-controller.webhookSecret" -}}
+{{- default (printf "%s-webhook-tls" (include "mcr-controller.fullname" .)) .Values.webhook.certificate.secretName }}
 {{- end }}
 
 {{/* Memory request in KiB: the process, the members this replica engages, and (sharding)
 the members the other replicas engage. */}}
-{{- define "mcr-example.memoryKiB" -}}
+{{- define "mcr-controller.memoryKiB" -}}
 {{- $s := .Values.sizing }}
 {{- $members := int $s.members }}
 {{- $own := $members }}
@@ -65,8 +65,8 @@ the members the other replicas engage. */}}
 {{- end }}
 
 {{/* Fails rendering on values the chart does not know. */}}
-{{- define "mcr-example.validate" -}}
-{{- $providers := list "kubeconfig" "capi" "cluster-inventory" "namespace" "gardener" }}
+{{- define "mcr-controller.validate" -}}
+{{- $providers := list "kubeconfig" "file" "capi" "cluster-inventory" "namespace" "gardener" }}
 {{- if not (has .Values.provider $providers) }}
 {{- fail (printf "provider must be one of %s, not %q" (join ", " $providers) .Values.provider) }}
 {{- end }}
