@@ -24,10 +24,11 @@
 //! The provider watches the parent directory of every file and every directory (editors and
 //! tools replace files atomically; a missing directory is watched through its nearest existing
 //! ancestor), debounces bursts of events ([`Options::debounce`]), then reads every file and
-//! hands each cluster's connection to a worker of that cluster's own
-//! ([`mcr_core::members::Workers`]): a pass builds nothing itself, so a context whose
-//! credential plugin or server hangs delays only its own cluster, never another file's add,
-//! removal or rotation. Per cluster:
+//! tells the engagement table which members it wants, each with its connection
+//! ([`mcr_core::Engagements::want`]): a pass builds nothing itself, and the table connects,
+//! probes and retries each member on its own, so a context whose credential plugin or server
+//! hangs delays only its own cluster, never another file's add, removal or rotation. Per
+//! cluster:
 //!
 //! * new files and contexts are engaged;
 //! * edited files replace only the contexts whose connection changed (the context, cluster and

@@ -26,7 +26,7 @@ impl Engagements {
     /// table brings it up as soon as this replica owns the name, and keeps it up (retried with
     /// the handle's backoff after a failure) until [`remove`](Engagements::remove)d or
     /// `parent` is cancelled. Never blocks and never fails for the member's sake: where it
-    /// stands is [`phase`](Engagements::phase) and
+    /// stands is [`member_state`](Engagements::member_state) and
     /// [`member_states`](Engagements::member_states).
     ///
     /// Wanting the source the member runs (the same instance or connection hash, the same

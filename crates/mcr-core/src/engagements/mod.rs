@@ -195,7 +195,7 @@ struct View {
 /// what it wants under each name with [`want`](Engagements::want) (or
 /// [`add`](Engagements::add), which also waits for the outcome) and
 /// [`remove`](Engagements::remove)s what it no longer wants; the table does the rest (see the
-/// [module documentation](self)). The manager's `Fleet`, the provider's
+/// module documentation). The manager's `Fleet`, the provider's
 /// [`get`](crate::Provider::get) and a reconcile's cluster all read this table, so they agree at
 /// every phase of a member's life.
 ///
@@ -301,7 +301,7 @@ impl Engagements {
 
     /// This table, on which at most `max` members open their informers and wait for them to
     /// list at a time (default 64; `0` counts as 1). The others wait their turn in
-    /// [`Phase::Starting`], in the order they came, and that wait does not count against the
+    /// [`MemberState::Pending`](crate::MemberState::Pending), in the order they came, and that wait does not count against the
     /// sync timeout: a provider that discovers 10,000 members at once then lists them a few
     /// dozen at a time instead of opening 10,000 sets of watches together. A replacement
     /// takes a turn too.

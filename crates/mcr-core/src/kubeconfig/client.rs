@@ -184,8 +184,8 @@ fn check_static_credentials(config: &Config) -> Result<(), String> {
 }
 
 /// Builds a ready [`Cluster`] named `name` for `context` (`None` = the current context), with
-/// its [`connection_hash`] set, so that [`Engagements::add_or_replace`](crate::Engagements::add_or_replace)
-/// keeps it when the same kubeconfig is seen again. See [`client_for_context`] for the steps
+/// its [`connection_hash`] set, so that the engagement table
+/// keeps it when the same kubeconfig is wanted again ([`Engagements::want`](crate::Engagements::want)). See [`client_for_context`] for the steps
 /// and the policy.
 ///
 /// When the context's `exec` plugin returns a credential with an expiry, the cluster's client

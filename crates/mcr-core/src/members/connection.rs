@@ -8,7 +8,7 @@ use crate::kubeconfig::{self, Kubeconfig, Policy};
 /// the context to use, the [`Policy`] it runs under and the hash that decides whether a
 /// running member must change.
 ///
-/// [`Members::ensure`](super::Members::ensure) keeps the running member when the hash is the
+/// Wanted as a [`Source::Kubeconfig`](crate::Source::Kubeconfig), the engagement table keeps the running member when the hash is the
 /// one it was built with, renews its credentials in place when only they changed (same server,
 /// CA and settings), and builds a new instance otherwise.
 ///

@@ -33,7 +33,7 @@ pub struct MembersOptions {
     /// How long a new instance's caches may take to sync
     /// ([`Engagements::with_sync_timeout`](crate::Engagements::with_sync_timeout)). Default: 30 s.
     pub sync_timeout: Duration,
-    /// First retry delay of a failing member ([`Workers`](super::Workers)); doubles up to
+    /// First retry delay of a failing member (the engagement table retries it); doubles up to
     /// `backoff_max`. Default: 1 s.
     pub backoff_initial: Duration,
     /// Upper bound of a member's retry delay. Default: 5 min.

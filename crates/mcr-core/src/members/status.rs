@@ -47,8 +47,8 @@ impl<K: Ord + Clone, V: Clone> StatusBook<K, V> {
     }
 }
 
-/// What a provider reading its source of truth from a host cluster shares between its handle,
-/// its dispatcher and its [`Workers`](super::Workers): the host client, the provider's
+/// What a provider reading its source of truth from a host cluster shares between its handle
+/// and its dispatcher: the host client, the provider's
 /// options `O`, its [`Members`] and its [`StatusBook`] of `V` per source object `K`.
 ///
 /// ```
