@@ -1,0 +1,501 @@
+//! The invariants, checked after every step (and, for reconciles, at every poll).
+//!
+//! Words used below:
+//!
+//! - A replica is **existing** from its start until it is killed or told to stop.
+//! - An existing replica is **disrupted** while it is paused (SIGSTOP) or its host path is
+//!   partitioned or answers errors; otherwise it is **healthy**. Watch faults, latency and
+//!   stale lists do not disrupt: the protocol must see through them.
+//! - The simulation is **excused** at a step when no replica is healthy, or when some
+//!   replica's current disruption began less than [`Bounds::excuse`] (lease duration plus
+//!   renew period) ago: long enough for the others to take a silent replica for gone. A
+//!   longer disruption no longer excuses: the others must have taken over.
+//! - The **model owner** of a member is the rendezvous-hash owner over the healthy replicas
+//!   ([`crate::model`]).
+//!
+//! The invariants:
+//!
+//! 1. **Overlap**: no two replica processes run reconcile code for one member at the same
+//!    moment. Each reconcile invocation is the span from its first to its last poll (virtual
+//!    time, inclusive); spans of two processes for one member must not intersect.
+//! 2. **Orphan**: while not excused, every wanted member (other than the one engaged by hand)
+//!    is reconciled at least every [`Bounds::orphan`] (lease duration plus one sync, see
+//!    [`Bounds`]), counted from the latest of: when it became wanted, its last reconcile, the
+//!    last excused step.
+//! 3. **Churn**: engagements of a member never exceed `1 +` its changes of model owner `+` the
+//!    provider's re-adds and replacements of it `+` restarts of its owner. Engagements made
+//!    while excused, or within [`Bounds::orphan`] after, are free (a disrupted replica may
+//!    fence itself and come back more than once).
+//! 4. **Removal**: a member removed from the provider's source is out of a replica's table
+//!    (no phase) and runs no reconcile code there within [`Bounds::removal`] of the removal
+//!    reaching that replica (the provider call; for the namespace provider, the namespace
+//!    unlabelled, or the replica's host path clear of faults, whichever is later).
+//! 5. **Table size**: a replica's table holds no more members than are wanted or still
+//!    within their removal bound.
+//! 6. **Convergence** (at the end of the quiet tail): every wanted member is active on its
+//!    model owner and nowhere else, and every replica's own answer to "who owns it"
+//!    (`Fleet::owner`) agrees with the model.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use mcr_core::Phase;
+
+use crate::clock::{Ms, show};
+use crate::wire::Sender;
+
+/// The bounds the invariants use, in milliseconds.
+#[derive(Clone, Copy, Debug)]
+pub struct Bounds {
+    /// Longest time a wanted member may go unreconciled (not excused): the lease duration,
+    /// plus one sync: a renew period (to see the change), the lists and the claim of a
+    /// handoff, the member's informers listing, and one reconcile cycle (its work and its
+    /// requeue), with the network's latency on each request.
+    pub orphan: Ms,
+    /// How long a replica's disruption excuses the orphan invariant.
+    pub excuse: Ms,
+    /// How long a removed member may stay after the removal reached a replica.
+    pub removal: Ms,
+    /// How much longer a replica whose peer-Lease watch hung may take to take a peer for
+    /// gone when that peer's Lease was deleted meanwhile: its consistent list misses the
+    /// Lease while its watch never showed the deletion, so the protocol restarts the peer's
+    /// clock (a lease duration more).
+    pub restart: Ms,
+}
+
+/// Which invariant broke.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Invariant {
+    /// Two replicas ran reconcile code for one member at the same moment.
+    Overlap,
+    /// A member went unreconciled for too long.
+    Orphan,
+    /// A member was engaged more often than its owner changed.
+    Churn,
+    /// A removed member stayed.
+    Removal,
+    /// A table held more members than wanted.
+    TableSize,
+    /// The replicas did not converge on the model's assignment.
+    Convergence,
+}
+
+impl std::fmt::Display for Invariant {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Invariant::Overlap => "overlap",
+            Invariant::Orphan => "orphan",
+            Invariant::Churn => "churn",
+            Invariant::Removal => "removal",
+            Invariant::TableSize => "table-size",
+            Invariant::Convergence => "convergence",
+        })
+    }
+}
+
+/// An invariant broken at a moment.
+#[derive(Clone, Debug)]
+pub struct Violation {
+    /// When it was found.
+    pub at: Ms,
+    /// Which invariant.
+    pub invariant: Invariant,
+    /// What was seen.
+    pub detail: String,
+}
+
+impl std::fmt::Display for Violation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} at {}: {}",
+            self.invariant,
+            show(self.at),
+            self.detail
+        )
+    }
+}
+
+/// One reconcile invocation: the span of its polls.
+#[derive(Clone, Copy, Debug)]
+struct Invocation {
+    by: Sender,
+    id: u64,
+    first: Ms,
+    last: Ms,
+}
+
+/// What the checker knows of a member.
+#[derive(Debug, Default)]
+struct Member {
+    /// Engaged by hand (not the provider's): not held to the orphan and churn invariants.
+    hand: bool,
+    wanted: bool,
+    /// When it became wanted, or was removed.
+    since: Ms,
+    last_reconcile: Option<Ms>,
+    /// Its model owner at the last step.
+    owner: Option<String>,
+    /// Engagements counted against the allowance.
+    counted: u32,
+    /// `1 +` changes of model owner `+` provider re-adds and replacements `+` owner restarts.
+    allowance: u32,
+    /// Every engagement: when, by whom, and whether it was free.
+    history: Vec<(Ms, Sender, bool)>,
+    /// An orphan episode already reported (reset by a reconcile).
+    orphan_reported: bool,
+    /// When the removal reached each replica.
+    removal_reached: BTreeMap<u8, Ms>,
+}
+
+/// One replica as the step's check sees it.
+pub(crate) struct ReplicaView {
+    pub(crate) who: Sender,
+    /// The members in its table, with their phase.
+    pub(crate) table: Vec<(String, Phase)>,
+}
+
+/// What the world tells the checker at the end of a step.
+pub(crate) struct StepView {
+    pub(crate) now: Ms,
+    /// How many replicas are healthy.
+    pub(crate) healthy: usize,
+    /// Some replica's disruption began less than [`Bounds::excuse`] ago.
+    pub(crate) disrupted_recently: bool,
+    /// The healthy replicas (identity, weight), for the model.
+    pub(crate) available: Vec<(String, u32)>,
+    /// For each existing replica (by identity): when its process started, and how much
+    /// longer than [`Bounds::orphan`] its members may wait now (see [`Bounds::restart`]).
+    pub(crate) owners: BTreeMap<String, (Ms, Ms)>,
+    /// The running replicas (paused ones included).
+    pub(crate) replicas: Vec<ReplicaView>,
+}
+
+/// The invariants' state over one run.
+pub struct Checker {
+    bounds: Bounds,
+    members: BTreeMap<String, Member>,
+    invocations: BTreeMap<String, Vec<Invocation>>,
+    /// Instances engaged so far (a subscriber may be told twice).
+    engaged: BTreeSet<(Sender, String)>,
+    /// The last step at which the run was excused.
+    excused_at: Option<Ms>,
+    violations: Vec<Violation>,
+}
+
+impl Checker {
+    /// A checker with `bounds`.
+    pub(crate) fn new(bounds: Bounds) -> Checker {
+        Checker {
+            bounds,
+            members: BTreeMap::new(),
+            invocations: BTreeMap::new(),
+            engaged: BTreeSet::new(),
+            excused_at: None,
+            violations: Vec::new(),
+        }
+    }
+
+    /// The violations found so far.
+    pub fn violations(&self) -> &[Violation] {
+        &self.violations
+    }
+
+    fn violate(&mut self, at: Ms, invariant: Invariant, detail: String) {
+        self.violations.push(Violation {
+            at,
+            invariant,
+            detail,
+        });
+    }
+
+    /// `name` is wanted from `at` (`hand`: engaged by hand, not by the provider). A member
+    /// wanted again, or replaced (new credentials), may be engaged once more.
+    pub(crate) fn wanted(&mut self, name: &str, hand: bool, at: Ms) {
+        let m = self.members.entry(name.to_owned()).or_default();
+        m.hand = hand;
+        if m.allowance == 0 {
+            m.allowance = 1;
+        } else {
+            m.allowance += 1;
+        }
+        if !m.wanted {
+            m.wanted = true;
+            m.since = at;
+            m.orphan_reported = false;
+            m.removal_reached.clear();
+        }
+    }
+
+    /// `name` was replaced (new credentials) at `at`: one more engagement is allowed.
+    pub(crate) fn replaced(&mut self, name: &str) {
+        if let Some(m) = self.members.get_mut(name) {
+            m.allowance += 1;
+        }
+    }
+
+    /// `name` is no longer wanted, from `at`.
+    pub(crate) fn unwanted(&mut self, name: &str, at: Ms) {
+        if let Some(m) = self.members.get_mut(name)
+            && m.wanted
+        {
+            m.wanted = false;
+            m.since = at;
+        }
+    }
+
+    /// The removal of `name` reached replica `replica` at `at`.
+    pub(crate) fn removal_reached(&mut self, name: &str, replica: u8, at: Ms) {
+        if let Some(m) = self.members.get_mut(name)
+            && !m.wanted
+        {
+            m.removal_reached.insert(replica, at);
+        }
+    }
+
+    /// The replica `id` restarted: the members it owned may be engaged once more.
+    pub(crate) fn restarted(&mut self, id: &str) {
+        for m in self.members.values_mut() {
+            if m.owner.as_deref() == Some(id) {
+                m.allowance += 1;
+            }
+        }
+    }
+
+    /// A poll of reconcile invocation `id` of `by` for `member` at `at`.
+    pub(crate) fn polled(&mut self, member: &str, by: Sender, id: u64, at: Ms) {
+        if let Some(m) = self.members.get_mut(member) {
+            m.last_reconcile = Some(m.last_reconcile.map_or(at, |l| l.max(at)));
+            m.orphan_reported = false;
+            if !m.wanted
+                && let Some(reached) = m.removal_reached.get(&by.replica).copied()
+                && at > reached + self.bounds.removal
+            {
+                let detail = format!(
+                    "{member} reconciled by {by} at {}, removed there at {}",
+                    show(at),
+                    show(reached)
+                );
+                self.violate(at, Invariant::Removal, detail);
+            }
+        }
+        let spans = self.invocations.entry(member.to_owned()).or_default();
+        let span = match spans.iter_mut().find(|s| s.by == by && s.id == id) {
+            Some(span) => {
+                span.first = span.first.min(at);
+                span.last = span.last.max(at);
+                *span
+            }
+            None => {
+                let span = Invocation {
+                    by,
+                    id,
+                    first: at,
+                    last: at,
+                };
+                spans.push(span);
+                span
+            }
+        };
+        let clash = spans
+            .iter()
+            .find(|o| o.by != by && span.first <= o.last && o.first <= span.last)
+            .copied();
+        // Spans that ended long ago can no longer meet a new one.
+        spans.retain(|s| s.last + 60_000 >= at);
+        if let Some(o) = clash {
+            let detail = format!(
+                "{member} reconciled by {} [{}..{}] and by {} [{}..{}]",
+                o.by,
+                show(o.first),
+                show(o.last),
+                by,
+                show(span.first),
+                show(span.last)
+            );
+            self.violate(at, Invariant::Overlap, detail);
+        }
+    }
+
+    /// `member` engaged (a new instance) by `by` at `at`.
+    pub(crate) fn engaged(&mut self, member: &str, by: Sender, instance: String, at: Ms) {
+        if !self.engaged.insert((by, instance)) {
+            return;
+        }
+        let free_until = self.excused_at.map(|t| t + self.bounds.orphan);
+        let Some(m) = self.members.get_mut(member) else {
+            return;
+        };
+        let free = m.hand || free_until.is_some_and(|until| at <= until);
+        m.history.push((at, by, free));
+        if free {
+            return;
+        }
+        m.counted += 1;
+        if m.counted > m.allowance {
+            let history: Vec<String> = m
+                .history
+                .iter()
+                .map(|(t, who, free)| {
+                    format!("{} {who}{}", show(*t), if *free { " (free)" } else { "" })
+                })
+                .collect();
+            let detail = format!(
+                "{member} engaged {} times, allowed {} (its model owner is {}): {}",
+                m.counted,
+                m.allowance,
+                m.owner.as_deref().unwrap_or("none"),
+                history.join(", ")
+            );
+            self.violate(at, Invariant::Churn, detail);
+        }
+    }
+
+    /// The checks at the end of a step.
+    pub(crate) fn step(&mut self, view: &StepView) {
+        let now = view.now;
+        if view.healthy == 0 || view.disrupted_recently {
+            self.excused_at = Some(now);
+        }
+        // The model's owner of every member, and its changes.
+        let names: Vec<String> = self.members.keys().cloned().collect();
+        for name in &names {
+            let owner = crate::model::owner(&view.available, name).map(str::to_owned);
+            let m = self.members.get_mut(name).expect("listed above");
+            if m.owner.is_some() && owner.is_some() && m.owner != owner {
+                m.allowance += 1;
+            }
+            if owner.is_some() {
+                m.owner = owner;
+            }
+        }
+        // Orphans.
+        if self.excused_at != Some(now) {
+            let excused = self.excused_at.unwrap_or(0);
+            let mut found = Vec::new();
+            for (name, m) in &mut self.members {
+                if !m.wanted || m.hand || m.orphan_reported {
+                    continue;
+                }
+                // A replica sees every Lease for itself before it takes anyone for gone: the
+                // members of one that just started are counted from its start.
+                let (started, extra) = m
+                    .owner
+                    .as_ref()
+                    .and_then(|o| view.owners.get(o))
+                    .copied()
+                    .unwrap_or((0, 0));
+                let since = m
+                    .since
+                    .max(m.last_reconcile.unwrap_or(0))
+                    .max(excused)
+                    .max(started);
+                if now > since + self.bounds.orphan + extra {
+                    m.orphan_reported = true;
+                    found.push(format!(
+                        "{name} reconciled by no replica since {} ({} s; model owner {})",
+                        show(since),
+                        show(now - since),
+                        m.owner.as_deref().unwrap_or("none")
+                    ));
+                }
+            }
+            for detail in found {
+                self.violate(now, Invariant::Orphan, detail);
+            }
+        }
+        // Removals and table sizes.
+        for r in &view.replicas {
+            let mut allowed = 0;
+            for m in self.members.values() {
+                let in_grace = m
+                    .removal_reached
+                    .get(&r.who.replica)
+                    .is_none_or(|at| now <= at + self.bounds.removal);
+                if m.wanted || in_grace {
+                    allowed += 1;
+                }
+            }
+            let mut found = Vec::new();
+            for (name, phase) in &r.table {
+                let Some(m) = self.members.get(name) else {
+                    continue;
+                };
+                if let Some(at) = m.removal_reached.get(&r.who.replica)
+                    && !m.wanted
+                    && now > at + self.bounds.removal
+                {
+                    found.push((
+                        Invariant::Removal,
+                        format!(
+                            "{name} still {phase:?} on {} at {}, removed there at {}",
+                            r.who,
+                            show(now),
+                            show(*at)
+                        ),
+                    ));
+                }
+            }
+            if r.table.len() > allowed {
+                found.push((
+                    Invariant::TableSize,
+                    format!(
+                        "{} holds {} members ({:?}), {allowed} wanted or being removed",
+                        r.who,
+                        r.table.len(),
+                        r.table
+                    ),
+                ));
+            }
+            for (invariant, detail) in found {
+                self.violate(now, invariant, detail);
+            }
+        }
+    }
+
+    /// The checks at the end of the quiet tail: `owners[i]` is, for each member, whether
+    /// replica `view.replicas[i]` says it owns it.
+    pub(crate) fn converged(&mut self, view: &StepView, owners: &[Vec<(String, bool)>]) {
+        let mut found = Vec::new();
+        for (name, m) in &self.members {
+            if !m.wanted || m.hand {
+                continue;
+            }
+            let model = crate::model::owner(&view.available, name);
+            let active: Vec<String> = view
+                .replicas
+                .iter()
+                .filter(|r| {
+                    r.table
+                        .iter()
+                        .any(|(n, p)| n == name && *p == Phase::Active)
+                })
+                .map(|r| format!("r{}", r.who.replica))
+                .collect();
+            let expected: Vec<String> = model.map(str::to_owned).into_iter().collect();
+            if active != expected {
+                found.push(format!(
+                    "{name} active on {active:?}, its model owner is {}",
+                    model.unwrap_or("none")
+                ));
+            }
+            for (r, answers) in view.replicas.iter().zip(owners) {
+                let says = answers
+                    .iter()
+                    .find(|(n, _)| n == name)
+                    .is_some_and(|(_, o)| *o);
+                let should = model == Some(format!("r{}", r.who.replica).as_str());
+                if says != should {
+                    found.push(format!(
+                        "{} says it {} {name}; the model owner is {} (is the model's hash still the sharder's?)",
+                        r.who,
+                        if says { "owns" } else { "does not own" },
+                        model.unwrap_or("none")
+                    ));
+                }
+            }
+        }
+        for detail in found {
+            self.violate(view.now, Invariant::Convergence, detail);
+        }
+    }
+}
