@@ -10,6 +10,8 @@
 //! - `cargo xtask fidelity`: the emulator against a real kube-apiserver on seeded request
 //!   sequences (codes, bodies, watch events).
 //! - `cargo xtask chaos`: the chaos suite (release build; `--real` on real control planes).
+//! - `cargo xtask sim`: the deterministic simulation of sharding and the engagement table
+//!   (release build; `--seeds N`, `--seed S --trace`).
 //! - `cargo xtask image`: the example-kubeconfig image (`deploy/Dockerfile`, `FROM scratch`,
 //!   static binary) with podman, saved as an OCI archive under `target/image/`.
 //! - `cargo xtask package`: packages every published crate and builds each from its package
@@ -24,6 +26,7 @@ mod e2e;
 mod e2e_real;
 mod fidelity;
 mod image;
+mod sim;
 mod tests;
 
 use anyhow::{Context, Result, bail};
@@ -142,6 +145,15 @@ enum Cmd {
     /// static binary built on the host), smoke-run it as non-root with a read-only root and no
     /// capability, save it as an OCI archive under target/image, and print its size.
     Image,
+    /// Run the deterministic simulation of sharding and the engagement table (release build
+    /// of `mcr-sim`): `--seeds N` (what CI runs), `--seed S [--trace]` to replay one; every
+    /// argument goes to `mcr-sim` (`cargo xtask sim --help` lists them).
+    #[command(disable_help_flag = true)]
+    Sim {
+        /// Arguments of `mcr-sim`.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
 }
 
 fn main() -> ExitCode {
@@ -187,6 +199,7 @@ fn main() -> ExitCode {
         }),
         Cmd::Package => package(),
         Cmd::Image => image::run(),
+        Cmd::Sim { args } => sim::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

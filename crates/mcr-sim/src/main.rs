@@ -95,14 +95,13 @@ fn main() -> ExitCode {
     if let Some(seed) = cli.seed {
         let outcome = mcr_sim::run(seed, &opts);
         print_outcome(&outcome, cli.trace || !outcome.violations.is_empty());
-        let replayed = replays(seed, &opts, &outcome, cli.replays);
+        replays(seed, &opts, cli.replays);
         if !outcome.violations.is_empty() {
             println!(
                 "replay: cargo xtask sim --seed {seed}{}",
                 scenario_arg(cli.scenario)
             );
         }
-        let _ = replayed;
         return if outcome.violations.is_empty() {
             ExitCode::SUCCESS
         } else {
@@ -191,7 +190,7 @@ fn main() -> ExitCode {
                 scenario,
                 ..opts.clone()
             };
-            replays(o.seed, &opts, o, cli.replays);
+            replays(o.seed, &opts, cli.replays);
         }
         return ExitCode::FAILURE;
     }
@@ -209,28 +208,27 @@ fn scenario_arg(s: Scenario) -> String {
     }
 }
 
-/// Runs `seed` `k` more times and says how many replays reproduced `first`'s trace.
-fn replays(seed: u64, opts: &Options, first: &Outcome, k: u32) -> u32 {
+/// Runs `seed` `k` more times and says how many replays reproduced the trace of the first
+/// run (its hash) and its first violation (the same invariant).
+fn replays(seed: u64, opts: &Options, k: u32) {
     if k == 0 {
-        return 0;
+        return;
     }
     let opts = Options {
         stop_at_first: true,
         ..opts.clone()
     };
     let reference = mcr_sim::run(seed, &opts);
-    let mut same = 0;
+    let first = |o: &Outcome| o.violations.first().map(|v| v.invariant);
+    let (mut same_trace, mut same_violation) = (0, 0);
     for _ in 0..k {
         let again = mcr_sim::run(seed, &opts);
-        if again.trace.hash() == reference.trace.hash() {
-            same += 1;
-        }
+        same_trace += u32::from(again.trace.hash() == reference.trace.hash());
+        same_violation += u32::from(first(&again) == first(&reference));
     }
-    let _ = first;
     println!(
-        "  replays of seed {seed}: {same}/{k} with the same trace hash ({:016x}); violation reproduced: {}",
+        "  replays of seed {seed}: {same_trace}/{k} with the same trace ({:016x}), {same_violation}/{k} with the same first violation ({})",
         reference.trace.hash(),
-        !reference.violations.is_empty()
+        first(&reference).map_or_else(|| "none".to_owned(), |i| i.to_string())
     );
-    same
 }

@@ -226,13 +226,23 @@ fn ms(t: Ms) -> Duration {
 impl Process {
     /// Starts replica `who` at `now`; `event_interval` is its runtime's (how many tasks it
     /// runs between looks at its timers, a scheduling choice of the seed).
-    pub(crate) fn start(shared: &Shared, who: Sender, now: Ms, event_interval: u32) -> Process {
-        let rt = tokio::runtime::Builder::new_current_thread()
+    pub(crate) fn start(
+        shared: &Shared,
+        who: Sender,
+        now: Ms,
+        event_interval: u32,
+        rng_seed: u64,
+    ) -> Process {
+        let mut builder = tokio::runtime::Builder::new_current_thread();
+        builder
             .enable_time()
             .start_paused(true)
-            .event_interval(event_interval.max(1))
-            .build()
-            .expect("a current-thread runtime builds");
+            .event_interval(event_interval.max(1));
+        #[cfg(tokio_unstable)]
+        builder.rng_seed(tokio::runtime::RngSeed::from_bytes(&rng_seed.to_le_bytes()));
+        #[cfg(not(tokio_unstable))]
+        let _ = rng_seed;
+        let rt = builder.build().expect("a current-thread runtime builds");
         let clock = Clock::of(&rt, now);
         let id = format!("r{}", who.replica);
         let probe = Arc::new(Probe {
@@ -285,8 +295,13 @@ impl Process {
                 }
             };
             let mgr = builder.sharding(sharding).build();
+            // Lists from the watch cache (`resourceVersion=0`), which stale-list faults serve
+            // from an older snapshot.
+            let watch = mcr_manager::WatchOptions::config(
+                kube::runtime::watcher::Config::default().any_semantic(),
+            );
             Controller::new(&mgr)
-                .for_::<ConfigMap>()
+                .for_with::<ConfigMap>(watch)
                 .register(reconcile, error_policy, probe2.clone())
                 .expect("the simulation's controller registers");
             mgr.engagements().subscribe(Arc::new(Engaged(probe2)));

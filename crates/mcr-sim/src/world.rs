@@ -186,11 +186,11 @@ const HAND: &str = "h0";
 
 impl World {
     fn new(seed: u64, plan: Plan, opts: Options) -> World {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_time()
-            .start_paused(true)
-            .build()
-            .expect("a current-thread runtime builds");
+        let mut builder = tokio::runtime::Builder::new_current_thread();
+        builder.enable_time().start_paused(true);
+        #[cfg(tokio_unstable)]
+        builder.rng_seed(tokio::runtime::RngSeed::from_bytes(&seed.to_le_bytes()));
+        let rt = builder.build().expect("a current-thread runtime builds");
         let mut names: Vec<String> = (0..plan.members).map(member_name).collect();
         if plan.hand {
             names.push(HAND.to_owned());
@@ -428,7 +428,8 @@ impl World {
             incarnation: self.slots[i].incarnations,
         };
         let event_interval = self.rng.u32(1..=16);
-        let process = Process::start(&self.shared, who, self.now, event_interval);
+        let rng_seed = self.rng.u64(..);
+        let process = Process::start(&self.shared, who, self.now, event_interval, rng_seed);
         self.trace(&who.to_string(), "started");
         if self.plan.kind == Kind::Clusters {
             for (name, wanted) in &self.wanted {
