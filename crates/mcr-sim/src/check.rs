@@ -499,3 +499,145 @@ impl Checker {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const BOUNDS: Bounds = Bounds {
+        orphan: 7_000,
+        excuse: 4_000,
+        removal: 1_000,
+        restart: 3_000,
+    };
+
+    fn who(replica: u8) -> Sender {
+        Sender {
+            replica,
+            incarnation: 1,
+        }
+    }
+
+    fn view(now: Ms, available: &[&str]) -> StepView {
+        StepView {
+            now,
+            healthy: available.len(),
+            disrupted_recently: false,
+            available: available.iter().map(|id| (id.to_string(), 1)).collect(),
+            owners: BTreeMap::new(),
+            replicas: Vec::new(),
+        }
+    }
+
+    fn found(c: &Checker) -> Vec<Invariant> {
+        c.violations().iter().map(|v| v.invariant).collect()
+    }
+
+    #[test]
+    fn reconciles_of_one_member_by_two_processes_at_once_overlap() {
+        let mut c = Checker::new(BOUNDS);
+        c.wanted("m0", false, 0);
+        // r1 reconciles m0 from 1.0 to 1.2; r2 from 1.3: apart.
+        c.polled("m0", who(1), 0, 1_000);
+        c.polled("m0", who(1), 0, 1_200);
+        c.polled("m0", who(2), 0, 1_300);
+        assert!(found(&c).is_empty());
+        // r1's next invocation starts while r2's runs (r2 is polled again later: recorded in
+        // another order than virtual time, as replicas are driven one after the other).
+        c.polled("m0", who(1), 1, 1_350);
+        c.polled("m0", who(2), 0, 1_500);
+        assert_eq!(found(&c), [Invariant::Overlap]);
+        // Another incarnation of one replica is another process.
+        let mut c = Checker::new(BOUNDS);
+        c.polled("m0", who(1), 0, 1_000);
+        c.polled(
+            "m0",
+            Sender {
+                replica: 1,
+                incarnation: 2,
+            },
+            0,
+            1_000,
+        );
+        assert_eq!(found(&c), [Invariant::Overlap]);
+    }
+
+    #[test]
+    fn a_member_unreconciled_past_the_bound_is_an_orphan_unless_excused() {
+        let mut c = Checker::new(BOUNDS);
+        c.wanted("m0", false, 0);
+        c.polled("m0", who(1), 0, 500);
+        c.step(&view(7_500, &["r1"]));
+        assert!(found(&c).is_empty(), "within the bound");
+        c.step(&view(7_600, &["r1"]));
+        assert_eq!(found(&c), [Invariant::Orphan]);
+        // Excused (no healthy replica) until 9.0: counted from there.
+        let mut c = Checker::new(BOUNDS);
+        c.wanted("m0", false, 0);
+        c.step(&StepView {
+            healthy: 0,
+            ..view(9_000, &[])
+        });
+        c.step(&view(16_000, &["r1"]));
+        assert!(found(&c).is_empty());
+        c.step(&view(16_100, &["r1"]));
+        assert_eq!(found(&c), [Invariant::Orphan]);
+    }
+
+    #[test]
+    fn engagements_beyond_changes_of_owner_are_churn() {
+        let names: Vec<String> = (0..50).map(|i| format!("m{i}")).collect();
+        // A member r1 owns whether r2 is there or not.
+        let stays = names
+            .iter()
+            .find(|n| {
+                crate::model::owner(&[("r1".into(), 1)], n) == Some("r1")
+                    && crate::model::owner(&[("r1".into(), 1), ("r2".into(), 1)], n) == Some("r1")
+            })
+            .expect("some member stays with r1");
+        let mut c = Checker::new(BOUNDS);
+        c.wanted(stays, false, 0);
+        c.step(&view(100, &["r1"]));
+        c.engaged(stays, who(1), "a".into(), 200);
+        c.step(&view(1_000, &["r1", "r2"]));
+        c.engaged(stays, who(1), "a".into(), 1_100);
+        assert!(found(&c).is_empty(), "the same instance told twice");
+        c.engaged(stays, who(1), "b".into(), 1_200);
+        assert_eq!(
+            found(&c),
+            [Invariant::Churn],
+            "re-engaged, its owner unchanged"
+        );
+        // Replaced by the provider: one more is allowed.
+        let mut c = Checker::new(BOUNDS);
+        c.wanted(stays, false, 0);
+        c.engaged(stays, who(1), "a".into(), 200);
+        c.replaced(stays);
+        c.engaged(stays, who(1), "b".into(), 1_200);
+        assert!(found(&c).is_empty());
+    }
+
+    #[test]
+    fn a_removed_member_must_leave_the_table_and_stop_reconciling() {
+        let mut c = Checker::new(BOUNDS);
+        c.wanted("m0", false, 0);
+        c.unwanted("m0", 2_000);
+        c.removal_reached("m0", 1, 2_000);
+        let table = |now| StepView {
+            replicas: vec![ReplicaView {
+                who: who(1),
+                table: vec![("m0".into(), Phase::Active)],
+            }],
+            ..view(now, &["r1"])
+        };
+        c.step(&table(3_000));
+        c.polled("m0", who(1), 0, 3_000);
+        assert!(found(&c).is_empty(), "within one converge step");
+        c.step(&table(3_100));
+        c.polled("m0", who(1), 0, 3_100);
+        assert_eq!(
+            found(&c),
+            [Invariant::Removal, Invariant::TableSize, Invariant::Removal]
+        );
+    }
+}

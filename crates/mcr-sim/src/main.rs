@@ -88,6 +88,7 @@ fn main() -> ExitCode {
         scenario: cli.scenario,
         step: cli.step,
         stop_at_first: cli.seed.is_none(),
+        sharded: true,
     };
     if let Some(filter) = &cli.logs {
         mcr_sim::logs(filter);

@@ -186,6 +186,8 @@ pub(crate) struct Shared {
     pub(crate) trace: Arc<Mutex<Trace>>,
     pub(crate) timings: Timings,
     pub(crate) kind: Kind,
+    /// Whether replicas shard (see `Options::sharded`).
+    pub(crate) sharded: bool,
 }
 
 /// The provider's handle of one process.
@@ -268,7 +270,7 @@ impl Process {
             .lease_duration(ms(t.lease))
             .renew_deadline(ms(t.renew_deadline))
             .renew_period(ms(t.renew_period));
-        let kind = shared.kind;
+        let (kind, sharded) = (shared.kind, shared.sharded);
         let host = endpoint(Target::Host);
         let probe2 = probe.clone();
         let (mgr, source) = rt.block_on(async move {
@@ -294,7 +296,12 @@ impl Process {
                     (builder, Source::Namespaces)
                 }
             };
-            let mgr = builder.sharding(sharding).build();
+            let builder = if sharded {
+                builder.sharding(sharding)
+            } else {
+                builder
+            };
+            let mgr = builder.build();
             // Lists from the watch cache (`resourceVersion=0`), which stale-list faults serve
             // from an older snapshot.
             let watch = mcr_manager::WatchOptions::config(

@@ -64,6 +64,9 @@ pub struct Options {
     pub step: Ms,
     /// Stop at the first violation (what `--seeds` does; a replay runs to the end).
     pub stop_at_first: bool,
+    /// Replicas run in sharded mode (the point); `false` runs them unsharded, each owning
+    /// every member, which the checker must flag (the canary of `tests/canary.rs`).
+    pub sharded: bool,
 }
 
 impl Default for Options {
@@ -72,6 +75,7 @@ impl Default for Options {
             scenario: Scenario::Mixed,
             step: 100,
             stop_at_first: true,
+            sharded: true,
         }
     }
 }
@@ -252,6 +256,7 @@ impl World {
             trace: Arc::new(Mutex::new(Trace::default())),
             timings: TIMINGS,
             kind,
+            sharded: opts.sharded,
         };
         let mut wanted = BTreeMap::new();
         for name in &names {
