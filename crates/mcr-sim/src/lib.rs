@@ -6,9 +6,9 @@
 //! controller, and real kube clients speaking HTTP to the `mcr-envtest` emulator in process.
 //! Only the host, the clock and the network are simulated: every replica is a tokio runtime
 //! with a paused clock, driven step by step on one thread; requests travel over a simulated
-//! [wire](crate::wire) to the emulator; one seed draws the fault plan, the network's choices
-//! and the order things happen in. After every step the invariants of [`check`] are
-//! checked; a failure prints the seed and the trace, and `cargo xtask sim --seed S` replays it.
+//! wire to the emulator; one seed draws the fault plan, the network's choices and the order
+//! things happen in. After every step the invariants (see [`Invariant`]) are checked; a
+//! failure prints the seed and the trace, and `cargo xtask sim --seed S` replays it.
 //!
 //! See the crate README for how to run it, what it covers, and what stays nondeterministic.
 

@@ -45,6 +45,10 @@ struct Cli {
     /// Skip the regression seeds.
     #[arg(long)]
     no_regressions: bool,
+    /// Run every seed to the end of its plan, even past a violation (what a run that finds
+    /// nothing costs).
+    #[arg(long)]
+    keep_going: bool,
     /// The step of virtual time, in milliseconds.
     #[arg(long, default_value_t = 100)]
     step: u64,
@@ -87,7 +91,7 @@ fn main() -> ExitCode {
     let opts = Options {
         scenario: cli.scenario,
         step: cli.step,
-        stop_at_first: cli.seed.is_none(),
+        stop_at_first: cli.seed.is_none() && !cli.keep_going,
         sharded: true,
     };
     if let Some(filter) = &cli.logs {
@@ -152,7 +156,7 @@ fn main() -> ExitCode {
                             .unwrap_or_else(|p| p.into_inner())
                             .push(outcome);
                     }
-                    if d % 500 == 0 {
+                    if d.is_multiple_of(500) {
                         eprintln!(
                             "{d}/{total} seeds, {:.1} s, {:.0} seeds/s",
                             started.elapsed().as_secs_f64(),

@@ -24,6 +24,9 @@ use crate::clock::Ms;
 use crate::trace::Trace;
 use crate::wire::{BoxError, Delivery, Path, Pending, SimBody, Target, Wire};
 
+/// The run's trace, locked only while a line is added.
+type TraceLock = parking_lot::Mutex<Trace>;
+
 /// A partition of a path.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Partition {
@@ -251,7 +254,7 @@ impl Net {
     }
 
     /// Delivers what is due on the wire at `now` (run on the world's runtime).
-    pub(crate) async fn exchange(&mut self, now: Ms, trace: &mut Trace) {
+    pub(crate) async fn exchange(&mut self, now: Ms, trace: &TraceLock) {
         self.blackhole.retain(|tx| !tx.is_closed());
         let mut ready = Vec::new();
         let mut keep = Vec::new();
@@ -313,7 +316,7 @@ impl Net {
     }
 
     /// Serves one request that reached its server.
-    async fn serve(&mut self, p: Pending, now: Ms, trace: &mut Trace) {
+    async fn serve(&mut self, p: Pending, now: Ms, trace: &TraceLock) {
         let faults = self.faults(p.from.replica, p.target.path());
         let Pending {
             from,
@@ -344,7 +347,7 @@ impl Net {
                 _ => (0, "lost"),
             };
             if is_lease_write {
-                trace.add(
+                trace.lock().add(
                     now,
                     &from.to_string(),
                     format_args!("lease {} {path}: {reason}", parts.method),
@@ -371,7 +374,7 @@ impl Net {
         if stale && let Some(rv) = self.listed.get(&collection) {
             let uri = format!("{path}?{}", at_version(&query, rv));
             if let Ok(uri) = uri.parse() {
-                trace.add(
+                trace.lock().add(
                     now,
                     &from.to_string(),
                     format_args!("stale list {path} at {rv}"),
@@ -380,7 +383,7 @@ impl Net {
             }
         }
         if is_lease_write && let Some(what) = lease_write(&bytes) {
-            trace.add(
+            trace.lock().add(
                 now,
                 &from.to_string(),
                 format_args!(
@@ -428,7 +431,7 @@ impl Net {
                     .push((path.rsplit('/').next().unwrap_or_default().to_owned(), now));
             }
             if is_lease_write && !head.status.is_success() {
-                trace.add(
+                trace.lock().add(
                     now,
                     &from.to_string(),
                     format_args!("lease write answered {}", head.status.as_u16()),

@@ -280,7 +280,7 @@ impl Draw {
 impl Plan {
     /// The plan of `seed` (for `scenario`).
     pub fn generate(seed: u64, scenario: Scenario) -> Plan {
-        let mut rng = fastrand::Rng::with_seed(seed ^ 0x5eed_0f_a1a7);
+        let mut rng = fastrand::Rng::with_seed(seed ^ 0x005e_ed0f_a1a7);
         let kind = match scenario {
             Scenario::Namespaces => Kind::Namespaces,
             Scenario::Hand | Scenario::RemoveWhileMoving => Kind::Clusters,

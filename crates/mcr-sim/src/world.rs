@@ -320,10 +320,7 @@ impl World {
             // 1. The network.
             {
                 let (rt, net, trace) = (&self.rt, &mut self.net, &self.shared.trace);
-                rt.block_on(async {
-                    let mut trace = trace.lock();
-                    net.exchange(now, &mut trace).await;
-                });
+                rt.block_on(net.exchange(now, trace));
             }
             // 2. Some replicas cut short.
             for r in self.order() {
@@ -514,7 +511,7 @@ impl World {
                         Kind::Clusters => {
                             self.trace("source", format_args!("renew {name}"));
                             self.shared.checker.lock().replaced(&name);
-                            self.to_every_replica(SourceOp::Renew(m));
+                            self.tell_every_replica(SourceOp::Renew(m));
                         }
                         Kind::Namespaces => self.touch_namespace(&name),
                     }
@@ -535,7 +532,7 @@ impl World {
                 } else {
                     self.shared.checker.lock().unwanted(HAND, now);
                 }
-                self.to_every_replica(SourceOp::Hand(on));
+                self.tell_every_replica(SourceOp::Hand(on));
             }
         }
     }
@@ -600,7 +597,7 @@ impl World {
             self.shared.checker.lock().unwanted(&name, now);
         }
         match self.plan.kind {
-            Kind::Clusters => self.to_every_replica(if on {
+            Kind::Clusters => self.tell_every_replica(if on {
                 SourceOp::Want(m)
             } else {
                 SourceOp::Unwant(m)
@@ -640,7 +637,7 @@ impl World {
     }
 
     /// The source's change reaches each replica's provider a little later (0 to 3 steps).
-    fn to_every_replica(&mut self, op: SourceOp) {
+    fn tell_every_replica(&mut self, op: SourceOp) {
         for r in 1..=self.plan.replicas {
             let delay = self.rng.u64(0..=3) * self.opts.step;
             self.source.push((self.now + delay, r, op));
