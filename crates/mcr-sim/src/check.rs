@@ -179,6 +179,8 @@ pub struct Checker {
     engaged: BTreeSet<(Sender, String)>,
     /// The last step at which the run was excused.
     excused_at: Option<Ms>,
+    /// The available replicas the model owners were last computed for.
+    available: Vec<(String, u32)>,
     violations: Vec<Violation>,
 }
 
@@ -191,6 +193,7 @@ impl Checker {
             invocations: BTreeMap::new(),
             engaged: BTreeSet::new(),
             excused_at: None,
+            available: Vec::new(),
             violations: Vec::new(),
         }
     }
@@ -356,16 +359,22 @@ impl Checker {
         if view.healthy == 0 || view.disrupted_recently {
             self.excused_at = Some(now);
         }
-        // The model's owner of every member, and its changes.
-        let names: Vec<String> = self.members.keys().cloned().collect();
-        for name in &names {
-            let owner = crate::model::owner(&view.available, name).map(str::to_owned);
-            let m = self.members.get_mut(name).expect("listed above");
-            if m.owner.is_some() && owner.is_some() && m.owner != owner {
+        // The model's owner of every member, and its changes (a member wanted since the last
+        // change of the available replicas has none yet).
+        let changed = self.available != view.available;
+        if changed {
+            self.available.clone_from(&view.available);
+        }
+        for (name, m) in &mut self.members {
+            if !changed && m.owner.is_some() {
+                continue;
+            }
+            let owner = crate::model::owner(&view.available, name);
+            if m.owner.is_some() && owner.is_some() && m.owner.as_deref() != owner {
                 m.allowance += 1;
             }
-            if owner.is_some() {
-                m.owner = owner;
+            if let Some(owner) = owner {
+                m.owner = Some(owner.to_owned());
             }
         }
         // Orphans.

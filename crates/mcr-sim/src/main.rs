@@ -125,7 +125,12 @@ fn main() -> ExitCode {
                 .map(|(seed, scenario, _)| (*seed, *scenario)),
         );
     }
-    work.extend((cli.first..cli.first + n).map(|s| (s, cli.scenario)));
+    let known = work.clone();
+    work.extend(
+        (cli.first..cli.first + n)
+            .map(|s| (s, cli.scenario))
+            .filter(|w| !known.contains(w)),
+    );
     let started = Instant::now();
     let next = AtomicUsize::new(0);
     let done = AtomicU64::new(0);
@@ -150,7 +155,6 @@ fn main() -> ExitCode {
                             "seed {seed} ({scenario:?}, {:?}) FAILED: {}",
                             outcome.plan.kind, outcome.violations[0]
                         );
-                        outcome.plan.events.clear();
                         failures
                             .lock()
                             .unwrap_or_else(|p| p.into_inner())

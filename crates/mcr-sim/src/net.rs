@@ -185,21 +185,35 @@ fn list_version(body: &[u8]) -> Option<String> {
 
 /// What a Lease write carries, for the trace: holder and claim.
 fn lease_write(body: &[u8]) -> Option<String> {
-    let v: serde_json::Value = serde_json::from_slice(body).ok()?;
-    let holder = v
-        .pointer("/spec/holderIdentity")
-        .and_then(|h| h.as_str())
-        .unwrap_or("-");
-    let annotations = v.pointer("/metadata/annotations");
-    let claim = annotations
-        .and_then(|a| a.get("mcr.sigs.k8s.io/shard-claim"))
-        .and_then(|c| c.as_str())
-        .unwrap_or("-");
-    let left = annotations.is_some_and(|a| a.get("mcr.sigs.k8s.io/shard-left").is_some());
-    Some(format!(
-        "holder={holder} claim=[{claim}]{}",
-        if left { " left" } else { "" }
-    ))
+    #[derive(serde::Deserialize)]
+    struct Lease {
+        #[serde(default)]
+        metadata: Meta,
+        #[serde(default)]
+        spec: Spec,
+    }
+    #[derive(serde::Deserialize, Default)]
+    struct Meta {
+        #[serde(default)]
+        annotations: BTreeMap<String, String>,
+    }
+    #[derive(serde::Deserialize, Default)]
+    struct Spec {
+        #[serde(rename = "holderIdentity")]
+        holder: Option<String>,
+    }
+    let lease: Lease = serde_json::from_slice(body).ok()?;
+    let a = &lease.metadata.annotations;
+    let claim = a
+        .get("mcr.sigs.k8s.io/shard-claim")
+        .map_or("-", String::as_str);
+    let left = if a.contains_key("mcr.sigs.k8s.io/shard-left") {
+        " left"
+    } else {
+        ""
+    };
+    let holder = lease.spec.holder.as_deref().unwrap_or("-");
+    Some(format!("holder={holder} claim=[{claim}]{left}"))
 }
 
 impl Net {

@@ -747,6 +747,17 @@ impl World {
     fn lift_faults(&mut self) {
         self.trace("sim", "faults lifted: the quiet tail begins");
         self.net.heal_all();
+        // With the namespace provider, members' informers run over the host path: after it
+        // errored, they may back off for up to BACKOFF_CAP. The tail waits that out.
+        if self.plan.kind == Kind::Namespaces {
+            for slot in &self.slots {
+                if let Some(t) = slot.errors_cleared
+                    && self.now < t + BACKOFF_CAP
+                {
+                    self.plan.end = self.plan.end.max(t + BACKOFF_CAP + BOUNDS.orphan);
+                }
+            }
+        }
         let resumes: Vec<End> = self
             .ends
             .drain(..)
