@@ -148,7 +148,7 @@ fn main() -> ExitCode {
                         scenario,
                         ..opts.clone()
                     };
-                    let mut outcome = mcr_sim::run(seed, &opts);
+                    let outcome = mcr_sim::run(seed, &opts);
                     let d = done.fetch_add(1, Ordering::Relaxed) + 1;
                     if !outcome.violations.is_empty() {
                         println!(
