@@ -191,7 +191,7 @@ fn helm_ldflags(helm_go_mod: &str) -> Result<String> {
 }
 
 /// `go version`, or one clear message saying what to install.
-fn go_version() -> Result<String> {
+pub(crate) fn go_version() -> Result<String> {
     match Command::new("go").arg("version").output() {
         Ok(out) if out.status.success() => Ok(String::from_utf8_lossy(&out.stdout).trim().into()),
         Ok(out) => bail!(
@@ -221,7 +221,7 @@ fn output_dir(kube_version: &str) -> Result<PathBuf> {
 }
 
 /// The version a go.mod requires for `module` (`require <module> <version>`).
-fn required_version(go_mod: &str, module: &str) -> Result<String> {
+pub(crate) fn required_version(go_mod: &str, module: &str) -> Result<String> {
     go_mod
         .lines()
         .filter_map(|line| line.trim().strip_prefix("require "))
@@ -268,7 +268,7 @@ fn staging_modules(go_mod: &str) -> Vec<String> {
 }
 
 /// `v1.36.3` -> `v0.36.3`, the staging modules' tag of a Kubernetes release.
-fn staging_version(kube_version: &str) -> Result<String> {
+pub(crate) fn staging_version(kube_version: &str) -> Result<String> {
     kube_version
         .strip_prefix("v1.")
         .map(|rest| format!("v0.{rest}"))
@@ -312,7 +312,7 @@ fn build_binary(dir: &Path, ldflags: &str, output: &Path, package: &str) -> Resu
     )
 }
 
-fn go_command() -> Command {
+pub(crate) fn go_command() -> Command {
     let mut cmd = Command::new("go");
     // A newer `go` directive must fail loudly, not download a toolchain; no C toolchain needed.
     cmd.env("GOTOOLCHAIN", "local").env("CGO_ENABLED", "0");
@@ -340,7 +340,7 @@ fn go_in(dir: &Path, args: &[&str]) -> Result<()> {
     Ok(())
 }
 
-fn go_output(args: &[&str]) -> Result<String> {
+pub(crate) fn go_output(args: &[&str]) -> Result<String> {
     let out = go_command()
         .args(args)
         .current_dir(std::env::temp_dir())
@@ -357,7 +357,7 @@ fn go_output(args: &[&str]) -> Result<String> {
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
-fn write(path: &Path, contents: &str) -> Result<()> {
+pub(crate) fn write(path: &Path, contents: &str) -> Result<()> {
     if let Some(parent) = path.parent() {
         std::fs::create_dir_all(parent)
             .with_context(|| format!("creating {}", parent.display()))?;

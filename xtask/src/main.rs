@@ -7,8 +7,14 @@
 //!   (`--kind`: against kind clusters, needs `docker` and `kind`).
 //! - `cargo xtask bench`: the benchmark suite (release build); report and SVG charts in
 //!   `target/bench/`.
+//! - `cargo xtask schemas`: regenerates mcr-envtest's schema table from the OpenAPI documents
+//!   and Go types of the Kubernetes release the real backend runs (needs Go).
 //! - `cargo xtask fidelity`: the emulator against a real kube-apiserver on seeded request
 //!   sequences (codes, bodies, watch events).
+//! - `cargo xtask corpus`: real-world manifests (public charts, bundles, examples; pinned Go
+//!   modules) through kubectl on the emulator and on kube-apiserver, outputs compared.
+//! - `cargo xtask kube-suite`: kube-rs's own cluster tests (kube, kube-client, kube-runtime of
+//!   our Cargo.lock) on the emulator and on kube-apiserver; emulator failures must be a subset.
 //! - `cargo xtask chaos`: the chaos suite (release build; `--real` on real control planes).
 //! - `cargo xtask sim`: the deterministic simulation of sharding and the engagement table
 //!   (release build; `--seeds N`, `--seed S --trace`).
@@ -22,10 +28,14 @@ use std::process::{Command, ExitCode};
 mod assets;
 mod bench;
 mod chaos;
+mod corpus;
 mod e2e;
 mod e2e_real;
 mod fidelity;
+mod fleet;
 mod image;
+mod kube_suite;
+mod schemas;
 mod sim;
 mod tests;
 
@@ -137,6 +147,29 @@ enum Cmd {
         #[arg(long, default_value_t = 80)]
         steps: usize,
     },
+    /// Run the real-world corpus (xtask/corpus/sets.json) through kubectl on the emulator and
+    /// on kube-apiserver (two runs), and compare the normalised outputs; fails on differences
+    /// outside xtask/corpus/accepted.json. Report in target/corpus/report.txt.
+    Corpus {
+        /// The emulator alone: every step's exit code against the definition's, no
+        /// kube-apiserver.
+        #[arg(long)]
+        emulator_only: bool,
+        /// Only this set (repeatable).
+        #[arg(long = "set")]
+        sets: Vec<String>,
+    },
+    /// Run the `#[ignore = "needs cluster"]` tests of kube, kube-client and kube-runtime (the
+    /// versions of our Cargo.lock, built under target/kube-suite) on the emulator and on
+    /// kube-apiserver; fails when a test fails on the emulator only.
+    KubeSuite {
+        /// The emulator alone (no kube-apiserver): results only.
+        #[arg(long)]
+        emulator_only: bool,
+    },
+    /// Regenerate crates/mcr-envtest/src/engine/schema/kubernetes.json from the OpenAPI documents and
+    /// Go types of the Kubernetes release in xtask/assets/kubernetes/go.mod (needs Go).
+    Schemas,
     /// Package every published crate and build each from its package (verification on), in
     /// dependency order; unpublished workspace crates are resolved from the packages made
     /// before them, as crates.io would.
@@ -197,6 +230,15 @@ fn main() -> ExitCode {
             sequences,
             steps,
         }),
+        Cmd::Corpus {
+            emulator_only,
+            sets,
+        } => corpus::run(corpus::Corpus {
+            emulator_only,
+            sets,
+        }),
+        Cmd::KubeSuite { emulator_only } => kube_suite::run(emulator_only),
+        Cmd::Schemas => schemas::run(),
         Cmd::Package => package(),
         Cmd::Image => image::run(),
         Cmd::Sim { args } => sim::run(&args),

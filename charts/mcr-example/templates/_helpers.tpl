@@ -76,6 +76,9 @@ the members the other replicas engage. */}}
 {{- if not (has .Values.webhook.certificate.source (list "helm" "cert-manager" "secret")) }}
 {{- fail (printf "webhook.certificate.source must be helm, cert-manager or secret, not %q" .Values.webhook.certificate.source) }}
 {{- end }}
+{{- if and .Values.webhook.enabled (eq .Values.mode "sharding") (not .Values.webhook.reviewOnly) }}
+{{- fail "webhook.enabled with mode: sharding sends a member's review to any replica, and only the member's owner can answer a handler that needs the member (the others fail it, 503): set webhook.reviewOnly=true if every member webhook decides from the review alone (with_review_validator, with_review_defaulter, with_review_converter), or use mode: leaderElection, where every replica answers every review" }}
+{{- end }}
 {{- if and .Values.webhook.enabled (eq .Values.webhook.certificate.source "secret") (not .Values.webhook.certificate.secretName) }}
 {{- fail "webhook.certificate.secretName is required when webhook.certificate.source is secret" }}
 {{- end }}

@@ -119,8 +119,8 @@ impl Cluster {
     }
 
     /// Sets the content hash of whatever defines the connection (e.g. of the kubeconfig), used
-    /// by [`Engagements::add_or_replace`](crate::Engagements::add_or_replace) to skip needless
-    /// reconnects. Keeps the id.
+    /// by [`Engagements::want`](crate::Engagements::want) to tell a new source from the one
+    /// running. Keeps the id.
     ///
     /// ```no_run
     /// # fn f(client: kube::Client) {

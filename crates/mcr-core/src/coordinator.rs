@@ -5,13 +5,12 @@
 //! it to the one [`Engagements`](crate::Engagements) table of the process. Two places ask it,
 //! and no other:
 //!
-//! - the table, before it spends anything on a member: a cluster another replica owns is
-//!   parked (its cache not started) or, for a provider that builds clients
-//!   ([`members::Workers`](crate::members::Workers)), never built (no client, no TLS
-//!   connection, no informer: only its name and desired state). On every
-//!   [change](Coordinator::changes) the table stops what this replica no longer owns (the
-//!   member's token is cancelled: informers close, controllers disengage, reconciles in
-//!   flight are cut) and brings in what it came to own;
+//! - the table's converge step, before it spends anything on a member: a cluster another
+//!   replica owns keeps only its entry (no client, no TLS connection, no informer, no task:
+//!   its name and source). On every [change](Coordinator::changes), and on the table's
+//!   periodic resync, every member is converged again: what this replica no longer owns is
+//!   stopped (the member's token is cancelled: informers close, controllers disengage,
+//!   reconciles in flight are cut) and what it came to own is brought up;
 //! - the reconcile fence (in `mcr-manager`), which stops a reconcile at its next poll once
 //!   this replica's hold [lapsed](Coordinator::lapsed).
 //!

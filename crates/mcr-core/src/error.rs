@@ -49,8 +49,13 @@ pub enum Error {
         reason: &'static str,
     },
 
-    /// A cache did not finish its initial list in time.
-    #[error("cluster \"{cluster}\": cache for {resource} did not sync within {timeout:?}")]
+    /// A cache did not finish its initial list in time (and the API server did not refuse
+    /// it: that is [`Error::Refused`], said at once).
+    #[error("cluster \"{cluster}\": cache for {resource} did not sync within {timeout:?}{}",
+        match last_error {
+            Some(e) => format!(" (last error: {e})"),
+            None => String::new(),
+        })]
     SyncTimeout {
         /// The cluster.
         cluster: ClusterName,
@@ -58,6 +63,35 @@ pub enum Error {
         resource: String,
         /// How long we waited.
         timeout: Duration,
+        /// The last error of its list or watch, if it had one (redacted, see
+        /// [`ErrorChain`]).
+        last_error: Option<String>,
+    },
+
+    /// The API server refused an informer's list or watch with 401, 403, or 404 of the
+    /// resource: the credentials are not accepted, RBAC does not allow the verb, or the
+    /// resource is not served (a CRD not installed). Said at once, without waiting for the sync
+    /// timeout; the informer keeps retrying with backoff meanwhile.
+    #[error(
+        "cluster \"{cluster}\": {verb} {resource} {} refused: {} {}: {}",
+        match namespace {
+            Some(ns) => format!("in namespace {ns}"),
+            None => "in all namespaces".to_owned(),
+        },
+        status.code, status.reason, status.message
+    )]
+    Refused {
+        /// The cluster.
+        cluster: ClusterName,
+        /// `list` or `watch`.
+        verb: &'static str,
+        /// The resource, e.g. `configmaps` or `widgets.example.com`.
+        resource: String,
+        /// The namespace of the refused request; `None`: a request over every namespace (or
+        /// of a cluster-scoped resource).
+        namespace: Option<String>,
+        /// The API server's answer (`code` 401, 403 or 404, its `reason` and `message`).
+        status: Box<kube::core::Status>,
     },
 
     /// A Kubernetes API call failed.
@@ -111,6 +145,11 @@ pub enum Error {
         source: BoxError,
     },
 
+    /// The member's source did not yield a working client (see
+    /// [`members::Error`](crate::members::Error)).
+    #[error(transparent)]
+    Member(#[from] crate::members::Error),
+
     /// The cluster's cancellation token fired: its cache and tasks are stopped.
     #[error("cluster \"{0}\" is stopped")]
     Stopped(ClusterName),
@@ -135,8 +174,11 @@ pub struct ErrorChain<'a>(pub &'a (dyn std::error::Error + 'static));
 impl std::fmt::Display for ErrorChain<'_> {
     /// Kube, watcher and authentication errors in the chain are shown redacted (see
     /// [`redact_kube_error`](crate::kubeconfig::redact_kube_error)): their messages can carry
-    /// a credential command's arguments and output. A source whose message the text so far
-    /// already ends with (an error that shows its source in its own message) is not repeated.
+    /// a credential command's arguments and output; an error whose own message shows such an
+    /// error of its sources (`#[error("...: {0}")]`) shows it redacted and summarised there
+    /// (an API server's answer as its code, reason and message). A source whose message the
+    /// text so far already ends with (an error that shows its source in its own message) is
+    /// not repeated.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let mut out = String::new();
         let mut next = Some(self.0);
@@ -145,7 +187,7 @@ impl std::fmt::Display for ErrorChain<'_> {
                 redact::push_message(&mut out, &safe);
                 break;
             }
-            redact::push_message(&mut out, &e.to_string());
+            redact::push_message(&mut out, &redact::message(e));
             next = e.source();
         }
         f.write_str(&out)
@@ -289,10 +331,32 @@ mod tests {
             cluster: "c1".into(),
             resource: "configmaps".into(),
             timeout: Duration::from_secs(1),
+            last_error: None,
         };
         assert_eq!(
             e.to_string(),
             "cluster \"c1\": cache for configmaps did not sync within 1s"
+        );
+        let e = Error::SyncTimeout {
+            cluster: "c1".into(),
+            resource: "configmaps".into(),
+            timeout: Duration::from_secs(1),
+            last_error: Some("the API server answered 500".into()),
+        };
+        assert_eq!(
+            e.to_string(),
+            "cluster \"c1\": cache for configmaps did not sync within 1s (last error: the API server answered 500)"
+        );
+        let e = Error::Refused {
+            cluster: "c1".into(),
+            verb: "list",
+            resource: "configmaps".into(),
+            namespace: Some("team-a".into()),
+            status: Box::new(kube::core::Status::failure("no", "Forbidden").with_code(403)),
+        };
+        assert_eq!(
+            e.to_string(),
+            "cluster \"c1\": list configmaps in namespace team-a refused: 403 Forbidden: no"
         );
         assert!(Error::Stopped("c2".into()).to_string().contains("c2"));
         let e = Error::Engage {
@@ -343,6 +407,22 @@ mod tests {
         assert_eq!(
             ErrorChain(&Outer(Box::new(err))).to_string(),
             "outer: the API server answered 401 Unauthorized"
+        );
+    }
+
+    /// An error whose own message shows a kube error of its sources shows it summarised there,
+    /// once: not kube's text (with its `Debug` dump of the Status) and the summary after it.
+    #[test]
+    fn a_kube_error_shown_in_a_message_is_summarised_there() {
+        #[derive(Debug, thiserror::Error)]
+        #[error("summary not written: {0}")]
+        struct Shows(#[from] kube::Error);
+        let status =
+            kube::core::Status::failure("configmaps \"x\" not found", "NotFound").with_code(404);
+        let err = Shows(kube::Error::Api(Box::new(status)));
+        assert_eq!(
+            ErrorChain(&err).to_string(),
+            "summary not written: the API server answered 404 NotFound: configmaps \"x\" not found"
         );
     }
 }

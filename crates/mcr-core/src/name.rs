@@ -26,8 +26,8 @@ const KEY_HASH_LEN: usize = 12;
 ///
 /// A name is opaque: each provider makes its own (the file provider `<path>+<context>`, the
 /// multi provider `<prefix><separator><name>`, ...), so do not parse it. Where it must fit
-/// Kubernetes' rules, as a ConfigMap key, a label value or a line of a table, use
-/// [`ClusterName::key`].
+/// Kubernetes' rules, use [`ClusterName::key`] for a ConfigMap key, a label value or a line
+/// of a table, and [`ClusterName::object_name`] for the name of an object.
 ///
 /// Cheap to clone (an `Arc<str>` inside). The host is its own variant, [`ClusterName::host`],
 /// written `<host>`; [`ClusterName::default`] is the host. Every other string is a
@@ -150,7 +150,8 @@ impl ClusterName {
     /// Two different names give two different keys (barring a 48-bit hash collision), and a
     /// name always gives the same key, in every process and release: a key can be written to
     /// a cluster and looked up again later, e.g. one entry per member in a summary ConfigMap.
-    /// The key is not a DNS-1123 name (it keeps upper case and `_`), so not an object name.
+    /// The key is not a DNS-1123 name (it keeps upper case and `_`), so not an object name:
+    /// [`object_name`](Self::object_name) gives that.
     ///
     /// ```
     /// use mcr_core::ClusterName;
@@ -173,26 +174,80 @@ impl ClusterName {
         if is_key(name) {
             return Cow::Borrowed(name);
         }
-        // One `-` for every run of characters a key may not hold.
-        let mut mapped = String::with_capacity(name.len());
-        for c in name.chars() {
-            if is_key_char(c) {
-                mapped.push(c);
-            } else if !mapped.ends_with('-') {
-                mapped.push('-');
-            }
+        Cow::Owned(hashed(name, is_key_char, false))
+    }
+
+    /// The name in a form that is a valid **object name** of every kind: a DNS-1123 label
+    /// (at most 63 lower-case letters, digits and `-`, starting and ending with a letter or
+    /// digit), which is also a DNS-1123 subdomain. Use it to name one object per member: alone
+    /// where a kind wants a label (a Namespace, a Service), or after a prefix where it wants a
+    /// subdomain (most kinds: `format!("summary-{}", name.object_name())` for a ConfigMap; a
+    /// prefix like `summary-` of at most 190 characters keeps it within a subdomain's 253).
+    ///
+    /// A name that already is a DNS-1123 label is returned as is (`member-1`, a namespace, a
+    /// kind cluster), unless it ends like the names made below (`-` and 12 hex digits).
+    /// Any other name, the host's `<host>` and names with upper case included, becomes its
+    /// last 50 characters in lower case with every run of other characters replaced by one
+    /// `-`, then `-` and the first 12 hex digits of the SHA-256 of the whole name (as
+    /// [`key`](Self::key) does).
+    ///
+    /// So two different names give two different object names (barring a 48-bit hash
+    /// collision; a name that reads like a made one is made again, so it cannot take the place
+    /// of another), and a name always gives the same object name, in every process and
+    /// release: an object named after a member can be found again later, by another replica
+    /// or another version. Unlike [`key`](Self::key), case is not kept: `Member-1` and
+    /// `member-1` are different names, and get different object names.
+    ///
+    /// ```
+    /// use mcr_core::ClusterName;
+    ///
+    /// // Already an object name: unchanged.
+    /// assert_eq!(ClusterName::new("member-1").object_name(), "member-1");
+    ///
+    /// // A file provider name: readable end in lower case, hash of the whole name.
+    /// let name = ClusterName::new("/etc/fleet/Prod.kubeconfig+eu_west");
+    /// let object = name.object_name();
+    /// assert!(object.starts_with("etc-fleet-prod-kubeconfig-eu-west-"), "{object}");
+    /// assert_eq!(object.len(), "etc-fleet-prod-kubeconfig-eu-west-".len() + 12);
+    ///
+    /// // Different names, different object names, even when they read alike.
+    /// assert_ne!(ClusterName::new("Member-1").object_name(), ClusterName::new("member-1").object_name());
+    /// let made = ClusterName::new("a/b").object_name().into_owned();
+    /// assert_ne!(ClusterName::new(made.as_str()).object_name(), made);
+    /// ```
+    pub fn object_name(&self) -> Cow<'_, str> {
+        let name = self.as_str();
+        if is_dns_label(name) && !looks_made(name) {
+            return Cow::Borrowed(name);
         }
-        let room = KEY_MAX_LEN - KEY_HASH_LEN - 1;
-        // All ASCII now, so any byte index is a character boundary.
-        let tail = &mapped[mapped.len().saturating_sub(room)..];
-        let tail = tail.trim_matches(|c: char| !c.is_ascii_alphanumeric());
-        let digest = hex::encode(Sha256::digest(name.as_bytes()));
-        let hash = &digest[..KEY_HASH_LEN];
-        Cow::Owned(if tail.is_empty() {
-            hash.to_owned()
-        } else {
-            format!("{tail}-{hash}")
-        })
+        Cow::Owned(hashed(name, is_dns_label_char, true))
+    }
+}
+
+/// `name` fitted to [`KEY_MAX_LEN`] characters that `allowed` accepts (lower-cased first if
+/// `lower`): its last characters, every run of other characters replaced by one `-`, trimmed to
+/// start and end with a letter or digit, then `-` and [`KEY_HASH_LEN`] hex digits of the
+/// SHA-256 of the whole name (the hash alone if nothing readable is left).
+fn hashed(name: &str, allowed: fn(char) -> bool, lower: bool) -> String {
+    let mut mapped = String::with_capacity(name.len());
+    for c in name.chars() {
+        let c = if lower { c.to_ascii_lowercase() } else { c };
+        if allowed(c) {
+            mapped.push(c);
+        } else if !mapped.ends_with('-') {
+            mapped.push('-');
+        }
+    }
+    let room = KEY_MAX_LEN - KEY_HASH_LEN - 1;
+    // All ASCII now, so any byte index is a character boundary.
+    let tail = &mapped[mapped.len().saturating_sub(room)..];
+    let tail = tail.trim_matches(|c: char| !c.is_ascii_alphanumeric());
+    let digest = hex::encode(Sha256::digest(name.as_bytes()));
+    let hash = &digest[..KEY_HASH_LEN];
+    if tail.is_empty() {
+        hash.to_owned()
+    } else {
+        format!("{tail}-{hash}")
     }
 }
 
@@ -208,6 +263,29 @@ fn is_key(s: &str) -> bool {
         && s.chars().all(is_key_char)
         && s.starts_with(|c: char| c.is_ascii_alphanumeric())
         && s.ends_with(|c: char| c.is_ascii_alphanumeric())
+}
+
+/// A character a DNS-1123 label may hold.
+fn is_dns_label_char(c: char) -> bool {
+    c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-'
+}
+
+/// Whether `s` is a DNS-1123 label (at most 63 characters).
+fn is_dns_label(s: &str) -> bool {
+    is_key(s) && s.chars().all(is_dns_label_char)
+}
+
+/// Whether `s` ends like a name [`hashed`] makes: [`KEY_HASH_LEN`] lower-case hex digits,
+/// alone or after a `-`.
+fn looks_made(s: &str) -> bool {
+    let b = s.as_bytes();
+    let Some(start) = b.len().checked_sub(KEY_HASH_LEN) else {
+        return false;
+    };
+    b[start..]
+        .iter()
+        .all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f'))
+        && (start == 0 || b[start - 1] == b'-')
 }
 
 impl Default for ClusterName {
@@ -405,6 +483,81 @@ mod tests {
         // A fixed value: the key must not change between releases (keys written to a cluster
         // are looked up again by later versions).
         assert_eq!(ClusterName::new("a/b").key(), "a-b-c14cddc033f6");
+    }
+
+    /// A DNS-1123 label as the API server checks it (`IsDNS1123Label`): written out here from
+    /// its rules, not from `is_dns_label`.
+    fn valid_dns_label(s: &str) -> bool {
+        let b = s.as_bytes();
+        !b.is_empty()
+            && b.len() <= 63
+            && b.iter()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+            && b[0] != b'-'
+            && b[b.len() - 1] != b'-'
+    }
+
+    #[test]
+    fn object_names_are_valid_stable_and_distinct() {
+        let long = format!("/tmp/{}/Member-7.kubeconfig+member-7", "d".repeat(80));
+        let (x63, x64) = ("x".repeat(63), "x".repeat(64));
+        let made = ClusterName::new("a/b").object_name().into_owned();
+        let names = [
+            "member-1",
+            "Member-1",
+            "Team_A.prod",
+            "a.b",
+            "a-b",
+            "/etc/fleet/a.kubeconfig+dev",
+            "kind#dev",
+            "-leading",
+            "trailing-",
+            "///",
+            "",
+            "caf\u{e9}",
+            "0123456789ab",
+            x63.as_str(),
+            x64.as_str(),
+            long.as_str(),
+            made.as_str(),
+            HOST,
+        ];
+        let mut seen = BTreeSet::new();
+        for n in names {
+            let object = ClusterName::new(n).object_name().into_owned();
+            assert!(valid_dns_label(&object), "{n:?} -> {object:?}");
+            assert_eq!(ClusterName::new(n).object_name(), object, "stable: {n:?}");
+            assert!(
+                seen.insert(object.clone()),
+                "{n:?} -> {object:?} given twice"
+            );
+        }
+        assert!(matches!(
+            ClusterName::new("member-1").object_name(),
+            Cow::Borrowed("member-1")
+        ));
+        assert_eq!(ClusterName::new(x63.as_str()).object_name(), x63);
+        // Names that read like made ones are made again: they cannot stand for another.
+        assert_ne!(ClusterName::new(made.as_str()).object_name(), made);
+        assert_ne!(
+            ClusterName::new("0123456789ab").object_name(),
+            "0123456789ab"
+        );
+        assert_eq!(ClusterName::new("///").object_name().len(), KEY_HASH_LEN);
+        assert_eq!(
+            ClusterName::new(long.as_str()).object_name().len(),
+            KEY_MAX_LEN
+        );
+        // Fixed values: object names must not change between releases. The hash is the one
+        // `key` uses.
+        assert_eq!(made, "a-b-c14cddc033f6");
+        assert_eq!(
+            ClusterName::new("Member-1").object_name(),
+            format!(
+                "member-1-{}",
+                &hex::encode(Sha256::digest(b"Member-1"))[..12]
+            )
+        );
     }
 
     #[test]

@@ -204,10 +204,31 @@ fn chain(err: &dyn std::error::Error) -> String {
             push_message(&mut out, &safe);
             break;
         }
-        push_message(&mut out, &e.to_string());
+        push_message(&mut out, &message(e));
         next = e.source();
     }
     out
+}
+
+/// The message of `err` (not a kube, watcher or authentication error itself), with the first
+/// such error of its sources summarised and redacted where the message shows it (an error
+/// type whose message is `"...: {0}"` over a kube error would otherwise show kube's text: an
+/// API server's whole `Status`, or a credential command's output).
+pub(crate) fn message(err: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = err.to_string();
+    let mut next = err.source();
+    while let Some(e) = next {
+        if let Some(safe) = redact_dyn(e) {
+            for shown in [e.to_string(), format!("{e:?}")] {
+                if !shown.is_empty() && text.contains(&shown) {
+                    text = text.replace(&shown, &safe);
+                }
+            }
+            break;
+        }
+        next = e.source();
+    }
+    text
 }
 
 /// Appends `message` to a `": "`-separated chain, unless the chain already ends with it (an

@@ -474,3 +474,183 @@ async fn cached_objects_drop_managed_fields_unless_kept() {
     }
     token.cancel();
 }
+
+/// A list the API server refuses (403, 401, or 404 of the resource) ends the wait for sync at
+/// once with `Error::Refused`, naming the verb, the resource and the namespace, however long
+/// the sync timeout; the informer keeps retrying, and lists once allowed.
+#[tokio::test]
+async fn a_refused_list_is_said_at_once_not_after_the_sync_timeout() {
+    if !mcr_envtest::require_emulator(
+        "injects 403s (role_only_credentials_refuse_... is its real twin)",
+    ) {
+        return;
+    }
+    let tc = TestCluster::start("refusing").await.unwrap();
+    create(&tc.client(), "a", "x").await;
+    tc.inject_error(ErrorRule::new(403).verb("list").resource("configmaps"));
+    let token = CancellationToken::new();
+    let cluster = Cluster::new("refusing", tc.client());
+    cluster.cache().start(token.clone());
+    let teams = InformerOptions {
+        namespaces: vec!["default".into()],
+        ..InformerOptions::default()
+    };
+    let informer = cluster
+        .cache()
+        .informer_with::<ConfigMap>((), teams.clone());
+    // An hour: only a refusal can end this wait within the test's deadline.
+    let hour = Duration::from_secs(3600);
+    let err = tokio::time::timeout(DEADLINE, cluster.cache().wait_for_sync(hour))
+        .await
+        .expect("said before the sync timeout")
+        .unwrap_err();
+    match &err {
+        Error::Refused {
+            cluster,
+            verb,
+            resource,
+            namespace,
+            status,
+        } => {
+            assert_eq!(cluster, "refusing");
+            assert_eq!(*verb, "list");
+            assert_eq!(resource, "configmaps");
+            assert_eq!(namespace.as_deref(), Some("default"));
+            assert_eq!(status.code, 403);
+            assert_eq!(status.reason, "Forbidden");
+        }
+        other => panic!("expected a refusal, got {other}"),
+    }
+    let text = err.to_string();
+    assert!(
+        text.starts_with(
+            "cluster \"refusing\": list configmaps in namespace default refused: 403 Forbidden"
+        ),
+        "{text}"
+    );
+    // The informer's own wait says the same.
+    let err = tokio::time::timeout(DEADLINE, informer.wait_for_sync(hour))
+        .await
+        .expect("said before the sync timeout")
+        .unwrap_err();
+    assert!(
+        matches!(&err, Error::Refused { status, .. } if status.code == 403),
+        "{err}"
+    );
+
+    // Allowed again: its next attempt lists (until then the refusal stands).
+    tc.clear_faults();
+    eventually("listed once allowed", DEADLINE, || {
+        cluster.cache().is_synced()
+    })
+    .await;
+    cluster.cache().wait_for_sync(DEADLINE).await.unwrap();
+    assert!(informer.get(Some("default"), "a").is_some());
+    token.cancel();
+}
+
+/// A resource the API server does not serve (a CRD not installed) is refused with 404, said at
+/// once; an error that retrying may cure (500) is named by the sync timeout.
+#[tokio::test]
+async fn a_resource_not_served_is_refused_and_a_server_error_is_named_by_the_timeout() {
+    use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
+    let tc = TestCluster::start("partial").await.unwrap();
+    let token = CancellationToken::new();
+    let cluster = Cluster::new("partial", tc.client());
+    cluster.cache().start(token.clone());
+    let ar = ApiResource::from_gvk(&GroupVersionKind::gvk("example.com", "v1", "Widget"));
+    let widgets = cluster
+        .cache()
+        .informer_with::<DynamicObject>(ar, InformerOptions::default());
+    let err = tokio::time::timeout(DEADLINE, widgets.wait_for_sync(Duration::from_secs(3600)))
+        .await
+        .expect("said before the sync timeout")
+        .unwrap_err();
+    assert!(
+        matches!(&err, Error::Refused { status, verb: "list", resource, namespace: None, .. }
+            if resource == "widgets.example.com" && status.code == 404),
+        "{err}"
+    );
+    assert!(
+        err.to_string()
+            .contains("list widgets.example.com in all namespaces refused: 404"),
+        "{err}"
+    );
+    token.cancel();
+
+    if !mcr_envtest::require_emulator("injects 500s") {
+        return;
+    }
+    let token = CancellationToken::new();
+    tc.inject_error(ErrorRule::new(500).verb("list").resource("configmaps"));
+    let cluster = Cluster::new("partial", tc.client());
+    cluster.cache().start(token.clone());
+    let informer = cluster.cache().informer::<ConfigMap>();
+    // The timeout is what ends this wait; the error it names is seen first.
+    eventually("a list failed", DEADLINE, || informer.watch_restarts() > 0).await;
+    let err = informer
+        .wait_for_sync(Duration::from_millis(200))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, Error::SyncTimeout { last_error: Some(e), .. } if e.contains("500")),
+        "{err}"
+    );
+    token.cancel();
+}
+
+/// On kube-apiserver with Role-only credentials (a Role in `team-a`, no ClusterRole): the
+/// cluster-wide list is refused at once, naming the verb, the resource and the scope with the
+/// API server's own words; the namespaced watch the Role allows syncs.
+#[tokio::test]
+async fn role_only_credentials_refuse_the_cluster_wide_list_at_once() {
+    if !mcr_test_support::require_real("RBAC needs kube-apiserver") {
+        return;
+    }
+    let tc = TestCluster::start("narrow").await.unwrap();
+    let kubeconfig =
+        mcr_test_support::role_only_kubeconfig(&tc, "team-a", &["configmaps"], &["list", "watch"])
+            .await;
+    let client = mcr_test_support::client_of(&kubeconfig).await;
+    let token = CancellationToken::new();
+    let cluster = Cluster::new("narrow", client.clone());
+    cluster.cache().start(token.clone());
+    let everywhere = cluster.cache().informer::<ConfigMap>();
+    let err = tokio::time::timeout(
+        DEADLINE,
+        everywhere.wait_for_sync(Duration::from_secs(3600)),
+    )
+    .await
+    .expect("said before the sync timeout")
+    .unwrap_err();
+    let text = err.to_string();
+    assert!(
+        matches!(
+            &err,
+            Error::Refused {
+                status,
+                verb: "list",
+                namespace: None,
+                ..
+            } if status.code == 403
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("list configmaps in all namespaces refused: 403 Forbidden")
+            && text.contains("cannot list resource \"configmaps\""),
+        "{text}"
+    );
+    token.cancel();
+
+    let token = CancellationToken::new();
+    let cluster = Cluster::new("narrow", client);
+    cluster.cache().start(token.clone());
+    let team_a = InformerOptions {
+        namespaces: vec!["team-a".into()],
+        ..InformerOptions::default()
+    };
+    let informer = cluster.cache().informer_with::<ConfigMap>((), team_a);
+    informer.wait_for_sync(DEADLINE).await.unwrap();
+    token.cancel();
+}

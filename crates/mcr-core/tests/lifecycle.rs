@@ -6,8 +6,8 @@ use std::{sync::Arc, time::Duration};
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use mcr_core::{
-    Aware, Cluster, ClusterName, Engagements, Error, FieldIndex, Provider, is_cluster_not_found,
-    providers::clusters::ClustersProvider,
+    Aware, Cluster, ClusterName, Engagements, Error, FieldIndex, MemberState, Provider, Source,
+    is_cluster_not_found, providers::clusters::ClustersProvider,
 };
 use mcr_envtest::{Fleet, Partition, TestCluster};
 use support::*;
@@ -70,14 +70,14 @@ async fn add_starts_syncs_indexes_and_engages() {
     assert!(clusters.remove(&"member".into()));
     assert!(token.is_cancelled());
     eventually("registry forgot the cluster", DEADLINE, || {
-        registry.is_empty()
+        registry.names().is_empty()
     })
     .await;
     assert!(is_cluster_not_found(
         &registry.get(&"member".into()).unwrap_err()
     ));
     assert_cache_stopped(&cluster).await;
-    assert!(clusters.is_empty());
+    assert!(clusters.names().is_empty());
 }
 
 #[tokio::test]
@@ -97,7 +97,7 @@ async fn sync_timeout_leaves_no_cluster_and_no_task() {
     assert!(err.to_string().contains("\"hung\""));
     assert!(clusters.names().is_empty());
     assert!(clusters.token(&"hung".into()).is_none());
-    assert!(registry.is_empty());
+    assert!(registry.names().is_empty());
     assert!(!parent.is_cancelled());
     assert_cache_stopped(&cluster).await;
 
@@ -168,7 +168,7 @@ async fn clusters_provider_over_a_fleet() {
         let (provider, token, registry) = (provider.clone(), token.clone(), registry.clone());
         tokio::spawn(async move { provider.runnable().unwrap().start(token, registry).await })
     };
-    eventually("all engaged", DEADLINE, || registry.len() == 3).await;
+    eventually("all engaged", DEADLINE, || registry.names().len() == 3).await;
     for tc in fleet.clusters() {
         create(&tc.client(), &format!("cm-{}", tc.name()), "x").await;
     }
@@ -198,7 +198,7 @@ async fn clusters_provider_over_a_fleet() {
     ));
     token.cancel();
     run.await.unwrap().unwrap();
-    eventually("all left", DEADLINE, || registry.is_empty()).await;
+    eventually("all left", DEADLINE, || registry.names().is_empty()).await;
 }
 
 /// Issue 23, item 12: a replacement that cannot sync leaves the running instance serving
@@ -217,10 +217,10 @@ async fn a_replacement_that_cannot_sync_keeps_the_old_instance() {
     let v1_token = clusters.token(&"kept".into()).unwrap();
 
     let v2 = Cluster::new("kept", hung.client()).with_connection_hash("v2");
-    let replacing = {
-        let (clusters, parent, v2) = (clusters.clone(), parent.clone(), v2.clone());
-        tokio::spawn(async move { clusters.add_or_replace(&parent, v2).await })
-    };
+    let kept = ClusterName::new("kept");
+    clusters
+        .want(&parent, &kept, Source::Cluster(v2.clone()))
+        .unwrap();
     // While the new instance syncs, the old one is still the member.
     eventually("the new instance is being brought up", DEADLINE, || {
         v2.cache().is_started()
@@ -228,10 +228,11 @@ async fn a_replacement_that_cannot_sync_keeps_the_old_instance() {
     .await;
     assert!(clusters.get(&"kept".into()).unwrap().same_instance(&v1));
     assert!(registry.get(&"kept".into()).unwrap().same_instance(&v1));
-    let err = replacing.await.unwrap().unwrap_err();
+    let state = clusters.until_settled(&kept).await;
     assert!(
-        matches!(err, Error::SyncTimeout { ref cluster, .. } if cluster == "kept"),
-        "{err}"
+        matches!(state, Some(MemberState::Failed { ref reason, retry_in: Some(_) })
+            if reason.contains("did not sync")),
+        "{state:?}"
     );
     // Afterwards too: the old instance keeps serving, the new one left nothing running.
     assert!(!v1_token.is_cancelled());
@@ -249,8 +250,13 @@ async fn a_replacement_that_cannot_sync_keeps_the_old_instance() {
 
     // A replacement that syncs takes over, and the old instance stops.
     let v3 = Cluster::new("kept", tc.client()).with_connection_hash("v3");
-    let out = clusters.add_or_replace(&parent, v3.clone()).await.unwrap();
-    assert_eq!(out, mcr_core::AddOutcome::Replaced);
+    clusters
+        .want(&parent, &kept, Source::Cluster(v3.clone()))
+        .unwrap();
+    assert_eq!(
+        clusters.until_settled(&kept).await,
+        Some(MemberState::Engaged)
+    );
     assert!(v1_token.is_cancelled());
     assert!(clusters.get(&"kept".into()).unwrap().same_instance(&v3));
     eventually("the registry holds the new instance", DEADLINE, || {
@@ -281,7 +287,7 @@ async fn an_add_dropped_mid_sync_does_not_hide_the_member_from_the_next_run() {
     let adding = {
         let (clusters, run) = (clusters.clone(), first_run.clone());
         let cluster = Cluster::new("dropped", tc.client()).with_connection_hash("same");
-        tokio::spawn(async move { clusters.add_or_replace(&run, cluster).await })
+        tokio::spawn(async move { clusters.add(&run, cluster).await })
     };
     eventually("the member is being brought up", DEADLINE, || {
         clusters.token(&"dropped".into()).is_some()
@@ -296,11 +302,7 @@ async fn an_add_dropped_mid_sync_does_not_hide_the_member_from_the_next_run() {
     tc.heal();
     let second_run = CancellationToken::new();
     let again = Cluster::new("dropped", tc.client()).with_connection_hash("same");
-    let out = clusters
-        .add_or_replace(&second_run, again.clone())
-        .await
-        .unwrap();
-    assert_eq!(out, mcr_core::AddOutcome::Added);
+    clusters.add(&second_run, again.clone()).await.unwrap();
     assert!(
         clusters
             .get(&"dropped".into())
@@ -344,7 +346,10 @@ async fn members_take_turns_to_sync_and_the_wait_is_not_timed() {
         async move { quick.add(&parent, cluster).await }
     });
     eventually("the healthy member is starting", DEADLINE, || {
-        table.phase(&"healthy".into()) == Some(mcr_core::Phase::Starting)
+        matches!(
+            table.member_state(&"healthy".into()),
+            Some(MemberState::Pending)
+        )
     })
     .await;
     // Its turn has not come: its cache is not started while the hung one holds the turn.

@@ -1,5 +1,6 @@
-//! `mcr_core::members` against real API servers: hash short-circuit, renewal in place (no
-//! relist), replacement, policy denials, per-member backoff, fault isolation, the run guard.
+//! Members wanted from kubeconfigs, against real API servers: hash short-circuit, renewal in
+//! place (no relist), replacement, policy denials, per-member backoff, fault isolation, a
+//! panicking source, the run guard.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -7,12 +8,13 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use mcr_core::kubeconfig::{ExecPolicy, ExecRule, Policy};
-use mcr_core::members::{
-    Connection, Converge, Ensured, Error, Member, Members, MembersOptions, Workers,
+use mcr_core::members::{Connection, Members, MembersOptions};
+use mcr_core::{
+    BoxError, BoxFuture, ClusterId, ClusterName, Connect, Engagements, MemberState, Source,
 };
-use mcr_core::{BoxFuture, ClusterName, Engagements};
 use mcr_envtest::TestCluster;
 use mcr_envtest::wait::eventually;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 const DEADLINE: Duration = Duration::from_secs(30);
@@ -31,6 +33,22 @@ fn connection(yaml: &str) -> Connection {
 
 fn token_kubeconfig(tc: &TestCluster) -> Connection {
     connection(&tc.kubeconfig_yaml().unwrap())
+}
+
+/// Wants `conn` under `name` and waits until the member settled: the engaged instance's id.
+async fn want(
+    members: &Members,
+    token: &CancellationToken,
+    name: &ClusterName,
+    conn: &Connection,
+) -> Result<ClusterId, String> {
+    members
+        .want(token, name, Source::Kubeconfig(conn.clone()))
+        .unwrap();
+    match members.engagements().until_settled(name).await {
+        Some(MemberState::Engaged) => Ok(members.engagements().get(name).unwrap().id()),
+        other => Err(format!("{other:?}")),
+    }
 }
 
 #[tokio::test]
@@ -52,12 +70,15 @@ async fn unchanged_renewed_in_place_then_replaced_on_server_change() {
     let name = ClusterName::new("one");
 
     let first = minted("a");
-    let added = members.ensure(&token, &name, &first).await.unwrap();
-    assert!(matches!(added, Ensured::Added(_)), "{added:?}");
-    let id = added.id();
-    let again = members.ensure(&token, &name, &first).await.unwrap();
-    assert_eq!(again, Ensured::Unchanged(id), "same hash: nothing done");
-    assert_eq!(members.unchanged(&name, &first), Some(id));
+    let id = want(&members, &token, &name, &first).await.unwrap();
+    let probes = member.request_count("get", "version");
+    let again = want(&members, &token, &name, &first).await.unwrap();
+    assert_eq!(again, id, "same hash: nothing done");
+    assert_eq!(
+        member.request_count("get", "version"),
+        probes,
+        "no new client"
+    );
 
     let cluster = members.engagements().get(&name).unwrap();
     let informer = cluster.cache().informer::<ConfigMap>();
@@ -65,13 +86,12 @@ async fn unchanged_renewed_in_place_then_replaced_on_server_change() {
     let lists = member.request_count("list", "configmaps");
 
     // New client certificate, then a bearer token: same server and CA, only credentials.
-    let renewed = members.ensure(&token, &name, &minted("b")).await.unwrap();
-    assert_eq!(renewed, Ensured::Renewed(id), "same instance");
-    let renewed = members
-        .ensure(&token, &name, &token_kubeconfig(&member))
+    let renewed = want(&members, &token, &name, &minted("b")).await.unwrap();
+    assert_eq!(renewed, id, "same instance");
+    let renewed = want(&members, &token, &name, &token_kubeconfig(&member))
         .await
         .unwrap();
-    assert_eq!(renewed, Ensured::Renewed(id));
+    assert_eq!(renewed, id);
     assert_eq!(cluster.credentials().unwrap().status().renewals, 2);
     assert!(
         members
@@ -88,14 +108,10 @@ async fn unchanged_renewed_in_place_then_replaced_on_server_change() {
     );
 
     // A different server is a new instance.
-    let replaced = members
-        .ensure(&token, &name, &token_kubeconfig(&other))
+    let replaced = want(&members, &token, &name, &token_kubeconfig(&other))
         .await
         .unwrap();
-    assert!(
-        matches!(replaced, Ensured::Replaced(new) if new != id),
-        "{replaced:?}"
-    );
+    assert_ne!(replaced, id);
     assert!(!registry.get(&name).unwrap().same_instance(&cluster));
     token.cancel();
 }
@@ -108,13 +124,10 @@ async fn not_renewable_connections_are_replaced() {
     members.bind(&registry).unwrap();
     let name = ClusterName::new("one");
     let conn = token_kubeconfig(&member).renewable(false);
-    let id = members.ensure(&token, &name, &conn).await.unwrap().id();
+    let id = want(&members, &token, &name, &conn).await.unwrap();
     let rotated = conn.clone().with_hash("rotated");
-    let replaced = members.ensure(&token, &name, &rotated).await.unwrap();
-    assert!(
-        matches!(replaced, Ensured::Replaced(new) if new != id),
-        "{replaced:?}"
-    );
+    let replaced = want(&members, &token, &name, &rotated).await.unwrap();
+    assert_ne!(replaced, id);
     token.cancel();
 }
 
@@ -162,13 +175,18 @@ async fn policy_denials_are_classified_and_not_retryable() {
         ("proxy", proxy),
         ("pinned", pinned),
     ] {
-        let err = members
-            .ensure(&token, &ClusterName::new(what), &conn)
+        let err = want(&members, &token, &ClusterName::new(what), &conn)
             .await
             .unwrap_err();
-        assert!(matches!(err, Error::PolicyDenied { .. }), "{what}: {err}");
-        assert!(!err.is_retryable(), "{what}");
-        assert_eq!(err.cluster().as_str(), what);
+        // Not retried: no retry scheduled.
+        assert!(
+            err.contains("refused by policy") && err.contains("retry_in: None"),
+            "{what}: {err}"
+        );
+        assert!(
+            err.contains(&format!("cluster \\\"{what}\\\"")),
+            "{what}: {err}"
+        );
     }
     assert!(registry.names().is_empty());
 }
@@ -194,76 +212,51 @@ async fn a_rotation_the_policy_refuses_is_not_renewed_in_place() {
     let (token, registry) = (CancellationToken::new(), Engagements::new());
     members.bind(&registry).unwrap();
     let name = ClusterName::new("one");
-    let id = members
-        .ensure(&token, &name, &token_kubeconfig(&member))
+    let id = want(&members, &token, &name, &token_kubeconfig(&member))
         .await
-        .unwrap()
-        .id();
+        .unwrap();
 
-    let err = members.ensure(&token, &name, &rotated).await.unwrap_err();
-    assert!(matches!(err, Error::PolicyDenied { .. }), "{err}");
+    let err = want(&members, &token, &name, &rotated).await.unwrap_err();
+    assert!(err.contains("refused by policy"), "{err}");
     assert_eq!(
         registry.get(&name).unwrap().id(),
         id,
         "the old instance stays"
     );
-    assert!(members.unchanged(&name, &rotated).is_none());
 
     // The same rotation under a policy allowing file references is renewed in place.
     let allowed = rotated.with_policy(Policy::default().allow_file_references(true));
-    let renewed = members.ensure(&token, &name, &allowed).await.unwrap();
-    assert_eq!(renewed, Ensured::Renewed(id));
+    let renewed = want(&members, &token, &name, &allowed).await.unwrap();
+    assert_eq!(renewed, id, "renewed in place: the same instance");
     token.cancel();
 }
 
-/// Records every attempt and failure per name.
-#[derive(Default)]
-struct Recorder {
-    attempts: Mutex<BTreeMap<String, u32>>,
-    retries: Mutex<BTreeMap<String, Vec<Option<Duration>>>>,
+/// A source that counts its attempts (with their virtual time), fails the first
+/// `panics` of them with a panic, and answers `kubeconfig`.
+struct Counted {
+    key: String,
+    kubeconfig: Arc<str>,
+    panics: u32,
+    attempts: Arc<Mutex<Vec<Instant>>>,
 }
 
-impl Recorder {
-    fn retries(&self, name: &str) -> Vec<Option<Duration>> {
-        self.retries
-            .lock()
-            .unwrap()
-            .get(name)
-            .cloned()
-            .unwrap_or_default()
+impl Connect for Counted {
+    fn key(&self) -> String {
+        self.key.clone()
     }
-}
 
-#[derive(Clone, Default)]
-struct Shared(Arc<Recorder>);
-
-impl Converge for Shared {
-    type Desired = Arc<str>;
-    type Error = Error;
-
-    fn converge<'a>(&'a self, member: &'a Member<Arc<str>>) -> BoxFuture<'a, Result<(), Error>> {
+    fn connect(&self) -> BoxFuture<'_, Result<Source, BoxError>> {
         Box::pin(async move {
-            *self
-                .0
-                .attempts
-                .lock()
-                .unwrap()
-                .entry(member.name().to_string())
-                .or_default() += 1;
-            member.ensure(&connection(member.desired())).await.map(drop)
+            let attempt = {
+                let mut attempts = self.attempts.lock().unwrap();
+                attempts.push(Instant::now());
+                attempts.len() as u32
+            };
+            if attempt <= self.panics {
+                panic!("a provider bug on outside input");
+            }
+            Ok(Source::Kubeconfig(connection(&self.kubeconfig)))
         })
-    }
-
-    fn is_retryable(&self, error: &Error) -> bool {
-        error.is_retryable()
-    }
-
-    fn failed(&self, member: &Member<Arc<str>>, _error: &Error, retry_in: Option<Duration>) {
-        let mut retries = self.0.retries.lock().unwrap();
-        retries
-            .entry(member.name().to_string())
-            .or_default()
-            .push(retry_in);
     }
 }
 
@@ -274,56 +267,118 @@ fn unreachable_kubeconfig(server: &str) -> Arc<str> {
     ))
 }
 
-#[tokio::test]
-async fn each_member_backs_off_on_its_own_and_a_new_desired_state_resets_it() {
+/// The gaps between consecutive attempts.
+fn gaps(attempts: &Mutex<Vec<Instant>>) -> Vec<Duration> {
+    let attempts = attempts.lock().unwrap();
+    attempts.windows(2).map(|w| w[1] - w[0]).collect()
+}
+
+/// A source that always fails at once.
+struct Broken;
+
+impl Connect for Broken {
+    fn key(&self) -> String {
+        "broken".into()
+    }
+    fn connect(&self) -> BoxFuture<'_, Result<Source, BoxError>> {
+        Box::pin(async { Err("the credentials service is down".into()) })
+    }
+}
+
+/// Each member backs off on its own (on a paused clock, so the delays are exact), and a new
+/// source starts again from the first delay.
+#[tokio::test(start_paused = true)]
+async fn each_member_backs_off_on_its_own_and_a_new_source_resets_it() {
     let members = Members::new(MembersOptions {
         backoff_initial: Duration::from_millis(20),
         backoff_max: Duration::from_millis(80),
-        probe_timeout: Some(Duration::from_secs(5)),
         ..options()
     });
     let (token, registry) = (CancellationToken::new(), Engagements::new());
     members.bind(&registry).unwrap();
-    let shared = Shared::default();
-    let recorder = shared.0.clone();
-    let workers = Workers::new(&members, &token, shared);
-    // Port 9 (discard) on localhost refuses connections: every probe fails at once.
-    let bad = unreachable_kubeconfig("http://127.0.0.1:9");
-    workers.ensure(&"bad-a".into(), bad.clone());
-    eventually("five failures of bad-a", DEADLINE, || {
-        recorder.retries("bad-a").len() >= 5
+    let attempts: BTreeMap<&str, Arc<Mutex<Vec<Instant>>>> = ["bad-a", "bad-b"]
+        .into_iter()
+        .map(|name| (name, Arc::new(Mutex::new(Vec::new()))))
+        .collect();
+    let source = |name: &str| {
+        let attempts = attempts[name].clone();
+        Source::Connect(Arc::new(Recorded(Broken, attempts)))
+    };
+    members
+        .want(&token, &"bad-a".into(), source("bad-a"))
+        .unwrap();
+    eventually("six attempts of bad-a", DEADLINE, || {
+        attempts["bad-a"].lock().unwrap().len() >= 6
     })
     .await;
-    let ms = |n| Some(Duration::from_millis(n));
+    let ms = Duration::from_millis;
     assert_eq!(
-        recorder.retries("bad-a")[..5],
+        gaps(&attempts["bad-a"])[..5],
         [ms(20), ms(40), ms(80), ms(80), ms(80)]
+    );
+    let state = members.engagements().member_state(&"bad-a".into());
+    assert!(
+        matches!(&state, Some(MemberState::Failed { reason, retry_in: Some(_) })
+            if reason.contains("the credentials service is down")),
+        "{state:?}"
     );
 
     // Another failing member starts its own backoff from the beginning.
-    workers.ensure(&"bad-b".into(), bad.clone());
-    eventually("two failures of bad-b", DEADLINE, || {
-        recorder.retries("bad-b").len() >= 2
+    members
+        .want(&token, &"bad-b".into(), source("bad-b"))
+        .unwrap();
+    eventually("three attempts of bad-b", DEADLINE, || {
+        attempts["bad-b"].lock().unwrap().len() >= 3
     })
     .await;
-    assert_eq!(recorder.retries("bad-b")[..2], [ms(20), ms(40)]);
+    assert_eq!(gaps(&attempts["bad-b"])[..2], [ms(20), ms(40)]);
 
-    // A new desired state resets bad-a's backoff.
-    let before = recorder.retries("bad-a").len();
-    workers.ensure(
-        &"bad-a".into(),
-        unreachable_kubeconfig("http://127.0.0.2:9"),
-    );
-    eventually("bad-a retried after the change", DEADLINE, || {
-        recorder.retries("bad-a")[before..].contains(&ms(20))
+    // A new source resets bad-a's backoff.
+    let again = Arc::new(Mutex::new(Vec::new()));
+    let again_source = Recorded(Broken2, again.clone());
+    members
+        .want(
+            &token,
+            &"bad-a".into(),
+            Source::Connect(Arc::new(again_source)),
+        )
+        .unwrap();
+    eventually("bad-a tried twice after the change", DEADLINE, || {
+        again.lock().unwrap().len() >= 2
     })
     .await;
-    workers.shutdown().await;
+    assert_eq!(gaps(&again)[0], ms(20));
+    token.cancel();
     assert!(registry.names().is_empty());
 }
 
+/// [`Broken`] with another key.
+struct Broken2;
+
+impl Connect for Broken2 {
+    fn key(&self) -> String {
+        "broken-2".into()
+    }
+    fn connect(&self) -> BoxFuture<'_, Result<Source, BoxError>> {
+        Broken.connect()
+    }
+}
+
+/// A source that records when it is asked, then asks `S`.
+struct Recorded<S>(S, Arc<Mutex<Vec<Instant>>>);
+
+impl<S: Connect> Connect for Recorded<S> {
+    fn key(&self) -> String {
+        self.0.key()
+    }
+    fn connect(&self) -> BoxFuture<'_, Result<Source, BoxError>> {
+        self.1.lock().unwrap().push(Instant::now());
+        self.0.connect()
+    }
+}
+
 #[tokio::test]
-async fn a_hung_member_blocks_neither_another_member_nor_shutdown() {
+async fn a_hung_member_blocks_neither_another_member_nor_the_end_of_the_run() {
     // Accepts connections and never answers.
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
@@ -344,36 +399,33 @@ async fn a_hung_member_blocks_neither_another_member_nor_shutdown() {
     });
     let (token, registry) = (CancellationToken::new(), Engagements::new());
     members.bind(&registry).unwrap();
-    let shared = Shared::default();
-    let recorder = shared.0.clone();
-    let workers = Workers::new(&members, &token, shared);
-    workers.ensure(
-        &"hung".into(),
-        unreachable_kubeconfig(&format!("http://{addr}")),
-    );
+    let hung = ClusterName::new("hung");
+    let unreachable = connection(&unreachable_kubeconfig(&format!("http://{addr}")));
+    members
+        .want(&token, &hung, Source::Kubeconfig(unreachable))
+        .unwrap();
     eventually("the hung member connected", DEADLINE, || {
         !held.lock().unwrap().is_empty()
     })
     .await;
-    let good: Arc<str> = Arc::from(member.kubeconfig_yaml().unwrap());
-    workers.ensure(&"good".into(), good);
-    eventually("the good member engaged", DEADLINE, || {
-        registry.names() == [ClusterName::new("good")]
-    })
-    .await;
-    assert!(
-        recorder.retries("hung").is_empty(),
+    let good = ClusterName::new("good");
+    want(&members, &token, &good, &token_kubeconfig(&member))
+        .await
+        .unwrap();
+    assert_eq!(registry.names(), std::slice::from_ref(&good));
+    assert_eq!(
+        members.engagements().member_state(&hung),
+        Some(MemberState::Pending),
         "still hung, never failed"
     );
 
-    // Removing a member ends its worker and its cluster.
-    workers.remove(&"good".into());
-    eventually("good removed", DEADLINE, || registry.names().is_empty()).await;
+    // Removing a member ends its cluster.
+    assert!(members.remove(&good));
+    assert!(registry.names().is_empty());
 
-    // Shutdown does not wait for the hung probe.
-    tokio::time::timeout(DEADLINE, workers.shutdown())
-        .await
-        .expect("shutdown is not held up by a hung member");
+    // The run ends without waiting for the hung probe: its member is gone at once.
+    token.cancel();
+    assert!(members.member_statuses().is_empty());
     accept.abort();
 }
 
@@ -389,51 +441,23 @@ async fn a_second_run_is_refused_and_ending_the_run_removes_every_member() {
         matches!(err, mcr_core::Error::AlreadyRunning { ref provider } if provider == "test"),
         "{err}"
     );
-    members
-        .ensure(&token, &"one".into(), &token_kubeconfig(&member))
+    want(&members, &token, &"one".into(), &token_kubeconfig(&member))
         .await
         .unwrap();
-    assert_eq!(members.names(), ["one"]);
+    assert_eq!(members.engagements().names(), ["one"]);
     drop(guard);
-    assert!(members.names().is_empty(), "the run's members are removed");
+    assert!(
+        members.engagements().names().is_empty(),
+        "the run's members are removed"
+    );
     eventually("disengaged", DEADLINE, || registry.names().is_empty()).await;
     let _again = members.start_run("test").unwrap();
 }
 
-/// Panics once per name on its first attempt, then brings the member up.
-#[derive(Clone, Default)]
-struct PanicsOnce(Arc<Mutex<BTreeMap<String, u32>>>);
-
-impl Converge for PanicsOnce {
-    type Desired = Arc<str>;
-    type Error = Error;
-
-    fn converge<'a>(&'a self, member: &'a Member<Arc<str>>) -> BoxFuture<'a, Result<(), Error>> {
-        Box::pin(async move {
-            let attempt = {
-                let mut attempts = self.0.lock().unwrap();
-                let n = attempts.entry(member.name().to_string()).or_default();
-                *n += 1;
-                *n
-            };
-            if attempt == 1 {
-                panic!("a provider bug on outside input");
-            }
-            member.ensure(&connection(member.desired())).await.map(drop)
-        })
-    }
-
-    fn is_retryable(&self, error: &Error) -> bool {
-        error.is_retryable()
-    }
-
-    fn failed(&self, _: &Member<Arc<str>>, _: &Error, _: Option<Duration>) {}
-}
-
-/// A provider's attempt that panics costs that member one retry with backoff, reported in its
-/// status; the worker, and so the member, is not lost.
+/// A source that panics costs that member one attempt, retried with backoff and reported in
+/// its status; the member is not lost.
 #[tokio::test]
-async fn a_panicking_attempt_is_retried_and_reported() {
+async fn a_panicking_source_is_retried_and_reported() {
     let tc = TestCluster::start_https("panicky").await.unwrap();
     let members = Members::new(MembersOptions {
         // Long enough to see the failure reported before the retry.
@@ -442,13 +466,19 @@ async fn a_panicking_attempt_is_retried_and_reported() {
     });
     let (token, registry) = (CancellationToken::new(), Engagements::new());
     members.bind(&registry).unwrap();
-    let reconcile = PanicsOnce::default();
-    let workers = Workers::new(&members, &token, reconcile.clone());
-    let kubeconfig: Arc<str> = Arc::from(tc.kubeconfig_yaml().unwrap());
-    workers.ensure(&"panicky".into(), kubeconfig);
+    let attempts = Arc::new(Mutex::new(Vec::new()));
+    let counted = Arc::new(Counted {
+        key: "panicky".into(),
+        kubeconfig: Arc::from(tc.kubeconfig_yaml().unwrap()),
+        panics: 1,
+        attempts: attempts.clone(),
+    });
+    members
+        .want(&token, &"panicky".into(), Source::Connect(counted))
+        .unwrap();
     eventually("the panic reported as the member's failure", DEADLINE, || {
         members.member_statuses().iter().any(|s| {
-            matches!(&s.state, mcr_core::MemberState::Failed { reason, retry_in: Some(_) }
+            matches!(&s.state, MemberState::Failed { reason, retry_in: Some(_) }
                 if reason.contains("panicked") && reason.contains("a provider bug on outside input"))
         })
     })
@@ -457,7 +487,6 @@ async fn a_panicking_attempt_is_retried_and_reported() {
         registry.names() == [ClusterName::new("panicky")]
     })
     .await;
-    assert_eq!(reconcile.0.lock().unwrap().get("panicky"), Some(&2));
-    workers.shutdown().await;
+    assert_eq!(attempts.lock().unwrap().len(), 2);
     token.cancel();
 }

@@ -1,29 +1,13 @@
-//! What a member another replica owns costs this replica: its name, its desired state (a
-//! provider's [`Connection`], whose parsed kubeconfig is shared here, so only the per-name
-//! overhead is counted) and its status record; no task, client, cache or informer. Measured
-//! as the growth of the resident memory (Linux) over 20,000 members: at most 768 bytes per
-//! member (a parked task per member cost 1,719 bytes, 2026-11-28).
+//! What a member another replica owns costs this replica: its entry in the table (its name,
+//! its source: a provider's [`Connection`], whose parsed kubeconfig is shared here, so only
+//! the per-name overhead is counted); no task, client, cache or informer. Measured as the
+//! growth of the resident memory (Linux) over 20,000 members: at most 768 bytes per member (a
+//! parked task per member cost 1,719 bytes, 2026-11-28).
 
-use std::time::Duration;
-
-use mcr_core::members::{Connection, Converge, Error, Member, Members, MembersOptions, Workers};
-use mcr_core::{BoxFuture, ClusterName, Engagements};
+use mcr_core::members::{Connection, Members, MembersOptions};
+use mcr_core::{ClusterName, Engagements, Source};
 use mcr_test_support::{Owned, rss};
 use tokio_util::sync::CancellationToken;
-
-struct Never;
-
-impl Converge for Never {
-    type Desired = Connection;
-    type Error = Error;
-    fn converge<'a>(&'a self, member: &'a Member<Connection>) -> BoxFuture<'a, Result<(), Error>> {
-        panic!("no attempt for {} (owned elsewhere)", member.name())
-    }
-    fn is_retryable(&self, _: &Error) -> bool {
-        false
-    }
-    fn failed(&self, _: &Member<Connection>, _: &Error, _: Option<Duration>) {}
-}
 
 #[tokio::test(flavor = "current_thread")]
 async fn a_member_owned_elsewhere_costs_at_most_768_bytes() {
@@ -37,7 +21,6 @@ async fn a_member_owned_elsewhere_costs_at_most_768_bytes() {
     let members = Members::new(MembersOptions::default());
     members.bind(&table).unwrap();
     let token = CancellationToken::new();
-    let workers = Workers::new(&members, &token, Never);
     let desired = Connection::parse(
         br#"
 clusters: [{name: c, cluster: {server: "https://10.0.0.1"}}]
@@ -51,8 +34,8 @@ current-context: ctx
         .map(|i| ClusterName::from(format!("member-{i:05}")))
         .collect();
     let settle = || async {
-        // Current-thread runtime: every spawned worker runs up to its wait before this
-        // task is polled again.
+        // Current-thread runtime: anything spawned runs up to its wait before this task is
+        // polled again (nothing should be).
         for _ in 0..10 {
             tokio::task::yield_now().await;
         }
@@ -60,13 +43,16 @@ current-context: ctx
     settle().await;
     let before = rss().unwrap();
     for name in &names {
-        workers.ensure(name, desired.clone());
+        members
+            .want(&token, name, Source::Kubeconfig(desired.clone()))
+            .unwrap();
     }
     settle().await;
     let after = rss().unwrap();
     let per_member = (after - before) as f64 / N as f64;
     println!("per member owned elsewhere: {per_member:.0} bytes of RSS (name included)");
-    assert!(members.names().is_empty());
+    assert!(members.engagements().names().is_empty());
     assert!(per_member <= 768.0, "{per_member} bytes per member");
-    workers.shutdown().await;
+    assert_eq!(members.member_statuses().len(), N);
+    token.cancel();
 }

@@ -16,13 +16,18 @@ pub fn query(raw: &str, body: &[u8]) {
     let _ = q.is_watch();
     let _ = q.list_params();
     let _ = q.watch_params();
-    let _ = q.write_options();
+    let _ = q.write_options("PatchOptions");
     let _ = q.delete_options(body);
 }
 
 /// Parses a label and a field selector and matches them against a small object.
 pub fn selectors(label: &str, field: &str) {
-    if let Ok(s) = Selectors::parse(Some(label), Some(field)) {
+    let labels = crate::engine::selector::Labels {
+        group: "",
+        kind: "Pod",
+        custom: None,
+    };
+    if let Ok(s) = Selectors::parse(Some(label), Some(field), &labels) {
         let obj = json!({
             "metadata": {
                 "name": "n", "namespace": "ns",
@@ -46,5 +51,6 @@ pub fn patch(current: &Value, kind: u8, body: &[u8]) {
         1 => PatchType::Json,
         _ => PatchType::Strategic,
     };
-    let _ = crate::engine::patch::apply_patch(current, patch_type, body);
+    let schema = crate::engine::schema::builtin("apps", "v1", "Deployment");
+    let _ = crate::engine::patch::apply_patch(current, patch_type, body, &schema);
 }

@@ -61,17 +61,21 @@
 //! # What it does not emulate
 //!
 //! No controllers run (a Deployment never gets ReplicaSets or Pods, nothing becomes Ready,
-//! no node runs a Pod: no `exec`, `logs` or `portforward`), and there is no admission, RBAC
-//! (one bearer token per HTTPS cluster; every access review is allowed), schema validation,
-//! protobuf responses or Table output. Discovery is served both legacy and aggregated
+//! no node runs a Pod: no `exec`, `logs` or `portforward`), and there is no admission beyond
+//! `LimitRanger` and `ResourceQuota`, no RBAC (one bearer token per HTTPS cluster; every
+//! access review is allowed), no OpenAPI value validation beyond types and the checks listed
+//! in the [`engine`] docs, no protobuf responses and no Table output. Objects are decoded,
+//! defaulted and written back as kube-apiserver 1.36 does, from one schema table (the
+//! [`engine`] docs say how). Discovery is served both legacy and aggregated
 //! (`apidiscovery.k8s.io/v2`). The state machine's own list is in the [`engine`] module documentation
 //! ("What is NOT emulated").
 //!
 //! kubectl works against an HTTPS cluster's kubeconfig (`get`, `get -w`, `create -f`, `apply`,
-//! `apply --server-side`, `replace`, `patch`, `label`, `annotate`, `delete`,
-//! `api-resources`): `/openapi/v3` serves just enough for kubectl to leave field validation
-//! to the server, so no `--validate=false` is needed (`/openapi/v2` is 404, `kubectl explain`
-//! does not work). `kubectl get` prints only NAME and AGE (no Table). Imperative generators
+//! `apply --server-side`, `replace`, `patch`, `label`, `annotate`, `delete`, `diff`,
+//! `explain`, `api-resources`): `/openapi/v3` and `/openapi/v2` (JSON and the gnostic
+//! protobuf kubectl asks for) are served from the same schema table, so kubectl's default
+//! validation works, `v1 List` files included. `kubectl get` prints only NAME and AGE (no
+//! Table). Imperative generators
 //! (`kubectl create configmap|secret generic|namespace|serviceaccount|deployment`) send
 //! protobuf bodies, which are decoded for those kinds; other protobuf bodies get 415: use
 //! `create -f` / `apply -f`.
@@ -99,7 +103,8 @@
 //! | a request without credentials: the real server treats it as `system:anonymous` (403 Forbidden, except `GET /version`, `/healthz`, `/livez`, `/readyz`); the emulator answered 401 | fixed in the emulator |
 //! | a real `kube-system` holds the API server's own ConfigMaps (`extension-apiserver-authentication`, `kube-apiserver-legacy-service-account-token-tracking`), and `default` the `kubernetes` Service, plus RBAC roles, PriorityClasses and FlowSchemas; the emulator's namespaces start empty | not emulated: tests list their own namespace or skip exact cluster-wide counts on the real backend |
 //! | a watch from resourceVersion `0` may start with a BOOKMARK on a real server | allowed by the API; tests skip bookmarks |
-//! | `/openapi/v2`, `serviceaccounts/token` (TokenRequest), RBAC enforcement are served by the real server | not emulated (see below) |
+//! | RBAC enforcement is done by the real server | not emulated (see below) |
+//! | `/openapi/v2` was not served; kubectl's validation of a `v1 List` failed | served from the schema table (`tests/kubectl.rs`) |
 //! | metadata-only responses (`as=PartialObjectMetadata[List]`): compared field by field with a real server for get, list, watch (bookmarks included), create, update, patch and deletecollection; a real server also answers in YAML when a YAML clause wins, and sends an empty watch stream for `as=PartialObjectMetadataList` on a watch | emulated (`tests/metadata.rs` runs on both backends); the emulator always writes JSON and answers 406 to a list conversion on a watch |
 //! | on the real backend every cluster is served over HTTPS ([`TestCluster::url`] and [`TestCluster::kubeconfig`] are `Some` after [`TestCluster::start`]) | by design |
 //!

@@ -298,3 +298,58 @@ async fn invalid_objects_are_422_with_causes_before_409() {
         "{status}"
     );
 }
+
+/// Component statuses are served read-only as kube-apiserver reports them without a
+/// scheduler and controller-manager, so kube-runtime's event recorder can publish events about
+/// a cluster-scoped object (its test does it for `componentstatuses/scheduler`): they go to
+/// `default`.
+#[tokio::test]
+async fn an_event_recorder_publishes_events_about_a_cluster_scoped_object() {
+    use k8s_openapi::api::core::v1::ComponentStatus;
+    use k8s_openapi::api::events::v1::Event;
+    use kube::Resource as _;
+    use kube::runtime::events::{Event as Published, EventType, Recorder};
+    let cluster = TestCluster::start("cluster-scoped-events").await.unwrap();
+    let statuses: Api<ComponentStatus> = Api::all(cluster.client());
+    let scheduler = statuses.get("scheduler").await.unwrap();
+    let conditions = scheduler.conditions.clone().unwrap_or_default();
+    let condition = &conditions[0];
+    assert_eq!(
+        (condition.type_.as_str(), condition.status.as_str()),
+        ("Healthy", "False")
+    );
+    let names: Vec<String> = statuses
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|c| c.metadata.name)
+        .collect();
+    assert_eq!(names, ["scheduler", "controller-manager", "etcd-0"]);
+    let recorder = Recorder::new(cluster.client(), "mcr-test".into());
+    recorder
+        .publish(
+            &Published {
+                type_: EventType::Normal,
+                reason: "Checked".into(),
+                note: Some("about a cluster-scoped object".into()),
+                action: "Check".into(),
+                secondary: None,
+            },
+            &scheduler.object_ref(&()),
+        )
+        .await
+        .unwrap();
+    let events: Api<Event> = Api::namespaced(cluster.client(), "default");
+    let found = events.list(&ListParams::default()).await.unwrap();
+    assert!(
+        found
+            .items
+            .iter()
+            .any(|e| e.reason.as_deref() == Some("Checked")
+                && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("scheduler")),
+        "{:?}",
+        found.items
+    );
+}

@@ -246,8 +246,5 @@ async fn raw_http_errors() {
         200
     );
     assert_eq!(send("GET", "/healthz", None, "").await, 200);
-    // The emulator serves no OpenAPI v2 document (deliberately: see the crate docs).
-    if !mcr_envtest::backend().is_real() {
-        assert_eq!(send("GET", "/openapi/v2", None, "").await, 404);
-    }
+    assert_eq!(send("GET", "/openapi/v2", None, "").await, 200);
 }

@@ -132,3 +132,92 @@ async fn delete_collection_by_label() {
         assert_eq!(counts.get("deletecollection", "configmaps"), 1);
     }
 }
+
+/// Each kind accepts the field labels kube-apiserver gives it (Nodes' `spec.unschedulable`,
+/// Pods' `spec.nodeName` and `status.phase`, Secrets' `type`, ...), with the values its
+/// registry selects on, and refuses others with the kind's own message.
+#[tokio::test]
+async fn field_labels_per_kind() {
+    use k8s_openapi::api::core::v1::{Node, Pod, Secret};
+    let cluster = TestCluster::start("field-labels").await.unwrap();
+    let nodes: Api<Node> = Api::all(cluster.client());
+    for (name, unschedulable) in [("cordoned", true), ("open", false)] {
+        let node: Node = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": name}, "spec": {"unschedulable": unschedulable}}))
+        .unwrap();
+        nodes.create(&PostParams::default(), &node).await.unwrap();
+    }
+    let listed = |list: kube::core::ObjectList<Node>| -> Vec<String> {
+        list.items
+            .into_iter()
+            .filter_map(|n| n.metadata.name)
+            .filter(|n| n == "cordoned" || n == "open")
+            .collect()
+    };
+    let cordoned = nodes
+        .list(&ListParams::default().fields("spec.unschedulable=true"))
+        .await
+        .unwrap();
+    assert_eq!(listed(cordoned), ["cordoned"]);
+    let open = nodes
+        .list(&ListParams::default().fields("spec.unschedulable!=true"))
+        .await
+        .unwrap();
+    assert_eq!(listed(open), ["open"]);
+    let err = nodes
+        .list(&ListParams::default().fields("metadata.namespace=x"))
+        .await
+        .unwrap_err();
+    assert_eq!(api_code(&err), Some(400));
+    assert!(
+        err.to_string()
+            .contains("field label not supported: metadata.namespace"),
+        "{err}"
+    );
+
+    let pods: Api<Pod> = Api::namespaced(cluster.client(), "default");
+    for (name, node) in [("on-n1", Some("n1")), ("unbound", None)] {
+        let mut spec = serde_json::json!({"containers": [{"name": "c", "image": "busybox"}]});
+        if let Some(node) = node {
+            spec["nodeName"] = serde_json::json!(node);
+        }
+        let pod: Pod =
+            serde_json::from_value(serde_json::json!({"metadata": {"name": name}, "spec": spec}))
+                .unwrap();
+        pods.create(&PostParams::default(), &pod).await.unwrap();
+    }
+    let on_n1 = pods
+        .list(&ListParams::default().fields("spec.nodeName=n1,status.phase=Pending"))
+        .await
+        .unwrap();
+    let names: Vec<String> = on_n1
+        .items
+        .into_iter()
+        .filter_map(|p| p.metadata.name)
+        .collect();
+    assert_eq!(names, ["on-n1"]);
+    let unbound = pods
+        .list(&ListParams::default().fields("spec.nodeName="))
+        .await
+        .unwrap();
+    assert_eq!(unbound.items.len(), 1);
+
+    let secrets: Api<Secret> = Api::namespaced(cluster.client(), "default");
+    let tls = secrets
+        .list(&ListParams::default().fields("type=kubernetes.io/tls"))
+        .await
+        .unwrap();
+    assert!(tls.items.is_empty());
+
+    let cms: Api<ConfigMap> = Api::namespaced(cluster.client(), "default");
+    let err = cms
+        .list(&ListParams::default().fields("data.x=1"))
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string().contains(
+            "\"data.x\" is not a known field selector: only \"metadata.name\", \"metadata.namespace\""
+        ),
+        "{err}"
+    );
+}

@@ -12,6 +12,8 @@ use mcr_test_support::{DEADLINE, api_code};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
+mod raw;
+
 /// A typed custom resource (no schema: the emulator does not validate schemas).
 #[derive(CustomResource, Clone, Debug, Serialize, Deserialize, PartialEq)]
 #[kube(
@@ -223,4 +225,118 @@ async fn custom_resource_refuses_unconditional_update_and_strategic_patch() {
         status.message,
         "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml"
     );
+}
+
+fn gadgets_crd(extra_property: Option<(&str, serde_json::Value)>) -> serde_json::Value {
+    let mut spec = json!({"type": "object", "properties": {
+        "size": {"type": "integer", "default": 3},
+        "color": {"type": "string", "nullable": true},
+        "extra": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
+        "parts": {"type": "array", "items": {"type": "object", "properties": {
+            "name": {"type": "string"}, "count": {"type": "integer", "default": 1}}}}}});
+    if let Some((name, schema)) = extra_property {
+        spec["properties"][name] = schema;
+    }
+    json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "gadgets.example.com"},
+        "spec": {"group": "example.com", "scope": "Namespaced",
+            "names": {"plural": "gadgets", "kind": "Gadget"},
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object", "properties": {"spec": spec}}}}]}})
+}
+
+/// A CRD gets kube-apiserver's defaults (singular, list kind, conversion `None`) and the status
+/// its controllers write, owned by `kube-apiserver`; its objects are pruned and defaulted by
+/// its structural schema on write, and defaulted again on read when the CRD gains a default.
+#[tokio::test]
+async fn crd_defaults_and_structural_pruning_and_defaulting() {
+    let cluster = TestCluster::start("crd-structural").await.unwrap();
+    let client = cluster.client();
+    let crds = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
+    let crd = raw::post(&client, crds, gadgets_crd(None)).await.body;
+    assert!(crd["metadata"]["uid"].is_string(), "{crd}");
+    assert_eq!(crd["spec"]["conversion"], json!({"strategy": "None"}));
+    assert_eq!(
+        crd["spec"]["names"],
+        json!({"kind": "Gadget", "listKind": "GadgetList", "plural": "gadgets", "singular": "gadget"})
+    );
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    eventually_async(
+        "the CRD's status entry of kube-apiserver",
+        DEADLINE,
+        || async {
+            api.get("gadgets.example.com").await.is_ok_and(|crd| {
+                crd.metadata
+                    .managed_fields
+                    .unwrap_or_default()
+                    .iter()
+                    .any(|e| {
+                        e.manager.as_deref() == Some("kube-apiserver")
+                            && e.subresource.as_deref() == Some("status")
+                            && e.fields_v1.as_ref().is_some_and(|f| {
+                                f.0.pointer("/f:status/f:conditions/k:{\"type\":\"Established\"}")
+                                    .is_some()
+                            })
+                    })
+            })
+        },
+    )
+    .await;
+    let gadgets = "/apis/example.com/v1/namespaces/default/gadgets";
+    let gadget = json!({"apiVersion": "example.com/v1", "kind": "Gadget", "metadata": {"name": "g"},
+        "top": 1, "spec": {"foo": 1, "color": null, "extra": {"x": {"y": 1}},
+            "parts": [{"name": "a", "bar": 2}]}});
+    // kube-apiserver serves the new resource once it has established the CRD.
+    eventually_async("gadgets to be served", DEADLINE, || async {
+        raw::get(&client, gadgets).await.code == 200
+    })
+    .await;
+    let created = raw::post(
+        &client,
+        &format!("{gadgets}?fieldValidation=Strict"),
+        gadget.clone(),
+    )
+    .await;
+    assert_eq!(created.code, 400, "{}", created.body);
+    assert_eq!(
+        created.body["message"],
+        "Gadget in version \"v1\" cannot be handled as a Gadget: strict decoding error: unknown field \"spec.foo\", unknown field \"spec.parts[0].bar\", unknown field \"top\""
+    );
+    let created = raw::post(&client, gadgets, gadget).await;
+    assert_eq!(created.code, 201, "{}", created.body);
+    let mut warnings = created.warnings;
+    warnings.sort();
+    assert_eq!(
+        warnings,
+        [
+            "299 - \"unknown field \\\"spec.foo\\\"\"",
+            "299 - \"unknown field \\\"spec.parts[0].bar\\\"\"",
+            "299 - \"unknown field \\\"top\\\"\"",
+        ]
+    );
+    assert_eq!(created.body.get("top"), None);
+    assert_eq!(
+        created.body["spec"],
+        json!({"size": 3, "color": null, "extra": {"x": {"y": 1}}, "parts": [{"name": "a", "count": 1}]})
+    );
+
+    // A default added later shows on the stored object when it is read.
+    let current = raw::get(&client, &format!("{crds}/gadgets.example.com")).await;
+    assert_eq!(current.code, 200);
+    let mut updated = gadgets_crd(Some(("mode", json!({"type": "string", "default": "auto"}))));
+    updated["metadata"]["resourceVersion"] = current.body["metadata"]["resourceVersion"].clone();
+    let replaced = raw::send(
+        &client,
+        "PUT",
+        &format!("{crds}/gadgets.example.com"),
+        "application/json",
+        updated,
+    )
+    .await;
+    assert_eq!(replaced.code, 200, "{}", replaced.body);
+    eventually_async("the new default on read", DEADLINE, || async {
+        let g = raw::get(&client, &format!("{gadgets}/g")).await.body;
+        g["spec"]["mode"] == "auto"
+    })
+    .await;
 }

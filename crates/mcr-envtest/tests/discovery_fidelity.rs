@@ -6,7 +6,7 @@
 //! `cargo xtask e2e --conformance` (CI) sets. It compares the built-in kinds and a custom
 //! resource with status and scale. The differences it
 //! accepts are the ones the crate README lists: subresources that need a kubelet or proxy a
-//! connection, `componentstatuses`, and versions other than a group's preferred one.
+//! connection, and versions other than a group's preferred one.
 //! `the_emulator_agrees_with_itself` runs the same comparison emulator against emulator, so
 //! the machinery is checked on every `cargo test`.
 
@@ -72,9 +72,6 @@ const UNSERVED_SUBRESOURCES: &[&str] = &[
     "services/proxy",
 ];
 
-/// Resources the emulator does not serve: live component health.
-const UNSERVED_RESOURCES: &[&str] = &["componentstatuses"];
-
 /// `group/version resource[/sub]` -> what discovery says of it.
 async fn rows(client: kube::Client) -> BTreeMap<String, String> {
     let mut out = BTreeMap::new();
@@ -135,7 +132,7 @@ async fn rows(client: kube::Client) -> BTreeMap<String, String> {
 /// Whether a difference is one the README lists.
 fn accepted(key: &str, ours: &BTreeMap<String, String>) -> bool {
     let (gv, resource) = key.split_once(' ').unwrap_or((key, ""));
-    if UNSERVED_SUBRESOURCES.contains(&resource) || UNSERVED_RESOURCES.contains(&resource) {
+    if UNSERVED_SUBRESOURCES.contains(&resource) {
         return true;
     }
     // A version the emulator does not serve, of a resource it serves at another version.

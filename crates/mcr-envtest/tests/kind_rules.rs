@@ -6,7 +6,9 @@
 //! `PUT` needs a resourceVersion or creates, the deletes that answer with the object, and a
 //! PersistentVolumeClaim stored again on its first write that changes nothing, what a Pod update
 //! may change, a Pod's binding, a Service's delete taking its Endpoints along, and the
-//! `LimitRanger` and `ResourceQuota` admission of Pods (defaults, bounds, quota usage). The same
+//! `LimitRanger` and `ResourceQuota` admission of Pods (defaults, bounds, quota usage), names
+//! checked per kind (with the warnings of the kinds whose name becomes a hostname) and the
+//! total size of annotations. The same
 //! expectations hold on the emulator and, with `MCR_ENVTEST=real`, on kube-apiserver.
 
 use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet};
@@ -26,6 +28,8 @@ use kube::ResourceExt as _;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use mcr_envtest::TestCluster;
 use serde_json::{Value, json};
+
+mod raw;
 
 /// The 422 a write was refused with: its message and its causes as `field: message`.
 fn refusal<T: std::fmt::Debug>(result: Result<T, kube::Error>) -> (String, Vec<String>) {
@@ -1035,4 +1039,269 @@ async fn a_scoped_quota_counts_a_pod_that_becomes_terminating() {
     .await
     .unwrap();
     assert_eq!(used(quotas.get("t").await.unwrap()), json!({"pods": "1"}));
+}
+
+/// Names are checked by each kind's rule: a ConfigMap's name is a DNS subdomain (64 to 253
+/// characters are fine), a Pod's too, with a warning when it is not a DNS label (it becomes
+/// the hostname), as the workloads whose names prefix their Pods' get; annotations may hold
+/// 256 KiB in all.
+#[tokio::test]
+async fn names_follow_each_kinds_rule_and_annotations_have_a_total_size() {
+    let cluster = TestCluster::start("names").await.unwrap();
+    let client = cluster.client();
+    let cms = "/api/v1/namespaces/default/configmaps";
+    let long = "a".repeat(100);
+    let created = raw::post(&client, cms, json!({"metadata": {"name": long}})).await;
+    assert_eq!(created.code, 201, "{}", created.body);
+    let too_long = "b".repeat(254);
+    let refused = raw::post(&client, cms, json!({"metadata": {"name": too_long}})).await;
+    assert_eq!(refused.code, 422);
+    assert_eq!(
+        refused.body["message"],
+        format!(
+            "ConfigMap \"{too_long}\" is invalid: metadata.name: Invalid value: \"{too_long}\": must be no more than 253 characters"
+        )
+    );
+
+    let pod_name = "p".repeat(70);
+    let pod = raw::post(
+        &client,
+        "/api/v1/namespaces/default/pods",
+        json!({"metadata": {"name": pod_name},
+            "spec": {"containers": [{"name": "c", "image": "busybox"}]}}),
+    )
+    .await;
+    assert_eq!(pod.code, 201, "{}", pod.body);
+    assert_eq!(
+        pod.warnings,
+        [
+            "299 - \"metadata.name: this is used in the Pod's hostname, which can result in surprising behavior; a DNS label is recommended: [must be no more than 63 characters]\""
+        ]
+    );
+    let deployment = raw::post(
+        &client,
+        "/apis/apps/v1/namespaces/default/deployments",
+        json!({"metadata": {"name": "web.v2"}, "spec": {"selector": {"matchLabels": {"a": "b"}},
+            "template": {"metadata": {"labels": {"a": "b"}},
+                "spec": {"containers": [{"name": "c", "image": "busybox"}]}}}}),
+    )
+    .await;
+    assert_eq!(deployment.code, 201, "{}", deployment.body);
+    assert_eq!(
+        deployment.warnings,
+        [
+            "299 - \"metadata.name: this is used in Pod names and hostnames, which can result in surprising behavior; a DNS label is recommended: [must not contain dots]\""
+        ]
+    );
+
+    let big = raw::post(
+        &client,
+        cms,
+        json!({"metadata": {"name": "big", "annotations": {"a": "x".repeat(256 * 1024)}}}),
+    )
+    .await;
+    assert_eq!(big.code, 422);
+    assert_eq!(
+        big.body["message"],
+        "ConfigMap \"big\" is invalid: metadata.annotations: Too long: may not be more than 262144 bytes"
+    );
+    let fits = raw::post(
+        &client,
+        cms,
+        json!({"metadata": {"name": "fits", "annotations": {"a": "x".repeat(256 * 1024 - 1)}}}),
+    )
+    .await;
+    assert_eq!(fits.code, 201);
+}
+
+/// A `LoadBalancer` Service with `externalTrafficPolicy: Local` gets a health check node port,
+/// kept by an update that leaves it out and released when the policy changes.
+#[tokio::test]
+async fn a_local_load_balancer_gets_a_health_check_node_port() {
+    let cluster = TestCluster::start("health-check-port").await.unwrap();
+    let services: Api<Service> = Api::namespaced(cluster.client(), "default");
+    let svc: Service = serde_json::from_value(json!({"metadata": {"name": "lb"},
+        "spec": {"type": "LoadBalancer", "externalTrafficPolicy": "Local", "ports": [{"port": 80}]}}))
+    .unwrap();
+    let created = services.create(&PostParams::default(), &svc).await.unwrap();
+    let port = created
+        .spec
+        .as_ref()
+        .and_then(|s| s.health_check_node_port)
+        .expect("a health check node port");
+    assert!((30000..=32767).contains(&port), "{port}");
+    let node_port = created.spec.as_ref().unwrap().ports.as_ref().unwrap()[0].node_port;
+    assert_ne!(node_port, Some(port));
+    let patch = json!({"metadata": {"labels": {"touched": "yes"}}});
+    let kept = services
+        .patch("lb", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+    assert_eq!(kept.spec.unwrap().health_check_node_port, Some(port));
+    let patch = json!({"spec": {"externalTrafficPolicy": "Cluster"}});
+    let released = services
+        .patch("lb", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+    assert_eq!(released.spec.unwrap().health_check_node_port, None);
+}
+
+/// The `DefaultIngressClass` admission: an Ingress that names no class gets the default one.
+#[tokio::test]
+async fn an_ingress_without_a_class_gets_the_default_class() {
+    use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
+    let cluster = TestCluster::start("default-ingress-class").await.unwrap();
+    let classes: Api<IngressClass> = Api::all(cluster.client());
+    for (name, default) in [("plain", "false"), ("main", "true")] {
+        let class: IngressClass = serde_json::from_value(json!({"metadata": {"name": name,
+            "annotations": {"ingressclass.kubernetes.io/is-default-class": default}},
+            "spec": {"controller": "example.com/ingress"}}))
+        .unwrap();
+        classes
+            .create(&PostParams::default(), &class)
+            .await
+            .unwrap();
+    }
+    let ingresses: Api<Ingress> = Api::namespaced(cluster.client(), "default");
+    let backend = json!({"service": {"name": "web", "port": {"number": 80}}});
+    let ingress = |name: &str, annotations: Value| -> Ingress {
+        serde_json::from_value(
+            json!({"metadata": {"name": name, "annotations": annotations},
+            "spec": {"defaultBackend": backend}}),
+        )
+        .unwrap()
+    };
+    let defaulted = ingresses
+        .create(&PostParams::default(), &ingress("a", json!({})))
+        .await
+        .unwrap();
+    assert_eq!(
+        defaulted.spec.unwrap().ingress_class_name.as_deref(),
+        Some("main")
+    );
+    let annotated = ingresses
+        .create(
+            &PostParams::default(),
+            &ingress("b", json!({"kubernetes.io/ingress.class": "other"})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(annotated.spec.unwrap().ingress_class_name, None);
+}
+
+/// kube-apiserver's availability controller says why an APIService backed by a Service is
+/// not available (nothing answers behind it without a controller-manager), and follows the
+/// Service and its EndpointSlices as they come.
+#[tokio::test]
+async fn an_api_service_says_why_it_is_not_available() {
+    let cluster = TestCluster::start("api-service-availability")
+        .await
+        .unwrap();
+    let client = cluster.client();
+    let path = "/apis/apiregistration.k8s.io/v1/apiservices";
+    let created = raw::post(
+        &client,
+        path,
+        json!({"metadata": {"name": "v1alpha1.example.com"}, "spec": {"group": "example.com",
+            "version": "v1alpha1", "service": {"name": "s", "namespace": "default"},
+            "groupPriorityMinimum": 100, "versionPriority": 10, "insecureSkipTLSVerify": true}}),
+    )
+    .await;
+    assert_eq!(created.code, 201, "{}", created.body);
+    let condition = |reason: &'static str, message: &'static str| {
+        let client = client.clone();
+        async move {
+            mcr_envtest::wait::eventually_async(reason, mcr_test_support::DEADLINE, || async {
+                let a = raw::get(&client, &format!("{path}/v1alpha1.example.com"))
+                    .await
+                    .body;
+                let c = &a["status"]["conditions"][0];
+                c["type"] == "Available"
+                    && c["status"] == "False"
+                    && c["reason"] == reason
+                    && c["message"] == message
+            })
+            .await;
+        }
+    };
+    condition("ServiceNotFound", "service/s in \"default\" is not present").await;
+    let services: Api<Service> = Api::namespaced(client.clone(), "default");
+    let svc: Service = serde_json::from_value(json!({"metadata": {"name": "s"},
+        "spec": {"ports": [{"name": "https", "port": 443, "targetPort": 8443}]}}))
+    .unwrap();
+    services.create(&PostParams::default(), &svc).await.unwrap();
+    condition(
+        "EndpointsNotFound",
+        "cannot find endpointslices for service/s in \"default\"",
+    )
+    .await;
+    let slices: Api<EndpointSlice> = Api::namespaced(client.clone(), "default");
+    let slice: EndpointSlice = serde_json::from_value(json!({"metadata": {"name": "s-1",
+        "labels": {"kubernetes.io/service-name": "s"}}, "addressType": "IPv4",
+        "ports": [{"name": "https", "port": 8443, "protocol": "TCP"}], "endpoints": []}))
+    .unwrap();
+    slices.create(&PostParams::default(), &slice).await.unwrap();
+    condition(
+        "MissingEndpoints",
+        "endpointslices for service/s in \"default\" have no addresses with port name \"https\"",
+    )
+    .await;
+}
+
+/// Checks of what real-world manifests get wrong: an Ingress host that is not a DNS name
+/// (`*.` allowed), a volume mount of a volume the Pod does not declare.
+#[tokio::test]
+async fn ingress_hosts_and_volume_mounts_are_checked() {
+    let cluster = TestCluster::start("hosts-and-mounts").await.unwrap();
+    let client = cluster.client();
+    let backend = json!({"service": {"name": "s", "port": {"number": 80}}});
+    let ingress = raw::post(
+        &client,
+        "/apis/networking.k8s.io/v1/namespaces/default/ingresses",
+        json!({"metadata": {"name": "i"}, "spec": {
+            "rules": [{"host": "registry.<your domain>", "http": {"paths": [{"path": "/",
+                "pathType": "Prefix", "backend": backend}]}}, {"host": "*.example.com"}],
+            "tls": [{"hosts": ["registry.<your domain>", "ok.example.com"]}]}}),
+    )
+    .await;
+    assert_eq!(ingress.code, 422, "{}", ingress.body);
+    let subdomain = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
+    assert_eq!(
+        ingress.body["message"],
+        format!(
+            "Ingress.networking.k8s.io \"i\" is invalid: [spec.rules[0].host: Invalid value: \"registry.<your domain>\": {subdomain}, spec.tls[0].hosts[0]: Invalid value: \"registry.<your domain>\": {subdomain}]"
+        )
+    );
+    let deployment = raw::post(
+        &client,
+        "/apis/apps/v1/namespaces/default/deployments",
+        json!({"metadata": {"name": "d"}, "spec": {"selector": {"matchLabels": {"a": "b"}},
+            "template": {"metadata": {"labels": {"a": "b"}}, "spec": {
+                "containers": [{"name": "c", "image": "i", "volumeMounts": [
+                    {"name": "v", "mountPath": "/a"}, {"name": "missing", "mountPath": "/b"}]}],
+                "volumes": [{"name": "v", "emptyDir": {}}]}}}}),
+    )
+    .await;
+    assert_eq!(deployment.code, 422, "{}", deployment.body);
+    assert_eq!(
+        deployment.body["message"],
+        "Deployment.apps \"d\" is invalid: spec.template.spec.containers[0].volumeMounts[1].name: Not found: \"missing\""
+    );
+    // A StatefulSet's claim templates are volumes of its Pods (found by the corpus:
+    // Kubernetes' own e2e StatefulSets mount them).
+    let set = |mount: &str| {
+        json!({"metadata": {"name": "s"}, "spec": {"serviceName": "s",
+            "selector": {"matchLabels": {"a": "b"}},
+            "template": {"metadata": {"labels": {"a": "b"}}, "spec": {
+                "containers": [{"name": "c", "image": "i", "volumeMounts": [
+                    {"name": mount, "mountPath": "/data"}]}]}},
+            "volumeClaimTemplates": [{"metadata": {"name": "data"}, "spec": {
+                "accessModes": ["ReadWriteOnce"],
+                "resources": {"requests": {"storage": "1Gi"}}}}]}})
+    };
+    let path = "/apis/apps/v1/namespaces/default/statefulsets";
+    let missing = raw::post(&client, path, set("other")).await;
+    assert_eq!(missing.code, 422, "{}", missing.body);
+    let claimed = raw::post(&client, path, set("data")).await;
+    assert_eq!(claimed.code, 201, "{}", claimed.body);
 }

@@ -40,6 +40,19 @@ impl Kubectl {
         cmd
     }
 
+    /// Runs kubectl: whether it succeeded, stdout, stderr.
+    async fn output(&self, args: &[&str]) -> (bool, String, String) {
+        let output = tokio::time::timeout(DEADLINE, self.command(args).output())
+            .await
+            .unwrap_or_else(|_| panic!("kubectl {args:?} timed out"))
+            .unwrap();
+        (
+            output.status.success(),
+            String::from_utf8_lossy(&output.stdout).into_owned(),
+            String::from_utf8_lossy(&output.stderr).into_owned(),
+        )
+    }
+
     /// Runs kubectl and returns stdout; panics with stderr on failure.
     async fn run(&self, args: &[&str]) -> String {
         let output = tokio::time::timeout(DEADLINE, self.command(args).output())
@@ -389,4 +402,97 @@ async fn kubectl_pods_services_and_rbac() {
     assert_eq!(spec.containers[0].image.as_deref(), Some("busybox:1.36"));
     let deleted = kubectl.run(&["delete", "-f", &file, "--wait=false"]).await;
     assert!(deleted.contains("deleted"), "{deleted}");
+}
+
+const LIST: &str = "apiVersion: v1
+kind: List
+items:
+- apiVersion: v1
+  kind: ConfigMap
+  metadata: {name: listed}
+  data: {a: \"1\"}
+- apiVersion: rbac.authorization.k8s.io/v1
+  kind: Role
+  metadata: {name: listed}
+  rules: [{apiGroups: [\"\"], resources: [pods], verbs: [get]}]
+";
+
+const INVALID_LIST: &str = "apiVersion: v1
+kind: List
+items:
+- apiVersion: v1
+  kind: ConfigMap
+  metadata: {name: bogus}
+  bogus: 1
+- apiVersion: apps/v1
+  kind: Deployment
+  metadata: {name: portless}
+  spec:
+    selector: {matchLabels: {a: b}}
+    template:
+      metadata: {labels: {a: b}}
+      spec: {containers: [{name: c, image: nginx, ports: [{name: x}]}]}
+";
+
+const WIDGETS: &str = "apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: widgets.example.com}
+spec:
+  group: example.com
+  names: {kind: Widget, plural: widgets}
+  scope: Namespaced
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            properties:
+              size: {type: integer}
+";
+
+/// kubectl validates the items of a `v1 List` itself, against `/openapi/v2` (protobuf), and
+/// `kubectl explain` reads `/openapi/v3`, for built-in kinds and CRDs alike.
+#[tokio::test]
+async fn kubectl_validates_lists_and_explains_kinds_from_the_servers_schemas() {
+    let Some((cluster, dir, kubectl)) = setup("kubectl-openapi").await else {
+        return;
+    };
+    let list = write(dir.path(), "list.yaml", LIST);
+    let applied = kubectl.run(&["apply", "-f", &list]).await;
+    assert!(applied.contains("configmap/listed created"), "{applied}");
+    assert!(
+        applied.contains("role.rbac.authorization.k8s.io/listed created"),
+        "{applied}"
+    );
+    let cms: Api<ConfigMap> = Api::namespaced(cluster.client(), "default");
+    assert!(cms.get("listed").await.is_ok());
+
+    let invalid = write(dir.path(), "invalid.yaml", INVALID_LIST);
+    let (ok, _, stderr) = kubectl.output(&["apply", "-f", &invalid]).await;
+    assert!(!ok);
+    for expected in [
+        "ValidationError(ConfigMap): unknown field \"bogus\" in io.k8s.api.core.v1.ConfigMap",
+        "ValidationError(Deployment.spec.template.spec.containers[0].ports[0]): missing required field \"containerPort\" in io.k8s.api.core.v1.ContainerPort",
+    ] {
+        assert!(stderr.contains(expected), "{expected} missing:\n{stderr}");
+    }
+
+    let explained = kubectl.run(&["explain", "deployment.spec.strategy"]).await;
+    assert!(
+        explained.contains("rollingUpdate\t<RollingUpdateDeployment>"),
+        "{explained}"
+    );
+    let crd = write(dir.path(), "crd.yaml", WIDGETS);
+    kubectl.run(&["apply", "-f", &crd]).await;
+    // A new CRD is served once kube-apiserver has established it.
+    mcr_envtest::wait::eventually_async("kubectl explain to know widgets", DEADLINE, || async {
+        let (ok, out, _) = kubectl.output(&["explain", "widgets.spec"]).await;
+        ok && out.contains("size\t<integer>")
+    })
+    .await;
 }

@@ -324,6 +324,91 @@ async fn a_token_request_records_its_manager_and_a_service_account_delete_return
     );
 }
 
+/// A TokenRequest names the service account (its uid) and the API server's audiences when it
+/// names none; a TokenReview authenticates the token for the audiences it shares with the
+/// review (the API server's when the review names none), and nothing else.
+#[tokio::test]
+async fn token_reviews_authenticate_the_tokens_of_token_requests() {
+    use k8s_openapi::api::authentication::v1::TokenReview;
+    let cluster = TestCluster::start("token-review").await.unwrap();
+    let accounts: Api<ServiceAccount> = Api::namespaced(cluster.client(), "default");
+    let sa: ServiceAccount =
+        serde_json::from_value(json!({"metadata": {"name": "robot"}})).unwrap();
+    let sa = accounts.create(&PostParams::default(), &sa).await.unwrap();
+    let plain: TokenRequest = serde_json::from_value(json!({"spec": {}})).unwrap();
+    let issued = accounts
+        .create_token_request("robot", &PostParams::default(), &plain)
+        .await
+        .unwrap();
+    assert_eq!(issued.metadata.uid, sa.metadata.uid);
+    assert_eq!(
+        issued.spec.unwrap().audiences.unwrap_or_default(),
+        ["https://kubernetes.default.svc.cluster.local"]
+    );
+    let request: TokenRequest =
+        serde_json::from_value(json!({"spec": {"audiences": ["api"]}})).unwrap();
+    let token = accounts
+        .create_token_request("robot", &PostParams::default(), &request)
+        .await
+        .unwrap()
+        .status
+        .unwrap()
+        .token
+        .unwrap();
+    let reviews: Api<TokenReview> = Api::all(cluster.client());
+    let review = |audiences: Value, token: &str| {
+        serde_json::from_value::<TokenReview>(
+            json!({"spec": {"token": token, "audiences": audiences}}),
+        )
+        .unwrap()
+    };
+    let ok = reviews
+        .create(
+            &PostParams::default(),
+            &review(json!(["api", "other"]), &token),
+        )
+        .await
+        .unwrap()
+        .status
+        .unwrap();
+    assert_eq!(ok.authenticated, Some(true));
+    assert_eq!(ok.audiences, Some(vec!["api".to_string()]));
+    let user = ok.user.unwrap();
+    assert_eq!(
+        user.username.as_deref(),
+        Some("system:serviceaccount:default:robot")
+    );
+    assert_eq!(user.uid, sa.metadata.uid);
+    assert_eq!(
+        user.groups.unwrap_or_default(),
+        [
+            "system:serviceaccounts",
+            "system:serviceaccounts:default",
+            "system:authenticated"
+        ]
+    );
+    let elsewhere = reviews
+        .create(&PostParams::default(), &review(json!(null), &token))
+        .await
+        .unwrap()
+        .status
+        .unwrap();
+    assert_eq!(elsewhere.authenticated, None);
+    assert_eq!(
+        elsewhere.error.as_deref(),
+        Some(
+            "[invalid bearer token, token audiences [\"api\"] is invalid for the target audiences [\"https://kubernetes.default.svc.cluster.local\"]]"
+        )
+    );
+    let garbage = reviews
+        .create(&PostParams::default(), &review(json!(null), "not-a-token"))
+        .await
+        .unwrap()
+        .status
+        .unwrap();
+    assert_eq!(garbage.error.as_deref(), Some("invalid bearer token"));
+}
+
 #[tokio::test]
 async fn a_nodes_pod_cidr_is_set_once_and_its_status_has_its_go_structs() {
     use k8s_openapi::api::core::v1::Node;

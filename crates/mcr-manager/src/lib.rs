@@ -104,9 +104,9 @@ mod runnable;
 pub mod shard;
 
 pub use controller::{
-    Builder, ClusterScope, Context, Controller, DEFAULT_PUBLISH_TIMEOUT, IntoRequest,
-    ReconcileOutcome, ReconcileResult, Recorder, RecorderError, Request, RunError, Start, Target,
-    UnreadableAction, WatchOptions,
+    Builder, ClusterScope, Context, Controller, DEFAULT_PUBLISH_TIMEOUT, Departure,
+    DepartureReason, IntoRequest, Members, ReconcileOutcome, ReconcileResult, Recorder,
+    RecorderError, Request, RunError, Start, Store, Target, UnreadableAction, WatchOptions,
 };
 pub use error::{BoxError, BuilderError, Error};
 pub use health::HttpOptions;

@@ -47,6 +47,17 @@ pub trait Runnable: Send + Sync + 'static {
         true
     }
 
+    /// Whether this runnable serves the members on every replica, leader or not (a webhook
+    /// server answering the members' reviews: every replica behind its Service is called).
+    /// With leader election and no sharding, the manager then runs the provider on every
+    /// replica, so that standbys engage the members too, read-only: their caches open and
+    /// sync, while the controllers and every other runnable that needs the leader still wait
+    /// for the Lease (as controller-runtime starts its caches, and serves its webhooks, on
+    /// every replica). Asked when the manager starts. Default: no.
+    fn serves_members(&self) -> bool {
+        false
+    }
+
     /// The runnable's side that is told about clusters, if it wants them: the manager calls
     /// [`Aware::engage`] on it for every engaged cluster (`token` fires when the cluster
     /// leaves), so it must not block. Default: none.

@@ -407,3 +407,129 @@ fn default_identities_differ_between_candidates() {
     let b = LeaderElection::new("x", "default");
     assert_ne!(a.identity_str(), b.identity_str());
 }
+
+/// A runnable that serves the members on every replica (as a webhook server does).
+struct Serving;
+
+impl mcr_manager::Runnable for Serving {
+    fn name(&self) -> &str {
+        "serving"
+    }
+
+    fn start(
+        self: Arc<Self>,
+        token: CancellationToken,
+    ) -> mcr_core::BoxFuture<'static, Result<(), mcr_manager::BoxError>> {
+        Box::pin(async move {
+            token.cancelled().await;
+            Ok(())
+        })
+    }
+
+    fn needs_leader_election(&self) -> bool {
+        false
+    }
+
+    fn serves_members(&self) -> bool {
+        true
+    }
+}
+
+#[tokio::test]
+async fn a_standby_serving_members_engages_them_read_only_and_holds_none_that_left() {
+    let host = TestCluster::start("host").await.unwrap();
+    let member = TestCluster::start("member").await.unwrap();
+    create_cm(member.client(), "before", "1").await;
+    let election = |id: &str| {
+        LeaderElection::new("mcr-serving", "default")
+            .identity(id)
+            .lease_duration(Duration::from_secs(3))
+            .renew_deadline(Duration::from_secs(2))
+            .retry_period(Duration::from_millis(50))
+    };
+    let replica = |id: &str, log: &Log| {
+        let provider = Arc::new(mcr_core::providers::clusters::ClustersProvider::new());
+        let mgr = Manager::builder(host.client())
+            .provider(provider.clone())
+            .leader_election(election(id))
+            .build();
+        mgr.add(Arc::new(Serving)).unwrap();
+        Controller::new(&mgr)
+            .for_::<ConfigMap>()
+            .register(record, retry, Arc::new(log.clone()))
+            .unwrap();
+        (mgr, provider)
+    };
+    let (a_log, b_log) = (Log::default(), Log::default());
+    let (a, a_provider) = replica("a", &a_log);
+    a_provider
+        .add(mcr_core::Cluster::new("member", member.client()))
+        .await
+        .unwrap();
+    let a_token = CancellationToken::new();
+    let a_run = tokio::spawn({
+        let (a, token) = (a.clone(), a_token.clone());
+        async move { a.run_until(token).await }
+    });
+    eventually("a to lead", DEADLINE, || a.is_leader()).await;
+    eventually("a to reconcile the member", DEADLINE, || {
+        a_log.contains("member/before=1")
+    })
+    .await;
+
+    // b stands by: the member is engaged there too (its cache synced, found by the fleet),
+    // while b's controller does not reconcile it.
+    let (b, b_provider) = replica("b", &b_log);
+    let b_token = CancellationToken::new();
+    let b_run = tokio::spawn({
+        let (b, token) = (b.clone(), b_token.clone());
+        async move { b.run_until(token).await }
+    });
+    b_provider
+        .add(mcr_core::Cluster::new("member", member.client()))
+        .await
+        .unwrap();
+    let member_name = mcr_core::ClusterName::new("member");
+    eventually("b to engage the member while standing by", DEADLINE, || {
+        b.fleet().get(&member_name).is_ok()
+    })
+    .await;
+    assert!(!b.is_leader());
+    let engaged = b.fleet().get(&member_name).unwrap();
+    assert!(engaged.cache().is_synced() || engaged.cache().is_started());
+    let released = engaged.released();
+    drop(engaged);
+    create_cm(member.client(), "during", "1").await;
+    eventually("a to reconcile the change", DEADLINE, || {
+        a_log.contains("member/during=1")
+    })
+    .await;
+    assert_eq!(b_log.count("member/"), 0, "the standby reconciled");
+
+    // The member leaves b's fleet: nothing of it stays on b, though its controller still
+    // waits (before: the waiting controller held every instance it was handed).
+    b_provider.remove(&member_name);
+    eventually("b to let go of the member's instance", DEADLINE, || {
+        released.is_released()
+    })
+    .await;
+
+    // It comes back, then a goes: b leads, and reconciles the member (engaged all along).
+    b_provider
+        .add(mcr_core::Cluster::new("member", member.client()))
+        .await
+        .unwrap();
+    eventually("b to engage the member again", DEADLINE, || {
+        b.fleet().get(&member_name).is_ok()
+    })
+    .await;
+    a_token.cancel();
+    a_run.await.unwrap().unwrap();
+    eventually("b to lead", DEADLINE, || b.is_leader()).await;
+    eventually("b to reconcile the member", DEADLINE, || {
+        b_log.contains("member/during=1")
+    })
+    .await;
+    b_token.cancel();
+    b_run.await.unwrap().unwrap();
+}

@@ -12,7 +12,7 @@ use std::time::Duration;
 use common::*;
 use k8s_openapi::api::core::v1::ConfigMap;
 use mcr_core::providers::clusters::ClustersProvider;
-use mcr_core::{Cluster, ClusterName, Coordinator, Ownership, Phase, Provider};
+use mcr_core::{Cluster, ClusterName, Coordinator, MemberState, Ownership, Provider};
 use mcr_envtest::{Partition, TestCluster};
 use mcr_manager::{Controller, Manager};
 use tokio::sync::watch;
@@ -172,7 +172,7 @@ async fn fleet_provider_and_reconcile_agree_at_every_phase() {
         let (mgr, token) = (mgr.clone(), token.clone());
         async move { mgr.run_until(token).await }
     });
-    let phase = |name: &str| mgr.engagements().phase(&name.into());
+    let phase = |name: &str| mgr.engagements().member_state(&name.into());
     create_cm(member.client(), "a", "1").await;
 
     // Parked: another replica owns it.
@@ -180,12 +180,18 @@ async fn fleet_provider_and_reconcile_agree_at_every_phase() {
         .add(Cluster::new("m", member.client()).with_connection_hash("v1"))
         .await
         .unwrap();
-    eventually("m parked", DEADLINE, || phase("m") == Some(Phase::Parked)).await;
+    eventually("m parked", DEADLINE, || {
+        matches!(phase("m"), Some(MemberState::Elsewhere { .. }))
+    })
+    .await;
     assert_eq!(agreed(&mgr, &provider, "m").await, "not-owned:r2");
 
     // Handed to this replica: active, and a reconcile runs on the instance both return.
     toggle.set(true);
-    eventually("m active", DEADLINE, || phase("m") == Some(Phase::Active)).await;
+    eventually("m active", DEADLINE, || {
+        matches!(phase("m"), Some(MemberState::Engaged))
+    })
+    .await;
     let first = agreed(&mgr, &provider, "m").await;
     assert!(first.starts_with("id:"), "{first}");
     eventually("a reconcile on the active instance", DEADLINE, || {
@@ -195,8 +201,13 @@ async fn fleet_provider_and_reconcile_agree_at_every_phase() {
 
     // Replaced by a new instance (a new connection): everyone moves to it.
     let v2 = Cluster::new("m", member.client()).with_connection_hash("v2");
-    let outcome = provider.add_or_replace(v2.clone()).await.unwrap();
-    assert_eq!(outcome, mcr_core::AddOutcome::Replaced);
+    provider.want(v2.clone()).unwrap();
+    tokio::time::timeout(
+        DEADLINE,
+        provider.engagements().until_active(&"m".into(), v2.id()),
+    )
+    .await
+    .expect("the new instance replaces the old one");
     let second = format!("id:{}", v2.id());
     assert_eq!(agreed(&mgr, &provider, "m").await, second);
     update_cm(member.client(), "a", "2").await;
@@ -213,7 +224,7 @@ async fn fleet_provider_and_reconcile_agree_at_every_phase() {
         async move { provider.add(Cluster::new("s", client)).await }
     });
     eventually("s starting", DEADLINE, || {
-        phase("s") == Some(Phase::Starting)
+        matches!(phase("s"), Some(MemberState::Pending))
     })
     .await;
     assert_eq!(agreed(&mgr, &provider, "s").await, "not-found");
@@ -224,7 +235,7 @@ async fn fleet_provider_and_reconcile_agree_at_every_phase() {
     // Handed off: parked again, owned elsewhere for everyone.
     toggle.set(false);
     eventually("m parked again", DEADLINE, || {
-        phase("m") == Some(Phase::Parked)
+        matches!(phase("m"), Some(MemberState::Elsewhere { .. }))
     })
     .await;
     assert_eq!(agreed(&mgr, &provider, "m").await, "not-owned:r2");
@@ -232,7 +243,7 @@ async fn fleet_provider_and_reconcile_agree_at_every_phase() {
     // Back: a fresh instance, which a reconcile runs on.
     toggle.set(true);
     eventually("m active again", DEADLINE, || {
-        phase("m") == Some(Phase::Active)
+        matches!(phase("m"), Some(MemberState::Engaged))
     })
     .await;
     let third = agreed(&mgr, &provider, "m").await;

@@ -161,12 +161,15 @@ async fn an_object_gone_across_a_replacement_reaches_a_request_keyed_reconciler(
     // instance never saw it go.
     let after = env.fleet.add("cluster-1-after").await.unwrap();
     create_cm(after.client(), "kept", "2").await;
-    let out = env
-        .provider
-        .add_or_replace(Cluster::new("cluster-1", after.client()))
-        .await
-        .unwrap();
-    assert_eq!(out, mcr_core::AddOutcome::Replaced);
+    let replacement = Cluster::new("cluster-1", after.client());
+    env.provider.want(replacement.clone()).unwrap();
+    let engagements = env.provider.engagements();
+    tokio::time::timeout(
+        DEADLINE,
+        engagements.until_active(&"cluster-1".into(), replacement.id()),
+    )
+    .await
+    .expect("the new instance replaces the old one");
     eventually("the new instance is reconciled", DEADLINE, || {
         log.contains("cluster-1/kept=2")
     })

@@ -818,6 +818,54 @@ impl Pair {
     }
 }
 
+impl Pair {
+    /// The largest fleet the backend runs (each member is a kube-apiserver process on the
+    /// real one), at most `n`.
+    fn size(n: usize) -> usize {
+        if mcr_envtest::backend().is_real() {
+            n.min(mcr_envtest::real::MAX_FLEET)
+        } else {
+            n
+        }
+    }
+
+    /// Starts r3 and waits until the three replicas share the fleet; asserts that r3 took a
+    /// share and that no cluster that kept its replica was released and engaged again
+    /// (compared with `before`). Then stops all three.
+    async fn join_third(self, before: BTreeMap<String, (String, mcr_core::ClusterId)>, what: &str) {
+        let Pair {
+            host,
+            fleet,
+            all,
+            recorder,
+            a,
+            b,
+        } = self;
+        let c = start("r3", &host, &fleet, &recorder).await;
+        eventually("three replicas share the fleet", WAIT, || {
+            partitioned(&[&a, &b, &c], &all)
+                && settled(&a, &all, &["r2", "r3"])
+                && settled(&b, &all, &["r1", "r3"])
+                && settled(&c, &all, &["r1", "r2"])
+        })
+        .await;
+        let (again, moved) = reengaged(&before, &instances(&[&a, &b, &c]));
+        println!(
+            "r3 joined{what}: {moved} clusters moved; {}",
+            show(&[&a, &b, &c])
+        );
+        assert!(moved > 0, "r3 took no share");
+        assert!(
+            again.is_empty(),
+            "clusters that kept their replica were released and engaged again: {again:?}"
+        );
+        recorder.assert_no_overlaps();
+        a.stop().await;
+        b.stop().await;
+        c.stop().await;
+    }
+}
+
 /// Which replica engaged each cluster, and which instance (a cluster released and engaged
 /// again is a new instance).
 fn instances(replicas: &[&Replica]) -> BTreeMap<String, (String, mcr_core::ClusterId)> {
@@ -854,27 +902,14 @@ fn reengaged(
 async fn a_joining_replica_moves_only_its_share() {
     // A replica that starts lists its peers before it claims anything: the replicas already
     // there keep every cluster the newcomer does not take, engaged as it was (same instance).
-    let Pair {
-        host,
-        fleet,
-        all,
-        recorder,
-        a,
-        b,
-    } = Pair::start(if mcr_envtest::backend().is_real() {
-        // Each member is a kube-apiserver process there.
-        mcr_envtest::real::MAX_FLEET
-    } else {
-        12
-    })
-    .await;
-    split(&a, &b, &all).await;
-    let before = instances(&[&a, &b]);
+    let pair = Pair::start(Pair::size(12)).await;
+    split(&pair.a, &pair.b, &pair.all).await;
+    let before = instances(&[&pair.a, &pair.b]);
 
     // Manager::cluster answers NotOwned for another replica's cluster, naming the owner
     // (it does not fall back to the provider, which holds every cluster).
-    for theirs in b.mgr.engaged_clusters() {
-        match a.mgr.cluster(theirs.clone()).await {
+    for theirs in pair.b.mgr.engaged_clusters() {
+        match pair.a.mgr.cluster(theirs.clone()).await {
             Err(mcr_core::Error::NotOwned { owner, .. }) => {
                 assert_eq!(owner.as_deref(), Some("r2"), "{theirs}")
             }
@@ -882,26 +917,7 @@ async fn a_joining_replica_moves_only_its_share() {
             Ok(_) => panic!("{theirs}: r1 handed out r2's cluster"),
         }
     }
-
-    let c = start("r3", &host, &fleet, &recorder).await;
-    eventually("three replicas share the fleet", WAIT, || {
-        partitioned(&[&a, &b, &c], &all)
-            && settled(&a, &all, &["r2", "r3"])
-            && settled(&b, &all, &["r1", "r3"])
-            && settled(&c, &all, &["r1", "r2"])
-    })
-    .await;
-    let (again, moved) = reengaged(&before, &instances(&[&a, &b, &c]));
-    println!("r3 joined: {moved} clusters moved; {}", show(&[&a, &b, &c]));
-    assert!(moved > 0, "r3 took no share");
-    assert!(
-        again.is_empty(),
-        "clusters that kept their replica were released and engaged again: {again:?}"
-    );
-    recorder.assert_no_overlaps();
-    a.stop().await;
-    b.stop().await;
-    c.stop().await;
+    pair.join_third(before, "").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1001,4 +1017,175 @@ async fn a_lease_deleted_or_relabelled_by_hand_moves_nothing() {
     recorder.assert_no_overlaps();
     a.stop().await;
     b.stop().await;
+}
+
+/// Issue 46, defect 4: a cluster engaged by hand on a sharded manager was never stopped by the
+/// table when another replica came to own it (the handoff waited its lease duration and
+/// handed over anyway: two replicas reconciled it). It is refused now, with an error that says
+/// what to do instead, and wanting it instead coordinates it like every other member.
+#[tokio::test]
+async fn a_cluster_engaged_by_hand_on_a_sharded_manager_is_refused() {
+    let host = TestCluster::start("host").await.unwrap();
+    let member = TestCluster::start("by-hand").await.unwrap();
+    let mgr = Manager::builder(host.client())
+        .sharding(sharding("alone"))
+        .build();
+    let cluster = Cluster::new("by-hand", member.client());
+    let token = CancellationToken::new();
+    cluster.cache().start(token.child_token());
+    let err = mcr_core::Aware::engage(&mgr, token.clone(), "by-hand".into(), cluster)
+        .expect_err("engaging by hand on a sharded manager");
+    let shown = mcr_core::ErrorChain(&err).to_string();
+    assert!(
+        shown.contains("by-hand") && shown.contains("sharded") && shown.contains("want"),
+        "{shown}"
+    );
+    assert!(mgr.engaged_clusters().is_empty());
+    // The coordinated way: wanted through the table, engaged once this replica owns it.
+    let run = {
+        let (mgr, token) = (mgr.clone(), token.clone());
+        tokio::spawn(async move { mgr.run_until(token).await })
+    };
+    mgr.engagements()
+        .want(
+            &token,
+            &"by-hand".into(),
+            mcr_core::Source::Cluster(Cluster::new("by-hand", member.client())),
+        )
+        .unwrap();
+    eventually("wanted by hand, engaged once owned", WAIT, || {
+        mgr.engaged_clusters() == ["by-hand"]
+    })
+    .await;
+    token.cancel();
+    tokio::time::timeout(WAIT, run)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+}
+
+/// Clusters whose reconciles kept their cluster (ignoring cancellation), by replica.
+static KEPT: Mutex<Vec<Cluster>> = Mutex::new(Vec::new());
+
+/// Keeps a handle on its cluster for ever: work that does not honour cancellation.
+async fn keeps_its_cluster(
+    _cm: Arc<ConfigMap>,
+    ctx: Context<()>,
+) -> Result<Action, mcr_core::Error> {
+    KEPT.lock().unwrap().push(ctx.current_cluster().clone());
+    Ok(Action::await_change())
+}
+
+fn no_retry(_: Arc<ConfigMap>, _: &mcr_core::Error, _: Context<()>) -> Action {
+    Action::await_change()
+}
+
+/// Issue 46, item 3: a handoff waits while the old replica still runs work of a cluster it
+/// gives up; only once that work has outlived the documented bound (the lease duration) is
+/// the cluster handed over anyway, and then it says so: a Warning Event on the replica's Lease
+/// and the `mcr_shard_forced_handoffs` counter.
+#[tokio::test]
+async fn a_handoff_forced_past_its_bound_says_so_in_an_event_and_a_metric() {
+    let host = TestCluster::start("host").await.unwrap();
+    let fleet = Fleet::start(4).await.unwrap();
+    members(&fleet).await;
+    let provider = |fleet: &Fleet| {
+        let provider = Arc::new(ClustersProvider::new());
+        for c in fleet.clusters() {
+            provider.want(Cluster::new(c.name(), c.client())).unwrap();
+        }
+        provider
+    };
+    let a = Manager::builder(host.client())
+        .provider(provider(&fleet))
+        .sharding(sharding("keeper"))
+        .build();
+    Controller::new(&a)
+        .for_::<ConfigMap>()
+        .register(keeps_its_cluster, no_retry, Arc::new(()))
+        .unwrap();
+    let token = CancellationToken::new();
+    let run_a = {
+        let (a, token) = (a.clone(), token.clone());
+        tokio::spawn(async move { a.run_until(token).await })
+    };
+    eventually("a owns and reconciled all four", WAIT, || {
+        a.engaged_clusters().len() == 4 && KEPT.lock().unwrap().len() >= 4
+    })
+    .await;
+
+    let b = Manager::builder(host.client())
+        .provider(provider(&fleet))
+        .sharding(sharding("joiner"))
+        .build();
+    let run_b = {
+        let (b, token) = (b.clone(), token.clone());
+        tokio::spawn(async move { b.run_until(token).await })
+    };
+    let joined = Instant::now();
+    eventually("b engaged its share", WAIT, || {
+        !b.engaged_clusters().is_empty()
+    })
+    .await;
+    // Not before a's work outlived the lease duration (2 s): a kept every cluster.
+    assert!(
+        joined.elapsed() >= Duration::from_secs(2),
+        "handed over after {:?}, before the bound",
+        joined.elapsed()
+    );
+    let metrics = a.metrics().encode();
+    let forced: u64 = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("mcr_shard_forced_handoffs_total "))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0);
+    assert_eq!(
+        forced as usize,
+        b.engaged_clusters().len(),
+        "forced handoffs counted: {metrics}"
+    );
+    let events: kube::Api<k8s_openapi::api::events::v1::Event> =
+        kube::Api::namespaced(host.client(), "default");
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let listed = events.list(&Default::default()).await.unwrap();
+        let found = listed.items.iter().any(|e| {
+            e.reason.as_deref() == Some("HandoffForced")
+                && e.type_.as_deref() == Some("Warning")
+                && e.note.as_deref().is_some_and(|n| n.contains("handed over"))
+        });
+        if found {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no HandoffForced Event: {listed:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    KEPT.lock().unwrap().clear();
+    token.cancel();
+    let _ = tokio::time::timeout(WAIT, run_a).await;
+    let _ = tokio::time::timeout(WAIT, run_b).await;
+}
+
+/// Issue 46, defect 2: a replica that joins while a live peer's Lease is missing (deleted by
+/// hand) used to claim without that peer, and the peer released and engaged again clusters it
+/// never stopped owning (4 of 12). The newcomer now listens for its renew deadline before it
+/// claims: the peer writes its Lease again meanwhile, and nothing that stays with a replica is
+/// engaged again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_joining_while_a_live_peers_lease_is_missing_moves_only_its_share() {
+    let pair = Pair::start(Pair::size(12)).await;
+    split(&pair.a, &pair.b, &pair.all).await;
+    let before = instances(&[&pair.a, &pair.b]);
+    let leases: kube::Api<k8s_openapi::api::coordination::v1::Lease> =
+        kube::Api::namespaced(pair.host.client(), "default");
+    leases
+        .delete("shard-test-r2", &Default::default())
+        .await
+        .unwrap();
+    pair.join_third(before, " while r2's Lease was missing")
+        .await;
 }

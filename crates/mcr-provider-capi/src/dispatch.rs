@@ -1,8 +1,11 @@
-//! Turns `Cluster` and Secret watch events into the desired state of each cluster name.
+//! Turns `Cluster` and Secret watch events into what the provider wants under each cluster
+//! name.
 //!
-//! Every `Cluster` the watch delivers gets a status. A ready one is handed to the worker of its
-//! cluster name; a Secret event pokes the worker of every Cluster that uses that Secret, so a
-//! rotated kubeconfig is read without waiting for a `Cluster` event.
+//! Every `Cluster` the watch delivers gets a status. For a ready one, its kubeconfig Secret
+//! ([`SecretSource`]) is [wanted](mcr_core::members::Members::want) under its cluster name; the
+//! engagement table reads the Secret and brings the workload cluster up when (and only while)
+//! this replica owns the name. A Secret event changes what is wanted for every Cluster that
+//! uses that Secret, so a rotated kubeconfig is read without waiting for a `Cluster` event.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
@@ -11,11 +14,13 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::api::DynamicObject;
 use kube::core::PartialObjectMeta;
 use kube::runtime::watcher::{self, Event};
-use mcr_core::ClusterName;
-use mcr_core::members::{Dispatch, Relists, Track, Workers};
+use mcr_core::members::{Relists, Track};
+use mcr_core::{ClusterName, ErrorChain, Source};
+use tokio_util::sync::CancellationToken;
 use tracing::{debug, error, warn};
 
-use crate::connect::{Connect, Desired, Shared};
+use crate::provider::Shared;
+use crate::source::SecretSource;
 use crate::{ClusterState, ClusterStatus, NotReady, ObjectRef, Paused, is_paused};
 
 /// What a `Cluster` asks for.
@@ -29,7 +34,8 @@ enum Want {
     Off(ClusterState),
 }
 
-struct Tracked {
+/// The last version seen of a `Cluster`, as the provider reads it.
+struct Seen {
     stream: usize,
     name: ClusterName,
     secret: ObjectRef,
@@ -43,19 +49,51 @@ pub(crate) enum Incoming {
     Secret(Result<watcher::Event<PartialObjectMeta<Secret>>, watcher::Error>),
 }
 
+/// The dispatcher of one run of the provider.
 pub(crate) struct Dispatcher {
     shared: Arc<Shared>,
-    workers: Workers<Connect>,
-    clusters: BTreeMap<ObjectRef, Tracked>,
+    /// The run: what is wanted lives as long as it.
+    token: CancellationToken,
+    /// The data key of the kubeconfig Secrets (shared by every source).
+    data_key: Arc<str>,
+    clusters: BTreeMap<ObjectRef, Seen>,
     owners: HashMap<ClusterName, ObjectRef>,
     by_secret: HashMap<ObjectRef, BTreeSet<ObjectRef>>,
     secret_versions: HashMap<ObjectRef, Option<String>>,
     relisting: Relists<ObjectRef>,
-    pokes: u64,
 }
 
 impl Dispatcher {
-    /// Handles one event of a (metadata-only) Secret watch: pokes the Clusters using it.
+    /// The dispatcher of the run of `token`.
+    pub(crate) fn new(shared: Arc<Shared>, token: CancellationToken) -> Self {
+        Dispatcher {
+            data_key: Arc::from(shared.opts.secret_key.as_str()),
+            shared,
+            token,
+            clusters: BTreeMap::new(),
+            owners: HashMap::new(),
+            by_secret: HashMap::new(),
+            secret_versions: HashMap::new(),
+            relisting: Relists::default(),
+        }
+    }
+
+    /// Handles one event (or watch error) of the provider's watches.
+    pub(crate) fn handle(&mut self, item: Incoming) {
+        match item {
+            Incoming::Cluster(stream, Ok(event)) => self.event(stream, event),
+            Incoming::Secret(Ok(event)) => self.secret_event(event),
+            Incoming::Cluster(_, Err(err)) => {
+                warn!(error = %err, "Cluster watch failed (is Cluster API {} installed?); retrying with backoff", self.shared.opts.version.as_str())
+            }
+            Incoming::Secret(Err(err)) => {
+                warn!(error = %err, "kubeconfig Secret watch failed; retrying with backoff")
+            }
+        }
+    }
+
+    /// Handles one event of a (metadata-only) Secret watch: the Clusters using it want its new
+    /// version.
     pub(crate) fn secret_event(&mut self, event: Event<PartialObjectMeta<Secret>>) {
         let (meta, deleted) = match event {
             Event::Apply(s) | Event::InitApply(s) => (s.metadata, false),
@@ -90,55 +128,44 @@ impl Dispatcher {
             };
             if matches!(t.want, Want::Engage) && self.owners.get(&t.name) == Some(&key) {
                 debug!(cluster = %t.name, secret = %secret, deleted, "kubeconfig Secret changed");
-                let name = t.name.clone();
-                self.publish_engage(&name, &key);
+                self.follow(&key);
             }
         }
     }
 
-    /// Whether the worker of `key` is engaged, engaging or retrying on its own.
-    fn worker_on_it(&self, key: &ObjectRef) -> bool {
-        let statuses = self.shared.statuses.lock();
-        matches!(
-            statuses.get(key).map(|s| &s.state),
-            Some(
-                ClusterState::Engaged { .. } | ClusterState::Pending | ClusterState::Failed { .. }
-            )
-        )
-    }
-
-    /// Makes the worker of an owning `Cluster` follow what it wants.
-    fn follow(&mut self, key: &ObjectRef) {
+    /// Wants what an owning `Cluster` asks for under its name: its kubeconfig Secret (wanting
+    /// what is wanted already changes nothing), nothing new (not ready or paused, kept), or
+    /// nothing at all.
+    fn follow(&self, key: &ObjectRef) {
         let Some(t) = self.clusters.get(key) else {
             return;
         };
-        let name = t.name.clone();
-        match t.want.clone() {
-            Want::Engage => self.publish_engage(&name, key),
-            Want::Hold(state) => {
-                self.workers.ensure(&name, Desired::Hold);
-                if self.shared.members.engagements().get(&name).is_err() {
-                    self.set_status(key, &name, state);
+        let members = &self.shared.members;
+        let state = match &t.want {
+            Want::Engage => {
+                let source = SecretSource {
+                    host: self.shared.host.clone(),
+                    secret: t.secret.clone(),
+                    data_key: self.data_key.clone(),
+                    version: self.secret_versions.get(&t.secret).cloned().flatten(),
+                };
+                let wanted = members.want(&self.token, &t.name, Source::Connect(Arc::new(source)));
+                match wanted {
+                    Ok(()) => ClusterState::Pending,
+                    Err(err) => {
+                        let reason = ErrorChain(&err).to_string();
+                        error!(object = %key, error = %reason, "workload cluster refused");
+                        ClusterState::Invalid { reason }
+                    }
                 }
             }
+            Want::Hold(state) => state.clone(),
             Want::Off(state) => {
-                self.workers.remove(&name);
-                self.set_status(key, &name, state);
+                members.remove(&t.name);
+                state.clone()
             }
-        }
-    }
-
-    fn publish_engage(&mut self, name: &ClusterName, key: &ObjectRef) {
-        let Some(t) = self.clusters.get(key) else {
-            return;
         };
-        self.pokes += 1;
-        let desired = Desired::Engage {
-            cluster: key.clone(),
-            secret: t.secret.clone(),
-            poke: self.pokes,
-        };
-        self.workers.ensure(name, desired);
+        self.set_status(key, &t.name, state);
     }
 
     fn set_status(&self, key: &ObjectRef, name: &ClusterName, state: ClusterState) {
@@ -204,14 +231,6 @@ impl Track<DynamicObject> for Dispatcher {
         let name = opts.cluster_name(&key);
         let secret = opts.secret_ref(&key);
         let want = want(opts, &obj);
-        // A Cluster that stays ready (status churn, labels, ...) does not make the worker read
-        // its Secret again: the Secret watch reports rotations. A Cluster event still re-reads
-        // a Secret that was missing or refused, for Secrets outside the Secret watch.
-        let settled = matches!(want, Want::Engage)
-            && self.clusters.get(&key).is_some_and(|old| {
-                matches!(old.want, Want::Engage) && old.secret == secret && old.name == name
-            })
-            && self.worker_on_it(&key);
         if let Some(old) = self.clusters.get(&key)
             && old.secret != secret
             && let Some(users) = self.by_secret.get_mut(&old.secret)
@@ -227,23 +246,21 @@ impl Track<DynamicObject> for Dispatcher {
             .entry(secret.clone())
             .or_default()
             .insert(key.clone());
-        let tracked = Tracked {
+        let seen = Seen {
             stream,
             name: name.clone(),
             secret,
             want,
         };
-        self.clusters.insert(key.clone(), tracked);
+        self.clusters.insert(key.clone(), seen);
         match self.owners.get(&name) {
             None => {
                 self.owners.insert(name.clone(), key.clone());
                 self.follow(&key);
             }
-            Some(owner) if *owner == key => {
-                if !settled {
-                    self.follow(&key);
-                }
-            }
+            // A Cluster that stays ready (status churn, labels, ...) wants what it wanted:
+            // nothing happens, its Secret is not read again.
+            Some(owner) if *owner == key => self.follow(&key),
             Some(owner) => {
                 error!(cluster = %name, object = %key, owner = %owner, "two Clusters map to the same cluster name: {owner} keeps it, {key} is ignored until {owner} goes away");
                 let state = ClusterState::Conflict {
@@ -269,57 +286,17 @@ impl Track<DynamicObject> for Dispatcher {
         }
         if self.owners.get(&t.name) == Some(key) {
             self.owners.remove(&t.name);
+            self.shared.members.remove(&t.name);
             let next = self
                 .clusters
                 .iter()
                 .find(|(_, other)| other.name == t.name)
                 .map(|(k, _)| k.clone());
-            match next {
-                Some(next) => {
-                    self.owners.insert(t.name.clone(), next.clone());
-                    self.workers.remove(&t.name);
-                    self.follow(&next);
-                }
-                None => self.workers.remove(&t.name),
+            if let Some(next) = next {
+                self.owners.insert(t.name.clone(), next.clone());
+                self.follow(&next);
             }
         }
-        // After the worker was told: it cannot write a status for `key` any more.
         self.shared.statuses.lock().remove(key);
-    }
-}
-
-impl Dispatch for Dispatcher {
-    type Item = Incoming;
-    type Converge = Connect;
-
-    fn new(workers: Workers<Connect>) -> Self {
-        let shared = workers.converger().0.clone();
-        Dispatcher {
-            shared,
-            workers,
-            clusters: BTreeMap::new(),
-            owners: HashMap::new(),
-            by_secret: HashMap::new(),
-            secret_versions: HashMap::new(),
-            relisting: Relists::default(),
-            pokes: 0,
-        }
-    }
-
-    fn handle(&mut self, item: Incoming) {
-        match item {
-            Incoming::Cluster(stream, Ok(event)) => self.event(stream, event),
-            Incoming::Secret(Ok(event)) => self.secret_event(event),
-            Incoming::Cluster(_, Err(err)) => {
-                warn!(error = %err, "Cluster watch failed (is Cluster API {} installed?); retrying with backoff", self.shared.opts.version.as_str())
-            }
-            Incoming::Secret(Err(err)) => {
-                warn!(error = %err, "kubeconfig Secret watch failed; retrying with backoff")
-            }
-        }
-    }
-
-    fn into_workers(self) -> Workers<Connect> {
-        self.workers
     }
 }

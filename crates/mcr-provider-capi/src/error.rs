@@ -2,85 +2,52 @@
 
 use crate::ObjectRef;
 
-/// Why a workload cluster could not be engaged. Messages name the `Cluster` and the reason,
-/// never the kubeconfig or credentials.
+/// Why the kubeconfig Secret of a `Cluster` gives no connection: the reason of a
+/// [`ClusterState::Failed`](crate::ClusterState) status, after the name of the cluster. Why a
+/// workload cluster failed to come up from a kubeconfig (a client that could not be built, a
+/// server that did not answer, a policy refusal) is the
+/// [`Engagements`](mcr_core::Engagements) table's.
+///
+/// Messages name the Secret and the reason, never the kubeconfig or credentials.
 ///
 /// ```
 /// use mcr_provider_capi::{Error, ObjectRef};
-/// let err = Error::Unreachable { cluster: ObjectRef::new("ns", "c"), reason: "API server unreachable: timeout".into() };
-/// assert_eq!(err.to_string(), "Cluster ns/c: API server unreachable: timeout");
+/// let err = Error::MissingSecret { secret: ObjectRef::new("ns", "c-kubeconfig") };
+/// assert_eq!(err.to_string(), "kubeconfig Secret ns/c-kubeconfig not found");
 /// ```
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
     /// Reading the kubeconfig Secret failed (other than not found).
-    #[error("Cluster {cluster}: reading Secret {secret} failed")]
+    #[error("reading kubeconfig Secret {secret} failed")]
     Secret {
-        /// The Cluster.
-        cluster: ObjectRef,
         /// The Secret.
         secret: ObjectRef,
         /// The API error.
         #[source]
         source: kube::Error,
     },
-    /// The kubeconfig cannot be parsed or turned into a client.
-    #[error("Cluster {cluster}: invalid kubeconfig")]
+    /// The kubeconfig Secret does not exist (yet).
+    #[error("kubeconfig Secret {secret} not found")]
+    MissingSecret {
+        /// The Secret looked for.
+        secret: ObjectRef,
+    },
+    /// The Secret has no (or an empty) kubeconfig under the data key.
+    #[error("kubeconfig Secret {secret} has no kubeconfig under key {key}")]
+    MissingKey {
+        /// The Secret.
+        secret: ObjectRef,
+        /// The data key looked for.
+        key: String,
+    },
+    /// The kubeconfig does not parse, or its current context does not resolve.
+    #[error("kubeconfig Secret {secret}")]
     Kubeconfig {
-        /// The Cluster.
-        cluster: ObjectRef,
+        /// The Secret.
+        secret: ObjectRef,
         /// Why (safe to log).
         #[source]
         source: mcr_core::kubeconfig::Error,
     },
-    /// The [`Policy`](mcr_core::kubeconfig::Policy) refused the kubeconfig (an exec plugin,
-    /// auth-provider, local file or proxy). Not retried until the Secret changes.
-    #[error("Cluster {cluster}: kubeconfig refused by policy")]
-    PolicyDenied {
-        /// The Cluster.
-        cluster: ObjectRef,
-        /// Which rule (safe to log).
-        #[source]
-        source: mcr_core::kubeconfig::Error,
-    },
-    /// The first request to the workload cluster (`GET /version`) failed: unreachable, no
-    /// answer in time, or refused (the reason says which), or reading its Secret timed out.
-    #[error("Cluster {cluster}: {reason}")]
-    Unreachable {
-        /// The Cluster.
-        cluster: ObjectRef,
-        /// Why.
-        reason: String,
-    },
-    /// Starting, syncing or engaging the cluster failed.
-    #[error("Cluster {cluster}: engage failed")]
-    Engage {
-        /// The Cluster.
-        cluster: ObjectRef,
-        /// The lifecycle error.
-        #[source]
-        source: mcr_core::Error,
-    },
-    /// Any other failure of the member helper (e.g. a client build that did not finish in
-    /// time).
-    #[error("Cluster {cluster}")]
-    Member {
-        /// The Cluster.
-        cluster: ObjectRef,
-        /// What went wrong.
-        #[source]
-        source: mcr_core::members::Error,
-    },
-}
-
-impl Error {
-    /// Whether retrying can help without the Secret changing.
-    pub(crate) fn is_retryable(&self) -> bool {
-        !matches!(self, Error::PolicyDenied { .. })
-    }
-
-    /// The message with its sources, for status and logs.
-    pub(crate) fn chain(&self) -> String {
-        mcr_core::ErrorChain(self).to_string()
-    }
 }

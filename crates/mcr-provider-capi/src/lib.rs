@@ -28,34 +28,42 @@
 //!
 //! # Lifecycle
 //!
-//! * **Ready** ([`CapiVersion::is_ready`], or [`Options::is_ready`]): the Secret is read, the
+//! The provider reads `Cluster` objects and says what it wants under each cluster name: the
+//! kubeconfig in the `Cluster`'s Secret. The [`mcr_core::Engagements`] table does the rest, for
+//! every provider alike: it reads the Secret (only when this replica owns the name and wants a
+//! new instance), builds the client, probes it, starts, syncs, indexes and engages it, renews or
+//! replaces it, and retries it after a failure, each cluster on its own: one broken cluster
+//! never delays another.
+//!
+//! * **Ready** ([`CapiVersion::is_ready`], or [`Options::is_ready`]): the workload cluster is
+//!   wanted under the name `<namespace>/<name>` ([`Options::name`]): the Secret is read, the
 //!   kubeconfig's current context becomes a client (exec plugins and local file references
-//!   refused by default: the policy of [`Options::members`]), `GET /version`
-//!   is probed, then the cluster is started, synced, indexed and engaged through
-//!   [`mcr_core::Engagements`] under the name `<namespace>/<name>` ([`Options::name`]).
-//!   Not ready: nothing is engaged.
+//!   refused by default: the policy of [`Options::members`]), `GET /version` is probed, then
+//!   the cluster is started, synced, indexed and engaged. Not ready: nothing is engaged.
 //! * **Ready, then not ready**: kept engaged by default ([`NotReady::Keep`]: readiness means
 //!   "the control plane was initialized", which flaps during upgrades while the API server still
 //!   serves); [`NotReady::Disengage`] disengages until it is ready again.
 //! * **Paused** (`spec.paused` or the `cluster.x-k8s.io/paused` annotation): ignored by
 //!   default; [`Paused::NotReady`] treats it as not ready, [`Paused::Disengage`] disengages it.
 //! * **Deleted or `deletionTimestamp` set**, or rejected by the predicate: disengaged.
-//! * **Secret rotated**: the kubeconfig's connection hash
+//! * **Secret changed**: the Secret is read again; the kubeconfig's connection hash
 //!   ([`mcr_core::kubeconfig::connection_hash`]) decides: unchanged (same content, another
-//!   label, reformatted YAML) does nothing; only the credentials changed (a new token or
-//!   client certificate, same server, CA and settings) renews them in place (same
+//!   label, reformatted YAML) keeps the running cluster; only the credentials changed (a new
+//!   token or client certificate, same server, CA and settings) renews them in place (same
 //!   [`mcr_core::ClusterId`], caches and watches kept, no relist); anything else replaces the
-//!   cluster (new instance, indexes re-applied, re-engaged). If the new kubeconfig does not
-//!   work, the running instance stays engaged while the new one is retried. All of this is
-//!   [`mcr_core::members`], shared by every provider.
-//! * **Secret or key missing**: [`ClusterState::MissingSecret`] / [`ClusterState::MissingKey`],
-//!   resolved as soon as the Secret watch sees it appear. A Secret deleted under an engaged
-//!   cluster leaves it engaged (Cluster API writes it again); deleting the `Cluster` disengages.
-//! * **Malformed kubeconfig, unreachable server, sync timeout**: logged with the `Cluster`'s
-//!   `namespace/name` and the reason, [`ClusterState::Failed`], retried with a capped
-//!   exponential backoff ([`Options::members`]: `backoff_initial` doubling to `backoff_max`).
-//!   Refused by policy: [`ClusterState::PolicyDenied`], not retried until the Secret changes. Each
-//!   cluster name has its own task: one broken cluster never delays another.
+//!   cluster once the new instance has synced (indexes re-applied, re-engaged). If the new
+//!   kubeconfig does not work, the running instance stays engaged while the new one is
+//!   retried. A `Cluster` event that changes nothing of what it wants reads nothing.
+//! * **Secret or key missing, malformed kubeconfig, unreachable server, sync timeout**: the
+//!   reason (naming the cluster and the Secret) is [`ClusterState::Failed`], retried with a
+//!   capped exponential backoff ([`Options::members`]: `backoff_initial` doubling to
+//!   `backoff_max`) and at once when the Secret watch sees the Secret change. A Secret deleted
+//!   under an engaged cluster leaves it engaged (Cluster API writes it again); deleting the
+//!   `Cluster` disengages. Refused by policy: [`ClusterState::PolicyDenied`], not retried until
+//!   the Secret changes.
+//! * **Sharded manager**: a cluster name another replica owns is
+//!   [`ClusterState::Elsewhere`]: this replica reads no Secret, builds no client and retries
+//!   nothing for it. A cluster given to another replica is stopped at once.
 //!
 //! [`StatusProvider::status`] reports the state of every `Cluster` the watch delivered.
 //! Kubeconfig contents and credentials never reach logs, errors or statuses.
@@ -95,7 +103,7 @@
 //! * **Namespace scope with server-side exclusion** and a label selector, so several
 //!   instances split one management cluster (Go watches every namespace).
 //! * **Per-cluster isolation**: Go reconciles with concurrency 1, so one slow cluster (a cache
-//!   that does not sync) holds up every other; here each cluster name has its own task,
+//!   that does not sync) holds up every other; here each cluster comes up on its own, with
 //!   bounded waits and a capped backoff.
 //! * **A failing new kubeconfig keeps the old cluster**: Go removes the running cluster before
 //!   it parses the new kubeconfig.
@@ -137,12 +145,12 @@
 //! # Ok(()) }
 //! ```
 
-mod connect;
 mod dispatch;
 mod error;
 mod object;
 mod options;
 mod provider;
+mod source;
 mod status;
 
 pub use error::Error;

@@ -7,13 +7,15 @@ use futures::stream::BoxStream;
 use k8s_openapi::api::core::v1::Secret;
 use kube::core::PartialObjectMeta;
 use kube::runtime::{WatchStreamExt, watcher};
-use mcr_core::members::{MemberProvider, Members, StatusProvider};
+use mcr_core::members::{MemberProvider, Members, MembersOptions, ProviderShared, StatusProvider};
 use tokio_util::sync::CancellationToken;
 use tracing::info;
 
-use crate::connect::{Connect, Shared};
 use crate::dispatch::{Dispatcher, Incoming};
 use crate::{ClusterStatus, ObjectRef, Options};
+
+/// State shared by the provider handle and its dispatcher.
+pub(crate) type Shared = ProviderShared<Options, ObjectRef, ClusterStatus>;
 
 /// Discovers workload clusters from Cluster API `Cluster` objects in a management cluster.
 ///
@@ -73,7 +75,11 @@ impl CapiProvider {
     /// # Ok(()) }
     /// ```
     pub fn new(host: kube::Client, opts: Options) -> Self {
-        let members = Members::new(opts.members.members_options());
+        let members = Members::new(MembersOptions {
+            // Bounds the kubeconfig Secret's read as well as the client's build.
+            build_timeout: opts.members.sync_timeout,
+            ..opts.members.members_options()
+        });
         CapiProvider {
             shared: Arc::new(Shared::new(host, opts, members)),
         }
@@ -125,10 +131,12 @@ impl MemberProvider for CapiProvider {
         let guard = self.shared.members.start_run("capi")?;
         info!(version = opts.version.as_str(), namespaces = ?opts.namespaces, labels = ?opts.label_selector, "Cluster API provider starting");
         let events = futures::stream::select_all(watches(&self.shared.host, opts));
-        let connect = Connect(self.shared.clone());
-        (self.shared)
-            .drive::<Dispatcher>(&token, connect, events)
-            .await;
+        let mut dispatcher = Dispatcher::new(self.shared.clone(), token.clone());
+        let mut events = std::pin::pin!(events.take_until(token.cancelled()));
+        while let Some(event) = events.next().await {
+            dispatcher.handle(event);
+        }
+        self.shared.statuses.lock().clear();
         drop(guard);
         info!("Cluster API provider stopped");
         Ok(())

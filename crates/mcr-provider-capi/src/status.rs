@@ -2,19 +2,25 @@
 
 use std::time::Duration;
 
-use mcr_core::{ClusterId, ClusterName};
+use mcr_core::members::{Members, Tracked};
+use mcr_core::{ClusterId, ClusterName, MemberState};
 
 use crate::ObjectRef;
 
 /// The state of one `Cluster` object, as reported by
-/// [`StatusProvider::status`](crate::StatusProvider::status).
+/// [`StatusProvider::status`](crate::StatusProvider::status). The provider records what it
+/// decided about the object (its workload cluster is wanted, it is not ready, paused, filtered
+/// or in a name conflict); for a wanted cluster, where it stands (pending, engaged, failed,
+/// refused by the policy, owned by another replica) is read from the
+/// [`Engagements`](mcr_core::Engagements) table each time the status is read.
 ///
 /// ```
 /// use mcr_provider_capi::ClusterState;
-/// let s = ClusterState::MissingSecret { secret: mcr_provider_capi::ObjectRef::new("ns", "c-kubeconfig") };
+/// let s = ClusterState::Elsewhere { owner: Some("replica-2".into()) };
 /// assert!(!s.is_engaged());
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ClusterState {
     /// Not ready yet (by the readiness rule), not engaged.
     NotReady,
@@ -27,29 +33,25 @@ pub enum ClusterState {
         /// The owner of the name.
         owner: ObjectRef,
     },
-    /// Ready, its kubeconfig is being read or the cluster is being built and synced.
+    /// Its cluster name cannot be used (empty, or the host's) or names a cluster engaged by
+    /// hand: nothing runs until the `Cluster` changes.
+    Invalid {
+        /// Why.
+        reason: String,
+    },
+    /// Ready and wanted: its kubeconfig Secret is being read or the cluster is being built and
+    /// synced.
     Pending,
-    /// The kubeconfig Secret does not exist (yet); resolved when it appears.
-    MissingSecret {
-        /// The Secret looked for.
-        secret: ObjectRef,
-    },
-    /// The Secret has no (or an empty) kubeconfig under the data key; resolved when it is added.
-    MissingKey {
-        /// The Secret.
-        secret: ObjectRef,
-        /// The data key looked for.
-        key: String,
-    },
     /// Engaged with the manager.
     Engaged {
         /// The engaged instance.
         id: ClusterId,
     },
-    /// Failed (malformed kubeconfig, unreachable server, sync timeout, ...); retried with a
-    /// capped backoff.
+    /// The last attempt failed (the kubeconfig Secret or its key missing, a kubeconfig that
+    /// does not parse, an unreachable server, a sync timeout, ...); retried with a capped
+    /// backoff, and at once when the Secret changes. An instance engaged before keeps serving.
     Failed {
-        /// Why, without credential material.
+        /// Why: the cluster name and the reason, without credential material.
         reason: String,
         /// When the next attempt is made.
         retry_in: Duration,
@@ -59,6 +61,12 @@ pub enum ClusterState {
     PolicyDenied {
         /// Why.
         reason: String,
+    },
+    /// Another replica of a sharded manager owns the cluster name: this replica reads no
+    /// Secret, builds no client and retries nothing for it until it comes to own the name.
+    Elsewhere {
+        /// The owning replica, when known.
+        owner: Option<String>,
     },
 }
 
@@ -89,4 +97,33 @@ pub struct ClusterStatus {
     pub name: ClusterName,
     /// Its state.
     pub state: ClusterState,
+}
+
+/// A [`ClusterState::Pending`] status follows its cluster in the table; a not-ready or paused
+/// `Cluster` whose cluster is kept engaged ([`NotReady::Keep`](crate::NotReady::Keep)) reports
+/// it engaged; every other state is the provider's own decision about the object.
+impl Tracked for ClusterStatus {
+    fn track(mut self, members: &Members) -> Self {
+        let member = match self.state {
+            ClusterState::Pending | ClusterState::NotReady | ClusterState::Paused => {
+                members.member(&self.name)
+            }
+            _ => return self,
+        };
+        self.state = match (member, self.state) {
+            (Some((MemberState::Engaged, Some(id))), _) => ClusterState::Engaged { id },
+            (member, ClusterState::Pending) => match member {
+                Some((MemberState::Failed { reason, retry_in }, _)) => match retry_in {
+                    Some(retry_in) => ClusterState::Failed { reason, retry_in },
+                    // The table retries every failure of this provider's members but a
+                    // policy refusal.
+                    None => ClusterState::PolicyDenied { reason },
+                },
+                Some((MemberState::Elsewhere { owner }, _)) => ClusterState::Elsewhere { owner },
+                _ => ClusterState::Pending,
+            },
+            (_, held) => held,
+        };
+        self
+    }
 }

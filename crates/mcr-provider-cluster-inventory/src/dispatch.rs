@@ -1,25 +1,29 @@
-//! Turns ClusterProfile (and Secret) watch events into the desired state of each cluster name.
+//! Turns ClusterProfile (and Secret) watch events into what the provider wants under each
+//! cluster name.
 //!
 //! The dispatcher keeps the last seen version of every profile and labelled Secret, derives
-//! from them what each profile wants (pure, in [`crate::resolve`]), and publishes it to the
-//! worker of the profile's cluster name. When two profiles map to one name, the owner is
-//! decided by [`Claims`], not by arrival order: the oldest `creationTimestamp` wins, then the
-//! smallest `namespace/name`; the other is logged (naming both) and reported as
-//! [`ProfileState::Conflict`] until it ranks first. Nothing is engaged before every watch
-//! (profiles, and Secrets with the Secret strategy) has listed once ([`FirstLists`]; a watch
-//! whose list fails stops that wait), so after a restart the list order never decides.
+//! from them what each profile wants (pure, in [`crate::resolve`]), and
+//! [wants](mcr_core::members::Members::want) the owning profile's connection under its cluster
+//! name; the engagement table does the rest (build with the plugin, probe, retries,
+//! sharding). When two profiles map to one name, the owner is decided by [`Claims`], not by
+//! arrival order: the oldest `creationTimestamp` wins, then the smallest `namespace/name`; the
+//! other is logged (naming both) and reported as [`ProfileState::Conflict`] until it ranks
+//! first. Nothing is engaged before every watch (profiles, and Secrets with the Secret
+//! strategy) has listed once ([`FirstLists`]; a watch whose list fails stops that wait), so
+//! after a restart the list order never decides.
 
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::DynamicObject;
 use kube::runtime::watcher::{self, Event};
-use mcr_core::ClusterName;
-use mcr_core::members::{Claims, Dispatch, FirstLists, Relists, Workers};
+use mcr_core::members::{Claims, FirstLists, Relists};
+use mcr_core::{ClusterName, ErrorChain, Source};
+use tokio_util::sync::CancellationToken;
 use tracing::{error, info, warn};
 
-use crate::connect::{Connect, Shared};
-use crate::resolve::{Profiles, SeenSecret};
+use crate::provider::Shared;
+use crate::resolve::{Profiles, SeenSecret, Want, Wanted};
 use crate::{ProfileRef, ProfileState, ProfileStatus, Strategy};
 
 /// One watch event, tagged with its stream.
@@ -28,9 +32,11 @@ pub(crate) enum Item {
     Secret(usize, Event<Secret>),
 }
 
+/// The dispatcher of one run of the provider.
 pub(crate) struct Dispatcher {
     shared: Arc<Shared>,
-    workers: Workers<Connect>,
+    /// The run: what is wanted lives as long as it.
+    token: CancellationToken,
     state: Profiles,
     /// The name each profile maps to (owned, or waiting in a conflict).
     claims: Claims<ProfileRef>,
@@ -42,7 +48,7 @@ pub(crate) struct Dispatcher {
 }
 
 impl Dispatcher {
-    pub(crate) fn item(&mut self, item: Item) {
+    fn item(&mut self, item: Item) {
         let listed = match item {
             Item::Profile(stream, event) => {
                 let listed = matches!(event, Event::InitDone).then_some(stream);
@@ -156,10 +162,10 @@ impl Dispatcher {
         self.settle(&name, Some(profile));
     }
 
-    /// Gives `name` to its best-ranked claimant (publishing what that profile wants when the
-    /// owner changed, or when `changed` is the owner) and reports every other claimant in
-    /// conflict. Removes the name's member when nothing claims it. Decides nothing before the
-    /// initial lists are complete.
+    /// Gives `name` to its best-ranked claimant (wanting what that profile wants when the owner
+    /// changed, or when `changed` is the owner) and reports every other claimant in conflict.
+    /// Removes the name's member when nothing claims it, or when it passes to a profile that
+    /// wants no connection. Decides nothing before the initial lists are complete.
     fn settle(&mut self, name: &ClusterName, changed: Option<&ProfileRef>) {
         if !self.first_lists.done() {
             return;
@@ -167,16 +173,17 @@ impl Dispatcher {
         let settled = self.claims.settle(name);
         let Some(owner) = settled.owner.clone() else {
             if settled.previous.is_some() {
-                self.workers.remove(name);
+                self.shared.members.remove(name);
             }
             return;
         };
         if settled.changed() || changed == Some(&owner) {
-            if let Some(previous) = &settled.previous {
+            let moved = settled.changed() && settled.previous.is_some();
+            if moved && let Some(previous) = &settled.previous {
                 info!(cluster = %name, profile = %owner, previous = %previous, "cluster profile takes over the cluster name (oldest claim wins)");
             }
             if let Some(wanted) = self.state.evaluate(&owner) {
-                self.workers.ensure(name, wanted.desired(&owner));
+                self.want(name, &owner, wanted, moved);
             }
         }
         for other in settled.others {
@@ -201,6 +208,46 @@ impl Dispatcher {
         }
     }
 
+    /// Wants what `profile`, the owner of `name`, wants under it, and records its status. A
+    /// profile that wants no connection keeps what runs (a cluster engaged before stays)
+    /// unless the name just `moved` to it from another profile, or it is not ready and
+    /// [`Options::disengage_when_unhealthy`](crate::Options::disengage_when_unhealthy) says so.
+    fn want(&self, name: &ClusterName, profile: &ProfileRef, wanted: Wanted, moved: bool) {
+        let members = &self.shared.members;
+        let state = match wanted.want {
+            Want::Connect(connection) => {
+                match members.want(&self.token, name, Source::Kubeconfig(connection)) {
+                    Ok(()) => ProfileState::Pending,
+                    Err(err) => {
+                        let reason = ErrorChain(&err).to_string();
+                        warn!(profile = %profile, error = %reason, "cluster profile refused");
+                        ProfileState::Invalid { reason }
+                    }
+                }
+            }
+            Want::NotReady => {
+                let disengage = self.shared.opts.disengage_when_unhealthy || moved;
+                if disengage && members.remove(name) {
+                    info!(profile = %profile, "cluster profile not ready: cluster disengaged");
+                }
+                ProfileState::NotReady { engaged: false }
+            }
+            Want::Invalid(reason) => {
+                warn!(profile = %profile, reason = %reason, "cluster profile cannot be engaged; waiting for it to change");
+                if moved {
+                    members.remove(name);
+                }
+                ProfileState::Invalid { reason }
+            }
+        };
+        let status = ProfileStatus {
+            cluster: Some(name.clone()),
+            resource_version: wanted.resource_version,
+            state,
+        };
+        self.shared.statuses.lock().insert(profile.clone(), status);
+    }
+
     /// The initial lists are complete (or a watch failed to list): decide every name.
     fn settle_all(&mut self) {
         for name in self.claims.names() {
@@ -209,12 +256,9 @@ impl Dispatcher {
     }
 }
 
-impl Dispatch for Dispatcher {
-    type Item = Result<Item, watcher::Error>;
-    type Converge = Connect;
-
-    fn new(workers: Workers<Connect>) -> Self {
-        let shared = workers.converger().0.clone();
+impl Dispatcher {
+    /// The dispatcher of the run of `token`.
+    pub(crate) fn new(shared: Arc<Shared>, token: CancellationToken) -> Self {
         let profile_watches = shared.opts.namespaces.watches().len();
         let secret_watches = match shared.opts.strategy {
             Strategy::Secret { .. } => profile_watches,
@@ -223,7 +267,7 @@ impl Dispatch for Dispatcher {
         Dispatcher {
             state: Profiles::new(shared.opts.clone()),
             shared,
-            workers,
+            token,
             claims: Claims::new(),
             first_lists: FirstLists::new(0..profile_watches + secret_watches),
             profile_watches,
@@ -232,7 +276,8 @@ impl Dispatch for Dispatcher {
         }
     }
 
-    fn handle(&mut self, item: Result<Item, watcher::Error>) {
+    /// Handles one event (or watch error) of the provider's watches.
+    pub(crate) fn handle(&mut self, item: Result<Item, watcher::Error>) {
         match item {
             Ok(item) => self.item(item),
             Err(err) => {
@@ -242,9 +287,5 @@ impl Dispatch for Dispatcher {
                 }
             }
         }
-    }
-
-    fn into_workers(self) -> Workers<Connect> {
-        self.workers
     }
 }

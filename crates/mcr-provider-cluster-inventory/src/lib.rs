@@ -32,27 +32,37 @@
 //!
 //! # Lifecycle
 //!
-//! * **Ready** ([`Options::is_ready`], default: condition `ControlPlaneHealthy` is `True`): the
-//!   client is built (running the plugin, bounded by [`Options::credential_timeout`]), probed
-//!   with `GET /version`, then started, synced, indexed and engaged through
-//!   [`mcr_core::members`] (the helper every provider shares).
+//! The provider reads profiles (and Secrets) and says what it wants under each cluster name: the
+//! owning profile's connection. The [`mcr_core::Engagements`] table does the rest, for every
+//! provider alike: it builds the client (running the plugin), probes it, starts, syncs, indexes
+//! and engages it, renews or replaces it, and retries it after a failure.
+//!
+//! * **Ready** ([`Options::is_ready`], default: condition `ControlPlaneHealthy` is `True`): its
+//!   connection is wanted: the client is built (running the plugin, bounded by
+//!   [`Options::credential_timeout`]), probed with `GET /version`, then started, synced,
+//!   indexed and engaged.
 //! * **Updated**: only a material change re-engages. The connection hash covers the server,
 //!   CA, proxy, the plugin's cluster config and the plugin's command, arguments and
 //!   environment after the policies; a condition, property, label or ignored extension change
 //!   keeps the running cluster.
-//! * **No longer ready**: by default the engaged cluster is kept (a health flap would
-//!   otherwise drop caches and queued work; the member's watches retry on their own) and
-//!   nothing is rebuilt until it is ready again. [`Options::disengage_when_unhealthy`]
-//!   disengages it instead.
+//! * **No longer ready**: by default the cluster stays wanted as it was, so an engaged one is
+//!   kept (a health flap would otherwise drop caches and queued work; the member's watches
+//!   retry on their own) and no new connection is built from the profile until it is ready
+//!   again. [`Options::disengage_when_unhealthy`] disengages it instead.
 //! * **Deleted**, or `deletionTimestamp` set: the cluster is removed.
 //! * **Failure** (plugin fails, hangs past the bound, prints garbage; server unreachable):
-//!   reported as [`ProfileState::Failed`] and retried with [`mcr_core::backoff::Backoff`]; no
-//!   other cluster is affected. Plugin output never reaches logs or errors.
-//! * **Cannot be resolved** (no matching provider, no or several Secrets, malformed extension):
-//!   [`ProfileState::Invalid`] until the profile or its Secrets change.
-//! * **Refused by the policy** (an exec plugin, auth-provider, local file or `proxy-url` in a
-//!   Secret's kubeconfig): [`ProfileState::PolicyDenied`], not retried until the profile or its
+//!   reported as [`ProfileState::Failed`] with the reason (naming the cluster) and retried by
+//!   the table with a capped backoff; no other cluster is affected, an instance engaged before
+//!   keeps serving. Plugin output never reaches logs or errors.
+//! * **Cannot be resolved** (no matching provider, no or several Secrets, malformed extension,
+//!   a kubeconfig that does not parse): [`ProfileState::Invalid`] until the profile or its
 //!   Secrets change.
+//! * **Refused by the policy** (an exec plugin, auth-provider, local file or `proxy-url` in a
+//!   Secret's kubeconfig, a server the operator did not allow): [`ProfileState::PolicyDenied`],
+//!   not retried until the profile or its Secrets change.
+//! * **Sharded manager**: a cluster name another replica owns is [`ProfileState::Elsewhere`]:
+//!   this replica builds no client, runs no plugin and retries nothing for it. A cluster given
+//!   to another replica is stopped at once.
 //!
 //! # Naming
 //!
@@ -100,7 +110,6 @@
 //! ```
 
 mod access;
-mod connect;
 mod dispatch;
 mod error;
 mod options;

@@ -7,11 +7,10 @@ use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
 use kube::runtime::{WatchStreamExt, watcher};
-use mcr_core::members::{MemberProvider, Members, MembersOptions, StatusProvider};
+use mcr_core::members::{MemberProvider, Members, MembersOptions, ProviderShared, StatusProvider};
 use tokio_util::sync::CancellationToken;
 use tracing::info;
 
-use crate::connect::{Connect, Shared};
 use crate::dispatch::{Dispatcher, Item};
 use crate::options::{SECRET_LABEL_CONSUMER, SECRET_LABEL_PROFILE};
 use crate::{ClusterProfile, Error, Options, ProfileRef, ProfileStatus, Strategy};
@@ -86,6 +85,9 @@ impl ClusterInventoryProvider {
     }
 }
 
+/// State shared by the provider handle and its dispatcher.
+pub(crate) type Shared = ProviderShared<Options, ProfileRef, ProfileStatus>;
+
 type Events = BoxStream<'static, Result<Item, watcher::Error>>;
 
 /// Profile watches as the scope says (one per namespace, or one cluster-wide watch whose
@@ -133,10 +135,12 @@ impl MemberProvider for ClusterInventoryProvider {
         let opts = &self.shared.opts;
         info!(namespaces = ?opts.namespaces, selector = ?opts.label_selector, naming = ?opts.naming, "cluster inventory provider starting");
         let events = futures::stream::select_all(watches(&self.shared.host, opts));
-        let connect = Connect(self.shared.clone());
-        (self.shared)
-            .drive::<Dispatcher>(&token, connect, events)
-            .await;
+        let mut dispatcher = Dispatcher::new(self.shared.clone(), token.clone());
+        let mut events = std::pin::pin!(events.take_until(token.cancelled()));
+        while let Some(event) = events.next().await {
+            dispatcher.handle(event);
+        }
+        self.shared.statuses.lock().clear();
         drop(guard);
         info!("cluster inventory provider stopped");
         Ok(())

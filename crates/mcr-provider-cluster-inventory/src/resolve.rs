@@ -9,10 +9,19 @@ use kube::api::DynamicObject;
 use mcr_core::ClusterName;
 use mcr_core::kubeconfig;
 
-use crate::connect::{Desired, Want};
 use crate::options::{SECRET_DATA_KEY, SECRET_LABEL_CONSUMER, SECRET_LABEL_PROFILE};
 use crate::{ClusterProfile, Naming, Options, PROPERTY_CLUSTER_NAME, ProfileRef, Strategy};
 use mcr_core::members::Connection;
+
+/// What a profile wants for its cluster name.
+pub(crate) enum Want {
+    /// Nothing can be built from it (the reason, naming the profile).
+    Invalid(String),
+    /// The readiness rule says no.
+    NotReady,
+    /// A one-context kubeconfig with the [`Policy`](mcr_core::kubeconfig::Policy) it runs under.
+    Connect(Connection),
+}
 
 struct SeenProfile {
     stream: usize,
@@ -69,14 +78,6 @@ pub(crate) struct Wanted {
 }
 
 impl Wanted {
-    pub(crate) fn desired(self, profile: &ProfileRef) -> Desired {
-        Desired {
-            profile: profile.clone(),
-            resource_version: self.resource_version,
-            want: self.want,
-        }
-    }
-
     pub(crate) fn reason_without_name(&self, profile: &ProfileRef) -> String {
         match &self.want {
             Want::Invalid(reason) => reason.clone(),
@@ -218,7 +219,7 @@ impl Profiles {
             return wanted(Some(name), Want::NotReady);
         }
         let want = match self.connect(key, profile, &name) {
-            Ok(connect) => Want::Connect(Arc::new(connect)),
+            Ok(connect) => Want::Connect(connect),
             Err(reason) => Want::Invalid(format!("cluster profile {key}: {reason}")),
         };
         wanted(Some(name), want)

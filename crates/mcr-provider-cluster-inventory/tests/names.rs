@@ -191,3 +191,44 @@ current-context: ctx
     assert!(run.names().is_empty());
     run.stop().await;
 }
+
+/// The owner of a clusterset name is deleted and the next claimant cannot be resolved (no
+/// Secret): the deleted profile's cluster is stopped, not kept under a name the remaining
+/// profile owns without saying how to reach it.
+#[tokio::test]
+async fn a_name_passing_to_an_unresolvable_profile_stops_the_previous_cluster() {
+    init_tracing();
+    let hub = hub().await;
+    let member = TestCluster::start_https("old").await.unwrap();
+    let kc = kubeconfig_of(&member);
+    put_secret(&hub, "default", "z-old", CONSUMER, "z-old", Some(&kc)).await;
+    create_profile(&hub, "z-old", "eu-1", None).await;
+    create_profile(&hub, "a-young", "eu-1", Some("z-old")).await;
+    let opts = Options {
+        naming: Naming::ClusterSetProperty,
+        ..secret_opts()
+    };
+    let run = Running::start(&hub, opts);
+    eventually("z-old engaged as eu-1", DEADLINE, || {
+        matches!(
+            run.state("default", "z-old"),
+            Some(ProfileState::Engaged { .. })
+        )
+    })
+    .await;
+    let token = run.registry.token(&ClusterName::new("eu-1")).unwrap();
+
+    delete_profile(&hub, "default", "z-old").await;
+    eventually("a-young owns eu-1, unresolvable", DEADLINE, || {
+        matches!(
+            run.state("default", "a-young"),
+            Some(ProfileState::Invalid { ref reason }) if reason.contains("no Secret")
+        ) && run.state("default", "z-old").is_none()
+    })
+    .await;
+    tokio::time::timeout(DEADLINE, token.cancelled())
+        .await
+        .expect("the deleted profile's cluster is stopped");
+    assert!(run.names().is_empty(), "{:?}", run.names());
+    run.stop().await;
+}

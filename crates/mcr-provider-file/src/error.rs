@@ -34,16 +34,6 @@ pub enum Error {
         #[source]
         source: mcr_core::kubeconfig::Error,
     },
-    /// The [`Policy`](mcr_core::kubeconfig::Policy) refused the context (its `exec` or
-    /// `auth-provider` stanza, a local file or a `proxy-url`); retried only when a file changes.
-    #[error("cluster {cluster}: refused by policy: {source}")]
-    PolicyDenied {
-        /// The cluster.
-        cluster: ClusterName,
-        /// The policy violation.
-        #[source]
-        source: mcr_core::kubeconfig::Error,
-    },
     /// Two contexts map to one cluster name (`<path><separator><context>` reads alike for both:
     /// a context name containing the separator, or non-UTF-8 paths). The pair whose path (then
     /// context) sorts first owns the name; this one is ignored until that changes.
@@ -62,21 +52,17 @@ pub enum Error {
         /// The owning context.
         owner_context: String,
     },
-    /// Starting, syncing or engaging the cluster failed.
-    #[error("cluster {cluster}: {source}")]
-    Engage {
+    /// The member of a context did not come up: its client could not be built (the
+    /// [`Policy`](mcr_core::kubeconfig::Policy) refused it, say), its server did not answer,
+    /// or its caches did not sync. Retried after `retry_in` with backoff, if at all.
+    #[error("cluster {cluster}: {reason}")]
+    Failed {
         /// The cluster.
         cluster: ClusterName,
-        /// The lifecycle error.
-        #[source]
-        source: mcr_core::Error,
-    },
-    /// The member did not answer its first request in time, or its client could not be
-    /// built in time; retried with backoff.
-    #[error(transparent)]
-    Member {
-        /// What went wrong (names the cluster).
-        source: mcr_core::members::Error,
+        /// Why, redacted and in one line (as `member_statuses()` says it).
+        reason: String,
+        /// When it is tried again (`None`: not before a file changes).
+        retry_in: Option<std::time::Duration>,
     },
     /// A directory could not be watched, or the watcher reported an error.
     #[error("cannot watch {path:?}: {reason}")]
@@ -89,9 +75,25 @@ pub enum Error {
 }
 
 impl Error {
-    /// Whether the provider retries on its own (with backoff): true for failed engagements,
-    /// unreachable members and watch errors; false for file and context errors and policy
-    /// refusals and name conflicts, which only a file change can fix.
+    /// The cluster the error is about, if it is about one.
+    ///
+    /// ```
+    /// use mcr_provider_file::Error;
+    /// let err = Error::Failed { cluster: "a".into(), reason: "down".into(), retry_in: None };
+    /// assert_eq!(err.cluster().map(|c| c.as_str()), Some("a"));
+    /// ```
+    pub fn cluster(&self) -> Option<&ClusterName> {
+        match self {
+            Error::Context { cluster, .. }
+            | Error::NameConflict { cluster, .. }
+            | Error::Failed { cluster, .. } => Some(cluster),
+            Error::File { .. } | Error::Watch { .. } => None,
+        }
+    }
+
+    /// Whether it is retried without a file change: members that failed with a retry
+    /// scheduled, and watch errors; not file and context errors, policy refusals or name
+    /// conflicts, which only a file change can fix.
     ///
     /// ```
     /// use mcr_provider_file::Error;
@@ -101,7 +103,10 @@ impl Error {
     pub fn is_retryable(&self) -> bool {
         matches!(
             self,
-            Error::Engage { .. } | Error::Member { .. } | Error::Watch { .. }
+            Error::Failed {
+                retry_in: Some(_),
+                ..
+            } | Error::Watch { .. }
         )
     }
 }

@@ -6,15 +6,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use mcr_core::ClusterName;
-use mcr_core::members::{MemberProvider, Members, MembersOptions, Workers};
+use mcr_core::members::{MemberProvider, Members, MembersOptions};
 use tokio::sync::{Mutex, mpsc};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
-use crate::reconcile::{FileMembers, PassReport, PassState, pass, read};
+use crate::Options;
+use crate::reconcile::{PassReport, PassState, pass, read, want};
 use crate::watch::{Watches, compile, is_relevant};
-use crate::{Error, Options};
 
 type FsEvents = mpsc::UnboundedReceiver<notify::Result<notify::Event>>;
 
@@ -97,14 +97,15 @@ impl FileProvider {
     /// assert!(p.names().is_empty());
     /// ```
     pub fn names(&self) -> Vec<ClusterName> {
-        self.inner.members.names()
+        self.inner.members.engagements().names()
     }
 
-    /// Reconciles the fleet against the files once, now, and waits for every member: new
-    /// contexts are engaged, changed ones replaced, vanished ones removed; invalid files keep
-    /// their last good clusters. For one-shot use and tests: it awaits every member's build,
-    /// so a hung member holds up the report. The running provider does not wait like this: it
-    /// reads the files and hands each cluster to a worker of its own. Reads never overlap.
+    /// Reconciles the fleet against the files once, now, and waits for every member to settle:
+    /// new contexts are engaged, changed ones replaced or renewed in place, vanished ones
+    /// removed; invalid files keep their last good clusters. For one-shot use and tests: it
+    /// awaits every member (each bounded by its build, probe and sync timeouts), so a hung
+    /// member holds up the report. The running provider does not wait like this: it reads the
+    /// files and says what it wants. Reads never overlap.
     /// Clusters added here go to the table the provider was started with (before that, one of
     /// its own) and live until `token` is cancelled or they are removed.
     ///
@@ -121,44 +122,15 @@ impl FileProvider {
         pass(&inner.opts, &inner.members, &mut state, token).await
     }
 
-    /// Reads the files and hands each cluster's connection to its worker (which builds,
-    /// renews or replaces the member on its own time); the workers of clusters whose file or
-    /// context is gone remove them. Returns the files the kubeconfigs read by path.
-    async fn dispatch(
-        &self,
-        workers: &Workers<FileMembers>,
-        known: &mut BTreeSet<ClusterName>,
-    ) -> BTreeSet<PathBuf> {
+    /// Reads the files and wants each cluster as they say (the table builds, renews or
+    /// replaces each member on its own time); removes the clusters whose file or context is
+    /// gone. Returns the files the kubeconfigs read by path.
+    async fn dispatch(&self, token: &CancellationToken) -> BTreeSet<PathBuf> {
         let disk = {
             let mut state = self.inner.state.lock().await;
             read(&self.inner.opts, &mut state).await
         };
-        for (name, target) in &disk.desired {
-            workers.ensure(name, target.clone());
-            known.insert(name.clone());
-        }
-        // Members added by `run_once` have no worker: removed here directly.
-        let members = &self.inner.members;
-        // Failed members too (`known_names`), so their records go with their file.
-        for name in members
-            .known_names()
-            .into_iter()
-            .chain(known.iter().cloned())
-        {
-            if disk.drops(&name) {
-                workers.remove(&name);
-                if members.remove(&name) {
-                    info!(cluster = %name, "kubeconfig file or context gone: cluster removed");
-                }
-            }
-        }
-        known.retain(|name| !disk.drops(name));
-        // A context that cannot be used never reaches a worker: reported here.
-        for err in &disk.failed {
-            if let Error::Context { cluster, .. } = err {
-                members.report_failure(cluster, err, None);
-            }
-        }
+        want(&self.inner.members, token, &disk);
         debug!(
             clusters = disk.desired.len(),
             invalid_files = disk.invalid_files.len(),
@@ -183,13 +155,10 @@ impl FileProvider {
         // Watch first, so a change during the initial read is not missed.
         watches.update(&opts, &BTreeSet::new());
         let patterns = compile(&opts.globs);
-        // One worker per cluster name, each with its own backoff: a pass only reads the files
-        // and hands out connections, so a hung plugin or server holds up nobody else.
-        let workers = Workers::new(&self.inner.members, token, FileMembers);
-        let mut known = BTreeSet::new();
-        // Files the kubeconfigs read by path (certificates, keys, CA, tokens): a rotation
-        // renews (or, for a CA file, rebuilds) the member that uses them.
-        let mut referenced = self.dispatch(&workers, &mut known).await;
+        // A pass only reads the files and says what is wanted, so a hung plugin or server
+        // holds up nobody else. Files the kubeconfigs read by path (certificates, keys, CA,
+        // tokens): a rotation renews (or, for a CA file, rebuilds) the member that uses them.
+        let mut referenced = self.dispatch(token).await;
         watches.update(&opts, &referenced);
         loop {
             tokio::select! {
@@ -204,11 +173,9 @@ impl FileProvider {
             if !debounce(&mut events, token, opts.debounce).await {
                 break;
             }
-            referenced = self.dispatch(&workers, &mut known).await;
+            referenced = self.dispatch(token).await;
             watches.update(&opts, &referenced);
         }
-        // Attempts in flight are dropped (a credential plugin still running is killed).
-        workers.shutdown().await;
         Ok(())
     }
 }

@@ -4,15 +4,12 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use std::time::Duration;
-
-use mcr_core::members::{self, Converge, Ensured, Member, Members};
-use mcr_core::{BoxFuture, ClusterName};
+use mcr_core::members::Members;
+use mcr_core::{ClusterId, ClusterName, ErrorChain, MemberState, Source};
 use tokio_util::sync::CancellationToken;
-use tracing::{Instrument, debug, error, info, info_span, warn};
+use tracing::{debug, error, info, warn};
 
 use crate::scan::{Found, Owners, cluster_name, scan};
-use crate::target::Target;
 use crate::{Error, Options};
 
 /// What one pass over the configured files did.
@@ -40,8 +37,9 @@ pub struct PassReport {
     pub unchanged: Vec<ClusterName>,
     /// Clusters removed (file or context gone).
     pub removed: Vec<ClusterName>,
-    /// Contexts that failed to build (a previously engaged instance is kept) or to engage, or
-    /// that map to a cluster name another context owns ([`Error::NameConflict`]).
+    /// Contexts that do not resolve, that map to a cluster name another context owns
+    /// ([`Error::NameConflict`]), or whose member failed to come up ([`Error::Failed`]: a
+    /// previously engaged instance is kept).
     pub failed: Vec<Error>,
     /// Files that could not be read or parsed; their last good clusters were kept.
     pub invalid_files: Vec<Error>,
@@ -66,10 +64,11 @@ pub(crate) struct PassState {
     generation: u64,
 }
 
-/// What the files on disk say now: one [`Target`] per cluster name.
+/// What the files on disk say now: one source per cluster name.
 pub(crate) struct Disk {
-    /// What each cluster should connect with.
-    pub(crate) desired: BTreeMap<ClusterName, Target>,
+    /// What each cluster should connect with (its [`Target`](crate::target::Target), or an
+    /// unusable source for a context that does not resolve).
+    pub(crate) desired: BTreeMap<ClusterName, Source>,
     /// Clusters of files that could not be read or parsed: kept as they are.
     pub(crate) protected: BTreeSet<ClusterName>,
     /// Files the desired contexts read by path (certificates, keys, CA, tokens).
@@ -145,10 +144,14 @@ pub(crate) async fn read(opts: &Arc<Options>, state: &mut PassState) -> Disk {
                     match target {
                         Ok(target) => {
                             disk.referenced.extend(referenced);
-                            disk.desired.insert(name, target);
+                            disk.desired.insert(name, Source::Connect(Arc::new(target)));
                         }
                         Err(source) => {
                             error!(cluster = %name, error = %source, "context of kubeconfig file not usable");
+                            // Wanted all the same: reported failed, and an instance that
+                            // ran before keeps serving.
+                            let reason = mcr_core::ErrorChain(&source).to_string();
+                            disk.desired.insert(name.clone(), Source::unusable(reason));
                             disk.failed.push(Error::Context {
                                 cluster: name,
                                 source,
@@ -165,9 +168,10 @@ pub(crate) async fn read(opts: &Arc<Options>, state: &mut PassState) -> Disk {
     disk
 }
 
-/// Runs one pass to its end: reads the files, brings every member to what they say (awaiting
-/// each, so the report is complete) and removes the members whose file or context is gone.
-/// Passes are serialized by the caller (the state lock).
+/// Runs one pass to its end: reads the files, wants every member as they say, removes the
+/// members whose file or context is gone, and waits until every member wanted has settled
+/// (engaged with what the file says now, failed, or owned by another replica), so the report
+/// is complete. Passes are serialized by the caller (the state lock).
 pub(crate) async fn pass(
     opts: &Arc<Options>,
     members: &Members,
@@ -181,31 +185,36 @@ pub(crate) async fn pass(
         invalid_files: std::mem::take(&mut disk.invalid_files),
         ..PassReport::default()
     };
-    let attempts = disk.desired.iter().map(|(name, target)| {
-        let span = info_span!("file_cluster", cluster = %name);
-        ensure(members, token, name, target).instrument(span)
-    });
-    for (name, result) in disk
+    let engagements = members.engagements();
+    let before: BTreeMap<ClusterName, (ClusterId, u64)> = disk
         .desired
         .keys()
-        .zip(futures::future::join_all(attempts).await)
-    {
-        match result {
-            Ok(Ensured::Added(_)) => report.added.push(name.clone()),
-            Ok(Ensured::Replaced(_)) => report.replaced.push(name.clone()),
-            Ok(Ensured::Renewed(_)) => report.renewed.push(name.clone()),
-            Ok(Ensured::Unchanged(_)) => report.unchanged.push(name.clone()),
-            Err(err) => {
-                error!(cluster = %name, error = %err, "cluster from kubeconfig file not engaged");
-                report.failed.push(err);
+        .filter_map(|name| Some((name.clone(), instance(&engagements.get(name).ok()?))))
+        .collect();
+    report.removed = want(members, token, &disk);
+    for name in disk.desired.keys() {
+        match engagements.until_settled(name).await {
+            Some(MemberState::Engaged) => {
+                let Ok(cluster) = engagements.get(name) else {
+                    continue;
+                };
+                let list = match before.get(name) {
+                    None => &mut report.added,
+                    Some((id, _)) if *id != cluster.id() => &mut report.replaced,
+                    Some((_, renewals)) if *renewals != instance(&cluster).1 => &mut report.renewed,
+                    Some(_) => &mut report.unchanged,
+                };
+                list.push(name.clone());
             }
-        }
-    }
-    // Failed members too, so their records go with their file.
-    for name in members.known_names() {
-        if disk.drops(&name) && members.remove(&name) {
-            info!(cluster = %name, "kubeconfig file or context gone: cluster removed");
-            report.removed.push(name);
+            // An unusable context is in the report already.
+            Some(MemberState::Failed { .. })
+                if report.failed.iter().any(|e| e.cluster() == Some(name)) => {}
+            Some(MemberState::Failed { reason, retry_in }) => report.failed.push(Error::Failed {
+                cluster: name.clone(),
+                reason,
+                retry_in,
+            }),
+            _ => {}
         }
     }
     debug!(
@@ -219,66 +228,27 @@ pub(crate) async fn pass(
     report
 }
 
-/// Brings one context's cluster to what the file says (unchanged, renewed in place, added or
-/// replaced) through [`Members::ensure`].
-async fn ensure(
-    members: &Members,
-    token: &CancellationToken,
-    name: &ClusterName,
-    target: &Target,
-) -> Result<Ensured, Error> {
-    let connection = target.connect(name).await?;
-    let ensured = members
-        .ensure(token, name, &connection)
-        .await
-        .map_err(Error::from_member)?;
-    info!(outcome = ?ensured, "cluster from kubeconfig file engaged");
-    Ok(ensured)
+/// An instance's id and how often its credentials were renewed in place.
+fn instance(cluster: &mcr_core::Cluster) -> (ClusterId, u64) {
+    let renewals = cluster.credentials().map_or(0, |c| c.status().renewals);
+    (cluster.id(), renewals)
 }
 
-/// The running provider's per-member work: each cluster name has its own worker
-/// ([`Workers`](mcr_core::members::Workers)), so a member whose plugin or server hangs delays only itself.
-pub(crate) struct FileMembers;
-
-impl Converge for FileMembers {
-    type Desired = Target;
-    type Error = Error;
-
-    fn converge<'a>(&'a self, member: &'a Member<Target>) -> BoxFuture<'a, Result<(), Error>> {
-        Box::pin(async move {
-            let connection = member.desired().connect(member.name()).await?;
-            let ensured = member
-                .ensure(&connection)
-                .await
-                .map_err(Error::from_member)?;
-            info!(outcome = ?ensured, "cluster from kubeconfig file engaged");
-            Ok(())
-        })
-    }
-
-    fn is_retryable(&self, error: &Error) -> bool {
-        error.is_retryable()
-    }
-
-    fn failed(&self, member: &Member<Target>, error: &Error, retry_in: Option<Duration>) {
-        error!(cluster = %member.name(), error = %error, retry_in = ?retry_in,
-            "cluster from kubeconfig file not engaged");
-    }
-
-    fn removed(&self, name: &ClusterName) {
-        info!(cluster = %name, "kubeconfig file or context gone: cluster removed");
-    }
-}
-impl Error {
-    /// The member helper's error.
-    fn from_member(err: members::Error) -> Error {
-        match err {
-            members::Error::PolicyDenied { cluster, source } => {
-                Error::PolicyDenied { cluster, source }
-            }
-            members::Error::Kubeconfig { cluster, source } => Error::Context { cluster, source },
-            members::Error::Engage { cluster, source } => Error::Engage { cluster, source },
-            source => Error::Member { source },
+/// Wants every cluster of `disk` (the table builds, renews or replaces each on its own time:
+/// a member whose plugin or server hangs delays only itself) and removes the members whose
+/// file or context is gone; returns the names removed.
+pub(crate) fn want(members: &Members, token: &CancellationToken, disk: &Disk) -> Vec<ClusterName> {
+    for (name, source) in &disk.desired {
+        if let Err(err) = members.want(token, name, source.clone()) {
+            error!(cluster = %name, error = %ErrorChain(&err), "cluster from kubeconfig file refused");
         }
     }
+    let mut removed = Vec::new();
+    for (name, _) in members.engagements().member_states() {
+        if disk.drops(&name) && members.remove(&name) {
+            info!(cluster = %name, "kubeconfig file or context gone: cluster removed");
+            removed.push(name);
+        }
+    }
+    removed
 }

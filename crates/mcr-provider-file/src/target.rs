@@ -1,24 +1,23 @@
 //! [`Target`]: what the provider wants under one cluster name, without the kubeconfig's
 //! contents.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use kube::config::Kubeconfig;
 use mcr_core::members::Connection;
-use mcr_core::{ClusterName, kubeconfig};
+use mcr_core::{BoxError, BoxFuture, Connect, Source, kubeconfig};
 
-use crate::Error;
 use crate::refs::{reads_ca_file, referenced_files, with_file_contents};
 
 /// One context of one kubeconfig file, as a pass read it: the file, the context, and the hash
 /// of the connection it yielded (the kubeconfig's entries and the files they read by path).
 ///
-/// The parsed kubeconfig is not kept: a worker reads the file again when it brings its member
-/// up ([`Target::connect`]). Every replica of a sharded controller reads every file, so a
+/// The parsed kubeconfig is not kept: the table reads the file again when it brings the member
+/// up (the target is its [`Connect`] source), and only while this replica owns the member. Every replica of a sharded controller reads every file, so a
 /// cluster another replica owns costs this one a path, a context name and a hash, and its
-/// credentials stay on disk. Two targets are equal when all four parts are: a new hash wakes
-/// the member's worker.
+/// credentials stay on disk. Its key is the hash: a new hash (the file, or a file it reads,
+/// changed) brings the member to the new connection.
 #[derive(Clone, PartialEq, Eq)]
 pub(crate) struct Target {
     /// The file (shared by the file's contexts).
@@ -55,35 +54,23 @@ impl Target {
         })
     }
 
-    /// Reads the file again (off the runtime) and builds the connection of this context for the
-    /// member `name`. The file may have changed since the pass: the connection is what it says
-    /// now, and the next pass hands out the matching target. A file that is missing or
-    /// invalid now fails with [`Error::File`] (not retried: the member waits for the next
-    /// pass, which a fix of the file triggers).
-    pub(crate) async fn connect(&self, name: &ClusterName) -> Result<Connection, Error> {
+    /// Reads the file again (off the runtime) and builds the connection of this context. The
+    /// file may have changed since the pass: the connection is what it says now, and the next
+    /// pass hands out the matching target. A file that is missing or invalid now fails.
+    async fn read(&self) -> Result<Connection, kubeconfig::Error> {
         let target = self.clone();
         let read = tokio::task::spawn_blocking(move || kubeconfig::read(&target.file)).await;
         let kc = match read {
             Ok(Ok(kc)) => Arc::new(kc),
-            Ok(Err(source)) => return Err(self.file_error(source)),
+            Ok(Err(source)) => return Err(source),
             Err(join) => {
-                return Err(self.file_error(kubeconfig::Error::Read {
+                return Err(kubeconfig::Error::Read {
                     path: self.file.to_path_buf(),
                     reason: format!("reading the file failed: {join}"),
-                }));
+                });
             }
         };
-        connection(&kc, &self.context).map_err(|source| Error::Context {
-            cluster: name.clone(),
-            source,
-        })
-    }
-
-    fn file_error(&self, source: kubeconfig::Error) -> Error {
-        Error::File {
-            path: PathBuf::from(&*self.file),
-            source,
-        }
+        connection(&kc, &self.context)
     }
 }
 
@@ -97,4 +84,23 @@ fn connection(kc: &Arc<Kubeconfig>, context: &str) -> Result<Connection, kubecon
     Ok(connection
         .with_hash(hash)
         .renewable(!reads_ca_file(kc, context)))
+}
+
+impl Connect for Target {
+    fn key(&self) -> String {
+        self.hash.to_string()
+    }
+
+    fn connect(&self) -> BoxFuture<'_, Result<Source, BoxError>> {
+        Box::pin(async move {
+            let connection = self.read().await?;
+            Ok(Source::Kubeconfig(connection))
+        })
+    }
+
+    /// A file that is missing or invalid, or a context that does not resolve, waits for the
+    /// next pass, which a fix of the file triggers.
+    fn is_retryable(&self, _: &BoxError) -> bool {
+        false
+    }
 }

@@ -300,7 +300,8 @@ async fn exec_policy_is_enforced_per_context() {
     let run = Running::spawn(denied);
     let report = run.settle().await;
     assert!(
-        matches!(report.failed.as_slice(), [Error::PolicyDenied { .. }]),
+        matches!(report.failed.as_slice(),
+            [Error::Failed { reason, retry_in: None, .. }] if reason.contains("refused by policy")),
         "{report:?}"
     );
     assert_eq!(run.names(), [name(&path, "cluster-2")]);

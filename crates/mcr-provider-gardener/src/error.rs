@@ -1,6 +1,8 @@
 //! The provider's error type.
 
-/// Why a Shoot could not be engaged. Never contains credential material.
+/// Why no kubeconfig could be had for a Shoot (its member's failure, retried by the
+/// [`Engagements`](mcr_core::Engagements) table with its backoff; or a failed renewal, retried
+/// by the renewal). Never contains credential material.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
@@ -27,7 +29,4 @@ pub enum Error {
         /// What is wrong (never the kubeconfig's content).
         reason: String,
     },
-    /// The cluster could not be engaged.
-    #[error(transparent)]
-    Core(#[from] mcr_core::Error),
 }

@@ -16,8 +16,17 @@
 //!   cluster keeps its identity, caches and watches, nothing is relisted. A renewal that keeps
 //!   failing is logged with the cluster name and shows in
 //!   `cluster.credentials().status()` (`is_expired()` once the certificate lapsed).
+//! - The provider only says which Shoots it wants; the manager's
+//!   [`Engagements`](mcr_core::Engagements) table brings each up (the kubeconfig request
+//!   included), retries one that fails with backoff ([`Options::retry_initial`] to
+//!   [`Options::retry_max`]) and reports where each stands
+//!   ([`member_statuses`](mcr_core::Provider::member_statuses)). On a sharded manager only the
+//!   replica that owns a Shoot requests its kubeconfig: on the others it costs no request and
+//!   is reported owned elsewhere; a Shoot given away is stopped at once and its credentials are
+//!   renewed no more.
 //! - [`Address`]: which `status.advertisedAddresses` entry to connect to (default: the
-//!   kubeconfig's, i.e. the first).
+//!   kubeconfig's, i.e. the first); when it changes, a new instance replaces the old one once
+//!   it has synced.
 //! - Cluster name `<namespace>/<name>` ([`Options::cluster_name`] to change it).
 //!
 //! RBAC in the garden: `get`, `list`, `watch` on `shoots` and `create` on
@@ -41,12 +50,12 @@
 //! # Ok(()) }
 //! ```
 
-mod engage;
 mod error;
 mod options;
 mod provider;
 mod request;
 mod shoot;
+mod source;
 
 pub use error::Error;
 pub use mcr_core::scope::Namespaces;

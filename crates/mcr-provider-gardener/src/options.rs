@@ -91,8 +91,8 @@ pub struct Options {
     pub request_timeout: Duration,
     /// How long a new cluster's cache may take to sync (default 30 s).
     pub sync_timeout: Duration,
-    /// First delay before retrying a Shoot that could not be engaged (default 1 s; doubles up
-    /// to `retry_max`).
+    /// First delay before the table retries a Shoot that could not be engaged (default 1 s;
+    /// doubles up to `retry_max`).
     pub retry_initial: Duration,
     /// Longest retry delay (default 60 s).
     pub retry_max: Duration,

@@ -1,20 +1,19 @@
-//! The [`GardenerProvider`]: one engaged cluster per ready Shoot.
+//! The [`GardenerProvider`]: one member per ready Shoot.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use futures::{StreamExt, stream::BoxStream};
 use kube::ResourceExt;
 use kube::api::DynamicObject;
 use kube::runtime::{WatchStreamExt, watcher};
-use mcr_core::ClusterName;
-use mcr_core::members::{MemberProvider, Members, MembersOptions};
-use parking_lot::Mutex;
+use mcr_core::members::{MemberProvider, Members, MembersOptions, Relists, Track};
+use mcr_core::{ClusterName, ErrorChain, Source};
 use tokio_util::sync::CancellationToken;
-use tracing::{Instrument, info, warn};
+use tracing::{info, warn};
 
-use crate::engage::engage;
 use crate::request::ShootKubeconfig;
+use crate::source::ShootSource;
 use crate::{Address, Options, shoot};
 
 /// Engages the Shoots of a Gardener garden as the fleet.
@@ -26,8 +25,10 @@ use crate::{Address, Options, shoot};
 /// authenticates with a short-lived kubeconfig from `shoots/{name}/adminkubeconfig` (or
 /// `viewerkubeconfig`), renewed **in place** before it expires: the cluster, its caches and
 /// watches stay, nothing is relisted. A Shoot that is deleted, gets a deletionTimestamp,
-/// hibernates or stops being ready is disengaged. One Shoot failing never holds up the
-/// others: each is engaged in its own task, retried with backoff.
+/// hibernates or stops being ready is disengaged. The [`Engagements`](mcr_core::Engagements)
+/// table brings each wanted Shoot up, retries it with backoff (one Shoot failing never holds up
+/// the others) and, on a sharded manager, asks for its kubeconfig only on the replica that
+/// owns it.
 ///
 /// ```no_run
 /// use std::sync::Arc;
@@ -53,14 +54,7 @@ pub struct GardenerProvider {
 struct Inner {
     garden: kube::Client,
     opts: Arc<Options>,
-    engaged: Members,
-    members: Mutex<HashMap<ClusterName, Member>>,
-}
-
-struct Member {
-    namespace: String,
-    server: Option<String>,
-    token: CancellationToken,
+    members: Members,
 }
 
 impl GardenerProvider {
@@ -73,16 +67,18 @@ impl GardenerProvider {
     /// # Ok(()) }
     /// ```
     pub fn new(garden: kube::Client, opts: Options) -> Self {
-        let engaged = Members::new(MembersOptions {
+        let members = Members::new(MembersOptions {
+            client_options: opts.client.clone(),
             sync_timeout: opts.sync_timeout,
+            backoff_initial: opts.retry_initial,
+            backoff_max: opts.retry_max,
             ..MembersOptions::default()
         });
         GardenerProvider {
             inner: Arc::new(Inner {
                 garden,
                 opts: Arc::new(opts),
-                engaged,
-                members: Mutex::new(HashMap::new()),
+                members,
             }),
         }
     }
@@ -95,10 +91,10 @@ impl GardenerProvider {
     /// # }
     /// ```
     pub fn cluster_names(&self) -> Vec<ClusterName> {
-        self.inner.engaged.engagements().names()
+        self.inner.members.engagements().names()
     }
 
-    fn streams(&self) -> Vec<(Option<String>, BoxStream<'static, WatchEvent>)> {
+    fn streams(&self) -> Vec<BoxStream<'static, WatchEvent>> {
         let resource = shoot::resource();
         self.inner
             .opts
@@ -107,58 +103,36 @@ impl GardenerProvider {
             .into_iter()
             .map(|w| {
                 let api = w.api_dynamic(self.inner.garden.clone(), &resource);
-                let stream = mcr_core::watch(api, w.config(watcher::Config::default()))
+                mcr_core::watch(api, w.config(watcher::Config::default()))
                     .default_backoff()
-                    .boxed();
-                (w.namespace, stream)
+                    .boxed()
             })
             .collect()
     }
 
     async fn watch(&self, token: CancellationToken) {
-        let streams = self.streams();
-        let scopes: Vec<Option<String>> = streams.iter().map(|(ns, _)| ns.clone()).collect();
         let mut merged = futures::stream::select_all(
-            streams
+            self.streams()
                 .into_iter()
                 .enumerate()
-                .map(|(i, (_, s))| s.map(move |e| (i, e))),
+                .map(|(i, s)| s.map(move |e| (i, e))),
         );
-        let mut listing: HashMap<usize, HashSet<ClusterName>> = HashMap::new();
+        let mut shoots = Shoots {
+            provider: self,
+            token: token.clone(),
+            wanted: BTreeMap::new(),
+            relists: Relists::default(),
+        };
         loop {
-            let (i, event) = tokio::select! {
-                _ = token.cancelled() => break,
-                next = merged.next() => match next {
-                    Some(next) => next,
-                    None => break,
-                },
+            let next = tokio::select! {
+                () = token.cancelled() => break,
+                next = merged.next() => next,
             };
-            match event {
-                Ok(watcher::Event::Init) => {
-                    listing.insert(i, HashSet::new());
-                }
-                Ok(watcher::Event::InitApply(s)) => {
-                    if let Some(name) = self.observe(&s, &token) {
-                        listing.entry(i).or_default().insert(name);
-                    }
-                }
-                Ok(watcher::Event::InitDone) => {
-                    let seen = listing.remove(&i).unwrap_or_default();
-                    self.sweep(scopes[i].as_deref(), &seen);
-                }
-                Ok(watcher::Event::Apply(s)) => {
-                    self.observe(&s, &token);
-                }
-                Ok(watcher::Event::Delete(s)) => {
-                    let name = self.name_of(&s);
-                    self.forget(&name, "the Shoot was deleted");
-                }
-                Err(err) => warn!(error = %err, "watching Shoots failed; retrying"),
+            match next {
+                Some((i, Ok(event))) => shoots.event(i, event),
+                Some((_, Err(err))) => warn!(error = %err, "watching Shoots failed; retrying"),
+                None => break,
             }
-        }
-        let names: Vec<ClusterName> = self.inner.members.lock().keys().cloned().collect();
-        for name in names {
-            self.forget(&name, "the provider stopped");
         }
     }
 
@@ -167,97 +141,120 @@ impl GardenerProvider {
         ClusterName::from((self.inner.opts.cluster_name)(&ns, &s.name_any()))
     }
 
-    /// Engages or disengages a Shoot after a change; returns its name when in scope.
-    fn observe(&self, s: &DynamicObject, token: &CancellationToken) -> Option<ClusterName> {
+    /// Why a Shoot in scope is not wanted now, or the advertised address (`None`: the
+    /// kubeconfig's) its member connects to.
+    fn wanted(&self, s: &DynamicObject) -> Result<Option<String>, &'static str> {
         let opts = &self.inner.opts;
-        let namespace = s.namespace().unwrap_or_default();
-        if !opts.namespaces.contains(&namespace) {
-            return None;
+        if s.metadata.deletion_timestamp.is_some() {
+            return Err("the Shoot is being deleted");
         }
-        let name = self.name_of(s);
-        let server = match &opts.address {
-            Address::First => None,
-            Address::Named(wanted) => match shoot::address(s, wanted) {
-                Some(url) => Some(url),
-                None => {
-                    self.forget(&name, "the Shoot has no advertised address of that name");
-                    return Some(name);
-                }
-            },
-        };
-        let unwanted = if s.metadata.deletion_timestamp.is_some() {
-            Some("the Shoot is being deleted")
-        } else if !shoot::is_ready(s) {
-            Some("the Shoot is not ready")
-        } else if shoot::is_hibernated(s) && !opts.engage_hibernated {
-            Some("the Shoot is hibernated")
-        } else {
-            None
-        };
-        if let Some(reason) = unwanted {
-            self.forget(&name, reason);
-            return Some(name);
+        if !shoot::is_ready(s) {
+            return Err("the Shoot is not ready");
         }
-        {
-            let members = self.inner.members.lock();
-            if members.get(&name).is_some_and(|m| m.server == server) {
-                return Some(name);
-            }
+        if shoot::is_hibernated(s) && !opts.engage_hibernated {
+            return Err("the Shoot is hibernated");
         }
-        self.forget(&name, "the advertised address changed");
-        let member_token = token.child_token();
-        self.inner.members.lock().insert(
-            name.clone(),
-            Member {
-                namespace: namespace.clone(),
-                server: server.clone(),
-                token: member_token.clone(),
-            },
-        );
-        let source = Arc::new(ShootKubeconfig {
-            garden: self.inner.garden.clone(),
-            namespace,
-            name: s.name_any(),
-            server,
-            opts: opts.clone(),
-        });
-        let span = tracing::info_span!("engage_shoot", cluster = %name);
-        tokio::spawn(
-            engage(
-                self.inner.engaged.clone(),
-                self.inner.opts.clone(),
-                name.clone(),
-                source,
-                member_token,
-            )
-            .instrument(span),
-        );
-        Some(name)
+        match &opts.address {
+            Address::First => Ok(None),
+            Address::Named(wanted) => shoot::address(s, wanted)
+                .map(Some)
+                .ok_or("the Shoot has no advertised address of that name"),
+        }
     }
 
-    /// Disengages members of a re-listed scope that the list no longer has.
-    fn sweep(&self, namespace: Option<&str>, seen: &HashSet<ClusterName>) {
-        let gone: Vec<ClusterName> = self
+    /// Wants the member of Shoot `s` (the same address again changes nothing); false when the
+    /// table refused its name.
+    fn want(&self, token: &CancellationToken, s: &DynamicObject, server: Option<String>) -> bool {
+        let name = self.name_of(s);
+        let source = ShootSource {
+            shoot: Arc::new(ShootKubeconfig {
+                garden: self.inner.garden.clone(),
+                namespace: s.namespace().unwrap_or_default(),
+                name: s.name_any(),
+                server,
+                opts: self.inner.opts.clone(),
+            }),
+            name: name.clone(),
+            run: token.clone(),
+        };
+        match self
             .inner
             .members
-            .lock()
-            .iter()
-            .filter(|(name, m)| {
-                namespace.is_none_or(|ns| ns == m.namespace) && !seen.contains(*name)
-            })
-            .map(|(name, _)| name.clone())
-            .collect();
-        for name in gone {
-            self.forget(&name, "the Shoot is gone");
+            .want(token, &name, Source::Connect(Arc::new(source)))
+        {
+            Ok(()) => true,
+            Err(err) => {
+                warn!(cluster = %name, error = %ErrorChain(&err), "Shoot refused as a cluster");
+                false
+            }
         }
     }
 
-    fn forget(&self, name: &ClusterName, reason: &str) {
-        let member = self.inner.members.lock().remove(name);
-        if let Some(member) = member {
-            member.token.cancel();
-            self.inner.engaged.remove(name);
+    fn remove(&self, name: &ClusterName, reason: &str) {
+        if self.inner.members.remove(name) {
             info!(cluster = %name, reason, "disengaged");
+        }
+    }
+}
+
+/// What the watch of one run knows of the Shoots in scope: the cluster name each wanted one
+/// goes by and the watch stream it came from, so that a relist of that stream removes the
+/// members whose Shoot it no longer lists.
+struct Shoots<'a> {
+    provider: &'a GardenerProvider,
+    token: CancellationToken,
+    /// By `<namespace>/<name>` of the Shoot: its cluster name and stream.
+    wanted: BTreeMap<String, (ClusterName, usize)>,
+    relists: Relists<String>,
+}
+
+impl Track<DynamicObject> for Shoots<'_> {
+    type Key = String;
+
+    fn relists(&mut self) -> &mut Relists<String> {
+        &mut self.relists
+    }
+
+    fn known(&self, stream: usize) -> Vec<String> {
+        (self.wanted.iter())
+            .filter(|(_, (_, s))| *s == stream)
+            .map(|(k, _)| k.clone())
+            .collect()
+    }
+
+    fn key_of(s: &DynamicObject) -> Option<String> {
+        Some(format!("{}/{}", s.namespace()?, s.name_any()))
+    }
+
+    fn apply(&mut self, stream: usize, s: DynamicObject) -> Option<String> {
+        let key = Self::key_of(&s)?;
+        if !self
+            .provider
+            .inner
+            .opts
+            .namespaces
+            .contains(s.namespace()?.as_str())
+        {
+            return None;
+        }
+        let name = self.provider.name_of(&s);
+        match self.provider.wanted(&s) {
+            Ok(server) => {
+                if self.provider.want(&self.token, &s, server) {
+                    self.wanted.insert(key.clone(), (name, stream));
+                }
+            }
+            Err(reason) => {
+                self.wanted.remove(&key);
+                self.provider.remove(&name, reason);
+            }
+        }
+        Some(key)
+    }
+
+    fn delete(&mut self, key: &String) {
+        if let Some((name, _)) = self.wanted.remove(key) {
+            self.provider.remove(&name, "the Shoot is gone");
         }
     }
 }
@@ -266,10 +263,12 @@ type WatchEvent = Result<watcher::Event<DynamicObject>, watcher::Error>;
 
 impl MemberProvider for GardenerProvider {
     fn members(&self) -> &Members {
-        &self.inner.engaged
+        &self.inner.members
     }
 
+    #[tracing::instrument(name = "gardener_provider", skip_all)]
     async fn run(&self, token: CancellationToken) -> Result<(), mcr_core::Error> {
+        let _run = self.inner.members.start_run("gardener")?;
         info!("starting the Gardener provider");
         self.watch(token).await;
         Ok(())

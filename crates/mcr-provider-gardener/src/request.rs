@@ -27,7 +27,7 @@ impl ShootKubeconfig {
         format!("{}/{}", self.namespace, self.name)
     }
 
-    fn unusable(&self, reason: impl Into<String>) -> Error {
+    pub(crate) fn unusable(&self, reason: impl Into<String>) -> Error {
         Error::Kubeconfig {
             shoot: self.shoot(),
             reason: reason.into(),

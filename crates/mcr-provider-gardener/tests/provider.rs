@@ -1,37 +1,20 @@
 //! The Gardener provider against an emulated garden whose Shoots are HTTPS clusters with
 //! expiring client certificates.
 
+mod common;
+
 use std::time::Duration;
 
+use common::{DEADLINE, options};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::api::{Api, ListParams, PostParams};
-use mcr_core::credentials::RenewalOptions;
 use mcr_core::{ClusterName, Engagements, Provider, ProviderRunnable};
 use mcr_envtest::TestCluster;
 use mcr_envtest::garden::Garden;
 use mcr_envtest::wait::{eventually, eventually_async};
-use mcr_provider_gardener::{Address, GardenerProvider, KubeconfigKind, Namespaces, Options};
+use mcr_provider_gardener::{Address, GardenerProvider, KubeconfigKind, Options};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
-
-const DEADLINE: Duration = Duration::from_secs(30);
-
-fn options(expiration: Duration) -> Options {
-    Options {
-        namespaces: Namespaces::One("garden-dev".into()),
-        expiration,
-        renewal: RenewalOptions {
-            fraction: 0.5,
-            jitter: 0.05,
-            retry_initial: Duration::from_millis(100),
-            retry_max: Duration::from_millis(400),
-            ..RenewalOptions::default()
-        },
-        retry_initial: Duration::from_millis(100),
-        retry_max: Duration::from_millis(400),
-        ..Options::default()
-    }
-}
 
 fn start(provider: &GardenerProvider) -> (Engagements, CancellationToken) {
     let registry = Engagements::new();
@@ -79,7 +62,7 @@ async fn shoots_engage_and_renew_in_place_without_relist() {
     let (registry, token) = start(&provider);
     // Engaged (the registry), then active in the provider once synced.
     eventually("both shoots to engage", DEADLINE, || {
-        registry.len() == 2 && names(&provider) == ["garden-dev/a", "garden-dev/b"]
+        registry.names().len() == 2 && names(&provider) == ["garden-dev/a", "garden-dev/b"]
     })
     .await;
 
@@ -170,7 +153,7 @@ async fn readiness_hibernation_deletion_and_scope() {
         GardenerProvider::new(garden.cluster().client(), options(Duration::from_secs(600)));
     let (registry, token) = start(&provider);
     eventually("the ready shoot to engage", DEADLINE, || {
-        registry.len() == 1
+        registry.names().len() == 1
     })
     .await;
     assert_eq!(
@@ -203,7 +186,7 @@ async fn readiness_hibernation_deletion_and_scope() {
 
     garden.delete_shoot("garden-dev", "creating").await.unwrap();
     eventually("the deleted shoot to disengage", DEADLINE, || {
-        provider.cluster_names().is_empty() && registry.is_empty()
+        provider.cluster_names().is_empty() && registry.names().is_empty()
     })
     .await;
     token.cancel();
@@ -235,7 +218,7 @@ async fn viewer_kubeconfig_internal_address_and_hibernated_option() {
     );
     let (registry, token) = start(&provider);
     eventually("the hibernated shoot to engage", DEADLINE, || {
-        registry.len() == 1
+        registry.names().len() == 1
     })
     .await;
     let cluster = provider.get(&"garden-dev/sleepy".into()).await.unwrap();
@@ -271,7 +254,10 @@ async fn renewal_failing_past_expiry_reports_unhealthy_then_recovers() {
         options(Duration::from_secs(3600)),
     );
     let (registry, token) = start(&provider);
-    eventually("the shoot to engage", DEADLINE, || registry.len() == 1).await;
+    eventually("the shoot to engage", DEADLINE, || {
+        registry.names().len() == 1
+    })
+    .await;
     let cluster = provider.get(&"garden-dev/lapsing".into()).await.unwrap();
     garden.set_failing(true);
     eventually("the credentials to expire", DEADLINE, || {

@@ -1,10 +1,10 @@
-//! Running the `kind` command line: bounded, cancellable, never blocking the runtime.
+//! Running the `kind` command line: bounded, killed when dropped, never blocking the runtime.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
-use tokio_util::sync::CancellationToken;
+use mcr_core::members::Connection;
 
 use crate::{Error, Options};
 
@@ -30,9 +30,9 @@ impl KindCli {
     }
 
     /// `kind get clusters`: the names, in kind's order.
-    pub(crate) async fn clusters(&self, token: &CancellationToken) -> Result<Vec<String>, Error> {
+    pub(crate) async fn clusters(&self) -> Result<Vec<String>, Error> {
         let args = ["get", "clusters"];
-        let stdout = self.run(&args, token).await?;
+        let stdout = self.run(&args).await?;
         let text = String::from_utf8(stdout).map_err(|_| Error::Output {
             command: args.join(" "),
             reason: "the output is not UTF-8".to_string(),
@@ -40,23 +40,24 @@ impl KindCli {
         Ok(parse_clusters(&text))
     }
 
-    /// `kind get kubeconfig --name <name> [--internal]`. The bytes are a credential: callers
-    /// never log them or put them in errors.
-    pub(crate) async fn kubeconfig(
-        &self,
-        name: &str,
-        token: &CancellationToken,
-    ) -> Result<Vec<u8>, Error> {
+    /// The connection `kind get kubeconfig --name <name> [--internal]` prints. What kind
+    /// printed is a credential: it is never logged or put in an error.
+    pub(crate) async fn connection(&self, name: &str) -> Result<Connection, Error> {
         let mut args = vec!["get", "kubeconfig", "--name", name];
         if self.internal {
             args.push("--internal");
         }
-        self.run(&args, token).await
+        let stdout = self.run(&args).await?;
+        // kind sets current-context to `kind-<name>`.
+        Connection::parse(&stdout).map_err(|source| Error::Kubeconfig {
+            command: args.join(" "),
+            source,
+        })
     }
 
-    /// Runs `kind <args>` and returns its stdout. Bounded by the command timeout (the process
-    /// is killed when it passes, or when `token` is cancelled).
-    async fn run(&self, args: &[&str], token: &CancellationToken) -> Result<Vec<u8>, Error> {
+    /// Runs `kind <args>` and returns its stdout. Bounded by the command timeout; the process
+    /// is killed when it passes, or when the future is dropped.
+    async fn run(&self, args: &[&str]) -> Result<Vec<u8>, Error> {
         let command = args.join(" ");
         let child = tokio::process::Command::new(&self.bin)
             .args(args)
@@ -67,13 +68,20 @@ impl KindCli {
             .spawn()
             .map_err(|source| spawn_error(&self.bin, source))?;
         // Dropping the `wait_with_output` future drops the child, which kills it.
-        let output = tokio::select! {
-            () = token.cancelled() => return Err(Error::Cancelled { command }),
-            done = tokio::time::timeout(self.timeout, child.wait_with_output()) => match done {
-                Err(_) => return Err(Error::Timeout { command, timeout: self.timeout }),
-                Ok(Err(source)) => return Err(Error::Spawn { bin: self.bin.clone(), source }),
-                Ok(Ok(output)) => output,
-            },
+        let output = match tokio::time::timeout(self.timeout, child.wait_with_output()).await {
+            Err(_) => {
+                return Err(Error::Timeout {
+                    command,
+                    timeout: self.timeout,
+                });
+            }
+            Ok(Err(source)) => {
+                return Err(Error::Spawn {
+                    bin: self.bin.clone(),
+                    source,
+                });
+            }
+            Ok(Ok(output)) => output,
         };
         if !output.status.success() {
             return Err(Error::Failed {

@@ -3,15 +3,16 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use mcr_core::ClusterName;
-
 /// Where to get kind, for the "not installed" message.
 pub const INSTALL_HINT: &str = "install kind (https://kind.sigs.k8s.io/docs/user/quick-start/#installation, \
      e.g. `go install sigs.k8s.io/kind@latest`) or set Options::kind_bin to its path";
 
-/// Why the kind provider could not list clusters, or one cluster could not join.
+/// Why a run of `kind` gave nothing usable: the provider could not list the clusters (at start,
+/// [`Error::NotInstalled`] ends the provider; later ones are retried), or one cluster's
+/// kubeconfig could not be had (the member's failure, retried by the
+/// [`Engagements`](mcr_core::Engagements) table with its backoff).
 ///
-/// Messages name the command or the cluster and the reason. They never contain what
+/// Messages name the command (and so the cluster) and the reason. They never contain what
 /// `kind get kubeconfig` printed (a credential) or the kubeconfig's contents.
 ///
 /// ```
@@ -65,40 +66,14 @@ pub enum Error {
         /// What is wrong with it.
         reason: String,
     },
-    /// The provider stopped while `kind` was running; the process was killed.
-    #[error("`kind {command}` cancelled: the provider is stopping")]
-    Cancelled {
-        /// The arguments.
-        command: String,
-    },
-    /// The kubeconfig kind printed for the cluster is not usable (or the exec policy refused it).
-    #[error("cluster {cluster}: {source}")]
+    /// What `kind get kubeconfig` printed is not a usable kubeconfig.
+    #[error("`kind {command}` printed no usable kubeconfig")]
     Kubeconfig {
-        /// The kind cluster.
-        cluster: ClusterName,
-        /// What is wrong with it.
+        /// The arguments, e.g. `get kubeconfig --name fleet-a`.
+        command: String,
+        /// What is wrong with it (never its contents).
         #[source]
         source: mcr_core::kubeconfig::Error,
-    },
-    /// The cluster's API server did not answer `GET /version`.
-    #[error("cluster {cluster}: API server unreachable: {reason}")]
-    Unreachable {
-        /// The kind cluster.
-        cluster: ClusterName,
-        /// Why.
-        reason: String,
-    },
-    /// [`start`](mcr_core::ProviderRunnable::start) was called while the provider runs.
-    #[error("this kind provider is already running")]
-    AlreadyRunning,
-    /// Starting, syncing or engaging the cluster failed.
-    #[error("cluster {cluster}: {source}")]
-    Engage {
-        /// The kind cluster.
-        cluster: ClusterName,
-        /// The lifecycle error.
-        #[source]
-        source: mcr_core::Error,
     },
 }
 

@@ -6,26 +6,29 @@
 //!
 //! The provider runs the `kind` command line ([`Options::kind_bin`], default `kind` on
 //! `PATH`) with `tokio::process`; every run is bounded by [`Options::command_timeout`] (the
-//! process is killed when it passes, and when the provider stops). Each cluster has at most
-//! one `kind get kubeconfig` running, in a task of its own, and the list never waits for it.
+//! process is killed when it passes, and when the provider stops or no longer needs it). It
+//! only says which clusters it wants; the manager's [`Engagements`](mcr_core::Engagements)
+//! table brings each up, asking kind for its kubeconfig when it does.
 //!
 //! * Every [`Options::poll_interval`] (2 s), `kind get clusters` lists the clusters. Names
-//!   that start with [`Options::prefix`] (all names without a prefix) belong to the fleet.
-//! * A new cluster's kubeconfig comes from `kind get kubeconfig --name <name>` (with
-//!   `--internal` when [`Options::internal`] is set). It is built into a client through
-//!   [`mcr_core::kubeconfig`] with the client options and policy of [`Options::members`]
-//!   (default [`Policy::default`](mcr_core::kubeconfig::Policy): kind's kubeconfigs use an
-//!   inline client certificate, so a kubeconfig asking to run a program or read a file is
-//!   refused), probed with
-//!   `GET /version`, then started, synced, indexed and engaged through
-//!   [`mcr_core::Engagements`]. The cluster is named by its kind name, e.g. `fleet-alpha` (the
-//!   kubeconfig context is `kind-fleet-alpha`).
-//! * A cluster that is no longer listed is removed.
-//! * The kubeconfig of each engaged cluster is fetched again every
-//!   [`Options::refresh_interval`] (10 s). The same connection (compared with
-//!   [`mcr_core::kubeconfig::connection_hash`]) keeps the running instance; a kind cluster that
-//!   was deleted and recreated under the same name has a new CA and client certificate, and its
-//!   new instance replaces the old one.
+//!   that start with [`Options::prefix`] (all names without a prefix) belong to the fleet: a
+//!   new one is wanted, one no longer listed is removed.
+//! * Bringing a cluster up, the table runs `kind get kubeconfig --name <name>` (with
+//!   `--internal` when [`Options::internal`] is set), builds the client with the client
+//!   options and policy of [`Options::members`] (default
+//!   [`Policy::default`](mcr_core::kubeconfig::Policy): kind's kubeconfigs use an inline
+//!   client certificate, so a kubeconfig asking to run a program or read a file is refused),
+//!   probes it with `GET /version`, then starts, syncs, indexes and engages it. The cluster
+//!   is named by its kind name, e.g. `fleet-alpha` (the kubeconfig context is
+//!   `kind-fleet-alpha`).
+//! * Every [`Options::refresh_interval`] (10 s), the kubeconfig of each cluster engaged here is
+//!   fetched again (side by side, one pass at a time). The same connection (compared with
+//!   [`mcr_core::kubeconfig::connection_hash`]) keeps the running instance; a kind cluster
+//!   that was deleted and recreated under the same name has a new CA and client certificate,
+//!   and a new instance replaces the old one once it has synced.
+//! * On a sharded manager, a cluster another replica owns is never asked for its kubeconfig:
+//!   it costs no command and no client, and is reported owned elsewhere. A cluster given to
+//!   another replica is stopped at once and no longer refreshed.
 //!
 //! What `kind get kubeconfig` prints is a credential: it is never logged and never part of an
 //! error.
@@ -38,13 +41,15 @@
 //! * **A failing list** (Docker down, `kind` timing out, `kind` removed later on): logged and
 //!   retried after the poll interval, doubling up to one minute; the known clusters stay
 //!   engaged. Go ends its provider when the first list fails.
-//! * **One cluster failing** (its kubeconfig cannot be fetched, parsed or built, its API server
-//!   does not answer, its caches do not sync): logged with the cluster name, recorded in
-//!   [`KindProvider::failures`] and retried on its own, after `backoff_initial`
-//!   ([`Options::members`]) doubling up to `backoff_max` (checked at each poll). Every cluster's attempt
-//!   runs as its own task, so a slow or broken cluster never holds up the others or the next
-//!   list. Go ends the whole pass at the first per-cluster error, removals included.
-//! * **A failing refresh** of an engaged cluster keeps it engaged (and is retried likewise).
+//! * **One cluster failing** (its kubeconfig cannot be fetched or parsed, its API server does
+//!   not answer, its caches do not sync): reported `failed` with the cluster name and the
+//!   reason ([`member_statuses`](mcr_core::Provider::member_statuses), the manager's
+//!   `/clusters`) and retried on its own by the table, after `backoff_initial`
+//!   ([`Options::members`]) doubling up to `backoff_max`. A slow or broken cluster never holds
+//!   up the others or the next list. Go ends the whole pass at the first per-cluster error,
+//!   removals included. A kubeconfig the policy refuses is not retried until the cluster
+//!   leaves the list and comes back.
+//! * **A failing refresh** of an engaged cluster is logged; the cluster stays engaged.
 //! * **Recreated clusters** are noticed (see above); Go keeps the stale client forever.
 //!
 //! # Example
@@ -70,9 +75,9 @@
 
 mod cli;
 mod error;
-mod member;
 mod options;
 mod provider;
+mod source;
 
 pub use error::{Error, INSTALL_HINT};
 pub use mcr_core::members::MemberOptions;

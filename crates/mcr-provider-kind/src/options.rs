@@ -35,7 +35,9 @@ pub struct Options {
     /// ([`DEFAULT_KIND_BIN`]).
     pub kind_bin: Option<PathBuf>,
     /// Limit on each run of `kind`; a run that takes longer is killed and counts as failed.
-    /// Default: 30 s.
+    /// A member's `kind get kubeconfig` is also bounded by the engagement table's build
+    /// timeout ([`MembersOptions::build_timeout`](mcr_core::members::MembersOptions::build_timeout),
+    /// 60 s). Default: 30 s.
     pub command_timeout: Duration,
     /// Ask kind for the *internal* kubeconfig (`kind get kubeconfig --internal`: the API server
     /// as seen from inside the kind Docker network, `https://<name>-control-plane:6443`), for a

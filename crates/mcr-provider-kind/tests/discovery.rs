@@ -73,7 +73,7 @@ async fn clusters_join_and_leave_with_the_kind_list() {
         ["fleet-b"],
         "the provider forgot it too"
     );
-    assert!(running.provider.failures().is_empty());
+    assert!(running.failed().is_empty(), "{:?}", running.failed());
     running.stop().await;
 }
 

@@ -12,6 +12,18 @@ use mcr_envtest::wait::eventually;
 use mcr_provider_kind::{KindProvider, Options};
 use tokio_util::sync::CancellationToken;
 
+/// The reason of `name`'s failure, waited for (bounded): between two attempts it is failed,
+/// during one pending.
+async fn failure(running: &Running, name: &str) -> String {
+    let mut reason = None;
+    eventually(&format!("{name} to report its failure"), WAIT, || {
+        reason = running.failure(name);
+        reason.is_some()
+    })
+    .await;
+    reason.unwrap_or_default()
+}
+
 #[tokio::test]
 async fn a_failing_list_keeps_known_clusters_and_recovers() {
     let kind = FakeKind::new();
@@ -84,17 +96,14 @@ async fn broken_clusters_are_isolated_and_retried() {
         running.names() == ["fleet-good"]
     })
     .await;
-    eventually("every broken cluster to report its failure", WAIT, || {
-        running.provider.failures().len() == 3
-    })
-    .await;
-    let garbage_err = running.failure("fleet-garbage").unwrap();
+    // Each reports its own failure (between two of its attempts; pending during one).
+    let garbage_err = failure(&running, "fleet-garbage").await;
     assert!(garbage_err.contains("fleet-garbage"), "{garbage_err}");
     assert!(
         !garbage_err.contains("s3cr3t"),
         "no kubeconfig content: {garbage_err}"
     );
-    let down_err = running.failure("fleet-down").unwrap();
+    let down_err = failure(&running, "fleet-down").await;
     assert!(
         down_err.contains("fleet-down") && down_err.contains("unreachable"),
         "{down_err}"
@@ -103,7 +112,7 @@ async fn broken_clusters_are_isolated_and_retried() {
         !down_err.contains(down.token()),
         "no credential: {down_err}"
     );
-    let slow_err = running.failure("fleet-slow").unwrap();
+    let slow_err = failure(&running, "fleet-slow").await;
     assert!(
         slow_err.contains("--name fleet-slow") && slow_err.contains("killed"),
         "{slow_err}"
@@ -124,7 +133,7 @@ async fn broken_clusters_are_isolated_and_retried() {
     })
     .await;
     eventually("the failures to clear", WAIT, || {
-        running.provider.failures().is_empty()
+        running.failed().is_empty()
     })
     .await;
     running.stop().await;
@@ -156,7 +165,7 @@ current-context: kind-fleet-exec
         running.names() == ["fleet-a"] && running.failure("fleet-exec").is_some()
     })
     .await;
-    let err = running.failure("fleet-exec").unwrap();
+    let err = failure(&running, "fleet-exec").await;
     assert!(
         err.contains("fleet-exec") && err.contains("exec policy"),
         "{err}"

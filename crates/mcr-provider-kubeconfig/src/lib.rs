@@ -23,35 +23,45 @@
 //!
 //! # Lifecycle
 //!
-//! * **Created**: the kubeconfig's current context is turned into a client with
-//!   the client options and policy of [`Options::members`], probed with `GET /version`, then
-//!   started, synced, indexed and engaged through [`mcr_core::Engagements`].
+//! The provider reads Secrets and says what it wants under each cluster name (the owning
+//! Secret's kubeconfig); the [`mcr_core::Engagements`] table does the rest, for every provider
+//! alike: it builds the client with the client options and policy of [`Options::members`],
+//! probes it with `GET /version`, starts, syncs, indexes and engages it, renews or replaces it,
+//! and retries it after a failure.
+//!
+//! * **Created**: its kubeconfig's current context is wanted under the Secret's name.
 //! * **Updated**: the connection hash of the kubeconfig's current context (server, CA,
 //!   settings and credentials) decides. Unchanged (an annotation, label, other data key or
-//!   only formatting changed): the running cluster is kept, nothing re-engages. Only the
-//!   credentials changed (same server, CA and settings, a static token or client
-//!   certificate): they are renewed in place, keeping the cluster, its caches and watches (same
-//!   [`mcr_core::ClusterId`], no relist). Anything else: a new instance replaces the old one
-//!   (new [`mcr_core::ClusterId`], indexes re-applied, re-engaged). If the new kubeconfig
-//!   cannot be parsed, is refused by the policy or its server does not answer, the
-//!   previous instance stays engaged; once the new server answers, the old instance is
-//!   removed before the new one starts (if that one then fails to sync, the name is empty
-//!   until a retry succeeds).
+//!   only formatting changed): nothing happens. Only the credentials changed (same server, CA
+//!   and settings, a static token or client certificate): they are renewed in place, keeping
+//!   the cluster, its caches and watches (same [`mcr_core::ClusterId`], no relist). Anything
+//!   else: a new instance replaces the old one once it has synced (new
+//!   [`mcr_core::ClusterId`], indexes re-applied, re-engaged); until then, and for as long as
+//!   the new kubeconfig is refused or its server does not answer, the old one keeps serving.
 //! * **Deleted**, `deletionTimestamp` set, or label removed: the cluster is removed.
-//! * **Key missing or empty**: logged with the Secret's `namespace/name` and ignored (a cluster
-//!   already engaged from it is kept); the Secret stays watched, so adding the key engages it.
-//! * **Invalid kubeconfig or unreachable server**: logged with the Secret's `namespace/name` and
-//!   retried with a capped exponential backoff ([`Options::members`]: `backoff_initial` doubling up to
-//!   `backoff_max`); no other cluster is affected.
+//! * **Key missing or empty**: logged with the Secret's `namespace/name`,
+//!   [`SecretState::MissingKey`] (a cluster already engaged from it is kept); the Secret stays
+//!   watched, so adding the key engages it.
+//! * **Kubeconfig that does not parse** (or whose current context does not resolve): logged
+//!   with the Secret's `namespace/name`, [`SecretState::Invalid`], and its cluster reported
+//!   failed in `member_statuses()` with that reason; nothing is tried until the Secret changes
+//!   (a cluster already engaged from it is kept).
+//! * **Unreachable server, client that cannot be built, caches that do not sync**:
+//!   [`SecretState::Failed`], retried by the table with a capped exponential backoff
+//!   ([`Options::members`]: `backoff_initial` doubling up to `backoff_max`); no other cluster
+//!   is affected.
 //! * **Policy violation** (an `exec` or `auth-provider` stanza, a local file reference or a
-//!   `proxy-url`, refused by default): logged, [`SecretState::PolicyDenied`], not retried
-//!   until the Secret changes.
+//!   `proxy-url`, refused by default): [`SecretState::PolicyDenied`], not retried until the
+//!   Secret changes.
+//! * **Sharded manager**: a cluster name another replica owns is
+//!   [`SecretState::Elsewhere`]: this replica keeps its kubeconfig and builds no client, makes
+//!   no request to it and retries nothing. A cluster given to another replica is stopped at
+//!   once (its token cancelled).
 //!
-//! Everything after reading the Secret (the per-name worker, backoff, hash short-circuit,
-//! renewal in place, probe, engagement) is [`mcr_core::members`], shared by every provider.
-//!
-//! [`StatusProvider::status`] reports the outcome per Secret. Log lines carry the cluster
-//! name and Secret; kubeconfig contents and credentials are never logged.
+//! [`StatusProvider::status`] reports the outcome per Secret; `member_statuses()` (the
+//! [`Provider`](mcr_core::Provider) trait) reports the table's record of every wanted cluster.
+//! Log lines carry the cluster name and Secret; kubeconfig contents and credentials are never
+//! logged.
 //!
 //! # RBAC on the management cluster
 //!
@@ -109,14 +119,13 @@
 //! # Ok(()) }
 //! ```
 
-mod connect;
 mod dispatch;
 mod error;
 mod options;
 mod provider;
 mod status;
 
-pub use error::{Error, ProbeError};
+pub use error::Error;
 pub use mcr_core::members::{MemberOptions, StatusProvider};
 pub use options::{DEFAULT_DATA_KEY, DEFAULT_LABEL, DEFAULT_NAMESPACE, Namespaces, Options};
 pub use provider::KubeconfigProvider;

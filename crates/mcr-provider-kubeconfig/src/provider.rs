@@ -6,21 +6,23 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
 use kube::runtime::{WatchStreamExt, watcher};
-use mcr_core::members::{MemberProvider, Members, StatusProvider};
+use mcr_core::members::{MemberProvider, Members, ProviderShared, StatusProvider};
 use tokio_util::sync::CancellationToken;
 use tracing::info;
 
-use crate::connect::{Connect, Shared};
 use crate::dispatch::{Dispatcher, SecretEvent};
 use crate::{Options, SecretRef, SecretStatus};
+
+/// State shared by the provider handle and its dispatcher.
+pub(crate) type Shared = ProviderShared<Options, SecretRef, SecretStatus>;
 
 /// Discovers member clusters from kubeconfig Secrets in a management ("host") cluster.
 ///
 /// Each Secret in the watched [`Namespaces`](crate::Namespaces) labelled
 /// `<Options::label>: "true"` with a kubeconfig under `data[<Options::data_key>]` becomes a
-/// cluster named after the Secret, built from the kubeconfig's current context through
-/// [`mcr_core::kubeconfig`] and run through [`mcr_core::members`]. See the crate
-/// documentation for the full lifecycle.
+/// cluster named after the Secret: the provider wants the kubeconfig's current context under
+/// that name, and the [`Engagements`](mcr_core::Engagements) table builds, probes, engages,
+/// renews and retries it. See the crate documentation for the full lifecycle.
 ///
 /// Cheap to clone (an `Arc` inside). Start it once, through the Manager or
 /// [`ProviderRunnable::start`](mcr_core::ProviderRunnable::start). Its accessors (`options`,
@@ -49,8 +51,9 @@ pub struct KubeconfigProvider {
 }
 
 /// The accessors: `options`, `names`, `status` (what the provider made of one watched Secret:
-/// engaged, pending, failed and retrying, refused by the policy, missing its key, or in a name
-/// conflict) and `statuses` (every watched Secret, by `namespace/name`).
+/// engaged, pending, failed and retrying, refused by the policy, owned by another replica,
+/// missing its key, invalid, or in a name conflict) and `statuses` (every watched Secret, by
+/// `namespace/name`).
 impl StatusProvider<Options, SecretRef, SecretStatus> for KubeconfigProvider {
     fn shared(&self) -> &Shared {
         &self.shared
@@ -114,10 +117,12 @@ impl MemberProvider for KubeconfigProvider {
         let opts = &self.shared.opts;
         info!(namespaces = ?opts.namespaces, label = %opts.label, key = %opts.data_key, "kubeconfig provider starting");
         let events = futures::stream::select_all(secret_watches(&self.shared.host, opts));
-        let connect = Connect(self.shared.clone());
-        (self.shared)
-            .drive::<Dispatcher>(&token, connect, events)
-            .await;
+        let mut dispatcher = Dispatcher::new(self.shared.clone(), token.clone());
+        let mut events = std::pin::pin!(events.take_until(token.cancelled()));
+        while let Some(event) = events.next().await {
+            dispatcher.handle(event);
+        }
+        self.shared.statuses.lock().clear();
         drop(guard);
         info!("kubeconfig provider stopped");
         Ok(())

@@ -3,7 +3,8 @@
 use std::fmt;
 use std::time::Duration;
 
-use mcr_core::{ClusterId, ClusterName};
+use mcr_core::members::{Members, Tracked};
+use mcr_core::{ClusterId, ClusterName, MemberState};
 
 /// A Secret's `namespace/name`. Ordered by namespace, then name.
 ///
@@ -52,7 +53,7 @@ impl fmt::Display for SecretRef {
     }
 }
 
-/// The outcome of the last look at one Secret (see
+/// What the provider made of one Secret (see
 /// [`StatusProvider::status`](crate::StatusProvider::status)).
 ///
 /// ```
@@ -69,7 +70,11 @@ pub struct SecretStatus {
     pub state: SecretState,
 }
 
-/// What the provider did with a Secret.
+/// What the provider did with a Secret. The provider records what it decided about the
+/// Secret (its cluster is wanted, it is in a name conflict, its key is missing, its kubeconfig
+/// does not parse); for a wanted cluster, where the cluster stands (pending, engaged, failed,
+/// refused by the policy, owned by another replica) is read from the
+/// [`Engagements`](mcr_core::Engagements) table each time the status is read.
 ///
 /// ```
 /// use mcr_provider_kubeconfig::SecretState;
@@ -79,19 +84,20 @@ pub struct SecretStatus {
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum SecretState {
-    /// Seen; the cluster is being built, started and synced.
+    /// Its cluster is wanted and being built, probed, started and synced (or a newer
+    /// kubeconfig is on its way while an earlier instance serves).
     Pending,
-    /// The cluster is engaged (the id of the running instance).
+    /// The cluster is engaged with the Secret's current kubeconfig (the id of the running
+    /// instance).
     Engaged {
         /// The engaged instance.
         id: ClusterId,
     },
-    /// The data key is missing or empty: ignored (an already engaged cluster is kept) until the
-    /// key is added.
-    MissingKey,
-    /// The last attempt failed; it is retried after `retry_in`.
+    /// The last attempt failed (a client that could not be built, a server that did not
+    /// answer, caches that did not sync); it is retried after `retry_in`. An instance engaged
+    /// from an earlier kubeconfig keeps serving meanwhile.
     Failed {
-        /// The error message (names the Secret, never credentials).
+        /// Why: the member's error with its sources (names the cluster, never credentials).
         reason: String,
         /// Delay before the next attempt.
         retry_in: Duration,
@@ -102,6 +108,22 @@ pub enum SecretState {
         /// The error message.
         reason: String,
     },
+    /// Another replica of a sharded manager owns the cluster name: this replica keeps the
+    /// Secret's kubeconfig and builds no client, makes no request and retries nothing for it
+    /// until it comes to own the name.
+    Elsewhere {
+        /// The owning replica, when known.
+        owner: Option<String>,
+    },
+    /// The data key is missing or empty: ignored (an already engaged cluster is kept) until the
+    /// key is added.
+    MissingKey,
+    /// The kubeconfig does not parse, or its current context does not resolve: nothing is
+    /// tried until the Secret changes (an already engaged cluster is kept).
+    Invalid {
+        /// Why (names the Secret, never credentials).
+        reason: String,
+    },
     /// Another Secret with the same name in another watched namespace owns the cluster name
     /// (it is older, or as old and in a smaller namespace); this one takes over when that one
     /// goes away.
@@ -109,4 +131,25 @@ pub enum SecretState {
         /// The Secret that owns the cluster name.
         owner: SecretRef,
     },
+}
+
+/// A [`SecretState::Pending`] status follows its cluster in the table; every other state is
+/// the provider's own decision about the Secret and is returned as it is.
+impl Tracked for SecretStatus {
+    fn track(mut self, members: &Members) -> Self {
+        if self.state != SecretState::Pending {
+            return self;
+        }
+        self.state = match members.member(&self.cluster) {
+            Some((MemberState::Engaged, Some(id))) => SecretState::Engaged { id },
+            Some((MemberState::Failed { reason, retry_in }, _)) => match retry_in {
+                Some(retry_in) => SecretState::Failed { reason, retry_in },
+                // The table retries every failure of a kubeconfig but a policy refusal.
+                None => SecretState::PolicyDenied { reason },
+            },
+            Some((MemberState::Elsewhere { owner }, _)) => SecretState::Elsewhere { owner },
+            _ => SecretState::Pending,
+        };
+        self
+    }
 }

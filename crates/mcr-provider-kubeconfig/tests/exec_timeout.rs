@@ -1,4 +1,4 @@
-//! A credential plugin that never exits holds up neither its Secret's worker nor shutdown.
+//! A credential plugin that never exits holds up neither its Secret's member nor shutdown.
 
 mod common;
 
@@ -31,7 +31,7 @@ current-context: x
 
 #[cfg(unix)]
 #[tokio::test]
-async fn a_hanging_exec_plugin_fails_its_build_and_never_blocks_the_worker_or_shutdown() {
+async fn a_hanging_exec_plugin_fails_its_build_and_never_blocks_the_member_or_shutdown() {
     init_tracing();
     let host = TestCluster::start("host").await.unwrap();
     let fleet = https_fleet(1).await;
@@ -52,7 +52,7 @@ async fn a_hanging_exec_plugin_fails_its_build_and_never_blocks_the_worker_or_sh
         )
     })
     .await;
-    // The worker still follows its Secret.
+    // The member still follows its Secret.
     put_secret(
         &host,
         "default",

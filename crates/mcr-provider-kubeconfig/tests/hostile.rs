@@ -1,7 +1,7 @@
 //! Hostile or broken kubeconfig Secrets, through the provider as a user meets them: each one
-//! fails cleanly (no panic anywhere in the process, the member's worker stays alive and picks
-//! up a fixed Secret) with one message that names the Secret, says what failed and what to
-//! check.
+//! fails cleanly (no panic anywhere in the process, the member stays wanted and a fixed Secret
+//! engages it) with one message that names the cluster (the Secret's name) or the Secret, says
+//! what failed and what to check.
 //!
 //! The tests share one panic counter (a process-wide panic hook), so this file holds only
 //! tests that must not panic.
@@ -20,7 +20,7 @@ use mcr_provider_kubeconfig::{Namespaces, SecretState};
 
 use common::*;
 
-/// Panics seen anywhere in this test binary (kube's buffer worker, a member's worker task).
+/// Panics seen anywhere in this test binary (kube's buffer worker, a member's task).
 fn panics() -> &'static AtomicUsize {
     static PANICS: OnceLock<AtomicUsize> = OnceLock::new();
     static HOOK: Once = Once::new();
@@ -84,12 +84,12 @@ async fn jwt_exp_beyond_system_time_fails_cleanly() {
         .await;
         let reason = failed_reason(&run, name).await;
         assert!(
-            reason.starts_with(&format!("secret default/{name}: ")),
+            reason.starts_with(&format!("cluster \"{name}\": ")),
             "{reason}"
         );
         assert!(!reason.contains(&token), "{reason}");
     }
-    // The worker of the name is alive: a fixed Secret engages.
+    // The member is still wanted: a fixed Secret engages it.
     put_secret(
         &host,
         "default",
@@ -109,9 +109,9 @@ async fn jwt_exp_beyond_system_time_fails_cleanly() {
 
 /// `server: 127.0.0.1:<port>` (no scheme) with a token used to reach kube on the renewable
 /// path, whose buffer worker then panicked on every request. Now it is refused before any
-/// client is built, with a message naming the Secret and the fix.
+/// client is built, with a message naming the cluster and the fix.
 #[tokio::test]
-async fn server_without_scheme_is_refused_naming_the_secret() {
+async fn server_without_scheme_is_refused_naming_the_cluster() {
     init_tracing();
     let before = panics().load(Ordering::SeqCst);
     let host = TestCluster::start("host").await.unwrap();
@@ -124,14 +124,15 @@ async fn server_without_scheme_is_refused_naming_the_secret() {
     let reason = failed_reason(&run, "bare").await;
     assert_eq!(
         reason,
-        "secret default/bare: context \"member-1\": invalid client configuration: \
+        "cluster \"bare\": context \"member-1\": invalid client configuration: \
          the server URL has no scheme (write it as https://host:port)"
     );
     assert_eq!(panics().load(Ordering::SeqCst), before, "nothing panicked");
     run.stop().await;
 }
 
-/// A Secret that is not YAML: said once, not twice.
+/// A Secret that is not YAML: said once, not twice, naming the Secret; nothing is tried until
+/// the Secret changes.
 #[tokio::test]
 async fn malformed_yaml_is_reported_once() {
     init_tracing();
@@ -146,7 +147,16 @@ async fn malformed_yaml_is_reported_once() {
         &[],
     )
     .await;
-    let reason = failed_reason(&run, "garbage").await;
+    eventually("garbage invalid", DEADLINE, || {
+        matches!(
+            run.state("default", "garbage"),
+            Some(SecretState::Invalid { .. })
+        )
+    })
+    .await;
+    let Some(SecretState::Invalid { reason }) = run.state("default", "garbage") else {
+        unreachable!()
+    };
     assert!(
         reason.starts_with("secret default/garbage: invalid kubeconfig: "),
         "{reason}"
@@ -176,7 +186,7 @@ async fn rejected_credentials_are_not_called_unreachable() {
     let reason = failed_reason(&run, "badtoken").await;
     assert_eq!(
         reason,
-        "secret default/badtoken: the API server rejected the credentials \
+        "cluster \"badtoken\": the API server rejected the credentials \
          (GET /version: 401 Unauthorized): check the user's token or client certificate"
     );
     run.stop().await;
@@ -218,7 +228,7 @@ async fn silent_server_names_the_deadline() {
     let reason = failed_reason(&run, "silent").await;
     assert_eq!(
         reason,
-        "secret default/silent: API server unreachable: connecting (TCP and TLS handshake) \
+        "cluster \"silent\": API server unreachable: connecting (TCP and TLS handshake) \
          did not finish within the connect timeout (2s): check the server address and that \
          an API server answers there"
     );

@@ -19,6 +19,16 @@ use common::*;
 /// Creates `ns/x` pointing at `kubeconfig`, strictly younger (by `creationTimestamp`, which has
 /// a one-second resolution) than `older` if given: re-created until its timestamp is later.
 async fn create_claim(host: &TestCluster, ns: &str, kubeconfig: &str, older: Option<&str>) {
+    create_claim_of(host, ns, Some(kubeconfig), older).await;
+}
+
+/// [`create_claim`], with the data key left out when `kubeconfig` is `None`.
+async fn create_claim_of(
+    host: &TestCluster,
+    ns: &str,
+    kubeconfig: Option<&str>,
+    older: Option<&str>,
+) {
     let api = Api::<Secret>::namespaced(host.client(), ns);
     let created = |s: Secret| s.metadata.creation_timestamp.expect("set by the server");
     let older = match older {
@@ -32,7 +42,7 @@ async fn create_claim(host: &TestCluster, ns: &str, kubeconfig: &str, older: Opt
     };
     let deadline = tokio::time::Instant::now() + DEADLINE;
     loop {
-        put_secret(host, ns, "x", "true", Some(kubeconfig.as_bytes()), &[]).await;
+        put_secret(host, ns, "x", "true", kubeconfig.map(str::as_bytes), &[]).await;
         let mine = created(api.get("x").await.unwrap());
         if older.as_ref().is_none_or(|o| *o < mine) {
             return;
@@ -228,5 +238,39 @@ async fn a_younger_secret_is_never_engaged_before_the_older_is_listed() {
             "only the oldest Secret's member is ever engaged as x"
         );
     }
+    run.stop().await;
+}
+
+/// The owner of a name goes away and the next claimant has no kubeconfig: the cluster the
+/// owner's kubeconfig brought up is removed (it was engaged from a Secret that no longer
+/// exists), not kept under a name the remaining Secret owns without saying how to reach it.
+#[tokio::test]
+async fn a_name_passing_to_a_secret_without_kubeconfig_stops_the_previous_cluster() {
+    init_tracing();
+    let host = TestCluster::start("host").await.unwrap();
+    let fleet = https_fleet(1).await;
+    create_namespace(&host.client(), "ns-a", &[]).await;
+    create_namespace(&host.client(), "ns-b", &[]).await;
+    create_claim(&host, "ns-a", &kubeconfig_of(&fleet.clusters()[0]), None).await;
+    create_claim_of(&host, "ns-b", None, Some("ns-a")).await;
+    let run = Running::start(
+        &host,
+        opts(Namespaces::List(vec!["ns-a".into(), "ns-b".into()])),
+    );
+    eventually_async("ns-a/x engaged as x", DEADLINE, || async {
+        matches!(state(&run, "ns-a"), Some(SecretState::Engaged { .. }))
+    })
+    .await;
+    let token = run.registry.token(&ClusterName::new("x")).unwrap();
+
+    delete_secret(&host.client(), "ns-a", "x").await;
+    eventually_async("ns-b/x owns x, without a kubeconfig", DEADLINE, || async {
+        state(&run, "ns-b") == Some(SecretState::MissingKey) && state(&run, "ns-a").is_none()
+    })
+    .await;
+    tokio::time::timeout(DEADLINE, token.cancelled())
+        .await
+        .expect("the cluster of the deleted Secret is stopped");
+    assert!(run.names().is_empty(), "{:?}", run.names());
     run.stop().await;
 }

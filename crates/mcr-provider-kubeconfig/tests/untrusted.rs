@@ -1,12 +1,13 @@
-//! Secrets are untrusted input: a broken or unreachable kubeconfig is retried without
-//! affecting the other clusters, and exec plugins or local file references are refused unless
-//! the operator opted in.
+//! Secrets are untrusted input: a broken kubeconfig waits for its Secret to change and an
+//! unreachable one is retried, without affecting the other clusters, and exec plugins or local
+//! file references are refused unless the operator opted in.
 
 mod common;
 
 use std::time::Duration;
 
 use mcr_core::kubeconfig::{ClientOptions, Policy};
+use mcr_core::{MemberState, Provider};
 use mcr_envtest::TestCluster;
 use mcr_envtest::wait::eventually;
 use mcr_provider_kubeconfig::{Namespaces, SecretState};
@@ -14,7 +15,7 @@ use mcr_provider_kubeconfig::{Namespaces, SecretState};
 use common::*;
 
 #[tokio::test]
-async fn invalid_or_unreachable_is_retried_and_isolated() {
+async fn invalid_waits_for_a_change_unreachable_is_retried_both_isolated() {
     init_tracing();
     let host = TestCluster::start("host").await.unwrap();
     let fleet = https_fleet(2).await;
@@ -49,10 +50,10 @@ async fn invalid_or_unreachable_is_retried_and_isolated() {
     )
     .await;
     eventually("good engaged", DEADLINE, || run.names() == ["good"]).await;
-    eventually("bad and down failing", DEADLINE, || {
+    eventually("bad invalid and down failing", DEADLINE, || {
         matches!(
             run.state("default", "bad"),
-            Some(SecretState::Failed { .. })
+            Some(SecretState::Invalid { .. })
         ) && matches!(
             run.state("default", "down"),
             Some(SecretState::Failed { .. })
@@ -62,9 +63,17 @@ async fn invalid_or_unreachable_is_retried_and_isolated() {
     let Some(SecretState::Failed { reason, .. }) = run.state("default", "down") else {
         unreachable!()
     };
+    assert!(reason.contains("\"down\""), "names the cluster: {reason}");
+    let Some(SecretState::Invalid { reason }) = run.state("default", "bad") else {
+        unreachable!()
+    };
+    assert!(reason.contains("default/bad"), "names the Secret: {reason}");
+    // The table reports its cluster failed, not tried again until the Secret changes.
+    let statuses = run.provider.member_statuses();
+    let bad = statuses.iter().find(|s| s.name.as_str() == "bad");
     assert!(
-        reason.contains("default/down"),
-        "names the Secret: {reason}"
+        matches!(bad.map(|s| &s.state), Some(MemberState::Failed { reason, retry_in: None }) if reason.contains("default/bad")),
+        "{statuses:?}"
     );
     assert!(!reason.contains(m2.token()), "no credentials in errors");
 

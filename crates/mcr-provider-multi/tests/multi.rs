@@ -74,7 +74,11 @@ struct Running {
 
 impl Running {
     fn start(multi: MultiProvider) -> Running {
-        let registry = Engagements::new();
+        Self::start_on(multi, Engagements::new())
+    }
+
+    /// Starts `multi` on `registry`.
+    fn start_on(multi: MultiProvider, registry: Engagements) -> Running {
         let token = CancellationToken::new();
         let task = tokio::spawn({
             let (multi, token, table) = (multi.clone(), token.clone(), registry.clone());
@@ -226,7 +230,10 @@ async fn removal_disengages_the_providers_clusters() {
         CoreError::ClusterNotFound(_)
     ));
     eventually("a#c cache stopped", DEADLINE, || informer.is_stopped()).await;
-    eventually("child forgot it", DEADLINE, || a.engagements().is_empty()).await;
+    eventually("child forgot it", DEADLINE, || {
+        a.engagements().names().is_empty()
+    })
+    .await;
     assert!(multi.get(&"b#c".into()).await.is_ok());
 
     // The name can be reused by a new provider.
@@ -280,6 +287,13 @@ async fn separators_inside_cluster_names_and_custom_separators() {
     run.stop().await;
 }
 
+/// Adds a namespace provider over `host` as the child `ns`.
+async fn add_namespaces(multi: &MultiProvider, host: &TestCluster) {
+    let host = Cluster::new(mcr_core::ClusterName::host(), host.client());
+    let provider = Arc::new(NamespaceProvider::new(host, Default::default()));
+    multi.add("ns", provider).await.unwrap();
+}
+
 #[tokio::test]
 async fn a_host_watching_provider_lives_inside_multi() {
     init_tracing();
@@ -303,14 +317,7 @@ async fn a_host_watching_provider_lives_inside_multi() {
         .await
         .unwrap();
     multi.add("fixed", fixed).await.unwrap();
-    let host = Cluster::new(mcr_core::ClusterName::host(), host_env.client());
-    multi
-        .add(
-            "ns",
-            Arc::new(NamespaceProvider::new(host, Default::default())),
-        )
-        .await
-        .unwrap();
+    add_namespaces(&multi, &host_env).await;
     eventually("fleet", DEADLINE, || {
         run.names() == ["fixed#member", "ns#default", "ns#team-a"]
     })
@@ -495,9 +502,21 @@ async fn a_panicking_child_is_restarted_with_backoff_and_reported() {
     run.stop().await;
 }
 
-/// A child built on `mcr_core::members` whose one member failed.
+/// A child built on `mcr_core::members` whose one member cannot be reached.
 struct Reporting {
     members: mcr_core::members::Members,
+}
+
+/// A source whose every connection is refused.
+struct Refused;
+
+impl mcr_core::Connect for Refused {
+    fn key(&self) -> String {
+        String::new()
+    }
+    fn connect(&self) -> BoxFuture<'_, Result<mcr_core::Source, mcr_core::BoxError>> {
+        Box::pin(async { Err("refused".into()) })
+    }
 }
 
 impl mcr_core::members::MemberProvider for Reporting {
@@ -506,11 +525,8 @@ impl mcr_core::members::MemberProvider for Reporting {
     }
     async fn run(&self, token: CancellationToken) -> Result<(), CoreError> {
         let _guard = self.members.start_run("reporting")?;
-        let err = CoreError::Engage {
-            cluster: "x".into(),
-            source: "refused".into(),
-        };
-        self.members.report_failure(&"x".into(), &err, None);
+        let source = mcr_core::Source::Connect(Arc::new(Refused));
+        self.members.want(&token, &"x".into(), source)?;
         token.cancelled().await;
         Ok(())
     }
@@ -526,7 +542,10 @@ async fn a_childs_failing_members_are_reported_under_their_prefixed_names() {
     multi.add("p", child).await.unwrap();
     let run = Running::start(multi.clone());
     eventually("the child's failure reported", DEADLINE, || {
-        !multi.member_statuses().is_empty()
+        multi
+            .member_statuses()
+            .iter()
+            .any(|s| matches!(s.state, mcr_core::MemberState::Failed { .. }))
     })
     .await;
     let statuses = multi.member_statuses();
@@ -536,6 +555,48 @@ async fn a_childs_failing_members_are_reported_under_their_prefixed_names() {
     assert!(
         matches!(&statuses[0].state, mcr_core::MemberState::Failed { reason, .. } if reason.ends_with("refused")),
         "{statuses:?}"
+    );
+    run.stop().await;
+}
+
+/// On a sharded manager, ownership is decided on the full (prefixed) name: a child's member
+/// another replica owns is reported owned elsewhere under its prefixed name and is not brought
+/// up here.
+#[tokio::test]
+async fn a_childs_members_are_owned_by_their_prefixed_names() {
+    init_tracing();
+    let host_env = TestCluster::start("host").await.unwrap();
+    mcr_test_support::create_namespace(&host_env.client(), "team-a", &[]).await;
+    let multi = MultiProvider::new();
+    add_namespaces(&multi, &host_env).await;
+    let registry = Engagements::new();
+    let owned = mcr_test_support::Owned::new(&["ns#team-a"]);
+    assert!(registry.coordinate(owned).is_ok());
+    let run = Running::start_on(multi.clone(), registry);
+    let states = || -> Vec<(String, &'static str)> {
+        multi
+            .member_statuses()
+            .into_iter()
+            .map(|s| (s.name.to_string(), s.state.as_str()))
+            .collect()
+    };
+    eventually(
+        "ns#team-a engaged, ns#default owned elsewhere",
+        DEADLINE,
+        || {
+            states()
+                == [
+                    ("ns#default".to_string(), "elsewhere"),
+                    ("ns#team-a".to_string(), "engaged"),
+                ]
+        },
+    )
+    .await;
+    assert_eq!(run.names(), ["ns#team-a"]);
+    let err = multi.get(&"ns#default".into()).await.unwrap_err();
+    assert!(
+        matches!(&err, CoreError::NotOwned { cluster, .. } if cluster == "ns#default"),
+        "{err}"
     );
     run.stop().await;
 }

@@ -4,11 +4,19 @@
 //!
 //! # Naming and lifecycle
 //!
-//! Every namespace of the host is a cluster named after the namespace. It is engaged when the
-//! namespace appears (matching [`Options::label_selector`], not in [`Options::excluded`]) and
-//! disengaged when the namespace is deleted or starts terminating (`deletionTimestamp` set or
-//! `status.phase: Terminating`). A cluster that fails to engage is retried after
-//! [`Options::retry_delay`].
+//! Every namespace of the host is a cluster named after the namespace. The provider watches
+//! the host's Namespaces and says which it wants: a namespace is wanted when it appears
+//! (matching [`Options::label_selector`], not in [`Options::excluded`]) and removed when it is
+//! deleted or starts terminating (`deletionTimestamp` set or `status.phase: Terminating`).
+//! The manager's [`Engagements`](mcr_core::Engagements) table brings each wanted namespace up
+//! (its views synced within [`Options::sync_timeout`]) and retries one that fails after
+//! [`Options::retry_delay`]; where each stands is
+//! [`member_statuses`](mcr_core::Provider::member_statuses).
+//!
+//! On a sharded manager the table brings a namespace up only on the replica that owns it: on
+//! the others it costs no informer and no request, is reported owned elsewhere, and
+//! [`get`](mcr_core::Provider::get) answers [`NotOwned`](mcr_core::Error::NotOwned). A
+//! namespace given to another replica is stopped at once (its token cancelled).
 //!
 //! # What a namespace cluster looks like
 //!

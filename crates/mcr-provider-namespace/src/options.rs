@@ -28,7 +28,8 @@ pub struct Options {
     pub excluded: Vec<String>,
     /// How long a new namespace cluster's cache may take to sync (default 30 s).
     pub sync_timeout: Duration,
-    /// Delay before retrying a namespace whose cluster could not be engaged (default 5 s).
+    /// Delay before retrying a namespace whose cluster could not be engaged (default 5 s):
+    /// the table's backoff for these members, fixed at this delay.
     pub retry_delay: Duration,
 }
 

@@ -1,14 +1,15 @@
 //! [`NamespaceProvider`]: every namespace of the host cluster as a cluster.
 
-use std::{collections::HashMap, sync::Arc};
+use std::sync::Arc;
+use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Namespace;
 use mcr_core::members::{MemberProvider, Members, MembersOptions};
-use mcr_core::{Cache, CacheEvent, Cluster, ClusterName, Error, InformerOptions};
-use tokio::sync::mpsc;
+use mcr_core::{
+    Cache, CacheEvent, Cluster, ClusterName, Error, ErrorChain, InformerOptions, Source,
+};
 use tokio_util::sync::CancellationToken;
-use tracing::Instrument;
 
 use crate::{
     NamespaceView, Options,
@@ -18,19 +19,20 @@ use crate::{
 struct Inner {
     host: Cluster,
     opts: Options,
-    engaged: Members,
+    members: Members,
     scopes: Arc<Scopes>,
 }
-
 /// A provider that engages one cluster per namespace of a host cluster, named after the
 /// namespace.
 ///
 /// Each cluster's client sees only its namespace, as `default` (see
 /// [`namespace_client`](crate::namespace_client)), and its cache derives every informer from
 /// the host cluster's informer of the same type ([`NamespaceView`]): N namespace clusters
-/// watching ConfigMaps cause one ConfigMap watch on the host. A namespace is engaged when it
+/// watching ConfigMaps cause one ConfigMap watch on the host. A namespace is wanted when it
 /// appears (and matches [`Options::label_selector`], and is not [excluded](Options::excluded))
-/// and disengaged when it is deleted or starts terminating. Cheap to clone.
+/// and removed when it is deleted or starts terminating; the
+/// [`Engagements`](mcr_core::Engagements) table brings it up (and, on a sharded manager, only
+/// on the replica that owns it). Cheap to clone.
 ///
 /// ```no_run
 /// # async fn f() -> Result<(), Box<dyn std::error::Error>> {
@@ -55,15 +57,9 @@ impl std::fmt::Debug for NamespaceProvider {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("NamespaceProvider")
             .field("opts", &self.inner.opts)
-            .field("members", &self.inner.engaged)
+            .field("members", &self.inner.members)
             .finish_non_exhaustive()
     }
-}
-
-/// A namespace being engaged or engaged: its slot token and generation.
-struct Slot {
-    token: CancellationToken,
-    generation: u64,
 }
 
 impl NamespaceProvider {
@@ -79,8 +75,12 @@ impl NamespaceProvider {
     /// # }
     /// ```
     pub fn new(host: Cluster, opts: Options) -> Self {
-        let engaged = Members::new(MembersOptions {
+        let members = Members::new(MembersOptions {
             sync_timeout: opts.sync_timeout,
+            // The documented fixed delay: a namespace's view fails to sync for reasons a
+            // longer wait does not change.
+            backoff_initial: opts.retry_delay,
+            backoff_max: opts.retry_delay.max(Duration::from_millis(1)),
             ..MembersOptions::default()
         });
         let scopes = Arc::new(Scopes::new(host.client()));
@@ -88,7 +88,7 @@ impl NamespaceProvider {
             inner: Arc::new(Inner {
                 host,
                 opts,
-                engaged,
+                members,
                 scopes,
             }),
         }
@@ -102,7 +102,7 @@ impl NamespaceProvider {
     /// # }
     /// ```
     pub fn names(&self) -> Vec<ClusterName> {
-        self.inner.engaged.engagements().names()
+        self.inner.members.engagements().names()
     }
 
     /// The host cluster.
@@ -149,54 +149,29 @@ impl NamespaceProvider {
         !name.is_empty() && !terminating && !self.inner.opts.is_excluded(name)
     }
 
-    /// Starts engaging `name` in the background under a new slot.
-    fn engage(
-        &self,
-        parent: &CancellationToken,
-        name: String,
-        generation: u64,
-        retry: mpsc::UnboundedSender<(String, u64)>,
-    ) -> Slot {
-        let slot = parent.child_token();
-        let this = self.clone();
-        let token = slot.clone();
-        let span = tracing::info_span!("namespace_cluster", cluster = %name);
-        tokio::spawn(
-            async move {
-                let cluster = this.build(&name);
-                let Err(err) = this.inner.engaged.engagements().add(&token, cluster).await else {
-                    return;
-                };
-                if token.is_cancelled() {
-                    return;
-                }
-                let delay = this.inner.opts.retry_delay;
-                tracing::warn!(error = %err, ?delay, "namespace cluster not engaged, will retry");
-                tokio::select! {
-                    () = token.cancelled() => {}
-                    () = tokio::time::sleep(delay) => { let _ = retry.send((name, generation)); }
-                }
+    /// Wants the namespace `name` as a member, or removes it: what the table should run for
+    /// it now. A namespace wanted already is left as it is (its view never changes), so no
+    /// client is built for it again.
+    fn converge(&self, token: &CancellationToken, name: &str, wanted: bool) {
+        let members = &self.inner.members;
+        let cluster = ClusterName::from(name);
+        if !wanted {
+            if members.remove(&cluster) {
+                tracing::info!(cluster = %name, "namespace gone or terminating: cluster removed");
             }
-            .instrument(span),
-        );
-        Slot {
-            token: slot,
-            generation,
+            return;
         }
-    }
-
-    fn disengage(&self, slots: &mut HashMap<String, Slot>, name: &str) {
-        if let Some(slot) = slots.remove(name) {
-            slot.token.cancel();
-            self.inner
-                .engaged
-                .engagements()
-                .remove(&ClusterName::from(name));
-            tracing::info!(cluster = %name, "namespace gone, cluster disengaged");
+        if members.engagements().member_state(&cluster).is_some() {
+            return;
+        }
+        tracing::debug!(cluster = %name, "namespace found: wanted");
+        if let Err(err) = members.want(token, &cluster, Source::Cluster(self.build(name))) {
+            tracing::error!(cluster = %name, error = %ErrorChain(&err), "namespace refused as a cluster");
         }
     }
 
     async fn discover(&self, token: CancellationToken) -> Result<(), Error> {
+        let _run = self.inner.members.start_run("namespace")?;
         let host = &self.inner.host;
         host.cache().start(token.child_token());
         let informer = host.cache().informer_with::<Namespace>(
@@ -207,40 +182,26 @@ impl NamespaceProvider {
             },
         );
         let mut events = informer.subscribe();
-        let (retry_tx, mut retry_rx) = mpsc::unbounded_channel::<(String, u64)>();
-        let mut slots: HashMap<String, Slot> = HashMap::new();
-        let mut generation = 0u64;
         loop {
-            let (name, wanted) = tokio::select! {
+            let event = tokio::select! {
                 biased;
                 () = token.cancelled() => return Ok(()),
-                Some((name, generation)) = retry_rx.recv() => {
-                    if slots.get(&name).is_none_or(|s| s.generation != generation) {
-                        continue;
-                    }
-                    slots.remove(&name);
-                    let wanted = informer.get(None, &name).is_some_and(|ns| self.wanted(&ns));
-                    (name, wanted)
-                }
-                event = events.next() => match event {
-                    Some(CacheEvent::Listed(ns) | CacheEvent::Applied(ns)) => {
-                        (ns.metadata.name.clone().unwrap_or_default(), self.wanted(&ns))
-                    }
-                    Some(CacheEvent::Deleted(ns)) => (ns.metadata.name.clone().unwrap_or_default(), false),
-                    None if token.is_cancelled() => return Ok(()),
-                    None => {
-                        tracing::error!("namespace informer of the host stopped");
-                        return Err(Error::Stopped(host.name().clone()));
-                    }
-                },
+                event = events.next() => event,
             };
-            if !wanted {
-                self.disengage(&mut slots, &name);
-            } else if let std::collections::hash_map::Entry::Vacant(entry) = slots.entry(name) {
-                generation += 1;
-                let name = entry.key().clone();
-                tracing::debug!(cluster = %name, "namespace found, engaging");
-                entry.insert(self.engage(&token, name, generation, retry_tx.clone()));
+            match event {
+                Some(CacheEvent::Listed(ns) | CacheEvent::Applied(ns)) => {
+                    let name = ns.metadata.name.as_deref().unwrap_or_default();
+                    self.converge(&token, name, self.wanted(&ns));
+                }
+                Some(CacheEvent::Deleted(ns)) => {
+                    let name = ns.metadata.name.as_deref().unwrap_or_default();
+                    self.converge(&token, name, false);
+                }
+                None if token.is_cancelled() => return Ok(()),
+                None => {
+                    tracing::error!("namespace informer of the host stopped");
+                    return Err(Error::Stopped(host.name().clone()));
+                }
             }
         }
     }
@@ -248,7 +209,7 @@ impl NamespaceProvider {
 
 impl MemberProvider for NamespaceProvider {
     fn members(&self) -> &Members {
-        &self.inner.engaged
+        &self.inner.members
     }
 
     #[tracing::instrument(name = "namespace_provider", skip_all)]

@@ -167,7 +167,7 @@ async fn many_namespace_clusters_share_one_host_watch() {
     }
     let run = Running::start(env, test_opts());
     eventually("all namespaces engaged", DEADLINE, || {
-        run.registry.len() == N + 1
+        run.registry.names().len() == N + 1
     })
     .await;
     let mut informers = Vec::new();

@@ -25,6 +25,7 @@ mod crd;
 mod env;
 mod logs;
 mod objects;
+mod rbac;
 mod refuse;
 mod shard;
 
@@ -36,6 +37,7 @@ pub use objects::{
     animal_configmap, animal_index, api_code, assert_watch_kept, configmap, delete_secret,
     label_index, minted_kubeconfig, request_counts, wait_renewals,
 };
+pub use rbac::{client_of, require_real, role_only_kubeconfig};
 pub use refuse::without_lease_lists;
 pub use shard::{OTHER_REPLICA, Owned, rss};
 
@@ -145,7 +147,7 @@ impl<P: MemberProvider + Clone, A> Running<P, A> {
         self.token.cancel();
         self.task.await.unwrap().unwrap();
         assert!(
-            self.provider.members().names().is_empty(),
+            self.provider.members().engagements().names().is_empty(),
             "clusters removed on stop"
         );
     }

@@ -16,7 +16,10 @@ use kube::{
 use mcr_core::{BoxFuture, Cluster, ClusterName};
 use serde::{Serialize, de::DeserializeOwned};
 
-use crate::review::{Reply, ReviewKind, uid_of};
+use crate::{
+    pool::ConverterPool,
+    review::{Reply, ReviewKind, uid_of},
+};
 
 /// An admission request for a `K`, and the cluster it was made in: the host on the
 /// conventional paths, a member on `/clusters/{name}/...`. Derefs to kube's
@@ -150,6 +153,8 @@ impl<K: Resource + std::fmt::Debug> std::fmt::Debug for Review<K> {
 /// What an admission handler is given: a [`Request`] (needs the cluster engaged here) or a
 /// [`Review`] (needs only its name).
 pub(crate) trait Incoming<K: Resource>: Sized + Send + 'static {
+    /// Whether it needs the cluster engaged here.
+    const NEEDS_CLUSTER: bool;
     /// The handler's argument for `request` made in cluster `name`, or why this replica
     /// cannot serve it.
     fn build(
@@ -162,6 +167,7 @@ pub(crate) trait Incoming<K: Resource>: Sized + Send + 'static {
 }
 
 impl<K: Resource + Send + 'static> Incoming<K> for Request<K> {
+    const NEEDS_CLUSTER: bool = true;
     fn build(
         request: AdmissionRequest<K>,
         _name: ClusterName,
@@ -181,6 +187,7 @@ impl<K: Resource + Send + 'static> Incoming<K> for Request<K> {
 }
 
 impl<K: Resource + Send + 'static> Incoming<K> for Review<K> {
+    const NEEDS_CLUSTER: bool = false;
     fn build(
         request: AdmissionRequest<K>,
         name: ClusterName,
@@ -316,16 +323,30 @@ pub(crate) fn not_served(kind: ReviewKind, uid: Option<String>, err: &mcr_core::
     )
 }
 
+/// One request, as the server hands it to its route.
+pub(crate) struct Call {
+    /// The review, read whole.
+    pub(crate) body: Bytes,
+    /// The cluster the path names (the host, or a member).
+    pub(crate) name: ClusterName,
+    /// That cluster, if this replica serves it; why not otherwise.
+    pub(crate) cluster: Result<Cluster, mcr_core::Error>,
+    /// Where synchronous work (converters) runs.
+    pub(crate) pool: Arc<ConverterPool>,
+    /// The server authenticates callers and this one presented no certificate (as
+    /// kube-apiserver does on conversion calls).
+    pub(crate) anonymous: bool,
+}
+
 /// What a route calls: parse the body, find the cluster, answer.
 pub(crate) trait Handle: Send + Sync + 'static {
     fn kind(&self) -> ReviewKind;
-    /// Answers `body`, a review for cluster `name`, which this replica engages (`Ok`) or not.
-    fn handle(
-        self: Arc<Self>,
-        body: Bytes,
-        name: ClusterName,
-        cluster: Result<Cluster, mcr_core::Error>,
-    ) -> BoxFuture<'static, Reply>;
+    /// Whether every review needs the cluster engaged here: one this replica cannot serve is
+    /// then answered "not served" (503) before its body is even parsed. (A conversion decides
+    /// by the kinds in its review, once parsed.)
+    fn needs_cluster(&self) -> bool;
+    /// Answers `call`.
+    fn handle(self: Arc<Self>, call: Call) -> BoxFuture<'static, Reply>;
 }
 
 /// The raw admission route for `K`: the user's function gets the typed request (an `R`:
@@ -352,12 +373,17 @@ where
         ReviewKind::Admission
     }
 
-    fn handle(
-        self: Arc<Self>,
-        body: Bytes,
-        name: ClusterName,
-        cluster: Result<Cluster, mcr_core::Error>,
-    ) -> BoxFuture<'static, Reply> {
+    fn needs_cluster(&self) -> bool {
+        R::NEEDS_CLUSTER
+    }
+
+    fn handle(self: Arc<Self>, call: Call) -> BoxFuture<'static, Reply> {
+        let Call {
+            body,
+            name,
+            cluster,
+            ..
+        } = call;
         Box::pin(async move {
             let refuse = |code: u16, reason: &str, message: &str| {
                 ReviewKind::Admission.refuse(StatusCode::OK, uid_of(&body), code, reason, message)

@@ -14,7 +14,7 @@ use rustls::{
     server::{WebPkiClientVerifier, danger::ClientCertVerifier},
 };
 
-use crate::Error;
+use crate::{Error, review::ReviewKind};
 
 /// Caller authentication for the webhook server (set
 /// [`ServerOptions::client_auth`](crate::ServerOptions::client_auth)): client certificates
@@ -24,7 +24,13 @@ use crate::Error;
 /// - the host's routes answer only a certificate named [`host_identity`](Self::host_identity)
 ///   when one is set; otherwise only callers presenting no certificate (the host's apiserver,
 ///   reaching the server through the cluster network as with controller-runtime's webhooks),
-///   so a member's apiserver, which presents its own certificate, is refused there too.
+///   so a member's apiserver, which presents its own certificate, is refused there too;
+/// - conversion routes (`/convert`, `/clusters/{name}/convert`) also answer callers without a
+///   certificate: kube-apiserver calls conversion webhooks with no client credentials at all
+///   (its apiextensions server gives their client an empty authentication resolver). For
+///   such a caller only converters of the object alone
+///   ([`with_review_converter`](crate::WebhookBuilder::with_review_converter)) run; a
+///   converter handed the cluster is refused (403).
 ///
 /// A caller refused is answered HTTP 403 before any handler runs: a failed call, so the
 /// webhook's `failurePolicy` decides for its own writes, and it learns nothing of the member.
@@ -110,8 +116,20 @@ impl ClientAuth {
     }
 
     /// Whether `caller` (the common name of the verified certificate, if any) may call the
-    /// routes of `cluster`; `Err` says why not.
-    pub(crate) fn check(&self, cluster: &ClusterName, caller: Option<&str>) -> Result<(), String> {
+    /// routes of `cluster` that speak `kind`; `Err` says why not.
+    pub(crate) fn check(
+        &self,
+        cluster: &ClusterName,
+        kind: ReviewKind,
+        caller: Option<&str>,
+    ) -> Result<(), String> {
+        // kube-apiserver calls conversion webhooks with no client credentials at all (its
+        // apiextensions server builds their client with an empty authentication resolver,
+        // whatever the AdmissionConfiguration says): a conversion route takes a caller
+        // without a certificate, and runs only converters that need no cluster for it.
+        if kind == ReviewKind::Conversion && caller.is_none() {
+            return Ok(());
+        }
         let wanted = if cluster.is_host() {
             match (&self.host_identity, caller) {
                 (Some(host), _) => host.as_str(),

@@ -1,11 +1,11 @@
 //! CRD conversion: one `/convert` route (as in controller-runtime) that hands each object of
-//! a `ConversionReview` to the converter registered for its group and kind, on tokio's
-//! blocking pool (a converter is a synchronous function: the server's handler timeout must be
-//! able to answer while it runs).
+//! a `ConversionReview` to the converter registered for its group and kind, on the server's
+//! [`ConverterPool`] (a converter is a synchronous function: the server's handler timeout must
+//! be able to answer while it runs, and a flood of slow ones must not take more threads than
+//! the pool's bound).
 
 use std::{collections::HashMap, sync::Arc};
 
-use bytes::Bytes;
 use http::StatusCode;
 use kube::core::{
     Status,
@@ -16,7 +16,8 @@ use parking_lot::RwLock;
 use serde_json::Value;
 
 use crate::{
-    admission::Handle,
+    admission::{Call, Handle},
+    pool::PoolError,
     review::{Reply, ReviewKind, uid_of},
 };
 
@@ -65,6 +66,14 @@ impl ConversionHandle {
         true
     }
 
+    /// Whether some converter is handed the member's cluster.
+    pub(crate) fn hands_out_clusters(&self) -> bool {
+        self.converters
+            .read()
+            .values()
+            .any(|c| matches!(c, Converter::WithCluster(_)))
+    }
+
     fn converter(&self, group: &str, kind: &str) -> Option<Converter> {
         self.converters
             .read()
@@ -74,7 +83,7 @@ impl ConversionHandle {
 
     /// Whether converting `request` needs the member's `Cluster` (a converter of one of its
     /// objects is handed it).
-    fn needs_cluster(&self, request: &ConversionRequest) -> bool {
+    fn needs_cluster_for(&self, request: &ConversionRequest) -> bool {
         request.objects.iter().any(|object| {
             let (group, kind) = group_kind(object);
             matches!(self.converter(group, kind), Some(Converter::WithCluster(_)))
@@ -125,12 +134,18 @@ impl Handle for ConversionHandle {
         ReviewKind::Conversion
     }
 
-    fn handle(
-        self: Arc<Self>,
-        body: Bytes,
-        _name: mcr_core::ClusterName,
-        cluster: Result<Cluster, mcr_core::Error>,
-    ) -> BoxFuture<'static, Reply> {
+    fn needs_cluster(&self) -> bool {
+        false
+    }
+
+    fn handle(self: Arc<Self>, call: Call) -> BoxFuture<'static, Reply> {
+        let Call {
+            body,
+            cluster,
+            pool,
+            anonymous,
+            ..
+        } = call;
         Box::pin(async move {
             let refuse = |code: u16, reason: &str, message: &str| {
                 ReviewKind::Conversion.refuse(StatusCode::OK, uid_of(&body), code, reason, message)
@@ -151,9 +166,23 @@ impl Handle for ConversionHandle {
                 Ok(request) => request,
                 Err(_) => return refuse(400, "BadRequest", "the ConversionReview has no request"),
             };
+            if anonymous && self.needs_cluster_for(&request) {
+                // kube-apiserver calls conversion webhooks without a client certificate, so
+                // conversion routes take such callers; a converter handed the member's
+                // cluster is not run for someone who could be anyone.
+                return ReviewKind::Conversion.refuse(
+                    StatusCode::FORBIDDEN,
+                    uid_of(&body),
+                    403,
+                    "Forbidden",
+                    "a converter handed the member's cluster (with_converter) runs only for a \
+                     caller with the member's client certificate, and kube-apiserver presents \
+                     none on conversion calls: register it with with_review_converter",
+                );
+            }
             let cluster = match cluster {
                 Ok(cluster) => Some(cluster),
-                Err(err) if self.needs_cluster(&request) => {
+                Err(err) if self.needs_cluster_for(&request) => {
                     return crate::admission::not_served(
                         ReviewKind::Conversion,
                         uid_of(&body),
@@ -164,33 +193,43 @@ impl Handle for ConversionHandle {
                 Err(_) => None,
             };
             // Converters are plain functions that may take long (large lists, heavy
-            // transformations): run them on the blocking pool, so the server's
-            // `handler_timeout` can answer 504 in time (the thread finishes on its own).
+            // transformations): run them on the converter pool, so the server's
+            // `handler_timeout` can answer 504 in time (the thread finishes on its own, in its
+            // slot), and past the pool's bound refuse at once.
             let this = self.clone();
-            let outcome = tokio::task::spawn_blocking(move || {
-                let outcome = this.convert(&request, cluster.as_ref());
-                (request, outcome)
-            })
-            .await;
+            let outcome = pool
+                .run(move || {
+                    let outcome = this.convert(&request, cluster.as_ref());
+                    (request, outcome)
+                })
+                .await;
             let response = match outcome {
                 Ok((request, Ok(objects))) => {
                     ConversionResponse::for_request(request).success(objects)
                 }
                 Ok((request, Err(message))) => ConversionResponse::for_request(request)
                     .failure(Status::failure(&message, "ConversionFailed")),
+                Err(err @ PoolError::Full { .. }) => {
+                    tracing::warn!("conversion refused: {err}");
+                    return ReviewKind::Conversion.refuse(
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        uid_of(&body),
+                        503,
+                        "ServiceUnavailable",
+                        &format!("{err}: the conversion was refused at once; try again"),
+                    );
+                }
                 Err(err) => {
-                    let why = if err.is_panic() {
-                        "the converter panicked"
-                    } else {
-                        "the converter was cancelled"
-                    };
-                    tracing::error!("{why}; answered 500 for this request only");
+                    tracing::error!(
+                        "{}; answered 500 for this request only",
+                        mcr_core::ErrorChain(&err)
+                    );
                     return ReviewKind::Conversion.refuse(
                         StatusCode::INTERNAL_SERVER_ERROR,
                         uid_of(&body),
                         500,
                         "InternalError",
-                        why,
+                        &mcr_core::ErrorChain(&err).to_string(),
                     );
                 }
             };

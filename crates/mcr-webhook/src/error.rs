@@ -67,6 +67,13 @@ pub enum Error {
         /// Why.
         reason: String,
     },
+    /// The [`ConfigOptions`](crate::ConfigOptions) would make webhook configurations
+    /// kube-apiserver refuses (see [`ConfigOptions::check`](crate::ConfigOptions::check)).
+    #[error("the webhook configuration options are not usable: {reason}")]
+    ConfigOptions {
+        /// Why.
+        reason: String,
+    },
     /// The client CA of [`ClientAuth`](crate::ClientAuth) is not usable.
     #[error("the client CA {reason}")]
     ClientCa {

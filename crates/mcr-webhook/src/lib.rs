@@ -20,12 +20,15 @@
 //!   panicking handler answers 500 for its request only, and a request that cannot be handled
 //!   gets the review shape kube-apiserver reads (`allowed: false`, a status message, the
 //!   request's uid when it could be read).
-//! - [`MemberConfigurations`] (opt-in) writes the webhook configurations into each member as
-//!   it is engaged, pointing at a base URL the operator gives (in a sharded fleet, each
-//!   replica's own), rewrites them when the CA bundle changes, keeps them when the member is
-//!   handed to another replica, and removes them when the member leaves the fleet.
-//! - [`ClientAuth`] (opt-in) authenticates callers: a member's routes answer only that
-//!   member's client certificate.
+//! - [`MemberConfigurations`] (opt-in) makes each member's webhook configurations a reconciled
+//!   resource: the replica that owns a member converges them to our entries, pointing at a
+//!   base URL the operator gives (in a sharded fleet, each replica's own), on engagement, on
+//!   a new CA bundle, on every change of the objects and on a resync; writes are fenced by
+//!   ownership; a member handed to another replica keeps them for the new owner to converge,
+//!   and a member that leaves the fleet loses exactly our entries.
+//! - [`ClientAuth`] (opt-in) authenticates callers: a member's admission routes answer only
+//!   that member's client certificate; conversion routes, which kube-apiserver calls without
+//!   one, run only converters of the object alone for such callers.
 //! - `testing` (feature `testing`): sends a server, by hand, the reviews kube-apiserver would
 //!   send, for tests against API servers that do not call webhooks (`mcr-envtest`'s emulator).
 //!
@@ -55,12 +58,14 @@
 
 mod admission;
 mod auth;
+mod body;
 mod ca_bundle;
 mod config;
 mod connection;
 mod conversion;
 mod error;
 mod members;
+mod pool;
 mod review;
 mod route;
 mod server;
@@ -73,7 +78,7 @@ pub use admission::{Denied, Request, Review};
 pub use auth::ClientAuth;
 pub use config::{ConfigOptions, mutating_configuration, validating_configuration};
 pub use error::Error;
-pub use members::{MemberConfigurations, WRITTEN_BY_ANNOTATION};
+pub use members::MemberConfigurations;
 pub use route::{MEMBER_PREFIX, default_path, member_path};
 pub use server::{Server, ServerOptions};
 pub use tls::CertificateReloader;

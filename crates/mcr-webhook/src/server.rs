@@ -8,21 +8,35 @@ use std::{net::SocketAddr, panic::AssertUnwindSafe, sync::Arc, time::Duration};
 use bytes::Bytes;
 use futures::FutureExt;
 use http::{Method, Request, Response, StatusCode, header};
-use http_body_util::{BodyExt, Full, Limited};
+use http_body_util::Full;
 use hyper::body::Incoming;
 use mcr_core::BoxFuture;
 use mcr_manager::{BoxError, Runnable};
 use parking_lot::Mutex;
-use tokio::{net::TcpListener, sync::Semaphore};
+use tokio::{
+    net::TcpListener,
+    sync::{OwnedSemaphorePermit, Semaphore},
+};
 use tokio_rustls::TlsAcceptor;
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 use tracing::{Instrument, debug, error, info, info_span, warn};
 
-use crate::{CertificateReloader, ClientAuth, Error, Webhooks, connection, route};
+use crate::{
+    CertificateReloader, ClientAuth, Error, Webhooks,
+    admission::{Call, not_served},
+    body::{self, Budget, Scope},
+    connection,
+    pool::ConverterPool,
+    review::uid_of,
+    route,
+};
 
-/// Limits and timings of the [`Server`]: every phase of a connection has a deadline and the
-/// number of connections is capped, so no client can hold the server's resources for long.
-/// `#[non_exhaustive]`: start from `default()` and set fields.
+/// Limits and timings of the [`Server`]: every phase of a connection has a deadline, and
+/// what callers can make the server hold (handshakes, connections, HTTP/2 streams, request
+/// bytes, converter threads) is capped, so that no client, trusted or not, can hold the
+/// server's resources for long or grow its memory past a bound (the guide's webhooks chapter
+/// gives the bound of the defaults). `#[non_exhaustive]`: start from `default()` and set
+/// fields.
 ///
 /// ```
 /// let mut options = mcr_webhook::ServerOptions::default();
@@ -37,8 +51,34 @@ pub struct ServerOptions {
     /// handler runs. Default 7 MiB, as controller-runtime: a review carries the object and
     /// the old object, each up to etcd's 1.5 MiB, in JSON.
     pub max_body_bytes: usize,
+    /// The bytes all requests in flight on one connection may hold at once: each its header
+    /// block, 2 KiB for its state, and its body as it is read. A request that does not fit is
+    /// answered HTTP 429 at once (a failed call: the `failurePolicy` decides). Default
+    /// 16 MiB: two reviews of the largest size. Keep it above `max_body_bytes`.
+    pub max_connection_request_bytes: usize,
+    /// The bytes all requests in flight in the server may hold at once, whatever their
+    /// connections, counted as above; past it as above. With the limits on connections and
+    /// handshakes it bounds the server's memory (see the guide). Default 64 MiB.
+    pub max_request_bytes_in_flight: usize,
+    /// HTTP/2: the most requests (streams) a connection may have open at once, announced to
+    /// the client in its settings; a client that opens more has them refused
+    /// (`REFUSED_STREAM`). Default 32 (kube-apiserver opens another connection when it needs
+    /// more).
+    pub max_concurrent_streams: u32,
+    /// The most converters running at once, each on a thread of its own (not tokio's
+    /// blocking pool, which `tokio::fs` needs); past it a conversion is refused at once
+    /// (HTTP 503). A converter cut by `handler_timeout` keeps its thread until it returns, so
+    /// stuck converters never hold more than this many threads. Default 8.
+    pub converter_threads: usize,
     /// Time allowed for the TLS handshake. Default 10 s.
     pub handshake_timeout: Duration,
+    /// The most TLS handshakes in progress at once (at least 1); a connection accepted past
+    /// it cuts the oldest handshake still in progress. Counted apart from `max_connections`:
+    /// a caller that opens TCP connections and never completes a handshake holds only these
+    /// slots, for at most `handshake_timeout`, and to keep another caller's handshake from
+    /// completing it would have to open this many connections in the few milliseconds that
+    /// handshake takes. Default 128.
+    pub max_handshakes: usize,
     /// Time allowed, from the end of the TLS handshake, for the first complete request head:
     /// protocol detection, an HTTP/1 head, or HTTP/2's preface, settings and first header
     /// block; on HTTP/1 also for the head of every later request. A connection still without
@@ -57,18 +97,21 @@ pub struct ServerOptions {
     pub http2_keep_alive_interval: Duration,
     /// HTTP/2: a ping not acknowledged within this closes the connection. Default 10 s.
     pub http2_keep_alive_timeout: Duration,
-    /// The most connections served at once (at least 1); a connection accepted past it is
-    /// closed at once, before its handshake, while the open ones keep being answered.
-    /// Default 4096 (kube-apiserver keeps a few connections per webhook host; mind the
-    /// process's file-descriptor limit).
+    /// The most connections served at once (at least 1), counted once their TLS handshake
+    /// has completed (with [`client_auth`](Self::client_auth), once the caller's certificate,
+    /// if any, was verified); a connection established past it is closed at once, while the
+    /// open ones keep being answered. Default 1024: kube-apiserver keeps about one HTTP/2
+    /// connection per webhook host, so this is the number of API server instances that may
+    /// call this replica (raise it for larger fleets; mind the memory bound in the guide and
+    /// the process's file-descriptor limit).
     pub max_connections: usize,
     /// How often the certificate files are re-read besides on file events. Default 30 s.
     pub certificate_poll_interval: Duration,
     /// On shutdown, how long open requests may still finish. Default 15 s.
     pub shutdown_grace: Duration,
-    /// Caller authentication: each member's route answers only that member's client
-    /// certificate (see [`ClientAuth`]). Default `None`: any caller that reaches the server
-    /// may call any route.
+    /// Caller authentication: each member's admission routes answer only that member's
+    /// client certificate (see [`ClientAuth`]). Default `None`: any caller that reaches the
+    /// server may call any route.
     pub client_auth: Option<ClientAuth>,
 }
 
@@ -76,13 +119,18 @@ impl Default for ServerOptions {
     fn default() -> Self {
         Self {
             max_body_bytes: 7 * 1024 * 1024,
+            max_connection_request_bytes: 16 * 1024 * 1024,
+            max_request_bytes_in_flight: 64 * 1024 * 1024,
+            max_concurrent_streams: 32,
+            converter_threads: 8,
             handshake_timeout: Duration::from_secs(10),
+            max_handshakes: 128,
             header_read_timeout: Duration::from_secs(10),
             handler_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(120),
             http2_keep_alive_interval: Duration::from_secs(30),
             http2_keep_alive_timeout: Duration::from_secs(10),
-            max_connections: 4096,
+            max_connections: 1024,
             certificate_poll_interval: Duration::from_secs(30),
             shutdown_grace: Duration::from_secs(15),
             client_auth: None,
@@ -97,7 +145,10 @@ impl Default for ServerOptions {
 /// 503, so that kube-apiserver applies the webhook's `failurePolicy`: it is never denied.
 ///
 /// It is a [`Runnable`] that needs no leader (every replica serves, as in
-/// controller-runtime): add it to the manager, or call [`serve`](Self::serve).
+/// controller-runtime): add it to the manager, or call [`serve`](Self::serve). With leader
+/// election, every replica also answers the members' reviews: when a handler needs the
+/// member's `Cluster`, the manager engages the members on standbys too, read-only (see
+/// [`Runnable::serves_members`]), while their controllers wait for the Lease.
 ///
 /// ```no_run
 /// use std::sync::Arc;
@@ -208,9 +259,11 @@ impl Server {
         let state = Arc::new(State {
             webhooks: self.webhooks.clone(),
             options: self.options.clone(),
+            requests: Budget::new(self.options.max_request_bytes_in_flight, Scope::Process),
+            converters: Arc::new(ConverterPool::new(self.options.converter_threads)),
+            connections: Slots::new("connection", self.options.max_connections),
         });
-        let slots = Arc::new(Semaphore::new(self.options.max_connections.max(1)));
-        let mut saturated = false;
+        let handshakes = connection::Handshakes::new(self.options.max_handshakes);
         info!(addr = %self.addr, paths = ?self.webhooks.paths(), "webhook server listening");
         loop {
             let (tcp, peer) = tokio::select! {
@@ -225,26 +278,13 @@ impl Server {
                     }
                 },
             };
-            let Ok(slot) = slots.clone().try_acquire_owned() else {
-                // Past the cap: close it now (before its handshake) rather than leave it in the
-                // backlog; the connections open are served as before.
-                if !saturated {
-                    warn!(
-                        max = self.options.max_connections,
-                        "webhook connection cap reached: refusing new connections"
-                    );
-                }
-                saturated = true;
-                debug!(%peer, "webhook connection refused: too many open");
-                drop(tcp);
-                continue;
-            };
-            saturated = false;
+            // Past the handshakes' cap, the oldest one in progress is cut; the connections
+            // established are served as before.
+            let handshake = handshakes.admit();
             let (acceptor, state, token) = (acceptor.clone(), state.clone(), token.clone());
-            tracker.spawn(async move {
-                connection::serve(acceptor, tcp, peer, state, token).await;
-                drop(slot);
-            });
+            tracker.spawn(connection::serve(
+                acceptor, tcp, peer, handshake, state, token,
+            ));
         }
         drop(listener);
         watch.cancel();
@@ -274,11 +314,66 @@ impl Runnable for Server {
     fn needs_leader_election(&self) -> bool {
         false
     }
+
+    /// Whether a handler is handed the member's `Cluster`: then, with leader election, the
+    /// manager engages the members on every replica (read-only on standbys), so that every
+    /// replica behind the Service answers every member's review. Asked when the manager
+    /// starts: register the webhooks before.
+    fn serves_members(&self) -> bool {
+        self.webhooks.needs_members()
+    }
 }
 
 pub(crate) struct State {
     pub(crate) webhooks: Webhooks,
     pub(crate) options: ServerOptions,
+    /// The bytes requests hold in the whole server.
+    pub(crate) requests: Budget,
+    /// The threads converters run on.
+    pub(crate) converters: Arc<ConverterPool>,
+    /// Established connections.
+    pub(crate) connections: Slots,
+}
+
+/// A cap on established connections, which warns once each time it fills up.
+pub(crate) struct Slots {
+    what: &'static str,
+    max: usize,
+    free: Arc<Semaphore>,
+    saturated: std::sync::atomic::AtomicBool,
+}
+
+impl Slots {
+    fn new(what: &'static str, max: usize) -> Self {
+        let max = max.max(1);
+        Self {
+            what,
+            max,
+            free: Arc::new(Semaphore::new(max)),
+            saturated: std::sync::atomic::AtomicBool::new(false),
+        }
+    }
+
+    /// A slot for `peer`, or `None` (logged) when every slot is taken.
+    pub(crate) fn take(&self, peer: &SocketAddr) -> Option<OwnedSemaphorePermit> {
+        use std::sync::atomic::Ordering;
+        match self.free.clone().try_acquire_owned() {
+            Ok(slot) => {
+                self.saturated.store(false, Ordering::Relaxed);
+                Some(slot)
+            }
+            Err(_) => {
+                if !self.saturated.swap(true, Ordering::Relaxed) {
+                    warn!(
+                        max = self.max,
+                        "webhook {} cap reached: refusing new connections", self.what
+                    );
+                }
+                debug!(%peer, "webhook connection refused: too many {}s", self.what);
+                None
+            }
+        }
+    }
 }
 
 fn plain(status: StatusCode, text: String) -> Response<Full<Bytes>> {
@@ -291,11 +386,14 @@ fn plain(status: StatusCode, text: String) -> Response<Full<Bytes>> {
     response
 }
 
-/// Answers one request; `caller` is the common name of the client's verified certificate.
+/// Answers one request; `caller` is the common name of the client's verified certificate,
+/// `account` what the request holds in the budgets (or why it did not fit, taken as it
+/// arrived).
 pub(crate) async fn respond(
     state: &State,
     req: Request<Incoming>,
     caller: Option<&str>,
+    account: Result<body::Account, body::Refused>,
 ) -> Response<Full<Bytes>> {
     let path = req.uri().path().to_owned();
     if req.method() != Method::POST {
@@ -308,16 +406,16 @@ pub(crate) async fn respond(
         Ok(split) => split,
         Err(why) => return plain(StatusCode::NOT_FOUND, format!("{why}\n")),
     };
-    if let Some(auth) = &state.options.client_auth
-        && let Err(why) = auth.check(&cluster_name, caller)
-    {
-        debug!(cluster = %cluster_name, path = %sub, "webhook caller refused: {why}");
-        return plain(StatusCode::FORBIDDEN, format!("{path}: {why}\n"));
-    }
     let Some(handle) = state.webhooks.route(sub) else {
         return plain(StatusCode::NOT_FOUND, format!("no webhook at {path}\n"));
     };
     let kind = handle.kind();
+    if let Some(auth) = &state.options.client_auth
+        && let Err(why) = auth.check(&cluster_name, kind, caller)
+    {
+        debug!(cluster = %cluster_name, path = %sub, "webhook caller refused: {why}");
+        return plain(StatusCode::FORBIDDEN, format!("{path}: {why}\n"));
+    }
     let span = info_span!("webhook", cluster = %cluster_name, path = %sub);
     let options = &state.options;
     let json = req
@@ -326,47 +424,76 @@ pub(crate) async fn respond(
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.trim_start().starts_with("application/json"));
     let reply = async {
-        if !json {
-            return kind.refuse(
-                StatusCode::OK,
-                None,
-                400,
-                "BadRequest",
-                "the request's Content-Type is not application/json",
-            );
-        }
-        let body = match Limited::new(req.into_body(), options.max_body_bytes)
-            .collect()
-            .await
+        let (head, body) = req.into_parts();
+        let read = match account {
+            Ok(mut account) => {
+                body::read(&head.headers, body, options.max_body_bytes, &mut account)
+                    .await
+                    .map(|body| (body, account))
+            }
+            Err(refused) => Err(refused),
+        };
+        let cluster = state.webhooks.fleet().get(&cluster_name);
+        // A review this replica cannot serve fails (503) whatever its body: it is never
+        // answered "denied", which would bypass the webhook's failurePolicy.
+        if handle.needs_cluster()
+            && let Err(err) = &cluster
         {
-            Ok(body) => body.to_bytes(),
-            Err(err) if err.is::<http_body_util::LengthLimitError>() => {
+            let uid = read.as_ref().ok().and_then(|(body, _)| uid_of(body));
+            return not_served(kind, uid, err);
+        }
+        let (body, held) = match read {
+            Ok(read) => read,
+            Err(refused @ body::Refused::TooLarge { .. }) => {
                 return kind.refuse(
                     StatusCode::OK,
                     None,
                     413,
                     "RequestEntityTooLarge",
-                    &format!(
-                        "the request body is larger than the webhook's limit of {} bytes",
-                        options.max_body_bytes
-                    ),
+                    &refused.to_string(),
                 );
             }
-            Err(err) => {
+            Err(refused @ body::Refused::Busy { .. }) => {
+                warn!("webhook request refused: {refused}");
+                return kind.refuse(
+                    StatusCode::TOO_MANY_REQUESTS,
+                    None,
+                    429,
+                    "TooManyRequests",
+                    &refused.to_string(),
+                );
+            }
+            Err(refused @ body::Refused::Read(_)) => {
                 return kind.refuse(
                     StatusCode::OK,
                     None,
                     400,
                     "BadRequest",
-                    &format!("reading the request body: {err}"),
+                    &refused.to_string(),
                 );
             }
         };
-        let cluster = state.webhooks.fleet().get(&cluster_name);
-        match AssertUnwindSafe(handle.clone().handle(body, cluster_name.clone(), cluster))
+        if !json {
+            return kind.refuse(
+                StatusCode::OK,
+                uid_of(&body),
+                400,
+                "BadRequest",
+                "the request's Content-Type is not application/json",
+            );
+        }
+        let call = Call {
+            body,
+            name: cluster_name.clone(),
+            cluster,
+            pool: state.converters.clone(),
+            anonymous: state.options.client_auth.is_some() && caller.is_none(),
+        };
+        let answer = AssertUnwindSafe(handle.clone().handle(call))
             .catch_unwind()
-            .await
-        {
+            .await;
+        drop(held);
+        match answer {
             Ok(reply) => reply,
             Err(_) => {
                 error!("the webhook handler panicked; answered 500 for this request only");

@@ -196,6 +196,13 @@ impl Webhooks {
         &self.inner.fleet
     }
 
+    /// Whether some route hands its handler the member's `Cluster` (and so needs the member
+    /// engaged on the replica that answers).
+    pub(crate) fn needs_members(&self) -> bool {
+        self.inner.routes.read().values().any(|h| h.needs_cluster())
+            || self.inner.conversion.hands_out_clusters()
+    }
+
     pub(crate) fn route(&self, path: &str) -> Option<Arc<dyn Handle>> {
         self.inner.routes.read().get(path).cloned()
     }
@@ -344,8 +351,13 @@ where
     /// A converter for `K`'s group and kind, served on [`CONVERT_PATH`] (one route for every
     /// kind, as in controller-runtime): gets an object as stored and the `apiVersion` asked
     /// for, returns the object in that version. An error fails the whole review. It runs on
-    /// tokio's blocking pool, so it may take time without stalling the server, and the
-    /// server's `handler_timeout` answers 504 when it takes too long.
+    /// the server's pool of converter threads
+    /// ([`converter_threads`](crate::ServerOptions::converter_threads)), so it may take time
+    /// without stalling the server, and the server's `handler_timeout` answers 504 when it
+    /// takes too long. kube-apiserver calls conversion webhooks without a client
+    /// certificate, so with [`ClientAuth`](crate::ClientAuth) on, a converter handed the
+    /// cluster is refused to it (403): use
+    /// [`with_review_converter`](Self::with_review_converter) there.
     ///
     /// ```no_run
     /// # fn demo<K>(webhooks: mcr_webhook::Webhooks) -> Result<(), mcr_webhook::Error>

@@ -215,12 +215,15 @@ async fn real_apiservers_present_their_members_certificate_and_cannot_borrow_ano
         match_labels: Some(BTreeMap::from([(LABEL.to_string(), "yes".to_string())])),
         ..Default::default()
     });
-    mgr.add(Arc::new(MemberConfigurations::new(
-        webhooks.clone(),
-        base.clone(),
-        s.pki.ca_pem.clone().into_bytes(),
-        config,
-    )))
+    mgr.add(Arc::new(
+        MemberConfigurations::new(
+            webhooks.clone(),
+            base.clone(),
+            s.pki.ca_pem.clone().into_bytes(),
+            config,
+        )
+        .unwrap(),
+    ))
     .unwrap();
     let token = CancellationToken::new();
     let _run = tokio::spawn({
@@ -277,6 +280,7 @@ async fn real_apiservers_present_their_members_certificate_and_cannot_borrow_ano
         s.pki.ca_pem.as_bytes(),
         &borrowing,
     )
+    .unwrap()
     .unwrap();
     Api::<ValidatingWebhookConfiguration>::all(member1.client())
         .create(&PostParams::default(), &borrowed)
@@ -312,4 +316,190 @@ async fn real_apiservers_present_their_members_certificate_and_cannot_borrow_ano
         "{valid:?}"
     );
     eprintln!("member-1 on member-2's route: {message}");
+}
+
+#[derive(kube::CustomResource, serde::Deserialize, serde::Serialize, Clone, Debug)]
+#[kube(
+    group = "example.com",
+    version = "v1",
+    kind = "Widget",
+    namespaced,
+    schema = "disabled"
+)]
+struct WidgetSpec {
+    size: i64,
+}
+
+/// A converter of the object alone: stamps the version it converted to into `spec`.
+fn stamp(mut obj: serde_json::Value, to: &str) -> Result<serde_json::Value, String> {
+    obj["apiVersion"] = to.into();
+    obj["spec"]["convertedTo"] = to.rsplit('/').next().unwrap_or(to).into();
+    Ok(obj)
+}
+
+fn conversion_review() -> bytes::Bytes {
+    body(&fixture("conversion-review.json"))
+}
+
+#[tokio::test]
+async fn conversion_routes_take_callers_without_a_certificate_and_run_only_converters_of_the_object()
+ {
+    let env = Env::start_named("member", 1).await;
+    let _manager = env.run_engaged().await;
+    let clients = Pki::new();
+    let mut options = ServerOptions::default();
+    options.client_auth = Some(
+        ClientAuth::from_ca_pem(clients.ca_pem.as_bytes())
+            .unwrap()
+            .host_identity("host-apiserver"),
+    );
+    let webhooks = Webhooks::new(&env.mgr);
+    webhooks
+        .for_::<Widget>()
+        .with_review_converter(stamp)
+        .register()
+        .unwrap();
+    let s = serve(webhooks, options.clone()).await;
+
+    // kube-apiserver calls conversion webhooks without a client certificate: a member's
+    // conversion route, and the host's (even with a host identity), answer such a caller.
+    let mut anonymous = connect_as(s.addr, &s.pki.ca_pem, None).await.unwrap();
+    for path in ["/clusters/member-1/convert", "/convert"] {
+        let (status, answer) = anonymous.post(path, conversion_review()).await;
+        assert_eq!(status, 200, "{path}: {answer}");
+        assert_eq!(
+            answer["response"]["result"]["status"], "Success",
+            "{answer}"
+        );
+        assert_eq!(
+            answer["response"]["convertedObjects"][0]["spec"]["convertedTo"], "v2",
+            "{answer}"
+        );
+    }
+    // A certificate names its caller: another member's is refused, as on every route.
+    let member2 = clients.issue_client("member-2");
+    let mut conn = connect_as(s.addr, &s.pki.ca_pem, Some(&member2))
+        .await
+        .unwrap();
+    let (status, _) = conn
+        .post("/clusters/member-1/convert", conversion_review())
+        .await;
+    assert_eq!(
+        status, 403,
+        "member-2's certificate on member-1's conversion route"
+    );
+    // The admission routes still need the member's certificate.
+    let (status, _) = anonymous
+        .post(
+            &format!("/clusters/member-1{VALIDATE}"),
+            body(&fixture("configmap-create.json")),
+        )
+        .await;
+    assert_eq!(status, 404, "no admission webhook is registered here");
+
+    // A converter handed the member's cluster is not run for a caller who could be anyone.
+    let webhooks = Webhooks::new(&env.mgr);
+    webhooks
+        .for_::<Widget>()
+        .with_converter(|obj, to, _cluster| stamp(obj, to))
+        .register()
+        .unwrap();
+    let s = serve(webhooks, options).await;
+    let mut anonymous = connect_as(s.addr, &s.pki.ca_pem, None).await.unwrap();
+    let (status, answer) = anonymous
+        .post("/clusters/member-1/convert", conversion_review())
+        .await;
+    assert_eq!(status, 403, "{answer}");
+    let message = answer["response"]["result"]["message"].as_str().unwrap();
+    assert!(message.contains("with_review_converter"), "{message}");
+    let member1 = clients.issue_client("member-1");
+    let mut conn = connect_as(s.addr, &s.pki.ca_pem, Some(&member1))
+        .await
+        .unwrap();
+    let (status, answer) = conn
+        .post("/clusters/member-1/convert", conversion_review())
+        .await;
+    assert_eq!(status, 200, "the member's own certificate: {answer}");
+}
+
+#[tokio::test]
+async fn a_real_apiserver_converts_through_a_member_route_with_client_authentication_on() {
+    if !mcr_envtest::backend().is_real() {
+        let line = "SKIPPED on the emulator: a_real_apiserver_converts_through_a_member_route_with_client_authentication_on: the emulator does not call conversion webhooks (run with MCR_ENVTEST=real)\n";
+        let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
+        return;
+    }
+    common::init_tracing();
+    // The hardening of the security chapter: the member's apiserver presents its certificate
+    // to admission webhooks, and the server authenticates callers.
+    let clients = Pki::new();
+    let dir = tempfile::tempdir().unwrap();
+    let admission = admission_config(dir.path(), &clients.issue_client("member-1"));
+    let member = TestCluster::start_with_admission_config("member-1", &admission)
+        .await
+        .unwrap();
+    let provider = Arc::new(ClustersProvider::new());
+    provider
+        .add(Cluster::new(member.name(), member.client()))
+        .await
+        .unwrap();
+    let mgr = Manager::new(member.client(), Some(provider));
+    let webhooks = Webhooks::new(&mgr);
+    webhooks
+        .for_::<Widget>()
+        .with_review_converter(stamp)
+        .register()
+        .unwrap();
+    let mut options = ServerOptions::default();
+    options.client_auth = Some(ClientAuth::from_ca_pem(clients.ca_pem.as_bytes()).unwrap());
+    let s = serve(webhooks, options).await;
+    let token = CancellationToken::new();
+    let _run = tokio::spawn({
+        let (mgr, token) = (mgr.clone(), token.clone());
+        async move { mgr.run_until(token).await }
+    });
+    let _stop = token.drop_guard();
+
+    // Widgets stored as v1, served as v2 through the member's conversion route.
+    let schema = serde_json::json!({"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}});
+    let crd: k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition =
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "apiextensions.k8s.io/v1",
+            "kind": "CustomResourceDefinition",
+            "metadata": {"name": "widgets.example.com"},
+            "spec": {
+                "group": "example.com",
+                "scope": "Namespaced",
+                "names": {"kind": "Widget", "plural": "widgets", "singular": "widget"},
+                "versions": [
+                    {"name": "v1", "served": true, "storage": true, "schema": schema},
+                    {"name": "v2", "served": true, "storage": false, "schema": schema}
+                ],
+                "conversion": {"strategy": "Webhook", "webhook": {
+                    "conversionReviewVersions": ["v1"],
+                    "clientConfig": {
+                        "url": format!("https://{}/clusters/member-1/convert", s.addr),
+                        "caBundle": k8s_openapi::ByteString(s.pki.ca_pem.clone().into_bytes()),
+                    }
+                }}
+            }
+        }))
+        .unwrap();
+    mcr_test_support::install_crd(&member.client(), &crd).await;
+    let v1: Api<Widget> = Api::namespaced(member.client(), "default");
+    let mut widget = Widget::new("w1", WidgetSpec { size: 3 });
+    widget.metadata.namespace = Some("default".into());
+    v1.create(&PostParams::default(), &widget).await.unwrap();
+    let v2 = kube::api::ApiResource {
+        group: "example.com".into(),
+        version: "v2".into(),
+        api_version: "example.com/v2".into(),
+        kind: "Widget".into(),
+        plural: "widgets".into(),
+    };
+    let v2: Api<kube::api::DynamicObject> = Api::namespaced_with(member.client(), "default", &v2);
+    let read = v2.get("w1").await;
+    let read = read.unwrap_or_else(|err| panic!("reading the widget as v2: {err}"));
+    assert_eq!(read.data["spec"]["convertedTo"], "v2", "{:?}", read.data);
+    assert_eq!(read.data["spec"]["size"], 3);
 }

@@ -1,6 +1,6 @@
-//! The bounds on connections: every phase of a connection has a deadline (handshake, protocol
-//! detection, HTTP/1 and HTTP/2 request heads, idle keep-alive), and past the connection cap
-//! new connections are refused while the open ones are still answered.
+//! The deadlines of connections: every phase of a connection has one (handshake, protocol
+//! detection, HTTP/1 and HTTP/2 request heads, idle keep-alive). The caps on what callers can
+//! hold are tested in `limits.rs`.
 
 mod common;
 
@@ -177,55 +177,6 @@ async fn an_idle_keep_alive_connection_is_closed() {
 }
 
 #[tokio::test]
-async fn past_the_connection_cap_new_connections_are_refused_and_open_ones_answered() {
-    let mut options = ServerOptions::default();
-    options.max_connections = 2;
-    // Long enough that only the cap can close the refused connection within CLOSE_DEADLINE.
-    options.handshake_timeout = Duration::from_secs(120);
-    options.header_read_timeout = Duration::from_secs(120);
-    let (_env, s) = server(options).await;
-
-    let mut open = connect(s.addr, &s.pki.ca_pem).await;
-    let silent = tokio::net::TcpStream::connect(s.addr).await.unwrap();
-    // Both slots are taken once the server accepted both; the well-behaved one is answered.
-    let (status, _) = open
-        .post(VALIDATE, body(&fixture("configmap-create.json")))
-        .await;
-    assert_eq!(status, 200);
-
-    let refused = tokio::net::TcpStream::connect(s.addr).await.unwrap();
-    closed_by_server(refused, "a connection past the cap").await;
-
-    // The open connection is still answered.
-    let (status, review) = open
-        .post(VALIDATE, body(&fixture("configmap-create.json")))
-        .await;
-    assert_eq!(status, 200);
-    assert_eq!(review["response"]["allowed"], true, "{review}");
-
-    // Once a slot frees, new connections are accepted again.
-    drop(silent);
-    let (addr, ca) = (s.addr, s.pki.ca_pem.clone());
-    mcr_envtest::wait::eventually_async("a new connection to be served", CLOSE_DEADLINE, || {
-        let ca = ca.clone();
-        async move {
-            let Ok(tcp) = tokio::net::TcpStream::connect(addr).await else {
-                return false;
-            };
-            tls_connector(&ca, &[])
-                .connect(
-                    rustls::pki_types::ServerName::try_from("127.0.0.1").unwrap(),
-                    tcp,
-                )
-                .await
-                .is_ok()
-        }
-    })
-    .await;
-    answered(&s).await;
-}
-
-#[tokio::test]
 async fn an_http2_client_is_answered_on_one_connection() {
     let mut options = short_limits();
     options.http2_keep_alive_interval = Duration::from_millis(50);
@@ -299,6 +250,7 @@ async fn host_apiserver_calls(
         s.pki.ca_pem.as_bytes(),
         &options,
     )
+    .unwrap()
     .unwrap();
     kube::Api::<k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration>::all(
         env.host.client(),

@@ -46,12 +46,15 @@ async fn members_get_the_configuration_on_engage_and_lose_it_when_they_leave() {
     configmap_webhooks(&webhooks);
     let ca = b"-----BEGIN CERTIFICATE-----\nnot checked here\n-----END CERTIFICATE-----\n".to_vec();
     env.mgr
-        .add(Arc::new(MemberConfigurations::new(
-            webhooks,
-            "https://webhooks.example.test:9443/",
-            ca.clone(),
-            options(),
-        )))
+        .add(Arc::new(
+            MemberConfigurations::new(
+                webhooks,
+                "https://webhooks.example.test:9443/",
+                ca.clone(),
+                options(),
+            )
+            .unwrap(),
+        ))
         .unwrap();
     let manager = env.run_engaged().await;
 
@@ -154,18 +157,19 @@ async fn real_apiservers_call_the_webhook_for_the_host_and_two_members() {
     let base = format!("https://{}", s.addr);
     let ca = s.pki.ca_pem.clone().into_bytes();
     env.mgr
-        .add(Arc::new(MemberConfigurations::new(
-            webhooks.clone(),
-            base.clone(),
-            ca.clone(),
-            options(),
-        )))
+        .add(Arc::new(
+            MemberConfigurations::new(webhooks.clone(), base.clone(), ca.clone(), options())
+                .unwrap(),
+        ))
         .unwrap();
     // The host's configuration: what an operator applies, built by the same functions.
     let host = env.host.client();
-    let validating =
-        mcr_webhook::validating_configuration(&webhooks, &base, &ca, &options()).unwrap();
-    let mutating = mcr_webhook::mutating_configuration(&webhooks, &base, &ca, &options()).unwrap();
+    let validating = mcr_webhook::validating_configuration(&webhooks, &base, &ca, &options())
+        .unwrap()
+        .unwrap();
+    let mutating = mcr_webhook::mutating_configuration(&webhooks, &base, &ca, &options())
+        .unwrap()
+        .unwrap();
     Api::<ValidatingWebhookConfiguration>::all(host.clone())
         .create(&PostParams::default(), &validating)
         .await
@@ -291,10 +295,12 @@ async fn webhook_names_are_unique_stable_and_at_most_63_characters() {
         register.unwrap();
     }
     let ca = b"ca".to_vec();
-    let validating =
-        mcr_webhook::validating_configuration(&webhooks, "https://x", &ca, &options()).unwrap();
-    let mutating =
-        mcr_webhook::mutating_configuration(&webhooks, "https://x", &ca, &options()).unwrap();
+    let validating = mcr_webhook::validating_configuration(&webhooks, "https://x", &ca, &options())
+        .unwrap()
+        .unwrap();
+    let mutating = mcr_webhook::mutating_configuration(&webhooks, "https://x", &ca, &options())
+        .unwrap()
+        .unwrap();
     let mut names: Vec<String> = validating
         .webhooks
         .unwrap()
@@ -326,111 +332,46 @@ async fn webhook_names_are_unique_stable_and_at_most_63_characters() {
     assert_eq!(names.len(), all, "webhook names collide: {names:?}");
     // Stable: the same path gives the same name whatever the URL (every replica, every
     // member); the exact form is pinned in the test above.
-    let again =
-        mcr_webhook::validating_configuration(&webhooks, "https://y", &ca, &options()).unwrap();
+    let again = mcr_webhook::validating_configuration(&webhooks, "https://y", &ca, &options())
+        .unwrap()
+        .unwrap();
     let first = &again.webhooks.unwrap()[0].name;
     assert!(names.contains(first));
 }
 
 #[tokio::test]
-async fn a_departed_members_cleanup_is_retried_and_never_deletes_a_newer_configuration() {
-    // The cleanup's failures are injected errors, which only the emulator offers.
-    if !mcr_envtest::require_emulator("injects errors into a member's deletes") {
-        return;
-    }
-    let env = Env::start_named("member", 2).await;
-    for member in env.fleet.clusters() {
-        admission_types(&member.client()).await;
-    }
+async fn options_that_would_make_invalid_webhook_names_are_refused_when_the_writer_is_built() {
+    let env = Env::start_named("member", 0).await;
     let webhooks = Webhooks::new(&env.mgr);
     configmap_webhooks(&webhooks);
-    let writer = Arc::new(MemberConfigurations::new(
-        webhooks,
-        "https://webhooks.example.test:9443",
+    // A valid object name (a DNS subdomain of 250 characters), but the webhooks' names,
+    // `<label>.<name>`, would pass kube-apiserver's 253: every write would be refused (422).
+    let name = format!(
+        "{}.{}.{}.{}.example.com",
+        "a".repeat(63),
+        "b".repeat(63),
+        "c".repeat(63),
+        "d".repeat(46)
+    );
+    assert_eq!(name.len(), 250);
+    let err = MemberConfigurations::new(
+        webhooks.clone(),
+        "https://x",
         b"ca".to_vec(),
-        options(),
-    ));
-    env.mgr.add(writer.clone()).unwrap();
-    let _manager = env.run_engaged().await;
-    let member2 = env.fleet.get("member-2").unwrap().clone();
-    let client = member2.client();
-    eventually_async("member-2's configuration", WAIT, || {
-        let client = client.clone();
-        async move { config_url(&client).await.is_some() }
-    })
-    .await;
-
-    // member-2 leaves while its apiserver fails every delete of the configuration.
-    member2.inject_error(
-        mcr_envtest::ErrorRule::new(503)
-            .verb("delete")
-            .resource("validatingwebhookconfigurations"),
-    );
-    env.provider.remove(&"member-2".into());
-    mcr_envtest::wait::eventually("the failing cleanup to be retried", WAIT, || {
-        member2.request_count("delete", "validatingwebhookconfigurations") >= 2
-    })
-    .await;
-    let failing_cleanup = |statuses: Vec<mcr_core::MemberStatus>| {
-        statuses.iter().any(|s| {
-            s.name == "member-2"
-                && matches!(&s.state, mcr_core::MemberState::Failed { reason, retry_in: Some(_) }
-                    if reason.contains("removing"))
-        })
-    };
-    mcr_envtest::wait::eventually(
-        "the pending cleanup to show in member_statuses",
-        WAIT,
-        || failing_cleanup(writer.member_statuses()),
+        ConfigOptions::new(name.clone()),
     )
-    .await;
-    // The manager reports it too, with the provider's members: member-2 is no longer engaged,
-    // yet shows as failed (with the reason) in its statuses and in `cluster_statuses`.
-    let reported = env.mgr.member_statuses();
-    assert!(
-        failing_cleanup(reported.clone())
-            && reported
-                .iter()
-                .any(|s| s.name == "member-2" && &*s.provider == "webhook-configurations"),
-        "the manager does not report member-2's failing cleanup: {reported:?}"
-    );
-    let member2_status = env
-        .mgr
-        .cluster_statuses()
-        .into_iter()
-        .find(|s| s.name == "member-2");
-    assert!(
-        matches!(
-            &member2_status,
-            Some(s) if !s.is_healthy() && matches!(s.member, Some(mcr_core::MemberState::Failed { .. }))
-        ),
-        "{member2_status:?}"
-    );
-
-    // Meanwhile a newer configuration is written (by the member's next owner).
-    let newer = "https://elsewhere.example.test/clusters/member-2/validate--v1-configmap";
-    let api: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
-    let mut config = api.get(NAME).await.unwrap();
-    config.webhooks.as_mut().unwrap()[0].client_config.url = Some(newer.into());
-    config.metadata.managed_fields = None;
-    api.replace(NAME, &PostParams::default(), &config)
-        .await
-        .unwrap();
-
-    // The member answers again: the late delete must not win over the newer write.
-    member2.clear_faults();
-    mcr_envtest::wait::eventually("the cleanup to end", WAIT, || {
-        !writer
-            .member_statuses()
-            .iter()
-            .any(|s| s.name == "member-2")
-    })
-    .await;
-    assert_eq!(
-        config_url(&client).await.as_deref(),
-        Some(newer),
-        "a late delete removed a newer configuration"
-    );
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("has 250 characters"), "{err}");
+    assert!(err.contains("at most 189"), "{err}");
+    let err = mcr_webhook::validating_configuration(
+        &webhooks,
+        "https://x",
+        b"ca",
+        &ConfigOptions::new(name),
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("at most 189"), "{err}");
 }
 
 /// The caBundle of both configurations in `client`'s cluster, if both are there.
@@ -492,6 +433,7 @@ async fn a_rotated_ca_bundle_reaches_every_member_without_a_restart() {
             old.ca_pem.clone().into_bytes(),
             options(),
         )
+        .unwrap()
         .ca_bundle_file(&path, std::time::Duration::from_millis(50)),
     );
     env.mgr.add(writer.clone()).unwrap();
@@ -878,6 +820,7 @@ async fn a_ca_rotation_refuses_no_write_and_fails_no_call() {
             a.ca_pem.clone().into_bytes(),
             options(),
         )
+        .unwrap()
         .ca_bundle_file(&path, std::time::Duration::from_millis(100)),
     );
     env.mgr.add(writer.clone()).unwrap();

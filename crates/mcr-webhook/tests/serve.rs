@@ -539,3 +539,40 @@ async fn a_blocking_converter_is_cut_by_the_handler_timeout() {
         "{review}"
     );
 }
+
+#[tokio::test]
+async fn a_review_this_replica_cannot_serve_fails_whatever_its_body() {
+    let env = Env::start_named("member", 1).await;
+    let webhooks = Webhooks::new(&env.mgr);
+    configmap_webhooks(&webhooks);
+    env.run_engaged().await;
+    let s = serve(webhooks, ServerOptions::default()).await;
+    let mut conn = connect(s.addr, &s.pki.ca_pem).await;
+    // member-9 is not engaged here: whatever the body (not JSON, not a review, the wrong
+    // content type), the call fails (503) and the failurePolicy decides; it is never
+    // answered "denied", which would refuse a valid write on a replica that cannot judge it.
+    for (content_type, body) in [
+        ("application/json", Bytes::from_static(b"{not json")),
+        ("application/json", Bytes::from_static(b"[1, 2]")),
+        ("text/plain", body(&fixture("configmap-create.json"))),
+    ] {
+        let (status, review) = conn
+            .0
+            .request(
+                "POST",
+                &format!("/clusters/member-9{VALIDATE}"),
+                content_type,
+                body.clone(),
+            )
+            .await
+            .unwrap();
+        assert_eq!(status, 503, "{content_type} {body:?}: {review}");
+        assert_eq!(review["response"]["status"]["code"], 503, "{review}");
+    }
+    // The engaged member's route still refuses a body that is not a review (and says why).
+    let (status, review) = conn
+        .post(&format!("/clusters/member-1{VALIDATE}"), "{not json")
+        .await;
+    assert_eq!(status, 200, "{review}");
+    assert_eq!(review["response"]["status"]["code"], 400, "{review}");
+}

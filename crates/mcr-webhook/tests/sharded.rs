@@ -120,10 +120,20 @@ fn sharding(id: &str) -> Sharding {
 
 /// Replica `id`'s manager: sharded, over `members`, not yet running.
 async fn sharded_manager(id: &str, host: &TestCluster, members: &[TestCluster]) -> Manager {
+    sharded_manager_with(id, host, members, TestCluster::client).await
+}
+
+/// [`sharded_manager`], reaching each member through `client(member)`.
+async fn sharded_manager_with(
+    id: &str,
+    host: &TestCluster,
+    members: &[TestCluster],
+    client: impl Fn(&TestCluster) -> kube::Client,
+) -> Manager {
     let provider = Arc::new(ClustersProvider::new());
     for c in members {
         provider
-            .add(Cluster::new(c.name(), c.client()))
+            .add(Cluster::new(c.name(), client(c)))
             .await
             .unwrap();
     }
@@ -140,7 +150,18 @@ async fn replica(
     fleet: &Fleet,
     extra: impl FnOnce(&Manager, &Webhooks, &Running) -> Option<Arc<MemberConfigurations>>,
 ) -> Replica {
-    let mgr = sharded_manager(id, host, fleet.clusters()).await;
+    replica_with(id, host, fleet, TestCluster::client, extra).await
+}
+
+/// [`replica`], reaching each member through `client(member)`.
+async fn replica_with(
+    id: &str,
+    host: &TestCluster,
+    fleet: &Fleet,
+    client: impl Fn(&TestCluster) -> kube::Client,
+    extra: impl FnOnce(&Manager, &Webhooks, &Running) -> Option<Arc<MemberConfigurations>>,
+) -> Replica {
+    let mgr = sharded_manager_with(id, host, fleet.clusters(), client).await;
     let webhooks = Webhooks::new(&mgr);
     configmap_webhooks(&webhooks);
     review_only_webhooks(&webhooks);
@@ -299,12 +320,15 @@ fn writer(
 ) -> impl FnOnce(&Manager, &Webhooks, &Running) -> Option<Arc<MemberConfigurations>> {
     let base = format!("https://{id}.webhooks.example.test:9443");
     move |mgr: &Manager, webhooks: &Webhooks, _: &Running| {
-        let writer = Arc::new(MemberConfigurations::new(
-            webhooks.clone(),
-            base,
-            b"ca".to_vec(),
-            ConfigOptions::new(CONFIG),
-        ));
+        let writer = Arc::new(
+            MemberConfigurations::new(
+                webhooks.clone(),
+                base,
+                b"ca".to_vec(),
+                ConfigOptions::new(CONFIG),
+            )
+            .unwrap(),
+        );
         mgr.add(writer.clone()).unwrap();
         Some(writer)
     }
@@ -398,6 +422,143 @@ async fn a_handoff_swaps_the_url_and_never_deletes_the_configuration() {
     }
 }
 
+/// Holds the writes of webhook configurations made through the clients it wraps, while it is
+/// closed, as if they were on their way to a slow apiserver: a held write is delivered when
+/// the gate opens, whether or not its sender still waits for the answer (cutting a request
+/// that has left cannot unsend it). Counts the held writes and records their answers.
+#[derive(Clone)]
+struct Gate {
+    open: Arc<tokio::sync::watch::Sender<bool>>,
+    held: Arc<std::sync::atomic::AtomicUsize>,
+    answers: Arc<parking_lot::Mutex<Vec<(String, u16)>>>,
+}
+
+impl Gate {
+    fn new() -> Gate {
+        Gate {
+            open: Arc::new(tokio::sync::watch::Sender::new(true)),
+            held: Arc::default(),
+            answers: Arc::default(),
+        }
+    }
+
+    fn set_open(&self, open: bool) {
+        self.open.send_replace(open);
+    }
+
+    fn held(&self) -> usize {
+        self.held.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// `client`, its writes of webhook configurations held while the gate is closed.
+    fn wrap(&self, member: &str, client: kube::Client) -> kube::Client {
+        let (gate, member) = (self.clone(), member.to_owned());
+        let service = tower::service_fn(move |req: http::Request<kube::client::Body>| {
+            let (gate, client, member) = (gate.clone(), client.clone(), member.clone());
+            async move {
+                let write = req.method() != http::Method::GET
+                    && req.uri().path().contains("webhookconfigurations");
+                if !write || *gate.open.borrow() {
+                    return client.send(req).await;
+                }
+                gate.held.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                let (tx, rx) = tokio::sync::oneshot::channel();
+                let mut open = gate.open.subscribe();
+                tokio::spawn(async move {
+                    let _ = open.wait_for(|open| *open).await;
+                    let answer = client.send(req).await;
+                    let status = answer.as_ref().map_or(0, |r| r.status().as_u16());
+                    gate.answers.lock().push((member, status));
+                    let _ = tx.send(answer);
+                });
+                rx.await.unwrap_or_else(|_| {
+                    Err(kube::Error::Service("the gate dropped the write".into()))
+                })
+            }
+        });
+        kube::Client::new(service, "default")
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_old_owners_late_write_never_outlives_the_new_owners_configuration() {
+    common::init_tracing();
+    let host = TestCluster::start("host").await.unwrap();
+    let fleet = Fleet::builder()
+        .clusters(4)
+        .name_prefix("member")
+        .start()
+        .await
+        .unwrap();
+    for c in fleet.clusters() {
+        common::admission_types(&c.client()).await;
+    }
+    let all = names(&fleet);
+    // r1 owns every member, and reaches each through a gate.
+    let gate = Gate::new();
+    let gated = {
+        let gate = gate.clone();
+        move |c: &TestCluster| gate.wrap(c.name(), c.client())
+    };
+    let r1 = replica_with("r1", &host, &fleet, gated, writer("r1")).await;
+    let split = settled(&[&r1], &all).await;
+    urls_follow_owners(&fleet, &["r1"], &split).await;
+
+    // r1 converges again (a new CA bundle), and every write it sends is held on its way.
+    gate.set_open(false);
+    let r1_writer = r1.writer.clone().unwrap();
+    r1_writer
+        .set_ca_bundle(common::Pki::new().ca_pem.into_bytes())
+        .unwrap();
+    mcr_envtest::wait::eventually(
+        "r1's writes to every member to be on their way",
+        WAIT,
+        || gate.held() >= all.len(),
+    )
+    .await;
+
+    // r2 joins and takes members over: r1 releases them (their converges are cut, but the
+    // writes already sent are still on their way), r2 writes its URL into them.
+    let r2 = replica("r2", &host, &fleet, writer("r2")).await;
+    let split = settled(&[&r1, &r2], &all).await;
+    urls_follow_owners(&fleet, &["r2"], &split[1..]).await;
+
+    // r1's old writes land now, after r2's.
+    let held = gate.held();
+    gate.set_open(true);
+    mcr_envtest::wait::eventually("r1's held writes to be answered", WAIT, || {
+        gate.answers.lock().len() >= held
+    })
+    .await;
+    let answers = gate.answers.lock().clone();
+    let late: Vec<_> = answers
+        .iter()
+        .filter(|(member, _)| split[1].contains(member))
+        .collect();
+    assert!(
+        !late.is_empty(),
+        "no late write reached a member r2 owns: {answers:?}"
+    );
+    // Each was conditioned on what r1 had read, before r2's write: refused.
+    assert!(
+        late.iter().all(|(_, status)| *status == 409),
+        "an old owner's late write was taken: {late:?}"
+    );
+    // So the members r2 owns have r2's URL, without waiting for any converge.
+    for member in &split[1] {
+        let client = fleet.get(member).unwrap().client();
+        let want = format!("https://r2.webhooks.example.test:9443/clusters/{member}{VALIDATE}");
+        assert_eq!(
+            config_url(&client).await.as_deref(),
+            Some(want.as_str()),
+            "{member} calls the old owner after its late write"
+        );
+    }
+    // And they keep it: the next converges of r2 (and r1, which owns the others) agree.
+    urls_follow_owners(&fleet, &["r1", "r2"], &split).await;
+    eprintln!("late writes of the old owner: {late:?}");
+}
+
 // ---------------------------------------------------------------------------------------
 // Three replicas behind one address, with a kill and a join, while the members write.
 
@@ -459,9 +620,9 @@ impl Process {
                         ..Default::default()
                     },
                 );
-                mgr.add(Arc::new(MemberConfigurations::new(
-                    webhooks, base, ca, options,
-                )))
+                mgr.add(Arc::new(
+                    MemberConfigurations::new(webhooks, base, ca, options).unwrap(),
+                ))
                 .unwrap();
                 let run = mgr.clone();
                 tokio::spawn(async move { run.run_until(CancellationToken::new()).await });

@@ -45,7 +45,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use anyhow::{Result, ensure};
+use anyhow::{Context as _, Result, ensure};
 use example_support::helm;
 use example_support::rbac::{
     self, Controller, Outcome, PodIdentity, kubeconfig_secret, labelled, stamped,
@@ -427,5 +427,85 @@ async fn the_installed_chart_s_service_account_runs_the_scenario() -> Result<()>
         "with the installed chart's roles the API server refused something; log:\n{}",
         run.log
     );
+    Ok(())
+}
+
+#[tokio::test]
+async fn the_chart_renders_a_webhook_only_where_every_replica_answers_every_review() -> Result<()> {
+    if !rbac::real_or_skip() {
+        return Ok(());
+    }
+    let home = tempfile::tempdir()?;
+    let defaults = helm::chart_dir().join("values.yaml");
+    // The defaults with the webhook on: leader election, two replicas, one Service in front of
+    // both. mcr-webhook's `tests/leader.rs` runs that combination: both replicas answer every
+    // member's review (the standby engages the members read-only), the leader alone writes.
+    let out = helm::template(
+        home.path(),
+        RELEASE,
+        NAMESPACE,
+        &defaults,
+        &["--set", "webhook.enabled=true"],
+    )
+    .await?;
+    let objects = helm::parse(&out)?;
+    let deployment = objects
+        .iter()
+        .find(|o| o["kind"] == "Deployment")
+        .context("no Deployment rendered")?;
+    ensure!(deployment["spec"]["replicas"] == 2, "{deployment}");
+    let container = &deployment["spec"]["template"]["spec"]["containers"][0];
+    let args: Vec<&str> = container["args"]
+        .as_array()
+        .context("no args")?
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    ensure!(
+        args.iter().any(|a| a.starts_with("--leader-election-id=")),
+        "{args:?}"
+    );
+    ensure!(
+        objects.iter().any(|o| o["kind"] == "Service"
+            && o["metadata"]["name"]
+                .as_str()
+                .is_some_and(|n| n.ends_with("-webhook"))),
+        "no webhook Service rendered"
+    );
+    // The memory limit has room for what a flood of the webhook port may add (160 MiB).
+    let limit = container["resources"]["limits"]["memory"]
+        .as_str()
+        .and_then(|m| m.strip_suffix("Ki"))
+        .and_then(|m| m.parse::<u64>().ok())
+        .context("no memory limit in KiB")?;
+    let request = container["resources"]["requests"]["memory"]
+        .as_str()
+        .and_then(|m| m.strip_suffix("Ki"))
+        .and_then(|m| m.parse::<u64>().ok())
+        .context("no memory request in KiB")?;
+    ensure!(
+        limit == 2 * request + 160 * 1024,
+        "limit {limit}, request {request}"
+    );
+
+    // Sharding with the webhook, not said to be review-only: a replica would fail (503) the
+    // reviews of members it does not own, so the chart refuses to render it, saying why.
+    let refused = helm::template(
+        home.path(),
+        RELEASE,
+        NAMESPACE,
+        &defaults,
+        &["--set", "webhook.enabled=true", "--set", "mode=sharding"],
+    )
+    .await;
+    ensure!(
+        refused
+            .as_ref()
+            .is_err_and(|e| format!("{e:#}").contains("webhook.reviewOnly=true")),
+        "{refused:?}"
+    );
+    // Said review-only, it renders (ci/sharded-webhook-values.yaml).
+    let values = helm::chart_dir().join("ci/sharded-webhook-values.yaml");
+    helm::template(home.path(), RELEASE, NAMESPACE, &values, &[]).await?;
     Ok(())
 }

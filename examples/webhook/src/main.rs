@@ -222,7 +222,7 @@ async fn run(args: Args) -> Result<()> {
                 base.clone(),
                 ca_pem.clone().into_bytes(),
                 options.clone(),
-            )))?;
+            )?))?;
         }
         if real && i == 1 {
             // The host's configuration (every replica serves the host): applied here.
@@ -231,7 +231,7 @@ async fn run(args: Args) -> Result<()> {
                 &base,
                 ca_pem.as_bytes(),
                 &options,
-            )
+            )?
             .context("a validator is registered")?;
             Api::<ValidatingWebhookConfiguration>::all(host.client())
                 .create(&PostParams::default(), &config)

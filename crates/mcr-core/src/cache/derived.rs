@@ -85,7 +85,7 @@ where
     let parent = derived.parent.shared::<K>(dyntype, opts);
     let view = derived.view.clone();
     let start = async move {
-        if !parent.wait_ready_inner().await {
+        if !parent.wait_synced().await {
             return stream::empty().boxed();
         }
         // Snapshot and registration under the subscriber lock: no event is missed or doubled.

@@ -17,7 +17,10 @@ use kube::{
     runtime::reflector::{Lookup, ObjectRef},
 };
 
-use super::{indexer::Extractor, shared::Shared};
+use super::{
+    indexer::Extractor,
+    shared::{Ready, Shared},
+};
 use crate::Error;
 
 /// A change seen by an [`Informer`], delivered by [`Informer::subscribe`].
@@ -250,8 +253,10 @@ where
 
     /// Waits until the initial list has completed (in every watched namespace).
     ///
-    /// Errors with [`Error::SyncTimeout`] after `timeout`, or [`Error::Stopped`] once the
-    /// cluster's token has fired (even if it had synced before).
+    /// Errors with [`Error::Refused`] as soon as the API server refuses its list or watch
+    /// with 401, 403, or 404 of the resource, with [`Error::SyncTimeout`] after `timeout` when
+    /// nothing better is known, or [`Error::Stopped`] once the cluster's token has fired (even
+    /// if it had synced before).
     ///
     /// ```no_run
     /// # async fn f(i: mcr_core::Informer<k8s_openapi::api::core::v1::ConfigMap>) {
@@ -265,8 +270,13 @@ where
         let all = async {
             for (i, part) in self.parts.iter().enumerate() {
                 waiting.store(i, Ordering::Relaxed);
-                if !part.wait_ready_inner().await {
-                    return Err(Error::Stopped(part.cluster.clone()));
+                match part.wait_ready_inner().await {
+                    Ready::Synced => {}
+                    Ready::Stopped => return Err(Error::Stopped(part.cluster.clone())),
+                    Ready::Refused(refusal) => {
+                        let namespace = part.namespace.as_deref();
+                        return Err(refusal.error(&part.cluster, &part.resource, namespace));
+                    }
                 }
             }
             Ok(())
@@ -279,6 +289,7 @@ where
                     cluster: part.cluster.clone(),
                     resource: part.resource.clone(),
                     timeout,
+                    last_error: part.last_error.lock().clone(),
                 })
             }
         }

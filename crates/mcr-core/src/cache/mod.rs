@@ -195,6 +195,11 @@ impl Cache {
         state.token = Some(token);
     }
 
+    /// The token the cache was started with (the engagement's), once it was.
+    pub(crate) fn token(&self) -> Option<CancellationToken> {
+        self.inner.state.lock().token.clone()
+    }
+
     /// Whether [`start`](Cache::start) was called.
     ///
     /// ```no_run
@@ -393,7 +398,7 @@ impl Cache {
 
     /// Opens here every informer `other` has (same types, resources and options), so a new
     /// instance of a cluster can list everything the running one watches before it takes over
-    /// (see [`Engagements::add_or_replace`](crate::Engagements::add_or_replace)).
+    /// (see [`Engagements::want`](crate::Engagements::want)).
     pub(crate) fn open_informers_of(&self, other: &Cache) {
         let reopens: Vec<Reopen> = other
             .inner

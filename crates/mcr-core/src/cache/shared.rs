@@ -26,10 +26,68 @@ use tracing::Instrument;
 use super::{CacheEvent, indexer::IndexSet};
 use crate::ClusterName;
 
-#[derive(Clone, Copy, Default)]
+#[derive(Clone, Default)]
 pub(super) struct SyncState {
     pub(super) synced: bool,
     pub(super) stopped: bool,
+    /// Why the API server refuses the initial list or watch, until it lists.
+    pub(super) refused: Option<Arc<Refusal>>,
+}
+
+/// The API server refused an informer's list or watch with an answer that retrying will not
+/// change until someone changes something (RBAC, credentials, the resource being served):
+/// 401, 403, or 404 of the resource.
+#[derive(Clone, Debug)]
+pub(crate) struct Refusal {
+    /// `list` or `watch`.
+    verb: &'static str,
+    /// The API server's answer.
+    status: Box<kube::core::Status>,
+}
+
+impl Refusal {
+    /// The refusal `err` is, if it is one.
+    fn of(err: &watcher::Error) -> Option<Refusal> {
+        let (verb, err) = match err {
+            watcher::Error::InitialListFailed(e) => ("list", e),
+            watcher::Error::WatchStartFailed(e) => ("watch", e),
+            _ => return None,
+        };
+        match err {
+            kube::Error::Api(status) if matches!(status.code, 401 | 403 | 404) => Some(Refusal {
+                verb,
+                status: status.clone(),
+            }),
+            _ => None,
+        }
+    }
+
+    /// The [`Error::Refused`](crate::Error::Refused) of this refusal of a watch of `resource`
+    /// in `namespace` (`None`: every namespace) in `cluster`.
+    pub(crate) fn error(
+        &self,
+        cluster: &ClusterName,
+        resource: &str,
+        namespace: Option<&str>,
+    ) -> crate::Error {
+        crate::Error::Refused {
+            cluster: cluster.clone(),
+            verb: self.verb,
+            resource: resource.to_owned(),
+            namespace: namespace.map(str::to_owned),
+            status: self.status.clone(),
+        }
+    }
+}
+
+/// How waiting for an informer's first list ended.
+pub(crate) enum Ready {
+    /// It listed.
+    Synced,
+    /// It stopped (its cluster's token fired).
+    Stopped,
+    /// The API server refuses its list or watch (it keeps retrying meanwhile).
+    Refused(Arc<Refusal>),
 }
 
 pub(super) struct Subscribers<K> {
@@ -73,6 +131,8 @@ where
     pub(super) subscribers: Mutex<Subscribers<K>>,
     pub(super) indexes: RwLock<IndexSet<K>>,
     pub(super) restarts: AtomicU64,
+    /// The last error of the list or watch (redacted), for a sync timeout to name.
+    pub(super) last_error: Mutex<Option<String>>,
     /// [`InformerOptions::keep_managed_fields`](super::InformerOptions::keep_managed_fields).
     keep_managed_fields: bool,
     pending: Mutex<Option<PendingStart<K>>>,
@@ -82,9 +142,11 @@ where
 pub(crate) trait ErasedInformer: Send + Sync {
     fn start(self: Arc<Self>, token: CancellationToken);
     fn is_synced(&self) -> bool;
-    /// Resolves to `true` once synced, `false` once stopped.
-    fn wait_ready(&self) -> BoxFuture<'static, bool>;
+    /// Resolves once synced, stopped, or refused by the API server.
+    fn wait_ready(&self) -> BoxFuture<'static, Ready>;
     fn resource(&self) -> &str;
+    /// The last error of its list or watch, if any (see [`Shared::last_error`]).
+    fn last_error(&self) -> Option<String>;
     /// The namespace of the watch (`None`: every namespace).
     fn namespace(&self) -> Option<&str>;
 }
@@ -116,17 +178,41 @@ where
             }),
             indexes: RwLock::new(IndexSet::default()),
             restarts: AtomicU64::new(0),
+            last_error: Mutex::new(None),
             keep_managed_fields,
             pending: Mutex::new(Some(PendingStart { writer, stream })),
         })
     }
 
-    pub(super) fn wait_ready_inner(&self) -> impl Future<Output = bool> + Send + 'static {
+    /// Resolves to `true` once synced, `false` once stopped (refusals are waited out).
+    pub(super) fn wait_synced(&self) -> impl Future<Output = bool> + Send + 'static {
         let mut rx = self.state.subscribe();
         async move {
             match rx.wait_for(|s| s.synced || s.stopped).await {
                 Ok(s) => !s.stopped,
                 Err(_) => false,
+            }
+        }
+    }
+
+    pub(super) fn wait_ready_inner(&self) -> impl Future<Output = Ready> + Send + 'static {
+        let mut rx = self.state.subscribe();
+        async move {
+            let Ok(s) = rx
+                .wait_for(|s| s.synced || s.stopped || s.refused.is_some())
+                .await
+            else {
+                return Ready::Stopped;
+            };
+            if s.stopped {
+                Ready::Stopped
+            } else if s.synced {
+                Ready::Synced
+            } else {
+                match &s.refused {
+                    Some(refusal) => Ready::Refused(refusal.clone()),
+                    None => Ready::Stopped,
+                }
             }
         }
     }
@@ -148,7 +234,15 @@ where
                 Some(Ok(event)) => self.handle(&mut writer, event),
                 Some(Err(err)) => {
                     let restarts = self.restarts.fetch_add(1, Ordering::Relaxed) + 1;
-                    tracing::warn!(error = %crate::ErrorChain(&err), restarts, "watch failed, retrying with backoff");
+                    let error = crate::ErrorChain(&err).to_string();
+                    tracing::warn!(%error, restarts, "watch failed, retrying with backoff");
+                    *self.last_error.lock() = Some(error);
+                    if let Some(refusal) = Refusal::of(&err) {
+                        // Told at once to whoever waits for the first list; kept until a
+                        // list succeeds.
+                        self.state
+                            .send_modify(|s| s.refused = Some(Arc::new(refusal)));
+                    }
                 }
                 None => {
                     tracing::warn!("watch stream ended");
@@ -243,8 +337,11 @@ where
         let relist = self.state.borrow().synced;
         writer.apply_watcher_event(&watcher::Event::InitDone);
         self.indexes.write().init_done(&self.store);
-        self.state
-            .send_if_modified(|s| !std::mem::replace(&mut s.synced, true));
+        *self.last_error.lock() = None;
+        self.state.send_if_modified(|s| {
+            let refused = s.refused.take().is_some();
+            !std::mem::replace(&mut s.synced, true) || refused
+        });
         tracing::debug!(objects = self.store.len(), "relist done");
         if subs.senders.is_empty() {
             return;
@@ -310,12 +407,16 @@ where
         state.synced && !state.stopped
     }
 
-    fn wait_ready(&self) -> BoxFuture<'static, bool> {
+    fn wait_ready(&self) -> BoxFuture<'static, Ready> {
         Box::pin(self.wait_ready_inner())
     }
 
     fn resource(&self) -> &str {
         &self.resource
+    }
+
+    fn last_error(&self) -> Option<String> {
+        self.last_error.lock().clone()
     }
 
     fn namespace(&self) -> Option<&str> {

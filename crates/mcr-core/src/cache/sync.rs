@@ -2,7 +2,7 @@
 
 use std::{sync::Arc, time::Duration};
 
-use super::{Cache, ErasedInformer};
+use super::{Cache, ErasedInformer, shared::Ready};
 use crate::Error;
 
 impl Cache {
@@ -18,8 +18,11 @@ impl Cache {
 
     /// Waits until every informer requested so far has completed its initial list.
     ///
-    /// Errors with [`Error::SyncTimeout`] (naming the cluster and a resource that did not
-    /// sync) after `timeout`, or [`Error::Stopped`] once the cluster's token has fired.
+    /// Errors with [`Error::Refused`] as soon as the API server refuses an informer's list or
+    /// watch with 401, 403, or 404 of the resource (naming the verb, the resource and the
+    /// namespace), with [`Error::SyncTimeout`] (naming the cluster and a resource that did not
+    /// sync) after `timeout` when nothing better is known, or [`Error::Stopped`] once the
+    /// cluster's token has fired.
     ///
     /// ```no_run
     /// # async fn f(c: mcr_core::Cluster) -> Result<(), mcr_core::Error> {
@@ -35,13 +38,21 @@ impl Cache {
                 None => Ok(informer.wait_ready().await),
             };
             match ready {
-                Ok(true) => {}
-                Ok(false) => return Err(Error::Stopped(self.cluster().clone())),
+                Ok(Ready::Synced) => {}
+                Ok(Ready::Stopped) => return Err(Error::Stopped(self.cluster().clone())),
+                Ok(Ready::Refused(refusal)) => {
+                    return Err(refusal.error(
+                        self.cluster(),
+                        informer.resource(),
+                        informer.namespace(),
+                    ));
+                }
                 Err(_) => {
                     return Err(Error::SyncTimeout {
                         cluster: self.cluster().clone(),
                         resource: informer.resource().to_owned(),
                         timeout,
+                        last_error: informer.last_error(),
                     });
                 }
             }

@@ -1,13 +1,25 @@
-//! Reading the table: [`Engagements::get`], [`phase`](Engagements::phase),
-//! [`names`](Engagements::names) and the like, each as the handle sees it (its prefix, its own
-//! members).
+//! Reading the table: [`Engagements::get`], [`member_state`](Engagements::member_state),
+//! [`names`](Engagements::names), [`member_states`](Engagements::member_states) and the like,
+//! each as the handle sees it (its prefix, its own members).
 
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::{Engagements, Instance, Phase};
-use crate::{Cluster, ClusterName, Error};
+use super::{Engagements, Entry};
+use crate::{Cluster, ClusterName, Error, MemberState};
 
 impl Engagements {
+    /// The entries this handle sees, with their names as it sees them.
+    fn visible<'a>(
+        &'a self,
+        entries: &'a std::collections::BTreeMap<ClusterName, Entry>,
+    ) -> impl Iterator<Item = (ClusterName, &'a Entry)> + 'a {
+        entries
+            .iter()
+            .filter(|(_, e)| e.live() && self.owns(&e.view))
+            .filter_map(|(n, e)| Some((self.local(n)?, e)))
+    }
+
     /// The active member of that name: [`Error::NotOwned`] when another replica owns it,
     /// otherwise [`Error::ClusterNotFound`] unless it is engaged and synced.
     ///
@@ -19,16 +31,17 @@ impl Engagements {
         let full = self.full(name);
         self.refuse_elsewhere(&full, name)?;
         let state = self.table.state.lock();
-        match state.active.get(&full) {
-            Some(i) if !i.token.is_cancelled() && self.owns(i.origin.as_ref()) => {
-                Ok(i.cluster.clone())
-            }
+        match state.entries.get(&full) {
+            Some(e) if e.live() && self.owns(&e.view) => match e.serving() {
+                Some(r) => Ok(r.cluster.clone()),
+                None => Err(Error::ClusterNotFound(name.clone())),
+            },
             _ => Err(Error::ClusterNotFound(name.clone())),
         }
     }
 
     /// Resolves once the instance `id` is the active member `name` (at once when it is
-    /// already): woken by every activation in the table, never by polling. It does not resolve
+    /// already): woken by every change of the table, never by polling. It does not resolve
     /// for an instance that never becomes active, so callers bound it, typically by the
     /// instance's token.
     ///
@@ -41,43 +54,77 @@ impl Engagements {
     pub async fn until_active(&self, name: &ClusterName, id: crate::ClusterId) {
         let full = self.full(name);
         loop {
-            let activated = self.table.activated.notified();
-            let mut activated = std::pin::pin!(activated);
-            activated.as_mut().enable();
+            let changed = self.table.changed.notified();
+            let mut changed = std::pin::pin!(changed);
+            changed.as_mut().enable();
             let active = {
                 let state = self.table.state.lock();
-                state.active.get(&full).is_some_and(|i| {
-                    i.cluster.id() == id && !i.token.is_cancelled() && self.owns(i.origin.as_ref())
+                state.entries.get(&full).is_some_and(|e| {
+                    e.live()
+                        && self.owns(&e.view)
+                        && e.serving().is_some_and(|r| r.cluster.id() == id)
                 })
             };
             if active {
                 return;
             }
-            activated.await;
+            changed.await;
         }
     }
 
-    /// Where the member of that name is in its life, if the table knows it.
+    /// Every member this handle wanted (or engaged by hand), with where it stands, sorted by
+    /// name: engaged, pending (being brought up, or a newer source on its way), failed (with
+    /// the redacted reason and when it is tried again) or owned elsewhere. What
+    /// [`Provider::member_statuses`](crate::Provider::member_statuses) reports.
     ///
     /// ```
-    /// assert_eq!(mcr_core::Engagements::new().phase(&"a".into()), None);
+    /// assert!(mcr_core::Engagements::new().member_states().is_empty());
     /// ```
-    pub fn phase(&self, name: &ClusterName) -> Option<Phase> {
+    pub fn member_states(&self) -> Vec<(ClusterName, MemberState)> {
+        let now = Instant::now();
+        let state = self.table.state.lock();
+        self.visible(&state.entries)
+            .map(|(name, e)| (name, state_of(e, now)))
+            .collect()
+    }
+
+    /// Where the member of that name stands (see [`member_states`](Self::member_states)).
+    ///
+    /// ```
+    /// assert!(mcr_core::Engagements::new().member_state(&"a".into()).is_none());
+    /// ```
+    pub fn member_state(&self, name: &ClusterName) -> Option<MemberState> {
         let full = self.full(name);
         let state = self.table.state.lock();
-        let live = |i: &Instance| !i.token.is_cancelled() && self.owns(i.origin.as_ref());
-        if state.active.get(&full).is_some_and(live) {
-            Some(Phase::Active)
-        } else if state.starting.get(&full).is_some_and(live) {
-            Some(Phase::Starting)
-        } else if state
-            .parked
+        state
+            .entries
             .get(&full)
-            .is_some_and(|p| self.owns(p.origin().as_ref()))
-        {
-            Some(Phase::Parked)
-        } else {
-            None
+            .filter(|e| e.live() && self.owns(&e.view))
+            .map(|e| state_of(e, Instant::now()))
+    }
+
+    /// Waits until the member of that name has settled (engaged with the source wanted now,
+    /// failed, or owned elsewhere: not [pending](MemberState::Pending)) and returns where it
+    /// stands; `None` at once when this handle wants no member of that name. Woken by every
+    /// change of the table, never by polling; an attempt is bounded by the member's build,
+    /// probe and sync timeouts, so this is too, unless the member keeps changing.
+    ///
+    /// ```no_run
+    /// # async fn f(e: mcr_core::Engagements) {
+    /// if let Some(state) = e.until_settled(&"member-1".into()).await {
+    ///     println!("member-1 is {state}");
+    /// }
+    /// # }
+    /// ```
+    pub async fn until_settled(&self, name: &ClusterName) -> Option<MemberState> {
+        loop {
+            let changed = self.table.changed.notified();
+            let mut changed = std::pin::pin!(changed);
+            changed.as_mut().enable();
+            match self.member_state(name)? {
+                MemberState::Pending => changed.await,
+                settled => return Some(settled),
+            }
         }
     }
 
@@ -88,39 +135,10 @@ impl Engagements {
     /// ```
     pub fn names(&self) -> Vec<ClusterName> {
         let state = self.table.state.lock();
-        let mut names: Vec<ClusterName> = state
-            .active
-            .iter()
-            .filter(|(_, i)| !i.token.is_cancelled() && self.owns(i.origin.as_ref()))
-            .filter_map(|(n, _)| self.local(n))
-            .collect();
-        names.sort();
-        names
-    }
-
-    /// How many members are active.
-    ///
-    /// ```
-    /// assert_eq!(mcr_core::Engagements::new().len(), 0);
-    /// ```
-    pub fn len(&self) -> usize {
-        let state = self.table.state.lock();
-        state
-            .active
-            .iter()
-            .filter(|(n, i)| {
-                !i.token.is_cancelled() && self.owns(i.origin.as_ref()) && self.local(n).is_some()
-            })
-            .count()
-    }
-
-    /// Whether no member is active.
-    ///
-    /// ```
-    /// assert!(mcr_core::Engagements::new().is_empty());
-    /// ```
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
+        self.visible(&state.entries)
+            .filter(|(_, e)| e.serving().is_some())
+            .map(|(n, _)| n)
+            .collect()
     }
 
     /// The active members with their engagement tokens, sorted by name (names as this view
@@ -131,14 +149,12 @@ impl Engagements {
     /// ```
     pub fn active(&self) -> Vec<(ClusterName, Cluster, CancellationToken)> {
         let state = self.table.state.lock();
-        let mut out: Vec<_> = state
-            .active
-            .iter()
-            .filter(|(_, i)| !i.token.is_cancelled() && self.owns(i.origin.as_ref()))
-            .filter_map(|(n, i)| Some((self.local(n)?, i.cluster.clone(), i.token.clone())))
-            .collect();
-        out.sort_by(|a, b| a.0.cmp(&b.0));
-        out
+        self.visible(&state.entries)
+            .filter_map(|(n, e)| {
+                let r = e.serving()?;
+                Some((n, r.cluster.clone(), r.token.clone()))
+            })
+            .collect()
     }
 
     /// The token of the member of that name: the active instance, else the one starting.
@@ -151,12 +167,31 @@ impl Engagements {
     pub fn token(&self, name: &ClusterName) -> Option<CancellationToken> {
         let full = self.full(name);
         let state = self.table.state.lock();
-        let live = |i: &&Instance| !i.token.is_cancelled() && self.owns(i.origin.as_ref());
-        state
-            .active
+        let e = state
+            .entries
             .get(&full)
-            .filter(live)
-            .or_else(|| state.starting.get(&full).filter(live))
-            .map(|i| i.token.clone())
+            .filter(|e| e.live() && self.owns(&e.view))?;
+        e.serving().map(|r| r.token.clone()).or_else(|| {
+            e.attempt()
+                .filter(|a| !a.token.is_cancelled())
+                .map(|a| a.token.clone())
+        })
+    }
+}
+
+/// Where an entry stands.
+fn state_of(e: &Entry, now: Instant) -> MemberState {
+    if let Some(owner) = &e.elsewhere {
+        return MemberState::Elsewhere {
+            owner: owner.clone(),
+        };
+    }
+    match (e.failure(), e.serving()) {
+        (Some(f), _) if f.key == e.key && e.attempt().is_none() => MemberState::Failed {
+            reason: f.reason.clone(),
+            retry_in: f.retry_at.map(|at| at.saturating_duration_since(now)),
+        },
+        (_, Some(r)) if r.key == e.key => MemberState::Engaged,
+        _ => MemberState::Pending,
     }
 }

@@ -1,99 +1,152 @@
-//! [`Engagements`]: the one table of engaged clusters, and the one place where a member's
-//! lifecycle is implemented (start, index, engage, sync, activate; stop; park and bring back
-//! under a [`Coordinator`]).
+//! [`Engagements`]: the one table of a process's members and the one owner of their
+//! lifecycle. A provider says which members it [wants](Engagements::want) and how to reach
+//! each ([`Source`]); the table alone builds, probes, retries with backoff, keeps a member
+//! owned by another replica without a client, starts, syncs, engages, activates, replaces,
+//! renews in place and stops.
+//!
+//! Each member is one entry under one lock. Every change (a want or a removal, a change of
+//! ownership, an attempt that ended, a retry that is due) and a periodic resync run the same
+//! converge step over the entries concerned: from what is wanted, who owns the name and what
+//! runs, to what should run next. An event that is missed or comes in another order is
+//! repaired by the next step, not kept.
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use parking_lot::Mutex;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-mod engage;
+mod attempt;
+mod converge;
 mod lookup;
 mod ownership;
+mod source;
+
+pub use source::{Connect, Source};
 
 use crate::coordinator::Coordinator;
-use crate::{Aware, Cluster, ClusterName, Error, FieldIndex};
+use crate::members::MembersOptions;
+use crate::{Aware, Cluster, ClusterName, Error, FieldIndex, Released};
+use source::Key;
 
-/// What [`Engagements::add_or_replace`] did.
-///
-/// ```
-/// use mcr_core::AddOutcome;
-/// assert_ne!(AddOutcome::Added, AddOutcome::Unchanged);
-/// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum AddOutcome {
-    /// No cluster of that name was running; the new one was added.
-    Added,
-    /// A cluster of that name was running with a different connection; it was replaced.
-    Replaced,
-    /// A cluster of that name is running with the same connection hash; nothing was done.
-    Unchanged,
-}
-
-/// Where a member is in its life, as [`Engagements::phase`] reports it.
-///
-/// ```
-/// use mcr_core::Phase;
-/// assert_ne!(Phase::Starting, Phase::Active);
-/// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Phase {
-    /// Another replica owns it: kept (its cache not started) until this replica does.
-    Parked,
-    /// Being brought up: informers opening or listing. Not yet visible to
-    /// [`get`](Engagements::get).
-    Starting,
-    /// Engaged and synced: [`get`](Engagements::get) returns it.
-    Active,
-}
-
-/// One engaged (or starting) instance.
-struct Instance {
+/// The engaged instance of a member.
+struct Running {
     cluster: Cluster,
     token: CancellationToken,
-    /// Tells this instance from a later one of the same name (the token's watcher removes
-    /// only its own).
-    generation: u64,
-    /// The prefix of the narrowed view that added it (`None`: the manager's own handle).
-    origin: Option<Arc<str>>,
+    /// The source it runs (or was renewed in place to).
+    key: Key,
 }
 
-/// A cluster another replica owns, kept until this replica owns it.
-struct Parked {
-    parent: CancellationToken,
-    cluster: Cluster,
-    /// The handle that added it, to add it again.
+/// An attempt under way: a new instance being built, probed, started and synced, or the
+/// running one's credentials renewed.
+struct Attempt {
+    id: u64,
+    /// Cancels the attempt and whatever it started.
+    token: CancellationToken,
+    key: Key,
+    /// The instance it started, once it did (its subscribers may hold it).
+    started: Option<Cluster>,
+    /// Whether its instance was engaged with the subscribers (a new subscriber is engaged
+    /// with it too).
+    engaged: bool,
+}
+
+/// The last attempt for the current source failed.
+struct Failure {
+    key: Key,
+    /// Why, redacted and in one line.
+    reason: String,
+    /// When the next attempt may start (`None`: not before the source changes).
+    retry_at: Option<Instant>,
+    /// Consecutive failures of this source.
+    count: u32,
+}
+
+/// One member: everything the table knows of it.
+struct Entry {
+    /// The handle it was wanted through (prefix, sync timeout, member options).
     view: View,
+    /// The run it belongs to: every instance's token is a child of it.
+    parent: CancellationToken,
+    /// What is wanted; for a [`Source::Cluster`], an instance not engaged yet.
+    source: Source,
+    key: Key,
+    /// Who owns it, as the last converge step found, when another replica does.
+    elsewhere: Option<Option<String>>,
+    /// What runs of it here, and how the last attempt went: nothing for a member owned
+    /// elsewhere, which keeps the entry small.
+    here: Option<Box<Here>>,
+    /// Engaged by hand ([`Aware`] for `Engagements`): recorded, never brought up by the table.
+    by_hand: bool,
 }
 
-impl Parked {
-    fn origin(&self) -> Option<Arc<str>> {
-        (!self.view.everything).then(|| self.view.prefix.clone())
+/// What runs of a member here.
+#[derive(Default)]
+struct Here {
+    active: Option<Running>,
+    attempt: Option<Attempt>,
+    failure: Option<Failure>,
+    /// The caller of [`Engagements::add`] waiting for the first outcome.
+    waiter: Option<tokio::sync::oneshot::Sender<Result<(), Error>>>,
+}
+
+impl Entry {
+    /// Whether the entry still belongs to a live run.
+    fn live(&self) -> bool {
+        !self.parent.is_cancelled()
+    }
+
+    /// The active instance, unless its token fired.
+    fn serving(&self) -> Option<&Running> {
+        self.here
+            .as_ref()?
+            .active
+            .as_ref()
+            .filter(|r| !r.token.is_cancelled())
+    }
+
+    /// The attempt under way.
+    fn attempt(&self) -> Option<&Attempt> {
+        self.here.as_ref()?.attempt.as_ref()
+    }
+
+    /// The last failure.
+    fn failure(&self) -> Option<&Failure> {
+        self.here.as_ref()?.failure.as_ref()
+    }
+
+    /// What runs here, made if need be.
+    fn here(&mut self) -> &mut Here {
+        self.here.get_or_insert_with(Box::default)
+    }
+
+    /// Drops what runs here once nothing does (a member stopped, or parked).
+    fn tidy(&mut self) {
+        if self.here.as_ref().is_some_and(|h| {
+            h.active.is_none() && h.attempt.is_none() && h.failure.is_none() && h.waiter.is_none()
+        }) {
+            self.here = None;
+        }
     }
 }
 
-/// The table's state, under one lock: a name is in at most one phase, except that a
-/// replacement is `starting` while the instance it replaces is still `active`.
+/// The table's state, under one lock.
 #[derive(Default)]
 struct State {
-    active: HashMap<ClusterName, Instance>,
-    starting: HashMap<ClusterName, Instance>,
-    parked: HashMap<ClusterName, Parked>,
-    /// The parent token each member was added under, and the handle settings it was added
-    /// with, to park it and bring it back after a release.
-    parents: HashMap<ClusterName, (CancellationToken, View)>,
+    /// Every member, by full name (sorted: the converge step visits them in one order).
+    entries: BTreeMap<ClusterName, Entry>,
     indexes: Vec<FieldIndex>,
     subscribers: Vec<Arc<dyn Aware>>,
-    next_generation: u64,
-    /// Whether a task follows the coordinator's changes.
-    following: bool,
-    /// The instances stopped because another replica came to own them, while they may still
-    /// be alive (their tasks, contexts or in-flight reconciles not dropped yet): what
+    next_id: u64,
+    /// Instances stopped because another replica came to own them, while they may still be
+    /// alive (their tasks, contexts or in-flight reconciles not dropped yet): what
     /// [`Engagements::release_unowned`] hands back to wait on.
-    stopped: Vec<(ClusterName, crate::Released)>,
+    stopped: Vec<(ClusterName, Released)>,
+    /// Whether the driver task runs (see [`converge`]).
+    driving: bool,
 }
 
 struct Table {
@@ -104,54 +157,55 @@ struct Table {
     syncing: tokio::sync::Semaphore,
     /// The limit `syncing` was set to.
     max_syncing: AtomicUsize,
-    /// Signalled whenever a member becomes active: what [`Engagements::until_active`] waits on.
-    activated: tokio::sync::Notify,
+    /// Signalled whenever the table changed (a member activated, failed, stopped): what
+    /// [`Engagements::until_active`] and [`Engagements::add`] wait on.
+    changed: tokio::sync::Notify,
+    /// Wakes the driver: a retry was scheduled, a coordinator set, the table dropped. Shared
+    /// with the driver, which holds no strong handle on the table while it waits.
+    wake: Arc<tokio::sync::Notify>,
+    /// How often every entry is converged again, whatever happened.
+    resync: Mutex<Duration>,
 }
 
-/// What a view does with a cluster another replica owns.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-enum Gate {
-    /// Park it and engage it when this replica owns it (callers that hand over ready
-    /// clusters).
-    #[default]
-    Park,
-    /// Refuse it with [`Error::NotOwned`]: the caller ([`Workers`](crate::members::Workers))
-    /// builds it again when this replica owns it, so a non-owned member costs no client.
-    Refuse,
+impl Drop for Table {
+    fn drop(&mut self) {
+        // The driver ends.
+        self.wake.notify_one();
+    }
 }
 
-/// The per-caller settings of a handle: under which prefix its names live, how long it waits
-/// for a member to sync, and what happens to a cluster another replica owns.
+/// The per-caller settings of a handle: under which prefix its names live, and how its
+/// members are brought up.
 #[derive(Clone)]
 struct View {
     prefix: Arc<str>,
     /// Sees every member, whoever added it (the manager's handle); otherwise only what was
-    /// added through a view of the same prefix.
+    /// wanted through a view of the same prefix.
     everything: bool,
-    sync_timeout: Duration,
-    gate: Gate,
+    /// How members wanted through it are built, probed, synced and retried.
+    opts: Arc<MembersOptions>,
 }
 
-/// The engaged clusters of a process, kept once. Cheap to clone (an `Arc` inside); every
-/// clone and every [`prefixed`](Engagements::prefixed) handle reads and writes the same table.
+/// The members of a process, kept once. Cheap to clone (an `Arc` inside); every clone and
+/// every [`prefixed`](Engagements::prefixed) handle reads and writes the same table.
 ///
 /// The manager creates the table, [subscribes](Engagements::subscribe) its controllers and
 /// runnables, sets the [`Coordinator`] when sharded, and hands the table to its provider when
-/// it starts ([`ProviderRunnable::start`](crate::ProviderRunnable::start)). The provider brings
-/// members in with [`add`](Engagements::add) or [`add_or_replace`](Engagements::add_or_replace)
-/// and out with [`remove`](Engagements::remove); the manager's `Fleet`, the provider's
-/// [`get`](crate::Provider::get) and a reconcile's cluster all read this table, so they agree
-/// at every phase of a member's life.
+/// it starts ([`ProviderRunnable::start`](crate::ProviderRunnable::start)). The provider says
+/// what it wants under each name with [`want`](Engagements::want) (or
+/// [`add`](Engagements::add), which also waits for the outcome) and
+/// [`remove`](Engagements::remove)s what it no longer wants; the table does the rest (see the
+/// [module documentation](self)). The manager's `Fleet`, the provider's
+/// [`get`](crate::Provider::get) and a reconcile's cluster all read this table, so they agree at
+/// every phase of a member's life.
 ///
-/// [`add`](Engagements::add) starts the member's cache with a child token of the provider's
-/// token, engages it with every subscriber (controllers open their informers), applies every
-/// registered field index, waits for the caches to sync and activates it. On any failure it
-/// cancels the child token (no task keeps running), forgets the member and returns an error
-/// naming it. A member whose token is cancelled (removed, or the provider stopped) is
-/// forgotten automatically.
-///
-/// A [`Cluster`] instance is added at most once in its life: its cache is bound to the first
-/// token. To re-add a removed cluster, build a new instance.
+/// Bringing a member up: its cache is started with a child token of the provider's token, it
+/// is engaged with every subscriber (controllers open their informers), every registered
+/// field index is applied, its informers are waited for (the
+/// [sync timeout](MembersOptions::sync_timeout)) and it is activated. On a failure
+/// its token is cancelled (no task keeps running) and it is tried again after its backoff. A
+/// new instance replacing a running one (another server) keeps the running one serving until
+/// it has synced; new credentials for the same server are renewed in place.
 ///
 /// ```no_run
 /// # async fn f(client: kube::Client) -> Result<(), mcr_core::Error> {
@@ -186,18 +240,21 @@ impl std::fmt::Debug for Engagements {
     }
 }
 
-/// The default of [`Engagements::with_sync_timeout`]: 30 s.
+/// The default of [`MembersOptions::sync_timeout`]: 30 s.
 pub(crate) const DEFAULT_SYNC_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The default of [`Engagements::with_max_syncing`]: 64 members at a time.
 pub(crate) const DEFAULT_MAX_SYNCING: usize = 64;
+
+/// The default of [`Engagements::with_resync`]: every entry converged again each minute.
+pub(crate) const DEFAULT_RESYNC: Duration = Duration::from_secs(60);
 
 impl Engagements {
     /// An empty table, with no subscriber and no coordinator (this replica owns every
     /// cluster).
     ///
     /// ```
-    /// assert!(mcr_core::Engagements::new().is_empty());
+    /// assert!(mcr_core::Engagements::new().names().is_empty());
     /// ```
     pub fn new() -> Self {
         Engagements {
@@ -206,13 +263,18 @@ impl Engagements {
                 coordinator: OnceLock::new(),
                 syncing: tokio::sync::Semaphore::new(DEFAULT_MAX_SYNCING),
                 max_syncing: AtomicUsize::new(DEFAULT_MAX_SYNCING),
-                activated: tokio::sync::Notify::new(),
+                changed: tokio::sync::Notify::new(),
+                wake: Arc::new(tokio::sync::Notify::new()),
+                resync: Mutex::new(DEFAULT_RESYNC),
             }),
             view: View {
                 prefix: Arc::from(""),
                 everything: true,
-                sync_timeout: DEFAULT_SYNC_TIMEOUT,
-                gate: Gate::Park,
+                opts: Arc::new(MembersOptions {
+                    // Clusters handed over ready are not probed.
+                    probe_timeout: None,
+                    ..MembersOptions::default()
+                }),
             },
         }
     }
@@ -225,17 +287,24 @@ impl Engagements {
     /// let e = mcr_core::Engagements::new().with_sync_timeout(Duration::from_secs(5));
     /// ```
     pub fn with_sync_timeout(mut self, timeout: Duration) -> Self {
-        self.view.sync_timeout = timeout;
+        Arc::make_mut(&mut self.view.opts).sync_timeout = timeout;
+        self
+    }
+
+    /// This handle, bringing members up with `opts` (client options, kubeconfig policy,
+    /// timeouts, backoff): what a provider's [`Members`](crate::members::Members) hand the
+    /// table.
+    pub(crate) fn with_options(mut self, opts: Arc<MembersOptions>) -> Self {
+        self.view.opts = opts;
         self
     }
 
     /// This table, on which at most `max` members open their informers and wait for them to
-    /// list at a time (default 64; `0` counts as 1). The others wait their
-    /// turn in [`Phase::Starting`], in the order they came, and that wait does not count
-    /// against the [sync timeout](Engagements::with_sync_timeout): a provider that discovers
-    /// 10,000 members at once then lists them a few dozen at a time instead of opening
-    /// 10,000 sets of watches together, which on a loaded machine made every one of them miss
-    /// its sync timeout. A replacement (new credentials) takes a turn too.
+    /// list at a time (default 64; `0` counts as 1). The others wait their turn in
+    /// [`Phase::Starting`], in the order they came, and that wait does not count against the
+    /// sync timeout: a provider that discovers 10,000 members at once then lists them a few
+    /// dozen at a time instead of opening 10,000 sets of watches together. A replacement
+    /// takes a turn too.
     ///
     /// The limit belongs to the table and holds for every handle on it; set it where the table
     /// is created (the manager's `ManagerBuilder::max_syncing`). Lowered while members sync,
@@ -257,9 +326,23 @@ impl Engagements {
         self
     }
 
+    /// This table, converging every member again every `period` (default 60 s; at least
+    /// 1 s), whatever happened meanwhile: the timer that repairs what an event could not.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let e = mcr_core::Engagements::new().with_resync(Duration::from_secs(30));
+    /// # let _ = e;
+    /// ```
+    pub fn with_resync(self, period: Duration) -> Self {
+        *self.table.resync.lock() = period.max(Duration::from_secs(1));
+        self.table.wake.notify_one();
+        self
+    }
+
     /// A handle on the same table whose names live under `prefix`: its `add("a")` engages
-    /// `"{prefix}a"`, its `get("a")` and `names()` see only what was added through a handle of
-    /// the same prefix, without the prefix. The multi provider hands one to each child
+    /// `"{prefix}a"`, its `get("a")` and `names()` see only what was wanted through a handle
+    /// of the same prefix, without the prefix. The multi provider hands one to each child
     /// provider, and every provider narrows the handle it is given with `prefixed("")`, so that
     /// what it lists and removes is only its own. Ownership is decided on the full name.
     ///
@@ -276,14 +359,6 @@ impl Engagements {
             table: self.table.clone(),
             view,
         }
-    }
-
-    /// This handle, refusing a cluster another replica owns with [`Error::NotOwned`] instead of
-    /// parking it: the caller builds it again once this replica owns it (see
-    /// [`owner`](Engagements::owner) and [`ownership_changes`](Engagements::ownership_changes)).
-    pub(crate) fn refusing(mut self) -> Self {
-        self.view.gate = Gate::Refuse;
-        self
     }
 
     /// Whether `other` is a handle on the same table.
@@ -307,14 +382,9 @@ impl Engagements {
             .map(ClusterName::from)
     }
 
-    /// Whether an instance added with `origin` belongs to this view.
-    fn owns(&self, origin: Option<&Arc<str>>) -> bool {
-        self.view.everything || origin.is_some_and(|o| *o == self.view.prefix)
-    }
-
-    /// The origin recorded for what this view adds or engages.
-    fn origin(&self) -> Option<Arc<str>> {
-        (!self.view.everything).then(|| self.view.prefix.clone())
+    /// Whether an entry wanted through `view` belongs to this handle.
+    fn owns(&self, view: &View) -> bool {
+        self.view.everything || (!view.everything && view.prefix == self.view.prefix)
     }
 
     /// Adds a subscriber: it is engaged with every member starting or active now, and with
@@ -323,18 +393,26 @@ impl Engagements {
     /// member's token fires. A member whose bring-up began as the subscriber was added may be
     /// engaged with it twice, which [`Aware::engage`]'s contract makes a no-op.
     pub fn subscribe(&self, subscriber: Arc<dyn Aware>) {
-        let active: Vec<(ClusterName, Cluster, CancellationToken)> = {
+        let engaged: Vec<(ClusterName, Cluster, CancellationToken)> = {
             let mut state = self.table.state.lock();
             state.subscribers.push(subscriber.clone());
-            state
-                .active
-                .iter()
-                .chain(state.starting.iter())
-                .filter(|(_, i)| !i.token.is_cancelled())
-                .map(|(n, i)| (n.clone(), i.cluster.clone(), i.token.clone()))
-                .collect()
+            let mut engaged = Vec::new();
+            for (n, e) in &state.entries {
+                if let Some(r) = e.serving() {
+                    engaged.push((n.clone(), r.cluster.clone(), r.token.clone()));
+                }
+                // An attempt that engaged its instance already: this subscriber too (one that
+                // has not yet reads the subscribers, this one included, when it does).
+                if let Some(a) = e.attempt()
+                    && a.engaged
+                    && let Some(c) = &a.started
+                {
+                    engaged.push((n.clone(), c.clone(), a.token.clone()));
+                }
+            }
+            engaged
         };
-        for (name, cluster, token) in active {
+        for (name, cluster, token) in engaged {
             if let Err(err) = subscriber.engage(token, name.clone(), cluster) {
                 tracing::warn!(cluster = %name, error = %crate::ErrorChain(&err),
                     "a subscriber refused an engaged cluster");
@@ -342,9 +420,9 @@ impl Engagements {
         }
     }
 
-    /// Registers a field index: applied now to every starting and active member and
-    /// remembered for every future one. The same index again is a no-op; the same name on
-    /// another type is [`Error::Index`].
+    /// Registers a field index: applied now to every active member and remembered for every
+    /// future one (members coming up apply it before they activate). The same index again is
+    /// a no-op; the same name on another type is [`Error::Index`].
     ///
     /// ```no_run
     /// # async fn f(e: mcr_core::Engagements) -> Result<(), mcr_core::Error> {
@@ -377,9 +455,11 @@ impl Engagements {
                 }
                 None => state.indexes.push(index.clone()),
             }
-            let starting = state.starting.values().map(|i| i.cluster.clone());
-            let active = state.active.values().map(|i| i.cluster.clone());
-            starting.chain(active).collect()
+            state
+                .entries
+                .values()
+                .filter_map(|e| e.serving().map(|r| r.cluster.clone()))
+                .collect()
         };
         for cluster in &clusters {
             // The cache's errors name the cluster already.
@@ -388,13 +468,11 @@ impl Engagements {
         Ok(())
     }
 
-    /// This handle's settings (sync timeout, gate) on `table`, narrowed with
+    /// This handle's member options on `table`, narrowed with
     /// [`prefixed("")`](Engagements::prefixed): what a provider started with `table` keeps.
     /// The field indexes registered on this handle's table carry over.
     pub(crate) fn rebind(&self, table: &Engagements) -> Result<Engagements, Error> {
-        let mut bound = table.prefixed("");
-        bound.view.sync_timeout = self.view.sync_timeout;
-        bound.view.gate = self.view.gate;
+        let bound = table.prefixed("").with_options(self.view.opts.clone());
         if !self.same_table(table) {
             let indexes = self.table.state.lock().indexes.clone();
             for index in &indexes {
@@ -406,9 +484,15 @@ impl Engagements {
 }
 
 /// Engaging by hand: a cluster whose cache is started already (a test, a cluster built
-/// outside any provider) is admitted, recorded active and handed to every subscriber, without
-/// waiting for sync. The same instance again is a no-op; a new instance of the same name
-/// replaces the active one (whose token is not cancelled: its engager owns it).
+/// outside any provider) is recorded active and handed to every subscriber, without waiting
+/// for sync. The same instance again is a no-op; a new instance of the same name replaces the
+/// active one (whose token is not cancelled: its engager owns it). Its engagement lasts
+/// until `token` fires.
+///
+/// Refused on a table with a [`Coordinator`] (a sharded manager): the table could not stop a
+/// cluster it did not start when another replica comes to own it. Hand it over with
+/// [`want`](Engagements::want) and [`Source::Cluster`] instead, which coordinates it like
+/// every other member.
 impl Aware for Engagements {
     fn engage(
         &self,
@@ -430,9 +514,18 @@ impl Aware for Engagements {
                     .into(),
             });
         }
+        if self.coordinator().is_some() {
+            return Err(Error::Engage {
+                cluster: name,
+                source: "engaging a cluster by hand is refused on a sharded manager (another \
+                         replica may come to own it, and a cluster the table did not start \
+                         cannot be handed over): want it with `Engagements::want` and \
+                         `Source::Cluster`, which coordinates it like every other member"
+                    .into(),
+            });
+        }
         let full = self.full(&name);
-        let recorded = self.record(&token, &full, &cluster, self.origin())?;
-        if recorded {
+        if self.record(&token, &full, &cluster) {
             // Known by the engaged name in the cache's logs and errors, and its informers'.
             cluster.cache().engaged_as(&full);
             self.notify(&token, &full, &cluster);

@@ -27,7 +27,7 @@ use crate::kubeconfig::{self, Kubeconfig, Policy};
 pub struct Connection {
     kubeconfig: Arc<Kubeconfig>,
     context: Option<String>,
-    policy: Option<Policy>,
+    policy: Option<Arc<Policy>>,
     hash: String,
     renewable: bool,
 }
@@ -106,7 +106,7 @@ impl Connection {
     /// # let _ = conn;
     /// ```
     pub fn with_policy(mut self, policy: Policy) -> Self {
-        self.policy = Some(policy);
+        self.policy = Some(Arc::new(policy));
         self
     }
 
@@ -154,11 +154,11 @@ impl Connection {
         &self.hash
     }
 
-    pub(super) fn policy(&self) -> Option<&Policy> {
-        self.policy.as_ref()
+    pub(crate) fn policy(&self) -> Option<&Policy> {
+        self.policy.as_deref()
     }
 
-    pub(super) fn is_renewable(&self) -> bool {
+    pub(crate) fn is_renewable(&self) -> bool {
         self.renewable
     }
 }

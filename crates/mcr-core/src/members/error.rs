@@ -111,7 +111,8 @@ fn connect_timed_out(err: &(dyn std::error::Error + 'static)) -> bool {
     connect && timed_out
 }
 
-/// Why [`Members::ensure`](super::Members::ensure) could not engage a member.
+/// Why the [`Engagements`](crate::Engagements) table could not reach a member: its source
+/// did not yield a working client.
 ///
 /// Every message names the cluster and never contains kubeconfig contents or credentials.
 /// [`is_retryable`](Error::is_retryable) tells the policy denials (which only a new kubeconfig
@@ -165,20 +166,25 @@ pub enum Error {
         #[source]
         source: ProbeError,
     },
-    /// Starting, syncing or engaging the cluster failed.
-    #[error("cluster \"{cluster}\": engage failed")]
-    Engage {
+    /// A [`Connect`](crate::Connect) source could not give a connection (a credentials
+    /// request refused, a tool that failed).
+    #[error("cluster \"{cluster}\": could not get a connection")]
+    Connect {
         /// The cluster.
         cluster: ClusterName,
-        /// The lifecycle error.
+        /// What the source answered.
         #[source]
-        source: crate::Error,
+        source: crate::BoxError,
+        /// Whether the source said trying again can help
+        /// ([`Connect::is_retryable`](crate::Connect::is_retryable)).
+        retryable: bool,
     },
 }
 
 impl Error {
     /// Whether retrying (with backoff) can help without a new kubeconfig: everything but
-    /// [`Error::PolicyDenied`].
+    /// [`Error::PolicyDenied`] and the failures a [`Connect`](crate::Connect) source calls
+    /// permanent.
     ///
     /// ```
     /// use mcr_core::members::Error;
@@ -189,7 +195,11 @@ impl Error {
     /// assert!(!denied.is_retryable());
     /// ```
     pub fn is_retryable(&self) -> bool {
-        !matches!(self, Error::PolicyDenied { .. })
+        match self {
+            Error::PolicyDenied { .. } => false,
+            Error::Connect { retryable, .. } => *retryable,
+            _ => true,
+        }
     }
 
     /// The cluster the error is about.
@@ -204,7 +214,7 @@ impl Error {
             | Error::PolicyDenied { cluster, .. }
             | Error::BuildTimeout { cluster, .. }
             | Error::Unreachable { cluster, .. }
-            | Error::Engage { cluster, .. } => cluster,
+            | Error::Connect { cluster, .. } => cluster,
         }
     }
 }

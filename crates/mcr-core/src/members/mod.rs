@@ -1,28 +1,24 @@
-//! What every provider needs besides reading its source of truth: [`Members`].
+//! What every provider needs besides reading its source of truth: [`Members`], its handle on
+//! the [`Engagements`] table.
 //!
 //! A provider reads Secrets, files, `Cluster` objects or profiles and decides, per cluster
-//! name, which kubeconfig (a [`Connection`]) should run. Everything from there on is the same
-//! for every provider and lives here:
+//! name, what should run there: a kubeconfig ([`Connection`]), a ready [`Cluster`](crate::Cluster),
+//! or a [`Connect`](crate::Connect) source asked on demand. It says so with
+//! [`Members::want`] and [`Members::remove`]; everything from there on is the same for every
+//! provider and is the table's (see [`Engagements`]): building clients under the provider's
+//! [`MembersOptions`] (the kubeconfig [`Policy`](crate::kubeconfig::Policy) checked before
+//! anything runs or is read), a bounded probe, renewing credentials in place when only they
+//! changed, starting, syncing, engaging, retrying with backoff (one member never holding up
+//! another), keeping a member another replica owns without a client, and the status of every
+//! member ([`Members::member_statuses`]).
 //!
-//! - [`Members::ensure`]: keep the running member when its connection hash is unchanged, renew
-//!   its credentials in place when only they changed (same server, CA and settings: caches and
-//!   watches are kept, no relist), otherwise build a new instance (bounded), probe it with a
-//!   bounded `GET /version`, then start, sync, index and engage it through
-//!   [`Engagements`] (the table the provider was started with),
-//!   replacing the old one. Refusals by the kubeconfig
-//!   [`Policy`](crate::kubeconfig::Policy) (exec plugins, auth-providers, file references,
-//!   proxies) are [`Error::PolicyDenied`] and not retried.
-//! - [`Workers`]: one task per cluster name with a latest-desired-wins channel and its own
-//!   capped exponential backoff, so one slow, hung or broken member only ever delays its own
-//!   worker, and shutdown never waits for a build in flight.
+//! Besides the handle:
+//!
 //! - [`RunGuard`]: a provider runs once at a time ([`crate::Error::AlreadyRunning`]); when the
 //!   run ends the guard removes every member.
-//! - [`Members::member_statuses`]: every member name with where it stands (engaged, pending,
-//!   failed with its redacted reason), recorded by `ensure` and the workers.
 //! - [`MemberProvider`]: implementing it (`members` and `run`) gives the
 //!   [`Provider`](crate::Provider) implementation (`get`, `index_field`, `runnable`,
-//!   `member_statuses`) and the
-//!   [`ProviderRunnable`](crate::ProviderRunnable) one.
+//!   `member_statuses`) and the [`ProviderRunnable`](crate::ProviderRunnable) one.
 //! - [`Claims`]: which of several source objects claiming one cluster name owns it (the oldest,
 //!   then the smallest key), and [`FirstLists`]: whether every watch stream has listed once,
 //!   so that such a decision waits for the whole initial list.
@@ -30,10 +26,10 @@
 //!   kubeconfig policy, sync timeout, retry backoff), embedded in its `Options` and turned into
 //!   [`MembersOptions`] once.
 //! - [`StatusBook`]: the per-object status map providers report to operators, and
-//!   [`ProviderShared`]: what a provider watching a host cluster shares between its handle,
-//!   its dispatcher and its workers, with [`StatusProvider`] giving that handle its accessors
-//!   (`options`, `names`, `status`, `statuses`) and [`ProviderShared::drive`] running its event
-//!   loop through a [`Dispatch`].
+//!   [`ProviderShared`]: what a provider watching a host cluster shares between its handle and
+//!   its dispatcher, with [`StatusProvider`] giving that handle its accessors (`options`,
+//!   `names`, `status`, `statuses`), which read where each wanted member stands from the
+//!   table ([`Tracked`]).
 //!
 //! # Example
 //!
@@ -41,51 +37,15 @@
 //!
 //! ```no_run
 //! use std::sync::Arc;
-//! use std::time::Duration;
 //!
-//! use mcr_core::members::{
-//!     Connection, Member, MemberProvider, Members, MembersOptions, Converge, Workers,
-//! };
-//! use mcr_core::{BoxFuture, ClusterName, Error};
+//! use mcr_core::members::{Connection, MemberProvider, Members, MembersOptions};
+//! use mcr_core::{ClusterName, Error, Source};
 //! use tokio::sync::{Mutex, mpsc};
 //! use tokio_util::sync::CancellationToken;
 //!
 //! struct ChannelProvider {
 //!     members: Members,
 //!     updates: Mutex<mpsc::Receiver<(ClusterName, Option<Vec<u8>>)>>,
-//! }
-//!
-//! /// What to do with one member's latest kubeconfig.
-//! struct Connect;
-//!
-//! #[derive(Debug, thiserror::Error)]
-//! enum ConnectError {
-//!     #[error(transparent)]
-//!     Parse(#[from] mcr_core::kubeconfig::Error),
-//!     #[error(transparent)]
-//!     Member(#[from] mcr_core::members::Error),
-//! }
-//!
-//! impl Converge for Connect {
-//!     type Desired = Arc<[u8]>;
-//!     type Error = ConnectError;
-//!
-//!     fn converge<'a>(&'a self, member: &'a Member<Arc<[u8]>>) -> BoxFuture<'a, Result<(), Self::Error>> {
-//!         Box::pin(async move {
-//!             let connection = Connection::parse(member.desired())?;
-//!             member.ensure(&connection).await?;
-//!             Ok(())
-//!         })
-//!     }
-//!
-//!     fn is_retryable(&self, error: &ConnectError) -> bool {
-//!         // A kubeconfig that does not parse waits for a new one, so do policy denials.
-//!         matches!(error, ConnectError::Member(e) if e.is_retryable())
-//!     }
-//!
-//!     fn failed(&self, member: &Member<Arc<[u8]>>, error: &Self::Error, retry_in: Option<Duration>) {
-//!         tracing::warn!(cluster = %member.name(), error = %error, ?retry_in, "member failed");
-//!     }
 //! }
 //!
 //! impl MemberProvider for ChannelProvider {
@@ -95,19 +55,26 @@
 //!
 //!     async fn run(&self, token: CancellationToken) -> Result<(), Error> {
 //!         let _guard = self.members.start_run("channel")?;
-//!         let workers = Workers::new(&self.members, &token, Connect);
 //!         let mut updates = self.updates.lock().await;
 //!         loop {
 //!             tokio::select! {
 //!                 () = token.cancelled() => break,
 //!                 update = updates.recv() => match update {
-//!                     Some((name, Some(bytes))) => workers.ensure(&name, Arc::from(bytes)),
-//!                     Some((name, None)) => workers.remove(&name),
+//!                     Some((name, Some(bytes))) => match Connection::parse(&bytes) {
+//!                         Ok(conn) => self.members.want(&token, &name, Source::Kubeconfig(conn))?,
+//!                         // A kubeconfig that does not parse: nothing runs until a new one.
+//!                         Err(err) => {
+//!                             tracing::warn!(cluster = %name, error = %err, "bad kubeconfig");
+//!                             self.members.remove(&name);
+//!                         }
+//!                     },
+//!                     Some((name, None)) => {
+//!                         self.members.remove(&name);
+//!                     }
 //!                     None => break,
 //!                 },
 //!             }
 //!         }
-//!         workers.shutdown().await;
 //!         Ok(())
 //!     }
 //! }
@@ -120,95 +87,52 @@
 //! let _: Arc<dyn mcr_core::Provider> = Arc::new(provider);
 //! ```
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
-use parking_lot::{Mutex, MutexGuard};
+use parking_lot::Mutex;
+use tokio_util::sync::CancellationToken;
 
-use crate::{ClusterId, ClusterName, Engagements, FieldIndex};
+use crate::{ClusterName, Engagements, FieldIndex, MemberStatus, Source};
 
 mod claims;
 mod connection;
-mod drive;
-mod ensure;
 mod error;
 mod guard;
 mod options;
 mod provider;
 mod relist;
-mod report;
 mod status;
-mod workers;
 
 pub use claims::{Claims, Settled};
 pub use connection::Connection;
-pub use drive::Dispatch;
 pub use error::{Error, ProbeError};
 pub use guard::RunGuard;
 pub use options::{MemberOptions, MembersOptions};
 pub use provider::MemberProvider;
 pub use relist::{FirstLists, Relists, Track};
-pub use status::{ProviderShared, StatusBook, StatusProvider};
-pub use workers::{Converge, Member, Workers};
+pub use status::{ProviderShared, StatusBook, StatusProvider, Tracked};
 
-/// What [`Members::ensure`] did; each variant carries the id of the running instance.
-///
-/// ```
-/// use mcr_core::members::Ensured;
-/// # fn f(e: Ensured) {
-/// if let Ensured::Renewed(id) = e { println!("credentials of {id} renewed in place"); }
-/// # }
-/// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Ensured {
-    /// The running member already had this connection.
-    Unchanged(ClusterId),
-    /// Only the credentials changed: renewed in place (same instance, caches kept).
-    Renewed(ClusterId),
-    /// No member of that name was running: a new one was engaged.
-    Added(ClusterId),
-    /// A new instance replaced the running one (different server, CA or settings).
-    Replaced(ClusterId),
-}
-
-impl Ensured {
-    /// The id of the running instance.
-    ///
-    /// ```
-    /// # fn f(e: mcr_core::members::Ensured) { println!("{}", e.id()); }
-    /// ```
-    pub fn id(self) -> ClusterId {
-        match self {
-            Ensured::Unchanged(id)
-            | Ensured::Renewed(id)
-            | Ensured::Added(id)
-            | Ensured::Replaced(id) => id,
-        }
-    }
-}
+/// The provider name reported before [`Members::start_run`] names it.
+const UNNAMED: &str = "unnamed";
 
 struct Inner {
-    /// The handle on the table members are added to: a table of their own until the provider
-    /// starts, then the one it was started with ([`Members::bind`]).
+    /// The handle on the table members are wanted through: a table of their own until the
+    /// provider starts, then the one it was started with ([`Members::bind`]).
     engagements: parking_lot::RwLock<Engagements>,
-    opts: MembersOptions,
     running: AtomicBool,
-    /// The connection hash whose credentials were renewed into a running instance (its
-    /// [`Cluster::connection_hash`](crate::Cluster::connection_hash) still names the one it
-    /// was built with).
-    renewed: Mutex<HashMap<ClusterName, (ClusterId, String)>>,
-    /// What the members report (see `report`).
-    book: Mutex<report::Book>,
+    /// The provider's name, as its run gave it.
+    provider: Mutex<Option<Arc<str>>>,
 }
 
-/// The members of one provider: its handle on the [`Engagements`] table and the rules to bring a member to a wanted
-/// [`Connection`] (see the [module documentation](self)). Cheap to clone (an `Arc` inside).
+/// The members of one provider: its handle on the [`Engagements`] table, and the options
+/// members are brought up with (see the [module documentation](self)). Cheap to clone (an
+/// `Arc` inside).
 ///
 /// ```
 /// use mcr_core::members::{Members, MembersOptions};
 /// let members = Members::new(MembersOptions::default());
-/// assert!(members.names().is_empty());
+/// assert!(members.member_statuses().is_empty());
 /// ```
 #[derive(Clone)]
 pub struct Members {
@@ -224,44 +148,27 @@ impl std::fmt::Debug for Members {
 }
 
 impl Members {
-    /// Members run with `opts`.
+    /// Members brought up with `opts`.
     ///
     /// ```
     /// let members = mcr_core::members::Members::new(Default::default());
     /// # let _ = members;
     /// ```
     pub fn new(opts: MembersOptions) -> Self {
-        let engagements = Self::narrow(&Engagements::new(), &opts);
+        let engagements = Engagements::new().prefixed("").with_options(Arc::new(opts));
         Members {
             inner: Arc::new(Inner {
                 engagements: parking_lot::RwLock::new(engagements),
-                opts,
                 running: AtomicBool::new(false),
-                renewed: Mutex::new(HashMap::new()),
-                book: Mutex::new(report::Book::default()),
+                provider: Mutex::new(None),
             }),
         }
     }
 
-    /// The options.
-    pub(crate) fn options(&self) -> &MembersOptions {
-        &self.inner.opts
-    }
-
-    /// The handle members are added through: on the table the provider was started with
-    /// (before that, a table of the provider's own), narrowed to this provider's members,
-    /// refusing a member another replica owns (the workers build it again when this replica
-    /// owns it, so such a member costs no client).
+    /// The handle members are wanted through: on the table the provider was started with
+    /// (before that, a table of the provider's own), narrowed to this provider's members.
     pub fn engagements(&self) -> Engagements {
         self.inner.engagements.read().clone()
-    }
-
-    /// This provider's handle on `table`.
-    fn narrow(table: &Engagements, opts: &MembersOptions) -> Engagements {
-        table
-            .prefixed("")
-            .with_sync_timeout(opts.sync_timeout)
-            .refusing()
     }
 
     /// Binds the members to `table`, the one the provider was started with; the field
@@ -284,37 +191,76 @@ impl Members {
         self.engagements().register_index(index)
     }
 
-    /// Names of the engaged members, sorted.
+    /// Wants `source` under `name` for the run of `token` (see [`Engagements::want`]).
     ///
+    /// ```no_run
+    /// # fn f(members: mcr_core::members::Members, conn: mcr_core::members::Connection) -> Result<(), mcr_core::Error> {
+    /// let run = tokio_util::sync::CancellationToken::new();
+    /// members.want(&run, &"member-1".into(), mcr_core::Source::Kubeconfig(conn))?;
+    /// # Ok(()) }
     /// ```
-    /// assert!(mcr_core::members::Members::new(Default::default()).names().is_empty());
-    /// ```
-    pub fn names(&self) -> Vec<ClusterName> {
-        self.engagements().names()
+    pub fn want(
+        &self,
+        token: &CancellationToken,
+        name: &ClusterName,
+        source: Source,
+    ) -> Result<(), crate::Error> {
+        self.engagements().want(token, name, source)
     }
 
-    /// Removes the member `name` (its caches stop, the manager disengages it). False when no
-    /// member of that name runs.
+    /// Removes the member `name`, in whatever phase (its caches stop, the manager disengages
+    /// it). False when no member of that name is wanted.
     ///
     /// ```
     /// let members = mcr_core::members::Members::new(Default::default());
     /// assert!(!members.remove(&"gone".into()));
     /// ```
     pub fn remove(&self, name: &ClusterName) -> bool {
-        self.renewed().remove(name);
-        self.report_done(name);
         self.engagements().remove(name)
     }
 
-    fn renewed(&self) -> MutexGuard<'_, HashMap<ClusterName, (ClusterId, String)>> {
-        self.inner.renewed.lock()
+    /// Every member the provider wants, sorted by name, with where it stands (engaged,
+    /// pending, failed with its redacted reason and retry delay, or owned elsewhere): the
+    /// table's own record, reported under the provider's name.
+    ///
+    /// ```
+    /// let members = mcr_core::members::Members::new(Default::default());
+    /// assert!(members.member_statuses().is_empty());
+    /// ```
+    pub fn member_statuses(&self) -> Vec<MemberStatus> {
+        let provider = self
+            .inner
+            .provider
+            .lock()
+            .clone()
+            .unwrap_or_else(|| Arc::from(UNNAMED));
+        self.engagements()
+            .member_states()
+            .into_iter()
+            .map(|(name, state)| MemberStatus::new(provider.clone(), name, state))
+            .collect()
+    }
+
+    /// Names the provider in what the members report (done by [`start_run`](Self::start_run)).
+    fn name_provider(&self, provider: &str) {
+        *self.inner.provider.lock() = Some(Arc::from(provider));
+    }
+
+    /// The provider's name, as the last run gave it (`"provider"` before any).
+    fn provider_name(&self) -> String {
+        self.inner
+            .provider
+            .lock()
+            .as_deref()
+            .unwrap_or("provider")
+            .to_owned()
     }
 
     /// Removes every member.
     fn remove_all(&self) {
-        for name in self.engagements().names() {
-            self.remove(&name);
+        let engagements = self.engagements();
+        for (name, _) in engagements.member_states() {
+            engagements.remove(&name);
         }
-        self.clear_reports();
     }
 }

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use parking_lot::{Mutex, MutexGuard};
 
 use super::Members;
-use crate::ClusterName;
+use crate::{ClusterId, ClusterName, MemberState};
 
 /// A provider's status per source object (a Secret, a file, a `Cluster`), for its `status` and
 /// `statuses` accessors.
@@ -39,25 +39,6 @@ impl<K: Ord + Clone, V: Clone> StatusBook<K, V> {
     /// Every status.
     pub(crate) fn all(&self) -> BTreeMap<K, V> {
         self.lock().clone()
-    }
-
-    /// Records `value` for `key` when `still` holds, checked under the lock (e.g. "the member
-    /// still belongs to this object": a status written after ownership moved would overwrite
-    /// the new owner's). Whether it was recorded.
-    ///
-    /// ```
-    /// let book: mcr_core::members::StatusBook<&str, u32> = Default::default();
-    /// assert!(book.insert_if("a", 1, || true));
-    /// assert!(!book.insert_if("a", 2, || false));
-    /// assert_eq!(book.lock().get("a"), Some(&1));
-    /// ```
-    pub fn insert_if(&self, key: K, value: V, still: impl FnOnce() -> bool) -> bool {
-        let mut map = self.lock();
-        let insert = still();
-        if insert {
-            map.insert(key, value);
-        }
-        insert
     }
 
     /// The map, locked (to check a condition and write under one lock).
@@ -111,6 +92,53 @@ impl<O: std::fmt::Debug, K, V> std::fmt::Debug for ProviderShared<O, K, V> {
     }
 }
 
+/// A per-object status that follows a member: the dispatcher records what it decided about
+/// the object (wanted under a name, in conflict, refused, ...), and where the member it wants
+/// stands is read from the table when the status is read, never copied
+/// ([`track`](Tracked::track)).
+///
+/// ```
+/// use mcr_core::members::{Members, Tracked};
+/// use mcr_core::{ClusterId, MemberState};
+///
+/// #[derive(Clone, Debug, PartialEq)]
+/// enum Status { Wanted(String), Engaged(ClusterId), Failed(String), Ignored }
+///
+/// impl Tracked for Status {
+///     fn track(self, members: &Members) -> Self {
+///         let Status::Wanted(name) = &self else { return self };
+///         match members.member(&name.as_str().into()) {
+///             Some((MemberState::Engaged, Some(id))) => Status::Engaged(id),
+///             Some((MemberState::Failed { reason, .. }, _)) => Status::Failed(reason),
+///             _ => self,
+///         }
+///     }
+/// }
+/// let members = Members::new(Default::default());
+/// assert_eq!(Status::Ignored.track(&members), Status::Ignored);
+/// ```
+pub trait Tracked: Clone {
+    /// This status with the state of the member it follows read from `members` (a status
+    /// that follows none is returned as it is).
+    fn track(self, members: &Members) -> Self;
+}
+
+impl Members {
+    /// Where the member `name` stands and the id of its engaged instance, if this provider
+    /// wants it: what a [`Tracked`] status reads.
+    ///
+    /// ```
+    /// let members = mcr_core::members::Members::new(Default::default());
+    /// assert!(members.member(&"a".into()).is_none());
+    /// ```
+    pub fn member(&self, name: &ClusterName) -> Option<(MemberState, Option<ClusterId>)> {
+        let engagements = self.engagements();
+        let state = engagements.member_state(name)?;
+        let id = engagements.get(name).ok().map(|c| c.id());
+        Some((state, id))
+    }
+}
+
 /// A provider whose state is a [`ProviderShared`] of options `O` and a status `V` per source
 /// object `K`: implementing [`shared`](Self::shared) gives its accessors — the options it runs
 /// with, the names of its engaged members and what it made of each object of its source of
@@ -118,26 +146,33 @@ impl<O: std::fmt::Debug, K, V> std::fmt::Debug for ProviderShared<O, K, V> {
 ///
 /// ```
 /// use std::sync::Arc;
-/// use mcr_core::members::{Members, ProviderShared, StatusProvider};
+/// use mcr_core::members::{Members, ProviderShared, StatusProvider, Tracked};
 ///
-/// type Shared = ProviderShared<(), String, &'static str>;
+/// /// What the provider made of a Secret (follows no member here).
+/// #[derive(Clone, Debug, PartialEq)]
+/// struct Seen(&'static str);
+/// impl Tracked for Seen {
+///     fn track(self, _: &Members) -> Self { self }
+/// }
+///
+/// type Shared = ProviderShared<(), String, Seen>;
 ///
 /// /// Statuses by Secret name.
 /// struct SecretsProvider { shared: Arc<Shared> }
-/// impl StatusProvider<(), String, &'static str> for SecretsProvider {
+/// impl StatusProvider<(), String, Seen> for SecretsProvider {
 ///     fn shared(&self) -> &Shared { &self.shared }
 /// }
 ///
 /// # async fn f() -> Result<(), kube::Error> {
 /// let host = kube::Client::try_default().await?;
 /// let shared = ProviderShared::new(host, (), Members::new(Default::default()));
-/// shared.statuses.lock().insert("fleet/a".into(), "engaged");
+/// shared.statuses.lock().insert("fleet/a".into(), Seen("engaged"));
 /// let provider = SecretsProvider { shared: Arc::new(shared) };
-/// assert_eq!(provider.status(&"fleet/a".to_string()), Some("engaged"));
+/// assert_eq!(provider.status(&"fleet/a".to_string()), Some(Seen("engaged")));
 /// assert!(provider.names().is_empty());
 /// # Ok(()) }
 /// ```
-pub trait StatusProvider<O: 'static, K: Ord + Clone + 'static, V: Clone + 'static> {
+pub trait StatusProvider<O: 'static, K: Ord + Clone + 'static, V: Tracked + 'static> {
     /// The provider's shared state.
     fn shared(&self) -> &ProviderShared<O, K, V>;
 
@@ -148,17 +183,24 @@ pub trait StatusProvider<O: 'static, K: Ord + Clone + 'static, V: Clone + 'stati
 
     /// Names of the currently engaged clusters, sorted.
     fn names(&self) -> Vec<ClusterName> {
-        self.shared().members.names()
+        self.shared().members.engagements().names()
     }
 
     /// What the provider made of one object of its source of truth (engaged, pending, failed
     /// and retrying, refused, ...); `None` for objects it does not watch or that are gone.
     fn status(&self, key: &K) -> Option<V> {
-        self.shared().statuses.get(key)
+        let shared = self.shared();
+        shared.statuses.get(key).map(|v| v.track(&shared.members))
     }
 
     /// The status of every object it watches.
     fn statuses(&self) -> BTreeMap<K, V> {
-        self.shared().statuses.all()
+        let shared = self.shared();
+        shared
+            .statuses
+            .all()
+            .into_iter()
+            .map(|(k, v)| (k, v.track(&shared.members)))
+            .collect()
     }
 }

@@ -6,8 +6,8 @@ use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
 
 use crate::{
-    AddOutcome, BoxFuture, Cluster, ClusterName, DEFAULT_SYNC_TIMEOUT, Engagements, Error,
-    ProviderRunnable,
+    BoxFuture, Cluster, ClusterName, DEFAULT_SYNC_TIMEOUT, Engagements, Error, ProviderRunnable,
+    Source,
 };
 
 struct State {
@@ -23,8 +23,8 @@ struct State {
 /// [`add`](ClustersProvider::add) and [`remove`](ClustersProvider::remove): for tests and for
 /// embedding mcr in a program that discovers clusters itself.
 ///
-/// Clusters added before [`start`](ProviderRunnable::start) are engaged at start (a failing
-/// one is logged and skipped); clusters added afterwards are engaged right away.
+/// Clusters added before [`start`](ProviderRunnable::start) are wanted at start (a failing
+/// one is retried with backoff); clusters added afterwards are engaged right away.
 ///
 /// ```no_run
 /// # async fn f(client: kube::Client) -> Result<(), mcr_core::Error> {
@@ -112,28 +112,25 @@ impl ClustersProvider {
         engagements.add(&token, cluster).await
     }
 
-    /// Adds a cluster, replacing one of the same name unless both have the same connection
-    /// hash (see [`Engagements::add_or_replace`]). Before start, replaces the queued cluster.
+    /// Wants `cluster` under its name, replacing one of the same name unless both are the
+    /// same instance or have the same connection hash (see [`Engagements::want`]): returns at
+    /// once, and a cluster that fails to come up is retried with backoff. Before start,
+    /// replaces the queued cluster.
     ///
     /// ```no_run
-    /// # async fn f(p: mcr_core::providers::clusters::ClustersProvider, c: mcr_core::Cluster) -> Result<(), mcr_core::Error> {
-    /// let outcome = p.add_or_replace(c).await?;
+    /// # fn f(p: mcr_core::providers::clusters::ClustersProvider, c: mcr_core::Cluster) -> Result<(), mcr_core::Error> {
+    /// p.want(c)?;
     /// # Ok(()) }
     /// ```
-    pub async fn add_or_replace(&self, cluster: Cluster) -> Result<AddOutcome, Error> {
+    pub fn want(&self, cluster: Cluster) -> Result<(), Error> {
         let Some((token, engagements)) = self.running() else {
             let mut state = self.state.lock();
-            let before = state.queued.len();
             state.queued.retain(|c| c.name() != cluster.name());
-            let outcome = if state.queued.len() < before {
-                AddOutcome::Replaced
-            } else {
-                AddOutcome::Added
-            };
             state.queued.push(cluster);
-            return Ok(outcome);
+            return Ok(());
         };
-        engagements.add_or_replace(&token, cluster).await
+        let name = cluster.name().clone();
+        engagements.want(&token, &name, Source::Cluster(cluster))
     }
 
     /// Removes a cluster (queued or engaged); false if absent.
@@ -160,7 +157,7 @@ impl ClustersProvider {
     ///
     /// ```
     /// let p = mcr_core::providers::clusters::ClustersProvider::new();
-    /// assert!(p.engagements().is_empty());
+    /// assert!(p.engagements().names().is_empty());
     /// ```
     pub fn engagements(&self) -> Engagements {
         self.state.lock().engagements.clone()
@@ -190,7 +187,7 @@ impl ProviderRunnable for ClustersProvider {
             };
             for cluster in queued {
                 let name = cluster.name().clone();
-                if let Err(err) = bound.add(&token, cluster).await {
+                if let Err(err) = bound.want(&token, &name, Source::Cluster(cluster)) {
                     tracing::warn!(cluster = %name, error = %crate::ErrorChain(&err), "could not engage cluster");
                 }
             }

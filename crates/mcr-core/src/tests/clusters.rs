@@ -10,7 +10,7 @@ async fn clusters_add_get_remove() {
     let cluster = Cluster::new("a", hanging_client());
     clusters.add(&parent, cluster.clone()).await.unwrap();
     assert_eq!(clusters.names(), ["a"]);
-    assert_eq!(clusters.len(), 1);
+    assert_eq!(clusters.names().len(), 1);
     assert!(clusters.get(&"a".into()).unwrap().same_instance(&cluster));
     assert!(cluster.cache().is_started());
     let token = clusters.token(&"a".into()).unwrap();
@@ -23,7 +23,7 @@ async fn clusters_add_get_remove() {
     assert!(token.is_cancelled() && engaged[0].1.is_cancelled());
     let err = clusters.get(&"a".into()).unwrap_err();
     assert!(is_cluster_not_found(&err));
-    assert!(clusters.is_empty());
+    assert!(clusters.names().is_empty());
 }
 
 #[tokio::test]
@@ -129,28 +129,47 @@ async fn clusters_forget_clusters_when_the_parent_is_cancelled() {
     .await;
 }
 
+/// A want with the running source (the same connection hash) changes nothing; another one
+/// replaces the running instance once the new one is up; no hash: every instance is its own.
 #[tokio::test]
-async fn add_or_replace_uses_the_connection_hash() {
+async fn want_uses_the_connection_hash() {
     let aware = Arc::new(Recorder::default());
     let clusters = table(&aware);
     let parent = CancellationToken::new();
+    let name = ClusterName::new("a");
+    let want = |c: &Cluster| {
+        clusters
+            .want(&parent, &name, Source::Cluster(c.clone()))
+            .unwrap()
+    };
     let v1 = Cluster::new("a", hanging_client()).with_connection_hash("h1");
-    let out = clusters.add_or_replace(&parent, v1.clone()).await.unwrap();
-    assert_eq!(out, AddOutcome::Added);
+    want(&v1);
+    assert_eq!(
+        clusters.until_settled(&name).await,
+        Some(MemberState::Engaged)
+    );
+    assert!(clusters.get(&name).unwrap().same_instance(&v1));
     let same = Cluster::new("a", hanging_client()).with_connection_hash("h1");
-    let out = clusters.add_or_replace(&parent, same).await.unwrap();
-    assert_eq!(out, AddOutcome::Unchanged);
-    assert!(clusters.get(&"a".into()).unwrap().same_instance(&v1));
-    let old_token = clusters.token(&"a".into()).unwrap();
+    want(&same);
+    assert!(!same.cache().is_started(), "unchanged: nothing built");
+    assert!(clusters.get(&name).unwrap().same_instance(&v1));
+    let old_token = clusters.token(&name).unwrap();
     let v2 = Cluster::new("a", hanging_client()).with_connection_hash("h2");
-    let out = clusters.add_or_replace(&parent, v2.clone()).await.unwrap();
-    assert_eq!(out, AddOutcome::Replaced);
+    want(&v2);
+    assert_eq!(
+        clusters.until_settled(&name).await,
+        Some(MemberState::Engaged)
+    );
     assert!(old_token.is_cancelled());
-    assert!(clusters.get(&"a".into()).unwrap().same_instance(&v2));
-    // No hash: always replaced.
+    assert!(clusters.get(&name).unwrap().same_instance(&v2));
+    // No hash: a new instance is a new source.
     let v3 = Cluster::new("a", hanging_client());
-    let out = clusters.add_or_replace(&parent, v3).await.unwrap();
-    assert_eq!(out, AddOutcome::Replaced);
+    want(&v3);
+    assert_eq!(
+        clusters.until_settled(&name).await,
+        Some(MemberState::Engaged)
+    );
+    assert!(clusters.get(&name).unwrap().same_instance(&v3));
 }
 
 #[tokio::test]
@@ -205,6 +224,36 @@ async fn no_member_can_be_the_host_or_nameless() {
             .unwrap_err();
         assert!(matches!(err, Error::InvalidName { .. }), "{err}");
     }
-    assert!(clusters.is_empty());
+    assert!(clusters.names().is_empty());
     assert!(aware.engaged.lock().is_empty());
+}
+
+/// A subscriber added while a member comes up (engaged, waiting for its informers to list) is
+/// engaged with it too, once: by `subscribe`, since the attempt told the subscribers it had.
+#[tokio::test]
+async fn a_subscriber_added_while_a_member_comes_up_is_engaged_with_it() {
+    let first = Arc::new(Recorder::default());
+    let clusters = Engagements::new().with_sync_timeout(Duration::from_secs(3600));
+    clusters.subscribe(first.clone());
+    let parent = CancellationToken::new();
+    let name = ClusterName::new("slow");
+    // Never answers: the member stays in its attempt, engaged, waiting for sync.
+    let cluster = Cluster::new("slow", hanging_client());
+    cluster.cache().informer::<ConfigMap>();
+    clusters
+        .want(&parent, &name, Source::Cluster(cluster))
+        .unwrap();
+    eventually("engaged with the first subscriber", DEFAULT_TIMEOUT, || {
+        !first.engaged.lock().is_empty()
+    })
+    .await;
+    let late = Arc::new(Recorder::default());
+    clusters.subscribe(late.clone());
+    let engaged = late.engaged.lock().clone();
+    assert_eq!(engaged.len(), 1, "{engaged:?}");
+    assert_eq!(engaged[0].0, name);
+    assert!(clusters.get(&name).is_err(), "still coming up");
+    // Its engagement ends with the member.
+    assert!(clusters.remove(&name));
+    assert!(engaged[0].1.is_cancelled());
 }

@@ -11,8 +11,8 @@ use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
 
 use crate::{
-    AddOutcome, Aware, Cluster, ClusterName, Engagements, Error, FieldIndex, InformerOptions,
-    Provider, is_cluster_not_found,
+    Aware, Cluster, ClusterName, Engagements, Error, FieldIndex, InformerOptions, MemberState,
+    Provider, Source, is_cluster_not_found,
     providers::{clusters::ClustersProvider, nop::NopProvider, single::SingleProvider},
 };
 

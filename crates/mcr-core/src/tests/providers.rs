@@ -27,10 +27,10 @@ async fn engaging_by_hand_follows_the_token() {
         &registry.get(&"a".into()).unwrap_err()
     ));
     eventually("registry entry removed", DEFAULT_TIMEOUT, || {
-        registry.is_empty()
+        registry.names().is_empty()
     })
     .await;
-    assert_eq!(registry.len(), 0);
+    assert_eq!(registry.names().len(), 0);
     assert!(registry.names().is_empty());
 }
 
@@ -62,7 +62,7 @@ async fn single_provider_engages_on_start() {
     assert_eq!(provider.get(&"one".into()).await.unwrap().name(), "one");
     token.cancel();
     run.await.unwrap().unwrap();
-    assert!(provider.engagements().is_empty());
+    assert!(provider.engagements().names().is_empty());
 }
 
 #[tokio::test]
@@ -117,5 +117,5 @@ async fn clusters_provider_queues_until_start_then_engages_live() {
     .await;
     token.cancel();
     run.await.unwrap().unwrap();
-    eventually("all gone", DEFAULT_TIMEOUT, || registry.is_empty()).await;
+    eventually("all gone", DEFAULT_TIMEOUT, || registry.names().is_empty()).await;
 }

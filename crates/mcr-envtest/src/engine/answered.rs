@@ -3,7 +3,8 @@
 //!
 //! The emulator has no authentication or authorization: every access review is allowed, a
 //! rules review lists everything, a self review names the cluster's administrator, and a
-//! token review does not authenticate (nothing checks tokens).
+//! token review authenticates the service-account tokens this process issued (`TokenRequest`)
+//! and nothing else.
 
 use serde_json::{Value, json};
 
@@ -40,10 +41,10 @@ pub(crate) fn answer(
         );
     }
     let status = match kind {
-        "SelfSubjectAccessReview" | "SubjectAccessReview" | "LocalSubjectAccessReview" => json!({
-            "allowed": true,
-            "reason": "mcr-envtest does not authorize: every request is allowed",
-        }),
+        // What kube-apiserver's authorizer says to a member of `system:masters`.
+        "SelfSubjectAccessReview" | "SubjectAccessReview" | "LocalSubjectAccessReview" => {
+            json!({"allowed": true})
+        }
         "SelfSubjectRulesReview" => json!({
             "resourceRules": [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]}],
             "nonResourceRules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}],
@@ -52,11 +53,19 @@ pub(crate) fn answer(
         "SelfSubjectReview" => json!({
             "userInfo": {"username": USER, "groups": GROUPS},
         }),
-        "TokenReview" => json!({
-            "authenticated": false,
-            "user": {},
-            "error": "mcr-envtest does not authenticate tokens",
-        }),
+        "TokenReview" => {
+            let audiences: Vec<String> = body["spec"]["audiences"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+                .map(str::to_string)
+                .collect();
+            subresource::review_token(
+                body["spec"]["token"].as_str().unwrap_or_default(),
+                &audiences,
+            )
+        }
         _ => return Err(ApiError::path_not_found()),
     };
     let mut out = body;
@@ -68,13 +77,19 @@ pub(crate) fn answer(
     map.insert("apiVersion".into(), json!(info.rt.api_version()));
     map.insert("kind".into(), json!(kind));
     let meta = map.entry("metadata").or_insert_with(|| json!({}));
-    if let Some(meta) = meta.as_object_mut() {
-        meta.insert("creationTimestamp".into(), Value::Null);
-        if info.rt.namespaced {
-            meta.insert("namespace".into(), json!(ns));
-        }
+    if let Some(meta) = meta.as_object_mut()
+        && info.rt.namespaced
+    {
+        meta.insert("namespace".into(), json!(ns));
     }
-    map.entry("spec").or_insert_with(|| json!({}));
-    map.insert("status".into(), status);
+    map.remove("status");
+    // Decoded, defaulted and tracked like any create (the writer owns what it sent), then
+    // answered.
+    super::special::defaults(info, &mut out, opts)?;
+    let empty = super::managed::empty_object(&info.rt);
+    super::update::record_update(store, info, &empty, &mut out, None, None, opts);
+    if let Some(map) = out.as_object_mut() {
+        map.insert("status".into(), status);
+    }
     Ok(out)
 }

@@ -139,7 +139,7 @@ fn patch_locked(
             if subresource.is_some() {
                 return Err(ApiError::not_found(&rt.group, &rt.plural, name));
             }
-            let empty = managed::empty_object(&rt.kind, rt.custom, &rt.api_version());
+            let empty = managed::empty_object(rt);
             let object = managed::apply(&empty, &applied, manager, opts.force, &fields)?;
             return create_locked(store, &info, &ns, object, opts, Operation::Apply)
                 .map(|created| (created, true));
@@ -150,7 +150,10 @@ fn patch_locked(
         let Some(existing) = &existing else {
             return Err(ApiError::not_found(&rt.group, &rt.plural, name));
         };
-        (apply_patch(existing, patch_type, body)?, Operation::Update)
+        (
+            apply_patch(existing, patch_type, body, &info.schema)?,
+            Operation::Update,
+        )
     };
     let Some(existing) = existing else {
         return Err(ApiError::not_found(&rt.group, &rt.plural, name));

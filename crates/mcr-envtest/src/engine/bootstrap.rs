@@ -254,17 +254,6 @@ fn api_services() -> Vec<(&'static str, Value)> {
         .collect()
 }
 
-/// The status the API server gives its own (local) APIServices.
-pub(crate) fn local_api_service_status() -> Value {
-    json!({"conditions": [{
-        "type": "Available",
-        "status": "True",
-        "reason": "Local",
-        "message": "served by this API server",
-        "lastTransitionTime": super::meta::now(),
-    }]})
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -108,11 +108,13 @@ fn storage_version(crd: &Value) -> String {
         .unwrap_or_default()
 }
 
-/// Validates a new CRD and sets its status (names accepted, established).
-pub(crate) fn on_create(crd: &mut Value) -> Result<(), ApiError> {
+/// Validates a new CRD and sets its status: names accepted and established, as
+/// kube-apiserver's naming and establishing controllers write them (a status `Update` of
+/// `kube-apiserver`, in the object's `managedFields`), and its stored version.
+pub(crate) fn on_create(crd: &mut Value, schema: &super::schema::Schema) -> Result<(), ApiError> {
     validate(crd)?;
     let time = now();
-    crd["status"] = json!({
+    let controllers = json!({"status": {
         "conditions": [
             {"type": "NamesAccepted", "status": "True", "reason": "NoConflicts",
              "message": "no conflicts found", "lastTransitionTime": time},
@@ -120,8 +122,22 @@ pub(crate) fn on_create(crd: &mut Value) -> Result<(), ApiError> {
              "message": "the initial names have been accepted", "lastTransitionTime": time},
         ],
         "acceptedNames": accepted_names(crd),
-        "storedVersions": [storage_version(crd)],
-    });
+    }});
+    let entry = super::managed::created_entry(
+        &controllers,
+        schema,
+        Some("kube-apiserver"),
+        "apiextensions.k8s.io/v1",
+        "status",
+    );
+    let mut status = controllers["status"].clone();
+    status["storedVersions"] = json!([storage_version(crd)]);
+    crd["status"] = status;
+    let meta = super::meta::meta_mut(crd);
+    let entries = meta.entry("managedFields").or_insert_with(|| json!([]));
+    if let Some(list) = entries.as_array_mut() {
+        list.insert(0, entry);
+    }
     Ok(())
 }
 
@@ -205,6 +221,14 @@ fn types_of(crd: &Value) -> Vec<TypeInfo> {
             res: TypeInfo::res_key(group, plural),
             generation: super::registry::Generation::Spec,
             special: Special::None,
+            schema: super::schema::custom(v.pointer("/schema/openAPIV3Schema")),
+            selectable: v["selectableFields"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|f| f["jsonPath"].as_str())
+                .map(|p| p.trim_start_matches('.').to_string())
+                .collect(),
         })
         .collect()
 }
@@ -212,4 +236,18 @@ fn types_of(crd: &Value) -> Vec<TypeInfo> {
 /// Starts (or updates) serving the versions of a stored CRD.
 pub(crate) fn serve(store: &mut Store, crd: &Value) {
     store.registry.replace_resource(&res_of(crd), types_of(crd));
+}
+
+/// The `openAPIV3Schema` a custom type's version has in its stored CRD.
+pub(crate) fn version_schema(store: &Store, rt: &super::ResourceType) -> Option<Value> {
+    let crd = store.peek(
+        "customresourcedefinitions.apiextensions.k8s.io",
+        &(String::new(), format!("{}.{}", rt.plural, rt.group)),
+    )?;
+    crd["spec"]["versions"]
+        .as_array()?
+        .iter()
+        .find(|v| v["name"] == rt.version.as_str())?
+        .pointer("/schema/openAPIV3Schema")
+        .cloned()
 }

@@ -148,6 +148,7 @@ pub(crate) fn final_remove(
         purge(store, &crd::res_of(&crd));
     }
     let removed = store.remove(res, key)?;
+    super::apiservice::after_change(store, res, &key.0);
     if special == Special::Service {
         // kube-apiserver deletes a removed Service's Endpoints of the same name.
         let endpoints: ResKey = Arc::from("endpoints");

@@ -21,11 +21,11 @@ use std::sync::Arc;
 use serde_json::{Map, Value, json};
 
 use super::ApiError;
-use super::fields::schema::{self, Schema};
 use super::fields::typed::{self, Comparison};
 use super::fields::{FieldSet, Pe, display_path};
 use super::meta::now;
 use super::registry::TypeInfo;
+use super::schema::{self, Schema};
 use super::state::Store;
 
 /// The manager that owns the fields of an untracked object when it is first applied to.
@@ -543,17 +543,20 @@ fn remove_pointer(obj: &mut Value, pointer: &str) {
     }
 }
 
-/// The `managedFields` entry of an object a subresource creates and never stores (a
-/// TokenRequest): `manager` (`unknown` without one) owns every field `obj` sets.
+/// An `Update` entry owning every field `obj` (of type `schema`) sets, recorded under
+/// `subresource`: `manager` (`unknown` without one). For what the server writes outside a
+/// request's tracking: a TokenRequest, which is created and never stored; the status
+/// kube-apiserver's own controllers give a new CRD.
 pub(crate) fn created_entry(
     obj: &Value,
+    schema: &Schema,
     manager: Option<&str>,
     api_version: &str,
     subresource: &str,
 ) -> Value {
     let mut clean = obj.clone();
     typed::drop_nulls(&mut clean);
-    let set = typed::to_set(&clean, &schema::builtin("")).unwrap_or_default();
+    let set = typed::to_set(&clean, schema).unwrap_or_default();
     json!({
         "manager": manager.filter(|m| !m.is_empty()).unwrap_or("unknown"),
         "operation": "Update",
@@ -750,54 +753,17 @@ fn unsupported(what: &str) -> ApiError {
     ))
 }
 
-/// The object a create starts from, as kube-apiserver's empty object of the type: ownership of
-/// a field that exists (even empty) there is not recorded as added.
-pub(crate) fn empty_object(kind: &str, custom: bool, api_version: &str) -> Value {
-    if custom {
-        return json!({"apiVersion": api_version, "kind": kind});
+/// The type's empty object, which a create's ownership is tracked against (kube-apiserver's
+/// `New()` of the type, written as Go writes it: struct values such as `status: {}` are
+/// there, so nobody owns them).
+pub(crate) fn empty_object(rt: &super::ResourceType) -> Value {
+    if rt.custom {
+        return json!({"apiVersion": rt.api_version(), "kind": rt.kind});
     }
-    let meta = json!({"creationTimestamp": null});
-    let template = json!({"metadata": meta, "spec": {"containers": null}});
-    match kind {
-        "Deployment" => {
-            json!({"metadata": meta, "spec": {"selector": null, "template": template, "strategy": {}}, "status": {}})
-        }
-        "ReplicaSet" => {
-            json!({"metadata": meta, "spec": {"selector": null, "template": template}, "status": {"replicas": 0}})
-        }
-        "Namespace" | "ResourceQuota" | "PersistentVolume" | "Node" => {
-            json!({"metadata": meta, "spec": {}, "status": {}})
-        }
-        "Lease" | "LimitRange" | "IngressClass" => json!({"metadata": meta, "spec": {}}),
-        "Pod" => json!({"metadata": meta, "spec": {"containers": null}, "status": {}}),
-        "PodTemplate" => json!({"metadata": meta, "template": template}),
-        "Service" | "Ingress" => {
-            json!({"metadata": meta, "spec": {}, "status": {"loadBalancer": {}}})
-        }
-        "PersistentVolumeClaim" => {
-            json!({"metadata": meta, "spec": {"resources": {}}, "status": {}})
-        }
-        "StatefulSet" => {
-            json!({"metadata": meta, "spec": {"selector": null, "template": template, "updateStrategy": {}, "serviceName": ""}, "status": {"replicas": 0, "availableReplicas": 0}})
-        }
-        "DaemonSet" => {
-            json!({"metadata": meta, "spec": {"selector": null, "template": template, "updateStrategy": {}}, "status": {"currentNumberScheduled": 0, "numberMisscheduled": 0, "desiredNumberScheduled": 0, "numberReady": 0}})
-        }
-        "ReplicationController" => json!({"metadata": meta, "spec": {}, "status": {"replicas": 0}}),
-        "Job" => json!({"metadata": meta, "spec": {"template": template}, "status": {}}),
-        "CronJob" => {
-            json!({"metadata": meta, "spec": {"schedule": "", "jobTemplate": {"metadata": meta, "spec": {"template": template}}}, "status": {}})
-        }
-        "RoleBinding" | "ClusterRoleBinding" => json!({"metadata": meta, "roleRef": {}}),
-        "NetworkPolicy" => json!({"metadata": meta, "spec": {"podSelector": {}}}),
-        "PodDisruptionBudget" => {
-            json!({"metadata": meta, "spec": {}, "status": {"disruptionsAllowed": 0, "currentHealthy": 0, "desiredHealthy": 0, "expectedPods": 0}})
-        }
-        "HorizontalPodAutoscaler" => {
-            json!({"metadata": meta, "spec": {"scaleTargetRef": {}}, "status": {"desiredReplicas": 0}})
-        }
-        _ => json!({"metadata": meta}),
-    }
+    let schema = schema::builtin(&rt.group, &rt.version, &rt.kind);
+    super::schema::roundtrip::roundtrip(&json!({}), &schema, super::schema::roundtrip::Mode::Encode)
+        .map(|(empty, _)| empty)
+        .unwrap_or_else(|_| json!({}))
 }
 
 /// What kind of write a `managedFields` entry records.
@@ -817,26 +783,8 @@ pub(crate) fn scope_for<'a>(
     subresource: Option<&'a str>,
 ) -> Scope<'a> {
     let rt = &info.rt;
-    let schema = if rt.custom {
-        let crd_name = format!("{}.{}", rt.plural, rt.group);
-        let crd = store.peek(
-            "customresourcedefinitions.apiextensions.k8s.io",
-            &(String::new(), crd_name),
-        );
-        let openapi = crd.and_then(|crd| {
-            crd["spec"]["versions"]
-                .as_array()?
-                .iter()
-                .find(|v| v["name"] == json!(rt.version))?
-                .pointer("/schema/openAPIV3Schema")
-                .cloned()
-        });
-        schema::custom(openapi.as_ref())
-    } else {
-        schema::builtin(&rt.kind)
-    };
     Scope {
-        schema,
+        schema: info.schema.clone(),
         api_version: rt.api_version(),
         subresource,
         reset: reset_fields(
@@ -844,7 +792,7 @@ pub(crate) fn scope_for<'a>(
             rt.status_subresource,
             subresource,
         ),
-        empty: empty_object(&rt.kind, rt.custom, &rt.api_version()),
+        empty: empty_object(rt),
         custom_kind: rt.custom.then(|| (rt.kind.clone(), rt.group.clone())),
         scale_replicas: (subresource == Some("scale"))
             .then(|| super::subresource::scale_paths(store, info).ok())

@@ -89,13 +89,14 @@ pub(crate) fn random_suffix() -> String {
         .collect()
 }
 
-const SUBDOMAIN_MSG: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
+pub(crate) const SUBDOMAIN_MSG: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
 const LABEL_MSG: &str = "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')";
 
-fn is_dns_label(s: &str) -> bool {
+/// Whether `s` matches the RFC 1123 label pattern (`[a-z0-9]([-a-z0-9]*[a-z0-9])?`), of any
+/// length.
+fn label_pattern(s: &str) -> bool {
     let bytes = s.as_bytes();
     !bytes.is_empty()
-        && bytes.len() <= 63
         && bytes
             .iter()
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'-')
@@ -103,9 +104,33 @@ fn is_dns_label(s: &str) -> bool {
         && bytes[bytes.len() - 1] != b'-'
 }
 
-/// Whether `s` is an RFC 1123 subdomain (most object names).
+fn is_dns_label(s: &str) -> bool {
+    s.len() <= 63 && label_pattern(s)
+}
+
+/// Whether `s` is an RFC 1123 subdomain (most object names): at most 253 characters of
+/// dot-separated labels, each of any length (`IsDNS1123Subdomain` limits only the whole).
 pub(crate) fn is_dns_subdomain(s: &str) -> bool {
-    !s.is_empty() && s.len() <= 253 && s.split('.').all(is_dns_label)
+    !s.is_empty() && s.len() <= 253 && s.split('.').all(label_pattern)
+}
+
+/// What `IsDNS1123Label` says of a name that is not a label, as Go prints the list (`[must
+/// be no more than 63 characters]`); `None` for a label.
+pub(crate) fn label_problems(s: &str) -> Option<String> {
+    let mut problems = Vec::new();
+    if s.len() > 63 {
+        problems.push("must be no more than 63 characters");
+    }
+    if !label_pattern(s) {
+        // A subdomain that is not a label has dots (its length was checked above).
+        let subdomain = !s.is_empty() && s.split('.').all(label_pattern);
+        problems.push(if subdomain {
+            "must not contain dots"
+        } else {
+            LABEL_MSG
+        });
+    }
+    (!problems.is_empty()).then(|| format!("[{}]", problems.join(" ")))
 }
 
 /// Which names a kind accepts.
@@ -147,6 +172,9 @@ pub(crate) fn name_problem(name: &str, rule: NameRule) -> Option<String> {
             (false, "must not contain dots")
         }
         NameRule::Label => (is_dns_label(name), LABEL_MSG),
+        NameRule::Subdomain if name.len() > 253 && is_dns_subdomain(&name[..253]) => {
+            (false, "must be no more than 253 characters")
+        }
         NameRule::Subdomain => (is_dns_subdomain(name), SUBDOMAIN_MSG),
         NameRule::PathSegment => (
             !name.is_empty() && name != "." && name != ".." && !name.contains(['/', '%']),

@@ -135,6 +135,19 @@ impl Quantity {
         self.nanos == 0
     }
 
+    /// The quantity rounded up to a whole milli-unit (`RoundUp(-3)`), written as before.
+    pub(crate) fn round_up_milli(self) -> Quantity {
+        const MILLI: i128 = NANOS / 1000;
+        let rest = self.nanos.rem_euclid(MILLI);
+        if rest == 0 {
+            return self;
+        }
+        Quantity {
+            nanos: self.nanos - rest + MILLI,
+            format: self.format,
+        }
+    }
+
     /// The value as a float, for ratios.
     pub(crate) fn as_f64(self) -> f64 {
         self.nanos as f64 / NANOS as f64
@@ -229,6 +242,16 @@ mod tests {
         assert_eq!(canonical("0"), "0");
         assert!(Quantity::parse("x").is_none());
         assert!(Quantity::parse("1Q").is_none());
+    }
+
+    #[test]
+    fn rounds_up_to_milli_units() {
+        let up = |s: &str| Quantity::parse(s).unwrap().round_up_milli().to_string();
+        assert_eq!(up("0.0001"), "1m");
+        assert_eq!(up("1.0001"), "1001m");
+        assert_eq!(up("100u"), "1m");
+        assert_eq!(up("2"), "2");
+        assert_eq!(up("1Gi"), "1Gi");
     }
 
     #[test]

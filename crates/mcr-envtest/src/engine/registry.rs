@@ -25,6 +25,8 @@ pub(crate) enum Special {
     Job,
     /// Reviews and bindings: posted, answered, never stored.
     Answered,
+    /// `ComponentStatus`: read-only, computed on each read.
+    ComponentStatus,
 }
 
 /// How a kind keeps `metadata.generation`, as its registry strategy on kube-apiserver does.
@@ -53,9 +55,23 @@ pub(crate) struct TypeInfo {
     pub generation: Generation,
     /// Special behaviour.
     pub special: Special,
+    /// The schema of its objects (a built-in's from the table, a custom type's from its
+    /// CRD version's `openAPIV3Schema`).
+    pub schema: Arc<super::schema::Schema>,
+    /// A custom type's `selectableFields` (as field labels: `spec.color`).
+    pub selectable: Vec<String>,
 }
 
 impl TypeInfo {
+    /// What field selectors on this type may name.
+    pub(crate) fn field_labels(&self) -> super::selector::Labels<'_> {
+        super::selector::Labels {
+            group: &self.rt.group,
+            kind: &self.rt.kind,
+            custom: self.rt.custom.then_some(self.selectable.as_slice()),
+        }
+    }
+
     /// Storage key for a group and plural.
     pub(crate) fn res_key(group: &str, plural: &str) -> Arc<str> {
         if group.is_empty() {
@@ -145,6 +161,8 @@ const NAMESPACE_VERBS: &[&str] = &[
 ];
 /// Verbs of the kinds that are only posted and answered (reviews, bindings).
 const CREATE_ONLY: &[&str] = &["create"];
+/// Verbs of the kinds that are only read (component statuses).
+const READ_ONLY: &[&str] = &["get", "list"];
 
 /// One row of [`BUILTINS`]: a built-in resource as kube-apiserver serves it at its preferred
 /// version.
@@ -250,6 +268,10 @@ const AUTHN: &str = "authentication.k8s.io";
 const BUILTINS: &[Builtin] = &[
     // core
     answered("", "Binding", "bindings", NS),
+    special(
+        with_verbs(row("", "v1", "ComponentStatus", "componentstatuses", CLUSTER, &["cs"], &[], &[], NO_GEN), READ_ONLY),
+        Special::ComponentStatus,
+    ),
     row("", "v1", "ConfigMap", "configmaps", NS, &["cm"], &[], &[], NO_GEN),
     row("", "v1", "Endpoints", "endpoints", NS, &["ep"], &[], &[], NO_GEN),
     row("", "v1", "Event", "events", NS, &["ev"], &[], &[], NO_GEN),
@@ -367,6 +389,8 @@ static BUILTIN_TYPES: LazyLock<Vec<Arc<TypeInfo>>> = LazyLock::new(|| {
                 res: TypeInfo::res_key(b.group, b.plural),
                 generation: b.generation,
                 special: b.special,
+                schema: super::schema::builtin(b.group, b.version, b.kind),
+                selectable: Vec::new(),
             })
         })
         .collect()
@@ -446,6 +470,7 @@ mod tests {
         use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1 as apireg;
         let upstream = kinds![
             core::v1::Binding,
+            core::v1::ComponentStatus,
             core::v1::ConfigMap,
             core::v1::Endpoints,
             core::v1::Event,

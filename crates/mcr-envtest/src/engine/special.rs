@@ -3,19 +3,36 @@
 use base64::Engine as _;
 use serde_json::{Map, Value, json};
 
-use super::ApiError;
 use super::meta::{meta_mut, name_of};
 use super::registry::{Special, TypeInfo};
+use super::schema::roundtrip::{Mode, roundtrip};
+use super::{ApiError, FieldValidation, WriteOptions};
 
 /// Label the real server puts on every namespace.
 pub(crate) const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
 
 /// What kube-apiserver does while decoding a request, before it tracks field ownership (so
-/// the writer owns the result): empty maps dropped, Secret `stringData` folded and `type`
-/// defaulted, a Namespace's name label set.
-pub(crate) fn defaults(info: &TypeInfo, obj: &mut Value) -> Result<(), ApiError> {
+/// the writer owns the result): a built-in is decoded into its Go type and written back
+/// ([`roundtrip`]: unknown fields dropped as `fieldValidation` says, values canonical, Go's
+/// zero-value rules) around its defaulting; Secret `stringData` folded and `type` defaulted,
+/// a Namespace's name label set.
+pub(crate) fn defaults(
+    info: &TypeInfo,
+    obj: &mut Value,
+    opts: &WriteOptions,
+) -> Result<(), ApiError> {
     omit_empty(info, obj);
+    if info.rt.custom {
+        let unknown = super::schema::structural::prune(obj, &info.schema);
+        unknown_fields(info, &unknown, opts)?;
+        super::schema::structural::default(obj, &info.schema);
+    } else {
+        decode(info, obj, Mode::Decode, opts)?;
+    }
     super::defaults::apply(info, obj)?;
+    if !info.rt.custom {
+        decode(info, obj, Mode::Encode, &WriteOptions::default())?;
+    }
     super::validate::check(info, obj)?;
     match info.special {
         Special::Secret => normalize_secret(obj),
@@ -32,6 +49,54 @@ pub(crate) fn defaults(info: &TypeInfo, obj: &mut Value) -> Result<(), ApiError>
                     entry.or_insert(json!("0"));
                 }
             }
+            Ok(())
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Decodes a built-in object into its Go type and writes it back (see [`roundtrip`]); unknown
+/// fields are warnings, or a 400 with `fieldValidation=Strict`.
+fn decode(
+    info: &TypeInfo,
+    obj: &mut Value,
+    mode: Mode,
+    opts: &WriteOptions,
+) -> Result<(), ApiError> {
+    let (decoded, dropped) =
+        roundtrip(obj, &info.schema, mode).map_err(|why| undecodable(info, &why))?;
+    unknown_fields(info, &dropped.unknown, opts)?;
+    *obj = decoded;
+    Ok(())
+}
+
+/// The 400 of a body kube-apiserver cannot decode into its type.
+fn undecodable(info: &TypeInfo, why: &str) -> ApiError {
+    ApiError::bad_request(format!(
+        "{kind} in version \"{version}\" cannot be handled as a {kind}: {why}",
+        kind = info.rt.kind,
+        version = info.rt.version,
+    ))
+}
+
+/// What a write does with the unknown fields it dropped: warnings, or a 400 with
+/// `fieldValidation=Strict`.
+fn unknown_fields(
+    info: &TypeInfo,
+    unknown: &[String],
+    opts: &WriteOptions,
+) -> Result<(), ApiError> {
+    let named = unknown.iter().map(|f| format!("unknown field {f:?}"));
+    match opts.field_validation {
+        FieldValidation::Strict if !unknown.is_empty() => {
+            let list: Vec<String> = named.collect();
+            Err(undecodable(
+                info,
+                &format!("strict decoding error: {}", list.join(", ")),
+            ))
+        }
+        FieldValidation::Warn => {
+            named.for_each(|w| opts.warnings.push(w));
             Ok(())
         }
         _ => Ok(()),
@@ -352,7 +417,13 @@ fn keep_allocated(new: &mut Value, old: &Value) {
     if external(spec) || external(old_spec) {
         return;
     }
-    for field in ["clusterIP", "clusterIPs", "ipFamilies", "ipFamilyPolicy"] {
+    for field in [
+        "clusterIP",
+        "clusterIPs",
+        "ipFamilies",
+        "ipFamilyPolicy",
+        "healthCheckNodePort",
+    ] {
         if missing(spec.get(field))
             && let Some(v) = old_spec.get(field)
         {

@@ -315,6 +315,10 @@ fn write_locked(
         "scale" => scale_of(store, &info, &existing)?,
         _ => (*existing).clone(),
     };
+    let schema = match subresource {
+        "scale" => super::schema::builtin("autoscaling", "v1", "Scale"),
+        _ => info.schema.clone(),
+    };
     let desired = match write {
         SubresourceWrite::Replace(body) => body.clone(),
         SubresourceWrite::Patch(PatchType::Apply, body) => {
@@ -324,9 +328,12 @@ fn write_locked(
                 &current,
                 PatchType::Merge,
                 &serde_json::to_vec(&parsed).unwrap_or_default(),
+                &schema,
             )?
         }
-        SubresourceWrite::Patch(patch_type, body) => apply_patch(&current, patch_type, body)?,
+        SubresourceWrite::Patch(patch_type, body) => {
+            apply_patch(&current, patch_type, body, &schema)?
+        }
     };
     if let Some(n) = meta_str(&desired, "name").filter(|n| !n.is_empty() && *n != name) {
         return Err(ApiError::bad_request(format!(
@@ -545,12 +552,23 @@ fn post_locked(
     }
     match subresource {
         "token" => {
-            let mut answer = token_request(&existing, body)?;
             // kube-apiserver tracks the TokenRequest it creates like any create: the request's
-            // manager owns the spec it sent, after defaulting.
-            let spec = json!({"spec": answer["spec"].clone()});
+            // manager owns the spec it sent, after defaulting (`expirationSeconds`), not the
+            // audiences and bound object the server fills in later.
+            let mut spec = json!({"spec": {}});
+            for field in ["audiences", "boundObjectRef"] {
+                if let Some(v) = body["spec"]
+                    .get(field)
+                    .filter(|v| !v.is_null() && !v.as_array().is_some_and(Vec::is_empty))
+                {
+                    spec["spec"][field] = v.clone();
+                }
+            }
+            let mut answer = token_request(&existing, body)?;
+            spec["spec"]["expirationSeconds"] = answer["spec"]["expirationSeconds"].clone();
             let entry = super::managed::created_entry(
                 &spec,
+                &super::schema::builtin("authentication.k8s.io", "v1", "TokenRequest"),
                 opts.field_manager.as_deref(),
                 "authentication.k8s.io/v1",
                 "token",
@@ -665,7 +683,12 @@ fn blocking_budget(store: &mut Store, pod: &Value) -> Result<Option<String>, Api
             continue;
         }
         let text = selector_string(selector);
-        let parsed = super::selector::Selectors::parse(Some(&text), None)?;
+        let labels = super::selector::Labels {
+            group: "",
+            kind: "Pod",
+            custom: None,
+        };
+        let parsed = super::selector::Selectors::parse(Some(&text), None, &labels)?;
         if parsed.matches(pod) {
             matching.push(pdb.clone());
         }
@@ -784,6 +807,68 @@ pub(crate) fn issued_token_is_valid(token: &[u8]) -> bool {
         .is_some_and(|expires| *expires > now)
 }
 
+/// What a `TokenReview` of `token` for `audiences` (the API server's own when empty) answers:
+/// a token this process issued, unexpired, for one of the audiences, authenticates its
+/// service account; any other is an invalid bearer token.
+pub(crate) fn review_token(token: &str, audiences: &[String]) -> Value {
+    let invalid = |why: String| json!({"user": {}, "error": why});
+    if !issued_token_is_valid(token.as_bytes()) {
+        return invalid("invalid bearer token".into());
+    }
+    let claims: Value = token
+        .split('.')
+        .nth(1)
+        .and_then(|p| {
+            base64::engine::general_purpose::URL_SAFE_NO_PAD
+                .decode(p)
+                .ok()
+        })
+        .and_then(|bytes| serde_json::from_slice(&bytes).ok())
+        .unwrap_or_default();
+    let token_audiences: Vec<String> = claims["aud"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .map(str::to_string)
+        .collect();
+    let wanted: Vec<String> = if audiences.is_empty() {
+        vec![ISSUER.to_string()]
+    } else {
+        audiences.to_vec()
+    };
+    let matched: Vec<&String> = wanted
+        .iter()
+        .filter(|a| token_audiences.contains(a))
+        .collect();
+    if matched.is_empty() {
+        // As Go prints a []string with %q.
+        let quoted = |l: &[String]| {
+            let items: Vec<String> = l.iter().map(|a| format!("{a:?}")).collect();
+            format!("[{}]", items.join(" "))
+        };
+        return invalid(format!(
+            "[invalid bearer token, token audiences {} is invalid for the target audiences {}]",
+            quoted(&token_audiences),
+            quoted(&wanted)
+        ));
+    }
+    let namespace = claims["kubernetes.io"]["namespace"]
+        .as_str()
+        .unwrap_or_default();
+    json!({
+        "authenticated": true,
+        "user": {
+            "username": claims["sub"],
+            "uid": claims["kubernetes.io"]["serviceaccount"]["uid"],
+            "groups": ["system:serviceaccounts", format!("system:serviceaccounts:{namespace}"),
+                "system:authenticated"],
+            "extra": {"authentication.kubernetes.io/credential-id": [format!("JTI={}", claims["jti"].as_str().unwrap_or_default())]},
+        },
+        "audiences": matched,
+    })
+}
+
 /// Records a token's signature until its expiry, forgetting the expired ones.
 fn remember_issued(signature: &str, expires: i64) {
     let now = jiff::Timestamp::now().as_second();
@@ -842,9 +927,11 @@ fn token_request(sa: &Value, mut request: Value) -> Result<Value, ApiError> {
     };
     map.insert("apiVersion".into(), json!("authentication.k8s.io/v1"));
     map.insert("kind".into(), json!("TokenRequest"));
+    // Named after the service account, with its uid, created now.
     map.insert(
         "metadata".into(),
-        json!({"name": name, "namespace": namespace, "creationTimestamp": null}),
+        json!({"name": name, "namespace": namespace, "uid": uid_of(sa),
+            "creationTimestamp": super::meta::now()}),
     );
     let spec = map.entry("spec").or_insert_with(|| json!({}));
     if !spec.is_object() {

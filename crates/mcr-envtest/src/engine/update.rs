@@ -76,10 +76,10 @@ pub(crate) fn finish_update(
             None => meta_mut(&mut new).remove("managedFields"),
         };
     }
-    if let Err(err) = special::defaults(info, &mut new) {
+    if let Err(err) = special::defaults(info, &mut new, opts) {
         if info.special == Special::Pod && subresource.is_none() && err.code == 422 {
             let mut probe = new.clone();
-            super::defaults::on_update(info, &mut probe, existing);
+            super::defaults::on_update(store, info, &mut probe, existing);
             return Err(super::validate::pod_update_refusal(info, existing, &probe).unwrap_or(err));
         }
         return Err(err);
@@ -97,8 +97,11 @@ pub(crate) fn finish_update(
         );
     }
     special::normalize(info, &mut new, Some(existing), subresource);
+    if subresource.is_none() && !rt.custom && rt.kind == "APIService" {
+        super::apiservice::converge(store, &mut new);
+    }
     if subresource.is_none() {
-        super::defaults::on_update(info, &mut new, existing);
+        super::defaults::on_update(store, info, &mut new, existing);
         super::validate::check_update(info, existing, &new)?;
         if info.special == Special::Pod {
             // A Pod that becomes terminating or stops being so is counted again.
@@ -193,6 +196,8 @@ pub(crate) fn finish_update(
     if info.special == Special::Crd {
         crd::serve(store, &stored);
     }
+    let ns = super::meta::namespace_of(&stored).to_string();
+    super::apiservice::after_change(store, &info.res, &ns);
     Ok(present(&stored, rt))
 }
 

@@ -4,11 +4,14 @@
 use serde_json::{Map, Value};
 
 use super::ApiError;
-use super::meta::{is_dns_subdomain, name_of};
+use super::meta::{SUBDOMAIN_MSG, is_dns_subdomain, name_of};
 use super::registry::TypeInfo;
 
 const QUALIFIED_NAME_MSG: &str = "a qualified name is an optional DNS subdomain prefix and '/', then 1 to 63 alphanumeric characters, '-', '_' or '.', starting and ending with an alphanumeric character";
 const LABEL_VALUE_MSG: &str = "a label value is empty or at most 63 alphanumeric characters, '-', '_' or '.', starting and ending with an alphanumeric character";
+/// `TotalAnnotationSizeLimitB` of apimachinery's object meta validation.
+const TOTAL_ANNOTATION_SIZE: usize = 256 * 1024;
+
 const JOB_LABEL_MSG: &str = "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')";
 const IP_MSG: &str = "must be a valid IP address";
 const DATA_KEY_MSG: &str = "a valid config key must consist of alphanumeric characters, '-', '_' or '.' (e.g. 'key.name',  or 'KEY_NAME',  or 'key-name', regex used for validation is '[-._a-zA-Z0-9]+')";
@@ -80,6 +83,18 @@ pub(crate) fn problems(info: &TypeInfo, obj: &Value) -> Vec<String> {
             ));
         }
     }
+    // `ValidateAnnotationsSize`: keys and values together.
+    let annotations: usize = meta["annotations"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .map(|(k, v)| k.len() + v.as_str().map(str::len).unwrap_or_default())
+        .sum();
+    if annotations > TOTAL_ANNOTATION_SIZE {
+        causes.push(format!(
+            "metadata.annotations: Too long: may not be more than {TOTAL_ANNOTATION_SIZE} bytes"
+        ));
+    }
     if !info.rt.custom && matches!(info.rt.kind.as_str(), "ConfigMap" | "Secret") {
         let mut seen: Vec<&str> = Vec::new();
         for field in ["data", "binaryData"] {
@@ -103,10 +118,87 @@ pub(crate) fn problems(info: &TypeInfo, obj: &Value) -> Vec<String> {
     causes
 }
 
+/// Where a kind keeps a Pod spec.
+fn pod_spec_path(kind: &str) -> Option<&'static str> {
+    Some(match kind {
+        "Pod" => "spec",
+        "Deployment"
+        | "ReplicaSet"
+        | "DaemonSet"
+        | "StatefulSet"
+        | "Job"
+        | "ReplicationController" => "spec.template.spec",
+        "PodTemplate" => "template.spec",
+        "CronJob" => "spec.jobTemplate.spec.template.spec",
+        _ => return None,
+    })
+}
+
+/// `ValidatePodSpec`'s check that every volume mount names a volume of the Pod (`claims`: the
+/// names a StatefulSet's `volumeClaimTemplates` add, as its validation does).
+fn volume_mounts(path: &str, spec: &Value, claims: &Value, causes: &mut Vec<String>) {
+    let volumes: Vec<&str> = spec["volumes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|v| v["name"].as_str())
+        .chain(
+            claims
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|c| c["metadata"]["name"].as_str()),
+        )
+        .collect();
+    for list in ["initContainers", "containers"] {
+        for (i, c) in spec[list].as_array().into_iter().flatten().enumerate() {
+            for (j, m) in c["volumeMounts"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .enumerate()
+            {
+                let name = m["name"].as_str().unwrap_or_default();
+                if !name.is_empty() && !volumes.contains(&name) {
+                    causes.push(format!(
+                        "{path}.{list}[{i}].volumeMounts[{j}].name: Not found: {name:?}"
+                    ));
+                }
+            }
+        }
+    }
+}
+
+/// An Ingress host: a DNS subdomain, or one behind `*.`.
+fn ingress_host(field: &str, host: &str, causes: &mut Vec<String>) {
+    let name = host.strip_prefix("*.").unwrap_or(host);
+    if !is_dns_subdomain(name) {
+        causes.push(format!("{field}: Invalid value: {host:?}: {SUBDOMAIN_MSG}"));
+    }
+}
+
 /// The checks of single kinds that clients commonly run into.
 fn by_kind(kind: &str, obj: &Value, causes: &mut Vec<String>) {
     let spec = &obj["spec"];
+    if let Some(path) = pod_spec_path(kind) {
+        let pod_spec = path.split('.').fold(obj, |v, part| &v[part]);
+        volume_mounts(path, pod_spec, &spec["volumeClaimTemplates"], causes);
+    }
     match kind {
+        "Ingress" => {
+            for (i, rule) in spec["rules"].as_array().into_iter().flatten().enumerate() {
+                if let Some(host) = rule["host"].as_str().filter(|h| !h.is_empty()) {
+                    ingress_host(&format!("spec.rules[{i}].host"), host, causes);
+                }
+            }
+            for (i, tls) in spec["tls"].as_array().into_iter().flatten().enumerate() {
+                for (j, host) in tls["hosts"].as_array().into_iter().flatten().enumerate() {
+                    if let Some(host) = host.as_str() {
+                        ingress_host(&format!("spec.tls[{i}].hosts[{j}]"), host, causes);
+                    }
+                }
+            }
+        }
         "Deployment" | "ReplicaSet" | "DaemonSet" | "StatefulSet" => {
             let labels = &spec["template"]["metadata"]["labels"];
             let selects = spec["selector"]["matchLabels"]

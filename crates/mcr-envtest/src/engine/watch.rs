@@ -247,6 +247,7 @@ impl Engine {
         let selectors = Selectors::parse(
             params.list.label_selector.as_deref(),
             params.list.field_selector.as_deref(),
+            &info.field_labels(),
         )?;
         let filter = Filter {
             api_version: info.rt.api_version(),

@@ -335,7 +335,10 @@ pub(crate) fn create_locked(
     {
         map.remove("status");
     }
-    special::defaults(info, &mut obj)?;
+    special::defaults(info, &mut obj, opts)?;
+    if let Some(warning) = name_warning(rt, &name) {
+        opts.warnings.push(warning);
+    }
     // Admission comes next (after validation, before the name is taken: a 409 create has
     // passed it, and counted against quotas): `LimitRanger`'s defaults and checks on a Pod,
     // then `ResourceQuota`.
@@ -361,7 +364,7 @@ pub(crate) fn create_locked(
     }
     if operation == Operation::Update {
         // Tracked against the type's empty object, as kube-apiserver does for a create.
-        let empty = super::managed::empty_object(&rt.kind, rt.custom, &rt.api_version());
+        let empty = super::managed::empty_object(rt);
         record_update(
             store,
             info,
@@ -380,12 +383,13 @@ pub(crate) fn create_locked(
     special::normalize(info, &mut obj, None, None);
     super::defaults::on_create(store, info, &mut obj);
     if info.special == Special::Crd {
-        crd::on_create(&mut obj)?;
+        crd::on_create(&mut obj, &info.schema)?;
     }
     if opts.dry_run {
         return Ok(present(&obj, rt));
     }
     let stored = store.put(&info.res, obj);
+    super::apiservice::after_change(store, &info.res, ns);
     if !rt.custom && super::update::STORED_AGAIN.contains(&rt.kind.as_str()) {
         let key = (info.res.clone(), super::state::key_of(&stored));
         store.untouched.insert(key);
@@ -394,6 +398,23 @@ pub(crate) fn create_locked(
         crd::serve(store, &stored);
     }
     Ok(present(&stored, rt))
+}
+
+/// The warning the `WarningsOnCreate` of a kind's registry gives a name that is not a DNS
+/// label, for the kinds whose name becomes a Pod's hostname or name prefix.
+fn name_warning(rt: &ResourceType, name: &str) -> Option<String> {
+    let what = match rt.kind.as_str() {
+        _ if rt.custom => return None,
+        "Pod" => "the Pod's hostname",
+        "Deployment" | "ReplicaSet" | "ReplicationController" | "Job" | "CronJob" => {
+            "Pod names and hostnames"
+        }
+        _ => return None,
+    };
+    let problems = super::meta::label_problems(name)?;
+    Some(format!(
+        "metadata.name: this is used in {what}, which can result in surprising behavior; a DNS label is recommended: {problems}"
+    ))
 }
 
 fn qualified(rt: &ResourceType) -> String {

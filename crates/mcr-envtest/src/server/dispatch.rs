@@ -138,13 +138,13 @@ fn serve(
             Verb::Get => (200, engine.get_subresource(&rt, ns, name, sub)?),
             Verb::Create => {
                 let object = parse_object(req.headers(), body)?;
-                let opts = write_options(&query, req.headers(), false)?;
+                let opts = write_options(&query, req.headers(), "CreateOptions", false)?;
                 let answer = engine.post_subresource(&rt, ns, name, sub, object, &opts)?;
                 (201, answer)
             }
             Verb::Update => {
                 let object = parse_object(req.headers(), body)?;
-                let opts = write_options(&query, req.headers(), false)?;
+                let opts = write_options(&query, req.headers(), "UpdateOptions", false)?;
                 let write = SubresourceWrite::Replace(&object);
                 (
                     200,
@@ -153,7 +153,8 @@ fn serve(
             }
             Verb::Patch => {
                 let patch_type = patch_type(req.headers())?;
-                let opts = write_options(&query, req.headers(), patch_type == PatchType::Apply)?;
+                let apply = patch_type == PatchType::Apply;
+                let opts = write_options(&query, req.headers(), "PatchOptions", apply)?;
                 let write = SubresourceWrite::Patch(patch_type, body);
                 (
                     200,
@@ -187,28 +188,31 @@ fn serve(
         }
         Verb::Create => {
             let object = parse_object(req.headers(), body)?;
-            let opts = write_options(&query, req.headers(), false)?;
+            let opts = write_options(&query, req.headers(), "CreateOptions", false)?;
             let created = engine.create(&rt, ns, object, &opts)?;
-            return Ok(response::json(201, &output.encode(created)?));
+            return Ok(warned(response::json(201, &output.encode(created)?), &opts));
         }
         Verb::Update => {
             let object = parse_object(req.headers(), body)?;
-            let opts = write_options(&query, req.headers(), false)?;
+            let opts = write_options(&query, req.headers(), "UpdateOptions", false)?;
             let (updated, created) = engine.update_created(&rt, ns, name, object, sub, &opts)?;
-            if created {
-                return Ok(response::json(201, &output.encode(updated)?));
-            }
-            updated
+            let code = if created { 201 } else { 200 };
+            return Ok(warned(
+                response::json(code, &output.encode(updated)?),
+                &opts,
+            ));
         }
         Verb::Patch => {
             let patch_type = patch_type(req.headers())?;
-            let opts = write_options(&query, req.headers(), patch_type == PatchType::Apply)?;
+            let apply = patch_type == PatchType::Apply;
+            let opts = write_options(&query, req.headers(), "PatchOptions", apply)?;
             let (patched, created) =
                 engine.patch_created(&rt, ns, name, patch_type, body, sub, &opts)?;
-            if created {
-                return Ok(response::json(201, &output.encode(patched)?));
-            }
-            patched
+            let code = if created { 201 } else { 200 };
+            return Ok(warned(
+                response::json(code, &output.encode(patched)?),
+                &opts,
+            ));
         }
         Verb::Delete => engine.delete(&rt, ns, name, &query.delete_options(body)?)?,
         Verb::DeleteCollection => engine.delete_collection(
@@ -218,17 +222,39 @@ fn serve(
             &query.delete_options(body)?,
         )?,
     };
-    Ok(response::json(200, &output.encode(value)?))
+    let mut response = response::json(200, &output.encode(value)?);
+    if rt.group.is_empty() && rt.kind == "ComponentStatus" {
+        // kube-apiserver marks the reads of a deprecated kind.
+        response.headers_mut().append(
+            header::WARNING,
+            http::HeaderValue::from_static("299 - \"v1 ComponentStatus is deprecated in v1.19+\""),
+        );
+    }
+    Ok(response)
 }
 
-/// The write options of a request. Without a `fieldManager`, kube-apiserver names the manager
-/// after the `User-Agent` (up to its first `/`); an apply must name one.
+/// A write's response with its warnings as `Warning` headers (`299 - "text"`, as
+/// kube-apiserver writes them).
+fn warned(mut response: Response<Body>, opts: &WriteOptions) -> Response<Body> {
+    for warning in opts.warnings.take() {
+        let text = format!("299 - {}", serde_json::Value::String(warning));
+        if let Ok(value) = http::HeaderValue::from_str(&text) {
+            response.headers_mut().append(header::WARNING, value);
+        }
+    }
+    response
+}
+
+/// The write options of a request (`kind` names them in errors: `CreateOptions`, ...).
+/// Without a `fieldManager`, kube-apiserver names the manager after the `User-Agent` (up to
+/// its first `/`); an apply must name one.
 fn write_options(
     query: &Query,
     headers: &HeaderMap,
+    kind: &str,
     apply: bool,
 ) -> Result<WriteOptions, ApiError> {
-    let mut opts = query.write_options()?;
+    let mut opts = query.write_options(kind)?;
     if opts.field_manager.is_none() && !apply {
         let agent = headers
             .get(header::USER_AGENT)

@@ -118,6 +118,17 @@ fn discovery_request(
         );
         return response;
     }
+    let customs = || {
+        shared
+            .engine
+            .custom_schemas()
+            .into_iter()
+            .map(|(rt, schema)| openapi::Custom { rt, schema })
+            .collect::<Vec<_>>()
+    };
+    if matches!(path, DiscoveryPath::OpenApiV2) {
+        return openapi_v2(&openapi::swagger(&types(), &customs()), accept);
+    }
     let doc = match path {
         DiscoveryPath::Version => Some(discovery::version()),
         DiscoveryPath::LegacyRoot => Some(discovery::legacy_root()),
@@ -125,12 +136,50 @@ fn discovery_request(
         DiscoveryPath::Groups => Some(discovery::group_list(&types())),
         DiscoveryPath::Group(g) => discovery::group(&types(), g),
         DiscoveryPath::GroupVersion(g, v) => discovery::resource_list(&types(), g, v),
-        DiscoveryPath::OpenApiV3Root => Some(openapi::root(&types())),
-        DiscoveryPath::OpenApiV3(g, v) => openapi::group_version(&types(), g, v),
-        DiscoveryPath::OpenApiOther | DiscoveryPath::Health => None,
+        DiscoveryPath::OpenApiV3Root => Some(openapi::root(&types(), &customs())),
+        DiscoveryPath::OpenApiV3(g, v) => openapi::group_version(&types(), &customs(), g, v),
+        DiscoveryPath::OpenApiV2 | DiscoveryPath::OpenApiOther | DiscoveryPath::Health => None,
     };
     match doc {
-        Some(doc) => response::json(200, &doc),
+        Some(doc) => {
+            let mut response = response::json(200, &doc);
+            if matches!(
+                path,
+                DiscoveryPath::OpenApiV3Root | DiscoveryPath::OpenApiV3(..)
+            ) {
+                not_cached(&mut response);
+            }
+            response
+        }
         None => response::error(&ApiError::path_not_found()),
     }
+}
+
+/// `/openapi/v2` as JSON, or as gnostic protobuf when the `Accept` header asks for it (as
+/// kubectl does).
+fn openapi_v2(doc: &serde_json::Value, accept: &str) -> Response<Body> {
+    let protobuf = accept.split(',').any(|clause| {
+        let media = clause.split(';').next().unwrap_or_default().trim();
+        media == openapi::gnostic::MEDIA_TYPE || media == openapi::gnostic::ANSWER_MEDIA_TYPE
+    });
+    let mut response = if protobuf {
+        let mut r = response::bytes(200, openapi::gnostic::encode(doc));
+        r.headers_mut().insert(
+            http::header::CONTENT_TYPE,
+            http::HeaderValue::from_static(openapi::gnostic::ANSWER_MEDIA_TYPE),
+        );
+        r
+    } else {
+        response::json(200, doc)
+    };
+    not_cached(&mut response);
+    response
+}
+
+/// Documents that change with the CRDs are revalidated, as kube-apiserver marks them.
+fn not_cached(response: &mut Response<Body>) {
+    response.headers_mut().insert(
+        http::header::CACHE_CONTROL,
+        http::HeaderValue::from_static("no-cache, private"),
+    );
 }

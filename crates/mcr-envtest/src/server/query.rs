@@ -4,7 +4,9 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::engine::{ApiError, DeleteOptions, ListParams, WatchParams, WriteOptions};
+use crate::engine::{
+    ApiError, DeleteOptions, FieldValidation, ListParams, WatchParams, WriteOptions,
+};
 
 /// A decoded query string.
 #[derive(Clone, Debug, Default)]
@@ -106,12 +108,34 @@ impl Query {
         }
     }
 
-    /// Write options.
-    pub(crate) fn write_options(&self) -> Result<WriteOptions, ApiError> {
+    /// Write options; `kind` names them in errors (`CreateOptions`, `UpdateOptions`,
+    /// `PatchOptions`).
+    pub(crate) fn write_options(&self, kind: &str) -> Result<WriteOptions, ApiError> {
+        let field_validation = match self.get("fieldValidation").unwrap_or_default() {
+            "" | "Warn" => FieldValidation::Warn,
+            "Ignore" => FieldValidation::Ignore,
+            "Strict" => FieldValidation::Strict,
+            other => {
+                let mut err = ApiError::invalid(
+                    kind,
+                    "",
+                    format!(
+                        "fieldValidation: Unsupported value: {other:?}: supported values: \"\", \"Ignore\", \"Strict\", \"Warn\""
+                    ),
+                )
+                .in_group("meta.k8s.io");
+                if let Some(details) = err.details.as_mut().and_then(Value::as_object_mut) {
+                    details.remove("name");
+                }
+                return Err(err);
+            }
+        };
         Ok(WriteOptions {
             dry_run: self.dry_run()?,
             field_manager: self.get("fieldManager").map(str::to_string),
             force: self.flag("force")?,
+            field_validation,
+            warnings: Default::default(),
         })
     }
 
@@ -216,7 +240,7 @@ mod tests {
     #[test]
     fn write_and_delete_options() {
         let q = Query::parse(Some("dryRun=All&fieldManager=mgr&force=true"));
-        let w = q.write_options().unwrap();
+        let w = q.write_options("PatchOptions").unwrap();
         assert!(w.dry_run && w.force);
         assert_eq!(w.field_manager.as_deref(), Some("mgr"));
         let d = Query::parse(Some("propagationPolicy=Orphan"))

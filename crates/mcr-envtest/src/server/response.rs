@@ -32,6 +32,13 @@ pub(crate) fn json(code: u16, value: &Value) -> Response<Body> {
     response
 }
 
+/// A response of raw bytes (the caller sets their content type).
+pub(crate) fn bytes(code: u16, bytes: Vec<u8>) -> Response<Body> {
+    let mut response = Response::new(full(bytes));
+    *response.status_mut() = StatusCode::from_u16(code).unwrap_or(StatusCode::OK);
+    response
+}
+
 /// An error as a `v1 Status` response.
 pub(crate) fn error(err: &ApiError) -> Response<Body> {
     let mut response = json(err.code, &err.to_status());

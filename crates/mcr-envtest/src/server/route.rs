@@ -19,7 +19,9 @@ pub(crate) enum DiscoveryPath {
     OpenApiV3Root,
     /// `/openapi/v3/api/{version}` (group `""`) or `/openapi/v3/apis/{group}/{version}`.
     OpenApiV3(String, String),
-    /// `/openapi/v2`, `/swagger.json` and other schema documents (not served).
+    /// `/openapi/v2`: every definition, as Swagger 2.0.
+    OpenApiV2,
+    /// `/swagger.json` and other schema documents (not served).
     OpenApiOther,
     /// `/healthz`, `/livez`, `/readyz`
     Health,
@@ -67,6 +69,7 @@ pub(crate) fn parse_path(path: &str) -> Option<Route> {
     match segments.as_slice() {
         ["version"] => Some(Route::Discovery(DiscoveryPath::Version)),
         ["healthz" | "livez" | "readyz", ..] => Some(Route::Discovery(DiscoveryPath::Health)),
+        ["openapi", "v2"] => Some(Route::Discovery(DiscoveryPath::OpenApiV2)),
         ["openapi", "v3"] => Some(Route::Discovery(DiscoveryPath::OpenApiV3Root)),
         ["openapi", "v3", "api", version] => Some(Route::Discovery(DiscoveryPath::OpenApiV3(
             String::new(),
@@ -191,7 +194,7 @@ mod tests {
         );
         assert_eq!(
             parse_path("/openapi/v2"),
-            Some(Route::Discovery(DiscoveryPath::OpenApiOther))
+            Some(Route::Discovery(DiscoveryPath::OpenApiV2))
         );
         assert_eq!(parse_path("/"), None);
         assert_eq!(parse_path("/nope"), None);

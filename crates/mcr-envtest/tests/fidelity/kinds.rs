@@ -65,6 +65,11 @@ pub const NOT_DRAWN: &[(&str, &str, &str)] = &[
     ("", "Binding", "posted to pods/binding, which Pod rows draw"),
     (
         "",
+        "ComponentStatus",
+        "read-only and computed, with no writes to draw; builtin_kinds.rs compares its reads",
+    ),
+    (
+        "",
         "Event",
         "written by controllers and recorders; events.k8s.io is not drawn either",
     ),

@@ -6,6 +6,7 @@ use kube::{Resource, runtime::reflector::ObjectRef};
 use mcr_core::{Cluster, ClusterName, Informer};
 use tokio_util::sync::CancellationToken;
 
+use super::{input::ErasedInformer, store::Store};
 use crate::{Fleet, Recorder};
 
 /// The context of one reconcile: the cluster the object lives in, the rest of the fleet, and
@@ -56,6 +57,9 @@ pub struct Context<T = ()> {
     data: Arc<T>,
     /// The controller's primary informer in this cluster, if any.
     primary: Option<Primary>,
+    /// The informers of the controller's inputs that watch this cluster, in the order declared
+    /// (see [`store`](Context::store)).
+    stores: Arc<[ErasedInformer]>,
     cancel: CancellationToken,
     recorder: Recorder,
 }
@@ -119,6 +123,7 @@ impl<T> Context<T> {
             fleet,
             data,
             primary: None,
+            stores: Arc::new([]),
             cancel: CancellationToken::new(),
             recorder,
         }
@@ -217,6 +222,53 @@ impl<T> Context<T> {
             covers: Arc::new(move |ns: Option<&str>| covered.covers(ns)),
         });
         self
+    }
+
+    /// Attaches the informers of the controller's inputs in this cluster, for
+    /// [`store`](Self::store).
+    pub(crate) fn with_stores(mut self, stores: Vec<ErasedInformer>) -> Self {
+        self.stores = stores.into();
+        self
+    }
+
+    /// A reader of this cluster's cache of `O` **as the controller watches it**: the informer of
+    /// the controller's first input of type `O` that watches this cluster (the reconciled type
+    /// for `K`, then `owns*` and `watches*` inputs in the order declared), with that input's
+    /// selectors and namespaces. Reading it makes no request and opens no watch: it is the
+    /// controller's own. `None` when no input of the controller watches `O` in this cluster
+    /// (read such objects through the API, or open an informer with
+    /// `current_cluster().cache()`, which is then a watch of its own), and outside the runtime
+    /// ([`Context::new`]). A metadata-only input is read as `O = PartialObjectMeta<T>`.
+    ///
+    /// ```no_run
+    /// # use std::sync::Arc;
+    /// # use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+    /// # use kube::runtime::{controller::Action, reflector::ObjectRef};
+    /// # use mcr_manager::Context;
+    /// async fn reconcile(cm: Arc<ConfigMap>, ctx: Context<()>) -> Result<Action, kube::Error> {
+    ///     // A `watches_with::<Pod, _>(WatchOptions::new().namespace("apps"), ..)` input.
+    ///     let pods = ctx.store::<Pod>().expect("the controller watches Pods");
+    ///     let web = pods.get(&ObjectRef::new("web").within("apps"));
+    ///     let pending = pods.find(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Pending"));
+    ///     Ok(Action::await_change())
+    /// }
+    /// ```
+    pub fn store<O>(&self) -> Option<Store<O>>
+    where
+        O: Resource + Clone + Debug + Send + Sync + 'static,
+        O::DynamicType: Clone + Eq + Hash + Send + Sync + 'static,
+    {
+        let informer = (self.stores.iter())
+            .find_map(|i| i.downcast_ref::<Informer<O>>())
+            .cloned();
+        if informer.is_none() {
+            tracing::debug!(
+                cluster = %self.name,
+                asked = std::any::type_name::<O>(),
+                "Context::store: no input of the controller watches this type in this cluster"
+            );
+        }
+        informer.map(Store::new)
     }
 
     /// The object `key` in this cluster's cache of the controller's reconciled type (the
@@ -385,6 +437,7 @@ impl<T> Clone for Context<T> {
             fleet: self.fleet.clone(),
             data: self.data.clone(),
             primary: self.primary.clone(),
+            stores: self.stores.clone(),
             cancel: self.cancel.clone(),
             recorder: self.recorder.clone(),
         }

@@ -35,7 +35,12 @@ pub(crate) struct Arrival<K: Resource> {
 pub(crate) struct Subscription<K: Resource> {
     pub(crate) stream: BoxStream<'static, Arrival<K>>,
     pub(crate) restarts: Box<dyn Fn() -> u64 + Send + Sync>,
+    /// The informer subscribed to (an `Informer<O>`), for [`Context::store`](crate::Context::store).
+    pub(crate) informer: ErasedInformer,
 }
+
+/// An `Informer<O>` of some type `O`.
+pub(crate) type ErasedInformer = Arc<dyn std::any::Any + Send + Sync>;
 
 /// Subscribes an input on a cluster.
 pub(crate) type InputFn<K> =
@@ -103,6 +108,7 @@ where
     K: Resource + Send + 'static,
 {
     let mut seen: HashMap<String, u64> = HashMap::new();
+    let erased: ErasedInformer = Arc::new(informer.clone());
     let stream = informer
         .subscribe()
         .filter_map(move |event| {
@@ -152,6 +158,7 @@ where
     Subscription {
         stream,
         restarts: Box::new(move || informer.watch_restarts()),
+        informer: erased,
     }
 }
 

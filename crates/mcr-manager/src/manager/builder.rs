@@ -272,7 +272,7 @@ impl ManagerBuilder {
         }));
         Manager {
             inner: Arc::new(Inner {
-                fleet: super::Fleet::over(self.host.clone(), table),
+                fleet: super::Fleet::over(self.host.clone(), table, shard.is_some()),
                 host: self.host,
                 provider: self.provider,
                 metrics,

@@ -26,20 +26,36 @@ use mcr_core::{Cluster, ClusterName, Engagements, Ownership};
 pub struct Fleet {
     host: Cluster,
     members: Engagements,
+    /// Whether the manager shards the fleet across replicas.
+    sharded: bool,
 }
 
 impl Fleet {
     /// A fleet of just `host` (members join as the manager engages them).
     pub(crate) fn new(host: Cluster) -> Self {
-        Self::over(host, Engagements::new())
+        Self::over(host, Engagements::new(), false)
     }
 
-    /// `host` and the members of `table`.
-    pub(crate) fn over(host: Cluster, table: Engagements) -> Self {
+    /// `host` and the members of `table`, `sharded` across replicas or not.
+    pub(crate) fn over(host: Cluster, table: Engagements, sharded: bool) -> Self {
         Self {
             host,
             members: table,
+            sharded,
         }
+    }
+
+    /// Whether the manager shards the fleet across replicas (see [`shard`](crate::shard)):
+    /// then every replica engages the members it owns and work on a member is that replica's;
+    /// otherwise (one replica, or leader election) every member is the leader's.
+    ///
+    /// ```no_run
+    /// # fn demo(fleet: mcr_manager::Fleet) {
+    /// let per_replica = fleet.is_sharded();
+    /// # }
+    /// ```
+    pub fn is_sharded(&self) -> bool {
+        self.sharded
     }
 
     /// Who owns `name`: this replica, unless the fleet is sharded across replicas (see

@@ -96,7 +96,7 @@ impl std::fmt::Debug for Manager {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Manager")
             .field("provider", &self.inner.provider.is_some())
-            .field("engaged", &self.inner.fleet.members().len())
+            .field("engaged", &self.inner.fleet.names().len())
             .finish_non_exhaustive()
     }
 }

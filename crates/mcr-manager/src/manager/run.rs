@@ -76,7 +76,10 @@ impl Manager {
 
     /// Runs everything until `token` is cancelled: starts the metrics/health endpoint, the host
     /// cluster's cache, the runnables that need no leader, then (once leader, if leader
-    /// election is on) the controllers and the provider's discovery loop.
+    /// election is on) the controllers and the provider's discovery loop. The provider starts
+    /// at once on every replica when the fleet is sharded, or when a runnable
+    /// [serves the members](crate::Runnable::serves_members) (a webhook server): standbys then
+    /// engage the members read-only, and their controllers wait for the Lease.
     ///
     /// Shutdown is graceful: controllers stop taking work and let in-flight reconciles finish,
     /// then watches stop (provider clusters and host cache), the Lease is released, and this
@@ -181,8 +184,11 @@ impl Manager {
         }
         // Sharded, the controllers (which then need no leader) and the provider run on every
         // replica, leader or not; leader election, if set, gates only leader-only runnables.
+        // A runnable that serves the members on every replica (a webhook server) has the
+        // provider run on standbys too: members engaged read-only there, controllers waiting.
         let sharded = self.inner.shard.is_some();
-        if sharded {
+        let everywhere = sharded || runnables.iter().any(|r| r.serves_members());
+        if everywhere {
             self.start_provider(watches.child_token(), running);
         }
 
@@ -213,7 +219,7 @@ impl Manager {
         for r in runnables.iter().filter(|r| r.needs_leader_election()) {
             spawn_runnable(running, r.clone(), leading.child_token());
         }
-        if !sharded {
+        if !everywhere {
             self.start_provider(watches.child_token(), running);
         }
 

@@ -19,7 +19,7 @@ use super::{ShardMetrics, Sharding};
 use crate::Fleet;
 
 /// What this replica knows, published to the gates as one value.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub(super) struct Snapshot {
     /// Whether this replica may own anything: it renewed its Lease within the renew deadline
     /// and listed the peers after its last claim.

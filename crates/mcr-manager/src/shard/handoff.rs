@@ -60,6 +60,21 @@ impl Run {
             }
             warn!(clusters = ?running, waited = ?since.elapsed(),
                 "work of released clusters still running after the lease duration (does a reconcile ignore cancellation?): handed over anyway");
+            if let Some(m) = self.metrics() {
+                m.forced.inc_by(running.len() as u64);
+            }
+            let note = format!(
+                "handed over {} cluster(s) while work of theirs still ran here after {:?} \
+                 (a reconcile that ignores cancellation?): {}",
+                running.len(),
+                since.elapsed(),
+                running
+                    .iter()
+                    .map(|n| n.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+            self.event("HandoffForced", &note).await;
             self.stuck_since = None;
             return true;
         }
@@ -69,7 +84,7 @@ impl Run {
     /// go on, the claim stays true (it still holds what it claims) and keeps it from fencing
     /// itself.
     async fn renew_current(&mut self) {
-        if self.c.current().active && !self.applied.is_empty() {
+        if self.active && !self.applied.is_empty() {
             let claim = self.applied.clone();
             if let Err(err) = self.write(&claim).await {
                 warn!(error = %mcr_core::ErrorChain(&err), "could not renew the peer lease");
@@ -107,16 +122,13 @@ impl Run {
         }
         let now = Instant::now();
         let view = self.claim(now);
-        if view == self.applied && self.c.current().active {
-            // The list showed nothing new for this replica: a renewal. It may have shown that
-            // another peer released what it claimed (before the watch did, whose event then
-            // changes nothing): the gates are told, or what this replica may engage now would
-            // wait for the next change of the peer set.
+        if view == self.applied && self.active {
+            // The list showed nothing new for this replica: a renewal. (What it showed, say
+            // another peer releasing what it claimed before the watch did, was published by
+            // the list.)
             return match self.write(&view).await {
                 Ok(()) => {
-                    if self.c.current().others != self.peers.claims() {
-                        self.c.publish(self.snapshot(view, Instant::now(), true));
-                    }
+                    self.settle();
                     true
                 }
                 Err(err) => {
@@ -126,10 +138,10 @@ impl Run {
             };
         }
         let previous = self.applied.clone();
-        // 1. Release: publish the new view with the old claim. Nothing new is owned (a name
-        //    is owned only if both claim and view give it to this replica).
+        // 1. Release: publish the new view with the old claim (the list did). Nothing new is
+        //    owned (a name is owned only if both claim and view give it to this replica).
         let before = self.fleet.names();
-        self.c.publish(self.snapshot(view.clone(), now, true));
+        self.settle();
         let grace = self.c.opts.release_grace();
         if !self.released(grace).await {
             self.renew_current().await;
@@ -161,9 +173,9 @@ impl Run {
         if previous != self.applied {
             self.previous = previous.clone();
         }
-        let now = Instant::now();
-        let view = self.view(now);
-        self.c.publish(self.snapshot(view.clone(), now, true));
+        // 4. Engage: active under the new claim.
+        self.active = true;
+        self.settle();
         if previous != self.applied {
             info!(peers = %claim::encode(&self.applied), epoch = epoch(&self.applied), "assignment applied");
             if let Some(m) = self.metrics() {

@@ -30,9 +30,20 @@
 //! Lease restarts the peer's clock. (A watch delivers in order, so one that showed the
 //! deletion showed every renewal before it.) Only a peer that *said* it left is gone at once: on a clean stop, after it
 //! released everything, a peer writes `mcr.sigs.k8s.io/shard-left` on its Lease (claiming
-//! nothing) and then deletes it. The *view* is the sorted set of live peers and weights;
+//! nothing) and then deletes it. A peer named in another live peer's claim whose own Lease
+//! this replica has not seen (deleted by hand, or not listed yet) is live too, claiming
+//! nothing known, until its Lease appears or a consistent list has missed it for its lease
+//! duration: so a replica that joins while a live peer's Lease is missing claims nothing that
+//! peer holds, and the peer is not made to release clusters it never stopped owning. The
+//! *view* is the sorted set of live peers and weights;
 //! weighted rendezvous hashing over it gives each cluster one owner (when a peer joins or
 //! leaves, only the clusters it gains or had move, about 1/N).
+//!
+//! A peer starting a run first **listens**: it watches the group's Leases for its renew
+//! deadline before it claims anything. Every live peer writes its Lease within its renew
+//! deadline (or has fenced itself), so one whose Lease was missing when the newcomer started
+//! (deleted by hand) is seen before the newcomer claims, and the newcomer neither claims what
+//! that peer holds nor makes it release clusters it never stopped owning.
 //!
 //! When its view changes, a peer:
 //!
@@ -53,8 +64,9 @@
 //!    `lease_duration - renew_deadline` fails the step: the peer renews the claim it has
 //!    (still true) and tries again, so a slow drop (a starved runtime) delays the handoff but
 //!    never overlaps. Only work that outlives the lease duration (a reconcile that ignores
-//!    cancellation) is logged and handed over anyway, so one stuck cluster cannot hold every
-//!    other handoff for ever;
+//!    cancellation) is handed over anyway, so one stuck cluster cannot hold every other
+//!    handoff for ever; that is said in a WARN log line, a Warning Event `HandoffForced` on the
+//!    replica's Lease, and the `mcr_shard_forced_handoffs_total` counter;
 //! 2. **claims** the new view: one Lease write, which is also its renewal;
 //! 3. **lists** the group's Leases with a consistent read (a quorum read on a real API
 //!    server);
@@ -68,6 +80,12 @@
 //!    renewal, and the remaining clusters are engaged: no polling loop. Every change of the
 //!    answer to "who owns this cluster" is announced to the gates, a renewal that lands after
 //!    the renew deadline had passed included (the gates asked meanwhile were told "elsewhere").
+//!
+//! What this replica knows of its peers (the watch, every consistent list, expiries, its own
+//! claim and whether it may own anything) is one value, published to the gates through one
+//! function after every change, so no path (a list made because the watch hung, say) can
+//! change the view without the gates hearing of it. The engagement table also converges every
+//! member on a timer, whatever was announced.
 //!
 //! The manager records an engagement only while this replica owns the cluster, under the same
 //! lock a new snapshot is published with ([`Manager`](crate::Manager)'s `Aware::engage`

@@ -1,7 +1,7 @@
 //! The peer table: each other peer's Lease as this replica last saw it, and the rules of the
 //! [module docs](super) that make a peer live, gone, or still a claimant.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use k8s_openapi::api::coordination::v1::Lease;
 use tokio::time::Instant;
@@ -26,6 +26,24 @@ struct Seen {
     /// deleted (its watch may lag): the peer's clock runs from then, until the watch shows
     /// the deletion of the version seen.
     missing_since: Option<Instant>,
+    /// Known only from another peer's claim (its own Lease not seen yet: deleted by hand, or
+    /// not listed yet): live, claiming nothing known, until its Lease appears or a consistent
+    /// list has missed it for its lease duration.
+    indirect: bool,
+}
+
+impl Seen {
+    /// A peer seen in a Lease at `now`.
+    fn new(lease: PeerLease, now: Instant) -> Self {
+        Seen {
+            gone: lease.left,
+            lease,
+            at: now,
+            deleted: false,
+            missing_since: None,
+            indirect: false,
+        }
+    }
 }
 
 impl Seen {
@@ -49,6 +67,9 @@ impl Seen {
 pub(super) struct Peers {
     me: String,
     seen: HashMap<String, Seen>,
+    /// Peers confirmed gone that other peers' claims may still name (until those peers claim
+    /// again): not taken back in as indirect peers.
+    departed: HashSet<String>,
 }
 
 impl Peers {
@@ -57,6 +78,7 @@ impl Peers {
         Peers {
             me: me.into(),
             seen: HashMap::new(),
+            departed: HashSet::new(),
         }
     }
 
@@ -70,36 +92,53 @@ impl Peers {
         if read.id == self.me {
             return false;
         }
-        let gone = read.left;
+        self.departed.remove(&read.id);
+        self.learn(&read, now);
         match self.seen.get_mut(&read.id) {
             Some(seen) if seen.lease.resource_version == read.resource_version => false,
             Some(seen) if older(&read.resource_version, &seen.lease.resource_version) => false,
             Some(seen) => {
                 let changed = seen.lease.weight != read.weight
                     || seen.lease.claim != read.claim
-                    || seen.gone != gone;
-                *seen = Seen {
-                    lease: read,
-                    at: now,
-                    gone,
-                    deleted: false,
-                    missing_since: None,
-                };
+                    || seen.gone != read.left
+                    || seen.indirect;
+                *seen = Seen::new(read, now);
                 changed
             }
             None => {
-                self.seen.insert(
-                    read.id.clone(),
-                    Seen {
-                        lease: read,
-                        at: now,
-                        gone,
-                        deleted: false,
-                        missing_since: None,
-                    },
-                );
+                self.seen.insert(read.id.clone(), Seen::new(read, now));
                 true
             }
+        }
+    }
+
+    /// Takes in the peers `read`'s claim names that this replica has not seen: each is a live
+    /// peer until its own Lease shows what it claims, or a consistent list has missed that
+    /// Lease for its lease duration. So a replica that joins while a live peer's Lease is
+    /// missing (deleted by hand) still counts that peer, and claims nothing it holds.
+    fn learn(&mut self, read: &PeerLease, now: Instant) {
+        if read.left {
+            return;
+        }
+        for peer in &read.claim {
+            if peer.id == self.me
+                || self.seen.contains_key(&peer.id)
+                || self.departed.contains(&peer.id)
+            {
+                continue;
+            }
+            let lease = PeerLease {
+                id: peer.id.clone(),
+                name: String::new(),
+                resource_version: String::new(),
+                duration: read.duration,
+                weight: peer.weight,
+                claim: Vec::new(),
+                left: false,
+            };
+            let mut seen = Seen::new(lease, now);
+            seen.indirect = true;
+            self.seen.insert(peer.id.clone(), seen);
         }
     }
 
@@ -151,13 +190,27 @@ impl Peers {
                 s.missing_since.get_or_insert(now);
             }
         }
-        self.seen
-            .retain(|id, s| present.contains(id) || !s.expired(now));
-        for s in self.seen.values_mut() {
+        let departed = &mut self.departed;
+        self.seen.retain(|id, s| {
+            let keep = present.contains(id) || !s.expired(now);
+            if !keep {
+                departed.insert(id.clone());
+            }
+            keep
+        });
+        for (id, s) in &mut self.seen {
             if s.expired(now) {
                 s.gone = true;
+                self.departed.insert(id.clone());
             }
         }
+        // Forgotten once no claim names them any more.
+        let claimed: HashSet<String> = leases
+            .iter()
+            .filter_map(claim::read)
+            .flat_map(|l| l.claim.into_iter().map(|p| p.id))
+            .collect();
+        self.departed.retain(|id| claimed.contains(id));
     }
 
     /// The other live peers: those whose Lease changed within its duration, as seen here.
@@ -184,7 +237,7 @@ impl Peers {
     pub(super) fn gone(&self) -> Vec<(String, String, String)> {
         self.seen
             .iter()
-            .filter(|(_, s)| s.gone && !s.lease.left)
+            .filter(|(_, s)| s.gone && !s.lease.left && !s.indirect)
             .map(|(id, s)| {
                 let l = &s.lease;
                 (id.clone(), l.name.clone(), l.resource_version.clone())
@@ -195,6 +248,7 @@ impl Peers {
     /// Forgets peer `id` (its Lease was collected).
     pub(super) fn remove(&mut self, id: &str) {
         self.seen.remove(id);
+        self.departed.insert(id.to_owned());
     }
 
     /// When the next live peer's Lease expires, as seen here.

@@ -26,6 +26,8 @@ use crate::Fleet;
 pub(super) struct Run {
     pub(super) c: Arc<Coordinator>,
     api: Api<Lease>,
+    /// The host (for Events).
+    host: kube::Client,
     pub(super) fleet: Fleet,
     pub(super) peers: Peers,
     /// The last Lease written (for its resourceVersion).
@@ -40,6 +42,9 @@ pub(super) struct Run {
     /// Since when work of clusters given away has outlived the release grace (a handoff
     /// waiting for it).
     pub(super) stuck_since: Option<Instant>,
+    /// Whether this replica listed its peers after its last claim (and has not fenced itself
+    /// since): it may own what its claim gives it.
+    pub(super) active: bool,
 }
 
 /// How long a write started at `now` may take: what is left of the renew deadline since the
@@ -64,7 +69,8 @@ impl Run {
     pub(super) fn new(c: Arc<Coordinator>, host: kube::Client, fleet: Fleet) -> Self {
         let ns = c.opts.namespace_or(host.default_namespace());
         Run {
-            api: Api::namespaced(host, &ns),
+            api: Api::namespaced(host.clone(), &ns),
+            host,
             peers: Peers::new(c.opts.identity.clone()),
             c,
             fleet,
@@ -74,6 +80,7 @@ impl Run {
             previous: Vec::new(),
             namespace: ns,
             stuck_since: None,
+            active: false,
         }
     }
 
@@ -102,19 +109,29 @@ impl Run {
             .is_some_and(|at| now.duration_since(at) < self.c.opts.renew_deadline)
     }
 
-    /// What to publish: `view`, this replica's claim and every other peer's.
-    pub(super) fn snapshot(&self, view: Vec<Peer>, now: Instant, active: bool) -> Snapshot {
+    /// What to publish: the live peers, this replica's claim and every other peer's.
+    pub(super) fn snapshot(&self, now: Instant) -> Snapshot {
         // Every other peer's claim holds until a consistent list confirmed the peer gone: a
         // peer that only *looks* silent (this replica's watch lags, or this process was
         // paused) may still hold what it claims. The view may drop it earlier; that only
         // makes this replica release or wait, never engage.
         let others = self.peers.claims();
         Snapshot {
-            active: active && self.fresh(now),
-            view,
+            active: self.active && self.fresh(now),
+            view: self.view(now),
             applied: self.applied.clone(),
             others,
             previous: self.previous.clone(),
+        }
+    }
+
+    /// Publishes what this replica knows now, if it changed: the one way the peer view
+    /// reaches the gates, called after everything that can change it (a watch event, a
+    /// consistent list, a claim written, a peer expiring, fencing).
+    pub(super) fn settle(&self) {
+        let snapshot = self.snapshot(Instant::now());
+        if *self.c.current() != snapshot {
+            self.c.publish(snapshot);
         }
     }
 
@@ -128,6 +145,7 @@ impl Run {
             .map_err(|_| kube::Error::Service("listing peer leases timed out".into()))??;
         self.peers.listed(&list.items, Instant::now());
         self.collect().await;
+        self.settle();
         Ok(())
     }
 
@@ -228,6 +246,36 @@ impl Run {
         }
     }
 
+    /// Publishes a Warning Event about this replica's Lease on the host (best effort, bounded
+    /// by the renew deadline: an Event that cannot be written is logged, nothing else).
+    pub(super) async fn event(&self, reason: &str, note: &str) {
+        let Some(lease) = &self.mine else { return };
+        let reference = kube::Resource::object_ref(lease, &());
+        let reporter = kube::runtime::events::Reporter {
+            controller: "mcr-sharding".into(),
+            instance: Some(self.me().to_owned()),
+        };
+        let recorder = kube::runtime::events::Recorder::new(self.host.clone(), reporter);
+        let event = kube::runtime::events::Event {
+            type_: kube::runtime::events::EventType::Warning,
+            reason: reason.into(),
+            note: Some(note.into()),
+            action: "Handoff".into(),
+            secondary: None,
+        };
+        let published = tokio::time::timeout(
+            self.c.opts.renew_deadline,
+            recorder.publish(&event, &reference),
+        )
+        .await;
+        if !matches!(published, Ok(Ok(()))) {
+            warn!(
+                reason,
+                "could not publish the event about this replica's lease"
+            );
+        }
+    }
+
     pub(super) fn metrics(&self) -> Option<ShardMetrics> {
         self.c
             .metrics
@@ -243,19 +291,25 @@ impl Run {
         let mut events =
             std::pin::pin!(mcr_core::watch(self.api.clone(), config).default_backoff());
         let opts = self.c.opts.clone();
-        let mut next_renew = Instant::now();
+        // Listen before claiming: a live peer whose Lease is missing (deleted by hand) writes
+        // it again within its renew deadline, or has fenced itself by then. A replica that
+        // claimed at once could not know of it, and would claim (and engage) what it holds.
+        let first_claim = Instant::now() + opts.renew_deadline;
+        let mut next_renew = first_claim;
         // After a failed step, nothing is tried again before this.
-        let mut retry_at = Instant::now();
+        let mut retry_at = first_claim;
         loop {
             let now = Instant::now();
             // Self-fencing: not renewed within the renew deadline → own nothing, before any
             // peer can take the clusters over (they wait for the lease duration).
-            if self.renewed.is_some() && !self.fresh(now) && self.c.current().active {
+            if self.renewed.is_some() && !self.fresh(now) && self.active {
                 warn!(deadline = ?opts.renew_deadline, "peer lease not renewed in time: releasing every cluster");
-                self.c.publish(self.snapshot(self.view(now), now, false));
+                self.active = false;
             }
+            // Whatever changed while this loop waited (a peer expired, fencing) is published.
+            self.settle();
             let view = self.view(now);
-            let active = self.c.current().active;
+            let active = self.active;
             let changed = self.fresh(now) && (view != self.applied || !active);
             if now >= next_renew || (changed && now >= retry_at) {
                 let claim = self.claim(now);
@@ -316,17 +370,14 @@ impl Run {
     fn on_event(&mut self, event: Result<watcher::Event<Lease>, watcher::Error>) {
         match event {
             Ok(watcher::Event::Apply(lease) | watcher::Event::InitApply(lease)) => {
-                if self.peers.observe(&lease, Instant::now()) {
-                    // A claim released: gates may engage now.
-                    let now = Instant::now();
-                    let view = self.view(now);
-                    if view == self.applied {
-                        self.c
-                            .publish(self.snapshot(view, now, self.c.current().active));
-                    }
-                }
+                // A claim released lets the gates engage; a new peer makes them release.
+                self.peers.observe(&lease, Instant::now());
+                self.settle();
             }
-            Ok(watcher::Event::Delete(lease)) => self.peers.forget(&lease, Instant::now()),
+            Ok(watcher::Event::Delete(lease)) => {
+                self.peers.forget(&lease, Instant::now());
+                self.settle();
+            }
             // A relist of the watch is not a consistent list: peers missing from it are not
             // taken for gone (only `listed` does that, by the lease-duration rule).
             Ok(watcher::Event::Init | watcher::Event::InitDone) => {}

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use mcr_core::ClusterName;
+use mcr_core::{MemberState, Provider};
 use mcr_envtest::TestCluster;
 use mcr_provider_kind::{KindProvider, Options};
 pub use mcr_test_support::{WAIT, init_tracing};
@@ -143,6 +143,8 @@ pub trait KindRun {
     fn start(opts: Options) -> Running;
     /// The last error of the listed cluster `name`, if its last attempt failed.
     fn failure(&self, name: &str) -> Option<String>;
+    /// The clusters whose last attempt failed, sorted.
+    fn failed(&self) -> Vec<String>;
 }
 
 impl KindRun for Running {
@@ -153,9 +155,22 @@ impl KindRun for Running {
 
     fn failure(&self, name: &str) -> Option<String> {
         self.provider
-            .failures()
-            .get(&ClusterName::new(name))
-            .cloned()
+            .member_statuses()
+            .into_iter()
+            .find(|s| s.name == name)
+            .and_then(|s| match s.state {
+                MemberState::Failed { reason, .. } => Some(reason),
+                _ => None,
+            })
+    }
+
+    fn failed(&self) -> Vec<String> {
+        self.provider
+            .member_statuses()
+            .into_iter()
+            .filter(|s| matches!(s.state, MemberState::Failed { .. }))
+            .map(|s| s.name.to_string())
+            .collect()
     }
 }
 

@@ -49,7 +49,8 @@ struct Inner {
 /// Field indexes registered on the multi provider reach every child, also children added
 /// later, exactly once. [`get`](Provider::get) splits the name on the **first** separator and
 /// asks that child; an unknown child or a name without separator is
-/// [`ClusterNotFound`](mcr_core::Error::ClusterNotFound). Cheap to clone.
+/// [`ClusterNotFound`](mcr_core::Error::ClusterNotFound), a member another replica owns
+/// [`NotOwned`](mcr_core::Error::NotOwned) (with its full name). Cheap to clone.
 ///
 /// ```no_run
 /// # async fn f(kind: std::sync::Arc<dyn mcr_core::Provider>, ns: std::sync::Arc<dyn mcr_core::Provider>) -> Result<(), Box<dyn std::error::Error>> {
@@ -265,6 +266,11 @@ impl Provider for MultiProvider {
                 .await
                 .map_err(|err| match err {
                     mcr_core::Error::ClusterNotFound(_) => not_found(),
+                    // Named as the caller knows it.
+                    mcr_core::Error::NotOwned { owner, .. } => mcr_core::Error::NotOwned {
+                        cluster: name.clone(),
+                        owner,
+                    },
                     other => other,
                 })
         })

@@ -2,14 +2,14 @@
 //! encoding (`f:data`, `k:{"name":"main"}`, `v:"x"`, `.`), and the set algebra ownership needs.
 //!
 //! A set holds *members* (paths owned themselves) and *children* (sets below a path element);
-//! a path can be both, which `FieldsV1` writes as a `"."` key. [`schema`] says what a value's
-//! parts are (named field, map key, list item and its key), [`typed`] walks objects with it.
+//! a path can be both, which `FieldsV1` writes as a `"."` key. [`typed`] walks objects with their
+//! [`crate::engine::schema`], which says what a value's parts are (named field, map key, list
+//! item and its key).
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{Map, Value};
 
-pub(crate) mod schema;
 pub(crate) mod typed;
 
 /// One step of a field path.

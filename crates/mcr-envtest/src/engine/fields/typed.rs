@@ -8,8 +8,8 @@ use std::collections::{HashMap, HashSet, VecDeque};
 
 use serde_json::{Map, Value};
 
-use super::schema::{ListKind, Schema, Shape};
 use super::{FieldSet, Pe, canonical, display_path};
+use crate::engine::schema::{ListKind, Schema, Shape};
 
 /// What changed between two versions of an object.
 #[derive(Debug, Default)]
@@ -83,7 +83,7 @@ fn same_kind(a: Option<&Value>, b: Option<&Value>) -> bool {
 }
 
 fn shape<'a>(schema: &'a Schema, lhs: Option<&Value>, rhs: Option<&Value>) -> Shape<'a> {
-    if matches!(schema, Schema::Struct | Schema::Deduced) && !same_kind(lhs, rhs) {
+    if schema.untyped() && !same_kind(lhs, rhs) {
         return Shape::Leaf;
     }
     let probe = match (lhs, rhs) {
@@ -561,7 +561,7 @@ pub(crate) fn typed_nulls(value: &Value, schema: &Schema) -> Vec<(String, &'stat
                         format!("{path}.{key}")
                     };
                     if child.is_null() {
-                        match &*child_schema {
+                        match child_schema.resolve() {
                             Schema::Map(_) => out.push((at, "object")),
                             Schema::List(_) => out.push((at, "array")),
                             _ => {}
@@ -606,20 +606,20 @@ pub(crate) fn drop_nulls(value: &mut Value) {
 
 #[cfg(test)]
 mod tests {
-    use super::super::schema;
     use super::*;
+    use crate::engine::schema;
     use serde_json::json;
 
     #[test]
     fn apply_set_of_a_configmap_and_a_deployment() {
         let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "labels": {"a": "1"}}, "data": {"a": "1"}});
-        let set = to_set(&cm, &schema::builtin("ConfigMap")).unwrap();
+        let set = to_set(&cm, &schema::builtin("", "v1", "ConfigMap")).unwrap();
         assert_eq!(
             set.to_fields_v1(),
             json!({"f:apiVersion": {}, "f:kind": {}, "f:metadata": {"f:name": {}, "f:labels": {"f:a": {}}}, "f:data": {"f:a": {}}})
         );
         let d = json!({"spec": {"selector": {"matchLabels": {"a": "b"}}, "template": {"spec": {"containers": [{"name": "m", "ports": [{"containerPort": 80}]}]}}}});
-        let set = to_set(&d, &schema::builtin("Deployment")).unwrap();
+        let set = to_set(&d, &schema::builtin("apps", "v1", "Deployment")).unwrap();
         assert_eq!(
             set.to_fields_v1(),
             json!({"f:spec": {"f:selector": {}, "f:template": {"f:spec": {"f:containers": {"k:{\"name\":\"m\"}": {
@@ -630,7 +630,7 @@ mod tests {
 
     #[test]
     fn merge_keeps_live_order_and_appends_new_items() {
-        let s = schema::builtin("Deployment");
+        let s = schema::builtin("apps", "v1", "Deployment");
         let c = |names: &[&str]| json!({"spec": {"template": {"spec": {"containers": names.iter().map(|n| json!({"name": n})).collect::<Vec<_>>()}}}});
         let out = merge(&c(&["a", "b", "c"]), &c(&["c", "d"]), &s).unwrap();
         assert_eq!(out, c(&["a", "b", "c", "d"]));
@@ -643,7 +643,7 @@ mod tests {
 
     #[test]
     fn compare_reports_added_nodes_and_modified_leaves() {
-        let s = schema::builtin("ConfigMap");
+        let s = schema::builtin("", "v1", "ConfigMap");
         let c = compare(
             &json!({"metadata": {"creationTimestamp": null}}),
             &json!({"metadata": {"name": "x"}, "data": {"a": "1"}}),

@@ -109,7 +109,11 @@ fn sorted_by_namespace_then_name_with_selectors() {
         .unwrap_err();
     assert_eq!(
         (err.code, err.message.as_str()),
-        (400, "field label not supported: spec.foo")
+        (
+            400,
+            "\"spec.foo\" is not a known field selector: only \"metadata.name\", \"metadata.namespace\""
+        ),
+        "what kube-apiserver says for a kind without field labels of its own"
     );
 }
 

@@ -129,7 +129,8 @@ fn strategic_merge_on_builtins_only() {
         .collect();
     assert_eq!(
         Value::Array(containers),
-        json!([{"name": "main", "image": "nginx:2"}, {"name": "sidecar", "image": "envoy:1"}])
+        json!([{"name": "sidecar", "image": "envoy:1"}, {"name": "main", "image": "nginx:2"}]),
+        "the patch's order, as kube-apiserver merges it"
     );
     assert_eq!(out["metadata"]["generation"], 2);
 

@@ -54,7 +54,7 @@ pub(crate) enum ProtobufError {
     NoKind,
     /// The envelope carries a kind this server cannot decode.
     #[error(
-        "protobuf bodies are decoded only for v1 ConfigMap, Secret, Namespace, ServiceAccount and apps/v1 Deployment, not {kind} ({api_version}): send JSON or YAML instead, e.g. `kubectl create -f` or `kubectl apply -f`"
+        "protobuf bodies are decoded only for v1 ConfigMap, Secret, Namespace, ServiceAccount, apps/v1 Deployment and authentication.k8s.io/v1 TokenRequest, not {kind} ({api_version}): send JSON or YAML instead, e.g. `kubectl create -f` or `kubectl apply -f`"
     )]
     UnsupportedKind {
         /// `apiVersion` from the envelope.

@@ -1,5 +1,6 @@
 //! Field tables of the kinds kubectl's imperative generators send, from the `generated.proto`
-//! files of `k8s.io/api` (core/v1, apps/v1) and `k8s.io/apimachinery` (meta/v1).
+//! files of `k8s.io/api` (core/v1, apps/v1, authentication/v1) and `k8s.io/apimachinery`
+//! (meta/v1).
 //!
 //! Only the fields those generators can fill are listed; the converter skips the others.
 //! Status messages are left out on purpose: the server ignores status on create.
@@ -77,6 +78,7 @@ pub(super) fn lookup(api_version: &str, kind: &str) -> Option<&'static Message> 
         ("v1", "Namespace") => Some(&NAMESPACE),
         ("v1", "ServiceAccount") => Some(&SERVICE_ACCOUNT),
         ("apps/v1", "Deployment") => Some(&DEPLOYMENT),
+        ("authentication.k8s.io/v1", "TokenRequest") => Some(&TOKEN_REQUEST),
         _ => None,
     }
 }
@@ -119,6 +121,34 @@ static OBJECT_META: Message = Message {
         ),
         f(14, "finalizers", Ty::Str, Shape::Repeated),
     ],
+};
+
+/// `kubectl create token`'s body (`authentication/v1`).
+static TOKEN_REQUEST: Message = Message {
+    name: "TokenRequest",
+    fields: &[
+        META,
+        f(2, "spec", Ty::Msg(&TOKEN_REQUEST_SPEC), Shape::Plain),
+    ],
+};
+
+static TOKEN_REQUEST_SPEC: Message = Message {
+    name: "TokenRequestSpec",
+    fields: &[
+        f(1, "audiences", Ty::Str, Shape::Repeated),
+        f(
+            3,
+            "boundObjectRef",
+            Ty::Msg(&BOUND_OBJECT_REFERENCE),
+            Shape::Pointer,
+        ),
+        f(4, "expirationSeconds", Ty::Int64, Shape::Pointer),
+    ],
+};
+
+static BOUND_OBJECT_REFERENCE: Message = Message {
+    name: "BoundObjectReference",
+    fields: &[s(1, "kind"), s(2, "apiVersion"), s(3, "name"), s(4, "uid")],
 };
 
 static OWNER_REFERENCE: Message = Message {

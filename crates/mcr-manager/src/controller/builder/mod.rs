@@ -25,6 +25,7 @@
 //! manager).
 
 mod limits;
+mod membership;
 mod options;
 mod register;
 mod run;
@@ -39,6 +40,7 @@ use mcr_core::{Cache, Cluster, ClusterName, Informer};
 use serde::de::DeserializeOwned;
 
 pub use self::{run::RunError, watch_options::WatchOptions};
+use super::membership::{JoinFn, LeaveFn, Sweep};
 use super::runner::Limits;
 use super::{
     input::{Batch, Input, InputFn, PredicateFn, PrimaryFn, Scope, subscribe_filtered},
@@ -107,6 +109,9 @@ where
     retry_when_gone: bool,
     live_first: bool,
     on_outcome: Vec<crate::controller::outcome::OutcomeHook<K>>,
+    on_join: Option<JoinFn<K>>,
+    on_leave: Option<LeaveFn>,
+    sweep: Option<Sweep>,
     limits: Limits,
 }
 
@@ -152,6 +157,9 @@ where
             retry_when_gone: false,
             live_first: true,
             on_outcome: Vec::new(),
+            on_join: None,
+            on_leave: None,
+            sweep: None,
             limits: Limits::default(),
         }
     }

@@ -15,7 +15,11 @@ use mcr_core::panic_message;
 use super::{Data, Engagement, Loop, passes};
 use crate::{
     Recorder,
-    controller::{context::Context, input::Scope, request::Request},
+    controller::{
+        context::Context,
+        input::{ErasedInformer, Scope},
+        request::Request,
+    },
     metrics::ClusterMetrics,
 };
 
@@ -30,7 +34,7 @@ where
     pub(super) primary: Informer<K>,
     pub(super) ctx: Context<Ctx>,
     pub(super) metrics: ClusterMetrics,
-    pub(super) restarts: Vec<Box<dyn Fn() -> u64 + Send + Sync>>,
+    pub(super) restarts: Vec<Restarts>,
     /// The objects the instance this one replaced had in its primary cache, until this
     /// instance has synced: those it does not have then went away across the swap, and are
     /// queued (see `synced`).
@@ -40,7 +44,17 @@ where
     pub(super) active: bool,
     /// The keys that came due before the instance was active, queued again once it is.
     pub(super) held: HashSet<Arc<ObjectRef<K>>>,
+    /// Cuts this instance's reconciles short: its token, unless the controller has a leave
+    /// hook, which lets the reconciles of a member that left the fleet finish first (see
+    /// `leave`).
+    pub(super) cut: CancellationToken,
+    /// Whether the member joined (an instance of it became active) since it last departed:
+    /// only a member that joined departs.
+    pub(super) joined: bool,
 }
+
+/// Counts an input's watch restarts in one cluster.
+type Restarts = Box<dyn Fn() -> u64 + Send + Sync>;
 
 /// A cluster the loop only watches (see `Loop::watch_only`).
 pub(super) struct Watched {
@@ -70,6 +84,9 @@ where
         }
         let mut metrics = None;
         let mut replaced = Vec::new();
+        // A member whose departure is under way joined: if this instance becomes active, it
+        // is back.
+        let mut joined = self.departing.contains_key(&name);
         if let Some(current) = self.engaged.get(&name) {
             if current.cluster.same_instance(&e.cluster) && !current.token.is_cancelled() {
                 trace!(controller = %self.spec.name, cluster = %name, "already engaged");
@@ -77,17 +94,24 @@ where
             }
             debug!(controller = %self.spec.name, cluster = %name, "replacing cluster instance");
             current.token.cancel();
+            current.cut.cancel();
             metrics = Some(current.metrics.clone());
             replaced = current.primary.list();
+            joined |= current.joined;
         }
         let token = e.token.child_token();
+        let cut = if self.spec.on_leave.is_some() {
+            CancellationToken::new()
+        } else {
+            token.clone()
+        };
         let cluster = e.cluster;
         let Some(data) = self.data_for(&name, &cluster, &token) else {
             token.cancel();
             return;
         };
         let primary = (self.spec.primary)(cluster.cache());
-        let restarts = self.subscribe_inputs(&cluster, &name, &token, true);
+        let (restarts, stores) = self.subscribe_inputs(&cluster, &name, &token, true);
         let metrics =
             metrics.unwrap_or_else(|| self.spec.metrics.cluster(&self.spec.name, name.as_str()));
         let id = cluster.id();
@@ -117,6 +141,7 @@ where
         let recorder = Recorder::new(name.clone(), cluster.client(), &self.spec.name);
         let ctx = Context::in_fleet(name.clone(), cluster.clone(), self.spec.fleet.clone(), data)
             .with_primary(primary.clone())
+            .with_stores(stores)
             .with_cancellation(token.clone())
             .with_recorder(recorder);
         self.engaged.insert(
@@ -131,6 +156,8 @@ where
                 replaced,
                 active,
                 held: HashSet::new(),
+                cut,
+                joined,
             },
         );
         self.engaged_gauge.set(self.engaged.len() as i64);
@@ -182,15 +209,17 @@ where
     }
 
     /// Subscribes every input that watches `cluster` (a `target` when reconciles run there)
-    /// until `token` fires; returns their restart counters.
+    /// until `token` fires; returns their restart counters, and the informers of those that
+    /// watch `cluster` itself, in the order declared (see `Context::store`).
     fn subscribe_inputs(
         &mut self,
         cluster: &Cluster,
         name: &ClusterName,
         token: &CancellationToken,
         target: bool,
-    ) -> Vec<Box<dyn Fn() -> u64 + Send + Sync>> {
+    ) -> (Vec<Restarts>, Vec<ErasedInformer>) {
         let mut restarts = Vec::new();
+        let mut stores = Vec::new();
         for input in self.spec.inputs.iter() {
             if !input.scope.watches(name.is_host(), target)
                 || !passes(input.filter.as_ref(), name, cluster)
@@ -203,13 +232,16 @@ where
             };
             let sub = (input.subscribe)(source, name);
             restarts.push(sub.restarts);
+            if matches!(input.scope, Scope::In(_)) {
+                stores.push(sub.informer);
+            }
             self.streams.push(
                 sub.stream
                     .take_until(token.clone().cancelled_owned())
                     .boxed(),
             );
         }
-        restarts
+        (restarts, stores)
     }
 
     fn forget_when_gone(&mut self, name: &ClusterName, id: ClusterId, token: &CancellationToken) {
@@ -233,6 +265,7 @@ where
             let dropped = self.queue.remove_cluster(name);
             self.spec.metrics.forget_cluster(&e.metrics);
             debug!(controller = %self.spec.name, cluster = %name, dropped, "cluster disengaged");
+            self.departed(name, e);
         }
         self.engaged_gauge.set(self.engaged.len() as i64);
     }
@@ -267,12 +300,20 @@ where
     /// The instance became active in the manager's table: its held keys are queued again (as
     /// initial-list requests, which they were).
     pub(super) fn activated(&mut self, (name, id): SyncDone) {
-        let Some(e) = (self.engaged.get_mut(&name))
-            .filter(|e| e.cluster.id() == id && !e.token.is_cancelled())
-        else {
+        if !(self.engaged.get(&name))
+            .is_some_and(|e| e.cluster.id() == id && !e.token.is_cancelled())
+        {
+            return;
+        }
+        // Back before its departure was over: active once it is.
+        if self.rejoining(&name, id) {
+            return;
+        }
+        let Some(e) = self.engaged.get_mut(&name) else {
             return;
         };
         e.active = true;
+        e.joined = true;
         let at = tokio::time::Instant::now();
         for key in std::mem::take(&mut e.held) {
             let key = Arc::unwrap_or_clone(key);
@@ -284,6 +325,7 @@ where
         }
         e.metrics.depth.set(self.queue.ready_len(&name) as i64);
         trace!(controller = %self.spec.name, cluster = %name, "cluster active: reconciles start");
+        self.run_join_hook(&name);
     }
 
     pub(super) fn report_restarts(&self) {

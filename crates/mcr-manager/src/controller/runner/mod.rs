@@ -15,10 +15,12 @@
 
 mod engage;
 mod intake;
+mod leave;
 mod limits;
 mod reconcile;
 mod reconciler;
 mod slots;
+mod sweep;
 
 pub(crate) use super::target::Target;
 pub(crate) use limits::Limits;
@@ -45,11 +47,13 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
 use self::engage::{Engaged, SyncDone, Watched};
+use self::leave::Departing;
 use self::slots::Slots;
 pub(crate) use super::scope::{ClusterFilter, passes};
 use super::{
     context::Context,
     input::{Arrival, Input, OpenFn, PrimaryFn, Scope},
+    membership::{JoinFn, LeaveFn, Sweep},
     request::Request,
 };
 use crate::{error::BoxError, metrics::Metrics, queue::WorkQueue, runnable::Runnable};
@@ -85,7 +89,15 @@ where
     /// Whether initial-list requests wait behind live changes (`Builder::live_changes_first`).
     pub(crate) live_first: bool,
     pub(crate) on_outcome: Vec<crate::controller::outcome::OutcomeHook<K>>,
+    /// Queues requests when a member joins (`Builder::on_join`).
+    pub(crate) on_join: Option<JoinFn<K>>,
+    /// Runs when a member leaves (`Builder::on_leave`).
+    pub(crate) on_leave: Option<LeaveFn>,
+    /// Runs on a timer with the members the fleet wants (`Builder::sweep`).
+    pub(crate) sweep: Option<Sweep>,
     pub(crate) limits: Limits,
+    /// The manager's provider: which members the fleet wants (for the sweep).
+    pub(crate) provider: Option<Arc<dyn mcr_core::Provider>>,
     pub(crate) host: Cluster,
     pub(crate) fleet: crate::Fleet,
     pub(crate) metrics: Metrics,
@@ -124,8 +136,21 @@ where
     sharded: bool,
     reconciler: Reconciler<K, Ctx>,
     data: Data<Ctx>,
-    tx: mpsc::UnboundedSender<Engagement>,
-    rx: Mutex<Option<mpsc::UnboundedReceiver<Engagement>>>,
+    /// Where engagements go: held (those still live) until the controller runs, then its
+    /// loop's channel.
+    inbox: Arc<Mutex<Inbox>>,
+}
+
+/// The engagements of a controller, before and after it runs.
+enum Inbox {
+    /// Not running yet (a standby waiting for the Lease, where members may be engaged
+    /// read-only for a webhook server): engagements kept until it runs, each dropped when it
+    /// ends, so a long wait holds no cluster that left.
+    Waiting(Vec<Engagement>),
+    /// Running: its loop receives them.
+    Running(mpsc::UnboundedSender<Engagement>),
+    /// Started once already.
+    Taken,
 }
 
 impl<K, Ctx> ControllerTask<K, Ctx>
@@ -135,7 +160,6 @@ where
     Ctx: Send + Sync + 'static,
 {
     pub(crate) fn new(spec: Spec<K>, reconciler: Reconciler<K, Ctx>, data: Data<Ctx>) -> Self {
-        let (tx, rx) = mpsc::unbounded_channel();
         // What a provider cluster needs open: the primary informer where reconciles run, and
         // the informers of the inputs that watch provider clusters.
         let mut opens: Vec<(OpenFn, Option<ClusterFilter>)> = Vec::new();
@@ -160,8 +184,7 @@ where
             spec: Mutex::new(Some(spec)),
             reconciler,
             data,
-            tx,
-            rx: Mutex::new(Some(rx)),
+            inbox: Arc::new(Mutex::new(Inbox::Waiting(Vec::new()))),
         }
     }
 
@@ -171,7 +194,22 @@ where
     }
 
     async fn run(self: Arc<Self>, stop: CancellationToken) -> Result<(), BoxError> {
-        let taken = (self.spec.lock().take(), self.rx.lock().take());
+        let rx = {
+            let mut inbox = self.inbox.lock();
+            match std::mem::replace(&mut *inbox, Inbox::Taken) {
+                Inbox::Waiting(held) => {
+                    // In order: what came while waiting, then what comes from now on.
+                    let (tx, rx) = mpsc::unbounded_channel();
+                    for e in held.into_iter().filter(|e| !e.token.is_cancelled()) {
+                        let _ = tx.send(e);
+                    }
+                    *inbox = Inbox::Running(tx);
+                    Some(rx)
+                }
+                _ => None,
+            }
+        };
+        let taken = (self.spec.lock().take(), rx);
         let (Some(spec), Some(mut rx)) = taken else {
             return Err(format!("controller {:?} was already started", self.name).into());
         };
@@ -187,8 +225,12 @@ where
             gones: FuturesUnordered::new(),
             syncs: FuturesUnordered::new(),
             actives: FuturesUnordered::new(),
+            departing: HashMap::new(),
+            drains: FuturesUnordered::new(),
+            leaving: JoinSet::new(),
         };
         lp.start_static_inputs(&stop);
+        let sweeping = lp.start_sweep(&stop);
         // One task per reconcile, joined here: the loop still starts and finishes every
         // reconcile, so the queue's per-key guarantees hold as if they were polled in place.
         let mut inflight = JoinSet::new();
@@ -242,6 +284,12 @@ where
                 () = poll_fn(|cx| lp.queue.poll_expired(cx)) => {}
                 Some(s) = lp.syncs.next(), if !lp.syncs.is_empty() => lp.synced(s),
                 Some(a) = lp.actives.next(), if !lp.actives.is_empty() => lp.activated(a),
+                Some(name) = lp.drains.next(), if !lp.drains.is_empty() => lp.drain_expired(&name),
+                Some(done) = lp.leaving.join_next(), if !lp.leaving.is_empty() => match done {
+                    Ok(name) => lp.left(name),
+                    // Its task catches the hook's panics; it is aborted only at the end.
+                    Err(err) => warn!(controller = %self.name, error = %err, "leave hook task failed"),
+                },
                 _ = tick.tick() => lp.report_restarts(),
                 _ = stall_check.tick() => lp.check_stalls(),
                 Some(batch) = lp.streams.next(), if !lp.streams.is_empty() => {
@@ -256,22 +304,30 @@ where
                 }
             }
         }
-        // Graceful stop: take no more work, let in-flight reconciles finish (for a bounded
-        // grace, after which they are dropped), then stop watching.
+        // Graceful stop: take no more work, let in-flight reconciles and leave hooks' attempts
+        // finish (for a bounded grace, after which they are dropped; hooks are not retried),
+        // then stop watching.
         debug!(controller = %self.name, in_flight = inflight.len(), "controller stopping");
+        lp.abandon_departures();
         let grace = lp.spec.limits.shutdown_grace;
+        let mut leaving = std::mem::take(&mut lp.leaving);
         let drain = async {
             while let Some(done) = inflight.join_next().await {
                 lp.joined(done);
             }
+            while leaving.join_next().await.is_some() {}
         };
         if tokio::time::timeout(grace, drain).await.is_err() {
-            warn!(controller = %self.name, in_flight = inflight.len(), grace = ?grace,
-                "reconciles still running after the shutdown grace: dropped");
+            warn!(controller = %self.name, in_flight = inflight.len(), leaving = leaving.len(),
+                grace = ?grace, "reconciles or leave hooks still running after the shutdown grace: dropped");
         }
         // Aborted, and waited for until dropped (each at its next await), before the
         // watches stop and the clusters' tokens fire.
         inflight.shutdown().await;
+        leaving.shutdown().await;
+        if let Some(sweeping) = sweeping {
+            sweeping.abort();
+        }
         lp.streams.clear();
         for (_, e) in lp.engaged.drain() {
             e.token.cancel();
@@ -342,12 +398,32 @@ where
                 open(cluster.cache());
             }
         }
-        // A closed channel means the controller has stopped: nothing left to engage.
-        let _ = self.tx.send(Engagement {
+        let e = Engagement {
             token,
             name,
             cluster,
-        });
+        };
+        match &mut *self.inbox.lock() {
+            Inbox::Waiting(held) => {
+                // Dropped when it ends, not when the controller runs: a standby may wait for
+                // the Lease for as long as it lives.
+                let (ended, inbox) = (e.token.clone(), Arc::downgrade(&self.inbox));
+                tokio::spawn(async move {
+                    ended.cancelled().await;
+                    if let Some(inbox) = inbox.upgrade()
+                        && let Inbox::Waiting(held) = &mut *inbox.lock()
+                    {
+                        held.retain(|e| !e.token.is_cancelled());
+                    }
+                });
+                held.push(e);
+            }
+            // A closed channel means the controller has stopped: nothing left to engage.
+            Inbox::Running(tx) => {
+                let _ = tx.send(e);
+            }
+            Inbox::Taken => {}
+        }
         Ok(())
     }
 }
@@ -373,4 +449,38 @@ where
     /// Members not yet active in the manager's table: each resolves when its instance is, or
     /// leaves (see `Engaged::active`).
     actives: FuturesUnordered<BoxFuture<'static, SyncDone>>,
+    /// Members that left, until their leave hook has run (see `leave`).
+    departing: HashMap<ClusterName, Departing>,
+    /// The bound of each departed member's drain: resolves with its name.
+    drains: FuturesUnordered<BoxFuture<'static, ClusterName>>,
+    /// The leave hooks running, each with its retries: resolves with the member's name.
+    leaving: JoinSet<ClusterName>,
+}
+
+impl<K, Ctx> Loop<'_, K, Ctx>
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K::DynamicType: Clone + Eq + Hash + Debug + Send + Sync + 'static,
+    Ctx: Send + Sync + 'static,
+{
+    /// Starts the controller's sweep, if it has one and the manager a provider, until `stop`.
+    fn start_sweep(&self, stop: &CancellationToken) -> Option<tokio::task::JoinHandle<()>> {
+        let sweep = self.spec.sweep.clone()?;
+        let Some(provider) = self.spec.provider.clone() else {
+            warn!(controller = %self.spec.name,
+                "the controller has a sweep, but the manager no provider to say which members are wanted: it never runs");
+            return None;
+        };
+        let timeout = (self.spec.limits.reconcile_timeout).unwrap_or(leave::DEFAULT_HOOK_TIMEOUT);
+        let span = tracing::info_span!("sweep", controller = %self.spec.name);
+        let run = sweep::run(
+            self.spec.name.clone(),
+            sweep,
+            provider,
+            self.spec.fleet.clone(),
+            timeout,
+            stop.clone(),
+        );
+        Some(tokio::spawn(tracing::Instrument::instrument(run, span)))
+    }
 }

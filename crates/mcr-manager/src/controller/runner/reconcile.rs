@@ -75,7 +75,7 @@ where
         if self.spec.fleet.lapsed(&cluster) {
             // Sharded, past the renew deadline: nothing starts (the release follows; if the
             // replica renews first after all, the key runs then). Held back, not dropped.
-            trace!(controller = %self.spec.name, object = %Shown(&cluster, &key), "ownership lapsed; held");
+            trace!(controller = %self.spec.name, cluster = %cluster, object = %Shown(&cluster, &key), "ownership lapsed; held");
             let at = after(Instant::now(), UNSYNCED_RETRY);
             self.queue.done(&cluster, &key, Outcome::Success(Some(at)));
             return None;
@@ -85,7 +85,7 @@ where
             // controllers on it are still listing, or this instance is a replacement not yet
             // active): a reconcile would not find its own cluster. Held, not dropped, and
             // queued again the moment the table activates the instance (`activated`).
-            trace!(controller = %self.spec.name, object = %Shown(&cluster, &key), "cluster not engaged yet; held");
+            trace!(controller = %self.spec.name, cluster = %cluster, object = %Shown(&cluster, &key), "cluster not engaged yet; held");
             self.queue.done(&cluster, &key, Outcome::Success(None));
             if let Some(e) = self.engaged.get_mut(&cluster) {
                 e.held.insert(key);
@@ -95,7 +95,7 @@ where
         if !e.primary.is_synced() {
             // Not active until the primary cache has synced: read from a cache still listing,
             // an existing object would look gone. Held back briefly, not dropped.
-            trace!(controller = %self.spec.name, object = %Shown(&cluster, &key), "cache not synced; held");
+            trace!(controller = %self.spec.name, cluster = %cluster, object = %Shown(&cluster, &key), "cache not synced; held");
             let at = after(Instant::now(), UNSYNCED_RETRY);
             self.queue.done(&cluster, &key, Outcome::Success(Some(at)));
             return None;
@@ -108,7 +108,7 @@ where
         let Some(created) = (self.task.reconciler)(&cluster, &key, cached, ctx) else {
             if !e.primary.covers(key.namespace.as_deref()) {
                 warn!(
-                    controller = %self.spec.name, object = %Shown(&cluster, &key),
+                    controller = %self.spec.name, cluster = %cluster, object = %Shown(&cluster, &key),
                     watched = ?e.primary.namespaces(),
                     "outside the namespaces the reconciled type is watched in, so never in the \
                      cache: skipped; watch its namespace too, or take a `Request<K>`"
@@ -117,7 +117,7 @@ where
                 return None;
             }
             debug!(
-                controller = %self.spec.name, object = %Shown(&cluster, &key),
+                controller = %self.spec.name, cluster = %cluster, object = %Shown(&cluster, &key),
                 "not in the cache (deleted, or not created in this cluster yet): skipped; \
                  reconcilers that must see such keys (to create or clean up) take a `Request<K>`"
             );
@@ -130,7 +130,7 @@ where
             cluster = %cluster,
             object = %Shown(&cluster, &key),
         );
-        let left = e.token.clone();
+        let left = e.cut.clone();
         // Sharded: checked on every poll, before the reconciler's future, so a process that
         // resumes past its renew deadline runs no more of it (the coordinator's release, which
         // cancels `left`, comes a few polls later). Never lapsed without sharding.
@@ -232,13 +232,15 @@ where
             report(&self.spec.on_outcome, &cluster, &key, finished, elapsed);
         }
         self.slots.finished(&cluster, Instant::now());
+        // The last reconcile of a departed member ended: its leave hook may start.
+        self.start_leave(&cluster);
         let Some(e) = self
             .engaged
             .get(&cluster)
             .filter(|e| !e.token.is_cancelled())
         else {
             // The cluster left while this ran: nothing to retry against.
-            debug!(controller = %self.spec.name, object = %Shown(&cluster, &key), "cluster left during reconcile");
+            debug!(controller = %self.spec.name, cluster = %cluster, object = %Shown(&cluster, &key), "cluster left during reconcile");
             self.queue.done(&cluster, &key, Outcome::Success(None));
             return;
         };
@@ -249,12 +251,12 @@ where
             Err(cut) => {
                 let outcome = if cut == Cut::ClusterLeft {
                     // A new instance replaced the one this ran against: run it there.
-                    debug!(controller = %self.spec.name, object = %Shown(&cluster, &key), "cluster replaced during reconcile; requeued");
+                    debug!(controller = %self.spec.name, cluster = %cluster, object = %Shown(&cluster, &key), "cluster replaced during reconcile; requeued");
                     Outcome::Success(Some(now))
                 } else {
                     e.metrics.error.inc();
                     warn!(
-                        controller = %self.spec.name, object = %Shown(&cluster, &key),
+                        controller = %self.spec.name, cluster = %cluster, object = %Shown(&cluster, &key),
                         timeout = ?self.spec.limits.reconcile_timeout,
                         "reconcile timed out; retrying with backoff"
                     );
@@ -280,7 +282,7 @@ where
             {
                 e.metrics.gone.inc();
                 debug!(
-                    controller = %self.spec.name, object = %Shown(&cluster, &key),
+                    controller = %self.spec.name, cluster = %cluster, object = %Shown(&cluster, &key),
                     error = %ErrorChain(failed.error()), "cluster not found; not retried"
                 );
                 Outcome::Failure(None)
@@ -290,7 +292,7 @@ where
                 // Through `ErrorChain`: kube errors in the chain are redacted (a failed
                 // credential command's error carries its command line and output).
                 warn!(
-                    controller = %self.spec.name, object = %Shown(&cluster, &key),
+                    controller = %self.spec.name, cluster = %cluster, object = %Shown(&cluster, &key),
                     error = %ErrorChain(failed.error()), "reconcile failed"
                 );
                 // The error policy is user code too: a panic there must not stop the loop.
@@ -301,7 +303,7 @@ where
                     },
                     Err(panic) => {
                         error!(
-                            controller = %self.spec.name, object = %Shown(&cluster, &key),
+                            controller = %self.spec.name, cluster = %cluster, object = %Shown(&cluster, &key),
                             panic = %panic_message(panic.as_ref()),
                             "error policy panicked; retrying with backoff"
                         );
@@ -312,7 +314,7 @@ where
             Err(panic) => {
                 e.metrics.panic.inc();
                 error!(
-                    controller = %self.spec.name, object = %Shown(&cluster, &key),
+                    controller = %self.spec.name, cluster = %cluster, object = %Shown(&cluster, &key),
                     panic = %panic_message(panic.as_ref()),
                     "reconciler panicked; retrying with backoff"
                 );
@@ -333,6 +335,6 @@ fn unreadable<K: Resource>(
     key: &ObjectRef<K>,
     err: &UnreadableAction,
 ) -> Outcome {
-    error!(controller, object = %Shown(cluster, key), error = %err, "retrying with backoff");
+    error!(controller, cluster = %cluster, object = %Shown(cluster, key), error = %err, "retrying with backoff");
     Outcome::Backoff
 }

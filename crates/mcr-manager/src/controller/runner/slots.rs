@@ -54,6 +54,11 @@ impl Slots {
         self.counted
     }
 
+    /// How many reconciles of `cluster` are in flight, stalled or not.
+    pub(super) fn in_flight(&self, cluster: &ClusterName) -> usize {
+        self.clusters.get(cluster).map_or(0, |c| c.n)
+    }
+
     /// Whether `cluster` may start one more reconcile: not stalled, and below `cap`.
     pub(super) fn may_start(&self, cluster: &ClusterName, cap: usize) -> bool {
         self.clusters

@@ -1,0 +1,73 @@
+//! On a sharded manager (a coordinator on the table), a profile whose cluster another replica
+//! owns costs nothing here (no client, no request to its server) and is reported as owned
+//! elsewhere, never as failed; a cluster given to another replica is stopped at once.
+
+mod common;
+
+use mcr_core::{ClusterName, MemberState, Provider};
+use mcr_envtest::TestCluster;
+use mcr_envtest::wait::eventually;
+use mcr_provider_cluster_inventory::{Options, ProfileState, Strategy};
+use mcr_test_support::{OTHER_REPLICA, Owned};
+use serde_json::json;
+
+use common::*;
+
+#[tokio::test]
+async fn a_cluster_owned_elsewhere_costs_no_request_and_one_given_away_stops_at_once() {
+    init_tracing();
+    let hub = hub().await;
+    let ma = TestCluster::start_https("ma").await.unwrap();
+    let mb = TestCluster::start_https("mb").await.unwrap();
+    let opts = fast(Options::new(Strategy::Secret {
+        consumer: CONSUMER.into(),
+    }));
+    let run = Running::start(&hub, opts);
+    let owned = Owned::new(&["default/a"]);
+    assert!(run.registry.coordinate(owned.clone()).is_ok());
+    for (name, member) in [("a", &ma), ("b", &mb)] {
+        let kc = kubeconfig_of(member);
+        put_secret(&hub, "default", name, CONSUMER, name, Some(&kc)).await;
+        put_profile(&hub, "default", name, status(true, json!({}))).await;
+    }
+    let elsewhere = ProfileState::Elsewhere {
+        owner: Some(OTHER_REPLICA.into()),
+    };
+    eventually("a engaged, b owned elsewhere", DEADLINE, || {
+        matches!(
+            run.state("default", "a"),
+            Some(ProfileState::Engaged { .. })
+        ) && run.state("default", "b") == Some(elsewhere.clone())
+    })
+    .await;
+    let statuses = run.provider.member_statuses();
+    let b = statuses.iter().find(|s| s.name.as_str() == "default/b");
+    assert!(
+        matches!(b.map(|s| &s.state), Some(MemberState::Elsewhere { .. })),
+        "{statuses:?}"
+    );
+    // No client was built for b: its server never saw a request (emulator counters).
+    let counters = !mcr_envtest::backend().is_real();
+    if counters {
+        assert_eq!(mb.requests().total(), 0, "{:?}", mb.requests());
+    }
+
+    // a goes to the other replica and b comes here: a's token fires, b comes up.
+    let a_token = run.registry.token(&ClusterName::new("default/a")).unwrap();
+    owned.set(&["default/b"]);
+    tokio::time::timeout(DEADLINE, a_token.cancelled())
+        .await
+        .expect("the cluster given away is stopped");
+    eventually("b engaged, a owned elsewhere", DEADLINE, || {
+        matches!(
+            run.state("default", "b"),
+            Some(ProfileState::Engaged { .. })
+        ) && run.state("default", "a") == Some(elsewhere.clone())
+    })
+    .await;
+    assert_eq!(run.names(), ["default/b"]);
+    if counters {
+        assert!(mb.requests().total() > 0, "b's server is used once owned");
+    }
+    run.stop().await;
+}
