@@ -143,7 +143,11 @@ impl Run {
         let list = tokio::time::timeout(timeout, self.api.list(&params))
             .await
             .map_err(|_| kube::Error::Service("listing peer leases timed out".into()))??;
-        self.peers.listed(&list.items, Instant::now());
+        self.peers.listed(
+            &list.items,
+            list.metadata.resource_version.as_deref(),
+            Instant::now(),
+        );
         self.collect().await;
         self.settle();
         Ok(())
