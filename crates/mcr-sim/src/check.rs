@@ -35,10 +35,13 @@
 //! 6. **Convergence** (at the end of the quiet tail): every wanted member is active on its
 //!    model owner and nowhere else, and every replica's own answer to "who owns it"
 //!    (`Fleet::owner`) agrees with the model.
+//! 7. **Refusal**: a cluster engaged by hand (`Aware::engage`) on a sharded manager is
+//!    refused, every time, whoever owns its name: the table could not stop it when another
+//!    replica comes to own it.
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use mcr_core::Phase;
+use mcr_core::MemberState;
 
 use crate::clock::{Ms, show};
 use crate::wire::Sender;
@@ -77,6 +80,8 @@ pub enum Invariant {
     TableSize,
     /// The replicas did not converge on the model's assignment.
     Convergence,
+    /// An engagement by hand on a sharded manager was accepted.
+    Refusal,
 }
 
 impl std::fmt::Display for Invariant {
@@ -88,6 +93,7 @@ impl std::fmt::Display for Invariant {
             Invariant::Removal => "removal",
             Invariant::TableSize => "table-size",
             Invariant::Convergence => "convergence",
+            Invariant::Refusal => "refusal",
         })
     }
 }
@@ -145,6 +151,43 @@ struct Member {
     orphan_reported: bool,
     /// When the removal reached each replica.
     removal_reached: BTreeMap<u8, Ms>,
+}
+
+/// Where a member stands in a replica's table ([`MemberState`] without its details): an
+/// entry of the table, whatever its state, is a member the table holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Phase {
+    /// Engaged, no newer instance on its way.
+    Engaged,
+    /// Being brought up (or a newer instance on its way).
+    Pending,
+    /// Its last attempt failed; retried later.
+    Failed,
+    /// Another replica owns it: only its name and desired state are kept.
+    Elsewhere,
+}
+
+impl Phase {
+    /// The phase of a member in `state`.
+    pub(crate) fn of(state: &MemberState) -> Phase {
+        match state {
+            MemberState::Engaged => Phase::Engaged,
+            MemberState::Failed { .. } => Phase::Failed,
+            MemberState::Elsewhere { .. } => Phase::Elsewhere,
+            // `Pending`, and whatever a later version adds: in the table, not settled.
+            _ => Phase::Pending,
+        }
+    }
+
+    /// One letter, for the trace.
+    pub(crate) fn letter(self) -> char {
+        match self {
+            Phase::Engaged => 'E',
+            Phase::Pending => 'P',
+            Phase::Failed => 'F',
+            Phase::Elsewhere => 'X',
+        }
+    }
 }
 
 /// One replica as the step's check sees it.
@@ -209,6 +252,26 @@ impl Checker {
             invariant,
             detail,
         });
+    }
+
+    /// `by` engaged `member` by hand at `at` and its manager accepted it (`Ok`), or refused
+    /// it for a reason other than sharding (`Err`: the reason).
+    pub(crate) fn accepted_by_hand(
+        &mut self,
+        member: &str,
+        by: Sender,
+        at: Ms,
+        outcome: Result<(), String>,
+    ) {
+        let detail = match outcome {
+            Ok(()) => {
+                format!("{by} engaged {member} by hand on a sharded manager, and it was accepted")
+            }
+            Err(reason) => format!(
+                "{by} engaged {member} by hand, refused for another reason than sharding: {reason}"
+            ),
+        };
+        self.violate(at, Invariant::Refusal, detail);
     }
 
     /// `name` is wanted from `at` (`hand`: engaged by hand, not by the provider). A member
@@ -476,7 +539,7 @@ impl Checker {
                 .filter(|r| {
                     r.table
                         .iter()
-                        .any(|(n, p)| n == name && *p == Phase::Active)
+                        .any(|(n, p)| n == name && *p == Phase::Engaged)
                 })
                 .map(|r| format!("r{}", r.who.replica))
                 .collect();
@@ -635,7 +698,7 @@ mod tests {
         let table = |now| StepView {
             replicas: vec![ReplicaView {
                 who: who(1),
-                table: vec![("m0".into(), Phase::Active)],
+                table: vec![("m0".into(), Phase::Engaged)],
             }],
             ..view(now, &["r1"])
         };

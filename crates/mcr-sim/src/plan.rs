@@ -77,7 +77,8 @@ pub struct Plan {
     /// actions land between two of its tasks).
     pub cuts: u32,
     /// How many times the simulator may remove a member at the moment it sees one coming
-    /// home on a replica (out of the parked phase, not yet starting), seen at a cut.
+    /// home on a replica (owned elsewhere at the last step, being brought up now), seen at a
+    /// cut.
     pub ambushes: u32,
     /// Events, by time.
     pub events: Vec<(Ms, Event)>,

@@ -14,12 +14,12 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use mcr_core::providers::clusters::ClustersProvider;
-use mcr_core::{Aware, Cluster, ClusterName, Phase};
+use mcr_core::{Aware, Cluster, ClusterName};
 use mcr_manager::{Action, Context, Controller, Manager, Sharding};
 use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
 
-use crate::check::Checker;
+use crate::check::{Checker, Phase};
 use crate::clock::{Clock, Ms};
 use crate::trace::Trace;
 use crate::wire::{Endpoint, Sender, Target, Wire};
@@ -385,7 +385,10 @@ impl Process {
         let table = self.mgr.engagements();
         names
             .iter()
-            .filter_map(|n| Some((n.clone(), table.phase(&n.as_str().into())?)))
+            .filter_map(|n| {
+                let state = table.member_state(&n.as_str().into())?;
+                Some((n.clone(), Phase::of(&state)))
+            })
             .collect()
     }
 
@@ -402,14 +405,14 @@ impl Process {
             .collect()
     }
 
-    /// The clusters provider's source wants `name` (reached at `target`): added by a task of
-    /// the process, retried while it fails and is still wanted.
+    /// The clusters provider's source wants `name` (reached at `target`): the provider is
+    /// told so ([`ClustersProvider::want`]); the table brings it up when this replica owns it
+    /// and retries it while it fails.
     pub(crate) fn want(&self, shared: &Shared, name: &str, target: Target) {
         let Source::Clusters(provider) = &self.source else {
             return;
         };
         self.wanted.lock().insert(name.to_owned());
-        let (provider, wanted, probe) = (provider.clone(), self.wanted.clone(), self.probe.clone());
         let endpoint = Endpoint {
             wire: shared.wire.clone(),
             from: self.who,
@@ -417,17 +420,17 @@ impl Process {
             clock: self.clock,
             now: shared.now.clone(),
         };
-        let (name, retry) = (name.to_owned(), shared.timings.retry);
+        let (provider, wanted, probe) = (provider.clone(), self.wanted.clone(), self.probe.clone());
+        let name = name.to_owned();
+        // From a task of the process, as a program's discovery would; a removal that comes
+        // first wins.
         self.rt().spawn(async move {
-            while wanted.lock().contains(&name) {
-                let cluster = Cluster::new(name.as_str(), endpoint.clone().client());
-                match provider.add(cluster).await {
-                    Ok(()) | Err(mcr_core::Error::AlreadyEngaged(_)) => return,
-                    Err(err) => {
-                        probe.trace(format_args!("add {name} failed: {err}"));
-                        tokio::time::sleep(ms(retry)).await;
-                    }
-                }
+            if !wanted.lock().contains(&name) {
+                return;
+            }
+            let cluster = Cluster::new(name.as_str(), endpoint.client());
+            if let Err(err) = provider.want(cluster) {
+                probe.trace(format_args!("want {name} refused: {err}"));
             }
         });
     }
@@ -445,16 +448,12 @@ impl Process {
         ));
     }
 
-    /// New credentials for `name`: a new instance replaces the running one
-    /// (`add_or_replace`), from a task of the process.
+    /// New credentials for `name`: the provider wants a new instance, which replaces the
+    /// running one once it has synced.
     pub(crate) fn renew(&self, shared: &Shared, name: &str, target: Target) {
         let Source::Clusters(provider) = &self.source else {
             return;
         };
-        if !self.wanted.lock().contains(name) {
-            return;
-        }
-        let (provider, probe, wanted) = (provider.clone(), self.probe.clone(), self.wanted.clone());
         let endpoint = Endpoint {
             wire: shared.wire.clone(),
             from: self.who,
@@ -462,16 +461,17 @@ impl Process {
             clock: self.clock,
             now: shared.now.clone(),
         };
+        let (provider, wanted, probe) = (provider.clone(), self.wanted.clone(), self.probe.clone());
         let name = name.to_owned();
         self.rt().spawn(async move {
-            // The source may have dropped it since (a program renews only what it wants).
+            // A program renews only what it wants (the source may have dropped it since).
             if !wanted.lock().contains(&name) {
                 return;
             }
             let cluster = Cluster::new(name.as_str(), endpoint.client());
-            match provider.add_or_replace(cluster).await {
-                Ok(outcome) => probe.trace(format_args!("renew {name}: {outcome:?}")),
-                Err(err) => probe.trace(format_args!("renew {name} failed: {err}")),
+            match provider.want(cluster) {
+                Ok(()) => probe.trace(format_args!("renew {name}")),
+                Err(err) => probe.trace(format_args!("renew {name} refused: {err}")),
             }
         });
     }
@@ -493,9 +493,13 @@ impl Process {
         }
     }
 
-    /// The engager of the cluster engaged by hand: while it is wanted and not in the table,
-    /// it starts a new instance's cache and engages it with the manager (`Aware::engage`);
-    /// a refusal (`NotOwned`) is tried again later.
+    /// The engager of the cluster engaged by hand: while it is wanted, it starts a new
+    /// instance's cache and engages it with the manager (`Aware::engage`), every retry
+    /// period. A sharded manager must refuse it every time ([`Invariant::Refusal`]): an
+    /// acceptance, or a refusal for another reason, is a violation (and an accepted
+    /// engagement is kept, as a program would, for the other invariants to judge).
+    ///
+    /// [`Invariant::Refusal`]: crate::check::Invariant::Refusal
     fn spawn_hand_engager(&self, shared: &Shared) {
         let (hand, mgr, probe) = (self.hand.clone(), self.mgr.clone(), self.probe.clone());
         let (wire, now, retry, who, clock) = (
@@ -512,8 +516,7 @@ impl Process {
                 let job = {
                     let hand = hand.lock();
                     hand.as_ref().and_then(|h| {
-                        let engaged = h.token.as_ref().is_some_and(|t| !t.is_cancelled())
-                            && mgr.engagements().phase(&h.name.as_str().into()).is_some();
+                        let engaged = h.token.as_ref().is_some_and(|t| !t.is_cancelled());
                         (h.wanted && !engaged).then(|| (h.name.clone(), h.target))
                     })
                 };
@@ -530,13 +533,25 @@ impl Process {
                     cluster.cache().start(token.child_token());
                     let outcome = match mgr.engage(token.clone(), name.as_str().into(), cluster) {
                         Ok(()) => {
+                            probe
+                                .checker
+                                .lock()
+                                .accepted_by_hand(&name, who, probe.now(), Ok(()));
                             if let Some(h) = hand.lock().as_mut() {
                                 h.token = Some(token);
                             }
-                            "engaged".to_owned()
+                            "accepted".to_owned()
                         }
                         Err(err) => {
                             token.cancel();
+                            if !matches!(err, mcr_core::Error::Engage { .. }) {
+                                probe.checker.lock().accepted_by_hand(
+                                    &name,
+                                    who,
+                                    probe.now(),
+                                    Err(err.to_string()),
+                                );
+                            }
                             format!("refused: {err}")
                         }
                     };

@@ -23,7 +23,7 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use mcr_envtest::{Backend, TestCluster};
 use parking_lot::Mutex;
 
-use crate::check::{Bounds, Checker, ReplicaView, StepView, Violation};
+use crate::check::{Bounds, Checker, Phase, ReplicaView, StepView, Violation};
 use crate::clock::{Ms, show};
 use crate::net::{Faults, Net};
 use crate::plan::{Event, Fault, Plan, Scenario};
@@ -133,7 +133,7 @@ struct Slot {
     /// deleted while its peer-Lease watch hung).
     restart_until: Ms,
     /// The phase of each member in its table at the last step.
-    last_phases: BTreeMap<String, mcr_core::Phase>,
+    last_phases: BTreeMap<String, Phase>,
 }
 
 struct World {
@@ -537,10 +537,10 @@ impl World {
         }
     }
 
-    /// Right after replica `r` was cut short: if a member it had parked is in no phase now
-    /// (taken out of parked to be engaged, not yet starting: coming home), the source
-    /// removes it at this very moment (then wants it again a little later). One of the
-    /// plan's few ambushes.
+    /// Right after replica `r` was cut short: if a member owned elsewhere at the last step is
+    /// being brought up now (ownership came home, its first attempt under way), the source
+    /// removes it at this very moment (then wants it again a little later): a removal that
+    /// lands in a transition. One of the plan's few ambushes.
     fn ambush(&mut self, r: u8) {
         if self.ambushes == 0 || self.plan.kind != Kind::Clusters {
             return;
@@ -549,12 +549,12 @@ impl World {
         let Some(p) = slot.process.as_ref() else {
             return;
         };
-        let table: BTreeMap<String, mcr_core::Phase> = p.table(&self.names).into_iter().collect();
+        let table: BTreeMap<String, Phase> = p.table(&self.names).into_iter().collect();
         let coming = self.names.iter().find(|n| {
             n.as_str() != HAND
                 && self.wanted.get(*n).copied().unwrap_or(false)
-                && !table.contains_key(*n)
-                && slot.last_phases.get(*n) == Some(&mcr_core::Phase::Parked)
+                && table.get(*n) == Some(&Phase::Pending)
+                && slot.last_phases.get(*n) == Some(&Phase::Elsewhere)
         });
         let Some(name) = coming.cloned() else {
             return;
@@ -898,7 +898,7 @@ impl World {
             let table = p.table(&self.names);
             let shown: Vec<String> = table
                 .iter()
-                .map(|(n, ph)| format!("{n}={}", phase_letter(*ph)))
+                .map(|(n, ph)| format!("{n}={}", ph.letter()))
                 .collect();
             let shown = shown.join(" ");
             if shown != slot.last_table {
@@ -942,14 +942,6 @@ impl World {
                 p.kill();
             }
         }
-    }
-}
-
-fn phase_letter(phase: mcr_core::Phase) -> char {
-    match phase {
-        mcr_core::Phase::Active => 'A',
-        mcr_core::Phase::Starting => 'S',
-        mcr_core::Phase::Parked => 'P',
     }
 }
 
