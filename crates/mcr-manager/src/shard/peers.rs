@@ -2,6 +2,7 @@
 //! [module docs](super) that make a peer live, gone, or still a claimant.
 
 use std::collections::{HashMap, HashSet};
+use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::Lease;
 use tokio::time::Instant;
@@ -67,9 +68,12 @@ impl Seen {
 pub(super) struct Peers {
     me: String,
     seen: HashMap<String, Seen>,
-    /// Peers confirmed gone that other peers' claims may still name (until those peers claim
-    /// again): not taken back in as indirect peers.
-    departed: HashSet<String>,
+    /// Peers confirmed gone that other peers' claims may still name, with when they departed
+    /// and their lease duration: not taken back in as indirect peers while a claim listed
+    /// names them, nor for two lease durations after (a replica that saw the peer's Lease
+    /// just before it went counts it live for at most that long, restarted clock included,
+    /// and may name it in the claim it writes meanwhile).
+    departed: HashMap<String, (Instant, Duration)>,
     /// The version of the newest consistent list taken in: a Lease version no newer than it,
     /// of a peer not in the table, is one that list already reflected (a resumed watch
     /// replaying what it missed).
@@ -82,7 +86,7 @@ impl Peers {
         Peers {
             me: me.into(),
             seen: HashMap::new(),
-            departed: HashSet::new(),
+            departed: HashMap::new(),
             listed_at: String::new(),
         }
     }
@@ -137,7 +141,7 @@ impl Peers {
         for peer in &read.claim {
             if peer.id == self.me
                 || self.seen.contains_key(&peer.id)
-                || self.departed.contains(&peer.id)
+                || self.departed.contains_key(&peer.id)
             {
                 continue;
             }
@@ -211,23 +215,28 @@ impl Peers {
         self.seen.retain(|id, s| {
             let keep = present.contains(id) || !s.expired(now);
             if !keep {
-                departed.insert(id.clone());
+                departed
+                    .entry(id.clone())
+                    .or_insert((now, s.lease.duration));
             }
             keep
         });
         for (id, s) in &mut self.seen {
             if s.expired(now) {
                 s.gone = true;
-                self.departed.insert(id.clone());
+                self.departed
+                    .entry(id.clone())
+                    .or_insert((now, s.lease.duration));
             }
         }
-        // Forgotten once no claim names them any more.
+        // Forgotten once no claim names them any more, and two lease durations have passed.
         let claimed: HashSet<String> = leases
             .iter()
             .filter_map(claim::read)
             .flat_map(|l| l.claim.into_iter().map(|p| p.id))
             .collect();
-        self.departed.retain(|id| claimed.contains(id));
+        self.departed
+            .retain(|id, (at, duration)| claimed.contains(id) || now < *at + *duration * 2);
         // After the list's own Leases were taken in (each no newer than the list).
         if let Some(version) = version
             && (self.listed_at.is_empty() || older(&self.listed_at, version))
@@ -269,9 +278,12 @@ impl Peers {
     }
 
     /// Forgets peer `id` (its Lease was collected).
-    pub(super) fn remove(&mut self, id: &str) {
-        self.seen.remove(id);
-        self.departed.insert(id.to_owned());
+    pub(super) fn remove(&mut self, id: &str, now: Instant) {
+        let duration = self
+            .seen
+            .remove(id)
+            .map_or(Duration::ZERO, |s| s.lease.duration);
+        self.departed.insert(id.to_owned(), (now, duration));
     }
 
     /// When the next live peer's Lease expires, as seen here.
@@ -317,6 +329,16 @@ mod tests {
                 ..LeaseSpec::default()
             }),
         }
+    }
+
+    /// Peer `id`'s Lease.
+    fn lease_of(id: &str, rv: &str, claim: &str) -> Lease {
+        let mut lease = lease(rv, claim);
+        lease.metadata.name = Some(format!("g-{id}"));
+        if let Some(spec) = lease.spec.as_mut() {
+            spec.holder_identity = Some(id.into());
+        }
+        lease
     }
 
     fn left(rv: &str) -> Lease {
@@ -476,6 +498,27 @@ mod tests {
         assert!(claimants(&peers).is_empty());
         // A version newer than the list: r2 is back for real.
         assert!(peers.observe(&lease("31", "r1=1,r2=1"), later));
+        assert!(is_live(&peers, later));
+    }
+
+    #[test]
+    fn a_departed_peer_named_by_a_newcomer_stays_gone() {
+        // r2 died and this replica collected its Lease; r3 joins, having seen r2's Lease
+        // before the deletion, and claims a view that still names r2. r2 is not taken back in
+        // as a live peer: that would hand it clusters, and this replica would release them
+        // and take them back a lease duration later.
+        let mut peers = Peers::new("r1");
+        let now = Instant::now();
+        peers.observe(&lease("12", "r1=1,r2=1"), now);
+        peers.remove("r2", now);
+        // No Lease listed names r2 any more (this replica's own claim moved on).
+        peers.listed(&[], Some("20"), now);
+        let later = now + Duration::from_secs(1);
+        peers.observe(&lease_of("r3", "21", "r1=1,r2=1,r3=1"), later);
+        assert!(!is_live(&peers, later), "r2 stays gone");
+        assert_eq!(claimants(&peers), ["r3"]);
+        // Its own Lease written again (it was alive after all): back at once.
+        assert!(peers.observe(&lease("22", "r1=1,r2=1,r3=1"), later));
         assert!(is_live(&peers, later));
     }
 

@@ -171,10 +171,10 @@ impl Run {
             match deleted {
                 Ok(Ok(_)) => {
                     info!(peer = %id, lease = %name, "peer gone: its lease deleted");
-                    self.peers.remove(&id);
+                    self.peers.remove(&id, Instant::now());
                 }
                 Ok(Err(kube::Error::Api(s))) if s.is_not_found() => {
-                    self.peers.remove(&id);
+                    self.peers.remove(&id, Instant::now());
                 }
                 // Renewed meanwhile (a conflict), or the host is slow: seen at the next list.
                 Ok(Err(err)) => {
