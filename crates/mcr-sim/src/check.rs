@@ -23,7 +23,10 @@
 //!    [`Bounds`]), counted from the latest of: when it became wanted, its last reconcile, the
 //!    last excused step.
 //! 3. **Churn**: engagements of a member never exceed `1 +` its changes of model owner `+` the
-//!    provider's re-adds and replacements of it `+` restarts of its owner. Engagements made
+//!    provider's re-adds and replacements of it `+` restarts of its owner `+` the changes to
+//!    an owner that started less than [`Bounds::orphan`] ago (the model counts a replica
+//!    from its start, its peers from its first claim: another may cover the member
+//!    meanwhile). Engagements made
 //!    while excused, or within [`Bounds::orphan`] after, are free (a disrupted replica may
 //!    fence itself and come back more than once).
 //! 4. **Removal**: a member removed from the provider's source is out of a replica's table
@@ -32,9 +35,9 @@
 //!    unlabelled, or the replica's host path clear of faults, whichever is later).
 //! 5. **Table size**: a replica's table holds no more members than are wanted or still
 //!    within their removal bound.
-//! 6. **Convergence** (at the end of the quiet tail): every wanted member is active on its
-//!    model owner and nowhere else, and every replica's own answer to "who owns it"
-//!    (`Fleet::owner`) agrees with the model.
+//! 6. **Convergence** (at the end of the quiet tail): every wanted member is engaged on its
+//!    model owner and owned elsewhere on every other replica, and every replica's own answer
+//!    to "who owns it" (`Fleet::owner`) agrees with the model.
 //! 7. **Refusal**: a cluster engaged by hand (`Aware::engage`) on a sharded manager is
 //!    refused, every time, whoever owns its name: the table could not stop it when another
 //!    replica comes to own it.
@@ -435,6 +438,15 @@ impl Checker {
             let owner = crate::model::owner(&view.available, name);
             if m.owner.is_some() && owner.is_some() && m.owner.as_deref() != owner {
                 m.allowance += 1;
+                // To a replica that is still listening before its first claim (the model
+                // counts it from its start, its peers only from its first Lease): another
+                // replica may cover the member until it claims.
+                if owner
+                    .and_then(|o| view.owners.get(o))
+                    .is_some_and(|(start, _)| now < start + self.bounds.orphan)
+                {
+                    m.allowance += 1;
+                }
             }
             if let Some(owner) = owner {
                 m.owner = Some(owner.to_owned());
@@ -549,6 +561,17 @@ impl Checker {
                     "{name} active on {active:?}, its model owner is {}",
                     model.unwrap_or("none")
                 ));
+            }
+            for r in &view.replicas {
+                let own = model == Some(format!("r{}", r.who.replica).as_str());
+                let phase = r.table.iter().find(|(n, _)| n == name).map(|(_, p)| *p);
+                if !own && phase != Some(Phase::Elsewhere) {
+                    found.push(format!(
+                        "{name} is {phase:?} on {}, not owned elsewhere (its model owner is {})",
+                        r.who,
+                        model.unwrap_or("none")
+                    ));
+                }
             }
             for (r, answers) in view.replicas.iter().zip(owners) {
                 let says = answers

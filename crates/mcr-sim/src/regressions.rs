@@ -1,9 +1,14 @@
 //! Seeds that found defects: run first by every `--seeds` run, so a fixed defect stays fixed.
 //!
 //! Each entry is the seed, the mix it ran under, and what it found on the code it was found
-//! on (the "before"; issue 46 lists the first five). A change to the plan generator, the
-//! world's draws or the invariants re-draws every seed: find the seeds again then (run the
-//! scenario's seeds and read the traces) and replace them here.
+//! on (the "before": the first six on the code of 9936c37, before the engagement table was
+//! reworked; issue 46 lists the first five). All pass on the reworked table; the sixth failed
+//! on it too (the same churn) until the peer table ignored replayed Lease versions that a
+//! consistent list already reflected. Seed 10's moment (a member between two phases of the
+//! old table) does not exist on the reworked one, so the seventh entry lands the same removal
+//! on a member coming home there. A change to the plan generator, the world's draws or the
+//! invariants re-draws every seed: find the seeds again then (run the scenario's seeds and
+//! read the traces) and replace them here.
 
 use crate::plan::Scenario;
 
@@ -46,5 +51,11 @@ pub const REGRESSIONS: &[(u64, Scenario, &str)] = &[
         "churn after a hung peer-Lease watch resumes: the server replays the Lease writes of a \
          peer that left, whose entry the peer table had dropped; the replayed versions bring it \
          back for a lease duration, and r2 releases and re-engages m0 and m4",
+    ),
+    (
+        1,
+        Scenario::RemoveWhileMoving,
+        "a removal landing as a member comes home (owned elsewhere at the last step, its first \
+         attempt under way now): m1 removed on r2 at 7.7 s must be out of r2's table at once",
     ),
 ];

@@ -552,7 +552,7 @@ impl Process {
                                     Err(err.to_string()),
                                 );
                             }
-                            format!("refused: {err}")
+                            format!("refused: {}", mcr_core::ErrorChain(&err))
                         }
                     };
                     if last.as_deref() != Some(outcome.as_str()) {
