@@ -16,6 +16,8 @@
 //! - `cargo xtask kube-suite`: kube-rs's own cluster tests (kube, kube-client, kube-runtime of
 //!   our Cargo.lock) on the emulator and on kube-apiserver; emulator failures must be a subset.
 //! - `cargo xtask chaos`: the chaos suite (release build; `--real` on real control planes).
+//! - `cargo xtask sim`: the deterministic simulation of sharding and the engagement table
+//!   (release build; `--seeds N`, `--seed S --trace`).
 //! - `cargo xtask image`: the example-kubeconfig image (`deploy/Dockerfile`, `FROM scratch`,
 //!   static binary) with podman, saved as an OCI archive under `target/image/`.
 //! - `cargo xtask package`: packages every published crate and builds each from its package
@@ -34,6 +36,7 @@ mod fleet;
 mod image;
 mod kube_suite;
 mod schemas;
+mod sim;
 mod tests;
 
 use anyhow::{Context, Result, bail};
@@ -175,6 +178,15 @@ enum Cmd {
     /// static binary built on the host), smoke-run it as non-root with a read-only root and no
     /// capability, save it as an OCI archive under target/image, and print its size.
     Image,
+    /// Run the deterministic simulation of sharding and the engagement table (release build
+    /// of `mcr-sim`): `--seeds N` (what CI runs), `--seed S [--trace]` to replay one; every
+    /// argument goes to `mcr-sim` (`cargo xtask sim --help` lists them).
+    #[command(disable_help_flag = true)]
+    Sim {
+        /// Arguments of `mcr-sim`.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
 }
 
 fn main() -> ExitCode {
@@ -229,6 +241,7 @@ fn main() -> ExitCode {
         Cmd::Schemas => schemas::run(),
         Cmd::Package => package(),
         Cmd::Image => image::run(),
+        Cmd::Sim { args } => sim::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -580,10 +580,13 @@ async fn driver(weak: Weak<Table>) {
                 converge(&table, &mut state, name, now);
             }
             state.stopped.retain(|(_, r)| !r.is_released());
+            // Retries still to come: one that was due and that converge let be (the member
+            // is owned elsewhere, say) waits for the next change or resync, not a busy loop.
             state
                 .entries
                 .values()
                 .filter_map(|e| e.failure().and_then(|f| f.retry_at))
+                .filter(|at| *at > now)
                 .min()
         };
         if all {

@@ -2,6 +2,7 @@
 //! [module docs](super) that make a peer live, gone, or still a claimant.
 
 use std::collections::{HashMap, HashSet};
+use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::Lease;
 use tokio::time::Instant;
@@ -67,9 +68,16 @@ impl Seen {
 pub(super) struct Peers {
     me: String,
     seen: HashMap<String, Seen>,
-    /// Peers confirmed gone that other peers' claims may still name (until those peers claim
-    /// again): not taken back in as indirect peers.
-    departed: HashSet<String>,
+    /// Peers confirmed gone that other peers' claims may still name, with when they departed
+    /// and their lease duration: not taken back in as indirect peers while a claim listed
+    /// names them, nor for two lease durations after (a replica that saw the peer's Lease
+    /// just before it went counts it live for at most that long, restarted clock included,
+    /// and may name it in the claim it writes meanwhile).
+    departed: HashMap<String, (Instant, Duration)>,
+    /// The version of the newest consistent list taken in: a Lease version no newer than it,
+    /// of a peer not in the table, is one that list already reflected (a resumed watch
+    /// replaying what it missed).
+    listed_at: String,
 }
 
 impl Peers {
@@ -78,18 +86,28 @@ impl Peers {
         Peers {
             me: me.into(),
             seen: HashMap::new(),
-            departed: HashSet::new(),
+            departed: HashMap::new(),
+            listed_at: String::new(),
         }
     }
 
     /// Records a peer Lease seen at `now`; `true` when the peer is new or its weight, claim or
     /// leaving changed. A version older than one already seen (a resumed watch replaying what
-    /// it missed) is ignored, so a peer's claim never appears to shrink back.
+    /// it missed) is ignored, so a peer's claim never appears to shrink back; so is a version
+    /// of a peer not in the table that is no newer than the last consistent list (which
+    /// showed that peer's Lease gone, or a newer one since forgotten), so a replay never
+    /// brings back a peer that left.
     pub(super) fn observe(&mut self, lease: &Lease, now: Instant) -> bool {
         let Some(read) = claim::read(lease) else {
             return false;
         };
         if read.id == self.me {
+            return false;
+        }
+        let rv = &read.resource_version;
+        if !self.seen.contains_key(&read.id)
+            && (*rv == self.listed_at || older(rv, &self.listed_at))
+        {
             return false;
         }
         self.departed.remove(&read.id);
@@ -123,7 +141,7 @@ impl Peers {
         for peer in &read.claim {
             if peer.id == self.me
                 || self.seen.contains_key(&peer.id)
-                || self.departed.contains(&peer.id)
+                || self.departed.contains_key(&peer.id)
             {
                 continue;
             }
@@ -177,7 +195,10 @@ impl Peers {
     /// deadline), or once the watch shows the deletion after all (a list
     /// that ran ahead of the watch by a moment, as when another peer just collected the
     /// Lease of a dead one).
-    pub(super) fn listed(&mut self, leases: &[Lease], now: Instant) {
+    ///
+    /// `version` is the list's own resource version: Lease versions up to it that a watch
+    /// delivers later are not news (see [`observe`](Self::observe)).
+    pub(super) fn listed(&mut self, leases: &[Lease], version: Option<&str>, now: Instant) {
         let mut present = Vec::new();
         for lease in leases {
             self.observe(lease, now);
@@ -194,23 +215,34 @@ impl Peers {
         self.seen.retain(|id, s| {
             let keep = present.contains(id) || !s.expired(now);
             if !keep {
-                departed.insert(id.clone());
+                departed
+                    .entry(id.clone())
+                    .or_insert((now, s.lease.duration));
             }
             keep
         });
         for (id, s) in &mut self.seen {
             if s.expired(now) {
                 s.gone = true;
-                self.departed.insert(id.clone());
+                self.departed
+                    .entry(id.clone())
+                    .or_insert((now, s.lease.duration));
             }
         }
-        // Forgotten once no claim names them any more.
+        // Forgotten once no claim names them any more, and two lease durations have passed.
         let claimed: HashSet<String> = leases
             .iter()
             .filter_map(claim::read)
             .flat_map(|l| l.claim.into_iter().map(|p| p.id))
             .collect();
-        self.departed.retain(|id| claimed.contains(id));
+        self.departed
+            .retain(|id, (at, duration)| claimed.contains(id) || now < *at + *duration * 2);
+        // After the list's own Leases were taken in (each no newer than the list).
+        if let Some(version) = version
+            && (self.listed_at.is_empty() || older(&self.listed_at, version))
+        {
+            self.listed_at = version.to_owned();
+        }
     }
 
     /// The other live peers: those whose Lease changed within its duration, as seen here.
@@ -246,9 +278,12 @@ impl Peers {
     }
 
     /// Forgets peer `id` (its Lease was collected).
-    pub(super) fn remove(&mut self, id: &str) {
-        self.seen.remove(id);
-        self.departed.insert(id.to_owned());
+    pub(super) fn remove(&mut self, id: &str, now: Instant) {
+        let duration = self
+            .seen
+            .remove(id)
+            .map_or(Duration::ZERO, |s| s.lease.duration);
+        self.departed.insert(id.to_owned(), (now, duration));
     }
 
     /// When the next live peer's Lease expires, as seen here.
@@ -294,6 +329,16 @@ mod tests {
                 ..LeaseSpec::default()
             }),
         }
+    }
+
+    /// Peer `id`'s Lease.
+    fn lease_of(id: &str, rv: &str, claim: &str) -> Lease {
+        let mut lease = lease(rv, claim);
+        lease.metadata.name = Some(format!("g-{id}"));
+        if let Some(spec) = lease.spec.as_mut() {
+            spec.holder_identity = Some(id.into());
+        }
+        lease
     }
 
     fn left(rv: &str) -> Lease {
@@ -348,10 +393,10 @@ mod tests {
         let now = Instant::now();
         peers.observe(&lease("12", "r1=1,r2=1"), now);
         // Deleted by hand a moment ago: the list misses it, the peer stays, claim and all.
-        peers.listed(&[], now + Duration::from_secs(1));
+        peers.listed(&[], None, now + Duration::from_secs(1));
         assert_eq!(claimants(&peers), ["r2"]);
         // Still missing after its lease duration (15 s): forgotten.
-        peers.listed(&[], now + Duration::from_secs(16));
+        peers.listed(&[], None, now + Duration::from_secs(16));
         assert_eq!(peers.len(), 0);
     }
 
@@ -366,12 +411,12 @@ mod tests {
         peers.observe(&lease("12", "r1=1,r2=1"), long_ago);
         // The deletion's event carries the deletion's own version.
         peers.forget(&lease("13", "r1=1,r2=1"), now);
-        peers.listed(&[], now);
+        peers.listed(&[], None, now);
         assert_eq!(peers.len(), 0);
         // The same, with the list a moment ahead of the watch: the clock restarts at the
         // list, and the deletion seen right after ends the wait.
         peers.observe(&lease("12", "r1=1,r2=1"), long_ago);
-        peers.listed(&[], now);
+        peers.listed(&[], None, now);
         assert_eq!(claimants(&peers), ["r2"]);
         assert!(peers.next_expiry(now).is_some_and(|at| at > now));
         peers.forget(&lease("13", "r1=1,r2=1"), now);
@@ -380,7 +425,7 @@ mod tests {
             None,
             "expired: a list is due at once"
         );
-        peers.listed(&[], now);
+        peers.listed(&[], None, now);
         assert_eq!(peers.len(), 0);
     }
 
@@ -395,18 +440,18 @@ mod tests {
         let now = Instant::now();
         let long_ago = now.checked_sub(Duration::from_secs(60)).unwrap();
         peers.observe(&lease("12", "r1=1,r2=1"), long_ago);
-        peers.listed(&[], now);
+        peers.listed(&[], None, now);
         assert_eq!(claimants(&peers), ["r2"], "its claim holds");
         assert!(is_live(&peers, now));
-        peers.listed(&[], now + Duration::from_secs(5));
+        peers.listed(&[], None, now + Duration::from_secs(5));
         assert_eq!(claimants(&peers), ["r2"], "still within its lease duration");
         // A deletion of an older version (r2 renewed since, unseen here) proves nothing.
         peers.forget(&lease("11", "r1=1,r2=1"), now);
-        peers.listed(&[], now + Duration::from_secs(6));
+        peers.listed(&[], None, now + Duration::from_secs(6));
         assert_eq!(claimants(&peers), ["r2"]);
         // Missing from every list for its lease duration: r2 has written nothing since, so it
         // fenced itself long ago.
-        peers.listed(&[], now + Duration::from_secs(16));
+        peers.listed(&[], None, now + Duration::from_secs(16));
         assert_eq!(peers.len(), 0);
     }
 
@@ -422,13 +467,59 @@ mod tests {
         assert!(!is_live(&peers, now), "out of the view");
         assert_eq!(claimants(&peers), ["r2"], "its claim holds");
         // A consistent list shows the same version: gone, its claim disregarded.
-        peers.listed(&[lease("12", "r1=1,r2=1")], now);
+        peers.listed(&[lease("12", "r1=1,r2=1")], None, now);
         assert!(claimants(&peers).is_empty());
         assert_eq!(peers.gone().len(), 1, "its Lease is collected");
         // Renewed since (a newer version): back, claim and all.
-        peers.listed(&[lease("14", "r1=1,r2=1")], now);
+        peers.listed(&[lease("14", "r1=1,r2=1")], None, now);
         assert_eq!(claimants(&peers), ["r2"]);
         assert!(is_live(&peers, now));
+    }
+
+    #[test]
+    fn a_resumed_watch_replaying_a_departed_peer_does_not_bring_it_back() {
+        // This replica's watch hung; meanwhile r2 renewed (version 15), left and deleted its
+        // Lease. Consistent lists miss it for its lease duration: forgotten. Then the watch
+        // resumes and replays what it missed, r2's renewal first: a version the last list
+        // (at 30) already reflected, so it says nothing of r2 now.
+        let mut peers = Peers::new("r1");
+        let now = Instant::now();
+        let long_ago = now.checked_sub(Duration::from_secs(60)).unwrap();
+        peers.observe(&lease("12", "r1=1,r2=1"), long_ago);
+        peers.listed(&[], Some("20"), now);
+        peers.listed(&[], Some("30"), now + Duration::from_secs(16));
+        assert_eq!(peers.len(), 0, "forgotten");
+        let later = now + Duration::from_secs(17);
+        assert!(
+            !peers.observe(&lease("15", "r1=1,r2=1"), later),
+            "no change"
+        );
+        assert!(!is_live(&peers, later), "the replay does not bring r2 back");
+        assert!(claimants(&peers).is_empty());
+        // A version newer than the list: r2 is back for real.
+        assert!(peers.observe(&lease("31", "r1=1,r2=1"), later));
+        assert!(is_live(&peers, later));
+    }
+
+    #[test]
+    fn a_departed_peer_named_by_a_newcomer_stays_gone() {
+        // r2 died and this replica collected its Lease; r3 joins, having seen r2's Lease
+        // before the deletion, and claims a view that still names r2. r2 is not taken back in
+        // as a live peer: that would hand it clusters, and this replica would release them
+        // and take them back a lease duration later.
+        let mut peers = Peers::new("r1");
+        let now = Instant::now();
+        peers.observe(&lease("12", "r1=1,r2=1"), now);
+        peers.remove("r2", now);
+        // No Lease listed names r2 any more (this replica's own claim moved on).
+        peers.listed(&[], Some("20"), now);
+        let later = now + Duration::from_secs(1);
+        peers.observe(&lease_of("r3", "21", "r1=1,r2=1,r3=1"), later);
+        assert!(!is_live(&peers, later), "r2 stays gone");
+        assert_eq!(claimants(&peers), ["r3"]);
+        // Its own Lease written again (it was alive after all): back at once.
+        assert!(peers.observe(&lease("22", "r1=1,r2=1,r3=1"), later));
+        assert!(is_live(&peers, later));
     }
 
     #[test]

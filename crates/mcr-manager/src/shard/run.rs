@@ -143,7 +143,11 @@ impl Run {
         let list = tokio::time::timeout(timeout, self.api.list(&params))
             .await
             .map_err(|_| kube::Error::Service("listing peer leases timed out".into()))??;
-        self.peers.listed(&list.items, Instant::now());
+        self.peers.listed(
+            &list.items,
+            list.metadata.resource_version.as_deref(),
+            Instant::now(),
+        );
         self.collect().await;
         self.settle();
         Ok(())
@@ -167,10 +171,10 @@ impl Run {
             match deleted {
                 Ok(Ok(_)) => {
                     info!(peer = %id, lease = %name, "peer gone: its lease deleted");
-                    self.peers.remove(&id);
+                    self.peers.remove(&id, Instant::now());
                 }
                 Ok(Err(kube::Error::Api(s))) if s.is_not_found() => {
-                    self.peers.remove(&id);
+                    self.peers.remove(&id, Instant::now());
                 }
                 // Renewed meanwhile (a conflict), or the host is slow: seen at the next list.
                 Ok(Err(err)) => {

@@ -1,0 +1,61 @@
+//! Seeds that found defects: run first by every `--seeds` run, so a fixed defect stays fixed.
+//!
+//! Each entry is the seed, the mix it ran under, and what it found on the code it was found
+//! on (the "before": the first six on the code of 9936c37, before the engagement table was
+//! reworked; issue 46 lists the first five). All pass on the reworked table; the sixth failed
+//! on it too (the same churn) until the peer table ignored replayed Lease versions that a
+//! consistent list already reflected. Seed 10's moment (a member between two phases of the
+//! old table) does not exist on the reworked one, so the seventh entry lands the same removal
+//! on a member coming home there. A change to the plan generator, the world's draws or the
+//! invariants re-draws every seed: find the seeds again then (run the scenario's seeds and
+//! read the traces) and replace them here.
+
+use crate::plan::Scenario;
+
+/// A seed that found a defect (with the scenario it ran under), and what it found.
+pub const REGRESSIONS: &[(u64, Scenario, &str)] = &[
+    (
+        70,
+        Scenario::Mixed,
+        "orphan behind a hung watch: r2 joins with its peer-Lease watch hung; r1 releases r2's \
+         share and claims both, but r2 learns of r1's new claim only by a list whose answer it \
+         does not publish: m1, m2, m3 reconciled by no one",
+    ),
+    (
+        248,
+        Scenario::Mixed,
+        "churn when a replica joins while a live peer's Lease is missing (relabelled by hand): \
+         r2's first claim misses r1, r1 honours it, releases m0 and m5 and engages them again",
+    ),
+    (
+        10,
+        Scenario::Mixed,
+        "a removal lost while a member comes home from parked: the provider's remove of m1 lands \
+         between the table's sweep and the spawned add (`remove` finds nothing); m1 stays engaged",
+    ),
+    (
+        9,
+        Scenario::Mixed,
+        "overlap for a cluster engaged by hand on a sharded manager: nothing stops h0 on r1 when \
+         r3 comes to own it; the handoff hands it over anyway after the lease duration",
+    ),
+    (
+        3,
+        Scenario::Mixed,
+        "overlap with the namespace provider: members given away are not stopped, the handoff \
+         hands them over anyway, both replicas reconcile m4 and m8",
+    ),
+    (
+        45,
+        Scenario::Mixed,
+        "churn after a hung peer-Lease watch resumes: the server replays the Lease writes of a \
+         peer that left, whose entry the peer table had dropped; the replayed versions bring it \
+         back for a lease duration, and r2 releases and re-engages m0 and m4",
+    ),
+    (
+        1,
+        Scenario::RemoveWhileMoving,
+        "a removal landing as a member comes home (owned elsewhere at the last step, its first \
+         attempt under way now): m1 removed on r2 at 7.7 s must be out of r2's table at once",
+    ),
+];
