@@ -324,7 +324,7 @@ pub(super) fn converge(table: &Arc<Table>, state: &mut State, name: &ClusterName
                 "ownership moved to another replica: cluster stopped");
         } else if e.elsewhere.is_none() {
             info!(cluster = %name, owner = owner.as_deref().unwrap_or("unknown"),
-                "cluster owned by another replica: parked");
+                "cluster owned by another replica: not engaged here");
         }
         e.elsewhere = Some(owner);
         table.changed.notify_waiters();
