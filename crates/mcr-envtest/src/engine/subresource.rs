@@ -554,13 +554,11 @@ fn post_locked(
         "token" => {
             // kube-apiserver tracks the TokenRequest it creates like any create: the request's
             // manager owns the spec it sent, after defaulting (`expirationSeconds`), not the
-            // audiences and bound object the server fills in later.
+            // audiences and bound object the server fills in later. An empty list sent is a
+            // field sent (`audiences: []` is owned; the fidelity check found it).
             let mut spec = json!({"spec": {}});
             for field in ["audiences", "boundObjectRef"] {
-                if let Some(v) = body["spec"]
-                    .get(field)
-                    .filter(|v| !v.is_null() && !v.as_array().is_some_and(Vec::is_empty))
-                {
+                if let Some(v) = body["spec"].get(field).filter(|v| !v.is_null()) {
                     spec["spec"][field] = v.clone();
                 }
             }
