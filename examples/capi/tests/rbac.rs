@@ -127,8 +127,11 @@ impl World {
             clusters
                 .create(&pp, &mcr_test_support::capi_cluster("v1beta2", &b, true))
                 .await?;
+            // The Secret comes only after the member's fifth failed attempt: its next retry
+            // is then 16 s away, past the deadline of a run without a grant, so the Secret
+            // watch (not the table's backoff) is what brings the member up at once.
             let missing = format!("{b}-kubeconfig");
-            if !waits_for_secret(&controller, &missing, deadline).await {
+            if !waits_for_secret(&controller, &missing, 5, deadline).await {
                 return Ok(Some(2));
             }
             secrets
@@ -152,14 +155,23 @@ impl World {
     }
 }
 
-/// Waits (at most `deadline`) until the controller logs that it waits for Secret `secret`.
-async fn waits_for_secret(controller: &Controller, secret: &str, deadline: Duration) -> bool {
+/// Waits (at most `deadline`) until the controller logged `times` times that it did not find
+/// Secret `secret`.
+async fn waits_for_secret(
+    controller: &Controller,
+    secret: &str,
+    times: usize,
+    deadline: Duration,
+) -> bool {
     let until = tokio::time::Instant::now() + deadline;
+    let line = format!("kubeconfig Secret {NAMESPACE}/{secret} not found");
     while tokio::time::Instant::now() < until {
         if controller
             .log()
             .lines()
-            .any(|l| l.contains("kubeconfig Secret not found") && l.contains(secret))
+            .filter(|l| l.contains(&line))
+            .count()
+            >= times
         {
             return true;
         }
