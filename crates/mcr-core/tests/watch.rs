@@ -132,3 +132,48 @@ async fn a_closed_watch_resumes_without_a_list() {
     assert_eq!(tc.request_count("list", "configmaps"), 1);
     token.cancel();
 }
+
+#[tokio::test]
+async fn an_unanswered_list_is_given_up_and_retried() {
+    // Simulation seed 825: a host list lost on the way (the request never answered) held the
+    // namespace provider's watch for the rest of the run, so a namespace unlabelled later never
+    // left the fleet. A list page, like the opening of a watch, is given up once kube-apiserver's
+    // own request timeout (60 s) has passed with a margin, and reported like any failure.
+    use futures::StreamExt;
+    let tc = TestCluster::start("lost").await.unwrap();
+    // One client, its connection open: only the request is lost, not the connect.
+    let client = tc.client();
+    create(&client, "a", "x").await;
+    tc.partition(mcr_envtest::Partition::Hang);
+    let api: kube::Api<ConfigMap> = kube::Api::default_namespaced(client);
+    let mut events = mcr_core::watch(api, watcher::Config::default());
+    assert!(matches!(
+        events.next().await,
+        Some(Ok(watcher::Event::Init))
+    ));
+    // Virtual time from here: the hung request is idle, so the clock runs ahead to the next
+    // timer. Without a bound, that is this test's own limit.
+    tokio::time::pause();
+    let next = tokio::time::timeout(std::time::Duration::from_secs(600), events.next()).await;
+    let err = match next {
+        Ok(Some(Err(err))) => err,
+        Ok(other) => panic!("expected the list to fail, got {other:?}"),
+        Err(_) => panic!("the unanswered list was still waited on after 600 s"),
+    };
+    assert!(
+        err.to_string().contains("no answer within 65s"),
+        "unexpected error: {err}"
+    );
+    // Answered again: the next list goes through.
+    tokio::time::resume();
+    tc.heal();
+    let mut listed = Vec::new();
+    while let Some(event) = tokio::time::timeout(DEADLINE, events.next()).await.unwrap() {
+        match event {
+            Ok(watcher::Event::InitApply(cm)) => listed.push(cm.name_any()),
+            Ok(watcher::Event::InitDone) => break,
+            _ => {}
+        }
+    }
+    assert_eq!(listed, ["a"]);
+}

@@ -58,4 +58,26 @@ pub const REGRESSIONS: &[(u64, Scenario, &str)] = &[
         "a removal landing as a member comes home (owned elsewhere at the last step, its first \
          attempt under way now): m1 removed on r2 at 7.7 s must be out of r2's table at once",
     ),
+    (
+        1670,
+        Scenario::Mixed,
+        "churn when two replicas start together: each listens before its first claim without a \
+         Lease of its own, neither hears of the other, r1 claims everything, engages m1 at 2.4 s \
+         and hands it to r2 at 2.8 s (fixed by announcing with an empty claim before listening)",
+    ),
+    (
+        1000,
+        Scenario::Mixed,
+        "overlap after a pause: r2, paused with its peer-Lease watch hung, comes back to a \
+         consistent list that misses r1's Lease (deleted by hand); r2 takes r1's last claim it \
+         saw (from before r1 took r2 for gone and claimed everything) and engages m1, m2, m3, m6 \
+         while r1 holds them",
+    ),
+    (
+        825,
+        Scenario::Mixed,
+        "a removal never reaching a replica: its namespace watch request was swallowed by the \
+         host path (never answered) and held the provider's watch for the rest of the run; m0, \
+         unlabelled at 36 s, stays in r1's table (failed in 5 runs of 8: std's hash order)",
+    ),
 ];

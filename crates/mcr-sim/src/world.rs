@@ -50,10 +50,13 @@ pub const BOUNDS: Bounds = Bounds {
     restart: TIMINGS.lease,
 };
 
-/// How long a watch client may back off after errors (kube-runtime's default backoff, 30 s at
-/// most): with the namespace provider, every member's informer runs over the host path, so a
-/// replica's members may stay unsynced this long after its host path errored.
-const BACKOFF_CAP: Ms = 30_000;
+/// How long a replica's informers over the host path may take to recover after its host path
+/// stopped erroring: a request the path swallowed (never answered) is given up after mcr-core's
+/// request bound (65 s: kube-apiserver's request timeout and a margin), and the watch client
+/// then backs off up to 30 s (kube-runtime's default backoff). With the namespace provider,
+/// every member's informer runs over the host path too, so a replica's members may stay unsynced
+/// this long, and a namespace's change may reach its provider this late.
+const HOST_RECOVERY: Ms = 65_000 + 30_000;
 
 /// How a run goes.
 #[derive(Clone, Debug)]
@@ -748,13 +751,13 @@ impl World {
         self.trace("sim", "faults lifted: the quiet tail begins");
         self.net.heal_all();
         // With the namespace provider, members' informers run over the host path: after it
-        // errored, they may back off for up to BACKOFF_CAP. The tail waits that out.
+        // errored, they may take up to HOST_RECOVERY to recover. The tail waits that out.
         if self.plan.kind == Kind::Namespaces {
             for slot in &self.slots {
                 if let Some(t) = slot.errors_cleared
-                    && self.now < t + BACKOFF_CAP
+                    && self.now < t + HOST_RECOVERY
                 {
-                    self.plan.end = self.plan.end.max(t + BACKOFF_CAP + BOUNDS.orphan);
+                    self.plan.end = self.plan.end.max(t + HOST_RECOVERY + BOUNDS.orphan);
                 }
             }
         }
@@ -865,7 +868,7 @@ impl World {
             }
             if existing
                 && self.plan.kind == Kind::Namespaces
-                && slot.errors_cleared.is_some_and(|t| now < t + BACKOFF_CAP)
+                && slot.errors_cleared.is_some_and(|t| now < t + HOST_RECOVERY)
             {
                 disrupted_recently = true;
             }
@@ -886,7 +889,7 @@ impl World {
                 } else if let Some(at) = self.unlabelled.get(name)
                     && !faults.any()
                 {
-                    let backoff = slot.errors_cleared.map_or(0, |t| t + BACKOFF_CAP);
+                    let backoff = slot.errors_cleared.map_or(0, |t| t + HOST_RECOVERY);
                     Some((*at).max(slot.host_clean_since).max(backoff))
                 } else {
                     None

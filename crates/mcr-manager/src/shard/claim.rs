@@ -47,12 +47,20 @@ pub(super) fn read(lease: &Lease) -> Option<PeerLease> {
         resource_version: lease.metadata.resource_version.clone().unwrap_or_default(),
         duration: crate::lease::duration(spec),
         weight: get(WEIGHT).and_then(|w| w.parse().ok()).unwrap_or(1),
-        claim: get(CLAIM).map(|c| decode(c)).unwrap_or_default(),
+        claim: annotations.map(read_claim).unwrap_or_default(),
         left: get(LEFT).is_some(),
     })
 }
 
 /// The annotations of a peer with `weight` claiming `claim`.
+/// The claim recorded in a Lease's `annotations` (empty if none).
+pub(super) fn read_claim(annotations: &BTreeMap<String, String>) -> Vec<Peer> {
+    annotations
+        .get(CLAIM)
+        .map(|c| decode(c))
+        .unwrap_or_default()
+}
+
 pub(super) fn annotations(weight: u32, claim: &[Peer]) -> BTreeMap<String, String> {
     BTreeMap::from([
         (WEIGHT.to_owned(), weight.to_string()),

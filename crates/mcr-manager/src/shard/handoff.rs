@@ -84,7 +84,7 @@ impl Run {
     /// go on, the claim stays true (it still holds what it claims) and keeps it from fencing
     /// itself.
     async fn renew_current(&mut self) {
-        if self.active && !self.applied.is_empty() {
+        if self.active_since.is_some() && !self.applied.is_empty() {
             let claim = self.applied.clone();
             if let Err(err) = self.write(&claim).await {
                 warn!(error = %mcr_core::ErrorChain(&err), "could not renew the peer lease");
@@ -122,7 +122,7 @@ impl Run {
         }
         let now = Instant::now();
         let view = self.claim(now);
-        if view == self.applied && self.active {
+        if view == self.applied && self.active_since.is_some() {
             // The list showed nothing new for this replica: a renewal. (What it showed, say
             // another peer releasing what it claimed before the watch did, was published by
             // the list.)
@@ -174,7 +174,7 @@ impl Run {
             self.previous = previous.clone();
         }
         // 4. Engage: active under the new claim.
-        self.active = true;
+        self.active_since.get_or_insert(Instant::now());
         self.settle();
         if previous != self.applied {
             info!(peers = %claim::encode(&self.applied), epoch = epoch(&self.applied), "assignment applied");

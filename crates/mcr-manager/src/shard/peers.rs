@@ -246,10 +246,25 @@ impl Peers {
     }
 
     /// The other live peers: those whose Lease changed within its duration, as seen here.
-    pub(super) fn live(&self, now: Instant) -> Vec<Peer> {
+    ///
+    /// A peer that has announced itself but claimed nothing yet (a Lease with an empty claim,
+    /// see `Run::announce`) counts only for a replica that is not active yet itself
+    /// (`active: false`: two replicas starting together claim with each other), or once a
+    /// claim names it (`mine`, this replica's, or another peer's): an active replica keeps
+    /// what the newcomer will take until the newcomer claims, instead of leaving it
+    /// unreconciled while the newcomer listens.
+    pub(super) fn live(&self, now: Instant, active: bool, mine: &[Peer]) -> Vec<Peer> {
+        let named = |id: &str| {
+            mine.iter().any(|p| p.id == id)
+                || self
+                    .seen
+                    .values()
+                    .any(|s| !s.gone && s.lease.claim.iter().any(|p| p.id == id))
+        };
         self.seen
             .iter()
             .filter(|(_, s)| !s.gone && !s.expired(now))
+            .filter(|(id, s)| !active || s.indirect || !s.lease.claim.is_empty() || named(id))
             .map(|(id, s)| Peer::new(id.clone(), s.lease.weight))
             .collect()
     }
@@ -257,11 +272,28 @@ impl Peers {
     /// Every other peer's claim, until a consistent list confirmed the peer gone (or it
     /// left): a peer that only *looks* silent (this replica's watch lags, or this process was
     /// paused) may still hold what it claims.
-    pub(super) fn claims(&self) -> Vec<(String, Vec<Peer>)> {
+    ///
+    /// A peer whose Lease was already missing (without this replica's watch showing the
+    /// deletion) when this replica became active (`active_since`: it listed its peers after
+    /// its claim) may have claimed anything before the Lease went, this replica's share
+    /// included if it took this replica for gone while it was fenced: until it writes its
+    /// Lease again (or is gone) it holds every cluster. A peer that goes missing later cannot
+    /// have taken this replica for gone (it renewed all along), so its last claim seen holds.
+    pub(super) fn claims(&self, active_since: Option<Instant>) -> Vec<(String, Vec<Peer>)> {
         self.seen
             .iter()
             .filter(|(_, s)| !s.gone)
-            .map(|(id, s)| (id.clone(), s.lease.claim.clone()))
+            .map(|(id, s)| {
+                let unknown = s
+                    .missing_since
+                    .is_some_and(|missing| active_since.is_none_or(|active| missing <= active));
+                let claim = if unknown && !s.deleted {
+                    vec![Peer::new(id.clone(), s.lease.weight)]
+                } else {
+                    s.lease.claim.clone()
+                };
+                (id.clone(), claim)
+            })
             .collect()
     }
 
@@ -348,11 +380,11 @@ mod tests {
     }
 
     fn claimants(peers: &Peers) -> Vec<String> {
-        peers.claims().into_iter().map(|(id, _)| id).collect()
+        peers.claims(None).into_iter().map(|(id, _)| id).collect()
     }
 
     fn is_live(peers: &Peers, now: Instant) -> bool {
-        peers.live(now).iter().any(|p| p.id == "r2")
+        peers.live(now, false, &[]).iter().any(|p| p.id == "r2")
     }
 
     #[test]
@@ -364,9 +396,9 @@ mod tests {
         let now = Instant::now();
         assert!(peers.observe(&lease("12", "r1=1,r2=1"), now));
         assert!(!peers.observe(&lease("9", "r2=1"), now), "older: ignored");
-        assert_eq!(peers.claims()[0].1, claim::decode("r1=1,r2=1"));
+        assert_eq!(peers.claims(None)[0].1, claim::decode("r1=1,r2=1"));
         assert!(peers.observe(&lease("13", "r2=1"), now), "newer: taken");
-        assert_eq!(peers.claims()[0].1, claim::decode("r2=1"));
+        assert_eq!(peers.claims(None)[0].1, claim::decode("r2=1"));
     }
 
     #[test]
@@ -456,6 +488,51 @@ mod tests {
     }
 
     #[test]
+    fn a_peer_whose_lease_went_missing_unseen_holds_every_cluster() {
+        // Simulation seed 1000: this replica was paused and its watch hung, so the last claim
+        // it saw of r2 is an old, narrow one (r1=1,r2=1). Meanwhile r2 took this replica for
+        // gone and claimed everything (r2=1); then someone deleted r2's Lease by hand. The
+        // consistent list this replica takes to become active again misses it, and the watch
+        // never showed the deletion: what r2 claims is unknown, so until r2 writes its Lease
+        // again (or a lease duration passes) it holds every cluster, not just its share of the
+        // stale claim.
+        let mut peers = Peers::new("r1");
+        let now = Instant::now();
+        let long_ago = now.checked_sub(Duration::from_secs(60)).unwrap();
+        peers.observe(&lease("12", "r1=1,r2=1"), long_ago);
+        let names: Vec<mcr_core::ClusterName> = (0..50).map(|i| format!("m{i}").into()).collect();
+        let holds_all = |peers: &Peers, active_since: Option<Instant>| {
+            let claims = peers.claims(active_since);
+            names.iter().all(|n| {
+                claims.iter().any(|(id, claim)| {
+                    super::super::hrw::owner(claim, n).is_some_and(|p| &p.id == id)
+                })
+            })
+        };
+        assert!(
+            !holds_all(&peers, None),
+            "a known claim holds only its share"
+        );
+        peers.listed(&[], None, now);
+        let activated = now + Duration::from_millis(100);
+        assert!(
+            holds_all(&peers, Some(activated)),
+            "missing when this replica became active: holds everything"
+        );
+        // Active all along (renewing, so r2 never took it for gone): the last claim seen holds,
+        // and what this replica already owns is not released.
+        assert!(!holds_all(&peers, Some(long_ago)));
+        // Written again: its claim is known once more.
+        peers.observe(&lease("40", "r1=1,r2=1"), now);
+        assert!(!holds_all(&peers, Some(activated)));
+        // Deleted, and the watch showed it (so nothing before it was missed): the last claim
+        // seen is still what it holds.
+        peers.forget(&lease("41", "r1=1,r2=1"), now);
+        peers.listed(&[], None, now);
+        assert!(!holds_all(&peers, Some(activated)));
+    }
+
+    #[test]
     fn a_silent_peer_keeps_its_claim_until_a_consistent_list_confirms_it_gone() {
         // Seen through the watch alone, a peer silent for longer than its lease may be alive
         // (the watch lags, or this process was paused): it leaves the view, but its claim
@@ -520,6 +597,32 @@ mod tests {
         // Its own Lease written again (it was alive after all): back at once.
         assert!(peers.observe(&lease("22", "r1=1,r2=1,r3=1"), later));
         assert!(is_live(&peers, later));
+    }
+
+    #[test]
+    fn an_announced_peer_counts_for_an_active_replica_once_a_claim_names_it() {
+        // r2 announced itself (its Lease, claiming nothing) and listens before its first claim.
+        let mut peers = Peers::new("r1");
+        let now = Instant::now();
+        let counts = |peers: &Peers, active: bool, mine: &str| {
+            peers
+                .live(now, active, &claim::decode(mine))
+                .iter()
+                .any(|p| p.id == "r2")
+        };
+        peers.observe(&lease_of("r2", "5", ""), now);
+        assert!(counts(&peers, false, ""), "r1 starting too: claims with r2");
+        assert!(
+            !counts(&peers, true, "r1=1"),
+            "r1 active: keeps r2's share until r2 claims"
+        );
+        assert!(counts(&peers, true, "r1=1,r2=1"), "r1's own claim names r2");
+        peers.observe(&lease_of("r3", "6", "r1=1,r2=1,r3=1"), now);
+        assert!(counts(&peers, true, "r1=1"), "r3's claim names r2");
+        let mut peers = Peers::new("r1");
+        peers.observe(&lease_of("r2", "5", ""), now);
+        peers.observe(&lease_of("r2", "7", "r1=1,r2=1"), now);
+        assert!(counts(&peers, true, "r1=1"), "r2 claimed");
     }
 
     #[test]

@@ -42,9 +42,9 @@ pub(super) struct Run {
     /// Since when work of clusters given away has outlived the release grace (a handoff
     /// waiting for it).
     pub(super) stuck_since: Option<Instant>,
-    /// Whether this replica listed its peers after its last claim (and has not fenced itself
-    /// since): it may own what its claim gives it.
-    pub(super) active: bool,
+    /// Since when this replica is active: it listed its peers after its claim, and has not
+    /// fenced itself since (it may own what its claim gives it). `None` while it is not.
+    pub(super) active_since: Option<Instant>,
 }
 
 /// How long a write started at `now` may take: what is left of the renew deadline since the
@@ -80,7 +80,7 @@ impl Run {
             previous: Vec::new(),
             namespace: ns,
             stuck_since: None,
-            active: false,
+            active_since: None,
         }
     }
 
@@ -95,7 +95,9 @@ impl Run {
     /// The live peers: this one (if it renewed in time) and every other whose Lease changed
     /// within its duration, as seen here.
     pub(super) fn view(&self, now: Instant) -> Vec<Peer> {
-        let mut view = self.peers.live(now);
+        let mut view = self
+            .peers
+            .live(now, self.active_since.is_some(), &self.applied);
         if self.fresh(now) {
             view.push(Peer::new(self.me(), self.c.opts.weight));
         }
@@ -115,9 +117,9 @@ impl Run {
         // peer that only *looks* silent (this replica's watch lags, or this process was
         // paused) may still hold what it claims. The view may drop it earlier; that only
         // makes this replica release or wait, never engage.
-        let others = self.peers.claims();
+        let others = self.peers.claims(self.active_since);
         Snapshot {
-            active: self.active && self.fresh(now),
+            active: self.active_since.is_some() && self.fresh(now),
             view: self.view(now),
             applied: self.applied.clone(),
             others,
@@ -188,10 +190,34 @@ impl Run {
     /// Writes this replica's Lease (a renewal, carrying `claim`), bounded by the time left
     /// before the renew deadline. On success, `renewed` is the start of this write.
     pub(super) async fn write(&mut self, claim: &[Peer]) -> Result<(), kube::Error> {
+        self.write_lease(Some(claim)).await
+    }
+
+    /// Announces this replica before its first claim, once a consistent list has shown its
+    /// peers: its Lease is renewed with the claim it has (that of an earlier run of this
+    /// identity, which peers go on honouring), or created claiming nothing. A replica starting
+    /// at the same moment hears of it while it listens, and both claim with each other from
+    /// their first claim; a replica already active does not count it until a claim names it
+    /// (see [`Peers::live`]), so nothing is released to it before it claims.
+    async fn announce(&mut self) {
+        if let Err(err) = self.list().await {
+            debug!(error = %mcr_core::ErrorChain(&err), "no announcement before the first claim: the peer leases could not be listed");
+            return;
+        }
+        if let Err(err) = self.write_lease(None).await {
+            debug!(error = %mcr_core::ErrorChain(&err), "could not announce this replica before its first claim");
+        }
+        self.settle();
+    }
+
+    /// [`write`](Self::write), or with `None` the claim the Lease has (none if it is new).
+    async fn write_lease(&mut self, claim: Option<&[Peer]>) -> Result<(), kube::Error> {
         let started = Instant::now();
         let left = write_bound(self.renewed, started, self.c.opts.renew_deadline);
         let opts = &self.c.opts;
-        let annotations = claim::annotations(opts.weight, claim);
+        let weight = opts.weight;
+        let annotations = claim::annotations(weight, claim.unwrap_or_default());
+        let keep_claim = claim.is_none();
         let spec = LeaseSpec {
             holder_identity: Some(opts.identity.clone()),
             lease_duration_seconds: Some(crate::lease::seconds(opts.lease_duration)),
@@ -220,6 +246,10 @@ impl Run {
                         return api.create(&PostParams::default(), &lease).await;
                     }
                 },
+            };
+            let annotations = match lease.metadata.annotations.as_ref() {
+                Some(had) if keep_claim => claim::annotations(weight, &claim::read_claim(had)),
+                _ => annotations,
             };
             lease.metadata.labels = Some(labels);
             lease.metadata.annotations = Some(annotations);
@@ -299,6 +329,7 @@ impl Run {
         // it again within its renew deadline, or has fenced itself by then. A replica that
         // claimed at once could not know of it, and would claim (and engage) what it holds.
         let first_claim = Instant::now() + opts.renew_deadline;
+        self.announce().await;
         let mut next_renew = first_claim;
         // After a failed step, nothing is tried again before this.
         let mut retry_at = first_claim;
@@ -306,14 +337,14 @@ impl Run {
             let now = Instant::now();
             // Self-fencing: not renewed within the renew deadline → own nothing, before any
             // peer can take the clusters over (they wait for the lease duration).
-            if self.renewed.is_some() && !self.fresh(now) && self.active {
+            if self.renewed.is_some() && !self.fresh(now) && self.active_since.is_some() {
                 warn!(deadline = ?opts.renew_deadline, "peer lease not renewed in time: releasing every cluster");
-                self.active = false;
+                self.active_since = None;
             }
             // Whatever changed while this loop waited (a peer expired, fencing) is published.
             self.settle();
             let view = self.view(now);
-            let active = self.active;
+            let active = self.active_since.is_some();
             let changed = self.fresh(now) && (view != self.applied || !active);
             if now >= next_renew || (changed && now >= retry_at) {
                 let claim = self.claim(now);

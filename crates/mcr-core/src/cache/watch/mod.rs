@@ -36,6 +36,24 @@ const MAX_ERROR_BODY: usize = 64 << 10;
 /// considered dead and resumed (kube-runtime's margin).
 const IDLE_MARGIN: Duration = Duration::from_secs(5);
 
+/// How long a list page, or the opening of a watch, may go unanswered before it is given up
+/// (a `watcher::Error` like any failed request, then backoff and a retry): kube-apiserver's own
+/// request timeout (`--request-timeout`, 60 s), after which it has abandoned the request
+/// anyway, plus a margin. A request lost on the way (a dead connection, a proxy that dropped
+/// it) would otherwise hold the informer until the client's read timeout, or forever where
+/// the client has none.
+pub(crate) const REQUEST_TIMEOUT: Duration = Duration::from_secs(65);
+
+/// `request`, or an error once it has gone unanswered for [`REQUEST_TIMEOUT`].
+async fn bounded<T>(what: &str, request: impl Future<Output = kube::Result<T>>) -> kube::Result<T> {
+    match tokio::time::timeout(REQUEST_TIMEOUT, request).await {
+        Ok(answer) => answer,
+        Err(_) => Err(kube::Error::Service(
+            format!("{what}: no answer within {}s", REQUEST_TIMEOUT.as_secs()).into(),
+        )),
+    }
+}
+
 /// The annotation of the bookmark that ends a streaming list's initial events.
 const INITIAL_EVENTS_END: &str = "k8s.io/initial-events-end";
 
@@ -288,7 +306,7 @@ impl Lister {
             self.request.list(&params)
         };
         let request = request.map_err(kube::Error::BuildRequest)?;
-        self.client.request::<ObjectList<K>>(request).await
+        bounded("list", self.client.request::<ObjectList<K>>(request)).await
     }
 
     /// Opens a watch from `version` (`initial`: a streaming list's first watch).
@@ -309,15 +327,18 @@ impl Lister {
             .headers_mut()
             .entry(http::header::ACCEPT_ENCODING)
             .or_insert(http::HeaderValue::from_static("identity"));
-        let response = self
-            .client
-            .send(request.map(kube::client::Body::from))
-            .await?;
-        let status = response.status();
-        if status.is_client_error() || status.is_server_error() {
-            return Err(api_error(status, response.into_body()).await);
-        }
-        Ok(Events::new(response.into_body()))
+        let open = async {
+            let response = self
+                .client
+                .send(request.map(kube::client::Body::from))
+                .await?;
+            let status = response.status();
+            if status.is_client_error() || status.is_server_error() {
+                return Err(api_error(status, response.into_body()).await);
+            }
+            Ok(Events::new(response.into_body()))
+        };
+        bounded("opening a watch", open).await
     }
 
     /// The next event, or `None` when the watch ended or stayed silent past its timeout.
