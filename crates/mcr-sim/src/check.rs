@@ -144,6 +144,9 @@ struct Member {
     last_reconcile: Option<Ms>,
     /// Its model owner at the last step.
     owner: Option<String>,
+    /// When its model owner last changed: the new owner takes it over from then (a delay
+    /// the old owner was allowed, such as a hung peer-Lease watch, is not carried over).
+    owner_since: Ms,
     /// Engagements counted against the allowance.
     counted: u32,
     /// `1 +` changes of model owner `+` provider re-adds and replacements `+` owner restarts.
@@ -438,6 +441,7 @@ impl Checker {
             let owner = crate::model::owner(&view.available, name);
             if m.owner.is_some() && owner.is_some() && m.owner.as_deref() != owner {
                 m.allowance += 1;
+                m.owner_since = now;
                 // To a replica that is still listening before its first claim (the model
                 // counts it from its start, its peers only from its first Lease): another
                 // replica may cover the member until it claims.
@@ -472,7 +476,8 @@ impl Checker {
                     .since
                     .max(m.last_reconcile.unwrap_or(0))
                     .max(excused)
-                    .max(started);
+                    .max(started)
+                    .max(m.owner_since);
                 if now > since + self.bounds.orphan + extra {
                     m.orphan_reported = true;
                     found.push(format!(

@@ -80,4 +80,11 @@ pub const REGRESSIONS: &[(u64, Scenario, &str)] = &[
          host path (never answered) and held the provider's watch for the rest of the run; m0, \
          unlabelled at 36 s, stays in r1's table (failed in 5 runs of 8: std's hash order)",
     ),
+    (
+        728,
+        Scenario::Mixed,
+        "churn after a hung peer-Lease watch resumes: it replays r3's older Lease, whose claim \
+         still names r2, gone for two lease durations; r2 comes back as an indirect peer and r1 \
+         releases m2, m3, m6, m9 and engages them again 0.7 s later",
+    ),
 ];

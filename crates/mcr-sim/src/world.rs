@@ -130,6 +130,10 @@ struct Slot {
     host_clean_since: Ms,
     /// When its host path last stopped failing requests.
     errors_cleared: Option<Ms>,
+    /// With the namespace provider: when its host watch of namespaces (the provider's source
+    /// of truth) last hung. While it hangs, the replica learns of no member wanted or
+    /// unwanted, and no other replica takes its share over (it renews its Lease all along).
+    source_hung: Option<Ms>,
     /// The members the process's table held at the last step (for the trace).
     last_table: String,
     /// Until when its members may take [`Bounds::restart`] longer (a peer's Lease was
@@ -800,6 +804,9 @@ impl World {
             if faults.disrupts() {
                 slot.errors_cleared = Some(now);
             }
+            if self.plan.kind == Kind::Namespaces && faults.watch.hangs("namespaces") {
+                slot.source_hung = Some(now);
+            }
             let disrupted = slot
                 .process
                 .as_ref()
@@ -868,7 +875,8 @@ impl World {
             }
             if existing
                 && self.plan.kind == Kind::Namespaces
-                && slot.errors_cleared.is_some_and(|t| now < t + HOST_RECOVERY)
+                && (slot.errors_cleared.is_some_and(|t| now < t + HOST_RECOVERY)
+                    || slot.source_hung.is_some_and(|t| now < t + BOUNDS.orphan))
             {
                 disrupted_recently = true;
             }

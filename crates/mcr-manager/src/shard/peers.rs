@@ -110,11 +110,18 @@ impl Peers {
         {
             return false;
         }
+        // A version already seen, or older (a resumed watch replaying what it missed), says
+        // nothing new: not even of the peers its claim names (a peer gone since would come
+        // back as indirect).
+        if let Some(seen) = self.seen.get(&read.id)
+            && (seen.lease.resource_version == read.resource_version
+                || older(&read.resource_version, &seen.lease.resource_version))
+        {
+            return false;
+        }
         self.departed.remove(&read.id);
         self.learn(&read, now);
         match self.seen.get_mut(&read.id) {
-            Some(seen) if seen.lease.resource_version == read.resource_version => false,
-            Some(seen) if older(&read.resource_version, &seen.lease.resource_version) => false,
             Some(seen) => {
                 let changed = seen.lease.weight != read.weight
                     || seen.lease.claim != read.claim
@@ -623,6 +630,29 @@ mod tests {
         peers.observe(&lease_of("r2", "5", ""), now);
         peers.observe(&lease_of("r2", "7", "r1=1,r2=1"), now);
         assert!(counts(&peers, true, "r1=1"), "r2 claimed");
+    }
+
+    #[test]
+    fn a_replayed_old_claim_does_not_bring_a_departed_peer_back() {
+        // Simulation seed 728: r2 left; this replica's watch hung, and a consistent list showed
+        // r3's newer claim without r2. Long after, the watch resumes and replays r3's older
+        // Lease version, whose claim still names r2: an old version says nothing of r2 now.
+        let mut peers = Peers::new("r1");
+        let now = Instant::now();
+        peers.observe(&lease_of("r3", "10", "r1=1,r2=1,r3=1"), now);
+        peers.observe(&lease("11", "r1=1,r2=1,r3=1"), now);
+        peers.forget(&left("12"), now);
+        peers.listed(&[lease_of("r3", "20", "r1=1,r3=1")], Some("20"), now);
+        let later = now + Duration::from_secs(60);
+        peers.listed(&[lease_of("r3", "30", "r1=1,r3=1")], Some("30"), later);
+        // Two lease durations on: r2 is no longer remembered as departed.
+        let later = later + Duration::from_secs(60);
+        peers.listed(&[lease_of("r3", "40", "r1=1,r3=1")], Some("40"), later);
+        assert!(!peers.observe(&lease_of("r3", "10", "r1=1,r2=1,r3=1"), later));
+        assert!(
+            !is_live(&peers, later),
+            "r2 brought back by a replayed claim"
+        );
     }
 
     #[test]
