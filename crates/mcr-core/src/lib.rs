@@ -77,7 +77,9 @@ pub mod members;
 pub mod providers;
 pub mod scope;
 
-pub use cache::{Cache, CacheEvent, CacheView, Informer, InformerOptions, watch, watch_metadata};
+pub use cache::{
+    Cache, CacheEvent, CacheView, Informer, InformerOptions, older_version, watch, watch_metadata,
+};
 pub use cluster::{Cluster, ClusterId, Released};
 pub use coordinator::{Coordinator, Ownership};
 pub(crate) use engagements::DEFAULT_SYNC_TIMEOUT;

@@ -32,12 +32,6 @@ pub(crate) fn duration(spec: &LeaseSpec) -> Duration {
         .map_or(DEFAULT_DURATION, Duration::from_secs)
 }
 
-/// Whether resourceVersion `a` is older than `b`. Both are etcd revisions on every API server
-/// mcr runs against (decimal integers); anything else counts as not older (taken).
-pub(crate) fn older(a: &str, b: &str) -> bool {
-    matches!((a.parse::<u64>(), b.parse::<u64>()), (Ok(a), Ok(b)) if a < b)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -58,7 +52,5 @@ mod tests {
         assert_eq!(duration(&spec(Some(4))), Duration::from_secs(4));
         assert_eq!(duration(&spec(None)), DEFAULT_DURATION);
         assert_eq!(duration(&spec(Some(-3))), DEFAULT_DURATION);
-        assert!(older("9", "12"));
-        assert!(!older("12", "12") && !older("x", "12"));
     }
 }

@@ -87,4 +87,19 @@ pub const REGRESSIONS: &[(u64, Scenario, &str)] = &[
          still names r2, gone for two lease durations; r2 comes back as an indirect peer and r1 \
          releases m2, m3, m6, m9 and engages them again 0.7 s later",
     ),
+    (
+        7355,
+        Scenario::Mixed,
+        "no convergence: r2's peer-Lease watch request was swallowed while its host path failed \
+         requests; r2 never heard of r1 joining after the faults (it lists only when a peer \
+         expires) and kept m0 and m4 to the end (a watch that does not show this replica's own \
+         renewals is now found deaf: peers listed, watch opened again)",
+    ),
+    (
+        5116,
+        Scenario::Mixed,
+        "no convergence with the namespace provider: m1 unwanted then wanted again; the watch \
+         then delivered the older (unwanted) version again, the host informer's store went back \
+         to it, and r1 let m1 go for good",
+    ),
 ];

@@ -13,6 +13,7 @@ mod key;
 mod name;
 mod shared;
 mod sync;
+mod version;
 mod watch;
 
 use std::{any::Any, collections::HashMap, fmt::Debug, hash::Hash, sync::Arc};
@@ -35,6 +36,7 @@ use key::InformerKey;
 pub use key::InformerOptions;
 pub(crate) use key::TypeTag;
 use shared::{ErasedInformer, Shared};
+pub use version::older_version;
 pub use watch::{watch, watch_metadata};
 
 use crate::ClusterName;

@@ -14,7 +14,7 @@ use futures::{StreamExt, channel::mpsc::UnboundedSender, future::BoxFuture, stre
 use kube::{
     Resource,
     runtime::{
-        reflector::{Lookup, Store, store::Writer},
+        reflector::{Lookup, ObjectRef, Store, store::Writer},
         watcher,
     },
 };
@@ -268,6 +268,9 @@ where
         match event {
             watcher::Event::Apply(obj) => {
                 let key = obj.to_object_ref(self.dyntype.clone());
+                if self.outdated(&key, &obj) {
+                    return;
+                }
                 writer.apply_watcher_event(&watcher::Event::Apply(obj));
                 // Take the store's Arc instead of cloning the object again.
                 let Some(obj) = self.store.get(&key) else {
@@ -277,6 +280,9 @@ where
                 self.dispatch(|| CacheEvent::Applied(obj.clone()));
             }
             watcher::Event::Delete(obj) => {
+                if self.outdated(&obj.to_object_ref(self.dyntype.clone()), &obj) {
+                    return;
+                }
                 let event = watcher::Event::Delete(obj);
                 writer.apply_watcher_event(&event);
                 let watcher::Event::Delete(obj) = event else {
@@ -307,6 +313,25 @@ where
             }
             watcher::Event::InitDone => self.init_done(writer),
         }
+    }
+
+    /// Whether `obj` is older than the version of it the store holds (a stream replaying
+    /// what it had delivered): then it is ignored, so the store never goes back in time.
+    fn outdated(&self, key: &ObjectRef<K>, obj: &K) -> bool {
+        let Some(had) = self.store.get(key) else {
+            return false;
+        };
+        let (Some(new), Some(had)) = (
+            obj.meta().resource_version.as_deref(),
+            had.meta().resource_version.as_deref(),
+        ) else {
+            return false;
+        };
+        let outdated = crate::older_version(new, had);
+        if outdated {
+            tracing::debug!(object = %key, version = new, held = had, "an older version after a newer one: ignored");
+        }
+        outdated
     }
 
     fn index_apply(&self, obj: &K) {
@@ -421,5 +446,68 @@ where
 
     fn namespace(&self) -> Option<&str> {
         self.namespace.as_deref()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use kube::api::ObjectMeta;
+
+    use super::*;
+
+    fn cm(version: &str, app: &str) -> ConfigMap {
+        ConfigMap {
+            metadata: ObjectMeta {
+                name: Some("a".into()),
+                namespace: Some("default".into()),
+                resource_version: Some(version.into()),
+                labels: Some([("app".to_owned(), app.to_owned())].into()),
+                ..ObjectMeta::default()
+            },
+            ..ConfigMap::default()
+        }
+    }
+
+    #[test]
+    fn an_older_version_after_a_newer_one_leaves_the_store_as_it_is() {
+        // Simulation seed 5116: a namespace unwanted then wanted again; the watch then
+        // delivered the older (unwanted) version again, and the provider, reading the store,
+        // let the member go for good.
+        let shared = Shared::<ConfigMap>::new(
+            "c".into(),
+            "configmaps".into(),
+            None,
+            (),
+            futures::stream::empty().boxed(),
+            false,
+        );
+        let mut writer = shared.pending.lock().take().unwrap().writer;
+        let app = |shared: &Shared<ConfigMap>| {
+            let key = ObjectRef::new("a").within("default");
+            shared.store.get(&key).map(|cm| {
+                let labels = cm.metadata.labels.clone().unwrap_or_default();
+                (
+                    cm.metadata.resource_version.clone().unwrap_or_default(),
+                    labels["app"].clone(),
+                )
+            })
+        };
+        shared.handle(&mut writer, watcher::Event::Init);
+        shared.handle(&mut writer, watcher::Event::InitApply(cm("5", "x")));
+        shared.handle(&mut writer, watcher::Event::InitDone);
+        shared.handle(&mut writer, watcher::Event::Apply(cm("7", "y")));
+        shared.handle(&mut writer, watcher::Event::Apply(cm("6", "x")));
+        assert_eq!(
+            app(&shared),
+            Some(("7".into(), "y".into())),
+            "went back to 6"
+        );
+        shared.handle(&mut writer, watcher::Event::Delete(cm("6", "x")));
+        assert_eq!(app(&shared), Some(("7".into(), "y".into())), "deleted by 6");
+        shared.handle(&mut writer, watcher::Event::Apply(cm("8", "x")));
+        assert_eq!(app(&shared), Some(("8".into(), "x".into())));
+        shared.handle(&mut writer, watcher::Event::Delete(cm("9", "x")));
+        assert_eq!(app(&shared), None);
     }
 }

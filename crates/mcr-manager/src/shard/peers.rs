@@ -9,7 +9,7 @@ use tokio::time::Instant;
 
 use super::claim::{self, PeerLease};
 use super::hrw::Peer;
-use crate::lease::older;
+use mcr_core::older_version as older;
 
 /// One peer's Lease as this replica last saw it.
 #[derive(Clone, Debug)]

@@ -32,6 +32,11 @@ pub(super) struct Run {
     pub(super) peers: Peers,
     /// The last Lease written (for its resourceVersion).
     mine: Option<Lease>,
+    /// The version of this replica's last write that its own peer-Lease watch has not shown
+    /// yet, and whether the write before it went unshown too: then the watch is deaf (hung,
+    /// or its request lost on the way) and peers are listed and the watch opened again.
+    unheard: Option<String>,
+    deaf: bool,
     /// The start of the last successful write.
     renewed: Option<Instant>,
     pub(super) applied: Vec<Peer>,
@@ -75,6 +80,8 @@ impl Run {
             c,
             fleet,
             mine: None,
+            unheard: None,
+            deaf: false,
             renewed: None,
             applied: Vec::new(),
             previous: Vec::new(),
@@ -264,6 +271,9 @@ impl Run {
         };
         match result {
             Ok(lease) => {
+                // Written twice without the watch showing the first: it is deaf.
+                self.deaf |= self.unheard.is_some();
+                self.unheard = lease.metadata.resource_version.clone();
                 self.mine = Some(lease);
                 self.renewed = Some(started);
                 self.c.renewed_until(started + self.c.opts.renew_deadline);
@@ -322,8 +332,9 @@ impl Run {
     pub(super) async fn run(&mut self, token: &CancellationToken) {
         let selector = self.selector();
         let config = watcher::Config::default().labels(&selector);
-        let mut events =
-            std::pin::pin!(mcr_core::watch(self.api.clone(), config).default_backoff());
+        let open =
+            |api: &Api<Lease>| mcr_core::watch(api.clone(), config.clone()).default_backoff();
+        let mut events = Box::pin(open(&self.api));
         let opts = self.c.opts.clone();
         // Listen before claiming: a live peer whose Lease is missing (deleted by hand) writes
         // it again within its renew deadline, or has fenced itself by then. A replica that
@@ -366,6 +377,16 @@ impl Run {
                     next_renew = retry_at;
                 }
                 self.report();
+                if std::mem::take(&mut self.deaf) {
+                    // Peers that joined or left since are learned from a consistent list, and
+                    // the watch starts over.
+                    warn!(namespace = %self.namespace, "the peer lease watch has not shown this replica's own renewals: listing the peers and watching again");
+                    events = Box::pin(open(&self.api));
+                    self.unheard = None;
+                    if let Err(err) = self.list().await {
+                        warn!(error = %mcr_core::ErrorChain(&err), namespace = %self.namespace, "could not list the peer leases");
+                    }
+                }
                 continue;
             }
             // Sleep until: the next renewal, the next expiry of a peer, the fencing deadline.
@@ -405,6 +426,7 @@ impl Run {
     fn on_event(&mut self, event: Result<watcher::Event<Lease>, watcher::Error>) {
         match event {
             Ok(watcher::Event::Apply(lease) | watcher::Event::InitApply(lease)) => {
+                self.heard(&lease);
                 // A claim released lets the gates engage; a new peer makes them release.
                 self.peers.observe(&lease, Instant::now());
                 self.settle();
@@ -421,6 +443,25 @@ impl Run {
                 namespace = %self.namespace,
                 "peer lease watch failed; retrying (the replica's Role needs get, list, watch, create, update and delete on leases in this namespace)"
             ),
+        }
+    }
+
+    /// Takes in a Lease the watch showed: this replica's own, as new as its last write, is
+    /// the watch's proof of life.
+    fn heard(&mut self, lease: &Lease) {
+        let mine = lease
+            .spec
+            .as_ref()
+            .and_then(|s| s.holder_identity.as_deref())
+            == Some(self.me());
+        if mine
+            && let (Some(seen), Some(written)) = (
+                lease.metadata.resource_version.as_deref(),
+                self.unheard.as_deref(),
+            )
+            && !mcr_core::older_version(seen, written)
+        {
+            self.unheard = None;
         }
     }
 
