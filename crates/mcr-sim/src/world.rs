@@ -431,6 +431,11 @@ impl World {
         if self.slots[i].process.is_some() {
             return;
         }
+        if self.slots[i].incarnations > 0 {
+            // This identity ran before (killed, or stopped): the members it still owns in the
+            // model (no other replica took them meanwhile) are engaged once more.
+            self.shared.checker.lock().restarted(&format!("r{r}"));
+        }
         self.slots[i].incarnations += 1;
         let who = Sender {
             replica: r,
@@ -474,9 +479,7 @@ impl World {
                 self.kill(r);
             }
             Event::Restart(r) => {
-                if self.kill(r) {
-                    self.shared.checker.lock().restarted(&format!("r{r}"));
-                }
+                self.kill(r);
                 self.start(r);
             }
             Event::Stop(r) => {

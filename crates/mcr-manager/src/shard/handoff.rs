@@ -289,4 +289,35 @@ mod tests {
             "owned again after the renewal, but the gates were not told"
         );
     }
+
+    /// Simulation seed 3672: someone relabelled this replica's Lease by hand; the next renewal
+    /// met a conflict, waited out the pause of a failed step, and missed the renew deadline
+    /// under latency: the replica released everything and engaged it all again. A conflict
+    /// is met by reading the Lease again and writing at once.
+    #[tokio::test]
+    async fn a_renewal_over_a_lease_changed_by_hand_succeeds_at_once() {
+        let host = TestCluster::start("host").await.unwrap();
+        let (_c, mut run) = replica(&host, "r1", Duration::from_secs(10));
+        let me = peers(&["r1"]);
+        run.write(&me).await.unwrap();
+        let leases: kube::Api<k8s_openapi::api::coordination::v1::Lease> =
+            kube::Api::namespaced(host.client(), "default");
+        let name = run.c.opts.lease_name();
+        let patch = serde_json::json!({"metadata": {"labels": {claim::GROUP_LABEL: "elsewhere"}}});
+        leases
+            .patch(
+                &name,
+                &kube::api::PatchParams::default(),
+                &kube::api::Patch::Merge(&patch),
+            )
+            .await
+            .unwrap();
+        run.write(&me).await.expect("renewed over the change");
+        let lease = leases.get(&name).await.unwrap();
+        assert_eq!(
+            lease.metadata.labels.unwrap_or_default()[claim::GROUP_LABEL],
+            run.c.opts.group,
+            "labelled for its group again"
+        );
+    }
 }

@@ -236,32 +236,41 @@ impl Run {
         let previous = self.mine.clone();
         let labels = BTreeMap::from([(GROUP_LABEL.to_owned(), opts.group.clone())]);
         let attempt = async move {
-            let mut lease = match previous {
-                Some(l) => l,
-                None => match api.get_opt(&name).await? {
+            let mut known = previous;
+            // Written over meanwhile (a conflict: someone else changed this Lease, by hand or
+            // by relabelling it): read it again and write at once, once, still within the
+            // bound, rather than after the pause of a failed step.
+            let mut retried = false;
+            loop {
+                let mut lease = match known.take() {
                     Some(l) => l,
-                    None => {
-                        let lease = Lease {
-                            metadata: ObjectMeta {
-                                name: Some(name.clone()),
-                                labels: Some(labels.clone()),
-                                annotations: Some(annotations.clone()),
-                                ..ObjectMeta::default()
-                            },
-                            spec: Some(spec.clone()),
-                        };
-                        return api.create(&PostParams::default(), &lease).await;
-                    }
-                },
-            };
-            let annotations = match lease.metadata.annotations.as_ref() {
-                Some(had) if keep_claim => claim::annotations(weight, &claim::read_claim(had)),
-                _ => annotations,
-            };
-            lease.metadata.labels = Some(labels);
-            lease.metadata.annotations = Some(annotations);
-            lease.spec = Some(spec);
-            api.replace(&name, &PostParams::default(), &lease).await
+                    None => match api.get_opt(&name).await? {
+                        Some(l) => l,
+                        None => {
+                            let lease = Lease {
+                                metadata: ObjectMeta {
+                                    name: Some(name.clone()),
+                                    labels: Some(labels.clone()),
+                                    annotations: Some(annotations.clone()),
+                                    ..ObjectMeta::default()
+                                },
+                                spec: Some(spec.clone()),
+                            };
+                            return api.create(&PostParams::default(), &lease).await;
+                        }
+                    },
+                };
+                lease.metadata.annotations = Some(match lease.metadata.annotations.as_ref() {
+                    Some(had) if keep_claim => claim::annotations(weight, &claim::read_claim(had)),
+                    _ => annotations.clone(),
+                });
+                lease.metadata.labels = Some(labels.clone());
+                lease.spec = Some(spec.clone());
+                match api.replace(&name, &PostParams::default(), &lease).await {
+                    Err(kube::Error::Api(s)) if s.code == 409 && !retried => retried = true,
+                    answer => return answer,
+                }
+            }
         };
         let result = match tokio::time::timeout(left, attempt).await {
             Ok(r) => r,
