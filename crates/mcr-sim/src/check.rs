@@ -212,6 +212,13 @@ pub(crate) struct StepView {
     pub(crate) disrupted_recently: bool,
     /// The healthy replicas (identity, weight), for the model.
     pub(crate) available: Vec<(String, u32)>,
+    /// The running replicas whose host path fails some requests (or stopped doing so less
+    /// than [`Bounds::orphan`] ago) but is not partitioned: not available to the model, yet
+    /// live for their peers (they renew often enough), so no peer may take their share while
+    /// their own takeovers stall on the failures (a swallowed renewal holds one up to the
+    /// renew deadline). A member the live replicas, these included, give to one of them is
+    /// excused from the orphan invariant.
+    pub(crate) degraded: Vec<(String, u32)>,
     /// For each existing replica (by identity): when its process started, and how much
     /// longer than [`Bounds::orphan`] its members may wait now (see [`Bounds::restart`]).
     pub(crate) owners: BTreeMap<String, (Ms, Ms)>,
@@ -460,8 +467,16 @@ impl Checker {
         if self.excused_at != Some(now) {
             let excused = self.excused_at.unwrap_or(0);
             let mut found = Vec::new();
+            let mut live = view.available.clone();
+            live.extend(view.degraded.iter().cloned());
+            live.sort();
             for (name, m) in &mut self.members {
                 if !m.wanted || m.hand || m.orphan_reported {
+                    continue;
+                }
+                if crate::model::owner(&live, name)
+                    .is_some_and(|o| view.degraded.iter().any(|(d, _)| d == o))
+                {
                     continue;
                 }
                 // A replica sees every Lease for itself before it takes anyone for gone: the
@@ -624,6 +639,7 @@ mod tests {
             healthy: available.len(),
             disrupted_recently: false,
             available: available.iter().map(|id| (id.to_string(), 1)).collect(),
+            degraded: Vec::new(),
             owners: BTreeMap::new(),
             replicas: Vec::new(),
         }
@@ -660,6 +676,29 @@ mod tests {
             1_000,
         );
         assert_eq!(found(&c), [Invariant::Overlap]);
+    }
+
+    #[test]
+    fn a_member_of_a_live_replica_whose_requests_fail_is_excused() {
+        // Seed 6375: r1's host path fails some requests; r1 still renews, so nobody may take
+        // its share, and its own takeover stalls. Members the live replicas give r1 wait for
+        // it; the others are held to the bound.
+        let members: Vec<String> = (0..40).map(|i| format!("m{i}")).collect();
+        let live = [("r1".to_string(), 1), ("r3".to_string(), 1)];
+        let mut c = Checker::new(BOUNDS);
+        for m in &members {
+            c.wanted(m, false, 0);
+        }
+        c.step(&StepView {
+            degraded: vec![("r1".into(), 1)],
+            ..view(7_600, &["r3"])
+        });
+        let expected = members
+            .iter()
+            .filter(|m| crate::model::owner(&live, m) == Some("r3"))
+            .count();
+        assert!(expected > 0 && expected < members.len());
+        assert_eq!(found(&c).len(), expected, "only r3's members are orphans");
     }
 
     #[test]

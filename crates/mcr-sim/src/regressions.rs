@@ -102,4 +102,11 @@ pub const REGRESSIONS: &[(u64, Scenario, &str)] = &[
          then delivered the older (unwanted) version again, the host informer's store went back \
          to it, and r1 let m1 go for good",
     ),
+    (
+        6375,
+        Scenario::Mixed,
+        "orphan (a bound of the checker's model): r1's host path fails 28% of its requests, so \
+         r1 stays live while its takeover of dead r2's members stalls; the model counted r1 \
+         unavailable and held m2 to r3",
+    ),
 ];

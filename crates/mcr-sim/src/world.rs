@@ -851,6 +851,7 @@ impl World {
         let mut healthy = 0;
         let mut disrupted_recently = false;
         let mut available = Vec::new();
+        let mut degraded = Vec::new();
         let mut replicas = Vec::new();
         let mut reached = Vec::new();
         let mut owners = BTreeMap::new();
@@ -886,6 +887,12 @@ impl World {
             if p.state == State::Running && !faults.disrupts() {
                 healthy += 1;
                 available.push((p.id.clone(), 1));
+            } else if p.state == State::Running
+                && faults.partition.is_none()
+                && (faults.errors > 0
+                    || slot.errors_cleared.is_some_and(|t| now < t + BOUNDS.orphan))
+            {
+                degraded.push((p.id.clone(), 1));
             }
             if p.state == State::Paused {
                 continue;
@@ -945,6 +952,7 @@ impl World {
             healthy,
             disrupted_recently,
             available,
+            degraded,
             owners,
             replicas,
         }
