@@ -39,11 +39,26 @@
 //! weighted rendezvous hashing over it gives each cluster one owner (when a peer joins or
 //! leaves, only the clusters it gains or had move, about 1/N).
 //!
-//! A peer starting a run first **listens**: it watches the group's Leases for its renew
-//! deadline before it claims anything. Every live peer writes its Lease within its renew
-//! deadline (or has fenced itself), so one whose Lease was missing when the newcomer started
-//! (deleted by hand) is seen before the newcomer claims, and the newcomer neither claims what
-//! that peer holds nor makes it release clusters it never stopped owning.
+//! A peer starting a run first **announces** itself and then **listens**. Once a consistent
+//! list has shown it its peers, it renews its Lease with the claim it has (that of an earlier
+//! run of the same identity, which its peers go on honouring) or creates it claiming nothing;
+//! a replica that cannot list writes nothing. Then it watches the group's Leases for its renew
+//! deadline before it claims anything. Two replicas starting together hear of each other
+//! while they listen and claim with each other from their first claim. An *announced* peer
+//! (its Lease claims nothing yet) counts in the view of a replica that is not active itself,
+//! but in an active replica's view only once a claim names it: nothing is released to a
+//! newcomer before it claims. Every live peer writes its Lease within its renew deadline (or
+//! has fenced itself), so one whose Lease was missing when the newcomer started (deleted by
+//! hand) is seen before the newcomer claims, and the newcomer neither claims what that peer
+//! holds nor makes it release clusters it never stopped owning. A peer whose Lease was
+//! already missing, without the watch showing the deletion, when this replica became active
+//! (it may have claimed anything, this replica's share included if it took this replica for
+//! gone while it was fenced) holds every cluster until it writes its Lease again or is gone.
+//!
+//! A renewal that meets a conflict (the Lease changed by hand) reads the Lease again and
+//! writes at once. A replica's own renewals are its watch's proof of life: a watch that has
+//! not shown the last one by the next (hung, or its request lost on the way) is opened again,
+//! after a consistent list of the peers.
 //!
 //! When its view changes, a peer:
 //!
@@ -92,7 +107,7 @@
 //! refuses others with `mcr_core::Error::NotOwned`), so a cluster coming up while ownership
 //! moves is either seen by the release or refused. A Lease version older than one already
 //! seen (a watch resumed after a partition replays what it missed) is ignored, so a peer's
-//! claim never appears to shrink back. The Lease of a peer found gone (by a consistent list)
+//! claim never appears to shrink back, and the peers an old claim names are not taken back in. The Lease of a peer found gone (by a consistent list)
 //! is deleted with a resourceVersion precondition, so a replica joining later does not wait
 //! a lease duration for it.
 //!
