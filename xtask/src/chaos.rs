@@ -2,7 +2,7 @@
 //! and runs it.
 //!
 //! - `cargo xtask chaos --clusters 100 --minutes 10`: the emulated fleet (what the figures in
-//!   `chaos/README.md` come from); CI runs `--clusters 12 --minutes 2`, then the same with
+//!   `chaos/README.md` come from); CI runs `--clusters 12 --minutes 1.5`, then the same with
 //!   `--default-settings` (controllers without a reconcile timeout).
 //! - `cargo xtask chaos --replicas 3`: the sharded suite, three manager replicas (child
 //!   processes) in sharded mode under replica faults; 12 clusters by default (CI runs it
