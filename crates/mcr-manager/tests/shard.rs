@@ -196,6 +196,9 @@ enum HostVia {
     /// The host's client, with every list and watch of Leases refused with 403, as a Role
     /// without `list` and `watch` on Leases would have it (gets and writes go through).
     NoLeaseList,
+    /// The host's client, with every watch of Leases deaf (open, delivering nothing), as a
+    /// watch whose connection hangs; lists and writes go through.
+    DeafLeaseWatch,
 }
 
 /// A runnable that needs a leader: counts the replicas running it right now.
@@ -253,6 +256,7 @@ async fn start_with(
             let host_client = match host_via {
                 HostVia::Direct => host.client(),
                 HostVia::NoLeaseList => mcr_test_support::without_lease_lists(host.client()),
+                HostVia::DeafLeaseWatch => mcr_test_support::with_deaf_lease_watches(host.client()),
                 HostVia::Kubeconfig(yaml) => {
                     let kc = kube::config::Kubeconfig::from_yaml(&yaml).unwrap();
                     let config = kube::Config::from_custom_kubeconfig(kc, &Default::default())
@@ -918,6 +922,43 @@ async fn a_joining_replica_moves_only_its_share() {
         }
     }
     pair.join_third(before, "").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_whose_lease_watch_is_deaf_follows_its_peers_by_listing() {
+    // The orphan behind a hung watch (issue 46; simulation seeds 70 and 7355): r2's watch of
+    // the peer Leases stays open and delivers nothing. Alone, r2 has no peer whose expiry would
+    // make it list: only its own renewals, which never come back through the watch, tell it
+    // the watch is deaf, and then it lists its peers and watches again. So it hears of r3
+    // joining and hands it its share, and takes everything back when r3 leaves. At every step
+    // each cluster is engaged by exactly one replica.
+    logs();
+    let host = TestCluster::start("host").await.unwrap();
+    let fleet = Fleet::start(Pair::size(12)).await.unwrap();
+    let all = members(&fleet).await;
+    let recorder = Recorder::default();
+    let b = start_with(
+        "r2",
+        &host,
+        HostVia::DeafLeaseWatch,
+        &fleet,
+        &recorder,
+        None,
+    )
+    .await;
+    eventually("r2 alone owns the fleet", WAIT, || partitioned(&[&b], &all)).await;
+    let c = start("r3", &host, &fleet, &recorder).await;
+    eventually("r2 and r3 share the fleet", WAIT, || {
+        partitioned(&[&b, &c], &all)
+            && !b.mgr.engaged_clusters().is_empty()
+            && !c.mgr.engaged_clusters().is_empty()
+    })
+    .await;
+    println!("r3 joined: {}", show(&[&b, &c]));
+    c.stop().await;
+    eventually("r2 owns the fleet again", WAIT, || partitioned(&[&b], &all)).await;
+    recorder.assert_no_overlaps();
+    b.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -38,7 +38,7 @@ pub use objects::{
     label_index, minted_kubeconfig, request_counts, wait_renewals,
 };
 pub use rbac::{client_of, require_real, role_only_kubeconfig};
-pub use refuse::without_lease_lists;
+pub use refuse::{with_deaf_lease_watches, without_lease_lists};
 pub use shard::{OTHER_REPLICA, Owned, rss};
 
 /// A generous bound for a condition a test waits on: 30 s. It bounds a failing test; it is not

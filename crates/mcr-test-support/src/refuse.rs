@@ -46,3 +46,39 @@ fn forbidden(verb: &str, resource: &str) -> Response<Body> {
     );
     resp
 }
+
+/// `client`, with every watch of `coordination.k8s.io` Leases deaf: the watch is opened and
+/// stays open, but for Leases no object has (its label selector is replaced), so it delivers no
+/// event, as a watch whose connection hangs does. Lists, gets and writes go through: the
+/// host client of a replica that can learn its peers only from consistent lists.
+///
+/// ```no_run
+/// # fn demo(host: kube::Client) {
+/// let deaf = mcr_test_support::with_deaf_lease_watches(host);
+/// # }
+/// ```
+pub fn with_deaf_lease_watches(client: kube::Client) -> kube::Client {
+    let service = tower::service_fn(move |mut req: Request<Body>| {
+        let client = client.clone();
+        async move {
+            let uri = req.uri().clone();
+            let query = uri.query().unwrap_or_default();
+            let watching = query
+                .split('&')
+                .any(|p| p == "watch=true" || p == "watch=1");
+            if req.method() == Method::GET && uri.path().ends_with("/leases") && watching {
+                let mut params: Vec<&str> = query
+                    .split('&')
+                    .filter(|p| !p.starts_with("labelSelector="))
+                    .collect();
+                params.push("labelSelector=mcr-test-support%3Ddeaf");
+                let deaf = format!("{}?{}", uri.path(), params.join("&"));
+                *req.uri_mut() = deaf.parse().map_err(|e: http::uri::InvalidUri| {
+                    kube::Error::Service(e.to_string().into())
+                })?;
+            }
+            client.send(req).await
+        }
+    });
+    kube::Client::new(service, "default")
+}
