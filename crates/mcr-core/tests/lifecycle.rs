@@ -10,6 +10,7 @@ use mcr_core::{
     is_cluster_not_found, providers::clusters::ClustersProvider,
 };
 use mcr_envtest::{Fleet, Partition, TestCluster};
+use mcr_test_support::active_token;
 use support::*;
 use tokio_util::sync::CancellationToken;
 
@@ -66,7 +67,7 @@ async fn add_starts_syncs_indexes_and_engages() {
     );
 
     // Removal cancels the engagement: the registry forgets it, the cache stops.
-    let token = clusters.token(&"member".into()).unwrap();
+    let token = active_token(&clusters, "member").unwrap();
     assert!(clusters.remove(&"member".into()));
     assert!(token.is_cancelled());
     eventually("registry forgot the cluster", DEADLINE, || {
@@ -96,7 +97,7 @@ async fn sync_timeout_leaves_no_cluster_and_no_task() {
     );
     assert!(err.to_string().contains("\"hung\""));
     assert!(clusters.names().is_empty());
-    assert!(clusters.token(&"hung".into()).is_none());
+    assert!(clusters.member_state(&"hung".into()).is_none());
     assert!(registry.names().is_empty());
     assert!(!parent.is_cancelled());
     assert_cache_stopped(&cluster).await;
@@ -124,7 +125,7 @@ async fn engage_error_leaves_no_cluster_and_no_task() {
         matches!(err, Error::Engage { ref cluster, .. } if cluster == "refused"),
         "{err}"
     );
-    assert!(clusters.names().is_empty() && clusters.token(&"refused".into()).is_none());
+    assert!(clusters.names().is_empty() && clusters.member_state(&"refused".into()).is_none());
     assert_cache_stopped(&cluster).await;
 }
 
@@ -214,7 +215,7 @@ async fn a_replacement_that_cannot_sync_keeps_the_old_instance() {
     let parent = CancellationToken::new();
     let v1 = Cluster::new("kept", tc.client()).with_connection_hash("v1");
     clusters.add(&parent, v1.clone()).await.unwrap();
-    let v1_token = clusters.token(&"kept".into()).unwrap();
+    let v1_token = active_token(&clusters, "kept").unwrap();
 
     let v2 = Cluster::new("kept", hung.client()).with_connection_hash("v2");
     let kept = ClusterName::new("kept");
@@ -290,7 +291,7 @@ async fn an_add_dropped_mid_sync_does_not_hide_the_member_from_the_next_run() {
         tokio::spawn(async move { clusters.add(&run, cluster).await })
     };
     eventually("the member is being brought up", DEADLINE, || {
-        clusters.token(&"dropped".into()).is_some()
+        clusters.member_state(&"dropped".into()).is_some()
     })
     .await;
     // The run ends: its worker is aborted mid-sync and its token fires.

@@ -11,7 +11,7 @@ use mcr_core::{
 };
 use mcr_envtest::TestCluster;
 use mcr_envtest::wait::eventually;
-use mcr_test_support::{DEADLINE, Owned};
+use mcr_test_support::{DEADLINE, Owned, active_token};
 use tokio_util::sync::CancellationToken;
 
 /// A table behind the test's coordinator (what the manager is in sharded mode).
@@ -294,7 +294,7 @@ async fn clusters_park_what_another_replica_owns_and_engage_it_when_owned() {
     ));
     assert!(!cb.cache().is_started(), "a parked cluster starts nothing");
     assert_eq!(registry.names(), ["a"]);
-    let a_token = clusters.token(&"a".into()).unwrap();
+    let a_token = active_token(&clusters, "a").unwrap();
 
     owned.set(&["b"]);
     eventually("b engaged, a parked", DEADLINE, || {
@@ -390,7 +390,7 @@ async fn a_release_stops_what_is_owned_elsewhere_at_once() {
         .add(&token, Cluster::new("a", a.client()))
         .await
         .unwrap();
-    let a_token = clusters.token(&"a".into()).unwrap();
+    let a_token = active_token(&clusters, "a").unwrap();
     // Moved without announcing it: only the release can see it.
     owned.set_unannounced(&[]);
     let found = registry.release_unowned();
@@ -421,7 +421,7 @@ async fn an_unannounced_change_of_ownership_is_repaired_by_the_resync() {
         )
         .unwrap();
     eventually("a engaged", DEADLINE, || registry.names() == ["a"]).await;
-    let a_token = registry.token(&"a".into()).unwrap();
+    let a_token = active_token(&registry, "a").unwrap();
     owned.set_unannounced(&[]);
     eventually("a stopped by the resync", DEADLINE, || {
         a_token.is_cancelled()
@@ -494,7 +494,7 @@ async fn a_removal_as_a_member_comes_home_is_never_lost() {
     assert!(registry.names().is_empty(), "{:?}", registry.names());
     assert_eq!(registry.member_state(&"a".into()), None);
     assert!(
-        registry.token(&"a".into()).is_none() && registry.member_states().is_empty(),
+        registry.member_state(&"a".into()).is_none() && registry.member_states().is_empty(),
         "engagements after removals: {after:?}"
     );
     token.cancel();
@@ -515,7 +515,7 @@ async fn a_coordinator_set_late_converges_the_members_at_once() {
         )
         .unwrap();
     eventually("a engaged", DEADLINE, || registry.names() == ["a"]).await;
-    let a_token = registry.token(&"a".into()).unwrap();
+    let a_token = active_token(&registry, "a").unwrap();
     let _ = registry.coordinate(Owned::nothing());
     eventually("a stopped", DEADLINE, || a_token.is_cancelled()).await;
     assert!(matches!(

@@ -39,7 +39,7 @@ pub use objects::{
 };
 pub use rbac::{client_of, require_real, role_only_kubeconfig};
 pub use refuse::{with_deaf_lease_watches, without_lease_lists};
-pub use shard::{OTHER_REPLICA, Owned, rss};
+pub use shard::{OTHER_REPLICA, Owned, active_token, rss};
 
 /// A generous bound for a condition a test waits on: 30 s. It bounds a failing test; it is not
 /// a timing assertion.

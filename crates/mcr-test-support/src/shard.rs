@@ -96,3 +96,20 @@ pub fn rss() -> Option<i64> {
     let kib: i64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kib * 1024)
 }
+
+/// The engagement token of the active member `name` of `table` (tests watch it cancelled).
+///
+/// ```
+/// let table = mcr_core::Engagements::new();
+/// assert!(mcr_test_support::active_token(&table, "a").is_none());
+/// ```
+pub fn active_token(
+    table: &mcr_core::Engagements,
+    name: &str,
+) -> Option<tokio_util::sync::CancellationToken> {
+    table
+        .active()
+        .into_iter()
+        .find(|(n, _, _)| n.as_str() == name)
+        .map(|(_, _, token)| token)
+}

@@ -158,13 +158,7 @@ impl Engagements {
     }
 
     /// The token of the member of that name: the active instance, else the one starting.
-    ///
-    /// ```no_run
-    /// # fn f(e: mcr_core::Engagements) {
-    /// if let Some(t) = e.token(&"member-1".into()) { t.cancel(); }
-    /// # }
-    /// ```
-    pub fn token(&self, name: &ClusterName) -> Option<CancellationToken> {
+    pub(crate) fn token(&self, name: &ClusterName) -> Option<CancellationToken> {
         let full = self.full(name);
         let state = self.table.state.lock();
         let e = state
