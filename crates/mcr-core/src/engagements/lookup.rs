@@ -156,21 +156,6 @@ impl Engagements {
             })
             .collect()
     }
-
-    /// The token of the member of that name: the active instance, else the one starting.
-    pub(crate) fn token(&self, name: &ClusterName) -> Option<CancellationToken> {
-        let full = self.full(name);
-        let state = self.table.state.lock();
-        let e = state
-            .entries
-            .get(&full)
-            .filter(|e| e.live() && self.owns(&e.view))?;
-        e.serving().map(|r| r.token.clone()).or_else(|| {
-            e.attempt()
-                .filter(|a| !a.token.is_cancelled())
-                .map(|a| a.token.clone())
-        })
-    }
 }
 
 /// Where an entry stands.

@@ -13,7 +13,7 @@ async fn clusters_add_get_remove() {
     assert_eq!(clusters.names().len(), 1);
     assert!(clusters.get(&"a".into()).unwrap().same_instance(&cluster));
     assert!(cluster.cache().is_started());
-    let token = clusters.token(&"a".into()).unwrap();
+    let token = active_token(&clusters, "a").unwrap();
     let engaged = aware.engaged.lock().clone();
     assert_eq!(engaged.len(), 1);
     assert!(!engaged[0].1.is_cancelled());
@@ -44,7 +44,7 @@ async fn clusters_refuse_duplicates_and_keep_the_first() {
         !second.cache().is_started(),
         "a refused cluster is not started"
     );
-    assert!(!clusters.token(&"a".into()).unwrap().is_cancelled());
+    assert!(!active_token(&clusters, "a").unwrap().is_cancelled());
 }
 
 #[tokio::test]
@@ -60,7 +60,7 @@ async fn clusters_sync_timeout_leaves_nothing_behind() {
         "{err}"
     );
     assert!(err.to_string().contains("slow"));
-    assert!(clusters.names().is_empty() && clusters.token(&"slow".into()).is_none());
+    assert!(clusters.names().is_empty() && clusters.member_state(&"slow".into()).is_none());
     // Engaged in phase 1 (to open informers), then disengaged: its token fired.
     let engaged = aware.engaged.lock().clone();
     assert_eq!(engaged.len(), 1);
@@ -88,7 +88,7 @@ async fn clusters_engage_error_leaves_nothing_behind() {
         matches!(err, Error::Engage { ref cluster, .. } if cluster == "bad"),
         "{err}"
     );
-    assert!(clusters.names().is_empty() && clusters.token(&"bad".into()).is_none());
+    assert!(clusters.names().is_empty() && clusters.member_state(&"bad".into()).is_none());
     let late = cluster.cache().informer::<ConfigMap>();
     let err = late
         .wait_for_sync(Duration::from_secs(30))
@@ -124,7 +124,7 @@ async fn clusters_forget_clusters_when_the_parent_is_cancelled() {
     parent.cancel();
     assert!(clusters.names().is_empty());
     eventually("entries forgotten", DEFAULT_TIMEOUT, || {
-        clusters.token(&"a".into()).is_none()
+        clusters.member_state(&"a".into()).is_none()
     })
     .await;
 }
@@ -153,7 +153,7 @@ async fn want_uses_the_connection_hash() {
     want(&same);
     assert!(!same.cache().is_started(), "unchanged: nothing built");
     assert!(clusters.get(&name).unwrap().same_instance(&v1));
-    let old_token = clusters.token(&name).unwrap();
+    let old_token = active_token(&clusters, name.as_str()).unwrap();
     let v2 = Cluster::new("a", hanging_client()).with_connection_hash("h2");
     want(&v2);
     assert_eq!(

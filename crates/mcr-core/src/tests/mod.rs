@@ -68,3 +68,12 @@ fn table(recorder: &Arc<Recorder>) -> Engagements {
 mod cache;
 mod clusters;
 mod providers;
+
+/// The engagement token of the active member `name` of `table`.
+fn active_token(table: &Engagements, name: &str) -> Option<CancellationToken> {
+    table
+        .active()
+        .into_iter()
+        .find(|(n, _, _)| n.as_str() == name)
+        .map(|(_, _, token)| token)
+}
