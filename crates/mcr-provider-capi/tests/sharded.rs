@@ -7,7 +7,7 @@ mod common;
 
 use common::*;
 use mcr_core::scope::Namespaces;
-use mcr_core::{ClusterName, MemberState, Provider};
+use mcr_core::{MemberState, Provider};
 use mcr_envtest::TestCluster;
 use mcr_envtest::wait::eventually;
 use mcr_provider_capi::{CapiVersion, ClusterState};
@@ -68,7 +68,7 @@ async fn a_cluster_owned_elsewhere_costs_no_request_and_one_given_away_stops_at_
     }
 
     // a goes to the other replica and b comes here: a's token fires, b comes up.
-    let a_token = run.registry.token(&ClusterName::new("fleet/a")).unwrap();
+    let a_token = mcr_test_support::active_token(&run.registry, "fleet/a").unwrap();
     owned.set(&["fleet/b"]);
     tokio::time::timeout(WAIT, a_token.cancelled())
         .await

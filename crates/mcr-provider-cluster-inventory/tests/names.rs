@@ -216,7 +216,7 @@ async fn a_name_passing_to_an_unresolvable_profile_stops_the_previous_cluster() 
         )
     })
     .await;
-    let token = run.registry.token(&ClusterName::new("eu-1")).unwrap();
+    let token = mcr_test_support::active_token(&run.registry, "eu-1").unwrap();
 
     delete_profile(&hub, "default", "z-old").await;
     eventually("a-young owns eu-1, unresolvable", DEADLINE, || {

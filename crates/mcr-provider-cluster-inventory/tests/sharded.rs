@@ -4,7 +4,7 @@
 
 mod common;
 
-use mcr_core::{ClusterName, MemberState, Provider};
+use mcr_core::{MemberState, Provider};
 use mcr_envtest::TestCluster;
 use mcr_envtest::wait::eventually;
 use mcr_provider_cluster_inventory::{Options, ProfileState, Strategy};
@@ -53,7 +53,7 @@ async fn a_cluster_owned_elsewhere_costs_no_request_and_one_given_away_stops_at_
     }
 
     // a goes to the other replica and b comes here: a's token fires, b comes up.
-    let a_token = run.registry.token(&ClusterName::new("default/a")).unwrap();
+    let a_token = mcr_test_support::active_token(&run.registry, "default/a").unwrap();
     owned.set(&["default/b"]);
     tokio::time::timeout(DEADLINE, a_token.cancelled())
         .await

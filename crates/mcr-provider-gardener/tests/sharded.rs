@@ -124,7 +124,7 @@ async fn shoots_owned_elsewhere_cost_no_kubeconfig_request_and_one_given_away_st
 
     // Given away: stopped at once (the handoff converges every member before it hands over),
     // and its credentials are renewed no more: they lapse.
-    let a_token = table.token(&"garden-dev/a".into()).expect("a runs");
+    let a_token = mcr_test_support::active_token(&table, "garden-dev/a").expect("a runs");
     drop(cluster_a);
     owned.set_unannounced(&[]);
     table.release_unowned();

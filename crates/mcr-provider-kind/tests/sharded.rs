@@ -64,7 +64,7 @@ async fn clusters_owned_elsewhere_cost_no_kind_call_and_one_given_away_stops_at_
     assert_eq!(kind.count("get kubeconfig --name fleet-b"), 0);
 
     // Given away: stopped at once (the handoff converges every member before it hands over).
-    let a_token = table.token(&"fleet-a".into()).expect("fleet-a runs");
+    let a_token = mcr_test_support::active_token(&table, "fleet-a").expect("fleet-a runs");
     let c_refreshes = kind.count("get kubeconfig --name fleet-c");
     owned.set_unannounced(&["fleet-c"]);
     table.release_unowned();

@@ -261,7 +261,7 @@ async fn a_name_passing_to_a_secret_without_kubeconfig_stops_the_previous_cluste
         matches!(state(&run, "ns-a"), Some(SecretState::Engaged { .. }))
     })
     .await;
-    let token = run.registry.token(&ClusterName::new("x")).unwrap();
+    let token = mcr_test_support::active_token(&run.registry, "x").unwrap();
 
     delete_secret(&host.client(), "ns-a", "x").await;
     eventually_async("ns-b/x owns x, without a kubeconfig", DEADLINE, || async {

@@ -114,7 +114,7 @@ async fn namespaces_owned_elsewhere_cost_nothing_and_one_given_away_stops_at_onc
 
     // Given away: stopped at once (the handoff converges every member before it hands over).
     let team_a = provider.get(&"team-a".into()).await.unwrap();
-    let a_token = table.token(&"team-a".into()).expect("team-a runs");
+    let a_token = mcr_test_support::active_token(&table, "team-a").expect("team-a runs");
     let informer = team_a.cache().informer::<ConfigMap>();
     owned.set_unannounced(&[]);
     table.release_unowned();
