@@ -1,0 +1,241 @@
+//! OpenTelemetry export (feature `opentelemetry`): reconcile spans reach an OTLP/HTTP collector
+//! with their cluster, controller, object and trace id. The collector is an HTTP server in this
+//! test that decodes what the exporter sends as the OTLP protobuf messages.
+
+mod common;
+
+use std::{
+    collections::BTreeMap,
+    sync::{Arc, Mutex},
+};
+
+use bytes::Bytes;
+use common::*;
+use http_body_util::{BodyExt, Full};
+use hyper::{Request, Response, body::Incoming, service::service_fn};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use k8s_openapi::api::core::v1::ConfigMap;
+use mcr_manager::{
+    Controller,
+    telemetry::{Telemetry, TelemetryError},
+};
+use opentelemetry_proto::tonic::{
+    collector::trace::v1::{ExportTraceServiceRequest, ExportTraceServiceResponse},
+    common::v1::any_value::Value,
+};
+use prost::Message;
+use tracing_subscriber::{filter::LevelFilter, layer::SubscriberExt, util::SubscriberInitExt};
+
+/// A span as the collector received it: its name, trace id (hex) and string attributes.
+#[derive(Debug, Clone)]
+struct Received {
+    name: String,
+    trace_id: String,
+    attributes: BTreeMap<String, String>,
+}
+
+/// Spans received so far, and the service names they came from.
+#[derive(Clone, Default)]
+struct Collector {
+    spans: Arc<Mutex<Vec<Received>>>,
+    services: Arc<Mutex<Vec<String>>>,
+}
+
+impl Collector {
+    /// Serves OTLP/HTTP on 127.0.0.1 until the test ends; returns the traces URL.
+    async fn start(&self) -> String {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let me = self.clone();
+        tokio::spawn(async move {
+            loop {
+                let Ok((stream, _)) = listener.accept().await else {
+                    return;
+                };
+                let me = me.clone();
+                tokio::spawn(async move {
+                    let service = service_fn(move |req| {
+                        let me = me.clone();
+                        async move { me.export(req).await }
+                    });
+                    let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
+                        .serve_connection(TokioIo::new(stream), service)
+                        .await;
+                });
+            }
+        });
+        format!("http://{addr}/v1/traces")
+    }
+
+    async fn export(&self, req: Request<Incoming>) -> Result<Response<Full<Bytes>>, hyper::Error> {
+        let path_ok = req.uri().path() == "/v1/traces";
+        let proto_ok = req
+            .headers()
+            .get(http::header::CONTENT_TYPE)
+            .is_some_and(|v| v == "application/x-protobuf");
+        let body = req.into_body().collect().await?.to_bytes();
+        if !path_ok || !proto_ok {
+            return Ok(Response::builder()
+                .status(400)
+                .body(Full::new(Bytes::from_static(
+                    b"not an OTLP/HTTP protobuf export",
+                )))
+                .unwrap());
+        }
+        let Ok(export) = ExportTraceServiceRequest::decode(body) else {
+            return Ok(Response::builder()
+                .status(400)
+                .body(Full::new(Bytes::from_static(b"undecodable")))
+                .unwrap());
+        };
+        for resource_spans in export.resource_spans {
+            let resource = resource_spans.resource.unwrap_or_default();
+            for kv in resource.attributes {
+                if kv.key == "service.name" {
+                    self.services.lock().unwrap().push(text(kv.value));
+                }
+            }
+            for scope in resource_spans.scope_spans {
+                for span in scope.spans {
+                    let received = Received {
+                        name: span.name,
+                        trace_id: span.trace_id.iter().map(|b| format!("{b:02x}")).collect(),
+                        attributes: span
+                            .attributes
+                            .into_iter()
+                            .map(|kv| (kv.key, text(kv.value)))
+                            .collect(),
+                    };
+                    self.spans.lock().unwrap().push(received);
+                }
+            }
+        }
+        let answer = ExportTraceServiceResponse::default().encode_to_vec();
+        Ok(Response::builder()
+            .header(http::header::CONTENT_TYPE, "application/x-protobuf")
+            .body(Full::new(Bytes::from(answer)))
+            .unwrap())
+    }
+
+    /// The received reconcile spans of `cluster`.
+    fn reconciles(&self, cluster: &str) -> Vec<Received> {
+        self.spans
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|s| {
+                s.name == "reconcile"
+                    && s.attributes.get("cluster").map(String::as_str) == Some(cluster)
+            })
+            .cloned()
+            .collect()
+    }
+}
+
+fn text(value: Option<opentelemetry_proto::tonic::common::v1::AnyValue>) -> String {
+    match value.and_then(|v| v.value) {
+        Some(Value::StringValue(s)) => s,
+        other => format!("{other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_reconcile_span_reaches_the_collector_with_its_cluster() {
+    let collector = Collector::default();
+    let url = collector.start().await;
+    let telemetry = Telemetry::builder("mcr-telemetry-test")
+        .endpoint(url)
+        .build()
+        .unwrap();
+    // This binary's subscriber: the exporting layer (and `Env::start` installs nothing more).
+    tracing_subscriber::registry()
+        .with(LevelFilter::INFO)
+        .with(telemetry.layer())
+        .init();
+
+    let env = Env::start(3).await;
+    for c in env.fleet.clusters() {
+        create_cm(c.client(), &format!("cm-of-{}", c.name()), "1").await;
+    }
+    let log = Log::default();
+    Controller::new(&env.mgr)
+        .for_::<ConfigMap>()
+        .register(record, retry, Arc::new(log.clone()))
+        .unwrap();
+    let run = env.run();
+    let names: Vec<String> = env.fleet.names().iter().map(|n| n.to_string()).collect();
+    assert_eq!(names.len(), 3);
+    // The batch goes out every few seconds: wait until each cluster's reconcile has arrived.
+    eventually(
+        "a reconcile span of every member at the collector",
+        DEADLINE,
+        || names.iter().all(|n| !collector.reconciles(n).is_empty()),
+    )
+    .await;
+
+    for name in &names {
+        let spans = collector.reconciles(name);
+        let span = spans
+            .iter()
+            .find(|s| {
+                s.attributes
+                    .get("object")
+                    .is_some_and(|o| o.contains(&format!("cm-of-{name}")))
+            })
+            .unwrap_or_else(|| panic!("{name}: no reconcile span of its ConfigMap in {spans:#?}"));
+        assert_eq!(
+            span.attributes.get("controller").map(String::as_str),
+            Some("configmap"),
+            "{span:?}"
+        );
+        // The id recorded on the span (and so in its log lines) is the trace's own id.
+        assert_eq!(
+            span.attributes.get("trace_id"),
+            Some(&span.trace_id),
+            "{span:?}"
+        );
+        assert_eq!(span.trace_id.len(), 32, "{span:?}");
+        assert_ne!(span.trace_id, "0".repeat(32), "{span:?}");
+    }
+    // No reconcile span without a cluster: each one named the cluster it ran in.
+    let spans = collector.spans.lock().unwrap().clone();
+    let reconciles: Vec<_> = spans.iter().filter(|s| s.name == "reconcile").collect();
+    assert!(
+        reconciles
+            .iter()
+            .all(|s| s.attributes.contains_key("cluster")),
+        "{reconciles:#?}"
+    );
+    assert!(
+        collector
+            .services
+            .lock()
+            .unwrap()
+            .iter()
+            .all(|s| s == "mcr-telemetry-test"),
+        "{:?}",
+        collector.services.lock().unwrap()
+    );
+
+    env.token.cancel();
+    run.await.unwrap().unwrap();
+    // A span that ends now is only batched; shutdown sends it.
+    tracing::info_span!("after-the-run", cluster = "cluster-0").in_scope(|| {});
+    telemetry.shutdown().await.unwrap();
+    assert!(
+        collector
+            .spans
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|s| s.name == "after-the-run"),
+        "shutdown did not flush the last batch"
+    );
+}
+
+#[test]
+fn building_off_a_runtime_is_a_clear_error() {
+    let err = Telemetry::builder("x").build().unwrap_err();
+    assert!(matches!(err, TelemetryError::NoRuntime(_)), "{err:?}");
+    assert!(err.to_string().contains("Tokio runtime"), "{err}");
+}
