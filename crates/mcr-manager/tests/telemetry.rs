@@ -139,7 +139,17 @@ fn text(value: Option<opentelemetry_proto::tonic::common::v1::AnyValue>) -> Stri
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+/// Exports this thread's spans through `telemetry`'s layer until the guard drops. The tests run
+/// on current-thread runtimes, so every task of theirs (the manager's reconciles included) runs
+/// on this thread; each test has its own exporter.
+fn install(telemetry: &Telemetry) -> tracing::subscriber::DefaultGuard {
+    tracing_subscriber::registry()
+        .with(LevelFilter::INFO)
+        .with(telemetry.layer())
+        .set_default()
+}
+
+#[tokio::test]
 async fn every_reconcile_span_reaches_the_collector_with_its_cluster() {
     let collector = Collector::default();
     let url = collector.start().await;
@@ -147,11 +157,7 @@ async fn every_reconcile_span_reaches_the_collector_with_its_cluster() {
         .endpoint(url)
         .build()
         .unwrap();
-    // This binary's subscriber: the exporting layer (and `Env::start` installs nothing more).
-    tracing_subscriber::registry()
-        .with(LevelFilter::INFO)
-        .with(telemetry.layer())
-        .init();
+    let _guard = install(&telemetry);
 
     let env = Env::start(3).await;
     for c in env.fleet.clusters() {
@@ -231,6 +237,67 @@ async fn every_reconcile_span_reaches_the_collector_with_its_cluster() {
             .any(|s| s.name == "after-the-run"),
         "shutdown did not flush the last batch"
     );
+}
+
+#[tokio::test]
+async fn a_collector_that_never_answers_stops_no_reconcile() {
+    // Accepts connections and never answers: every export waits for its timeout.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/v1/traces", listener.local_addr().unwrap());
+    let held = Arc::new(Mutex::new(Vec::new()));
+    let hold = held.clone();
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            hold.lock().unwrap().push(stream);
+        }
+    });
+    let telemetry = Telemetry::builder("mcr-telemetry-test")
+        .endpoint(url)
+        // Longer than the test: the export started below hangs for all of it.
+        .timeout(std::time::Duration::from_secs(600))
+        .build()
+        .unwrap();
+    let _guard = install(&telemetry);
+
+    let env = Env::start(2).await;
+    let log = Log::default();
+    Controller::new(&env.mgr)
+        .for_::<ConfigMap>()
+        .register(record, retry, Arc::new(log.clone()))
+        .unwrap();
+    let run = env.run();
+    // One change after another in every member. The first round's spans go out in the first
+    // batch a few seconds later, whose export then hangs; the later rounds are reconciled
+    // while it does.
+    for round in 1..=3 {
+        for c in env.fleet.clusters() {
+            let value = round.to_string();
+            if round == 1 {
+                create_cm(c.client(), "x", &value).await;
+            } else {
+                update_cm(c.client(), "x", &value).await;
+            }
+        }
+        eventually("every member reconciled this round", DEADLINE, || {
+            env.fleet
+                .names()
+                .iter()
+                .all(|n| log.contains(&format!("{n}/x={round}")))
+        })
+        .await;
+        if round == 1 {
+            eventually("the exporter connected", DEADLINE, || {
+                !held.lock().unwrap().is_empty()
+            })
+            .await;
+        }
+    }
+    env.token.cancel();
+    run.await.unwrap().unwrap();
+    // Shutting down waits for the hung export no longer than its own bound, and says so.
+    let shut = tokio::time::timeout(DEADLINE, telemetry.shutdown()).await;
+    let err = shut.expect("shutdown returned").unwrap_err();
+    assert!(matches!(err, TelemetryError::Shutdown(_)), "{err:?}");
 }
 
 #[test]
