@@ -79,12 +79,36 @@ pub enum TelemetryError {
     Shutdown(#[source] opentelemetry_sdk::error::OTelSdkError),
 }
 
-/// Settings of a [`Telemetry`]; made by [`Telemetry::builder`].
-#[derive(Debug, Clone)]
+/// Settings of a [`Telemetry`]; made by [`Telemetry::builder`]. Its `Debug` output shows the
+/// endpoint's scheme, host, port and path only: never user info, nor the query.
+#[derive(Clone)]
 pub struct TelemetryBuilder {
     service_name: String,
     endpoint: Option<String>,
     timeout: Duration,
+}
+
+impl fmt::Debug for TelemetryBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let endpoint = self
+            .endpoint
+            .as_deref()
+            .map(|url| match url.parse::<http::Uri>() {
+                Ok(uri) => format!(
+                    "{}://{}{}{}",
+                    uri.scheme_str().unwrap_or(""),
+                    uri.host().unwrap_or(""),
+                    uri.port().map(|p| format!(":{p}")).unwrap_or_default(),
+                    uri.path(),
+                ),
+                Err(_) => "<not a URL>".to_owned(),
+            });
+        f.debug_struct("TelemetryBuilder")
+            .field("service_name", &self.service_name)
+            .field("endpoint", &endpoint)
+            .field("timeout", &self.timeout)
+            .finish()
+    }
 }
 
 impl TelemetryBuilder {
@@ -138,9 +162,18 @@ impl TelemetryBuilder {
 }
 
 /// An OTLP span exporter and the `tracing` layer that feeds it. See the [module](self).
-#[derive(Debug, Clone)]
+///
+/// Its `Debug` output shows nothing of the exporter's settings, whose headers
+/// (`OTEL_EXPORTER_OTLP_HEADERS`) often hold a credential.
+#[derive(Clone)]
 pub struct Telemetry {
     provider: SdkTracerProvider,
+}
+
+impl fmt::Debug for Telemetry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Telemetry").finish_non_exhaustive()
+    }
 }
 
 impl Telemetry {

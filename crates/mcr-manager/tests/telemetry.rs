@@ -306,3 +306,19 @@ fn building_off_a_runtime_is_a_clear_error() {
     assert!(matches!(err, TelemetryError::NoRuntime(_)), "{err:?}");
     assert!(err.to_string().contains("Tokio runtime"), "{err}");
 }
+
+#[tokio::test]
+async fn debug_output_shows_no_credential() {
+    let builder = Telemetry::builder("svc")
+        .endpoint("https://otel-user:s3cret-pass@collector.example:4318/v1/traces?token=s3cret-q");
+    let shown = format!("{builder:?}");
+    assert!(
+        shown.contains("https://collector.example:4318/v1/traces"),
+        "{shown}"
+    );
+    let telemetry = builder.build().unwrap();
+    let shown = format!("{shown} {telemetry:?}");
+    assert!(!shown.contains("s3cret"), "{shown}");
+    assert!(!shown.contains("otel-user"), "{shown}");
+    telemetry.shutdown().await.unwrap();
+}
