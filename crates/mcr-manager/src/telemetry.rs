@@ -226,7 +226,7 @@ fn span_trace_id(span: &tracing::Span) -> Option<String> {
 /// Records the span's own trace id in its `trace_id` field, when it is exported.
 pub(crate) fn record_trace_id(span: &tracing::Span) {
     if let Some(id) = span_trace_id(span) {
-        span.record("trace_id", id);
+        span.record("trace_id", tracing::field::display(id));
     }
 }
 

@@ -139,14 +139,29 @@ fn text(value: Option<opentelemetry_proto::tonic::common::v1::AnyValue>) -> Stri
     }
 }
 
-/// Exports this thread's spans through `telemetry`'s layer until the guard drops. The tests run
-/// on current-thread runtimes, so every task of theirs (the manager's reconciles included) runs
-/// on this thread; each test has its own exporter.
-fn install(telemetry: &Telemetry) -> tracing::subscriber::DefaultGuard {
-    tracing_subscriber::registry()
+/// Exports this thread's spans through `telemetry`'s layer, and writes its log lines into the
+/// returned `Logs`, until the guard drops. The tests run on current-thread runtimes, so every
+/// task of theirs (the manager's reconciles included) runs on this thread; each test has its
+/// own exporter.
+fn install(telemetry: &Telemetry) -> (Logs, tracing::subscriber::DefaultGuard) {
+    let logs = Logs::default();
+    let writer = logs.clone();
+    let guard = tracing_subscriber::registry()
         .with(LevelFilter::INFO)
+        .with(
+            tracing_subscriber::fmt::layer()
+                .with_ansi(false)
+                .with_writer(move || writer.clone()),
+        )
         .with(telemetry.layer())
-        .set_default()
+        .set_default();
+    (logs, guard)
+}
+
+/// Like the common `record`, and logs a line inside the reconcile span.
+async fn record_and_log(cm: Arc<ConfigMap>, ctx: mcr_manager::Context<Log>) -> Res {
+    tracing::info!("reconciled in the test");
+    record(cm, ctx).await
 }
 
 #[tokio::test]
@@ -157,7 +172,7 @@ async fn every_reconcile_span_reaches_the_collector_with_its_cluster() {
         .endpoint(url)
         .build()
         .unwrap();
-    let _guard = install(&telemetry);
+    let (logs, _guard) = install(&telemetry);
 
     let env = Env::start(3).await;
     for c in env.fleet.clusters() {
@@ -166,7 +181,7 @@ async fn every_reconcile_span_reaches_the_collector_with_its_cluster() {
     let log = Log::default();
     Controller::new(&env.mgr)
         .for_::<ConfigMap>()
-        .register(record, retry, Arc::new(log.clone()))
+        .register(record_and_log, retry, Arc::new(log.clone()))
         .unwrap();
     let run = env.run();
     let names: Vec<String> = env.fleet.names().iter().map(|n| n.to_string()).collect();
@@ -202,6 +217,14 @@ async fn every_reconcile_span_reaches_the_collector_with_its_cluster() {
         );
         assert_eq!(span.trace_id.len(), 32, "{span:?}");
         assert_ne!(span.trace_id, "0".repeat(32), "{span:?}");
+        // A log line of the reconcile shows that id: the join from logs to traces.
+        let text = logs.text();
+        let line = format!("trace_id={}", span.trace_id);
+        assert!(
+            text.lines()
+                .any(|l| l.contains("reconciled in the test") && l.contains(&line)),
+            "{name}: no log line with {line}:\n{text}"
+        );
     }
     // No reconcile span without a cluster: each one named the cluster it ran in.
     let spans = collector.spans.lock().unwrap().clone();
@@ -257,7 +280,7 @@ async fn a_collector_that_never_answers_stops_no_reconcile() {
         .timeout(std::time::Duration::from_secs(600))
         .build()
         .unwrap();
-    let _guard = install(&telemetry);
+    let (_logs, _guard) = install(&telemetry);
 
     let env = Env::start(2).await;
     let log = Log::default();
