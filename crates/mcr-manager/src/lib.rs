@@ -103,6 +103,8 @@ mod metrics;
 mod queue;
 mod runnable;
 pub mod shard;
+#[cfg(feature = "opentelemetry")]
+pub mod telemetry;
 
 pub use controller::{
     Builder, ClusterScope, Context, Controller, DEFAULT_PUBLISH_TIMEOUT, Departure,

@@ -129,7 +129,10 @@ where
             controller = %self.spec.name,
             cluster = %cluster,
             object = %Shown(&cluster, &key),
+            trace_id = tracing::field::Empty,
         );
+        #[cfg(feature = "opentelemetry")]
+        crate::telemetry::record_trace_id(&span);
         let left = e.cut.clone();
         // Sharded: checked on every poll, before the reconciler's future, so a process that
         // resumes past its renew deadline runs no more of it (the coordinator's release, which
