@@ -112,8 +112,7 @@ where
         };
         let primary = (self.spec.primary)(cluster.cache());
         let (restarts, stores) = self.subscribe_inputs(&cluster, &name, &token, true);
-        let metrics =
-            metrics.unwrap_or_else(|| self.spec.metrics.cluster(&self.spec.name, name.as_str()));
+        let metrics = metrics.unwrap_or_else(|| self.spec.metrics.cluster(&self.spec.name, &name));
         let id = cluster.id();
         self.forget_when_gone(&name, id, &token);
         if !replaced.is_empty() {
