@@ -145,7 +145,7 @@ where
             .with_recorder(recorder);
         self.engaged.insert(
             name,
-            Engaged {
+            Box::new(Engaged {
                 cluster,
                 token,
                 primary,
@@ -157,7 +157,7 @@ where
                 held: HashSet::new(),
                 cut,
                 joined,
-            },
+            }),
         );
         self.engaged_gauge.set(self.engaged.len() as i64);
     }
@@ -264,7 +264,7 @@ where
             let dropped = self.queue.remove_cluster(name);
             self.spec.metrics.forget_cluster(&e.metrics);
             debug!(controller = %self.spec.name, cluster = %name, dropped, "cluster disengaged");
-            self.departed(name, e);
+            self.departed(name, *e);
         }
         self.engaged_gauge.set(self.engaged.len() as i64);
     }
