@@ -47,14 +47,63 @@ struct Entry {
     /// Opens the informer of the same type and options in another cache (see
     /// [`Cache::open_informers_of`]).
     reopen: Reopen,
+    /// Whether the watch receives only `metadata` (see [`Cache::metadata_informer`]).
+    metadata: bool,
 }
 
-/// Opens an informer of one type and set of options in a given cache.
-type Reopen = Arc<dyn Fn(&Cache) + Send + Sync>;
+/// Opens, in the given cache, the informer of the type of the given shared state (an
+/// `Arc<Shared<K>>`), with the given options, metadata-only or not: a plain function, so an
+/// entry allocates nothing for it.
+type Reopen = fn(&Cache, &Arc<dyn Any + Send + Sync>, &InformerOptions, bool);
+
+/// [`Reopen`] for `K`.
+fn reopen<K>(
+    cache: &Cache,
+    any: &Arc<dyn Any + Send + Sync>,
+    opts: &InformerOptions,
+    metadata: bool,
+) where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K::DynamicType: Clone + Eq + Hash + Send + Sync + 'static,
+{
+    // The entry's key holds the Rust type, so the downcast always succeeds.
+    if let Ok(shared) = any.clone().downcast::<Shared<K>>() {
+        cache.watch_of::<K>(shared.dyntype.clone(), opts.clone(), metadata);
+    }
+}
+
+/// The watches of one cache, by key. Most caches hold one or two, so this is a list with
+/// no spare room (a `HashMap`'s smallest table is four entries of ~230 bytes), searched in
+/// order.
+#[derive(Default)]
+struct Informers(Vec<(InformerKey, Entry)>);
+
+impl Informers {
+    fn get(&self, key: &InformerKey) -> Option<&Entry> {
+        self.0.iter().find(|(k, _)| k == key).map(|(_, e)| e)
+    }
+
+    fn insert(&mut self, key: InformerKey, entry: Entry) {
+        self.0.reserve_exact(1);
+        self.0.push((key, entry));
+    }
+
+    fn values(&self) -> impl Iterator<Item = &Entry> {
+        self.0.iter().map(|(_, e)| e)
+    }
+
+    fn iter(&self) -> impl Iterator<Item = (&InformerKey, &Entry)> {
+        self.0.iter().map(|(k, e)| (k, e))
+    }
+
+    fn len(&self) -> usize {
+        self.0.len()
+    }
+}
 
 #[derive(Default)]
 struct State {
-    informers: HashMap<InformerKey, Entry>,
+    informers: Informers,
     token: Option<CancellationToken>,
 }
 
@@ -292,22 +341,16 @@ impl Cache {
             tag: TypeTag::of::<K>(&dyntype),
             opts,
         };
-        self.get_or_create(key, |client, key| {
-            let reopen: Reopen = {
-                let (dyntype, opts) = (dyntype.clone(), key.opts.clone());
-                Arc::new(move |cache: &Cache| {
-                    cache.watch_of::<K>(dyntype.clone(), opts.clone(), metadata);
-                })
-            };
+        self.get_or_create(key, metadata, |client, key| {
             if let Some(derived) = &self.inner.derived {
                 let stream = derived::stream::<K>(derived, dyntype.clone(), key.opts.clone());
-                return (dyntype, stream, reopen);
+                return (dyntype, stream, reopen::<K>);
             }
             let url = K::url_path(&dyntype, key.opts.namespace());
             let stream = watch::stream::<K>(client, url, key.opts.clone(), metadata)
                 .default_backoff()
                 .boxed();
-            (dyntype, stream, reopen)
+            (dyntype, stream, reopen::<K>)
         })
     }
 
@@ -345,6 +388,7 @@ impl Cache {
     fn get_or_create<K>(
         &self,
         key: InformerKey,
+        metadata: bool,
         make: impl FnOnce(
             kube::Client,
             &InformerKey,
@@ -393,6 +437,7 @@ impl Cache {
                 any: shared.clone(),
                 erased: shared.clone(),
                 reopen,
+                metadata,
             },
         );
         shared
@@ -402,16 +447,16 @@ impl Cache {
     /// instance of a cluster can list everything the running one watches before it takes over
     /// (see [`Engagements::want`](crate::Engagements::want)).
     pub(crate) fn open_informers_of(&self, other: &Cache) {
-        let reopens: Vec<Reopen> = other
+        let reopens: Vec<_> = other
             .inner
             .state
             .lock()
             .informers
-            .values()
-            .map(|e| e.reopen.clone())
+            .iter()
+            .map(|(k, e)| (e.reopen, e.any.clone(), k.opts.clone(), e.metadata))
             .collect();
-        for reopen in reopens {
-            reopen(self);
+        for (reopen, any, opts, metadata) in reopens {
+            reopen(self, &any, &opts, metadata);
         }
     }
 }

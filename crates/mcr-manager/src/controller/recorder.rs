@@ -46,7 +46,8 @@ struct Inner {
     timeout: Duration,
     /// kube-runtime's recorder, built on first use: it keeps the series cache, so repeats of
     /// one event (same object, reason, action, note) become one Event with a growing count.
-    recorder: OnceLock<events::Recorder>,
+    /// Boxed: most engaged clusters never publish, and the recorder is several hundred bytes.
+    recorder: OnceLock<Box<events::Recorder>>,
 }
 
 /// Publishes `events.k8s.io/v1` Events into one cluster, reported by one controller: what
@@ -173,9 +174,12 @@ impl Recorder {
         regarding: &ObjectReference,
     ) -> Result<(), RecorderError> {
         let inner = &self.inner;
-        let recorder = inner
-            .recorder
-            .get_or_init(|| events::Recorder::new(inner.client.clone(), inner.reporter.clone()));
+        let recorder = inner.recorder.get_or_init(|| {
+            Box::new(events::Recorder::new(
+                inner.client.clone(),
+                inner.reporter.clone(),
+            ))
+        });
         match tokio::time::timeout(inner.timeout, recorder.publish(event, regarding)).await {
             Ok(Ok(())) => Ok(()),
             Ok(Err(source)) => Err(RecorderError::Publish {

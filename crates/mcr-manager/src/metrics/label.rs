@@ -22,7 +22,18 @@ impl From<&str> for LabelValue {
 
 impl EncodeLabelValue for LabelValue {
     fn encode(&self, encoder: &mut LabelValueEncoder) -> Result<(), std::fmt::Error> {
-        let s = self.0.as_str();
+        Escaped(&self.0).encode(encoder)
+    }
+}
+
+/// A borrowed label value, escaped when encoded (for series that keep their labels as shared
+/// strings, see `series`).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Escaped<'a>(pub(crate) &'a str);
+
+impl EncodeLabelValue for Escaped<'_> {
+    fn encode(&self, encoder: &mut LabelValueEncoder) -> Result<(), std::fmt::Error> {
+        let s = self.0;
         let mut start = 0;
         for (i, c) in s.char_indices() {
             let escaped = match c {
@@ -124,7 +135,7 @@ mod tests {
         ];
         let metrics = Metrics::new();
         for name in hostile {
-            let m = metrics.cluster("ctl\"\n", name);
+            let m = metrics.cluster("ctl\"\n", &mcr_core::ClusterName::new(name));
             m.success.inc();
             m.depth.set(2);
         }
@@ -171,7 +182,7 @@ mod tests {
         );
         assert_eq!(engaged[0].2, "4");
         // The sample store and removal key on the original, unescaped name.
-        let m = metrics.cluster("ctl\"\n", hostile[0]);
+        let m = metrics.cluster("ctl\"\n", &mcr_core::ClusterName::new(hostile[0]));
         metrics.forget_cluster(&m);
         metrics.set_cluster_sync(&[]); // what a scrape does once the cluster left
         let after = parse(&metrics.encode()).expect("parsable");

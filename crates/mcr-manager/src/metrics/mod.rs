@@ -26,51 +26,25 @@
 mod credentials;
 mod label;
 mod samples;
+mod series;
 
 use std::{sync::Arc, time::Duration};
 
+use mcr_core::ClusterName;
 use parking_lot::Mutex;
 use prometheus_client::{
     encoding::text::encode,
-    metrics::{
-        counter::Counter,
-        family::{Family, MetricConstructor},
-        gauge::Gauge,
-        histogram::{Histogram, exponential_buckets},
-    },
+    metrics::{counter::Counter, family::Family, gauge::Gauge},
     registry::Registry,
 };
 
-use self::samples::{SampleLane, SampleStore};
-
 use self::credentials::CredentialMetrics;
 use self::label::LabelValue;
+use self::series::{Metric, SeriesSet, View};
 
 // Label values are escaped when encoded: cluster names come from outside (see `label`).
-type ClusterLabels = [(&'static str, LabelValue); 2];
-type ResultLabels = [(&'static str, LabelValue); 3];
 type ControllerLabels = [(&'static str, LabelValue); 1];
 type MemberLabels = [(&'static str, LabelValue); 2];
-
-#[derive(Clone, Copy, Debug)]
-struct DurationBuckets;
-
-impl MetricConstructor<Histogram> for DurationBuckets {
-    fn new_metric(&self) -> Histogram {
-        // 1 ms .. ~65 s
-        Histogram::new(exponential_buckets(0.001, 2.0, 17))
-    }
-}
-
-#[derive(Clone, Copy, Debug)]
-struct WaitBuckets;
-
-impl MetricConstructor<Histogram> for WaitBuckets {
-    fn new_metric(&self) -> Histogram {
-        // 10 us .. ~21 s: a healthy queue hands work out within microseconds.
-        Histogram::new(exponential_buckets(0.000_01, 2.0, 22))
-    }
-}
 
 /// The metrics of one manager (cheap to clone). Served on `/metrics` by the manager's HTTP
 /// endpoint, or rendered with [`Metrics::encode`].
@@ -89,14 +63,12 @@ impl MetricConstructor<Histogram> for WaitBuckets {
 #[derive(Clone)]
 pub struct Metrics {
     registry: Arc<Mutex<Registry>>,
-    reconciles: Family<ResultLabels, Counter>,
-    durations: Family<ClusterLabels, Histogram, DurationBuckets>,
-    waits: Family<ClusterLabels, Histogram, WaitBuckets>,
-    samples: Arc<SampleStore>,
-    depth: Family<ClusterLabels, Gauge>,
+    /// The per-(controller, cluster) series: `mcr_reconcile_total`,
+    /// `mcr_reconcile_duration_seconds`, `mcr_queue_wait_seconds`, `mcr_queue_depth`,
+    /// `mcr_watch_restarts`.
+    series: Arc<SeriesSet>,
     engaged: Family<ControllerLabels, Gauge>,
     engagements: Counter,
-    restarts: Family<ClusterLabels, Gauge>,
     synced: Family<ControllerLabels, Gauge>,
     members: Family<MemberLabels, Gauge>,
     credentials: CredentialMetrics,
@@ -122,12 +94,12 @@ impl Metrics {
     /// ```
     pub fn new() -> Self {
         let mut registry = Registry::default();
-        let reconciles = Family::<ResultLabels, Counter>::default();
-        let durations = Family::new_with_constructor(DurationBuckets);
-        let waits = Family::new_with_constructor(WaitBuckets);
-        let depth = Family::<ClusterLabels, Gauge>::default();
+        let series = Arc::new(SeriesSet::default());
+        let view = |metric| View {
+            set: series.clone(),
+            metric,
+        };
         let engaged = Family::<ControllerLabels, Gauge>::default();
-        let restarts = Family::<ClusterLabels, Gauge>::default();
         let synced = Family::<ControllerLabels, Gauge>::default();
         let members = Family::<MemberLabels, Gauge>::default();
         registry.register(
@@ -140,18 +112,26 @@ impl Metrics {
             "Members the provider knows, by provider and state (engaged, pending, failed)",
             members.clone(),
         );
-        registry.register("mcr_reconcile", "Reconciles by result", reconciles.clone());
+        registry.register(
+            "mcr_reconcile",
+            "Reconciles by result",
+            view(Metric::Reconciles),
+        );
         registry.register(
             "mcr_reconcile_duration_seconds",
             "Time spent in the reconciler",
-            durations.clone(),
+            view(Metric::Durations),
         );
         registry.register(
             "mcr_queue_wait_seconds",
             "Time from a request becoming due to its reconcile starting",
-            waits.clone(),
+            view(Metric::Waits),
         );
-        registry.register("mcr_queue_depth", "Keys ready to reconcile", depth.clone());
+        registry.register(
+            "mcr_queue_depth",
+            "Keys ready to reconcile",
+            view(Metric::Depth),
+        );
         registry.register("mcr_engaged_clusters", "Clusters engaged", engaged.clone());
         let engagements = Counter::default();
         registry.register(
@@ -162,19 +142,14 @@ impl Metrics {
         registry.register(
             "mcr_watch_restarts",
             "Watch errors seen by the cluster's informers",
-            restarts.clone(),
+            view(Metric::Restarts),
         );
         let credentials = CredentialMetrics::register(&mut registry);
         Self {
             registry: Arc::new(Mutex::new(registry)),
-            reconciles,
-            durations,
-            waits,
-            samples: Arc::default(),
-            depth,
+            series,
             engaged,
             engagements,
-            restarts,
             synced,
             members,
             credentials,
@@ -279,7 +254,9 @@ impl Metrics {
     /// assert!(waits.is_empty()); // nothing ran here
     /// ```
     pub fn keep_queue_wait_samples(&self, on: bool) {
-        self.samples.set_enabled(on);
+        self.series
+            .samples_enabled
+            .store(on, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Takes the queue waits of `controller` in `cluster` recorded since samples were switched
@@ -293,10 +270,10 @@ impl Metrics {
     /// assert!(waits.is_empty());
     /// ```
     pub fn take_queue_wait_samples(&self, controller: &str, cluster: &str) -> Vec<Duration> {
-        self.samples.take(&[
-            ("controller", controller.into()),
-            ("cluster", cluster.into()),
-        ])
+        self.series
+            .get(controller, cluster)
+            .map(|s| s.take_samples())
+            .unwrap_or_default()
     }
 
     pub(crate) fn engaged(&self, controller: &str) -> Gauge {
@@ -304,77 +281,21 @@ impl Metrics {
             .get_or_create_owned(&[("controller", controller.into())])
     }
 
-    pub(crate) fn cluster(&self, controller: &str, cluster: &str) -> ClusterMetrics {
-        let labels: ClusterLabels = [
-            ("controller", controller.into()),
-            ("cluster", cluster.into()),
-        ];
-        let result = |r: &str| {
-            self.reconciles.get_or_create_owned(&[
-                ("controller", controller.into()),
-                ("cluster", cluster.into()),
-                ("result", r.into()),
-            ])
-        };
-        ClusterMetrics {
-            success: result("success"),
-            error: result("error"),
-            panic: result("panic"),
-            gone: result("cluster_gone"),
-            duration: self.durations.get_or_create_owned(&labels),
-            wait: QueueWait {
-                histogram: self.waits.get_or_create_owned(&labels),
-                samples: self.samples.lane(&labels),
-            },
-            depth: self.depth.get_or_create_owned(&labels),
-            restarts: self.restarts.get_or_create_owned(&labels),
-            labels,
-        }
+    /// The series of `controller` in `cluster`, created at zero on first use (shared by every
+    /// caller until [`forget_cluster`](Self::forget_cluster)).
+    pub(crate) fn cluster(&self, controller: &str, cluster: &ClusterName) -> ClusterMetrics {
+        self.series.get_or_create(controller, cluster)
     }
 
-    /// Forgets the label sets of a cluster that left (memory stays bounded under churn).
+    /// Forgets the series of a cluster that left (memory stays bounded under churn).
     pub(crate) fn forget_cluster(&self, m: &ClusterMetrics) {
-        let [controller, cluster] = &m.labels;
-        for r in ["success", "error", "panic", "cluster_gone"] {
-            self.reconciles
-                .remove(&[controller.clone(), cluster.clone(), ("result", r.into())]);
-        }
-        self.durations.remove(&m.labels);
-        self.waits.remove(&m.labels);
-        self.samples.forget(&m.labels);
-        self.depth.remove(&m.labels);
-        self.restarts.remove(&m.labels);
+        self.series.remove(m);
     }
 }
 
-/// Metric handles of one (controller, cluster), looked up once at engagement.
-#[derive(Clone, Debug)]
-pub(crate) struct ClusterMetrics {
-    labels: ClusterLabels,
-    pub(crate) success: Counter,
-    pub(crate) error: Counter,
-    pub(crate) panic: Counter,
-    pub(crate) gone: Counter,
-    pub(crate) duration: Histogram,
-    pub(crate) wait: QueueWait,
-    pub(crate) depth: Gauge,
-    pub(crate) restarts: Gauge,
-}
-
-/// The queue-wait histogram of one (controller, cluster), and its optional exact samples.
-#[derive(Clone, Debug)]
-pub(crate) struct QueueWait {
-    histogram: Histogram,
-    samples: Arc<SampleLane>,
-}
-
-impl QueueWait {
-    /// Records that a request waited `wait` between becoming due and its reconcile starting.
-    pub(crate) fn observe(&self, wait: Duration) {
-        self.histogram.observe(wait.as_secs_f64());
-        self.samples.record(wait);
-    }
-}
+/// Metric handles of one (controller, cluster), looked up once at engagement: one allocation
+/// holding every series (see `series`).
+pub(crate) type ClusterMetrics = Arc<series::Series>;
 
 #[cfg(test)]
 mod tests {
@@ -383,7 +304,7 @@ mod tests {
     #[test]
     fn labelled_per_controller_and_cluster() {
         let metrics = Metrics::new();
-        let m = metrics.cluster("demo", "east");
+        let m = metrics.cluster("demo", &ClusterName::new("east"));
         m.success.inc();
         m.duration.observe(0.01);
         m.depth.set(3);
@@ -405,8 +326,8 @@ mod tests {
     fn queue_wait_histogram_and_samples_per_cluster() {
         let metrics = Metrics::new();
         let (east, west) = (
-            metrics.cluster("demo", "east"),
-            metrics.cluster("demo", "west"),
+            metrics.cluster("demo", &ClusterName::new("east")),
+            metrics.cluster("demo", &ClusterName::new("west")),
         );
         east.wait.observe(Duration::from_millis(3));
         assert!(

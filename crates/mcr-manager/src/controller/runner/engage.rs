@@ -112,8 +112,7 @@ where
         };
         let primary = (self.spec.primary)(cluster.cache());
         let (restarts, stores) = self.subscribe_inputs(&cluster, &name, &token, true);
-        let metrics =
-            metrics.unwrap_or_else(|| self.spec.metrics.cluster(&self.spec.name, name.as_str()));
+        let metrics = metrics.unwrap_or_else(|| self.spec.metrics.cluster(&self.spec.name, &name));
         let id = cluster.id();
         self.forget_when_gone(&name, id, &token);
         if !replaced.is_empty() {
@@ -146,7 +145,7 @@ where
             .with_recorder(recorder);
         self.engaged.insert(
             name,
-            Engaged {
+            Box::new(Engaged {
                 cluster,
                 token,
                 primary,
@@ -158,7 +157,7 @@ where
                 held: HashSet::new(),
                 cut,
                 joined,
-            },
+            }),
         );
         self.engaged_gauge.set(self.engaged.len() as i64);
     }
@@ -265,7 +264,7 @@ where
             let dropped = self.queue.remove_cluster(name);
             self.spec.metrics.forget_cluster(&e.metrics);
             debug!(controller = %self.spec.name, cluster = %name, dropped, "cluster disengaged");
-            self.departed(name, e);
+            self.departed(name, *e);
         }
         self.engaged_gauge.set(self.engaged.len() as i64);
     }
