@@ -1016,3 +1016,54 @@ async fn apply_with_an_undeclared_field_is_refused_whatever_the_field_validation
         "{out}"
     );
 }
+
+/// A `null` value in a map of an applied configuration is decoded as kube-apiserver's Go
+/// types decode it: the zero value of the map's element (`"0"` for a quantity, `""` for a
+/// string), kept and owned by the applier, as kubectl's own null-propagation test data
+/// (a ResourceQuota's `hard` of nulls) gets; a create's body is decoded the same way.
+#[tokio::test]
+async fn applied_null_map_values_become_zero_values() {
+    let cluster = TestCluster::start("ssa-null-values").await.unwrap();
+    let client = cluster.client();
+    let quota = json!({
+        "apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "q"},
+        "spec": {"hard": {"limits.cpu": null, "pods": "2"}},
+    });
+    let out = apply_ok(
+        &client,
+        "/api/v1/namespaces/default/resourcequotas",
+        "q",
+        "m",
+        quota,
+    )
+    .await;
+    assert_eq!(
+        out["spec"]["hard"],
+        json!({"limits.cpu": "0", "pods": "2"}),
+        "{out}"
+    );
+    let owned = &managed(&out)[0]["fieldsV1"]["f:spec"]["f:hard"];
+    assert!(owned["f:limits.cpu"].is_object(), "{out}");
+
+    let out = apply_ok(
+        &client,
+        CMS,
+        "nulls",
+        "m",
+        configmap("nulls", json!({"k": null, "l": "v"})),
+    )
+    .await;
+    assert_eq!(out["data"], json!({"k": "", "l": "v"}), "{out}");
+
+    // A create decodes its body the same way.
+    let (code, out) = send(
+        &client,
+        http::Method::POST,
+        CMS,
+        "application/json",
+        &configmap("created", json!({"k": null})),
+    )
+    .await;
+    assert_eq!(code, 201, "{out}");
+    assert_eq!(out["data"], json!({"k": ""}), "{out}");
+}
