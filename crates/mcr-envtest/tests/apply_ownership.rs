@@ -945,3 +945,125 @@ async fn emptying_a_custom_resource_map_by_apply_is_invalid() {
     let out = apply_ok(&client, CMS, "c", "a", configmap("c", json!({}))).await;
     assert!(out.get("data").is_none(), "{out}");
 }
+
+/// An applied configuration with a field its type does not declare is refused before any
+/// merge, whatever `fieldValidation` says and dry run or not: kube-apiserver cannot make the
+/// typed patch (a 500 naming the object as the body does, its kind and the field, as Kubernetes' own
+/// node-problem-detector add-on with its misspelt `nodeSelectors` gets). A custom resource
+/// is checked against its CRD's schema the same way.
+#[tokio::test]
+async fn apply_with_an_undeclared_field_is_refused_whatever_the_field_validation() {
+    let cluster = TestCluster::start("ssa-undeclared").await.unwrap();
+    install_gadgets(&cluster).await;
+    let client = cluster.client();
+    let deploy = json!({
+        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"},
+        "spec": {
+            "selector": {"matchLabels": {"app": "d"}},
+            "template": {
+                "metadata": {"labels": {"app": "d"}},
+                "spec": {"nodeSelectors": {"a": "b"}, "containers": [{"name": "c", "image": "i"}]},
+            },
+        },
+    });
+    for query in [
+        "",
+        "&fieldValidation=Ignore",
+        "&fieldValidation=Warn",
+        "&dryRun=All",
+    ] {
+        let uri = format!("{DEPLOYS}/d?fieldManager=m{query}");
+        let (code, out) = send(
+            &client,
+            http::Method::PATCH,
+            &uri,
+            "application/apply-patch+yaml",
+            &deploy,
+        )
+        .await;
+        assert_eq!(code, 500, "{query}: {out}");
+        assert_eq!(
+            out["message"],
+            "failed to create typed patch object (/d; apps/v1, Kind=Deployment): \
+             .spec.template.spec.nodeSelectors: field not declared in schema",
+            "{query}: {out}"
+        );
+    }
+    let (code, out) = send(
+        &client,
+        http::Method::GET,
+        &format!("{DEPLOYS}/d"),
+        "application/json",
+        &json!({}),
+    )
+    .await;
+    assert_eq!(code, 404, "nothing was created: {out}");
+
+    let (code, out) = apply(
+        &client,
+        GADGETS,
+        "g",
+        "m",
+        false,
+        gadget(json!({"args": ["a"], "colour": "red"})),
+    )
+    .await;
+    assert_eq!(code, 500, "{out}");
+    assert_eq!(
+        out["message"],
+        "failed to create typed patch object (/g; ssa.example.com/v1, Kind=Gadget): \
+         .spec.colour: field not declared in schema",
+        "{out}"
+    );
+}
+
+/// A `null` value in a map of an applied configuration is decoded as kube-apiserver's Go
+/// types decode it: the zero value of the map's element (`"0"` for a quantity, `""` for a
+/// string), kept and owned by the applier, as kubectl's own null-propagation test data
+/// (a ResourceQuota's `hard` of nulls) gets; a create's body is decoded the same way.
+#[tokio::test]
+async fn applied_null_map_values_become_zero_values() {
+    let cluster = TestCluster::start("ssa-null-values").await.unwrap();
+    let client = cluster.client();
+    let quota = json!({
+        "apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "q"},
+        "spec": {"hard": {"limits.cpu": null, "pods": "2"}},
+    });
+    let out = apply_ok(
+        &client,
+        "/api/v1/namespaces/default/resourcequotas",
+        "q",
+        "m",
+        quota,
+    )
+    .await;
+    assert_eq!(
+        out["spec"]["hard"],
+        json!({"limits.cpu": "0", "pods": "2"}),
+        "{out}"
+    );
+    let owned = &managed(&out)[0]["fieldsV1"]["f:spec"]["f:hard"];
+    assert!(owned["f:limits.cpu"].is_object(), "{out}");
+
+    let out = apply_ok(
+        &client,
+        CMS,
+        "nulls",
+        "m",
+        configmap("nulls", json!({"k": null, "l": "v"})),
+    )
+    .await;
+    assert_eq!(out["data"], json!({"k": "", "l": "v"}), "{out}");
+
+    // A create decodes its body the same way.
+    let (code, out) = send(
+        &client,
+        http::Method::POST,
+        CMS,
+        "application/json",
+        &configmap("created", json!({"k": null})),
+    )
+    .await;
+    assert_eq!(code, 201, "{out}");
+    assert_eq!(out["data"], json!({"k": ""}), "{out}");
+}

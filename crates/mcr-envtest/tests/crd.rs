@@ -423,3 +423,114 @@ async fn crd_defaults_and_structural_pruning_and_defaulting() {
     })
     .await;
 }
+
+/// A CRD in a group of the Kubernetes community (`k8s.io`, `kubernetes.io` and their
+/// subdomains) needs the `api-approved.kubernetes.io` annotation: a create without it, or with
+/// a value that is neither a URL nor `unapproved...`, is refused (422) naming the annotation;
+/// with it, kube-apiserver's API-approval controller adds a `KubernetesAPIApprovalPolicyConformant`
+/// condition (as the volume snapshot CRDs of Kubernetes' add-ons get), kept up to date when the
+/// annotation changes.
+#[tokio::test]
+async fn crd_in_a_protected_group_needs_approval_and_gets_its_condition() {
+    let cluster = TestCluster::start("crd-api-approval").await.unwrap();
+    let crds: Api<CustomResourceDefinition> = Api::all(cluster.client());
+    let crd = |annotation: Option<&str>| -> CustomResourceDefinition {
+        let mut value = json!({
+            "apiVersion": "apiextensions.k8s.io/v1",
+            "kind": "CustomResourceDefinition",
+            "metadata": { "name": "snaps.storage.example.k8s.io" },
+            "spec": {
+                "group": "storage.example.k8s.io",
+                "scope": "Cluster",
+                "names": { "plural": "snaps", "kind": "Snap" },
+                "versions": [{
+                    "name": "v1", "served": true, "storage": true,
+                    "schema": { "openAPIV3Schema": { "type": "object" } },
+                }],
+            },
+        });
+        if let Some(a) = annotation {
+            value["metadata"]["annotations"] = json!({ "api-approved.kubernetes.io": a });
+        }
+        serde_json::from_value(value).unwrap()
+    };
+    for (annotation, expected) in [
+        (
+            None,
+            "metadata.annotations[api-approved.kubernetes.io]: Required value",
+        ),
+        (
+            Some("yes"),
+            "metadata.annotations[api-approved.kubernetes.io]: Invalid value: \"yes\"",
+        ),
+    ] {
+        let err = crds
+            .create(&PostParams::default(), &crd(annotation))
+            .await
+            .unwrap_err();
+        assert_eq!(api_code(&err), Some(422), "{err}");
+        assert!(err.to_string().contains(expected), "{err}");
+    }
+
+    let url = "https://github.com/kubernetes/enhancements/pull/1111";
+    crds.create(&PostParams::default(), &crd(Some(url)))
+        .await
+        .unwrap();
+    let condition = |crd: &CustomResourceDefinition| {
+        crd.status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .and_then(|c| {
+                c.iter()
+                    .find(|c| c.type_ == "KubernetesAPIApprovalPolicyConformant")
+                    .cloned()
+            })
+    };
+    eventually_async("the approval condition", DEADLINE, || {
+        let crds = crds.clone();
+        async move {
+            crds.get("snaps.storage.example.k8s.io")
+                .await
+                .is_ok_and(|c| condition(&c).is_some())
+        }
+    })
+    .await;
+    let approved = condition(&crds.get("snaps.storage.example.k8s.io").await.unwrap()).unwrap();
+    assert_eq!(approved.status, "True");
+    assert_eq!(approved.reason.as_deref(), Some("ApprovedAnnotation"));
+    assert_eq!(
+        approved.message.as_deref(),
+        Some(&*format!("approved in {url}"))
+    );
+
+    let patch = json!({"metadata": {"annotations": {"api-approved.kubernetes.io": "unapproved, experimental"}}});
+    crds.patch(
+        "snaps.storage.example.k8s.io",
+        &PatchParams::default(),
+        &Patch::Merge(&patch),
+    )
+    .await
+    .unwrap();
+    eventually_async("the condition to follow the annotation", DEADLINE, || {
+        let crds = crds.clone();
+        async move {
+            crds.get("snaps.storage.example.k8s.io")
+                .await
+                .is_ok_and(|c| condition(&c).is_some_and(|c| c.status == "False"))
+        }
+    })
+    .await;
+    let bypassed = condition(&crds.get("snaps.storage.example.k8s.io").await.unwrap()).unwrap();
+    assert_eq!(bypassed.reason.as_deref(), Some("UnapprovedAnnotation"));
+    // The status is the controller's: the patch's manager owns none of it.
+    let crd = crds.get("snaps.storage.example.k8s.io").await.unwrap();
+    for entry in crd.metadata.managed_fields.iter().flatten() {
+        let owned = serde_json::to_value(&entry.fields_v1).unwrap();
+        let is_controller = entry.manager.as_deref() == Some("kube-apiserver");
+        assert_eq!(owned.get("f:status").is_some(), is_controller, "{entry:?}");
+    }
+    assert_eq!(
+        bypassed.message.as_deref(),
+        Some("not approved: \"unapproved, experimental\"")
+    );
+}

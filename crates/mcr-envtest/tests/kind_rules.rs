@@ -8,7 +8,7 @@
 //! may change, a Pod's binding, a Service's delete taking its Endpoints along, and the
 //! `LimitRanger` and `ResourceQuota` admission of Pods (defaults, bounds, quota usage), names
 //! checked per kind (with the warnings of the kinds whose name becomes a hostname) and the
-//! total size of annotations. The same
+//! total size of annotations, and the fields of a StorageClass that may not change. The same
 //! expectations hold on the emulator and, with `MCR_ENVTEST=real`, on kube-apiserver.
 
 use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet};
@@ -509,6 +509,75 @@ async fn storage_class_delete_answers_with_the_object() {
         .await
         .unwrap();
     assert!(deleted.is_left(), "{deleted:?}");
+}
+
+/// A StorageClass's provisioner, parameters, reclaim policy and binding mode are immutable (a
+/// second StorageClass `standard` of Kubernetes' add-ons, applied over the first, is refused
+/// naming the fields in that order); its labels and `allowVolumeExpansion` may change, and
+/// parameters written as `{}` equal none.
+#[tokio::test]
+async fn storage_class_provisioner_and_parameters_are_immutable() {
+    let cluster = TestCluster::start("kind-sc-immutable").await.unwrap();
+    let scs: Api<StorageClass> = Api::all(cluster.client());
+    let sc: StorageClass = serde_json::from_value(json!({
+        "metadata": {"name": "kind-sc-immutable"},
+        "provisioner": "kubernetes.io/gce-pd",
+        "parameters": {"type": "pd-standard"},
+    }))
+    .unwrap();
+    scs.create(&PostParams::default(), &sc).await.unwrap();
+    let change = json!({
+        "provisioner": "kubernetes.io/host-path",
+        "parameters": null,
+        "reclaimPolicy": "Retain",
+        "volumeBindingMode": "WaitForFirstConsumer",
+    });
+    let (message, causes) = refusal(
+        scs.patch(
+            "kind-sc-immutable",
+            &PatchParams::default(),
+            &Patch::Merge(&change),
+        )
+        .await,
+    );
+    assert_eq!(
+        causes,
+        [
+            "parameters: Invalid value: null: field is immutable",
+            "provisioner: Invalid value: \"kubernetes.io/host-path\": field is immutable",
+            "reclaimPolicy: Invalid value: \"Retain\": field is immutable",
+            "volumeBindingMode: Invalid value: \"WaitForFirstConsumer\": field is immutable",
+        ],
+        "{message}"
+    );
+    assert!(
+        message.starts_with("StorageClass.storage.k8s.io \"kind-sc-immutable\" is invalid: [parameters: Invalid value: null: field is immutable, provisioner:"),
+        "{message}"
+    );
+    let allowed = json!({"metadata": {"labels": {"tier": "gold"}}, "allowVolumeExpansion": true});
+    let changed = scs
+        .patch(
+            "kind-sc-immutable",
+            &PatchParams::default(),
+            &Patch::Merge(&allowed),
+        )
+        .await
+        .unwrap();
+    assert_eq!(changed.allow_volume_expansion, Some(true));
+
+    let bare: StorageClass = serde_json::from_value(json!({
+        "metadata": {"name": "kind-sc-bare"},
+        "provisioner": "example.com/bare",
+    }))
+    .unwrap();
+    scs.create(&PostParams::default(), &bare).await.unwrap();
+    scs.patch(
+        "kind-sc-bare",
+        &PatchParams::default(),
+        &Patch::Merge(&json!({"parameters": {}})),
+    )
+    .await
+    .unwrap();
 }
 
 #[tokio::test]

@@ -139,8 +139,18 @@ fn flatten(prefix: &str, value: &Value, out: &mut BTreeMap<String, String>) {
 /// gets `#n`).
 fn objects(stdout: &str) -> BTreeMap<String, Value> {
     let mut out = BTreeMap::new();
-    let mut add = |object: Value| {
+    let mut add = |mut object: Value| {
         let kind = object["kind"].as_str().unwrap_or("?").to_owned();
+        // A CRD's conditions in type order: kube-apiserver's naming, establishing and
+        // API-approval controllers each add theirs when they run, so two runs of
+        // kube-apiserver list them in different orders (`conditions` is a map keyed by type).
+        if kind == "CustomResourceDefinition"
+            && let Some(conditions) = object
+                .pointer_mut("/status/conditions")
+                .and_then(Value::as_array_mut)
+        {
+            conditions.sort_by(|a, b| a["type"].as_str().cmp(&b["type"].as_str()));
+        }
         let ns = object["metadata"]["namespace"].as_str().unwrap_or("");
         let name = object["metadata"]["name"].as_str().unwrap_or("?");
         let base = format!("{kind} {ns}/{name}");
@@ -454,6 +464,30 @@ mod tests {
         flatten("", &normalise_value("", &right), &mut r);
         let differing: Vec<_> = r.keys().filter(|k| l.get(*k) != r.get(*k)).collect();
         assert_eq!(differing, ["spec.volumes[0].configMap.defaultMode"]);
+    }
+
+    #[test]
+    fn crd_conditions_are_compared_by_type_not_by_place() {
+        let condition = |t: &str| serde_json::json!({"type": t, "status": "True"});
+        let crd = |conditions: Vec<Value>| {
+            serde_json::json!({"kind": "CustomResourceDefinition", "metadata": {"name": "a.b"},
+                "status": {"conditions": conditions}})
+        };
+        let approval = condition("KubernetesAPIApprovalPolicyConformant");
+        let names = condition("NamesAccepted");
+        let established = condition("Established");
+        let first = crd(vec![approval.clone(), names.clone(), established.clone()]);
+        let last = crd(vec![names.clone(), established.clone(), approval]);
+        let without = crd(vec![names, established]);
+        let one = |v: &Value| objects(&v.to_string());
+        assert_eq!(one(&first), one(&last));
+        assert_ne!(one(&first), one(&without));
+        // Other kinds keep their order.
+        let mut pod = first.clone();
+        pod["kind"] = "Pod".into();
+        let mut pod2 = last.clone();
+        pod2["kind"] = "Pod".into();
+        assert_ne!(one(&pod), one(&pod2));
     }
 
     #[test]

@@ -5,7 +5,8 @@ use serde_json::{Value, json};
 use super::managed::{self, Operation, scope_for};
 use super::meta::{meta_mut, meta_str, name_of, namespace_of, rv_of, uid_of};
 use super::patch::apply_patch;
-use super::registry::scope;
+use super::registry::{TypeInfo, scope};
+use super::schema::roundtrip::{Mode, roundtrip};
 use super::state::{ObjKey, Store};
 use super::update::finish_update;
 use super::write::{check_body, check_subresource, create_locked};
@@ -25,6 +26,52 @@ pub(crate) fn parse_applied(body: &[u8]) -> Result<Value, ApiError> {
             "the applied configuration must be an object",
         ))
     }
+}
+
+/// kube-apiserver makes a typed patch of an applied configuration with its type's schema
+/// before anything else (structured-merge-diff's `ObjectToTyped`, called by the apiserver's
+/// `fieldmanager` in `structuredmerge.go`, v1.36): a field the schema does not declare fails
+/// the request, dry run or not and whatever `fieldValidation` says, with a 500 that is no API
+/// status (no reason) naming the object as the body does (`namespace/name; group/version,
+/// Kind=Kind`) and each field (`.spec.foo: field not declared in schema`; more than one are
+/// listed under `errors:`).
+fn undeclared_fields(info: &TypeInfo, raw: &Value) -> Result<(), ApiError> {
+    let unknown = if info.rt.custom {
+        super::schema::structural::prune(&mut raw.clone(), &info.schema)
+    } else {
+        match roundtrip(raw, &info.schema, Mode::Decode) {
+            Ok((_, dropped)) => dropped.unknown,
+            // What does not decode is refused later, with the decoding's own error.
+            Err(_) => return Ok(()),
+        }
+    };
+    let mut errors: Vec<String> = unknown
+        .iter()
+        .map(|f| format!(".{f}: field not declared in schema"))
+        .collect();
+    let listed = match errors.len() {
+        0 => return Ok(()),
+        1 => errors.remove(0),
+        _ => format!("errors:\n  {}", errors.join("\n  ")),
+    };
+    let (group, version) = match str_of(raw, "apiVersion").rsplit_once('/') {
+        Some((g, v)) => (g.to_string(), v.to_string()),
+        None => (String::new(), str_of(raw, "apiVersion").to_string()),
+    };
+    Err(ApiError::new(
+        500,
+        "",
+        format!(
+            "failed to create typed patch object ({}/{}; {group}/{version}, Kind={}): {listed}",
+            meta_str(raw, "namespace").unwrap_or(""),
+            meta_str(raw, "name").unwrap_or(""),
+            str_of(raw, "kind"),
+        ),
+    ))
+}
+
+fn str_of<'a>(v: &'a Value, key: &str) -> &'a str {
+    v.get(key).and_then(Value::as_str).unwrap_or("")
 }
 
 impl Engine {
@@ -122,7 +169,9 @@ fn patch_locked(
                 "fieldManager: Required value: is required for apply patch",
             ));
         };
-        let mut applied = check_body(&info, &ns, parse_applied(body)?)?;
+        let raw = parse_applied(body)?;
+        undeclared_fields(&info, &raw)?;
+        let mut applied = check_body(&info, &ns, raw)?;
         match meta_str(&applied, "name") {
             Some(n) if n != name => {
                 return Err(ApiError::bad_request(format!(

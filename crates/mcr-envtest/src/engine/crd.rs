@@ -100,6 +100,147 @@ fn accepted_names(crd: &Value) -> Value {
     accepted
 }
 
+/// The annotation a CRD of the Kubernetes community's groups must carry.
+const API_APPROVED: &str = "api-approved.kubernetes.io";
+
+/// What the `api-approved.kubernetes.io` annotation says, with kube-apiserver's reason:
+/// `GetAPIApprovalState` of apiextensions-apiserver's `pkg/apihelpers/helpers.go` (v1.36).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Approval {
+    /// A URL with a scheme and a host.
+    Approved,
+    /// A value starting with `unapproved`.
+    Bypassed,
+    /// No annotation, or an empty one.
+    Missing,
+    /// Anything else.
+    Invalid,
+}
+
+/// `IsProtectedCommunityGroup` of the same file: `k8s.io`, `kubernetes.io` and their
+/// subdomains.
+fn is_protected_group(group: &str) -> bool {
+    ["k8s.io", "kubernetes.io"]
+        .iter()
+        .any(|g| group == *g || group.strip_suffix(g).is_some_and(|p| p.ends_with('.')))
+}
+
+fn approval_annotation(crd: &Value) -> &str {
+    str_at(crd, &["metadata", "annotations", API_APPROVED])
+}
+
+/// The approval state of a CRD and the reason kube-apiserver words for it.
+fn approval(crd: &Value) -> (Approval, String) {
+    let value = approval_annotation(crd);
+    if value.is_empty() {
+        return (
+            Approval::Missing,
+            format!(
+                "protected groups must have approval annotation {API_APPROVED:?}, see https://github.com/kubernetes/enhancements/pull/1111"
+            ),
+        );
+    }
+    if value.starts_with("unapproved") {
+        return (Approval::Bypassed, format!("not approved: {value:?}"));
+    }
+    // Go's `url.ParseRequestURI` with a non-empty scheme and host: `scheme://host...`.
+    let is_url = value.split_once("://").is_some_and(|(scheme, rest)| {
+        let mut chars = scheme.chars();
+        chars.next().is_some_and(|c| c.is_ascii_alphabetic())
+            && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'))
+            && !rest.is_empty()
+            && !rest.starts_with(['/', '?', '#'])
+            && !value.contains(char::is_whitespace)
+    });
+    if is_url {
+        return (Approval::Approved, format!("approved in {value}"));
+    }
+    (
+        Approval::Invalid,
+        format!(
+            "protected groups must have approval annotation {API_APPROVED:?} with either a URL or a reason starting with \"unapproved\", see https://github.com/kubernetes/enhancements/pull/1111"
+        ),
+    )
+}
+
+/// `validateAPIApproval` of apiextensions-apiserver's `pkg/apis/apiextensions/validation`
+/// (v1.36): a CRD of a protected group needs an approval annotation that is a URL or starts
+/// with `unapproved`, unless an update leaves the approval state as it was.
+fn validate_approval(crd: &Value, old: Option<&Value>) -> Result<(), ApiError> {
+    if !is_protected_group(str_at(crd, &["spec", "group"])) {
+        return Ok(());
+    }
+    let (state, reason) = approval(crd);
+    if old.is_some_and(|old| approval(old).0 == state) {
+        return Ok(());
+    }
+    let path = format!("metadata.annotations[{API_APPROVED}]");
+    match state {
+        Approval::Approved | Approval::Bypassed => Ok(()),
+        Approval::Missing => Err(invalid(crd, format!("{path}: Required value: {reason}"))),
+        Approval::Invalid => Err(invalid(
+            crd,
+            format!(
+                "{path}: Invalid value: {:?}: {reason}",
+                approval_annotation(crd)
+            ),
+        )),
+    }
+}
+
+/// The `KubernetesAPIApprovalPolicyConformant` condition kube-apiserver's API-approval
+/// controller gives a CRD of a protected group (`calculateCondition` of
+/// apiextensions-apiserver's `pkg/controller/apiapproval`, v1.36); none for other groups.
+fn approval_condition(crd: &Value) -> Option<Value> {
+    if !is_protected_group(str_at(crd, &["spec", "group"])) {
+        return None;
+    }
+    let (state, message) = approval(crd);
+    let (status, reason) = match state {
+        Approval::Approved => ("True", "ApprovedAnnotation"),
+        Approval::Bypassed => ("False", "UnapprovedAnnotation"),
+        Approval::Missing => ("False", "MissingAnnotation"),
+        Approval::Invalid => ("False", "InvalidAnnotation"),
+    };
+    Some(json!({
+        "type": "KubernetesAPIApprovalPolicyConformant",
+        "status": status,
+        "reason": reason,
+        "message": message,
+    }))
+}
+
+/// Sets a condition as `SetCRDCondition` does: a new type is appended; an existing one takes
+/// the new status, reason and message, and a new `lastTransitionTime` only when its status
+/// changes.
+fn set_condition(status: &mut Value, mut condition: Value, time: &str) {
+    if !status["conditions"].is_array() {
+        status["conditions"] = json!([]);
+    }
+    let Some(conditions) = status["conditions"].as_array_mut() else {
+        return;
+    };
+    match conditions
+        .iter_mut()
+        .find(|c| c["type"] == condition["type"])
+    {
+        Some(existing) => {
+            if existing["status"] != condition["status"]
+                || str_at(existing, &["lastTransitionTime"]).is_empty()
+            {
+                existing["lastTransitionTime"] = json!(time);
+            }
+            for key in ["status", "reason", "message"] {
+                existing[key] = condition[key].take();
+            }
+        }
+        None => {
+            condition["lastTransitionTime"] = json!(time);
+            conditions.push(condition);
+        }
+    }
+}
+
 fn storage_version(crd: &Value) -> String {
     crd["spec"]["versions"]
         .as_array()
@@ -114,6 +255,7 @@ fn storage_version(crd: &Value) -> String {
 /// [`establish`] writes what the controllers then write.
 pub(crate) fn on_create(crd: &mut Value) -> Result<(), ApiError> {
     validate(crd)?;
+    validate_approval(crd, None)?;
     crd["status"] = json!({
         "conditions": null,
         "acceptedNames": {"plural": "", "kind": ""},
@@ -122,8 +264,9 @@ pub(crate) fn on_create(crd: &mut Value) -> Result<(), ApiError> {
     Ok(())
 }
 
-/// A stored new CRD as kube-apiserver's naming and establishing controllers leave it: names
-/// accepted and established, a status `Update` of `kube-apiserver` in its `managedFields`.
+/// A stored new CRD as kube-apiserver's naming, establishing and API-approval controllers
+/// leave it: names accepted and established, the approval condition of a protected group, a
+/// status `Update` of `kube-apiserver` in its `managedFields`.
 pub(crate) fn establish(created: &Value, schema: &super::schema::Schema) -> Value {
     let time = now();
     let mut crd = super::packed::unpacked(created).into_owned();
@@ -134,6 +277,9 @@ pub(crate) fn establish(created: &Value, schema: &super::schema::Schema) -> Valu
         {"type": "Established", "status": "True", "reason": "InitialNamesAccepted",
          "message": "the initial names have been accepted", "lastTransitionTime": time},
     ]);
+    if let Some(condition) = approval_condition(&crd) {
+        set_condition(&mut status, condition, &time);
+    }
     status["acceptedNames"] = accepted_names(&crd);
     let entry = super::managed::created_entry(
         &json!({"status": crd["status"].clone()}),
@@ -155,6 +301,7 @@ pub(crate) fn establish(created: &Value, schema: &super::schema::Schema) -> Valu
 /// Validates an updated CRD (group and plural are immutable) and refreshes its status.
 pub(crate) fn on_update(old: &Value, crd: &mut Value) -> Result<(), ApiError> {
     validate(crd)?;
+    validate_approval(crd, Some(old))?;
     for path in [&["spec", "group"][..], &["spec", "names", "plural"][..]] {
         if str_at(old, path) != str_at(crd, path) {
             return Err(invalid(
@@ -171,6 +318,10 @@ pub(crate) fn on_update(old: &Value, crd: &mut Value) -> Result<(), ApiError> {
         crd["status"] = json!({});
     }
     crd["status"]["acceptedNames"] = accepted_names(crd);
+    // The API-approval controller follows the annotation (the group is immutable).
+    if let Some(condition) = approval_condition(crd) {
+        set_condition(&mut crd["status"], condition, &now());
+    }
     let storage = storage_version(crd);
     let stored = crd["status"]["storedVersions"]
         .as_array()

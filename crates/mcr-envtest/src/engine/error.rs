@@ -179,6 +179,13 @@ impl ApiError {
         if let Some(details) = &self.details {
             status["details"] = details.clone();
         }
+        // `reason` is `omitempty` in Go's `metav1.Status`: an error that is no API status
+        // (reason `Unknown`, the empty string) answers without one.
+        if self.reason.is_empty()
+            && let Some(map) = status.as_object_mut()
+        {
+            map.remove("reason");
+        }
         status
     }
 }

@@ -685,6 +685,8 @@ pub(crate) fn apply(
         if !nulls.is_empty() {
             return Err(null_error(kind, group, &object, &nulls));
         }
+    } else {
+        super::schema::roundtrip::zero_map_nulls(&mut object, schema);
     }
     typed::drop_nulls(&mut object);
     if let Some(entry) = managed.get_mut(&me) {

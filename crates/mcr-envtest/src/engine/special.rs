@@ -28,6 +28,7 @@ pub(crate) fn defaults(
         super::schema::structural::default(obj, &info.schema);
     } else {
         decode(info, obj, Mode::Decode, opts)?;
+        built_in_nulls(obj);
     }
     super::defaults::apply(info, obj)?;
     if !info.rt.custom {
@@ -328,17 +329,6 @@ fn omit_empty(info: &TypeInfo, obj: &mut Value) {
             }
         }
     }
-    if !info.rt.custom
-        && let Some(map) = obj.as_object_mut()
-    {
-        // A built-in's typed fields have no `null`: a field set to null is left out.
-        for (key, value) in map.iter_mut() {
-            if key != "metadata" {
-                drop_nulls(value);
-            }
-        }
-        map.retain(|_, v| !v.is_null());
-    }
     let data_fields: &[&str] = match (info.rt.custom, info.rt.kind.as_str()) {
         (false, "ConfigMap") => &["data", "binaryData"],
         (false, "Secret") => &["data", "stringData"],
@@ -350,6 +340,19 @@ fn omit_empty(info: &TypeInfo, obj: &mut Value) {
                 map.remove(*field);
             }
         }
+    }
+}
+
+/// A built-in's typed fields have no `null`: decoded (a map's `null` became its element's
+/// zero value, a typed field's `null` is left out), what is left of them goes.
+fn built_in_nulls(obj: &mut Value) {
+    if let Some(map) = obj.as_object_mut() {
+        for (key, value) in map.iter_mut() {
+            if key != "metadata" {
+                drop_nulls(value);
+            }
+        }
+        map.retain(|_, v| !v.is_null());
     }
 }
 

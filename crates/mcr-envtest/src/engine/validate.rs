@@ -459,6 +459,33 @@ fn job_update(old: &Value, new: &Value, causes: &mut Vec<String>) {
     }
 }
 
+/// A StorageClass's update: `ValidateStorageClassUpdate` of kube-apiserver's
+/// `pkg/apis/storage/validation` (v1.36) keeps `parameters`, `provisioner`, `reclaimPolicy` and
+/// `volumeBindingMode` immutable, in that order, each quoted as its new value (JSON; `null`
+/// when gone). Go's semantic equality takes an empty map for none.
+fn storage_class_update(old: &Value, new: &Value, causes: &mut Vec<String>) {
+    let parameters = |o: &Value| {
+        o["parameters"]
+            .as_object()
+            .filter(|m| !m.is_empty())
+            .cloned()
+    };
+    if parameters(old) != parameters(new) {
+        causes.push(format!(
+            "parameters: Invalid value: {}: field is immutable",
+            new["parameters"]
+        ));
+    }
+    for field in ["provisioner", "reclaimPolicy", "volumeBindingMode"] {
+        if old[field] != new[field] {
+            causes.push(format!(
+                "{field}: Invalid value: {}: field is immutable",
+                new[field]
+            ));
+        }
+    }
+}
+
 /// A LimitRange item's bounds in order: `min <= defaultRequest <= default <= max`, worded and
 /// ordered as kube-apiserver's validation (which quotes `max` for a default above it).
 fn limit_range_item(i: usize, limit: &Value, causes: &mut Vec<String>) {
@@ -563,6 +590,9 @@ pub(crate) fn check_update(info: &TypeInfo, old: &Value, new: &Value) -> Result<
     }
     if info.rt.kind == "Pod" {
         pod_update(&old["spec"], &new["spec"], &mut causes);
+    }
+    if info.rt.kind == "StorageClass" {
+        storage_class_update(old, new, &mut causes);
     }
     if info.rt.kind == "Node" {
         let cidrs = |o: &Value| {

@@ -105,6 +105,58 @@ fn json_kind(v: &Value) -> &'static str {
     }
 }
 
+/// The zero value Go's `encoding/json` gives a map element decoded from `null` (a string's
+/// `""`, a `resource.Quantity`'s `"0"`, a number's `0`, a bool's `false`), for the scalar
+/// element types; `None` for the others (a `[]byte`'s nil is `null` again).
+fn zero_of(schema: &Schema) -> Option<Value> {
+    let schema = match schema {
+        Schema::Ref(id) => super::builtin::table().schema(*id),
+        other => other,
+    };
+    match schema {
+        Schema::Scalar(Scalar::String) => Some(json!("")),
+        Schema::Scalar(Scalar::Quantity) => Some(json!("0")),
+        Schema::Scalar(Scalar::Integer | Scalar::Number) => Some(json!(0)),
+        Schema::Scalar(Scalar::Boolean) => Some(json!(false)),
+        _ => None,
+    }
+}
+
+/// Replaces every `null` element of a map of scalars inside `value` (of a built-in's type
+/// `schema`) with the zero value Go's decoder stores for it ([`zero_of`]): what a built-in
+/// becomes of an applied configuration's `{"hard": {"limits.cpu": null}}`, whose merge keeps
+/// the `null` for the decoding.
+pub(crate) fn zero_map_nulls(value: &mut Value, schema: &Schema) {
+    let schema = match schema {
+        Schema::Ref(id) => super::builtin::table().schema(*id),
+        other => other,
+    };
+    match (schema, value) {
+        (Schema::Map(m), Value::Object(map)) => {
+            for (key, child) in map.iter_mut() {
+                let sub = match (m.fields.get(key), &m.elem) {
+                    (Some(f), _) => f.schema.as_ref(),
+                    (None, Some(elem)) => elem.as_ref(),
+                    (None, None) => continue,
+                };
+                if child.is_null() {
+                    if !m.typed && !m.fields.contains_key(key) {
+                        *child = zero_of(sub).unwrap_or(Value::Null);
+                    }
+                } else {
+                    zero_map_nulls(child, sub);
+                }
+            }
+        }
+        (Schema::List(l), Value::Array(items)) => {
+            for item in items {
+                zero_map_nulls(item, &l.elem);
+            }
+        }
+        _ => {}
+    }
+}
+
 impl Walk {
     /// `spec.containers[0].foo`, as unknown fields are named.
     fn display(&self, last: &str) -> String {
@@ -195,7 +247,8 @@ impl Walk {
                         None => m.elem.clone().unwrap_or_else(super::deduced),
                     };
                     if child.is_null() {
-                        out.insert(key.clone(), Value::Null);
+                        // Go's decoder stores a map's `null` as the element's zero value.
+                        out.insert(key.clone(), zero_of(&sub).unwrap_or(Value::Null));
                         continue;
                     }
                     self.path.push(Seg::Key(key.clone()));
