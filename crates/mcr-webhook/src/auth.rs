@@ -162,7 +162,8 @@ impl ClientAuth {
 
 /// The subject common name of a (verified) certificate.
 pub(crate) fn common_name(cert: &CertificateDer<'_>) -> Option<String> {
-    let (_, cert) = x509_parser::parse_x509_certificate(cert.as_ref()).ok()?;
-    let cn = cert.subject().iter_common_name().next()?;
-    cn.as_str().ok().map(str::to_owned)
+    use x509_cert::der::Decode;
+    let cert = x509_cert::Certificate::from_der(cert.as_ref()).ok()?;
+    let cn = cert.tbs_certificate().subject().common_name().ok()??;
+    Some(String::from(cn))
 }

@@ -202,12 +202,16 @@ fn data_or_file(
 
 /// The NotAfter of a DER certificate.
 fn not_after(der: &CertificateDer<'_>) -> Result<SystemTime, Error> {
-    let (_, cert) = x509_parser::parse_x509_certificate(der.as_ref())
+    use x509_cert::der::Decode;
+    let cert = x509_cert::Certificate::from_der(der.as_ref())
         .map_err(|_| Error::Invalid("the client certificate cannot be parsed".into()))?;
-    let secs = cert.validity().not_after.timestamp();
-    u64::try_from(secs)
-        .ok()
-        .and_then(|secs| UNIX_EPOCH.checked_add(Duration::from_secs(secs)))
+    let since_epoch = cert
+        .tbs_certificate()
+        .validity()
+        .not_after
+        .to_unix_duration();
+    UNIX_EPOCH
+        .checked_add(since_epoch)
         .ok_or_else(|| Error::Invalid("the client certificate's NotAfter is out of range".into()))
 }
 
