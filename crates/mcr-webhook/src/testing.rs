@@ -318,7 +318,14 @@ pub async fn install_admission_types(client: &kube::Client) -> Result<(), kube::
         let crd: DynamicObject = serde_json::from_value(json!({
             "apiVersion": "apiextensions.k8s.io/v1",
             "kind": "CustomResourceDefinition",
-            "metadata": { "name": format!("{plural}.admissionregistration.k8s.io") },
+            "metadata": {
+                "name": format!("{plural}.admissionregistration.k8s.io"),
+                // A protected group (k8s.io): kube-apiserver refuses its CRDs without this
+                // annotation; "unapproved" says these are stand-ins, not the real API.
+                "annotations": {
+                    "api-approved.kubernetes.io": "unapproved, test stand-ins for the built-in types"
+                }
+            },
             "spec": {
                 "group": "admissionregistration.k8s.io",
                 "scope": "Cluster",
