@@ -999,6 +999,40 @@ async fn apply_with_an_undeclared_field_is_refused_whatever_the_field_validation
     .await;
     assert_eq!(code, 404, "nothing was created: {out}");
 
+    // Inside lists, an item is named as field ownership keys it (a struct's first undeclared
+    // field only: kube-apiserver stops walking it there, in Go's random map order, so a test
+    // names one per struct).
+    let mut typo = deploy.clone();
+    let spec = &mut typo["spec"]["template"]["spec"];
+    spec.as_object_mut().unwrap().remove("nodeSelectors");
+    spec["containers"][0]["imagePullPolicyy"] = json!("Always");
+    spec["tolerations"] = json!([{"key": "k", "effect": "NoSchedule", "tollerationSeconds": 5}]);
+    let (code, out) = apply(&client, DEPLOYS, "d", "m", false, typo.clone()).await;
+    assert_eq!(code, 500, "{out}");
+    assert_eq!(
+        out["message"],
+        "failed to create typed patch object (/d; apps/v1, Kind=Deployment): errors:\n  \
+         .spec.template.spec.containers[name=\"c\"].imagePullPolicyy: field not declared in schema\n  \
+         .spec.template.spec.tolerations[0].tollerationSeconds: field not declared in schema",
+        "{out}"
+    );
+    let spec = &mut typo["spec"]["template"]["spec"];
+    spec.as_object_mut().unwrap().remove("tolerations");
+    spec["containers"][0]
+        .as_object_mut()
+        .unwrap()
+        .remove("imagePullPolicyy");
+    spec["containers"][0]["ports"] = json!([{"containerPort": 80, "colour": "red"}]);
+    let (code, out) = apply(&client, DEPLOYS, "d", "m", false, typo).await;
+    assert_eq!(code, 500, "{out}");
+    assert_eq!(
+        out["message"],
+        "failed to create typed patch object (/d; apps/v1, Kind=Deployment): \
+         .spec.template.spec.containers[name=\"c\"].ports[containerPort=80,protocol=\"TCP\"].colour: \
+         field not declared in schema",
+        "{out}"
+    );
+
     let (code, out) = apply(
         &client,
         GADGETS,

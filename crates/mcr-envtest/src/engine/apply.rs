@@ -6,7 +6,7 @@ use super::managed::{self, Operation, scope_for};
 use super::meta::{meta_mut, meta_str, name_of, namespace_of, rv_of, uid_of};
 use super::patch::apply_patch;
 use super::registry::{TypeInfo, scope};
-use super::schema::roundtrip::{Mode, roundtrip};
+use super::schema::{ListKind, Schema};
 use super::state::{ObjKey, Store};
 use super::update::finish_update;
 use super::write::{check_body, check_subresource, create_locked};
@@ -33,22 +33,12 @@ pub(crate) fn parse_applied(body: &[u8]) -> Result<Value, ApiError> {
 /// `fieldmanager` in `structuredmerge.go`, v1.36): a field the schema does not declare fails
 /// the request, dry run or not and whatever `fieldValidation` says, with a 500 that is no API
 /// status (no reason) naming the object as the body does (`namespace/name; group/version,
-/// Kind=Kind`) and each field (`.spec.foo: field not declared in schema`; more than one are
-/// listed under `errors:`).
+/// Kind=Kind`) and each field as field ownership names it
+/// (`.spec.containers[name="c"].foo: field not declared in schema`; more than one are listed
+/// under `errors:`).
 fn undeclared_fields(info: &TypeInfo, raw: &Value) -> Result<(), ApiError> {
-    let unknown = if info.rt.custom {
-        super::schema::structural::prune(&mut raw.clone(), &info.schema)
-    } else {
-        match roundtrip(raw, &info.schema, Mode::Decode) {
-            Ok((_, dropped)) => dropped.unknown,
-            // What does not decode is refused later, with the decoding's own error.
-            Err(_) => return Ok(()),
-        }
-    };
-    let mut errors: Vec<String> = unknown
-        .iter()
-        .map(|f| format!(".{f}: field not declared in schema"))
-        .collect();
+    let mut errors = Vec::new();
+    undeclared(raw, &info.schema, "", &mut errors);
     let listed = match errors.len() {
         0 => return Ok(()),
         1 => errors.remove(0),
@@ -68,6 +58,63 @@ fn undeclared_fields(info: &TypeInfo, raw: &Value) -> Result<(), ApiError> {
             str_of(raw, "kind"),
         ),
     ))
+}
+
+/// The undeclared fields of `value` (of type `schema`) at `path`, as structured-merge-diff's
+/// validation reports them: it walks a struct's keys and stops at the first it does not
+/// know (Go's map order; here the keys' order), and names a list item by its keys
+/// (`[name="c"]`, with the keys' defaults), by its value in a set (`[="v"]`), by its index in
+/// an atomic list (`[0]`).
+fn undeclared(value: &Value, schema: &Schema, path: &str, errors: &mut Vec<String>) {
+    let schema = match schema {
+        Schema::Ref(id) => super::schema::builtin::table().schema(*id),
+        other => other,
+    };
+    match (schema, value) {
+        (Schema::Map(m), Value::Object(map)) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            for key in keys {
+                let at = format!("{path}.{key}");
+                let sub = match (m.fields.get(key.as_str()), &m.elem) {
+                    (Some(f), _) => f.schema.as_ref(),
+                    (None, _) if m.prune => {
+                        errors.push(format!("{at}: field not declared in schema"));
+                        return;
+                    }
+                    (None, Some(elem)) => elem.as_ref(),
+                    (None, None) if m.typed => {
+                        errors.push(format!("{at}: field not declared in schema"));
+                        return;
+                    }
+                    (None, None) => continue,
+                };
+                undeclared(&map[key.as_str()], sub, &at, errors);
+            }
+        }
+        (Schema::List(l), Value::Array(items)) => {
+            for (i, item) in items.iter().enumerate() {
+                let at = match &l.kind {
+                    ListKind::Map(keys) => {
+                        let named: Vec<String> = keys
+                            .iter()
+                            .filter_map(|(k, default)| {
+                                item.get(k)
+                                    .filter(|v| !v.is_null())
+                                    .or(default.as_ref())
+                                    .map(|v| format!("{k}={v}"))
+                            })
+                            .collect();
+                        format!("{path}[{}]", named.join(","))
+                    }
+                    ListKind::Set => format!("{path}[={item}]"),
+                    ListKind::Atomic => format!("{path}[{i}]"),
+                };
+                undeclared(item, &l.elem, &at, errors);
+            }
+        }
+        _ => {}
+    }
 }
 
 fn str_of<'a>(v: &'a Value, key: &str) -> &'a str {
