@@ -37,6 +37,10 @@ pub(super) struct Run {
     /// or its request lost on the way) and peers are listed and the watch opened again.
     unheard: Option<String>,
     deaf: bool,
+    /// The watch's last answer was an error (refused, say, by a Role without `watch`): then
+    /// it is not deaf but failing, says so, and is retried with backoff; no list stands in for
+    /// it (the Role needs `watch`).
+    watch_failing: bool,
     /// The start of the last successful write.
     renewed: Option<Instant>,
     pub(super) applied: Vec<Peer>,
@@ -82,6 +86,7 @@ impl Run {
             mine: None,
             unheard: None,
             deaf: false,
+            watch_failing: false,
             renewed: None,
             applied: Vec::new(),
             previous: Vec::new(),
@@ -386,7 +391,7 @@ impl Run {
                     next_renew = retry_at;
                 }
                 self.report();
-                if std::mem::take(&mut self.deaf) {
+                if std::mem::take(&mut self.deaf) && !self.watch_failing {
                     // Peers that joined or left since are learned from a consistent list, and
                     // the watch starts over.
                     warn!(namespace = %self.namespace, "the peer lease watch has not shown this replica's own renewals: listing the peers and watching again");
@@ -433,6 +438,7 @@ impl Run {
 
     /// Takes in one event of the peer Lease watch.
     fn on_event(&mut self, event: Result<watcher::Event<Lease>, watcher::Error>) {
+        self.watch_failing = event.is_err();
         match event {
             Ok(watcher::Event::Apply(lease) | watcher::Event::InitApply(lease)) => {
                 self.heard(&lease);
