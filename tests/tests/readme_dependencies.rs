@@ -8,18 +8,10 @@
 //! the doc-tests were compiled with it.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
 
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("tests/ has a parent")
-        .to_path_buf()
-}
+mod repo;
 
-fn read(path: &str) -> String {
-    std::fs::read_to_string(root().join(path)).unwrap_or_else(|e| panic!("{path}: {e}"))
-}
+use repo::{read, root};
 
 /// The blocks of `markdown` fenced with a language starting with `lang`.
 fn blocks(markdown: &str, lang: &str) -> Vec<String> {

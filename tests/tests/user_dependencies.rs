@@ -6,19 +6,11 @@
 //! new user's cold build without kube-derive, darling and schemars, and it names every feature.
 
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
 use std::process::Command;
 
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("tests/ has a parent")
-        .to_path_buf()
-}
+mod repo;
 
-fn read(path: &str) -> String {
-    std::fs::read_to_string(root().join(path)).unwrap_or_else(|e| panic!("{path}: {e}"))
-}
+use repo::{read, root};
 
 /// The published crates: the workspace dependencies that carry a version (the unpublished
 /// ones are path-only).
