@@ -31,13 +31,13 @@ pub(super) fn target_dir(root: &std::path::Path) -> PathBuf {
         .unwrap_or_else(|| root.join("target"))
 }
 
-/// Builds both binaries and runs `mcr-bench all` (`--only` some scenarios; `--real`: B8
-/// against real control planes).
-pub fn run(quick: bool, only: &[String], real: bool) -> Result<()> {
-    let root = super::workspace_root();
-    let target = target_dir(&root);
-    // One build for both binaries: built apart, mcr-envtest is compiled twice (with and without
-    // `cli`), a minute of a cold CI run.
+/// Builds the release binaries of the suites that run here, `mcr-bench`, the `mcr-envtest`
+/// server and `mcr-chaos`, in one cargo invocation, and returns their directory. Built apart,
+/// each one's build recompiled the shared dependencies with its own feature set: about a minute
+/// of a cold CI run each time (mcr-envtest with and without `cli`, then everything again for
+/// `mcr-chaos`). The simulation stays apart: its tokio has `test-util` (paused clocks), which
+/// the benchmarks must not measure.
+pub(super) fn release_bins(root: &Path) -> Result<PathBuf> {
     super::cargo(&[
         "build",
         "--release",
@@ -45,11 +45,21 @@ pub fn run(quick: bool, only: &[String], real: bool) -> Result<()> {
         "mcr-bench",
         "-p",
         "mcr-envtest",
+        "-p",
+        "mcr-chaos",
         "--features",
         "mcr-envtest/cli",
         "--bins",
     ])?;
-    let release = target.join("release");
+    Ok(target_dir(root).join("release"))
+}
+
+/// Builds the binaries and runs `mcr-bench all` (`--only` some scenarios; `--real`: B8
+/// against real control planes).
+pub fn run(quick: bool, only: &[String], real: bool) -> Result<()> {
+    let root = super::workspace_root();
+    let target = target_dir(&root);
+    let release = release_bins(&root)?;
     let named = |id: &str| only.iter().any(|o| o.eq_ignore_ascii_case(id));
     let go = named("b8") || named("b12") || (only.is_empty() && !quick);
     if go && let Err(err) = build_go_peer(&root, &target, &release.join("mcr-bench-go-peer")) {

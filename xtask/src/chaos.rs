@@ -2,7 +2,7 @@
 //! and runs it.
 //!
 //! - `cargo xtask chaos --clusters 100 --minutes 10`: the emulated fleet (what the figures in
-//!   `chaos/README.md` come from); CI runs `--clusters 12 --minutes 1.5`, then the same with
+//!   `chaos/README.md` come from); CI runs `--clusters 12 --minutes 1`, then the same with
 //!   `--default-settings` (controllers without a reconcile timeout).
 //! - `cargo xtask chaos --replicas 3`: the sharded suite, three manager replicas (child
 //!   processes) in sharded mode under replica faults; 12 clusters by default (CI runs it
@@ -36,18 +36,8 @@ pub struct Chaos {
 /// Builds and runs `mcr-chaos`.
 pub fn run(opts: Chaos) -> Result<()> {
     let root = super::workspace_root();
-    super::cargo(&["build", "--release", "-p", "mcr-chaos"])?;
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(std::path::PathBuf::from)
-        .map(|dir| {
-            if dir.is_absolute() {
-                dir
-            } else {
-                root.join(dir)
-            }
-        })
-        .unwrap_or_else(|| root.join("target"));
-    let bin = target.join("release").join("mcr-chaos");
+    let target = super::bench::target_dir(&root);
+    let bin = super::bench::release_bins(&root)?.join("mcr-chaos");
     // The figures for `cargo xtask bench`'s recovery-time chart.
     let json = target
         .join("chaos")

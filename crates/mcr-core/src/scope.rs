@@ -244,14 +244,7 @@ impl Namespaces {
 
     /// The namespaces that get their own namespaced watch (sorted, deduplicated), or `None` for
     /// a single cluster-wide watch ([`Namespaces::AllExcept`]).
-    ///
-    /// ```
-    /// use mcr_core::scope::Namespaces;
-    /// let ns = Namespaces::List(vec!["b".into(), "a".into(), "b".into()]);
-    /// assert_eq!(ns.watched(), Some(vec!["a".to_string(), "b".to_string()]));
-    /// assert_eq!(Namespaces::AllExcept(vec![]).watched(), None);
-    /// ```
-    pub fn watched(&self) -> Option<Vec<String>> {
+    fn watched(&self) -> Option<Vec<String>> {
         match self {
             Namespaces::One(ns) => Some(vec![ns.clone()]),
             Namespaces::List(list) => Some(sorted(list.clone())),

@@ -60,7 +60,7 @@ pub(crate) struct Dispatcher {
 impl Dispatcher {
     /// The dispatcher of the run of `token`.
     pub(crate) fn new(shared: Arc<Shared>, token: CancellationToken) -> Self {
-        let streams = shared.opts.namespaces.watched().map_or(1, |ns| ns.len());
+        let streams = shared.opts.namespaces.watches().len();
         Dispatcher {
             shared,
             token,

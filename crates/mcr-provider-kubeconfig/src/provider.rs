@@ -79,31 +79,19 @@ impl KubeconfigProvider {
 
 type SecretEvents = futures::stream::BoxStream<'static, SecretEvent>;
 
-/// One label-selected watch per namespace, or one cluster-wide watch for `AllExcept`.
+/// One label-selected watch per namespace, or one cluster-wide watch for `AllExcept` whose
+/// excluded namespaces the server filters out (a field selector).
 fn secret_watches(host: &kube::Client, opts: &Options) -> Vec<SecretEvents> {
     let config = watcher::Config::default().labels(&opts.label_selector());
-    match opts.namespaces.watched() {
-        Some(namespaces) => namespaces
-            .into_iter()
-            .enumerate()
-            .map(|(i, ns)| {
-                let api: Api<Secret> = Api::namespaced(host.clone(), &ns);
-                mcr_core::watch(api, config.clone())
-                    .default_backoff()
-                    .map(move |e| (i, e))
-                    .boxed()
-            })
-            .collect(),
-        None => {
-            let api: Api<Secret> = Api::all(host.clone());
-            vec![
-                mcr_core::watch(api, config)
-                    .default_backoff()
-                    .map(|e| (0, e))
-                    .boxed(),
-            ]
-        }
-    }
+    (opts.namespaces.watches().into_iter().enumerate())
+        .map(|(i, w)| {
+            let api: Api<Secret> = w.api(host.clone());
+            mcr_core::watch(api, w.config(config.clone()))
+                .default_backoff()
+                .map(move |e| (i, e))
+                .boxed()
+        })
+        .collect()
 }
 
 impl MemberProvider for KubeconfigProvider {
