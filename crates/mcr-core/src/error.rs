@@ -1,4 +1,4 @@
-//! The [`Error`] type of `mcr-core` and [`is_cluster_not_found`].
+//! The [`Error`] type of `mcr-core` and [`cluster_not_found`].
 
 use std::time::Duration;
 
@@ -217,14 +217,14 @@ pub fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
 
 /// No cluster of that name is part of the fleet (it never joined, or it left): what a
 /// synchronous fleet lookup such as `Context::cluster` returns. Converts into
-/// [`Error::ClusterNotFound`] with `?`, and [`is_cluster_not_found`] recognises both.
+/// [`Error::ClusterNotFound`] with `?`, and [`cluster_not_found`] recognises both.
 ///
 /// ```
-/// use mcr_core::{ClusterNotFound, Error, is_cluster_not_found};
+/// use mcr_core::{ClusterNotFound, Error, cluster_not_found};
 ///
 /// let err = ClusterNotFound("east".into());
 /// assert_eq!(err.to_string(), "cluster \"east\" not found");
-/// assert!(is_cluster_not_found(&err));
+/// assert!(cluster_not_found(&err).is_some());
 /// assert!(matches!(Error::from(err), Error::ClusterNotFound(n) if n == "east"));
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -237,47 +237,27 @@ impl From<ClusterNotFound> for Error {
     }
 }
 
-/// True when `err`, or anything in its [`source`](std::error::Error::source) chain, is
-/// [`Error::ClusterNotFound`] or [`ClusterNotFound`].
+/// The cluster named by the first [`Error::ClusterNotFound`] or [`ClusterNotFound`] in
+/// `err` or its [`source`](std::error::Error::source) chain, if any: Go's
+/// `errors.Is(err, multicluster.ErrClusterNotFound)` is `cluster_not_found(&err).is_some()`.
+/// The name tells "my own cluster left" (the request can end quietly) from "another cluster
+/// I used is missing" (an error like any other).
 ///
 /// Works through any wrapping that keeps the source chain: `anyhow::Error` (pass `&*err`),
 /// `Box<dyn Error>` (pass `&*err`), `kube::Error` or your own error types.
 ///
 /// ```
-/// use mcr_core::{is_cluster_not_found, ClusterName, Error};
+/// use mcr_core::{cluster_not_found, ClusterName, ClusterNotFound, Error};
 ///
 /// #[derive(Debug, thiserror::Error)]
 /// #[error("reconcile failed")]
 /// struct Wrapper(#[source] Error);
 ///
 /// let err = Wrapper(Error::ClusterNotFound(ClusterName::from("gone")));
-/// assert!(is_cluster_not_found(&err));
+/// assert_eq!(cluster_not_found(&err).map(ClusterName::as_str), Some("gone"));
 /// let boxed: Box<dyn std::error::Error + Send + Sync> = Box::new(err);
-/// assert!(is_cluster_not_found(&*boxed));
-/// assert!(!is_cluster_not_found(&Error::Stopped(ClusterName::from("x"))));
-/// ```
-pub fn is_cluster_not_found(err: &(dyn std::error::Error + 'static)) -> bool {
-    let mut current = Some(err);
-    while let Some(e) = current {
-        if let Some(Error::ClusterNotFound(_)) = e.downcast_ref::<Error>() {
-            return true;
-        }
-        if e.downcast_ref::<ClusterNotFound>().is_some() {
-            return true;
-        }
-        current = e.source();
-    }
-    false
-}
-
-/// The cluster named by the first [`Error::ClusterNotFound`] in `err`'s
-/// [`source`](std::error::Error::source) chain, if any. Tells "my own cluster left" (the
-/// request can end quietly) from "another cluster I used is missing" (an error like any other).
-///
-/// ```
-/// use mcr_core::{cluster_not_found, ClusterName, Error};
-/// let err = Error::ClusterNotFound(ClusterName::from("member-x"));
-/// assert_eq!(cluster_not_found(&err).map(ClusterName::as_str), Some("member-x"));
+/// assert!(cluster_not_found(&*boxed).is_some());
+/// assert!(cluster_not_found(&ClusterNotFound("east".into())).is_some());
 /// assert!(cluster_not_found(&Error::Stopped(ClusterName::from("x"))).is_none());
 /// ```
 pub fn cluster_not_found<'a>(
@@ -286,6 +266,9 @@ pub fn cluster_not_found<'a>(
     let mut current = Some(err);
     while let Some(e) = current {
         if let Some(Error::ClusterNotFound(name)) = e.downcast_ref::<Error>() {
+            return Some(name);
+        }
+        if let Some(ClusterNotFound(name)) = e.downcast_ref::<ClusterNotFound>() {
             return Some(name);
         }
         current = e.source();
@@ -304,25 +287,23 @@ mod tests {
     #[test]
     fn not_found_is_found_through_wrapping() {
         let inner = Error::ClusterNotFound(ClusterName::from("a"));
-        assert!(is_cluster_not_found(&inner));
+        assert!(cluster_not_found(&inner).is_some());
         let outer = Outer(Box::new(Outer(Box::new(inner))));
-        assert!(is_cluster_not_found(&outer));
+        assert!(cluster_not_found(&outer).is_some());
     }
 
     #[test]
     fn not_found_through_kube_error() {
         let kube_err = kube::Error::Service(Box::new(Error::ClusterNotFound("b".into())));
-        assert!(is_cluster_not_found(&kube_err));
+        assert!(cluster_not_found(&kube_err).is_some());
     }
 
     #[test]
     fn other_errors_are_not_not_found() {
-        assert!(!is_cluster_not_found(&Error::AlreadyEngaged("a".into())));
-        assert!(!is_cluster_not_found(&Outer(Box::new(Error::Stopped(
-            "a".into()
-        )))));
+        assert!(cluster_not_found(&Error::AlreadyEngaged("a".into())).is_none());
+        assert!(cluster_not_found(&Outer(Box::new(Error::Stopped("a".into())))).is_none());
         let io = std::io::Error::other("boom");
-        assert!(!is_cluster_not_found(&io));
+        assert!(cluster_not_found(&io).is_none());
     }
 
     #[test]

@@ -84,10 +84,7 @@ pub use cluster::{Cluster, ClusterId, Released};
 pub use coordinator::{Coordinator, Ownership};
 pub(crate) use engagements::DEFAULT_SYNC_TIMEOUT;
 pub use engagements::{Connect, Engagements, Source};
-pub use error::{
-    BoxError, ClusterNotFound, Error, ErrorChain, cluster_not_found, is_cluster_not_found,
-    panic_message,
-};
+pub use error::{BoxError, ClusterNotFound, Error, ErrorChain, cluster_not_found, panic_message};
 pub use index::FieldIndex;
 pub use member_status::{MemberState, MemberStatus};
 pub use name::ClusterName;

@@ -7,7 +7,7 @@ use std::{sync::Arc, time::Duration};
 use k8s_openapi::api::core::v1::ConfigMap;
 use mcr_core::{
     Aware, Cluster, ClusterName, Engagements, Error, FieldIndex, MemberState, Provider, Source,
-    is_cluster_not_found, providers::clusters::ClustersProvider,
+    cluster_not_found, providers::clusters::ClustersProvider,
 };
 use mcr_envtest::{Fleet, Partition, TestCluster};
 use mcr_test_support::active_token;
@@ -74,9 +74,7 @@ async fn add_starts_syncs_indexes_and_engages() {
         registry.names().is_empty()
     })
     .await;
-    assert!(is_cluster_not_found(
-        &registry.get(&"member".into()).unwrap_err()
-    ));
+    assert!(cluster_not_found(&registry.get(&"member".into()).unwrap_err()).is_some());
     assert_cache_stopped(&cluster).await;
     assert!(clusters.names().is_empty());
 }
@@ -194,9 +192,7 @@ async fn clusters_provider_over_a_fleet() {
         registry.names() == ["cluster-1", "cluster-3"]
     })
     .await;
-    assert!(is_cluster_not_found(
-        &provider.get(&"cluster-2".into()).await.unwrap_err()
-    ));
+    assert!(cluster_not_found(&provider.get(&"cluster-2".into()).await.unwrap_err()).is_some());
     token.cancel();
     run.await.unwrap().unwrap();
     eventually("all left", DEADLINE, || registry.names().is_empty()).await;

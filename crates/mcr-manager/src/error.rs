@@ -49,14 +49,14 @@ pub enum BuilderError {
 /// ```
 /// use mcr_manager::Error;
 /// let err = Error::from(mcr_core::Error::ClusterNotFound("gone".into()));
-/// assert!(mcr_core::is_cluster_not_found(&err));
+/// assert!(mcr_core::cluster_not_found(&err).is_some());
 /// ```
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
     /// An error from mcr-core (cluster lookup, index registration, ...). Kept as the `source`
     /// (not repeated in the message, so `anyhow` prints it once) so that
-    /// [`mcr_core::is_cluster_not_found`] sees it.
+    /// [`mcr_core::cluster_not_found`] sees it.
     #[error("fleet operation failed")]
     Core(#[from] mcr_core::Error),
     /// A controller was put together wrongly.
@@ -137,7 +137,7 @@ mod tests {
             "fleet operation failed: cluster \"gone\" not found"
         );
         let inner = err.downcast_ref::<Error>().unwrap();
-        assert!(mcr_core::is_cluster_not_found(inner));
+        assert!(mcr_core::cluster_not_found(inner).is_some());
     }
 
     #[test]

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use common::*;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::{Api, ResourceExt, runtime::controller::Action};
-use mcr_core::{ClusterName, is_cluster_not_found};
+use mcr_core::{ClusterName, cluster_not_found};
 use mcr_manager::{Context, Controller};
 
 /// Logs, for each reconcile of `probe` in a member: the engaged names, the host's `source`
@@ -41,7 +41,7 @@ async fn probe(cm: Arc<ConfigMap>, ctx: Context<Log>) -> Res {
             format!("reached {peer} (probe there: {})", found.is_some())
         }
         Err(gone) => {
-            assert!(is_cluster_not_found(&gone));
+            assert!(cluster_not_found(&gone).is_some());
             format!("{gone}")
         }
     };

@@ -72,9 +72,7 @@ async fn uniform_reconciler_across_three_clusters_and_a_late_one() {
             .contains(&ClusterName::new("late"))
     );
     assert!(env.mgr.cluster("late").await.is_ok());
-    assert!(mcr_core::is_cluster_not_found(
-        &env.mgr.cluster("nope").await.unwrap_err()
-    ));
+    assert!(mcr_core::cluster_not_found(&env.mgr.cluster("nope").await.unwrap_err()).is_some());
 
     env.token.cancel();
     run.await.unwrap().unwrap();

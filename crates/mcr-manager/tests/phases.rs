@@ -110,7 +110,7 @@ fn answer(result: Result<Cluster, mcr_core::Error>) -> String {
         Err(mcr_core::Error::NotOwned { owner, .. }) => {
             format!("not-owned:{}", owner.unwrap_or_default())
         }
-        Err(err) if mcr_core::is_cluster_not_found(&err) => "not-found".into(),
+        Err(err) if mcr_core::cluster_not_found(&err).is_some() => "not-found".into(),
         Err(err) => format!("error:{err}"),
     }
 }

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
 use kube::api::{ListParams, PostParams};
-use mcr_core::{ClusterName, Provider, is_cluster_not_found};
+use mcr_core::{ClusterName, Provider, cluster_not_found};
 use mcr_envtest::TestCluster;
 use mcr_envtest::wait::eventually;
 use mcr_provider_kubeconfig::{KubeconfigProvider, Namespaces, SecretRef, SecretState};
@@ -155,7 +155,7 @@ async fn engages_secrets_and_serves_their_clusters() {
         .get(&ClusterName::new("nope"))
         .await
         .unwrap_err();
-    assert!(is_cluster_not_found(&err));
+    assert!(cluster_not_found(&err).is_some());
     run.stop().await;
 }
 

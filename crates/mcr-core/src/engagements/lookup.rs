@@ -25,7 +25,7 @@ impl Engagements {
     ///
     /// ```
     /// let e = mcr_core::Engagements::new();
-    /// assert!(mcr_core::is_cluster_not_found(&e.get(&"member-1".into()).unwrap_err()));
+    /// assert!(mcr_core::cluster_not_found(&e.get(&"member-1".into()).unwrap_err()).is_some());
     /// ```
     pub fn get(&self, name: &ClusterName) -> Result<Cluster, Error> {
         let full = self.full(name);

@@ -8,11 +8,11 @@ use crate::{BoxFuture, Cluster, ClusterName, Error, FieldIndex, Provider};
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")] async fn main() {
-/// use mcr_core::{is_cluster_not_found, providers::nop::NopProvider, Provider};
+/// use mcr_core::{cluster_not_found, providers::nop::NopProvider, Provider};
 ///
 /// let p = NopProvider;
 /// let err = p.get(&"x".into()).await.unwrap_err();
-/// assert!(is_cluster_not_found(&err));
+/// assert!(cluster_not_found(&err).is_some());
 /// assert!(p.runnable().is_none());
 /// # }
 /// ```

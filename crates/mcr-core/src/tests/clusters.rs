@@ -22,7 +22,7 @@ async fn clusters_add_get_remove() {
     assert!(!clusters.remove(&"a".into()));
     assert!(token.is_cancelled() && engaged[0].1.is_cancelled());
     let err = clusters.get(&"a".into()).unwrap_err();
-    assert!(is_cluster_not_found(&err));
+    assert!(cluster_not_found(&err).is_some());
     assert!(clusters.names().is_empty());
 }
 

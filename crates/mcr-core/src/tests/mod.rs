@@ -12,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::{
     Aware, Cluster, ClusterName, Engagements, Error, FieldIndex, InformerOptions, MemberState,
-    Provider, Source, is_cluster_not_found,
+    Provider, Source, cluster_not_found,
     providers::{clusters::ClustersProvider, nop::NopProvider, single::SingleProvider},
 };
 

@@ -23,9 +23,7 @@ async fn engaging_by_hand_follows_the_token() {
     tokio::task::yield_now().await;
     assert!(registry.get(&"a".into()).unwrap().same_instance(&a2));
     t2.cancel();
-    assert!(is_cluster_not_found(
-        &registry.get(&"a".into()).unwrap_err()
-    ));
+    assert!(cluster_not_found(&registry.get(&"a".into()).unwrap_err()).is_some());
     eventually("registry entry removed", DEFAULT_TIMEOUT, || {
         registry.names().is_empty()
     })
@@ -41,9 +39,7 @@ async fn single_provider_engages_on_start() {
         Cluster::new("other-name", hanging_client()),
         SHORT,
     ));
-    assert!(is_cluster_not_found(
-        &provider.get(&"one".into()).await.unwrap_err()
-    ));
+    assert!(cluster_not_found(&provider.get(&"one".into()).await.unwrap_err()).is_some());
     let registry = Engagements::new();
     let token = CancellationToken::new();
     let run = {
@@ -68,7 +64,7 @@ async fn single_provider_engages_on_start() {
 #[tokio::test]
 async fn nop_provider_has_nothing() {
     let p: Arc<dyn Provider> = Arc::new(NopProvider);
-    assert!(is_cluster_not_found(&p.get(&"x".into()).await.unwrap_err()));
+    assert!(cluster_not_found(&p.get(&"x".into()).await.unwrap_err()).is_some());
     p.index_field(&by_app()).await.unwrap();
     assert!(p.runnable().is_none());
 }
@@ -90,9 +86,7 @@ async fn clusters_provider_queues_until_start_then_engages_live() {
         .await
         .unwrap();
     assert!(provider.remove(&"dropped".into()));
-    assert!(is_cluster_not_found(
-        &provider.get(&"early".into()).await.unwrap_err()
-    ));
+    assert!(cluster_not_found(&provider.get(&"early".into()).await.unwrap_err()).is_some());
 
     let registry = Engagements::new();
     let token = CancellationToken::new();
