@@ -16,8 +16,8 @@
 //! `/home/me/.kube/config+kind-dev`. Treat names as opaque. Non-UTF-8 path bytes are replaced
 //! (lossy). When two (file, context) pairs read alike (`/d/a.kubeconfig` with context
 //! `b.kubeconfig+c`, and `/d/a.kubeconfig+b.kubeconfig` with context `c`), the pair whose path,
-//! then context, sorts first owns the name on every pass and after every restart; the other is
-//! [`Error::NameConflict`], logged naming both.
+//! then context, sorts first owns the name on every pass and after every restart, also while
+//! its file cannot be read; the other is [`Error::NameConflict`], logged naming both.
 //!
 //! # Reloading
 //!

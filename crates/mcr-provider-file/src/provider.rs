@@ -126,13 +126,11 @@ impl FileProvider {
     /// replaces each member on its own time); removes the clusters whose file or context is
     /// gone. Returns the files the kubeconfigs read by path.
     async fn dispatch(&self, token: &CancellationToken) -> BTreeSet<PathBuf> {
-        let disk = {
-            let mut state = self.inner.state.lock().await;
-            read(&self.inner.opts, &mut state).await
-        };
-        want(&self.inner.members, token, &disk);
+        let mut state = self.inner.state.lock().await;
+        let disk = read(&self.inner.opts, &mut state).await;
+        want(&self.inner.members, token, &state.wanted);
         debug!(
-            clusters = disk.desired.len(),
+            clusters = state.wanted.len(),
             invalid_files = disk.invalid_files.len(),
             failed = disk.failed.len(),
             "kubeconfig files read"

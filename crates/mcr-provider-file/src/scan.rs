@@ -1,17 +1,17 @@
 //! Finding kubeconfig files on disk and reading them (blocking; run off the async runtime).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use kube::config::Kubeconfig;
-use mcr_core::{ClusterName, kubeconfig};
+use mcr_core::kubeconfig;
 use tracing::{debug, warn};
 
+use crate::Options;
 use crate::refs::referenced_files;
 use crate::target::Target;
-use crate::{Error, Options};
 
 /// One kubeconfig file found on disk and the result of reading it: its contexts, in file
 /// order.
@@ -132,53 +132,6 @@ pub(crate) fn cluster_name(path: &Path, separator: &str, context: &str) -> Strin
     format!("{}{}{}", path.to_string_lossy(), separator, context)
 }
 
-/// Which (file, context) pair owns each cluster name in one pass.
-///
-/// Two pairs can map to one name: `/d/a.kubeconfig` with context `b.kubeconfig+c` and
-/// `/d/a.kubeconfig+b.kubeconfig` with context `c`, or two non-UTF-8 paths that read alike.
-/// The pair that sorts first (path, then context) owns the name, on every pass and after every
-/// restart, whatever was written last; the other is logged with both and reported as
-/// [`Error::NameConflict`].
-#[derive(Default)]
-pub(crate) struct Owners {
-    by_name: BTreeMap<ClusterName, (PathBuf, String)>,
-}
-
-impl Owners {
-    /// `context` of the file at `path` claims `name`. Returns whether it owns the name now,
-    /// and the conflict with the pair already seen, if any.
-    pub(crate) fn claim(
-        &mut self,
-        name: &ClusterName,
-        path: &Path,
-        context: &str,
-    ) -> (bool, Option<Error>) {
-        let mine = (path.to_path_buf(), context.to_owned());
-        let Some(other) = self.by_name.get(name) else {
-            self.by_name.insert(name.clone(), mine);
-            return (true, None);
-        };
-        let owns = mine < *other;
-        let ((owner_path, owner_context), (path, context)) = if owns {
-            let other = self.by_name.insert(name.clone(), mine.clone());
-            (mine, other.unwrap_or_default())
-        } else {
-            (other.clone(), mine)
-        };
-        warn!(cluster = %name, file = %path.display(), context = %context,
-            owner_file = %owner_path.display(), owner_context = %owner_context,
-            "two kubeconfig contexts map to the same cluster name: the one whose file path sorts first owns it, the other is ignored");
-        let conflict = Error::NameConflict {
-            cluster: name.clone(),
-            path,
-            context,
-            owner_path,
-            owner_context,
-        };
-        (owns, Some(conflict))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -261,33 +214,6 @@ mod tests {
             cluster_name(Path::new("/a/k.kubeconfig"), "+", "dev"),
             "/a/k.kubeconfig+dev"
         );
-    }
-
-    #[test]
-    fn the_pair_that_sorts_first_owns_a_name_whatever_the_order() {
-        let name = ClusterName::new("/d/a.kubeconfig+b.kubeconfig+c");
-        let pairs = [
-            ("/d/a.kubeconfig+b.kubeconfig", "c"),
-            ("/d/a.kubeconfig", "b.kubeconfig+c"),
-        ];
-        for order in [[0, 1], [1, 0]] {
-            let mut owners = Owners::default();
-            let (first, second) = (pairs[order[0]], pairs[order[1]]);
-            assert!(matches!(
-                owners.claim(&name, Path::new(first.0), first.1),
-                (true, None)
-            ));
-            let (owns, conflict) = owners.claim(&name, Path::new(second.0), second.1);
-            assert_eq!(owns, order[1] == 1);
-            let Some(Error::NameConflict {
-                path, owner_path, ..
-            }) = conflict
-            else {
-                panic!("a conflict is reported")
-            };
-            assert_eq!(owner_path, Path::new("/d/a.kubeconfig"));
-            assert_eq!(path, Path::new("/d/a.kubeconfig+b.kubeconfig"));
-        }
     }
 
     #[test]

@@ -34,6 +34,16 @@ async fn marker(registry: &Engagements, name: &str) -> Option<String> {
     cm.data?.get("animal").cloned()
 }
 
+/// A member cluster holding a `marker` ConfigMap that says `animal`.
+async fn marked(animal: &str) -> TestCluster {
+    let member = TestCluster::start_https(animal).await.unwrap();
+    Api::<ConfigMap>::namespaced(member.client(), "default")
+        .create(&PostParams::default(), &animal_configmap("marker", animal))
+        .await
+        .unwrap();
+    member
+}
+
 fn opts(dir: &Path) -> Options {
     Options {
         dirs: vec![dir.to_path_buf()],
@@ -48,14 +58,7 @@ fn opts(dir: &Path) -> Options {
 #[tokio::test]
 async fn two_files_mapping_to_one_name_have_one_stable_owner() {
     init_tracing();
-    let one = TestCluster::start_https("one").await.unwrap();
-    let two = TestCluster::start_https("two").await.unwrap();
-    for (member, animal) in [(&one, "one"), (&two, "two")] {
-        Api::<ConfigMap>::namespaced(member.client(), "default")
-            .create(&PostParams::default(), &animal_configmap("marker", animal))
-            .await
-            .unwrap();
-    }
+    let (one, two) = (marked("one").await, marked("two").await);
     let dir = tempfile::tempdir().unwrap();
     let first = dir.path().join("a.kubeconfig");
     let second = dir.path().join("a.kubeconfig+b.kubeconfig");
@@ -109,4 +112,42 @@ async fn two_files_mapping_to_one_name_have_one_stable_owner() {
             std::fs::remove_file(file).unwrap();
         }
     }
+}
+
+/// A file that cannot be read keeps its last good clusters, the names it owns included: the
+/// other pair mapping to such a name does not take it over while the owner's file is broken.
+#[tokio::test]
+async fn an_unreadable_file_keeps_the_names_it_owns() {
+    init_tracing();
+    let (one, two) = (marked("one").await, marked("two").await);
+    let dir = tempfile::tempdir().unwrap();
+    let first = dir.path().join("a.kubeconfig");
+    let second = dir.path().join("a.kubeconfig+b.kubeconfig");
+    let name = ClusterName::new(format!("{}+b.kubeconfig+c", first.display()));
+    std::fs::write(&first, with_context(&one, "b.kubeconfig+c")).unwrap();
+    std::fs::write(&second, with_context(&two, "c")).unwrap();
+    let provider = FileProvider::new(opts(dir.path()));
+    let registry = provider.members().engagements();
+    let token = CancellationToken::new();
+    let report = provider.run_once(&token).await;
+    assert_eq!(report.added, std::slice::from_ref(&name), "{report:?}");
+
+    // Emptied, as while a tool rewrites it.
+    std::fs::write(&first, "").unwrap();
+    let report = provider.run_once(&token).await;
+    assert_eq!(report.invalid_files.len(), 1, "{report:?}");
+    assert!(
+        report.replaced.is_empty() && report.removed.is_empty(),
+        "{report:?}"
+    );
+    assert_eq!(
+        marker(&registry, name.as_str()).await.as_deref(),
+        Some("one"),
+        "a.kubeconfig keeps its cluster"
+    );
+    assert!(
+        matches!(&report.failed[..], [Error::NameConflict { owner_path, .. }] if *owner_path == first),
+        "{report:?}"
+    );
+    token.cancel();
 }
