@@ -6,6 +6,14 @@
 //! engagement table reads the Secret and brings the workload cluster up when (and only while)
 //! this replica owns the name. A Secret event changes what is wanted for every Cluster that
 //! uses that Secret, so a rotated kubeconfig is read without waiting for a `Cluster` event.
+//!
+//! When two `Cluster`s map to one name ([`Options::name`](crate::Options::name)), the owner is
+//! decided by [`Claims`], not by arrival order: the oldest `creationTimestamp` wins, then the
+//! smallest `namespace/name`; the other is logged (naming both) and reported as
+//! [`ClusterState::Conflict`] until it ranks first. Nothing is wanted before every `Cluster`
+//! watch has listed once ([`FirstLists`]; a watch whose list fails stops that wait), so after a
+//! restart the list order never decides, and a younger `Cluster` is never engaged, not even
+//! for a moment, while the owner's namespace is still being listed.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
@@ -14,10 +22,10 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::api::DynamicObject;
 use kube::core::PartialObjectMeta;
 use kube::runtime::watcher::{self, Event};
-use mcr_core::members::{Relists, Track};
+use mcr_core::members::{Claims, FirstLists, Relists, Track};
 use mcr_core::{ClusterName, ErrorChain, Source};
 use tokio_util::sync::CancellationToken;
-use tracing::{debug, error, warn};
+use tracing::{debug, error, info, warn};
 
 use crate::provider::Shared;
 use crate::source::SecretSource;
@@ -42,6 +50,15 @@ struct Seen {
     want: Want,
 }
 
+/// A kubeconfig Secret that `Cluster`s use: which ones, and its version as the Secret watch
+/// last saw it.
+#[derive(Default)]
+struct SecretUse {
+    users: BTreeSet<ObjectRef>,
+    /// The Secret's `resourceVersion` (`None`: not seen yet, or deleted).
+    version: Option<String>,
+}
+
 /// One event of the provider's host watches: a `Cluster` event (from watch `i`) or a
 /// metadata-only Secret event.
 pub(crate) enum Incoming {
@@ -57,23 +74,26 @@ pub(crate) struct Dispatcher {
     /// The data key of the kubeconfig Secrets (shared by every source).
     data_key: Arc<str>,
     clusters: BTreeMap<ObjectRef, Seen>,
-    owners: HashMap<ClusterName, ObjectRef>,
-    by_secret: HashMap<ObjectRef, BTreeSet<ObjectRef>>,
-    secret_versions: HashMap<ObjectRef, Option<String>>,
+    /// The name each `Cluster` maps to (owned, or waiting in a conflict).
+    claims: Claims<ObjectRef>,
+    secrets: HashMap<ObjectRef, SecretUse>,
+    /// `Cluster` watch `i` is stream `i`.
+    first_lists: FirstLists,
     relisting: Relists<ObjectRef>,
 }
 
 impl Dispatcher {
     /// The dispatcher of the run of `token`.
     pub(crate) fn new(shared: Arc<Shared>, token: CancellationToken) -> Self {
+        let streams = shared.opts.namespaces.watches().len();
         Dispatcher {
             data_key: Arc::from(shared.opts.secret_key.as_str()),
             shared,
             token,
             clusters: BTreeMap::new(),
-            owners: HashMap::new(),
-            by_secret: HashMap::new(),
-            secret_versions: HashMap::new(),
+            claims: Claims::new(),
+            secrets: HashMap::new(),
+            first_lists: FirstLists::new(0..streams),
             relisting: Relists::default(),
         }
     }
@@ -81,10 +101,19 @@ impl Dispatcher {
     /// Handles one event (or watch error) of the provider's watches.
     pub(crate) fn handle(&mut self, item: Incoming) {
         match item {
-            Incoming::Cluster(stream, Ok(event)) => self.event(stream, event),
+            Incoming::Cluster(stream, Ok(event)) => {
+                let listed = matches!(event, Event::InitDone);
+                self.event(stream, event);
+                if listed && self.first_lists.listed(stream) {
+                    self.settle_all();
+                }
+            }
             Incoming::Secret(Ok(event)) => self.secret_event(event),
             Incoming::Cluster(_, Err(err)) => {
-                warn!(error = %err, "Cluster watch failed (is Cluster API {} installed?); retrying with backoff", self.shared.opts.version.as_str())
+                warn!(error = %err, "Cluster watch failed (is Cluster API {} installed?); retrying with backoff", self.shared.opts.version.as_str());
+                if self.first_lists.failed() {
+                    self.settle_all();
+                }
             }
             Incoming::Secret(Err(err)) => {
                 warn!(error = %err, "kubeconfig Secret watch failed; retrying with backoff")
@@ -105,37 +134,79 @@ impl Dispatcher {
         };
         // Cluster API labels a cluster's CA, etcd and service-account Secrets too: only the
         // ones a Cluster uses matter (one that comes before its Cluster is read with it).
-        if !self.by_secret.contains_key(&secret) {
+        let Some(used) = self.secrets.get_mut(&secret) else {
             return;
-        }
+        };
         let version = if deleted { None } else { meta.resource_version };
-        if self.secret_versions.get(&secret) == Some(&version) {
+        if used.version == version {
             return;
         }
-        if deleted {
-            self.secret_versions.remove(&secret);
-        } else {
-            self.secret_versions.insert(secret.clone(), version);
-        }
-        let users: Vec<ObjectRef> = self
-            .by_secret
-            .get(&secret)
-            .map(|s| s.iter().cloned().collect())
-            .unwrap_or_default();
-        for key in users {
-            let Some(t) = self.clusters.get(&key) else {
-                continue;
-            };
-            if matches!(t.want, Want::Engage) && self.owners.get(&t.name) == Some(&key) {
-                debug!(cluster = %t.name, secret = %secret, deleted, "kubeconfig Secret changed");
-                self.follow(&key);
-            }
+        used.version = version;
+        let names: BTreeSet<ClusterName> = used
+            .users
+            .iter()
+            .filter_map(|key| Some(self.clusters.get(key)?.name.clone()))
+            .collect();
+        for name in names {
+            debug!(cluster = %name, secret = %secret, deleted, "kubeconfig Secret changed");
+            self.settle(&name);
         }
     }
 
-    /// Wants what an owning `Cluster` asks for under its name: its kubeconfig Secret (wanting
-    /// what is wanted already changes nothing), nothing new (not ready or paused, kept), or
-    /// nothing at all.
+    /// Gives `name` to its best-ranked claimant and wants what that `Cluster` asks for
+    /// ([`follow`](Self::follow)); marks every other claimant as in conflict. Removes the
+    /// name's member when nothing claims the name any more, or before it passes to a `Cluster`
+    /// that does not ask for its workload cluster now. Decides nothing before the initial
+    /// list is complete.
+    fn settle(&mut self, name: &ClusterName) {
+        if !self.first_lists.done() {
+            return;
+        }
+        let members = &self.shared.members;
+        let settled = self.claims.settle(name);
+        let Some(owner) = settled.owner.clone() else {
+            if settled.previous.is_some() {
+                members.remove(name);
+            }
+            return;
+        };
+        if settled.changed()
+            && let Some(previous) = &settled.previous
+        {
+            info!(cluster = %name, object = %owner, previous = %previous, "Cluster takes over the cluster name (oldest claim wins)");
+            // What runs under the name is the previous owner's.
+            let engage = self.clusters.get(&owner).map(|t| &t.want);
+            if !matches!(engage, Some(Want::Engage)) {
+                members.remove(name);
+            }
+        }
+        self.follow(&owner);
+        let mut statuses = self.shared.statuses.lock();
+        for loser in settled.others {
+            let state = ClusterState::Conflict {
+                owner: owner.clone(),
+            };
+            if statuses.get(&loser).is_none_or(|s| s.state != state) {
+                error!(cluster = %name, object = %loser, owner = %owner, "two Clusters map to the same cluster name: {owner} is older (or ranks first) and keeps it, {loser} is ignored until {owner} goes away");
+            }
+            let status = ClusterStatus {
+                name: name.clone(),
+                state,
+            };
+            statuses.insert(loser, status);
+        }
+    }
+
+    /// The initial list is complete (or a `Cluster` watch failed to list): decide every name.
+    fn settle_all(&mut self) {
+        for name in self.claims.names() {
+            self.settle(&name);
+        }
+    }
+
+    /// Wants what the owning `Cluster` `key` asks for under its name: its kubeconfig Secret
+    /// (wanting what is wanted already changes nothing), nothing new (not ready or paused,
+    /// kept), or nothing at all.
     fn follow(&self, key: &ObjectRef) {
         let Some(t) = self.clusters.get(key) else {
             return;
@@ -147,7 +218,7 @@ impl Dispatcher {
                     host: self.shared.host.clone(),
                     secret: t.secret.clone(),
                     data_key: self.data_key.clone(),
-                    version: self.secret_versions.get(&t.secret).cloned().flatten(),
+                    version: self.secrets.get(&t.secret).and_then(|u| u.version.clone()),
                 };
                 let wanted = members.want(&self.token, &t.name, Source::Connect(Arc::new(source)));
                 match wanted {
@@ -165,15 +236,21 @@ impl Dispatcher {
                 state.clone()
             }
         };
-        self.set_status(key, &t.name, state);
-    }
-
-    fn set_status(&self, key: &ObjectRef, name: &ClusterName, state: ClusterState) {
         let status = ClusterStatus {
-            name: name.clone(),
+            name: t.name.clone(),
             state,
         };
         self.shared.statuses.lock().insert(key.clone(), status);
+    }
+
+    /// `key` no longer uses the Secret `secret`; a Secret nobody uses is forgotten.
+    fn unuse(&mut self, secret: &ObjectRef, key: &ObjectRef) {
+        if let Some(used) = self.secrets.get_mut(secret) {
+            used.users.remove(key);
+            if used.users.is_empty() {
+                self.secrets.remove(secret);
+            }
+        }
     }
 }
 
@@ -233,19 +310,12 @@ impl Track<DynamicObject> for Dispatcher {
         let want = want(opts, &obj);
         if let Some(old) = self.clusters.get(&key)
             && old.secret != secret
-            && let Some(users) = self.by_secret.get_mut(&old.secret)
         {
-            users.remove(&key);
-            if users.is_empty() {
-                let old_secret = old.secret.clone();
-                self.by_secret.remove(&old_secret);
-                self.secret_versions.remove(&old_secret);
-            }
+            let old_secret = old.secret.clone();
+            self.unuse(&old_secret, &key);
         }
-        self.by_secret
-            .entry(secret.clone())
-            .or_default()
-            .insert(key.clone());
+        let used = self.secrets.entry(secret.clone()).or_default();
+        used.users.insert(key.clone());
         let seen = Seen {
             stream,
             name: name.clone(),
@@ -253,50 +323,24 @@ impl Track<DynamicObject> for Dispatcher {
             want,
         };
         self.clusters.insert(key.clone(), seen);
-        match self.owners.get(&name) {
-            None => {
-                self.owners.insert(name.clone(), key.clone());
-                self.follow(&key);
-            }
-            // A Cluster that stays ready (status churn, labels, ...) wants what it wanted:
-            // nothing happens, its Secret is not read again.
-            Some(owner) if *owner == key => self.follow(&key),
-            Some(owner) => {
-                error!(cluster = %name, object = %key, owner = %owner, "two Clusters map to the same cluster name: {owner} keeps it, {key} is ignored until {owner} goes away");
-                let state = ClusterState::Conflict {
-                    owner: owner.clone(),
-                };
-                self.set_status(&key, &name, state);
-            }
+        let created = obj.metadata.creation_timestamp;
+        if let Some(before) = self.claims.claim(key.clone(), name.clone(), created) {
+            self.settle(&before);
         }
+        // A Cluster that stays ready (status churn, labels, ...) wants what it wanted: nothing
+        // happens, its Secret is not read again.
+        self.settle(&name);
         Some(key)
     }
 
-    /// Forgets a `Cluster`; hands its name to the next Cluster of that name, if any.
+    /// Forgets a `Cluster`; hands its name to the next claimant in rank, if any.
     fn delete(&mut self, key: &ObjectRef) {
         let Some(t) = self.clusters.remove(key) else {
             return;
         };
-        if let Some(users) = self.by_secret.get_mut(&t.secret) {
-            users.remove(key);
-            if users.is_empty() {
-                self.by_secret.remove(&t.secret);
-                self.secret_versions.remove(&t.secret);
-            }
-        }
-        if self.owners.get(&t.name) == Some(key) {
-            self.owners.remove(&t.name);
-            self.shared.members.remove(&t.name);
-            let next = self
-                .clusters
-                .iter()
-                .find(|(_, other)| other.name == t.name)
-                .map(|(k, _)| k.clone());
-            if let Some(next) = next {
-                self.owners.insert(t.name.clone(), next.clone());
-                self.follow(&next);
-            }
-        }
+        self.unuse(&t.secret, key);
+        self.claims.release(key);
         self.shared.statuses.lock().remove(key);
+        self.settle(&t.name);
     }
 }

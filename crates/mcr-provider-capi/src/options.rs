@@ -98,7 +98,9 @@ pub struct Options {
     /// How paused Clusters are treated. Default: [`Paused::Ignore`].
     pub paused: Paused,
     /// Cluster name of a `Cluster`. Default: `None`, `<namespace>/<name>` (as Go's provider,
-    /// so names interoperate).
+    /// so names interoperate). When several `Cluster`s map to one name, the oldest
+    /// (`creationTimestamp`, then `namespace/name`) owns it, whatever the order they are listed
+    /// in; the others are [`ClusterState::Conflict`](crate::ClusterState::Conflict).
     pub name: Option<NameFn>,
     /// The kubeconfig Secret of a `Cluster`. Default: `None`, `<name>-kubeconfig` in the
     /// Cluster's namespace (Cluster API's convention). Rotations are seen at once only for

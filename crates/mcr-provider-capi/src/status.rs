@@ -28,7 +28,9 @@ pub enum ClusterState {
     Paused,
     /// Rejected by [`Options::predicate`](crate::Options::predicate).
     Filtered,
-    /// Another `Cluster` maps to the same cluster name and owns it.
+    /// Another `Cluster` maps to the same cluster name and owns it: it is older (by
+    /// `creationTimestamp`; of two as old, the smaller `namespace/name`). This one takes the
+    /// name over when it ranks first.
     Conflict {
         /// The owner of the name.
         owner: ObjectRef,

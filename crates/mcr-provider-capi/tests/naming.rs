@@ -1,5 +1,6 @@
-//! Custom names: two Clusters mapping to one name conflict; the first keeps it, the second
-//! takes over when the first goes away. Custom Secret location.
+//! Custom names: two Clusters mapping to one name conflict; the oldest keeps it (whatever the
+//! list order, after every restart), the next oldest takes over when it goes away. Custom
+//! Secret location.
 
 mod common;
 
@@ -54,6 +55,66 @@ async fn same_name_conflicts_and_hands_over() {
     })
     .await;
     assert_eq!(run.names(), ["prod"]);
+    run.stop().await;
+}
+
+/// The oldest `Cluster` owns a name (by `creationTimestamp`, not by arrival or key order),
+/// after a restart too; when it goes away, the next oldest takes over, not the one whose
+/// `namespace/name` sorts first.
+#[tokio::test]
+async fn the_oldest_cluster_owns_the_name() {
+    init_tracing();
+    let host = management().await;
+    let w = TestCluster::start_https("w").await.unwrap();
+    let kubeconfig = kubeconfig_of(&w);
+    // Oldest first: x/prod, then c/prod, then b/prod, each a second younger than the last.
+    let mut older = None;
+    for ns in ["x", "c", "b"] {
+        create_namespace(&host.client(), ns, &[]).await;
+        if let Some(older) = older {
+            after_created(&host, V, older, "prod").await;
+        }
+        create_cluster(&host, V, ns, "prod", true, &[]).await;
+        put_secret(&host, ns, "prod", Some(kubeconfig.as_bytes()), &[]).await;
+        older = Some(ns);
+    }
+    let options = Options {
+        name: Some(Arc::new(|c: &ObjectRef| ClusterName::from(c.name.clone()))),
+        ..opts(
+            V,
+            Namespaces::List(vec!["b".into(), "c".into(), "x".into()]),
+        )
+    };
+    let owns = |run: &Running, owner: &str, others: &[&str]| {
+        let conflict = ClusterState::Conflict {
+            owner: ObjectRef::new(owner, "prod"),
+        };
+        matches!(run.state(owner, "prod"), Some(ClusterState::Engaged { .. }))
+            && others
+                .iter()
+                .all(|ns| run.state(ns, "prod").as_ref() == Some(&conflict))
+    };
+
+    let run = Running::start(&host, options.clone());
+    eventually("x/prod, the oldest, owns prod", WAIT, || {
+        owns(&run, "x", &["b", "c"])
+    })
+    .await;
+    assert_eq!(run.engagements("prod").len(), 1, "only x/prod was engaged");
+    delete_cluster(&host, V, "x", "prod").await;
+    eventually("c/prod, the oldest left, takes over", WAIT, || {
+        owns(&run, "c", &["b"])
+    })
+    .await;
+    run.stop().await;
+
+    // A restart: a fresh provider lists every namespace again, b's first.
+    let run = Running::start(&host, options);
+    eventually("c/prod owns prod after a restart", WAIT, || {
+        owns(&run, "c", &["b"])
+    })
+    .await;
+    assert_eq!(run.engagements("prod").len(), 1, "b/prod was never engaged");
     run.stop().await;
 }
 

@@ -69,6 +69,21 @@ pub async fn create_cluster(
         .unwrap();
 }
 
+/// Waits until a `Cluster` created now is strictly younger than `ns/name` (by
+/// `creationTimestamp`, which has a one-second resolution).
+pub async fn after_created(host: &TestCluster, version: CapiVersion, ns: &str, name: &str) {
+    let obj = clusters_api(host, version, ns).get(name).await.unwrap();
+    let created = obj
+        .metadata
+        .creation_timestamp
+        .expect("set by the server")
+        .0;
+    let later = created + k8s_openapi::jiff::SignedDuration::from_secs(1);
+    let what = format!("the clock is a second past the creation of {ns}/{name}");
+    mcr_envtest::wait::eventually(&what, WAIT, || k8s_openapi::jiff::Timestamp::now() >= later)
+        .await;
+}
+
 /// Merge-patches a `Cluster`.
 pub async fn patch_cluster(
     host: &TestCluster,
