@@ -7,13 +7,9 @@
 //! this replica owns the name. A Secret event changes what is wanted for every Cluster that
 //! uses that Secret, so a rotated kubeconfig is read without waiting for a `Cluster` event.
 //!
-//! When two `Cluster`s map to one name ([`Options::name`](crate::Options::name)), the owner is
-//! decided by [`Claims`], not by arrival order: the oldest `creationTimestamp` wins, then the
-//! smallest `namespace/name`; the other is logged (naming both) and reported as
-//! [`ClusterState::Conflict`] until it ranks first. Nothing is wanted before every `Cluster`
-//! watch has listed once ([`FirstLists`]; a watch whose list fails stops that wait), so after a
-//! restart the list order never decides, and a younger `Cluster` is never engaged, not even
-//! for a moment, while the owner's namespace is still being listed.
+//! When two `Cluster`s map to one name, [`Claims`] decides the owner (the oldest, then the
+//! smallest `namespace/name`), once every `Cluster` watch has listed ([`FirstLists`]), so
+//! neither arrival nor list order ever does; the other is [`ClusterState::Conflict`].
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
@@ -154,32 +150,21 @@ impl Dispatcher {
     }
 
     /// Gives `name` to its best-ranked claimant and wants what that `Cluster` asks for
-    /// ([`follow`](Self::follow)); marks every other claimant as in conflict. Removes the
-    /// name's member when nothing claims the name any more, or before it passes to a `Cluster`
-    /// that does not ask for its workload cluster now. Decides nothing before the initial
-    /// list is complete.
+    /// ([`follow`](Self::follow)); marks every other claimant as in conflict. When the name
+    /// changes hands, what ran under it (the previous owner's) is removed first. Decides
+    /// nothing before the initial list is complete.
     fn settle(&mut self, name: &ClusterName) {
         if !self.first_lists.done() {
             return;
         }
-        let members = &self.shared.members;
         let settled = self.claims.settle(name);
-        let Some(owner) = settled.owner.clone() else {
-            if settled.previous.is_some() {
-                members.remove(name);
-            }
+        if let Some(previous) = settled.previous.as_ref().filter(|_| settled.changed()) {
+            info!(cluster = %name, previous = %previous, owner = ?settled.owner, "the Cluster owning the cluster name changed (oldest claim wins)");
+            self.shared.members.remove(name);
+        }
+        let Some(owner) = settled.owner else {
             return;
         };
-        if settled.changed()
-            && let Some(previous) = &settled.previous
-        {
-            info!(cluster = %name, object = %owner, previous = %previous, "Cluster takes over the cluster name (oldest claim wins)");
-            // What runs under the name is the previous owner's.
-            let engage = self.clusters.get(&owner).map(|t| &t.want);
-            if !matches!(engage, Some(Want::Engage)) {
-                members.remove(name);
-            }
-        }
         self.follow(&owner);
         let mut statuses = self.shared.statuses.lock();
         for loser in settled.others {
@@ -189,11 +174,8 @@ impl Dispatcher {
             if statuses.get(&loser).is_none_or(|s| s.state != state) {
                 error!(cluster = %name, object = %loser, owner = %owner, "two Clusters map to the same cluster name: {owner} is older (or ranks first) and keeps it, {loser} is ignored until {owner} goes away");
             }
-            let status = ClusterStatus {
-                name: name.clone(),
-                state,
-            };
-            statuses.insert(loser, status);
+            let name = name.clone();
+            statuses.insert(loser, ClusterStatus { name, state });
         }
     }
 
