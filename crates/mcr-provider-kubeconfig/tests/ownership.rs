@@ -160,35 +160,6 @@ impl mcr_core::Aware for Recorder {
     }
 }
 
-/// A real client of `host` whose list of the Secrets of `held_ns` is held back until
-/// `recorder` saw an engagement, or for at most `HOLD`: the owner's namespace lists last.
-fn client_listing_last(
-    host: &TestCluster,
-    held_ns: &str,
-    recorder: std::sync::Arc<Recorder>,
-) -> kube::Client {
-    const HOLD: Duration = Duration::from_secs(5);
-    let inner = host.client();
-    let held = format!("/api/v1/namespaces/{held_ns}/secrets");
-    let service = tower::service_fn(move |req: http::Request<kube::client::Body>| {
-        let (inner, recorder) = (inner.clone(), recorder.clone());
-        let hold = req.uri().path() == held
-            && !req.uri().query().unwrap_or_default().contains("watch=true");
-        async move {
-            if hold {
-                let until = tokio::time::Instant::now() + HOLD;
-                while recorder.engaged.lock().unwrap().is_empty()
-                    && tokio::time::Instant::now() < until
-                {
-                    tokio::time::sleep(Duration::from_millis(20)).await;
-                }
-            }
-            inner.send(req).await
-        }
-    });
-    kube::Client::new(service, "default")
-}
-
 /// During the initial list, the younger Secret's namespace lists first and the owner's later:
 /// the name waits for the whole initial list, so the younger Secret's member is never engaged
 /// under it, not even for a moment.
@@ -210,7 +181,16 @@ async fn a_younger_secret_is_never_engaged_before_the_older_is_listed() {
     create_claim(&host, "ns-a", &kubeconfig_of(young_member), Some("ns-b")).await;
 
     let recorder = std::sync::Arc::new(Recorder::default());
-    let client = client_listing_last(&host, "ns-b", recorder.clone());
+    // The owner's namespace lists last: held until something was engaged, or for 5 s.
+    let client = mcr_test_support::listing_last(
+        host.client(),
+        "/api/v1/namespaces/ns-b/secrets".into(),
+        Duration::from_secs(5),
+        {
+            let recorder = recorder.clone();
+            move || !recorder.engaged.lock().unwrap().is_empty()
+        },
+    );
     let provider = mcr_provider_kubeconfig::KubeconfigProvider::new(
         client,
         opts(Namespaces::List(vec!["ns-a".into(), "ns-b".into()])),

@@ -3,7 +3,8 @@
 //! fleet ([`Env`]), a provider running against an [`Engagements`] table ([`Running`]), test
 //! timings for [`MemberOptions`], CRDs, object builders and API helpers over [`mcr_envtest`]
 //! clusters, and a coordinator the test sets ([`Owned`]) with the process's memory ([`rss`])
-//! for sharding tests.
+//! for sharding tests; clients that alter some requests ([`listing_last`],
+//! [`without_lease_lists`], [`with_deaf_lease_watches`]).
 //!
 //! Clusters start on the backend `MCR_ENVTEST` selects: the emulator unless it says `real`
 //! (then `KUBEBUILDER_ASSETS` names the kube-apiserver and etcd binaries).
@@ -23,6 +24,7 @@ use tokio_util::sync::CancellationToken;
 
 mod crd;
 mod env;
+mod held;
 mod logs;
 mod objects;
 mod rbac;
@@ -31,6 +33,7 @@ mod shard;
 
 pub use crd::{capi_cluster, capi_cluster_crd, capi_clusters, capi_ready_status, install_crd};
 pub use env::Env;
+pub use held::listing_last;
 pub use logs::{Logs, init_tracing};
 pub use mcr_envtest::wait::{eventually, eventually_async};
 pub use objects::{
