@@ -12,7 +12,11 @@ use tracing::{debug, error, trace};
 
 use mcr_core::panic_message;
 
-use super::{Data, Engagement, Loop, passes};
+use super::{
+    Data, Engagement, Loop,
+    member::{Instance, Member, Phase},
+    passes,
+};
 use crate::{
     Recorder,
     controller::{
@@ -39,11 +43,11 @@ where
     /// instance has synced: those it does not have then went away across the swap, and are
     /// queued (see `synced`).
     pub(super) replaced: Vec<Arc<K>>,
-    /// Whether the instance is engaged in the manager's table (always for the host): until
-    /// then its reconciles would not find their own cluster, so none starts (see `activated`).
-    pub(super) active: bool,
-    /// The keys that came due before the instance was active, queued again once it is.
-    pub(super) held: HashSet<Arc<ObjectRef<K>>>,
+    /// Until the instance is active (engaged in the manager's table; the host always is):
+    /// the keys that came due meanwhile, queued again once it is (see `activated`). Before,
+    /// its reconciles would not find their own cluster, so none starts. Boxed: an active
+    /// instance, the common case, holds just the pointer.
+    pub(super) held: Option<Box<HashSet<Arc<ObjectRef<K>>>>>,
     /// Cuts this instance's reconciles short: its token, unless the controller has a leave
     /// hook, which lets the reconciles of a member that left the fleet finish first (see
     /// `leave`).
@@ -58,7 +62,7 @@ type Restarts = Box<dyn Fn() -> u64 + Send + Sync>;
 
 /// A cluster the loop only watches (see `Loop::watch_only`).
 pub(super) struct Watched {
-    id: ClusterId,
+    pub(super) id: ClusterId,
     pub(super) token: CancellationToken,
 }
 
@@ -84,20 +88,26 @@ where
         }
         let mut metrics = None;
         let mut replaced = Vec::new();
+        let member = self.members.get(&name);
         // A member whose departure is under way joined: if this instance becomes active, it
         // is back.
-        let mut joined = self.departing.contains_key(&name);
-        if let Some(current) = self.engaged.get(&name) {
-            if current.cluster.same_instance(&e.cluster) && !current.token.is_cancelled() {
-                trace!(controller = %self.spec.name, cluster = %name, "already engaged");
-                return;
+        let mut joined = member.is_some_and(|m| matches!(m.phase, Phase::Departing(_)));
+        match member.and_then(Member::instance) {
+            Some(Instance::Engaged(current)) => {
+                if current.cluster.same_instance(&e.cluster) && !current.token.is_cancelled() {
+                    trace!(controller = %self.spec.name, cluster = %name, "already engaged");
+                    return;
+                }
+                debug!(controller = %self.spec.name, cluster = %name, "replacing cluster instance");
+                current.token.cancel();
+                current.cut.cancel();
+                metrics = Some(current.metrics.clone());
+                replaced = current.primary.list();
+                joined |= current.joined;
             }
-            debug!(controller = %self.spec.name, cluster = %name, "replacing cluster instance");
-            current.token.cancel();
-            current.cut.cancel();
-            metrics = Some(current.metrics.clone());
-            replaced = current.primary.list();
-            joined |= current.joined;
+            // Its watched instance is replaced by one reconciled here: its watches stop.
+            Some(Instance::Watched(w)) => w.token.cancel(),
+            None => {}
         }
         let token = e.token.child_token();
         let cut = if self.spec.on_leave.is_some() {
@@ -123,8 +133,8 @@ where
             self.syncs
                 .push(listed(primary.clone(), name.clone(), id, token.clone()));
         }
-        let active = name.is_host();
-        if !active {
+        let held = (!name.is_host()).then(Box::default);
+        if held.is_some() {
             // Woken by the table's activation of this instance, or its token firing.
             let until = self.spec.fleet.until_engaged(&name, &cluster);
             let (left, name) = (token.clone(), name.clone());
@@ -143,23 +153,22 @@ where
             .with_stores(stores)
             .with_cancellation(token.clone())
             .with_recorder(recorder);
-        self.engaged.insert(
-            name,
-            Box::new(Engaged {
-                cluster,
-                token,
-                primary,
-                ctx,
-                metrics,
-                restarts,
-                replaced,
-                active,
-                held: HashSet::new(),
-                cut,
-                joined,
-            }),
-        );
-        self.engaged_gauge.set(self.engaged.len() as i64);
+        let member = self.members.entry(name).or_insert_with(Member::new);
+        if member.engaged().is_none() {
+            self.engaged_gauge.inc();
+        }
+        member.put(Instance::Engaged(Box::new(Engaged {
+            cluster,
+            token,
+            primary,
+            ctx,
+            metrics,
+            restarts,
+            replaced,
+            held,
+            cut,
+            joined,
+        })));
     }
 
     /// The user data of reconciles in this cluster; `None` if building it panicked (logged;
@@ -193,18 +202,31 @@ where
     /// A cluster outside the reconciled type's scope: only the inputs whose scope includes it
     /// watch it (no primary cache, no queue, no reconciles there).
     fn watch_only(&mut self, parent: CancellationToken, name: ClusterName, cluster: Cluster) {
-        if let Some(current) = self.watched.get(&name) {
-            if current.id == cluster.id() && !current.token.is_cancelled() {
-                return;
+        let left = match self.members.get(&name).and_then(Member::instance) {
+            Some(Instance::Watched(current)) => {
+                if current.id == cluster.id() && !current.token.is_cancelled() {
+                    return;
+                }
+                current.token.cancel();
+                None
             }
-            current.token.cancel();
+            // Its engaged instance is replaced by one only watched here: it leaves now.
+            Some(Instance::Engaged(current)) => {
+                current.token.cancel();
+                Some(current.cluster.id())
+            }
+            None => None,
+        };
+        if let Some(id) = left {
+            self.disengage(&name, id);
         }
         let token = parent.child_token();
         self.subscribe_inputs(&cluster, &name, &token, false);
         let id = cluster.id();
         self.forget_when_gone(&name, id, &token);
         debug!(controller = %self.spec.name, cluster = %name, "cluster watched (no reconciles there)");
-        self.watched.insert(name, Watched { id, token });
+        let member = self.members.entry(name).or_insert_with(Member::new);
+        member.put(Instance::Watched(Watched { id, token }));
     }
 
     /// Subscribes every input that watches `cluster` (a `target` when reconciles run there)
@@ -251,28 +273,43 @@ where
         }));
     }
 
+    /// The instance `id` of `name` left (its token fired): taken out of the member's entry,
+    /// unless it was replaced already.
     pub(super) fn disengage(&mut self, name: &ClusterName, id: ClusterId) {
-        if self.watched.get(name).is_some_and(|w| w.id == id) {
-            self.watched.remove(name);
-            debug!(controller = %self.spec.name, cluster = %name, "cluster no longer watched");
+        let Some(member) = self.members.get_mut(name) else {
             return;
-        }
-        if self.engaged.get(name).is_none_or(|e| e.cluster.id() != id) {
+        };
+        if member.instance().is_none_or(|i| i.id() != id) {
             return; // an instance that was already replaced
         }
-        if let Some(e) = self.engaged.remove(name) {
-            let dropped = self.queue.remove_cluster(name);
-            self.spec.metrics.forget_cluster(&e.metrics);
-            debug!(controller = %self.spec.name, cluster = %name, dropped, "cluster disengaged");
-            self.departed(name, *e);
+        match member.take() {
+            Some(Instance::Watched(_)) => {
+                debug!(controller = %self.spec.name, cluster = %name, "cluster no longer watched");
+            }
+            Some(Instance::Engaged(e)) => {
+                self.engaged_gauge.dec();
+                let dropped = self.queue.remove_cluster(name);
+                self.spec.metrics.forget_cluster(&e.metrics);
+                debug!(controller = %self.spec.name, cluster = %name, dropped, "cluster disengaged");
+                self.departed(name, *e);
+            }
+            None => {}
         }
-        self.engaged_gauge.set(self.engaged.len() as i64);
+        self.settle(name);
+    }
+
+    /// Drops the entry of `name` if nothing of it is left (see `Member::is_over`).
+    pub(super) fn settle(&mut self, name: &ClusterName) {
+        if self.members.get(name).is_some_and(Member::is_over) {
+            self.members.remove(name);
+        }
     }
 
     /// A replacement instance listed: the objects its predecessor had that it does not have
     /// went away across the swap, and no watch event reported it, so they are queued.
     pub(super) fn synced(&mut self, (name, id): SyncDone) {
-        let Some(e) = (self.engaged.get_mut(&name))
+        let Some(e) = (self.members.get_mut(&name))
+            .and_then(Member::engaged_mut)
             .filter(|e| e.cluster.id() == id && !e.token.is_cancelled() && e.primary.is_synced())
         else {
             return;
@@ -299,36 +336,44 @@ where
     /// The instance became active in the manager's table: its held keys are queued again (as
     /// initial-list requests, which they were).
     pub(super) fn activated(&mut self, (name, id): SyncDone) {
-        if !(self.engaged.get(&name))
+        if !(self.members.get(&name).and_then(Member::engaged))
             .is_some_and(|e| e.cluster.id() == id && !e.token.is_cancelled())
         {
             return;
         }
         // Back before its departure was over: active once it is.
-        if self.rejoining(&name, id) {
+        if self.rejoining(&name) {
             return;
         }
-        let Some(e) = self.engaged.get_mut(&name) else {
+        self.activate(&name);
+    }
+
+    /// Activates the engaged instance of `name`, unless it left.
+    pub(super) fn activate(&mut self, name: &ClusterName) {
+        let Some(e) = (self.members.get_mut(name))
+            .and_then(Member::engaged_mut)
+            .filter(|e| !e.token.is_cancelled())
+        else {
             return;
         };
-        e.active = true;
+        let held = e.held.take().map(|held| *held).unwrap_or_default();
         e.joined = true;
         let at = tokio::time::Instant::now();
-        for key in std::mem::take(&mut e.held) {
+        for key in held {
             let key = Arc::unwrap_or_clone(key);
             if self.spec.live_first {
-                self.queue.push_initial(&name, key, at);
+                self.queue.push_initial(name, key, at);
             } else {
-                self.queue.push(&name, key, at);
+                self.queue.push(name, key, at);
             }
         }
-        e.metrics.depth.set(self.queue.ready_len(&name) as i64);
+        e.metrics.depth.set(self.queue.ready_len(name) as i64);
         trace!(controller = %self.spec.name, cluster = %name, "cluster active: reconciles start");
-        self.run_join_hook(&name);
+        self.run_join_hook(name);
     }
 
     pub(super) fn report_restarts(&self) {
-        for e in self.engaged.values() {
+        for e in self.members.values().filter_map(Member::engaged) {
             let total: u64 = e.restarts.iter().map(|r| r()).sum();
             e.metrics
                 .restarts

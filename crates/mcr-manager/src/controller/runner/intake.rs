@@ -9,7 +9,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::trace;
 
-use super::Loop;
+use super::{Loop, member::Member};
 use crate::controller::{
     input::{Arrival, Batch},
     request::Request,
@@ -55,7 +55,7 @@ where
     }
 
     fn queue_request(&mut self, r: Request<K>, at: Instant, initial: bool) {
-        let Some(e) = self.engaged.get(&r.cluster) else {
+        let Some(e) = self.members.get(&r.cluster).and_then(Member::engaged) else {
             trace!(controller = %self.spec.name, request = %r, "cluster not engaged; dropped");
             return;
         };

@@ -20,13 +20,17 @@ use std::{fmt::Debug, hash::Hash, panic::AssertUnwindSafe, time::Duration};
 
 use futures::FutureExt;
 use kube::Resource;
-use mcr_core::{ClusterId, ClusterName, ErrorChain, MemberState, backoff::Backoff};
+use mcr_core::{ClusterName, ErrorChain, MemberState, backoff::Backoff};
 use serde::de::DeserializeOwned;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, error, info_span, warn};
 
-use super::{Loop, engage::Engaged};
+use super::{
+    Loop,
+    engage::Engaged,
+    member::{Instance, Phase},
+};
 use crate::controller::membership::{Departure, DepartureReason, LeaveFn};
 
 /// How long one attempt of a leave hook (or one sweep) may run without a reconcile timeout.
@@ -37,7 +41,11 @@ const LEAVE_BACKOFF_INITIAL: Duration = Duration::from_millis(200);
 const LEAVE_BACKOFF_MAX: Duration = Duration::from_secs(30);
 
 /// A member that left, until its leave hook has run (or was abandoned).
-pub(super) struct Departing {
+pub(super) struct Departing<K, Ctx>
+where
+    K: Resource + Clone + 'static,
+    K::DynamicType: Clone + Eq + Hash,
+{
     departure: Departure,
     /// Cuts the departed instance's reconciles still running.
     cut: CancellationToken,
@@ -45,8 +53,36 @@ pub(super) struct Departing {
     started: bool,
     /// Stops the hook's retries (the member joined again, or the controller stops).
     abandon: CancellationToken,
-    /// A new instance that became active meanwhile: activated once the departure is over.
-    rejoined: Option<(ClusterName, ClusterId)>,
+    /// An instance of the member engaged (or watched) meanwhile: present once the departure
+    /// is over.
+    pub(super) back: Option<Instance<K, Ctx>>,
+    /// Whether `back` became active in the manager's table meanwhile: it is activated once
+    /// the departure is over.
+    rejoined: bool,
+}
+
+impl<K, Ctx> Departing<K, Ctx>
+where
+    K: Resource + Clone + 'static,
+    K::DynamicType: Clone + Eq + Hash,
+{
+    fn new(departure: Departure, cut: CancellationToken) -> Self {
+        Self {
+            departure,
+            cut,
+            started: false,
+            abandon: CancellationToken::new(),
+            back: None,
+            rejoined: false,
+        }
+    }
+
+    /// `instance` came back (in place of one that came back before it): it waits for its own
+    /// activation.
+    pub(super) fn back_again(&mut self, instance: Instance<K, Ctx>) {
+        self.back = Some(instance);
+        self.rejoined = false;
+    }
 }
 
 impl<K, Ctx> Loop<'_, K, Ctx>
@@ -68,12 +104,10 @@ where
     /// The engaged instance `e` of `name` was disengaged: starts its departure if it is one
     /// (with a leave hook), else cuts its reconciles still running.
     pub(super) fn departed(&mut self, name: &ClusterName, e: Engaged<K, Ctx>) {
-        if let Some(d) = self.departing.get_mut(name) {
+        if let Some(Phase::Departing(d)) = self.members.get_mut(name).map(|m| &mut m.phase) {
             // A new instance that came back during the departure left before it became
             // active: the departure, abandoned for it, is resumed once its attempt ends.
-            if (d.rejoined.as_ref()).is_some_and(|(_, id)| *id == e.cluster.id()) {
-                d.rejoined = None;
-            }
+            d.rejoined = false;
             e.cut.cancel();
             return;
         }
@@ -109,23 +143,21 @@ where
             fleet: self.spec.fleet.clone(),
             attempt: 1,
         };
-        self.departing.insert(
-            name.clone(),
-            Departing {
-                departure,
-                cut: e.cut,
-                started: false,
-                abandon: CancellationToken::new(),
-                rejoined: None,
-            },
-        );
+        if let Some(member) = self.members.get_mut(name) {
+            member.phase = Phase::Departing(Box::new(Departing::new(departure, e.cut)));
+        }
         self.start_leave(name);
     }
 
     /// The drain of `name` reached its bound: its reconciles still running are cut.
     pub(super) fn drain_expired(&mut self, name: &ClusterName) {
-        if let Some(d) = self.departing.get(name).filter(|d| !d.started) {
-            let in_flight = self.slots.in_flight(name);
+        let Some(member) = self.members.get(name) else {
+            return;
+        };
+        if let Phase::Departing(d) = &member.phase
+            && !d.started
+        {
+            let in_flight = member.in_flight.len();
             if in_flight > 0 {
                 warn!(controller = %self.spec.name, cluster = %name, in_flight,
                     grace = ?self.spec.limits.shutdown_grace,
@@ -138,11 +170,13 @@ where
     /// Starts the leave hook of `name` once none of its reconciles runs any more; ends the
     /// departure at once if it was abandoned before its hook started.
     pub(super) fn start_leave(&mut self, name: &ClusterName) {
-        let in_flight = self.slots.in_flight(name);
-        let Some(d) = self.departing.get_mut(name) else {
+        let Some(member) = self.members.get_mut(name) else {
             return;
         };
-        if d.started || in_flight > 0 {
+        let Phase::Departing(d) = &mut member.phase else {
+            return;
+        };
+        if d.started || !member.in_flight.is_empty() {
             return;
         }
         d.started = true;
@@ -165,50 +199,63 @@ where
     /// The departure of `name` is over (its hook succeeded or was abandoned): a new instance
     /// that became active meanwhile is activated now.
     pub(super) fn left(&mut self, name: ClusterName) {
-        let Some(d) = self.departing.remove(&name) else {
+        let Some(member) =
+            (self.members.get_mut(&name)).filter(|m| matches!(m.phase, Phase::Departing(_)))
+        else {
             return;
         };
-        match d.rejoined {
-            Some(rejoined) => self.activated(rejoined),
-            // Abandoned for an instance that left again before it became active: the member
-            // is gone after all, and its hook runs again (the controller is not stopping: it
-            // would not be here).
-            None if d.abandon.is_cancelled() && !self.engaged.contains_key(&name) => {
-                if let Some(reason) = self.departure_reason(&name) {
-                    debug!(controller = %self.spec.name, cluster = %name, ?reason,
-                        "member left again before it was back: departure resumed");
-                    let departure = Departure {
-                        reason,
-                        attempt: 1,
-                        ..d.departure
-                    };
-                    self.departing.insert(
-                        name.clone(),
-                        Departing {
-                            departure,
-                            cut: d.cut,
-                            started: false,
-                            abandon: CancellationToken::new(),
-                            rejoined: None,
-                        },
-                    );
-                    self.start_leave(&name);
-                }
-            }
-            None => {}
+        let Phase::Departing(d) = std::mem::replace(&mut member.phase, Phase::Gone) else {
+            return;
+        };
+        let Departing {
+            departure,
+            cut,
+            abandon,
+            back,
+            rejoined,
+            ..
+        } = *d;
+        let engaged = matches!(back, Some(Instance::Engaged(_)));
+        if let Some(back) = back {
+            member.put(back);
         }
+        if rejoined {
+            return self.activate(&name);
+        }
+        // Abandoned for an instance that left again before it became active: the member is
+        // gone after all, and its hook runs again (the controller is not stopping: it would
+        // not be here).
+        if abandon.is_cancelled()
+            && !engaged
+            && let Some(reason) = self.departure_reason(&name)
+        {
+            debug!(controller = %self.spec.name, cluster = %name, ?reason,
+                "member left again before it was back: departure resumed");
+            let departure = Departure {
+                reason,
+                attempt: 1,
+                ..departure
+            };
+            if let Some(member) = self.members.get_mut(&name) {
+                let mut d = Departing::new(departure, cut);
+                d.back = member.take();
+                member.phase = Phase::Departing(Box::new(d));
+            }
+            return self.start_leave(&name);
+        }
+        self.settle(&name);
     }
 
     /// Whether the activation of `(name, id)` waits for a departure of `name`: if so, the
     /// departure is abandoned (no more retries, the departed reconciles cut) and the
     /// activation happens when it is over.
-    pub(super) fn rejoining(&mut self, name: &ClusterName, id: ClusterId) -> bool {
-        let Some(d) = self.departing.get_mut(name) else {
+    pub(super) fn rejoining(&mut self, name: &ClusterName) -> bool {
+        let Some(Phase::Departing(d)) = self.members.get_mut(name).map(|m| &mut m.phase) else {
             return false;
         };
         debug!(controller = %self.spec.name, cluster = %name,
             "member joined again during its departure: the leave hook is not retried");
-        d.rejoined = Some((name.clone(), id));
+        d.rejoined = true;
         d.abandon.cancel();
         d.cut.cancel();
         self.start_leave(name);
@@ -238,9 +285,11 @@ where
     /// The controller stops: no departure is retried any more, and none still draining
     /// starts its hook.
     pub(super) fn abandon_departures(&mut self) {
-        for d in self.departing.values() {
-            d.abandon.cancel();
-            d.cut.cancel();
+        for member in self.members.values() {
+            if let Phase::Departing(d) = &member.phase {
+                d.abandon.cancel();
+                d.cut.cancel();
+            }
         }
     }
 }

@@ -1,22 +1,27 @@
 //! The controller loop: one task per controller, owning its queue and all of its subscriptions.
 //!
-//! Everything the loop touches (engaged clusters, queue, watch streams, the set of in-flight
+//! Everything the loop touches (its members, queue, watch streams, the set of in-flight
 //! reconciles) is owned by the one task, so nothing is locked per event. Each reconcile runs
 //! on a task of its own (so a controller's reconciles use every core of a multi-thread
 //! runtime) and hands its outcome back to the loop, which alone decides the key's next step.
 //! Clusters arrive as engagements over a channel (from [`Runnable::engage`]) and leave when
-//! their engagement token fires.
+//! their engagement token fires. A member's whole state in the loop (its instance, its
+//! departure, its reconciles in flight) is one entry of one table (see `member`).
 //!
 //! The loop is split by concept:
 //! - `intake`: watch events and raw triggers become queued requests;
 //! - `reconcile`: a popped request becomes a reconcile, and its outcome the queue's next step;
+//! - `member`: one member's entry: its phase (present, departing, gone) and its reconciles in
+//!   flight;
 //! - `engage`: clusters join (their inputs are subscribed), sync, are replaced, and leave;
+//! - `leave`: departures, their drains and leave hooks, and members that come back meanwhile;
 //! - `slots`: which cluster may start a reconcile (the per-cluster cap, stalled clusters).
 
 mod engage;
 mod intake;
 mod leave;
 mod limits;
+mod member;
 mod reconcile;
 mod reconciler;
 mod slots;
@@ -46,8 +51,8 @@ use tokio::{
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
-use self::engage::{Engaged, SyncDone, Watched};
-use self::leave::Departing;
+use self::engage::SyncDone;
+use self::member::{Instance, Member};
 use self::slots::Slots;
 pub(crate) use super::scope::{ClusterFilter, passes};
 use super::{
@@ -218,14 +223,12 @@ where
             engaged_gauge: spec.metrics.engaged(&spec.name),
             queue: WorkQueue::with_debounce(spec.debounce),
             spec,
-            engaged: HashMap::new(),
-            watched: HashMap::new(),
+            members: HashMap::new(),
             slots: Slots::default(),
             streams: SelectAll::new(),
             gones: FuturesUnordered::new(),
             syncs: FuturesUnordered::new(),
             actives: FuturesUnordered::new(),
-            departing: HashMap::new(),
             drains: FuturesUnordered::new(),
             leaving: JoinSet::new(),
         };
@@ -258,8 +261,9 @@ where
             let cap = lp.spec.limits.per_cluster_cap(lp.spec.concurrency);
             // Reconciles of stalled clusters do not count (see `slots`).
             while lp.slots.counted() < lp.spec.concurrency {
-                let slots = &lp.slots;
-                let may_start = |c: &ClusterName| slots.may_start(c, cap);
+                let members = &lp.members;
+                let may_start =
+                    |c: &ClusterName| (members.get(c)).is_none_or(|m| m.in_flight.may_start(cap));
                 let Some((cluster, key, due)) = lp.queue.pop_due_where(may_start) else {
                     break;
                 };
@@ -329,12 +333,15 @@ where
             sweeping.abort();
         }
         lp.streams.clear();
-        for (_, e) in lp.engaged.drain() {
-            e.token.cancel();
-            lp.spec.metrics.forget_cluster(&e.metrics);
-        }
-        for (_, w) in lp.watched.drain() {
-            w.token.cancel();
+        for (_, mut member) in lp.members.drain() {
+            match member.take() {
+                Some(Instance::Engaged(e)) => {
+                    e.token.cancel();
+                    lp.spec.metrics.forget_cluster(&e.metrics);
+                }
+                Some(Instance::Watched(w)) => w.token.cancel(),
+                None => {}
+            }
         }
         lp.engaged_gauge.set(0);
         debug!(controller = %self.name, "controller stopped");
@@ -436,12 +443,9 @@ where
 {
     task: &'t ControllerTask<K, Ctx>,
     spec: Spec<K>,
-    /// Boxed: the table grows by doubling, and its spare slots would each hold a whole
-    /// `Engaged` (about a kilobyte per engaged cluster at 1,000 clusters unboxed).
-    engaged: HashMap<ClusterName, Box<Engaged<K, Ctx>>>,
-    /// Clusters only watched, outside the reconciled type's scope (see `ClusterScope`).
-    watched: HashMap<ClusterName, Watched>,
-    /// Reconciles in flight per cluster name (the per-cluster cap, stalled clusters).
+    /// Every member the loop holds anything of, one entry each (see `member`).
+    members: HashMap<ClusterName, Member<K, Ctx>>,
+    /// How many reconciles in flight count against `concurrency` (see `slots`).
     slots: Slots,
     engaged_gauge: prometheus_client::metrics::gauge::Gauge,
     queue: WorkQueue<ObjectRef<K>>,
@@ -449,10 +453,8 @@ where
     gones: FuturesUnordered<BoxFuture<'static, (ClusterName, ClusterId)>>,
     syncs: FuturesUnordered<BoxFuture<'static, SyncDone>>,
     /// Members not yet active in the manager's table: each resolves when its instance is, or
-    /// leaves (see `Engaged::active`).
+    /// leaves (see `Engaged::held`).
     actives: FuturesUnordered<BoxFuture<'static, SyncDone>>,
-    /// Members that left, until their leave hook has run (see `leave`).
-    departing: HashMap<ClusterName, Departing>,
     /// The bound of each departed member's drain: resolves with its name.
     drains: FuturesUnordered<BoxFuture<'static, ClusterName>>,
     /// The leave hooks running, each with its retries: resolves with the member's name.

@@ -19,7 +19,7 @@ use tracing::{Instrument, debug, error, info_span, trace, warn};
 
 use mcr_core::panic_message;
 
-use super::{Loop, limits::Cut, reconciler::Returned};
+use super::{Loop, limits::Cut, member::Member, reconciler::Returned};
 use crate::{
     controller::{
         action::{UnreadableAction, requeue_after},
@@ -64,9 +64,8 @@ where
     ) -> Option<BoxFuture<'static, Finished<K>>> {
         // A cluster that is leaving (its token fired, its removal not yet processed) gets no
         // new reconciles.
-        let Some(e) = self
-            .engaged
-            .get(&cluster)
+        let Some(e) = (self.members.get(&cluster))
+            .and_then(Member::engaged)
             .filter(|e| !e.token.is_cancelled())
         else {
             self.queue.done(&cluster, &key, Outcome::Success(None));
@@ -80,15 +79,16 @@ where
             self.queue.done(&cluster, &key, Outcome::Success(Some(at)));
             return None;
         }
-        if !e.active {
+        if e.held.is_some() {
             // Listed here, but the member is not engaged yet (the informers of other
             // controllers on it are still listing, or this instance is a replacement not yet
             // active): a reconcile would not find its own cluster. Held, not dropped, and
             // queued again the moment the table activates the instance (`activated`).
             trace!(controller = %self.spec.name, cluster = %cluster, object = %Shown(&cluster, &key), "cluster not engaged yet; held");
             self.queue.done(&cluster, &key, Outcome::Success(None));
-            if let Some(e) = self.engaged.get_mut(&cluster) {
-                e.held.insert(key);
+            let engaged = self.members.get_mut(&cluster).and_then(Member::engaged_mut);
+            if let Some(held) = engaged.and_then(|e| e.held.as_mut()) {
+                held.insert(key);
             }
             return None;
         }
@@ -139,7 +139,9 @@ where
         // cancels `left`, comes a few polls later). Never lapsed without sharding.
         let fence = (self.spec.fleet.clone(), cluster.clone());
         let timeout = self.spec.limits.reconcile_timeout;
-        self.slots.started(&cluster, Instant::now());
+        if let Some(member) = self.members.get_mut(&cluster) {
+            self.slots.started(&mut member.in_flight, Instant::now());
+        }
         // Boxed where it is built: the task that runs it then moves a pointer, not the whole
         // future (copies of it were a measurable part of the per-event cost).
         Some(Box::pin(
@@ -198,8 +200,11 @@ where
     /// Marks the clusters whose reconciles made no progress for the stall period as stalled,
     /// and says so once per stall.
     pub(super) fn check_stalls(&mut self) {
-        let after = self.spec.limits.stalled_after;
-        for (cluster, in_flight) in self.slots.check(Instant::now(), after) {
+        let (after, now) = (self.spec.limits.stalled_after, Instant::now());
+        for (cluster, member) in &mut self.members {
+            let Some(in_flight) = self.slots.check(&mut member.in_flight, now, after) else {
+                continue;
+            };
             warn!(
                 controller = %self.spec.name, cluster = %cluster, in_flight, stalled_after = ?after,
                 "cluster stalled: none of its reconciles finished; it starts no new ones until one does, and its slots go to the other clusters"
@@ -234,12 +239,14 @@ where
             };
             report(&self.spec.on_outcome, &cluster, &key, finished, elapsed);
         }
-        self.slots.finished(&cluster, Instant::now());
+        if let Some(member) = self.members.get_mut(&cluster) {
+            self.slots.finished(&mut member.in_flight, Instant::now());
+        }
         // The last reconcile of a departed member ended: its leave hook may start.
         self.start_leave(&cluster);
-        let Some(e) = self
-            .engaged
-            .get(&cluster)
+        self.settle(&cluster);
+        let Some(e) = (self.members.get(&cluster))
+            .and_then(Member::engaged)
             .filter(|e| !e.token.is_cancelled())
         else {
             // The cluster left while this ran: nothing to retry against.
@@ -325,7 +332,7 @@ where
             }
         };
         self.queue.done(&cluster, &key, outcome);
-        if let Some(e) = self.engaged.get(&cluster) {
+        if let Some(e) = self.members.get(&cluster).and_then(Member::engaged) {
             e.metrics.depth.set(self.queue.ready_len(&cluster) as i64);
         }
     }
