@@ -374,3 +374,131 @@ async fn a_cluster_whose_cache_is_not_started_is_refused() {
     assert_eq!(mgr.engaged_clusters(), [ClusterName::new("member")]);
     token.cancel();
 }
+
+/// A new instance that the reconciled type's filter refuses is only watched, and one it
+/// admits is reconciled: either way the instance it replaced stops, though its engager keeps
+/// its token (engaging by hand). Instance `a` is reconciled, `b` (refused) only watched,
+/// `c` (admitted again) reconciled.
+#[tokio::test]
+async fn an_instance_that_leaves_the_reconciled_scope_is_only_watched_and_back() {
+    use k8s_openapi::api::core::v1::Secret;
+    use kube::api::{Api, ObjectMeta, PostParams};
+    use mcr_manager::{ClusterScope, Request, WatchOptions};
+
+    init_tracing();
+    let host = TestCluster::start("host").await.unwrap();
+    let (one, two) = (
+        TestCluster::start("one").await.unwrap(),
+        TestCluster::start("two").await.unwrap(),
+    );
+    create_cm(one.client(), "shared", "from-one").await;
+    create_cm(two.client(), "shared", "from-two").await;
+    let (a, b, c) = (
+        Cluster::new("x", one.client()),
+        Cluster::new("x", two.client()),
+        Cluster::new("x", one.client()),
+    );
+    let admitted = [a.id(), c.id()];
+    let mgr = Manager::new(host.client(), None);
+    let log = Log::default();
+    let mapped = log.clone();
+    Controller::new(&mgr)
+        .for_with::<ConfigMap>(
+            WatchOptions::new().cluster_filter(move |_, cluster| admitted.contains(&cluster.id())),
+        )
+        .watches_with::<Secret, _>(
+            WatchOptions::new(),
+            move |s: Arc<Secret>, _: &ClusterName| {
+                mapped.push(format!("mapped {}", s.name_any()));
+                None::<Request<ConfigMap>>
+            },
+        )
+        .scope(ClusterScope::Provider)
+        .register(record_instance, retry, Arc::new(log.clone()))
+        .unwrap();
+    let token = CancellationToken::new();
+    let run = tokio::spawn({
+        let (mgr, token) = (mgr.clone(), token.clone());
+        async move { mgr.run_until(token).await }
+    });
+    let secret = |client: kube::Client, name: &str| {
+        let secret = Secret {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                namespace: Some("default".into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        async move {
+            Api::<Secret>::namespaced(client, "default")
+                .create(&PostParams::default(), &secret)
+                .await
+                .unwrap();
+        }
+    };
+    let (a_id, c_id) = (a.id(), c.id());
+    let tokens = [(); 3].map(|()| CancellationToken::new());
+    for (cluster, token) in [&a, &b, &c].into_iter().zip(&tokens) {
+        cluster.cache().start(token.child_token());
+    }
+
+    mgr.engage(tokens[0].clone(), ClusterName::new("x"), a)
+        .unwrap();
+    eventually("a reconciled", DEADLINE, || {
+        log.contains(&format!("x/shared=from-one@{a_id}"))
+    })
+    .await;
+
+    // b is only watched; a, replaced, is reconciled no more (its token is still live).
+    mgr.engage(tokens[1].clone(), ClusterName::new("x"), b)
+        .unwrap();
+    secret(two.client(), "in-b").await;
+    eventually("b watched", DEADLINE, || log.contains("mapped in-b")).await;
+    let swapped = log.entries().len();
+    update_cm(one.client(), "shared", "one-again").await;
+    secret(one.client(), "in-a").await;
+    secret(two.client(), "in-b-later").await;
+    eventually("b watched still", DEADLINE, || {
+        log.contains("mapped in-b-later")
+    })
+    .await;
+    let before_c = log.entries().len();
+
+    // c is reconciled; b, replaced, is watched no more (its token is still live).
+    mgr.engage(tokens[2].clone(), ClusterName::new("x"), c)
+        .unwrap();
+    eventually("c reconciled", DEADLINE, || {
+        log.contains(&format!("x/shared=one-again@{c_id}"))
+    })
+    .await;
+    secret(two.client(), "in-b-after-c").await;
+    update_cm(one.client(), "shared", "one-last").await;
+    eventually("c reconciles the later change", DEADLINE, || {
+        log.contains(&format!("x/shared=one-last@{c_id}"))
+    })
+    .await;
+    let entries = log.entries();
+    let (b_only, after_c) = (&entries[swapped..before_c], &entries[before_c..]);
+    assert!(
+        !entries[swapped..]
+            .iter()
+            .any(|e| e.ends_with(&format!("@{a_id}"))),
+        "the replaced instance a was reconciled after the swap: {entries:?}"
+    );
+    // (c watches the cluster a ran against: it lists `in-a` itself.)
+    assert!(
+        !b_only.contains(&"mapped in-a".to_string()),
+        "the replaced instance a was still watched: {b_only:?}"
+    );
+    assert!(
+        !after_c.contains(&"mapped in-b-after-c".to_string()),
+        "the replaced instance b was still watched: {after_c:?}"
+    );
+
+    token.cancel();
+    run.await.unwrap().unwrap();
+    for token in tokens {
+        token.cancel();
+    }
+}
