@@ -47,6 +47,7 @@ where
     /// the keys that came due meanwhile, queued again once it is (see `activated`). Before,
     /// its reconciles would not find their own cluster, so none starts. Boxed: an active
     /// instance, the common case, holds just the pointer.
+    #[allow(clippy::box_collection)] // one word in every engaged member, not six
     pub(super) held: Option<Box<HashSet<Arc<ObjectRef<K>>>>>,
     /// Cuts this instance's reconciles short: its token, unless the controller has a leave
     /// hook, which lets the reconciles of a member that left the fleet finish first (see
