@@ -165,8 +165,9 @@ enum Cmd {
         sets: Vec<String>,
     },
     /// Run the `#[ignore = "needs cluster"]` tests of kube, kube-client and kube-runtime (the
-    /// versions of our Cargo.lock, built under target/kube-suite) on the emulator and on
-    /// kube-apiserver; fails when a test fails on the emulator only.
+    /// versions of our Cargo.lock, their sources under target/kube-suite, built into our target
+    /// folder) on the emulator and on kube-apiserver; fails when a test fails on the emulator
+    /// only.
     KubeSuite {
         /// The emulator alone (no kube-apiserver): results only.
         #[arg(long)]
