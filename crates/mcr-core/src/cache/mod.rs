@@ -18,12 +18,7 @@ mod watch;
 
 use std::{any::Any, collections::HashMap, fmt::Debug, hash::Hash, sync::Arc};
 
-use futures::StreamExt;
-use kube::{
-    Resource,
-    core::PartialObjectMeta,
-    runtime::{WatchStreamExt, watcher},
-};
+use kube::{Resource, core::PartialObjectMeta, runtime::watcher};
 use parking_lot::Mutex;
 use serde::de::DeserializeOwned;
 use tokio_util::sync::CancellationToken;
@@ -347,9 +342,7 @@ impl Cache {
                 return (dyntype, stream, reopen::<K>);
             }
             let url = K::url_path(&dyntype, key.opts.namespace());
-            let stream = watch::stream::<K>(client, url, key.opts.clone(), metadata)
-                .default_backoff()
-                .boxed();
+            let stream = watch::backed_off::<K>(client, url, key.opts.clone(), metadata);
             (dyntype, stream, reopen::<K>)
         })
     }
