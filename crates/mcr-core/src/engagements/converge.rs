@@ -91,7 +91,7 @@ impl Engagements {
                 }
                 state.entries.insert(
                     full.clone(),
-                    Entry {
+                    Box::new(Entry {
                         view: self.view.clone(),
                         parent: parent.clone(),
                         source,
@@ -99,7 +99,7 @@ impl Engagements {
                         elsewhere: None,
                         here: None,
                         by_hand: false,
-                    },
+                    }),
                 );
             }
         }
@@ -224,7 +224,7 @@ impl Engagements {
             })),
             by_hand: true,
         };
-        if let Some(mut old) = state.entries.insert(full.clone(), entry) {
+        if let Some(mut old) = state.entries.insert(full.clone(), Box::new(entry)) {
             // Replaced by hand: its engager owns the old token; an instance the table brought
             // up goes.
             if !old.by_hand {

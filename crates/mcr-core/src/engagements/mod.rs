@@ -137,7 +137,7 @@ impl Entry {
 #[derive(Default)]
 struct State {
     /// Every member, by full name (sorted: the converge step visits them in one order).
-    entries: BTreeMap<ClusterName, Entry>,
+    entries: BTreeMap<ClusterName, Box<Entry>>,
     indexes: Vec<FieldIndex>,
     subscribers: Vec<Arc<dyn Aware>>,
     next_id: u64,
