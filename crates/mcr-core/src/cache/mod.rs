@@ -334,11 +334,12 @@ impl Cache {
     {
         let key = InformerKey {
             tag: TypeTag::of::<K>(&dyntype),
-            opts,
+            opts: Arc::new(opts),
         };
         self.get_or_create(key, metadata, |client, key| {
             if let Some(derived) = &self.inner.derived {
-                let stream = derived::stream::<K>(derived, dyntype.clone(), key.opts.clone());
+                let opts = InformerOptions::clone(&key.opts);
+                let stream = derived::stream::<K>(derived, dyntype.clone(), opts);
                 return (dyntype, stream, reopen::<K>);
             }
             let url = K::url_path(&dyntype, key.opts.namespace());
@@ -446,7 +447,14 @@ impl Cache {
             .lock()
             .informers
             .iter()
-            .map(|(k, e)| (e.reopen, e.any.clone(), k.opts.clone(), e.metadata))
+            .map(|(k, e)| {
+                (
+                    e.reopen,
+                    e.any.clone(),
+                    InformerOptions::clone(&k.opts),
+                    e.metadata,
+                )
+            })
             .collect();
         for (reopen, any, opts, metadata) in reopens {
             reopen(self, &any, &opts, metadata);

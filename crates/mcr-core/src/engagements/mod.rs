@@ -375,8 +375,12 @@ impl Engagements {
         }
     }
 
-    /// `full` without this view's prefix, if it has it.
+    /// `full` without this view's prefix, if it has it (the same name, shared, without a
+    /// prefix: a copy would be one more allocation per member wherever it is kept).
     fn local(&self, full: &ClusterName) -> Option<ClusterName> {
+        if self.view.prefix.is_empty() {
+            return Some(full.clone());
+        }
         full.as_str()
             .strip_prefix(&*self.view.prefix)
             .map(ClusterName::from)

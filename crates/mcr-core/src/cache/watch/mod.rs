@@ -16,7 +16,7 @@
 
 mod events;
 
-use std::{collections::VecDeque, time::Duration};
+use std::{collections::VecDeque, sync::Arc, time::Duration};
 
 use futures::stream::{self, BoxStream, StreamExt};
 use kube::{
@@ -120,7 +120,7 @@ pub(super) fn stream<K>(
 where
     K: Resource + Clone + DeserializeOwned + Send + 'static,
 {
-    Watch::new(client, url, opts, metadata, false).into_stream()
+    Watch::new(client, url, Arc::new(opts), metadata, false).into_stream()
 }
 
 /// [`stream`] that waits out its own errors with kube-runtime's [`DefaultBackoff`], as
@@ -132,7 +132,7 @@ where
 pub(super) fn backed_off<K>(
     client: kube::Client,
     url: String,
-    opts: InformerOptions,
+    opts: Arc<InformerOptions>,
     metadata: bool,
 ) -> BoxStream<'static, watcher::Result<Event<K>>>
 where
@@ -169,7 +169,7 @@ where
     fn new(
         client: kube::Client,
         url: String,
-        opts: InformerOptions,
+        opts: Arc<InformerOptions>,
         metadata: bool,
         backs_off: bool,
     ) -> Self {
@@ -227,7 +227,8 @@ where
 struct Lister {
     client: kube::Client,
     request: Request,
-    opts: InformerOptions,
+    /// Shared with the informer's key in its cache.
+    opts: Arc<InformerOptions>,
     metadata: bool,
 }
 
@@ -544,7 +545,7 @@ mod tests {
     async fn the_informers_stream_backs_off_after_an_error() {
         let url = || "/api/v1/configmaps".to_owned();
         let opts = InformerOptions::default;
-        let backed = backed_off::<ConfigMap>(failing_client(), url(), opts(), false);
+        let backed = backed_off::<ConfigMap>(failing_client(), url(), Arc::new(opts()), false);
         let waited = restart_delay(backed).await;
         assert!(
             waited >= Duration::from_millis(800),
@@ -568,7 +569,7 @@ mod tests {
         let watch = Watch::<ConfigMap>::new(
             client,
             "/api/v1/configmaps".to_owned(),
-            InformerOptions::default(),
+            Arc::default(),
             false,
             true,
         );
