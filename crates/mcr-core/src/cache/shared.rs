@@ -183,7 +183,7 @@ where
     pub(super) indexes: RwLock<IndexSet<K>>,
     pub(super) restarts: AtomicU64,
     /// The last error of the list or watch (redacted), for a sync timeout to name.
-    pub(super) last_error: Mutex<Option<String>>,
+    pub(super) last_error: Mutex<Option<Box<str>>>,
     /// [`InformerOptions::keep_managed_fields`](super::InformerOptions::keep_managed_fields).
     keep_managed_fields: bool,
     /// What the watch task takes when it starts (boxed: gone once it has started).
@@ -283,7 +283,7 @@ where
                         let restarts = self.restarts.fetch_add(1, Ordering::Relaxed) + 1;
                         let error = crate::ErrorChain(&err).to_string();
                         tracing::warn!(%error, restarts, "watch failed, retrying with backoff");
-                        *self.last_error.lock() = Some(error);
+                        *self.last_error.lock() = Some(error.into());
                         if let Some(refusal) = Refusal::of(&err) {
                             // Told at once to whoever waits for the first list; kept until a
                             // list succeeds.
@@ -490,7 +490,7 @@ where
     }
 
     fn last_error(&self) -> Option<String> {
-        self.last_error.lock().clone()
+        self.last_error.lock().as_deref().map(str::to_owned)
     }
 
     fn namespace(&self) -> Option<&str> {

@@ -87,8 +87,9 @@ struct Entry {
 #[derive(Default)]
 struct Here {
     active: Option<Running>,
-    attempt: Option<Attempt>,
-    failure: Option<Failure>,
+    /// Boxed, as the failure: passing states, where `active` is what a member keeps.
+    attempt: Option<Box<Attempt>>,
+    failure: Option<Box<Failure>>,
     /// The caller of [`Engagements::add`] waiting for the first outcome.
     waiter: Option<tokio::sync::oneshot::Sender<Result<(), Error>>>,
 }
@@ -110,12 +111,12 @@ impl Entry {
 
     /// The attempt under way.
     fn attempt(&self) -> Option<&Attempt> {
-        self.here.as_ref()?.attempt.as_ref()
+        self.here.as_ref()?.attempt.as_deref()
     }
 
     /// The last failure.
     fn failure(&self) -> Option<&Failure> {
-        self.here.as_ref()?.failure.as_ref()
+        self.here.as_ref()?.failure.as_deref()
     }
 
     /// What runs here, made if need be.

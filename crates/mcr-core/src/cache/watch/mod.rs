@@ -120,7 +120,7 @@ pub(super) fn stream<K>(
 where
     K: Resource + Clone + DeserializeOwned + Send + 'static,
 {
-    Watch::new(client, url, Arc::new(opts), metadata, false).into_stream()
+    Watch::new(Arc::new(client), url, Arc::new(opts), metadata, false).into_stream()
 }
 
 /// [`stream`] that waits out its own errors with kube-runtime's [`DefaultBackoff`], as
@@ -130,7 +130,7 @@ where
 /// `StreamBackoff` around the stream would be a second allocation holding both for the
 /// stream's whole life, ~370 bytes per informer).
 pub(super) fn backed_off<K>(
-    client: kube::Client,
+    client: Arc<kube::Client>,
     url: String,
     opts: Arc<InformerOptions>,
     metadata: bool,
@@ -167,7 +167,7 @@ where
     K: Resource + Clone + DeserializeOwned + Send + 'static,
 {
     fn new(
-        client: kube::Client,
+        client: Arc<kube::Client>,
         url: String,
         opts: Arc<InformerOptions>,
         metadata: bool,
@@ -225,7 +225,8 @@ where
 }
 
 struct Lister {
-    client: kube::Client,
+    /// Shared with the cache (and every watch of it).
+    client: Arc<kube::Client>,
     request: Request,
     /// Shared with the informer's key in its cache.
     opts: Arc<InformerOptions>,
@@ -545,7 +546,8 @@ mod tests {
     async fn the_informers_stream_backs_off_after_an_error() {
         let url = || "/api/v1/configmaps".to_owned();
         let opts = InformerOptions::default;
-        let backed = backed_off::<ConfigMap>(failing_client(), url(), Arc::new(opts()), false);
+        let backed =
+            backed_off::<ConfigMap>(Arc::new(failing_client()), url(), Arc::new(opts()), false);
         let waited = restart_delay(backed).await;
         assert!(
             waited >= Duration::from_millis(800),
@@ -567,7 +569,7 @@ mod tests {
             "default",
         );
         let watch = Watch::<ConfigMap>::new(
-            client,
+            Arc::new(client),
             "/api/v1/configmaps".to_owned(),
             Arc::default(),
             false,
