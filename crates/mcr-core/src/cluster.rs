@@ -35,7 +35,9 @@ impl fmt::Display for ClusterId {
 #[derive(Clone)]
 struct Inner {
     name: ClusterName,
-    client: kube::Client,
+    /// Shared with the cache built with the cluster (see [`Cluster::new`]), which requests
+    /// through the same client.
+    client: Arc<kube::Client>,
     cache: Cache,
     id: ClusterId,
     connection_hash: Option<String>,
@@ -78,6 +80,7 @@ impl Cluster {
     /// ```
     pub fn new(name: impl Into<ClusterName>, client: kube::Client) -> Cluster {
         let name = name.into();
+        let client = Arc::new(client);
         let cache = Cache::new(name.clone(), client.clone());
         Cluster {
             inner: Arc::new(Inner {
@@ -108,7 +111,7 @@ impl Cluster {
         Cluster {
             inner: Arc::new(Inner {
                 name: name.into(),
-                client,
+                client: Arc::new(client),
                 cache,
                 id: ClusterId(NEXT_ID.fetch_add(1, Ordering::Relaxed)),
                 connection_hash: None,
@@ -192,7 +195,7 @@ impl Cluster {
     /// # }
     /// ```
     pub fn client(&self) -> kube::Client {
-        self.inner.client.clone()
+        kube::Client::clone(&self.inner.client)
     }
 
     /// The cluster's shared informer cache.

@@ -161,6 +161,10 @@ pub(crate) async fn read(opts: &Arc<Options>, state: &mut PassState) -> Disk {
             }
         }
     }
+    // Built by inserting name after name, in order, the map's nodes are each about half
+    // empty, and it is kept until the next pass: built again from its entries (sorted),
+    // its nodes are full (about 0.1 KiB less per cluster).
+    state.wanted = std::mem::take(&mut state.wanted).into_iter().collect();
     state.generation += 1;
     disk
 }

@@ -120,7 +120,7 @@ impl Cache {
                 .map(|opts| {
                     let key = InformerKey {
                         tag: tag.clone(),
-                        opts,
+                        opts: Arc::new(opts),
                     };
                     state
                         .informers

@@ -7,7 +7,7 @@
 //! the objects listed so far, so it is rebuilt from the store at `InitDone` instead.
 
 use std::{
-    collections::{HashMap, HashSet},
+    collections::{BTreeMap, HashMap, HashSet},
     sync::Arc,
 };
 
@@ -92,14 +92,16 @@ struct Index<K> {
 /// All field indexes of one informer.
 pub(crate) struct IndexSet<K> {
     relisting: bool,
-    indexes: HashMap<String, Index<K>>,
+    /// A `BTreeMap`: half the bytes of an empty `HashMap`, in every informer (most have no
+    /// index).
+    indexes: BTreeMap<String, Index<K>>,
 }
 
 impl<K> Default for IndexSet<K> {
     fn default() -> Self {
         Self {
             relisting: false,
-            indexes: HashMap::new(),
+            indexes: BTreeMap::new(),
         }
     }
 }

@@ -289,7 +289,7 @@ where
                     cluster: part.cluster.clone(),
                     resource: part.resource.clone(),
                     timeout,
-                    last_error: part.last_error.lock().clone(),
+                    last_error: part.last_error.lock().as_deref().map(str::to_owned),
                 })
             }
         }

@@ -1,6 +1,6 @@
 //! How informers are told apart ([`InformerOptions`], the type tag and key).
 
-use std::{any::TypeId, time::Duration};
+use std::{any::TypeId, sync::Arc, time::Duration};
 
 use kube::{
     Resource,
@@ -117,7 +117,8 @@ impl TypeTag {
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub(super) struct InformerKey {
     pub(super) tag: TypeTag,
-    pub(super) opts: InformerOptions,
+    /// Shared with the watch's stream, which lists and watches with them.
+    pub(super) opts: Arc<InformerOptions>,
 }
 
 impl InformerOptions {

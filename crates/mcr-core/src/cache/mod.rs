@@ -16,14 +16,9 @@ mod sync;
 mod version;
 mod watch;
 
-use std::{any::Any, collections::HashMap, fmt::Debug, hash::Hash, sync::Arc};
+use std::{any::Any, collections::BTreeMap, fmt::Debug, hash::Hash, sync::Arc};
 
-use futures::StreamExt;
-use kube::{
-    Resource,
-    core::PartialObjectMeta,
-    runtime::{WatchStreamExt, watcher},
-};
+use kube::{Resource, core::PartialObjectMeta, runtime::watcher};
 use parking_lot::Mutex;
 use serde::de::DeserializeOwned;
 use tokio_util::sync::CancellationToken;
@@ -111,12 +106,15 @@ struct Inner {
     cluster: ClusterName,
     /// The name the cluster was engaged under, once it was (see [`Cache::engaged_as`]).
     engaged_as: std::sync::OnceLock<ClusterName>,
-    client: kube::Client,
+    /// Shared with the watches' streams, which request through it.
+    client: Arc<kube::Client>,
     state: Mutex<State>,
     /// Field index name -> the type and namespaces it is registered on.
-    index_names: Mutex<HashMap<String, (TypeTag, Vec<String>)>>,
+    /// (A `BTreeMap`: half the bytes of an empty `HashMap`, in every cache; most have none.)
+    index_names: Mutex<BTreeMap<String, (TypeTag, Vec<String>)>>,
     /// Set for a derived cache (see [`Cache::derived`]).
-    derived: Option<Derived>,
+    /// Boxed: most caches are not derived.
+    derived: Option<Box<Derived>>,
 }
 
 /// The shared informer cache of one cluster (cheap to clone: an `Arc` inside).
@@ -158,14 +156,14 @@ impl std::fmt::Debug for Cache {
 impl Cache {
     /// A new, not yet started cache for the cluster `cluster` reached through `client`.
     /// [`Cluster::new`](crate::Cluster::new) creates one for you.
-    pub(crate) fn new(cluster: ClusterName, client: kube::Client) -> Cache {
+    pub(crate) fn new(cluster: ClusterName, client: Arc<kube::Client>) -> Cache {
         Cache {
             inner: Arc::new(Inner {
                 cluster,
                 engaged_as: std::sync::OnceLock::new(),
                 client,
                 state: Mutex::new(State::default()),
-                index_names: Mutex::new(HashMap::new()),
+                index_names: Mutex::new(BTreeMap::new()),
                 derived: None,
             }),
         }
@@ -199,13 +197,13 @@ impl Cache {
             inner: Arc::new(Inner {
                 cluster,
                 engaged_as: std::sync::OnceLock::new(),
-                client,
+                client: Arc::new(client),
                 state: Mutex::new(State::default()),
-                index_names: Mutex::new(HashMap::new()),
-                derived: Some(Derived {
+                index_names: Mutex::new(BTreeMap::new()),
+                derived: Some(Box::new(Derived {
                     parent: parent.clone(),
                     view,
-                }),
+                })),
             }),
         }
     }
@@ -219,7 +217,7 @@ impl Cache {
                 engaged_as: std::sync::OnceLock::new(),
                 client: self.inner.client.clone(),
                 state: Mutex::new(State::default()),
-                index_names: Mutex::new(HashMap::new()),
+                index_names: Mutex::new(BTreeMap::new()),
                 derived: self.inner.derived.clone(),
             }),
         }
@@ -339,17 +337,16 @@ impl Cache {
     {
         let key = InformerKey {
             tag: TypeTag::of::<K>(&dyntype),
-            opts,
+            opts: Arc::new(opts),
         };
         self.get_or_create(key, metadata, |client, key| {
             if let Some(derived) = &self.inner.derived {
-                let stream = derived::stream::<K>(derived, dyntype.clone(), key.opts.clone());
+                let opts = InformerOptions::clone(&key.opts);
+                let stream = derived::stream::<K>(derived, dyntype.clone(), opts);
                 return (dyntype, stream, reopen::<K>);
             }
             let url = K::url_path(&dyntype, key.opts.namespace());
-            let stream = watch::stream::<K>(client, url, key.opts.clone(), metadata)
-                .default_backoff()
-                .boxed();
+            let stream = watch::backed_off::<K>(client, url, key.opts.clone(), metadata);
             (dyntype, stream, reopen::<K>)
         })
     }
@@ -390,7 +387,7 @@ impl Cache {
         key: InformerKey,
         metadata: bool,
         make: impl FnOnce(
-            kube::Client,
+            Arc<kube::Client>,
             &InformerKey,
         ) -> (
             K::DynamicType,
@@ -453,7 +450,14 @@ impl Cache {
             .lock()
             .informers
             .iter()
-            .map(|(k, e)| (e.reopen, e.any.clone(), k.opts.clone(), e.metadata))
+            .map(|(k, e)| {
+                (
+                    e.reopen,
+                    e.any.clone(),
+                    InformerOptions::clone(&k.opts),
+                    e.metadata,
+                )
+            })
             .collect();
         for (reopen, any, opts, metadata) in reopens {
             reopen(self, &any, &opts, metadata);

@@ -19,7 +19,7 @@ use kube::{
     },
 };
 use parking_lot::{Mutex, RwLock};
-use tokio::sync::watch;
+use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
@@ -32,6 +32,57 @@ pub(super) struct SyncState {
     pub(super) stopped: bool,
     /// Why the API server refuses the initial list or watch, until it lists.
     pub(super) refused: Option<Arc<Refusal>>,
+}
+
+/// An informer's [`SyncState`] and a wake-up for whoever waits for it to change: what a
+/// `tokio::sync::watch` channel would give, in a tenth of its bytes (a watch channel keeps
+/// nine notifiers; every engaged member's informer has one of these).
+pub(super) struct Signal {
+    state: Mutex<SyncState>,
+    changed: Notify,
+}
+
+impl Signal {
+    fn new() -> Self {
+        Signal {
+            state: Mutex::new(SyncState::default()),
+            changed: Notify::new(),
+        }
+    }
+
+    /// The state now.
+    pub(super) fn borrow(&self) -> parking_lot::MutexGuard<'_, SyncState> {
+        self.state.lock()
+    }
+
+    /// Changes the state and wakes every waiter.
+    fn send_modify(&self, change: impl FnOnce(&mut SyncState)) {
+        change(&mut self.state.lock());
+        self.changed.notify_waiters();
+    }
+
+    /// Changes the state, and wakes every waiter if `change` says it changed.
+    fn send_if_modified(&self, change: impl FnOnce(&mut SyncState) -> bool) {
+        let modified = change(&mut self.state.lock());
+        if modified {
+            self.changed.notify_waiters();
+        }
+    }
+
+    /// The state, once `ready` holds for it.
+    async fn wait_for(&self, ready: impl Fn(&SyncState) -> bool) -> SyncState {
+        loop {
+            // Registered before the state is read: a change after the read wakes it.
+            let changed = self.changed.notified();
+            {
+                let state = self.state.lock();
+                if ready(&state) {
+                    return state.clone();
+                }
+            }
+            changed.await;
+        }
+    }
 }
 
 /// The API server refused an informer's list or watch with an answer that retrying will not
@@ -127,15 +178,16 @@ where
     pub(super) namespace: Option<String>,
     pub(super) dyntype: K::DynamicType,
     pub(super) store: Store<K>,
-    pub(super) state: watch::Sender<SyncState>,
+    pub(super) state: Signal,
     pub(super) subscribers: Mutex<Subscribers<K>>,
     pub(super) indexes: RwLock<IndexSet<K>>,
     pub(super) restarts: AtomicU64,
     /// The last error of the list or watch (redacted), for a sync timeout to name.
-    pub(super) last_error: Mutex<Option<String>>,
+    pub(super) last_error: Mutex<Option<Box<str>>>,
     /// [`InformerOptions::keep_managed_fields`](super::InformerOptions::keep_managed_fields).
     keep_managed_fields: bool,
-    pending: Mutex<Option<PendingStart<K>>>,
+    /// What the watch task takes when it starts (boxed: gone once it has started).
+    pending: Mutex<Option<Box<PendingStart<K>>>>,
 }
 
 /// The type-erased face of an informer, for cache-wide operations.
@@ -143,7 +195,7 @@ pub(crate) trait ErasedInformer: Send + Sync {
     fn start(self: Arc<Self>, token: CancellationToken);
     fn is_synced(&self) -> bool;
     /// Resolves once synced, stopped, or refused by the API server.
-    fn wait_ready(&self) -> BoxFuture<'static, Ready>;
+    fn wait_ready(&self) -> BoxFuture<'_, Ready>;
     fn resource(&self) -> &str;
     /// The last error of its list or watch, if any (see [`Shared::last_error`]).
     fn last_error(&self) -> Option<String>;
@@ -171,7 +223,7 @@ where
             namespace,
             store: writer.as_reader(),
             dyntype,
-            state: watch::Sender::new(SyncState::default()),
+            state: Signal::new(),
             subscribers: Mutex::new(Subscribers {
                 senders: Vec::new(),
                 closed: false,
@@ -180,78 +232,74 @@ where
             restarts: AtomicU64::new(0),
             last_error: Mutex::new(None),
             keep_managed_fields,
-            pending: Mutex::new(Some(PendingStart { writer, stream })),
+            pending: Mutex::new(Some(Box::new(PendingStart { writer, stream }))),
         })
     }
 
     /// Resolves to `true` once synced, `false` once stopped (refusals are waited out).
-    pub(super) fn wait_synced(&self) -> impl Future<Output = bool> + Send + 'static {
-        let mut rx = self.state.subscribe();
-        async move {
-            match rx.wait_for(|s| s.synced || s.stopped).await {
-                Ok(s) => !s.stopped,
-                Err(_) => false,
+    pub(super) async fn wait_synced(&self) -> bool {
+        let s = self.state.wait_for(|s| s.synced || s.stopped).await;
+        !s.stopped
+    }
+
+    pub(super) async fn wait_ready_inner(&self) -> Ready {
+        let s = self
+            .state
+            .wait_for(|s| s.synced || s.stopped || s.refused.is_some())
+            .await;
+        if s.stopped {
+            Ready::Stopped
+        } else if s.synced {
+            Ready::Synced
+        } else {
+            match s.refused {
+                Some(refusal) => Ready::Refused(refusal),
+                None => Ready::Stopped,
             }
         }
     }
 
-    pub(super) fn wait_ready_inner(&self) -> impl Future<Output = Ready> + Send + 'static {
-        let mut rx = self.state.subscribe();
-        async move {
-            let Ok(s) = rx
-                .wait_for(|s| s.synced || s.stopped || s.refused.is_some())
-                .await
-            else {
-                return Ready::Stopped;
-            };
-            if s.stopped {
-                Ready::Stopped
-            } else if s.synced {
-                Ready::Synced
-            } else {
-                match &s.refused {
-                    Some(refusal) => Ready::Refused(refusal.clone()),
-                    None => Ready::Stopped,
-                }
-            }
-        }
-    }
-
-    async fn run(
+    /// The watch task: applies the stream's events until the token fires or the stream ends.
+    /// (An `async` block, not an `async fn`: the block works on the values it captured, where
+    /// an `async fn` would keep a second copy of its arguments for the task's whole life.)
+    #[allow(clippy::manual_async_fn)] // see above
+    fn run(
         self: Arc<Self>,
         mut writer: Writer<K>,
         mut stream: EventStream<K>,
         token: CancellationToken,
-    ) {
-        tracing::debug!("informer started");
-        loop {
-            let next = tokio::select! {
-                biased;
-                () = token.cancelled() => break,
-                next = stream.next() => next,
-            };
-            match next {
-                Some(Ok(event)) => self.handle(&mut writer, event),
-                Some(Err(err)) => {
-                    let restarts = self.restarts.fetch_add(1, Ordering::Relaxed) + 1;
-                    let error = crate::ErrorChain(&err).to_string();
-                    tracing::warn!(%error, restarts, "watch failed, retrying with backoff");
-                    *self.last_error.lock() = Some(error);
-                    if let Some(refusal) = Refusal::of(&err) {
-                        // Told at once to whoever waits for the first list; kept until a
-                        // list succeeds.
-                        self.state
-                            .send_modify(|s| s.refused = Some(Arc::new(refusal)));
+    ) -> impl Future<Output = ()> + Send + 'static {
+        async move {
+            tracing::debug!("informer started");
+            loop {
+                let next = tokio::select! {
+                    biased;
+                    () = token.cancelled() => break,
+                    next = stream.next() => next,
+                };
+                match next {
+                    Some(Ok(event)) => self.handle(&mut writer, event),
+                    Some(Err(err)) => {
+                        let restarts = self.restarts.fetch_add(1, Ordering::Relaxed) + 1;
+                        let error = crate::ErrorChain(&err).to_string();
+                        tracing::warn!(%error, restarts, "watch failed, retrying with backoff");
+                        *self.last_error.lock() = Some(error.into());
+                        if let Some(refusal) = Refusal::of(&err) {
+                            // Told at once to whoever waits for the first list; kept until a
+                            // list succeeds.
+                            self.state
+                                .send_modify(|s| s.refused = Some(Arc::new(refusal)));
+                        }
+                    }
+                    None => {
+                        tracing::warn!("watch stream ended");
+                        break;
                     }
                 }
-                None => {
-                    tracing::warn!("watch stream ended");
-                    break;
-                }
             }
+            self.stop();
+            tracing::debug!("informer stopped");
         }
-        self.stop();
-        tracing::debug!("informer stopped");
     }
 
     fn stop(&self) {
@@ -412,9 +460,10 @@ where
     K::DynamicType: Clone + Eq + Hash + Send + Sync + 'static,
 {
     fn start(self: Arc<Self>, token: CancellationToken) {
-        let Some(PendingStart { writer, stream }) = self.pending.lock().take() else {
+        let Some(pending) = self.pending.lock().take() else {
             return;
         };
+        let PendingStart { writer, stream } = *pending;
         let span = tracing::info_span!(
             "informer",
             cluster = %self.cluster,
@@ -432,7 +481,7 @@ where
         state.synced && !state.stopped
     }
 
-    fn wait_ready(&self) -> BoxFuture<'static, Ready> {
+    fn wait_ready(&self) -> BoxFuture<'_, Ready> {
         Box::pin(self.wait_ready_inner())
     }
 
@@ -441,7 +490,7 @@ where
     }
 
     fn last_error(&self) -> Option<String> {
-        self.last_error.lock().clone()
+        self.last_error.lock().as_deref().map(str::to_owned)
     }
 
     fn namespace(&self) -> Option<&str> {

@@ -91,7 +91,7 @@ impl Engagements {
                 }
                 state.entries.insert(
                     full.clone(),
-                    Entry {
+                    Box::new(Entry {
                         view: self.view.clone(),
                         parent: parent.clone(),
                         source,
@@ -99,7 +99,7 @@ impl Engagements {
                         elsewhere: None,
                         here: None,
                         by_hand: false,
-                    },
+                    }),
                 );
             }
         }
@@ -224,7 +224,7 @@ impl Engagements {
             })),
             by_hand: true,
         };
-        if let Some(mut old) = state.entries.insert(full.clone(), entry) {
+        if let Some(mut old) = state.entries.insert(full.clone(), Box::new(entry)) {
             // Replaced by hand: its engager owns the old token; an instance the table brought
             // up goes.
             if !old.by_hand {
@@ -361,13 +361,13 @@ pub(super) fn converge(table: &Arc<Table>, state: &mut State, name: &ClusterName
         Source::Cluster(c) => Source::Cluster(std::mem::replace(c, c.fresh())),
         other => other.clone(),
     };
-    e.here().attempt = Some(Attempt {
+    e.here().attempt = Some(Box::new(Attempt {
         id: *next_id,
         token: token.clone(),
         key,
         started: None,
         engaged: false,
-    });
+    }));
     let attempt = super::attempt::Attempt {
         handle: Engagements {
             table: table.clone(),
@@ -388,7 +388,7 @@ fn current<'a>(state: &'a mut State, name: &ClusterName, id: u64) -> Option<&'a 
     state
         .entries
         .get_mut(name)
-        .and_then(|e| e.here.as_mut()?.attempt.as_mut())
+        .and_then(|e| e.here.as_mut()?.attempt.as_deref_mut())
         .filter(|a| a.id == id && !a.token.is_cancelled())
 }
 
@@ -508,12 +508,12 @@ impl Engagements {
                     (None, _) => warn!(cluster = %name, error = %reason, ?retry_in,
                         "cluster could not be engaged"),
                 }
-                here.failure = Some(Failure {
+                here.failure = Some(Box::new(Failure {
                     key: attempt.key,
                     reason,
                     retry_at: retry_in.map(|d| now + d),
                     count,
-                });
+                }));
                 if let Some(waiter) = here.waiter.take() {
                     let _ = waiter.send(Err(err));
                 }

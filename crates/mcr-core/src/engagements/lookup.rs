@@ -12,12 +12,12 @@ impl Engagements {
     /// The entries this handle sees, with their names as it sees them.
     fn visible<'a>(
         &'a self,
-        entries: &'a std::collections::BTreeMap<ClusterName, Entry>,
+        entries: &'a std::collections::BTreeMap<ClusterName, Box<Entry>>,
     ) -> impl Iterator<Item = (ClusterName, &'a Entry)> + 'a {
         entries
             .iter()
             .filter(|(_, e)| e.live() && self.owns(&e.view))
-            .filter_map(|(n, e)| Some((self.local(n)?, e)))
+            .filter_map(|(n, e)| Some((self.local(n)?, &**e)))
     }
 
     /// The active member of that name: [`Error::NotOwned`] when another replica owns it,

@@ -87,8 +87,9 @@ struct Entry {
 #[derive(Default)]
 struct Here {
     active: Option<Running>,
-    attempt: Option<Attempt>,
-    failure: Option<Failure>,
+    /// Boxed, as the failure: passing states, where `active` is what a member keeps.
+    attempt: Option<Box<Attempt>>,
+    failure: Option<Box<Failure>>,
     /// The caller of [`Engagements::add`] waiting for the first outcome.
     waiter: Option<tokio::sync::oneshot::Sender<Result<(), Error>>>,
 }
@@ -110,12 +111,12 @@ impl Entry {
 
     /// The attempt under way.
     fn attempt(&self) -> Option<&Attempt> {
-        self.here.as_ref()?.attempt.as_ref()
+        self.here.as_ref()?.attempt.as_deref()
     }
 
     /// The last failure.
     fn failure(&self) -> Option<&Failure> {
-        self.here.as_ref()?.failure.as_ref()
+        self.here.as_ref()?.failure.as_deref()
     }
 
     /// What runs here, made if need be.
@@ -137,7 +138,7 @@ impl Entry {
 #[derive(Default)]
 struct State {
     /// Every member, by full name (sorted: the converge step visits them in one order).
-    entries: BTreeMap<ClusterName, Entry>,
+    entries: BTreeMap<ClusterName, Box<Entry>>,
     indexes: Vec<FieldIndex>,
     subscribers: Vec<Arc<dyn Aware>>,
     next_id: u64,
@@ -375,8 +376,12 @@ impl Engagements {
         }
     }
 
-    /// `full` without this view's prefix, if it has it.
+    /// `full` without this view's prefix, if it has it (the same name, shared, without a
+    /// prefix: a copy would be one more allocation per member wherever it is kept).
     fn local(&self, full: &ClusterName) -> Option<ClusterName> {
+        if self.view.prefix.is_empty() {
+            return Some(full.clone());
+        }
         full.as_str()
             .strip_prefix(&*self.view.prefix)
             .map(ClusterName::from)

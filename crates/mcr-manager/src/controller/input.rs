@@ -2,7 +2,7 @@
 
 use std::{collections::HashMap, fmt::Debug, hash::Hash, panic::AssertUnwindSafe, sync::Arc};
 
-use futures::{StreamExt, future::ready, stream::BoxStream};
+use futures::{StreamExt, stream::BoxStream};
 use kube::{
     Resource, ResourceExt,
     runtime::{Predicate, reflector::ObjectRef},
@@ -109,52 +109,65 @@ where
 {
     let mut seen: HashMap<String, u64> = HashMap::new();
     let erased: ErasedInformer = Arc::new(informer.clone());
-    let stream = informer
-        .subscribe()
-        .filter_map(move |event| {
-            let object = event.object().clone();
-            let initial = matches!(event, CacheEvent::Listed(_));
-            let out = std::panic::catch_unwind(AssertUnwindSafe(|| match event {
-                CacheEvent::Listed(obj) | CacheEvent::Applied(obj) => {
-                    let pass = match (&predicate, obj.meta().uid.as_deref()) {
-                        (Some(pred), Some(uid)) => match pred(&obj) {
-                            Some(value) => match seen.get_mut(uid) {
-                                Some(old) if *old == value => false,
-                                Some(old) => {
-                                    *old = value;
-                                    true
-                                }
-                                None => {
-                                    seen.insert(uid.to_owned(), value);
-                                    true
-                                }
-                            },
-                            None => true,
+    // Each event is filtered and mapped as it is polled: a `filter_map` with a future would
+    // keep room for a pending result (a whole request batch) in every subscription.
+    let mut events = informer.subscribe();
+    let mut arrival = move |event: CacheEvent<O>| {
+        let object = event.object().clone();
+        let initial = matches!(event, CacheEvent::Listed(_));
+        let out = std::panic::catch_unwind(AssertUnwindSafe(|| match event {
+            CacheEvent::Listed(obj) | CacheEvent::Applied(obj) => {
+                let pass = match (&predicate, obj.meta().uid.as_deref()) {
+                    (Some(pred), Some(uid)) => match pred(&obj) {
+                        Some(value) => match seen.get_mut(uid) {
+                            Some(old) if *old == value => false,
+                            Some(old) => {
+                                *old = value;
+                                true
+                            }
+                            None => {
+                                seen.insert(uid.to_owned(), value);
+                                true
+                            }
                         },
-                        _ => true,
-                    };
-                    if pass { map(&obj) } else { None }
+                        None => true,
+                    },
+                    _ => true,
+                };
+                if pass { map(&obj) } else { None }
+            }
+            CacheEvent::Deleted(obj) => {
+                if let Some(uid) = obj.meta().uid.as_deref() {
+                    seen.remove(uid);
                 }
-                CacheEvent::Deleted(obj) => {
-                    if let Some(uid) = obj.meta().uid.as_deref() {
-                        seen.remove(uid);
+                map(&obj)
+            }
+        }));
+        let out = out.unwrap_or_else(|panic| {
+            tracing::error!(
+                cluster = %cluster,
+                namespace = object.meta().namespace.as_deref().unwrap_or(""),
+                name = object.meta().name.as_deref().unwrap_or(""),
+                panic = %panic_message(panic.as_ref()),
+                "a watch mapper or predicate panicked; this event is dropped"
+            );
+            None
+        });
+        out.map(|batch| Arrival { batch, initial })
+    };
+    let stream = futures::stream::poll_fn(move |cx| {
+        loop {
+            match std::task::ready!(events.poll_next_unpin(cx)) {
+                Some(event) => {
+                    if let Some(arrival) = arrival(event) {
+                        return std::task::Poll::Ready(Some(arrival));
                     }
-                    map(&obj)
                 }
-            }));
-            let out = out.unwrap_or_else(|panic| {
-                tracing::error!(
-                    cluster = %cluster,
-                    namespace = object.meta().namespace.as_deref().unwrap_or(""),
-                    name = object.meta().name.as_deref().unwrap_or(""),
-                    panic = %panic_message(panic.as_ref()),
-                    "a watch mapper or predicate panicked; this event is dropped"
-                );
-                None
-            });
-            ready(out.map(|batch| Arrival { batch, initial }))
-        })
-        .boxed();
+                None => return std::task::Poll::Ready(None),
+            }
+        }
+    })
+    .boxed();
     Subscription {
         stream,
         restarts: Box::new(move || informer.watch_restarts()),

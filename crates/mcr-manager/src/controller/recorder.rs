@@ -10,7 +10,7 @@ use kube::{
     Resource,
     runtime::events::{self, Event, Reporter},
 };
-use mcr_core::ClusterName;
+use mcr_core::{Cluster, ClusterName};
 
 /// How long one publish may take by default before it is given up.
 pub const DEFAULT_PUBLISH_TIMEOUT: Duration = Duration::from_secs(5);
@@ -41,13 +41,32 @@ pub enum RecorderError {
 
 struct Inner {
     cluster: ClusterName,
-    client: kube::Client,
-    reporter: Reporter,
+    client: Via,
+    /// Shared by every cluster of one controller.
+    reporter: Arc<Reporter>,
     timeout: Duration,
     /// kube-runtime's recorder, built on first use: it keeps the series cache, so repeats of
     /// one event (same object, reason, action, note) become one Event with a growing count.
     /// Boxed: most engaged clusters never publish, and the recorder is several hundred bytes.
     recorder: OnceLock<Box<events::Recorder>>,
+}
+
+/// What a [`Recorder`] publishes through: the handle of the cluster it publishes into (what
+/// the runtime's recorders use: a pointer, not a client of their own in every engaged
+/// cluster), or a client (boxed: a `kube::Client` is about a hundred bytes).
+#[derive(Clone)]
+enum Via {
+    Cluster(Cluster),
+    Client(Box<kube::Client>),
+}
+
+impl Via {
+    fn client(&self) -> kube::Client {
+        match self {
+            Via::Cluster(cluster) => cluster.client(),
+            Via::Client(client) => kube::Client::clone(client),
+        }
+    }
 }
 
 /// Publishes `events.k8s.io/v1` Events into one cluster, reported by one controller: what
@@ -108,13 +127,29 @@ impl Recorder {
     /// # }
     /// ```
     pub fn new(cluster: ClusterName, client: kube::Client, controller: impl Into<String>) -> Self {
+        let client = Via::Client(Box::new(client));
+        Self::with(cluster, client, Self::reporter(controller))
+    }
+
+    /// The reporter of `controller`'s events: the instance is `$POD_NAME`, else `$HOSTNAME`.
+    pub(crate) fn reporter(controller: impl Into<String>) -> Arc<Reporter> {
         let instance = std::env::var("POD_NAME")
             .or_else(|_| std::env::var("HOSTNAME"))
             .ok();
-        let reporter = Reporter {
+        Arc::new(Reporter {
             controller: controller.into(),
             instance,
-        };
+        })
+    }
+
+    /// A recorder publishing into `cluster` as `reporter` (one for all of a controller's
+    /// clusters: the same for each, so kept once).
+    pub(crate) fn reporting(cluster: &Cluster, reporter: Arc<Reporter>) -> Self {
+        let via = Via::Cluster(cluster.clone());
+        Self::with(cluster.name().clone(), via, reporter)
+    }
+
+    fn with(cluster: ClusterName, client: Via, reporter: Arc<Reporter>) -> Self {
         Recorder {
             inner: Arc::new(Inner {
                 cluster,
@@ -176,8 +211,8 @@ impl Recorder {
         let inner = &self.inner;
         let recorder = inner.recorder.get_or_init(|| {
             Box::new(events::Recorder::new(
-                inner.client.clone(),
-                inner.reporter.clone(),
+                inner.client.client(),
+                Reporter::clone(&inner.reporter),
             ))
         });
         match tokio::time::timeout(inner.timeout, recorder.publish(event, regarding)).await {

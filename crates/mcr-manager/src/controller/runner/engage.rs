@@ -148,7 +148,7 @@ where
             }));
         }
         debug!(controller = %self.spec.name, cluster = %name, "cluster engaged");
-        let recorder = Recorder::new(name.clone(), cluster.client(), &self.spec.name);
+        let recorder = Recorder::reporting(&cluster, self.reporter.clone());
         let ctx = Context::in_fleet(name.clone(), cluster.clone(), self.spec.fleet.clone(), data)
             .with_primary(primary.clone())
             .with_stores(stores)
@@ -240,8 +240,9 @@ where
         token: &CancellationToken,
         target: bool,
     ) -> (Vec<Restarts>, Vec<ErasedInformer>) {
-        let mut restarts = Vec::new();
-        let mut stores = Vec::new();
+        // Kept for the instance's life: no spare room (a `Vec` grown by a push has four slots).
+        let mut restarts = Vec::with_capacity(self.spec.inputs.len());
+        let mut stores = Vec::with_capacity(self.spec.inputs.len());
         for input in self.spec.inputs.iter() {
             if !input.scope.watches(name.is_host(), target)
                 || !passes(input.filter.as_ref(), name, cluster)
@@ -263,6 +264,8 @@ where
                     .boxed(),
             );
         }
+        restarts.shrink_to_fit();
+        stores.shrink_to_fit();
         (restarts, stores)
     }
 

@@ -59,6 +59,7 @@ use super::{
     context::Context,
     input::{Arrival, Input, OpenFn, PrimaryFn, Scope},
     membership::{JoinFn, LeaveFn, Sweep},
+    recorder::Recorder,
     request::Request,
 };
 use crate::{error::BoxError, metrics::Metrics, queue::WorkQueue, runnable::Runnable};
@@ -221,6 +222,7 @@ where
         let mut lp = Loop {
             task: &*self,
             engaged_gauge: spec.metrics.engaged(&spec.name),
+            reporter: Recorder::reporter(spec.name.clone()),
             queue: WorkQueue::with_debounce(spec.debounce),
             spec,
             members: HashMap::new(),
@@ -448,6 +450,8 @@ where
     /// How many reconciles in flight count against `concurrency` (see `slots`).
     slots: Slots,
     engaged_gauge: prometheus_client::metrics::gauge::Gauge,
+    /// Who reports this controller's events, in every cluster.
+    reporter: Arc<kube::runtime::events::Reporter>,
     queue: WorkQueue<ObjectRef<K>>,
     streams: SelectAll<BoxStream<'static, Arrival<K>>>,
     gones: FuturesUnordered<BoxFuture<'static, (ClusterName, ClusterId)>>,
