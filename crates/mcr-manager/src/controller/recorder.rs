@@ -72,6 +72,12 @@ impl Via {
 /// Publishes `events.k8s.io/v1` Events into one cluster, reported by one controller: what
 /// [`Context::recorder`](crate::Context::recorder) hands a reconcile. Cheap to clone.
 ///
+/// The runtime's recorder publishes through its cluster's handle, as the
+/// [`Context`](crate::Context) does: a clone kept after the reconcile keeps that cluster
+/// instance (its client, cache and credential renewal) alive, and a sharded replica's handoff
+/// of the cluster waits for it (at most the lease duration, then it is forced and reported).
+/// Keep a recorder no longer than the reconcile that got it.
+///
 /// Built on kube-runtime's [`events::Recorder`], one per controller and cluster for the life of
 /// the engagement, so repeats are aggregated into a series (one Event whose `series.count`
 /// grows) rather than one Event per call. Every write is bounded
