@@ -7,8 +7,9 @@
 //! reservation a busy client could take the port during the window and the listener could not
 //! be re-opened (`EADDRINUSE`), leaving the cluster down for good.
 //!
-//! The listener lives in a slot the accept loop polls, so closing is just taking it out of the
-//! slot and cancelling the open connections' token.
+//! The listener lives in a slot the accept loop polls, so closing is taking it out of the slot,
+//! shutting the socket down (which stops it listening even where a forked child still holds a
+//! copy of its descriptor) and cancelling the open connections' token.
 
 use std::future::poll_fn;
 use std::io;
@@ -112,7 +113,9 @@ impl Gate {
         let State::Open { slot, cancel } = &*state else {
             return;
         };
-        drop(slot.lock().take());
+        if let Some(listener) = slot.lock().take() {
+            stop_listening(&listener, &self.label);
+        }
         cancel.cancel();
         let reserved = {
             let _guard = self.runtime.enter();
@@ -139,6 +142,15 @@ impl Gate {
 impl Drop for Gate {
     fn drop(&mut self) {
         self.release();
+    }
+}
+
+/// Takes the socket itself out of the listening state before its descriptor is dropped. A child
+/// process forked anywhere in this process holds a copy of every descriptor until its `exec`;
+/// dropping ours alone would leave the port accepting (and unbindable) for that window.
+fn stop_listening(listener: &TcpListener, label: &str) {
+    if let Err(err) = socket2::SockRef::from(listener).shutdown(std::net::Shutdown::Both) {
+        tracing::debug!(cluster = %label, %err, "shutting the listener down failed; dropping it");
     }
 }
 
@@ -205,6 +217,43 @@ mod tests {
             .expect("re-opened on the same port");
         gate.open(|stream, _| drop(stream))
             .expect("opening twice is a no-op");
+    }
+
+    /// A child process forked by anything in the same process (a control plane's binary, a
+    /// test's helper) holds a copy of every descriptor until it calls `exec`. Closing must stop
+    /// the listening socket itself, not only drop this process's descriptor.
+    #[tokio::test]
+    async fn a_closed_port_refuses_while_a_forked_child_holds_the_listener() {
+        use std::os::fd::AsFd;
+        let gate = Gate::reserve_loopback("t").unwrap();
+        let addr = gate.addr();
+        gate.open(|stream, _| drop(stream)).unwrap();
+        // What the child holds between fork and exec: a duplicate of the listening descriptor.
+        let held = {
+            let state = gate.state.lock();
+            let State::Open { slot, .. } = &*state else {
+                panic!("open")
+            };
+            let listener = slot.lock();
+            listener
+                .as_ref()
+                .unwrap()
+                .as_fd()
+                .try_clone_to_owned()
+                .unwrap()
+        };
+        gate.close();
+        let refused = TcpStream::connect(addr).await;
+        assert_eq!(
+            refused.map(|_| ()).map_err(|err| err.kind()),
+            Err(io::ErrorKind::ConnectionRefused),
+            "a closed port accepted a connection while a copy of its listener lived on"
+        );
+        drop(held);
+        gate.open(|stream, _| drop(stream)).unwrap();
+        TcpStream::connect(addr)
+            .await
+            .expect("re-opened on the same port");
     }
 
     #[tokio::test]
