@@ -2,7 +2,8 @@
 //! in release mode and runs it with the arguments given, for example:
 //!
 //! - `cargo xtask sim --seeds 10000`: the regression seeds, then seeds 1..=10000 on every
-//!   core; a failure prints the seed, the invariant broken and the trace (what CI runs);
+//!   core; a failure prints the seed, the invariant broken and the trace (`cargo xtask ci`
+//!   runs this; `.ci/run` without `--full` runs `--seeds 5000`);
 //! - `cargo xtask sim --seed 42 --trace`: one seed to the end of its plan, with its trace;
 //! - `cargo xtask sim --seed 42 --logs mcr_manager=debug`: the same with the code's logs,
 //!   stamped with virtual time and replica.
