@@ -49,7 +49,10 @@ enum Outcome {
 
 /// Runs the suite on both backends (or the emulator alone); fails when a test fails on the
 /// emulator and passes on kube-apiserver.
-pub fn run(emulator_only: bool) -> Result<()> {
+///
+/// `build_only`: build the test binaries and stop (CI builds them before the e2e step, so the
+/// run beside the e2e suite does not compile while the suite's control planes are busy).
+pub fn run(emulator_only: bool, build_only: bool) -> Result<()> {
     let started = Instant::now();
     let root = crate::workspace_root();
     let suite = match std::env::var_os(SUITE_DIR_ENV) {
@@ -59,9 +62,13 @@ pub fn run(emulator_only: bool) -> Result<()> {
     let crates = sources(&root, &suite)?;
     let binaries = build(&suite, &crates)?;
     eprintln!(
-        "kube-suite: built in {:.0} s",
+        "kube-suite: {} test binaries built in {:.0} s",
+        binaries.len(),
         started.elapsed().as_secs_f64()
     );
+    if build_only {
+        return Ok(());
+    }
     let binary = crate::fleet::build_binary()?;
     let assets = if emulator_only {
         None

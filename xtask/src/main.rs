@@ -172,6 +172,9 @@ enum Cmd {
         /// The emulator alone (no kube-apiserver): results only.
         #[arg(long)]
         emulator_only: bool,
+        /// Build the test binaries only.
+        #[arg(long, conflicts_with = "emulator_only")]
+        build_only: bool,
     },
     /// Regenerate crates/mcr-envtest/src/engine/schema/kubernetes.json from the OpenAPI documents and
     /// Go types of the Kubernetes release in xtask/assets/kubernetes/go.mod (needs Go).
@@ -245,7 +248,10 @@ fn main() -> ExitCode {
             one_apiserver_run,
             sets,
         }),
-        Cmd::KubeSuite { emulator_only } => kube_suite::run(emulator_only),
+        Cmd::KubeSuite {
+            emulator_only,
+            build_only,
+        } => kube_suite::run(emulator_only, build_only),
         Cmd::Schemas => schemas::run(),
         Cmd::Package => package(),
         Cmd::Image => image::run(),

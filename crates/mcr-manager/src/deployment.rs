@@ -9,12 +9,16 @@
 //! | `MCR_SHARD_GROUP` | sharding with the other replicas of this group (not with `MCR_LEADER_ELECTION_ID`) |
 //! | `MCR_LEASE_DURATION_SECONDS` | lease duration, at least 2 (default 15); renew deadline 2/3 of it, renewals every 1/5 |
 //! | `MCR_METRICS_BIND_ADDRESS` | serve `/metrics`, `/healthz`, `/readyz` and `/clusters` here |
+//! | `MCR_WEBHOOK_BIND_ADDRESS` | where the webhook server listens (the chart: `0.0.0.0:<webhook.port>`, with `webhook.enabled`) |
+//! | `MCR_WEBHOOK_CERT_DIR` | the directory of the webhook's serving certificate, `tls.crt` and `tls.key` (the chart: `/tls`) |
 //! | `POD_NAME` | the replica's identity (read by [`LeaderElection::new`](crate::LeaderElection::new) and [`Sharding::new`]) |
 //!
 //! Unset variables leave the builder as it was; set ones that do not parse are an error that
-//! names the variable.
+//! names the variable. The webhook's two are not the builder's: pass them to `mcr-webhook`'s
+//! `Server::bind` and `CertificateReloader::from_files` (see [`DeploymentEnv::webhook`]).
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::{ManagerBuilder, Sharding};
@@ -29,6 +33,10 @@ pub const SHARD_GROUP: &str = "MCR_SHARD_GROUP";
 pub const LEASE_DURATION_SECONDS: &str = "MCR_LEASE_DURATION_SECONDS";
 /// `MCR_METRICS_BIND_ADDRESS`.
 pub const METRICS_BIND_ADDRESS: &str = "MCR_METRICS_BIND_ADDRESS";
+/// `MCR_WEBHOOK_BIND_ADDRESS`.
+pub const WEBHOOK_BIND_ADDRESS: &str = "MCR_WEBHOOK_BIND_ADDRESS";
+/// `MCR_WEBHOOK_CERT_DIR`.
+pub const WEBHOOK_CERT_DIR: &str = "MCR_WEBHOOK_CERT_DIR";
 
 /// A variable of the deployment contract that is set but unusable.
 #[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
@@ -65,6 +73,46 @@ pub struct DeploymentEnv {
     pub sharding: Option<Sharding>,
     /// `MCR_METRICS_BIND_ADDRESS`.
     pub metrics_address: Option<SocketAddr>,
+    /// `MCR_WEBHOOK_BIND_ADDRESS` and `MCR_WEBHOOK_CERT_DIR`, set together or not at all.
+    pub webhook: Option<WebhookEnv>,
+}
+
+/// Where the deployment wants the webhook server: the chart sets both variables when
+/// `webhook.enabled` is true and mounts the serving certificate at [`cert_dir`](Self::cert_dir).
+///
+/// ```
+/// # use mcr_manager::DeploymentEnv;
+/// let vars = [("MCR_WEBHOOK_BIND_ADDRESS", "0.0.0.0:9443"), ("MCR_WEBHOOK_CERT_DIR", "/tls")];
+/// let env = DeploymentEnv::from_vars(|k| {
+///     vars.iter().find(|(name, _)| *name == k).map(|(_, v)| v.to_string())
+/// })
+/// .unwrap();
+/// let webhook = env.webhook.unwrap();
+/// assert_eq!(webhook.address.port(), 9443);
+/// assert_eq!(webhook.cert_path(), std::path::Path::new("/tls/tls.crt"));
+/// // With mcr-webhook:
+/// // let certs = CertificateReloader::from_files(webhook.cert_path(), webhook.key_path())?;
+/// // let server = Server::bind(webhook.address, webhooks, certs, ServerOptions::default()).await?;
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct WebhookEnv {
+    /// `MCR_WEBHOOK_BIND_ADDRESS`: where the webhook server listens.
+    pub address: SocketAddr,
+    /// `MCR_WEBHOOK_CERT_DIR`: the directory holding `tls.crt` and `tls.key`.
+    pub cert_dir: PathBuf,
+}
+
+impl WebhookEnv {
+    /// `<cert_dir>/tls.crt`, the serving certificate (a `kubernetes.io/tls` Secret's key).
+    pub fn cert_path(&self) -> PathBuf {
+        self.cert_dir.join("tls.crt")
+    }
+
+    /// `<cert_dir>/tls.key`, its private key.
+    pub fn key_path(&self) -> PathBuf {
+        self.cert_dir.join("tls.key")
+    }
 }
 
 impl DeploymentEnv {
@@ -100,6 +148,30 @@ impl DeploymentEnv {
                 })
             })
             .transpose()?;
+        let webhook = match (get(WEBHOOK_BIND_ADDRESS), get(WEBHOOK_CERT_DIR)) {
+            (None, None) => None,
+            (Some(s), Some(dir)) => Some(WebhookEnv {
+                address: s.trim().parse::<SocketAddr>().map_err(|e| {
+                    err(
+                        WEBHOOK_BIND_ADDRESS,
+                        format!("{s:?} is not an address: {e}"),
+                    )
+                })?,
+                cert_dir: PathBuf::from(dir),
+            }),
+            (Some(_), None) => {
+                return Err(err(
+                    WEBHOOK_BIND_ADDRESS,
+                    format!("set without {WEBHOOK_CERT_DIR}, the serving certificate's directory"),
+                ));
+            }
+            (None, Some(_)) => {
+                return Err(err(
+                    WEBHOOK_CERT_DIR,
+                    format!("set without {WEBHOOK_BIND_ADDRESS}, where the webhook listens"),
+                ));
+            }
+        };
         let (election, group) = (get(LEADER_ELECTION_ID), get(SHARD_GROUP));
         if election.is_some() && group.is_some() {
             return Err(err(
@@ -148,6 +220,7 @@ impl DeploymentEnv {
             leader_election,
             sharding,
             metrics_address,
+            webhook,
         })
     }
 
@@ -248,10 +321,33 @@ mod tests {
                 ][..],
                 SHARD_GROUP,
             ),
+            (
+                &[(WEBHOOK_BIND_ADDRESS, "9443"), (WEBHOOK_CERT_DIR, "/tls")][..],
+                WEBHOOK_BIND_ADDRESS,
+            ),
+            (
+                &[(WEBHOOK_BIND_ADDRESS, "0.0.0.0:9443")][..],
+                WEBHOOK_BIND_ADDRESS,
+            ),
+            (&[(WEBHOOK_CERT_DIR, "/tls")][..], WEBHOOK_CERT_DIR),
         ] {
             let e = read(vars).unwrap_err();
             assert_eq!(e.variable, variable, "{e}");
             assert!(e.to_string().contains(variable), "{e}");
         }
+    }
+
+    #[test]
+    fn the_webhook_gets_its_address_and_certificate_files() {
+        let env = read(&[
+            (WEBHOOK_BIND_ADDRESS, " 0.0.0.0:9443 "),
+            (WEBHOOK_CERT_DIR, "/tls"),
+        ])
+        .unwrap();
+        let webhook = env.webhook.unwrap();
+        assert_eq!(webhook.address, SocketAddr::from(([0, 0, 0, 0], 9443)));
+        assert_eq!(webhook.cert_path(), PathBuf::from("/tls/tls.crt"));
+        assert_eq!(webhook.key_path(), PathBuf::from("/tls/tls.key"));
+        assert!(read(&[]).unwrap().webhook.is_none());
     }
 }

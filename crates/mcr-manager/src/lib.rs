@@ -111,7 +111,7 @@ pub use controller::{
     DepartureReason, IntoRequest, Members, ReconcileOutcome, ReconcileResult, Recorder,
     RecorderError, Request, RunError, Start, Store, Target, UnreadableAction, WatchOptions,
 };
-pub use deployment::{DeploymentEnv, DeploymentEnvError};
+pub use deployment::{DeploymentEnv, DeploymentEnvError, WebhookEnv};
 pub use error::{BoxError, BuilderError, Error};
 pub use health::HttpOptions;
 /// kube-runtime's `Action`, re-exported so a ported controller imports

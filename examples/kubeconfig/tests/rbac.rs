@@ -479,6 +479,32 @@ async fn the_chart_renders_a_webhook_only_where_every_replica_answers_every_revi
         env.iter().any(|(k, _)| k == "MCR_LEADER_ELECTION_ID"),
         "{env:?}"
     );
+    // The webhook's address and certificate directory reach the binary through the
+    // environment (DeploymentEnv::webhook), matching the container port and the mount.
+    let webhook = mcr_manager::DeploymentEnv::from_vars(|k| {
+        env.iter()
+            .find(|(name, _)| name == k)
+            .map(|(_, v)| v.clone())
+    })?
+    .webhook
+    .context("no webhook in the rendered environment")?;
+    ensure!(webhook.address.port() == 9443, "{webhook:?}");
+    ensure!(
+        container["ports"]
+            .as_array()
+            .is_some_and(|ports| ports.iter().any(|p| p["containerPort"] == 9443)),
+        "{container}"
+    );
+    ensure!(
+        container["volumeMounts"]
+            .as_array()
+            .is_some_and(|mounts| mounts
+                .iter()
+                .any(|m| m["mountPath"].as_str().map(std::path::Path::new)
+                    == Some(webhook.cert_dir.as_path()))),
+        "the certificate directory {:?} is not mounted: {container}",
+        webhook.cert_dir
+    );
     ensure!(
         objects.iter().any(|o| o["kind"] == "Service"
             && o["metadata"]["name"]
