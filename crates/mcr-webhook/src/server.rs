@@ -162,6 +162,28 @@ impl Default for ServerOptions {
 /// mgr.run().await?;
 /// # Ok(()) }
 /// ```
+///
+/// Deployed with `charts/mcr-controller` (`webhook.enabled`), take the address and the
+/// certificate's directory from the chart's environment instead of writing them down:
+///
+/// ```no_run
+/// use std::sync::Arc;
+/// use mcr_manager::DeploymentEnv;
+/// use mcr_webhook::{CertificateReloader, Server, ServerOptions, Webhooks};
+///
+/// # async fn demo(client: kube::Client, webhooks: impl FnOnce(&mcr_manager::Manager) -> Webhooks) -> Result<(), Box<dyn std::error::Error>> {
+/// let env = DeploymentEnv::from_env()?;
+/// let webhook = env.webhook.clone();
+/// let mgr = env.apply(mcr_manager::Manager::builder(client)).build();
+/// if let Some(webhook) = webhook {
+///     let certs = CertificateReloader::from_files(webhook.cert_path(), webhook.key_path())?;
+///     let server =
+///         Server::bind(webhook.address, webhooks(&mgr), certs, ServerOptions::default()).await?;
+///     mgr.add(Arc::new(server))?;
+/// }
+/// mgr.run().await?;
+/// # Ok(()) }
+/// ```
 pub struct Server {
     webhooks: Webhooks,
     certs: Arc<CertificateReloader>,
